@@ -1,0 +1,5 @@
+"""``python -m runner`` runs the CLI."""
+
+from runner.cli.app import main
+
+main()

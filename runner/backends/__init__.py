@@ -1,0 +1,1 @@
+"""Sandbox backends: the interface (`base`) and its implementations (docker)."""

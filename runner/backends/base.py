@@ -1,0 +1,161 @@
+"""The sandbox backend interface: what every backend (docker now; namespaces, k8s later) provides.
+
+A backend turns a `SandboxSpec` into one isolated process tree with a byte channel to its
+stdin and its demultiplexed stdout/stderr. It knows nothing of the protocol spoken over that
+channel (runner.orchestrator.channel) nor of workflows. "The sandbox broke" is an
+`InfrastructureError`; "the program inside failed" is a normal `ExitState`.
+
+Invariants every backend keeps (checked by the conformance tests in tests/integration):
+- no network, read-only root filesystem, no capabilities, non-root, resource limits;
+- a sandbox is always removed when its context exits, after its `ExitState` was read;
+- `ExitState.killed_by_host` is True exactly when this process sent the kill;
+- a retry never creates a second sandbox for the same `SandboxSpec.run_id`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STDOUT = 1
+STDERR = 2
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder or file bound into the sandbox.
+
+    Attributes:
+        source: absolute host path (spaces, colons and non-ASCII are fine).
+        target: absolute path inside the sandbox.
+        read_only: True unless the mount is a deliberate, visibly named opt-in.
+    """
+
+    source: Path
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """Per-sandbox limits. Units are in the names.
+
+    Attributes:
+        memory_mb: memory limit (swap equal to it: no extra swap).
+        pids_limit: maximum processes and threads.
+        cpus: CPU share, e.g. 1.0 is one core.
+        tmpfs_mb: size of the writable ``/tmp`` (HOME and TMPDIR point into it).
+        timeout_s: wall time after which the host kills the sandbox (status ``timeout``).
+    """
+
+    memory_mb: int = 512
+    pids_limit: int = 128
+    cpus: float = 1.0
+    tmpfs_mb: int = 64
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Everything needed to start one sandbox for one run attempt.
+
+    Attributes:
+        run_id: validated id of the run attempt; the container name is derived from it, so a
+            retried create cannot make a second container.
+        image: image reference.
+        command: argv run as PID 1's child (the backend adds an init process).
+        mounts: bind mounts; read-only unless stated.
+        env: the complete environment inside; nothing of the host's is passed through.
+        limits: resource limits.
+        labels: extra labels (the backend adds session, run, owner and version labels).
+        workdir: working directory inside.
+    """
+
+    run_id: str
+    image: str
+    command: tuple[str, ...]
+    mounts: tuple[Mount, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    workdir: str = "/tmp"
+
+
+@dataclass(frozen=True)
+class ExitState:
+    """How a sandbox ended, read before it was removed.
+
+    Attributes:
+        exit_code: the main process's exit code (137 means only "SIGKILL", see DOCKER-NOTES.md).
+        oom_killed: the engine's ``State.OOMKilled``.
+        killed_by_host: this process sent the kill (timeout or interruption).
+        error: the engine's own error text, if any (e.g. a failed start).
+    """
+
+    exit_code: int
+    oom_killed: bool = False
+    killed_by_host: bool = False
+    error: str = ""
+
+
+class Sandbox(abc.ABC):
+    """A started sandbox with its stdio attached. Used for exactly one run."""
+
+    run_id: str
+
+    @abc.abstractmethod
+    def write(self, data: bytes) -> None:
+        """Send bytes to the sandbox's stdin.
+
+        Raises:
+            InfrastructureError: the channel is broken (the sandbox may have exited).
+        """
+
+    @abc.abstractmethod
+    def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
+        """Yield ``(stream, payload)`` as output arrives, stream `STDOUT` or `STDERR`.
+
+        Payloads are raw byte chunks with no relation to line or UTF-8 boundaries. Yields
+        ``None`` when nothing arrived within ``poll_s`` seconds (so the caller can check its
+        deadline); returns at end of output (the sandbox closed its stdout and stderr).
+        """
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Kill every process of the sandbox now (SIGKILL) and remember that the host did it."""
+
+    @abc.abstractmethod
+    def wait(self, timeout_s: float) -> ExitState:
+        """Wait for the sandbox to exit; kill it when it outlives ``timeout_s`` seconds.
+
+        Returns:
+            The exit state, read from the engine before removal.
+        """
+
+
+class Backend(abc.ABC):
+    """A named way of making sandboxes."""
+
+    name: str
+
+    @abc.abstractmethod
+    def sandbox(self, spec: SandboxSpec) -> AbstractContextManager[Sandbox]:
+        """Create, attach and start a sandbox; on exit kill it if still running and remove it.
+
+        Removal happens even when start fails half-way or the body raises.
+
+        Raises:
+            InfrastructureError: the engine is unusable or the sandbox could not start (with
+                the engine's error and, when there is any, the sandbox's output attached).
+        """
+
+    @abc.abstractmethod
+    def reap(self) -> list[str]:
+        """Remove leftover sandboxes of dead owners (never a live owner's).
+
+        Returns:
+            Names of the removed sandboxes.
+        """

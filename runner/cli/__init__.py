@@ -1,0 +1,1 @@
+"""The typer command-line interface: parse -> settings -> build objects -> call -> exit code."""

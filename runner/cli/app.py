@@ -1,0 +1,110 @@
+"""The ``sandbox-replay`` command: the one boundary where exceptions become exit codes.
+
+Each command lives in its own module under ``runner.cli`` and registers itself on `app`.
+Heavy libraries (docker, pydantic-settings, rich) are imported inside the commands so that
+``--help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
+
+import click
+import typer
+
+from runner import __version__
+from runner.errors import EXIT_INPUT, EXIT_INTERRUPTED, SandboxReplayError
+
+if TYPE_CHECKING:
+    from runner.settings import Settings
+
+app = typer.Typer(
+    name="sandbox-replay",
+    help="Re-run AI-agent tasks in Docker sandboxes with no network and unsafe tools denied.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@dataclass
+class CliState:
+    """Options shared by every command (set by the top-level callback)."""
+
+    log_format: Literal["auto", "console", "json"] | None = None
+
+    def settings(self) -> Settings:
+        """Build the settings once, from the environment and the global flags."""
+        from runner.log import configure_logging
+        from runner.settings import Settings
+
+        overrides = {"log_format": self.log_format} if self.log_format else {}
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+        configure_logging(settings.log_format)
+        return settings
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"sandbox-replay {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main_options(
+    ctx: typer.Context,
+    log_format: Annotated[
+        str | None,
+        typer.Option("--log-format", help="auto (console on a TTY, JSON otherwise), console or json."),
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    if log_format not in (None, "auto", "console", "json"):
+        raise typer.BadParameter("must be auto, console or json", param_hint="--log-format")
+    ctx.obj = CliState(log_format=log_format)  # type: ignore[arg-type]
+
+
+def state(ctx: typer.Context) -> CliState:
+    """The `CliState` of the current invocation."""
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, CliState) else CliState()
+
+
+def fail(error: SandboxReplayError) -> NoReturn:
+    """Print one clear line for ``error`` on stderr and exit with its code."""
+    typer.echo(f"error: {error}", err=True)
+    raise typer.Exit(error.exit_code)
+
+
+def _register_commands() -> None:
+    # Imported for their side effect of adding commands to `app`.
+    from runner.cli import commands  # noqa: F401
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script. Returns (and exits with) SPEC.md's exit code."""
+    _register_commands()
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="sandbox-replay", standalone_mode=False)
+    except SandboxReplayError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        typer.echo("interrupted", err=True)
+        code = EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        code = EXIT_INTERRUPTED
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        code = EXIT_INPUT
+    else:
+        code = result if isinstance(result, int) else 0
+    if argv is None:
+        sys.exit(code)
+    return code

@@ -1,0 +1,1 @@
+"""Domain models without I/O: tool registry, workflows, tasks, traces."""

@@ -1,0 +1,40 @@
+"""Logging setup: structlog, readable on a terminal, JSON when not a TTY or when asked.
+
+Modules log with ``structlog.get_logger(__name__)`` and snake_case event names with fields.
+Logs go to stderr so that stdout stays for command output (tables, ``--json``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal
+
+import structlog
+
+
+def configure_logging(fmt: Literal["auto", "console", "json"] = "auto", level: int = logging.INFO) -> None:
+    """Configure structlog once for the process.
+
+    Args:
+        fmt: ``console`` (human), ``json`` (one object a line) or ``auto`` (console on a TTY).
+        level: minimum level, a `logging` constant.
+    """
+    use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer(ensure_ascii=True)
+        if use_json
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )

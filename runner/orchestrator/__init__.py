@@ -1,0 +1,1 @@
+"""Host orchestration: load-time checks, the channel, episodes, scheduling and ceilings."""

@@ -1,0 +1,1 @@
+"""Policy files: models, loader and the decisions they make about tools."""

@@ -1,0 +1,60 @@
+"""Host settings, read once by the CLI from the environment (prefix ``SANDBOX_REPLAY_``).
+
+Nothing reads the environment at import time: the CLI builds one `Settings` and passes it down.
+Resource limits left unset here come from the policy (SPEC.md: "Resource limits come from the
+policy; settings and CLI flags override them for a run").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_IMAGE = "sandbox-replay:latest"
+DEFAULT_BASE_IMAGE = "python:3.12-slim"
+OFFLINE_BASE_IMAGE = "sandbox-replay-base:bookworm"
+
+
+def _default_concurrency() -> int:
+    """Default sandbox concurrency: 4, capped at 2x CPUs (DOCKER-NOTES.md: throughput saturates
+    at concurrency 4 on 2 cores)."""
+    return max(1, min(4, 2 * (os.cpu_count() or 1)))
+
+
+class Settings(BaseSettings):
+    """Everything the host may configure without editing a policy.
+
+    Attributes:
+        docker_host: Docker engine address; None means the docker SDK's own default
+            (``DOCKER_HOST`` or the platform socket).
+        image: the sandbox image runs use.
+        base_image: the Python base image the sandbox image is built FROM when it can be had.
+        offline_base_image: tag of the base image built with debootstrap when no registry is
+            reachable.
+        state_dir: where traces, the ledger and job folders live.
+        concurrency: sandboxes running at once.
+        timeout_s, memory_mb, pids_limit, cpus, tmpfs_mb: per-run limits overriding the policy;
+            None keeps the policy's value.
+        log_format: ``auto`` (console on a TTY, JSON otherwise), ``console`` or ``json``.
+        realdata_dir: public traces recorded by others, for tests (``../shared/realdata``).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
+
+    docker_host: str | None = None
+    image: str = DEFAULT_IMAGE
+    base_image: str = DEFAULT_BASE_IMAGE
+    offline_base_image: str = OFFLINE_BASE_IMAGE
+    state_dir: Path = Path(".sandbox-replay")
+    concurrency: int = Field(default_factory=_default_concurrency, ge=1)
+    timeout_s: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, ge=16)
+    pids_limit: int | None = Field(default=None, ge=8)
+    cpus: float | None = Field(default=None, gt=0)
+    tmpfs_mb: int | None = Field(default=None, ge=1)
+    log_format: Literal["auto", "console", "json"] = "auto"
+    realdata_dir: Path = Path("../shared/realdata")

@@ -1,0 +1,108 @@
+"""The trace (episode) format's shared rules: version, statuses, exit codes, bodies, signature.
+
+Standard library only, Python 3.9+: the in-sandbox runtime, `runner.sdk` record mode, the host
+and the importers all compute these the same way (SPEC.md, "Trace (episode) format").
+
+A trace is JSONL, ``"v": 1`` on every line: one ``run`` line, one ``call`` line per tool or
+model call, one ``end`` line. docs/trace-format.md and docs/trace.schema.json publish it.
+"""
+
+import base64
+import hashlib
+from typing import Any, Dict, Optional, Union
+
+from runner.sdk import canonical_json
+
+TRACE_VERSION = 1
+
+STATUSES = ("succeeded", "failed", "timeout", "oom", "crashed", "infra_error", "denied",
+            "ceiling_reached")
+
+# SPEC.md: the episode exit code, "a logical code computed the same way in record, run,
+# reproduce and import: 0 succeeded, 1 failed, 124 timeout, 137 oom or killed,
+# 125 crashed/infrastructure". `denied` and `ceiling_reached` end a run that did not fail on
+# its own: they count as failed (1).
+_EXIT_CODES = {"succeeded": 0, "failed": 1, "timeout": 124, "oom": 137, "crashed": 125,
+               "infra_error": 125, "denied": 1, "ceiling_reached": 1}
+
+# Bodies longer than this (bytes, UTF-8 or raw) are truncated in traces, with the original
+# length and sha256 kept (SPEC.md: truncation is recorded, never silent).
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def episode_exit_code(status: str) -> int:
+    """The logical episode exit code of a status (SPEC.md).
+
+    Raises:
+        ValueError: ``status`` is not one of `STATUSES`.
+    """
+    try:
+        return _EXIT_CODES[status]
+    except KeyError:
+        raise ValueError("unknown episode status {!r}".format(status)) from None
+
+
+def failure_signature(call_index: int, tool_id: str, error_class: str, exit_code: int) -> str:
+    """sha256 hex of the canonical JSON array ``[call_index, tool_id, error_class, exit_code]``.
+
+    SPEC.md: the failure that *ended* the episode; with no failing call, the last call index
+    and ``workflow`` as the tool id.
+    """
+    payload = canonical_json([call_index, tool_id, error_class, exit_code])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def encode_body(raw: Union[bytes, str], limit: int = MAX_BODY_BYTES) -> Dict[str, Any]:
+    """Trace fields for a raw response body: ``body``, ``body_encoding`` and, when cut,
+    ``truncated``, ``original_length`` (bytes) and ``sha256`` of the whole original.
+
+    Text that is valid UTF-8 is stored as ``text``; anything else (bytes that do not decode,
+    lone surrogates) as ``base64`` of the exact bytes, so every body round-trips.
+    """
+    if isinstance(raw, str):
+        try:
+            data = raw.encode("utf-8")
+        except UnicodeEncodeError:
+            data = raw.encode("utf-8", "surrogateescape") if _only_escapes(raw) else \
+                raw.encode("utf-8", "surrogatepass")
+    else:
+        data = bytes(raw)
+    fields: Dict[str, Any] = {}
+    kept = data
+    if len(data) > limit:
+        kept = data[:limit]
+        fields.update(truncated=True, original_length=len(data),
+                      sha256=hashlib.sha256(data).hexdigest())
+    try:
+        text = kept.decode("utf-8")
+        fields.update(body=text, body_encoding="text")
+    except UnicodeDecodeError:
+        if fields.get("truncated"):
+            # a cut may split a character: keep the valid prefix as text when that is all it is
+            text = kept.decode("utf-8", "ignore")
+            if text.encode("utf-8") == kept[: len(text.encode("utf-8"))] and \
+                    len(kept) - len(text.encode("utf-8")) < 4:
+                fields.update(body=text, body_encoding="text")
+                return fields
+        fields.update(body=base64.b64encode(kept).decode("ascii"), body_encoding="base64")
+    return fields
+
+
+def _only_escapes(text: str) -> bool:
+    return all(not (0xD800 <= ord(c) <= 0xDFFF) or 0xDC80 <= ord(c) <= 0xDCFF for c in text)
+
+
+def decode_body(record: Dict[str, Any]) -> Optional[bytes]:
+    """The stored body bytes of a call record (None when it has no ``body``).
+
+    Raises:
+        ValueError: an unknown ``body_encoding`` or invalid base64.
+    """
+    if record.get("body") is None:
+        return None
+    encoding = record.get("body_encoding", "text")
+    if encoding == "text":
+        return str(record["body"]).encode("utf-8", "surrogatepass")
+    if encoding == "base64":
+        return base64.b64decode(record["body"], validate=True)
+    raise ValueError("unknown body_encoding {!r}".format(encoding))

@@ -11,11 +11,10 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 
-import click
 import typer
 
 from runner import __version__
-from runner.errors import EXIT_INPUT, EXIT_INTERRUPTED, SandboxReplayError
+from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -85,26 +84,15 @@ def _register_commands() -> None:
     from runner.cli import commands  # noqa: F401
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script. Returns (and exits with) SPEC.md's exit code."""
+def main() -> None:
+    """Entry point of the console script; exits with SPEC.md's exit code.
+
+    Typer itself maps usage errors to 2 and Ctrl-C to 130; a `SandboxReplayError` that reaches
+    this boundary becomes one ``error:`` line on stderr and its family's exit code.
+    """
     _register_commands()
-    command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="sandbox-replay", standalone_mode=False)
+        app(prog_name="sandbox-replay")
     except SandboxReplayError as exc:
         typer.echo(f"error: {exc}", err=True)
-        code = exc.exit_code
-    except click.exceptions.Abort:
-        typer.echo("interrupted", err=True)
-        code = EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        code = EXIT_INTERRUPTED
-    except click.exceptions.ClickException as exc:
-        exc.show()
-        code = EXIT_INPUT
-    else:
-        code = result if isinstance(result, int) else 0
-    if argv is None:
-        sys.exit(code)
-    return code
+        sys.exit(exc.exit_code)

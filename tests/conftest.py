@@ -1,0 +1,50 @@
+"""Shared fixtures. Docker tests fail (never skip) when CI=true or
+SANDBOX_REPLAY_REQUIRE_DOCKER=1 and the engine or the sandbox image is unusable."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+def docker_required() -> bool:
+    """True when an unusable Docker must fail tests rather than skip them."""
+    return os.environ.get("CI", "").lower() == "true" or os.environ.get(
+        "SANDBOX_REPLAY_REQUIRE_DOCKER", ""
+    ) in ("1", "true", "yes")
+
+
+def _unusable(reason: str) -> None:
+    if docker_required():
+        pytest.fail(f"Docker is required here (CI=true or SANDBOX_REPLAY_REQUIRE_DOCKER=1): {reason}")
+    pytest.skip(f"Docker unusable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """A docker SDK client for a reachable engine (fails under CI when unreachable)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as exc:
+        _unusable(f"engine not reachable: {exc}")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(docker_client: Any) -> str:
+    """Tag of the sandbox image (SANDBOX_REPLAY_IMAGE or sandbox-replay:latest); must exist."""
+    from runner.settings import DEFAULT_IMAGE
+
+    tag = os.environ.get("SANDBOX_REPLAY_IMAGE", DEFAULT_IMAGE)
+    try:
+        docker_client.images.get(tag)
+    except Exception as exc:
+        _unusable(f"sandbox image {tag!r} missing ({exc}); run `make image`")
+    return tag

@@ -1,0 +1,163 @@
+r"""Ids that become file or folder names: task ids, job ids, run ids (SPEC.md id rules).
+
+Invariants:
+- a valid id is a non-empty string of at most `MAX_ID_LENGTH` characters that is neither
+  ``.`` nor ``..``, holds no path separator (``/``, ``\``), no character Windows forbids in file
+  names (``<>:"|?*``), no control character, and does not start or end with a space or a dot;
+- within one namespace (`IdSet`) two ids that differ only in case are a collision, because
+  macOS and Windows file systems would map them to the same file;
+- run ids come from an injected `IdFactory`, so tests get deterministic ids without patching.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import unicodedata
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from runner.errors import InputError
+
+MAX_ID_LENGTH = 128
+
+_FORBIDDEN = frozenset('/\\<>:"|?*')
+
+IdFactory = Callable[[], str]
+"""Makes a fresh run id on each call (the result is validated by `validate_id`)."""
+
+
+def id_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid id, or None when it is.
+
+    Args:
+        value: the candidate id (anything; only a ``str`` can be valid).
+
+    Returns:
+        A short reason for an error message, or None.
+
+    """
+    if not isinstance(value, str):
+        return f"must be a string, not {type(value).__name__}"
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_ID_LENGTH:
+        return f"is {len(value)} characters long; at most {MAX_ID_LENGTH} are allowed"
+    if value in (".", ".."):
+        return f"{value!r} is not allowed (it names a folder)"
+    bad = sorted({c for c in value if c in _FORBIDDEN})
+    if bad:
+        forbidden = "".join(sorted(_FORBIDDEN))
+        return f"{value!r} contains {''.join(bad)!r}: none of {forbidden} is allowed"
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in value):
+        return f"{value!r} contains a control or unprintable character"
+    if value != value.strip(" ") or value.endswith("."):
+        return f"{value!r} starts or ends with a space or ends with a dot"
+    return None
+
+
+def validate_id(
+    value: object,
+    *,
+    kind: str = "id",
+    file: str | None = None,
+    line: int | None = None,
+    field: str | None = None,
+) -> str:
+    """Return ``value`` when it is a valid id.
+
+    Args:
+        value: the candidate id.
+        kind: what the id names (``task id``, ``run id``), for the message.
+        file: the file the id came from, for the message.
+        line: its 1-based line.
+        field: the field holding it.
+
+    Raises:
+        InputError: the id breaks a rule; the message names the rule, the file, line and field.
+
+    """
+    problem = id_problem(value)
+    if problem is not None:
+        raise InputError(f"invalid {kind}: {problem}", file=file, line=line, field=field)
+    assert isinstance(value, str)
+    return value
+
+
+def collision_key(value: str) -> str:
+    """Return the key two ids collide on: case-folded NFC ."""
+    return unicodedata.normalize("NFC", value).casefold()
+
+
+class IdSet:
+    """A namespace of ids in which case-insensitive duplicates are rejected.
+
+    Args:
+        kind: what the ids name, for messages (``task id``).
+
+    """
+
+    def __init__(self, kind: str = "id") -> None:
+        self.kind = kind
+        self._seen: dict[str, tuple[str, str]] = {}
+
+    def add(self, value: str, where: str = "") -> None:
+        """Record ``value``, defined at ``where`` (e.g. ``tasks.jsonl:3``).
+
+        Raises:
+            InputError: ``value`` equals an earlier id, or differs from it only in case (the
+                message names both and where the first was defined).
+
+        """
+        key = collision_key(value)
+        previous = self._seen.get(key)
+        if previous is not None:
+            first, first_where = previous
+            at = f" (first at {first_where})" if first_where else ""
+            if first == value:
+                raise InputError(f"duplicate {self.kind} {value!r}{at}")
+            raise InputError(
+                f"{self.kind} {value!r} collides with {first!r}{at}: ids differing only in case "
+                "name the same file on macOS and Windows"
+            )
+        self._seen[key] = (value, where)
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, str) and collision_key(value) in self._seen
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def sequential_ids(prefix: str = "run", start: int = 1) -> IdFactory:
+    """Make a deterministic factory: ``run-0001``, ``run-0002``, ... (tests, reproducible runs).
+
+    Raises:
+        InputError: ``prefix`` is not itself a valid id.
+
+    """
+    validate_id(prefix, kind="id prefix")
+    counter = itertools.count(start)
+    return lambda: f"{prefix}-{next(counter):04d}"
+
+
+def timestamped_ids(
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    entropy: Callable[[], str] = lambda: secrets.token_hex(3),
+    prefix: str = "run",
+) -> IdFactory:
+    """Make the production factory: ``run-20261130T010203Z-a1b2c3`` (UTC time plus 6 hex digits).
+
+    Both sources are injectable, so the factory is deterministic when they are.
+    """
+    return lambda: f"{prefix}-{now().astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{entropy()}"
+
+
+def new_run_id(factory: IdFactory) -> str:
+    """Draw a run id from ``factory`` and validate it.
+
+    Raises:
+        InputError: the factory produced an invalid id.
+
+    """
+    return validate_id(factory(), kind="run id")

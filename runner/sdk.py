@@ -28,11 +28,13 @@ import hashlib
 import inspect
 import json
 import sys
+import threading
 import time
+import types
 import typing
-from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Tuple
 
-from runner.errors import CapabilityDenied, SandboxReplayError
+from runner.errors import CapabilityDenied, InputError
 
 __all__ = [
     "Effect",
@@ -43,6 +45,7 @@ __all__ = [
     "now",
     "replay_context",
     "schema_hash",
+    "set_clock",
     "tool",
     "tool_def",
 ]
@@ -59,10 +62,11 @@ class Effect(str, enum.Enum):
     UNSAFE = "unsafe"
 
 
-class ToolDefinitionError(SandboxReplayError):
-    """A tool declaration is invalid (bad id, unsupported parameter type). Exit 2."""
+class ToolDefinitionError(InputError):
+    """A tool declaration is invalid (bad id, unsupported parameter type). Exit 2.
 
-    exit_code = 2
+    An `InputError`: the user fixes the tool's source file.
+    """
 
 
 def canonical_json(value: Any) -> str:
@@ -71,9 +75,11 @@ def canonical_json(value: Any) -> str:
     Raises:
         TypeError: ``value`` holds something JSON cannot represent.
         ValueError: ``value`` holds NaN or an infinity.
+
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def schema_hash(schema: Dict[str, Any]) -> str:
@@ -95,13 +101,32 @@ class ToolDef:
         func: the undecorated function.
         module, qualname: where to import it from.
         file, line: the definition's source location (for duplicate-id errors).
+
     """
 
-    __slots__ = ("description", "effect", "effect_declared", "file", "func", "id", "line",
-                 "module", "qualname", "schema", "schema_hash")
+    __slots__ = (
+        "description",
+        "effect",
+        "effect_declared",
+        "file",
+        "func",
+        "id",
+        "line",
+        "module",
+        "qualname",
+        "schema",
+        "schema_hash",
+    )
 
-    def __init__(self, id: str, effect: Effect, effect_declared: bool, description: str,
-                 schema: Dict[str, Any], func: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        id: str,
+        effect: Effect,
+        effect_declared: bool,
+        description: str,
+        schema: Dict[str, Any],
+        func: Callable[..., Any],
+    ) -> None:
         self.id = id
         self.effect = effect
         self.effect_declared = effect_declared
@@ -121,8 +146,13 @@ class ToolDef:
         return "{}:{}".format(self.file, self.line)
 
     def manifest_entry(self) -> Dict[str, Any]:
-        """The tool's manifest record: id, effect, description, schema, schema_hash, module,
-        qualname (the registry manifest format of issue 3)."""
+        """Return the tool's manifest record.
+
+        Returns:
+            ``{id, effect, description, schema, schema_hash, module, qualname}`` (the registry
+            manifest format of issue 3; the registry adds ``disposition``).
+
+        """
         return {
             "id": self.id,
             "effect": self.effect.value,
@@ -140,22 +170,48 @@ class ToolDef:
 # --- replay context: the call-time guard ---------------------------------------------------
 
 _ALLOWED: "contextvars.ContextVar[Optional[FrozenSet[str]]]" = contextvars.ContextVar(
-    "sandbox_replay_allowed_tools", default=None)
+    "sandbox_replay_allowed_tools", default=None
+)
+
+# Threads start with an empty context (contextvars are not inherited by `threading.Thread`),
+# so a tool that starts a thread would otherwise call denied tools unguarded. The innermost
+# active context of the process is the fallback for any context that has none of its own.
+_PROCESS_CONTEXTS: List[FrozenSet[str]] = []
+_PROCESS_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def replay_context(allowed_tool_ids: FrozenSet[str]) -> Iterator[None]:
+def replay_context(allowed_tool_ids: "Iterable[str]") -> Iterator[None]:
     """Activate a replay context in which only ``allowed_tool_ids`` may execute.
 
     While active, calling any other tool's function directly raises `CapabilityDenied` before
     a line of the tool runs. The in-sandbox runtime activates it with the ids its
-    capability-filtered registry may execute.
+    capability-filtered registry may *execute* (a tool served from recordings is not among
+    them: its code must not run either). The context also covers threads started while it is
+    active (they see the innermost context of the process).
+
+    Args:
+        allowed_tool_ids: ids whose functions may run.
+
     """
-    token = _ALLOWED.set(frozenset(allowed_tool_ids))
+    allowed = frozenset(allowed_tool_ids)
+    token = _ALLOWED.set(allowed)
+    with _PROCESS_LOCK:
+        _PROCESS_CONTEXTS.append(allowed)
     try:
         yield
     finally:
+        with _PROCESS_LOCK:
+            _PROCESS_CONTEXTS.remove(allowed)
         _ALLOWED.reset(token)
+
+
+def _active_allowed() -> Optional[FrozenSet[str]]:
+    allowed = _ALLOWED.get()
+    if allowed is None and _PROCESS_CONTEXTS:
+        with _PROCESS_LOCK:
+            allowed = _PROCESS_CONTEXTS[-1] if _PROCESS_CONTEXTS else None
+    return allowed
 
 
 def _guarded(definition: ToolDef) -> Callable[..., Any]:
@@ -163,14 +219,21 @@ def _guarded(definition: ToolDef) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        allowed = _ALLOWED.get()
+        allowed = _active_allowed()
         if allowed is not None and definition.id not in allowed:
             raise CapabilityDenied(
                 "tool {!r} ({}) is denied in this replay context: nothing executed".format(
-                    definition.id, definition.effect.value),
-                tool_id=definition.id, effect=definition.effect.value)
+                    definition.id, definition.effect.value
+                ),
+                tool_id=definition.id,
+                effect=definition.effect.value,
+            )
         return func(*args, **kwargs)
 
+    # `functools.wraps` leaves the bare function reachable as ``__wrapped__``: an unguarded
+    # path around the replay context. Keep the signature for introspection, drop the path.
+    setattr(wrapper, "__signature__", inspect.signature(func))  # noqa: B010
+    delattr(wrapper, "__wrapped__")
     setattr(wrapper, TOOL_ATTR, definition)
     return wrapper
 
@@ -209,46 +272,87 @@ _PRIMITIVES: Dict[Any, Dict[str, Any]] = {
 
 
 def _is_typeddict(hint: Any) -> bool:
-    return isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__total__") \
+    return (
+        isinstance(hint, type)
+        and issubclass(hint, dict)
+        and hasattr(hint, "__total__")
         and hasattr(hint, "__annotations__")
+    )
 
 
-def _schema_of(hint: Any, where: str) -> Dict[str, Any]:
-    if hint in _PRIMITIVES:
-        return dict(_PRIMITIVES[hint])
+_UNION_TYPE = getattr(types, "UnionType", None)  # ``X | Y`` objects, Python 3.10+
+
+
+def _any_of(schemas: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Build a union schema, flattened, de-duplicated and sorted by canonical JSON.
+
+    ``Union[int, str]`` and ``Union[str, int]`` are the same type, so they must give the same
+    schema and hash whatever order the hints were written (or cached by `typing`) in.
+    """
+    flat: Dict[str, Dict[str, Any]] = {}
+    for schema in schemas:
+        for member in schema["anyOf"] if list(schema) == ["anyOf"] else [schema]:
+            flat[canonical_json(member)] = member
+    members = [flat[key] for key in sorted(flat)]
+    return members[0] if len(members) == 1 else {"anyOf": members}
+
+
+def _schema_of(hint: Any, where: str, seen: Tuple[Any, ...] = ()) -> Dict[str, Any]:
+    try:
+        primitive = _PRIMITIVES.get(hint)
+    except TypeError:  # an unhashable "hint", e.g. a list given as an annotation
+        primitive = None
+    if primitive is not None:
+        return dict(primitive)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
-    union_type = getattr(__import__("types"), "UnionType", None)
-    if origin is typing.Union or (union_type is not None and origin is union_type):
-        return {"anyOf": [_schema_of(arg, where) for arg in args]}
+    if origin is typing.Union or (_UNION_TYPE is not None and origin is _UNION_TYPE):
+        return _any_of([_schema_of(arg, where, seen) for arg in args])
     if origin is typing.Literal:
         for value in args:
             if not isinstance(value, (str, int, bool, type(None))):
                 raise ToolDefinitionError(
                     "{}: Literal values must be str, int, bool or None, not {!r}".format(
-                        where, value))
+                        where, value
+                    )
+                )
         return {"enum": list(args)}
-    if origin in (list, List):
+    if origin is list or hint is list:
         if len(args) != 1:
             raise ToolDefinitionError("{}: list needs its item type, e.g. list[str]".format(where))
-        return {"type": "array", "items": _schema_of(args[0], where)}
-    if origin in (dict, Dict):
+        return {"type": "array", "items": _schema_of(args[0], where, seen)}
+    if origin is dict or hint is dict:
         if len(args) != 2 or args[0] is not str:
             raise ToolDefinitionError(
-                "{}: dict must be dict[str, T] (JSON object keys are strings)".format(where))
-        return {"type": "object", "additionalProperties": _schema_of(args[1], where)}
+                "{}: dict must be dict[str, T] (JSON object keys are strings)".format(where)
+            )
+        return {"type": "object", "additionalProperties": _schema_of(args[1], where, seen)}
     if _is_typeddict(hint):
-        hints = typing.get_type_hints(hint)
+        if hint in seen:
+            raise ToolDefinitionError(
+                "{}: TypedDict {} refers to itself; recursive types are not supported".format(
+                    where, hint.__name__
+                )
+            )
+        try:
+            hints = typing.get_type_hints(hint)
+        except Exception as exc:
+            raise ToolDefinitionError(
+                "{}: cannot read the type hints of {}: {}".format(where, hint.__name__, exc)
+            ) from exc
         required = sorted(getattr(hint, "__required_keys__", hints.keys()))
         return {
             "type": "object",
-            "properties": {k: _schema_of(v, "{}.{}".format(where, k)) for k, v in hints.items()},
+            "properties": {
+                k: _schema_of(v, "{}.{}".format(where, k), (*seen, hint)) for k, v in hints.items()
+            },
             "required": required,
             "additionalProperties": False,
         }
     raise ToolDefinitionError(
         "{}: type {!r} is not supported; use str, int, float, bool, None, list[...], "
-        "dict[str, ...], Optional/Union, Literal or TypedDict".format(where, hint))
+        "dict[str, ...], Optional/Union, Literal or TypedDict".format(where, hint)
+    )
 
 
 def derive_schema(func: Callable[..., Any]) -> Dict[str, Any]:
@@ -256,11 +360,17 @@ def derive_schema(func: Callable[..., Any]) -> Dict[str, Any]:
 
     Returns:
         ``{"type": "object", "properties": {...}, "required": [...],
-        "additionalProperties": false}``; parameters with a default are not required.
+        "additionalProperties": false}``; parameters with a default are not required;
+        ``required`` is sorted (tools are called with keyword arguments, so the order of the
+        parameters is not part of the interface). A parameter whose default is None also
+        accepts null, on every Python version (before 3.11 `typing.get_type_hints` adds that
+        ``Optional`` itself; doing it always keeps the hash the same across versions).
 
     Raises:
-        ToolDefinitionError: a parameter without a type hint, a ``*args``/``**kwargs``
-            parameter, or an unsupported type; the message names the function and parameter.
+        ToolDefinitionError: a parameter without a type hint, a ``*args``/``**kwargs`` or
+            positional-only parameter, or an unsupported type; the message names the function
+            and the parameter.
+
     """
     name = getattr(func, "__qualname__", repr(func))
     try:
@@ -273,26 +383,50 @@ def derive_schema(func: Callable[..., Any]) -> Dict[str, Any]:
         where = "tool function {} parameter {!r}".format(name, param.name)
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolDefinitionError("{}: *args and **kwargs are not supported".format(where))
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ToolDefinitionError(
+                "{}: positional-only parameters are not supported (tools are called with "
+                "keyword arguments)".format(where)
+            )
         if param.name not in hints:
             raise ToolDefinitionError("{}: needs a type hint".format(where))
-        properties[param.name] = _schema_of(hints[param.name], where)
+        schema = _schema_of(hints[param.name], where)
+        if param.default is None:
+            schema = _any_of([schema, {"type": "null"}])
+        properties[param.name] = schema
         if param.default is param.empty:
             required.append(param.name)
-    return {"type": "object", "properties": properties, "required": required,
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": sorted(required),
+        "additionalProperties": False,
+    }
 
 
 def _check_tool_id(tool_id: Any) -> None:
-    ok = isinstance(tool_id, str) and 0 < len(tool_id) <= 128 and all(
-        part and all(c.isalnum() or c in "_-" for c in part) and part.isascii()
-        for part in tool_id.split("."))
+    if callable(tool_id):
+        raise ToolDefinitionError(
+            '@tool needs a tool id: write @tool("ticket.get", effect=Effect.READ), '
+            "not a bare @tool (on {})".format(getattr(tool_id, "__qualname__", tool_id))
+        )
+    ok = (
+        isinstance(tool_id, str)
+        and 0 < len(tool_id) <= 128
+        and all(
+            part and all(c.isalnum() or c in "_-" for c in part) and part.isascii()
+            for part in tool_id.split(".")
+        )
+    )
     if not ok:
         raise ToolDefinitionError(
-            "invalid tool id {!r}: use dotted ASCII names like 'ticket.get'".format(tool_id))
+            "invalid tool id {!r}: use dotted ASCII names like 'ticket.get'".format(tool_id)
+        )
 
 
-def tool(tool_id: str, effect: Optional[Effect] = None, description: str = ""
-         ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def tool(
+    tool_id: str, effect: Optional[Effect] = None, description: str = ""
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a function as a tool.
 
     Args:
@@ -307,26 +441,33 @@ def tool(tool_id: str, effect: Optional[Effect] = None, description: str = ""
 
     Raises:
         ToolDefinitionError: invalid id, effect or parameter types.
+
     """
     _check_tool_id(tool_id)
     if effect is not None and not isinstance(effect, Effect):
         try:
             effect = Effect(effect)
         except ValueError:
-            raise ToolDefinitionError("tool {!r}: unknown effect class {!r}".format(
-                tool_id, effect)) from None
+            raise ToolDefinitionError(
+                "tool {!r}: unknown effect class {!r}".format(tool_id, effect)
+            ) from None
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        definition = ToolDef(tool_id, effect or Effect.UNSAFE, effect is not None,
-                             description or (inspect.getdoc(func) or "").split("\n")[0],
-                             derive_schema(func), func)
+        definition = ToolDef(
+            tool_id,
+            effect or Effect.UNSAFE,
+            effect is not None,
+            description or (inspect.getdoc(func) or "").split("\n")[0],
+            derive_schema(func),
+            func,
+        )
         return _guarded(definition)
 
     return decorate
 
 
 def tool_def(obj: Any) -> Optional[ToolDef]:
-    """The `ToolDef` of a decorated tool function, or None for anything else."""
+    """Return the `ToolDef` of a decorated tool function, or None for anything else."""
     definition = getattr(obj, TOOL_ATTR, None)
     return definition if isinstance(definition, ToolDef) else None
 
@@ -335,14 +476,22 @@ def collect_tools(module: Any) -> List[ToolDef]:
     """Every tool defined in ``module`` (a module object), in definition order.
 
     Tools imported into the module from elsewhere are skipped: each tool belongs to the module
-    that defines it.
+    that defines it. A tool bound under another name than its function's (``close =
+    tool(...)(_close)``) gets that name as its ``qualname``, so that importing ``module`` +
+    ``qualname`` yields the guarded wrapper, never the bare function. A tool bound under two
+    names is collected once.
     """
-    found: List[Tuple[int, ToolDef]] = []
-    for value in vars(module).values():
+    names: Dict[int, List[str]] = {}
+    definitions: Dict[int, ToolDef] = {}
+    for name, value in vars(module).items():
         definition = tool_def(value)
         if definition is not None and definition.module == module.__name__:
-            found.append((definition.line, definition))
-    return [d for _, d in sorted(found, key=lambda pair: pair[0])]
+            definitions[id(definition)] = definition
+            names.setdefault(id(definition), []).append(name)
+    for key, definition in definitions.items():
+        if definition.qualname not in names[key]:
+            definition.qualname = sorted(names[key])[0]
+    return sorted(definitions.values(), key=lambda d: (d.line, d.qualname))
 
 
 if sys.version_info < (3, 9):  # pragma: no cover - documented floor

@@ -1,0 +1,248 @@
+"""One started Docker sandbox: its attached stdio, kill, wait and exit state.
+
+The attach socket is opened *before* the container starts (nothing can be lost) and read by a
+daemon thread that demultiplexes frames into a queue; `DockerSandbox.frames` polls that queue,
+so a caller gets ``None`` every ``poll_s`` seconds and a container that exits at once ends the
+iteration (the engine closes the stream). Nothing here depends on stdin EOF.
+
+Invariants: ``killed_by_host`` is set only after a kill of ours succeeded; the exit state is
+read from the engine (``State.ExitCode``, ``State.OOMKilled``) before the container is removed
+by the backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import queue
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+import structlog
+import urllib3.exceptions
+
+from runner.backends.base import ExitState, Sandbox
+from runner.backends.docker.client import call, retrying, translate
+from runner.backends.docker.frames import FrameDecoder, FrameError
+from runner.errors import InfrastructureError
+
+log = structlog.get_logger(__name__)
+
+_EOF = object()
+_RECV_BYTES = 64 * 1024
+_AFTER_KILL_WAIT_S = 30.0
+
+
+def _is_read_timeout(exc: BaseException) -> bool:
+    """True when ``exc`` is the HTTP read timeout of a server-side wait (not a dead engine)."""
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return True
+    stack: list[Any] = [exc]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, urllib3.exceptions.ReadTimeoutError | socket.timeout):
+            return True
+        if isinstance(current, BaseException):
+            stack.extend(a for a in current.args if isinstance(a, BaseException))
+    return False
+
+
+class DockerSandbox(Sandbox):
+    """A started container with stdin/stdout/stderr attached over one socket.
+
+    Created by `runner.backends.docker.backend.DockerBackend.sandbox`; not for direct use.
+    """
+
+    def __init__(
+        self, api: docker.APIClient, container_id: str, name: str, run_id: str, sock: Any
+    ) -> None:
+        self.run_id = run_id
+        self.name = name
+        self.container_id = container_id
+        self._api = api
+        self._sock = sock
+        # docker-py hands back a SocketIO over the hijacked connection on unix sockets and
+        # plain TCP; its ``_sock`` is the real socket. TLS and named pipes give the socket.
+        self._raw = getattr(sock, "_sock", sock)
+        if hasattr(self._raw, "settimeout"):
+            self._raw.settimeout(None)  # the client's HTTP timeout must not end an idle read
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._write_lock = threading.Lock()
+        self._closing = False
+        self._eof = False
+        self._reader = threading.Thread(target=self._read_loop, name=f"attach-{name}", daemon=True)
+        self.killed_by_host = False
+        self.exit_state: ExitState | None = None
+
+    # -- output ------------------------------------------------------------------------------
+
+    def start_reader(self) -> None:
+        """Start the thread that reads the attach socket (before the container starts)."""
+        self._reader.start()
+
+    def _read_loop(self) -> None:
+        decoder = FrameDecoder()
+        try:
+            while True:
+                data = self._raw.recv(_RECV_BYTES)
+                if not data:
+                    break
+                for frame in decoder.feed(data):
+                    self._queue.put(frame)
+        except (OSError, FrameError) as exc:
+            if not self._closing:
+                self._queue.put(exc)
+        finally:
+            self._queue.put(_EOF)
+
+    def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
+        """Yield ``(stream, payload)`` chunks, ``None`` after ``poll_s`` s of silence; end at EOF.
+
+        Raises:
+            InfrastructureError: the attach connection broke or carried malformed frames.
+        """
+        while not self._eof:
+            try:
+                item = self._queue.get(timeout=poll_s)
+            except queue.Empty:
+                yield None
+                continue
+            if item is _EOF:
+                self._eof = True
+                return
+            if isinstance(item, BaseException):
+                self._eof = True
+                raise InfrastructureError(
+                    f"attach stream of {self.name} broke: {item}", run_id=self.run_id
+                ) from item
+            yield item  # type: ignore[misc]
+
+    def drain(self) -> bytes:
+        """Everything already received and not yet consumed, stdout and stderr interleaved."""
+        chunks: list[bytes] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _EOF:
+                self._queue.put(_EOF)
+                break
+            if isinstance(item, tuple):
+                chunks.append(item[1])
+        return b"".join(chunks)
+
+    # -- input -------------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` to the sandbox's stdin.
+
+        Raises:
+            InfrastructureError: the channel is broken (the sandbox may have exited).
+        """
+        with self._write_lock:
+            try:
+                self._raw.sendall(data)
+            except OSError as exc:
+                raise InfrastructureError(
+                    f"cannot write to the stdin of {self.name}: {exc}", run_id=self.run_id
+                ) from exc
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def kill(self) -> None:
+        """SIGKILL every process of the sandbox; remembers that the host did it.
+
+        A container that already exited is left as it is (and not marked as killed by us).
+
+        Raises:
+            InfrastructureError: the engine failed.
+        """
+        try:
+            call(f"kill {self.name}", self._api.kill, self.container_id)
+        except InfrastructureError as exc:
+            if exc.fields.get("status") in (404, 409):  # gone or not running
+                return
+            raise
+        self.killed_by_host = True
+        log.debug("container_killed", container=self.name, run_id=self.run_id)
+
+    def wait(self, timeout_s: float) -> ExitState:
+        """Wait up to ``timeout_s`` s on the engine side; on expiry kill, then wait for the end.
+
+        Returns:
+            The exit state read from the engine (before removal).
+
+        Raises:
+            InfrastructureError: the engine failed while waiting.
+        """
+        if self.exit_state is not None:
+            return self.exit_state
+        try:
+            # Sub-second deadlines are real: requests takes a float (the stub says int).
+            self._api.wait(self.container_id, timeout=max(0.05, timeout_s))  # type: ignore[arg-type]
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            if not _is_read_timeout(exc):
+                raise translate(exc, f"wait for {self.name}") from exc
+            log.debug("container_timeout", container=self.name, timeout_s=timeout_s)
+            self.kill()
+            self._wait_after_kill()
+        return self.read_exit_state()
+
+    def _wait_after_kill(self) -> None:
+        try:
+            self._api.wait(self.container_id, timeout=int(_AFTER_KILL_WAIT_S))
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            if not _is_read_timeout(exc):
+                raise translate(exc, f"wait for {self.name} after kill") from exc
+            raise InfrastructureError(
+                f"{self.name} did not stop within {math.ceil(_AFTER_KILL_WAIT_S)} s of SIGKILL",
+                run_id=self.run_id,
+            ) from exc
+
+    def read_exit_state(self) -> ExitState:
+        """Inspect the container and record its `ExitState` (call before removal).
+
+        Raises:
+            InfrastructureError: the engine failed.
+        """
+        info = retrying(f"inspect {self.name}", self._api.inspect_container, self.container_id)
+        state = info.get("State") or {}
+        self.exit_state = ExitState(
+            exit_code=int(state.get("ExitCode") or 0),
+            oom_killed=bool(state.get("OOMKilled")),
+            killed_by_host=self.killed_by_host,
+            error=str(state.get("Error") or ""),
+        )
+        log.debug(
+            "container_exited",
+            container=self.name,
+            run_id=self.run_id,
+            exit_code=self.exit_state.exit_code,
+            oom_killed=self.exit_state.oom_killed,
+            killed_by_host=self.killed_by_host,
+        )
+        return self.exit_state
+
+    def is_running(self) -> bool:
+        """Whether the engine reports the container as running."""
+        info = retrying(f"inspect {self.name}", self._api.inspect_container, self.container_id)
+        return bool((info.get("State") or {}).get("Running"))
+
+    def close(self) -> None:
+        """Close the attach connection (the reader thread then ends)."""
+        self._closing = True
+        for closer in (
+            lambda: self._raw.shutdown(socket.SHUT_RDWR),
+            self._raw.close,
+            self._sock.close,
+        ):
+            with contextlib.suppress(OSError, AttributeError):
+                closer()
+        if self._reader.is_alive():
+            self._reader.join(timeout=2.0)

@@ -1,0 +1,208 @@
+"""Labels every sandbox carries, and the owner identity the reaper relies on.
+
+A sandbox is labelled with the session that made it, the run attempt, the project version and
+its owner: the host id, the owning process's pid and that process's start time. The triple
+identifies a process uniquely even after pid reuse, so the reaper can tell a crashed
+orchestrator's leftovers from the sandboxes of one that is still running, also when several
+hosts share one engine (a container of another host is never touched).
+
+No backend library is imported here: the labels are plain strings usable by any backend.
+
+Invariant: `owner_is_dead` answers True only when it is certain. An owner on another host, or
+a live pid whose start time cannot be read, counts as alive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+PREFIX = "io.sandbox-replay"
+MANAGED = f"{PREFIX}.managed"
+SESSION = f"{PREFIX}.session"
+RUN = f"{PREFIX}.run"
+OWNER = f"{PREFIX}.owner"
+OWNER_HOST = f"{PREFIX}.owner.host"
+OWNER_PID = f"{PREFIX}.owner.pid"
+OWNER_START = f"{PREFIX}.owner.start"
+VERSION = f"{PREFIX}.version"
+
+_NAME_PREFIX = "sandbox-replay-"
+_NAME_OK = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+_NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_.-]")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process that owns sandboxes.
+
+    Attributes:
+        host: stable id of the host (machine-id, else a hash of the host name).
+        pid: the owning process's id.
+        start: the owning process's start time as the OS reports it ("" if unknown).
+    """
+
+    host: str
+    pid: int
+    start: str
+
+    def label(self) -> str:
+        """The combined owner label value, ``host:pid:start``."""
+        return f"{self.host}:{self.pid}:{self.start}"
+
+
+@lru_cache(maxsize=1)
+def host_id() -> str:
+    """A stable identifier of this machine (not secret; 16 hex characters).
+
+    Linux: a hash of ``/etc/machine-id`` (or the D-Bus copy); elsewhere, or when absent, a hash
+    of the host name.
+    """
+    for candidate in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            text = Path(candidate).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text:
+            return hashlib.sha256(b"machine-id:" + text.encode()).hexdigest()[:16]
+    return hashlib.sha256(b"hostname:" + socket.gethostname().encode()).hexdigest()[:16]
+
+
+def process_start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` as an opaque, comparable string.
+
+    Linux: field 22 of ``/proc/PID/stat`` (clock ticks since boot). Elsewhere: ``ps -o lstart=``.
+
+    Returns:
+        The start time, or None when the process does not exist or the time cannot be read.
+    """
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self/stat").exists():
+        try:
+            text = stat.read_text(encoding="ascii", errors="replace")
+        except OSError:
+            return None
+        # The command name (field 2) is in parentheses and may contain spaces: split after it.
+        fields = text[text.rfind(")") + 2 :].split()
+        return fields[19] if len(fields) > 19 else None
+    if sys.platform == "win32":  # pragma: no cover - no ps; liveness falls back to the pid
+        return None
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "lstart=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):  # pragma: no cover - no ps on PATH
+        return None
+    value = out.stdout.strip()
+    return value or None
+
+
+def current_owner() -> Owner:
+    """The `Owner` describing this process."""
+    pid = os.getpid()
+    return Owner(host=host_id(), pid=pid, start=process_start_time(pid) or "")
+
+
+def owner_from_labels(labels: Mapping[str, str]) -> Owner | None:
+    """Read the owner back from a sandbox's labels; None when they are missing or malformed."""
+    try:
+        return Owner(host=labels[OWNER_HOST], pid=int(labels[OWNER_PID]), start=labels[OWNER_START])
+    except (KeyError, ValueError):
+        return None
+
+
+def _pid_exists(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by another user
+    except OSError:  # pragma: no cover - e.g. Windows quirks: assume alive
+        return True
+    return True
+
+
+def owner_is_dead(owner: Owner, *, this_host: str | None = None) -> bool:
+    """True only when ``owner`` certainly no longer runs.
+
+    Args:
+        owner: the owner read from a sandbox's labels.
+        this_host: this machine's id (default `host_id()`); injectable for tests.
+
+    Returns:
+        False for an owner on another host, for this very process, and for a live pid whose
+        start time is unknown or equal to the recorded one; True when the pid is gone or was
+        reused by a process that started at another time.
+    """
+    if owner.host != (this_host if this_host is not None else host_id()):
+        return False
+    if owner.pid == os.getpid():
+        return False
+    if not _pid_exists(owner.pid):
+        return True
+    started = process_start_time(owner.pid)
+    if started is None or not owner.start:
+        return False
+    return started != owner.start
+
+
+def sandbox_labels(
+    *, session_id: str, run_id: str, owner: Owner, version: str, extra: Mapping[str, str]
+) -> dict[str, str]:
+    """Every label of one sandbox: the extra ones first, then ours (which win).
+
+    Args:
+        session_id: id of the backend session that created the sandbox.
+        run_id: the run attempt.
+        owner: the owning process.
+        version: the project version.
+        extra: caller-supplied labels (e.g. job id, variant); cannot override ours.
+    """
+    labels = dict(extra)
+    labels.update(
+        {
+            MANAGED: "1",
+            SESSION: session_id,
+            RUN: run_id,
+            OWNER: owner.label(),
+            OWNER_HOST: owner.host,
+            OWNER_PID: str(owner.pid),
+            OWNER_START: owner.start,
+            VERSION: version,
+        }
+    )
+    return labels
+
+
+def container_name(run_id: str) -> str:
+    """Deterministic container name for one run attempt.
+
+    The same ``run_id`` always gives the same name, so a retried create hits a name conflict
+    instead of making a second container. Characters a container name cannot hold are replaced
+    and a short hash of the original id keeps distinct ids distinct.
+
+    Raises:
+        ValueError: an empty run id.
+    """
+    if not run_id:
+        raise ValueError("empty run id")
+    if _NAME_OK.match(run_id) and len(run_id) <= 200:
+        return _NAME_PREFIX + run_id
+    digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    cleaned = _NAME_BAD_CHARS.sub("-", run_id)[:180].strip("-.") or "run"
+    return f"{_NAME_PREFIX}{cleaned}-{digest}"

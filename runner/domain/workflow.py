@@ -1,0 +1,392 @@
+"""Workflow files: the frozen, strictly validated model of a versioned agent definition.
+
+A workflow (YAML) has ``name``, ``version``, ``tools`` (module names or tool-manifest paths that
+make its registry), an optional ``model`` and ``steps``; each step is a tool call with ``args``
+or an agent loop with a toolset (SPEC.md, docs/internals.md). `load_workflow` reads one file
+and reports every bad input as an `InputError` naming the file, the line and the field:
+invalid YAML, an unknown key (with "did you mean"), a wrong type, a duplicate step id, or a
+``${...}`` reference to a step that does not exist or does not come earlier.
+
+Invariants: models are frozen and forbid unknown keys; ``version`` is always a string; a
+validated `Workflow` has unique step ids and only backward step references.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from runner.domain.yamlsource import (
+    Loc,
+    YamlDocument,
+    field_name,
+    load_yaml,
+    located_error,
+    validation_error,
+)
+from runner.errors import InputError
+
+__all__ = [
+    "AgentSpec",
+    "ModelSpec",
+    "Step",
+    "Workflow",
+    "WorkflowFile",
+    "load_workflow",
+    "references",
+    "workflow_problems",
+]
+
+STEP_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+WORKFLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_TEMPLATE = re.compile(r"\$\{([^}]*)\}")
+_TASK_REF = re.compile(r"^task\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_STEP_REF = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.output(\.[A-Za-z0-9_-]+)*$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+
+class ModelSpec(_Frozen):
+    """Which model provider drives agent steps, and its settings.
+
+    Attributes:
+        provider: ``scripted`` (a function ``request -> response`` run on the host),
+            ``replay`` (served from a trace) or ``openai`` (an OpenAI-compatible endpoint).
+        function: ``module:function`` of a scripted provider (required for ``scripted``).
+        name: the model name asked of an ``openai`` provider (required for ``openai``).
+        settings: request settings passed through (temperature, max_tokens, ...).
+    """
+
+    provider: Literal["scripted", "replay", "openai"]
+    function: str | None = None
+    name: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _provider_fields(self) -> ModelSpec:
+        if self.provider == "scripted":
+            if self.function is None:
+                raise ValueError("a scripted provider needs 'function: module:function'")
+            if not FUNCTION_REF.match(self.function):
+                raise ValueError(f"function {self.function!r} is not of the form module:function")
+        elif self.function is not None:
+            raise ValueError(f"'function' belongs to the scripted provider, not {self.provider}")
+        if self.provider == "openai" and not self.name:
+            raise ValueError("an openai provider needs 'name' (the model to ask for)")
+        return self
+
+
+class AgentSpec(_Frozen):
+    """A tool-calling loop driven by the model.
+
+    Attributes:
+        tools: the tool ids the model may call in this step (each resolved at load time).
+        max_turns: model turns at most (>= 1).
+        system: the system prompt; ``${...}`` references allowed.
+        user: instructions of a simulated user (role ``user``, served through the host like
+            model turns); None means no simulated user.
+    """
+
+    tools: list[str] = Field(default_factory=list)
+    max_turns: int = Field(ge=1)
+    system: str | None = None
+    user: str | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_ids(cls, tools: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for tool_id in tools:
+            if not TOOL_ID.match(tool_id):
+                raise ValueError(f"{tool_id!r} is not a tool id (dotted names like ticket.get)")
+            if tool_id in seen:
+                raise ValueError(f"tool {tool_id!r} is listed twice")
+            seen.add(tool_id)
+        return tools
+
+
+class Step(_Frozen):
+    """One step: exactly one of a tool call (``tool`` + ``args``) or an agent loop.
+
+    Attributes:
+        id: ASCII letters, digits, ``_`` and ``-`` (1-64 characters), unique in the workflow.
+        tool: the tool id a tool step calls.
+        args: the tool step's arguments; values may hold ``${task.x}`` and
+            ``${steps.ID.output[.path]}`` references.
+        agent: the agent loop of an agent step.
+    """
+
+    id: str
+    tool: str | None = None
+    args: dict[str, Any] | None = None
+    agent: AgentSpec | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _step_id(cls, value: str) -> str:
+        if not STEP_ID.match(value):
+            raise ValueError(f"step id {value!r} must be 1-64 ASCII letters, digits, '_' or '-'")
+        return value
+
+    @field_validator("tool")
+    @classmethod
+    def _tool_id(cls, value: str | None) -> str | None:
+        if value is not None and not TOOL_ID.match(value):
+            raise ValueError(f"{value!r} is not a tool id (dotted names like ticket.get)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Step:
+        if (self.tool is None) == (self.agent is None):
+            raise ValueError(f"step {self.id!r} needs exactly one of 'tool' or 'agent'")
+        if self.agent is not None and self.args is not None:
+            raise ValueError(f"step {self.id!r}: 'args' belongs to tool steps, not agent steps")
+        return self
+
+    def tool_ids(self) -> list[str]:
+        """The tool ids this step may call: its tool, or its agent's toolset."""
+        if self.tool is not None:
+            return [self.tool]
+        return list(self.agent.tools) if self.agent is not None else []
+
+    def normalised(self) -> dict[str, Any]:
+        """The step in the normalised JSON shape of docs/internals.md."""
+        if self.agent is not None:
+            return {"id": self.id, "agent": self.agent.model_dump(mode="json")}
+        return {"id": self.id, "tool": self.tool, "args": dict(self.args or {})}
+
+
+class Workflow(_Frozen):
+    """A named, versioned agent definition (the validated content of a workflow file).
+
+    Attributes:
+        name: workflow name (ASCII letters, digits, ``_ . -``; starts alphanumeric).
+        version: version label; an integer in the file is accepted and kept as its text.
+        tools: dotted module names, or ``.json`` tool-manifest paths relative to the file.
+        model: the model provider of agent steps; None when the workflow has none.
+        steps: the steps, in order (at least one).
+    """
+
+    name: str
+    version: str
+    tools: list[str] = Field(default_factory=list)
+    model: ModelSpec | None = None
+    steps: list[Step] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not WORKFLOW_NAME.match(value):
+            raise ValueError(
+                f"workflow name {value!r} must be ASCII letters, digits, '_', '.' or '-' "
+                "and start with a letter or digit"
+            )
+        return value
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("version must be a string or an integer")
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float):
+            raise ValueError(f'version {value!r} is a number: quote it (version: "{value}")')
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("version is empty")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, tools: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for entry in tools:
+            if not (entry.endswith(".json") or MODULE_NAME.match(entry)):
+                raise ValueError(
+                    f"{entry!r} is neither a dotted module name nor a path ending in .json"
+                )
+            if entry in seen:
+                raise ValueError(f"{entry!r} is listed twice")
+            seen.add(entry)
+        return tools
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> Workflow:
+        if info.context and info.context.get("defer_problems"):
+            return self  # load_workflow reports them with their lines
+        problems = workflow_problems(self)
+        if problems:
+            raise ValueError("; ".join(message for _, message in problems))
+        return self
+
+    def normalised(self) -> dict[str, Any]:
+        """The workflow as the runtime receives it (docs/internals.md, ``run.json``)."""
+        model = None
+        if self.model is not None:
+            model = self.model.model_dump(mode="json", exclude_none=True)
+        return {
+            "name": self.name,
+            "version": self.version,
+            "tools": list(self.tools),
+            "model": model,
+            "steps": [step.normalised() for step in self.steps],
+        }
+
+    def tool_ids(self) -> list[str]:
+        """Every tool id any step may call, in order of first use."""
+        return list(dict.fromkeys(t for step in self.steps for t in step.tool_ids()))
+
+
+def references(value: Any, loc: Loc = ()) -> Iterator[tuple[Loc, str]]:
+    """Every ``${...}`` reference inside ``value`` (nested dicts, lists and strings).
+
+    Yields:
+        ``(loc, reference)`` with the location of the string holding it.
+    """
+    if isinstance(value, str):
+        for match in _TEMPLATE.finditer(value):
+            yield loc, match.group(1).strip()
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from references(item, (*loc, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from references(item, (*loc, index))
+
+
+def workflow_problems(workflow: Workflow) -> list[tuple[Loc, str]]:
+    """Problems spanning several steps: duplicate step ids and bad ``${...}`` references.
+
+    Returns:
+        ``(loc, message)`` pairs, loc relative to the workflow document, in file order.
+    """
+    problems: list[tuple[Loc, str]] = []
+    earlier: set[str] = set()
+    all_ids = {step.id for step in workflow.steps}
+    for index, step in enumerate(workflow.steps):
+        here: Loc = ("steps", index)
+        if step.id in earlier:
+            problems.append(((*here, "id"), f"step id {step.id!r} is used twice"))
+        fields: list[tuple[Loc, Any]] = [((*here, "args"), step.args or {})]
+        if step.agent is not None:
+            fields.append(((*here, "agent", "system"), step.agent.system))
+            fields.append(((*here, "agent", "user"), step.agent.user))
+        for base, value in fields:
+            for loc, ref in references(value, base):
+                message = _reference_problem(ref, step.id, earlier, all_ids)
+                if message:
+                    problems.append((loc, message))
+        earlier.add(step.id)
+    return problems
+
+
+def _reference_problem(ref: str, step_id: str, earlier: set[str], all_ids: set[str]) -> str:
+    if _TASK_REF.match(ref):
+        return ""
+    match = _STEP_REF.match(ref)
+    if match is None:
+        return (
+            f"${{{ref}}} is not a reference: use ${{task.FIELD}} or "
+            "${steps.STEP_ID.output} with an optional .path"
+        )
+    target = match.group(1)
+    if target in earlier:
+        return ""
+    if target == step_id:
+        return f"${{{ref}}}: step {step_id!r} cannot use its own output"
+    if target in all_ids:
+        return f"${{{ref}}}: step {target!r} comes later than step {step_id!r}"
+    return f"${{{ref}}}: there is no step {target!r}"
+
+
+@dataclass(frozen=True)
+class WorkflowFile:
+    """A loaded workflow file.
+
+    Attributes:
+        path: the file as given.
+        source: the file's text (a trace carries it: traces are self-contained).
+        content_hash: sha256 hex of the file's bytes.
+        spec: the validated workflow.
+        document: the parsed YAML with the line of every value (for diagnostics).
+    """
+
+    path: Path
+    source: str
+    content_hash: str
+    spec: Workflow
+    document: YamlDocument
+
+    @property
+    def folder(self) -> Path:
+        """The folder holding the file (module names and manifest paths resolve from it)."""
+        return self.path.resolve().parent
+
+    def line_of(self, loc: Loc) -> int | None:
+        """1-based line of the value at ``loc`` (e.g. ``("steps", 2, "tool")``), if known."""
+        return self.document.line_of(loc)
+
+    def normalised(self) -> dict[str, Any]:
+        """The workflow as the runtime receives it (docs/internals.md)."""
+        return self.spec.normalised()
+
+
+def load_workflow(path: str | Path) -> WorkflowFile:
+    """Load and validate one workflow file.
+
+    Args:
+        path: the YAML file.
+
+    Returns:
+        The loaded file with its validated `Workflow`.
+
+    Raises:
+        InputError: unreadable file, invalid YAML, unknown key, wrong type, duplicate step id,
+            bad reference; names the file, the line and the field.
+    """
+    path = Path(path)
+    doc = load_yaml(path, what="workflow")
+    if not isinstance(doc.data, dict):
+        raise InputError(
+            "a workflow must be a YAML mapping (name, version, tools, steps)",
+            file=str(path),
+            line=doc.line_of(()),
+        )
+    try:
+        spec = Workflow.model_validate(doc.data, context={"defer_problems": True})
+    except ValidationError as exc:
+        raise validation_error(doc, exc, Workflow, what="workflow") from None
+    problems = workflow_problems(spec)
+    if problems:
+        error = located_error(doc, *problems[0])
+        for loc, message in problems[1:]:
+            error.message += f"\n{path}:{doc.line_of(loc)}: {field_name(loc)}: {message}"
+        error.args = (error.message,)
+        raise error
+    return WorkflowFile(
+        path=path,
+        source=doc.text,
+        # the text was decoded strictly from UTF-8, so this re-encoding is the file's bytes
+        content_hash=hashlib.sha256(doc.text.encode("utf-8")).hexdigest(),
+        spec=spec,
+        document=doc,
+    )

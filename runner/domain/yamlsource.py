@@ -1,0 +1,248 @@
+"""YAML documents that remember where every value came from, and errors that say so.
+
+`load_yaml` composes the PyYAML node tree (safe loader), constructs the data from it and keeps
+the line of every key and value by path (``("steps", 1, "tool")``). `validation_error` turns a
+pydantic `ValidationError` of a model validated from that data into one `InputError` naming
+the file, the line and the field of the first problem, with every problem listed.
+
+Invariants: only the safe loader is used (no arbitrary objects); a key repeated in one mapping
+is an error (PyYAML would silently keep the last one); lines are 1-based.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from runner.errors import InputError
+
+Loc = tuple[str | int, ...]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """A parsed YAML file with the 1-based line of every key and value.
+
+    Attributes:
+        path: the file as given (shown in errors).
+        text: the file's text.
+        data: the constructed value (plain dicts, lists and scalars).
+        value_lines: path -> line of the value at that path (``()`` is the document).
+        key_lines: path -> line of the mapping key naming that path.
+    """
+
+    path: Path
+    text: str
+    data: Any
+    value_lines: dict[Loc, int] = field(default_factory=dict)
+    key_lines: dict[Loc, int] = field(default_factory=dict)
+
+    def line_of(self, loc: Sequence[str | int]) -> int | None:
+        """Line of the deepest part of ``loc`` that exists in the document.
+
+        A key path gives the line of its key; a missing key gives the line of the mapping that
+        lacks it. Unknown elements (pydantic's union tags) are skipped.
+        """
+        matched = self.match(loc)
+        if matched in self.key_lines:
+            return self.key_lines[matched]
+        return self.value_lines.get(matched)
+
+    def match(self, loc: Sequence[str | int]) -> Loc:
+        """The longest prefix path of ``loc`` present in the data, skipping unknown elements."""
+        node = self.data
+        path: list[str | int] = []
+        for part in loc:
+            in_dict = isinstance(node, dict) and part in node
+            in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+            if not (in_dict or in_list):
+                continue  # a pydantic union tag, or a key the data lacks
+            node = node[part]
+            path.append(part)
+        return tuple(path)
+
+
+def field_name(loc: Sequence[str | int], doc: YamlDocument | None = None) -> str:
+    """Dotted field name of a location: ``steps[1].agent.tools[0]``.
+
+    With ``doc``, elements that are not part of the data (pydantic's union tags) are left out,
+    except a last identifier (the name of a missing key).
+    """
+    parts: list[str | int] = list(doc.match(loc)) if doc is not None else list(loc)
+    if doc is not None and loc:
+        last = loc[-1]
+        if (not parts or parts[-1] != last) and isinstance(last, str) and _IDENTIFIER.match(last):
+            parts.append(last)
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(document)"
+
+
+def load_yaml(path: Path, *, what: str = "file") -> YamlDocument:
+    """Read and parse one YAML document, keeping the line of every key and value.
+
+    Args:
+        path: the file.
+        what: what the file is, for messages (``workflow``, ``policy``).
+
+    Raises:
+        InputError: the file cannot be read, is not UTF-8, is not valid YAML, holds several
+            documents, or repeats a key in one mapping (file, line and field named).
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}", file=str(path)) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(f"{what} is not UTF-8 text", file=str(path), line=line) from exc
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        value_lines: dict[Loc, int] = {}
+        key_lines: dict[Loc, int] = {}
+        if node is not None:
+            _walk(loader, node, (), value_lines, key_lines, path)
+            data = loader.construct_document(node)
+        else:
+            data = None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or str(exc)
+        if exc.context:
+            problem = f"{exc.context}: {problem}"
+        raise InputError(
+            f"invalid YAML: {problem}",
+            file=str(path),
+            line=mark.line + 1 if mark is not None else None,
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"invalid YAML: {exc}", file=str(path)) from exc
+    finally:
+        loader.dispose()
+    return YamlDocument(path, text, data, value_lines, key_lines)
+
+
+def _walk(
+    loader: yaml.SafeLoader,
+    node: yaml.Node,
+    path: Loc,
+    value_lines: dict[Loc, int],
+    key_lines: dict[Loc, int],
+    file: Path,
+) -> None:
+    value_lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # ``<<: *anchor`` merges are resolved by the constructor
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the constructor reports it
+                continue
+            if first is not None:
+                raise InputError(
+                    f"key {key!r} appears twice in one mapping (first on line {first})",
+                    file=str(file),
+                    line=line,
+                    field=field_name((*path, key)),
+                )
+            seen[key] = line
+            key_lines[(*path, key)] = line
+            _walk(loader, value_node, (*path, key), value_lines, key_lines, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(loader, item, (*path, index), value_lines, key_lines, file)
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
+    """The pydantic model class whose fields apply at ``loc`` (for "did you mean")."""
+    current: Any = model
+    for part in loc:
+        while True:  # unwrap Optional / list / dict down to a model
+            origin = typing.get_origin(current)
+            if origin in (typing.Union, types.UnionType):
+                models = [a for a in typing.get_args(current) if _is_model(a)]
+                current = models[0] if models else None
+            elif origin in (list, tuple, dict):
+                current = typing.get_args(current)[-1] if typing.get_args(current) else None
+                if isinstance(part, int) or not _is_model(current):
+                    break
+            else:
+                break
+        if isinstance(part, int):
+            continue
+        if _is_model(current) and part in current.model_fields:
+            current = current.model_fields[part].annotation
+    while typing.get_origin(current) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(current) if _is_model(a)]
+        current = models[0] if models else None
+    return current if _is_model(current) else None
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
+
+
+def _describe(error: Any, doc: YamlDocument, model: type[BaseModel]) -> str:
+    kind = error["type"]
+    loc = tuple(error["loc"])
+    if kind == "extra_forbidden":
+        key = loc[-1]
+        owner = _model_at(model, doc.match(loc)[:-1])
+        known = sorted(owner.model_fields) if owner else []
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        allowed = f"; known keys: {', '.join(known)}" if known and not close else ""
+        return f"unknown key {key!r}{hint}{allowed}"
+    if kind == "missing":
+        return f"missing required key {loc[-1]!r}" if loc else "missing value"
+    message = str(error["msg"])
+    return message[len("Value error, ") :] if message.startswith("Value error, ") else message
+
+
+def validation_error(
+    doc: YamlDocument, exc: ValidationError, model: type[BaseModel], what: str = "file"
+) -> InputError:
+    """One `InputError` for every problem pydantic found, located in ``doc``.
+
+    The error's ``file``, ``line`` and ``field`` are those of the first problem; the message
+    lists every problem, one ``file:line: field: message`` line each.
+    """
+    items = []
+    # Unknown keys first: a typo (``stpes``) also makes a required key missing, and the typo
+    # is the problem to name. Then file order.
+    ordered = sorted(
+        exc.errors(),
+        key=lambda e: (e["type"] != "extra_forbidden", doc.line_of(tuple(e["loc"])) or 0),
+    )
+    for error in ordered:
+        loc = tuple(error["loc"])
+        items.append((doc.line_of(loc), field_name(loc, doc), _describe(error, doc, model)))
+    line, name, message = items[0]
+    for other_line, other_name, other_message in items[1:]:
+        where = f"{doc.path}:{other_line}" if other_line else str(doc.path)
+        message += f"\n{where}: {other_name}: {other_message}"
+    return InputError(message, file=str(doc.path), line=line, field=name, what=what)
+
+
+def located_error(doc: YamlDocument, loc: Loc, message: str) -> InputError:
+    """An `InputError` for a problem found after validation, at ``loc`` in ``doc``."""
+    return InputError(message, file=str(doc.path), line=doc.line_of(loc), field=field_name(loc))

@@ -1,0 +1,493 @@
+"""The ledger: an SQLite database (WAL) of jobs, runs and charges under the state directory.
+
+Invariants:
+- Every write is one transaction (`runner.ledger.db`); a crash of the process at any point
+  leaves the database as of the last commit. `Ledger.transaction` groups several writes
+  (finish a run and settle its charge) into one.
+- Writes are keyed by an idempotency key (UNIQUE): repeating a write is a no-op that returns the
+  first result, so a retried write cannot charge twice.
+- Ceiling checks read the committed totals and insert the reservation inside the same write
+  transaction, so concurrent reservations (threads of this process, or other processes) are
+  serialised and the total never exceeds the ceiling.
+- Thread safety: one connection per thread (`runner.ledger.db`); readers never block writers.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.ledger.amounts import (
+    PURPOSES,
+    UNBOUNDED,
+    ZERO,
+    Amount,
+    Ceiling,
+    Purpose,
+    check_fits,
+    check_purpose,
+)
+from runner.ledger.db import Database
+from runner.ledger.records import (
+    FINISHED_STATUSES,
+    INTERRUPTED,
+    JOB_STATUSES,
+    RUNNING,
+    ChargeKind,
+    Job,
+    PurposeTotals,
+    Reservation,
+    RunRecord,
+    run_key,
+)
+
+log = structlog.get_logger(__name__)
+
+LEDGER_FILENAME = "ledger.sqlite3"
+
+_COMMITTED_SQL = """
+SELECT
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_runs WHEN 'reserved' THEN est_runs END), 0),
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_tokens_in
+                          WHEN 'reserved' THEN est_tokens_in END), 0),
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_tokens_out
+                          WHEN 'reserved' THEN est_tokens_out END), 0),
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_usd WHEN 'reserved' THEN est_usd END), 0.0),
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_sandbox_s
+                          WHEN 'reserved' THEN est_sandbox_s END), 0.0)
+FROM charges WHERE job_id = ? AND purpose = ? AND state != 'released'
+"""
+
+
+def _json(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, default=lambda o: str(o) if isinstance(o, Path) else o)
+
+
+class Ledger:
+    """Jobs, runs and charges of one state directory, safe for threads and crashes.
+
+    Use as a context manager or call `close`. Every public method may be called from any thread.
+
+    Args:
+        path: the SQLite file; its folder is created.
+        clock: epoch seconds now (injected for tests).
+        busy_timeout_s: how long a writer waits for another process's write lock.
+
+    Raises:
+        InputError: the database was written by a newer sandbox-replay (schema version).
+        InfrastructureError: the file cannot be opened, or the file system refuses WAL mode.
+
+    """
+
+    def __init__(
+        self, path: Path, *, clock: Callable[[], float] = time.time, busy_timeout_s: float = 30.0
+    ) -> None:
+        self._db = Database(path, busy_timeout_s=busy_timeout_s)
+        self.path = self._db.path
+        self.version = self._db.version
+        self._clock = clock
+
+    @classmethod
+    def for_state_dir(cls, state_dir: Path, **kwargs: Any) -> Ledger:
+        """Open (creating or migrating) ``state_dir/ledger.sqlite3``."""
+        return cls(Path(state_dir) / LEDGER_FILENAME, **kwargs)
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every thread's connection; the ledger cannot be used afterwards."""
+        self._db.close()
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """Group several writes into one transaction (see `Database.transaction`).
+
+        Example: finish a run and settle its charge together, so that a crash between the
+        two cannot leave a finished run with an open reservation.
+        """
+        return self._db.transaction()
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def create_job(self, job_id: str, plan: dict[str, Any], settings: dict[str, Any]) -> Job:
+        """Record a new job with status ``running``; an existing id returns the stored job.
+
+        Args:
+            job_id: a validated job id.
+            plan: the plan (JSON object; `Path` values become strings).
+            settings: settings and ceilings in effect (JSON object).
+
+        """
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO jobs (id, created, status, plan, settings) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (job_id, self._clock(), "running", _json(plan), _json(settings)),
+            )
+        job = self.get_job(job_id)
+        assert job is not None  # just inserted or already present
+        return job
+
+    def get_job(self, job_id: str) -> Job | None:
+        """Return the job with this id, or None."""
+        rows = self._db.read("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        if not rows:
+            return None
+        row = rows[0]
+        return Job(
+            id=row["id"],
+            created=row["created"],
+            status=row["status"],
+            plan=json.loads(row["plan"]),
+            settings=json.loads(row["settings"]),
+        )
+
+    def jobs(self) -> list[Job]:
+        """Every job, oldest first."""
+        ids = [r["id"] for r in self._db.read("SELECT id FROM jobs ORDER BY created, id")]
+        return [job for job in map(self.get_job, ids) if job is not None]
+
+    def set_job_status(self, job_id: str, status: str) -> None:
+        """Set a job's status.
+
+        Raises:
+            ValueError: unknown status.
+            KeyError: no such job.
+
+        """
+        if status not in JOB_STATUSES:
+            raise ValueError(f"unknown job status {status!r}; expected one of {JOB_STATUSES}")
+        with self._db.transaction() as conn:
+            cur = conn.execute("UPDATE jobs SET status = ? WHERE id = ?", (status, job_id))
+            if cur.rowcount == 0:
+                raise KeyError(f"no job {job_id!r} in {self.path}")
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        job_id: str,
+        variant: str,
+        task_id: str,
+        attempt: int = 1,
+        purpose: Purpose = "replay",
+        key: str | None = None,
+    ) -> RunRecord:
+        """Record that a run attempt started (status ``running``); idempotent on its key.
+
+        Args:
+            job_id: the job.
+            variant: the variant's name.
+            task_id: the task.
+            attempt: 1-based attempt number (see `next_attempt`).
+            purpose: ``live``, ``replay`` or ``judge``.
+            key: idempotency key; default `run_key` of the other arguments.
+
+        Returns:
+            The stored row: the existing one when the key was already recorded.
+
+        """
+        check_purpose(purpose)
+        key = key or run_key(job_id, variant, task_id, attempt, purpose)
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO runs (idempotency_key, job_id, variant, task_id, attempt, purpose,"
+                " status, started) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (idempotency_key) DO NOTHING",
+                (key, job_id, variant, task_id, attempt, purpose, RUNNING, self._clock()),
+            )
+            return self._run(conn, key)
+
+    def finish_run(
+        self, key: str, status: str, usage: Amount = ZERO, trace_path: str | None = None
+    ) -> RunRecord:
+        """Record a run's end; a run that already ended keeps its first end (idempotent).
+
+        Args:
+            key: the run's idempotency key.
+            status: an episode status (runner.traceformat.STATUSES) or ``interrupted``.
+            usage: tokens, USD and sandbox seconds of the episode (``runs`` is ignored).
+            trace_path: where the trace was written.
+
+        Raises:
+            KeyError: no run with this key.
+            ValueError: ``status`` is ``running``.
+
+        """
+        if status == RUNNING:
+            raise ValueError("finish_run needs a final status, not 'running'")
+        with self._db.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET status = ?, tokens_in = ?, tokens_out = ?, usd = ?,"
+                " sandbox_s = ?, trace_path = ?, finished = ?"
+                " WHERE idempotency_key = ? AND status = ?",
+                (
+                    status,
+                    usage.tokens_in,
+                    usage.tokens_out,
+                    usage.usd,
+                    usage.sandbox_s,
+                    trace_path,
+                    self._clock(),
+                    key,
+                    RUNNING,
+                ),
+            )
+            return self._run(conn, key)
+
+    def _run(self, conn: sqlite3.Connection, key: str) -> RunRecord:
+        row = conn.execute("SELECT * FROM runs WHERE idempotency_key = ?", (key,)).fetchone()
+        if row is None:
+            raise KeyError(f"no run {key!r} in {self.path}")
+        return RunRecord.from_row(row)
+
+    def runs(self, job_id: str | None = None) -> list[RunRecord]:
+        """Run rows (of one job, or all), in start order."""
+        rows = self._db.read(
+            "SELECT * FROM runs WHERE ?1 IS NULL OR job_id = ?1 ORDER BY started, idempotency_key",
+            (job_id,),
+        )
+        return [RunRecord.from_row(r) for r in rows]
+
+    def next_attempt(
+        self, job_id: str, variant: str, task_id: str, purpose: Purpose = "replay"
+    ) -> int:
+        """1 + the highest attempt recorded for this pair (1 when none)."""
+        row = self._db.read(
+            "SELECT MAX(attempt) FROM runs WHERE job_id = ? AND variant = ? AND task_id = ?"
+            " AND purpose = ?",
+            (job_id, variant, task_id, purpose),
+        )[0]
+        return int(row[0] or 0) + 1
+
+    def finished_pairs(self, job_id: str, purpose: Purpose = "replay") -> set[tuple[str, str]]:
+        """(variant, task_id) pairs of a job with an episode that ended on its own terms.
+
+        `submit --resume` runs every other pair (see `FINISHED_STATUSES`).
+        """
+        rows = self._db.read(
+            "SELECT DISTINCT variant, task_id FROM runs WHERE job_id = ? AND purpose = ?"
+            " AND status IN (SELECT value FROM json_each(?))",
+            (job_id, purpose, json.dumps(FINISHED_STATUSES)),
+        )
+        return {(r["variant"], r["task_id"]) for r in rows}
+
+    def close_orphans(self, job_id: str) -> tuple[int, int]:
+        """Close what a dead orchestrator left open in a job, before it is resumed.
+
+        Runs still ``running`` become ``interrupted``. Reservations still ``reserved`` are
+        settled at their estimate: the work may have happened, and charging the estimate keeps
+        the total at or under the ceiling, never above it. Call only when no live process
+        works on the job.
+
+        Returns:
+            (runs interrupted, reservations settled).
+
+        """
+        now = self._clock()
+        with self._db.transaction() as conn:
+            runs = conn.execute(
+                "UPDATE runs SET status = ?, finished = ? WHERE job_id = ? AND status = ?",
+                (INTERRUPTED, now, job_id, RUNNING),
+            ).rowcount
+            charges = conn.execute(
+                "UPDATE charges SET state = 'settled', act_runs = est_runs,"
+                " act_tokens_in = est_tokens_in, act_tokens_out = est_tokens_out,"
+                " act_usd = est_usd, act_sandbox_s = est_sandbox_s, updated = ?"
+                " WHERE job_id = ? AND state = 'reserved'",
+                (now, job_id),
+            ).rowcount
+        log.info("ledger_orphans_closed", job_id=job_id, runs=runs, charges=charges)
+        return runs, charges
+
+    # -- charges ----------------------------------------------------------------------------
+
+    def committed(self, job_id: str, purpose: Purpose) -> Amount:
+        """Settled actuals plus outstanding estimates of one job and purpose."""
+        row = self._db.conn().execute(_COMMITTED_SQL, (job_id, purpose)).fetchone()
+        return Amount(
+            runs=row[0], tokens_in=row[1], tokens_out=row[2], usd=row[3], sandbox_s=row[4]
+        )
+
+    def reserve(
+        self,
+        key: str,
+        job_id: str,
+        purpose: Purpose,
+        estimate: Amount,
+        *,
+        kind: ChargeKind,
+        ceiling: Ceiling = UNBOUNDED,
+        variant: str | None = None,
+        task_id: str | None = None,
+        run_key: str | None = None,
+        model: str | None = None,
+    ) -> Reservation:
+        """Reserve ``estimate`` under ``ceiling`` atomically; idempotent on ``key``.
+
+        The committed total of (job, purpose) is read and the reservation inserted in one
+        write transaction. A key that exists returns the stored reservation without a second
+        check or charge.
+
+        Raises:
+            CeilingReached: the reservation would exceed ``ceiling`` (nothing is written).
+
+        """
+        check_purpose(purpose)
+        with self._db.transaction() as conn:
+            existing = conn.execute(
+                "SELECT * FROM charges WHERE idempotency_key = ?", (key,)
+            ).fetchone()
+            if existing is not None:
+                return Reservation.from_row(existing)
+            check_fits(purpose, ceiling, self.committed(job_id, purpose), estimate)
+            now = self._clock()
+            conn.execute(
+                "INSERT INTO charges (idempotency_key, job_id, purpose, kind, state, variant,"
+                " task_id, run_key, model, est_runs, est_tokens_in, est_tokens_out, est_usd,"
+                " est_sandbox_s, created, updated)"
+                " VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    job_id,
+                    purpose,
+                    kind,
+                    variant,
+                    task_id,
+                    run_key,
+                    model,
+                    estimate.runs,
+                    estimate.tokens_in,
+                    estimate.tokens_out,
+                    estimate.usd,
+                    estimate.sandbox_s,
+                    now,
+                    now,
+                ),
+            )
+            return self._charge(conn, key)
+
+    def settle(self, key: str, actual: Amount, model: str | None = None) -> Reservation:
+        """Replace a reservation's estimate by its actual spend; idempotent.
+
+        A reservation settled before keeps its first actual. An actual above the estimate is
+        recorded as is: money spent is never hidden.
+
+        Raises:
+            KeyError: no reservation with this key.
+            ValueError: the reservation was released.
+
+        """
+        with self._db.transaction() as conn:
+            current = self._charge(conn, key)
+            if current.state == "released":
+                raise ValueError(f"reservation {key!r} was released and cannot be settled")
+            if current.state == "settled":
+                return current
+            conn.execute(
+                "UPDATE charges SET state = 'settled', act_runs = ?, act_tokens_in = ?,"
+                " act_tokens_out = ?, act_usd = ?, act_sandbox_s = ?,"
+                " model = COALESCE(?, model), updated = ? WHERE idempotency_key = ?",
+                (
+                    actual.runs,
+                    actual.tokens_in,
+                    actual.tokens_out,
+                    actual.usd,
+                    actual.sandbox_s,
+                    model,
+                    self._clock(),
+                    key,
+                ),
+            )
+            settled = self._charge(conn, key)
+        return settled
+
+    def release(self, key: str) -> Reservation:
+        """Give a reservation back (the run never started, the call never went out).
+
+        A settled reservation stays settled: releasing never un-charges spend. Idempotent.
+
+        Raises:
+            KeyError: no reservation with this key.
+
+        """
+        with self._db.transaction() as conn:
+            conn.execute(
+                "UPDATE charges SET state = 'released', updated = ?"
+                " WHERE idempotency_key = ? AND state = 'reserved'",
+                (self._clock(), key),
+            )
+            return self._charge(conn, key)
+
+    def _charge(self, conn: sqlite3.Connection, key: str) -> Reservation:
+        row = conn.execute("SELECT * FROM charges WHERE idempotency_key = ?", (key,)).fetchone()
+        if row is None:
+            raise KeyError(f"no reservation {key!r} in {self.path}")
+        return Reservation.from_row(row)
+
+    def charges(self, job_id: str | None = None) -> list[Reservation]:
+        """Charge rows (of one job, or all), oldest first."""
+        rows = self._db.read(
+            "SELECT * FROM charges WHERE ?1 IS NULL OR job_id = ?1"
+            " ORDER BY created, idempotency_key",
+            (job_id,),
+        )
+        return [Reservation.from_row(r) for r in rows]
+
+    def totals(self, job_id: str | None = None) -> dict[Purpose, PurposeTotals]:
+        """Totals by purpose (every purpose present, zero when unused), of a job or all jobs."""
+        sums: dict[tuple[str, str], sqlite3.Row] = {}
+        for row in self._db.read(
+            "SELECT purpose, state, COUNT(*) AS n,"
+            " SUM(kind = 'model_call') AS calls,"
+            " SUM(CASE state WHEN 'settled' THEN act_runs ELSE est_runs END) AS runs,"
+            " SUM(CASE state WHEN 'settled' THEN act_tokens_in ELSE est_tokens_in END) AS t_in,"
+            " SUM(CASE state WHEN 'settled' THEN act_tokens_out ELSE est_tokens_out END) AS t_out,"
+            " SUM(CASE state WHEN 'settled' THEN act_usd ELSE est_usd END) AS usd,"
+            " SUM(CASE state WHEN 'settled' THEN act_sandbox_s ELSE est_sandbox_s END) AS sbx"
+            " FROM charges WHERE state != 'released' AND (?1 IS NULL OR job_id = ?1)"
+            " GROUP BY purpose, state",
+            (job_id,),
+        ):
+            sums[(row["purpose"], row["state"])] = row
+        statuses: dict[str, dict[str, int]] = {}
+        for row in self._db.read(
+            "SELECT purpose, status, COUNT(*) AS n FROM runs WHERE ?1 IS NULL OR job_id = ?1"
+            " GROUP BY purpose, status",
+            (job_id,),
+        ):
+            statuses.setdefault(row["purpose"], {})[row["status"]] = int(row["n"])
+
+        def amount(row: sqlite3.Row | None) -> Amount:
+            if row is None:
+                return Amount()
+            return Amount(
+                runs=int(row["runs"]),
+                tokens_in=int(row["t_in"]),
+                tokens_out=int(row["t_out"]),
+                usd=float(row["usd"]),
+                sandbox_s=float(row["sbx"]),
+            )
+
+        result: dict[Purpose, PurposeTotals] = {}
+        for purpose in PURPOSES:
+            settled = sums.get((purpose, "settled"))
+            result[purpose] = PurposeTotals(
+                purpose=purpose,
+                charged=amount(settled),
+                reserved=amount(sums.get((purpose, "reserved"))),
+                settled_charges=int(settled["n"]) if settled is not None else 0,
+                model_calls=int(settled["calls"]) if settled is not None else 0,
+                runs_by_status=statuses.get(purpose, {}),
+            )
+        return result

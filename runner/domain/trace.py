@@ -1,0 +1,547 @@
+"""The host-side trace reader: a JSONL trace file → typed, frozen records, or a precise error.
+
+The format is docs/trace-format.md and docs/trace.schema.json (version `TRACE_VERSION`); the
+shared rules (statuses, signature, bodies) are in `runner.traceformat`.
+
+Invariants:
+- a line that the reader accepts validates against docs/trace.schema.json and the other way
+  round (tests/unit/test_trace_schema.py holds the two together); the five seed fields are
+  optional here: the reader says whether a trace is *readable*, `lint` whether it is *complete*;
+- every error names the file, the 1-based line and the field (`InputError`); an unknown ``v``
+  is a `TraceVersionError` (a `ReplayRefused`: reproduce reports ``refused``);
+- line 1 is the ``run`` line, then ``call`` lines with strictly increasing ``index``, then one
+  ``end`` line and nothing after it; unknown keys, duplicate keys, NaN and non-UTF-8 are errors;
+- two defects are *recoverable*: a cut-off last line (no newline, not valid JSON) and a missing
+  ``end`` line. `read_trace` returns them as `Trace.problems` with everything before them
+  parsed; `load_trace` raises the first one;
+- no input crashes the reader: a line longer than ``max_line_bytes`` is an error naming it and
+  is never held in memory whole; binary bytes are reported, not decoded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from runner.domain.ids import id_problem
+from runner.errors import InputError, ReplayRefused
+from runner.traceformat import TRACE_VERSION
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "PROVIDER_ROLES",
+    "CallError",
+    "CallRecord",
+    "EndRecord",
+    "Failure",
+    "RunRecord",
+    "Trace",
+    "TraceProblem",
+    "TraceVersionError",
+    "load_trace",
+    "read_trace",
+    "read_trace_stream",
+]
+
+# A call line crosses the sandbox channel (at most 16 MiB, runner.runtime.protocol) plus a few
+# host-side fields; four times that leaves room and still bounds memory.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+PROVIDER_ROLES = ("model", "user")
+"""Call ``tool`` values that are provider turns (a model, a simulated user), not tools."""
+
+ToolId = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", max_length=128)
+]
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Status = Literal[
+    "succeeded", "failed", "timeout", "oom", "crashed", "infra_error", "denied", "ceiling_reached"
+]
+
+
+class TraceVersionError(ReplayRefused):
+    """A trace line carries a format version this reader does not know (reproduce: refused).
+
+    Attributes:
+        version: the ``v`` found on the line.
+    """
+
+    def __init__(self, version: int, *, file: str, line: int) -> None:
+        super().__init__(
+            f"{file}:{line}: v: trace format version {version} is not supported (this reader "
+            f"knows version {TRACE_VERSION}); use a sandbox-replay that knows it",
+            file=file,
+            line=line,
+            field="v",
+        )
+        self.version = version
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as the JSON object it was read from (only the keys the line had)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class WorkflowRef(_Record):
+    """The workflow a run executed: name, version, sha256 hex of its content, its text."""
+
+    name: str = Field(min_length=1)
+    version: str
+    hash: Sha256Hex
+    content: str
+
+
+class RunClock(_Record):
+    """The injected clock: ``start`` epoch seconds, ``step_s`` seconds per call (0 = wall)."""
+
+    start: float
+    step_s: float = Field(ge=0)
+
+
+class Environment(_Record):
+    """The environment manifest: python, platform, packages, image id, tool schema hashes."""
+
+    python: str | None = None
+    platform: str | None = None
+    packages: dict[str, str] = Field(default_factory=dict)
+    image_id: str | None = None
+    tools: dict[ToolId, str]
+    policy_hash: str | None = None
+
+
+class RunRecord(_Record):
+    """The first line of a trace (``type: run``)."""
+
+    v: int
+    type: Literal["run"]
+    run_id: str
+    task_id: str
+    task_input: dict[str, Any]
+    workflow: WorkflowRef
+    purpose: Literal["live", "replay", "judge"]
+    backend: str = Field(min_length=1)
+    clock: RunClock
+    seed: int
+    environment: Environment
+    policy: dict[str, Any] | None = None
+    limits: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+    @field_validator("run_id", "task_id")
+    @classmethod
+    def _path_safe(cls, value: str) -> str:
+        problem = id_problem(value)
+        if problem is not None:
+            raise ValueError(f"invalid id: {problem}")
+        return value
+
+
+class CallError(_Record):
+    """A failed call's error: ``class`` (qualified exception name) and ``message``."""
+
+    class_: str = Field(alias="class", min_length=1)
+    message: str
+
+
+class CallRecord(_Record):
+    """One tool or provider call (``type: call``). The seed fields are optional here.
+
+    Attributes:
+        tool: a tool id, or ``model`` / ``user`` for a provider turn (`PROVIDER_ROLES`).
+        args: tool calls only; ``request``, ``model``, ``model_source``, ``usage``: provider
+            turns only (`is_provider_call`).
+        body, body_encoding, truncated, original_length, sha256: the raw response body
+            (`runner.traceformat.encode_body`); ``original_length`` is in bytes.
+        clock: epoch seconds of the injected clock; ``duration_s``: seconds.
+    """
+
+    v: int
+    type: Literal["call"]
+    index: int = Field(ge=0)
+    step_id: str | None = None
+    tool: ToolId
+    effect: Literal["pure", "read", "local", "unsafe"] | None = None
+    args: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None
+    body: str | None = None
+    body_encoding: Literal["text", "base64"] | None = None
+    truncated: bool | None = None
+    original_length: int | None = Field(default=None, ge=0)
+    sha256: str | None = None
+    content_encoding: str | None = None
+    schema_hash: str | None = None
+    model: str | None = None
+    model_source: Literal["response", "config"] | None = None
+    usage: dict[str, Any] | None = None
+    clock: float | None = None
+    duration_s: float | None = Field(default=None, ge=0)
+    source: Literal["executed", "observation", "trace", "provider"] | None = None
+    raw_io: bool | None = None
+    error: CallError | None = None
+    meta: dict[str, Any] | None = None
+
+    @property
+    def is_provider_call(self) -> bool:
+        """True for a model or simulated-user turn, False for a tool call."""
+        return self.tool in PROVIDER_ROLES
+
+    @model_validator(mode="after")
+    def _role_fields(self) -> CallRecord:
+        present = self.model_fields_set
+        wrong: list[str]
+        if self.is_provider_call:
+            if "request" not in present or self.request is None:
+                raise ValueError("[request] a model or user call needs its request object")
+            wrong = [k for k in ("args", "effect", "schema_hash") if k in present]
+        else:
+            if "args" not in present or self.args is None:
+                raise ValueError("[args] a tool call needs its args object")
+            wrong = [k for k in ("request", "model", "model_source", "usage") if k in present]
+        if wrong:
+            kind = "a model or user call" if self.is_provider_call else "a tool call"
+            raise ValueError(f"[{wrong[0]}] not allowed on {kind} (tool {self.tool!r})")
+        return self
+
+
+class Failure(_Record):
+    """The failure that ended an episode; its `failure_signature` inputs."""
+
+    call_index: int = Field(ge=-1)
+    tool: ToolId
+    error_class: str = Field(min_length=1)
+    exit_code: int
+
+
+class OutboundAttempt(BaseModel):
+    """One outbound-destination attempt (an open record: the audit hook may add keys)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
+
+    kind: str | None = None
+    host: str | None = None
+    address: str | None = None
+    port: int | None = None
+    resolved_from: str | None = None
+    outcome: str | None = None
+    pid: int | None = None
+
+
+class Meter(_Record):
+    """Meter totals of the episode: tokens, USD, sandbox seconds."""
+
+    tokens_in: int = Field(default=0, ge=0)
+    tokens_out: int = Field(default=0, ge=0)
+    usd: float = Field(default=0.0, ge=0)
+    sandbox_s: float = Field(default=0.0, ge=0)
+
+
+class EndRecord(_Record):
+    """The last line of a trace (``type: end``)."""
+
+    v: int
+    type: Literal["end"]
+    status: Status
+    exit_code: int | None
+    failure: Failure | None = None
+    failure_signature: str | None = None
+    error: CallError | None = None
+    output: Any = None
+    not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
+    outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)
+    coverage: Literal["full", "partial"] | None = None
+    meter: Meter | None = None
+    meta: dict[str, Any] | None = None
+
+
+_MODELS: dict[str, type[_Record]] = {"run": RunRecord, "call": CallRecord, "end": EndRecord}
+
+
+@dataclass(frozen=True)
+class TraceProblem:
+    """A recoverable defect: ``truncated_line`` (cut-off last line) or ``missing_end``."""
+
+    kind: Literal["truncated_line", "missing_end"]
+    file: str
+    line: int
+    message: str
+    field: str | None = None
+
+    def to_error(self) -> InputError:
+        """The defect as the `InputError` `load_trace` raises."""
+        return InputError(self.message, file=self.file, line=self.line, field=self.field)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A parsed trace.
+
+    Attributes:
+        file: the name the trace was read as.
+        run: the run line; ``calls`` the call lines in order, ``call_lines`` their line numbers.
+        end: the end line (None when missing, see ``problems``); ``end_line`` its number.
+        problems: recoverable defects (empty for a whole trace).
+    """
+
+    file: str
+    run: RunRecord
+    calls: tuple[CallRecord, ...]
+    call_lines: tuple[int, ...]
+    end: EndRecord | None
+    end_line: int | None
+    problems: tuple[TraceProblem, ...] = ()
+
+    @property
+    def missing_indices(self) -> tuple[int, ...]:
+        """Call indices absent between 0 and the last call's index (removed call lines)."""
+        seen = {call.index for call in self.calls}
+        last = self.calls[-1].index if self.calls else -1
+        return tuple(i for i in range(last + 1) if i not in seen)
+
+    def call(self, index: int) -> CallRecord | None:
+        """The call with ``index``, or None."""
+        return next((c for c in self.calls if c.index == index), None)
+
+    def require_complete(self) -> Trace:
+        """Return self when it has no `problems`.
+
+        Raises:
+            InputError: the first problem, naming file and line.
+        """
+        if self.problems:
+            raise self.problems[0].to_error()
+        return self
+
+
+def load_trace(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Trace:
+    """Read a whole trace strictly: a cut-off last line or a missing end line is an error.
+
+    Raises:
+        InputError: unreadable file or any malformed line (file, line, field named).
+        TraceVersionError: a line with an unknown ``v``.
+    """
+    return read_trace(path, max_line_bytes=max_line_bytes).require_complete()
+
+
+def read_trace(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Trace:
+    """Read a trace file; a cut-off last line or missing end line become `Trace.problems`.
+
+    Args:
+        path: the JSONL file.
+        max_line_bytes: longest line accepted, in bytes (without the newline).
+
+    Raises:
+        InputError: missing or unreadable file, or a malformed line (file, line, field named).
+        TraceVersionError: a line with an unknown ``v``.
+    """
+    name = str(path)
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except FileNotFoundError:
+        raise InputError("no such trace file", file=name) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the trace: {exc.strerror or exc}", file=name) from exc
+    with stream:
+        try:
+            return read_trace_stream(stream, file=name, max_line_bytes=max_line_bytes)
+        except OSError as exc:
+            raise InputError(f"cannot read the trace: {exc.strerror or exc}", file=name) from exc
+
+
+def read_trace_stream(
+    stream: BinaryIO, *, file: str, max_line_bytes: int = MAX_LINE_BYTES
+) -> Trace:
+    """Read a trace from a binary stream (a file, a member of a reviewer packet).
+
+    Args:
+        stream: bytes of the JSONL trace.
+        file: the name to put in errors.
+        max_line_bytes: longest line accepted, in bytes.
+
+    Raises:
+        InputError: a malformed line or structure (file, line, field named).
+        TraceVersionError: a line with an unknown ``v``.
+    """
+    run: RunRecord | None = None
+    calls: list[CallRecord] = []
+    call_lines: list[int] = []
+    end: EndRecord | None = None
+    end_line: int | None = None
+    problems: list[TraceProblem] = []
+    lineno = 0
+    while True:
+        raw = stream.readline(max_line_bytes + 1)
+        if not raw:
+            break
+        lineno += 1
+        has_newline = raw.endswith(b"\n")
+        if not has_newline and len(raw) > max_line_bytes:
+            raise InputError(
+                f"line is longer than {max_line_bytes} bytes (the reader's limit); not read",
+                file=file,
+                line=lineno,
+            )
+        if end is not None:
+            raise InputError("a line after the end line", file=file, line=lineno)
+        try:
+            obj = _parse_line(raw.rstrip(b"\n").removesuffix(b"\r"))
+        except _Unparsable as exc:
+            if has_newline or run is None:  # without a newline, this is the last line
+                raise InputError(str(exc), file=file, line=lineno, field=exc.field) from None
+            problems.append(
+                TraceProblem(
+                    "truncated_line", file, lineno, f"last line is cut off (no newline): {exc}"
+                )
+            )
+            break
+        kind = _check_head(obj, file, lineno)
+        if lineno == 1 and kind != "run":
+            raise InputError(
+                f"the first line must be the run line, not {kind!r}",
+                file=file,
+                line=lineno,
+                field="type",
+            )
+        if lineno > 1 and kind == "run":
+            raise InputError("a second run line", file=file, line=lineno, field="type")
+        record = _validate(obj, kind, file, lineno)
+        if isinstance(record, RunRecord):
+            run = record
+        elif isinstance(record, CallRecord):
+            if calls and record.index <= calls[-1].index:
+                rule = "duplicates" if record.index == calls[-1].index else "goes back from"
+                raise InputError(
+                    f"call index {record.index} {rule} index {calls[-1].index} of line "
+                    f"{call_lines[-1]}: indices must strictly increase",
+                    file=file,
+                    line=lineno,
+                    field="index",
+                )
+            calls.append(record)
+            call_lines.append(lineno)
+        elif isinstance(record, EndRecord):
+            end, end_line = record, lineno
+    if run is None:
+        raise InputError("empty trace: no run line", file=file, line=1)
+    if end is None:
+        after = f"after line {lineno}" if not problems else "before the cut-off line"
+        problems.append(
+            TraceProblem(
+                "missing_end",
+                file,
+                lineno + (0 if problems else 1),
+                f"no end line: the trace stops {after}",
+                field="type",
+            )
+        )
+    return Trace(file, run, tuple(calls), tuple(call_lines), end, end_line, tuple(problems))
+
+
+class _Unparsable(Exception):
+    """A line that is not one JSON object; ``field`` names a duplicated key."""
+
+    def __init__(self, reason: str, field: str | None = None) -> None:
+        super().__init__(reason)
+        self.field = field
+
+
+def _parse_line(data: bytes) -> dict[str, Any]:
+    if not data.strip():
+        raise _Unparsable("empty line: every line of a trace is one JSON object")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Unparsable(
+            f"not UTF-8 text (byte {exc.start} of the line); binary bodies are stored as base64"
+        ) from None
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except _DuplicateKey as exc:
+        raise _Unparsable("duplicate key in one object", field=str(exc)) from None
+    except RecursionError:
+        raise _Unparsable("JSON nested too deeply") from None
+    except ValueError as exc:  # json.JSONDecodeError, NaN, over-long integers
+        raise _Unparsable(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise _Unparsable(f"a trace line must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (numbers must be finite)")
+
+
+def _check_head(obj: dict[str, Any], file: str, line: int) -> str:
+    if "v" not in obj:
+        raise InputError(
+            "missing: every trace line carries the format version", file=file, line=line, field="v"
+        )
+    version = obj["v"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InputError(
+            f"must be an integer version, not {version!r}"[:200], file=file, line=line, field="v"
+        )
+    if version != TRACE_VERSION:
+        raise TraceVersionError(version, file=file, line=line)
+    kind = obj.get("type")
+    if kind not in _MODELS:
+        shown = "missing" if "type" not in obj else f"{kind!r} is not one of run, call, end"
+        raise InputError(shown[:200], file=file, line=line, field="type")
+    assert isinstance(kind, str)
+    return kind
+
+
+def _validate(obj: dict[str, Any], kind: str, file: str, line: int) -> _Record:
+    try:
+        return _MODELS[kind].model_validate(obj)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        field = _field_path(err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if message.startswith("[") and "] " in message:  # a cross-field rule names its key
+            key, message = message[1:].split("] ", 1)
+            field = key
+        elif err["type"] == "extra_forbidden":
+            message = f"unknown key on a {kind} line (trace format v{TRACE_VERSION})"
+        elif err["type"] == "missing":
+            message = f"missing (required on a {kind} line)"
+        raise InputError(message, file=file, line=line, field=field or None) from None
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":
+            path += " (key)"
+        else:
+            path += ("." if path else "") + part
+    return path

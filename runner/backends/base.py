@@ -81,7 +81,7 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     labels: Mapping[str, str] = field(default_factory=dict)
-    workdir: str = "/tmp"
+    workdir: str = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,3 @@
 """Imports every command module so that each registers itself on the typer app."""
+from runner.cli import doctor  # noqa: F401
+from runner.cli import image  # noqa: F401

@@ -123,7 +123,9 @@ def translate(exc: BaseException, action: str, address: str = "") -> Infrastruct
         return exc
     if isinstance(exc, docker.errors.ImageNotFound):
         return InfrastructureError(
-            f"{action}: image not found ({exc.explanation}); fix: {IMAGE_FIX}", action=action
+            f"{action}: image not found ({exc.explanation}); fix: {IMAGE_FIX}",
+            action=action,
+            status=404,
         )
     if isinstance(exc, docker.errors.APIError):
         status = exc.status_code or 0

@@ -1,0 +1,215 @@
+"""Building the sandbox image (``sandbox-replay image build [--offline]``).
+
+Choice of the base image, in order, and the one taken is reported:
+
+1. the configured base (``python:3.12-slim`` by default) when it is present locally;
+2. without ``--offline``: the same base pulled from its registry;
+3. otherwise (``--offline``, or the pull failed): the offline base
+   (``sandbox-replay-base:bookworm``), reused when present, else built by
+   ``build-base-offline.sh`` (debootstrap + ``docker import``; no registry involved).
+
+The sandbox image is then built from the packaged build context (`runner.resources.images_dir`)
+with ``BASE_IMAGE`` and ``VERSION`` build arguments, the version label, and no network
+(``network_mode=none``: the Dockerfile needs none).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import structlog
+
+from runner import __version__
+from runner.backends import labels as L
+from runner.backends.docker.client import call, retrying
+from runner.errors import InfrastructureError
+from runner.resources import images_dir
+
+log = structlog.get_logger(__name__)
+
+BaseSource = Literal["local", "pulled", "offline-present", "offline-built"]
+_LOG_TAIL = 30
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What ``image build`` did.
+
+    Attributes:
+        image: tag of the sandbox image built.
+        image_id: its id (``sha256:...``).
+        base: the base image it was built FROM.
+        base_source: how the base was had: present ``local``ly, ``pulled``, the offline base
+            already present (``offline-present``) or built now with debootstrap
+            (``offline-built``).
+    """
+
+    image: str
+    image_id: str
+    base: str
+    base_source: BaseSource
+
+
+def image_present(api: Any, ref: str) -> bool:
+    """Whether image ``ref`` exists in the engine.
+
+    Raises:
+        InfrastructureError: the engine failed (other than "no such image").
+    """
+    try:
+        retrying(f"inspect image {ref}", api.inspect_image, ref)
+    except InfrastructureError as exc:
+        if exc.fields.get("status") == 404:
+            return False
+        raise
+    return True
+
+
+def _pull(api: Any, ref: str, echo: Callable[[str], None]) -> bool:
+    repository, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+    echo(f"pulling {ref} ...")
+    try:
+        for event in call(
+            f"pull {ref}", api.pull, repository, tag=tag or "latest", stream=True, decode=True
+        ):
+            if isinstance(event, dict) and event.get("error"):
+                echo(f"pull of {ref} failed: {event['error']}")
+                return False
+    except InfrastructureError as exc:
+        echo(f"pull of {ref} failed: {exc}")
+        return False
+    return image_present(api, ref)
+
+
+def build_offline_base(tag: str, echo: Callable[[str], None], docker_host: str | None) -> None:
+    """Build base image ``tag`` with debootstrap (``build-base-offline.sh``); takes minutes.
+
+    Raises:
+        InfrastructureError: the script failed (its last output lines attached).
+    """
+    script = images_dir() / "build-base-offline.sh"
+    env = dict(os.environ)
+    if docker_host:
+        env["DOCKER_HOST"] = docker_host
+    echo(f"building offline base image {tag} with debootstrap ({script.name}) ...")
+    proc = subprocess.run(
+        ["bash", str(script), tag], env=env, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-_LOG_TAIL:])
+        raise InfrastructureError(
+            f"building the offline base image {tag} failed (exit {proc.returncode}); "
+            f"needs root, debootstrap and Debian's package mirror:\n{tail}",
+            image=tag,
+        )
+
+
+def choose_base(
+    api: Any,
+    *,
+    base_image: str,
+    offline_base_image: str,
+    offline: bool,
+    echo: Callable[[str], None],
+    docker_host: str | None = None,
+) -> tuple[str, BaseSource]:
+    """Pick (and if needed make) the base image; see the module docstring for the order.
+
+    Raises:
+        InfrastructureError: no base image could be had.
+    """
+    if image_present(api, base_image):
+        return base_image, "local"
+    if not offline and _pull(api, base_image, echo):
+        return base_image, "pulled"
+    if image_present(api, offline_base_image):
+        return offline_base_image, "offline-present"
+    build_offline_base(offline_base_image, echo, docker_host)
+    if not image_present(api, offline_base_image):
+        raise InfrastructureError(
+            f"the offline base image {offline_base_image} is missing after its build",
+            image=offline_base_image,
+        )
+    return offline_base_image, "offline-built"
+
+
+def build_image(
+    api: Any,
+    *,
+    image: str,
+    base_image: str,
+    offline_base_image: str,
+    offline: bool,
+    echo: Callable[[str], None],
+    docker_host: str | None = None,
+    version: str = __version__,
+) -> BuildResult:
+    """Build the sandbox image ``image``.
+
+    Args:
+        api: low-level docker client.
+        image: tag to build, e.g. ``sandbox-replay:latest``.
+        base_image: preferred base (``python:3.12-slim``).
+        offline_base_image: tag of the debootstrap base.
+        offline: never pull.
+        echo: receives one human-readable progress line at a time.
+        docker_host: engine address for the offline script (None: its environment's).
+        version: project version, written into the image's labels.
+
+    Raises:
+        InfrastructureError: no base could be had or the build failed (log tail attached).
+    """
+    base, source = choose_base(
+        api,
+        base_image=base_image,
+        offline_base_image=offline_base_image,
+        offline=offline,
+        echo=echo,
+        docker_host=docker_host,
+    )
+    how = {
+        "local": "present locally",
+        "pulled": "pulled from its registry",
+        "offline-present": "offline base, already present",
+        "offline-built": "offline base, built now with debootstrap",
+    }[source]
+    echo(f"base image: {base} ({how})")
+    context = images_dir()
+    lines: list[str] = []
+    image_id = ""
+    stream = call(
+        f"build {image}",
+        api.build,
+        path=str(context),
+        tag=image,
+        buildargs={"BASE_IMAGE": base, "VERSION": version},
+        labels={L.VERSION: version, f"{L.PREFIX}.base": base},
+        network_mode="none",
+        pull=False,
+        rm=True,
+        forcerm=True,
+        decode=True,
+        use_config_proxy=False,
+    )
+    for event in stream:
+        if not isinstance(event, dict):
+            continue
+        if event.get("error"):
+            lines.append(str(event["error"]).rstrip())
+            tail = "\n".join(lines[-_LOG_TAIL:])
+            raise InfrastructureError(f"building {image} from {base} failed:\n{tail}", image=image)
+        text = str(event.get("stream") or "").rstrip()
+        if text:
+            lines.append(text)
+            log.debug("image_build_output", line=text)
+        aux = event.get("aux")
+        if isinstance(aux, dict) and aux.get("ID"):
+            image_id = str(aux["ID"])
+    if not image_id:
+        image_id = str(retrying(f"inspect image {image}", api.inspect_image, image)["Id"])
+    echo(f"built {image} ({image_id[:19]}) from {base}")
+    return BuildResult(image=image, image_id=image_id, base=base, base_source=source)

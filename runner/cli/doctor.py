@@ -1,0 +1,111 @@
+"""``sandbox-replay doctor``: is this machine ready to run sandboxes?
+
+Required checks (exit 6 when any fails): engine reachable; sandbox image present; a probe
+sandbox with the production hardening runs python3 >= 3.9, non-root, read-only, without
+capabilities, and has no route out (checked from inside only). Informational: user namespaces,
+leftover containers. An unreachable engine prints one line naming the address and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError
+
+if TYPE_CHECKING:
+    from runner.backends.docker.checks import Check
+
+
+def _render(check: Check) -> str:
+    mark = ("ok" if check.ok else "FAIL") if check.required else ("info" if check.ok else "warn")
+    line = f"{mark:<5} {check.name:<10} {check.detail}"
+    if check.fix and not check.ok:
+        line += f"\n      {'':<10} fix: {check.fix}"
+    return line
+
+
+def run_checks(docker_host: str | None, image: str) -> list[Check]:
+    """Run every doctor check in order.
+
+    Args:
+        docker_host: engine address from the settings (None: ``DOCKER_HOST`` or the default).
+        image: the configured sandbox image.
+
+    Raises:
+        InfrastructureError: the engine is unreachable (nothing else can be checked).
+    """
+    from runner.backends.docker import DockerBackend
+    from runner.backends.docker import checks as C
+
+    backend = DockerBackend.connect(docker_host)
+    try:
+        results = [C.engine_check(backend)]
+        image_result = C.image_check(backend, image)
+        results.append(image_result)
+        if image_result.ok:
+            try:
+                results.extend(C.probe_checks(C.run_probe(backend, image)))
+            except InfrastructureError as exc:
+                results.append(
+                    C.Check(
+                        "hardening",
+                        False,
+                        True,
+                        f"the probe sandbox failed: {exc}",
+                        "see the engine's error above; `docker info` shows the engine's state",
+                    )
+                )
+        else:
+            results.append(C.Check("hardening", False, True, "not probed: the image is missing"))
+        results.append(C.userns_check())
+        results.append(C.leftovers_check(backend))
+    finally:
+        backend.close()
+    return results
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Check the Docker engine, the sandbox image and that sandboxes have no route out.
+
+    Exit 0 when every required check passes, 6 otherwise.
+    """
+    settings = state(ctx).settings()
+    try:
+        results = run_checks(settings.docker_host, settings.image)
+    except InfrastructureError as exc:
+        if not as_json:
+            fail(exc)
+        typer.echo(
+            json.dumps(
+                {
+                    "ok": False,
+                    "checks": [
+                        {
+                            "name": "engine",
+                            "ok": False,
+                            "required": True,
+                            "detail": str(exc),
+                            "fix": "",
+                        }
+                    ],
+                },
+                indent=2,
+            )
+        )
+        raise typer.Exit(EXIT_INFRA) from None
+    ok = all(c.ok for c in results if c.required)
+    if as_json:
+        typer.echo(json.dumps({"ok": ok, "checks": [c.as_dict() for c in results]}, indent=2))
+    else:
+        for check in results:
+            typer.echo(_render(check))
+        typer.echo("doctor: all required checks passed" if ok else "doctor: required checks failed")
+    raise typer.Exit(EXIT_OK if ok else EXIT_INFRA)

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Make sure a usable Docker engine answers; on Debian, install and start one when none does.
+#
+# Used by `make test`/`make demo`/`make image` and by .ci/run. Idempotent: when `docker info`
+# already works it does nothing. Otherwise it installs docker.io (and debootstrap, for the
+# offline base image) with apt when dockerd is missing, starts dockerd in the background, and
+# waits (bounded by SANDBOX_REPLAY_DOCKERD_WAIT_S, default 90 s) until it answers.
+#
+# The pid of a dockerd started here is written to $SANDBOX_REPLAY_DOCKERD_PIDFILE
+# (default /tmp/sandbox-replay-dockerd.pid) so that .ci/run can stop the engine it started.
+# Exit 0: engine usable; exit 6: it could not be made usable (one line says why).
+set -euo pipefail
+
+pidfile=${SANDBOX_REPLAY_DOCKERD_PIDFILE:-/tmp/sandbox-replay-dockerd.pid}
+logfile=${SANDBOX_REPLAY_DOCKERD_LOG:-/tmp/sandbox-replay-dockerd.log}
+wait_s=${SANDBOX_REPLAY_DOCKERD_WAIT_S:-90}
+
+engine_ok() { command -v docker >/dev/null 2>&1 && timeout 20 docker info >/dev/null 2>&1; }
+
+if engine_ok; then
+  exit 0
+fi
+if [ -n "${DOCKER_HOST:-}" ]; then
+  echo "ensure-engine: DOCKER_HOST=$DOCKER_HOST does not answer; not starting a local engine" >&2
+  exit 6
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "ensure-engine: no usable Docker engine, and installing/starting one needs root (start Docker, then retry)" >&2
+  exit 6
+fi
+
+if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+  echo "ensure-engine: installing docker.io and debootstrap with apt-get" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq docker.io debootstrap >/dev/null
+fi
+
+echo "ensure-engine: starting dockerd in the background (log: $logfile)" >&2
+nohup dockerd >"$logfile" 2>&1 </dev/null &
+echo $! >"$pidfile"
+
+deadline=$((SECONDS + wait_s))
+until engine_ok; do
+  if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    echo "ensure-engine: dockerd exited; last lines of $logfile:" >&2
+    tail -n 20 "$logfile" >&2 || true
+    exit 6
+  fi
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    echo "ensure-engine: dockerd did not answer within ${wait_s} s; see $logfile" >&2
+    exit 6
+  fi
+  sleep 1
+done
+echo "ensure-engine: dockerd is up" >&2

@@ -1,0 +1,61 @@
+# sandbox-replay developer commands. `make demo` and `make test` do everything on a fresh
+# Debian machine of this kind: virtualenv, Docker engine (installed and started when none
+# answers; needs root), sandbox image (built offline, no registry), then the work itself.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Python >= 3.11 for the host side: python3.11 on PATH, pyenv's 3.11.7, else python3.
+PYTHON ?= $(shell for p in python3.11 /root/.pyenv/versions/3.11.7/bin/python python3; do \
+  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; \
+  then command -v $$p; break; fi; done)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+IMAGE ?= $(or $(SANDBOX_REPLAY_IMAGE),sandbox-replay:latest)
+
+.PHONY: help setup engine image ensure-image test unit integration demo lint
+
+help:
+	@echo "make setup   create .venv and install sandbox-replay (editable, dev extras)"
+	@echo "make test    set up, make sure Docker and the sandbox image exist, run every test"
+	@echo "make demo    sandbox-replay doctor, then one sandboxed smoke run"
+	@echo "make image   (re)build the sandbox image without a registry"
+	@echo "make lint    ruff check, ruff format --check, mypy"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "make setup: no Python >= 3.11 found (set PYTHON=...)" >&2; exit 2; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+engine:
+	@bash .ci/ensure-engine.sh
+
+image: setup engine
+	$(BIN)/sandbox-replay image build --offline
+
+ensure-image: setup engine
+	@docker image inspect "$(IMAGE)" >/dev/null 2>&1 || $(BIN)/sandbox-replay image build --offline
+
+# CI semantics: an unusable Docker fails the docker tests instead of skipping them.
+test: setup ensure-image
+	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest
+
+unit: setup
+	$(BIN)/pytest tests/unit
+
+integration: setup ensure-image
+	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest tests/integration
+
+# Until the example workflow lands: the readiness check and one sandboxed run.
+demo: setup ensure-image
+	$(BIN)/sandbox-replay doctor
+	$(BIN)/sandbox-replay image smoke
+
+lint: setup
+	$(BIN)/ruff check runner tests
+	$(BIN)/ruff format --check runner tests
+	$(BIN)/mypy

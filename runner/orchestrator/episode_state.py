@@ -1,0 +1,362 @@
+"""What the host learns during one episode, and the status it classifies from it.
+
+`EpisodeState` consumes `runner.orchestrator.channel.ChannelEvent`s (answering ``hello`` with
+``start``, ``model_request`` with ``model_response`` and ``episode`` with ``shutdown``), writes
+the trace header and call lines as they come, and at the end (`EpisodeState.finish`) classifies
+the status with the rules in `runner.orchestrator.episode`'s docstring and writes the ``end``
+line. Memory stays bounded: calls go straight to the trace file; outbound attempts and coverage
+reasons are capped (`MAX_OUTBOUND`, `MAX_COVERAGE`), with the number dropped recorded.
+"""
+
+from __future__ import annotations
+
+import platform as host_platform
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from runner.backends.base import ExitState
+from runner.orchestrator.channel import Channel, ChannelEvent
+from runner.orchestrator.providers import ModelProvider, ProviderResponse
+from runner.runtime import protocol
+from runner.traceformat import episode_exit_code, failure_signature
+
+if TYPE_CHECKING:
+    from runner.orchestrator.episode import EpisodeRequest, EpisodeResult, PreparedRun
+    from runner.orchestrator.tracewriter import TraceWriter
+
+log = structlog.get_logger(__name__)
+
+MAX_OUTBOUND = 1000
+MAX_COVERAGE = 100
+RUNTIME_STATUSES = ("succeeded", "failed", "denied")
+_ATTEMPT_KEYS = ("kind", "host", "address", "port", "resolved_from", "outcome", "pid", "event")
+
+
+@dataclass
+class EpisodeState:
+    """Mutable record of one episode; see the module docstring."""
+
+    request: EpisodeRequest
+    prepared: PreparedRun
+    channel: Channel
+    image_id: str | None = None
+    backend_name: str = "docker"
+    trace: TraceWriter | None = None
+    hello: dict[str, Any] | None = None
+    episode: dict[str, Any] | None = None
+    runtime_error: dict[str, Any] | None = None
+    protocol_error: str | None = None
+    infra_error: str | None = None
+    write_failed: str | None = None
+    shutdown_sent: bool = False
+    killed_for: str | None = None
+    wants_kill: str | None = None
+    last_call_index: int = -1
+    steps: dict[str, str] = field(default_factory=dict)
+    outbound: list[dict[str, Any]] = field(default_factory=list)
+    outbound_dropped: int = 0
+    coverage: list[dict[str, Any]] = field(default_factory=list)
+    coverage_dropped: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model_calls: int = 0
+    runtime_meter: dict[str, int] = field(default_factory=dict)
+    sandbox_s: float = 0.0
+    channel_events: list[dict[str, Any]] = field(default_factory=list)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def on_event(self, event: ChannelEvent, provider: ModelProvider | None) -> list[dict[str, Any]]:
+        """Take one channel event; return the messages to send back, in order."""
+        if event.kind != "message":
+            self._channel_event(event)
+            return []
+        message = event.message or {}
+        kind = message["type"]
+        if self.hello is None and kind != "hello":
+            self.protocol_error = f"first message was {kind!r}, not hello"
+            self.wants_kill = "protocol_error"
+            return []
+        handler = getattr(self, f"_on_{kind}")
+        result: list[dict[str, Any]] = handler(message, provider)
+        return result
+
+    def _channel_event(self, event: ChannelEvent) -> None:
+        record: dict[str, Any] = {"kind": event.kind, "line": event.line, "size": event.size}
+        if event.detail:
+            record["detail"] = event.detail
+        log.warning("channel_event", run_id=self.prepared.run_id, **record)
+        if len(self.channel_events) < MAX_COVERAGE:
+            self.channel_events.append(record)
+        if event.kind == "truncated":
+            self.wants_kill = "output_limit"
+
+    def _on_hello(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if self.hello is not None:
+            self.protocol_error = "a second hello"
+            return []
+        self.hello = message
+        self._write_header()
+        if message.get("protocol") != protocol.PROTOCOL_VERSION:
+            self.protocol_error = (
+                f"runtime speaks protocol {message.get('protocol')!r}, host speaks "
+                f"{protocol.PROTOCOL_VERSION}"
+            )
+            self.wants_kill = "protocol_error"
+            return []
+        return [{"type": "start", "protocol": protocol.PROTOCOL_VERSION}]
+
+    def _on_step(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        step_id, status = message.get("step_id"), message.get("state")
+        if isinstance(step_id, str) and isinstance(status, str):
+            self.steps[step_id] = status
+        return []
+
+    def _on_call(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        record = message.get("record")
+        if not isinstance(record, dict):
+            self.protocol_error = "call message without a record"
+            return []
+        index = record.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            self.last_call_index = max(self.last_call_index, index)
+        assert self.trace is not None
+        self.trace.call(record)
+        return []
+
+    def _on_model_request(
+        self, message: dict[str, Any], provider: ModelProvider | None
+    ) -> list[dict[str, Any]]:
+        role = message.get("role", "model")
+        request = message.get("request")
+        if provider is None:
+            response = ProviderResponse(
+                body=None,
+                error={"class": "ProviderError", "message": "the workflow configures no model"},
+            )
+        elif not isinstance(request, dict):
+            response = ProviderResponse(
+                body=None, error={"class": "ProviderError", "message": "request is not an object"}
+            )
+        else:
+            response = provider.complete(request, str(role))
+        tokens_in, tokens_out = response.tokens()
+        self.tokens_in += tokens_in
+        self.tokens_out += tokens_out
+        self.model_calls += 1
+        reply: dict[str, Any] = {
+            "type": "model_response",
+            "id": message.get("id"),
+            "body": response.body,
+            "model": response.model,
+            "usage": dict(response.usage),
+        }
+        if response.error is not None:
+            reply["error"] = dict(response.error)
+        return [reply]
+
+    def _on_egress(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        attempt = message.get("attempt")
+        if not isinstance(attempt, dict):
+            return []
+        if len(self.outbound) >= MAX_OUTBOUND:
+            self.outbound_dropped += 1
+            return []
+        clean = {k: attempt.get(k) for k in _ATTEMPT_KEYS if k in attempt}
+        self.outbound.append(clean)
+        return []
+
+    def _on_coverage(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if len(self.coverage) >= MAX_COVERAGE:
+            self.coverage_dropped += 1
+            return []
+        self.coverage.append({k: v for k, v in message.items() if k != "type"})
+        return []
+
+    def _on_meter(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        for key in ("tokens_in", "tokens_out"):
+            value = message.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.runtime_meter[key] = self.runtime_meter.get(key, 0) + value
+        return []
+
+    def _on_episode(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if self.episode is None:
+            self.episode = message
+        return [{"type": "shutdown"}]
+
+    def _on_error(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        self.runtime_error = {
+            "class": str(message.get("class", "RuntimeError")),
+            "message": str(message.get("message", "")),
+        }
+        return [{"type": "shutdown"}]
+
+    # -- trace -------------------------------------------------------------------------------
+
+    def _write_header(self) -> None:
+        if self.trace is None or self.trace.header_written:
+            return
+        request, run_spec = self.request, self.prepared.run_spec
+        hello = self.hello or {}
+        manifest = self.prepared.manifest
+        policy = manifest.get("policy", {})
+        wf = request.workflow
+        spec = wf.spec
+        limits = self.prepared.spec.limits
+        self.trace.header(
+            run_id=self.prepared.run_id,
+            task_id=request.task.task_id,
+            task_input=dict(request.task.input),
+            workflow={
+                "name": spec.name,
+                "version": spec.version,
+                "hash": wf.content_hash,
+                "content": wf.source,
+            },
+            purpose=request.purpose,
+            backend=self.backend_name,
+            clock=run_spec["clock"],
+            seed=run_spec["seed"],
+            environment={
+                "python": hello.get("python"),
+                "platform": hello.get("platform"),
+                "packages": hello.get("packages", {}),
+                "image": request.image,
+                "image_id": self.image_id,
+                "tools": {t["id"]: t.get("schema_hash") for t in manifest.get("tools", [])},
+                "policy_hash": policy.get("hash"),
+                "host": {"python": host_platform.python_version()},
+            },
+            mode=request.mode,
+            policy=policy,
+            limits={
+                "memory_mb": limits.memory_mb,
+                "pids_limit": limits.pids_limit,
+                "cpus": limits.cpus,
+                "tmpfs_mb": limits.tmpfs_mb,
+                "timeout_s": limits.timeout_s,
+            },
+        )
+
+    # -- classification ----------------------------------------------------------------------
+
+    def classify(self, exit_state: ExitState | None) -> tuple[str, str | None]:
+        """Return ``(status, reason)`` by the rules of `runner.orchestrator.episode`."""
+        episode = self.episode or {}
+        if self.infra_error is not None:
+            return "infra_error", self.infra_error
+        if exit_state is None:
+            return "infra_error", "no exit state"
+        if exit_state.oom_killed:
+            return "oom", "the sandbox hit its memory limit (State.OOMKilled)"
+        if self.killed_for == "timeout" and exit_state.killed_by_host:
+            return "timeout", f"killed by the host after {self.prepared.spec.limits.timeout_s} s"
+        if self.killed_for == "output_limit":
+            return "failed", "output passed the total-output cap; the host killed the sandbox"
+        if self.episode is None:
+            if self.runtime_error is not None:
+                return "infra_error", "runtime error: {class}: {message}".format(
+                    **self.runtime_error
+                )
+            if self.protocol_error is not None:
+                return "infra_error", f"protocol error: {self.protocol_error}"
+            if self.hello is None and self.killed_for == "no_hello":
+                return "infra_error", "the runtime never said hello"
+            return (
+                "crashed",
+                f"the sandbox exited with code {exit_state.exit_code} without an episode message",
+            )
+        status = episode.get("status")
+        if status not in RUNTIME_STATUSES:
+            return "crashed", f"the runtime reported an unknown status {status!r}"
+        if (
+            status == "succeeded"
+            and exit_state.exit_code not in (0, 143)
+            and self.killed_for != "shutdown_grace"
+        ):
+            return "crashed", f"exit code {exit_state.exit_code} after a succeeded episode"
+        return str(status), None
+
+    def finish(self, exit_state: ExitState | None) -> EpisodeResult:
+        """Classify, write the header (if still missing) and the ``end`` line."""
+        from runner.orchestrator.episode import EpisodeResult
+
+        status, reason = self.classify(exit_state)
+        self._write_header()
+        episode = self.episode or {}
+        exit_code = episode_exit_code(status)
+        failure: dict[str, Any] | None = None
+        signature: str | None = None
+        if status != "succeeded":
+            failure = self._failure(status, episode)
+            failure["exit_code"] = exit_code
+            signature = failure_signature(
+                failure["call_index"], failure["tool"], failure["error_class"], exit_code
+            )
+        step_ids = [s["id"] for s in self.prepared.run_spec["workflow"].get("steps", [])]
+        not_run = episode.get("not_run") if self.episode is not None else None
+        if not isinstance(not_run, list):
+            not_run = [s for s in step_ids if s not in self.steps]
+        end: dict[str, Any] = {
+            "status": status,
+            "exit_code": exit_code,
+            "failure": failure,
+            "failure_signature": signature,
+            "output": episode.get("output"),
+            "error": episode.get("error") or self.runtime_error,
+            "reason": reason,
+            "not_run": not_run,
+            "outbound": self.outbound,
+            "outbound_dropped": self.outbound_dropped,
+            "coverage": "partial" if self.coverage or self.coverage_dropped else "full",
+            "coverage_detail": self.coverage,
+            "meter": {
+                "tokens_in": self.tokens_in,
+                "tokens_out": self.tokens_out,
+                "model_calls": self.model_calls,
+                "usd": 0.0,
+                "sandbox_s": round(self.sandbox_s, 3),
+            },
+            "sandbox": None
+            if exit_state is None
+            else {
+                "exit_code": exit_state.exit_code,
+                "oom_killed": exit_state.oom_killed,
+                "killed_by_host": exit_state.killed_by_host,
+                "killed_for": self.killed_for,
+                "error": exit_state.error,
+            },
+            "channel": {
+                "stdout_bytes": self.channel.stdout_bytes,
+                "stderr_bytes": self.channel.stderr_bytes,
+                "too_large": self.channel.too_large[:MAX_COVERAGE],
+                "invalid_lines": self.channel.invalid,
+                "truncated": self.channel.truncated,
+                "dropped_bytes": self.channel.dropped_bytes,
+                "events": self.channel_events,
+            },
+        }
+        if status in ("crashed", "infra_error", "oom", "timeout"):
+            end["stderr_tail"] = self.channel.stderr_tail()
+        assert self.trace is not None
+        self.trace.end(end)
+        return EpisodeResult(self.prepared.run_id, status, self.prepared.trace_path, end)
+
+    def _failure(self, status: str, episode: dict[str, Any]) -> dict[str, Any]:
+        reported = episode.get("failure") if status in RUNTIME_STATUSES else None
+        if isinstance(reported, dict) and isinstance(reported.get("call_index"), int):
+            return {
+                "call_index": reported["call_index"],
+                "tool": str(reported.get("tool", "workflow")),
+                "error_class": str(reported.get("error_class", status)),
+            }
+        error = episode.get("error") if status in RUNTIME_STATUSES else None
+        error_class = error.get("class") if isinstance(error, dict) else None
+        return {
+            "call_index": self.last_call_index,
+            "tool": "workflow",
+            "error_class": str(error_class or status),
+        }

@@ -1,0 +1,148 @@
+"""Test doubles. NOT a sandbox: `SubprocessBackend` runs a command as a local subprocess with
+pipes, so the host side (channel, episode driver, classification) can be tested without Docker.
+Tests only; never used by the product."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Sandbox, SandboxSpec
+from runner.errors import InfrastructureError
+
+_EOF = object()
+
+
+class SubprocessSandbox(Sandbox):
+    def __init__(self, run_id: str, argv: Sequence[str], env: dict[str, str], cwd: str) -> None:
+        self.run_id = run_id
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self.killed_by_host = False
+        self.written = bytearray()
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._open = 2
+        for stream, pipe in ((STDOUT, self.proc.stdout), (STDERR, self.proc.stderr)):
+            threading.Thread(target=self._read, args=(stream, pipe), daemon=True).start()
+
+    def _read(self, stream: int, pipe: object) -> None:
+        fd = pipe.fileno()  # type: ignore[attr-defined]
+        while True:
+            try:
+                data = os.read(fd, 32768)
+            except OSError:
+                data = b""
+            if not data:
+                self._queue.put(_EOF)
+                return
+            self._queue.put((stream, data))
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            raise InfrastructureError(f"stdin closed: {exc}", run_id=self.run_id) from exc
+
+    def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
+        while self._open:
+            try:
+                item = self._queue.get(timeout=poll_s)
+            except queue.Empty:
+                yield None
+                continue
+            if item is _EOF:
+                self._open -= 1
+                continue
+            yield item  # type: ignore[misc]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.killed_by_host = True
+            with suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def wait(self, timeout_s: float) -> ExitState:
+        try:
+            self.proc.wait(timeout=max(timeout_s, 0.01))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.proc.wait()
+        code = self.proc.returncode
+        return ExitState(
+            exit_code=128 - code if code < 0 else code, killed_by_host=self.killed_by_host
+        )
+
+
+class SubprocessBackend(Backend):
+    """Runs ``argv`` (not the spec's command) as a local process; records the specs it got.
+
+    Args:
+        argv: the program to run instead of the sandbox command.
+        oom: report ``oom_killed`` in the exit state (simulates the engine's flag).
+        fail_start: raise `InfrastructureError` instead of starting.
+    """
+
+    name = "subprocess-fake"
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        oom: bool = False,
+        fail_start: bool = False,
+        cwd: Path | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.oom = oom
+        self.fail_start = fail_start
+        self.cwd = str(cwd or Path.cwd())
+        self.specs: list[SandboxSpec] = []
+        self.sandboxes: list[SubprocessSandbox] = []
+
+    @contextmanager
+    def sandbox(self, spec: SandboxSpec) -> Iterator[Sandbox]:
+        self.specs.append(spec)
+        if self.fail_start:
+            raise InfrastructureError("fake engine refused to start", run_id=spec.run_id)
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            **spec.env,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        }
+        box = SubprocessSandbox(spec.run_id, self.argv, env, self.cwd)
+        self.sandboxes.append(box)
+        original_wait = box.wait
+
+        def wait(timeout_s: float) -> ExitState:
+            state = original_wait(timeout_s)
+            if self.oom:
+                return ExitState(
+                    exit_code=137, oom_killed=True, killed_by_host=state.killed_by_host
+                )
+            return state
+
+        box.wait = wait  # type: ignore[method-assign]
+        try:
+            yield box
+        finally:
+            box.kill()
+            box.proc.wait()
+
+    def reap(self) -> list[str]:
+        return []

@@ -1,0 +1,287 @@
+"""The episode driver and status classification, against a local-subprocess fake backend.
+
+The "runtime" here is a small script speaking the protocol (tests/fakes.py runs it as a local
+process: not a sandbox). Real containers are in tests/integration/test_episode.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from runner.domain.ids import sequential_ids
+from runner.domain.tasks import Task
+from runner.domain.workflow import load_workflow
+from runner.orchestrator.episode import EpisodeRequest, run_episode
+from runner.orchestrator.providers import ScriptedProvider
+from runner.settings import Settings
+from runner.traceformat import failure_signature
+from tests.fakes import SubprocessBackend
+
+FAKE_RUNTIME = textwrap.dedent(
+    r"""
+    import json, os, sys, time, signal
+    mode = sys.argv[1]
+    out = sys.stdout.buffer
+    def send(msg):
+        out.write(json.dumps(msg).encode() + b"\n"); out.flush()
+    def recv():
+        line = sys.stdin.buffer.readline()
+        return json.loads(line) if line else None
+    if mode == "exit_now":
+        sys.stderr.write("boom: no python here\n"); sys.exit(3)
+    if mode == "silent":
+        time.sleep(60)
+    send({"type": "hello", "protocol": 2 if mode == "bad_protocol" else 1,
+          "python": "3.11.2", "platform": "linux", "pid": os.getpid(), "packages": {"x": "1"}})
+    start = recv()
+    assert start == {"type": "start", "protocol": 1}, start
+    send({"type": "step", "step_id": "fetch", "state": "started"})
+    send({"type": "egress", "attempt": {"kind": "connect", "host": None, "address": "10.9.9.9",
+          "port": 80, "resolved_from": None, "outcome": "attempted", "pid": 5}})
+    send({"type": "call", "record": {"index": 0, "step_id": "fetch", "tool": "kb.search",
+          "args": {"q": "\udcff"}, "body": "caf\u00e9 \ud83c\udf89", "body_encoding": "text"}})
+    if mode == "sigkill":
+        sys.stderr.write("dying\n"); sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "hang":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            pass
+    if mode == "runtime_error":
+        send({"type": "error", "class": "ImportError", "message": "no module x"})
+        recv(); sys.exit(1)
+    send({"type": "step", "step_id": "fetch", "state": "finished"})
+    send({"type": "step", "step_id": "answer", "state": "started"})
+    send({"type": "model_request", "id": "m1", "role": "model",
+          "request": {"model": "x", "messages": [{"role": "user", "content": "hi"}]}})
+    resp = recv()
+    send({"type": "call", "record": {"index": 1, "step_id": "answer", "tool": "model",
+          "request": {}, "body": resp["body"], "body_encoding": "text", "model": resp["model"]}})
+    sys.stdout.flush()
+    sys.stderr.write("noise\n")
+    if mode == "failed":
+        send({"type": "episode", "status": "failed", "output": None,
+              "error": {"class": "KeyError", "message": "'x'"}, "not_run": ["notify"],
+              "failure": {"call_index": 1, "tool": "model", "error_class": "KeyError"}})
+    else:
+        send({"type": "episode", "status": "succeeded", "output": resp["body"], "error": None,
+              "not_run": []})
+    msg = recv()
+    assert msg == {"type": "shutdown"}, msg
+    sys.exit(0)
+    """
+)
+
+WORKFLOW = """\
+name: demo
+version: "1"
+tools: [demo_tools]
+model: {provider: scripted, function: "m:f"}
+steps:
+  - id: fetch
+    tool: kb.search
+    args: {q: "${task.q}"}
+  - id: answer
+    agent: {tools: [kb.search], max_turns: 2}
+  - id: notify
+    tool: kb.search
+    args: {q: x}
+"""
+
+
+class FakeRegistry:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def manifest(self, policy: Any) -> dict[str, Any]:
+        return {
+            "policy": {"name": "shadow", "mode": "shadow", "hash": "p-hash"},
+            "tools": [
+                {
+                    "id": "kb.search",
+                    "effect": "read",
+                    "schema_hash": "s-hash",
+                    "module": "demo_tools",
+                    "qualname": "search",
+                    "disposition": "recorded",
+                }
+            ],
+        }
+
+    def tool_roots(self) -> list[Path]:
+        return [self.root]
+
+
+def _model(request: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "model": "scripted-7",
+        "choices": [{"message": {"role": "assistant", "content": "héllo"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> SimpleNamespace:
+    wf_path = tmp_path / "wf.yaml"
+    wf_path.write_text(WORKFLOW)
+    script = tmp_path / "fake_runtime.py"
+    script.write_text(FAKE_RUNTIME)
+    policy = SimpleNamespace(
+        name="shadow",
+        mode="shadow",
+        hash="p-hash",
+        limits=SimpleNamespace(timeout_s=20, memory_mb=256, pids_limit=64, cpus=1.0, tmpfs_mb=16),
+    )
+    request = EpisodeRequest(
+        workflow=load_workflow(wf_path),
+        task=Task(task_id="t1", input={"q": "hi"}, clock_start=100.0),
+        policy=policy,
+        registry=FakeRegistry(tmp_path),
+        image="img:1",
+    )
+    return SimpleNamespace(
+        tmp=tmp_path,
+        script=script,
+        request=request,
+        settings=Settings(state_dir=tmp_path / "state"),
+    )
+
+
+def _run(setup: SimpleNamespace, mode: str, **kw: Any) -> Any:
+    backend = SubprocessBackend(
+        [sys.executable, "-u", str(setup.script), mode],
+        oom=kw.pop("oom", False),
+        fail_start=kw.pop("fail_start", False),
+    )
+    settings = kw.pop("settings", setup.settings)
+    result = run_episode(
+        setup.request,
+        backend=backend,
+        settings=settings,
+        provider=ScriptedProvider(_model),
+        id_factory=sequential_ids(),
+        **kw,
+    )
+    lines = [json.loads(x) for x in result.trace_path.read_text().splitlines()]
+    return result, lines, backend
+
+
+def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
+    result, lines, backend = _run(setup, "succeeded")
+    assert result.status == "succeeded"
+    assert [line["type"] for line in lines] == ["run", "call", "call", "end"]
+    assert all(line["v"] == 1 for line in lines)
+    head = lines[0]
+    assert head["task_input"] == {"q": "hi"} and head["purpose"] == "replay"
+    assert head["workflow"]["content"] == WORKFLOW and len(head["workflow"]["hash"]) == 64
+    assert head["clock"] == {"start": 100.0, "step_s": 1.0} and head["seed"] == 0
+    env = head["environment"]
+    assert env["python"] == "3.11.2" and env["packages"] == {"x": "1"}
+    assert env["tools"] == {"kb.search": "s-hash"} and env["policy_hash"] == "p-hash"
+    assert head["backend"] == "subprocess-fake"
+    # a lone surrogate in args survives; the body is valid text
+    assert lines[1]["args"] == {"q": "\udcff"} and lines[1]["body"] == "café 🎉"
+    assert lines[2]["model"] == "scripted-7"
+    assert json.loads(lines[2]["body"])["model"] == "scripted-7"
+    end = lines[-1]
+    assert end["exit_code"] == 0 and end["failure_signature"] is None
+    assert end["meter"]["tokens_in"] == 3 and end["meter"]["tokens_out"] == 2
+    assert end["outbound"][0]["address"] == "10.9.9.9" and end["coverage"] == "full"
+    assert end["not_run"] == []
+    spec = backend.specs[0]
+    assert spec.command == ("python3", "-u", "-m", "runner.runtime")
+    assert {m.target for m in spec.mounts} == {
+        "/opt/sandbox-replay/runner",
+        "/sandbox/tools/0",
+        "/sandbox/run",
+    }
+    assert all(m.read_only for m in spec.mounts)
+    assert spec.env["TZ"] == "UTC" and spec.env["PYTHONHASHSEED"] == "0"
+    assert spec.env["PYTHONUNBUFFERED"] == "1" and spec.env["PYTHONPATH"] == "/opt/sandbox-replay"
+    assert spec.limits.timeout_s == 20 and spec.limits.memory_mb == 256
+    run_dir = setup.settings.state_dir.resolve() / "runs" / "run-0001"
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert run_json["tool_paths"] == ["/sandbox/tools/0"] and run_json["task"]["task_id"] == "t1"
+    assert json.loads((run_dir / "manifest.json").read_text())["policy"]["hash"] == "p-hash"
+
+
+def test_settings_override_policy_limits(setup: SimpleNamespace) -> None:
+    settings = Settings(state_dir=setup.tmp / "s2", memory_mb=128, timeout_s=9)
+    _, _, backend = _run(setup, "succeeded", settings=settings)
+    assert backend.specs[0].limits.memory_mb == 128 and backend.specs[0].limits.timeout_s == 9
+    assert backend.specs[0].limits.pids_limit == 64
+
+
+def test_failed_episode_has_signature(setup: SimpleNamespace) -> None:
+    result, lines, _ = _run(setup, "failed")
+    end = lines[-1]
+    assert result.status == "failed" and end["exit_code"] == 1
+    assert end["failure"] == {
+        "call_index": 1,
+        "tool": "model",
+        "error_class": "KeyError",
+        "exit_code": 1,
+    }
+    assert end["failure_signature"] == failure_signature(1, "model", "KeyError", 1)
+    assert end["not_run"] == ["notify"]
+
+
+def test_exits_at_once_is_crashed_with_stderr(setup: SimpleNamespace) -> None:
+    result, lines, _ = _run(setup, "exit_now")
+    end = lines[-1]
+    assert result.status == "crashed" and end["exit_code"] == 125
+    assert end["sandbox"]["exit_code"] == 3
+    assert end["stderr_tail"] == ["boom: no python here"]
+    assert end["not_run"] == ["fetch", "answer", "notify"]
+    assert lines[0]["type"] == "run" and lines[0]["environment"]["python"] is None
+
+
+def test_sigkill_from_inside_is_crashed(setup: SimpleNamespace) -> None:
+    result, lines, _ = _run(setup, "sigkill")
+    end = lines[-1]
+    assert result.status == "crashed" and end["sandbox"]["exit_code"] == 137
+    assert end["sandbox"]["killed_by_host"] is False
+    assert "dying" in end["stderr_tail"]
+    assert end["not_run"] == ["answer", "notify"]
+    assert end["failure"]["call_index"] == 0 and end["failure"]["tool"] == "workflow"
+
+
+def test_hang_is_timeout(setup: SimpleNamespace) -> None:
+    settings = Settings(state_dir=setup.tmp / "s3", timeout_s=1.0)
+    result, lines, backend = _run(setup, "hang", settings=settings)
+    assert result.status == "timeout" and lines[-1]["exit_code"] == 124
+    assert backend.sandboxes[0].proc.poll() is not None
+    assert lines[-1]["meter"]["sandbox_s"] < 5
+
+
+def test_oom_flag_wins(setup: SimpleNamespace) -> None:
+    result, _, _ = _run(setup, "sigkill", oom=True)
+    assert result.status == "oom" and result.end["exit_code"] == 137
+
+
+def test_no_hello_is_infra_error_within_deadline(setup: SimpleNamespace) -> None:
+    result, lines, _ = _run(setup, "silent", hello_timeout_s=0.5)
+    assert result.status == "infra_error" and "never said hello" in lines[-1]["reason"]
+    assert lines[-1]["meter"]["sandbox_s"] < 5
+
+
+def test_protocol_mismatch_and_runtime_error(setup: SimpleNamespace) -> None:
+    result, lines, _ = _run(setup, "bad_protocol")
+    assert result.status == "infra_error" and "protocol 2" in lines[-1]["reason"]
+    result, lines, _ = _run(setup, "runtime_error", settings=Settings(state_dir=setup.tmp / "s4"))
+    assert result.status == "infra_error" and "ImportError" in lines[-1]["reason"]
+
+
+def test_start_failure_is_infra_error_with_trace(setup: SimpleNamespace) -> None:
+    result, lines, _ = _run(setup, "succeeded", fail_start=True)
+    assert result.status == "infra_error" and result.infrastructure_failed
+    assert [line["type"] for line in lines] == ["run", "end"]
+    assert "fake engine refused" in lines[-1]["reason"]

@@ -9,7 +9,7 @@ so a reservation that passes it keeps the total at or under the ceiling.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from runner.errors import CeilingReached
 
@@ -108,6 +108,22 @@ class Ceiling:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"ceiling {name} must not be negative, got {value}")
+
+    @classmethod
+    def of(cls, limits: Any) -> Ceiling:
+        """Copy a ceiling-like object, e.g. the policy's ``Ceiling`` model.
+
+        Args:
+            limits: any object with ``runs``, ``tokens``, ``usd`` and ``sandbox_s`` attributes
+                (a missing attribute is unbounded). Override single values afterwards with
+                `dataclasses.replace` (CLI flags win over the policy).
+        """
+        return cls(
+            runs=getattr(limits, "runs", None),
+            tokens=getattr(limits, "tokens", None),
+            usd=getattr(limits, "usd", None),
+            sandbox_s=getattr(limits, "sandbox_s", None),
+        )
 
     @property
     def unbounded(self) -> bool:

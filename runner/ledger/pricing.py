@@ -1,22 +1,23 @@
 """Model prices and the USD cost of a number of tokens.
 
-Prices are the policy's ``prices`` table: per model, USD per million input tokens and per
-million output tokens. A model id read from a response is often a dated snapshot of the name
-in the table (``gpt-4.1-2025-04-14`` for ``gpt-4.1``): lookup is exact first, then the longest
-table name that the id starts with followed by ``-``. A model with no price is an error, never
-a silent zero: shadow evaluation must not look free.
+Prices are the policy's ``prices`` table (policies/*.yaml): model id or glob -> USD per million
+input tokens and per million output tokens. A model id read from a response is often a dated
+snapshot (``gpt-4.1-2025-04-14``), so lookup is the policy's rule (`PolicySpec.price_for`): an
+exact key first, else the longest glob key that matches (``gpt-4.1*``). A model with no price is
+an error, never a silent zero: shadow evaluation must not look free.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from runner.errors import InputError
 
-_INPUT_KEYS = ("input_usd_per_mtok", "input", "input_per_mtok")
-_OUTPUT_KEYS = ("output_usd_per_mtok", "output", "output_per_mtok")
+_INPUT = "input_usd_per_mtok"
+_OUTPUT = "output_usd_per_mtok"
 
 
 @dataclass(frozen=True)
@@ -33,25 +34,23 @@ class ModelPrice:
     output_usd_per_mtok: float
 
 
-def _field(entry: Any, keys: tuple[str, ...], model: str) -> float:
-    for key in keys:
-        value = entry.get(key) if isinstance(entry, Mapping) else getattr(entry, key, None)
-        if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise InputError(
-                    f"price must be a number >= 0, got {value!r}", field=f"prices.{model}.{key}"
-                )
-            return float(value)
-    raise InputError(f"missing; expected one of {', '.join(keys)}", field=f"prices.{model}")
+def _field(entry: Any, key: str, model: str) -> float:
+    value = entry.get(key) if isinstance(entry, Mapping) else getattr(entry, key, None)
+    if value is None:
+        raise InputError("missing", field=f"prices.{model}.{key}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise InputError(
+            f"price must be a number >= 0, got {value!r}", field=f"prices.{model}.{key}"
+        )
+    return float(value)
 
 
 def price_of(prices: Mapping[str, Any], model: str) -> ModelPrice:
     """Find the price of ``model`` in a price table.
 
     Args:
-        prices: model name -> price entry; an entry is a mapping or an object with
-            ``input_usd_per_mtok`` and ``output_usd_per_mtok`` (short forms ``input`` and
-            ``output`` are accepted too).
+        prices: model id or glob -> price entry: a mapping or an object (the policy's
+            `Price`) with ``input_usd_per_mtok`` and ``output_usd_per_mtok``.
         model: the model id (from the request or, better, from the response's ``model``).
 
     Raises:
@@ -61,7 +60,7 @@ def price_of(prices: Mapping[str, Any], model: str) -> ModelPrice:
     entry = prices.get(model)
     name = model
     if entry is None:
-        candidates = [k for k in prices if model.startswith(k + "-")]
+        candidates = [k for k in prices if fnmatch.fnmatchcase(model, k)]
         if candidates:
             name = max(candidates, key=len)
             entry = prices[name]
@@ -69,8 +68,8 @@ def price_of(prices: Mapping[str, Any], model: str) -> ModelPrice:
         known = ", ".join(sorted(prices)) or "none"
         raise InputError(f"no price for model {model!r} (known: {known})", field="prices")
     return ModelPrice(
-        input_usd_per_mtok=_field(entry, _INPUT_KEYS, name),
-        output_usd_per_mtok=_field(entry, _OUTPUT_KEYS, name),
+        input_usd_per_mtok=_field(entry, _INPUT, name),
+        output_usd_per_mtok=_field(entry, _OUTPUT, name),
     )
 
 

@@ -191,3 +191,15 @@ def test_zero_requests_pass_a_spent_dimension_and_unset_purposes_are_unbounded(
 def test_unknown_purpose_is_refused(ledger: Ledger) -> None:
     with pytest.raises(ValueError, match="unknown purpose"):
         CeilingGuard(ledger, "job", {"bogus": Ceiling()})  # type: ignore[dict-item]
+
+
+def test_ceiling_copies_a_policy_ceiling_and_flags_override() -> None:
+    import dataclasses
+    from types import SimpleNamespace
+
+    policy_ceiling = SimpleNamespace(runs=500, tokens=5_000_000, usd=10.0, sandbox_s=None)
+    ceiling = dataclasses.replace(Ceiling.of(policy_ceiling), runs=5)
+    assert ceiling == Ceiling(runs=5, tokens=5_000_000, usd=10.0, sandbox_s=None)
+    assert Ceiling.of(SimpleNamespace()).unbounded
+    with pytest.raises(ValueError, match="negative"):
+        Ceiling(usd=-1.0)

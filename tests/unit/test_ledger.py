@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -338,16 +339,31 @@ def test_kill_during_a_burst_of_writes_loses_no_commit_and_halves_nothing(tmp_pa
 
 def test_estimate_usd_per_million_tokens() -> None:
     prices = {
-        "gpt-4.1": {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0},
-        "gpt-4.1-mini": {"input_usd_per_mtok": 0.4, "output_usd_per_mtok": 1.6},
+        "gpt-4.1*": {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0},
+        "gpt-4.1-mini*": {"input_usd_per_mtok": 0.4, "output_usd_per_mtok": 1.6},
+        "exact-model": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 1.0},
     }
     assert estimate_usd(prices, "gpt-4.1", 1_000_000, 500_000) == pytest.approx(6.0)
-    # A dated snapshot id from a response is priced as its longest listed prefix.
+    # A dated snapshot id from a response is priced by the longest matching glob.
     assert estimate_usd(prices, "gpt-4.1-mini-2025-04-14", 1_000_000, 0) == pytest.approx(0.4)
     assert price_of(prices, "gpt-4.1-2025-04-14").output_usd_per_mtok == 8.0
+    assert estimate_usd(prices, "exact-model", 500_000, 500_000) == pytest.approx(1.0)
     with pytest.raises(InputError, match="no price for model 'claude'"):
         estimate_usd(prices, "claude", 1, 1)
-    with pytest.raises(InputError, match=r"prices\.bad"):
+    with pytest.raises(InputError, match=r"prices\.bad\.input_usd_per_mtok"):
         estimate_usd({"bad": {"input_usd_per_mtok": -1, "output_usd_per_mtok": 1}}, "bad", 1, 1)
+    with pytest.raises(InputError, match=r"prices\.half\.output_usd_per_mtok: missing"):
+        estimate_usd({"half": {"input_usd_per_mtok": 1}}, "half", 1, 1)
     with pytest.raises(ValueError):
         estimate_usd(prices, "gpt-4.1", -1, 0)
+
+
+def test_estimate_usd_reads_price_objects() -> None:
+    # The policy's `Price` model is an object with these two attributes.
+    @dataclass(frozen=True)
+    class Price:
+        input_usd_per_mtok: float
+        output_usd_per_mtok: float
+
+    prices = {"gpt-4o*": Price(input_usd_per_mtok=2.5, output_usd_per_mtok=10.0)}
+    assert estimate_usd(prices, "gpt-4o-2024-08-06", 2_000, 1_000) == pytest.approx(0.015)

@@ -13,6 +13,25 @@ from typing import Literal
 import structlog
 
 
+def _encodable(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates (undecodable bytes): escape, never crash
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, bytes | bytearray):
+        return repr(bytes(value))
+    return value
+
+
+def _safe_text(
+    _logger: object, _method: str, event_dict: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """Make every top-level value printable: payloads may carry lone surrogates or bytes."""
+    return {key: _encodable(value) for key, value in event_dict.items()}
+
+
 def configure_logging(fmt: Literal["auto", "console", "json"] = "auto", level: int = logging.INFO) -> None:
     """Configure structlog once for the process.
 
@@ -32,6 +51,7 @@ def configure_logging(fmt: Literal["auto", "console", "json"] = "auto", level: i
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            _safe_text,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

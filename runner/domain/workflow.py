@@ -102,6 +102,8 @@ class AgentSpec(_Frozen):
         tools: the tool ids the model may call in this step (each resolved at load time).
         max_turns: model turns at most (>= 1).
         system: the system prompt; ``${...}`` references allowed.
+        input: the first user message; ``${...}`` references allowed. None: the runtime
+            sends the task's input.
         user: instructions of a simulated user (role ``user``, served through the host like
             model turns); None means no simulated user.
     """
@@ -109,6 +111,7 @@ class AgentSpec(_Frozen):
     tools: list[str] = Field(default_factory=list)
     max_turns: int = Field(ge=1)
     system: str | None = None
+    input: str | None = None
     user: str | None = None
 
     @field_validator("tools")
@@ -289,6 +292,7 @@ def workflow_problems(workflow: Workflow) -> list[tuple[Loc, str]]:
         fields: list[tuple[Loc, Any]] = [((*here, "args"), step.args or {})]
         if step.agent is not None:
             fields.append(((*here, "agent", "system"), step.agent.system))
+            fields.append(((*here, "agent", "input"), step.agent.input))
             fields.append(((*here, "agent", "user"), step.agent.user))
         for base, value in fields:
             for loc, ref in references(value, base):

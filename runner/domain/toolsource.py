@@ -1,0 +1,258 @@
+"""Where a workflow's tools come from: Python modules and tool manifests without code.
+
+SPEC.md: a workflow's ``tools`` entries are dotted module names, resolved with the workflow
+file's folder and the current directory on the import path, or paths (relative to the workflow
+file) of ``.json`` tool manifests whose tools are recorded-only.
+
+A module is imported with those two folders put first on ``sys.path`` for the duration of the
+import only. When a module of the same name is already imported from another file (two
+workflow folders each with their own ``tools.py``), it is imported afresh from the file this
+workflow would see, so each workflow gets its own tools. Every failure is an `InputError`
+naming the workflow file, the line of the entry and the entry.
+
+Tool manifest format: ``{"tools": [{"id", "effect"?, "description"?, "schema"?,
+"schema_hash"?, "metadata"?}, ...]}`` (a bare list of entries is accepted too; ``module``,
+``qualname`` and ``disposition`` of a copied registry manifest are accepted and ignored: these
+tools have no code). A missing or unknown effect counts as ``unsafe``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from runner.domain.registry import ToolSpec
+from runner.errors import InputError
+from runner.sdk import Effect, ToolDef, collect_tools, schema_hash
+
+if TYPE_CHECKING:
+    from runner.domain.workflow import WorkflowFile
+
+__all__ = ["load_manifest_tools", "load_module_tools", "load_tool_sources"]
+
+log = structlog.get_logger(__name__)
+
+_ENTRY_KEYS = {"id", "effect", "description", "schema", "schema_hash", "metadata"}
+_IGNORED_KEYS = {"module", "qualname", "disposition"}
+_TOP_KEYS = {"tools", "policy", "source", "metadata"}
+_TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path]]:
+    """Every tool of ``workflow``'s ``tools`` entries, and the folders its modules came from.
+
+    Raises:
+        InputError: an entry that cannot be loaded (workflow file, line, ``tools[i]``).
+    """
+    tools: list[ToolSpec] = []
+    roots: list[Path] = []
+    search = list(dict.fromkeys([workflow.folder, Path.cwd().resolve()]))
+    for index, entry in enumerate(workflow.spec.tools):
+        where = {
+            "file": str(workflow.path),
+            "line": workflow.line_of(("tools", index)),
+            "field": f"tools[{index}]",
+        }
+        if entry.endswith(".json"):
+            tools.extend(load_manifest_tools(workflow.folder / entry, entry, where))
+        else:
+            found, root = load_module_tools(entry, search, where)
+            tools.extend(found)
+            roots.append(root)
+    return tools, list(dict.fromkeys(roots))
+
+
+def load_module_tools(
+    name: str, search: list[Path], where: dict[str, Any]
+) -> tuple[list[ToolSpec], Path]:
+    """Import module ``name`` and collect its tools.
+
+    Args:
+        name: dotted module name.
+        search: folders put first on ``sys.path`` while importing.
+        where: ``file``/``line``/``field`` of the workflow entry, for errors.
+
+    Returns:
+        The tools and the ``sys.path`` folder the module's top-level package was found in.
+
+    Raises:
+        InputError: the module cannot be imported, fails while importing, or declares an
+            invalid tool.
+    """
+    module = _import_fresh(name, search, where)
+    root = _root_of(module, name)
+    definitions = collect_tools(module)
+    if not definitions:
+        log.warning("tool_module_without_tools", module=name, file=getattr(module, "__file__", ""))
+    return [_from_definition(d, name) for d in definitions], root
+
+
+def _import_fresh(name: str, search: list[Path], where: dict[str, Any]) -> ModuleType:
+    top = name.split(".")[0]
+    paths = [str(p) for p in search]
+    spec = importlib.machinery.PathFinder.find_spec(top, paths)
+    loaded = sys.modules.get(top)
+    if spec is not None and loaded is not None and not _same_source(loaded, spec):
+        stale = [m for m in sys.modules if m == top or m.startswith(top + ".")]
+        log.info("tool_module_reimported", module=top, previous=getattr(loaded, "__file__", None))
+        for module_name in stale:
+            del sys.modules[module_name]
+    # Always first, even when already on sys.path further down: the file `find_spec` saw in
+    # these folders must be the one imported. Removed again right after the import.
+    inserted = list(paths)
+    sys.path[:0] = inserted
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+            raise InputError(
+                f"cannot import tool module {name!r}: no such module (looked in "
+                f"{', '.join(paths)} and the installed packages)",
+                **where,
+            ) from exc
+        raise InputError(
+            f"cannot import tool module {name!r}: it imports {exc.name!r}, which is not installed",
+            **where,
+        ) from exc
+    except InputError as exc:  # runner.sdk.ToolDefinitionError and friends
+        raise InputError(f"tool module {name!r}: {exc}", **where) from exc
+    except SyntaxError as exc:
+        raise InputError(
+            f"cannot import tool module {name!r}: syntax error in {exc.filename}:{exc.lineno}: "
+            f"{exc.msg}",
+            **where,
+        ) from exc
+    except Exception as exc:
+        raise InputError(
+            f"cannot import tool module {name!r}: {type(exc).__name__}: {exc}", **where
+        ) from exc
+    finally:
+        for entry in inserted:
+            if entry in sys.path:
+                sys.path.remove(entry)
+
+
+def _same_source(module: ModuleType, spec: importlib.machinery.ModuleSpec) -> bool:
+    if spec.origin is not None and getattr(module, "__file__", None):
+        return Path(str(module.__file__)).resolve() == Path(spec.origin).resolve()
+    wanted = {str(Path(p).resolve()) for p in (spec.submodule_search_locations or [])}
+    have = {str(Path(p).resolve()) for p in getattr(module, "__path__", [])}
+    return bool(wanted) and wanted == have
+
+
+def _root_of(module: ModuleType, name: str) -> Path:
+    top = sys.modules[name.split(".")[0]]
+    package_paths = list(getattr(top, "__path__", []))
+    if package_paths:
+        return Path(package_paths[0]).resolve().parent
+    return Path(str(top.__file__)).resolve().parent
+
+
+def _from_definition(definition: ToolDef, origin: str) -> ToolSpec:
+    return ToolSpec(
+        id=definition.id,
+        effect=definition.effect,
+        declared_effect=definition.effect.value if definition.effect_declared else None,
+        description=definition.description,
+        schema=definition.schema,
+        schema_hash=definition.schema_hash,
+        module=definition.module,
+        qualname=definition.qualname,
+        file=definition.file,
+        line=definition.line,
+        origin=origin,
+    )
+
+
+def load_manifest_tools(path: Path, entry: str, where: dict[str, Any]) -> list[ToolSpec]:
+    """The tools of a tool manifest without code (all recorded-only).
+
+    Args:
+        path: the manifest file.
+        entry: the workflow's ``tools`` entry naming it.
+        where: ``file``/``line``/``field`` of that entry, for a file that cannot be read.
+
+    Raises:
+        InputError: the file is missing, not JSON, or an entry is invalid (the manifest file,
+            the entry's line and the key named).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read tool manifest {entry!r}: {exc}", **where) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - _TOP_KEYS)
+        if unknown or "tools" not in data:
+            problem = f"unknown key {unknown[0]!r}" if unknown else "no 'tools' list"
+            raise InputError(f"tool manifest: {problem}", file=str(path), line=1)
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise InputError("tool manifest: 'tools' must be a list", file=str(path), line=1)
+    return [_manifest_tool(item, index, path, text, entry) for index, item in enumerate(data)]
+
+
+def _manifest_tool(item: Any, index: int, path: Path, text: str, entry: str) -> ToolSpec:
+    field = f"tools[{index}]"
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+        raise InputError("each tool needs a string 'id'", file=str(path), field=field)
+    tool_id = item["id"]
+    line = _line_of_id(text, tool_id)
+    here: dict[str, Any] = {"file": str(path), "line": line}
+    unknown = sorted(set(item) - _ENTRY_KEYS - _IGNORED_KEYS)
+    if unknown:
+        raise InputError(f"tool {tool_id!r}: unknown key {unknown[0]!r}", field=field, **here)
+    if not _TOOL_ID.match(tool_id):
+        raise InputError(f"{tool_id!r} is not a tool id", field=f"{field}.id", **here)
+    declared = item.get("effect")
+    if declared is not None and not isinstance(declared, str):
+        raise InputError("effect must be a string", field=f"{field}.effect", **here)
+    try:
+        effect = Effect(declared) if declared is not None else Effect.UNSAFE
+    except ValueError:
+        effect = Effect.UNSAFE  # fail closed: an unknown effect class counts as unsafe
+    schema = item.get("schema", {"type": "object", "properties": {}})
+    if not isinstance(schema, dict):
+        raise InputError("schema must be a JSON object", field=f"{field}.schema", **here)
+    digest = schema_hash(schema)
+    given = item.get("schema_hash")
+    if given is not None and given != digest:
+        raise InputError(
+            f"tool {tool_id!r}: schema_hash {given} does not match its schema ({digest})",
+            field=f"{field}.schema_hash",
+            **here,
+        )
+    description = item.get("description", "")
+    if not isinstance(description, str):
+        raise InputError("description must be a string", field=f"{field}.description", **here)
+    return ToolSpec(
+        id=tool_id,
+        effect=effect,
+        declared_effect=declared,
+        description=description,
+        schema=schema,
+        schema_hash=digest,
+        module=None,
+        qualname=None,
+        file=str(path),
+        line=line,
+        origin=entry,
+    )
+
+
+def _line_of_id(text: str, tool_id: str) -> int | None:
+    """Line of ``"id": "<tool_id>"`` in a manifest's text (json keeps no positions)."""
+    match = re.search(r'"id"\s*:\s*' + re.escape(json.dumps(tool_id)), text)
+    return text.count("\n", 0, match.start()) + 1 if match else None

@@ -1,0 +1,178 @@
+"""The policy file's model: which tools a run may resolve, how, within which limits and budgets.
+
+A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. Shape::
+
+    name: shadow
+    mode: shadow                 # shadow | reproduce: how the tools that remain are served
+    deny_effects: [unsafe]       # effect classes absent from the filtered registry
+    tools:                       # per-tool overrides, ids or globs (fnmatch, case-sensitive)
+      deny: ["email.*"]          # absent whatever their class
+      allow: []                  # when non-empty, only these remain (it can only narrow)
+      unsafe_allow: []           # present despite a denied effect class: the visible opt-in
+    limits: {timeout_s: 300, memory_mb: 512, pids_limit: 128, cpus: 1.0, tmpfs_mb: 64}
+    ceilings:                    # per purpose; an absent value means no limit
+      replay: {runs: 200, tokens: 2000000, usd: 5.0, sandbox_s: 3600}
+      judge: {runs: 400, tokens: 1000000, usd: 2.0}
+    prices:                      # model id or glob -> USD per million tokens
+      gpt-4.1: {input_usd_per_mtok: 2.0, output_usd_per_mtok: 8.0}
+
+Invariants: a ``shadow`` policy always denies ``unsafe`` (single tools may be let in only by
+``unsafe_allow``); every number carries its unit in its name.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from runner.sdk import Effect
+
+__all__ = ["Ceiling", "Ceilings", "Limits", "PolicySpec", "Price", "ToolOverrides"]
+
+_GLOB = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+$")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolOverrides(_Frozen):
+    """Per-tool overrides by id or glob.
+
+    Attributes:
+        deny: tools absent whatever their effect class (wins over everything else).
+        allow: when non-empty, an allow list: tools matching none of ``allow`` and
+            ``unsafe_allow`` are absent. It only narrows: a tool of a denied effect class stays
+            denied even when it matches.
+        unsafe_allow: tools present despite a denied effect class (in shadow they are served
+            from recordings, never executed). The one way to widen, spelled visibly.
+    """
+
+    deny: list[str] = Field(default_factory=list)
+    allow: list[str] = Field(default_factory=list)
+    unsafe_allow: list[str] = Field(default_factory=list)
+
+    @field_validator("deny", "allow", "unsafe_allow")
+    @classmethod
+    def _globs(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not _GLOB.match(pattern):
+                raise ValueError(f"{pattern!r} is not a tool id or glob (e.g. 'email.*')")
+        return patterns
+
+
+def first_match(tool_id: str, patterns: list[str]) -> str | None:
+    """The first pattern of ``patterns`` that ``tool_id`` matches (case-sensitive), or None."""
+    for pattern in patterns:
+        if fnmatch.fnmatchcase(tool_id, pattern):
+            return pattern
+    return None
+
+
+class Limits(_Frozen):
+    """Per-run resource limits (settings and CLI flags override them for a run).
+
+    Attributes:
+        timeout_s: wall-clock seconds before the host kills the sandbox.
+        memory_mb: memory limit in MiB (no extra swap).
+        pids_limit: processes and threads at most.
+        cpus: CPU share (1.0 = one core).
+        tmpfs_mb: size of the writable ``/tmp`` in MiB.
+    """
+
+    timeout_s: float = Field(default=300.0, gt=0)
+    memory_mb: int = Field(default=512, ge=16)
+    pids_limit: int = Field(default=128, ge=8)
+    cpus: float = Field(default=1.0, gt=0)
+    tmpfs_mb: int = Field(default=64, ge=1)
+
+
+class Ceiling(_Frozen):
+    """Spend limits of one purpose; None means no limit of that kind.
+
+    Attributes:
+        runs: runs (for ``judge``: judge calls).
+        tokens: model tokens, input plus output.
+        usd: US dollars.
+        sandbox_s: sandbox wall-clock seconds.
+    """
+
+    runs: int | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0)
+    usd: float | None = Field(default=None, ge=0)
+    sandbox_s: float | None = Field(default=None, ge=0)
+
+
+class Ceilings(_Frozen):
+    """Ceilings per purpose (SPEC.md: replay runs never count against judge, and back)."""
+
+    live: Ceiling = Field(default_factory=Ceiling)
+    replay: Ceiling = Field(default_factory=Ceiling)
+    judge: Ceiling = Field(default_factory=Ceiling)
+
+    def for_purpose(self, purpose: str) -> Ceiling:
+        """The ceiling of ``purpose`` (``live``, ``replay`` or ``judge``).
+
+        Raises:
+            KeyError: an unknown purpose.
+        """
+        if purpose not in ("live", "replay", "judge"):
+            raise KeyError(purpose)
+        ceiling: Ceiling = getattr(self, purpose)
+        return ceiling
+
+
+class Price(_Frozen):
+    """A model's price in USD per million tokens.
+
+    Attributes:
+        input_usd_per_mtok: per million input (prompt) tokens.
+        output_usd_per_mtok: per million output (completion) tokens.
+    """
+
+    input_usd_per_mtok: float = Field(ge=0)
+    output_usd_per_mtok: float = Field(ge=0)
+
+    def cost_usd(self, tokens_in: int, tokens_out: int) -> float:
+        """USD for ``tokens_in`` input and ``tokens_out`` output tokens."""
+        return (tokens_in * self.input_usd_per_mtok + tokens_out * self.output_usd_per_mtok) / 1e6
+
+
+class PolicySpec(_Frozen):
+    """The validated content of a policy file (see the module docstring for the shape)."""
+
+    name: str
+    mode: Literal["shadow", "reproduce"]
+    description: str = ""
+    deny_effects: list[Effect] = Field(default_factory=lambda: [Effect.UNSAFE])
+    tools: ToolOverrides = Field(default_factory=ToolOverrides)
+    limits: Limits = Field(default_factory=Limits)
+    ceilings: Ceilings = Field(default_factory=Ceilings)
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"policy name {value!r} must be 1-64 ASCII letters, digits, _ or -")
+        return value
+
+    @model_validator(mode="after")
+    def _safe_default(self) -> PolicySpec:
+        if self.mode == "shadow" and Effect.UNSAFE not in self.deny_effects:
+            raise ValueError(
+                "a shadow policy must deny the unsafe effect class (deny_effects: [unsafe]); "
+                "let single tools in with tools.unsafe_allow"
+            )
+        return self
+
+    def price_for(self, model: str) -> Price | None:
+        """The price of ``model``: an exact key, else the longest matching glob key."""
+        if model in self.prices:
+            return self.prices[model]
+        matches = [key for key in self.prices if fnmatch.fnmatchcase(model, key)]
+        return self.prices[max(matches, key=len)] if matches else None

@@ -1,0 +1,199 @@
+"""``sandbox-replay run WORKFLOW --tasks TASKS.jsonl --task ID``: one episode in a sandbox.
+
+Prints the episode's summary and the trace path (or one JSON object with ``--json``). Exit codes
+(SPEC.md): 0 whenever the episode ran, whatever its status (the status is data in the output);
+2 invalid input (workflow, task file, task id, policy, model function); 3 the workflow is
+ineligible under the policy (nothing started); 6 infrastructure (Docker unusable, the sandbox
+could not start, the runtime could not run: status ``infra_error``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import (
+    EXIT_INFRA,
+    EXIT_OK,
+    IneligibleError,
+    SandboxReplayError,
+    ToolNotResolvable,
+)
+
+if TYPE_CHECKING:
+    from runner.orchestrator.episode import EpisodeResult
+    from runner.settings import Settings
+
+
+def _eligibility(workflow: Any, registry: Any, policy: Any) -> None:
+    """Resolve every tool of every step in the policy's view (the load-time check).
+
+    Raises:
+        IneligibleError: a tool is denied or does not resolve (each named with its step).
+    """
+    view = registry.restrict(policy)
+    problems: list[str] = []
+    for step in workflow.spec.steps:
+        for tool_id in step.tool_ids():
+            try:
+                view.resolve(tool_id)
+            except ToolNotResolvable as exc:
+                problems.append(f"{workflow.path}: step {step.id!r}: {exc}")
+    if problems:
+        raise IneligibleError(
+            f"workflow {workflow.path} cannot be sandboxed under policy {policy.name!r}: "
+            + "; ".join(problems),
+            problems=problems,
+        )
+
+
+def execute_run(
+    settings: Settings,
+    workflow_path: Path,
+    tasks_path: Path,
+    task_id: str,
+    *,
+    image: str | None = None,
+    policy_name: str = "shadow",
+    backend: Any = None,
+) -> EpisodeResult:
+    """Load everything, check eligibility, run one episode (the command without printing).
+
+    Args:
+        settings: host settings.
+        workflow_path: the workflow file.
+        tasks_path: the task file.
+        task_id: the task to run.
+        image: the sandbox image (default: the settings').
+        policy_name: policy name or path.
+        backend: a backend to use (default: Docker from the settings).
+
+    Returns:
+        The episode result (trace written).
+
+    Raises:
+        InputError: a bad workflow, task file, task id, policy or model function.
+        IneligibleError: a workflow tool is denied or unresolvable under the policy.
+        InfrastructureError: Docker is unusable.
+    """
+    from runner.domain.ids import timestamped_ids, validate_id
+    from runner.domain.registry import Registry
+    from runner.domain.tasks import load_tasks
+    from runner.domain.workflow import load_workflow
+    from runner.orchestrator.episode import EpisodeRequest, run_episode
+    from runner.orchestrator.providers import provider_for
+    from runner.policy import load_policy
+
+    validate_id(task_id, kind="task id", field="--task")
+    task = load_tasks(tasks_path).get(task_id)
+    workflow = load_workflow(workflow_path)
+    policy = load_policy(policy_name)
+    registry = Registry.for_workflow(workflow)
+    _eligibility(workflow, registry, policy)
+    model = workflow.spec.model
+    provider = provider_for(
+        model.model_dump() if model is not None else None,
+        search_paths=[workflow.folder, Path.cwd()],
+    )
+    request = EpisodeRequest(
+        workflow=workflow,
+        task=task,
+        policy=policy,
+        registry=registry.restrict(policy),
+        image=image or settings.image,
+        mode=policy.mode,
+    )
+    own_backend = backend is None
+    if own_backend:
+        from runner.backends.docker import DockerBackend
+
+        backend = DockerBackend.connect(settings.docker_host)
+    try:
+        if own_backend:
+            backend.reap()
+        return run_episode(
+            request,
+            backend=backend,
+            settings=settings,
+            provider=provider,
+            id_factory=timestamped_ids(),
+        )
+    finally:
+        if own_backend:
+            backend.close()
+
+
+def _render(result: EpisodeResult) -> None:
+    end = result.end
+    typer.echo(f"run {result.run_id}: {result.status} (episode exit code {end.get('exit_code')})")
+    if end.get("reason"):
+        typer.echo(f"  reason: {end['reason']}")
+    if end.get("error"):
+        error = end["error"]
+        typer.echo(f"  error: {error.get('class')}: {error.get('message')}")
+    if end.get("failure"):
+        failure = end["failure"]
+        typer.echo(
+            f"  failure: call {failure['call_index']} {failure['tool']} {failure['error_class']}"
+            f" (signature {str(end.get('failure_signature'))[:16]})"
+        )
+    if end.get("output") is not None:
+        text = json.dumps(end["output"], ensure_ascii=False)
+        typer.echo(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
+    if end.get("not_run"):
+        typer.echo(f"  not run: {', '.join(end['not_run'])}")
+    outbound = end.get("outbound") or []
+    typer.echo(f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')})")
+    for attempt in outbound[:20]:
+        typer.echo(
+            f"    {attempt.get('kind')} {attempt.get('host') or attempt.get('address')}"
+            f":{attempt.get('port')} ({attempt.get('outcome')})"
+        )
+    for detail in (end.get("coverage_detail") or [])[:5]:
+        what = detail.get("program") or detail.get("library") or ""
+        typer.echo(f"    partial: {detail.get('reason')} {what}")
+    meter = end.get("meter") or {}
+    typer.echo(
+        f"  meter: {meter.get('tokens_in', 0)} tokens in, {meter.get('tokens_out', 0)} out, "
+        f"{meter.get('sandbox_s', 0)} sandbox-s"
+    )
+    if result.status in ("crashed", "infra_error") and end.get("stderr_tail"):
+        typer.echo("  last stderr lines:")
+        for line in end["stderr_tail"][-10:]:
+            typer.echo(f"    {line}")
+    typer.echo(f"trace: {result.trace_path}")
+
+
+@app.command("run")
+def run_command(
+    ctx: typer.Context,
+    workflow: Annotated[Path, typer.Argument(help="The workflow YAML file.", show_default=False)],
+    tasks: Annotated[Path, typer.Option("--tasks", help="Task file (JSONL).", show_default=False)],
+    task: Annotated[str, typer.Option("--task", help="Id of the task to run.", show_default=False)],
+    image: Annotated[
+        str | None, typer.Option("--image", help="Sandbox image (default: settings).")
+    ] = None,
+    policy: Annotated[
+        str, typer.Option("--policy", help="Policy name (./policies, then defaults) or path.")
+    ] = "shadow",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Run one task of a workflow in a sandbox; print the summary and the trace path.
+
+    Exits 0 whenever the episode ran (its status is in the output), 6 on infrastructure
+    failure.
+    """
+    settings = state(ctx).settings()
+    try:
+        result = execute_run(settings, workflow, tasks, task, image=image, policy_name=policy)
+    except SandboxReplayError as exc:
+        fail(exc)
+    if as_json:
+        typer.echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+    else:
+        _render(result)
+    raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

@@ -59,6 +59,8 @@ class EpisodeState:
     outbound_dropped: int = 0
     coverage: list[dict[str, Any]] = field(default_factory=list)
     coverage_dropped: int = 0
+    divergences: list[dict[str, Any]] = field(default_factory=list)
+    divergences_dropped: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     model_calls: int = 0
@@ -173,6 +175,13 @@ class EpisodeState:
             self.coverage_dropped += 1
             return []
         self.coverage.append({k: v for k, v in message.items() if k != "type"})
+        return []
+
+    def _on_divergence(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if len(self.divergences) >= MAX_COVERAGE:
+            self.divergences_dropped += 1
+        else:
+            self.divergences.append({k: v for k, v in message.items() if k != "type"})
         return []
 
     def _on_meter(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
@@ -313,6 +322,8 @@ class EpisodeState:
             "outbound_dropped": self.outbound_dropped,
             "coverage": "partial" if self.coverage or self.coverage_dropped else "full",
             "coverage_detail": self.coverage,
+            "divergences": self.divergences,
+            "divergences_dropped": self.divergences_dropped,
             "meter": {
                 "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out,

@@ -15,7 +15,11 @@ Files mounted read-only into the sandbox (``RUN_DIR``):
                        (folders inside the sandbox to put on ``sys.path``), ``modules``.
 
 Runtime -> host:
-    hello          {protocol, python, pid}                            first message, always
+    hello          {protocol, python, pid, platform?, packages?}      first message, always
+                   (additive, asked by the host side, H4: ``platform`` e.g.
+                   ``linux-x86_64-glibc2.36`` and ``packages`` ``{dist name: version}`` of
+                   the sandbox's interpreter (importlib.metadata) go into the trace header's
+                   environment manifest; absent keys are recorded as null / {})
     step           {step_id, state: started|finished|failed|not_run}  progress
     call           {record}                                           one trace ``call`` record
     model_request  {id, role: model|user, request}                    waits for model_response
@@ -48,7 +52,8 @@ RUN_SPEC_KEYS = ("run_id", "mode", "workflow", "workflow_source", "task", "clock
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 MESSAGE_TYPES_FROM_RUNTIME = frozenset(
-    {"hello", "step", "call", "model_request", "egress", "coverage", "meter", "episode", "error"})
+    {"hello", "step", "call", "model_request", "egress", "coverage", "meter", "episode", "error",
+     "divergence"})  # divergence: sent by runtime/calls.py; the host lists them in the end line
 MESSAGE_TYPES_FROM_HOST = frozenset({"start", "model_response", "shutdown"})
 
 

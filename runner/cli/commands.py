@@ -1,4 +1,5 @@
 """Imports every command module so that each registers itself on the typer app."""
+from runner.cli import check  # noqa: F401
 from runner.cli import doctor  # noqa: F401
 from runner.cli import image  # noqa: F401
 from runner.cli import lint  # noqa: F401

@@ -1,0 +1,64 @@
+"""``sandbox-replay check WORKFLOW... [--policy shadow] [--json]``: the load-time gate.
+
+Walks every step of every workflow (agent toolsets included), resolves every tool id through
+the policy's capability-filtered registry and reports every problem, one line each, e.g.::
+
+    workflows/v3.yaml: step "close": tool "ticket.close" is unsafe: denied by
+    policies/shadow.yaml (deny effect unsafe)                        (on one line)
+
+Exit codes (SPEC.md): 0 every workflow eligible; 3 a tool is denied or does not resolve; 2 bad
+input (invalid YAML, unknown key, a module that cannot be imported: file, line and field
+named). With several workflows the worst wins. No sandbox is started: this is the same load
+path ``submit`` runs (`runner.orchestrator.eligibility`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import SandboxReplayError
+
+
+@app.command("check")
+def check_command(
+    ctx: typer.Context,
+    workflows: Annotated[
+        list[Path], typer.Argument(help="Workflow files (YAML).", show_default=False)
+    ],
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help="Policy name (./policies/NAME.yaml first, then the defaults) or a path.",
+        ),
+    ] = "shadow",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Tell, before anything runs, whether workflows can be sandboxed under a policy.
+
+    Every problem is reported, each naming the workflow file, the step, the tool, its effect
+    class and the policy rule. Exit 0 eligible, 3 ineligible, 2 invalid input.
+    """
+    from runner.orchestrator.eligibility import check_eligibility
+
+    state(ctx).settings()  # configures logging once, like every command
+    try:
+        report = check_eligibility(workflows, policy)
+    except SandboxReplayError as exc:  # the policy itself is bad input
+        if as_json:
+            typer.echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
+            raise typer.Exit(exc.exit_code) from None
+        fail(exc)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        for line in report.lines():
+            typer.echo(line)
+        if not report.eligible:
+            typer.echo(f"{len(report.problems)} problem(s) under {report.policy.source}", err=True)
+    raise typer.Exit(report.exit_code)

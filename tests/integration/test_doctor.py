@@ -1,0 +1,76 @@
+"""`sandbox-replay doctor` against the real engine, and against an engine that is not there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def doctor(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+@pytest.mark.docker
+def test_doctor_passes_on_a_machine_with_the_engine(docker_client: Any, sandbox_image: str) -> None:
+    proc = doctor(SANDBOX_REPLAY_IMAGE=sandbox_image)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    for name in ("engine", "image", "python", "hardening", "network", "userns"):
+        assert any(line.split()[1:2] == [name] for line in lines), (name, proc.stdout)
+    assert "ENETUNREACH" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.docker
+def test_doctor_json_reports_every_check(docker_client: Any, sandbox_image: str) -> None:
+    proc = doctor("--json", SANDBOX_REPLAY_IMAGE=sandbox_image)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True
+    checks = {c["name"]: c for c in report["checks"]}
+    assert {"engine", "image", "python", "hardening", "network", "userns"} <= set(checks)
+    assert all(c["ok"] for c in checks.values() if c["required"])
+    assert checks["userns"]["required"] is False
+    assert "API" in checks["engine"]["detail"]
+
+
+@pytest.mark.docker
+def test_doctor_fails_with_fix_when_the_image_is_missing(docker_client: Any) -> None:
+    proc = doctor(SANDBOX_REPLAY_IMAGE="sandbox-replay-test:no-such-image")
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "sandbox-replay image build --offline" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_docker_host_is_one_clear_line_and_exit_6() -> None:
+    proc = doctor(DOCKER_HOST="unix:///nonexistent.sock")
+    assert proc.returncode == 6
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "unix:///nonexistent.sock" in lines[0] and "fix:" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_docker_host_json() -> None:
+    proc = doctor("--json", DOCKER_HOST="unix:///nonexistent.sock")
+    assert proc.returncode == 6
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False
+    assert "unix:///nonexistent.sock" in report["checks"][0]["detail"]

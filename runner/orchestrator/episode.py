@@ -228,9 +228,20 @@ def prepare_run(
 
 
 def _image_id(backend: Backend, image: str) -> str | None:
+    """The image's id for the environment manifest, or None when the backend cannot tell.
+
+    Uses the backend's ``image_id(image)`` when it has one, else the ``inspect_image`` of its
+    low-level client (the Docker backend's ``api``), without importing docker here.
+    """
     lookup = getattr(backend, "image_id", None)
     if not callable(lookup):
-        return None
+        inspect = getattr(getattr(backend, "api", None), "inspect_image", None)
+        if not callable(inspect):
+            return None
+
+        def lookup(name: str) -> Any:
+            return inspect(name).get("Id")
+
     try:
         value = lookup(image)
     except Exception as exc:  # an unknown image id is a gap in the manifest, not a failure

@@ -11,12 +11,15 @@ reasons are capped (`MAX_OUTBOUND`, `MAX_COVERAGE`), with the number dropped rec
 from __future__ import annotations
 
 import platform as host_platform
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from runner.backends.base import ExitState
+from runner.errors import InputError
+from runner.ledger.pricing import estimate_usd
 from runner.orchestrator.channel import Channel, ChannelEvent
 from runner.orchestrator.providers import ModelProvider, ProviderResponse
 from runner.runtime import protocol
@@ -64,6 +67,8 @@ class EpisodeState:
     tokens_in: int = 0
     tokens_out: int = 0
     model_calls: int = 0
+    usd: float = 0.0
+    unpriced_models: list[str] = field(default_factory=list)
     runtime_meter: dict[str, int] = field(default_factory=dict)
     sandbox_s: float = 0.0
     channel_events: list[dict[str, Any]] = field(default_factory=list)
@@ -148,6 +153,7 @@ class EpisodeState:
         self.tokens_in += tokens_in
         self.tokens_out += tokens_out
         self.model_calls += 1
+        self._charge(response.model, tokens_in, tokens_out)
         reply: dict[str, Any] = {
             "type": "model_response",
             "id": message.get("id"),
@@ -158,6 +164,18 @@ class EpisodeState:
         if response.error is not None:
             reply["error"] = dict(response.error)
         return [reply]
+
+    def _charge(self, model: str | None, tokens_in: int, tokens_out: int) -> None:
+        prices = getattr(self.request.policy, "prices", None)
+        if not isinstance(prices, Mapping) or (tokens_in == 0 and tokens_out == 0):
+            return
+        try:
+            self.usd += estimate_usd(prices, model or "", tokens_in, tokens_out)
+        except (InputError, ValueError):
+            # never a silent zero: the end line names the models without a price
+            name = model or "<no model id>"
+            if name not in self.unpriced_models and len(self.unpriced_models) < MAX_COVERAGE:
+                self.unpriced_models.append(name)
 
     def _on_egress(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
         attempt = message.get("attempt")
@@ -350,7 +368,7 @@ class EpisodeState:
                 "events": self.channel_events,
             },
         }
-        if status in ("crashed", "infra_error", "oom", "timeout"):
+        if status != "succeeded":
             end["stderr_tail"] = self.channel.stderr_tail()
         assert self.trace is not None
         self.trace.end(end)

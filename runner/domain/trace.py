@@ -53,6 +53,7 @@ __all__ = [
     "load_trace",
     "read_trace",
     "read_trace_stream",
+    "validate_record",
 ]
 
 # A call line crosses the sandbox channel (at most 16 MiB, runner.runtime.protocol) plus a few
@@ -496,6 +497,22 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (numbers must be finite)")
+
+
+def validate_record(
+    obj: dict[str, Any], *, file: str = "<trace>", line: int = 1
+) -> RunRecord | CallRecord | EndRecord:
+    """Validate one decoded trace line (a writer or importer can check what it writes).
+
+    Only the line's own rules apply; the file-level ones (order, indices) are `read_trace`'s.
+
+    Raises:
+        InputError: the line breaks the format (``file``, ``line`` and the field named).
+        TraceVersionError: an unknown ``v``.
+    """
+    record = _validate(obj, _check_head(obj, file, line), file, line)
+    assert isinstance(record, RunRecord | CallRecord | EndRecord)
+    return record
 
 
 def _check_head(obj: dict[str, Any], file: str, line: int) -> str:

@@ -42,13 +42,24 @@ def statuses(result: TraceLint, index: int) -> dict[str, str]:
 def test_complete_trace_is_complete() -> None:
     result = lint_trace(TRACES / "complete_succeeded.jsonl")
     assert result.exit_code == 0 and result.complete and result.errors == ()
-    assert statuses(result, 0) == {"body": "ok", "schema_hash": "ok",
-                                   "model_id": "not_applicable", "clock": "ok"}
-    assert statuses(result, 1) == {"body": "ok", "schema_hash": "not_applicable",
-                                   "model_id": "ok", "clock": "ok"}
+    assert statuses(result, 0) == {
+        "body": "ok",
+        "schema_hash": "ok",
+        "model_id": "not_applicable",
+        "clock": "ok",
+    }
+    assert statuses(result, 1) == {
+        "body": "ok",
+        "schema_hash": "not_applicable",
+        "model_id": "ok",
+        "clock": "ok",
+    }
     assert result.failure_signature.status == "not_applicable"
     assert [(c.kind, c.raw_io) for c in result.calls] == [
-        ("tool", False), ("model", True), ("tool", False)]
+        ("tool", False),
+        ("model", True),
+        ("tool", False),
+    ]
 
 
 def test_failed_trace_with_correct_signature_is_complete() -> None:
@@ -120,8 +131,7 @@ _DROP = object()
         ({"body_encoding": "base64", "body": "not base64!"}, "malformed", "base64"),
         ({"body_encoding": _DROP}, "malformed", "body_encoding missing"),
         ({"truncated": True}, "malformed", "without original_length"),
-        ({"truncated": True, "original_length": 3, "sha256": "a" * 64}, "malformed",
-         "not longer"),
+        ({"truncated": True, "original_length": 3, "sha256": "a" * 64}, "malformed", "not longer"),
         ({"truncated": True, "original_length": 10**6, "sha256": "xyz"}, "malformed", "64 hex"),
         ({"sha256": "a" * 64}, "malformed", "without truncated"),
         ({"body": None}, "missing", "no response body"),
@@ -156,19 +166,32 @@ def test_raw_io_default_is_true_for_model_calls_and_false_for_tools(tmp_path: Pa
 
 
 def test_schema_hash_rules(tmp_path: Path) -> None:
-    assert lint_with_call(tmp_path, 0, schema_hash="abc").calls[0].fields[
-        "schema_hash"].status == "malformed"
+    assert (
+        lint_with_call(tmp_path, 0, schema_hash="abc").calls[0].fields["schema_hash"].status
+        == "malformed"
+    )
     other = lint_with_call(tmp_path, 0, schema_hash="0" * 64).calls[0].fields["schema_hash"]
     assert other.status == "malformed" and "environment.tools" in other.detail
-    assert lint_with_call(tmp_path, 0, schema_hash=None).calls[0].fields[
-        "schema_hash"].status == "missing"
+    assert (
+        lint_with_call(tmp_path, 0, schema_hash=None).calls[0].fields["schema_hash"].status
+        == "missing"
+    )
 
 
 @pytest.mark.parametrize(
     "model_id",
-    ["gpt-4.1-2025-04-14", "gpt-4-0613", "gpt-3.5-turbo-1106", "claude-3-5-sonnet-20241022",
-     "gemini-1.5-pro-002", "text-davinci-003", "mistral-large-2407", "helpdesk-script-v1",
-     "anthropic.claude-3-5-sonnet-20241022-v2:0", "publishers/google/gemini@001"],
+    [
+        "gpt-4.1-2025-04-14",
+        "gpt-4-0613",
+        "gpt-3.5-turbo-1106",
+        "claude-3-5-sonnet-20241022",
+        "gemini-1.5-pro-002",
+        "text-davinci-003",
+        "mistral-large-2407",
+        "helpdesk-script-v1",
+        "anthropic.claude-3-5-sonnet-20241022-v2:0",
+        "publishers/google/gemini@001",
+    ],
 )
 def test_pinned_model_ids_pass(model_id: str) -> None:
     assert model_id_problem(model_id) is None
@@ -176,8 +199,17 @@ def test_pinned_model_ids_pass(model_id: str) -> None:
 
 @pytest.mark.parametrize(
     "model_id",
-    ["gpt-4.1", "gpt-4o", "gpt-4o-mini", "o3-mini", "claude-3-5-sonnet-latest",
-     "chatgpt-4o-latest", "mistral-large-latest", "my-deployment", " "],
+    [
+        "gpt-4.1",
+        "gpt-4o",
+        "gpt-4o-mini",
+        "o3-mini",
+        "claude-3-5-sonnet-latest",
+        "chatgpt-4o-latest",
+        "mistral-large-latest",
+        "my-deployment",
+        " ",
+    ],
 )
 def test_alias_model_ids_are_flagged(model_id: str) -> None:
     assert model_id_problem(model_id) is not None
@@ -189,8 +221,9 @@ def test_model_source_config_is_flagged_even_for_a_pinned_id() -> None:
 
 def test_model_id_missing_and_failed_model_call(tmp_path: Path) -> None:
     assert lint_with_call(tmp_path, 1, model=None).calls[1].fields["model_id"].status == "missing"
-    failed = lint_with_call(tmp_path, 1, model=None, body=None,
-                            error={"class": "openai.APIError", "message": "502"})
+    failed = lint_with_call(
+        tmp_path, 1, model=None, body=None, error={"class": "openai.APIError", "message": "502"}
+    )
     assert failed.calls[1].fields["model_id"].status == "not_applicable"
 
 
@@ -210,9 +243,15 @@ def lint_end(tmp_path: Path, base: str = "failed_signature.jsonl", **change: Any
 
 
 def signed(call_index: int, tool: str, error_class: str, exit_code: int) -> dict[str, Any]:
-    return {"failure": {"call_index": call_index, "tool": tool, "error_class": error_class,
-                        "exit_code": exit_code},
-            "failure_signature": failure_signature(call_index, tool, error_class, exit_code)}
+    return {
+        "failure": {
+            "call_index": call_index,
+            "tool": tool,
+            "error_class": error_class,
+            "exit_code": exit_code,
+        },
+        "failure_signature": failure_signature(call_index, tool, error_class, exit_code),
+    }
 
 
 @pytest.mark.parametrize(
@@ -241,8 +280,9 @@ def test_signature_of_a_workflow_level_failure_and_a_timeout(tmp_path: Path) -> 
 
 
 def test_succeeded_episode_must_not_carry_a_signature(tmp_path: Path) -> None:
-    result = lint_end(tmp_path, "complete_succeeded.jsonl",
-                      **signed(2, "ticket.close", "KeyError", 0))
+    result = lint_end(
+        tmp_path, "complete_succeeded.jsonl", **signed(2, "ticket.close", "KeyError", 0)
+    )
     assert result.failure_signature.status == "malformed" and result.exit_code == 1
 
 
@@ -278,8 +318,12 @@ def _cli(*args: str) -> Any:
 
 
 def test_cli_json_output_and_exit_codes() -> None:
-    out = _cli("lint", "--json", str(TRACES / "complete_succeeded.jsonl"),
-               str(TRACES / "missing_fields.jsonl"))
+    out = _cli(
+        "lint",
+        "--json",
+        str(TRACES / "complete_succeeded.jsonl"),
+        str(TRACES / "missing_fields.jsonl"),
+    )
     assert out.exit_code == 1, out.output
     report = json.loads(out.stdout)
     assert report["exit_code"] == 1

@@ -223,8 +223,12 @@ def test_a_gap_in_call_indices_is_readable_and_listed(tmp_path: Path) -> None:
     [
         (2, {"surprise": 1}, "surprise", "unknown key on a call line"),
         (1, {"run_id": None}, "run_id", ""),
-        (1, {"workflow": {"name": "w", "version": "1", "hash": "xyz", "content": ""}},
-         "workflow.hash", "pattern"),
+        (
+            1,
+            {"workflow": {"name": "w", "version": "1", "hash": "xyz", "content": ""}},
+            "workflow.hash",
+            "pattern",
+        ),
         (1, {"clock": {"start": "yesterday", "step_s": 1}}, "clock.start", ""),
         (1, {"purpose": "fun"}, "purpose", ""),
         (2, {"index": -1}, "index", ""),
@@ -239,8 +243,12 @@ def test_a_gap_in_call_indices_is_readable_and_listed(tmp_path: Path) -> None:
         (5, {"status": "exploded"}, "status", ""),
         (5, {"not_run": ["a", 1]}, "not_run[1]", ""),
         (5, {"outbound": [{"port": "80"}]}, "outbound[0].port", ""),
-        (5, {"failure": {"call_index": 0, "tool": "x", "error_class": "E"}},
-         "failure.exit_code", "missing"),
+        (
+            5,
+            {"failure": {"call_index": 0, "tool": "x", "error_class": "E"}},
+            "failure.exit_code",
+            "missing",
+        ),
     ],
 )
 def test_malformed_fields_are_named(

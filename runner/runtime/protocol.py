@@ -1,4 +1,4 @@
-"""The NDJSON protocol between the host and the in-sandbox runtime (standard library only).
+r"""The NDJSON protocol between the host and the in-sandbox runtime (standard library only).
 
 One JSON object per line, UTF-8, ``\\n``-terminated, each with a ``type``. The runtime speaks on
 its own copies of the container's stdin/stdout file descriptors; tool code sees ``/dev/null``
@@ -33,6 +33,30 @@ Host -> runtime:
     start          {protocol}                                         go (after hello)
     model_response {id, body, model, usage, error?}                   answer to model_request
     shutdown       {}                                                 exit now (no EOF needed)
+
+Additions by the runtime side (H3; all additive, older readers may ignore them):
+    model_request  also carries ``index`` (the call index the turn will have) and ``step_id``.
+                   ``request`` is the OpenAI Chat Completions shape: ``model``, ``messages``,
+                   ``tools`` (function format, ``name`` = tool id), then the workflow's
+                   ``model.settings`` as top-level keys (settings = everything but messages
+                   and tools).
+    call           ``record`` is a complete trace call line (``v``, ``type``: ``call``, ...,
+                   docs/trace.schema.json). A difference from the recording that does not stop
+                   the call (reproduce: a pure tool's other result, other arguments, a call
+                   the trace never saw) is ``record.meta.divergence``: a list of
+                   ``{kind, index, tool, message, args?, nearest?, differing?}``; a served call
+                   with no recording also has ``error`` (``...UnrecordedCall``).
+    egress         ``attempt`` may also hold ``event`` (audit event name), ``transport``
+                   (tcp|udp), ``family`` (unix), ``url``, ``method``; the message has
+                   ``child: true`` when a child process logged it. ``outcome`` is always
+                   ``"attempted"`` (an audit hook runs before the operation).
+    coverage       ``{partial: true, reason, program?, argv?, library?, symbol?, pid?,
+                   child?}``.
+    episode        ``status`` is one of succeeded | failed | denied; ``failure`` is
+                   ``{call_index, tool, error_class}`` (``call_index`` -1 when no call ran).
+    error          also ``traceback`` (text, last 8000 characters); the exit code is 70.
+    model_response may carry ``body_encoding: "base64"`` for a body that is not UTF-8, and
+                   ``source`` (default ``provider``) for the call record.
 """
 
 import json
@@ -58,7 +82,7 @@ MESSAGE_TYPES_FROM_HOST = frozenset({"start", "model_response", "shutdown"})
 
 
 def encode(message: Dict[str, Any]) -> bytes:
-    """One protocol line for ``message`` (a dict with a ``type``), UTF-8 with ``\\n``.
+    r"""One protocol line for ``message`` (a dict with a ``type``), UTF-8 with ``\\n``.
 
     Lone surrogates (undecodable bytes carried by ``surrogateescape``) are kept reversibly as
     JSON escapes (``ensure_ascii=True``), so the writer never fails on them.
@@ -73,7 +97,7 @@ def encode(message: Dict[str, Any]) -> bytes:
 
 
 def decode(line: bytes) -> Dict[str, Any]:
-    """Parse one protocol line (without or with its ``\\n``).
+    r"""Parse one protocol line (without or with its ``\\n``).
 
     Raises:
         ValueError: not UTF-8 JSON, not an object, or no string ``type``.

@@ -1,0 +1,437 @@
+"""The outbound-destination log: an audit hook in the runtime and in every Python child.
+
+Standard library only, Python 3.9+. `install` is called explicitly by the runtime (its own
+interpreter may run with ``-I``); ``runner/runtime/site/sitecustomize.py`` calls
+`install_from_env` in every Python child, because the runtime puts that folder first on the
+children's ``PYTHONPATH`` (`child_environment`).
+
+What the hook reports (DOCKER-NOTES.md lists what a hook sees):
+- ``egress`` ``{"attempt": {kind, host, address, port, resolved_from, outcome, pid, event, ...}}``
+  for ``socket.getaddrinfo``/``gethostbyname*``/``gethostbyaddr`` (kind ``dns``),
+  ``socket.connect`` (``connect``), ``socket.sendto``/``sendmsg`` (``sendto``/``sendmsg``),
+  ``http.client.connect`` (``http``) and ``urllib.Request`` (``url``).
+- ``coverage`` ``{"partial": true, reason, program|library, pid}`` for a child that is not
+  Python (``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``),
+  a Python child that will not load the hook (``-I``/``-E``/``-S``, or an environment without
+  our ``PYTHONPATH``), and ctypes (``ctypes.dlopen`` of a named library, ``ctypes.dlsym``).
+  ``import ctypes`` alone opens the main program (``dlopen(None)``), which is not reported.
+
+Decisions, documented because a hook cannot see everything:
+- ``outcome`` is always ``"attempted"``: a hook runs *before* the operation and sees no result.
+  The error (if any) surfaces in the tool as usual; the namespace (no network) is the
+  measurement, this log names the destination.
+- ``resolved_from`` is the name looked up just before, in the same thread, for the same port,
+  when the connect address differs from it (``socket.create_connection`` does exactly that).
+- A ``os.system``/``sh -c`` command is classified by its first word: ``sh -c "python3 x.py"``
+  counts as a Python child; anything else is reported with the command as ``program``.
+- The hook never raises (an exception in a hook would fail the audited operation) and ignores
+  events raised while it runs.
+
+Sinks: in the runtime's own process records are queued in memory (`drain`) and sent over the
+channel; in any other process (Python children, and forks of the runtime) each record is
+appended as one JSON line with one ``os.write`` to the file named by `ENV_LOG` (``O_APPEND``),
+which the runtime forwards with `ChildLog`. Tool code can write to that file too: the child log
+is evidence, not a guarantee (the sandbox is the guarantee).
+"""
+
+import collections
+import ipaddress
+import json
+import os
+import shlex
+import sys
+import threading
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
+
+ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
+RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+MAX_FIELD_CHARS = 512
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "ksh"})
+
+_state: Dict[str, Any] = {"installed": False, "owner_pid": None, "log_path": None}
+_queue: Deque[Dict[str, Any]] = collections.deque()
+_seen_coverage: Set[Tuple[Any, ...]] = set()
+_local = threading.local()
+
+
+# --- installation ----------------------------------------------------------------------------
+
+
+def install(log_path: Optional[str], in_memory: bool) -> None:
+    """Install the hook once per process (later calls only update the sinks).
+
+    Args:
+        log_path: the child log file records go to from other processes (and from this one
+            when ``in_memory`` is False).
+        in_memory: True in the runtime's own process: queue records for `drain`.
+    """
+    _state["log_path"] = log_path
+    _state["owner_pid"] = os.getpid() if in_memory else None
+    if not _state["installed"]:
+        _state["installed"] = True
+        sys.addaudithook(_hook)
+
+
+def install_from_env() -> bool:
+    """Install the hook in a Python child when the runtime's log variable is set.
+
+    Returns:
+        True when installed; False outside a sandbox-replay run (nothing is done).
+    """
+    path = os.environ.get(ENV_LOG)
+    if not path:
+        return False
+    install(path, in_memory=False)
+    return True
+
+
+def child_environment(log_path: str) -> Dict[str, str]:
+    """Environment variables the runtime sets so that Python children load the hook.
+
+    Returns:
+        ``{ENV_LOG: log_path, "PYTHONPATH": SITE_DIR:RUNTIME_ROOT[:previous]}``.
+    """
+    parts = [SITE_DIR, RUNTIME_ROOT]
+    previous = os.environ.get("PYTHONPATH", "")
+    parts += [p for p in previous.split(os.pathsep) if p and p not in parts]
+    return {ENV_LOG: log_path, "PYTHONPATH": os.pathsep.join(parts)}
+
+
+def drain() -> List[Dict[str, Any]]:
+    """Messages (``egress``/``coverage`` dicts with a ``type``) queued in this process."""
+    out: List[Dict[str, Any]] = []
+    while True:
+        try:
+            out.append(_queue.popleft())
+        except IndexError:
+            return out
+
+
+# --- the hook --------------------------------------------------------------------------------
+
+
+def _hook(event: str, args: Tuple[Any, ...]) -> None:
+    handler = _HANDLERS.get(event)
+    if handler is None:
+        return
+    try:
+        if getattr(_local, "busy", False):
+            return
+        _local.busy = True
+    except Exception:  # interpreter shutdown: thread locals may be gone
+        return
+    try:
+        handler(event, args)
+    except Exception:  # noqa: S110 - a hook must never fail the audited operation
+        pass
+    finally:
+        _local.busy = False
+
+
+def _emit(message: Dict[str, Any]) -> None:
+    if _state["owner_pid"] == os.getpid():
+        _queue.append(message)
+        return
+    path = _state["log_path"]
+    if not path:
+        return
+    line = (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _text(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
+    text = value if isinstance(value, str) else str(value)
+    return text[:MAX_FIELD_CHARS]
+
+
+def _port(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return _text(value)
+
+
+def _is_ip(host: Optional[str]) -> bool:
+    if not host:
+        return False
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        return True
+    except ValueError:
+        return False
+
+
+def _attempt(
+    event: str,
+    kind: str,
+    host: Optional[str],
+    address: Optional[str],
+    port: Any,
+    resolved_from: Optional[str] = None,
+    **extra: Any,
+) -> None:
+    attempt = {
+        "kind": kind,
+        "host": host,
+        "address": address,
+        "port": port,
+        "resolved_from": resolved_from,
+        "outcome": "attempted",
+        "pid": os.getpid(),
+        "event": event,
+    }
+    attempt.update({k: v for k, v in extra.items() if v is not None})
+    _emit({"type": "egress", "attempt": attempt})
+
+
+def _on_lookup(event: str, args: Tuple[Any, ...]) -> None:
+    host = _text(args[0]) if args else None
+    port = _port(args[1]) if event == "socket.getaddrinfo" and len(args) > 1 else None
+    _local.last_lookup = (host, port)
+    _attempt(event, "dns", host, host if _is_ip(host) else None, port)
+
+
+def _transport(sock: Any) -> Optional[str]:
+    import socket
+
+    kind = getattr(sock, "type", None)
+    if kind == socket.SOCK_STREAM:
+        return "tcp"
+    if kind == socket.SOCK_DGRAM:
+        return "udp"
+    return None if kind is None else _text(kind)
+
+
+def _on_address(event: str, args: Tuple[Any, ...]) -> None:
+    sock = args[0] if args else None
+    address = args[1] if len(args) > 1 else None
+    if address is None:  # sendmsg on a connected socket: its connect was reported
+        return
+    kind = event.split(".", 1)[1]
+    if isinstance(address, (str, bytes)):  # AF_UNIX path (or abstract name)
+        _attempt(event, kind, None, _text(address), None, family="unix")
+        return
+    if isinstance(address, tuple) and len(address) >= 2:
+        addr, port = _text(address[0]), _port(address[1])
+        resolved_from = None
+        last = getattr(_local, "last_lookup", None)
+        if last and last[1] == port and last[0] and last[0] != addr and not _is_ip(last[0]):
+            resolved_from = last[0]
+        _attempt(
+            event,
+            kind,
+            resolved_from or addr,
+            addr,
+            port,
+            resolved_from,
+            transport=_transport(sock),
+        )
+        return
+    _attempt(event, kind, None, _text(address), None)
+
+
+def _on_http(event: str, args: Tuple[Any, ...]) -> None:
+    host = _text(args[1]) if len(args) > 1 else None
+    port = _port(args[2]) if len(args) > 2 else None
+    _attempt(event, "http", host, host if _is_ip(host) else None, port)
+
+
+def _on_url(event: str, args: Tuple[Any, ...]) -> None:
+    from urllib.parse import urlsplit
+
+    url = _text(args[0]) if args else None
+    host, port = None, None
+    if url:
+        parts = urlsplit(url)
+        host = parts.hostname
+        try:
+            port = parts.port or {"http": 80, "https": 443, "ftp": 21}.get(parts.scheme)
+        except ValueError:
+            port = None
+    method = _text(args[3]) if len(args) > 3 else None
+    _attempt(event, "url", host, host if _is_ip(host) else None, port, url=url, method=method)
+
+
+# --- child processes and ctypes ----------------------------------------------------------------
+
+
+def _coverage(key: Tuple[Any, ...], **fields: Any) -> None:
+    if key in _seen_coverage:
+        return
+    _seen_coverage.add(key)
+    message = {"type": "coverage", "partial": True, "pid": os.getpid()}
+    message.update({k: _text(v) for k, v in fields.items() if v is not None})
+    _emit(message)
+
+
+def _argv_of(value: Any) -> List[str]:
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)):
+        return [_text(value) or ""]
+    try:
+        return [_text(os.fspath(v)) or "" for v in value]
+    except TypeError:
+        return [_text(v) or "" for v in value]
+
+
+def is_python_program(program: str) -> bool:
+    """True when ``program`` (a path or name) is a Python interpreter."""
+    name = os.path.basename(program)
+    if name.startswith("python") and all(c.isdigit() or c == "." for c in name[6:]):
+        return True
+    try:
+        return bool(sys.executable) and os.path.realpath(program) == os.path.realpath(
+            sys.executable
+        )
+    except (OSError, ValueError):
+        return False
+
+
+def _python_skips_hook(argv: List[str]) -> Optional[str]:
+    takes_value = set("WXQ")
+    skip_next = False
+    for arg in argv[1:]:
+        if skip_next:
+            skip_next = False
+            continue
+        if not arg.startswith("-") or arg in ("-", "--") or arg.startswith("--"):
+            break
+        flags = arg[1:]
+        for i, flag in enumerate(flags):
+            if flag in "IES":
+                return "-" + flag
+            if flag in ("c", "m"):
+                return None
+            if flag in takes_value:
+                skip_next = i == len(flags) - 1
+                break
+    return None
+
+
+def _env_drops_hook(env: Any) -> bool:
+    if env is None:
+        return False
+    try:
+        items = {_text(k): _text(v) or "" for k, v in dict(env).items()}
+    except Exception:
+        return True
+    return ENV_LOG not in items or SITE_DIR not in (items.get("PYTHONPATH") or "").split(os.pathsep)
+
+
+def _classify_child(event: str, program: Optional[str], argv: List[str], env: Any) -> None:
+    program = program or (argv[0] if argv else "")
+    name = os.path.basename(program)
+    if name in _SHELLS and "-c" in argv[1:-1]:
+        command = argv[argv.index("-c", 1) + 1]
+        _classify_command(event, command, env)
+        return
+    if is_python_program(program):
+        flag = _python_skips_hook(argv)
+        if flag is not None:
+            _coverage(
+                ("flag", program, flag),
+                reason="python child started with " + flag + ": the audit hook is not loaded",
+                program=program,
+            )
+        elif _env_drops_hook(env):
+            _coverage(
+                ("env", program),
+                reason="python child started with an environment without the audit hook",
+                program=program,
+            )
+        return
+    _coverage(
+        ("program", program),
+        reason="non-Python child process",
+        program=program,
+        argv=" ".join(argv),
+    )
+
+
+def _classify_command(event: str, command: str, env: Any) -> None:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    while words and "=" in words[0] and not words[0].startswith("="):
+        words = words[1:]  # VAR=value prefixes
+    if words and is_python_program(words[0]) and not any(c in command for c in ";&|`$("):
+        _classify_child(event, words[0], words, env)
+        return
+    _coverage(
+        ("command", command), reason="non-Python child process (shell command)", program=command
+    )
+
+
+def _on_popen(event: str, args: Tuple[Any, ...]) -> None:
+    executable = _text(os.fspath(args[0])) if args and args[0] is not None else None
+    argv = _argv_of(args[1] if len(args) > 1 else None)
+    env = args[3] if len(args) > 3 else None
+    _classify_child(event, executable, argv, env)
+
+
+def _on_system(event: str, args: Tuple[Any, ...]) -> None:
+    _classify_command(event, _text(args[0]) or "", None)
+
+
+def _on_exec(event: str, args: Tuple[Any, ...]) -> None:
+    # os.exec: (path, args, env); os.posix_spawn: (path, argv, env);
+    # os.spawn: (mode, path, args, env)
+    offset = 1 if event == "os.spawn" else 0
+    path = _text(os.fspath(args[offset])) if len(args) > offset else None
+    argv = _argv_of(args[offset + 1] if len(args) > offset + 1 else None)
+    env = args[offset + 2] if len(args) > offset + 2 else None
+    _classify_child(event, path, argv, env)
+
+
+def _on_dlopen(event: str, args: Tuple[Any, ...]) -> None:
+    name = args[0] if args else None
+    if name is None:  # `import ctypes` opens the main program: not a foreign library yet
+        return
+    library = _text(name)
+    _coverage(("library", library), reason="ctypes library load", library=library)
+
+
+def _on_dlsym(event: str, args: Tuple[Any, ...]) -> None:
+    handle = args[0] if args else None
+    library = _text(getattr(handle, "_name", None)) or "<main program>"
+    symbol = _text(args[1]) if len(args) > 1 else None
+    _coverage(
+        ("symbol", library, symbol),
+        reason="ctypes symbol lookup (a foreign call can bypass the socket module)",
+        library=library,
+        symbol=symbol,
+    )
+
+
+_HANDLERS: Dict[str, Callable[[str, Tuple[Any, ...]], None]] = {
+    "socket.getaddrinfo": _on_lookup,
+    "socket.gethostbyname": _on_lookup,
+    "socket.gethostbyname_ex": _on_lookup,
+    "socket.gethostbyaddr": _on_lookup,
+    "socket.connect": _on_address,
+    "socket.sendto": _on_address,
+    "socket.sendmsg": _on_address,
+    "http.client.connect": _on_http,
+    "urllib.Request": _on_url,
+    "subprocess.Popen": _on_popen,
+    "os.system": _on_system,
+    "os.exec": _on_exec,
+    "os.posix_spawn": _on_exec,
+    "os.spawn": _on_exec,
+    "ctypes.dlopen": _on_dlopen,
+    "ctypes.dlsym": _on_dlsym,
+}

@@ -1,0 +1,395 @@
+"""Every tool and model call of an episode goes through `Caller`: index, clock, record.
+
+Standard library only, Python 3.9+. For each call the caller advances the injected clock,
+executes or serves it, and sends one ``call`` message carrying the trace call record of
+docs/internals.md: ``index`` (0-based over every call), ``step_id``, ``tool`` (or ``model`` /
+``user``), ``effect``, ``args`` or ``request``, the body fields of
+`runner.traceformat.encode_body`, ``schema_hash``, ``model``, ``clock``, ``duration_s``,
+``source`` (``executed`` | ``observation`` | ``trace`` | ``provider``), ``raw_io`` and, for a
+failed call, ``error: {class, message}``. Errors are recorded first, then raised to the caller.
+
+Serving (see `runner.runtime.recordings`): in ``shadow`` mode ``recorded`` tools are served
+from the task's observations; in ``reproduce`` mode from the trace by position, and ``pure``
+tools execute and their body is compared with the recorded one (a mismatch, or a call the
+trace never saw, is noted in the record's ``meta.divergence``; the executed result is used, so
+the episode goes on). A served call with no recording fails with `UnrecordedCall` and carries
+the same note (nearest recorded call, differing fields). Model and simulated-user turns are
+always answered by the host (``model_request``).
+
+Clock: call *i* reads ``start + (i + 1) * step_s`` in shadow; in reproduce the recorded reading
+of call *i* (falling back to the previous reading plus ``step_s``). `runner.sdk.now` returns the
+reading of the call in progress. ``time.time`` is deliberately not patched: the standard
+library and the runtime need real time; tools read the run's time through `runner.sdk.now`.
+"""
+
+import base64
+import json
+import re
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
+from runner.runtime.recordings import ObservationStore, TraceStore, differing_fields, value_of
+from runner.runtime.registry import RuntimeTool
+from runner.traceformat import TRACE_VERSION, encode_body
+
+_BODY_KEYS = (
+    "body",
+    "body_encoding",
+    "truncated",
+    "original_length",
+    "sha256",
+    "content_encoding",
+)
+Send = Callable[..., None]
+Wait = Callable[[str], Dict[str, Any]]
+
+
+class Clock:
+    """The run's injected clock (installed with `runner.sdk.set_clock`)."""
+
+    def __init__(self, start: float, step_s: float, trace: Optional[TraceStore] = None) -> None:
+        self.value = float(start)
+        self.step_s = float(step_s)
+        self._trace = trace
+
+    def advance(self, index: int) -> float:
+        """Move to the reading of call ``index`` and return it."""
+        recorded = self._trace.clock_at(index) if self._trace is not None else None
+        self.value = recorded if recorded is not None else self.value + self.step_s
+        return self.value
+
+    def __call__(self) -> float:
+        """The current reading, epoch seconds."""
+        return self.value
+
+
+def to_json_text(value: Any) -> str:
+    """A tool's return value as the JSON text its call body holds (key order as returned).
+
+    Raises:
+        TypeError: the value is not JSON-serialisable.
+        ValueError: it holds NaN or an infinity.
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class Caller:
+    """Makes the episode's calls and reports each one.
+
+    Args:
+        send: ``send(type, **fields)`` of the channel.
+        request_model: sends a ``model_request`` and returns the matching ``model_response``.
+        mode: ``shadow`` or ``reproduce``.
+        observations: the task's observations (shadow).
+        trace: the trace's call records (reproduce).
+        clock: the injected clock.
+        after_call: run after each call, before its record is sent (forwards child egress).
+    """
+
+    def __init__(
+        self,
+        send: Send,
+        request_model: Callable[[Dict[str, Any]], Dict[str, Any]],
+        mode: str,
+        observations: ObservationStore,
+        trace: TraceStore,
+        clock: Clock,
+        after_call: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._send = send
+        self._request_model = request_model
+        self.mode = mode
+        self._observations = observations
+        self._trace = trace
+        self.clock = clock
+        self._after_call = after_call
+        self.index = 0
+        self.failed: List[Tuple[BaseException, int, str]] = []
+        self.divergences = 0
+
+    def _next(self) -> Tuple[int, float]:
+        index = self.index
+        self.index += 1
+        return index, self.clock.advance(index)
+
+    def _finish(
+        self, record: Dict[str, Any], started: float, error: Optional[BaseException]
+    ) -> None:
+        record["duration_s"] = round(time.monotonic() - started, 6)
+        if error is not None:
+            record["error"] = error_record(error)
+            self.failed.append((error, record["index"], record["tool"]))
+        self._after_call()
+        self._send("call", record=record)
+
+    def divergence(self, record: Dict[str, Any], kind: str, message: str, **fields: Any) -> None:
+        """Annotate ``record`` with a difference from the recording; execution goes on.
+
+        The annotation is ``meta.divergence`` of the call record (``{kind, index, tool,
+        message, ...}``): the trace keeps it, and the call's own fields (error, body) are what
+        reproduce compares.
+        """
+        self.divergences += 1
+        note = {"kind": kind, "index": record["index"], "tool": record["tool"], "message": message}
+        note.update({k: v for k, v in fields.items() if v is not None})
+        record.setdefault("meta", {}).setdefault("divergence", []).append(note)
+
+    def call_tool(self, step_id: str, tool: RuntimeTool, args: Any) -> Any:
+        """Execute or serve one tool call and report it.
+
+        Returns:
+            The tool's return value (served values are the recorded body parsed as JSON).
+
+        Raises:
+            Exception: whatever the call raised (tool errors, `UnrecordedCall`,
+                `RecordedError` carrying the recorded class, `CapabilityDenied`), after the
+                call record was sent.
+        """
+        index, reading = self._next()
+        record: Dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": index,
+            "step_id": step_id,
+            "tool": tool.id,
+            "effect": tool.effect,
+            "args": args if isinstance(args, dict) else {},
+            "schema_hash": tool.schema_hash,
+            "clock": reading,
+            "raw_io": False,
+        }
+        if not isinstance(args, dict):
+            record["meta"] = {"arguments": args}
+        started = time.monotonic()
+        error: Optional[BaseException] = None
+        value: Any = None
+        try:
+            if tool.disposition == "execute":
+                record["source"] = "executed"
+                value = self._execute(index, step_id, tool, args, record)
+            else:
+                served = self._serve(record, tool.id, args)
+                record["source"] = "observation" if self.mode == "shadow" else "trace"
+                record.update({k: served[k] for k in _BODY_KEYS if k in served})
+                value = value_of(served)
+        except (Exception, SystemExit) as exc:  # a tool's sys.exit() is a tool error too
+            error = exc
+        self._finish(record, started, error)
+        if error is not None:
+            raise error
+        return value
+
+    def _execute(
+        self, index: int, step_id: str, tool: RuntimeTool, args: Any, record: Dict[str, Any]
+    ) -> Any:
+        if not isinstance(args, dict):
+            raise TypeError(
+                "tool {!r} takes keyword arguments (a JSON object), not {}".format(
+                    tool.id, type(args).__name__
+                )
+            )
+        assert tool.func is not None
+        value = tool.func(**args)
+        record.update(encode_body(to_json_text(value)))
+        if self.mode == "reproduce":
+            self._compare_pure(index, tool, args, record)
+        return value
+
+    def _compare_pure(
+        self, index: int, tool: RuntimeTool, args: Any, record: Dict[str, Any]
+    ) -> None:
+        recorded = self._trace.at(index)
+        if recorded is None or recorded.get("tool") != tool.id:
+            self.divergence(
+                record,
+                "unrecorded_call",
+                "pure tool {!r} called at #{} where the trace has {}".format(
+                    tool.id,
+                    index,
+                    "no call" if recorded is None else "tool {!r}".format(recorded.get("tool")),
+                ),
+                args=args,
+            )
+            return
+        differing = differing_fields(args, recorded.get("args", {}))
+        if differing:
+            self.divergence(
+                record,
+                "arguments",
+                "pure tool {!r} #{}: arguments differ from the recording: {}".format(
+                    tool.id, index, "; ".join(differing)
+                ),
+                args=args,
+                differing=differing,
+            )
+        if recorded.get("error") is not None or not _same_body(recorded, record):
+            error = PureResultMismatch(
+                "pure tool {!r} #{} returned {} but the trace recorded {}".format(
+                    tool.id, index, _brief(record), _brief(recorded)
+                ),
+                tool_id=tool.id,
+                index=index,
+            )
+            self.divergence(
+                record,
+                "pure_result",
+                error.message,
+                args=args,
+                recorded={k: recorded[k] for k in (*_BODY_KEYS, "error") if k in recorded},
+            )
+
+    def _serve(self, record: Dict[str, Any], tool_id: str, args: Any) -> Dict[str, Any]:
+        try:
+            if self.mode == "reproduce":
+                return self._trace.serve(record["index"], tool_id, args)
+            return self._observations.serve(tool_id, args)
+        except Exception as exc:
+            fields = getattr(exc, "fields", {})
+            self.divergence(
+                record,
+                "unrecorded_call",
+                str(exc),
+                args=args,
+                nearest=fields.get("nearest"),
+                differing=fields.get("differing"),
+            )
+            raise
+
+    def record_failed(self, step_id: str, tool_id: str, args: Any, error: BaseException) -> None:
+        """Record a tool call that could not even start (unknown name, unparseable args)."""
+        index, reading = self._next()
+        record = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": index,
+            "step_id": step_id,
+            "tool": safe_tool_id(tool_id),
+            "effect": None,
+            "args": args if isinstance(args, dict) else {},
+            "clock": reading,
+            "source": "executed",
+            "raw_io": False,
+        }
+        meta: Dict[str, Any] = {}
+        if record["tool"] != tool_id:
+            meta["requested_tool"] = tool_id[:1024]
+        if not isinstance(args, dict):
+            meta["arguments"] = args if isinstance(args, (str, type(None))) else repr(args)
+        if meta:
+            record["meta"] = meta
+        self._finish(record, time.monotonic(), error)
+
+    def call_model(self, step_id: str, role: str, request: Dict[str, Any]) -> Dict[str, Any]:
+        """Ask the host for one model (``role="model"``) or simulated-user turn.
+
+        Returns:
+            ``choices[0].message`` of the chat completion in the raw response body.
+
+        Raises:
+            ModelCallError: the host answered with an error, or the body is not a chat
+                completion with a message (recorded first).
+        """
+        index, reading = self._next()
+        record: Dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": index,
+            "step_id": step_id,
+            "tool": role,
+            "request": request,
+            "clock": reading,
+        }
+        started = time.monotonic()
+        error: Optional[BaseException] = None
+        message: Dict[str, Any] = {}
+        try:
+            response = self._request_model(
+                {"role": role, "request": request, "index": index, "step_id": step_id}
+            )
+            record["source"] = str(response.get("source") or "provider")
+            raw = _raw_body(response)
+            if raw is not None:
+                record.update(encode_body(raw))
+            for key in ("model", "usage"):
+                if response.get(key) is not None:
+                    record[key] = response[key]
+            remote = response.get("error")
+            if remote:
+                remote = remote if isinstance(remote, dict) else {"message": str(remote)}
+                raise ModelCallError(
+                    "{} turn failed on the host: {}".format(role, remote.get("message", "")),
+                    remote_class=remote.get("class"),
+                )
+            message = _message_of(raw, role)
+            if isinstance(message.get("_model"), str):
+                record["model"] = message["_model"]
+                record["model_source"] = "response"
+            message.pop("_model", None)
+        except Exception as exc:
+            error = exc
+        self._finish(record, started, error)
+        if error is not None:
+            raise error
+        return message
+
+
+_TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+def safe_tool_id(name: str) -> str:
+    """``name`` when it is a valid tool id, else a sanitised form (invalid characters as ``_``)."""
+    if len(name) <= 128 and _TOOL_ID.match(name):
+        return name
+    cleaned = ".".join(
+        re.sub(r"[^A-Za-z0-9_-]", "_", part) or "_" for part in name[:128].split(".")
+    )
+    return cleaned or "unknown"
+
+
+def _raw_body(response: Dict[str, Any]) -> Optional[bytes]:
+    body = response.get("body")
+    if body is None:
+        return None
+    if response.get("body_encoding") == "base64":
+        return base64.b64decode(str(body))
+    return str(body).encode("utf-8", "surrogatepass")
+
+
+def _message_of(raw: Optional[bytes], role: str) -> Dict[str, Any]:
+    if raw is None:
+        raise ModelCallError("{} response has no body".format(role))
+    try:
+        completion = json.loads(raw.decode("utf-8"))
+        message = completion["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ModelCallError(
+            "{} response body is not a chat completion with choices[0].message: {}: {}".format(
+                role, type(exc).__name__, exc
+            )
+        ) from exc
+    if not isinstance(message, dict):
+        raise ModelCallError("{} response choices[0].message is not an object".format(role))
+    message = dict(message)
+    model = completion.get("model") if isinstance(completion, dict) else None
+    if isinstance(model, str):
+        message["_model"] = model
+    return message
+
+
+def _same_body(recorded: Dict[str, Any], record: Dict[str, Any]) -> bool:
+    if recorded.get("body") == record.get("body") and recorded.get(
+        "body_encoding", "text"
+    ) == record.get("body_encoding", "text"):
+        return True
+    try:
+        return bool(json.loads(str(recorded.get("body"))) == json.loads(str(record.get("body"))))
+    except ValueError:
+        return False
+
+
+def _brief(record: Dict[str, Any]) -> str:
+    if record.get("error"):
+        return "error {}".format(record["error"].get("class"))
+    text = str(record.get("body"))
+    return text if len(text) <= 120 else text[:120] + "..."

@@ -1,0 +1,205 @@
+"""The runtime's end of the NDJSON channel, kept out of tool code's reach.
+
+Standard library only, Python 3.9+.
+
+`isolate_stdio` runs first thing in the runtime process: it duplicates fds 0 and 1 to private,
+non-inheritable descriptors, points fd 0 at ``/dev/null`` and fd 1 at fd 2, and rebinds
+``sys.stdin``/``sys.stdout`` to them. From then on a ``print()`` in tool code goes to stderr and
+a read of stdin sees end-of-file, so nothing a tool prints or reads can forge or steal protocol
+messages. Forked children close the private descriptors at once (``os.register_at_fork``), and
+``exec`` closes them (close-on-exec). Code running inside the runtime's own process could still
+write to the private fd on purpose; the sandbox, not the channel, contains that.
+
+`Channel` writes whole lines under a lock (one ``os.write`` loop per message) and reads host
+messages on a daemon thread: ``shutdown`` or end-of-file on stdin ends the process at once
+(``os._exit``), whatever the main thread is doing; every other message is queued for
+`Channel.wait_for`.
+"""
+
+import contextlib
+import io
+import os
+import queue
+import sys
+import threading
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from runner.runtime import protocol
+
+# A host line longer than this is discarded (and reported on stderr) rather than buffered.
+MAX_INBOUND_BYTES = 4 * protocol.MAX_MESSAGE_BYTES
+
+
+def isolate_stdio() -> Tuple[int, int]:
+    """Move the channel to private fds; tool code gets /dev/null as stdin, stderr as stdout.
+
+    Returns:
+        ``(read_fd, write_fd)``: the private, non-inheritable copies of the original stdin and
+        stdout.
+
+    Raises:
+        OSError: a descriptor operation failed (the runtime cannot start).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    read_fd = os.dup(0)  # os.dup returns non-inheritable descriptors
+    write_fd = os.dup(1)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.close(null_fd)
+    os.dup2(2, 1)
+    sys.stdin = io.TextIOWrapper(
+        io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"
+    )
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+        write_through=True,
+    )
+
+    def _close_in_child() -> None:
+        for fd in (read_fd, write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    os.register_at_fork(after_in_child=_close_in_child)
+    return read_fd, write_fd
+
+
+class Channel:
+    """Send and receive protocol messages over the private descriptors.
+
+    Args:
+        read_fd: descriptor the host's messages arrive on.
+        write_fd: descriptor the runtime's messages leave on.
+        before_send: called (without the lock) before each message is written; the runtime
+            uses it to flush pending outbound-destination records first, so that they precede
+            the call record they belong to.
+        exit: how to end the process on ``shutdown``/EOF (``os._exit`` by default; tests of
+            the class itself may pass something else).
+    """
+
+    def __init__(
+        self,
+        read_fd: int,
+        write_fd: int,
+        before_send: Optional[Callable[[], None]] = None,
+        exit: Callable[[int], Any] = os._exit,
+    ) -> None:
+        self._read_fd = read_fd
+        self._write_fd = write_fd
+        self._lock = threading.Lock()
+        self._inbox: "queue.Queue[Dict[str, Any]]" = queue.Queue()
+        self._exit = exit
+        self.before_send = before_send
+        self._reader: Optional[threading.Thread] = None
+
+    # --- sending --------------------------------------------------------------------------
+
+    def send(self, type_: str, **fields: Any) -> None:
+        """Write one message ``{"type": type_, **fields}`` as a single line.
+
+        Raises:
+            ValueError: the message cannot be encoded or exceeds `protocol.MAX_MESSAGE_BYTES`.
+        """
+        hook = self.before_send
+        if hook is not None:
+            hook()
+        self.send_raw(dict(fields, type=type_))
+
+    def send_raw(self, message: Dict[str, Any]) -> None:
+        """Write an already built message (no ``before_send`` hook).
+
+        Raises:
+            ValueError: the message cannot be encoded or exceeds `protocol.MAX_MESSAGE_BYTES`.
+        """
+        data = protocol.encode(message)
+        if len(data) > protocol.MAX_MESSAGE_BYTES:
+            raise ValueError(
+                "protocol message {!r} of {} bytes exceeds the {} byte limit".format(
+                    message.get("type"), len(data), protocol.MAX_MESSAGE_BYTES
+                )
+            )
+        view = memoryview(data)
+        with self._lock:
+            while view:
+                try:
+                    written = os.write(self._write_fd, view)
+                except BrokenPipeError:
+                    self._exit(0)  # the host is gone: nobody is left to tell
+                    return
+                view = view[written:]
+
+    # --- receiving ------------------------------------------------------------------------
+
+    def start_reader(self) -> None:
+        """Start the daemon thread that reads host messages."""
+        self._reader = threading.Thread(
+            target=self._read_loop, name="sandbox-replay-channel", daemon=True
+        )
+        self._reader.start()
+
+    def _read_loop(self) -> None:
+        buffer = bytearray()
+        discarding = False
+        while True:
+            try:
+                chunk = os.read(self._read_fd, 65536)
+            except InterruptedError:  # pragma: no cover - retried by Python since 3.5
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._exit(0)  # end-of-file on stdin ends the runtime, like shutdown
+                return
+            buffer.extend(chunk)
+            while True:
+                newline = buffer.find(b"\n")
+                if newline < 0:
+                    if len(buffer) > MAX_INBOUND_BYTES:
+                        _warn("host message over {} bytes discarded".format(MAX_INBOUND_BYTES))
+                        buffer.clear()
+                        discarding = True
+                    break
+                line = bytes(buffer[:newline])
+                del buffer[: newline + 1]
+                if discarding:
+                    discarding = False
+                    continue
+                if line.strip():
+                    self._dispatch(line)
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = protocol.decode(line)
+        except ValueError as exc:
+            _warn("unparseable host message ignored: {}".format(exc))
+            return
+        if message["type"] == "shutdown":
+            self._exit(0)
+            return
+        self._inbox.put(message)
+
+    def wait_for(
+        self, type_: str, match: Optional[Callable[[Dict[str, Any]], bool]] = None
+    ) -> Dict[str, Any]:
+        """Block until a host message of ``type_`` (and accepted by ``match``) arrives.
+
+        Messages of other types that arrive meanwhile are reported on stderr and dropped.
+        """
+        while True:
+            message = self._inbox.get()
+            if message["type"] == type_ and (match is None or match(message)):
+                return message
+            _warn("unexpected host message {!r} ignored".format(message.get("type")))
+
+
+def _warn(text: str) -> None:
+    try:
+        sys.stderr.write("sandbox-replay runtime: " + text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,231 @@
+"""The runtime's life: hello, start, load the run, run the episode, report, exit.
+
+Standard library only, Python 3.9+. ``python3 -u -m runner.runtime`` (`runner.runtime.__main__`)
+isolates the channel first, then calls `serve`. Sequence:
+
+1. install the outbound-destination hook in this process (`runner.runtime.audit`) and set the
+   environment that makes every Python child load it (``sitecustomize``) and report to the
+   child log (`runner.runtime.childlog`);
+2. send ``hello`` ``{protocol, python, pid}``; wait for ``start`` (``shutdown`` or EOF on stdin
+   end the process at once, at any time);
+3. read ``run.json`` and ``manifest.json`` from ``RUN_DIR`` (`ENV_RUN_DIR` overrides it, for
+   tests outside a container); build the registry from the manifest alone; install the clock;
+4. inside ``runner.sdk.replay_context(execute ids)`` run the episode; send ``episode``.
+
+Exit codes: 0 after ``episode`` (whatever its status) or on ``shutdown``/EOF; `EXIT_RUNTIME_ERROR`
+(70) after an ``error`` message when the runtime itself failed (a malformed run dir, a tool
+module that does not import, a bug): the host classifies that as ``crashed``.
+
+Threads that tool code starts inherit the replay context (``threading.Thread.start`` is wrapped
+to run the thread in a copy of the starter's context), so the call-time guard holds in them too.
+"""
+
+import contextvars
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+import threading
+import traceback
+from typing import Any, Dict, Optional
+
+from runner import sdk
+from runner.errors import InputError
+from runner.runtime import audit, protocol
+from runner.runtime.calls import Caller, Clock
+from runner.runtime.channel import Channel
+from runner.runtime.childlog import ChildLog
+from runner.runtime.engine import Episode
+from runner.runtime.errors import error_class_name
+from runner.runtime.recordings import ObservationStore, TraceStore
+from runner.runtime.registry import RuntimeRegistry
+
+ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
+EXIT_RUNTIME_ERROR = 70
+MODES = ("shadow", "reproduce")
+
+
+def _inherit_context_in_threads() -> None:
+    original = threading.Thread.start
+    if getattr(original, "_sandbox_replay", False):
+        return
+
+    def start(self: threading.Thread) -> None:
+        context = contextvars.copy_context()
+        run = self.run
+        self.run = lambda: context.run(run)  # type: ignore[method-assign]
+        original(self)
+
+    start._sandbox_replay = True  # type: ignore[attr-defined]
+    threading.Thread.start = start  # type: ignore[method-assign]
+
+
+def environment_platform() -> str:
+    """``os-machine-libcVERSION``, e.g. ``linux-x86_64-glibc2.36`` (the trace's environment)."""
+    libc, version = platform.libc_ver()
+    parts = [sys.platform, platform.machine() or "unknown"]
+    if libc:
+        parts.append(libc + version)
+    return "-".join(parts)
+
+
+def installed_packages() -> Dict[str, str]:
+    """``{distribution name: version}`` of the interpreter's installed packages."""
+    found: Dict[str, str] = {}
+    try:
+        for dist in importlib.metadata.distributions():
+            name = dist.metadata["Name"]
+            if name and name not in found:
+                found[str(name)] = str(dist.version)
+    except Exception:  # a broken dist-info must not stop the run  # noqa: S110
+        pass
+    return dict(sorted(found.items()))
+
+
+def _load_json(run_dir: str, name: str) -> Any:
+    path = os.path.join(run_dir, name)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except OSError as exc:
+        raise InputError("cannot read: {}".format(exc), file=path) from exc
+    except ValueError as exc:
+        raise InputError("not valid JSON: {}".format(exc), file=path) from exc
+
+
+def load_run_spec(run_dir: str) -> Dict[str, Any]:
+    """``run.json``, checked for the keys the runtime needs.
+
+    Raises:
+        InputError: unreadable, not JSON, a missing key or a bad ``mode``/``clock``.
+    """
+    spec = _load_json(run_dir, "run.json")
+    path = os.path.join(run_dir, "run.json")
+    if not isinstance(spec, dict):
+        raise InputError("expected an object", file=path)
+    for key in ("mode", "workflow", "task"):
+        if key not in spec:
+            raise InputError("missing key", file=path, field=key)
+    if spec["mode"] not in MODES:
+        raise InputError(
+            "must be one of {}, not {!r}".format(MODES, spec["mode"]), file=path, field="mode"
+        )
+    if not isinstance(spec["workflow"], dict):
+        raise InputError("expected the normalised workflow object", file=path, field="workflow")
+    if not isinstance(spec["task"], dict):
+        raise InputError("expected the task record", file=path, field="task")
+    clock = spec.get("clock") or {}
+    if (
+        not isinstance(clock, dict)
+        or not isinstance(clock.get("start", 0), (int, float))
+        or not isinstance(clock.get("step_s", 1.0), (int, float))
+    ):
+        raise InputError(
+            "expected {start: epoch seconds, step_s: seconds}", file=path, field="clock"
+        )
+    return spec
+
+
+class Runtime:
+    """Wires the channel, the audit hook, the registry and the episode together.
+
+    Args:
+        channel: the channel (its reader not started yet).
+        run_dir: where ``run.json`` and ``manifest.json`` are; None means `ENV_RUN_DIR` or
+            `protocol.RUN_DIR`.
+    """
+
+    def __init__(self, channel: Channel, run_dir: Optional[str] = None) -> None:
+        self.channel = channel
+        self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR) or protocol.RUN_DIR
+        self.child_log: Optional[ChildLog] = None
+
+    def _flush_queued(self) -> None:
+        for message in audit.drain():
+            self.channel.send_raw(message)
+
+    def flush_egress(self) -> None:
+        """Send what this process and its children logged so far."""
+        self._flush_queued()
+        if self.child_log is not None:
+            for message in self.child_log.read_new():
+                self.channel.send_raw(message)
+
+    def _request_model(self, fields: Dict[str, Any]) -> Dict[str, Any]:
+        message_id = "m{}".format(fields["index"])
+        self.channel.send("model_request", id=message_id, **fields)
+        return self.channel.wait_for("model_response", lambda m: m.get("id") == message_id)
+
+    def serve(self) -> int:
+        """Run the whole protocol; return the process exit code."""
+        try:
+            self.child_log = ChildLog()
+            audit.install(self.child_log.path, in_memory=True)
+            os.environ.update(audit.child_environment(self.child_log.path))
+            self.channel.before_send = self._flush_queued
+            self.channel.send(
+                "hello",
+                protocol=protocol.PROTOCOL_VERSION,
+                python=".".join(str(v) for v in sys.version_info[:3]),
+                pid=os.getpid(),
+                platform=environment_platform(),
+                packages=installed_packages(),
+            )
+            self.channel.start_reader()
+            self.channel.wait_for("start")
+            episode = self._run()
+            self.flush_egress()
+            self.channel.send("episode", **episode)
+            return 0
+        except Exception as exc:
+            text = traceback.format_exc()
+            sys.stderr.write(text)
+            try:
+                self.flush_egress()
+                self.channel.send(
+                    "error",
+                    **{
+                        "class": error_class_name(exc),
+                        "message": str(exc),
+                        "traceback": text[-8000:],
+                    },
+                )
+            except Exception:  # noqa: S110 - the exit code still says what happened
+                pass
+            return EXIT_RUNTIME_ERROR
+
+    def _run(self) -> Dict[str, Any]:
+        spec = load_run_spec(self.run_dir)
+        manifest = _load_json(self.run_dir, "manifest.json")
+        mode = str(spec["mode"])
+        task = spec["task"]
+        task_input = task.get("input") if isinstance(task.get("input"), dict) else {}
+        trace = TraceStore(spec.get("recorded_calls") if mode == "reproduce" else None)
+        clock_spec = spec.get("clock") or {}
+        clock = Clock(
+            clock_spec.get("start", 0.0),
+            clock_spec.get("step_s", 1.0),
+            trace if mode == "reproduce" else None,
+        )
+        _inherit_context_in_threads()
+        sdk.set_clock(clock)
+        with sdk.replay_context(frozenset()):  # module import runs no tool
+            registry = RuntimeRegistry.from_manifest(
+                manifest,
+                mode,
+                spec.get("tool_paths") or [],
+                spec.get("modules") or [],
+                source=os.path.join(self.run_dir, "manifest.json"),
+            )
+        caller = Caller(
+            self.channel.send,
+            self._request_model,
+            mode,
+            ObservationStore(task.get("observations")),
+            trace,
+            clock,
+            after_call=self.flush_egress,
+        )
+        with sdk.replay_context(registry.execute_ids):
+            return Episode(spec["workflow"], task_input, registry, caller, self.channel.send).run()

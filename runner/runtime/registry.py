@@ -1,0 +1,193 @@
+"""The runtime's registry, built only from the capability-filtered manifest.
+
+Standard library only, Python 3.9+. Invariants:
+- a tool absent from the manifest does not exist here: `RuntimeRegistry.resolve` raises
+  `ToolNotResolvable` (denied tools are absent, not flagged);
+- only ``execute`` tools have code: their module is imported from the run's ``tool_paths`` and
+  the function found there must carry the manifest's id and schema hash, else the run cannot
+  start (`InputError` naming the tool and both hashes);
+- ``recorded`` tools never import or run code: they are served from recordings;
+- in ``reproduce`` mode only ``pure`` tools execute, whatever the manifest says (SPEC.md "What
+  runs during reproduce"): any other ``execute`` entry is served from the trace instead.
+"""
+
+import importlib
+import sys
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
+
+from runner.errors import InputError, ToolNotResolvable
+from runner.sdk import tool_def
+
+DISPOSITIONS = ("execute", "recorded")
+
+
+class RuntimeTool:
+    """One resolvable tool.
+
+    Attributes:
+        id, effect, description, schema, schema_hash: from the manifest.
+        disposition: ``execute`` (``func`` runs) or ``recorded`` (served, ``func`` is None).
+        func: the guarded tool function (`runner.sdk.tool` wrapper), or None.
+    """
+
+    __slots__ = ("description", "disposition", "effect", "func", "id", "schema", "schema_hash")
+
+    def __init__(
+        self, entry: Dict[str, Any], disposition: str, func: Optional[Callable[..., Any]]
+    ) -> None:
+        self.id: str = entry["id"]
+        self.effect: str = str(entry.get("effect") or "unsafe")
+        self.description: str = str(entry.get("description") or "")
+        schema = entry.get("schema")
+        self.schema: Dict[str, Any] = (
+            schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
+        )
+        self.schema_hash: Optional[str] = entry.get("schema_hash")
+        self.disposition = disposition
+        self.func = func
+
+    def function_spec(self) -> Dict[str, Any]:
+        """The tool in the OpenAI Chat Completions function format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.id,
+                "description": self.description,
+                "parameters": self.schema,
+            },
+        }
+
+
+class RuntimeRegistry:
+    """Tools resolvable in this sandbox, by id."""
+
+    def __init__(
+        self, tools: Iterable[RuntimeTool], policy: Optional[Dict[str, Any]] = None
+    ) -> None:
+        self._tools: Dict[str, RuntimeTool] = {t.id: t for t in tools}
+        self.policy = policy or {}
+
+    def resolve(self, tool_id: str) -> RuntimeTool:
+        """The tool ``tool_id``.
+
+        Raises:
+            ToolNotResolvable: the id is not in the manifest (unknown, or denied by the policy).
+        """
+        found = self._tools.get(tool_id)
+        if found is None:
+            raise ToolNotResolvable(
+                "tool {!r} is not resolvable in this sandbox: it is absent from the "
+                "capability-filtered registry of policy {!r} (denied or unknown)".format(
+                    tool_id, self.policy.get("name", "?")
+                ),
+                tool_id=tool_id,
+            )
+        return found
+
+    @property
+    def execute_ids(self) -> FrozenSet[str]:
+        """Ids whose code may run (the replay context's allowed set)."""
+        return frozenset(t.id for t in self._tools.values() if t.disposition == "execute")
+
+    @property
+    def ids(self) -> List[str]:
+        """Every resolvable id, sorted."""
+        return sorted(self._tools)
+
+    @classmethod
+    def from_manifest(
+        cls,
+        manifest: Any,
+        mode: str,
+        tool_paths: Iterable[str] = (),
+        modules: Iterable[str] = (),
+        source: str = "manifest.json",
+    ) -> "RuntimeRegistry":
+        """Build the registry; import the code of ``execute`` tools.
+
+        Args:
+            manifest: the parsed ``manifest.json``.
+            mode: ``shadow`` or ``reproduce``.
+            tool_paths: folders put first on ``sys.path`` (read-only mounts of tool code).
+            modules: module names imported before the tools are looked up.
+            source: file name used in error messages.
+
+        Raises:
+            InputError: a malformed manifest, a module that does not import, or code whose
+                tool id or schema hash differs from the manifest.
+        """
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("tools"), list):
+            raise InputError("expected an object with a list 'tools'", file=source, field="tools")
+        for path in reversed(list(tool_paths)):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        for name in modules:
+            _import(name, source)
+        tools = []
+        for i, entry in enumerate(manifest["tools"]):
+            field = "tools[{}]".format(i)
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                raise InputError("each tool needs a string 'id'", file=source, field=field)
+            disposition = entry.get("disposition")
+            if disposition not in DISPOSITIONS:
+                raise InputError(
+                    "disposition must be one of {}, not {!r}".format(DISPOSITIONS, disposition),
+                    file=source,
+                    field=field + ".disposition",
+                )
+            if mode == "reproduce" and entry.get("effect") != "pure":
+                disposition = "recorded"
+            func = _load_function(entry, source, field) if disposition == "execute" else None
+            tools.append(RuntimeTool(entry, disposition, func))
+        policy = manifest.get("policy")
+        return cls(tools, policy if isinstance(policy, dict) else None)
+
+
+def _import(name: str, source: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:
+        raise InputError(
+            "cannot import tool module {!r} inside the sandbox: {}: {}".format(
+                name, type(exc).__name__, exc
+            ),
+            file=source,
+            field="modules",
+        ) from exc
+
+
+def _load_function(entry: Dict[str, Any], source: str, field: str) -> Callable[..., Any]:
+    module_name, qualname = entry.get("module"), entry.get("qualname")
+    if not isinstance(module_name, str) or not isinstance(qualname, str):
+        raise InputError(
+            "tool {!r} is 'execute' but has no module/qualname".format(entry["id"]),
+            file=source,
+            field=field,
+        )
+    obj: Any = _import(module_name, source)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    definition = tool_def(obj)
+    if definition is None:
+        raise InputError(
+            "{}.{} is not a @tool function".format(module_name, qualname),
+            file=source,
+            field=field + ".qualname",
+        )
+    if definition.id != entry["id"] or definition.schema_hash != entry.get("schema_hash"):
+        raise InputError(
+            "tool {!r}: the code in the sandbox ({}.{}) declares id {!r} with schema hash {} "
+            "but the manifest says {}".format(
+                entry["id"],
+                module_name,
+                qualname,
+                definition.id,
+                definition.schema_hash,
+                entry.get("schema_hash"),
+            ),
+            file=source,
+            field=field + ".schema_hash",
+        )
+    if not callable(obj):  # pragma: no cover - tool_def only marks callables
+        raise InputError("{} is not callable".format(qualname), file=source, field=field)
+    return obj  # type: ignore[no-any-return]

@@ -1,0 +1,50 @@
+"""Load the outbound-destination audit hook in every Python child of the sandbox.
+
+Standard library only, Python 3.9+. The runtime puts this folder first on the children's
+``PYTHONPATH`` and names its child log in ``SANDBOX_REPLAY_EGRESS_LOG``
+(`runner.runtime.audit.child_environment`); Python imports ``sitecustomize`` at start-up, so
+the hook is installed before any of the child's own code runs. Without that variable (a Python
+started outside a run) nothing is installed. A ``python -I``/``-E``/``-S`` child skips this
+file; the parent's hook reports such a child as partial coverage.
+
+This file shadows any ``sitecustomize`` of the image (Debian ships one): after installing the
+hook it runs the shadowed module, so the image's own start-up customisation still happens.
+"""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _install_hook() -> None:
+    if not os.environ.get("SANDBOX_REPLAY_EGRESS_LOG"):
+        return
+    root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
+    if root not in sys.path:
+        sys.path.append(root)
+    try:
+        from runner.runtime import audit
+
+        audit.install_from_env()
+    except Exception as exc:  # never break the child's start-up; say why coverage is missing
+        sys.stderr.write("sandbox-replay: audit hook not installed: {!r}\n".format(exc))
+
+
+def _run_shadowed() -> None:
+    import importlib.machinery
+    import importlib.util
+
+    paths = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", paths)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.stderr.write("sandbox-replay: the image's sitecustomize failed: {!r}\n".format(exc))
+
+
+_install_hook()
+_run_shadowed()

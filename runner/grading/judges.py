@@ -1,0 +1,374 @@
+"""Judges: ``rubric``, ``module:function`` and ``model:NAME``, built from a ``--judge`` value.
+
+A judge is a callable ``Group -> Ranking`` (listwise: the whole group at once).
+
+- ``module:function``: a user function on the host; it receives the group as a JSON-ready dict
+  (`Group.to_dict`) and returns ``{"ranks": ...}`` (lower is better, ties allowed) or
+  ``{"scores": ...}`` (higher is better), each either a list aligned with ``results`` or an
+  object keyed by variant name.
+- ``model:NAME``: asks a model to rank the group through a provider callable
+  ``request -> response`` (the OpenAI Chat Completions shape; the response as a dict or as its
+  raw JSON body text). Candidates are shown anonymised (``1``..``N``, never variant names). The
+  answer must be exactly a JSON object ``{"ranks": {"1": 1, "2": 2, ...}}`` naming every
+  candidate once with a rank >= 1; anything else is a `GradingError`. Each call is charged to
+  purpose ``judge`` through the `CeilingGuard`: reserved before (``runs=1``, an upper bound of
+  tokens: prompt bytes plus ``max_tokens``, priced), settled after from the response's usage and
+  ``model`` field, released when the provider fails before answering.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.errors import GradingError, InputError, SandboxReplayError
+from runner.grading.model import Group, Ranking, check_covers, normalise_ranks, ranks_from_scores
+from runner.grading.rubric import NAME as RUBRIC
+from runner.grading.rubric import rubric_judge
+from runner.ledger import Amount, CeilingGuard, estimate_usd
+
+log = structlog.get_logger(__name__)
+
+Judge = Callable[[Group], Ranking]
+Provider = Callable[[dict[str, Any]], "dict[str, Any] | str"]
+
+_SYSTEM = (
+    "You grade the outcomes of several runs of an AI agent on one task. Rank the candidates "
+    "from best (1) to worst; candidates of equal quality share a rank. Judge by whether each "
+    "did the task: its output and the tool calls it made, compared with the expected outcome "
+    "when one is given. Answer with exactly one JSON object and nothing else: "
+    '{"ranks": {"<candidate>": <rank>, ...}} naming every candidate once.'
+)
+
+
+@contextmanager
+def _on_path(folders: Sequence[Path]) -> Iterator[None]:
+    added = [str(f) for f in folders if str(f) not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for folder in added:
+            sys.path.remove(folder)
+
+
+def load_function(spec: str, search_paths: Sequence[Path] = ()) -> Callable[..., Any]:
+    """Import ``module:function``.
+
+    Args:
+        spec: ``package.module:function``.
+        search_paths: folders put first on the import path while importing.
+
+    Raises:
+        InputError: a malformed spec, a module that cannot be imported or a missing or
+            non-callable attribute (field ``judge``).
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"expected module:function, got {spec!r}", field="judge")
+    try:
+        with _on_path(search_paths):
+            module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise InputError(f"cannot import {module_name!r}: {exc}", field="judge") from exc
+    func = getattr(module, attr, None)
+    if not callable(func):
+        raise InputError(f"{module_name!r} has no callable {attr!r}", field="judge")
+    return func  # type: ignore[no-any-return]
+
+
+def _per_variant(group: Group, value: Any, key: str, judge: str) -> dict[str, float]:
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if len(value) != len(group.results):
+            raise GradingError(
+                f"judge {judge} on task {group.task_id!r}: {key} has {len(value)} entries for"
+                f" {len(group.results)} results",
+                task_id=group.task_id,
+                judge=judge,
+            )
+        value = dict(zip(group.variants, value, strict=True))
+    if not isinstance(value, Mapping):
+        raise GradingError(
+            f"judge {judge} on task {group.task_id!r}: {key} must be a list or"
+            " an object keyed by variant",
+            task_id=group.task_id,
+            judge=judge,
+        )
+    check_covers(group, [str(k) for k in value], judge)
+    out: dict[str, float] = {}
+    for variant, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise GradingError(
+                f"judge {judge} on task {group.task_id!r}: {key} of {variant!r}"
+                f" is not a number: {number!r}",
+                task_id=group.task_id,
+                judge=judge,
+            )
+        out[str(variant)] = float(number)
+    return out
+
+
+class FunctionJudge:
+    """A ``module:function`` judge (see the module docstring for the contract)."""
+
+    def __init__(self, spec: str, search_paths: Sequence[Path] = ()) -> None:
+        self.name = spec
+        self._func = load_function(spec, search_paths)
+
+    def __call__(self, group: Group) -> Ranking:
+        """Rank ``group`` with the user's function.
+
+        Raises:
+            GradingError: the function raised, or returned something other than one of
+                ``{"ranks": ...}`` / ``{"scores": ...}`` covering every variant.
+        """
+        try:
+            answer = self._func(group.to_dict())
+        except Exception as exc:
+            raise GradingError(
+                f"judge {self.name} raised on task {group.task_id!r}: {exc!r}",
+                task_id=group.task_id,
+                judge=self.name,
+            ) from exc
+        if (
+            not isinstance(answer, Mapping)
+            or len(answer) != 1
+            or not (set(answer) <= {"ranks", "scores"})
+        ):
+            raise GradingError(
+                f"judge {self.name} on task {group.task_id!r} must return"
+                f' {{"ranks": ...}} or {{"scores": ...}}, got {answer!r:.200}',
+                task_id=group.task_id,
+                judge=self.name,
+            )
+        if "scores" in answer:
+            scores = _per_variant(group, answer["scores"], "scores", self.name)
+            return Ranking(group.task_id, ranks_from_scores(scores), scores, judge=self.name)
+        ranks = _per_variant(group, answer["ranks"], "ranks", self.name)
+        if any(r < 1 or r != int(r) for r in ranks.values()):
+            raise GradingError(
+                f"judge {self.name} on task {group.task_id!r}: ranks must be"
+                f" integers >= 1, got {ranks}",
+                task_id=group.task_id,
+                judge=self.name,
+            )
+        return Ranking(
+            group.task_id, normalise_ranks({v: int(r) for v, r in ranks.items()}), judge=self.name
+        )
+
+
+class ModelJudge:
+    """A ``model:NAME`` judge, charged to purpose ``judge`` (see the module docstring).
+
+    Args:
+        model: the model to ask (``NAME``).
+        provider: ``request -> response``, OpenAI Chat Completions shape.
+        guard: the job's ceiling guard; every call is reserved and settled under ``judge``.
+        prices: the policy's price table (model id or glob -> USD per million tokens).
+        max_tokens: the answer's token cap, sent in the request and used in the estimate.
+        settings: extra request fields (e.g. ``temperature``); ``model``, ``messages`` and
+            ``max_tokens`` cannot be overridden.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        provider: Provider,
+        guard: CeilingGuard,
+        prices: Mapping[str, Any],
+        *,
+        max_tokens: int = 512,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not model:
+            raise InputError("model:NAME needs a model name", field="judge")
+        estimate_usd(prices, model, 0, 0)  # an unpriced model fails here, before any call
+        self.name = f"model:{model}"
+        self.model = model
+        self._provider = provider
+        self._guard = guard
+        self._prices = prices
+        self._max_tokens = max_tokens
+        self._settings = {"temperature": 0, **(settings or {})}
+
+    def request(self, group: Group) -> dict[str, Any]:
+        """Return the Chat Completions request that asks the model to rank ``group``."""
+        candidates = {
+            str(i): {k: v for k, v in r.to_dict().items() if k != "variant"}
+            for i, r in enumerate(group.results, start=1)
+        }
+        task = {
+            "task_input": group.to_dict()["input"],
+            "expected": group.to_dict()["expected"],
+            "candidates": candidates,
+        }
+        user = json.dumps(task, sort_keys=True, ensure_ascii=False, default=str)
+        return {
+            **self._settings,
+            "model": self.model,
+            "max_tokens": self._max_tokens,
+            "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}],
+        }
+
+    def _estimate(self, request: Mapping[str, Any]) -> Amount:
+        # Upper bound: a token is at least one byte of text (plus a few per message framing).
+        tokens_in = sum(len(str(m["content"]).encode()) + 8 for m in request["messages"])
+        usd = estimate_usd(self._prices, self.model, tokens_in, self._max_tokens)
+        return Amount(runs=1, tokens_in=tokens_in, tokens_out=self._max_tokens, usd=usd)
+
+    def __call__(self, group: Group) -> Ranking:
+        """Ask the model to rank ``group``; the call is charged to ``judge``.
+
+        Raises:
+            CeilingReached: the judge ceiling has no room for this call (nothing was sent).
+            GradingError: the provider failed, or its answer is not a valid ranking.
+        """
+        request = self.request(group)
+        reservation = self._guard.reserve(
+            "judge",
+            self._estimate(request),
+            kind="model_call",
+            task_id=group.task_id,
+            model=self.model,
+        )
+        try:
+            raw = self._provider(request)
+        except SandboxReplayError:
+            self._guard.release(reservation)
+            raise
+        except Exception as exc:
+            self._guard.release(reservation)
+            raise GradingError(
+                f"judge {self.name} on task {group.task_id!r}: provider failed: {exc!r}",
+                task_id=group.task_id,
+                judge=self.name,
+            ) from exc
+        body = raw if isinstance(raw, str) else json.dumps(raw)
+        response = self._decode(group, body)
+        usage = response.get("usage")
+        answered_by = response.get("model")
+        if not isinstance(usage, Mapping) or not isinstance(answered_by, str):
+            # The call happened but its cost is unknown: charge the (upper-bound) estimate.
+            self._guard.settle(reservation, reservation.estimate)
+            raise GradingError(
+                f"judge {self.name} on task {group.task_id!r}: the response has no usage or model",
+                task_id=group.task_id,
+                judge=self.name,
+            )
+        tokens_in, tokens_out = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+        usd = estimate_usd(self._prices, answered_by, tokens_in, tokens_out)
+        self._guard.settle(
+            reservation,
+            Amount(runs=1, tokens_in=tokens_in, tokens_out=tokens_out, usd=usd),
+            model=answered_by,
+        )
+        content = self._content(group, response)
+        ranks = self._parse(group, content)
+        return Ranking(
+            group.task_id,
+            ranks,
+            judge=self.name,
+            detail={
+                "model": answered_by,
+                "answer": content,
+                "tokens_in": tokens_in,
+                "tokens_out": tokens_out,
+                "usd": usd,
+            },
+        )
+
+    def _decode(self, group: Group, body: str) -> dict[str, Any]:
+        try:
+            response = json.loads(body)
+        except ValueError as exc:
+            raise self._bad(group, f"the response body is not JSON ({exc})") from exc
+        if not isinstance(response, dict):
+            raise self._bad(group, "the response body is not a JSON object")
+        return response
+
+    def _parse(self, group: Group, content: str) -> dict[str, int]:
+        try:
+            answer = json.loads(content)
+        except ValueError as exc:
+            raise self._bad(group, f"the answer is not a JSON object: {content!r:.200}") from exc
+        labels = {str(i): r.variant for i, r in enumerate(group.results, start=1)}
+        ranks = (
+            answer.get("ranks") if isinstance(answer, dict) and set(answer) == {"ranks"} else None
+        )
+        if not isinstance(ranks, dict) or set(ranks) != set(labels):
+            raise self._bad(
+                group,
+                f'the answer must be {{"ranks": {{...}}}} naming candidates'
+                f" {sorted(labels)} once each: {content!r:.200}",
+            )
+        for label, rank in ranks.items():
+            if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+                raise self._bad(
+                    group, f"candidate {label}: rank must be an integer >= 1, got {rank!r}"
+                )
+        return normalise_ranks({labels[label]: rank for label, rank in ranks.items()})
+
+    def _content(self, group: Group, response: Mapping[str, Any]) -> str:
+        try:
+            content = response["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            content = None
+        if not isinstance(content, str):
+            raise self._bad(group, "the response has no choices[0].message.content text")
+        return content
+
+    def _bad(self, group: Group, why: str) -> GradingError:
+        log.warning("judge_answer_malformed", judge=self.name, task_id=group.task_id, why=why)
+        return GradingError(
+            f"judge {self.name} on task {group.task_id!r}: {why}",
+            task_id=group.task_id,
+            judge=self.name,
+        )
+
+
+def _count(usage: Mapping[str, Any], key: str) -> int:
+    value = usage.get(key, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def make_judge(
+    spec: str,
+    *,
+    provider: Provider | None = None,
+    guard: CeilingGuard | None = None,
+    prices: Mapping[str, Any] | None = None,
+    search_paths: Sequence[Path] = (),
+) -> Judge:
+    """Build the judge named by a ``--judge`` value.
+
+    Args:
+        spec: ``rubric``, ``module:function`` or ``model:NAME``.
+        provider: the model provider (``model:`` only).
+        guard: the job's ceiling guard (``model:`` only).
+        prices: the policy's price table (``model:`` only).
+        search_paths: import folders for ``module:function``.
+
+    Raises:
+        InputError: an unknown spec, an unimportable function, or ``model:`` without a
+            provider, guard or price for the model (field ``judge``).
+    """
+    if spec == RUBRIC:
+        return rubric_judge
+    if spec.startswith("model:"):
+        if provider is None or guard is None or prices is None:
+            raise InputError(
+                "model: judges need a model provider, a ceiling guard and prices", field="judge"
+            )
+        return ModelJudge(spec.removeprefix("model:"), provider, guard, prices)
+    if ":" in spec:
+        return FunctionJudge(spec, search_paths)
+    raise InputError(
+        f"unknown judge {spec!r}; use rubric, module:function or model:NAME", field="judge"
+    )

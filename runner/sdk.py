@@ -355,6 +355,21 @@ def _schema_of(hint: Any, where: str, seen: Tuple[Any, ...] = ()) -> Dict[str, A
     )
 
 
+def _unreadable_hint(func: Callable[..., Any], name: str) -> str:
+    """``tool function NAME parameter 'p'`` for the first annotation that does not evaluate."""
+    namespace = dict(getattr(func, "__globals__", {}))
+    for param in inspect.signature(func).parameters.values():
+        annotation = param.annotation
+        for _ in range(2):  # a quoted annotation under `from __future__ import annotations`
+            if not isinstance(annotation, str):
+                break
+            try:
+                annotation = eval(annotation, namespace)  # noqa: S307 - as get_type_hints does
+            except Exception:
+                return "tool function {} parameter {!r}".format(name, param.name)
+    return name
+
+
 def derive_schema(func: Callable[..., Any]) -> Dict[str, Any]:
     """JSON Schema of ``func``'s keyword arguments, derived from its type hints.
 
@@ -376,7 +391,9 @@ def derive_schema(func: Callable[..., Any]) -> Dict[str, Any]:
     try:
         hints = typing.get_type_hints(func)
     except Exception as exc:  # unresolvable forward references and the like
-        raise ToolDefinitionError("{}: cannot read type hints: {}".format(name, exc)) from exc
+        raise ToolDefinitionError(
+            "{}: cannot read type hints: {}".format(_unreadable_hint(func, name), exc)
+        ) from exc
     properties: Dict[str, Any] = {}
     required: List[str] = []
     for param in inspect.signature(func).parameters.values():

@@ -528,10 +528,9 @@ def _check_head(obj: dict[str, Any], file: str, line: int) -> str:
     if version != TRACE_VERSION:
         raise TraceVersionError(version, file=file, line=line)
     kind = obj.get("type")
-    if kind not in _MODELS:
+    if not isinstance(kind, str) or kind not in _MODELS:
         shown = "missing" if "type" not in obj else f"{kind!r} is not one of run, call, end"
         raise InputError(shown[:200], file=file, line=line, field="type")
-    assert isinstance(kind, str)
     return kind
 
 

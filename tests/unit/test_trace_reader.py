@@ -222,6 +222,7 @@ def test_a_gap_in_call_indices_is_readable_and_listed(tmp_path: Path) -> None:
     ("line_no", "change", "field", "text"),
     [
         (2, {"surprise": 1}, "surprise", "unknown key on a call line"),
+        (2, {"type": ["call"]}, "type", "is not one of run, call, end"),
         (1, {"run_id": None}, "run_id", ""),
         (
             1,

@@ -1,0 +1,142 @@
+"""docs/trace.schema.json: valid draft 2020-12, accepts the golden traces, and agrees with the
+reader (runner.domain.trace) line by line on good and systematically broken lines."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from runner.domain.trace import CallRecord, EndRecord, RunRecord, validate_record
+from runner.errors import SandboxReplayError
+from runner.traceformat import STATUSES
+
+ROOT = Path(__file__).parent.parent.parent
+SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))
+TRACES = ROOT / "tests" / "fixtures" / "traces"
+READABLE = [
+    "complete_succeeded.jsonl",
+    "failed_signature.jsonl",
+    "missing_fields.jsonl",
+    "bodies.jsonl",
+]
+VALIDATOR = Draft202012Validator(SCHEMA)
+
+
+def lines_of(name: str) -> list[dict[str, Any]]:
+    text = (TRACES / name).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+
+
+def schema_errors(line: dict[str, Any]) -> list[str]:
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in VALIDATOR.iter_errors(line)
+    ]
+
+
+def reader_accepts(line: dict[str, Any]) -> bool:
+    try:
+        validate_record(line)
+    except SandboxReplayError:
+        return False
+    return True
+
+
+def test_schema_is_valid_draft_2020_12() -> None:
+    Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("name", READABLE)
+def test_golden_trace_lines_validate(name: str) -> None:
+    for number, line in enumerate(lines_of(name), start=1):
+        assert schema_errors(line) == [], f"{name}:{number}"
+
+
+def test_truncated_trace_lines_before_the_cut_validate() -> None:
+    lines = lines_of("truncated_last_line.jsonl")
+    assert len(lines) == 2 and all(schema_errors(line) == [] for line in lines)
+
+
+def test_unknown_version_fails_on_v() -> None:
+    errors = schema_errors(lines_of("unknown_version.jsonl")[0])
+    assert errors and all(e.startswith("v:") for e in errors)
+
+
+def test_schema_and_models_have_the_same_keys() -> None:
+    defs = SCHEMA["$defs"]
+    for kind, model in (("run", RunRecord), ("call", CallRecord), ("end", EndRecord)):
+        keys = {f.alias or name for name, f in model.model_fields.items()}
+        assert set(defs[kind]["properties"]) == keys, kind
+        required = {f.alias or name for name, f in model.model_fields.items() if f.is_required()}
+        assert set(defs[kind]["required"]) == required, kind
+    assert defs["end"]["properties"]["status"]["enum"] == list(STATUSES)
+
+
+_WRONG: list[Any] = [None, "x", 7, 1.5, True, [], {}]
+
+
+def _mutations() -> list[tuple[str, dict[str, Any]]]:
+    cases: list[tuple[str, dict[str, Any]]] = []
+    for name in READABLE:
+        for number, line in enumerate(lines_of(name), start=1):
+            where = f"{name}:{number}"
+            cases.append((f"{where} +unknown", {**line, "unknown_key": 1}))
+            for key in line:
+                dropped = {k: v for k, v in line.items() if k != key}
+                cases.append((f"{where} -{key}", dropped))
+                for value in _WRONG:
+                    cases.append((f"{where} {key}={value!r}", {**line, key: value}))
+            for key, value in line.items():
+                if isinstance(value, dict) and key not in (
+                    "task_input",
+                    "args",
+                    "request",
+                    "usage",
+                    "meta",
+                    "policy",
+                ):
+                    for inner in value:
+                        broken = copy.deepcopy(line)
+                        broken[key][inner] = "x" if not isinstance(value[inner], str) else 7
+                        cases.append((f"{where} {key}.{inner} wrong", broken))
+                        broken = copy.deepcopy(line)
+                        del broken[key][inner]
+                        cases.append((f"{where} -{key}.{inner}", broken))
+    return cases
+
+
+def test_reader_and_schema_agree_on_every_mutation() -> None:
+    disagreements = []
+    cases = _mutations()
+    for label, line in cases:
+        by_schema = not schema_errors(line)
+        if by_schema != reader_accepts(line):
+            disagreements.append(f"{label}: schema {'accepts' if by_schema else 'rejects'}")
+    assert len(cases) > 1000
+    assert disagreements == []
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("run-2026-10-27T1420", True),
+        ("T 42", True),
+        ("..", False),
+        (".", False),
+        ("a/b", False),
+        ("x.", False),
+        (" x", False),
+        ("a:b", False),
+        ("a\tb", False),
+        ("", False),
+        ("é-1", True),
+    ],
+)
+def test_id_rule_agrees(value: str, valid: bool) -> None:
+    line = {**lines_of("complete_succeeded.jsonl")[0], "run_id": value}
+    assert (not schema_errors(line), reader_accepts(line)) == (valid, valid)

@@ -32,7 +32,9 @@ def _safe_text(
     return {key: _encodable(value) for key, value in event_dict.items()}
 
 
-def configure_logging(fmt: Literal["auto", "console", "json"] = "auto", level: int = logging.INFO) -> None:
+def configure_logging(
+    fmt: Literal["auto", "console", "json"] = "auto", level: int = logging.INFO
+) -> None:
     """Configure structlog once for the process.
 
     Args:

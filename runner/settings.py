@@ -20,8 +20,10 @@ OFFLINE_BASE_IMAGE = "sandbox-replay-base:bookworm"
 
 
 def _default_concurrency() -> int:
-    """Default sandbox concurrency: 4, capped at 2x CPUs (DOCKER-NOTES.md: throughput saturates
-    at concurrency 4 on 2 cores)."""
+    """Default sandbox concurrency: 4, capped at 2x CPUs.
+
+    DOCKER-NOTES.md: throughput saturates at concurrency 4 on 2 cores.
+    """
     return max(1, min(4, 2 * (os.cpu_count() or 1)))
 
 

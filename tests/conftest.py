@@ -19,7 +19,9 @@ def docker_required() -> bool:
 
 def _unusable(reason: str) -> None:
     if docker_required():
-        pytest.fail(f"Docker is required here (CI=true or SANDBOX_REPLAY_REQUIRE_DOCKER=1): {reason}")
+        pytest.fail(
+            f"Docker is required here (CI=true or SANDBOX_REPLAY_REQUIRE_DOCKER=1): {reason}"
+        )
     pytest.skip(f"Docker unusable: {reason}")
 
 

@@ -56,7 +56,9 @@ def _main_options(
     ctx: typer.Context,
     log_format: Annotated[
         str | None,
-        typer.Option("--log-format", help="auto (console on a TTY, JSON otherwise), console or json."),
+        typer.Option(
+            "--log-format", help="auto (console on a TTY, JSON otherwise), console or json."
+        ),
     ] = None,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")

@@ -1,6 +1,8 @@
 """Imports every command module so that each registers itself on the typer app."""
+
 from runner.cli import check  # noqa: F401
 from runner.cli import doctor  # noqa: F401
 from runner.cli import image  # noqa: F401
 from runner.cli import lint  # noqa: F401
 from runner.cli import run  # noqa: F401
+from runner.cli import ledger  # noqa: F401

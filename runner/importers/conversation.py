@@ -1,0 +1,510 @@
+"""One recorded conversation (OpenAI-style messages) → trace lines and task observations.
+
+Source adapters (`runner.importers.tau2`, `runner.importers.openai_messages`) read their files
+into `SourceRun` values; `build_run` turns each into the lines of one trace of this project
+(docs/internals.md, docs/trace.schema.json) plus the task's observations (SPEC.md call
+records). The shapes it writes are the contract with ``reproduce``:
+
+- model turn (``tool: "model"``): ``request = {"model"?, "messages", "tools"?, **settings}``
+  where ``messages`` is the conversation so far as the agent saw it: ``system`` (the workflow's
+  system prompt), the fixed messages, then user / assistant / tool messages in order.
+  Assistant messages are normalised to ``{"role", "content", "tool_calls"?}`` with tool calls
+  ``{"id", "type": "function", "function": {"name", "arguments": JSON text}}``; tool results to
+  ``{"role": "tool", "tool_call_id", "content"}``; user messages to ``{"role", "content"}``.
+  ``body`` is what the source has (τ²: the provider's *choice* object; chat datasets:
+  ``{"message": ...}``), never the HTTP body: ``raw_io: false`` and ``meta.body_shape:
+  "choice"``. ``model`` is the configured alias with ``model_source: "config"`` (or absent).
+  The request itself is a reconstruction (``meta.request_reconstructed: true``): sources keep
+  the messages, not the request that was sent.
+- simulated-user turn (``tool: "user"``): ``request = {"model"?, "messages", **settings}`` with
+  ``messages`` = the agent's messages so far *without* the leading system message; the body is
+  the simulator's own reply (its role is ``assistant`` from its point of view).
+- tool call (``tool`` = the function name): ``args`` parsed from the JSON arguments text;
+  ``body`` = the tool message's content (a tool-level value, ``raw_io: false``); a result the
+  source marks as an error also carries ``error: {"class": "ToolError", "message"}``.
+- assistant messages that were not model calls (no usage, no provider body) before the first
+  call are the workflow's fixed messages, not calls.
+- ``end``: ``succeeded`` (exit 0), or ``failed`` with the source's verdict: failure = (last
+  call index, ``workflow``, ``task_failed``, 1) and its `failure_signature`. The outbound log
+  and its coverage are absent: the source did not record destinations.
+
+Tool results are matched to calls *by position*: a tool message answers the earliest
+unanswered call of the latest assistant message with the same id, or, if none has that id, the
+earliest unanswered one. Ids may be reused by later calls. Nothing is invented: a missing value
+stays absent and is counted in `RunCounts.missing`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.errors import InputError
+from runner.traceformat import (
+    TRACE_VERSION,
+    encode_body,
+    episode_exit_code,
+    failure_signature,
+)
+
+__all__ = [
+    "STEP_ID",
+    "BuiltRun",
+    "RunCounts",
+    "SourceMessage",
+    "SourceRun",
+    "SourceToolCall",
+    "ToolIndex",
+    "build_run",
+    "derive_id",
+    "parse_arguments",
+]
+
+STEP_ID = "agent"
+TOOL_ERROR_CLASS = "ToolError"
+FAILED_CLASS = "task_failed"
+
+
+@dataclass(frozen=True)
+class SourceToolCall:
+    """One tool call of an assistant message.
+
+    Attributes:
+        id: the call id the source gave (may repeat across messages), or None.
+        name: the function name (tool id).
+        args: the parsed arguments object ({} when the text was not a JSON object).
+        arguments_text: the arguments JSON text as the model produced it.
+        args_ok: False when ``arguments_text`` was not a JSON object.
+    """
+
+    id: str | None
+    name: str
+    args: dict[str, Any]
+    arguments_text: str
+    args_ok: bool = True
+
+
+@dataclass(frozen=True)
+class SourceMessage:
+    """One message of the source conversation (system messages are taken out beforehand).
+
+    Attributes:
+        role: ``user``, ``assistant`` or ``tool``.
+        content: the content as the source has it (text, parts list or None).
+        where: the field path in the source file, e.g. ``simulations[3].messages[5]``.
+        line: 1-based line in the source file, when known.
+        tool_calls: the assistant's tool calls in order.
+        tool_call_id: the id a tool message answers.
+        error: the source marks this tool result as an error.
+        body: the provider body object of a model/user turn (τ²'s ``raw_data``), or None.
+        usage: token usage of that turn, or None.
+        clock: epoch seconds of the message, or None.
+        fixed: an assistant message that was not a model call.
+        meta: source fields kept as annotations (turn index, cost, ...).
+    """
+
+    role: str
+    content: Any
+    where: str
+    line: int | None = None
+    tool_calls: tuple[SourceToolCall, ...] = ()
+    tool_call_id: str | None = None
+    error: bool = False
+    body: Any = None
+    usage: dict[str, Any] | None = None
+    clock: float | None = None
+    fixed: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceRun:
+    """One run read from the source, before it becomes a trace.
+
+    Attributes:
+        run_id, task_id: validated ids (`runner.domain.ids`).
+        task_input: the task's input object.
+        messages: the conversation without its leading system message(s).
+        first_user_is_input: the first user message (when it opens the conversation) is the
+            task input, not a simulated-user turn.
+        model_settings: request keys besides messages/tools for model turns (``model`` alias
+            first when known).
+        user_settings: the same for simulated-user turns.
+        model_alias, user_alias: configured model names (recorded with ``model_source:
+            config``), or None.
+        failed_reason: the source's verdict message when it judged the run failed, else None.
+        clock_start: epoch seconds the run started, or None (missing).
+        seed: the source's seed, or None (missing).
+        usd: the source's cost of the run, or None.
+        meta: source fields kept on the run line (ids, rewards, ...).
+        end_meta: source fields kept on the end line (the verdict's details).
+        system: the system prompt the agent was given, or None.
+        request_tools: the tools as sent to the model in this run (OpenAI function format);
+            None means every tool of the source.
+        file: the source file (for errors).
+    """
+
+    run_id: str
+    task_id: str
+    task_input: dict[str, Any]
+    messages: tuple[SourceMessage, ...]
+    file: str
+    first_user_is_input: bool = False
+    model_settings: dict[str, Any] = field(default_factory=dict)
+    user_settings: dict[str, Any] = field(default_factory=dict)
+    model_alias: str | None = None
+    user_alias: str | None = None
+    failed_reason: str | None = None
+    clock_start: float | None = None
+    seed: int | None = None
+    usd: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    end_meta: dict[str, Any] = field(default_factory=dict)
+    system: str | None = None
+    request_tools: tuple[dict[str, Any], ...] | None = None
+
+
+@dataclass(frozen=True)
+class ToolIndex:
+    """What the builder needs of the manifest: effect, schema hash, request tools."""
+
+    effects: Mapping[str, str]
+    hashes: Mapping[str, str]
+    request_tools: Sequence[dict[str, Any]]
+
+
+@dataclass
+class RunCounts:
+    """Counts of one run for the import report."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    tool_errors: int = 0
+    fixed_messages: int = 0
+    id_mismatches: int = 0
+    missing: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class BuiltRun:
+    """The result of `build_run`: trace lines, observations, fixed messages and counts."""
+
+    calls: list[dict[str, Any]]
+    end: dict[str, Any]
+    observations: list[dict[str, Any]]
+    fixed_messages: list[dict[str, Any]]
+    counts: RunCounts
+
+
+def parse_arguments(value: Any) -> tuple[dict[str, Any], str, bool]:
+    """Arguments of a tool call: ``(args, arguments_text, ok)``.
+
+    A JSON text is parsed (``ok`` False and ``args`` {} when it is not a JSON object); an
+    object given already parsed is kept and its text is compact JSON.
+    """
+    if isinstance(value, dict):
+        return value, json.dumps(value, ensure_ascii=False, separators=(",", ":")), True
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value) if value.strip() else {}
+        except ValueError:
+            return {}, value, False
+        if isinstance(parsed, dict):
+            return parsed, value, True
+        return {}, value, False
+    if value is None:
+        return {}, "{}", True
+    return {}, json.dumps(value, ensure_ascii=False), False
+
+
+def _text(content: Any) -> str | None:
+    if content is None:
+        return None
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _assistant_chat(msg: SourceMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": msg.content}
+    if msg.tool_calls:
+        calls = []
+        for call in msg.tool_calls:
+            entry: dict[str, Any] = {"id": call.id} if call.id is not None else {}
+            entry.update(
+                type="function", function={"name": call.name, "arguments": call.arguments_text}
+            )
+            calls.append(entry)
+        out["tool_calls"] = calls
+    return out
+
+
+@dataclass
+class _Pending:
+    call: SourceToolCall
+    message: SourceMessage
+    answered: bool = False
+
+
+class _Builder:
+    def __init__(self, run: SourceRun, tools: ToolIndex, system: str | None) -> None:
+        self.run = run
+        self.tools = tools
+        self.history: list[dict[str, Any]] = []
+        if system is not None:
+            self.history.append({"role": "system", "content": system})
+        self.calls: list[dict[str, Any]] = []
+        self.observations: list[dict[str, Any]] = []
+        self.fixed: list[dict[str, Any]] = []
+        self.pending: list[_Pending] = []
+        self.counts = RunCounts()
+        self.tokens = [0, 0]
+        self.output: Any = None
+
+    def _call(self, record: dict[str, Any], clock: float | None) -> dict[str, Any]:
+        line: dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": len(self.calls),
+            "step_id": STEP_ID,
+        }
+        line.update(record)
+        if clock is not None:
+            line["clock"] = clock
+        else:
+            self.counts.missing["call.clock"] += 1
+        self.counts.missing["call.duration_s"] += 1
+        self.calls.append(line)
+        return line
+
+    def provider_turn(self, role: str, msg: SourceMessage) -> None:
+        if role == "model":
+            request: dict[str, Any] = dict(self.run.model_settings)
+            request["messages"] = [dict(m) for m in self.history]
+            sent = self.run.request_tools
+            if sent is None:
+                sent = tuple(self.tools.request_tools)
+            if sent:
+                request["tools"] = [dict(t) for t in sent]
+            alias = self.run.model_alias
+        else:
+            request = dict(self.run.user_settings)
+            start = 1 if self.history and self.history[0]["role"] == "system" else 0
+            request["messages"] = [dict(m) for m in self.history[start:]]
+            alias = self.run.user_alias
+        record: dict[str, Any] = {"tool": role, "request": request}
+        meta: dict[str, Any] = {"request_reconstructed": True, **msg.meta}
+        if msg.body is not None:
+            record.update(encode_body(json.dumps(msg.body, ensure_ascii=False)))
+            meta["body_shape"] = "choice"
+        else:
+            record["body"] = None
+            self.counts.missing[f"{role}.body"] += 1
+        self.counts.missing[f"{role}.raw_http_body"] += 1
+        if alias is not None:
+            record.update(model=alias, model_source="config")
+        self.counts.missing[f"{role}.model_id_from_response"] += 1
+        if msg.usage is not None:
+            record["usage"] = msg.usage
+            for slot, key in ((0, "prompt_tokens"), (1, "completion_tokens")):
+                value = msg.usage.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    self.tokens[slot] += value
+        record["source"] = "provider"
+        record["raw_io"] = False
+        record["meta"] = meta
+        self._call(record, msg.clock)
+        self.counts.calls[role] += 1
+
+    def tool_result(self, msg: SourceMessage) -> None:
+        open_calls = [p for p in self.pending if not p.answered]
+        if not open_calls:
+            raise InputError(
+                "tool result with no unanswered tool call before it",
+                file=self.run.file,
+                line=msg.line,
+                field=msg.where,
+            )
+        chosen = next((p for p in open_calls if p.call.id == msg.tool_call_id), None)
+        by_position = chosen is None
+        if chosen is None:
+            chosen = open_calls[0]
+            self.counts.id_mismatches += 1
+        chosen.answered = True
+        self._tool_line(chosen.call, msg, by_position)
+        chat = {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
+        self.history.append(chat)
+
+    def _tool_line(
+        self, call: SourceToolCall, msg: SourceMessage | None, by_position: bool = False
+    ) -> None:
+        record: dict[str, Any] = {
+            "tool": call.name,
+            "effect": self.tools.effects.get(call.name, "unsafe"),
+            "args": call.args,
+        }
+        observation: dict[str, Any] = {"tool": call.name, "args": call.args}
+        text = _text(msg.content) if msg is not None else None
+        body = encode_body(text) if text is not None else {"body": None}
+        record.update(body)
+        observation.update(body)
+        if text is None:
+            self.counts.missing["tool.result" if msg is None else "tool.body"] += 1
+        record["schema_hash"] = self.tools.hashes[call.name]
+        meta: dict[str, Any] = {"call_id": call.id} if call.id is not None else {}
+        if not call.args_ok:
+            meta["arguments_text"] = call.arguments_text
+            self.counts.missing["tool.args_json"] += 1
+        if by_position and msg is not None:
+            meta["result_id"] = msg.tool_call_id
+            meta["matched_by"] = "position"
+        if msg is not None and msg.error:
+            error = {"class": TOOL_ERROR_CLASS, "message": text or ""}
+            record["error"] = error
+            observation["error"] = error
+            self.counts.tool_errors += 1
+        record.update(source="executed", raw_io=False)
+        if msg is not None:
+            meta.update(msg.meta)
+        if meta:
+            record["meta"] = meta
+        self._call(record, msg.clock if msg is not None else None)
+        self.counts.calls["tool"] += 1
+        if msg is not None:
+            self.observations.append(observation)
+
+    def flush_pending(self) -> None:
+        for p in self.pending:
+            if not p.answered:
+                self._tool_line(p.call, None)
+        self.pending = []
+
+
+def build_run(run: SourceRun, tools: ToolIndex) -> BuiltRun:
+    """Turn one source run into call lines, an end line and the task's observations.
+
+    Args:
+        run: the source run.
+        tools: effects, schema hashes and the tools as sent to the model (``run.request_tools``
+            replaces the latter when set).
+
+    Returns:
+        The built run; its ``fixed_messages`` go into the run's workflow (before the first turn).
+
+    Raises:
+        InputError: a tool result with no call before it, or a call of a tool that is not in
+            ``tools`` (file and field named).
+    """
+    b = _Builder(run, tools, run.system)
+    started = False
+    input_taken = not run.first_user_is_input
+    for msg in run.messages:
+        if msg.role != "tool":
+            b.flush_pending()
+        if msg.role == "assistant":
+            if msg.fixed and not started:
+                fixed = {"role": "assistant", "content": msg.content}
+                b.fixed.append(fixed)
+                b.history.append(fixed)
+                b.counts.fixed_messages += 1
+                continue
+            for call in msg.tool_calls:
+                if call.name not in tools.hashes:
+                    raise InputError(
+                        f"call of tool {call.name!r}, which the toolset lacks",
+                        file=run.file,
+                        line=msg.line,
+                        field=msg.where,
+                    )
+            b.provider_turn("model", msg)
+            started = True
+            b.history.append(_assistant_chat(msg))
+            b.pending = [_Pending(call, msg) for call in msg.tool_calls]
+            if not msg.tool_calls and isinstance(msg.content, str):
+                b.output = msg.content
+        elif msg.role == "user":
+            if not input_taken and not started:
+                input_taken = True
+                b.history.append({"role": "user", "content": msg.content})
+                continue
+            b.provider_turn("user", msg)
+            started = True
+            b.history.append({"role": "user", "content": msg.content})
+        elif msg.role == "tool":
+            b.tool_result(msg)
+        else:
+            raise InputError(
+                f"unknown role {msg.role!r} (system, user, assistant, tool)",
+                file=run.file,
+                line=msg.line,
+                field=f"{msg.where}.role",
+            )
+    b.flush_pending()
+    return BuiltRun(
+        calls=b.calls,
+        end=_end_line(run, b),
+        observations=b.observations,
+        fixed_messages=b.fixed,
+        counts=b.counts,
+    )
+
+
+def _end_line(run: SourceRun, b: _Builder) -> dict[str, Any]:
+    status = "failed" if run.failed_reason is not None else "succeeded"
+    code = episode_exit_code(status)
+    end: dict[str, Any] = {"v": TRACE_VERSION, "type": "end", "status": status, "exit_code": code}
+    if run.failed_reason is not None:
+        last = len(b.calls) - 1
+        end["failure"] = {
+            "call_index": last,
+            "tool": "workflow",
+            "error_class": FAILED_CLASS,
+            "exit_code": code,
+        }
+        end["failure_signature"] = failure_signature(last, "workflow", FAILED_CLASS, code)
+        end["error"] = {"class": FAILED_CLASS, "message": run.failed_reason}
+    else:
+        end["failure"] = None
+        end["failure_signature"] = None
+    end["output"] = b.output
+    end["not_run"] = []
+    meter: dict[str, Any] = {"tokens_in": b.tokens[0], "tokens_out": b.tokens[1]}
+    if run.usd is not None:
+        meter["usd"] = run.usd
+    end["meter"] = meter
+    b.counts.missing["end.outbound"] += 1
+    if run.end_meta:
+        end["meta"] = dict(run.end_meta)
+    return end
+
+
+_FORBIDDEN_ID_CHARS = frozenset('/\\<>:"|?*')
+
+
+def derive_id(text: str, taken: Any) -> str:
+    """A valid, unused id made from ``text`` (`runner.domain.ids` rules).
+
+    Forbidden and control characters and whitespace become ``_``; leading/trailing dots and
+    spaces are dropped; a case-insensitive clash with an id in ``taken`` (an `IdSet`) gets
+    ``-2``, ``-3``, ... appended. The id is added to ``taken``.
+    """
+    from runner.domain.ids import MAX_ID_LENGTH, id_problem
+
+    cleaned = (
+        "".join(
+            "_" if (c in _FORBIDDEN_ID_CHARS or not c.isprintable() or c.isspace()) else c
+            for c in text
+        ).strip(" .")
+        or "run"
+    )
+    cleaned = cleaned[: MAX_ID_LENGTH - 8].rstrip(" .")
+    if id_problem(cleaned) is not None:
+        cleaned = "run"
+    candidate, n = cleaned, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{cleaned}-{n}"
+    taken.add(candidate)
+    return candidate

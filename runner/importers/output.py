@@ -1,0 +1,314 @@
+"""Write an import: traces, tasks, manifest, workflows and the import report into one folder.
+
+Layout of ``--out DIR``:
+
+    traces/<run_id>.jsonl        one trace per run (run line, call lines, end line)
+    traces/tools.manifest.json   a copy of the manifest, so that the workflow a trace carries
+                                 (``tools: [tools.manifest.json]``) resolves next to the trace too
+    tasks.jsonl                  one task per task id (input, observations, expected)
+    tools.manifest.json          the registry manifest of the source's tools (recorded-only)
+    workflow.yaml                the generic agent workflow with the full toolset
+    workflow.read-only.yaml      the same agent limited to the read (and pure) tools
+    workflow-N.yaml ...          further workflows when runs differ in system prompt or tools
+    import-report.json           counts: runs, calls by kind, tool errors, failed runs, fixed
+                                 messages, missing fields
+
+Invariants: a trace's ``workflow.content`` is byte for byte one of the workflow files written
+(its hash is that file's sha256); an existing non-empty folder is refused unless ``force``;
+nothing is written before every run has been built (bad input leaves no half import).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.domain.ids import IdSet
+from runner.errors import InputError
+from runner.importers.conversation import BuiltRun, SourceRun, ToolIndex, build_run
+from runner.importers.toolset import (
+    MANIFEST_NAME,
+    ImportedTool,
+    build_manifest,
+    content_hash,
+    workflow_text,
+)
+from runner.traceformat import TRACE_VERSION
+
+__all__ = ["ImportSource", "WorkflowShape", "write_import"]
+
+log = structlog.get_logger(__name__)
+
+REPORT_NAME = "import-report.json"
+TASKS_NAME = "tasks.jsonl"
+_SAFE_EFFECTS = ("read", "pure")
+
+
+@dataclass(frozen=True)
+class WorkflowShape:
+    """The parts of the generated workflow that every run of a source shares.
+
+    Attributes:
+        name: workflow name; version: its version label.
+        header: comment text put at the top of the file (where it came from).
+        model: the workflow's ``model`` block, or None.
+        input_template: the agent step's ``input`` (first user message), or None.
+        user: the simulated user's instructions (``${task.x}`` allowed), or None.
+        max_turns: the agent step's turn limit.
+    """
+
+    name: str
+    version: str
+    header: str
+    model: Mapping[str, Any] | None
+    input_template: str | None
+    user: str | None
+    max_turns: int
+
+
+@dataclass
+class ImportSource:
+    """Everything an adapter read from its source.
+
+    Attributes:
+        kind: ``tau2`` or ``openai-messages``; backend: the run lines' backend.
+        file: the source file.
+        tools: the source's tools in order (every tool a run calls is among them).
+        runs: the runs, ids validated and unique.
+        shape: what the generated workflow shares across runs.
+        expected: task id -> the task's ``expected`` object.
+        missing: source-level missing fields (counted in the report).
+        notes: free-text remarks for the report.
+    """
+
+    kind: str
+    backend: str
+    file: str
+    tools: list[ImportedTool]
+    runs: list[SourceRun]
+    shape: WorkflowShape
+    expected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    missing: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _prepare(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a folder", file=str(out), field="--out")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise InputError(
+            "folder is not empty (use --force to write into it)", file=str(out), field="--out"
+        )
+
+
+def _run_line(
+    run: SourceRun,
+    workflow: Mapping[str, str],
+    shape: WorkflowShape,
+    env_tools: Mapping[str, str],
+    backend: str,
+    missing: Counter[str],
+) -> dict[str, Any]:
+    if run.clock_start is None:
+        missing["run.clock_start"] += 1
+    if run.seed is None:
+        missing["run.seed"] += 1
+    for key in ("python", "platform", "image_id", "policy_hash"):
+        missing[f"environment.{key}"] += 1
+    meta = dict(run.meta)
+    if run.clock_start is None:
+        meta["clock_start_missing"] = True
+    return {
+        "v": TRACE_VERSION,
+        "type": "run",
+        "run_id": run.run_id,
+        "task_id": run.task_id,
+        "task_input": run.task_input,
+        "workflow": {"name": shape.name, "version": shape.version, **workflow},
+        "purpose": "live",
+        "backend": backend,
+        "clock": {"start": float(run.clock_start or 0.0), "step_s": 0.0},
+        "seed": run.seed if run.seed is not None else 0,
+        "environment": {
+            "python": None,
+            "platform": None,
+            "packages": {},
+            "image_id": None,
+            "tools": dict(env_tools),
+            "policy_hash": None,
+        },
+        "meta": meta,
+    }
+
+
+def _workflow(
+    shape: WorkflowShape, run: SourceRun, built: BuiltRun, tool_ids: Sequence[str], name: str
+) -> str:
+    return workflow_text(
+        name=name,
+        version=shape.version,
+        header=shape.header,
+        tool_ids=tool_ids,
+        model=shape.model,
+        system=run.system,
+        fixed_messages=built.fixed_messages,
+        input_template=shape.input_template,
+        user=shape.user,
+        max_turns=shape.max_turns,
+    )
+
+
+def write_import(
+    source: ImportSource, out: Path, effect_map: Mapping[str, str], *, force: bool = False
+) -> dict[str, Any]:
+    """Build every run of ``source`` and write the import folder.
+
+    Args:
+        source: what the adapter read.
+        out: the output folder (created when missing).
+        effect_map: tool -> effect overrides (``--map`` / ``--map-file``).
+        force: write into a non-empty folder (earlier traces there are removed).
+
+    Returns:
+        The import report (also written as ``import-report.json``).
+
+    Raises:
+        InputError: ``out`` is a file or a non-empty folder without ``force``; a mapped tool
+            the source lacks; a run the builder rejects (file and field named).
+    """
+    _prepare(out, force)
+    manifest = build_manifest(source.tools, effect_map)
+    effects = {t["id"]: t["effect"] for t in manifest["tools"]}
+    hashes = {t["id"]: t["schema_hash"] for t in manifest["tools"]}
+    index = ToolIndex(
+        effects=effects,
+        hashes=hashes,
+        request_tools=[t.openai_tool for t in source.tools if t.openai_tool],
+    )
+    missing: Counter[str] = Counter(source.missing)
+    missing["tool.schema"] += sum(1 for t in source.tools if t.schema is None)
+    ids = IdSet("run id")
+    workflows: dict[str, str] = {}  # content -> file name
+    read_only: dict[str, str] = {}
+    traces: dict[str, list[dict[str, Any]]] = {}
+    built_runs: list[tuple[SourceRun, BuiltRun]] = []
+    for run in source.runs:
+        ids.add(run.run_id)
+        built = build_run(run, index)
+        tool_ids = (
+            [str(t.get("function", t).get("name")) for t in run.request_tools]
+            if run.request_tools is not None
+            else [t.id for t in source.tools]
+        )
+        text = _workflow(source.shape, run, built, tool_ids, source.shape.name)
+        if text not in workflows:
+            stem = "workflow" if not workflows else f"workflow-{len(workflows) + 1}"
+            workflows[text] = f"{stem}.yaml"
+            safe = [t for t in tool_ids if effects.get(t) in _SAFE_EFFECTS]
+            read_only[f"{stem}.read-only.yaml"] = _workflow(
+                source.shape, run, built, safe, source.shape.name + "-read-only"
+            )
+        env_tools = {t: hashes[t] for t in tool_ids}
+        wf = {"hash": content_hash(text), "content": text}
+        head = _run_line(run, wf, source.shape, env_tools, source.backend, missing)
+        head["meta"]["workflow_file"] = workflows[text]
+        traces[run.run_id] = [head, *built.calls, built.end]
+        built_runs.append((run, built))
+
+    tasks: dict[str, dict[str, Any]] = {}
+    for run, built in built_runs:
+        task = tasks.setdefault(
+            run.task_id, {"task_id": run.task_id, "input": run.task_input, "observations": []}
+        )
+        task["observations"].extend(built.observations)
+        if run.task_id in source.expected:
+            task["expected"] = source.expected[run.task_id]
+
+    out.mkdir(parents=True, exist_ok=True)
+    trace_dir = out / "traces"
+    trace_dir.mkdir(exist_ok=True)
+    for old in trace_dir.glob("*.jsonl"):
+        old.unlink()
+    manifest_text = json.dumps(manifest, ensure_ascii=False, indent=2) + "\n"
+    (out / MANIFEST_NAME).write_text(manifest_text, encoding="utf-8")
+    (trace_dir / MANIFEST_NAME).write_text(manifest_text, encoding="utf-8")
+    for text, name in workflows.items():
+        (out / name).write_text(text, encoding="utf-8")
+    for name, text in read_only.items():
+        (out / name).write_text(text, encoding="utf-8")
+    for run_id, lines in traces.items():
+        (trace_dir / f"{run_id}.jsonl").write_text(
+            "".join(_dumps(line) + "\n" for line in lines), encoding="utf-8"
+        )
+    (out / TASKS_NAME).write_text(
+        "".join(_dumps(t) + "\n" for t in tasks.values()), encoding="utf-8"
+    )
+    report = _report(source, manifest, built_runs, missing, workflows, read_only, len(tasks))
+    (out / REPORT_NAME).write_text(
+        json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
+    log.info(
+        "import_written",
+        source=source.kind,
+        out=str(out),
+        runs=report["runs"],
+        calls=report["calls"]["total"],
+    )
+    return report
+
+
+def _report(
+    source: ImportSource,
+    manifest: Mapping[str, Any],
+    built_runs: Sequence[tuple[SourceRun, BuiltRun]],
+    missing: Counter[str],
+    workflows: Mapping[str, str],
+    read_only: Mapping[str, str],
+    task_count: int,
+) -> dict[str, Any]:
+    calls: Counter[str] = Counter()
+    totals = {"tool_errors": 0, "fixed_messages": 0, "id_mismatches": 0}
+    failed = 0
+    for run, built in built_runs:
+        calls.update(built.counts.calls)
+        missing.update(built.counts.missing)
+        totals["tool_errors"] += built.counts.tool_errors
+        totals["fixed_messages"] += built.counts.fixed_messages
+        totals["id_mismatches"] += built.counts.id_mismatches
+        failed += run.failed_reason is not None
+    effects = Counter(t["effect"] for t in manifest["tools"])
+    return {
+        "source": source.kind,
+        "file": source.file,
+        "runs": len(built_runs),
+        "tasks": task_count,
+        "succeeded_runs": len(built_runs) - failed,
+        "failed_runs": failed,
+        "calls": {
+            "model": calls["model"],
+            "user": calls["user"],
+            "tool": calls["tool"],
+            "total": sum(calls.values()),
+        },
+        "tool_errors": totals["tool_errors"],
+        "fixed_messages": totals["fixed_messages"],
+        "tool_results_matched_by_position": totals["id_mismatches"],
+        "tools": {
+            "total": len(manifest["tools"]),
+            "by_effect": dict(sorted(effects.items())),
+            "unsafe": [t["id"] for t in manifest["tools"] if t["effect"] == "unsafe"],
+        },
+        "workflows": sorted(workflows.values()) + sorted(read_only),
+        "missing": dict(sorted(missing.items())),
+        "notes": list(source.notes),
+    }

@@ -1,0 +1,385 @@
+"""Import τ²-bench results (``results.json``): one trace per simulation, tasks, manifest.
+
+Source shape (sierra-research/tau2-bench): ``info`` (agent/user model aliases and settings, the
+domain policy = the agent's system prompt, ``max_steps``, git commit), ``tasks`` (id, user
+scenario, evaluation criteria: expected ``actions`` and ``communicate_info``), ``simulations``
+(task id, trial, seed, times, costs, ``reward_info``, ``messages``). Tools come from a tools
+file beside the results (``--tools``, default ``<domain>_tools.json``): a list of
+``{"name", "kind": read|write|generic, "openai_tool"}``, or plain OpenAI function tools.
+
+Mapping (see `runner.importers.conversation` for the call shapes):
+
+- run id ``tau2-<domain>-<task id>-<trial>``, task id ``tau2-<domain>-<task id>`` (sanitised);
+  task input = the task's ``user_scenario`` (``persona``, ``instructions``); the workflow's
+  simulated user is ``${task.instructions}``;
+- the greeting (an assistant message with no usage and no ``raw_data``) is a fixed message;
+- ``raw_data`` (the provider's choice object) is the body of model and user turns, marked as
+  not the HTTP body; model ids are the configured aliases (``model_source: config``);
+- reward 1 → ``succeeded``; otherwise ``failed`` with error class ``task_failed``;
+- expected: ``tool_calls`` from the assistant's expected ``actions`` (arguments limited to
+  ``compare_args`` when the source gives it); ``output_contains`` when ``communicate_info``
+  holds exactly one string (several cannot be expressed: counted as missing, kept in the run
+  line's ``meta.expected_outputs``).
+
+Effects: ``read`` → read, ``write`` → unsafe, ``generic`` → unsafe unless mapped. A sensible
+map file for the retail domain (one ``TOOL=EFFECT`` a line)::
+
+    calculate=pure                   # evaluates an arithmetic expression, no I/O
+    transfer_to_human_agents=unsafe  # hands the customer over to a human: an outside effect
+
+``calculate`` is not mapped by default: the importer never guesses beyond the source's labels.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from runner.domain.ids import IdSet
+from runner.domain.tasks import parse_clock_start
+from runner.errors import InputError
+from runner.importers.conversation import (
+    SourceMessage,
+    SourceRun,
+    SourceToolCall,
+    derive_id,
+    parse_arguments,
+)
+from runner.importers.output import ImportSource, WorkflowShape
+from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
+
+__all__ = ["read_tau2", "read_tau2_tools"]
+
+_STOP = "###STOP###"
+
+
+def _load_json(path: Path, what: str) -> Any:
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {what}: {exc}", file=name) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=exc.lineno
+        ) from None
+
+
+def _need(obj: Any, key: str, kind: type | tuple[type, ...], where: str, file: str) -> Any:
+    if not isinstance(obj, dict):
+        raise InputError("must be an object", file=file, field=where)
+    if key not in obj:
+        raise InputError("required", file=file, field=f"{where}.{key}" if where else key)
+    value = obj[key]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise InputError(
+            f"must be {names}, not {type(value).__name__}",
+            file=file,
+            field=f"{where}.{key}" if where else key,
+        )
+    return value
+
+
+def read_tau2_tools(path: Path) -> list[ImportedTool]:
+    """Read a τ² tools file (``[{"name", "kind", "openai_tool"}]`` or OpenAI function tools).
+
+    Raises:
+        InputError: unreadable, not a JSON list, or a malformed entry (file and field named).
+    """
+    data = _load_json(path, "tools file")
+    name = str(path)
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise InputError("a tools file must be a JSON list of tools", file=name)
+    tools: list[ImportedTool] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(data):
+        where = f"[{i}]"
+        if isinstance(entry, dict) and "openai_tool" in entry:
+            kind = entry.get("kind")
+            tool = tool_from_openai(
+                entry["openai_tool"],
+                label=kind if isinstance(kind, str) else None,
+                file=name,
+                field=f"{where}.openai_tool",
+            )
+        else:
+            tool = tool_from_openai(entry, file=name, field=where)
+        if tool.id in seen:
+            raise InputError(f"tool {tool.id!r} is listed twice", file=name, field=where)
+        seen.add(tool.id)
+        tools.append(tool)
+    return tools
+
+
+def _clock(value: Any) -> float | None:
+    try:
+        return parse_clock_start(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _tool_calls(msg: dict[str, Any], where: str, file: str) -> tuple[SourceToolCall, ...]:
+    raw = msg.get("tool_calls") or []
+    if not isinstance(raw, list):
+        raise InputError("must be a list", file=file, field=f"{where}.tool_calls")
+    sent: list[Any] = []
+    raw_data = msg.get("raw_data")
+    if isinstance(raw_data, dict) and isinstance(raw_data.get("message"), dict):
+        sent = raw_data["message"].get("tool_calls") or []
+    calls = []
+    for i, call in enumerate(raw):
+        here = f"{where}.tool_calls[{i}]"
+        name = check_tool_id(_need(call, "name", str, here, file), file=file, field=f"{here}.name")
+        args, text, ok = parse_arguments(call.get("arguments"))
+        # the exact text the model produced, when the provider's choice has it at this position
+        if i < len(sent) and isinstance(sent[i], dict):
+            function = sent[i].get("function") or {}
+            if function.get("name") == name and isinstance(function.get("arguments"), str):
+                parsed, exact, exact_ok = parse_arguments(function["arguments"])
+                if exact_ok and parsed == args:
+                    text = exact
+        call_id = call.get("id")
+        calls.append(
+            SourceToolCall(
+                id=call_id if isinstance(call_id, str) else None,
+                name=name,
+                args=args,
+                arguments_text=text,
+                args_ok=ok,
+            )
+        )
+    return tuple(calls)
+
+
+def _message(msg: Any, where: str, file: str) -> SourceMessage:
+    role = _need(msg, "role", str, where, file)
+    meta = {k: msg[k] for k in ("turn_idx", "cost") if msg.get(k) is not None}
+    clock = _clock(msg.get("timestamp"))
+    usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else None
+    body = msg.get("raw_data")
+    if role == "tool":
+        call_id = msg.get("id")
+        return SourceMessage(
+            role="tool",
+            content=msg.get("content"),
+            where=where,
+            tool_call_id=call_id if isinstance(call_id, str) else None,
+            error=bool(msg.get("error")),
+            clock=clock,
+            meta=meta,
+        )
+    calls = _tool_calls(msg, where, file) if role == "assistant" else ()
+    fixed = role == "assistant" and usage is None and body is None and not calls
+    return SourceMessage(
+        role=role,
+        content=msg.get("content"),
+        where=where,
+        tool_calls=calls,
+        body=body,
+        usage=usage,
+        clock=clock,
+        fixed=fixed,
+        meta=meta,
+    )
+
+
+def _expected(task: dict[str, Any], missing: Counter[str]) -> tuple[dict[str, Any], list[Any]]:
+    criteria = task.get("evaluation_criteria") or {}
+    expected: dict[str, Any] = {}
+    calls = []
+    for action in criteria.get("actions") or []:
+        if not isinstance(action, dict) or action.get("requestor", "assistant") != "assistant":
+            continue
+        raw_args = action.get("arguments")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+        compare = action.get("compare_args")
+        if isinstance(compare, list):
+            args = {k: v for k, v in args.items() if k in compare}
+        calls.append({"tool": action.get("name"), "args": args})
+    if calls:
+        expected["tool_calls"] = calls
+    outputs = [o for o in criteria.get("communicate_info") or [] if isinstance(o, str)]
+    if len(outputs) == 1:
+        expected["output_contains"] = outputs[0]
+    elif len(outputs) > 1:
+        missing["task.expected_outputs_not_representable"] += 1
+    return expected, outputs
+
+
+def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
+    """Read a τ² results file (and its tools file) into an `ImportSource`.
+
+    Args:
+        path: ``results.json``.
+        tools_path: the tools file; None looks for ``<domain>_tools.json`` beside ``path``
+            (when absent, tools are taken from the calls, without schema or label).
+
+    Raises:
+        InputError: unreadable or invalid JSON, a missing or mistyped field, a simulation of
+            an unknown task, a duplicate run (file and field named).
+    """
+    file = str(path)
+    data = _load_json(path, "τ² results")
+    info = _need(data, "info", dict, "", file)
+    simulations = _need(data, "simulations", list, "", file)
+    task_list = _need(data, "tasks", list, "", file)
+    env = info.get("environment_info") or {}
+    domain = str(env.get("domain_name") or "tau2")
+    agent = info.get("agent_info") or {}
+    user = info.get("user_info") or {}
+    policy = env.get("policy") if isinstance(env.get("policy"), str) else None
+    missing: Counter[str] = Counter()
+    notes: list[str] = []
+    if policy is None:
+        missing["workflow.system"] += 1
+
+    if tools_path is None and (path.parent / f"{domain}_tools.json").is_file():
+        tools_path = path.parent / f"{domain}_tools.json"
+    tools = read_tau2_tools(tools_path) if tools_path is not None else []
+    if tools_path is None:
+        notes.append(
+            f"no tools file ({domain}_tools.json): tools taken from the calls, "
+            "without schema or read/write label"
+        )
+
+    tasks: dict[str, dict[str, Any]] = {}
+    task_ids = IdSet("task id")
+    expected: dict[str, dict[str, Any]] = {}
+    outputs: dict[str, list[Any]] = {}
+    for i, task in enumerate(task_list):
+        source_id = str(_need(task, "id", (str, int), f"tasks[{i}]", file))
+        tid = derive_id(f"tau2-{domain}-{source_id}", task_ids)
+        tasks[source_id] = {"task_id": tid, "task": task}
+        exp, outs = _expected(task, missing)
+        if exp:
+            expected[tid] = exp
+        outputs[tid] = outs
+
+    def settings(side: dict[str, Any]) -> dict[str, Any]:
+        alias = side.get("llm")
+        raw = side.get("llm_args")
+        args: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        return {**({"model": alias} if isinstance(alias, str) else {}), **args}
+
+    run_ids = IdSet("run id")
+    runs: list[SourceRun] = []
+    known = {t.id for t in tools}
+    for i, sim in enumerate(simulations):
+        where = f"simulations[{i}]"
+        source_task = str(_need(sim, "task_id", (str, int), where, file))
+        if source_task not in tasks:
+            raise InputError(
+                f"task {source_task!r} is not among the results' tasks",
+                file=file,
+                field=f"{where}.task_id",
+            )
+        entry = tasks[source_task]
+        raw_messages = _need(sim, "messages", list, where, file)
+        messages = tuple(
+            _message(m, f"{where}.messages[{j}]", file) for j, m in enumerate(raw_messages)
+        )
+        for msg in messages:
+            for call in msg.tool_calls:
+                if call.name not in known:
+                    known.add(call.name)
+                    tools.append(ImportedTool(call.name, "", None, None, None))
+        reward_info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}
+        reward = reward_info.get("reward")
+        trial = sim.get("trial", 0)
+        failed = None
+        if not isinstance(reward, int | float) or isinstance(reward, bool):
+            missing["run.verdict"] += 1
+        elif reward < 1:
+            failed = (
+                f"source verdict: reward {reward} (termination "
+                f"{sim.get('termination_reason')}, reward basis "
+                f"{reward_info.get('reward_basis')})"
+            )
+        costs = [sim.get(k) for k in ("agent_cost", "user_cost")]
+        usd = (
+            sum(c for c in costs if isinstance(c, int | float))
+            if any(isinstance(c, int | float) for c in costs)
+            else None
+        )
+        task = entry["task"]
+        scenario = task.get("user_scenario") if isinstance(task.get("user_scenario"), dict) else {}
+        meta: dict[str, Any] = {
+            "source": "tau2",
+            "source_task_id": source_task,
+            "simulation_id": sim.get("id"),
+            "trial": trial,
+            "termination_reason": sim.get("termination_reason"),
+            "reward": reward,
+            "duration_s": sim.get("duration"),
+            "agent_cost": sim.get("agent_cost"),
+            "user_cost": sim.get("user_cost"),
+        }
+        if len(outputs[entry["task_id"]]) > 1:
+            meta["expected_outputs"] = outputs[entry["task_id"]]
+        seed = sim.get("seed")
+        runs.append(
+            SourceRun(
+                run_id=derive_id(f"tau2-{domain}-{source_task}-{trial}", run_ids),
+                task_id=entry["task_id"],
+                task_input=dict(scenario),
+                messages=messages,
+                file=file,
+                model_settings=settings(agent),
+                user_settings=settings(user),
+                model_alias=agent.get("llm") if isinstance(agent.get("llm"), str) else None,
+                user_alias=user.get("llm") if isinstance(user.get("llm"), str) else None,
+                failed_reason=failed,
+                clock_start=_clock(sim.get("start_time")),
+                seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+                usd=usd,
+                meta=meta,
+                system=policy,
+                end_meta={
+                    "reward_info": {
+                        k: reward_info.get(k)
+                        for k in ("reward", "db_check", "reward_breakdown", "reward_basis")
+                        if k in reward_info
+                    }
+                },
+            )
+        )
+    model = None
+    if isinstance(agent.get("llm"), str):
+        model = {
+            "provider": "openai",
+            "name": agent["llm"],
+            "settings": dict(agent.get("llm_args") or {}),
+        }
+    commit = info.get("git_commit")
+    shape = WorkflowShape(
+        name=f"tau2-{domain}-agent",
+        version=str(commit)[:12] if isinstance(commit, str) and commit else "1",
+        header=(
+            f"Imported from τ²-bench results ({path.name}, domain {domain}): the generic "
+            "tool-calling agent.\nSystem prompt: the domain policy. The simulated user "
+            f"follows the task's instructions and ends with {_STOP}.\nTools are "
+            "manifest-only (no code): every call is served from a recording."
+        ),
+        model=model,
+        input_template=None,
+        user="${task.instructions}",
+        max_turns=int(info.get("max_steps") or 200),
+    )
+    return ImportSource(
+        kind="tau2",
+        backend="import:tau2",
+        file=file,
+        tools=tools,
+        runs=runs,
+        shape=shape,
+        expected=expected,
+        missing=missing,
+        notes=notes,
+    )

@@ -214,7 +214,7 @@ class AgentStep:
         try:
             value = self.caller.call_tool(self.step_id, tool, args)
             reply["content"] = to_json_text(value)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             if caused_by(exc, CapabilityDenied):
                 raise
             reply["content"] = to_json_text({"error": error_record(exc)})

@@ -126,14 +126,15 @@ class Caller:
     def divergence(self, record: Dict[str, Any], kind: str, message: str, **fields: Any) -> None:
         """Annotate ``record`` with a difference from the recording; execution goes on.
 
-        The annotation is ``meta.divergence`` of the call record (``{kind, index, tool,
-        message, ...}``): the trace keeps it, and the call's own fields (error, body) are what
-        reproduce compares.
+        The note ``{kind, index, tool, message, ...}`` is sent at once as a ``divergence``
+        message (the host lists them in the trace's end line) and kept in the call record's
+        ``meta.divergence``; the call's own fields (error, body) are what reproduce compares.
         """
         self.divergences += 1
         note = {"kind": kind, "index": record["index"], "tool": record["tool"], "message": message}
         note.update({k: v for k, v in fields.items() if v is not None})
         record.setdefault("meta", {}).setdefault("divergence", []).append(note)
+        self._send("divergence", **note)
 
     def call_tool(self, step_id: str, tool: RuntimeTool, args: Any) -> Any:
         """Execute or serve one tool call and report it.

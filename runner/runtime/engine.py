@@ -71,7 +71,7 @@ class Episode:
                 if not isinstance(step, dict):
                     raise WorkflowError("step #{} is not an object".format(position))
                 result = self._run_step(step_id, step)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a tool may sys.exit()
                 self.send("step", step_id=step_id, state="failed", error=error_record(exc))
                 not_run = [
                     str(s.get("id") if isinstance(s, dict) else i)

@@ -43,9 +43,11 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
     call           ``record`` is a complete trace call line (``v``, ``type``: ``call``, ...,
                    docs/trace.schema.json). A difference from the recording that does not stop
                    the call (reproduce: a pure tool's other result, other arguments, a call
-                   the trace never saw) is ``record.meta.divergence``: a list of
-                   ``{kind, index, tool, message, args?, nearest?, differing?}``; a served call
-                   with no recording also has ``error`` (``...UnrecordedCall``).
+                   the trace never saw, a served call with no recording) is sent at once as
+    divergence     {kind, index, tool, message, args?, nearest?, differing?, recorded?}
+                   (kind: unrecorded_call | arguments | pure_result) and also kept in the call
+                   record's ``meta.divergence`` (a list); a served call with no recording also
+                   has ``error`` (``runner.runtime.errors.UnrecordedCall``).
     egress         ``attempt`` may also hold ``event`` (audit event name), ``transport``
                    (tcp|udp), ``family`` (unix), ``url``, ``method``; the message has
                    ``child: true`` when a child process logged it. ``outcome`` is always

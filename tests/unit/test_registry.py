@@ -210,7 +210,7 @@ def test_bad_manifests_are_input_errors(tmp_path: Path, manifest: object, needle
 def test_missing_manifest_names_the_workflow_entry(tmp_path: Path) -> None:
     wf = tmp_path / "wf.yaml"
     wf.write_text("name: w\nversion: '1'\ntools:\n  - gone.json\nsteps: [{id: a, tool: a.b}]\n")
-    with pytest.raises(InputError, match="cannot read tool manifest 'gone.json'") as info:
+    with pytest.raises(InputError, match=r"cannot read tool manifest 'gone\.json'") as info:
         Registry.for_workflow(load_workflow(wf))
     assert (info.value.fields["file"], info.value.fields["line"]) == (str(wf), 4)
 

@@ -7,8 +7,9 @@ A judge is a callable ``Group -> Ranking`` (listwise: the whole group at once).
   ``{"scores": ...}`` (higher is better), each either a list aligned with ``results`` or an
   object keyed by variant name.
 - ``model:NAME``: asks a model to rank the group through a provider callable
-  ``request -> response`` (the OpenAI Chat Completions shape; the response as a dict or as its
-  raw JSON body text). Candidates are shown anonymised (``1``..``N``, never variant names). The
+  ``request -> response`` (the OpenAI Chat Completions shape; the response as a dict, as its
+  raw JSON body text, or as an object with ``body`` and ``error`` like the orchestrator's
+  ``ProviderResponse``). Candidates are shown anonymised (``1``..``N``, never variant names). The
   answer must be exactly a JSON object ``{"ranks": {"1": 1, "2": 2, ...}}`` naming every
   candidate once with a rank >= 1; anything else is a `GradingError`. Each call is charged to
   purpose ``judge`` through the `CeilingGuard`: reserved before (``runs=1``, an upper bound of
@@ -37,7 +38,9 @@ from runner.ledger import Amount, CeilingGuard, estimate_usd
 log = structlog.get_logger(__name__)
 
 Judge = Callable[[Group], Ranking]
-Provider = Callable[[dict[str, Any]], "dict[str, Any] | str"]
+# A response is the decoded dict, its raw JSON body text, or an object with ``body`` (raw text)
+# and ``error`` attributes (runner.orchestrator.providers.ProviderResponse).
+Provider = Callable[[dict[str, Any]], Any]
 
 _SYSTEM = (
     "You grade the outcomes of several runs of an AI agent on one task. Rank the candidates "
@@ -250,20 +253,31 @@ class ModelJudge:
                 task_id=group.task_id,
                 judge=self.name,
             ) from exc
-        body = raw if isinstance(raw, str) else json.dumps(raw)
-        response = self._decode(group, body)
-        usage = response.get("usage")
-        answered_by = response.get("model")
-        if not isinstance(usage, Mapping) or not isinstance(answered_by, str):
-            # The call happened but its cost is unknown: charge the (upper-bound) estimate.
-            self._guard.settle(reservation, reservation.estimate)
+        failure = _provider_error(raw)
+        if failure is not None:
+            self._guard.release(reservation)
             raise GradingError(
-                f"judge {self.name} on task {group.task_id!r}: the response has no usage or model",
+                f"judge {self.name} on task {group.task_id!r}: provider failed: {failure:.300}",
                 task_id=group.task_id,
                 judge=self.name,
             )
+        try:
+            response = self._decode(group, raw)
+            usage = response.get("usage")
+            answered_by = response.get("model")
+            if not isinstance(usage, Mapping) or not isinstance(answered_by, str):
+                raise self._bad(group, "the response has no usage or model")
+        except GradingError:
+            # The call went out but its cost is unknown: charge the (upper-bound) estimate.
+            self._guard.settle(reservation, reservation.estimate)
+            raise
         tokens_in, tokens_out = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
-        usd = estimate_usd(self._prices, answered_by, tokens_in, tokens_out)
+        try:
+            usd = estimate_usd(self._prices, answered_by, tokens_in, tokens_out)
+        except InputError:
+            # The endpoint answered with a model id the table lacks: price as the one asked.
+            log.warning("judge_model_unpriced", asked=self.model, answered_by=answered_by)
+            usd = estimate_usd(self._prices, self.model, tokens_in, tokens_out)
         self._guard.settle(
             reservation,
             Amount(runs=1, tokens_in=tokens_in, tokens_out=tokens_out, usd=usd),
@@ -284,7 +298,12 @@ class ModelJudge:
             },
         )
 
-    def _decode(self, group: Group, body: str) -> dict[str, Any]:
+    def _decode(self, group: Group, raw: Any) -> dict[str, Any]:
+        if isinstance(raw, dict):
+            return raw
+        body = getattr(raw, "body", raw)  # a provider response object carries its raw body
+        if not isinstance(body, str):
+            raise self._bad(group, f"the provider returned {type(raw).__name__}, not a response")
         try:
             response = json.loads(body)
         except ValueError as exc:
@@ -331,6 +350,21 @@ class ModelJudge:
             task_id=group.task_id,
             judge=self.name,
         )
+
+
+def _provider_error(raw: Any) -> str | None:
+    """The provider's error when it answered with one (no completion, nothing billed)."""
+    error = getattr(raw, "error", None)
+    if error:
+        return str(error)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if isinstance(raw, Mapping) and raw.get("error") and "choices" not in raw:
+        return json.dumps(raw["error"], default=str)
+    return None
 
 
 def _count(usage: Mapping[str, Any], key: str) -> int:

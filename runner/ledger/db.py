@@ -42,7 +42,7 @@ class Database:
         self._busy_timeout_s = busy_timeout_s
         self._local = threading.local()
         self._write_lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
         self._closed = False
         try:
@@ -51,14 +51,18 @@ class Database:
             raise InfrastructureError(
                 f"cannot create the ledger folder: {exc}", file=str(self.path.parent)
             ) from exc
-        with self._write_lock:
-            self.version = schema.migrate(self.conn(), self.path)
+        try:
+            with self._write_lock:
+                self.version = schema.migrate(self.conn(), self.path)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Close every thread's connection; the database cannot be used afterwards."""
         self._closed = True
         with self._connections_lock:
-            for conn in self._connections:
+            for _, conn in self._connections:
                 conn.close()
             self._connections.clear()
 
@@ -100,7 +104,13 @@ class Database:
         self._local.conn = conn
         self._local.depth = 0
         with self._connections_lock:
-            self._connections.append(conn)
+            # Close the connections of threads that have ended, so that a process starting
+            # many short-lived threads does not pile up open files.
+            for thread, old in self._connections:
+                if not thread.is_alive():
+                    old.close()
+            self._connections = [(t, c) for t, c in self._connections if t.is_alive()]
+            self._connections.append((threading.current_thread(), conn))
         return conn
 
     @contextmanager

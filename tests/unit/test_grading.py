@@ -357,3 +357,45 @@ def test_model_judge_needs_a_priced_model_and_its_wiring(ledger: Ledger) -> None
         make_judge("model:unpriced", provider=FakeProvider(), guard=guard, prices=PRICES)
     with pytest.raises(InputError, match="need a model provider"):
         make_judge("model:judge-model")
+
+
+def test_provider_error_answers_release_and_raw_bodies_are_accepted(ledger: Ledger) -> None:
+    from dataclasses import dataclass
+
+    @dataclass
+    class Response:  # the shape of runner.orchestrator.providers.ProviderResponse
+        body: str | None
+        error: dict[str, str] | None = None
+
+    guard = CeilingGuard(ledger, "job", {"judge": Ceiling(runs=10)})
+    group = Group("t1", (_bad("A"), _good("B")), EXPECTED)
+    failing = [
+        lambda r: {"error": {"message": "rate limited", "type": "rate_limit"}},
+        lambda r: json.dumps({"error": {"message": "overloaded"}}),
+        lambda r: Response(None, {"class": "httpx.ConnectError", "message": "refused"}),
+    ]
+    for provider in failing:
+        with pytest.raises(GradingError, match="provider failed"):
+            ModelJudge("judge-model", provider, guard, PRICES)(group)
+    assert ledger.totals("job")["judge"].committed == Amount()
+
+    fake = FakeProvider()
+    as_body = ModelJudge("judge-model", lambda r: json.dumps(fake(r)), guard, PRICES)
+    as_object = ModelJudge("judge-model", lambda r: Response(json.dumps(fake(r))), guard, PRICES)
+    assert as_body(group).ranks == as_object(group).ranks == {"A": 2, "B": 1}
+    assert ledger.totals("job")["judge"].charged.runs == 2
+    with pytest.raises(GradingError, match="not JSON"):
+        ModelJudge("judge-model", lambda r: "<html>", guard, PRICES)(group)
+    assert ledger.totals("job")["judge"].charged.runs == 3  # sent, unknown cost: the estimate
+
+
+def test_an_unpriced_answering_model_is_priced_as_the_one_asked(ledger: Ledger) -> None:
+    def provider(request: dict[str, Any]) -> dict[str, Any]:
+        return {**FakeProvider()(request), "model": "some-alias"}
+
+    guard = CeilingGuard(ledger, "job", {})
+    ModelJudge("judge-model", provider, guard, PRICES)(Group("t1", (_bad("A"), _good("B"))))
+    charge = ledger.charges("job")[0]
+    assert charge.model == "some-alias"
+    assert charge.actual is not None
+    assert charge.actual.usd == pytest.approx((300 * 1.0 + 20 * 2.0) / 1e6)

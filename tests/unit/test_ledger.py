@@ -367,3 +367,28 @@ def test_estimate_usd_reads_price_objects() -> None:
 
     prices = {"gpt-4o*": Price(input_usd_per_mtok=2.5, output_usd_per_mtok=10.0)}
     assert estimate_usd(prices, "gpt-4o-2024-08-06", 2_000, 1_000) == pytest.approx(0.015)
+
+
+def test_connections_of_ended_threads_are_closed(ledger: Ledger) -> None:
+    for n in range(20):
+        t = threading.Thread(
+            target=ledger.reserve,
+            args=(f"k{n}", "job1", "live", Amount(runs=1)),
+            kwargs={"kind": "run"},
+        )
+        t.start()
+        t.join()
+    ledger.totals()  # this thread's connection; the ended threads' ones were pruned
+    assert len(ledger._db._connections) <= 2
+    assert ledger.committed("job1", "live").runs == 20
+
+
+def test_a_refused_open_closes_its_connection(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    Ledger(path).close()
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("UPDATE schema_version SET version = 99")
+    raw.close()
+    for _ in range(3):
+        with pytest.raises(InputError):
+            Ledger(path)

@@ -6,7 +6,6 @@ there: nothing can leave). The addresses are documentation ranges (RFC 5737).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "runtime"))
-from fakehost import (  # noqa: E402
+from fakehost import (
     PY39,
     manifest_for,
     read_message,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "runtime"))
-from fakehost import Result, manifest_for, run_runtime, write_run_dir  # noqa: E402
+from fakehost import Result, manifest_for, run_runtime, write_run_dir
 
 START = 1761574800.0
 

@@ -389,6 +389,17 @@ def test_a_refused_open_closes_its_connection(tmp_path: Path) -> None:
     raw = sqlite3.connect(path, isolation_level=None)
     raw.execute("UPDATE schema_version SET version = 99")
     raw.close()
+    import gc
+    import os
+
+    def open_files() -> int:
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_files()
+    refused = []
     for _ in range(3):
-        with pytest.raises(InputError):
+        with pytest.raises(InputError) as info:
             Ledger(path)
+        refused.append(info.value)  # keeps the frames (and a leaked connection) alive
+    assert open_files() == before

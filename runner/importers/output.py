@@ -210,6 +210,8 @@ def write_import(
             if run.request_tools is not None
             else [t.id for t in source.tools]
         )
+        called = (c["tool"] for c in built.calls if c["tool"] not in ("model", "user"))
+        tool_ids += [t for t in dict.fromkeys(called) if t not in tool_ids]
         text = _workflow(source.shape, run, built, tool_ids, source.shape.name)
         if text not in workflows:
             stem = "workflow" if not workflows else f"workflow-{len(workflows) + 1}"
@@ -309,6 +311,6 @@ def _report(
             "unsafe": [t["id"] for t in manifest["tools"] if t["effect"] == "unsafe"],
         },
         "workflows": sorted(workflows.values()) + sorted(read_only),
-        "missing": dict(sorted(missing.items())),
+        "missing": {k: v for k, v in sorted(missing.items()) if v},
         "notes": list(source.notes),
     }

@@ -1,0 +1,120 @@
+"""``sandbox-replay import tau2|openai-messages``: public agent traces → this project's files.
+
+Both commands write into ``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
+``tools.manifest.json``, ``workflow.yaml`` (+ ``workflow.read-only.yaml``) and
+``import-report.json`` (layout in `runner.importers.output`). Exit 0 when written, 2 on bad
+input (file, line and field named; nothing is written).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import SandboxReplayError
+
+import_app = typer.Typer(
+    name="import",
+    help="Import public agent traces (τ²-bench results, OpenAI chat messages).",
+    no_args_is_help=True,
+)
+app.add_typer(import_app, name="import")
+
+_Out = Annotated[
+    Path, typer.Option("--out", help="Folder to write traces, tasks, manifest, workflows into.")
+]
+_Map = Annotated[
+    list[str] | None,
+    typer.Option("--map", help="TOOL=EFFECT (pure, read, local, unsafe) for a tool; repeatable."),
+]
+_MapFile = Annotated[
+    Path | None, typer.Option("--map-file", help="File of TOOL=EFFECT lines (or a JSON object).")
+]
+_Force = Annotated[bool, typer.Option("--force", help="Write into a non-empty --out folder.")]
+_Json = Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")]
+
+
+def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    calls = report["calls"]
+    typer.echo(
+        f"imported {report['runs']} runs ({report['failed_runs']} failed by the source's "
+        f"verdict) into {out}"
+    )
+    typer.echo(
+        f"calls: {calls['total']} ({calls['model']} model, {calls['user']} user, "
+        f"{calls['tool']} tool; {report['tool_errors']} tool errors); fixed messages: "
+        f"{report['fixed_messages']}"
+    )
+    tools = report["tools"]
+    typer.echo(
+        f"tools: {tools['total']} ({', '.join(f'{k} {v}' for k, v in tools['by_effect'].items())})"
+        + (f"; unsafe: {', '.join(tools['unsafe'])}" if tools["unsafe"] else "")
+    )
+    missing = report["missing"]
+    if missing:
+        typer.echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
+
+
+@import_app.command("tau2")
+def tau2_command(
+    ctx: typer.Context,
+    results: Annotated[Path, typer.Argument(help="τ²-bench results.json.", show_default=False)],
+    out: _Out,
+    tools: Annotated[
+        Path | None,
+        typer.Option("--tools", help="Tools file (default: <domain>_tools.json beside RESULTS)."),
+    ] = None,
+    map_: _Map = None,
+    map_file: _MapFile = None,
+    force: _Force = False,
+    as_json: _Json = False,
+) -> None:
+    """Import τ²-bench results: one trace per simulation, tasks with observations, manifest."""
+    from runner.importers.output import write_import
+    from runner.importers.tau2 import read_tau2
+    from runner.importers.toolset import parse_effect_map
+
+    state(ctx).settings()
+    try:
+        effect_map = parse_effect_map(map_ or [], map_file)
+        report = write_import(read_tau2(results, tools), out, effect_map, force=force)
+    except SandboxReplayError as exc:
+        fail(exc)
+    _finish(report, out, as_json)
+
+
+@import_app.command("openai-messages")
+def openai_messages_command(
+    ctx: typer.Context,
+    file: Annotated[
+        Path, typer.Argument(help="JSONL or JSON of chat conversations.", show_default=False)
+    ],
+    out: _Out,
+    tools: Annotated[
+        Path | None,
+        typer.Option("--tools", help="Tools (OpenAI function format) for runs without their own."),
+    ] = None,
+    map_: _Map = None,
+    map_file: _MapFile = None,
+    force: _Force = False,
+    as_json: _Json = False,
+) -> None:
+    """Import OpenAI chat-message conversations (messages + tools): one trace per run."""
+    from runner.importers.openai_messages import read_openai_messages
+    from runner.importers.output import write_import
+    from runner.importers.toolset import parse_effect_map
+
+    state(ctx).settings()
+    try:
+        effect_map = parse_effect_map(map_ or [], map_file)
+        report = write_import(read_openai_messages(file, tools), out, effect_map, force=force)
+    except SandboxReplayError as exc:
+        fail(exc)
+    _finish(report, out, as_json)

@@ -9,6 +9,8 @@ positive control is a loopback listener inside the same sandbox.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -188,3 +190,48 @@ def test_no_container_of_the_session_remains(
     )
     assert leftovers == []
     assert backend.containers(session_only=True) == []
+
+
+CRASHING_OWNER = """
+import sys, time
+from runner.backends.base import SandboxSpec
+from runner.backends.docker import DockerBackend
+backend = DockerBackend.connect(session_id=sys.argv[1])
+spec = SandboxSpec(run_id=sys.argv[1] + "-run", image=sys.argv[2], command=("sleep", "120"))
+with backend.sandbox(spec):
+    print("started", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_reaper_removes_a_crashed_owners_container_but_not_a_live_ones(
+    backend: DockerBackend, docker_client: Any, sandbox_image: str
+) -> None:
+    crashed_session = f"crash-{uuid.uuid4().hex[:10]}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_OWNER, crashed_session, sandbox_image],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        seen = []
+        for line in child.stdout:  # log lines may come first; EOF ends the loop
+            seen.append(line.strip())
+            if seen[-1] == "started" or len(seen) > 50:
+                break
+        assert seen and seen[-1] == "started", seen
+    finally:
+        child.kill()  # SIGKILL: the owner dies without cleaning up
+        child.wait(timeout=30)
+    session_filter = {"label": f"{L.SESSION}={crashed_session}"}
+    assert len(docker_client.containers.list(all=True, filters=session_filter)) == 1
+
+    live_spec = SandboxSpec(
+        run_id=f"live-{uuid.uuid4().hex[:10]}", image=sandbox_image, command=("sleep", "60")
+    )
+    with backend.sandbox(live_spec) as live:
+        removed = DockerBackend.connect(session_id="reaper").reap()
+        assert f"sandbox-replay-{crashed_session}-run" in removed
+        assert live.is_running()  # a live owner's container is never reaped
+    assert docker_client.containers.list(all=True, filters=session_filter) == []

@@ -1,0 +1,117 @@
+"""``sandbox-replay check``: lines, --json, --policy, exit codes 0 / 3 / 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from runner.cli.app import _register_commands, app
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = "tests/fixtures/helpdesk"
+
+_register_commands()
+
+
+@pytest.fixture(autouse=True)
+def _in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["check", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_eligible_workflows_exit_0() -> None:
+    code, out, _ = run(f"{FIX}/safe.yaml")
+    assert code == 0
+    assert out.strip() == (
+        f"{FIX}/safe.yaml: eligible: 4 step(s), 4 tool(s) (2 execute, 2 recorded)"
+    )
+
+
+def test_unsafe_tool_exit_3_with_the_diagnostic_line() -> None:
+    code, out, err = run(f"{FIX}/unsafe_step.yaml", "--policy", "shadow")
+    assert code == 3
+    assert out.splitlines() == [
+        f'{FIX}/unsafe_step.yaml: step "close": tool "ticket.close" is unsafe: '
+        "denied by policies/shadow.yaml (deny effect unsafe)"
+    ]
+    assert "1 problem(s)" in err
+
+
+def test_every_problem_is_printed() -> None:
+    code, out, _ = run(f"{FIX}/many_problems.yaml", f"{FIX}/agent_unsafe.yaml", f"{FIX}/safe.yaml")
+    assert code == 3
+    lines = out.splitlines()
+    assert len(lines) == 5
+    assert sum('tool "email.send" is unsafe' in line for line in lines) == 2
+    assert any('tool "nope.nothing" does not resolve' in line for line in lines)
+    assert lines[-1].startswith(f"{FIX}/safe.yaml: eligible")
+
+
+def test_invalid_input_exit_2_and_wins_over_3() -> None:
+    code, out, _ = run(f"{FIX}/unsafe_step.yaml", f"{FIX}/typo_key.yaml")
+    assert code == 2
+    assert f"{FIX}/typo_key.yaml:7: steps[0].agrs: unknown key 'agrs'" in out
+
+
+def test_reproduce_policy_and_a_policy_path() -> None:
+    assert run(f"{FIX}/unsafe_step.yaml", "--policy", "reproduce")[0] == 0
+    assert run(f"{FIX}/unsafe_step.yaml", "--policy", "policies/reproduce.yaml")[0] == 0
+
+
+def test_bad_policy_exit_2(tmp_path: Path) -> None:
+    code, _, err = run(f"{FIX}/safe.yaml", "--policy", "nope")
+    assert code == 2
+    assert "no policy 'nope'" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nmode: shadow\nceilngs: {}\n")
+    code, _, err = run(f"{FIX}/safe.yaml", "--policy", str(bad))
+    assert code == 2
+    assert f"{bad}:3: ceilngs: unknown key 'ceilngs' (did you mean 'ceilings'?)" in err
+
+
+def test_json_output() -> None:
+    code, out, _ = run(f"{FIX}/agent_unsafe.yaml", f"{FIX}/safe.yaml", "--json")
+    assert code == 3
+    data = json.loads(out)
+    assert data["exit_code"] == 3
+    assert data["eligible"] is False
+    problem = data["workflows"][0]["problems"][0]
+    assert (problem["step"], problem["tool"], problem["effect"], problem["rule"]) == (
+        "answer",
+        "email.send",
+        "unsafe",
+        "deny effect unsafe",
+    )
+    assert data["workflows"][1]["eligible"] is True
+    code, out, _ = run(f"{FIX}/safe.yaml", "--json", "--policy", "nope")
+    assert code == 2
+    assert json.loads(out)["exit_code"] == 2
+
+
+def test_missing_file_exit_2() -> None:
+    code, out, _ = run(f"{FIX}/absent.yaml")
+    assert code == 2
+    assert "cannot read workflow" in out
+
+
+def test_console_script_end_to_end() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "check", f"{FIX}/unsafe_step.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert 'step "close": tool "ticket.close" is unsafe' in done.stdout
+    assert "Traceback" not in done.stderr

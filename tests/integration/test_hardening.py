@@ -26,8 +26,10 @@ from runner.backends.docker import DockerBackend
 pytestmark = pytest.mark.docker
 
 PROBE = r"""
-import errno, json, os, socket, sys, time
-r = {"uid": os.getuid(), "home": os.environ.get("HOME"), "tmpdir": os.environ.get("TMPDIR"),
+import errno, json, os, shutil, socket, sys, time
+r = {"tools": [t for t in ("gcc", "cc", "make", "curl", "wget", "nc", "ssh", "socat")
+               if shutil.which(t)],
+     "uid": os.getuid(), "home": os.environ.get("HOME"), "tmpdir": os.environ.get("TMPDIR"),
      "env_keys": sorted(os.environ)}
 def err(e):
     return errno.errorcode.get(e.errno or 0, type(e).__name__)
@@ -131,6 +133,10 @@ def test_runs_as_non_root_without_capabilities(probe: dict[str, Any]) -> None:
     assert probe["uid"] != 0
     assert int(probe["cap_eff"], 16) == 0
     assert probe["no_new_privs"] == "1"
+
+
+def test_image_has_no_compilers_or_network_tools(probe: dict[str, Any]) -> None:
+    assert probe["tools"] == []
 
 
 def test_environment_is_only_what_the_spec_gives(probe: dict[str, Any]) -> None:

@@ -105,7 +105,7 @@ def test_the_trace_store_serves_by_position_and_tool() -> None:
     assert store.clock_at(1) == 5.0 and store.clock_at(0) is None
     with pytest.raises(UnrecordedCall, match=r"#1: tool 'kb.search'.*has tool 'ticket.get'"):
         store.serve(1, "kb.search", {"id": 1})
-    with pytest.raises(UnrecordedCall, match="#2: .*no call at this index"):
+    with pytest.raises(UnrecordedCall, match=r"#2: .*no call at this index"):
         store.serve(2, "ticket.get", {"id": 1})
     with pytest.raises(UnrecordedCall, match='id: 2 \\(call\\) != 1 \\(recorded\\)'):
         store.serve(1, "ticket.get", {"id": 2})

@@ -120,9 +120,11 @@ class Environment(_Record):
     python: str | None = None
     platform: str | None = None
     packages: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None
     image_id: str | None = None
-    tools: dict[ToolId, str]
+    tools: dict[ToolId, str | None]
     policy_hash: str | None = None
+    host: dict[str, Any] | None = None
 
 
 class RunRecord(_Record):
@@ -135,6 +137,7 @@ class RunRecord(_Record):
     task_input: dict[str, Any]
     workflow: WorkflowRef
     purpose: Literal["live", "replay", "judge"]
+    mode: str | None = None
     backend: str = Field(min_length=1)
     clock: RunClock
     seed: int
@@ -247,6 +250,7 @@ class Meter(_Record):
 
     tokens_in: int = Field(default=0, ge=0)
     tokens_out: int = Field(default=0, ge=0)
+    model_calls: int = Field(default=0, ge=0)
     usd: float = Field(default=0.0, ge=0)
     sandbox_s: float = Field(default=0.0, ge=0)
 
@@ -261,11 +265,19 @@ class EndRecord(_Record):
     failure: Failure | None = None
     failure_signature: str | None = None
     error: CallError | None = None
+    reason: str | None = None
     output: Any = None
     not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
     outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)
+    outbound_dropped: int | None = Field(default=None, ge=0)
     coverage: Literal["full", "partial"] | None = None
+    coverage_detail: list[dict[str, Any]] | None = None
+    divergences: list[dict[str, Any]] | None = None
+    divergences_dropped: int | None = Field(default=None, ge=0)
     meter: Meter | None = None
+    sandbox: dict[str, Any] | None = None
+    channel: dict[str, Any] | None = None
+    stderr_tail: list[str] | None = None
     meta: dict[str, Any] | None = None
 
 

@@ -140,3 +140,124 @@ def test_reader_and_schema_agree_on_every_mutation() -> None:
 def test_id_rule_agrees(value: str, valid: bool) -> None:
     line = {**lines_of("complete_succeeded.jsonl")[0], "run_id": value}
     assert (not schema_errors(line), reader_accepts(line)) == (valid, valid)
+
+
+# --- traces written by the episode driver (runner.orchestrator.episode + tracewriter) -------
+
+_RUNTIME = r"""
+import json, os, sys
+from runner.traceformat import encode_body
+fail = sys.argv[1] == "failed"
+def send(msg):
+    sys.stdout.buffer.write(json.dumps(msg).encode() + b"\n"); sys.stdout.flush()
+def recv():
+    return json.loads(sys.stdin.buffer.readline())
+send({"type": "hello", "protocol": 1, "python": "3.11.2", "platform": "linux",
+      "pid": os.getpid(), "packages": {"x": "1"}})
+recv()
+send({"type": "egress", "attempt": {"kind": "connect", "host": "api.example", "address":
+      "10.9.9.9", "port": 443, "resolved_from": None, "outcome": "blocked", "pid": 5}})
+tool = {"index": 0, "step_id": "fetch", "tool": "kb.search", "effect": "read",
+        "args": {"q": "hi"}, "schema_hash": "%(hash)s", "clock": 101.0, "duration_s": 0.001,
+        "source": "observation", "raw_io": False}
+if fail:
+    tool["error"] = {"class": "KeyError", "message": "'hi'"}
+else:
+    tool.update(encode_body(json.dumps({"hits": ["caf\u00e9"]})))
+send({"type": "call", "record": tool})
+if not fail:
+    send({"type": "model_request", "id": "m1", "role": "model",
+          "request": {"model": "demo", "messages": [{"role": "user", "content": "hi"}]}})
+    resp = recv()
+    call = {"index": 1, "step_id": "answer", "tool": "model", "request": {"model": "demo",
+            "messages": [{"role": "user", "content": "hi"}]}, "clock": 102.0,
+            "duration_s": 0.01, "source": "provider", "model": resp["model"],
+            "model_source": "response", "usage": resp["usage"]}
+    call.update(encode_body(resp["body"]))
+    send({"type": "call", "record": call})
+    send({"type": "episode", "status": "succeeded", "output": "ok", "error": None,
+          "not_run": []})
+else:
+    send({"type": "episode", "status": "failed", "output": None,
+          "error": {"class": "KeyError", "message": "'hi'"}, "not_run": ["answer"],
+          "failure": {"call_index": 0, "tool": "kb.search", "error_class": "KeyError"}})
+recv()
+"""
+
+_WORKFLOW = """\
+name: demo
+version: "1"
+tools: [demo_tools]
+model: {provider: scripted, function: "m:f"}
+steps:
+  - id: fetch
+    tool: kb.search
+    args: {q: "${task.q}"}
+  - id: answer
+    agent: {tools: [kb.search], max_turns: 2}
+"""
+
+
+@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+def test_episode_driver_traces_validate_read_and_lint_complete(
+    tmp_path: Path, outcome: str
+) -> None:
+    import sys
+    from types import SimpleNamespace
+
+    from runner.domain.ids import sequential_ids
+    from runner.domain.tasks import Task
+    from runner.domain.workflow import load_workflow
+    from runner.orchestrator.episode import EpisodeRequest, run_episode
+    from runner.orchestrator.lint import lint_trace
+    from runner.orchestrator.providers import ScriptedProvider
+    from runner.sdk import schema_hash
+    from runner.settings import Settings
+    from tests.fakes import SubprocessBackend
+
+    tool_hash = schema_hash({"type": "object"})
+    script = tmp_path / "runtime.py"
+    script.write_text(_RUNTIME % {"hash": tool_hash})
+    (tmp_path / "wf.yaml").write_text(_WORKFLOW)
+    manifest = {
+        "policy": {"name": "shadow", "mode": "shadow", "hash": "p" * 64},
+        "tools": [
+            {
+                "id": "kb.search",
+                "effect": "read",
+                "schema_hash": tool_hash,
+                "module": "demo_tools",
+                "qualname": "search",
+                "disposition": "recorded",
+            }
+        ],
+    }
+    registry = SimpleNamespace(manifest=lambda policy: manifest, tool_roots=lambda: [tmp_path])
+    limits = SimpleNamespace(timeout_s=20, memory_mb=256, pids_limit=64, cpus=1.0, tmpfs_mb=16)
+    request = EpisodeRequest(
+        workflow=load_workflow(tmp_path / "wf.yaml"),
+        task=Task(task_id="t1", input={"q": "hi"}, clock_start=100.0),
+        policy=SimpleNamespace(name="shadow", mode="shadow", hash="p" * 64, limits=limits),
+        registry=registry,
+        image="img:1",
+    )
+    response = {
+        "id": "c1",
+        "model": "demo-script-v1",
+        "usage": {"prompt_tokens": 3},
+        "choices": [{"message": {"role": "assistant", "content": "ok"}}],
+    }
+    result = run_episode(
+        request,
+        backend=SubprocessBackend([sys.executable, "-u", str(script), outcome], cwd=ROOT),
+        settings=Settings(state_dir=tmp_path / "state"),
+        provider=ScriptedProvider(lambda req: response),
+        id_factory=sequential_ids(),
+    )
+    assert result.status == outcome
+    lines = [json.loads(x) for x in result.trace_path.read_text().splitlines()]
+    for number, line in enumerate(lines, start=1):
+        assert schema_errors(line) == [], f"line {number}"
+    lint = lint_trace(result.trace_path)
+    assert lint.errors == () and lint.exit_code == 0, lint.to_json()
+    assert lint.failure_signature.status == ("ok" if outcome == "failed" else "not_applicable")

@@ -117,6 +117,16 @@ class DockerBackend(Backend):
         if callable(closer):
             closer()
 
+    def image_id(self, image: str) -> str:
+        """The id (``sha256:...``) of ``image``, for the trace's environment manifest.
+
+        Raises:
+            InfrastructureError: the image is missing (message names the fix) or the engine
+                failed.
+        """
+        info = retrying(f"inspect image {image}", self.api.inspect_image, image)
+        return str(info["Id"])
+
     # -- create ------------------------------------------------------------------------------
 
     def create_kwargs(self, spec: SandboxSpec) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def _module_file(name: str) -> Path | None:
 def _package_of(path: Path) -> list[str]:
     relative = path.relative_to(ROOT).with_suffix("")
     parts = list(relative.parts)
-    return parts[:-1] if parts[-1] != "__init__" else parts[:-1]
+    return parts[:-1]
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:

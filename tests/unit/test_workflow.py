@@ -106,7 +106,8 @@ def test_a_typo_inside_a_step_is_named_with_its_line() -> None:
             "greater than or equal to 1",
         ),
         (
-            "name: w\nversion: '1'\nsteps:\n  - id: a\n    agent: {tools: [k.s, k.s], max_turns: 1}\n",
+            "name: w\nversion: '1'\nsteps:\n  - id: a\n"
+            "    agent: {tools: [k.s, k.s], max_turns: 1}\n",
             5,
             "listed twice",
         ),

@@ -20,6 +20,7 @@ from runner.ledger.records import (
     RunRecord,
     run_key,
 )
+from runner.ledger.reports import RunHistory
 from runner.ledger.store import LEDGER_FILENAME, Ledger
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Purpose",
     "PurposeTotals",
     "Reservation",
+    "RunHistory",
     "RunRecord",
     "estimate_usd",
     "price_of",

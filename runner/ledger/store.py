@@ -24,8 +24,8 @@ from typing import Any
 
 import structlog
 
+from runner.ledger import reports
 from runner.ledger.amounts import (
-    PURPOSES,
     UNBOUNDED,
     ZERO,
     Amount,
@@ -47,23 +47,11 @@ from runner.ledger.records import (
     RunRecord,
     run_key,
 )
+from runner.ledger.reports import RunHistory
 
 log = structlog.get_logger(__name__)
 
 LEDGER_FILENAME = "ledger.sqlite3"
-
-_COMMITTED_SQL = """
-SELECT
-  COALESCE(SUM(CASE state WHEN 'settled' THEN act_runs WHEN 'reserved' THEN est_runs END), 0),
-  COALESCE(SUM(CASE state WHEN 'settled' THEN act_tokens_in
-                          WHEN 'reserved' THEN est_tokens_in END), 0),
-  COALESCE(SUM(CASE state WHEN 'settled' THEN act_tokens_out
-                          WHEN 'reserved' THEN est_tokens_out END), 0),
-  COALESCE(SUM(CASE state WHEN 'settled' THEN act_usd WHEN 'reserved' THEN est_usd END), 0.0),
-  COALESCE(SUM(CASE state WHEN 'settled' THEN act_sandbox_s
-                          WHEN 'reserved' THEN est_sandbox_s END), 0.0)
-FROM charges WHERE job_id = ? AND purpose = ? AND state != 'released'
-"""
 
 
 def _json(value: dict[str, Any]) -> str:
@@ -314,10 +302,7 @@ class Ledger:
 
     def committed(self, job_id: str, purpose: Purpose) -> Amount:
         """Settled actuals plus outstanding estimates of one job and purpose."""
-        row = self._db.conn().execute(_COMMITTED_SQL, (job_id, purpose)).fetchone()
-        return Amount(
-            runs=row[0], tokens_in=row[1], tokens_out=row[2], usd=row[3], sandbox_s=row[4]
-        )
+        return reports.committed(self._db, job_id, purpose)
 
     def reserve(
         self,
@@ -446,48 +431,11 @@ class Ledger:
 
     def totals(self, job_id: str | None = None) -> dict[Purpose, PurposeTotals]:
         """Totals by purpose (every purpose present, zero when unused), of a job or all jobs."""
-        sums: dict[tuple[str, str], sqlite3.Row] = {}
-        for row in self._db.read(
-            "SELECT purpose, state, COUNT(*) AS n,"
-            " SUM(kind = 'model_call') AS calls,"
-            " SUM(CASE state WHEN 'settled' THEN act_runs ELSE est_runs END) AS runs,"
-            " SUM(CASE state WHEN 'settled' THEN act_tokens_in ELSE est_tokens_in END) AS t_in,"
-            " SUM(CASE state WHEN 'settled' THEN act_tokens_out ELSE est_tokens_out END) AS t_out,"
-            " SUM(CASE state WHEN 'settled' THEN act_usd ELSE est_usd END) AS usd,"
-            " SUM(CASE state WHEN 'settled' THEN act_sandbox_s ELSE est_sandbox_s END) AS sbx"
-            " FROM charges WHERE state != 'released' AND (?1 IS NULL OR job_id = ?1)"
-            " GROUP BY purpose, state",
-            (job_id,),
-        ):
-            sums[(row["purpose"], row["state"])] = row
-        statuses: dict[str, dict[str, int]] = {}
-        for row in self._db.read(
-            "SELECT purpose, status, COUNT(*) AS n FROM runs WHERE ?1 IS NULL OR job_id = ?1"
-            " GROUP BY purpose, status",
-            (job_id,),
-        ):
-            statuses.setdefault(row["purpose"], {})[row["status"]] = int(row["n"])
+        return reports.totals(self._db, job_id)
 
-        def amount(row: sqlite3.Row | None) -> Amount:
-            if row is None:
-                return Amount()
-            return Amount(
-                runs=int(row["runs"]),
-                tokens_in=int(row["t_in"]),
-                tokens_out=int(row["t_out"]),
-                usd=float(row["usd"]),
-                sandbox_s=float(row["sbx"]),
-            )
+    def per_run_history(self, purpose: Purpose = "replay") -> RunHistory | None:
+        """Mean settled spend per run of ``purpose`` over every earlier job, for plan estimates.
 
-        result: dict[Purpose, PurposeTotals] = {}
-        for purpose in PURPOSES:
-            settled = sums.get((purpose, "settled"))
-            result[purpose] = PurposeTotals(
-                purpose=purpose,
-                charged=amount(settled),
-                reserved=amount(sums.get((purpose, "reserved"))),
-                settled_charges=int(settled["n"]) if settled is not None else 0,
-                model_calls=int(settled["calls"]) if settled is not None else 0,
-                runs_by_status=statuses.get(purpose, {}),
-            )
-        return result
+        Returns None when no run of that purpose was ever settled.
+        """
+        return reports.per_run_history(self._db, purpose)

@@ -403,3 +403,18 @@ def test_a_refused_open_closes_its_connection(tmp_path: Path) -> None:
             Ledger(path)
         refused.append(info.value)  # keeps the frames (and a leaked connection) alive
     assert open_files() == before
+
+
+def test_per_run_history_for_plan_estimates(ledger: Ledger) -> None:
+    assert ledger.per_run_history("replay") is None
+    ledger.create_job("job0", {}, {})
+    for job, n, usd in (("job0", 1, 0.5), ("job1", 2, 0.25)):
+        ledger.reserve(f"run-{job}", job, "replay", Amount(runs=1), kind="run")
+        ledger.settle(f"run-{job}", Amount(runs=1, sandbox_s=2.0 * n))
+        ledger.reserve(f"call-{job}", job, "replay", Amount(usd=1.0), kind="model_call")
+        ledger.settle(f"call-{job}", Amount(tokens_in=3 * n, tokens_out=n, usd=usd))
+    ledger.reserve("open", "job1", "replay", Amount(runs=1, usd=9.0), kind="run")  # not settled
+    history = ledger.per_run_history("replay")
+    assert history is not None and history.runs == 2
+    assert history.per_run == Amount(runs=1, tokens_in=5, tokens_out=2, usd=0.375, sandbox_s=3.0)
+    assert ledger.per_run_history("judge") is None

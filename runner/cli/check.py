@@ -28,7 +28,11 @@ from runner.errors import SandboxReplayError
 def check_command(
     ctx: typer.Context,
     workflows: Annotated[
-        list[Path], typer.Argument(help="Workflow files (YAML).", show_default=False)
+        list[Path],
+        typer.Argument(
+            help="Workflow files (YAML), or folders of *.yaml / *.yml workflows.",
+            show_default=False,
+        ),
     ],
     policy: Annotated[
         str,
@@ -48,7 +52,7 @@ def check_command(
 
     state(ctx).settings()  # configures logging once, like every command
     try:
-        report = check_eligibility(workflows, policy)
+        report = check_eligibility(_expand(workflows), policy)
     except SandboxReplayError as exc:  # the policy itself is bad input
         if as_json:
             typer.echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
@@ -62,3 +66,14 @@ def check_command(
         if not report.eligible:
             typer.echo(f"{len(report.problems)} problem(s) under {report.policy.source}", err=True)
     raise typer.Exit(report.exit_code)
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    """Workflow files of ``paths``: files as given, folders replaced by their YAML files."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+        else:
+            out.append(path)
+    return out

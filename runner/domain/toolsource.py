@@ -102,7 +102,7 @@ def _import_fresh(name: str, search: list[Path], where: dict[str, Any]) -> Modul
     loaded = sys.modules.get(top)
     if spec is not None and loaded is not None and not _same_source(loaded, spec):
         stale = [m for m in sys.modules if m == top or m.startswith(top + ".")]
-        log.info("tool_module_reimported", module=top, previous=getattr(loaded, "__file__", None))
+        log.debug("tool_module_reimported", module=top, previous=getattr(loaded, "__file__", None))
         for module_name in stale:
             del sys.modules[module_name]
     # Always first, even when already on sys.path further down: the file `find_spec` saw in

@@ -97,6 +97,15 @@ def test_json_output() -> None:
     assert json.loads(out)["exit_code"] == 2
 
 
+def test_a_folder_means_its_yaml_files(tmp_path: Path) -> None:
+    for name in ("safe.yaml", "unsafe_step.yaml", "hd_tools.py"):
+        (tmp_path / name).write_text((ROOT / FIX / name).read_text())
+    code, out, _ = run(str(tmp_path))
+    assert code == 3
+    assert len(out.splitlines()) == 2
+    assert f'{tmp_path}/unsafe_step.yaml: step "close"' in out
+
+
 def test_missing_file_exit_2() -> None:
     code, out, _ = run(f"{FIX}/absent.yaml")
     assert code == 2

@@ -1,0 +1,311 @@
+"""`sandbox-replay import tau2`: a small fixture of our own and the public τ² retail results.
+
+The real results live outside the repository (../shared/realdata, setting ``realdata_dir``,
+env ``SANDBOX_REPLAY_REALDATA_DIR``): absent, their tests skip, or fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from typer.testing import CliRunner
+
+from runner.cli.app import _register_commands, app
+from runner.domain.tasks import load_tasks
+from runner.domain.toolsource import load_manifest_tools
+from runner.domain.trace import read_trace
+from runner.errors import InputError
+from runner.importers.output import write_import
+from runner.importers.tau2 import read_tau2
+from runner.importers.toolset import parse_effect_map
+from runner.sdk import schema_hash
+from runner.settings import Settings
+from runner.traceformat import failure_signature
+
+ROOT = Path(__file__).resolve().parents[2]
+MINI = ROOT / "tests" / "fixtures" / "import" / "tau2-mini" / "results.json"
+SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logging() -> Any:
+    """The CLI configures structlog onto CliRunner's stream, closed after the call: reset it."""
+    yield
+    structlog.reset_defaults()
+
+
+def realdata_dir() -> Path:
+    folder = Settings().realdata_dir
+    return folder if folder.is_absolute() else (ROOT / folder).resolve()
+
+
+@pytest.fixture(scope="module")
+def tau2_results() -> Path:
+    path = realdata_dir() / "tau2-retail" / "results.json"
+    if not path.is_file():
+        message = (
+            f"τ² retail results not found at {path}: set SANDBOX_REPLAY_REALDATA_DIR to the "
+            "realdata folder (default ../shared/realdata relative to the project root)"
+        )
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def check_output(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every trace reads cleanly and validates against the schema; tasks and manifest load."""
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    traces = {}
+    for path in sorted((out / "traces").glob("*.jsonl")):
+        trace = read_trace(path)
+        assert trace.problems == (), trace.problems
+        lines = lines_of(path)
+        for number, line in enumerate(lines, start=1):
+            errors = list(validator.iter_errors(line))
+            assert not errors, f"{path.name}:{number}: {errors[0].message}"
+        assert lines[0]["workflow"]["content"] == (out / "workflow.yaml").read_text("utf-8")
+        traces[path.stem] = lines
+    tasks = load_tasks(out / "tasks.jsonl")
+    assert tasks.errors == []
+    specs = load_manifest_tools(out / "tools.manifest.json", "tools.manifest.json", {})
+    assert all(spec.module is None for spec in specs)
+    return traces
+
+
+def test_mini_fixture_import(tmp_path: Path) -> None:
+    report = write_import(read_tau2(MINI), tmp_path, {})
+    traces = check_output(tmp_path)
+    assert report["runs"] == 2 and report["failed_runs"] == 1
+    assert report["calls"] == {"model": 7, "user": 5, "tool": 5, "total": 17}
+    assert report["tool_errors"] == 1 and report["fixed_messages"] == 2
+
+    ok = traces["tau2-mini-1-0"]
+    head, calls, end = ok[0], ok[1:-1], ok[-1]
+    assert head["task_id"] == "tau2-mini-1" and head["backend"] == "import:tau2"
+    assert head["purpose"] == "live" and head["seed"] == 42
+    known = head["task_input"]["instructions"]["known_info"]
+    assert known == "You are José Núñez, jose@example.com"
+    # the greeting is a fixed message of the workflow, not a call
+    assert calls[0]["tool"] == "user"
+    assert calls[0]["request"]["messages"] == [
+        {"role": "assistant", "content": "Hi! How can I help you today?"}
+    ]
+    assert "fixed_messages:" in head["workflow"]["content"]
+    # assistant text together with a tool call stays one model turn carrying both
+    turn = calls[1]
+    assert turn["tool"] == "model" and turn["model"] == "gpt-4.1"
+    assert turn["model_source"] == "config" and turn["raw_io"] is False
+    assert json.loads(turn["body"])["message"]["content"] == "Je vérifie votre compte…"
+    assert turn["request"]["messages"][0]["role"] == "system"
+    nxt = calls[3]["request"]["messages"]
+    assert nxt[-2]["content"] == "Je vérifie votre compte…"
+    assert nxt[-2]["tool_calls"][0]["function"] == {
+        "name": "find_user",
+        "arguments": '{"email":"jose@example.com"}',
+    }
+    # call_A is reused by a later message for another tool: each result goes to its own call
+    tools = [(c["tool"], c["args"], c["body"]) for c in calls if c["tool"] not in ("model", "user")]
+    assert tools[0] == ("find_user", {"email": "jose@example.com"}, "jose_nunez_1")
+    assert tools[1][0] == "get_order" and json.loads(tools[1][2])["order_id"] == "#W1"
+    assert tools[2] == ("calculate", {"expression": "2 + 2"}, "4.0")
+    assert all(c["index"] == i for i, c in enumerate(calls))
+    assert end == {**end, "status": "succeeded", "exit_code": 0, "failure_signature": None}
+    assert end["output"] == "C’est fait ✓"
+    # non-ASCII is stored as text, not escaped
+    assert "C’est fait ✓" in (tmp_path / "traces" / "tau2-mini-1-0.jsonl").read_text("utf-8")
+
+    failed = traces["tau2-mini-2-0"]
+    error_call = next(c for c in failed if c.get("error"))
+    assert error_call["error"] == {"class": "ToolError", "message": "Error: Order not found"}
+    end = failed[-1]
+    last = len(failed) - 3
+    assert end["status"] == "failed" and end["exit_code"] == 1
+    assert end["failure"] == {
+        "call_index": last,
+        "tool": "workflow",
+        "error_class": "task_failed",
+        "exit_code": 1,
+    }
+    assert end["failure_signature"] == failure_signature(last, "workflow", "task_failed", 1)
+
+
+def test_mini_tasks_manifest_and_workflows(tmp_path: Path) -> None:
+    write_import(read_tau2(MINI), tmp_path, parse_effect_map(["calculate=pure"]))
+    tasks = load_tasks(tmp_path / "tasks.jsonl").tasks
+    one = tasks["tau2-mini-1"]
+    assert [o["tool"] for o in one.observations] == [
+        "find_user",
+        "get_order",
+        "calculate",
+        "cancel_order",
+    ]
+    assert one.expected == {
+        "tool_calls": [
+            {"tool": "find_user", "args": {"email": "jose@example.com"}},
+            {"tool": "cancel_order", "args": {"order_id": "#W1"}},  # compare_args only
+        ],
+        "output_contains": "#W1",
+    }
+    two = tasks["tau2-mini-2"]
+    assert two.observations[0]["error"]["class"] == "ToolError"
+    assert two.expected is None  # two outputs cannot be one output_contains: not invented
+    manifest = json.loads((tmp_path / "tools.manifest.json").read_text("utf-8"))
+    effects = {t["id"]: t["effect"] for t in manifest["tools"]}
+    assert effects == {
+        "find_user": "read",
+        "get_order": "read",
+        "cancel_order": "unsafe",
+        "calculate": "pure",
+        "transfer_to_human_agents": "unsafe",
+    }
+    for tool in manifest["tools"]:
+        assert tool["schema_hash"] == schema_hash(tool["schema"])
+        assert tool["module"] is None and tool["qualname"] is None
+    read_only = (tmp_path / "workflow.read-only.yaml").read_text("utf-8")
+    for tool_id, effect in effects.items():
+        assert (f"- {tool_id}\n" in read_only) == (effect in ("read", "pure")), tool_id
+    report = json.loads((tmp_path / "import-report.json").read_text("utf-8"))
+    assert report["missing"]["task.expected_outputs_not_representable"] == 1
+    assert report["missing"]["model.model_id_from_response"] == 7
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d["simulations"][0].pop("messages"), "simulations[0].messages"),
+        (lambda d: d["simulations"][1].update(task_id="99"), "simulations[1].task_id"),
+        (
+            lambda d: d["simulations"][0]["messages"][2]["tool_calls"][0].update(name="a/b"),
+            "simulations[0].messages[2].tool_calls[0].name",
+        ),
+        (
+            lambda d: d["simulations"][1]["messages"].insert(1, {"role": "tool", "id": "x"}),
+            "simulations[1].messages[1]",
+        ),
+    ],
+)
+def test_bad_results_name_the_field(tmp_path: Path, mutate: Any, field: str) -> None:
+    data = json.loads(MINI.read_text("utf-8"))
+    mutate(data)
+    bad = tmp_path / "results.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    (tmp_path / "mini_tools.json").write_text((MINI.parent / "mini_tools.json").read_text("utf-8"))
+    with pytest.raises(InputError) as info:
+        write_import(read_tau2(bad), tmp_path / "out", {})
+    assert info.value.fields["field"] == field
+    assert info.value.fields["file"] == str(bad)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_imports_and_rejects_bad_input(tmp_path: Path) -> None:
+    _register_commands()
+    runner = CliRunner()
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["import", "tau2", str(MINI), "--out", str(out), "--map", "calculate=pure"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "imported 2 runs (1 failed" in result.output
+    again = runner.invoke(app, ["import", "tau2", str(MINI), "--out", str(out)])
+    assert again.exit_code == 2 and "not empty" in again.output
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"info": {},\n "tasks": [,]}', encoding="utf-8")
+    bad = runner.invoke(app, ["import", "tau2", str(broken), "--out", str(tmp_path / "o2")])
+    assert bad.exit_code == 2
+    assert f"{broken}:2:" in bad.output and "Traceback" not in bad.output
+    typo = runner.invoke(
+        app, ["import", "tau2", str(MINI), "--out", str(tmp_path / "o3"), "--map", "calc=pure"]
+    )
+    assert typo.exit_code == 2 and "calc" in typo.output
+
+
+# --- the public τ² retail results -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def retail(tau2_results: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tau2-retail")
+    write_import(read_tau2(tau2_results), out, {})
+    return out
+
+
+def test_realdata_all_runs_import(retail: Path, tau2_results: Path) -> None:
+    report = json.loads((retail / "import-report.json").read_text("utf-8"))
+    assert report["runs"] == 40 and report["tasks"] == 40
+    assert report["calls"]["tool"] == 299
+    assert report["tool_errors"] == 12
+    assert report["failed_runs"] == 6
+    assert report["fixed_messages"] == 40
+    traces = check_output(retail)
+    assert len(traces) == 40
+    source = json.loads(tau2_results.read_text("utf-8"))
+    rewards = {s["task_id"]: s["reward_info"]["reward"] for s in source["simulations"]}
+    for run_id, lines in traces.items():
+        end = lines[-1]
+        reward = rewards[lines[0]["meta"]["source_task_id"]]
+        calls = lines[1:-1]
+        assert calls[0]["tool"] == "user"  # the greeting is no call
+        if reward == 1.0:
+            assert end["status"] == "succeeded" and end["failure_signature"] is None, run_id
+        else:
+            last = len(calls) - 1
+            assert end["status"] == "failed" and end["failure"]["error_class"] == "task_failed"
+            assert end["failure_signature"] == failure_signature(last, "workflow", "task_failed", 1)
+        for call in calls:
+            if call["tool"] in ("model", "user"):
+                assert call["model"] == "gpt-4.1" and call["model_source"] == "config"
+                assert call["raw_io"] is False and call["body"] is not None
+            else:
+                assert call["schema_hash"] and call["args"] is not None
+
+
+def test_realdata_manifest_effects(retail: Path, tau2_results: Path) -> None:
+    kinds = {
+        t["name"]: t["kind"]
+        for t in json.loads((tau2_results.parent / "retail_tools.json").read_text("utf-8"))
+    }
+    manifest = json.loads((retail / "tools.manifest.json").read_text("utf-8"))
+    effects = {t["id"]: t["effect"] for t in manifest["tools"]}
+    assert set(effects) == set(kinds) and len(effects) == 15
+    for name, kind in kinds.items():
+        assert effects[name] == ("read" if kind == "read" else "unsafe"), name
+    assert effects["calculate"] == effects["transfer_to_human_agents"] == "unsafe"
+    assert Counter(effects.values()) == {"read": 6, "unsafe": 9}
+    tasks = load_tasks(retail / "tasks.jsonl").tasks
+    assert sum(len(t.observations) for t in tasks.values()) == 299
+    assert sum(1 for t in tasks.values() for o in t.observations if o.get("error")) == 12
+    assert all(t.expected and t.expected.get("tool_calls") for t in tasks.values())
+
+
+def test_realdata_lint_reports_what_the_source_lacks(retail: Path) -> None:
+    from runner.orchestrator.lint import lint_traces
+
+    results, code = lint_traces([retail / "traces"])
+    assert len(results) == 40 and code == 1
+    found = json.dumps([r.to_json() for r in results])
+    assert "model_source" in found and "raw_io" in found
+
+
+def test_realdata_workflow_loads(retail: Path) -> None:
+    from runner.domain.workflow import load_workflow
+
+    wf = load_workflow(retail / "workflow.yaml")
+    assert wf.spec.steps[0].agent is not None
+
+
+test_realdata_workflow_loads = pytest.mark.xfail(
+    reason="AgentSpec has no `fixed_messages` yet (issue 7: the greeting is a fixed message)",
+    strict=True,
+)(test_realdata_workflow_loads)

@@ -23,19 +23,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-    field_validator,
-    model_validator,
+from pydantic import ValidationError
+
+from runner.domain.trace_records import (
+    MODELS,
+    PROVIDER_ROLES,
+    CallError,
+    CallRecord,
+    EndRecord,
+    Failure,
+    Record,
+    RunRecord,
 )
-
-from runner.domain.ids import id_problem
 from runner.errors import InputError, ReplayRefused
 from runner.traceformat import TRACE_VERSION
 
@@ -60,17 +61,6 @@ __all__ = [
 # host-side fields; four times that leaves room and still bounds memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
-PROVIDER_ROLES = ("model", "user")
-"""Call ``tool`` values that are provider turns (a model, a simulated user), not tools."""
-
-ToolId = Annotated[
-    str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", max_length=128)
-]
-Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-Status = Literal[
-    "succeeded", "failed", "timeout", "oom", "crashed", "infra_error", "denied", "ceiling_reached"
-]
-
 
 class TraceVersionError(ReplayRefused):
     """A trace line carries a format version this reader does not know (reproduce: refused).
@@ -88,200 +78,6 @@ class TraceVersionError(ReplayRefused):
             field="v",
         )
         self.version = version
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", populate_by_name=True)
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as the JSON object it was read from (only the keys the line had)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-
-class WorkflowRef(_Record):
-    """The workflow a run executed: name, version, sha256 hex of its content, its text."""
-
-    name: str = Field(min_length=1)
-    version: str
-    hash: Sha256Hex
-    content: str
-
-
-class RunClock(_Record):
-    """The injected clock: ``start`` epoch seconds, ``step_s`` seconds per call (0 = wall)."""
-
-    start: float
-    step_s: float = Field(ge=0)
-
-
-class Environment(_Record):
-    """The environment manifest: python, platform, packages, image id, tool schema hashes."""
-
-    python: str | None = None
-    platform: str | None = None
-    packages: dict[str, str] = Field(default_factory=dict)
-    image: str | None = None
-    image_id: str | None = None
-    tools: dict[ToolId, str | None]
-    policy_hash: str | None = None
-    host: dict[str, Any] | None = None
-
-
-class RunRecord(_Record):
-    """The first line of a trace (``type: run``)."""
-
-    v: int
-    type: Literal["run"]
-    run_id: str
-    task_id: str
-    task_input: dict[str, Any]
-    workflow: WorkflowRef
-    purpose: Literal["live", "replay", "judge"]
-    mode: str | None = None
-    backend: str = Field(min_length=1)
-    clock: RunClock
-    seed: int
-    environment: Environment
-    policy: dict[str, Any] | None = None
-    limits: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-
-    @field_validator("run_id", "task_id")
-    @classmethod
-    def _path_safe(cls, value: str) -> str:
-        problem = id_problem(value)
-        if problem is not None:
-            raise ValueError(f"invalid id: {problem}")
-        return value
-
-
-class CallError(_Record):
-    """A failed call's error: ``class`` (qualified exception name) and ``message``."""
-
-    class_: str = Field(alias="class", min_length=1)
-    message: str
-
-
-class CallRecord(_Record):
-    """One tool or provider call (``type: call``). The seed fields are optional here.
-
-    Attributes:
-        tool: a tool id, or ``model`` / ``user`` for a provider turn (`PROVIDER_ROLES`).
-        args: tool calls only; ``request``, ``model``, ``model_source``, ``usage``: provider
-            turns only (`is_provider_call`).
-        body, body_encoding, truncated, original_length, sha256: the raw response body
-            (`runner.traceformat.encode_body`); ``original_length`` is in bytes.
-        clock: epoch seconds of the injected clock; ``duration_s``: seconds.
-    """
-
-    v: int
-    type: Literal["call"]
-    index: int = Field(ge=0)
-    step_id: str | None = None
-    tool: ToolId
-    effect: Literal["pure", "read", "local", "unsafe"] | None = None
-    args: dict[str, Any] | None = None
-    request: dict[str, Any] | None = None
-    body: str | None = None
-    body_encoding: Literal["text", "base64"] | None = None
-    truncated: bool | None = None
-    original_length: int | None = Field(default=None, ge=0)
-    sha256: str | None = None
-    content_encoding: str | None = None
-    schema_hash: str | None = None
-    model: str | None = None
-    model_source: Literal["response", "config"] | None = None
-    usage: dict[str, Any] | None = None
-    clock: float | None = None
-    duration_s: float | None = Field(default=None, ge=0)
-    source: Literal["executed", "observation", "trace", "provider"] | None = None
-    raw_io: bool | None = None
-    error: CallError | None = None
-    meta: dict[str, Any] | None = None
-
-    @property
-    def is_provider_call(self) -> bool:
-        """True for a model or simulated-user turn, False for a tool call."""
-        return self.tool in PROVIDER_ROLES
-
-    @model_validator(mode="after")
-    def _role_fields(self) -> CallRecord:
-        present = self.model_fields_set
-        wrong: list[str]
-        if self.is_provider_call:
-            if "request" not in present or self.request is None:
-                raise ValueError("[request] a model or user call needs its request object")
-            wrong = [k for k in ("args", "effect", "schema_hash") if k in present]
-        else:
-            if "args" not in present or self.args is None:
-                raise ValueError("[args] a tool call needs its args object")
-            wrong = [k for k in ("request", "model", "model_source", "usage") if k in present]
-        if wrong:
-            kind = "a model or user call" if self.is_provider_call else "a tool call"
-            raise ValueError(f"[{wrong[0]}] not allowed on {kind} (tool {self.tool!r})")
-        return self
-
-
-class Failure(_Record):
-    """The failure that ended an episode; its `failure_signature` inputs."""
-
-    call_index: int = Field(ge=-1)
-    tool: ToolId
-    error_class: str = Field(min_length=1)
-    exit_code: int
-
-
-class OutboundAttempt(BaseModel):
-    """One outbound-destination attempt (an open record: the audit hook may add keys)."""
-
-    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
-
-    kind: str | None = None
-    host: str | None = None
-    address: str | None = None
-    port: int | None = None
-    resolved_from: str | None = None
-    outcome: str | None = None
-    pid: int | None = None
-
-
-class Meter(_Record):
-    """Meter totals of the episode: tokens, USD, sandbox seconds."""
-
-    tokens_in: int = Field(default=0, ge=0)
-    tokens_out: int = Field(default=0, ge=0)
-    model_calls: int = Field(default=0, ge=0)
-    usd: float = Field(default=0.0, ge=0)
-    sandbox_s: float = Field(default=0.0, ge=0)
-
-
-class EndRecord(_Record):
-    """The last line of a trace (``type: end``)."""
-
-    v: int
-    type: Literal["end"]
-    status: Status
-    exit_code: int | None
-    failure: Failure | None = None
-    failure_signature: str | None = None
-    error: CallError | None = None
-    reason: str | None = None
-    output: Any = None
-    not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
-    outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)
-    outbound_dropped: int | None = Field(default=None, ge=0)
-    coverage: Literal["full", "partial"] | None = None
-    coverage_detail: list[dict[str, Any]] | None = None
-    divergences: list[dict[str, Any]] | None = None
-    divergences_dropped: int | None = Field(default=None, ge=0)
-    meter: Meter | None = None
-    sandbox: dict[str, Any] | None = None
-    channel: dict[str, Any] | None = None
-    stderr_tail: list[str] | None = None
-    meta: dict[str, Any] | None = None
-
-
-_MODELS: dict[str, type[_Record]] = {"run": RunRecord, "call": CallRecord, "end": EndRecord}
 
 
 @dataclass(frozen=True)
@@ -540,15 +336,15 @@ def _check_head(obj: dict[str, Any], file: str, line: int) -> str:
     if version != TRACE_VERSION:
         raise TraceVersionError(version, file=file, line=line)
     kind = obj.get("type")
-    if not isinstance(kind, str) or kind not in _MODELS:
+    if not isinstance(kind, str) or kind not in MODELS:
         shown = "missing" if "type" not in obj else f"{kind!r} is not one of run, call, end"
         raise InputError(shown[:200], file=file, line=line, field="type")
     return kind
 
 
-def _validate(obj: dict[str, Any], kind: str, file: str, line: int) -> _Record:
+def _validate(obj: dict[str, Any], kind: str, file: str, line: int) -> Record:
     try:
-        return _MODELS[kind].model_validate(obj)
+        return MODELS[kind].model_validate(obj)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         field = _field_path(err["loc"])

@@ -53,6 +53,7 @@ def test_public_surface_is_pinned() -> None:
             "Purpose",
             "PurposeTotals",
             "Reservation",
+            "RunHistory",
             "RunRecord",
             "estimate_usd",
             "price_of",

@@ -137,6 +137,10 @@ def load_yaml(path: Path, *, what: str = "file") -> YamlDocument:
     return YamlDocument(path, text, data, value_lines, key_lines)
 
 
+MAX_VALUES = 100_000
+"""Values (after alias expansion) a document may hold: aliases can expand exponentially."""
+
+
 def _walk(
     loader: yaml.SafeLoader,
     node: yaml.Node,
@@ -144,8 +148,23 @@ def _walk(
     value_lines: dict[Loc, int],
     key_lines: dict[Loc, int],
     file: Path,
+    ancestors: tuple[int, ...] = (),
 ) -> None:
+    if id(node) in ancestors:
+        raise InputError(
+            "an alias refers to a value that contains it (recursive YAML)",
+            file=str(file),
+            line=node.start_mark.line + 1,
+            field=field_name(path),
+        )
+    if len(value_lines) >= MAX_VALUES:
+        raise InputError(
+            f"more than {MAX_VALUES} values once aliases are expanded",
+            file=str(file),
+            line=node.start_mark.line + 1,
+        )
     value_lines[path] = node.start_mark.line + 1
+    inner = (*ancestors, id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
@@ -166,10 +185,10 @@ def _walk(
                 )
             seen[key] = line
             key_lines[(*path, key)] = line
-            _walk(loader, value_node, (*path, key), value_lines, key_lines, file)
+            _walk(loader, value_node, (*path, key), value_lines, key_lines, file, inner)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _walk(loader, item, (*path, index), value_lines, key_lines, file)
+            _walk(loader, item, (*path, index), value_lines, key_lines, file, inner)
 
 
 def _model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:

@@ -219,6 +219,15 @@ def test_direct_construction_validates_references_too() -> None:
         )
 
 
+def test_recursive_and_exploding_aliases_are_input_errors(tmp_path: Path) -> None:
+    error = _error(tmp_path, "name: &a [*a]\n")
+    assert "recursive" in str(error)
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 7)]
+    error = _error(tmp_path, "\n".join(lines) + "\n")
+    assert "aliases are expanded" in str(error)
+
+
 def test_not_utf8_and_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "wf.yaml"
     path.write_bytes(b"name: w\nversion: '\xff'\n")

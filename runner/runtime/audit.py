@@ -34,14 +34,10 @@ which the runtime forwards with `ChildLog`. Tool code can write to that file too
 is evidence, not a guarantee (the sandbox is the guarantee).
 """
 
-import collections
-import ipaddress
-import json
 import os
-import shlex
 import sys
 import threading
-from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
@@ -51,7 +47,9 @@ MAX_FIELD_CHARS = 512
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "ksh"})
 
 _state: Dict[str, Any] = {"installed": False, "owner_pid": None, "log_path": None}
-_queue: Deque[Dict[str, Any]] = collections.deque()
+# Modules a handler needs (json, ipaddress, shlex, urllib.parse) are imported when it first runs:
+# every Python child imports this module at start-up, most never open a socket.
+_queue: List[Dict[str, Any]] = []
 _seen_coverage: Set[Tuple[Any, ...]] = set()
 _local = threading.local()
 
@@ -104,7 +102,7 @@ def drain() -> List[Dict[str, Any]]:
     out: List[Dict[str, Any]] = []
     while True:
         try:
-            out.append(_queue.popleft())
+            out.append(_queue.pop(0))
         except IndexError:
             return out
 
@@ -137,6 +135,8 @@ def _emit(message: Dict[str, Any]) -> None:
     path = _state["log_path"]
     if not path:
         return
+    import json
+
     line = (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
@@ -166,6 +166,8 @@ def _port(value: Any) -> Any:
 def _is_ip(host: Optional[str]) -> bool:
     if not host:
         return False
+    import ipaddress
+
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
         return True
@@ -362,6 +364,8 @@ def _classify_child(event: str, program: Optional[str], argv: List[str], env: An
 
 
 def _classify_command(event: str, command: str, env: Any) -> None:
+    import shlex
+
     try:
         words = shlex.split(command)
     except ValueError:

@@ -17,9 +17,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "runtime"))
 from fakehost import (
     PY39,
+    completion,
     manifest_for,
     read_message,
     run_runtime,
+    scripted,
     send,
     spawn,
     write_run_dir,
@@ -155,13 +157,33 @@ def test_code_that_differs_from_the_manifest_refuses_to_start(tmp_path: Path) ->
 
 
 @pytest.mark.skipif(not os.path.exists(PY39), reason="no Python 3.9 interpreter here")
-def test_runs_on_python_3_9(tmp_path: Path) -> None:
-    workflow = {"name": "w", "version": "1", "model": None, "steps": [
+def test_key_paths_run_on_python_3_9(tmp_path: Path) -> None:
+    workflow = {"name": "w", "version": "1", "model": {"provider": "scripted"}, "steps": [
         {"id": "add", "tool": "math.add", "args": {"a": 1, "b": 2}},
-        {"id": "p", "tool": "misc.print", "args": {}}]}
-    result = run_runtime(_run_dir(tmp_path, workflow, {"math.add": "execute",
-                                                       "misc.print": "execute"}),
-                         tmp_path, python=PY39)
-    assert result.messages[0]["python"].startswith("3.9.")
-    assert result.episode["status"] == "succeeded", result.stderr
-    assert [c["body"] for c in result.calls] == ["3", '"printed"']
+        {"id": "p", "tool": "misc.print", "args": {}},
+        {"id": "child", "tool": "net.child", "args": {"port": 9}},
+        {"id": "true", "tool": "proc.true", "args": {}},
+        {"id": "agent", "agent": {"tools": ["kb.search", "text.upper"], "max_turns": 3}},
+        {"id": "deny", "tool": "misc.direct_unsafe", "args": {}}]}
+    dispositions = {"math.add": "execute", "misc.print": "execute", "net.child": "execute",
+                    "proc.true": "execute", "kb.search": "recorded", "text.upper": "execute",
+                    "misc.direct_unsafe": "execute"}
+    task = {"task_id": "t", "input": {}, "observations": [
+        {"tool": "kb.search", "args": {"query": "q"}, "body": "[1]", "body_encoding": "text"}]}
+    run_dir = write_run_dir(tmp_path / "run", workflow, task, manifest_for(dispositions))
+    model = scripted([completion(None, [("kb.search", {"query": "q"}),
+                                        ("text.upper", {"text": "a"})]),
+                      completion("done")])
+    result = run_runtime(run_dir, tmp_path, model=model, python=PY39)
+    assert result.messages[0]["python"].startswith("3.9."), result.stderr
+    assert result.returncode == 0, result.stderr
+    assert [c["body"] for c in result.calls[:4]] == ["3", '"printed"', "0", "0"]
+    assert [c["tool"] for c in result.calls[4:]] == [
+        "model", "kb.search", "text.upper", "model", "misc.direct_unsafe"]
+    assert result.calls[5]["body"] == "[1]" and result.calls[6]["body"] == '"A"'
+    egress = result.of("egress")
+    assert [(e["attempt"]["address"], e["attempt"]["port"], e.get("child")) for e in egress] == [
+        ("127.0.0.1", 9, True)]
+    assert [c["program"] for c in result.of("coverage")] == ["/bin/true"]
+    assert result.episode["status"] == "denied"
+    assert result.episode["failure"]["error_class"] == "runner.errors.CapabilityDenied"

@@ -32,6 +32,10 @@ def _safe_text(
     return {key: _encodable(value) for key, value in event_dict.items()}
 
 
+def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(
     fmt: Literal["auto", "console", "json"] = "auto", level: int = logging.INFO
 ) -> None:
@@ -57,6 +61,7 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # Resolve sys.stderr at each use, not once: test runners and CliRunner swap it.
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

@@ -3,8 +3,8 @@
 The five fields (SPEC.md, docs/trace-format.md): the raw response ``body``, the ``schema_hash``
 in force at call time (tool calls), the ``model`` id from the response metadata (model and user
 calls), the ``clock`` reading, and the episode's ``failure_signature``. Each is judged ``ok``,
-``missing``, ``malformed`` or ``not_applicable``; the rules are in docs/trace-format.md
-("What lint checks") and in the functions below, one per field.
+``missing``, ``malformed`` or ``not_applicable`` by the rules of docs/trace-format.md, one
+function per field in `runner.orchestrator.lint_rules`.
 
 Invariants:
 - lint never raises on a bad trace: an unreadable one becomes a `TraceLint` with ``errors``
@@ -16,16 +16,21 @@ Invariants:
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from runner.domain.trace import CallRecord, EndRecord, Trace, TraceVersionError, read_trace
+from runner.domain.trace import CallRecord, Trace, TraceVersionError, read_trace
 from runner.errors import EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, InputError, worst_exit_code
-from runner.traceformat import episode_exit_code, failure_signature
+from runner.orchestrator.lint_rules import (
+    FieldCheck,
+    check_body,
+    check_clock,
+    check_failure_signature,
+    check_model_id,
+    check_schema_hash,
+    model_id_problem,
+)
 
 __all__ = [
     "CALL_FIELDS",
@@ -39,41 +44,8 @@ __all__ = [
     "model_id_problem",
 ]
 
-Status = Literal["ok", "missing", "malformed", "not_applicable"]
 CALL_FIELDS = ("body", "schema_hash", "model_id", "clock")
 """The per-call seed fields, in report order; ``failure_signature`` is per trace."""
-
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-# A model id is *pinned* when it carries a date (2025-04-14, 20250414), a 4-digit MMDD/YYMM
-# group (-0613, -2407), a 3-digit revision (-001) or an explicit version tag (-v2, @001, :0).
-_PINNED = re.compile(
-    r"(?<!\d)(?:19|20)\d{2}-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12]\d|3[01])(?!\d)"
-    r"|[-_@]\d{3,4}(?=$|[-_:@])"
-    r"|(?:[-_@.]v\d+|[@:]\d+)(?:\.\d+)*(?=$|[-_:@])",
-    re.IGNORECASE,
-)
-_LATEST = re.compile(r"(?:^|[-_.:@/])latest(?:$|[-_.:@/])", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class FieldCheck:
-    """The verdict on one field: ``status`` and a human ``detail`` (why, or a note)."""
-
-    status: Status
-    detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True unless the field is missing or malformed."""
-        return self.status in ("ok", "not_applicable")
-
-    def to_json(self) -> dict[str, str]:
-        """``{"status", "detail"}``."""
-        return {"status": self.status, "detail": self.detail}
-
-
-_OK = FieldCheck("ok")
-_NA = FieldCheck("not_applicable")
 
 
 @dataclass(frozen=True)
@@ -304,156 +276,3 @@ def _lint_call(trace: Trace, call: CallRecord, line: int) -> CallLint:
             "clock": check_clock(trace, call),
         },
     )
-
-
-def check_body(call: CallRecord, raw_io: bool) -> FieldCheck:
-    """Seed field 1: the raw response body, its encoding and truncation bookkeeping."""
-    if call.body is None:
-        if call.error is not None:
-            return FieldCheck("ok", "no body: the recorded error is the response")
-        return FieldCheck("missing", "no response body recorded")
-    if call.body_encoding is None:
-        return FieldCheck("malformed", "body_encoding missing (text or base64)")
-    stored = len(call.body.encode("utf-8", "surrogatepass"))
-    if call.body_encoding == "base64":
-        try:
-            stored = len(base64.b64decode(call.body, validate=True))
-        except (binascii.Error, ValueError):
-            return FieldCheck("malformed", "body is not valid base64")
-    if call.truncated:
-        if call.original_length is None or call.sha256 is None:
-            return FieldCheck(
-                "malformed", "truncated without original_length and sha256 of the original"
-            )
-        if not _SHA256.match(call.sha256):
-            return FieldCheck("malformed", "sha256 of the original is not 64 hex digits")
-        if call.original_length <= stored:
-            return FieldCheck(
-                "malformed",
-                f"original_length {call.original_length} is not "
-                f"longer than the {stored} bytes kept",
-            )
-    elif call.original_length is not None or call.sha256 is not None:
-        return FieldCheck("malformed", "original_length/sha256 without truncated: true")
-    if call.is_provider_call and not raw_io:
-        return FieldCheck(
-            "missing", "raw_io: false: a re-serialised response, not the provider's HTTP body"
-        )
-    note = f"truncated: {stored} of {call.original_length} bytes kept" if call.truncated else ""
-    return FieldCheck("ok", note)
-
-
-def check_schema_hash(trace: Trace, call: CallRecord) -> FieldCheck:
-    """Seed field 2: the tool's schema hash at call time (tool calls only)."""
-    if call.is_provider_call:
-        return _NA
-    if call.schema_hash is None:
-        return FieldCheck("missing", "no schema hash recorded for the tool")
-    if not _SHA256.match(call.schema_hash):
-        return FieldCheck("malformed", "schema_hash is not a sha256 hex digest")
-    header = trace.run.environment.tools.get(call.tool)
-    if header is not None and header != call.schema_hash:
-        return FieldCheck("malformed", "differs from the run line's environment.tools entry")
-    return _OK
-
-
-def model_id_problem(model_id: str, model_source: str | None = None) -> str | None:
-    """Why ``model_id`` does not record which model answered, or None when it does.
-
-    The rule (docs/trace-format.md): ``model_source: "config"`` always counts as an alias; an
-    id counts as pinned when it carries a date, a 4-digit MMDD/YYMM group, a 3-digit revision
-    or a version tag (``-v2``, ``@001``, ``:0``) and does not say ``latest``.
-    """
-    if model_source == "config":
-        return f"{model_id!r} came from the configuration, not the response (model_source)"
-    if not model_id.strip():
-        return "empty model id"
-    if _LATEST.search(model_id):
-        return f"{model_id!r} is a moving alias ('latest')"
-    if not _PINNED.search(model_id):
-        return (
-            f"{model_id!r} looks like a configured alias: no date or version suffix "
-            "(e.g. gpt-4.1-2025-04-14)"
-        )
-    return None
-
-
-def check_model_id(call: CallRecord) -> FieldCheck:
-    """Seed field 3: the model id read from the response (model and user calls only)."""
-    if not call.is_provider_call:
-        return _NA
-    if call.model is None:
-        if call.error is not None and call.body is None:
-            return FieldCheck("not_applicable", "the call failed with no response")
-        return FieldCheck("missing", "no model id from the response")
-    problem = model_id_problem(call.model, call.model_source)
-    return FieldCheck("missing", problem) if problem else _OK
-
-
-def check_clock(trace: Trace, call: CallRecord) -> FieldCheck:
-    """Seed field 4: the injected clock's reading at the call."""
-    if call.clock is None:
-        return FieldCheck("missing", "no clock reading")
-    if call.clock < trace.run.clock.start:
-        return FieldCheck(
-            "malformed",
-            f"reading {call.clock} is before the run's clock start {trace.run.clock.start}",
-        )
-    return _OK
-
-
-def check_failure_signature(trace: Trace) -> FieldCheck:
-    """Seed field 5 (per trace): the failure signature of an episode that did not succeed.
-
-    It must be present, and equal `runner.traceformat.failure_signature` of the end line's
-    ``failure``, whose fields must agree with the status and with the call they name.
-    """
-    end = trace.end
-    if end is None:
-        return FieldCheck("missing", "no end line")
-    if end.status == "succeeded":
-        if end.failure is not None or end.failure_signature is not None:
-            return FieldCheck("malformed", "a succeeded episode has no failure or signature")
-        return FieldCheck("not_applicable", "succeeded")
-    if end.failure_signature is None:
-        return FieldCheck("missing", f"{end.status} episode without failure_signature")
-    if end.failure is None:
-        return FieldCheck("malformed", "failure_signature without the failure fields it hashes")
-    if not _SHA256.match(end.failure_signature):
-        return FieldCheck("malformed", "failure_signature is not a sha256 hex digest")
-    problem = _failure_problem(trace, end)
-    if problem:
-        return FieldCheck("malformed", problem)
-    f = end.failure
-    expected = failure_signature(f.call_index, f.tool, f.error_class, f.exit_code)
-    if end.failure_signature != expected:
-        return FieldCheck(
-            "malformed",
-            "does not match sha256 of [call_index, tool, "
-            f"error_class, exit_code] = {expected[:12]}…",
-        )
-    return _OK
-
-
-def _failure_problem(trace: Trace, end: EndRecord) -> str | None:
-    failure = end.failure
-    assert failure is not None
-    want = episode_exit_code(end.status)
-    if failure.exit_code != want:
-        return f"failure.exit_code {failure.exit_code} is not {want}, the code of {end.status!r}"
-    last = trace.calls[-1].index if trace.calls else -1
-    if failure.tool == "workflow":
-        if failure.call_index != last:
-            return f"failure.call_index {failure.call_index} is not the last call index {last}"
-        return None
-    call = trace.call(failure.call_index)
-    if call is None:
-        return f"failure.call_index {failure.call_index} names no call of the trace"
-    if call.tool != failure.tool:
-        return f"failure.tool {failure.tool!r} is not call {call.index}'s tool {call.tool!r}"
-    if call.error is not None and call.error.class_ != failure.error_class:
-        return (
-            f"failure.error_class {failure.error_class!r} is not call {call.index}'s "
-            f"error class {call.error.class_!r}"
-        )
-    return None

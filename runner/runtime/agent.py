@@ -1,27 +1,30 @@
 """Agent steps: a tool-calling loop driven by a model reached through the host.
 
-Standard library only, Python 3.9+. Step shape (normalised workflow, docs/internals.md):
+Standard library only, Python 3.9+. Step shape (normalised workflow, docs/internals.md and
+`runner.domain.workflow.AgentSpec`):
 
     {"id": "answer", "agent": {"tools": ["kb.search"], "max_turns": 6, "system": "...",
-                               "prompt": "...", "user": null}}
+                               "input": "...", "user": null}}
 
 - ``system`` (optional, templated): the system message.
-- the first user message: ``prompt`` (templated) if given, else ``user`` when it is a string,
-  else ``user.message`` of a simulated user; else, without a simulated user, the task input as
-  canonical JSON; with one, the simulated user speaks first.
-- ``user`` as an object (``{"simulated": true, "system"?, "max_turns"?, "stop"?}``) adds a
-  simulated user: when the model answers without tool calls, a ``user`` turn is requested from
-  the host (request: the conversation seen from the user's side, roles swapped, tool traffic
-  left out, with ``system`` as its system message); a reply that is empty or contains ``stop``
-  (default ``###STOP###``) ends the conversation.
+- ``input`` (optional, templated; ``prompt`` is accepted as an alias): the first user message.
+  Without it: the task input as canonical JSON, or, with a simulated user, the simulated user's
+  first turn.
+- ``user`` (optional): a simulated user. A string is its instructions (templated; the system
+  message of its requests); an object ``{"system"?, "max_turns"?, "stop"?, "model"?,
+  "settings"?}`` says more. When the model answers without tool calls, a ``user`` turn is
+  requested from the host (the conversation seen from the user's side: roles swapped, tool
+  traffic left out); a reply that is empty or contains ``stop`` (default ``###STOP###``) ends
+  the conversation. Without instructions, the task input (canonical JSON) is its system message.
 - the model request is the OpenAI Chat Completions shape: ``model`` (``model.model`` or
   ``model.name`` of the workflow, else its provider name), ``messages``, ``tools`` (function
   format; ``name`` is the tool id), then the workflow's ``model.settings`` as top-level keys.
 - each model turn: ``choices[0].message`` is appended; its ``tool_calls`` (any number) are
   dispatched in order through the registry, each result appended as a ``tool`` message (the
   JSON text of the return value; an error as ``{"error": {"class", "message"}}``, an
-  observation the model can recover from). The loop stops on a message without tool calls or
-  after ``max_turns`` model turns. The step's output is the last assistant ``content``.
+  observation the model can recover from). The loop stops on a message without tool calls (and
+  no simulated user to answer) or after ``max_turns`` model turns. The step's output is the
+  last assistant ``content``.
 - fatal, not observations: a toolset entry that does not resolve (`ToolNotResolvable`, before
   the first turn) and `CapabilityDenied` raised by a tool; both end the episode ``denied``.
 """
@@ -106,14 +109,18 @@ class AgentStep:
         self.tools = {t.id: t for t in tools}
         max_turns = int(self.cfg.get("max_turns") or DEFAULT_MAX_TURNS)
         user = self.cfg.get("user")
-        simulated = isinstance(user, dict) and bool(user.get("simulated", True))
-        user_cfg: Dict[str, Any] = user if isinstance(user, dict) else {}
+        user_cfg: Dict[str, Any] = {}
+        if isinstance(user, str):
+            user_cfg = {"system": user}
+        elif isinstance(user, dict):
+            user_cfg = user
+        simulated = user is not None and bool(user_cfg.get("simulated", True))
         messages: List[Dict[str, Any]] = []
         if self.cfg.get("system") is not None:
             messages.append({"role": "system", "content": _text(self._render(self.cfg["system"]))})
-        first = self.cfg.get("prompt")
+        first = self.cfg.get("input")
         if first is None:
-            first = user if isinstance(user, str) else user_cfg.get("message")
+            first = self.cfg.get("prompt")
         if first is not None:
             messages.append({"role": "user", "content": _text(self._render(first))})
         elif not simulated:

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "runtime"))
 from fakehost import (
     Result,
@@ -42,7 +44,7 @@ def test_several_tool_calls_in_one_message_and_results_fed_back(tmp_path: Path) 
         completion("The answer is 5."),
     ])
     agent = {"tools": ["math.add", "kb.search", "text.upper"], "max_turns": 4,
-             "system": "You help with ${task.question}", "prompt": "Q: ${task.question}"}
+             "system": "You help with ${task.question}", "input": "Q: ${task.question}"}
     result = _run(tmp_path, agent, {"math.add": "execute", "kb.search": "recorded",
                                     "text.upper": "execute"}, model, observations)
     assert result.episode["status"] == "succeeded"
@@ -140,7 +142,10 @@ def test_an_unparseable_model_body_is_a_model_call_error(tmp_path: Path) -> None
     assert result.calls[0]["body"] == "<html>oops"
 
 
-def test_a_simulated_user_is_served_with_role_user(tmp_path: Path) -> None:
+@pytest.mark.parametrize("user", [
+    "You are a customer asking ${task.question}",
+    {"simulated": True, "system": "You are a customer asking ${task.question}"}])
+def test_a_simulated_user_is_served_with_role_user(tmp_path: Path, user: Any) -> None:
     user_replies = ["I need 2+3", "thanks ###STOP###"]
 
     def host(role: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -148,8 +153,7 @@ def test_a_simulated_user_is_served_with_role_user(tmp_path: Path) -> None:
             return completion(user_replies.pop(0), model="user-sim")
         return completion("It is 5.")
 
-    agent = {"tools": [], "max_turns": 5,
-             "user": {"simulated": True, "system": "You are a customer asking ${task.question}"}}
+    agent = {"tools": [], "max_turns": 5, "user": user}
     result = _run(tmp_path, agent, {}, host)
     assert [c["tool"] for c in result.calls] == ["user", "model", "user"]
     first_user = result.requests[0]["request"]

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.errors import InputError
+from runner.importers.source import SourceMessage, SourceRun, SourceToolCall
 from runner.traceformat import (
     TRACE_VERSION,
     encode_body,
@@ -54,117 +55,13 @@ __all__ = [
     "STEP_ID",
     "BuiltRun",
     "RunCounts",
-    "SourceMessage",
-    "SourceRun",
-    "SourceToolCall",
     "ToolIndex",
     "build_run",
-    "derive_id",
-    "parse_arguments",
 ]
 
 STEP_ID = "agent"
 TOOL_ERROR_CLASS = "ToolError"
 FAILED_CLASS = "task_failed"
-
-
-@dataclass(frozen=True)
-class SourceToolCall:
-    """One tool call of an assistant message.
-
-    Attributes:
-        id: the call id the source gave (may repeat across messages), or None.
-        name: the function name (tool id).
-        args: the parsed arguments object ({} when the text was not a JSON object).
-        arguments_text: the arguments JSON text as the model produced it.
-        args_ok: False when ``arguments_text`` was not a JSON object.
-    """
-
-    id: str | None
-    name: str
-    args: dict[str, Any]
-    arguments_text: str
-    args_ok: bool = True
-
-
-@dataclass(frozen=True)
-class SourceMessage:
-    """One message of the source conversation (system messages are taken out beforehand).
-
-    Attributes:
-        role: ``user``, ``assistant`` or ``tool``.
-        content: the content as the source has it (text, parts list or None).
-        where: the field path in the source file, e.g. ``simulations[3].messages[5]``.
-        line: 1-based line in the source file, when known.
-        tool_calls: the assistant's tool calls in order.
-        tool_call_id: the id a tool message answers.
-        error: the source marks this tool result as an error.
-        body: the provider body object of a model/user turn (τ²'s ``raw_data``), or None.
-        usage: token usage of that turn, or None.
-        clock: epoch seconds of the message, or None.
-        fixed: an assistant message that was not a model call.
-        meta: source fields kept as annotations (turn index, cost, ...).
-    """
-
-    role: str
-    content: Any
-    where: str
-    line: int | None = None
-    tool_calls: tuple[SourceToolCall, ...] = ()
-    tool_call_id: str | None = None
-    error: bool = False
-    body: Any = None
-    usage: dict[str, Any] | None = None
-    clock: float | None = None
-    fixed: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SourceRun:
-    """One run read from the source, before it becomes a trace.
-
-    Attributes:
-        run_id, task_id: validated ids (`runner.domain.ids`).
-        task_input: the task's input object.
-        messages: the conversation without its leading system message(s).
-        first_user_is_input: the first user message (when it opens the conversation) is the
-            task input, not a simulated-user turn.
-        model_settings: request keys besides messages/tools for model turns (``model`` alias
-            first when known).
-        user_settings: the same for simulated-user turns.
-        model_alias, user_alias: configured model names (recorded with ``model_source:
-            config``), or None.
-        failed_reason: the source's verdict message when it judged the run failed, else None.
-        clock_start: epoch seconds the run started, or None (missing).
-        seed: the source's seed, or None (missing).
-        usd: the source's cost of the run, or None.
-        meta: source fields kept on the run line (ids, rewards, ...).
-        end_meta: source fields kept on the end line (the verdict's details).
-        system: the system prompt the agent was given, or None.
-        request_tools: the tools as sent to the model in this run (OpenAI function format);
-            None means every tool of the source.
-        file: the source file (for errors).
-    """
-
-    run_id: str
-    task_id: str
-    task_input: dict[str, Any]
-    messages: tuple[SourceMessage, ...]
-    file: str
-    first_user_is_input: bool = False
-    model_settings: dict[str, Any] = field(default_factory=dict)
-    user_settings: dict[str, Any] = field(default_factory=dict)
-    model_alias: str | None = None
-    user_alias: str | None = None
-    failed_reason: str | None = None
-    clock_start: float | None = None
-    seed: int | None = None
-    usd: float | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    end_meta: dict[str, Any] = field(default_factory=dict)
-    system: str | None = None
-    request_tools: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -196,27 +93,6 @@ class BuiltRun:
     observations: list[dict[str, Any]]
     fixed_messages: list[dict[str, Any]]
     counts: RunCounts
-
-
-def parse_arguments(value: Any) -> tuple[dict[str, Any], str, bool]:
-    """Arguments of a tool call: ``(args, arguments_text, ok)``.
-
-    A JSON text is parsed (``ok`` False and ``args`` {} when it is not a JSON object); an
-    object given already parsed is kept and its text is compact JSON.
-    """
-    if isinstance(value, dict):
-        return value, json.dumps(value, ensure_ascii=False, separators=(",", ":")), True
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value) if value.strip() else {}
-        except ValueError:
-            return {}, value, False
-        if isinstance(parsed, dict):
-            return parsed, value, True
-        return {}, value, False
-    if value is None:
-        return {}, "{}", True
-    return {}, json.dumps(value, ensure_ascii=False), False
 
 
 def _text(content: Any) -> str | None:
@@ -478,33 +354,3 @@ def _end_line(run: SourceRun, b: _Builder) -> dict[str, Any]:
     if run.end_meta:
         end["meta"] = dict(run.end_meta)
     return end
-
-
-_FORBIDDEN_ID_CHARS = frozenset('/\\<>:"|?*')
-
-
-def derive_id(text: str, taken: Any) -> str:
-    """A valid, unused id made from ``text`` (`runner.domain.ids` rules).
-
-    Forbidden and control characters and whitespace become ``_``; leading/trailing dots and
-    spaces are dropped; a case-insensitive clash with an id in ``taken`` (an `IdSet`) gets
-    ``-2``, ``-3``, ... appended. The id is added to ``taken``.
-    """
-    from runner.domain.ids import MAX_ID_LENGTH, id_problem
-
-    cleaned = (
-        "".join(
-            "_" if (c in _FORBIDDEN_ID_CHARS or not c.isprintable() or c.isspace()) else c
-            for c in text
-        ).strip(" .")
-        or "run"
-    )
-    cleaned = cleaned[: MAX_ID_LENGTH - 8].rstrip(" .")
-    if id_problem(cleaned) is not None:
-        cleaned = "run"
-    candidate, n = cleaned, 1
-    while candidate in taken:
-        n += 1
-        candidate = f"{cleaned}-{n}"
-    taken.add(candidate)
-    return candidate

@@ -31,7 +31,8 @@ import structlog
 
 from runner.domain.ids import IdSet
 from runner.errors import InputError
-from runner.importers.conversation import BuiltRun, SourceRun, ToolIndex, build_run
+from runner.importers.conversation import BuiltRun, ToolIndex, build_run
+from runner.importers.source import SourceRun
 from runner.importers.toolset import (
     MANIFEST_NAME,
     ImportedTool,

@@ -40,14 +40,14 @@ from typing import Any
 from runner.domain.ids import IdSet
 from runner.domain.tasks import parse_clock_start
 from runner.errors import InputError
-from runner.importers.conversation import (
+from runner.importers.output import ImportSource, WorkflowShape
+from runner.importers.source import (
     SourceMessage,
     SourceRun,
     SourceToolCall,
     derive_id,
     parse_arguments,
 )
-from runner.importers.output import ImportSource, WorkflowShape
 from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
 
 __all__ = ["read_tau2", "read_tau2_tools"]

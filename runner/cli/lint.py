@@ -78,9 +78,10 @@ def _render(results: list[TraceLint], code: int) -> None:
         console = Console(width=160)
     table = Table(title="Trace lint: the five seed fields", title_justify="left")
     table.add_column("trace", overflow="fold")
-    for column in ("episode", "calls", "raw I/O", "body", "schema hash", "model id", "clock"):
+    table.add_column("episode")
+    table.add_column("calls (raw I/O)")
+    for column in ("body", "schema hash", "model id", "clock", "signature"):
         table.add_column(column)
-    table.add_column("signature")
     table.add_column("verdict")
     findings = Table(title="Findings", title_justify="left")
     findings.add_column("where", overflow="fold")
@@ -99,6 +100,8 @@ def _render(results: list[TraceLint], code: int) -> None:
             escape(detail),
         )
 
+    names = [Path(r.file).name for r in results]
+    short = len(set(names)) == len(names)  # file names alone when they are unambiguous
     for result in results:
         verdict = {0: "[green]complete[/]", 1: "[yellow]incomplete[/]"}.get(
             result.exit_code, "[red]unreadable[/]"
@@ -111,10 +114,9 @@ def _render(results: list[TraceLint], code: int) -> None:
         else:
             sig_cell = f"[{_STYLE[signature.status]}]{signature.status}[/]"
         table.add_row(
-            escape(result.file),
+            escape(Path(result.file).name if short else result.file),
             escape(result.status or ("no end" if readable else "–")),
-            str(len(result.calls)),
-            f"{raw} of {len(result.calls)}",
+            f"{len(result.calls)} ({raw})",
             *(_cell([c.fields[f].status for c in result.calls]) for f in CALL_FIELDS),
             sig_cell,
             verdict,

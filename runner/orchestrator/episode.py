@@ -51,6 +51,7 @@ CLOCK_STEP_S = 1.0
 SEED = 0
 HELLO_TIMEOUT_S = 30.0
 SHUTDOWN_GRACE_S = 5.0
+KILL_DRAIN_S = 10.0
 POLL_S = 0.2
 
 
@@ -318,6 +319,12 @@ def run_episode(
         except InfrastructureError as exc:
             log.warning("episode_infrastructure_error", run_id=prepared.run_id, error=str(exc))
             state.infra_error = str(exc)
+        except KeyboardInterrupt:
+            # The backend's context has killed and removed the sandbox; the trace still ends.
+            state.infra_error = "interrupted (Ctrl-C): the host stopped the sandbox"
+            state.sandbox_s = monotonic() - started
+            state.finish(exit_state)
+            raise
         state.sandbox_s = monotonic() - started
         result = state.finish(exit_state)
     log.info(
@@ -339,6 +346,7 @@ def _drive(
     deadline = started + timeout_s
     hello_deadline = started + hello_timeout_s
     shutdown_deadline: float | None = None
+    killed_at: float | None = None
     for frame in sandbox.frames(POLL_S):
         if frame is not None:
             for event in state.channel.feed(*frame):
@@ -349,6 +357,10 @@ def _drive(
         if state.shutdown_sent and shutdown_deadline is None:
             shutdown_deadline = now + SHUTDOWN_GRACE_S
         if state.killed_for:
+            killed_at = now if killed_at is None else killed_at
+            if now - killed_at > KILL_DRAIN_S:  # output never ended after SIGKILL: stop reading
+                log.warning("output_not_closed_after_kill", run_id=state.prepared.run_id)
+                break
             continue
         if state.wants_kill:
             _kill(sandbox, state, state.wants_kill)

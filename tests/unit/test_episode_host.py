@@ -285,3 +285,25 @@ def test_start_failure_is_infra_error_with_trace(setup: SimpleNamespace) -> None
     assert result.status == "infra_error" and result.infrastructure_failed
     assert [line["type"] for line in lines] == ["run", "end"]
     assert "fake engine refused" in lines[-1]["reason"]
+
+
+def test_ctrl_c_still_ends_the_trace_and_stops_the_process(setup: SimpleNamespace) -> None:
+    def interrupt(request: dict[str, Any]) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    backend = SubprocessBackend([sys.executable, "-u", str(setup.script), "succeeded"])
+    provider = ScriptedProvider(_model)
+    provider.function = interrupt
+    with pytest.raises(KeyboardInterrupt):
+        run_episode(
+            setup.request,
+            backend=backend,
+            settings=setup.settings,
+            provider=provider,
+            id_factory=sequential_ids(),
+        )
+    trace = setup.settings.state_dir.resolve() / "traces" / "run-0001.jsonl"
+    end = json.loads(trace.read_text().splitlines()[-1])
+    assert end["type"] == "end" and end["status"] == "infra_error"
+    assert "interrupted" in end["reason"]
+    assert backend.sandboxes[0].proc.poll() is not None

@@ -25,7 +25,6 @@ from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import STDERR, STDOUT, Mount, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
-from runner.backends.docker.client import translate
 from runner.backends.docker.frames import FrameDecoder, FrameError, encode_frame
 from runner.errors import InfrastructureError, TransientInfrastructureError
 
@@ -340,20 +339,6 @@ def test_name_conflict_with_a_foreign_container_fails_and_touches_nothing() -> N
     ):
         pass
     assert "remove_container" not in api.names() and "start" not in api.names()
-
-
-def test_engine_unreachable_is_one_line_naming_address_and_fix() -> None:
-    exc = requests.exceptions.ConnectionError(
-        urllib3.exceptions.ProtocolError(
-            "Connection aborted.", FileNotFoundError(2, "No such file or directory")
-        )
-    )
-    err = translate(exc, "ping", "unix:///nonexistent.sock")
-    assert type(err) is InfrastructureError and err.exit_code == 6
-    text = str(err)
-    assert "\n" not in text
-    assert "unix:///nonexistent.sock" in text and "No such file or directory" in text
-    assert "fix:" in text
 
 
 def test_frame_decoder_rejects_unknown_streams_and_buffers_partial_headers() -> None:

@@ -132,8 +132,9 @@ def translate(exc: BaseException, action: str, address: str = "") -> Infrastruct
         explanation = str(exc.explanation or exc).strip()
         message = f"{action}: Docker engine answered {status}: {explanation}"
         lowered = explanation.lower()
+        # 409 is a conflict ("removal ... already in progress") only transient by its words.
         if status in _TRANSIENT_STATUS or (
-            status >= 500 and any(word in lowered for word in _TRANSIENT_WORDS)
+            (status >= 500 or status == 409) and any(word in lowered for word in _TRANSIENT_WORDS)
         ):
             return TransientInfrastructureError(message, action=action, status=status)
         return InfrastructureError(message, action=action, status=status)

@@ -11,6 +11,7 @@ reasons are capped (`MAX_OUTBOUND`, `MAX_COVERAGE`), with the number dropped rec
 from __future__ import annotations
 
 import platform as host_platform
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from runner.ledger.pricing import estimate_usd
 from runner.orchestrator.channel import Channel, ChannelEvent
 from runner.orchestrator.providers import ModelProvider, ProviderResponse
 from runner.runtime import protocol
-from runner.traceformat import episode_exit_code, failure_signature
+from runner.traceformat import encode_body, episode_exit_code, failure_signature
 
 if TYPE_CHECKING:
     from runner.orchestrator.episode import EpisodeRequest, EpisodeResult, PreparedRun
@@ -34,6 +35,7 @@ log = structlog.get_logger(__name__)
 MAX_OUTBOUND = 1000
 MAX_COVERAGE = 100
 RUNTIME_STATUSES = ("succeeded", "failed", "denied")
+_BODY_FIELDS = ("body", "body_encoding", "truncated", "original_length", "sha256")
 _ATTEMPT_KEYS = ("kind", "host", "address", "port", "resolved_from", "outcome", "pid", "event")
 
 
@@ -68,6 +70,7 @@ class EpisodeState:
     tokens_out: int = 0
     model_calls: int = 0
     usd: float = 0.0
+    served: deque[ProviderResponse] = field(default_factory=deque)
     unpriced_models: list[str] = field(default_factory=list)
     runtime_meter: dict[str, int] = field(default_factory=dict)
     sandbox_s: float = 0.0
@@ -129,9 +132,24 @@ class EpisodeState:
         index = record.get("index")
         if isinstance(index, int) and not isinstance(index, bool):
             self.last_call_index = max(self.last_call_index, index)
+        if record.get("tool") in ("model", "user") and self.served:
+            record = self._host_recorded(record, self.served.popleft())
         assert self.trace is not None
         self.trace.call(record)
         return []
+
+    @staticmethod
+    def _host_recorded(record: dict[str, Any], served: ProviderResponse) -> dict[str, Any]:
+        """Return ``record`` with the raw body and model id the host served (SPEC.md).
+
+        The host, not the sandbox, is the witness of a model turn: the body it served and the
+        model id read from that body replace whatever the sandbox reported.
+        """
+        record = {k: v for k, v in record.items() if k not in _BODY_FIELDS}
+        if served.body is not None:
+            record.update(encode_body(served.body))
+        record["model"] = served.model
+        return record
 
     def _on_model_request(
         self, message: dict[str, Any], provider: ModelProvider | None
@@ -154,6 +172,7 @@ class EpisodeState:
         self.tokens_out += tokens_out
         self.model_calls += 1
         self._charge(response.model, tokens_in, tokens_out)
+        self.served.append(response)
         reply: dict[str, Any] = {
             "type": "model_response",
             "id": message.get("id"),

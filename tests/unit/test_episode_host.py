@@ -63,7 +63,7 @@ FAKE_RUNTIME = textwrap.dedent(
           "request": {"model": "x", "messages": [{"role": "user", "content": "hi"}]}})
     resp = recv()
     send({"type": "call", "record": {"index": 1, "step_id": "answer", "tool": "model",
-          "request": {}, "body": resp["body"], "body_encoding": "text", "model": resp["model"]}})
+          "request": {}, "body": "forged", "body_encoding": "text", "model": "forged"}})
     sys.stdout.flush()
     sys.stderr.write("noise\n")
     if mode == "failed":

@@ -42,6 +42,7 @@ from runner.errors import InputError
 
 __all__ = [
     "AgentSpec",
+    "FixedMessage",
     "ModelSpec",
     "Step",
     "Workflow",
@@ -95,6 +96,18 @@ class ModelSpec(_Frozen):
         return self
 
 
+class FixedMessage(_Frozen):
+    """A message of the conversation that is not a model turn (e.g. an imported greeting).
+
+    Attributes:
+        role: ``assistant`` or ``user``.
+        content: the text, sent as is (not templated).
+    """
+
+    role: Literal["assistant", "user"]
+    content: str
+
+
 class AgentSpec(_Frozen):
     """A tool-calling loop driven by the model.
 
@@ -106,6 +119,9 @@ class AgentSpec(_Frozen):
             sends the task's input.
         user: instructions of a simulated user (role ``user``, served through the host like
             model turns); None means no simulated user.
+        fixed_messages: messages that are part of the conversation without being model turns
+            (τ²'s opening greeting), placed after the system prompt and before the first user
+            message; never sent to or served as a model call.
     """
 
     tools: list[str] = Field(default_factory=list)
@@ -113,6 +129,7 @@ class AgentSpec(_Frozen):
     system: str | None = None
     input: str | None = None
     user: str | None = None
+    fixed_messages: list[FixedMessage] = Field(default_factory=list)
 
     @field_validator("tools")
     @classmethod

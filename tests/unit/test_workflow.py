@@ -199,6 +199,25 @@ def test_good_references_and_agent_prompt_references(tmp_path: Path) -> None:
     assert info.value.fields["line"] == 7
 
 
+def test_fixed_messages_of_an_agent(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "name: w\nversion: '1'\nsteps:\n  - id: a\n    agent:\n      max_turns: 1\n"
+        "      fixed_messages:\n        - {role: assistant, content: 'Hi! ${not a ref}'}\n",
+    )
+    agent = load_workflow(path).normalised()["steps"][0]["agent"]
+    assert agent["fixed_messages"] == [{"role": "assistant", "content": "Hi! ${not a ref}"}]
+    bad = _write(
+        tmp_path,
+        "name: w\nversion: '1'\nsteps:\n  - id: a\n    agent:\n      max_turns: 1\n"
+        "      fixed_messages:\n        - {role: tool, content: x}\n",
+    )
+    with pytest.raises(InputError) as info:
+        load_workflow(bad)
+    assert info.value.fields["field"] == "steps[0].agent.fixed_messages[0].role"
+    assert info.value.fields["line"] == 8
+
+
 def test_duplicate_step_ids(tmp_path: Path) -> None:
     error = _error(
         tmp_path,

@@ -189,20 +189,30 @@ def sandbox_labels(
     return labels
 
 
-def container_name(run_id: str) -> str:
-    """Deterministic container name for one run attempt.
+def _name_part(value: str, limit: int) -> str:
+    """``value`` if a container name can hold it, else a cleaned copy plus a short hash."""
+    if _NAME_OK.match(value) and len(value) <= limit:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    cleaned = _NAME_BAD_CHARS.sub("-", value)[: limit - 13].strip("-.") or "x"
+    return f"{cleaned}-{digest}"
 
-    The same ``run_id`` always gives the same name, so a retried create hits a name conflict
-    instead of making a second container. Characters a container name cannot hold are replaced
-    and a short hash of the original id keeps distinct ids distinct.
+
+def container_name(run_id: str, session_id: str = "") -> str:
+    """Deterministic container name for one run attempt of one backend session.
+
+    The same ``(run_id, session_id)`` always gives the same name, so a retried create hits a
+    name conflict instead of making a second container. The session part keeps two processes
+    that use the same run id on one engine (two CI jobs, two users) from colliding. Characters
+    a container name cannot hold are replaced, and a short hash of the original keeps distinct
+    ids distinct.
 
     Raises:
         ValueError: an empty run id.
     """
     if not run_id:
         raise ValueError("empty run id")
-    if _NAME_OK.match(run_id) and len(run_id) <= 200:
-        return _NAME_PREFIX + run_id
-    digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    cleaned = _NAME_BAD_CHARS.sub("-", run_id)[:180].strip("-.") or "run"
-    return f"{_NAME_PREFIX}{cleaned}-{digest}"
+    name = _NAME_PREFIX + _name_part(run_id, 180)
+    if session_id:
+        name += "-" + _name_part(session_id, 40)
+    return name

@@ -238,6 +238,6 @@ def test_reaper_removes_a_crashed_owners_container_but_not_a_live_ones(
     )
     with backend.sandbox(live_spec) as live:
         removed = DockerBackend.connect(session_id="reaper").reap()
-        assert f"sandbox-replay-{crashed_session}-run" in removed
+        assert f"sandbox-replay-{crashed_session}-run-{crashed_session}" in removed
         assert live.is_running()  # a live owner's container is never reaped
     assert docker_client.containers.list(all=True, filters=session_filter) == []

@@ -187,7 +187,7 @@ def test_create_flags_are_exactly_the_hardened_set() -> None:
     assert kwargs == {
         "image": "sandbox-replay:latest",
         "command": ["python3", "-u", "-m", "runner.runtime"],
-        "name": "sandbox-replay-run-1",
+        "name": "sandbox-replay-run-1-sess1",
         "user": "10001:10001",
         "detach": True,
         "stdin_open": True,
@@ -326,12 +326,12 @@ def test_lost_create_answer_is_adopted_not_duplicated() -> None:
     with backend_for(api).sandbox(spec()):
         pass
     assert api.names().count("create_container") == 1
-    assert ("inspect_container", ("sandbox-replay-run-1",), {}) in api.calls
+    assert ("inspect_container", ("sandbox-replay-run-1-sess1",), {}) in api.calls
 
 
 def test_name_conflict_with_a_foreign_container_fails_and_touches_nothing() -> None:
     api = FakeAPI()
-    api.created["sandbox-replay-run-1"] = {"labels": {L.RUN: "run-1", L.OWNER: "other:1:2"}}
+    api.created["sandbox-replay-run-1-sess1"] = {"labels": {L.RUN: "run-1", L.OWNER: "other:1:2"}}
     api.fail["create_container"] = [api_error(409, "Conflict. The container name is in use")]
     with (
         pytest.raises(InfrastructureError, match="already exists"),
@@ -352,6 +352,9 @@ def test_frame_decoder_rejects_unknown_streams_and_buffers_partial_headers() -> 
 
 def test_container_names_are_deterministic_and_distinct() -> None:
     assert L.container_name("run-1") == L.container_name("run-1") == "sandbox-replay-run-1"
+    assert L.container_name("run-1", "s1") == "sandbox-replay-run-1-s1"
+    assert L.container_name("run-1", "s1") != L.container_name("run-1", "s2")
+    assert L.container_name("r", "a b").startswith("sandbox-replay-r-a-b-")
     weird_a, weird_b = L.container_name("a/b"), L.container_name("a:b")
     assert weird_a != weird_b
     for name in (weird_a, weird_b):

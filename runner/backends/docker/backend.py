@@ -12,9 +12,10 @@ size-limited tmpfs ``/tmp`` with ``HOME`` and ``TMPDIR`` in it; ``cap_drop=ALL``
 no host environment (only the spec's ``env``; docker-py's proxy injection is off); bind
 mounts in the structured form with ``read_only`` (paths with spaces, colons, non-ASCII work).
 
-Idempotency: ``create`` is not blindly retried. The container name derives from the run id,
-so a repeated create meets a name conflict; a conflicting container that carries this run id
-and this owner is our own earlier attempt and is adopted, anything else is an error.
+Idempotency: ``create`` is not blindly retried. The container name derives from the run id
+and the backend's session id, so a repeated create meets a name conflict; a conflicting
+container that carries this run id and this owner is our own earlier attempt and is adopted,
+anything else is an error.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class DockerBackend(Backend):
         return {
             "image": spec.image,
             "command": list(spec.command),
-            "name": L.container_name(spec.run_id),
+            "name": L.container_name(spec.run_id, self.session_id),
             "user": SANDBOX_USER,
             "detach": True,
             "stdin_open": True,
@@ -217,7 +218,7 @@ class DockerBackend(Backend):
             InfrastructureError: the engine is unusable, the image is missing, or the container
                 could not start (the engine's explanation and any output attached).
         """
-        name = L.container_name(spec.run_id)
+        name = L.container_name(spec.run_id, self.session_id)
         container_id: str | None = None
         box: DockerSandbox | None = None
         started_at = time.monotonic()

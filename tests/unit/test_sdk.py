@@ -234,8 +234,12 @@ _HASH_SCRIPT = textwrap.dedent(
     import json, sys
     sys.path[:0] = [{root!r}, {fixtures!r}]
     import hd_tools
-    from runner.sdk import collect_tools
-    print(json.dumps({{d.id: d.schema_hash for d in collect_tools(hd_tools)}}, sort_keys=True))
+    from typing import Union
+    from runner.sdk import collect_tools, derive_schema, schema_hash
+    def implicit(a: str = None, b: Union[str, int] = 1, c: "list[int]" = None): ...
+    hashes = {{d.id: d.schema_hash for d in collect_tools(hd_tools)}}
+    hashes["implicit"] = schema_hash(derive_schema(implicit))
+    print(json.dumps(hashes, sort_keys=True))
     """
 )
 
@@ -255,7 +259,7 @@ def test_schema_hash_is_the_same_in_other_processes_and_on_python_39() -> None:
         )
         results.append(json.loads(done.stdout))
     assert results[0] == results[1] == results[2]
-    assert len(results[0]) == 7
+    assert len(results[0]) == 8
 
 
 def test_replay_context_denies_direct_calls_and_executes_nothing() -> None:

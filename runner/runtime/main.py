@@ -3,11 +3,12 @@
 Standard library only, Python 3.9+. ``python3 -u -m runner.runtime`` (`runner.runtime.__main__`)
 isolates the channel first, then calls `serve`. Sequence:
 
-1. install the outbound-destination hook in this process (`runner.runtime.audit`) and set the
+1. send ``hello`` ``{protocol, python, pid, platform, packages}``;
+2. install the outbound-destination hook in this process (`runner.runtime.audit`) and set the
    environment that makes every Python child load it (``sitecustomize``) and report to the
-   child log (`runner.runtime.childlog`);
-2. send ``hello`` ``{protocol, python, pid}``; wait for ``start`` (``shutdown`` or EOF on stdin
-   end the process at once, at any time);
+   child log (`runner.runtime.childlog`; without a writable ``TMPDIR`` a ``coverage`` message
+   says children cannot report); then wait for ``start`` (``shutdown`` or EOF on stdin end the
+   process at once, at any time);
 3. read ``run.json`` and ``manifest.json`` from ``RUN_DIR`` (`ENV_RUN_DIR` overrides it, for
    tests outside a container); build the registry from the manifest alone; install the clock;
 4. inside ``runner.sdk.replay_context(execute ids)`` run the episode; send ``episode``.
@@ -157,13 +158,22 @@ class Runtime:
         self.channel.send("model_request", id=message_id, **fields)
         return self.channel.wait_for("model_response", lambda m: m.get("id") == message_id)
 
+    def _install_audit(self) -> None:
+        self.channel.before_send = self._flush_queued
+        try:
+            self.child_log = ChildLog()
+        except OSError as exc:  # no writable TMPDIR: children cannot report; say so
+            audit.install(None, in_memory=True)
+            self.channel.send(
+                "coverage", partial=True, reason="child egress log unavailable: {}".format(exc)
+            )
+            return
+        audit.install(self.child_log.path, in_memory=True)
+        os.environ.update(audit.child_environment(self.child_log.path))
+
     def serve(self) -> int:
         """Run the whole protocol; return the process exit code."""
         try:
-            self.child_log = ChildLog()
-            audit.install(self.child_log.path, in_memory=True)
-            os.environ.update(audit.child_environment(self.child_log.path))
-            self.channel.before_send = self._flush_queued
             self.channel.send(
                 "hello",
                 protocol=protocol.PROTOCOL_VERSION,
@@ -172,6 +182,7 @@ class Runtime:
                 platform=environment_platform(),
                 packages=installed_packages(),
             )
+            self._install_audit()
             self.channel.start_reader()
             self.channel.wait_for("start")
             episode = self._run()

@@ -166,3 +166,31 @@ def test_a_simulated_user_is_served_with_role_user(tmp_path: Path, user: Any) ->
                                {"role": "user", "content": "It is 5."}]
     assert result.episode["status"] == "succeeded" and result.episode["output"] == "It is 5."
     assert result.calls[0]["model"] == "user-sim"
+
+
+def test_every_call_record_is_a_valid_trace_call_line(tmp_path: Path) -> None:
+    from jsonschema import Draft202012Validator
+
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" /
+                         "trace.schema.json").read_text())
+    validator = Draft202012Validator(dict(schema, **{"$ref": "#/$defs/call"}))
+    model = scripted([
+        completion(None, [("misc.fail", {"key": "k"}), ("kb.search", {"query": "x"}),
+                          ("no such tool!", {}), ("math.add", {"a": 1})]),
+        {"body": json.dumps({"choices": [{"message": {"role": "assistant", "content": None,
+                                                       "tool_calls": [{"id": "c", "function": {
+                                                           "name": "math.add",
+                                                           "arguments": "{not json"}}]}}]})},
+        completion("ok"),
+    ])
+    result = _run(tmp_path, {"tools": ["misc.fail", "kb.search", "math.add"], "max_turns": 4},
+                  {"misc.fail": "execute", "kb.search": "recorded", "math.add": "execute"},
+                  model)
+    assert len(result.calls) == 8
+    for record in result.calls:
+        errors = sorted(validator.iter_errors(record), key=str)
+        assert not errors, (record, [e.message for e in errors])
+    assert result.calls[3]["tool"] == "no_such_tool_"
+    assert result.calls[3]["meta"] == {"requested_tool": "no such tool!"}
+    assert result.calls[6]["meta"] == {"arguments": "{not json"}

@@ -5,20 +5,21 @@ into `SourceRun` values; `build_run` turns each into the lines of one trace of t
 (docs/internals.md, docs/trace.schema.json) plus the task's observations (SPEC.md call
 records). The shapes it writes are the contract with ``reproduce``:
 
-- model turn (``tool: "model"``): ``request = {"model"?, "messages", "tools"?, **settings}``
-  where ``messages`` is the conversation so far as the agent saw it: ``system`` (the workflow's
-  system prompt), the fixed messages, then user / assistant / tool messages in order.
-  Assistant messages are normalised to ``{"role", "content", "tool_calls"?}`` with tool calls
-  ``{"id", "type": "function", "function": {"name", "arguments": JSON text}}``; tool results to
-  ``{"role": "tool", "tool_call_id", "content"}``; user messages to ``{"role", "content"}``.
-  ``body`` is what the source has (τ²: the provider's *choice* object; chat datasets:
-  ``{"message": ...}``), never the HTTP body: ``raw_io: false`` and ``meta.body_shape:
-  "choice"``. ``model`` is the configured alias with ``model_source: "config"`` (or absent).
-  The request itself is a reconstruction (``meta.request_reconstructed: true``): sources keep
-  the messages, not the request that was sent.
-- simulated-user turn (``tool: "user"``): ``request = {"model"?, "messages", **settings}`` with
-  ``messages`` = the agent's messages so far *without* the leading system message; the body is
-  the simulator's own reply (its role is ``assistant`` from its point of view).
+- model turn (``tool: "model"``): ``request = {"model", "messages", "tools"?, **settings}``,
+  built as `runner.runtime.agent` builds it so that ``reproduce`` can match it: ``messages`` =
+  ``system`` (the workflow's system prompt), the fixed messages, then the turns in order;
+  an assistant message is the provider body's own ``message`` verbatim (normalised to
+  ``{"role", "content", "tool_calls"?}`` when the source has no body); a tool result is
+  ``{"role": "tool", "tool_call_id": <the call's id>, "name": <tool id>, "content": <the
+  source's content, verbatim>}``. ``body`` is what the source has (τ²: the provider's *choice*
+  object; chat datasets: ``{"message": ...}``), never the HTTP body: ``raw_io: false`` and
+  ``meta.body_shape: "choice"``. ``model`` is the configured alias with ``model_source:
+  "config"`` (absent when the source has none). The request is a reconstruction
+  (``meta.request_reconstructed: true``): sources keep the messages, not the request sent.
+- simulated-user turn (``tool: "user"``): ``request = {"model", "messages", **settings}`` with
+  ``messages`` = the user's instructions as system message (``SourceRun.user_system``, else
+  the task input as canonical JSON), then the non-empty assistant/user texts so far with
+  roles swapped, tool traffic left out; the body is the simulator's own reply.
 - tool call (``tool`` = the function name): ``args`` parsed from the JSON arguments text;
   ``body`` = the tool message's content (a tool-level value, ``raw_io: false``); a result the
   source marks as an error also carries ``error: {"class": "ToolError", "message"}``.
@@ -44,6 +45,7 @@ from typing import Any
 
 from runner.errors import InputError
 from runner.importers.source import SourceMessage, SourceRun, SourceToolCall
+from runner.sdk import canonical_json
 from runner.traceformat import (
     TRACE_VERSION,
     encode_body,
@@ -104,6 +106,15 @@ def _text(content: Any) -> str | None:
 
 
 def _assistant_chat(msg: SourceMessage) -> dict[str, Any]:
+    """The assistant message as the next request carries it.
+
+    The provider body's own ``message`` verbatim when the source has one (what an agent loop
+    appends after a turn), else ``{"role", "content", "tool_calls"?}`` built from the source.
+    """
+    if isinstance(msg.body, dict) and isinstance(msg.body.get("message"), dict):
+        verbatim = dict(msg.body["message"])
+        verbatim.setdefault("role", "assistant")
+        return verbatim
     out: dict[str, Any] = {"role": "assistant", "content": msg.content}
     if msg.tool_calls:
         calls = []
@@ -155,6 +166,22 @@ class _Builder:
         self.calls.append(line)
         return line
 
+    def _user_view(self) -> list[dict[str, Any]]:
+        """The conversation as the simulated user sees it.
+
+        Its instructions as the system message, then the text messages with roles swapped
+        (tool traffic left out), as `runner.runtime.agent` builds a user turn.
+        """
+        system = self.run.user_system
+        if system is None:
+            system = canonical_json(self.run.task_input)
+        seen: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        for m in self.history:
+            if m.get("role") in ("assistant", "user") and m.get("content"):
+                swapped = "user" if m["role"] == "assistant" else "assistant"
+                seen.append({"role": swapped, "content": m["content"]})
+        return seen
+
     def provider_turn(self, role: str, msg: SourceMessage) -> None:
         if role == "model":
             request: dict[str, Any] = dict(self.run.model_settings)
@@ -167,8 +194,7 @@ class _Builder:
             alias = self.run.model_alias
         else:
             request = dict(self.run.user_settings)
-            start = 1 if self.history and self.history[0]["role"] == "system" else 0
-            request["messages"] = [dict(m) for m in self.history[start:]]
+            request["messages"] = self._user_view()
             alias = self.run.user_alias
         record: dict[str, Any] = {"tool": role, "request": request}
         meta: dict[str, Any] = {"request_reconstructed": True, **msg.meta}
@@ -210,8 +236,14 @@ class _Builder:
             self.counts.id_mismatches += 1
         chosen.answered = True
         self._tool_line(chosen.call, msg, by_position)
-        chat = {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
-        self.history.append(chat)
+        self.history.append(
+            {
+                "role": "tool",
+                "tool_call_id": chosen.call.id,
+                "name": chosen.call.name,
+                "content": msg.content,
+            }
+        )
 
     def _tool_line(
         self, call: SourceToolCall, msg: SourceMessage | None, by_position: bool = False

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +302,7 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
                 failed_reason=_verdict(extras),
                 meta={"source": "openai-messages", "line": line, **extras},
                 system=system,
+                user_system=_USER_NOTE,
                 request_tools=request_tools,
             )
         )
@@ -308,6 +310,11 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
         raise InputError("no runs in the file", file=file)
     single = next(iter(aliases)) if len(aliases) == 1 else None
     model = {"provider": "openai", "name": single} if single else {"provider": "replay"}
+    if not single:
+        # the request's ``model`` is what the workflow would ask for: the provider's name
+        # when it has no model name (the call's model id stays absent: nothing is invented)
+        asked = {"model": "replay"}
+        runs = [r if r.model_alias else replace(r, model_settings=asked) for r in runs]
     shape = WorkflowShape(
         name=_workflow_name(stem),
         version="1",

@@ -93,6 +93,8 @@ class SourceRun:
         meta: source fields kept on the run line (ids, rewards, ...).
         end_meta: source fields kept on the end line (the verdict's details).
         system: the system prompt the agent was given, or None.
+        user_system: the simulated user's instructions as the system message of its turns
+            (the workflow's ``user`` rendered); None: the task input as canonical JSON.
         request_tools: the tools as sent to the model in this run (OpenAI function format);
             None means every tool of the source.
         file: the source file (for errors).
@@ -115,6 +117,7 @@ class SourceRun:
     meta: dict[str, Any] = field(default_factory=dict)
     end_meta: dict[str, Any] = field(default_factory=dict)
     system: str | None = None
+    user_system: str | None = None
     request_tools: tuple[dict[str, Any], ...] | None = None
 
 

@@ -49,6 +49,7 @@ from runner.importers.source import (
     parse_arguments,
 )
 from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
+from runner.sdk import canonical_json
 
 __all__ = ["read_tau2", "read_tau2_tools"]
 
@@ -188,6 +189,14 @@ def _message(msg: Any, where: str, file: str) -> SourceMessage:
         fixed=fixed,
         meta=meta,
     )
+
+
+def _instructions_text(scenario: dict[str, Any]) -> str | None:
+    """``${task.instructions}`` as a rendered string: text as is, anything else canonical JSON."""
+    if "instructions" not in scenario:
+        return None
+    value = scenario["instructions"]
+    return value if isinstance(value, str) else canonical_json(value)
 
 
 def _expected(task: dict[str, Any], missing: Counter[str]) -> tuple[dict[str, Any], list[Any]]:
@@ -341,6 +350,7 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
                 usd=usd,
                 meta=meta,
                 system=policy,
+                user_system=_instructions_text(scenario),
                 end_meta={
                     "reward_info": {
                         k: reward_info.get(k)

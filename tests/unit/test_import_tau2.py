@@ -24,7 +24,7 @@ from runner.errors import InputError
 from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.importers.toolset import parse_effect_map
-from runner.sdk import schema_hash
+from runner.sdk import canonical_json, schema_hash
 from runner.settings import Settings
 from runner.traceformat import failure_signature
 
@@ -99,9 +99,15 @@ def test_mini_fixture_import(tmp_path: Path) -> None:
     assert known == "You are José Núñez, jose@example.com"
     # the greeting is a fixed message of the workflow, not a call
     assert calls[0]["tool"] == "user"
+    # the simulated user sees its instructions and the text turns with roles swapped
     assert calls[0]["request"]["messages"] == [
-        {"role": "assistant", "content": "Hi! How can I help you today?"}
+        {"role": "system", "content": canonical_json(head["task_input"]["instructions"])},
+        {"role": "user", "content": "Hi! How can I help you today?"},
     ]
+    assert calls[1]["request"]["messages"][1] == {
+        "role": "assistant",
+        "content": "Hi! How can I help you today?",
+    }
     assert "fixed_messages:" in head["workflow"]["content"]
     # assistant text together with a tool call stays one model turn carrying both
     turn = calls[1]
@@ -110,10 +116,16 @@ def test_mini_fixture_import(tmp_path: Path) -> None:
     assert json.loads(turn["body"])["message"]["content"] == "Je vérifie votre compte…"
     assert turn["request"]["messages"][0]["role"] == "system"
     nxt = calls[3]["request"]["messages"]
-    assert nxt[-2]["content"] == "Je vérifie votre compte…"
+    assert nxt[-2] == json.loads(turn["body"])["message"]  # the provider's message verbatim
     assert nxt[-2]["tool_calls"][0]["function"] == {
         "name": "find_user",
         "arguments": '{"email":"jose@example.com"}',
+    }
+    assert nxt[-1] == {
+        "role": "tool",
+        "tool_call_id": "call_A",
+        "name": "find_user",
+        "content": "jose_nunez_1",
     }
     # call_A is reused by a later message for another tool: each result goes to its own call
     tools = [(c["tool"], c["args"], c["body"]) for c in calls if c["tool"] not in ("model", "user")]
@@ -298,14 +310,21 @@ def test_realdata_lint_reports_what_the_source_lacks(retail: Path) -> None:
     assert "model_source" in found and "raw_io" in found
 
 
-def test_realdata_workflow_loads(retail: Path) -> None:
+def test_realdata_workflows_check(retail: Path) -> None:
     from runner.domain.workflow import load_workflow
+    from runner.orchestrator.eligibility import check_eligibility
 
     wf = load_workflow(retail / "workflow.yaml")
-    assert wf.spec.steps[0].agent is not None
-
-
-test_realdata_workflow_loads = pytest.mark.xfail(
-    reason="AgentSpec has no `fixed_messages` yet (issue 7: the greeting is a fixed message)",
-    strict=True,
-)(test_realdata_workflow_loads)
+    agent = wf.spec.steps[0].agent
+    assert agent is not None and len(agent.tools) == 15
+    assert [(m.role, m.content) for m in agent.fixed_messages] == [
+        ("assistant", "Hi! How can I help you today?")
+    ]
+    manifest = json.loads((retail / "tools.manifest.json").read_text("utf-8"))
+    unsafe = {t["id"] for t in manifest["tools"] if t["effect"] == "unsafe"}
+    full = check_eligibility([retail / "workflow.yaml"], "shadow")
+    assert not full.eligible
+    assert {p.tool for p in full.problems} == unsafe
+    assert {"calculate", "transfer_to_human_agents"} <= unsafe
+    read_only = check_eligibility([retail / "workflow.read-only.yaml"], "shadow")
+    assert read_only.eligible, read_only.lines()

@@ -193,3 +193,13 @@ def test_concurrent_children_append_whole_lines(tmp_path: Path) -> None:
     records = log.read_new()
     assert log.malformed == 0 and len(records) == 400
     assert {r["attempt"]["pid"] for r in records} == {p.pid for p in procs}
+
+
+def test_a_forked_child_cannot_write_the_channel_and_its_egress_is_logged(tmp_path: Path
+                                                                          ) -> None:
+    result = _run(tmp_path, "proc.fork_forge")
+    assert all(m.get("output") != "FORGED-BY-FORK" for m in result.messages)
+    assert result.episode["output"] == 0
+    egress = result.of("egress")
+    assert len(egress) == 1 and egress[0]["child"] is True
+    assert egress[0]["attempt"]["pid"] != result.messages[0]["pid"]

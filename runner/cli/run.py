@@ -13,42 +13,19 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import structlog
 import typer
 
 from runner.cli.app import app, fail, state
 from runner.errors import (
     EXIT_INFRA,
     EXIT_OK,
-    IneligibleError,
     SandboxReplayError,
-    ToolNotResolvable,
 )
 
 if TYPE_CHECKING:
     from runner.orchestrator.episode import EpisodeResult
     from runner.settings import Settings
-
-
-def _eligibility(workflow: Any, registry: Any, policy: Any) -> None:
-    """Resolve every tool of every step in the policy's view (the load-time check).
-
-    Raises:
-        IneligibleError: a tool is denied or does not resolve (each named with its step).
-    """
-    view = registry.restrict(policy)
-    problems: list[str] = []
-    for step in workflow.spec.steps:
-        for tool_id in step.tool_ids():
-            try:
-                view.resolve(tool_id)
-            except ToolNotResolvable as exc:
-                problems.append(f"{workflow.path}: step {step.id!r}: {exc}")
-    if problems:
-        raise IneligibleError(
-            f"workflow {workflow.path} cannot be sandboxed under policy {policy.name!r}: "
-            + "; ".join(problems),
-            problems=problems,
-        )
 
 
 def execute_run(
@@ -81,19 +58,23 @@ def execute_run(
         InfrastructureError: Docker is unusable.
     """
     from runner.domain.ids import timestamped_ids, validate_id
-    from runner.domain.registry import Registry
     from runner.domain.tasks import load_tasks
-    from runner.domain.workflow import load_workflow
+    from runner.orchestrator.eligibility import check_eligibility
     from runner.orchestrator.episode import EpisodeRequest, run_episode
     from runner.orchestrator.providers import provider_for
     from runner.policy import load_policy
 
     validate_id(task_id, kind="task id", field="--task")
-    task = load_tasks(tasks_path).get(task_id)
-    workflow = load_workflow(workflow_path)
+    task_file = load_tasks(tasks_path)
+    for error in task_file.errors:  # the other tasks still load; say what was skipped
+        structlog.get_logger(__name__).warning("task_line_skipped", error=str(error))
+    task = task_file.get(task_id)
     policy = load_policy(policy_name)
-    registry = Registry.for_workflow(workflow)
-    _eligibility(workflow, registry, policy)
+    # The load path `check` and `submit` share: nothing starts unless every tool resolves.
+    report = check_eligibility([workflow_path], policy)
+    report.raise_for_problems()
+    workflow, registry = report.workflows[0].workflow, report.workflows[0].registry
+    assert workflow is not None and registry is not None  # eligible: both loaded
     model = workflow.spec.model
     provider = provider_for(
         model.model_dump() if model is not None else None,
@@ -103,7 +84,7 @@ def execute_run(
         workflow=workflow,
         task=task,
         policy=policy,
-        registry=registry.restrict(policy),
+        registry=registry,
         image=image or settings.image,
         mode=policy.mode,
     )

@@ -154,3 +154,29 @@ def test_a_bad_reference_fails_the_step_naming_it(tmp_path: Path) -> None:
                                   "error_class": "runner.runtime.errors.WorkflowError"}
     assert "steps.nope.output" in episode["error"]["message"]
     assert result.calls == []
+
+
+def test_odd_and_huge_bodies_are_stored_reversibly(tmp_path: Path) -> None:
+    from runner.traceformat import decode_body
+
+    steps = [{"id": "odd", "tool": "text.odd", "args": {}},
+             {"id": "big", "tool": "text.odd", "args": {"size": 2_000_000}}]
+    result = _run(tmp_path, steps, {"text.odd": "execute"})
+    assert result.episode["status"] == "succeeded"
+    odd, big = result.calls
+    expected = json.dumps("emoji \U0001f600 CJK \u6f22\u5b57 lone \udcff end", ensure_ascii=False,
+                          separators=(",", ":"))
+    assert odd["body_encoding"] == "base64"  # a lone surrogate is not UTF-8 text
+    # traceformat's rule: a lone surrogate in U+DC80..U+DCFF is a byte carried by surrogateescape
+    assert decode_body(odd).decode("utf-8", "surrogateescape") == expected
+    assert big["truncated"] is True and big["original_length"] == 2_000_002
+    assert len(big["sha256"]) == 64 and big["body_encoding"] == "text"
+
+
+def test_a_manifest_only_tool_is_served_from_observations(tmp_path: Path) -> None:
+    steps = [{"id": "crm", "tool": "crm.lookup", "args": {"email": "${task.email}"}}]
+    result = _run(tmp_path, steps, {"crm.lookup": "recorded"}, task_input={"email": "a@b.c"},
+                  observations=[_obs("crm.lookup", {"email": "a@b.c"}, {"tier": "gold"})],
+                  modules=())
+    assert result.episode["output"] == {"tier": "gold"}
+    assert result.calls[0]["source"] == "observation"

@@ -15,7 +15,14 @@ pidfile=${SANDBOX_REPLAY_DOCKERD_PIDFILE:-/tmp/sandbox-replay-dockerd.pid}
 logfile=${SANDBOX_REPLAY_DOCKERD_LOG:-/tmp/sandbox-replay-dockerd.log}
 wait_s=${SANDBOX_REPLAY_DOCKERD_WAIT_S:-90}
 
-engine_ok() { command -v docker >/dev/null 2>&1 && timeout 20 docker info >/dev/null 2>&1; }
+engine_ok() {
+  command -v docker >/dev/null 2>&1 || return 1
+  if command -v timeout >/dev/null 2>&1; then  # GNU coreutils; macOS has none by default
+    timeout 20 docker info >/dev/null 2>&1
+  else
+    docker info >/dev/null 2>&1
+  fi
+}
 
 if engine_ok; then
   exit 0

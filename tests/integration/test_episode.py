@@ -235,7 +235,7 @@ def test_cli_run_exit_codes(sandbox_image: str, tmp_path: Path) -> None:
     }
     ok = _cli(
         "run",
-        "workflows/v2.yaml",
+        "v2.yaml",
         "--tasks",
         "tasks.jsonl",
         "--task",
@@ -249,7 +249,7 @@ def test_cli_run_exit_codes(sandbox_image: str, tmp_path: Path) -> None:
     assert summary["status"] == "succeeded" and Path(summary["trace"]).is_file()
     human = _cli(
         "run",
-        "workflows/v2.yaml",
+        "v2.yaml",
         "--tasks",
         "tasks.jsonl",
         "--task",
@@ -260,7 +260,7 @@ def test_cli_run_exit_codes(sandbox_image: str, tmp_path: Path) -> None:
     assert human.returncode == 0 and "succeeded" in human.stdout and "trace: " in human.stdout
     ineligible = _cli(
         "run",
-        "workflows/v3.yaml",
+        "v3.yaml",
         "--tasks",
         "tasks.jsonl",
         "--task",
@@ -271,7 +271,7 @@ def test_cli_run_exit_codes(sandbox_image: str, tmp_path: Path) -> None:
     assert ineligible.returncode == 3 and "ticket.close" in ineligible.stderr
     bad_task = _cli(
         "run",
-        "workflows/v2.yaml",
+        "v2.yaml",
         "--tasks",
         "tasks.jsonl",
         "--task",
@@ -282,7 +282,7 @@ def test_cli_run_exit_codes(sandbox_image: str, tmp_path: Path) -> None:
     assert bad_task.returncode == 2 and "--task: invalid task id" in bad_task.stderr
     infra = _cli(
         "run",
-        "workflows/v2.yaml",
+        "v2.yaml",
         "--tasks",
         "tasks.jsonl",
         "--task",

@@ -199,7 +199,7 @@ class AgentStep:
         function = call.get("function") if isinstance(call.get("function"), dict) else {}
         name = str(function.get("name") or "")
         raw_args = function.get("arguments")
-        reply = {"role": "tool", "tool_call_id": call.get("id"), "name": name}
+        reply = {"role": "tool", "tool_call_id": call.get("id")}
         try:
             args = json.loads(raw_args) if isinstance(raw_args, str) else (raw_args or {})
         except ValueError as exc:
@@ -217,7 +217,6 @@ class AgentStep:
             self.caller.record_failed(self.step_id, name, args, error)
             reply["content"] = to_json_text({"error": error_record(error)})
             return reply
-        reply["name"] = tool.id
         try:
             value = self.caller.call_tool(self.step_id, tool, args)
             reply["content"] = to_json_text(value)

@@ -65,6 +65,7 @@ def test_several_tool_calls_in_one_message_and_results_fed_back(tmp_path: Path) 
     assert first["tools"][0]["type"] == "function"
     assert first["tools"][0]["function"]["parameters"]["required"] == ["a", "b"]
     tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
+    assert all(set(m) == {"role", "tool_call_id", "content"} for m in tool_messages)
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
         ("call_0", "5"), ("call_1", '["add numbers"]'), ("call_2", '"OK"')]
     assert second["messages"][2]["role"] == "assistant"

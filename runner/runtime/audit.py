@@ -39,12 +39,13 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+from runner.runtime import programs
+
 ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MAX_FIELD_CHARS = 512
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "ksh"})
 
 _state: Dict[str, Any] = {"installed": False, "owner_pid": None, "log_path": None}
 # Modules a handler needs (json, ipaddress, shlex, urllib.parse) are imported when it first runs:
@@ -289,95 +290,18 @@ def _argv_of(value: Any) -> List[str]:
         return [_text(v) or "" for v in value]
 
 
-def is_python_program(program: str) -> bool:
-    """True when ``program`` (a path or name) is a Python interpreter."""
-    name = os.path.basename(program)
-    if name.startswith("python") and all(c.isdigit() or c == "." for c in name[6:]):
-        return True
-    try:
-        return bool(sys.executable) and os.path.realpath(program) == os.path.realpath(
-            sys.executable
-        )
-    except (OSError, ValueError):
-        return False
-
-
-def _python_skips_hook(argv: List[str]) -> Optional[str]:
-    takes_value = set("WXQ")
-    skip_next = False
-    for arg in argv[1:]:
-        if skip_next:
-            skip_next = False
-            continue
-        if not arg.startswith("-") or arg in ("-", "--") or arg.startswith("--"):
-            break
-        flags = arg[1:]
-        for i, flag in enumerate(flags):
-            if flag in "IES":
-                return "-" + flag
-            if flag in ("c", "m"):
-                return None
-            if flag in takes_value:
-                skip_next = i == len(flags) - 1
-                break
-    return None
-
-
-def _env_drops_hook(env: Any) -> bool:
-    if env is None:
-        return False
-    try:
-        items = {_text(k): _text(v) or "" for k, v in dict(env).items()}
-    except Exception:
-        return True
-    return ENV_LOG not in items or SITE_DIR not in (items.get("PYTHONPATH") or "").split(os.pathsep)
-
-
 def _classify_child(event: str, program: Optional[str], argv: List[str], env: Any) -> None:
-    program = program or (argv[0] if argv else "")
-    name = os.path.basename(program)
-    if name in _SHELLS and "-c" in argv[1:-1]:
-        command = argv[argv.index("-c", 1) + 1]
-        _classify_command(event, command, env)
-        return
-    if is_python_program(program):
-        flag = _python_skips_hook(argv)
-        if flag is not None:
-            _coverage(
-                ("flag", program, flag),
-                reason="python child started with " + flag + ": the audit hook is not loaded",
-                program=program,
-            )
-        elif _env_drops_hook(env):
-            _coverage(
-                ("env", program),
-                reason="python child started with an environment without the audit hook",
-                program=program,
-            )
-        return
-    _coverage(
-        ("program", program),
-        reason="non-Python child process",
-        program=program,
-        argv=" ".join(argv),
-    )
+    found = programs.classify(program, argv, env, ENV_LOG, SITE_DIR)
+    if found is not None:
+        key, fields = found
+        _coverage(key, **fields)
 
 
 def _classify_command(event: str, command: str, env: Any) -> None:
-    import shlex
-
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    while words and "=" in words[0] and not words[0].startswith("="):
-        words = words[1:]  # VAR=value prefixes
-    if words and is_python_program(words[0]) and not any(c in command for c in ";&|`$("):
-        _classify_child(event, words[0], words, env)
-        return
-    _coverage(
-        ("command", command), reason="non-Python child process (shell command)", program=command
-    )
+    found = programs.classify_command(command, env, ENV_LOG, SITE_DIR)
+    if found is not None:
+        key, fields = found
+        _coverage(key, **fields)
 
 
 def _on_popen(event: str, args: Tuple[Any, ...]) -> None:

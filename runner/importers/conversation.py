@@ -10,8 +10,8 @@ records). The shapes it writes are the contract with ``reproduce``:
   ``system`` (the workflow's system prompt), the fixed messages, then the turns in order;
   an assistant message is the provider body's own ``message`` verbatim (normalised to
   ``{"role", "content", "tool_calls"?}`` when the source has no body); a tool result is
-  ``{"role": "tool", "tool_call_id": <the call's id>, "name": <tool id>, "content": <the
-  source's content, verbatim>}``. ``body`` is what the source has (τ²: the provider's *choice*
+  ``{"role": "tool", "tool_call_id": <the call's id>, "content": <the source's content,
+  verbatim>}``. ``body`` is what the source has (τ²: the provider's *choice*
   object; chat datasets: ``{"message": ...}``), never the HTTP body: ``raw_io: false`` and
   ``meta.body_shape: "choice"``. ``model`` is the configured alias with ``model_source:
   "config"`` (absent when the source has none). The request is a reconstruction
@@ -240,7 +240,6 @@ class _Builder:
             {
                 "role": "tool",
                 "tool_call_id": chosen.call.id,
-                "name": chosen.call.name,
                 "content": msg.content,
             }
         )

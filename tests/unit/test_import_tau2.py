@@ -124,7 +124,6 @@ def test_mini_fixture_import(tmp_path: Path) -> None:
     assert nxt[-1] == {
         "role": "tool",
         "tool_call_id": "call_A",
-        "name": "find_user",
         "content": "jose_nunez_1",
     }
     # call_A is reused by a later message for another tool: each result goes to its own call
@@ -328,3 +327,123 @@ def test_realdata_workflows_check(retail: Path) -> None:
     assert {"calculate", "transfer_to_human_agents"} <= unsafe
     read_only = check_eligibility([retail / "workflow.read-only.yaml"], "shadow")
     assert read_only.eligible, read_only.lines()
+
+
+# --- the imported requests are the ones the runtime's agent loop builds ----------------------
+
+TAU2_STOPS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
+
+
+def replay_through_agent_loop(out: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Drive `runner.runtime.agent.AgentStep` over every imported trace, serving each turn and
+    tool result from the trace; a request that differs from its recording is a divergence.
+
+    Emulated until the runtime has them (issue 7 contract, see the report of the importer):
+    fixed messages inserted after the system prompt; a body that is a bare choice object
+    (``{"message": ...}``); a recorded tool body served verbatim as the tool message content;
+    τ²'s three stop tokens of the simulated user.
+    """
+    import yaml
+
+    import runner.runtime.agent as agent_mod
+    from runner.orchestrator.providers import _first_difference, match_key
+    from runner.runtime.registry import RuntimeRegistry, RuntimeTool
+
+    class Verbatim(str):
+        pass
+
+    plain = agent_mod.to_json_text
+    monkeypatch.setattr(
+        agent_mod, "to_json_text", lambda v: str(v) if isinstance(v, Verbatim) else plain(v)
+    )
+
+    class Diverged(Exception):
+        pass
+
+    class Caller:
+        def __init__(self, calls: list[dict[str, Any]]) -> None:
+            self.calls, self.i = calls, 0
+
+        def _next(self) -> dict[str, Any]:
+            if self.i >= len(self.calls):
+                raise Diverged(f"unrecorded call {self.i}")
+            self.i += 1
+            return self.calls[self.i - 1]
+
+        def call_model(self, step_id: str, role: str, request: dict[str, Any]) -> Any:
+            call = self._next()
+            if call["tool"] != role or match_key(request) != match_key(call["request"]):
+                raise Diverged(
+                    f"call {call['index']}: {_first_difference(request, call['request'])}"
+                )
+            body = json.loads(call["body"])
+            return dict(body["choices"][0]["message"] if "choices" in body else body["message"])
+
+        def call_tool(self, step_id: str, tool: Any, args: Any) -> Any:
+            call = self._next()
+            if call["tool"] != tool.id or call["args"] != args:
+                raise Diverged(f"call {call['index']}: {tool.id} {args}")
+            return Verbatim(call["body"])
+
+        def record_failed(self, *args: Any) -> None:
+            raise Diverged(f"failed call {args}")
+
+    class Agent(agent_mod.AgentStep):
+        fixed_done = False
+
+        def _fixed(self, messages: list[dict[str, Any]]) -> None:
+            fixed = [dict(m) for m in self.cfg.get("fixed_messages") or []]
+            at = 1 if messages and messages[0].get("role") == "system" else 0
+            if not self.fixed_done and fixed and messages[at : at + len(fixed)] != fixed:
+                messages[at:at] = fixed
+            self.fixed_done = True
+
+        def _request(self, model_cfg: Any, messages: Any, tools: Any) -> Any:
+            self._fixed(messages)
+            return super()._request(model_cfg, messages, tools)
+
+        def _user_turn(self, messages: Any, user_cfg: Any) -> bool:
+            self._fixed(messages)
+            going = super()._user_turn(messages, user_cfg)
+            if going and any(stop in str(messages[-1]["content"]) for stop in TAU2_STOPS):
+                messages.pop()
+                return False
+            return going
+
+    manifest = json.loads((out / "tools.manifest.json").read_text("utf-8"))
+    registry = RuntimeRegistry([RuntimeTool(t, "recorded", None) for t in manifest["tools"]])
+    problems = {}
+    for path in sorted((out / "traces").glob("*.jsonl")):
+        lines = lines_of(path)
+        workflow = yaml.safe_load(lines[0]["workflow"]["content"])
+        caller = Caller(lines[1:-1])
+        try:
+            output = Agent(
+                workflow["steps"][0], workflow, registry, caller, lines[0]["task_input"], {}
+            ).run()
+            if caller.i != len(caller.calls):
+                raise Diverged(f"stopped after {caller.i} of {len(caller.calls)} calls")
+            if output != lines[-1]["output"]:
+                raise Diverged(f"output {output!r}")
+        except Diverged as exc:
+            problems[path.stem] = str(exc)
+    return problems
+
+
+def test_mini_requests_match_the_agent_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_import(read_tau2(MINI), tmp_path, {})
+    assert replay_through_agent_loop(tmp_path, monkeypatch) == {}
+    # and a changed recording is caught at its call
+    path = tmp_path / "traces" / "tau2-mini-1-0.jsonl"
+    lines = lines_of(path)
+    lines[1]["request"]["messages"][0]["content"] = "another system prompt"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    assert list(replay_through_agent_loop(tmp_path, monkeypatch)) == ["tau2-mini-1-0"]
+
+
+def test_realdata_requests_match_the_agent_loop(
+    retail: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert replay_through_agent_loop(retail, monkeypatch) == {}

@@ -176,6 +176,8 @@ class Caller:
                 value = value_of(served)
         except (Exception, SystemExit) as exc:  # a tool's sys.exit() is a tool error too
             error = exc
+        if self.mode == "reproduce" and tool.disposition == "execute":
+            self._compare_pure(index, tool, args, record, error)
         self._finish(record, started, error)
         if error is not None:
             raise error
@@ -193,12 +195,15 @@ class Caller:
         assert tool.func is not None
         value = tool.func(**args)
         record.update(encode_body(to_json_text(value)))
-        if self.mode == "reproduce":
-            self._compare_pure(index, tool, args, record)
         return value
 
     def _compare_pure(
-        self, index: int, tool: RuntimeTool, args: Any, record: Dict[str, Any]
+        self,
+        index: int,
+        tool: RuntimeTool,
+        args: Any,
+        record: Dict[str, Any],
+        error: Optional[BaseException],
     ) -> None:
         recorded = self._trace.at(index)
         if recorded is None or recorded.get("tool") != tool.id:
@@ -224,10 +229,19 @@ class Caller:
                 args=args,
                 differing=differing,
             )
-        if recorded.get("error") is not None or not _same_body(recorded, record):
-            error = PureResultMismatch(
-                "pure tool {!r} #{} returned {} but the trace recorded {}".format(
-                    tool.id, index, _brief(record), _brief(recorded)
+        if error is not None:
+            now = {"error": error_record(error)}
+            same = (recorded.get("error") or {}).get("class") == now["error"]["class"]
+        else:
+            now = record
+            same = recorded.get("error") is None and _same_body(recorded, record)
+        if not same:
+            mismatch = PureResultMismatch(
+                "pure tool {!r} #{} {} but the trace recorded {}".format(
+                    tool.id,
+                    index,
+                    ("raised " if error is not None else "returned ") + _brief(now),
+                    _brief(recorded),
                 ),
                 tool_id=tool.id,
                 index=index,
@@ -235,7 +249,7 @@ class Caller:
             self.divergence(
                 record,
                 "pure_result",
-                error.message,
+                mismatch.message,
                 args=args,
                 recorded={k: recorded[k] for k in (*_BODY_KEYS, "error") if k in recorded},
             )
@@ -391,6 +405,6 @@ def _same_body(recorded: Dict[str, Any], record: Dict[str, Any]) -> bool:
 
 def _brief(record: Dict[str, Any]) -> str:
     if record.get("error"):
-        return "error {}".format(record["error"].get("class"))
+        return "error {}: {}".format(record["error"].get("class"), record["error"].get("message"))
     text = str(record.get("body"))
     return text if len(text) <= 120 else text[:120] + "..."

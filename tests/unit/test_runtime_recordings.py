@@ -250,3 +250,20 @@ def test_reproduce_sends_model_turns_to_the_host_with_their_index(tmp_path: Path
     assert result.requests[0]["index"] == 0 and result.requests[0]["role"] == "model"
     assert result.calls[0]["clock"] == 10.0
     assert result.episode["output"] == "done"
+
+
+def test_reproduce_a_pure_tool_that_now_raises_is_a_pure_result_divergence(
+        tmp_path: Path) -> None:
+    # recorded live: the pure tool succeeded; replayed here it raises (as a tool that secretly
+    # fetched over the network would, with no network)
+    recorded = [_recorded(0, "misc.fail", {"key": "k"}, "fine", clock=1.0)]
+    result = _run(tmp_path, [{"id": "a", "tool": "misc.fail", "args": {"key": "k"}}],
+                  {"misc.fail": "execute"}, {"input": {}}, mode="reproduce",
+                  recorded_calls=recorded)
+    divergence = result.of("divergence")
+    assert [(d["kind"], d["index"], d["tool"]) for d in divergence] == [
+        ("pure_result", 0, "misc.fail")]
+    assert "raised error KeyError: 'k' but the trace recorded \"fine\"" in divergence[0][
+        "message"]
+    assert result.episode["status"] == "failed"
+    assert result.calls[0]["meta"]["divergence"][0]["kind"] == "pure_result"

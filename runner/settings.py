@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_IMAGE = "sandbox-replay:latest"
@@ -43,6 +43,11 @@ class Settings(BaseSettings):
             None keeps the policy's value.
         log_format: ``auto`` (console on a TTY, JSON otherwise), ``console`` or ``json``.
         realdata_dir: public traces recorded by others, for tests (``../shared/realdata``).
+        openai_base_url: base URL of an OpenAI-compatible endpoint for the ``openai`` provider
+            (None: the host's ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``).
+        openai_api_key: its key (None: the host's ``OPENAI_API_KEY``); held on the host, never
+            passed into a sandbox.
+        openai_model: the model asked when a request names none (None: ``OPENAI_MODEL``).
     """
 
     model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
@@ -60,3 +65,6 @@ class Settings(BaseSettings):
     tmpfs_mb: int | None = Field(default=None, ge=1)
     log_format: Literal["auto", "console", "json"] = "auto"
     realdata_dir: Path = Path("../shared/realdata")
+    openai_base_url: str | None = None
+    openai_api_key: SecretStr | None = None
+    openai_model: str | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -277,11 +278,63 @@ class ReplayProvider:
         return response
 
 
+class DeadlineProvider:
+    """Wraps a provider so that a hanging model function cannot hold an episode past its deadline.
+
+    The call runs on a daemon worker thread; when ``remaining_s()`` seconds pass first, the turn
+    is answered with a ``ProviderTimeout`` error and the thread is abandoned (the driver then
+    kills the sandbox: status ``timeout``). Exceptions of the inner call are re-raised here.
+
+    Args:
+        inner: the provider.
+        remaining_s: seconds left until the episode's deadline.
+        on_timeout: called when a turn ran into the deadline.
+    """
+
+    def __init__(
+        self,
+        inner: ModelProvider,
+        remaining_s: Callable[[], float],
+        on_timeout: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.remaining_s = remaining_s
+        self.on_timeout = on_timeout
+
+    def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
+        """Answer through the inner provider, or with an error turn once the deadline passed."""
+        box: list[ProviderResponse | BaseException] = []
+
+        def work() -> None:
+            try:
+                box.append(self.inner.complete(request, role))
+            except BaseException as exc:  # handed to the driver's thread below
+                box.append(exc)
+
+        worker = threading.Thread(target=work, name="model-provider", daemon=True)
+        worker.start()
+        worker.join(max(self.remaining_s(), 0.0))
+        if not box:
+            self.on_timeout()
+            return ProviderResponse(
+                body=None,
+                error={
+                    "class": "ProviderTimeout",
+                    "message": "the episode deadline passed while the model provider was answering",
+                },
+            )
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+
 def provider_for(
     model_spec: Mapping[str, Any] | None,
     *,
     search_paths: Sequence[Path] = (),
     recorded_calls: Sequence[Mapping[str, Any]] | None = None,
+    settings: Any = None,
 ) -> ModelProvider | None:
     """Return the provider a workflow's ``model`` block asks for (None when the workflow has none).
 
@@ -289,6 +342,8 @@ def provider_for(
         model_spec: the normalised workflow's ``model`` (``{"provider", "function"?, ...}``).
         search_paths: where a scripted function's module is looked up.
         recorded_calls: when given, a `ReplayProvider` over them, whatever the spec says.
+        settings: host settings (`runner.settings.Settings`) for the ``openai`` provider's
+            endpoint and key; None reads the host's ``OPENAI_*`` environment.
 
     Raises:
         InputError: an unknown provider, or a scripted function that does not resolve.
@@ -304,6 +359,12 @@ def provider_for(
         if not isinstance(function, str):
             raise InputError("scripted provider needs 'function: module:func'", field="model")
         return ScriptedProvider(function, search_paths)
+    if kind == "openai":
+        from runner.orchestrator.openai_provider import OpenAIProvider
+
+        name = model_spec.get("name")
+        return OpenAIProvider.from_settings(settings, model=name if isinstance(name, str) else None)
     raise InputError(
-        f"model provider {kind!r} is not available here (scripted, replay)", field="model.provider"
+        f"model provider {kind!r} is not available here (scripted, replay, openai)",
+        field="model.provider",
     )

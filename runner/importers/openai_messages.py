@@ -254,7 +254,6 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
     stem = path.stem.split(".")[0] or "run"
     run_ids = IdSet("run id")
     runs: list[SourceRun] = []
-    aliases: set[str | None] = set()
     has_user_turns = False
     for n, (line, record) in enumerate(_records(path), start=1):
         if isinstance(record, list):
@@ -285,9 +284,9 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
                 tools.add(ImportedTool(call.name, "", None, None, None), "a call", file, line, "")
         first_user = next((m for m in messages if m.role == "user"), None)
         opens = bool(messages) and messages[0].role == "user"
-        has_user_turns |= sum(m.role == "user" for m in messages) > (1 if opens else 0)
+        user_turns = sum(m.role == "user" for m in messages) > (1 if opens else 0)
+        has_user_turns |= user_turns
         alias = extras.get("model") if isinstance(extras.get("model"), str) else None
-        aliases.add(alias)
         run_id = derive_id(f"{stem}-{n}", run_ids)
         runs.append(
             SourceRun(
@@ -303,18 +302,25 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
                 meta={"source": "openai-messages", "line": line, **extras},
                 system=system,
                 user_system=_USER_NOTE,
+                simulated_user=user_turns,
                 request_tools=request_tools,
             )
         )
     if not runs:
         raise InputError("no runs in the file", file=file)
-    single = next(iter(aliases)) if len(aliases) == 1 else None
-    model = {"provider": "openai", "name": single} if single else {"provider": "replay"}
-    if not single:
-        # the request's ``model`` is what the workflow would ask for: the provider's name
-        # when it has no model name (the call's model id stays absent: nothing is invented)
-        asked = {"model": "replay"}
-        runs = [r if r.model_alias else replace(r, model_settings=asked) for r in runs]
+    # A run's workflow asks for its own model alias (provider openai), or, without one, for the
+    # provider's name (``replay``) as the request's ``model``, as the runtime sends it; the
+    # call's model id stays absent (nothing is invented). User turns go to the same model.
+    final = []
+    for run in runs:
+        model = (
+            {"provider": "openai", "name": run.model_alias}
+            if run.model_alias
+            else {"provider": "replay"}
+        )
+        asked = {"model": run.model_alias or "replay"}
+        final.append(replace(run, workflow_model=model, model_settings=asked, user_settings=asked))
+    runs = final
     shape = WorkflowShape(
         name=_workflow_name(stem),
         version="1",
@@ -322,7 +328,7 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
             f"Imported from the chat-message dataset {path.name}: the generic tool-calling "
             "agent.\nTools are manifest-only (no code): every call is served from a recording."
         ),
-        model=model,
+        model=None,
         input_template="${task.message}",
         user=_USER_NOTE if has_user_turns else None,
         max_turns=max(1, max(sum(m.role == "assistant" for m in r.messages) for r in runs)),

@@ -160,11 +160,11 @@ def _workflow(
         version=shape.version,
         header=shape.header,
         tool_ids=tool_ids,
-        model=shape.model,
+        model=run.workflow_model if run.workflow_model is not None else shape.model,
         system=run.system,
         fixed_messages=built.fixed_messages,
         input_template=shape.input_template,
-        user=shape.user,
+        user=shape.user if run.simulated_user else None,
         max_turns=shape.max_turns,
     )
 

@@ -95,6 +95,9 @@ class SourceRun:
         system: the system prompt the agent was given, or None.
         user_system: the simulated user's instructions as the system message of its turns
             (the workflow's ``user`` rendered); None: the task input as canonical JSON.
+        simulated_user: the run's workflow has the shape's simulated user (False: the run
+            has no user turns to serve, so its agent must not ask for one).
+        workflow_model: the run's own workflow ``model`` block (None: the shape's).
         request_tools: the tools as sent to the model in this run (OpenAI function format);
             None means every tool of the source.
         file: the source file (for errors).
@@ -118,6 +121,8 @@ class SourceRun:
     end_meta: dict[str, Any] = field(default_factory=dict)
     system: str | None = None
     user_system: str | None = None
+    simulated_user: bool = True
+    workflow_model: dict[str, Any] | None = None
     request_tools: tuple[dict[str, Any], ...] | None = None
 
 

@@ -104,6 +104,16 @@ def test_jsonl_with_tools_per_line(tmp_path: Path) -> None:
     third = traces["chat-3"]
     assert third[2]["error"] == {"class": "ToolError", "message": "permission denied"}
     assert report["tool_errors"] == 1
+    # each run's workflow: its own model, a simulated user only when it has user turns
+    for lines in traces.values():
+        wf_file = tmp_path / lines[0]["meta"]["workflow_file"]
+        assert wf_file.read_text("utf-8") == lines[0]["workflow"]["content"]
+    assert "name: gpt-4o-mini" in second[0]["workflow"]["content"]
+    assert "user:" in first[0]["workflow"]["content"]
+    assert "user:" not in third[0]["workflow"]["content"]
+    assert calls[0]["request"]["model"] == calls[6]["request"]["model"] == "replay"
+    assert calls[6]["request"]["messages"][0]["role"] == "system"
+    assert calls[6]["request"]["messages"][-1]["role"] == "user"  # the agent's text, swapped
     # --tools serves the runs without tools of their own
     assert [t["function"]["name"] for t in third[1]["request"]["tools"]] == [
         "ticket.get",

@@ -38,7 +38,7 @@ from runner.domain.tasks import Task
 from runner.errors import InfrastructureError
 from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
-from runner.orchestrator.providers import ModelProvider
+from runner.orchestrator.providers import DeadlineProvider, ModelProvider
 from runner.orchestrator.tracewriter import TraceWriter
 from runner.runtime import protocol
 from runner.settings import Settings
@@ -344,6 +344,12 @@ def _drive(
 ) -> None:
     """Pump frames until end of output, answering the runtime; kill on a passed deadline."""
     deadline = started + timeout_s
+    if provider is not None:
+
+        def provider_timed_out() -> None:
+            state.provider_timed_out = True
+
+        provider = DeadlineProvider(provider, lambda: deadline - monotonic(), provider_timed_out)
     hello_deadline = started + hello_timeout_s
     shutdown_deadline: float | None = None
     killed_at: float | None = None

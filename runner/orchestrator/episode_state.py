@@ -57,6 +57,7 @@ class EpisodeState:
     write_failed: str | None = None
     shutdown_sent: bool = False
     killed_for: str | None = None
+    provider_timed_out: bool = False
     wants_kill: str | None = None
     last_call_index: int = -1
     steps: dict[str, str] = field(default_factory=dict)
@@ -298,7 +299,7 @@ class EpisodeState:
             return "infra_error", "no exit state"
         if exit_state.oom_killed:
             return "oom", "the sandbox hit its memory limit (State.OOMKilled)"
-        if self.killed_for == "timeout" and exit_state.killed_by_host:
+        if self.provider_timed_out or (self.killed_for == "timeout" and exit_state.killed_by_host):
             return "timeout", f"killed by the host after {self.prepared.spec.limits.timeout_s} s"
         if self.killed_for == "output_limit":
             return "failed", "output passed the total-output cap; the host killed the sandbox"

@@ -307,3 +307,22 @@ def test_ctrl_c_still_ends_the_trace_and_stops_the_process(setup: SimpleNamespac
     assert end["type"] == "end" and end["status"] == "infra_error"
     assert "interrupted" in end["reason"]
     assert backend.sandboxes[0].proc.poll() is not None
+
+
+def test_hanging_model_function_cannot_outlive_the_deadline(setup: SimpleNamespace) -> None:
+    import threading
+    import time
+
+    release = threading.Event()
+    backend = SubprocessBackend([sys.executable, "-u", str(setup.script), "succeeded"])
+    provider = ScriptedProvider(lambda r: release.wait(30) and _model(r))
+    started = time.monotonic()
+    result = run_episode(
+        setup.request,
+        backend=backend,
+        settings=Settings(state_dir=setup.tmp / "s5", timeout_s=1.5),
+        provider=provider,
+        id_factory=sequential_ids(),
+    )
+    release.set()
+    assert result.status == "timeout" and time.monotonic() - started < 10

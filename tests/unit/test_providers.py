@@ -70,8 +70,8 @@ def test_bad_references_are_input_errors(ref: str) -> None:
 
 def test_unknown_provider_and_none() -> None:
     assert provider_for(None) is None
-    with pytest.raises(InputError, match="openai"):
-        provider_for({"provider": "openai"})
+    with pytest.raises(InputError, match="'no-such-provider' is not available"):
+        provider_for({"provider": "no-such-provider"})
 
 
 def _recorded(request: dict[str, Any], body: str, index: int, tool: str = "model") -> dict:
@@ -142,3 +142,23 @@ def test_response_from_body_tolerates_garbage() -> None:
     assert response_from_body("not json").model is None
     assert response_from_body("[1]").usage == {}
     assert response_from_body('{"model": 5}').model is None
+
+
+def test_deadline_provider_answers_in_time_or_with_timeout_error() -> None:
+    import threading
+
+    from runner.orchestrator.providers import DeadlineProvider
+
+    quick = DeadlineProvider(ScriptedProvider(lambda r: {"model": "m"}), lambda: 5.0)
+    assert quick.complete(REQUEST, "model").model == "m"
+    release = threading.Event()
+    slow = DeadlineProvider(ScriptedProvider(lambda r: release.wait(10) and {}), lambda: 0.1)
+    response = slow.complete(REQUEST, "model")
+    release.set()
+    assert response.error is not None and response.error["class"] == "ProviderTimeout"
+
+    def interrupt(request: dict[str, Any]) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        DeadlineProvider(ScriptedProvider(interrupt), lambda: 5.0).complete(REQUEST, "model")

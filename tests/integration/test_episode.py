@@ -51,6 +51,8 @@ def test_runtime_episode_succeeds(
     head = out.lines[0]
     assert head["environment"]["python"].startswith("3.")
     assert head["environment"]["image_id"].startswith("sha256:")
+    assert head["environment"]["platform"].startswith("linux")
+    assert isinstance(head["environment"]["packages"], dict)
     assert head["clock"]["start"] == 1761574800.0 and head["seed"] == 0
     assert out.body("echo") == "hi" and out.end["not_run"] == []
 

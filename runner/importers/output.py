@@ -203,6 +203,8 @@ def write_import(
     read_only: dict[str, str] = {}
     traces: dict[str, list[dict[str, Any]]] = {}
     built_runs: list[tuple[SourceRun, BuiltRun]] = []
+    templated_warned = False
+    notes = list(source.notes)
     for run in source.runs:
         ids.add(run.run_id)
         built = build_run(run, index)
@@ -227,6 +229,12 @@ def write_import(
         head["meta"]["workflow_file"] = workflows[text]
         traces[run.run_id] = [head, *built.calls, built.end]
         built_runs.append((run, built))
+        if run.system is not None and "${" in run.system and not templated_warned:
+            templated_warned = True
+            notes.append(
+                f"run {run.run_id}: the system prompt contains '${{': the workflow language "
+                "reads it as a reference, so `check` may reject the generated workflow"
+            )
 
     tasks: dict[str, dict[str, Any]] = {}
     for run, built in built_runs:
@@ -257,6 +265,7 @@ def write_import(
         "".join(_dumps(t) + "\n" for t in tasks.values()), encoding="utf-8"
     )
     report = _report(source, manifest, built_runs, missing, workflows, read_only, len(tasks))
+    report["notes"] = notes
     (out / REPORT_NAME).write_text(
         json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )

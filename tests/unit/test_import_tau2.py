@@ -447,3 +447,22 @@ def test_realdata_requests_match_the_agent_loop(
     retail: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert replay_through_agent_loop(retail, monkeypatch) == {}
+
+
+def test_without_tools_file_tools_come_from_the_calls(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    data = json.loads(MINI.read_text("utf-8"))
+    data["info"]["environment_info"]["policy"] = "Use ${task.instructions} wisely."
+    results.write_text(json.dumps(data), encoding="utf-8")  # no mini_tools.json beside it
+    report = write_import(read_tau2(results), tmp_path / "out", {})
+    manifest = json.loads((tmp_path / "out" / "tools.manifest.json").read_text("utf-8"))
+    assert [t["id"] for t in manifest["tools"]] == [
+        "find_user",
+        "get_order",
+        "calculate",
+        "cancel_order",
+    ]
+    assert all(t["effect"] == "unsafe" and t["schema"] == {} for t in manifest["tools"])
+    assert report["missing"]["tool.schema"] == 4
+    assert any("mini_tools.json" in note for note in report["notes"])
+    assert any("'${'" in note for note in report["notes"])

@@ -24,6 +24,10 @@ from runner.settings import Settings
 from runner.traceformat import failure_signature
 from tests.fakes import SubprocessBackend
 
+SCHEMA_VALIDATOR = pytest.importorskip("jsonschema").Draft202012Validator(
+    json.loads((Path(__file__).resolve().parents[2] / "docs" / "trace.schema.json").read_text())
+)
+
 FAKE_RUNTIME = textwrap.dedent(
     r"""
     import json, os, sys, time, signal
@@ -171,6 +175,9 @@ def _run(setup: SimpleNamespace, mode: str, **kw: Any) -> Any:
         **kw,
     )
     lines = [json.loads(x) for x in result.trace_path.read_text().splitlines()]
+    for line in lines:  # every status's trace obeys the published schema
+        errors = [e.message for e in SCHEMA_VALIDATOR.iter_errors(line)]
+        assert not errors, (line["type"], errors)
     return result, lines, backend
 
 

@@ -38,11 +38,15 @@ from runner.errors import CapabilityDenied, InputError
 
 __all__ = [
     "Effect",
+    "HttpResponse",
     "ToolDef",
     "ToolDefinitionError",
     "canonical_json",
     "collect_tools",
+    "http_get",
+    "http_request",
     "now",
+    "record",
     "replay_context",
     "schema_hash",
     "set_clock",
@@ -228,6 +232,9 @@ def _guarded(definition: ToolDef) -> Callable[..., Any]:
                 tool_id=definition.id,
                 effect=definition.effect.value,
             )
+        recorder = _RECORDER.get()
+        if recorder is not None:  # `record` mode in the user's own process (runner.recording)
+            return recorder.call_tool(definition, func, args, kwargs)
         return func(*args, **kwargs)
 
     # `functools.wraps` leaves the bare function reachable as ``__wrapped__``: an unguarded
@@ -236,6 +243,169 @@ def _guarded(definition: ToolDef) -> Callable[..., Any]:
     delattr(wrapper, "__wrapped__")
     setattr(wrapper, TOOL_ATTR, definition)
     return wrapper
+
+
+# --- record mode (runner.recording) --------------------------------------------------------
+
+# The active recorder of `record` (None: calls are not recorded by the SDK). The in-sandbox
+# runtime records calls itself and never sets it.
+_RECORDER: "contextvars.ContextVar[Optional[Any]]" = contextvars.ContextVar(
+    "sandbox_replay_recorder", default=None
+)
+
+
+def record(path: Any, **options: Any) -> Any:
+    """Record the tool and model calls made in this process to the trace file ``path``.
+
+    A context manager (standard library only; see `runner.recording.Recorder` for
+    ``options``: ``task_id``, ``task_input``, ``workflow``, ``workflow_name``,
+    ``workflow_version``, ``seed``)::
+
+        with runner.sdk.record("traces/run.jsonl", task_input={"ticket_id": "T-1"}) as rec:
+            ticket = get_ticket(ticket_id="T-1")       # a @tool call: recorded
+            reply = rec.model(request, raw_http_body)  # a model call: recorded
+
+    Every call line carries the five fields of SPEC.md: the raw body (the SDK HTTP helper's
+    body when the tool used `http_request`), the schema hash in force, the model id read from
+    the response body, the clock reading, and the end line the failure signature.
+    """
+    from runner.recording import Recorder
+
+    return Recorder(path, **options)
+
+
+# --- the recording HTTP helper ---------------------------------------------------------------
+
+# ``_HTTP_SINK``: a list that receives one exchange dict per request (set while a call is
+# recorded); ``_HTTP_SOURCE``: a callable serving requests from a recording (reproduce) instead
+# of doing I/O. Both are set by the runtime (runner.runtime.rawio) and by runner.recording.
+_HTTP_SINK: "contextvars.ContextVar[Optional[List[Dict[str, Any]]]]" = contextvars.ContextVar(
+    "sandbox_replay_http_sink", default=None
+)
+_HTTP_SOURCE: "contextvars.ContextVar[Optional[Callable[..., Dict[str, Any]]]]" = (
+    contextvars.ContextVar("sandbox_replay_http_source", default=None)
+)
+
+
+class HttpResponse:
+    """The response of `http_request`: status, headers and the raw (decoded) body bytes.
+
+    Attributes:
+        status: HTTP status code (an error status is a response, not an exception).
+        headers: response headers, lower-case names.
+        body: the body bytes, gzip/deflate content encoding already removed.
+        url: the requested URL.
+        content_encoding: the original ``Content-Encoding`` (``gzip``), or None.
+    """
+
+    __slots__ = ("body", "content_encoding", "headers", "status", "url")
+
+    def __init__(self, status: int, headers: Dict[str, str], body: bytes, url: str,
+                 content_encoding: Optional[str] = None) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.url = url
+        self.content_encoding = content_encoding
+
+    def text(self, encoding: str = "utf-8") -> str:
+        """The body decoded as text (undecodable bytes replaced)."""
+        return self.body.decode(encoding, "replace")
+
+    def json(self) -> Any:
+        """The body parsed as JSON.
+
+        Raises:
+            ValueError: the body is not JSON.
+        """
+        return json.loads(self.body.decode("utf-8"))
+
+    def __repr__(self) -> str:
+        return "HttpResponse({} {}, {} bytes)".format(self.status, self.url, len(self.body))
+
+
+def _decode_content(body: bytes, encoding: Optional[str]) -> bytes:
+    import gzip
+    import zlib
+
+    name = (encoding or "").strip().lower()
+    if not body or name in ("", "identity"):
+        return body
+    if name in ("gzip", "x-gzip"):
+        return gzip.decompress(body)
+    if name == "deflate":
+        try:
+            return zlib.decompress(body)
+        except zlib.error:
+            return zlib.decompress(body, -zlib.MAX_WBITS)
+    return body  # an encoding this helper does not know: kept as received
+
+
+def http_request(method: str, url: str, headers: Optional[Dict[str, str]] = None,
+                 data: Optional[bytes] = None, timeout_s: float = 30.0) -> HttpResponse:
+    """Make one HTTP request whose raw body is recorded (and served again on replay).
+
+    Tools that do their I/O through this helper get their raw HTTP body into the trace
+    (``raw_io: true``): on reproduce the helper serves the recorded body instead of doing any
+    I/O, so the tool's own parsing runs again. A gzip or deflate body is stored decoded, with
+    the original encoding noted; an empty body records and replays as empty.
+
+    Args:
+        method: ``GET``, ``POST``, ...
+        url: an ``http`` or ``https`` URL.
+        headers: request headers.
+        data: request body bytes.
+        timeout_s: socket timeout in seconds.
+
+    Returns:
+        The response; HTTP error statuses are returned, not raised.
+
+    Raises:
+        OSError: the connection failed (``urllib.error.URLError`` and the like).
+        ValueError: a URL that is not http(s).
+        runner.errors.ReplayDivergence: in reproduce, a request the recording does not hold.
+    """
+    import urllib.error
+    import urllib.request
+
+    if not url.lower().startswith(("http://", "https://")):
+        raise ValueError("http_request needs an http(s) URL, not {!r}".format(url))
+    method = method.upper()
+    source = _HTTP_SOURCE.get()
+    if source is not None:
+        served = source(method, url)
+        response = HttpResponse(int(served.get("status", 200)), dict(served.get("headers", {})),
+                                served.get("body", b""), url, served.get("content_encoding"))
+    else:
+        request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
+            url, data=data, headers=dict(headers or {}), method=method
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as handle:  # noqa: S310
+                status, raw_headers, raw = handle.status, handle.headers, handle.read()
+        except urllib.error.HTTPError as exc:
+            status, raw_headers, raw = exc.code, exc.headers, exc.read()
+        encoding = raw_headers.get("Content-Encoding") if raw_headers is not None else None
+        names = {k.lower(): v for k, v in (raw_headers.items() if raw_headers else [])}
+        response = HttpResponse(status, names, _decode_content(raw, encoding), url,
+                                encoding.strip().lower() if encoding else None)
+    sink = _HTTP_SINK.get()
+    if sink is not None:
+        sink.append({
+            "method": method,
+            "url": url,
+            "status": response.status,
+            "content_type": response.headers.get("content-type"),
+            "content_encoding": response.content_encoding,
+            "body": response.body,
+        })
+    return response
+
+
+def http_get(url: str, headers: Optional[Dict[str, str]] = None,
+             timeout_s: float = 30.0) -> HttpResponse:
+    """``http_request("GET", url, ...)``; see `http_request`."""
+    return http_request("GET", url, headers=headers, timeout_s=timeout_s)
 
 
 # --- the injected clock --------------------------------------------------------------------

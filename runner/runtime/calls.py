@@ -28,6 +28,7 @@ import re
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from runner.runtime import rawio
 from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
 from runner.runtime.recordings import ObservationStore, TraceStore, differing_fields, value_of
 from runner.runtime.registry import RuntimeTool
@@ -172,8 +173,11 @@ class Caller:
             else:
                 served = self._serve(record, tool.id, args)
                 record["source"] = "observation" if self.mode == "shadow" else "trace"
-                record.update({k: served[k] for k in _BODY_KEYS if k in served})
-                value = value_of(served)
+                if self.mode == "reproduce" and rawio.is_raw(served):
+                    value = self._rerun_raw(tool, args, record, served)
+                else:
+                    record.update({k: served[k] for k in _BODY_KEYS if k in served})
+                    value = value_of(served)
         except (Exception, SystemExit) as exc:  # a tool's sys.exit() is a tool error too
             error = exc
         if self.mode == "reproduce" and tool.disposition == "execute":
@@ -193,8 +197,45 @@ class Caller:
                 )
             )
         assert tool.func is not None
-        value = tool.func(**args)
-        record.update(encode_body(to_json_text(value)))
+        return _run_capturing(tool, args, record)
+
+    def _rerun_raw(
+        self, tool: RuntimeTool, args: Any, record: Dict[str, Any], served: Dict[str, Any]
+    ) -> Any:
+        """Serve a raw I/O recording (`runner.runtime.rawio`): run the code again or the value.
+
+        A ``pure``/``read`` tool with code runs with its HTTP requests answered from the
+        recording; a result other than the recorded ``meta.result`` is a ``raw_io_result``
+        divergence (the tool's parsing changed). Other tools get the recorded value.
+        """
+        if tool.func is None or tool.effect not in rawio.RERUN_EFFECTS:
+            tool_level = rawio.tool_level_record(served)
+            record.update({k: tool_level[k] for k in _BODY_KEYS if k in tool_level})
+            return value_of(tool_level)
+        if not isinstance(args, dict):
+            raise TypeError("tool {!r} takes keyword arguments".format(tool.id))
+        with rawio.served_by_code(served, tool.id):
+            value = _run_capturing(tool, args, record)
+        recorded_text = rawio.result_text(served)
+        now_text = rawio.result_text(record) or ""
+        if isinstance(served.get("error"), dict) or (
+            recorded_text is not None and not _same_text(recorded_text, now_text)
+        ):
+            error = served.get("error")
+            self.divergence(
+                record,
+                "raw_io_result",
+                "tool {!r} #{} parsed its recorded HTTP body into {} but the trace recorded "
+                "{}".format(
+                    tool.id,
+                    record["index"],
+                    _short(now_text),
+                    "error {}".format(error.get("class"))
+                    if isinstance(error, dict)
+                    else _short(recorded_text or ""),
+                ),
+                args=args,
+            )
         return value
 
     def _compare_pure(
@@ -392,7 +433,42 @@ def _message_of(raw: Optional[bytes], role: str) -> Dict[str, Any]:
     return message
 
 
+def _run_capturing(tool: RuntimeTool, args: Dict[str, Any], record: Dict[str, Any]) -> Any:
+    """Call the tool; its body is the return value, or its raw HTTP bodies (rawio)."""
+    assert tool.func is not None
+    with rawio.capture() as exchanges:
+        try:
+            value = tool.func(**args)
+        except BaseException:
+            if exchanges:
+                rawio.apply_exchanges(record, exchanges, None)
+            raise
+    text = to_json_text(value)
+    if exchanges:
+        rawio.apply_exchanges(record, exchanges, text)
+    else:
+        record.update(encode_body(text))
+    return value
+
+
+def _same_text(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except ValueError:
+        return False
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 120 else text[:120] + "..."
+
+
 def _same_body(recorded: Dict[str, Any], record: Dict[str, Any]) -> bool:
+    if rawio.is_raw(recorded) or rawio.is_raw(record):
+        mine = rawio.result_text(record) if rawio.is_raw(record) else record.get("body")
+        theirs = rawio.result_text(recorded) if rawio.is_raw(recorded) else recorded.get("body")
+        return mine is not None and theirs is not None and _same_text(str(theirs), str(mine))
     if recorded.get("body") == record.get("body") and recorded.get(
         "body_encoding", "text"
     ) == record.get("body_encoding", "text"):

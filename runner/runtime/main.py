@@ -28,6 +28,7 @@ import os
 import platform
 import sys
 import threading
+import time
 import traceback
 from typing import Any, Dict, Optional
 
@@ -44,7 +45,8 @@ from runner.runtime.registry import RuntimeRegistry
 
 ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
 EXIT_RUNTIME_ERROR = 70
-MODES = ("shadow", "reproduce")
+PUMP_INTERVAL_S = 0.2
+MODES = ("shadow", "reproduce", "record")  # record: every tool with code executes
 
 
 def _inherit_context_in_threads() -> None:
@@ -141,17 +143,34 @@ class Runtime:
         self.channel = channel
         self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR) or protocol.RUN_DIR
         self.child_log: Optional[ChildLog] = None
+        self._egress_lock = threading.Lock()  # pop + send atomically: records stay in order
+
+    def _pump(self) -> None:
+        """Forward outbound-destination records while a call is still running.
+
+        A tool that connects and then hangs until the host kills the sandbox must not take its
+        log with it: every `PUMP_INTERVAL_S` what was logged so far is sent.
+        """
+        while True:
+            time.sleep(PUMP_INTERVAL_S)
+            try:
+                self.flush_egress()
+            except Exception as exc:  # never kill the episode over the log; say why
+                sys.stderr.write("sandbox-replay runtime: egress pump: {!r}\n".format(exc))
 
     def _flush_queued(self) -> None:
-        for message in audit.drain():
-            self.channel.send_raw(message)
+        with self._egress_lock:
+            for message in audit.drain():
+                self.channel.send_raw(message)
 
     def flush_egress(self) -> None:
         """Send what this process and its children logged so far."""
-        self._flush_queued()
-        if self.child_log is not None:
-            for message in self.child_log.read_new():
+        with self._egress_lock:
+            for message in audit.drain():
                 self.channel.send_raw(message)
+            if self.child_log is not None:
+                for message in self.child_log.read_new():
+                    self.channel.send_raw(message)
 
     def _request_model(self, fields: Dict[str, Any]) -> Dict[str, Any]:
         message_id = "m{}".format(fields["index"])
@@ -185,6 +204,7 @@ class Runtime:
             self._install_audit()
             self.channel.start_reader()
             self.channel.wait_for("start")
+            pass  # MUTATION
             episode = self._run()
             self.flush_egress()
             self.channel.send("episode", **episode)

@@ -138,6 +138,10 @@ class RuntimeRegistry:
             if mode == "reproduce" and entry.get("effect") != "pure":
                 disposition = "recorded"
             func = _load_function(entry, source, field) if disposition == "execute" else None
+            if func is None and mode == "reproduce" and entry.get("effect") == "read":
+                # a read tool's code may run again over its recorded raw HTTP bodies
+                # (runner.runtime.rawio); without importable code it is served as a value
+                func = _try_load_function(entry, source, field)
             tools.append(RuntimeTool(entry, disposition, func))
         policy = manifest.get("policy")
         return cls(tools, policy if isinstance(policy, dict) else None)
@@ -154,6 +158,17 @@ def _import(name: str, source: str) -> Any:
             file=source,
             field="modules",
         ) from exc
+
+
+def _try_load_function(
+    entry: Dict[str, Any], source: str, field: str
+) -> Optional[Callable[..., Any]]:
+    if not isinstance(entry.get("module"), str) or not isinstance(entry.get("qualname"), str):
+        return None
+    try:
+        return _load_function(entry, source, field)
+    except InputError:
+        return None
 
 
 def _load_function(entry: Dict[str, Any], source: str, field: str) -> Callable[..., Any]:

@@ -204,7 +204,7 @@ class Runtime:
             self._install_audit()
             self.channel.start_reader()
             self.channel.wait_for("start")
-            pass  # MUTATION
+            threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
             episode = self._run()
             self.flush_egress()
             self.channel.send("episode", **episode)

@@ -203,3 +203,33 @@ def test_a_forked_child_cannot_write_the_channel_and_its_egress_is_logged(tmp_pa
     egress = result.of("egress")
     assert len(egress) == 1 and egress[0]["child"] is True
     assert egress[0]["attempt"]["pid"] != result.messages[0]["pid"]
+
+
+def test_egress_of_a_hanging_call_reaches_the_host_before_the_call_ends(tmp_path: Path
+                                                                         ) -> None:
+    import time
+
+    from fakehost import read_message, send, spawn
+
+    workflow = {"name": "w", "version": "1", "model": None, "steps": [
+        {"id": "x", "tool": "net.connect_then_hang", "args": {"seconds": 30}}]}
+    run_dir = write_run_dir(tmp_path / "run", workflow, {"task_id": "t", "input": {}},
+                            manifest_for({"net.connect_then_hang": "execute"}))
+    proc = spawn(run_dir, tmp_path)
+    try:
+        assert read_message(proc)["type"] == "hello"  # type: ignore[index]
+        send(proc, {"type": "start", "protocol": 1})
+        started = time.monotonic()
+        egress: list[dict[str, Any]] = []
+        while len(egress) < 2:
+            message = read_message(proc)
+            assert message is not None and message["type"] != "call"
+            if message["type"] == "egress":
+                egress.append(message)
+        assert time.monotonic() - started < 10  # long before the tool's 30 s are over
+        assert sorted(bool(m.get("child")) for m in egress) == [False, True]
+        send(proc, {"type": "shutdown"})
+        assert proc.wait(5) == 0
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,1 +1,23 @@
-"""The in-sandbox runtime. Standard library only, Python 3.9+: it runs inside the user's image."""
+"""The in-sandbox runtime. Standard library only, Python 3.9+: it runs inside the user's image.
+
+Started as ``python3 -u -m runner.runtime`` with the run folder (``run.json``, ``manifest.json``)
+mounted read-only at ``/sandbox/run`` (``SANDBOX_REPLAY_RUN_DIR`` overrides it for tests).
+
+Module map (imports flow downwards; nothing here imports the host side):
+
+    __main__    entry: isolate the channel's fds first, then run `main.Runtime`
+    main        hello/start, load the run, egress pump, episode/error, exit codes (0 / 70)
+    channel     private fds, whole-line writes, reader thread (shutdown/EOF exit at once)
+    engine      steps in order, step progress, episode status (succeeded|failed|denied)
+    agent       agent steps: model loop through the host, tool dispatch, simulated user
+    calls       every call: index, injected clock, execute or serve, the trace call record
+    recordings  observation matching (shadow) and serving by position (reproduce)
+    registry    the registry built from the capability-filtered manifest only
+    template    ``${task.x}`` / ``${steps.ID.output.path}``
+    audit       audit hook: outbound destinations and coverage, in-process and in children
+    programs    which child processes escape the hook (coverage rules)
+    childlog    the file Python children report to, forwarded by the runtime
+    errors      RecordedError, UnrecordedCall, PureResultMismatch, ModelCallError, ...
+    protocol    the NDJSON message contract shared with the host
+    site/       ``sitecustomize.py`` that loads the hook in every Python child
+"""

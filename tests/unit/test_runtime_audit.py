@@ -233,3 +233,28 @@ def test_egress_of_a_hanging_call_reaches_the_host_before_the_call_ends(tmp_path
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_sitecustomize_chains_to_the_one_it_shadows(tmp_path: Path) -> None:
+    image_site = tmp_path / "image-site"
+    image_site.mkdir()
+    marker = tmp_path / "image-sitecustomize-ran"
+    (image_site / "sitecustomize.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n")
+    log = ChildLog(str(tmp_path))
+    env = dict(os.environ, **audit.child_environment(log.path))
+    env["PYTHONPATH"] += os.pathsep + str(image_site)
+    code = ("import socket\ntry:\n    socket.socket().connect(('127.0.0.1', 9))\n"
+            "except OSError:\n    pass\n")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert marker.exists()
+    assert [r["attempt"]["address"] for r in log.read_new()] == ["127.0.0.1"]
+
+
+def test_outside_a_run_sitecustomize_installs_nothing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != audit.ENV_LOG}
+    env["PYTHONPATH"] = os.pathsep.join([audit.SITE_DIR, audit.RUNTIME_ROOT])
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; print('runner.runtime.audit' in sys.modules)"],
+        env=env, check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "False"

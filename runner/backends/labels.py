@@ -61,19 +61,23 @@ class Owner:
 
 @lru_cache(maxsize=1)
 def host_id() -> str:
-    """A stable identifier of this machine (not secret; 16 hex characters).
+    """A stable identifier of this machine's process namespace (not secret; 16 hex characters).
 
-    Linux: a hash of ``/etc/machine-id`` (or the D-Bus copy); elsewhere, or when absent, a hash
-    of the host name.
+    A hash of the machine id (``/etc/machine-id`` or the D-Bus copy, when present) together
+    with the host name. The host name matters: containers built from one image share a
+    machine id but not a host name or a pid namespace, and two of them driving one engine
+    (Docker-in-Docker CI) must not judge each other's pids.
     """
+    machine = ""
     for candidate in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
         try:
-            text = Path(candidate).read_text(encoding="ascii").strip()
+            machine = Path(candidate).read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError):
             continue
-        if text:
-            return hashlib.sha256(b"machine-id:" + text.encode()).hexdigest()[:16]
-    return hashlib.sha256(b"hostname:" + socket.gethostname().encode()).hexdigest()[:16]
+        if machine:
+            break
+    seed = f"machine-id:{machine}\nhostname:{socket.gethostname()}".encode()
+    return hashlib.sha256(seed).hexdigest()[:16]
 
 
 def process_start_time(pid: int) -> str | None:

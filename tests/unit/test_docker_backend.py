@@ -341,6 +341,14 @@ def test_name_conflict_with_a_foreign_container_fails_and_touches_nothing() -> N
     assert "remove_container" not in api.names() and "start" not in api.names()
 
 
+def test_interrupt_during_create_still_removes_our_container() -> None:
+    api = FakeAPI()
+    api.fail["create_container"] = [KeyboardInterrupt()]
+    with pytest.raises(KeyboardInterrupt), backend_for(api).sandbox(spec()):
+        pytest.fail("body must not run")
+    assert api.names()[-1] == "remove_container" and api.calls[-1][1] == ("cid-1",)
+
+
 def test_frame_decoder_rejects_unknown_streams_and_buffers_partial_headers() -> None:
     decoder = FrameDecoder()
     frame = encode_frame(STDERR, b"x" * 40000)

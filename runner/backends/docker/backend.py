@@ -175,6 +175,17 @@ class DockerBackend(Backend):
             run_id=run_id,
         )
 
+    def _own_container(self, name: str, run_id: str) -> str | None:
+        """Id of container ``name`` if it carries this run id and this owner, else None."""
+        try:
+            info = retrying(f"inspect {name}", self.api.inspect_container, name)
+        except InfrastructureError:
+            return None
+        found = (info.get("Config") or {}).get("Labels") or {}
+        if found.get(L.RUN) == run_id and found.get(L.OWNER) == self.owner.label():
+            return str(info["Id"])
+        return None
+
     def _create(self, spec: SandboxSpec) -> str:
         kwargs = self.create_kwargs(spec)
         name = kwargs["name"]
@@ -224,7 +235,14 @@ class DockerBackend(Backend):
         started_at = time.monotonic()
         body_failed = False
         try:
-            container_id = self._create(spec)
+            try:
+                container_id = self._create(spec)
+            except InfrastructureError:
+                raise  # nothing of ours exists (a conflicting container is never touched)
+            except BaseException:
+                # Interrupted mid-create (Ctrl-C): the engine may have made it; find it by name.
+                container_id = self._own_container(name, spec.run_id)
+                raise
             sock = call(
                 f"attach to {name}",
                 self.api.attach_socket,

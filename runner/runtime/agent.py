@@ -33,7 +33,8 @@ import json
 from typing import Any, Dict, List, Optional
 
 from runner.errors import CapabilityDenied, ToolNotResolvable
-from runner.runtime.calls import Caller, to_json_text
+from runner.runtime.callrecords import to_json_text
+from runner.runtime.calls import Caller
 from runner.runtime.errors import WorkflowError, error_record
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.template import render

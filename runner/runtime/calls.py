@@ -22,13 +22,20 @@ reading of the call in progress. ``time.time`` is deliberately not patched: the 
 library and the runtime need real time; tools read the run's time through `runner.sdk.now`.
 """
 
-import base64
-import json
-import re
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from runner.runtime import rawio
+from runner.runtime.callrecords import (
+    brief,
+    message_of,
+    raw_body,
+    safe_tool_id,
+    same_body,
+    same_text,
+    short,
+    to_json_text,
+)
 from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
 from runner.runtime.recordings import ObservationStore, TraceStore, differing_fields, value_of
 from runner.runtime.registry import RuntimeTool
@@ -63,16 +70,6 @@ class Clock:
     def __call__(self) -> float:
         """The current reading, epoch seconds."""
         return self.value
-
-
-def to_json_text(value: Any) -> str:
-    """A tool's return value as the JSON text its call body holds (key order as returned).
-
-    Raises:
-        TypeError: the value is not JSON-serialisable.
-        ValueError: it holds NaN or an infinity.
-    """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 class Caller:
@@ -219,7 +216,7 @@ class Caller:
         recorded_text = rawio.result_text(served)
         now_text = rawio.result_text(record) or ""
         if isinstance(served.get("error"), dict) or (
-            recorded_text is not None and not _same_text(recorded_text, now_text)
+            recorded_text is not None and not same_text(recorded_text, now_text)
         ):
             error = served.get("error")
             self.divergence(
@@ -229,10 +226,10 @@ class Caller:
                 "{}".format(
                     tool.id,
                     record["index"],
-                    _short(now_text),
+                    short(now_text),
                     "error {}".format(error.get("class"))
                     if isinstance(error, dict)
-                    else _short(recorded_text or ""),
+                    else short(recorded_text or ""),
                 ),
                 args=args,
             )
@@ -275,14 +272,14 @@ class Caller:
             same = (recorded.get("error") or {}).get("class") == now["error"]["class"]
         else:
             now = record
-            same = recorded.get("error") is None and _same_body(recorded, record)
+            same = recorded.get("error") is None and same_body(recorded, record)
         if not same:
             mismatch = PureResultMismatch(
                 "pure tool {!r} #{} {} but the trace recorded {}".format(
                     tool.id,
                     index,
-                    ("raised " if error is not None else "returned ") + _brief(now),
-                    _brief(recorded),
+                    ("raised " if error is not None else "returned ") + brief(now),
+                    brief(recorded),
                 ),
                 tool_id=tool.id,
                 index=index,
@@ -364,7 +361,7 @@ class Caller:
                 {"role": role, "request": request, "index": index, "step_id": step_id}
             )
             record["source"] = str(response.get("source") or "provider")
-            raw = _raw_body(response)
+            raw = raw_body(response)
             if raw is not None:
                 record.update(encode_body(raw))
             for key in ("model", "usage"):
@@ -377,7 +374,7 @@ class Caller:
                     "{} turn failed on the host: {}".format(role, remote.get("message", "")),
                     remote_class=remote.get("class"),
                 )
-            message = _message_of(raw, role)
+            message = message_of(raw, role)
             if isinstance(message.get("_model"), str):
                 record["model"] = message["_model"]
                 record["model_source"] = "response"
@@ -388,49 +385,6 @@ class Caller:
         if error is not None:
             raise error
         return message
-
-
-_TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
-
-
-def safe_tool_id(name: str) -> str:
-    """``name`` when it is a valid tool id, else a sanitised form (invalid characters as ``_``)."""
-    if len(name) <= 128 and _TOOL_ID.match(name):
-        return name
-    cleaned = ".".join(
-        re.sub(r"[^A-Za-z0-9_-]", "_", part) or "_" for part in name[:128].split(".")
-    )
-    return cleaned or "unknown"
-
-
-def _raw_body(response: Dict[str, Any]) -> Optional[bytes]:
-    body = response.get("body")
-    if body is None:
-        return None
-    if response.get("body_encoding") == "base64":
-        return base64.b64decode(str(body))
-    return str(body).encode("utf-8", "surrogatepass")
-
-
-def _message_of(raw: Optional[bytes], role: str) -> Dict[str, Any]:
-    if raw is None:
-        raise ModelCallError("{} response has no body".format(role))
-    try:
-        completion = json.loads(raw.decode("utf-8"))
-        message = completion["choices"][0]["message"]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise ModelCallError(
-            "{} response body is not a chat completion with choices[0].message: {}: {}".format(
-                role, type(exc).__name__, exc
-            )
-        ) from exc
-    if not isinstance(message, dict):
-        raise ModelCallError("{} response choices[0].message is not an object".format(role))
-    message = dict(message)
-    model = completion.get("model") if isinstance(completion, dict) else None
-    if isinstance(model, str):
-        message["_model"] = model
-    return message
 
 
 def _run_capturing(tool: RuntimeTool, args: Dict[str, Any], record: Dict[str, Any]) -> Any:
@@ -449,38 +403,3 @@ def _run_capturing(tool: RuntimeTool, args: Dict[str, Any], record: Dict[str, An
     else:
         record.update(encode_body(text))
     return value
-
-
-def _same_text(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    try:
-        return bool(json.loads(a) == json.loads(b))
-    except ValueError:
-        return False
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 120 else text[:120] + "..."
-
-
-def _same_body(recorded: Dict[str, Any], record: Dict[str, Any]) -> bool:
-    if rawio.is_raw(recorded) or rawio.is_raw(record):
-        mine = rawio.result_text(record) if rawio.is_raw(record) else record.get("body")
-        theirs = rawio.result_text(recorded) if rawio.is_raw(recorded) else recorded.get("body")
-        return mine is not None and theirs is not None and _same_text(str(theirs), str(mine))
-    if recorded.get("body") == record.get("body") and recorded.get(
-        "body_encoding", "text"
-    ) == record.get("body_encoding", "text"):
-        return True
-    try:
-        return bool(json.loads(str(recorded.get("body"))) == json.loads(str(record.get("body"))))
-    except ValueError:
-        return False
-
-
-def _brief(record: Dict[str, Any]) -> str:
-    if record.get("error"):
-        return "error {}: {}".format(record["error"].get("class"), record["error"].get("message"))
-    text = str(record.get("body"))
-    return text if len(text) <= 120 else text[:120] + "..."

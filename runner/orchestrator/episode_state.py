@@ -366,7 +366,7 @@ class EpisodeState:
                 "tokens_in": self.tokens_in,
                 "tokens_out": self.tokens_out,
                 "model_calls": self.model_calls,
-                "usd": 0.0,
+                "usd": round(self.usd, 6),
                 "sandbox_s": round(self.sandbox_s, 3),
             },
             "sandbox": None
@@ -388,6 +388,8 @@ class EpisodeState:
                 "events": self.channel_events,
             },
         }
+        if self.unpriced_models:  # the meter is a closed record: say here what it could not price
+            end["meta"] = {"unpriced_models": self.unpriced_models}
         if status != "succeeded":
             end["stderr_tail"] = self.channel.stderr_tail()
         assert self.trace is not None

@@ -142,6 +142,7 @@ def setup(tmp_path: Path) -> SimpleNamespace:
         name="shadow",
         mode="shadow",
         hash="p-hash",
+        prices={"scripted-*": {"input_usd_per_mtok": 1000.0, "output_usd_per_mtok": 2000.0}},
         limits=SimpleNamespace(timeout_s=20, memory_mb=256, pids_limit=64, cpus=1.0, tmpfs_mb=16),
     )
     request = EpisodeRequest(
@@ -201,6 +202,8 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
     end = lines[-1]
     assert end["exit_code"] == 0 and end["failure_signature"] is None
     assert end["meter"]["tokens_in"] == 3 and end["meter"]["tokens_out"] == 2
+    assert end["meter"]["usd"] == pytest.approx((3 * 1000 + 2 * 2000) / 1e6)
+    assert "meta" not in end
     assert end["outbound"][0]["address"] == "10.9.9.9" and end["coverage"] == "full"
     assert end["not_run"] == []
     spec = backend.specs[0]
@@ -333,3 +336,12 @@ def test_hanging_model_function_cannot_outlive_the_deadline(setup: SimpleNamespa
     )
     release.set()
     assert result.status == "timeout" and time.monotonic() - started < 10
+
+
+def test_unpriced_model_is_named_not_silently_free(setup: SimpleNamespace) -> None:
+    setup.request.policy.prices = {
+        "gpt-4.1*": {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0}
+    }
+    _, lines, _ = _run(setup, "succeeded")
+    assert lines[-1]["meter"]["usd"] == 0.0
+    assert lines[-1]["meta"] == {"unpriced_models": ["scripted-7"]}

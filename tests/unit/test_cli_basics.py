@@ -79,3 +79,31 @@ def _timed_help() -> float:
     proc = run_cli("--help")
     assert proc.returncode == 0
     return time.monotonic() - started
+
+
+def _log_once(fmt: str) -> str:
+    code = (
+        "import structlog; from runner.log import configure_logging; "
+        f"configure_logging({fmt!r}); "
+        "structlog.get_logger('t').info('container_started', run_id='r1', start_s=0.2)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""  # logs never go to stdout (it carries command output)
+    return proc.stderr.strip()
+
+
+@pytest.mark.parametrize("fmt", ["json", "auto"])  # auto: stderr is not a TTY here -> JSON
+def test_logs_are_json_when_asked_or_not_a_tty(fmt: str) -> None:
+    import json
+
+    record = json.loads(_log_once(fmt))
+    assert record["event"] == "container_started" and record["run_id"] == "r1"
+    assert record["level"] == "info" and "timestamp" in record
+
+
+def test_console_logs_are_readable_lines() -> None:
+    line = _log_once("console")
+    assert "container_started" in line and "run_id=r1" in line and not line.startswith("{")

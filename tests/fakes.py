@@ -96,6 +96,7 @@ class SubprocessBackend(Backend):
         argv: the program to run instead of the sandbox command.
         oom: report ``oom_killed`` in the exit state (simulates the engine's flag).
         fail_start: raise `InfrastructureError` instead of starting.
+        fail_teardown: raise `InfrastructureError` after the sandbox ended (removal failed).
     """
 
     name = "subprocess-fake"
@@ -106,11 +107,13 @@ class SubprocessBackend(Backend):
         *,
         oom: bool = False,
         fail_start: bool = False,
+        fail_teardown: bool = False,
         cwd: Path | None = None,
     ) -> None:
         self.argv = list(argv)
         self.oom = oom
         self.fail_start = fail_start
+        self.fail_teardown = fail_teardown
         self.cwd = str(cwd or Path.cwd())
         self.specs: list[SandboxSpec] = []
         self.sandboxes: list[SubprocessSandbox] = []
@@ -143,6 +146,8 @@ class SubprocessBackend(Backend):
         finally:
             box.kill()
             box.proc.wait()
+        if self.fail_teardown:
+            raise InfrastructureError("fake engine could not remove the sandbox")
 
     def reap(self) -> list[str]:
         return []

@@ -318,7 +318,10 @@ def run_episode(
                 exit_state = sandbox.wait(SHUTDOWN_GRACE_S)
         except InfrastructureError as exc:
             log.warning("episode_infrastructure_error", run_id=prepared.run_id, error=str(exc))
-            state.infra_error = str(exc)
+            if exit_state is None:
+                state.infra_error = str(exc)
+            else:  # the episode ended and its exit state was read: only the removal failed
+                state.teardown_error = str(exc)
         except KeyboardInterrupt:
             # The backend's context has killed and removed the sandbox; the trace still ends.
             state.infra_error = "interrupted (Ctrl-C): the host stopped the sandbox"

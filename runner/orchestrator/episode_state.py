@@ -54,6 +54,7 @@ class EpisodeState:
     runtime_error: dict[str, Any] | None = None
     protocol_error: str | None = None
     infra_error: str | None = None
+    teardown_error: str | None = None
     write_failed: str | None = None
     shutdown_sent: bool = False
     killed_for: str | None = None
@@ -377,6 +378,7 @@ class EpisodeState:
                 "killed_by_host": exit_state.killed_by_host,
                 "killed_for": self.killed_for,
                 "error": exit_state.error,
+                "teardown_error": self.teardown_error,
             },
             "channel": {
                 "stdout_bytes": self.channel.stdout_bytes,

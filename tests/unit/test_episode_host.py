@@ -165,6 +165,7 @@ def _run(setup: SimpleNamespace, mode: str, **kw: Any) -> Any:
         [sys.executable, "-u", str(setup.script), mode],
         oom=kw.pop("oom", False),
         fail_start=kw.pop("fail_start", False),
+        fail_teardown=kw.pop("fail_teardown", False),
     )
     settings = kw.pop("settings", setup.settings)
     result = run_episode(
@@ -345,3 +346,9 @@ def test_unpriced_model_is_named_not_silently_free(setup: SimpleNamespace) -> No
     _, lines, _ = _run(setup, "succeeded")
     assert lines[-1]["meter"]["usd"] == 0.0
     assert lines[-1]["meta"] == {"unpriced_models": ["scripted-7"]}
+
+
+def test_removal_failure_after_the_end_keeps_the_status(setup: SimpleNamespace) -> None:
+    result, lines, _ = _run(setup, "succeeded", fail_teardown=True)
+    assert result.status == "succeeded"
+    assert "could not remove" in lines[-1]["sandbox"]["teardown_error"]

@@ -35,12 +35,27 @@ class CliState:
     log_format: Literal["auto", "console", "json"] | None = None
 
     def settings(self) -> Settings:
-        """Build the settings once, from the environment and the global flags."""
+        """Build the settings once, from the environment and the global flags.
+
+        Raises:
+            InputError: an environment variable holds an invalid value (named, with the
+                reason), exit 2 -- never a traceback.
+        """
+        from pydantic import ValidationError
+
+        from runner.errors import InputError
         from runner.log import configure_logging
         from runner.settings import Settings
 
         overrides = {"log_format": self.log_format} if self.log_format else {}
-        settings = Settings(**overrides)  # type: ignore[arg-type]
+        try:
+            settings = Settings(**overrides)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            name = "SANDBOX_REPLAY_" + str(first["loc"][0] if first["loc"] else "?").upper()
+            raise InputError(
+                f"{first['msg']} (got {first.get('input')!r})", file="environment", field=name
+            ) from exc
         configure_logging(settings.log_format)
         return settings
 

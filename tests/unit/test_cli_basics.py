@@ -107,3 +107,10 @@ def test_logs_are_json_when_asked_or_not_a_tty(fmt: str) -> None:
 def test_console_logs_are_readable_lines() -> None:
     line = _log_once("console")
     assert "container_started" in line and "run_id=r1" in line and not line.startswith("{")
+
+
+def test_invalid_setting_in_the_environment_is_named_exit_2() -> None:
+    proc = run_cli("doctor", env={"SANDBOX_REPLAY_TIMEOUT_S": "abc"})
+    assert proc.returncode == 2
+    assert "SANDBOX_REPLAY_TIMEOUT_S" in proc.stderr and "'abc'" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,122 @@
+"""`sandbox-replay run` without Docker: input errors before anything starts, and exit codes.
+
+The episode itself is replaced by a stub where a status is needed; real runs are in
+tests/integration/test_episode.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from runner.cli import run as run_module
+from runner.cli.app import _register_commands, app
+from runner.errors import InfrastructureError
+from runner.orchestrator.episode import EpisodeResult
+
+HELPDESK = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
+
+_register_commands()
+
+
+def _invoke(*args: str, tmp_path: Path) -> Any:
+    return CliRunner().invoke(
+        app, ["run", *args], env={"SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state")}
+    )
+
+
+def test_bad_task_id_and_unknown_task_are_exit_2(tmp_path: Path) -> None:
+    bad = _invoke(
+        str(HELPDESK / "v2.yaml"),
+        "--tasks",
+        str(HELPDESK / "tasks.jsonl"),
+        "--task",
+        "a/b",
+        tmp_path=tmp_path,
+    )
+    assert bad.exit_code == 2 and "--task: invalid task id" in bad.output
+    unknown = _invoke(
+        str(HELPDESK / "v2.yaml"),
+        "--tasks",
+        str(HELPDESK / "tasks.jsonl"),
+        "--task",
+        "nope",
+        tmp_path=tmp_path,
+    )
+    assert unknown.exit_code == 2 and "no task 'nope'" in unknown.output
+    missing = _invoke(
+        str(HELPDESK / "v2.yaml"),
+        "--tasks",
+        str(tmp_path / "none.jsonl"),
+        "--task",
+        "x",
+        tmp_path=tmp_path,
+    )
+    assert missing.exit_code == 2 and "cannot read task file" in missing.output
+
+
+def test_ineligible_workflow_is_exit_3_and_nothing_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_backend(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a backend was asked for")
+
+    monkeypatch.setattr("runner.backends.docker.DockerBackend.connect", no_backend)
+    out = _invoke(
+        str(HELPDESK / "v3.yaml"),
+        "--tasks",
+        str(HELPDESK / "tasks.jsonl"),
+        "--task",
+        "ticket-1000",
+        tmp_path=tmp_path,
+    )
+    assert out.exit_code == 3 and "ticket.close" in out.output
+    assert not (tmp_path / "state").exists()
+
+
+def test_docker_unusable_is_exit_6(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise InfrastructureError("cannot reach the Docker engine at unix:///nowhere")
+
+    monkeypatch.setattr("runner.backends.docker.DockerBackend.connect", unreachable)
+    out = _invoke(
+        str(HELPDESK / "v2.yaml"),
+        "--tasks",
+        str(HELPDESK / "tasks.jsonl"),
+        "--task",
+        "ticket-1000",
+        tmp_path=tmp_path,
+    )
+    assert out.exit_code == 6 and "cannot reach the Docker engine" in out.output
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [("succeeded", 0), ("failed", 0), ("timeout", 0), ("crashed", 0), ("infra_error", 6)],
+)
+def test_status_is_data_exit_code_only_for_infrastructure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, code: int
+) -> None:
+    trace = tmp_path / "t.jsonl"
+
+    def fake_run(*args: Any, **kwargs: Any) -> EpisodeResult:
+        return EpisodeResult(
+            "run-1",
+            status,
+            trace,
+            {"status": status, "exit_code": 1, "not_run": ["x"], "outbound": []},
+        )
+
+    monkeypatch.setattr(run_module, "execute_run", fake_run)
+    human = _invoke("wf.yaml", "--tasks", "t.jsonl", "--task", "t", tmp_path=tmp_path)
+    assert human.exit_code == code, human.output
+    assert f"run run-1: {status}" in human.output and f"trace: {trace}" in human.output
+    assert "not run: x" in human.output
+    as_json = _invoke("wf.yaml", "--tasks", "t.jsonl", "--task", "t", "--json", tmp_path=tmp_path)
+    assert as_json.exit_code == code
+    summary = json.loads(as_json.stdout)
+    assert summary["status"] == status and summary["trace"] == str(trace)

@@ -9,7 +9,7 @@ the last `STDERR_TAIL_LINES` lines (for a ``crashed`` episode) and a byte count.
 Invariants (the memory bound: 50 MB of output keeps the host's RSS under 200 MB):
 - at most one partial stdout line is buffered, and never more than ``max_message_bytes``: a
   longer line switches to *discarding*, its bytes are counted as they stream and dropped, and
-  at its newline a ``too_large`` event reports its size; the next line parses normally;
+  at its newline a ``message_too_large`` event reports its size; the next line parses normally;
 - stderr keeps at most ``STDERR_TAIL_LINES`` lines of at most ``STDERR_LINE_BYTES`` bytes each;
 - stdout beyond ``max_total_bytes`` is not parsed: one ``truncated`` event says so and
   `Channel.dropped_bytes` counts the rest (truncation is recorded, never silent);
@@ -30,7 +30,7 @@ STDERR_LINE_BYTES = 4096
 # Total protocol bytes parsed per episode; beyond this the host stops reading the protocol.
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 
-EventKind = Literal["message", "too_large", "invalid", "truncated", "incomplete"]
+EventKind = Literal["message", "message_too_large", "invalid", "truncated", "incomplete"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class ChannelEvent:
     """One thing the channel found on stdout.
 
     Attributes:
-        kind: ``message`` (a protocol message), ``too_large`` (a line over the per-message cap,
+        kind: ``message`` (a protocol message), ``message_too_large`` (a line over the cap,
             discarded), ``invalid`` (a line that is not a protocol message), ``truncated`` (the
             total-output cap was reached; nothing after it is parsed), ``incomplete`` (output
             ended in the middle of a line).
@@ -221,7 +221,7 @@ class Channel:
         if self._discarding:
             size, self._discarding = self._discarding, 0
             self.too_large.append(size)
-            return ChannelEvent("too_large", size=size, line=self._line)
+            return ChannelEvent("message_too_large", size=size, line=self._line)
         raw = bytes(self._pending)
         self._pending = bytearray()
         if raw.endswith(b"\r"):

@@ -112,7 +112,7 @@ def test_20mb_line_is_message_too_large_and_next_message_parses(
     )
     size = len(b'{"type":"call","record":{"body":"') + 320 * 65536 + len(b'"}}')
     assert out.end["channel"]["too_large"] == [size]
-    assert [e["kind"] for e in out.end["channel"]["events"]] == ["too_large"]
+    assert [e["kind"] for e in out.end["channel"]["events"]] == ["message_too_large"]
     assert out.end["channel"]["events"][0]["size"] == size
     assert [c["body"] for c in out.calls] == ["after"]
     assert out.result.status == "succeeded"

@@ -96,7 +96,7 @@ def test_20mb_line_is_too_large_and_next_message_parses() -> None:
         assert len(channel._pending) <= channel.max_message_bytes
     events += channel.feed(STDOUT, b'"}\n' + encode({"type": "episode", "status": "failed"}))
     kinds = [e.kind for e in events]
-    assert kinds == ["message", "too_large", "message"]
+    assert kinds == ["message", "message_too_large", "message"]
     assert events[1].size == sent + 2
     assert events[2].message == {"type": "episode", "status": "failed"}
     assert channel.too_large == [sent + 2]
@@ -106,7 +106,7 @@ def test_small_cap_boundary() -> None:
     channel = Channel(max_message_bytes=10)
     ok = b'{"type":1}'  # 10 bytes: allowed, but invalid (type not a string)
     events = channel.feed(STDOUT, ok + b"\n" + b"y" * 11 + b"\n")
-    assert [e.kind for e in events] == ["invalid", "too_large"]
+    assert [e.kind for e in events] == ["invalid", "message_too_large"]
     assert events[1].size == 11
 
 

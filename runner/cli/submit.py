@@ -1,0 +1,263 @@
+"""``sandbox-replay submit`` (shadow evaluation) and ``sandbox-replay report JOB_ID``.
+
+``submit --variant A.yaml --variant B.yaml --tasks T.jsonl [flags]`` or ``submit job.yaml``
+(flags given as well win over the job file). The plan is printed first, always (on stderr with
+``--json``); ``--dry-run`` stops there. A progress bar with counts per status runs on stderr
+when it is a terminal; otherwise each finished run is a log line. The report is a rich table
+(or one JSON object with ``--json``) and ``<state_dir>/jobs/<job_id>/report.json``.
+
+Exit codes (SPEC.md, worst wins): 0 every planned run finished (episode statuses are data);
+2 invalid input; 3 a variant is ineligible (nothing started, no ledger row); 4 a ceiling
+stopped a run, a model call or the judge (the pairs not run are listed); 6 Docker unusable or
+an episode ended ``infra_error``; 130 interrupted (sandboxes removed, job ``interrupted``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import InputError, SandboxReplayError
+
+if TYPE_CHECKING:
+    from runner.orchestrator.jobfile import CeilingFlags, SubmitOptions
+    from runner.orchestrator.scheduler import PairOutcome
+    from runner.settings import Settings
+
+
+def _flags(pairs: Sequence[tuple[str, str, Any]]) -> CeilingFlags:
+    from runner.orchestrator.jobfile import CeilingFlags
+
+    values = {dim: value for dim, _flag, value in pairs if value is not None}
+    sources = {dim: flag for dim, flag, value in pairs if value is not None}
+    return CeilingFlags(values, sources)
+
+
+class _Progress:
+    """Counts per status on a rich progress bar (stderr, TTY only)."""
+
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.enabled = sys.stderr.isatty()
+        self.progress = Progress(
+            TextColumn("[bold]replay[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self.task = self.progress.add_task("", total=total)
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+    def update(self, outcomes: Sequence[PairOutcome]) -> None:
+        if not self.enabled:
+            return
+        counts: dict[str, int] = {}
+        for outcome in outcomes:
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        finished = sum(n for s, n in counts.items() if s not in ("running", "not_run"))
+        text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()) if s != "not_run")
+        self.progress.update(self.task, completed=finished, description=text)
+
+
+def _print_plan(lines: list[str], as_json: bool) -> None:
+    for line in lines:
+        typer.echo(line, err=as_json)
+
+
+def run_submit(
+    settings: Settings,
+    options: SubmitOptions | None,
+    *,
+    resume: str | None,
+    dry_run: bool,
+    as_json: bool,
+    concurrency: int | None = None,
+    backend_factory: Any = None,
+) -> int:
+    """Plan, print the plan, run, print the report; return the exit code.
+
+    Raises:
+        SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
+    """
+    from runner.orchestrator.submit import execute, load_resume, prepare
+
+    if resume is not None:
+        options = load_resume(settings, resume)
+        if concurrency:
+            options = options.with_overrides(concurrency=concurrency)
+    assert options is not None
+    plan = prepare(options, settings, job_id=resume)
+    _print_plan(plan.lines(), as_json)
+    if dry_run:
+        if as_json:
+            typer.echo(json.dumps({"plan": plan.to_json()}, indent=2, ensure_ascii=False))
+        return 0
+    if backend_factory is None:
+
+        def backend_factory() -> Any:
+            from runner.backends.docker import DockerBackend
+
+            return DockerBackend.connect(settings.docker_host)
+
+    with _Progress(len(plan.pairs)) as progress:
+        result = execute(
+            plan,
+            options,
+            settings,
+            backend_factory=backend_factory,
+            resume=resume is not None,
+            on_change=progress.update,
+        )
+    assert result.report is not None
+    if as_json:
+        typer.echo(json.dumps(result.report, indent=2, ensure_ascii=False, default=str))
+    else:
+        from rich.console import Console
+
+        from runner.orchestrator.report import render_report
+
+        render_report(result.report, Console())
+    return result.exit_code
+
+
+@app.command("submit")
+def submit_command(
+    ctx: typer.Context,
+    job_file: Annotated[
+        Path | None, typer.Argument(help="A job file (YAML) instead of the flags.")
+    ] = None,
+    variant: Annotated[
+        list[Path] | None, typer.Option("--variant", help="A workflow version (repeat).")
+    ] = None,
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="Task file (JSONL).")] = None,
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="Policy name or path (default shadow).")
+    ] = None,
+    ceiling_usd: Annotated[float | None, typer.Option("--ceiling-usd", min=0)] = None,
+    ceiling_runs: Annotated[int | None, typer.Option("--ceiling-runs", min=0)] = None,
+    ceiling_tokens: Annotated[int | None, typer.Option("--ceiling-tokens", min=0)] = None,
+    judge_ceiling_usd: Annotated[float | None, typer.Option("--judge-ceiling-usd", min=0)] = None,
+    judge_ceiling_tokens: Annotated[
+        int | None, typer.Option("--judge-ceiling-tokens", min=0)
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", min=1, help="Sandboxes at once.")
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="rubric | module:function | model:NAME.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue an interrupted job.")
+    ] = None,
+) -> None:
+    """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
+    from runner.orchestrator.jobfile import SubmitOptions, load_job_file
+
+    settings = state(ctx).settings()
+    replay = _flags(
+        [
+            ("usd", "--ceiling-usd", ceiling_usd),
+            ("runs", "--ceiling-runs", ceiling_runs),
+            ("tokens", "--ceiling-tokens", ceiling_tokens),
+        ]
+    )
+    judge_flags = _flags(
+        [
+            ("usd", "--judge-ceiling-usd", judge_ceiling_usd),
+            ("tokens", "--judge-ceiling-tokens", judge_ceiling_tokens),
+        ]
+    )
+    try:
+        options: SubmitOptions | None = None
+        if resume is None:
+            if job_file is not None:
+                if variant or tasks:
+                    raise InputError("give a job file or --variant/--tasks, not both")
+                options = load_job_file(job_file)
+            else:
+                if not variant or tasks is None:
+                    raise InputError("needs --variant (one or more) and --tasks, or a job file")
+                cwd = Path.cwd()
+                options = SubmitOptions(
+                    variants=tuple(p.resolve() for p in variant),
+                    names=(None,) * len(variant),
+                    tasks=tasks.resolve(),
+                    cwd=cwd,
+                )
+            options = options.with_overrides(
+                judge=judge,
+                concurrency=concurrency,
+                policy=policy,
+                replay_ceiling=replay,
+                judge_ceiling=judge_flags,
+            )
+        code = run_submit(
+            settings,
+            options,
+            resume=resume,
+            dry_run=dry_run,
+            as_json=as_json,
+            concurrency=concurrency,
+        )
+    except SandboxReplayError as exc:
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "exit_code": exc.exit_code,
+                        "error": str(exc),
+                        **{k: str(v) for k, v in exc.fields.items()},
+                    }
+                )
+            )
+            raise typer.Exit(exc.exit_code) from None
+        fail(exc)
+    raise typer.Exit(code)
+
+
+@app.command("report")
+def report_command(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="The job id.", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Show a submission's report again (from its job folder)."""
+    from runner.orchestrator.jobfile import read_json_object
+    from runner.orchestrator.submit import job_dir
+
+    settings = state(ctx).settings()
+    try:
+        path = job_dir(settings, job_id) / "report.json"
+        if not path.exists():
+            raise InputError(f"no report for job {job_id!r} (looked for {path})")
+        report = read_json_object(path)
+    except SandboxReplayError as exc:
+        fail(exc)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        return
+    from rich.console import Console
+
+    from runner.orchestrator.report import render_report
+
+    render_report(report, Console())

@@ -1,0 +1,272 @@
+"""The report of a submission: grading, per-pair outcomes, pairs not run, spend, exit code.
+
+`grade_job` builds one group per task from the job's latest episode of each (variant, task)
+(earlier attempts of a resumed job included) and grades them (`runner.grading.grade`);
+`build_report` assembles ``report.json``; `render_report` prints it as rich tables.
+
+Report shape (``report.json``, ``--json``)::
+
+    {"job_id", "status": complete|ceiling_reached|interrupted, "exit_code", "resumed",
+     "policy", "plan": {"runs", "formula", ...}, "ceilings": {purpose: {dim: {value, source}}},
+     "ceiling_reached": {purpose, limit, ceiling, used, requested, message} | null,
+     "runs_by_status": {status: n}, "pairs": [{variant, task_id, status, attempt, trace}],
+     "not_run": [{variant, task_id, reason}], "stopped_by_ceiling": [{variant, task_id}],
+     "spend": {purpose: totals}, "grading": {...} | null}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.errors import (
+    EXIT_CEILING,
+    EXIT_INFRA,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    GradingError,
+    worst_exit_code,
+)
+from runner.ledger import CeilingGuard, Ledger, RunRecord
+from runner.orchestrator.metering import StopSignal
+from runner.orchestrator.plan import Plan
+from runner.orchestrator.scheduler import PairOutcome
+from runner.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["build_report", "grade_job", "latest_runs", "render_report", "write_report"]
+
+GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied", "ceiling_reached")
+
+
+def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str], RunRecord]:
+    """The latest replay run of each (variant, task) pair of a job."""
+    latest: dict[tuple[str, str], RunRecord] = {}
+    for run in ledger.runs(job_id):
+        if run.purpose != "replay":
+            continue
+        pair = (run.variant, run.task_id)
+        if pair not in latest or run.attempt > latest[pair].attempt:
+            latest[pair] = run
+    return latest
+
+
+def _records(path: str) -> list[dict[str, Any]]:
+    out = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def grade_job(
+    plan: Plan, ledger: Ledger, guard: CeilingGuard, settings: Settings, cwd: Path
+) -> Any:
+    """Grade every task's group of episodes; judge model calls are charged to ``judge``.
+
+    Returns:
+        The `runner.grading.TournamentReport`.
+
+    Raises:
+        InputError: the judge cannot be built (a bad spec or import).
+    """
+    from runner.grading import Group, Result, grade, make_judge
+
+    provider = None
+    if plan.judge.startswith("model:"):
+        from runner.orchestrator.openai_provider import OpenAIProvider
+
+        provider = OpenAIProvider.from_settings(settings, model=plan.judge.removeprefix("model:"))
+    judge = make_judge(
+        plan.judge, provider=provider, guard=guard, prices=plan.policy.prices, search_paths=[cwd]
+    )
+    latest = latest_runs(ledger, plan.job_id)
+    groups = []
+    for task in plan.tasks:
+        results = []
+        for variant in plan.variants:
+            run = latest.get((variant.name, task.task_id))
+            if run is None or run.status not in GRADABLE or not run.trace_path:
+                continue
+            try:
+                result = Result.from_trace(variant.name, _records(run.trace_path))
+            except (OSError, ValueError, GradingError) as exc:
+                log.warning("trace_unreadable", trace=run.trace_path, error=str(exc))
+                continue
+            results.append(replace(result, status=run.status))
+        groups.append(
+            Group(task.task_id, tuple(results), expected=task.expected, task_input=task.input)
+        )
+    try:
+        return grade(groups, judge, variants=[v.name for v in plan.variants])
+    finally:
+        if provider is not None:
+            provider.close()
+
+
+def build_report(
+    plan: Plan,
+    ledger: Ledger,
+    outcomes: Sequence[PairOutcome],
+    *,
+    skipped: Collection[tuple[str, str]],
+    stop: StopSignal,
+    interrupted: bool,
+    grading: Any,
+    resumed: bool,
+) -> dict[str, Any]:
+    """Assemble the report and compute the exit code (SPEC.md worst-wins)."""
+    latest = latest_runs(ledger, plan.job_id)
+    session = {(o.variant, o.task_id): o for o in outcomes}
+    pairs, not_run, stopped = [], [], []
+    by_status: dict[str, int] = {}
+    for variant, task_id in plan.pairs:
+        run = latest.get((variant, task_id))
+        outcome = session.get((variant, task_id))
+        dispatched = outcome is not None and outcome.key != ""
+        if run is not None and (dispatched or (variant, task_id) in skipped):
+            status = run.status
+            pairs.append(
+                {
+                    "variant": variant,
+                    "task_id": task_id,
+                    "status": status,
+                    "attempt": run.attempt,
+                    "trace": run.trace_path,
+                }
+            )
+            if status == "ceiling_reached":
+                stopped.append({"variant": variant, "task_id": task_id})
+        else:
+            status = "not_run"
+            reason = (outcome.reason if outcome else None) or stop.message or "not started"
+            pairs.append({"variant": variant, "task_id": task_id, "status": status})
+            not_run.append({"variant": variant, "task_id": task_id, "reason": reason})
+        by_status[status] = by_status.get(status, 0) + 1
+    grading_data = grading.to_dict() if grading is not None else None
+    ceiling = None
+    if stop.reason == "ceiling_reached":
+        ceiling = {**stop.fields, "message": stop.message}
+    elif grading is not None and grading.ceiling_reached:
+        ceiling = dict(grading.ceiling_reached)
+    codes = [EXIT_OK]
+    if interrupted:
+        codes.append(EXIT_INTERRUPTED)
+    if by_status.get("infra_error"):
+        codes.append(EXIT_INFRA)
+    if ceiling is not None or stopped or (not_run and not interrupted):
+        codes.append(EXIT_CEILING)
+    exit_code = worst_exit_code(*codes)
+    status = (
+        "interrupted"
+        if interrupted
+        else "ceiling_reached"
+        if exit_code == EXIT_CEILING or ceiling is not None
+        else "complete"
+    )
+    plan_json = plan.to_json()
+    return {
+        "job_id": plan.job_id,
+        "status": status,
+        "exit_code": exit_code,
+        "resumed": resumed,
+        "policy": plan_json["policy"],
+        "plan": {
+            k: plan_json[k]
+            for k in ("runs", "formula", "tasks", "variants", "judge", "concurrency", "estimate")
+        },
+        "ceilings": plan_json["ceilings"],
+        "ceiling_reached": ceiling,
+        "runs_by_status": dict(sorted(by_status.items())),
+        "pairs": pairs,
+        "not_run": not_run,
+        "stopped_by_ceiling": stopped,
+        "spend": {p: t.to_dict() for p, t in ledger.totals(plan.job_id).items()},
+        "grading": grading_data,
+    }
+
+
+def write_report(folder: Path, report: dict[str, Any]) -> Path:
+    """Write ``report.json`` into the job folder (atomically); return its path."""
+    path = folder / "report.json"
+    tmp = folder / "report.json.tmp"
+    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def render_report(report: dict[str, Any], console: Any) -> None:
+    """Print the report as rich tables on ``console`` (a `rich.console.Console`)."""
+    from rich.table import Table
+
+    console.print(
+        f"[bold]job {report['job_id']}[/bold]: {report['status']} (exit {report['exit_code']})"
+        f" — {report['plan']['formula']}"
+    )
+    for purpose, dims in report["ceilings"].items():
+        text = ", ".join(f"{d} {v['value']:g} ({v['source']})" for d, v in dims.items())
+        console.print(f"ceiling {purpose}: {text or 'unbounded'}")
+    if report.get("ceiling_reached"):
+        console.print(f"[red]ceiling reached:[/red] {report['ceiling_reached'].get('message', '')}")
+    spend = Table(title="spend by purpose")
+    for column in ("purpose", "runs", "model calls", "tokens in", "tokens out", "USD", "sandbox-s"):
+        spend.add_column(column, justify="right" if column != "purpose" else "left")
+    for purpose, totals in report["spend"].items():
+        charged = totals["charged"]
+        spend.add_row(
+            purpose,
+            str(charged["runs"]),
+            str(totals["model_calls"]),
+            str(charged["tokens_in"]),
+            str(charged["tokens_out"]),
+            f"{charged['usd']:.6f}",
+            f"{charged['sandbox_s']:.1f}",
+        )
+    console.print(spend)
+    console.print("runs: " + ", ".join(f"{n} {s}" for s, n in report["runs_by_status"].items()))
+    grading = report.get("grading")
+    if grading:
+        table = Table(title=f"tournament (judge {grading['judge']})")
+        table.add_column("variant", no_wrap=True)
+        for column in ("mu", "sigma", "ordinal", "mean rank", "W/T/L", "episodes"):
+            table.add_column(column)
+        for entry in grading["variants"]:
+            wins = sum(v["wins"] for v in entry["versus"].values())
+            ties = sum(v["ties"] for v in entry["versus"].values())
+            losses = sum(v["losses"] for v in entry["versus"].values())
+            rating = entry["rating"]
+            mean_rank = entry["mean_rank"]
+            table.add_row(
+                entry["variant"],
+                f"{rating['mu']:.2f}",
+                f"{rating['sigma']:.2f}",
+                f"{rating['ordinal']:.2f}",
+                "-" if mean_rank is None else f"{mean_rank:.2f}",
+                f"{wins}/{ties}/{losses}",
+                ", ".join(f"{n} {s}" for s, n in entry["episodes_by_status"].items()),
+            )
+        console.print(table)
+        tasks = Table(title="per task ranking")
+        tasks.add_column("task")
+        tasks.add_column("ranking (1 is best)")
+        for ranking in grading["tasks"]:
+            tasks.add_row(
+                ranking["task_id"],
+                ", ".join(f"{r['rank']}. {r['variant']}" for r in ranking["ranking"]),
+            )
+        console.print(tasks)
+        for entry in grading.get("ungraded", []):
+            console.print(f"ungraded {entry['task_id']}: {entry['reason']}")
+    if report["not_run"]:
+        console.print(f"[yellow]{len(report['not_run'])} pair(s) not run:[/yellow]")
+        for entry in report["not_run"]:
+            console.print(f"  {entry['variant']} x {entry['task_id']}: {entry['reason']}")
+    for entry in report.get("stopped_by_ceiling", []):
+        console.print(f"  stopped by the ceiling: {entry['variant']} x {entry['task_id']}")

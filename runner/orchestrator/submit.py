@@ -1,0 +1,321 @@
+"""``submit``: shadow evaluation of N variants × M tasks, metered, ceilinged and graded.
+
+Sequence (`prepare` then `execute`):
+
+1. Load time, before anything starts: the policy, every variant through the eligibility check
+   (`runner.orchestrator.eligibility`; any ineligible variant rejects the whole submission,
+   exit 3, with no backend call and no ledger row), the tasks, the judge; then the `Plan`.
+2. The caller prints the plan; ``--dry-run`` stops there.
+3. The job: a ledger row and ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options and the
+   owner process, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
+4. The reaper removes sandboxes of dead owners; a resumed job's open rows are closed
+   (`Ledger.close_orphans`) and its finished pairs are skipped.
+5. `Scheduler` runs the pairs under the replay ceiling; model calls go through
+   `MeteredProvider`. Ctrl-C (SIGINT) or SIGTERM stops cleanly: sandboxes killed and removed,
+   the job marked ``interrupted``, exit 130.
+6. Grading (not after an interruption): every task's episodes form one group for the judge,
+   charged to ``judge``; openskill ratings across tasks (`runner.grading.grade`).
+7. The report (`runner.orchestrator.report`), and the exit code by SPEC.md's worst-wins rule:
+   130 interrupted, 6 an episode ended ``infra_error``, 4 a ceiling stopped a run, a model
+   call or the judge, else 0. Episode statuses are data, not exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.backends import labels
+from runner.domain.ids import timestamped_ids, validate_id
+from runner.domain.tasks import Task, load_tasks
+from runner.errors import InputError
+from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
+from runner.orchestrator.eligibility import check_eligibility
+from runner.orchestrator.jobfile import SubmitOptions, read_json_object
+from runner.orchestrator.plan import (
+    DEFAULT_MAX_TOKENS,
+    Plan,
+    build_plan,
+    ceiling_in_effect,
+    make_variants,
+)
+from runner.orchestrator.report import build_report, grade_job, write_report
+from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
+from runner.policy import load_policy
+from runner.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["SubmitResult", "execute", "job_dir", "prepare"]
+
+
+def job_dir(settings: Settings, job_id: str) -> Path:
+    """``<state_dir>/jobs/<job_id>`` (the id validated: it becomes a path)."""
+    validate_id(job_id, kind="job id", field="--resume")
+    return settings.state_dir.resolve() / "jobs" / job_id
+
+
+@dataclass
+class SubmitResult:
+    """The outcome of a submission.
+
+    Attributes:
+        plan: the plan.
+        report: the report (``report.json``'s content), None after ``--dry-run``.
+        exit_code: SPEC.md's exit code.
+    """
+
+    plan: Plan
+    report: dict[str, Any] | None
+    exit_code: int
+
+
+def _tasks(path: Path) -> tuple[Task, ...]:
+    task_file = load_tasks(path)
+    if task_file.errors:
+        raise task_file.errors[0]
+    if not task_file.tasks:
+        raise InputError("no tasks", file=str(path))
+    return tuple(task_file.tasks.values())
+
+
+def prepare(
+    options: SubmitOptions,
+    settings: Settings,
+    *,
+    job_id: str | None = None,
+) -> Plan:
+    """Load and check everything and build the plan; nothing runs, nothing is written.
+
+    Raises:
+        InputError: a bad policy, workflow, task file, judge or flag (exit 2).
+        IneligibleError: a variant calls a denied or unknown tool (exit 3; every problem named).
+    """
+    policy = load_policy(options.policy)
+    report = check_eligibility(options.variants, policy)
+    report.raise_for_problems()
+    variants = make_variants(
+        [
+            (path, name, check.workflow, check.registry)
+            for path, name, check in zip(
+                options.variants, options.names, report.workflows, strict=True
+            )
+        ]
+    )
+    tasks = _tasks(options.tasks)
+    if options.judge != "rubric" and not options.judge.startswith("model:"):
+        from runner.grading import make_judge
+
+        make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
+    concurrency = options.concurrency or settings.concurrency
+    cpu_cap = 2 * (__import__("os").cpu_count() or 1)
+    if concurrency > cpu_cap:
+        raise InputError(f"{concurrency} is more than 2x CPUs ({cpu_cap})", field="--concurrency")
+    ceilings = {
+        "replay": ceiling_in_effect("replay", policy, options.replay_ceiling),
+        "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
+    }
+    history = None
+    ledger_path = settings.state_dir / LEDGER_FILENAME
+    if ledger_path.exists():  # never create the ledger just to plan
+        with Ledger(ledger_path) as ledger:
+            history = ledger.per_run_history("replay")
+    return build_plan(
+        job_id or timestamped_ids(prefix="job")(),
+        policy,
+        variants,
+        tasks,
+        judge=options.judge,
+        concurrency=concurrency,
+        ceilings=ceilings,
+        history=history,
+    )
+
+
+@contextmanager
+def _signals(on_signal: Callable[[], None]) -> Iterator[None]:
+    """Route SIGINT and SIGTERM to ``on_signal`` while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        log.warning("submit_interrupted", signal=signal.Signals(signum).name)
+        on_signal()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    tmp.replace(path)
+
+
+def load_resume(settings: Settings, job_id: str) -> SubmitOptions:
+    """The options of an earlier job, for ``--resume``.
+
+    Raises:
+        InputError: no such job, or its orchestrator is still alive.
+    """
+    folder = job_dir(settings, job_id)
+    path = folder / "job.json"
+    if not path.exists():
+        raise InputError(f"no job {job_id!r} in {folder.parent}", field="--resume")
+    data = read_json_object(path)
+    owner = labels.owner_from_labels(data.get("owner") or {})
+    me = labels.current_owner()
+    if owner is not None and owner != me and not labels.owner_is_dead(owner, this_host=me.host):
+        raise InputError(
+            f"job {job_id} is still running (pid {owner.pid}); stop it before resuming",
+            field="--resume",
+        )
+    return SubmitOptions.from_json(data.get("options") or {}, where=str(path))
+
+
+def _check_unchanged(plan: Plan, folder: Path) -> None:
+    old = read_json_object(folder / "plan.json")
+    before = {v["name"]: v.get("content_hash") for v in old.get("variants", [])}
+    for variant in plan.variants:
+        if before.get(variant.name) not in (None, variant.workflow.content_hash):
+            raise InputError(
+                f"variant {variant.name} changed since the job started; submit a new job",
+                file=str(variant.path),
+                field="--resume",
+            )
+
+
+def execute(
+    plan: Plan,
+    options: SubmitOptions,
+    settings: Settings,
+    *,
+    backend_factory: Callable[[], Any],
+    resume: bool = False,
+    on_change: Callable[[Sequence[PairOutcome]], None] = lambda _: None,
+    image: str | None = None,
+    handle_signals: bool = True,
+) -> SubmitResult:
+    """Run the plan's pairs, grade, write the report.
+
+    Args:
+        plan: from `prepare`.
+        options: the options (stored in ``job.json``).
+        settings: host settings.
+        backend_factory: makes the backend (connects to Docker); called after the plan.
+        resume: continue ``plan.job_id`` (skip finished pairs, close orphans).
+        on_change: progress callback with every pair's outcome so far.
+        image: the sandbox image (default: the settings').
+        handle_signals: install the SIGINT/SIGTERM handlers (main thread).
+
+    Raises:
+        InfrastructureError: the backend is unusable (exit 6).
+    """
+    from runner.orchestrator.pairs import PairRunner
+
+    folder = job_dir(settings, plan.job_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    if resume:
+        _check_unchanged(plan, folder)
+    owner = labels.current_owner()
+    _write_json(
+        folder / "job.json",
+        {
+            "job_id": plan.job_id,
+            "options": options.to_json(),
+            "owner": {
+                labels.OWNER_HOST: owner.host,
+                labels.OWNER_PID: str(owner.pid),
+                labels.OWNER_START: owner.start,
+            },
+        },
+    )
+    if not resume:
+        _write_json(folder / "plan.json", plan.to_json())
+    with Ledger.for_state_dir(settings.state_dir) as ledger:
+        ceilings = {p: c.ceiling for p, c in plan.ceilings.items()}
+        ledger.create_job(
+            plan.job_id, plan.to_json(), {p: c.to_dict() for p, c in ceilings.items()}
+        )
+        ledger.set_job_status(plan.job_id, "running")
+        backend = TrackingBackend(backend_factory())
+        try:
+            reaped = backend.reap()
+            if reaped:
+                log.info("reaped_leftovers", count=len(reaped))
+            if resume:
+                ledger.close_orphans(plan.job_id)
+            guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]
+            done = ledger.finished_pairs(plan.job_id)
+            pending = [pair for pair in plan.pairs if pair not in done]
+            replay = ceilings["replay"]
+            runner = PairRunner(
+                plan,
+                settings,
+                backend,
+                guard,
+                image=image or settings.image,
+                search_root=options.cwd,
+                max_tokens=DEFAULT_MAX_TOKENS
+                if replay.tokens is not None or replay.usd is not None
+                else None,
+            )
+            limits = runner.limits
+            scheduler = Scheduler(
+                ledger,
+                guard,
+                plan.job_id,
+                runner.run_pair,
+                concurrency=plan.concurrency,
+                stop=runner.stop,
+                backend=backend,
+                run_estimate=Amount(
+                    runs=1, sandbox_s=limits.timeout_s if replay.sandbox_s is not None else 0.0
+                ),
+                on_change=on_change,
+            )
+            with _signals(scheduler.interrupt) if handle_signals else _noop():
+                outcomes = scheduler.run(pending)
+                interrupted = scheduler.interrupted.is_set()
+                grading = None
+                if not interrupted:
+                    grading = grade_job(plan, ledger, guard, settings, options.cwd)
+        finally:
+            backend.close()
+            close = getattr(backend.inner, "close", None)
+            if callable(close):
+                close()
+            runner_close = locals().get("runner")
+            if runner_close is not None:
+                runner_close.close()
+        report = build_report(
+            plan,
+            ledger,
+            outcomes,
+            skipped=done,
+            stop=runner.stop,
+            interrupted=interrupted,
+            grading=grading,
+            resumed=resume,
+        )
+        ledger.set_job_status(plan.job_id, report["status"])
+    write_report(folder, report)
+    return SubmitResult(plan, report, int(report["exit_code"]))
+
+
+@contextmanager
+def _noop() -> Iterator[None]:
+    yield

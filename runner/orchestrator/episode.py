@@ -11,11 +11,12 @@ Status rules (issue 4), first match wins:
 1. the backend failed (start, attach, engine) or the runtime reported its own ``error`` or a
    protocol mismatch without an episode → ``infra_error``;
 2. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
-3. the host killed the sandbox because its deadline passed → ``timeout``;
-4. an ``episode`` message arrived → its status (``succeeded``/``failed``/``denied``), except
-   that a sandbox that died without reaching shutdown cleanly after a ``succeeded`` is not a
-   success (→ ``crashed``);
-5. otherwise (died without an episode, e.g. SIGKILL from inside) → ``crashed`` with the exit
+3. the host killed the sandbox because its deadline passed, or the model provider ran into
+   the deadline → ``timeout``;
+4. stdout passed the total-output cap (the host killed the sandbox) → ``failed``, reason says;
+5. an ``episode`` message arrived → its status (``succeeded``/``failed``/``denied``), except
+   that a non-zero exit after a ``succeeded`` episode is not a success (→ ``crashed``);
+6. otherwise (died without an episode, e.g. SIGKILL from inside) → ``crashed`` with the exit
    code and the last 100 stderr lines.
 A dead sandbox is never a success; steps never started are ``not_run``.
 """

@@ -262,6 +262,7 @@ def run_episode(
     monotonic: Callable[[], float] = time.monotonic,
     hello_timeout_s: float = HELLO_TIMEOUT_S,
     command: Sequence[str] = RUNTIME_COMMAND,
+    channel_factory: Callable[[], Channel] = Channel,
 ) -> EpisodeResult:
     """Run one episode in a sandbox and write its trace.
 
@@ -275,6 +276,7 @@ def run_episode(
         monotonic: the host's deadline clock (seconds).
         hello_timeout_s: how long the runtime has to say hello.
         command: the sandbox command (the runtime; tests may substitute).
+        channel_factory: makes the output decoder (tests use smaller caps).
 
     Returns:
         The result; the trace is written whatever the status.
@@ -283,7 +285,7 @@ def run_episode(
         InputError: invalid run id.
     """
     prepared = prepare_run(request, settings, id_factory, command=command)
-    channel = Channel()
+    channel = channel_factory()
     state = EpisodeState(
         request=request,
         prepared=prepared,

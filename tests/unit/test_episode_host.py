@@ -58,6 +58,9 @@ FAKE_RUNTIME = textwrap.dedent(
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         while True:
             pass
+    if mode == "flood":
+        while True:
+            send({"type": "meter", "tokens_in": 0, "tokens_out": 0, "pad": "x" * 1000})
     if mode == "runtime_error":
         send({"type": "error", "class": "ImportError", "message": "no module x"})
         recv(); sys.exit(1)
@@ -352,3 +355,16 @@ def test_removal_failure_after_the_end_keeps_the_status(setup: SimpleNamespace) 
     result, lines, _ = _run(setup, "succeeded", fail_teardown=True)
     assert result.status == "succeeded"
     assert "could not remove" in lines[-1]["sandbox"]["teardown_error"]
+
+
+def test_output_over_the_total_cap_is_killed_and_recorded(setup: SimpleNamespace) -> None:
+    from runner.orchestrator.channel import Channel
+
+    result, lines, backend = _run(
+        setup, "flood", channel_factory=lambda: Channel(max_total_bytes=200_000)
+    )
+    end = lines[-1]
+    assert result.status == "failed" and "total-output cap" in end["reason"]
+    assert end["channel"]["truncated"] is True and end["channel"]["stdout_bytes"] == 200_000
+    assert end["sandbox"]["killed_for"] == "output_limit"
+    assert backend.sandboxes[0].proc.poll() is not None

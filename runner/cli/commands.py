@@ -7,4 +7,6 @@ from runner.cli import lint  # noqa: F401
 from runner.cli import run  # noqa: F401
 from runner.cli import ledger  # noqa: F401
 from runner.cli import importer  # noqa: F401
+from runner.cli import record  # noqa: F401
 from runner.cli import submit  # noqa: F401
+from runner.cli import reproduce  # noqa: F401

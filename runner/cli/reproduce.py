@@ -1,0 +1,169 @@
+"""``sandbox-replay reproduce TRACE_OR_DIR_OR_PACKET... [--workflow F] [--junit F] [--json]``.
+
+Replays recorded episodes in the sandbox, strict, egress blocked, the clock from the trace
+(`runner.orchestrator.reproduce`). One trace: the verdict with its details; several: a table,
+then the details of every trace that was not reproduced. Exit code: the worst of the traces'
+(SPEC.md order): 0 reproduced, 1 not_reproduced, 5 refused, 2 invalid input, 6 infrastructure.
+Every argument is checked to exist before anything runs or is written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+from xml.etree import ElementTree
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import SandboxReplayError, worst_exit_code
+
+if TYPE_CHECKING:
+    from runner.orchestrator.reproduce import ReproduceReport
+
+
+def _details(report: ReproduceReport) -> list[str]:
+    lines = [f"{report.input}: {report.outcome} (exit {report.exit_code})", f"  {report.reason}"]
+    if report.recorded:
+        lines.append(
+            f"  recorded: {report.recorded.get('status')} "
+            f"signature {str(report.recorded.get('failure_signature'))[:16]}"
+        )
+    if report.replayed:
+        lines.append(
+            f"  replayed: {report.replayed.get('status')} "
+            f"signature {str(report.replayed.get('failure_signature'))[:16]}"
+        )
+    difference = report.first_difference
+    if difference:
+        lines.append(
+            f"  first difference: call #{difference.get('index')} {difference.get('tool')}"
+        )
+        if difference.get("args") is not None:
+            lines.append(f"    arguments: {json.dumps(difference['args'], ensure_ascii=False)}")
+        lines.append(f"    {difference.get('message')}")
+    for reason in report.refusals:
+        lines.append(f"  refused: {reason}")
+    if report.outcome in ("not_reproduced", "reproduced") or report.outbound:
+        lines.append(f"  outbound destinations: {len(report.outbound)}")
+        for attempt in report.outbound[:20]:
+            where = attempt.get("host") or attempt.get("address")
+            lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}")
+    if report.environment_diff and report.outcome == "not_reproduced":
+        lines.append("  environment differences:")
+        for item in report.environment_diff:
+            if item["field"] == "packages":
+                lines.append(
+                    f"    packages: {item['recorded']} recorded, {item['now']} now "
+                    f"({len(item['only_recorded'])} only recorded, {len(item['only_now'])} only "
+                    f"now, {len(item['changed'])} changed)"
+                )
+            else:
+                lines.append(f"    {item['field']}: {item['recorded']} -> {item['now']}")
+    if report.replay_trace:
+        lines.append(f"  replay trace: {report.replay_trace}")
+    return lines
+
+
+def _table(reports: list[ReproduceReport]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="reproduce")
+    for column in ("trace", "outcome", "exit", "first difference / reason"):
+        table.add_column(column, overflow="fold")
+    for report in reports:
+        first = report.first_difference
+        why = first["summary"] if first else report.reason
+        table.add_row(report.input, report.outcome, str(report.exit_code), why[:200])
+    Console(soft_wrap=False).print(table)
+
+
+def write_junit(reports: list[ReproduceReport], path: Path) -> None:
+    """One JUnit test case per trace: reproduced passes, not_reproduced fails, else errors."""
+    suite = ElementTree.Element(
+        "testsuite",
+        name="sandbox-replay reproduce",
+        tests=str(len(reports)),
+        failures=str(sum(r.outcome == "not_reproduced" for r in reports)),
+        errors=str(sum(r.outcome not in ("reproduced", "not_reproduced") for r in reports)),
+    )
+    for report in reports:
+        case = ElementTree.SubElement(suite, "testcase", classname="reproduce", name=report.input)
+        text = "\n".join(_details(report))
+        if report.outcome == "not_reproduced":
+            ElementTree.SubElement(case, "failure", message=report.reason[:500]).text = text
+        elif report.outcome != "reproduced":
+            ElementTree.SubElement(
+                case, "error", type=report.outcome, message=report.reason[:500]
+            ).text = text
+        ElementTree.SubElement(case, "system-out").text = text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = ElementTree.Element("testsuites")
+    root.append(suite)
+    ElementTree.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+@app.command("reproduce")
+def reproduce_command(
+    ctx: typer.Context,
+    traces: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Trace files, folders of traces, or reviewer packets (.tar.gz).",
+            show_default=False,
+        ),
+    ],
+    workflow: Annotated[
+        Path | None,
+        typer.Option("--workflow", help="Replay this (changed) workflow instead of the recorded."),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Write a JUnit XML file, one case per trace.")
+    ] = None,
+    image: Annotated[
+        str | None, typer.Option("--image", help="Sandbox image (default: settings).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5)."""
+    from runner.orchestrator.reproduce import Reproducer
+    from runner.orchestrator.reproduce_inputs import expand_inputs
+
+    try:
+        paths = expand_inputs(list(traces))
+        if workflow is not None and not workflow.is_file():
+            from runner.errors import InputError
+
+            raise InputError("no such workflow file", file=str(workflow), field="--workflow")
+    except SandboxReplayError as exc:
+        fail(exc)
+    settings = state(ctx).settings()
+    reproducer = Reproducer(settings, workflow=workflow, image=image)
+    reports: list[Any] = []
+    try:
+        for path in paths:
+            reports.append(reproducer.reproduce(path))
+    finally:
+        reproducer.close()
+    if junit is not None:
+        write_junit(reports, junit)
+    if as_json:
+        payload: Any = [r.to_dict() for r in reports]
+        typer.echo(
+            json.dumps(
+                payload[0] if len(payload) == 1 else payload,
+                indent=2,
+                ensure_ascii=True,
+                default=str,
+            )
+        )
+    elif len(reports) == 1:
+        typer.echo("\n".join(_details(reports[0])))
+    else:
+        _table(reports)
+        for report in reports:
+            if report.outcome != "reproduced":
+                typer.echo("\n".join(_details(report)))
+    raise typer.Exit(worst_exit_code(*(r.exit_code for r in reports)))

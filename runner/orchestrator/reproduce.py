@@ -1,0 +1,332 @@
+"""``reproduce``: replay a recorded episode in the sandbox, strict, and judge the outcome.
+
+For each trace (SPEC.md "What runs during reproduce"): read it (never written: its sha256 is
+checked after the run), decide whether strict replay can start at all (`refusals`), then run
+the recorded workflow (or ``--workflow``) in the Docker sandbox under the ``reproduce`` policy:
+``pure`` tools execute and are compared, every other tool call and every model and user turn
+is served from the trace by position, the clock readings are the trace's, there is no network.
+The replay is charged under purpose ``replay`` (never ``live``). The verdict
+(`runner.orchestrator.reproduce_diff`) is one of:
+
+| outcome          | exit | meaning                                                        |
+|------------------|------|----------------------------------------------------------------|
+| ``reproduced``   | 0    | the recorded outcome: same signature and calls, or same success |
+| ``not_reproduced`` | 1  | something else; first differing call, egress, environment diff |
+| ``refused``      | 5    | strict replay cannot start; exactly why                        |
+| ``invalid``      | 2    | the input is unreadable (file, line, field)                    |
+| ``infra_error``  | 6    | Docker failed; never a verdict                                 |
+
+Refusals are what makes serving impossible or meaningless: an unknown trace version, a trace
+without its end line (the recorded outcome is unknown), a call with no response at all (no
+body and no error), a recorded workflow that cannot be loaded, a recorded tool missing from
+today's registry or with another schema hash. What ``lint`` merely flags (a model id that is
+an alias, a body that is not the raw HTTP body) never refuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.domain.trace import Trace, TraceVersionError, read_trace
+from runner.errors import (
+    EXIT_INFRA,
+    EXIT_INPUT,
+    EXIT_NEGATIVE,
+    EXIT_OK,
+    EXIT_REFUSED,
+    InfrastructureError,
+    InputError,
+    ReplayRefused,
+)
+from runner.orchestrator.reproduce_inputs import (
+    find_workflow_file,
+    is_packet,
+    packet_trace,
+    safe_extract,
+)
+from runner.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+EXIT_OF = {
+    "reproduced": EXIT_OK,
+    "not_reproduced": EXIT_NEGATIVE,
+    "refused": EXIT_REFUSED,
+    "invalid": EXIT_INPUT,
+    "infra_error": EXIT_INFRA,
+}
+
+
+@dataclass
+class ReproduceReport:
+    """The verdict on one trace (also the ``--json`` object and the JUnit test case).
+
+    Attributes:
+        input: the argument as given (trace file or packet).
+        outcome: ``reproduced``, ``not_reproduced``, ``refused``, ``invalid``, ``infra_error``.
+        exit_code: the outcome's exit code (`EXIT_OF`).
+        reason: one line saying why.
+        first_difference: not_reproduced: the first unrecorded or differing call ``{index,
+            tool, args?, kind, message, summary}``; else None.
+        outbound: destinations code in the sandbox tried to reach during the replay.
+        environment_diff: ``[{field, recorded, now}]`` (python, packages, tool schema hashes,
+            workflow hash, model ids).
+        recorded, replayed: ``{status, failure, failure_signature, output}`` of each run.
+        replay_trace: the replay's own trace file, when it ran.
+        trace_sha256: sha256 of the trace file (the same before and after: never modified).
+        refusals: every reason strict replay would not start (refused only).
+    """
+
+    input: str
+    outcome: str
+    reason: str
+    exit_code: int = 0
+    first_difference: dict[str, Any] | None = None
+    outbound: list[dict[str, Any]] = field(default_factory=list)
+    environment_diff: list[dict[str, Any]] = field(default_factory=list)
+    recorded: dict[str, Any] = field(default_factory=dict)
+    replayed: dict[str, Any] = field(default_factory=dict)
+    replay_trace: str | None = None
+    trace_sha256: str | None = None
+    refusals: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.exit_code = EXIT_OF[self.outcome]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON object."""
+        return asdict(self)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def refusals(trace: Trace, registry: Any) -> list[str]:
+    """Every reason strict replay of ``trace`` with ``registry`` cannot start (empty: it can).
+
+    Args:
+        trace: the read trace.
+        registry: today's registry of the workflow (`runner.domain.registry.Registry`).
+    """
+    reasons = [f"{p.file}:{p.line}: {p.message}" for p in trace.problems]
+    recorded_hashes = dict(trace.run.environment.tools)
+    checked: set[str] = set()
+    for call in trace.calls:
+        if call.body is None and call.error is None:
+            reasons.append(
+                f"call #{call.index} ({call.tool}) has no response at all (no body, no error): "
+                "it cannot be served"
+            )
+        if call.is_provider_call or call.tool in checked:
+            continue
+        checked.add(call.tool)
+        then = call.schema_hash or recorded_hashes.get(call.tool)
+        if call.tool not in registry:
+            reasons.append(
+                f"recorded tool {call.tool!r} (call #{call.index}) is missing from today's "
+                "registry of the workflow"
+            )
+            continue
+        now = registry.resolve(call.tool).schema_hash
+        if then is not None and then != now:
+            reasons.append(
+                f"recorded tool {call.tool!r} changed its schema: schema hash {then[:12]} at "
+                f"call time (call #{call.index}), {now[:12]} today"
+            )
+    return reasons
+
+
+@dataclass
+class Reproducer:
+    """Reproduces traces one after the other, sharing one backend.
+
+    Args:
+        settings: host settings.
+        workflow: ``--workflow``: replaces the recorded workflow (a changed version).
+        image: the sandbox image (default: the settings').
+        policy_name: the reproduce policy.
+        backend_factory: makes the backend on first use (default: Docker from the settings).
+    """
+
+    settings: Settings
+    workflow: Path | None = None
+    image: str | None = None
+    policy_name: str = "reproduce"
+    backend_factory: Callable[[], Any] | None = None
+    _backend: Any = None
+
+    def close(self) -> None:
+        """Close the backend, if one was made."""
+        if self._backend is not None and hasattr(self._backend, "close"):
+            self._backend.close()
+        self._backend = None
+
+    def backend(self) -> Any:
+        """The backend, made (and reaped) on first use.
+
+        Raises:
+            InfrastructureError: Docker is unusable.
+        """
+        if self._backend is None:
+            if self.backend_factory is not None:
+                self._backend = self.backend_factory()
+            else:
+                from runner.backends.docker import DockerBackend
+
+                self._backend = DockerBackend.connect(self.settings.docker_host)
+                self._backend.reap()
+        return self._backend
+
+    def reproduce(self, path: Path) -> ReproduceReport:
+        """Reproduce one trace file or packet; the verdict (never raises for a bad trace)."""
+        before = _sha256(path)
+        with tempfile.TemporaryDirectory(prefix="sandbox-replay-reproduce-") as scratch:
+            report = self._reproduce(path, Path(scratch))
+        report.trace_sha256 = before
+        after = _sha256(path)
+        if after != before:  # pragma: no cover - nothing here writes to it
+            raise AssertionError(f"{path} changed during reproduce")
+        log.info("reproduce_verdict", input=str(path), outcome=report.outcome)
+        return report
+
+    def _reproduce(self, path: Path, scratch: Path) -> ReproduceReport:
+        name = str(path)
+        try:
+            trace_path = path
+            if is_packet(path):
+                safe_extract(path, scratch / "packet")
+                trace_path = packet_trace(scratch / "packet", path)
+            trace = read_trace(trace_path)
+        except TraceVersionError as exc:
+            return ReproduceReport(name, "refused", str(exc), refusals=[str(exc)])
+        except InputError as exc:
+            return ReproduceReport(name, "invalid", str(exc))
+        recorded = _outcome(trace)
+        try:
+            workflow = self._workflow(trace, trace_path, scratch)
+        except ReplayRefused as exc:
+            return ReproduceReport(
+                name, "refused", str(exc), recorded=recorded, refusals=[str(exc)]
+            )
+        except InputError as exc:
+            return ReproduceReport(name, "invalid", str(exc), recorded=recorded)
+        from runner.domain.registry import Registry
+
+        try:
+            registry = Registry.for_workflow(workflow)
+        except InputError as exc:
+            reason = f"today's registry of the workflow cannot be built: {exc}"
+            return ReproduceReport(name, "refused", reason, recorded=recorded, refusals=[reason])
+        reasons = refusals(trace, registry)
+        if reasons:
+            return ReproduceReport(
+                name,
+                "refused",
+                "strict replay would not start: " + "; ".join(reasons),
+                recorded=recorded,
+                refusals=reasons,
+            )
+        return self._run(name, trace, workflow, registry, recorded)
+
+    def _workflow(self, trace: Trace, trace_path: Path, scratch: Path) -> Any:
+        from runner.domain.workflow import load_workflow
+
+        if self.workflow is not None:
+            return load_workflow(self.workflow)
+        recorded = trace.run.workflow
+        found = find_workflow_file(trace_path, recorded.hash, [Path.cwd()])
+        if found is None:
+            if not recorded.content.strip():
+                raise ReplayRefused(
+                    "the trace carries no workflow content (a run recorded without a workflow "
+                    "file): pass --workflow FILE"
+                )
+            found = scratch / "workflow" / f"{recorded.name or 'workflow'}.yaml"
+            found.parent.mkdir(parents=True, exist_ok=True)
+            found.write_text(recorded.content, encoding="utf-8")
+        try:
+            return load_workflow(found)
+        except InputError as exc:
+            raise ReplayRefused(f"the recorded workflow cannot be loaded: {exc}") from exc
+
+    def _run(
+        self, name: str, trace: Trace, workflow: Any, registry: Any, recorded: dict[str, Any]
+    ) -> ReproduceReport:
+        from runner.domain.ids import timestamped_ids
+        from runner.domain.tasks import Task
+        from runner.orchestrator.episode import EpisodeRequest, run_episode
+        from runner.orchestrator.providers import ReplayProvider
+        from runner.orchestrator.reproduce_diff import environment_diff, outcome_of, verdict
+        from runner.orchestrator.single_run import metered_run
+        from runner.policy import load_policy
+
+        policy = load_policy(self.policy_name)
+        run = trace.run
+        calls = [c.to_json() for c in trace.calls]
+        request = EpisodeRequest(
+            workflow=workflow,
+            task=Task(task_id=run.task_id, input=dict(run.task_input), clock_start=run.clock.start),
+            policy=policy,
+            registry=registry.restrict(policy),
+            image=self.image or self.settings.image,
+            mode="reproduce",
+            purpose="replay",
+            recorded_calls=calls,
+            clock_start=run.clock.start,
+        )
+        variant = f"{workflow.spec.name}@{workflow.spec.version}"
+        try:
+            backend = self.backend()
+            with metered_run(
+                self.settings, "replay", "reproduce", variant, run.task_id, policy
+            ) as metered:
+                result = run_episode(
+                    request,
+                    backend=backend,
+                    settings=self.settings,
+                    provider=ReplayProvider(calls),
+                    id_factory=timestamped_ids(prefix="repro"),
+                )
+                metered.finish(result.status, result.end, str(result.trace_path), model_spend=False)
+        except InfrastructureError as exc:
+            return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
+        replay = read_trace(result.trace_path)
+        replayed_calls = [c.to_json() for c in replay.calls]
+        end = result.end
+        base: dict[str, Any] = {
+            "outbound": list(end.get("outbound") or []),
+            "environment_diff": environment_diff(
+                run.environment.to_json(),
+                replay.run.environment.to_json(),
+                run.workflow.hash,
+                replay.run.workflow.hash,
+                calls,
+                replayed_calls,
+            ),
+            "recorded": recorded,
+            "replayed": {"run_id": result.run_id, **outcome_of(end)},
+            "replay_trace": str(result.trace_path),
+        }
+        if result.status == "infra_error":
+            return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
+        recorded_end = trace.end.to_json() if trace.end is not None else {}
+        outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
+        return ReproduceReport(name, outcome, reason, first_difference=difference, **base)
+
+
+def _outcome(trace: Trace) -> dict[str, Any]:
+    from runner.orchestrator.reproduce_diff import outcome_of
+
+    return outcome_of(trace.end.to_json() if trace.end is not None else None)

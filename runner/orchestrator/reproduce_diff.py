@@ -1,0 +1,269 @@
+"""Compare a replayed episode with its recording: the verdict and what differs first.
+
+Pure functions over JSON records (the recorded trace and the replay's trace), no I/O.
+
+`verdict` says ``reproduced`` when the replay ended with the recorded outcome: the same status,
+the same failure signature (or both succeeded with the same output), the same call sequence
+(tool ids and arguments, in order) and no divergence noted by the runtime (a ``pure`` tool's
+other result, a call the trace never saw, a served call without recording). Otherwise
+``not_reproduced`` with the *first* difference, by call index:
+
+- a divergence the runtime noted (``unrecorded_call``, ``arguments``, ``pure_result``,
+  ``raw_io_result``): index, tool, arguments and the runtime's message;
+- a model or user turn the replay provider could not serve: ``message N differs`` with the
+  differing part (request vs recording);
+- a call whose tool or arguments differ from the recorded call at that index, or a call
+  missing on either side;
+- otherwise the outcome itself (status, failure).
+
+`environment_diff` lists what changed between the recorded and the replayed environment
+manifest: python, packages, tool schema hashes, workflow hash, model ids.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runner.sdk import canonical_json
+
+_MESSAGE_DIFF = re.compile(r"first differing message index (\d+): (.*)$", re.S)
+_SHOW = 300
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else canonical_json(value)
+    return text if len(text) <= _SHOW else text[: _SHOW - 3] + "..."
+
+
+def _key(call: Mapping[str, Any]) -> tuple[str, str]:
+    if call.get("tool") in ("model", "user"):
+        return str(call.get("tool")), ""
+    return str(call.get("tool")), canonical_json(call.get("args") or {})
+
+
+def _provider_miss(call: Mapping[str, Any]) -> dict[str, Any] | None:
+    error = call.get("error")
+    if call.get("tool") not in ("model", "user") or not isinstance(error, Mapping):
+        return None
+    message = str(error.get("message", ""))
+    if "differs from its recording" not in message and "unrecorded" not in message:
+        return None
+    found = _MESSAGE_DIFF.search(message)
+    entry: dict[str, Any] = {
+        "index": call.get("index"),
+        "tool": call.get("tool"),
+        "kind": "model_request",
+        "message": message,
+    }
+    if found:
+        entry["message_index"] = int(found.group(1))
+        entry["differs"] = found.group(2)
+        entry["summary"] = (
+            f"{call.get('tool')} call #{call.get('index')}: message {found.group(1)} differs: "
+            f"{_short(found.group(2))}"
+        )
+    else:
+        entry["summary"] = f"{call.get('tool')} call #{call.get('index')}: {_short(message)}"
+    return entry
+
+
+def first_difference(
+    recorded_calls: Sequence[Mapping[str, Any]],
+    replayed_calls: Sequence[Mapping[str, Any]],
+    divergences: Sequence[Mapping[str, Any]],
+) -> dict[str, Any] | None:
+    """The first unrecorded or differing call, or None when the call sequences agree.
+
+    Returns:
+        ``{index, tool, args?, kind, message, summary, ...}``.
+    """
+    candidates: list[dict[str, Any]] = []
+    for note in divergences:
+        index = note.get("index")
+        entry = {
+            "index": index,
+            "tool": note.get("tool"),
+            "kind": note.get("kind", "divergence"),
+            "message": note.get("message", ""),
+        }
+        if "args" in note:
+            entry["args"] = note["args"]
+        if note.get("differing"):
+            entry["differing"] = note["differing"]
+        entry["summary"] = f"call #{index} {note.get('tool')}: {_short(entry['message'])}"
+        candidates.append(entry)
+    for call in replayed_calls:
+        miss = _provider_miss(call)
+        if miss is not None:
+            candidates.append(miss)
+            break
+    recorded = {c.get("index"): c for c in recorded_calls}
+    replayed = {c.get("index"): c for c in replayed_calls}
+    for index in sorted(i for i in set(recorded) | set(replayed) if isinstance(i, int)):
+        mine, theirs = replayed.get(index), recorded.get(index)
+        if mine is None or theirs is None or _key(mine) != _key(theirs):
+            candidates.append(_sequence_entry(index, mine, theirs))
+            break
+    if not candidates:
+        return None
+    return min(candidates, key=lambda c: c["index"] if isinstance(c["index"], int) else 1 << 30)
+
+
+def _sequence_entry(
+    index: int, mine: Mapping[str, Any] | None, theirs: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    if mine is None:
+        assert theirs is not None
+        message = (
+            f"the replay made no call #{index}; the recording has {theirs.get('tool')} "
+            f"{_short(theirs.get('args') or theirs.get('request') or {})}"
+        )
+        return {
+            "index": index,
+            "tool": theirs.get("tool"),
+            "args": theirs.get("args"),
+            "kind": "not_called",
+            "message": message,
+            "summary": f"call #{index} {theirs.get('tool')}: {message}",
+        }
+    args = mine.get("args")
+    if theirs is None:
+        message = "the recording has no call at this index (unrecorded call)"
+    else:
+        message = (
+            f"the recording has {theirs.get('tool')} {_short(theirs.get('args') or {})} "
+            "at this index"
+        )
+    error = mine.get("error")
+    if isinstance(error, Mapping):
+        message += f"; the replay raised {error.get('class')}: {_short(error.get('message', ''))}"
+    return {
+        "index": index,
+        "tool": mine.get("tool"),
+        "args": args,
+        "kind": "unrecorded_call" if theirs is None else "different_call",
+        "message": message,
+        "summary": f"call #{index} {mine.get('tool')} {_short(args or {})}: {message}",
+    }
+
+
+def outcome_of(end: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{status, failure, failure_signature, output}`` of an end line (``{}`` when None)."""
+    if end is None:
+        return {}
+    return {k: end.get(k) for k in ("status", "failure", "failure_signature", "output")}
+
+
+def verdict(
+    recorded_calls: Sequence[Mapping[str, Any]],
+    recorded_end: Mapping[str, Any],
+    replayed_calls: Sequence[Mapping[str, Any]],
+    replayed_end: Mapping[str, Any],
+) -> tuple[str, dict[str, Any] | None, str]:
+    """Decide ``reproduced`` or ``not_reproduced``.
+
+    Returns:
+        ``(outcome, first difference or None, one-line reason)``.
+    """
+    divergences = list(replayed_end.get("divergences") or [])
+    difference = first_difference(recorded_calls, replayed_calls, divergences)
+    same_status = recorded_end.get("status") == replayed_end.get("status")
+    same_signature = recorded_end.get("failure_signature") == replayed_end.get("failure_signature")
+    same_output = recorded_end.get("status") != "succeeded" or canonical_json(
+        recorded_end.get("output")
+    ) == canonical_json(replayed_end.get("output"))
+    if difference is None and same_status and same_signature and same_output:
+        if recorded_end.get("status") == "succeeded":
+            return "reproduced", None, "the same success, the same calls"
+        return "reproduced", None, "the same failure signature, the same calls"
+    if not same_status or not same_signature:
+        outcome = (
+            f"recorded {recorded_end.get('status')} "
+            f"{_failure_text(recorded_end.get('failure'))}, replay ended "
+            f"{replayed_end.get('status')} {_failure_text(replayed_end.get('failure'))}"
+        )
+    elif not same_output:
+        outcome = "the same status, but another output"
+    else:
+        outcome = "the same outcome, but the calls differ"
+    if difference is None:
+        return "not_reproduced", None, outcome
+    return "not_reproduced", difference, f"{outcome}; first difference: {difference['summary']}"
+
+
+def _failure_text(failure: Any) -> str:
+    if not isinstance(failure, Mapping):
+        return ""
+    return f"(call #{failure.get('call_index')} {failure.get('tool')} {failure.get('error_class')})"
+
+
+def _model_ids(calls: Sequence[Mapping[str, Any]]) -> list[str]:
+    return sorted({str(c["model"]) for c in calls if c.get("tool") == "model" and c.get("model")})
+
+
+def environment_diff(
+    recorded_env: Mapping[str, Any],
+    replayed_env: Mapping[str, Any],
+    recorded_workflow_hash: str,
+    replayed_workflow_hash: str,
+    recorded_calls: Sequence[Mapping[str, Any]],
+    replayed_calls: Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """What differs between the two environment manifests.
+
+    Returns:
+        ``[{field, recorded, now}]`` for python, platform, workflow hash, model ids, each tool
+        schema hash that changed (``tools.<id>``), and packages (``packages``: a summary with
+        the names only on one side and those whose version changed).
+    """
+    diff: list[dict[str, Any]] = []
+    for field in ("python", "platform"):
+        if recorded_env.get(field) != replayed_env.get(field):
+            diff.append(
+                {
+                    "field": field,
+                    "recorded": recorded_env.get(field),
+                    "now": replayed_env.get(field),
+                }
+            )
+    if recorded_workflow_hash != replayed_workflow_hash:
+        diff.append(
+            {
+                "field": "workflow.hash",
+                "recorded": recorded_workflow_hash,
+                "now": replayed_workflow_hash,
+            }
+        )
+    models_then, models_now = _model_ids(recorded_calls), _model_ids(replayed_calls)
+    if models_then != models_now:
+        diff.append({"field": "model", "recorded": models_then, "now": models_now})
+    tools_then = recorded_env.get("tools") or {}
+    tools_now = replayed_env.get("tools") or {}
+    for tool_id in sorted(set(tools_then) | set(tools_now)):
+        if tools_then.get(tool_id) != tools_now.get(tool_id):
+            diff.append(
+                {
+                    "field": f"tools.{tool_id}",
+                    "recorded": tools_then.get(tool_id),
+                    "now": tools_now.get(tool_id),
+                }
+            )
+    then = recorded_env.get("packages") or {}
+    now = replayed_env.get("packages") or {}
+    only_then = sorted(set(then) - set(now))
+    only_now = sorted(set(now) - set(then))
+    changed = sorted(k for k in set(then) & set(now) if then[k] != now[k])
+    if only_then or only_now or changed:
+        diff.append(
+            {
+                "field": "packages",
+                "recorded": f"{len(then)} packages",
+                "now": f"{len(now)} packages",
+                "only_recorded": only_then,
+                "only_now": only_now,
+                "changed": {k: [then[k], now[k]] for k in changed},
+            }
+        )
+    return diff

@@ -8,9 +8,9 @@ the trace writer, the status rules) with this backend in place of Docker.
 There is no isolation here, on purpose, and the name says so: `UnsandboxedProcessBackend`. The
 run folder is copied to a scratch folder with the sandbox paths of ``run.json`` (``tool_paths``)
 mapped back to the host folders they mount; the runtime starts with
-``SANDBOX_REPLAY_RUN_DIR`` pointing at it, ``HOME``/``TMPDIR``/the working directory in a fresh
-scratch folder (the run's scratch space, removed afterwards), and the host's environment
-otherwise (real tools need their configuration, e.g. ``HELPDESK_DATA``).
+``SANDBOX_REPLAY_RUN_DIR`` pointing at it, ``HOME``/``TMPDIR`` in a fresh scratch folder (the
+run's scratch space, removed afterwards), the caller's working directory and the host's
+environment otherwise (real tools need their configuration, e.g. ``HELPDESK_DATA``).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class UnsandboxedProcessBackend(Backend):
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    cwd=work,
+                    cwd=Path.cwd(),  # live tools see the caller's working directory
                     env=env,
                     start_new_session=True,
                 )

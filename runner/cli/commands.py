@@ -10,3 +10,4 @@ from runner.cli import importer  # noqa: F401
 from runner.cli import record  # noqa: F401
 from runner.cli import submit  # noqa: F401
 from runner.cli import reproduce  # noqa: F401
+from runner.cli import tasks  # noqa: F401

@@ -31,8 +31,8 @@ def observation_of(call: CallRecord) -> dict[str, Any]:
     """The observation a recorded ``read`` call becomes."""
     record = call.to_json()
     observation: dict[str, Any] = {"tool": call.tool, "args": dict(call.args or {})}
-    meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
-    result = meta.get("result") if call.raw_io else None
+    meta = record.get("meta")
+    result = meta.get("result") if call.raw_io and isinstance(meta, dict) else None
     if isinstance(result, str):
         observation.update(encode_body(result))
     else:

@@ -11,3 +11,4 @@ from runner.cli import record  # noqa: F401
 from runner.cli import submit  # noqa: F401
 from runner.cli import reproduce  # noqa: F401
 from runner.cli import tasks  # noqa: F401
+from runner.cli import packet  # noqa: F401

@@ -36,8 +36,13 @@ def _cli(args: list[str], cwd: Path, image: str, **env: str) -> subprocess.Compl
         {"SANDBOX_REPLAY_STATE_DIR": str(cwd / "state"), "SANDBOX_REPLAY_IMAGE": image}, **env
     )
     return subprocess.run(
-        [CLI, "--log-format", "json", *args], cwd=cwd, env=full_env, capture_output=True,
-        text=True, timeout=300, check=False,
+        [CLI, "--log-format", "json", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -111,7 +116,8 @@ def test_a_changed_tool_schema_is_refused_naming_the_tool(
     )
     code, report = _reproduce(
         [str(GOLDEN / "failing.jsonl"), "--workflow", str(folder / "golden.yaml")],
-        tmp_path, sandbox_image,
+        tmp_path,
+        sandbox_image,
     )
     assert (code, report["outcome"]) == (5, "refused"), report
     assert any("'kb.lookup'" in r and "schema" in r for r in report["refusals"]), report
@@ -148,7 +154,8 @@ def test_a_pure_tool_whose_code_changed_is_not_reproduced_naming_it(
     )
     code, report = _reproduce(
         [str(GOLDEN / "failing.jsonl"), "--workflow", str(folder / "golden.yaml")],
-        tmp_path, sandbox_image,
+        tmp_path,
+        sandbox_image,
     )
     assert (code, report["outcome"]) == (1, "not_reproduced"), report
     first = report["first_difference"]
@@ -161,11 +168,24 @@ def test_a_pure_tool_that_secretly_fetches_fails_in_the_sandbox_with_its_destina
 ) -> None:
     folder = _golden_copy(tmp_path)  # the trace is written beside its workflow
     with loopback_server() as server:
-        tasks = _write(tmp_path / "tasks.jsonl",
-                       [{"task_id": "q-1", "input": {"url": f"{server.url}/quote"}}])
-        done = _cli(["record", str(folder / "egress.yaml"), "--tasks", str(tasks), "--task",
-                     "q-1", "-o", str(folder / "egress.jsonl"), "--json"], tmp_path,
-                    sandbox_image)
+        tasks = _write(
+            tmp_path / "tasks.jsonl", [{"task_id": "q-1", "input": {"url": f"{server.url}/quote"}}]
+        )
+        done = _cli(
+            [
+                "record",
+                str(folder / "egress.yaml"),
+                "--tasks",
+                str(tasks),
+                "--task",
+                "q-1",
+                "-o",
+                str(folder / "egress.jsonl"),
+                "--json",
+            ],
+            tmp_path,
+            sandbox_image,
+        )
         assert done.returncode == 0, done.stderr
         assert server.paths == ["/quote"]  # recorded live: it really fetched (loopback)
     port = int(server.url.rsplit(":", 1)[1])
@@ -188,8 +208,20 @@ def test_an_unsafe_call_is_served_from_the_trace_and_its_code_never_runs(
 ) -> None:
     folder = _golden_copy(tmp_path)
     tasks = _write(tmp_path / "tasks.jsonl", [{"task_id": "m-1", "input": {"label": "x"}}])
-    done = _cli(["record", str(folder / "marker.yaml"), "--tasks", str(tasks), "--task", "m-1",
-                 "-o", str(folder / "marker.jsonl")], tmp_path, sandbox_image)
+    done = _cli(
+        [
+            "record",
+            str(folder / "marker.yaml"),
+            "--tasks",
+            str(tasks),
+            "--task",
+            "m-1",
+            "-o",
+            str(folder / "marker.jsonl"),
+        ],
+        tmp_path,
+        sandbox_image,
+    )
     assert done.returncode == 0, done.stderr
     recorded = _lines(folder / "marker.jsonl")
     assert (recorded[1]["tool"], recorded[1]["source"]) == ("scratch.mark", "executed")
@@ -197,7 +229,10 @@ def test_an_unsafe_call_is_served_from_the_trace_and_its_code_never_runs(
     code, report = _reproduce([str(folder / "marker.jsonl")], tmp_path, sandbox_image)
     replay = _lines(Path(report["replay_trace"]))
     assert (replay[1]["tool"], replay[1]["source"], replay[1]["body"]) == (
-        "scratch.mark", "trace", '"marked"')
+        "scratch.mark",
+        "trace",
+        '"marked"',
+    )
     assert (replay[2]["tool"], replay[2]["source"]) == ("scratch.seen", "executed")
     assert replay[2]["body"] == "false"  # the unsafe code never ran: no marker
     assert (code, report["outcome"]) == (1, "not_reproduced")
@@ -209,8 +244,11 @@ def test_a_packet_reproduces_from_the_packet_alone_in_a_fresh_directory(
 ) -> None:
     made = tmp_path / "made"
     made.mkdir()
-    done = _cli(["packet", str(GOLDEN / "failing.jsonl"), "-o", str(made / "case.tar.gz")],
-                made, sandbox_image)
+    done = _cli(
+        ["packet", str(GOLDEN / "failing.jsonl"), "-o", str(made / "case.tar.gz")],
+        made,
+        sandbox_image,
+    )
     assert done.returncode == 0, done.stderr
     fresh = tmp_path / "fresh"
     fresh.mkdir()
@@ -227,8 +265,11 @@ def test_several_traces_give_a_table_the_worst_exit_code_and_junit(
     folder = _golden_copy(tmp_path)  # beside its workflow file: found by its hash
     incomplete = _write(folder / "incomplete.jsonl", lines)
     junit = tmp_path / "out.xml"
-    done = _cli(["reproduce", str(GOLDEN / "failing.jsonl"), str(incomplete), "--junit",
-                 str(junit)], tmp_path, sandbox_image)
+    done = _cli(
+        ["reproduce", str(GOLDEN / "failing.jsonl"), str(incomplete), "--junit", str(junit)],
+        tmp_path,
+        sandbox_image,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "reproduced" in done.stdout and "not_reproduced" in done.stdout
     suite = ElementTree.parse(junit).getroot().find("testsuite")
@@ -239,11 +280,11 @@ def test_several_traces_give_a_table_the_worst_exit_code_and_junit(
 
 
 def test_the_example_traces_reproduce_as_documented(tmp_path: Path, sandbox_image: str) -> None:
-    code, report = _reproduce([str(HELPDESK / "traces" / "failing.jsonl")], tmp_path,
-                              sandbox_image)
+    code, report = _reproduce([str(HELPDESK / "traces" / "failing.jsonl")], tmp_path, sandbox_image)
     assert (code, report["outcome"]) == (0, "reproduced"), report
-    code, report = _reproduce([str(HELPDESK / "traces" / "incomplete.jsonl")], tmp_path,
-                              sandbox_image)
+    code, report = _reproduce(
+        [str(HELPDESK / "traces" / "incomplete.jsonl")], tmp_path, sandbox_image
+    )
     assert (code, report["outcome"]) == (1, "not_reproduced"), report
     assert report["first_difference"]["tool"] == "kb.search"
 
@@ -252,11 +293,23 @@ def test_tasks_extracted_from_recorded_runs_run_with_submit(
     tmp_path: Path, sandbox_image: str
 ) -> None:
     tasks = tmp_path / "tasks.jsonl"
-    done = _cli(["tasks", "extract", str(GOLDEN / "failing.jsonl"),
-                 str(HELPDESK / "traces" / "failing.jsonl"), "-o", str(tasks)], tmp_path,
-                sandbox_image)
+    done = _cli(
+        [
+            "tasks",
+            "extract",
+            str(GOLDEN / "failing.jsonl"),
+            str(HELPDESK / "traces" / "failing.jsonl"),
+            "-o",
+            str(tasks),
+        ],
+        tmp_path,
+        sandbox_image,
+    )
     assert done.returncode == 0, done.stderr
-    done = _cli(["submit", "--variant", str(GOLDEN / "golden.yaml"), "--tasks", str(tasks),
-                 "--json"], tmp_path, sandbox_image)
+    done = _cli(
+        ["submit", "--variant", str(GOLDEN / "golden.yaml"), "--tasks", str(tasks), "--json"],
+        tmp_path,
+        sandbox_image,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert '"gold-1"' in done.stdout

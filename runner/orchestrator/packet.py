@@ -155,7 +155,10 @@ def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = No
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(members):
             _add(tar, name, members[name])
-    with open(part, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+    with (
+        open(part, "wb") as raw,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed,
+    ):
         packed.write(buffer.getvalue())
     part.replace(output)
     return sorted(members)

@@ -169,7 +169,7 @@ class Caller:
                 value = self._execute(index, step_id, tool, args, record)
             else:
                 served = self._serve(record, tool.id, args)
-                record["source"] = "observation" if self.mode == "shadow" else "trace"
+                record["source"] = "trace" if self.mode == "reproduce" else "observation"
                 if self.mode == "reproduce" and rawio.is_raw(served):
                     value = self._rerun_raw(tool, args, record, served)
                 else:

@@ -138,8 +138,7 @@ def served_by_code(record: Dict[str, Any], tool_id: str) -> Iterator[None]:
             if entry.get(key) is not None and entry[key] != value:
                 raise UnrecordedCall(
                     "unrecorded HTTP request #{} of tool {!r}: {} {}: the recording has {} "
-                    "{}".format(index, tool_id, method, url, entry.get("method"),
-                                entry.get("url")),
+                    "{}".format(index, tool_id, method, url, entry.get("method"), entry.get("url")),
                     tool_id=tool_id,
                     args={"method": method, "url": url},
                     index=record.get("index"),

@@ -15,6 +15,7 @@ Invariants every backend keeps (checked by the conformance tests in tests/integr
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -22,6 +23,9 @@ from pathlib import Path
 
 STDOUT = 1
 STDERR = 2
+
+# The unprivileged user of the sandbox image (images/Dockerfile).
+DEFAULT_SANDBOX_USER = "10001:10001"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class SandboxSpec:
         limits: resource limits.
         labels: extra labels (the backend adds session, run, owner and version labels).
         workdir: working directory inside.
+        user: ``uid:gid`` the command runs as; never root (`sandbox_user` picks it).
     """
 
     run_id: str
@@ -82,6 +87,27 @@ class SandboxSpec:
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     labels: Mapping[str, str] = field(default_factory=dict)
     workdir: str = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
+    user: str = DEFAULT_SANDBOX_USER
+
+    def __post_init__(self) -> None:
+        uid = self.user.split(":", 1)[0]
+        if not uid.isdigit() or int(uid) == 0:
+            raise ValueError(f"sandbox user must be a numeric non-root uid[:gid], not {self.user!r}")
+
+
+def sandbox_user() -> str:
+    """The ``uid:gid`` sandboxes run as: the invoking user's own ids when they are not root.
+
+    Running as the host user lets the sandbox read tool folders that only their owner may read
+    (a home folder of mode 0700 is common on Linux laptops); it is never root. When the host
+    process is root, or the platform has no POSIX ids (Windows), the image's unprivileged
+    ``sandbox`` user 10001:10001 is used (images/Dockerfile).
+    """
+    getuid = getattr(os, "getuid", None)
+    getgid = getattr(os, "getgid", None)
+    if getuid is None or getgid is None or getuid() == 0:
+        return DEFAULT_SANDBOX_USER
+    return f"{getuid()}:{getgid()}"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,15 @@ from typing import Any
 import structlog
 
 from runner import resources
-from runner.backends.base import Backend, ExitState, Mount, ResourceLimits, Sandbox, SandboxSpec
+from runner.backends.base import (
+    Backend,
+    ExitState,
+    Mount,
+    ResourceLimits,
+    Sandbox,
+    SandboxSpec,
+    sandbox_user,
+)
 from runner.domain.ids import IdFactory, new_run_id
 from runner.domain.tasks import Task
 from runner.errors import InfrastructureError
@@ -204,6 +212,7 @@ def prepare_run(
     _write_json(run_dir / "run.json", run_spec)
     mounts = [Mount(resources.package_dir(), f"{protocol.RUNTIME_ROOT}/runner")]
     mounts += [Mount(root, path) for root, path in zip(roots, tool_paths, strict=True)]
+    mounts += _state_dir_shadows(state_dir, run_dir, roots, tool_paths)
     mounts.append(Mount(run_dir, protocol.RUN_DIR))
     env = {
         "TZ": "UTC",
@@ -223,10 +232,28 @@ def prepare_run(
         env=env,
         limits=resource_limits(request.policy, settings),
         labels={"io.sandbox-replay.task": request.task.task_id[:63]},
+        user=sandbox_user(),
     )
     return PreparedRun(
         run_id, run_dir, state_dir / "traces" / f"{run_id}.jsonl", spec, manifest, run_spec
     )
+
+
+def _state_dir_shadows(
+    state_dir: Path, run_dir: Path, roots: Sequence[Path], tool_paths: Sequence[str]
+) -> list[Mount]:
+    """Empty read-only mounts over the state folder wherever a tool root contains it.
+
+    A tool root is often the project folder, and the state folder (ledger, other runs' traces)
+    usually lives there too; a run must not read other runs' data.
+    """
+    shadows: list[Mount] = []
+    empty = run_dir / "empty"
+    for root, path in zip(roots, tool_paths, strict=True):
+        if state_dir != root and state_dir.is_relative_to(root):
+            empty.mkdir(mode=0o755, exist_ok=True)
+            shadows.append(Mount(empty, f"{path}/{state_dir.relative_to(root).as_posix()}"))
+    return shadows
 
 
 def _image_id(backend: Backend, image: str) -> str | None:

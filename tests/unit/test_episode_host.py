@@ -212,11 +212,15 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
     assert end["not_run"] == []
     spec = backend.specs[0]
     assert spec.command == ("python3", "-u", "-m", "runner.runtime")
+    # the state folder lies inside the tool root here: an empty mount hides it from the run
     assert {m.target for m in spec.mounts} == {
         "/opt/sandbox-replay/runner",
         "/sandbox/tools/0",
+        "/sandbox/tools/0/state",
         "/sandbox/run",
     }
+    shadow = next(m for m in spec.mounts if m.target == "/sandbox/tools/0/state")
+    assert shadow.source.is_dir() and not any(shadow.source.iterdir())
     assert all(m.read_only for m in spec.mounts)
     assert spec.env["TZ"] == "UTC" and spec.env["PYTHONHASHSEED"] == "0"
     assert spec.env["PYTHONUNBUFFERED"] == "1" and spec.env["PYTHONPATH"] == "/opt/sandbox-replay"

@@ -38,7 +38,6 @@ from runner.errors import InfrastructureError, TransientInfrastructureError
 
 log = structlog.get_logger(__name__)
 
-SANDBOX_USER = "10001:10001"
 SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
 _CREATE_ATTEMPTS = 3
 _OUTPUT_IN_ERRORS = 4096
@@ -136,7 +135,7 @@ class DockerBackend(Backend):
             "image": spec.image,
             "command": list(spec.command),
             "name": L.container_name(spec.run_id, self.session_id),
-            "user": SANDBOX_USER,
+            "user": spec.user,
             "detach": True,
             "stdin_open": True,
             "tty": False,

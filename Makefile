@@ -59,3 +59,4 @@ lint: setup
 	$(BIN)/ruff check runner tests
 	$(BIN)/ruff format --check runner tests
 	$(BIN)/mypy
+bench: setup ensure-image ; $(BIN)/python bench/bench_submit.py  # submit vs bare containers (bench/README.md)

@@ -43,6 +43,7 @@ __all__ = [
     "ToolDefinitionError",
     "canonical_json",
     "collect_tools",
+    "function_name",
     "http_get",
     "http_request",
     "now",
@@ -84,6 +85,20 @@ def canonical_json(value: Any) -> str:
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+
+
+FUNCTION_NAME_MAX = 64
+
+
+def function_name(tool_id: str) -> str:
+    """The name a tool is offered to a model under (OpenAI: ``^[a-zA-Z0-9_-]{1,64}$``).
+
+    Deterministic: every ``.`` of the tool id becomes ``__`` (``kb.search`` -> ``kb__search``);
+    an id without dots is its own name, so tools imported from a provider keep their names.
+    Workflows reject two tools of one step with the same name, or a name over 64 characters,
+    at load time.
+    """
+    return tool_id.replace(".", "__")
 
 
 def schema_hash(schema: Dict[str, Any]) -> str:
@@ -300,8 +315,14 @@ class HttpResponse:
 
     __slots__ = ("body", "content_encoding", "headers", "status", "url")
 
-    def __init__(self, status: int, headers: Dict[str, str], body: bytes, url: str,
-                 content_encoding: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        headers: Dict[str, str],
+        body: bytes,
+        url: str,
+        content_encoding: Optional[str] = None,
+    ) -> None:
         self.status = status
         self.headers = headers
         self.body = body
@@ -341,8 +362,13 @@ def _decode_content(body: bytes, encoding: Optional[str]) -> bytes:
     return body  # an encoding this helper does not know: kept as received
 
 
-def http_request(method: str, url: str, headers: Optional[Dict[str, str]] = None,
-                 data: Optional[bytes] = None, timeout_s: float = 30.0) -> HttpResponse:
+def http_request(
+    method: str,
+    url: str,
+    headers: Optional[Dict[str, str]] = None,
+    data: Optional[bytes] = None,
+    timeout_s: float = 30.0,
+) -> HttpResponse:
     """Make one HTTP request whose raw body is recorded (and served again on replay).
 
     Tools that do their I/O through this helper get their raw HTTP body into the trace
@@ -374,8 +400,13 @@ def http_request(method: str, url: str, headers: Optional[Dict[str, str]] = None
     source = _HTTP_SOURCE.get()
     if source is not None:
         served = source(method, url)
-        response = HttpResponse(int(served.get("status", 200)), dict(served.get("headers", {})),
-                                served.get("body", b""), url, served.get("content_encoding"))
+        response = HttpResponse(
+            int(served.get("status", 200)),
+            dict(served.get("headers", {})),
+            served.get("body", b""),
+            url,
+            served.get("content_encoding"),
+        )
     else:
         request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
             url, data=data, headers=dict(headers or {}), method=method
@@ -387,23 +418,31 @@ def http_request(method: str, url: str, headers: Optional[Dict[str, str]] = None
             status, raw_headers, raw = exc.code, exc.headers, exc.read()
         encoding = raw_headers.get("Content-Encoding") if raw_headers is not None else None
         names = {k.lower(): v for k, v in (raw_headers.items() if raw_headers else [])}
-        response = HttpResponse(status, names, _decode_content(raw, encoding), url,
-                                encoding.strip().lower() if encoding else None)
+        response = HttpResponse(
+            status,
+            names,
+            _decode_content(raw, encoding),
+            url,
+            encoding.strip().lower() if encoding else None,
+        )
     sink = _HTTP_SINK.get()
     if sink is not None:
-        sink.append({
-            "method": method,
-            "url": url,
-            "status": response.status,
-            "content_type": response.headers.get("content-type"),
-            "content_encoding": response.content_encoding,
-            "body": response.body,
-        })
+        sink.append(
+            {
+                "method": method,
+                "url": url,
+                "status": response.status,
+                "content_type": response.headers.get("content-type"),
+                "content_encoding": response.content_encoding,
+                "body": response.body,
+            }
+        )
     return response
 
 
-def http_get(url: str, headers: Optional[Dict[str, str]] = None,
-             timeout_s: float = 30.0) -> HttpResponse:
+def http_get(
+    url: str, headers: Optional[Dict[str, str]] = None, timeout_s: float = 30.0
+) -> HttpResponse:
     """``http_request("GET", url, ...)``; see `http_request`."""
     return http_request("GET", url, headers=headers, timeout_s=timeout_s)
 

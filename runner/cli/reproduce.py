@@ -34,6 +34,7 @@ def _details(report: ReproduceReport) -> list[str]:
         lines.append(
             f"  replayed: {report.replayed.get('status')} "
             f"signature {str(report.replayed.get('failure_signature'))[:16]}"
+            + (" (the source's verdict, kept)" if report.replayed.get("source_verdict") else "")
         )
     difference = report.first_difference
     if difference:

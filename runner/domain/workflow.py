@@ -39,6 +39,7 @@ from runner.domain.yamlsource import (
     validation_error,
 )
 from runner.errors import InputError
+from runner.sdk import FUNCTION_NAME_MAX, function_name
 
 __all__ = [
     "AgentSpec",
@@ -108,6 +109,35 @@ class FixedMessage(_Frozen):
     content: str
 
 
+class UserSpec(_Frozen):
+    """A simulated user (role ``user``), the object form of ``agent.user``.
+
+    Attributes:
+        system: its instructions (the system message of its requests); ``${...}`` allowed.
+            None: the task input as canonical JSON.
+        stop: a reply containing this text (or any of these texts) ends the conversation,
+            as τ²'s ``###STOP###`` / ``###TRANSFER###``; None: ``###STOP###``.
+        max_turns: user turns at most after the first (>= 0; the first, asked when the step
+            has no ``input``, is not counted); None: the step's ``max_turns``.
+        model: the model name asked for its turns (None: the workflow's).
+        settings: request settings of its turns (None: the workflow model's).
+    """
+
+    system: str | None = None
+    stop: str | list[str] | None = None
+    max_turns: int | None = Field(default=None, ge=0)
+    model: str | None = None
+    settings: dict[str, Any] | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        texts = [stop] if isinstance(stop, str) else list(stop or [])
+        if any(not text for text in texts) or (isinstance(stop, list) and not stop):
+            raise ValueError("stop texts must be non-empty")
+        return stop
+
+
 class AgentSpec(_Frozen):
     """A tool-calling loop driven by the model.
 
@@ -117,8 +147,9 @@ class AgentSpec(_Frozen):
         system: the system prompt; ``${...}`` references allowed.
         input: the first user message; ``${...}`` references allowed. None: the runtime
             sends the task's input.
-        user: instructions of a simulated user (role ``user``, served through the host like
-            model turns); None means no simulated user.
+        user: a simulated user (role ``user``, served through the host like model turns):
+            its instructions as a string, or a `UserSpec` (instructions, stop texts, turn
+            limit); None means no simulated user.
         fixed_messages: messages that are part of the conversation without being model turns
             (τ²'s opening greeting), placed after the system prompt and before the first user
             message; never sent to or served as a model call.
@@ -128,7 +159,7 @@ class AgentSpec(_Frozen):
     max_turns: int = Field(ge=1)
     system: str | None = None
     input: str | None = None
-    user: str | None = None
+    user: str | UserSpec | None = None
     fixed_messages: list[FixedMessage] = Field(default_factory=list)
 
     @field_validator("tools")
@@ -141,6 +172,20 @@ class AgentSpec(_Frozen):
             if tool_id in seen:
                 raise ValueError(f"tool {tool_id!r} is listed twice")
             seen.add(tool_id)
+        offered: dict[str, str] = {}
+        for tool_id in tools:
+            name = function_name(tool_id)
+            if len(name) > FUNCTION_NAME_MAX:
+                raise ValueError(
+                    f"tool {tool_id!r} is offered to the model as {name!r}, longer than "
+                    f"{FUNCTION_NAME_MAX} characters (the OpenAI limit for function names)"
+                )
+            if name in offered:
+                raise ValueError(
+                    f"tools {offered[name]!r} and {tool_id!r} would both be offered to the model "
+                    f"as {name!r} (dots become '__'): rename one"
+                )
+            offered[name] = tool_id
         return tools
 
 
@@ -310,7 +355,11 @@ def workflow_problems(workflow: Workflow) -> list[tuple[Loc, str]]:
         if step.agent is not None:
             fields.append(((*here, "agent", "system"), step.agent.system))
             fields.append(((*here, "agent", "input"), step.agent.input))
-            fields.append(((*here, "agent", "user"), step.agent.user))
+            user = step.agent.user
+            if isinstance(user, UserSpec):
+                fields.append(((*here, "agent", "user", "system"), user.system))
+            else:
+                fields.append(((*here, "agent", "user"), user))
         for base, value in fields:
             for loc, ref in references(value, base):
                 message = _reference_problem(ref, step.id, earlier, all_ids)

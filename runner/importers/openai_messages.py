@@ -331,6 +331,7 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
         model=None,
         input_template="${task.message}",
         user=_USER_NOTE if has_user_turns else None,
+        user_turn_limit=True,
         max_turns=max(1, max(sum(m.role == "assistant" for m in r.messages) for r in runs)),
     )
     return ImportSource(

@@ -62,6 +62,12 @@ class WorkflowShape:
         input_template: the agent step's ``input`` (first user message), or None.
         user: the simulated user's instructions (``${task.x}`` allowed), or None.
         max_turns: the agent step's turn limit.
+        user_stop: texts that end the conversation when the user says them (τ²'s
+            ``###STOP###``, ``###TRANSFER###``), or None (no stop text: see
+            ``user_turn_limit``).
+        user_turn_limit: give each run's simulated user a turn limit equal to its recorded
+            user turns, so that the replay ends where the recording ended (sources whose
+            conversations end without a stop text).
     """
 
     name: str
@@ -71,6 +77,8 @@ class WorkflowShape:
     input_template: str | None
     user: str | None
     max_turns: int
+    user_stop: tuple[str, ...] | None = None
+    user_turn_limit: bool = False
 
 
 @dataclass
@@ -164,9 +172,28 @@ def _workflow(
         system=run.system,
         fixed_messages=built.fixed_messages,
         input_template=shape.input_template,
-        user=shape.user if run.simulated_user else None,
+        user=_user(shape, run, built) if run.simulated_user else None,
         max_turns=shape.max_turns,
     )
+
+
+def _user(shape: WorkflowShape, run: SourceRun, built: BuiltRun) -> str | dict[str, Any] | None:
+    """The agent step's ``user``: the instructions, or the object form with stop/turn limit.
+
+    The runtime asks the first user turn itself (not counted) when the run has no input
+    message, then one turn after each final answer until a stop text or the turn limit.
+    """
+    if shape.user is None:
+        return None
+    if shape.user_stop is None and not shape.user_turn_limit:
+        return shape.user
+    user: dict[str, Any] = {"system": shape.user}
+    if shape.user_stop is not None:
+        user["stop"] = list(shape.user_stop)
+    if shape.user_turn_limit:
+        turns = sum(1 for c in built.calls if c["tool"] == "user")
+        user["max_turns"] = max(0, turns - (0 if run.first_user_is_input else 1))
+    return user
 
 
 def write_import(

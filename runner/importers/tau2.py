@@ -53,7 +53,9 @@ from runner.sdk import canonical_json
 
 __all__ = ["read_tau2", "read_tau2_tools"]
 
-_STOP = "###STOP###"
+# the user simulator's end tokens (τ²'s user simulation guidelines): a reply holding one
+# ends the conversation
+_USER_STOPS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 
 
 def _load_json(path: Path, what: str) -> Any:
@@ -374,12 +376,13 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
         header=(
             f"Imported from τ²-bench results ({path.name}, domain {domain}): the generic "
             "tool-calling agent.\nSystem prompt: the domain policy. The simulated user "
-            f"follows the task's instructions and ends with {_STOP}.\nTools are "
+            f"follows the task's instructions and ends with {', '.join(_USER_STOPS)}.\nTools are "
             "manifest-only (no code): every call is served from a recording."
         ),
         model=model,
         input_template=None,
         user="${task.instructions}",
+        user_stop=_USER_STOPS,
         max_turns=int(info.get("max_steps") or 200),
     )
     return ImportSource(

@@ -263,7 +263,7 @@ def workflow_text(
     system: str | None,
     fixed_messages: Sequence[Mapping[str, Any]],
     input_template: str | None,
-    user: str | None,
+    user: str | Mapping[str, Any] | None,
     max_turns: int,
 ) -> str:
     """The YAML text of the generic tool-calling agent workflow over the imported manifest.
@@ -283,7 +283,7 @@ def workflow_text(
     if input_template is not None:
         agent["input"] = input_template
     if user is not None:
-        agent["user"] = user
+        agent["user"] = user if isinstance(user, str) else dict(user)
     doc: dict[str, Any] = {"name": name, "version": version, "tools": [MANIFEST_NAME]}
     if model is not None:
         doc["model"] = dict(model)

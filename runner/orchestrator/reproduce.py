@@ -268,7 +268,12 @@ class Reproducer:
         from runner.domain.tasks import Task
         from runner.orchestrator.episode import EpisodeRequest, run_episode
         from runner.orchestrator.providers import ReplayProvider
-        from runner.orchestrator.reproduce_diff import environment_diff, outcome_of, verdict
+        from runner.orchestrator.reproduce_diff import (
+            apply_source_verdict,
+            environment_diff,
+            outcome_of,
+            verdict,
+        )
         from runner.orchestrator.single_run import metered_run
         from runner.policy import load_policy
 
@@ -304,7 +309,8 @@ class Reproducer:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
         replay = read_trace(result.trace_path)
         replayed_calls = [c.to_json() for c in replay.calls]
-        end = result.end
+        recorded_end = trace.end.to_json() if trace.end is not None else {}
+        end = apply_source_verdict(calls, recorded_end, replayed_calls, result.end)
         base: dict[str, Any] = {
             "outbound": list(end.get("outbound") or []),
             "environment_diff": environment_diff(
@@ -316,12 +322,15 @@ class Reproducer:
                 replayed_calls,
             ),
             "recorded": recorded,
-            "replayed": {"run_id": result.run_id, **outcome_of(end)},
+            "replayed": {
+                "run_id": result.run_id,
+                **outcome_of(end),
+                **({"source_verdict": True} if end.get("source_verdict") else {}),
+            },
             "replay_trace": str(result.trace_path),
         }
         if result.status == "infra_error":
             return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
-        recorded_end = trace.end.to_json() if trace.end is not None else {}
         outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
         return ReproduceReport(name, outcome, reason, first_difference=difference, **base)
 

@@ -16,6 +16,12 @@ other result, a call the trace never saw, a served call without recording). Othe
   missing on either side;
 - otherwise the outcome itself (status, failure).
 
+A *source verdict* (an imported run that its source judged failed, e.g. τ²'s reward 0: failure
+``(last call, "workflow", "task_failed")``) is not something the workflow computes: a replay
+with the recorded call sequence that ends ``succeeded`` keeps that verdict
+(`apply_source_verdict`: ``failed``, failure at the replay's last call), so the signatures
+compare; a replay whose calls differ does not inherit it.
+
 `environment_diff` lists what changed between the recorded and the replayed environment
 manifest: python, packages, tool schema hashes, workflow hash, model ids.
 """
@@ -27,6 +33,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runner.sdk import canonical_json
+from runner.traceformat import episode_exit_code, failure_signature
+
+SOURCE_VERDICT_CLASS = "task_failed"
 
 _MESSAGE_DIFF = re.compile(r"first differing message index (\d+): (.*)$", re.S)
 _SHOW = 300
@@ -147,6 +156,51 @@ def _sequence_entry(
         "message": message,
         "summary": f"call #{index} {mine.get('tool')} {_short(args or {})}: {message}",
     }
+
+
+def apply_source_verdict(
+    recorded_calls: Sequence[Mapping[str, Any]],
+    recorded_end: Mapping[str, Any],
+    replayed_calls: Sequence[Mapping[str, Any]],
+    replayed_end: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The replay's end line with the recording's source verdict applied, when it travels.
+
+    It travels when the recorded failure is a source verdict (tool ``workflow``, error class
+    ``task_failed``), the replay ended ``succeeded`` and its calls agree with the recording
+    (no divergence, same tools and arguments in order). Otherwise ``replayed_end`` unchanged.
+
+    Returns:
+        A copy of ``replayed_end``; when the verdict applies: ``status: failed``, the exit code,
+        ``failure`` at the replay's last call, its ``failure_signature`` and
+        ``source_verdict: true``.
+    """
+    end = dict(replayed_end)
+    failure = recorded_end.get("failure")
+    if (
+        not isinstance(failure, Mapping)
+        or failure.get("tool") != "workflow"
+        or failure.get("error_class") != SOURCE_VERDICT_CLASS
+        or end.get("status") != "succeeded"
+        or first_difference(recorded_calls, replayed_calls, end.get("divergences") or [])
+        is not None
+    ):
+        return end
+    code = episode_exit_code("failed")
+    last = max((int(c.get("index", -1)) for c in replayed_calls), default=-1)
+    end.update(
+        status="failed",
+        exit_code=code,
+        failure={
+            "call_index": last,
+            "tool": "workflow",
+            "error_class": SOURCE_VERDICT_CLASS,
+            "exit_code": code,
+        },
+        failure_signature=failure_signature(last, "workflow", SOURCE_VERDICT_CLASS, code),
+        source_verdict=True,
+    )
+    return end
 
 
 def outcome_of(end: Mapping[str, Any] | None) -> dict[str, Any]:

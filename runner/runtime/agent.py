@@ -4,9 +4,11 @@ Standard library only, Python 3.9+. Step shape (normalised workflow, docs/intern
 `runner.domain.workflow.AgentSpec`):
 
     {"id": "answer", "agent": {"tools": ["kb.search"], "max_turns": 6, "system": "...",
-                               "input": "...", "user": null}}
+                               "input": "...", "user": null, "fixed_messages": []}}
 
 - ``system`` (optional, templated): the system message.
+- ``fixed_messages`` (optional, not templated): ``[{"role", "content"}]`` placed right after
+  the system message; conversation messages that are not model turns (τ²'s greeting).
 - ``input`` (optional, templated; ``prompt`` is accepted as an alias): the first user message.
   Without it: the task input as canonical JSON, or, with a simulated user, the simulated user's
   first turn.
@@ -14,17 +16,21 @@ Standard library only, Python 3.9+. Step shape (normalised workflow, docs/intern
   message of its requests); an object ``{"system"?, "max_turns"?, "stop"?, "model"?,
   "settings"?}`` says more. When the model answers without tool calls, a ``user`` turn is
   requested from the host (the conversation seen from the user's side: roles swapped, tool
-  traffic left out); a reply that is empty or contains ``stop`` (default ``###STOP###``) ends
-  the conversation. Without instructions, the task input (canonical JSON) is its system message.
+  traffic left out); a reply that is empty or contains ``stop`` (a string or a list of
+  strings; default ``###STOP###``) ends the conversation, as does reaching ``max_turns`` user
+  turns. Without instructions, the task input (canonical JSON) is its system message.
 - the model request is the OpenAI Chat Completions shape: ``model`` (``model.model`` or
   ``model.name`` of the workflow, else its provider name), ``messages``, ``tools`` (function
-  format; ``name`` is the tool id), then the workflow's ``model.settings`` as top-level keys.
+  format; ``name`` is `runner.sdk.function_name` of the tool id, dots as ``__``; a call of
+  that name, or of the id itself, is mapped back to the tool), then the workflow's
+  ``model.settings`` as top-level keys.
 - each model turn: ``choices[0].message`` is appended; its ``tool_calls`` (any number) are
-  dispatched in order through the registry, each result appended as a ``tool`` message (the
-  JSON text of the return value; an error as ``{"error": {"class", "message"}}``, an
-  observation the model can recover from). The loop stops on a message without tool calls (and
-  no simulated user to answer) or after ``max_turns`` model turns. The step's output is the
-  last assistant ``content``.
+  dispatched in order through the registry, each result appended as a ``tool`` message: a
+  served recording's text body verbatim (value or error text, as the model saw it when it
+  was recorded), else the JSON text of the return value; an error without a recorded body as
+  ``{"error": {"class", "message"}}``, an observation the model can recover from. The loop
+  stops on a message without tool calls (and no simulated user to answer) or after
+  ``max_turns`` model turns. The step's output is the last assistant ``content``.
 - fatal, not observations: a toolset entry that does not resolve (`ToolNotResolvable`, before
   the first turn) and `CapabilityDenied` raised by a tool; both end the episode ``denied``.
 """
@@ -38,7 +44,7 @@ from runner.runtime.calls import Caller
 from runner.runtime.errors import WorkflowError, error_record
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.template import render
-from runner.sdk import canonical_json
+from runner.sdk import canonical_json, function_name
 
 DEFAULT_MAX_TURNS = 10
 DEFAULT_STOP = "###STOP###"
@@ -119,6 +125,9 @@ class AgentStep:
         messages: List[Dict[str, Any]] = []
         if self.cfg.get("system") is not None:
             messages.append({"role": "system", "content": _text(self._render(self.cfg["system"]))})
+        for fixed in self.cfg.get("fixed_messages") or []:
+            if isinstance(fixed, dict):
+                messages.append({"role": str(fixed.get("role")), "content": fixed.get("content")})
         first = self.cfg.get("input")
         if first is None:
             first = self.cfg.get("prompt")
@@ -128,7 +137,8 @@ class AgentStep:
             messages.append({"role": "user", "content": canonical_json(self.task_input)})
         elif not self._user_turn(messages, user_cfg):
             return None
-        user_turns_left = int(user_cfg.get("max_turns") or max_turns)
+        limit = user_cfg.get("max_turns")
+        user_turns_left = int(limit) if isinstance(limit, int) else max_turns
         content: Any = None
         for _turn in range(max_turns):
             message = self.caller.call_model(
@@ -184,13 +194,17 @@ class AgentStep:
                 )
         model_cfg = self.model_cfg if isinstance(self.model_cfg, dict) else {}
         request = self._request(
-            dict(model_cfg, **{k: user_cfg[k] for k in ("model", "settings") if k in user_cfg}),
+            dict(
+                model_cfg,
+                **{k: user_cfg[k] for k in ("model", "settings") if user_cfg.get(k) is not None},
+            ),
             seen,
             [],
         )
         reply = self.caller.call_model(self.step_id, "user", request).get("content")
-        stop = str(user_cfg.get("stop") or DEFAULT_STOP)
-        if not reply or stop in str(reply):
+        stop = user_cfg.get("stop") or DEFAULT_STOP
+        stops = [str(s) for s in stop] if isinstance(stop, list) else [str(stop)]
+        if not reply or any(s in str(reply) for s in stops):
             return False
         messages.append({"role": "user", "content": _text(reply)})
         return True
@@ -225,15 +239,13 @@ class AgentStep:
             if caused_by(exc, CapabilityDenied):
                 raise
             reply["content"] = to_json_text({"error": error_record(exc)})
+        if self.caller.served_text is not None:
+            reply["content"] = self.caller.served_text
         return reply
 
     def _lookup(self, name: str) -> Optional[RuntimeTool]:
-        if name in self.tools:
-            return self.tools[name]
-        # providers that forbid dots in function names may send "ticket_get"/"ticket__get"
-        matches = [
-            t
-            for tid, t in self.tools.items()
-            if name in (tid.replace(".", "_"), tid.replace(".", "__"))
-        ]
-        return matches[0] if len(matches) == 1 else None
+        # the name the tool was offered under (workflows reject collisions at load time)
+        matches = [t for tid, t in self.tools.items() if function_name(tid) == name]
+        if len(matches) == 1:
+            return matches[0]
+        return self.tools.get(name)

@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 
 from runner.runtime import rawio
 from runner.runtime.errors import ModelCallError
+from runner.traceformat import decode_body
 
 
 def to_json_text(value: Any) -> str:
@@ -49,6 +50,9 @@ def raw_body(response: Dict[str, Any]) -> Optional[bytes]:
 def message_of(raw: Optional[bytes], role: str) -> Dict[str, Any]:
     """``choices[0].message`` of a chat completion body (its ``model`` kept as ``_model``).
 
+    A bare choice object ``{"message": {...}, ...}`` (a source that kept only the choice, not
+    the HTTP body) is accepted too; it carries no model id.
+
     Raises:
         ModelCallError: no body, not JSON, or no ``choices[0].message`` object.
     """
@@ -56,7 +60,12 @@ def message_of(raw: Optional[bytes], role: str) -> Dict[str, Any]:
         raise ModelCallError("{} response has no body".format(role))
     try:
         completion = json.loads(raw.decode("utf-8"))
-        message = completion["choices"][0]["message"]
+        if isinstance(completion, dict) and "choices" not in completion and "message" in completion:
+            # a bare choice object (what τ² keeps as ``raw_data``): no envelope, no model id
+            message = completion["message"]
+            completion = {}
+        else:
+            message = completion["choices"][0]["message"]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise ModelCallError(
             "{} response body is not a chat completion with choices[0].message: {}: {}".format(
@@ -109,3 +118,19 @@ def brief(record: Dict[str, Any]) -> str:
         return "error {}: {}".format(record["error"].get("class"), record["error"].get("message"))
     text = str(record.get("body"))
     return text if len(text) <= 120 else text[:120] + "..."
+
+
+def body_text(record: Dict[str, Any]) -> Optional[str]:
+    """A recording's text body verbatim, or None (no body, truncated, not UTF-8 text)."""
+    if record.get("body") is None or record.get("truncated"):
+        return None
+    try:
+        raw = decode_body(record)
+    except ValueError:
+        return None
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

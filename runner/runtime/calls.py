@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from runner.runtime import rawio
 from runner.runtime.callrecords import (
+    body_text,
     brief,
     message_of,
     raw_body,
@@ -105,6 +106,7 @@ class Caller:
         self.index = 0
         self.failed: List[Tuple[BaseException, int, str]] = []
         self.divergences = 0
+        self.served_text: Optional[str] = None
 
     def _next(self) -> Tuple[int, float]:
         index = self.index
@@ -139,12 +141,16 @@ class Caller:
 
         Returns:
             The tool's return value (served values are the recorded body parsed as JSON).
+            After a served call whose recording has a text body (a value or an error's
+            text), ``served_text`` holds that body verbatim, the tool message a model sees;
+            otherwise it is None.
 
         Raises:
             Exception: whatever the call raised (tool errors, `UnrecordedCall`,
                 `RecordedError` carrying the recorded class, `CapabilityDenied`), after the
                 call record was sent.
         """
+        self.served_text = None
         index, reading = self._next()
         record: Dict[str, Any] = {
             "v": TRACE_VERSION,
@@ -174,6 +180,7 @@ class Caller:
                     value = self._rerun_raw(tool, args, record, served)
                 else:
                     record.update({k: served[k] for k in _BODY_KEYS if k in served})
+                    self.served_text = body_text(served)
                     value = value_of(served)
         except (Exception, SystemExit) as exc:  # a tool's sys.exit() is a tool error too
             error = exc

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from runner.errors import InputError, ToolNotResolvable
-from runner.sdk import tool_def
+from runner.sdk import function_name, tool_def
 
 DISPOSITIONS = ("execute", "recorded")
 
@@ -47,11 +47,14 @@ class RuntimeTool:
         self.func = func
 
     def function_spec(self) -> Dict[str, Any]:
-        """The tool in the OpenAI Chat Completions function format."""
+        """The tool in the OpenAI Chat Completions function format.
+
+        Its ``name`` is `runner.sdk.function_name` of the id (dots become ``__``).
+        """
         return {
             "type": "function",
             "function": {
-                "name": self.id,
+                "name": function_name(self.id),
                 "description": self.description,
                 "parameters": self.schema,
             },

@@ -18,7 +18,8 @@ def _tokens(messages: List[Dict[str, Any]]) -> int:
 def _function_name(request: Dict[str, Any], wanted: str) -> str:
     for entry in request.get("tools") or []:
         name = entry.get("function", {}).get("name", "")
-        if name.replace("_", ".") == wanted or name == wanted:
+        # tools are offered as runner.sdk.function_name(id): dots become "__"
+        if name in (wanted, wanted.replace(".", "__")):
             return name
     raise ValueError(f"tool {wanted!r} not offered to the model")
 

@@ -331,31 +331,21 @@ def test_realdata_workflows_check(retail: Path) -> None:
 
 # --- the imported requests are the ones the runtime's agent loop builds ----------------------
 
-TAU2_STOPS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 
 
 def replay_through_agent_loop(out: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Drive `runner.runtime.agent.AgentStep` over every imported trace, serving each turn and
     tool result from the trace; a request that differs from its recording is a divergence.
 
-    Emulated until the runtime has them (issue 7 contract, see the report of the importer):
-    fixed messages inserted after the system prompt; a body that is a bare choice object
-    (``{"message": ...}``); a recorded tool body served verbatim as the tool message content;
-    τ²'s three stop tokens of the simulated user.
+    The runtime itself inserts the fixed messages, takes a bare choice body, serves a recorded
+    tool body verbatim (``served_text``) and stops the simulated user at τ²'s stop tokens.
     """
     import yaml
 
     import runner.runtime.agent as agent_mod
     from runner.orchestrator.providers import _first_difference, match_key
+    from runner.runtime.callrecords import message_of
     from runner.runtime.registry import RuntimeRegistry, RuntimeTool
-
-    class Verbatim(str):
-        pass
-
-    plain = agent_mod.to_json_text
-    monkeypatch.setattr(
-        agent_mod, "to_json_text", lambda v: str(v) if isinstance(v, Verbatim) else plain(v)
-    )
 
     class Diverged(Exception):
         pass
@@ -363,6 +353,7 @@ def replay_through_agent_loop(out: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     class Caller:
         def __init__(self, calls: list[dict[str, Any]]) -> None:
             self.calls, self.i = calls, 0
+            self.served_text: str | None = None
 
         def _next(self) -> dict[str, Any]:
             if self.i >= len(self.calls):
@@ -376,39 +367,21 @@ def replay_through_agent_loop(out: Path, monkeypatch: pytest.MonkeyPatch) -> dic
                 raise Diverged(
                     f"call {call['index']}: {_first_difference(request, call['request'])}"
                 )
-            body = json.loads(call["body"])
-            return dict(body["choices"][0]["message"] if "choices" in body else body["message"])
+            message = message_of(call["body"].encode("utf-8"), role)
+            message.pop("_model", None)
+            return message
 
         def call_tool(self, step_id: str, tool: Any, args: Any) -> Any:
             call = self._next()
             if call["tool"] != tool.id or call["args"] != args:
                 raise Diverged(f"call {call['index']}: {tool.id} {args}")
-            return Verbatim(call["body"])
+            self.served_text = call["body"]
+            return call["body"]
 
         def record_failed(self, *args: Any) -> None:
             raise Diverged(f"failed call {args}")
 
-    class Agent(agent_mod.AgentStep):
-        fixed_done = False
-
-        def _fixed(self, messages: list[dict[str, Any]]) -> None:
-            fixed = [dict(m) for m in self.cfg.get("fixed_messages") or []]
-            at = 1 if messages and messages[0].get("role") == "system" else 0
-            if not self.fixed_done and fixed and messages[at : at + len(fixed)] != fixed:
-                messages[at:at] = fixed
-            self.fixed_done = True
-
-        def _request(self, model_cfg: Any, messages: Any, tools: Any) -> Any:
-            self._fixed(messages)
-            return super()._request(model_cfg, messages, tools)
-
-        def _user_turn(self, messages: Any, user_cfg: Any) -> bool:
-            self._fixed(messages)
-            going = super()._user_turn(messages, user_cfg)
-            if going and any(stop in str(messages[-1]["content"]) for stop in TAU2_STOPS):
-                messages.pop()
-                return False
-            return going
+    Agent = agent_mod.AgentStep
 
     manifest = json.loads((out / "tools.manifest.json").read_text("utf-8"))
     registry = RuntimeRegistry([RuntimeTool(t, "recorded", None) for t in manifest["tools"]])

@@ -60,8 +60,8 @@ def test_several_tool_calls_in_one_message_and_results_fed_back(tmp_path: Path) 
     assert first["model"] == "scripted" and first["temperature"] == 0
     assert first["messages"] == [{"role": "system", "content": "You help with 2+3?"},
                                  {"role": "user", "content": "Q: 2+3?"}]
-    assert [t["function"]["name"] for t in first["tools"]] == ["math.add", "kb.search",
-                                                               "text.upper"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["math__add", "kb__search",
+                                                               "text__upper"]
     assert first["tools"][0]["type"] == "function"
     assert first["tools"][0]["function"]["parameters"]["required"] == ["a", "b"]
     tool_messages = [m for m in second["messages"] if m["role"] == "tool"]

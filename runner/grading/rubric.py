@@ -12,7 +12,9 @@ Score of an episode, in [0, 1]:
 - otherwise the mean over the criteria present of: ``output`` 1 or 0; ``output_contains`` the
   fraction of substrings found; ``tool_calls`` the largest number of expected calls matched in
   order (a longest common subsequence), divided by the number expected.
-Ranks follow scores; equal scores tie.
+Ranks follow scores; equal scores tie. The ranking's ``detail.reasons`` says, per variant, what
+fell short (`reasons`): the status, the substrings not found, the expected calls matched in
+order and the expected tools never called.
 """
 
 from __future__ import annotations
@@ -139,6 +141,42 @@ def score(result: Result, expected: Mapping[str, Any] | None) -> float:
     return sum(parts) / len(parts) if parts else 1.0
 
 
+def _call_text(expected: Mapping[str, Any]) -> str:
+    args = expected.get("args")
+    if not args:
+        return str(expected.get("tool"))
+    return f"{expected.get('tool')}({json.dumps(args, sort_keys=True, ensure_ascii=False)})"
+
+
+def reasons(result: Result, expected: Mapping[str, Any] | None) -> list[str]:
+    """Why an episode scored below 1: one short text per criterion that fell short."""
+    if result.status != "succeeded":
+        return [f"episode {result.status}: scores 0"]
+    if not expected:
+        return []
+    out: list[str] = []
+    if "output" in expected and not json_equal(expected["output"], result.output):
+        out.append("output differs from the expected output")
+    if "output_contains" in expected:
+        wanted = expected["output_contains"]
+        needles = [wanted] if isinstance(wanted, str) else list(wanted)
+        text = _output_text(result.output) if result.output is not None else ""
+        absent = [n for n in needles if n not in text]
+        if absent:
+            shown = "; ".join(repr(n if len(n) <= 60 else n[:57] + "...") for n in absent)
+            out.append(f"output lacks {len(absent)}/{len(needles)} expected text(s): {shown}")
+    if expected.get("tool_calls"):
+        calls = list(expected["tool_calls"])
+        found = matched_in_order(calls, result.tool_calls)
+        if found < len(calls):
+            missing = [c for c in calls if not any(_call_matches(c, a) for a in result.tool_calls)]
+            text = f"expected calls {found}/{len(calls)} in order"
+            if missing:
+                text += "; never made: " + ", ".join(_call_text(c) for c in missing)
+            out.append(text)
+    return out
+
+
 def rubric_judge(group: Group) -> Ranking:
     """Rank a group by rubric score; equal scores tie.
 
@@ -148,4 +186,7 @@ def rubric_judge(group: Group) -> Ranking:
     if group.expected is not None:
         check_expected(group.expected, group.task_id)
     scores = {r.variant: score(r, group.expected) for r in group.results}
-    return Ranking(group.task_id, ranks_from_scores(scores), scores, judge=NAME)
+    why = {r.variant: reasons(r, group.expected) for r in group.results}
+    return Ranking(
+        group.task_id, ranks_from_scores(scores), scores, judge=NAME, detail={"reasons": why}
+    )

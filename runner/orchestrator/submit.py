@@ -23,6 +23,7 @@ Sequence (`prepare` then `execute`):
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +41,7 @@ from runner.errors import InputError
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.orchestrator.eligibility import check_eligibility
 from runner.orchestrator.jobfile import SubmitOptions, read_json_object
+from runner.orchestrator.pairs import PairRunner
 from runner.orchestrator.plan import (
     DEFAULT_MAX_TOKENS,
     Plan,
@@ -47,6 +49,7 @@ from runner.orchestrator.plan import (
     ceiling_in_effect,
     make_variants,
 )
+from runner.orchestrator.providers import provider_for
 from runner.orchestrator.report import build_report, grade_job, write_report
 from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.policy import load_policy
@@ -115,8 +118,18 @@ def prepare(
         from runner.grading import make_judge
 
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
+    for variant in variants:  # a scripted function that does not import: exit 2, now
+        model = variant.workflow.spec.model
+        provider = provider_for(
+            model.model_dump() if model is not None else None,
+            search_paths=[variant.workflow.folder, options.cwd],
+            settings=settings,
+        )
+        close = getattr(provider, "close", None)
+        if callable(close):
+            close()
     concurrency = options.concurrency or settings.concurrency
-    cpu_cap = 2 * (__import__("os").cpu_count() or 1)
+    cpu_cap = 2 * (os.cpu_count() or 1)
     if concurrency > cpu_cap:
         raise InputError(f"{concurrency} is more than 2x CPUs ({cpu_cap})", field="--concurrency")
     ceilings = {
@@ -224,8 +237,6 @@ def execute(
     Raises:
         InfrastructureError: the backend is unusable (exit 6).
     """
-    from runner.orchestrator.pairs import PairRunner
-
     folder = job_dir(settings, plan.job_id)
     folder.mkdir(parents=True, exist_ok=True)
     if resume:
@@ -245,73 +256,77 @@ def execute(
     )
     if not resume:
         _write_json(folder / "plan.json", plan.to_json())
-    with Ledger.for_state_dir(settings.state_dir) as ledger:
-        ceilings = {p: c.ceiling for p, c in plan.ceilings.items()}
-        ledger.create_job(
-            plan.job_id, plan.to_json(), {p: c.to_dict() for p, c in ceilings.items()}
-        )
-        ledger.set_job_status(plan.job_id, "running")
-        backend = TrackingBackend(backend_factory())
-        try:
-            reaped = backend.reap()
-            if reaped:
-                log.info("reaped_leftovers", count=len(reaped))
-            if resume:
-                ledger.close_orphans(plan.job_id)
-            guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]
-            done = ledger.finished_pairs(plan.job_id)
-            pending = [pair for pair in plan.pairs if pair not in done]
-            replay = ceilings["replay"]
-            runner = PairRunner(
+    backend = TrackingBackend(backend_factory())  # Docker unusable: exit 6, no job row yet
+    runner: PairRunner | None = None
+    try:
+        with Ledger.for_state_dir(settings.state_dir) as ledger:
+            ceilings = {p: c.ceiling for p, c in plan.ceilings.items()}
+            ledger.create_job(
+                plan.job_id, plan.to_json(), {p: c.to_dict() for p, c in ceilings.items()}
+            )
+            ledger.set_job_status(plan.job_id, "running")
+            try:
+                reaped = backend.reap()
+                if reaped:
+                    log.info("reaped_leftovers", count=len(reaped))
+                if resume:
+                    ledger.close_orphans(plan.job_id)
+                guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]
+                done = ledger.finished_pairs(plan.job_id)
+                pending = [pair for pair in plan.pairs if pair not in done]
+                replay = ceilings["replay"]
+                runner = PairRunner(
+                    plan,
+                    settings,
+                    backend,
+                    guard,
+                    image=image or settings.image,
+                    search_root=options.cwd,
+                    max_tokens=DEFAULT_MAX_TOKENS
+                    if replay.tokens is not None or replay.usd is not None
+                    else None,
+                )
+                scheduler = Scheduler(
+                    ledger,
+                    guard,
+                    plan.job_id,
+                    runner.run_pair,
+                    concurrency=plan.concurrency,
+                    stop=runner.stop,
+                    backend=backend,
+                    run_estimate=Amount(
+                        runs=1,
+                        sandbox_s=runner.limits.timeout_s if replay.sandbox_s is not None else 0.0,
+                    ),
+                    on_change=on_change,
+                )
+                with _signals(scheduler.interrupt) if handle_signals else _noop():
+                    outcomes = scheduler.run(pending)
+                    interrupted = scheduler.interrupted.is_set()
+                    grading = None
+                    if not interrupted:
+                        grading = grade_job(plan, ledger, guard, settings, options.cwd)
+            except BaseException:
+                ledger.set_job_status(plan.job_id, "interrupted")  # never left "running"
+                raise
+            report = build_report(
                 plan,
-                settings,
-                backend,
-                guard,
-                image=image or settings.image,
-                search_root=options.cwd,
-                max_tokens=DEFAULT_MAX_TOKENS
-                if replay.tokens is not None or replay.usd is not None
-                else None,
-            )
-            limits = runner.limits
-            scheduler = Scheduler(
                 ledger,
-                guard,
-                plan.job_id,
-                runner.run_pair,
-                concurrency=plan.concurrency,
+                outcomes,
+                skipped=done,
                 stop=runner.stop,
-                backend=backend,
-                run_estimate=Amount(
-                    runs=1, sandbox_s=limits.timeout_s if replay.sandbox_s is not None else 0.0
-                ),
-                on_change=on_change,
+                interrupted=interrupted,
+                grading=grading,
+                resumed=resume,
             )
-            with _signals(scheduler.interrupt) if handle_signals else _noop():
-                outcomes = scheduler.run(pending)
-                interrupted = scheduler.interrupted.is_set()
-                grading = None
-                if not interrupted:
-                    grading = grade_job(plan, ledger, guard, settings, options.cwd)
-        finally:
-            backend.close()
-            close = getattr(backend.inner, "close", None)
-            if callable(close):
-                close()
-            runner_close = locals().get("runner")
-            if runner_close is not None:
-                runner_close.close()
-        report = build_report(
-            plan,
-            ledger,
-            outcomes,
-            skipped=done,
-            stop=runner.stop,
-            interrupted=interrupted,
-            grading=grading,
-            resumed=resume,
-        )
-        ledger.set_job_status(plan.job_id, report["status"])
+            ledger.set_job_status(plan.job_id, report["status"])
+    finally:
+        backend.close()
+        close = getattr(backend.inner, "close", None)
+        if callable(close):
+            close()
+        if runner is not None:
+            runner.close()
     write_report(folder, report)
     return SubmitResult(plan, report, int(report["exit_code"]))
 

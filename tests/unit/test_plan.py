@@ -132,3 +132,11 @@ def test_job_file_unknown_key_names_file_line_and_field(tmp_path: Path) -> None:
         load_job_file(job)
     assert info.value.fields["line"] == 4
     assert "runz" in str(info.value) and str(job) in str(info.value)
+
+
+def test_a_scripted_model_that_does_not_import_is_invalid_input_at_plan_time(
+    settings: Settings,
+) -> None:
+    with pytest.raises(InputError, match="no_such_model_module"):
+        prepare(options("a.yaml", "badmodel.yaml"), settings, job_id="j")
+    assert not settings.state_dir.exists()

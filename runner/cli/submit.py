@@ -151,12 +151,21 @@ def submit_command(
     policy: Annotated[
         str | None, typer.Option("--policy", help="Policy name or path (default shadow).")
     ] = None,
-    ceiling_usd: Annotated[float | None, typer.Option("--ceiling-usd", min=0)] = None,
-    ceiling_runs: Annotated[int | None, typer.Option("--ceiling-runs", min=0)] = None,
-    ceiling_tokens: Annotated[int | None, typer.Option("--ceiling-tokens", min=0)] = None,
-    judge_ceiling_usd: Annotated[float | None, typer.Option("--judge-ceiling-usd", min=0)] = None,
+    ceiling_usd: Annotated[
+        float | None,
+        typer.Option("--ceiling-usd", min=0, help="Replay USD ceiling (overrides the policy)."),
+    ] = None,
+    ceiling_runs: Annotated[
+        int | None, typer.Option("--ceiling-runs", min=0, help="Replay runs ceiling.")
+    ] = None,
+    ceiling_tokens: Annotated[
+        int | None, typer.Option("--ceiling-tokens", min=0, help="Replay model-token ceiling.")
+    ] = None,
+    judge_ceiling_usd: Annotated[
+        float | None, typer.Option("--judge-ceiling-usd", min=0, help="Judge USD ceiling.")
+    ] = None,
     judge_ceiling_tokens: Annotated[
-        int | None, typer.Option("--judge-ceiling-tokens", min=0)
+        int | None, typer.Option("--judge-ceiling-tokens", min=0, help="Judge token ceiling.")
     ] = None,
     concurrency: Annotated[
         int | None, typer.Option("--concurrency", min=1, help="Sandboxes at once.")

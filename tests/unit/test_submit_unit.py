@@ -265,7 +265,7 @@ def test_metered_calls_cap_max_tokens_settle_actuals_and_refuse_past_the_ceiling
 
 def test_usd_ceiling_holds_across_concurrent_runs(ledger: Ledger) -> None:
     ledger.create_job("job-1", {}, {})
-    ceiling_usd = 0.0005
+    ceiling_usd = 0.002  # room for about 19 calls of ~0.0001 USD
     guard = CeilingGuard(ledger, "job-1", {"replay": Ceiling(usd=ceiling_usd)})
     stop = StopSignal()
     inner = CountingProvider(tokens=(40, 50))
@@ -282,7 +282,7 @@ def test_usd_ceiling_holds_across_concurrent_runs(ledger: Ledger) -> None:
     for thread in threads:
         thread.join()
     totals = ledger.totals("job-1")["replay"]
-    assert stop.is_set() and len(inner.requests) > 4
+    assert stop.is_set() and len(inner.requests) >= 10
     assert totals.charged.usd <= ceiling_usd and totals.reserved.usd == 0
 
 

@@ -301,3 +301,51 @@ def test_a_failed_call_is_released_not_charged(ledger: Ledger) -> None:
     reply = _metered(guard, StopSignal(), Failing(), "r1").complete(REQUEST, "model")
     assert reply.error == {"class": "ProviderUnavailable", "message": "down"}
     assert [c.state for c in ledger.charges("job-1")] == ["released"]
+
+
+def test_report_renders_ceilings_sources_spend_standings_and_pairs_not_run() -> None:
+    import io
+
+    from rich.console import Console
+
+    from runner.orchestrator.report import render_report
+
+    zero = {"runs": 0, "tokens_in": 0, "tokens_out": 0, "usd": 0.0, "sandbox_s": 0.0}
+    report = {
+        "job_id": "job-1",
+        "status": "ceiling_reached",
+        "exit_code": 4,
+        "plan": {"formula": "2 variants x 2 tasks = 4 runs"},
+        "ceilings": {"replay": {"runs": {"value": 3, "source": "--ceiling-runs"}}},
+        "ceiling_reached": {"message": "replay ceiling reached: runs 3 used + 1 > 3"},
+        "spend": {"replay": {"charged": {**zero, "runs": 3}, "model_calls": 0}},
+        "runs_by_status": {"not_run": 1, "succeeded": 3},
+        "grading": {
+            "judge": "rubric",
+            "variants": [
+                {
+                    "variant": "challenger-with-a-long-name",
+                    "rating": {"mu": 27.0, "sigma": 8.0, "ordinal": 3.0},
+                    "mean_rank": 1.0,
+                    "versus": {"a": {"wins": 1, "ties": 0, "losses": 0}},
+                    "episodes_by_status": {"succeeded": 2},
+                },
+            ],
+            "tasks": [
+                {
+                    "task_id": "t1",
+                    "ranking": [{"variant": "challenger-with-a-long-name", "rank": 1}],
+                }
+            ],
+            "ungraded": [{"task_id": "t2", "reason": "fewer_than_two_results"}],
+        },
+        "not_run": [{"variant": "a", "task_id": "t2", "reason": "replay ceiling reached"}],
+        "stopped_by_ceiling": [],
+    }
+    out = io.StringIO()
+    render_report(report, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "runs 3 (--ceiling-runs)" in text and "exit 4" in text
+    assert "challenger-with-a-long-name" in text and "1/0/0" in text
+    assert "1 pair(s) not run" in text and "a x t2: replay ceiling reached" in text
+    assert "ungraded t2: fewer_than_two_results" in text

@@ -100,6 +100,7 @@ class CeilingInEffect:
 
 
 def _num(value: float) -> str:
+    """A limit for people: ``5,000,000`` rather than ``5e+06``; ``0.5`` stays ``0.5``."""
     return f"{value:,}" if float(value).is_integer() and value >= 1e4 else f"{value:g}"
 
 

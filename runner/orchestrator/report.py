@@ -34,7 +34,7 @@ from runner.errors import (
 )
 from runner.ledger import CeilingGuard, Ledger, RunRecord
 from runner.orchestrator.metering import StopSignal
-from runner.orchestrator.plan import Plan
+from runner.orchestrator.plan import Plan, _num
 from runner.orchestrator.scheduler import PairOutcome
 from runner.settings import Settings
 
@@ -211,7 +211,7 @@ def render_report(report: dict[str, Any], console: Any) -> None:
         f" — {report['plan']['formula']}"
     )
     for purpose, dims in report["ceilings"].items():
-        text = ", ".join(f"{d} {v['value']:g} ({v['source']})" for d, v in dims.items())
+        text = ", ".join(f"{d} {_num(v['value'])} ({v['source']})" for d, v in dims.items())
         console.print(f"ceiling {purpose}: {text or 'unbounded'}")
     if report.get("ceiling_reached"):
         console.print(f"[red]ceiling reached:[/red] {report['ceiling_reached'].get('message', '')}")

@@ -22,7 +22,6 @@ import importlib
 import json
 import sys
 import threading
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -277,57 +276,6 @@ class ReplayProvider:
         if response.model is None and isinstance(recorded.get("model"), str):
             response = ProviderResponse(body=body, model=recorded["model"], usage=response.usage)
         return response
-
-
-class DeadlineProvider:
-    """Wraps a provider so that a hanging model function cannot hold an episode past its deadline.
-
-    The call runs on a daemon worker thread; when ``remaining_s()`` seconds pass first, the turn
-    is answered with a ``ProviderTimeout`` error and the thread is abandoned (the driver then
-    kills the sandbox: status ``timeout``). Exceptions of the inner call are re-raised here.
-
-    Args:
-        inner: the provider.
-        remaining_s: seconds left until the episode's deadline.
-        on_timeout: called when a turn ran into the deadline.
-    """
-
-    def __init__(
-        self,
-        inner: ModelProvider,
-        remaining_s: Callable[[], float],
-        on_timeout: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.remaining_s = remaining_s
-        self.on_timeout = on_timeout
-
-    def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
-        """Answer through the inner provider, or with an error turn once the deadline passed."""
-        box: list[ProviderResponse | BaseException] = []
-
-        def work() -> None:
-            try:
-                box.append(self.inner.complete(request, role))
-            except BaseException as exc:  # handed to the driver's thread below
-                box.append(exc)
-
-        worker = threading.Thread(target=work, name="model-provider", daemon=True)
-        worker.start()
-        worker.join(max(self.remaining_s(), 0.0))
-        if not box:
-            self.on_timeout()
-            return ProviderResponse(
-                body=None,
-                error={
-                    "class": "ProviderTimeout",
-                    "message": "the episode deadline passed while the model provider was answering",
-                },
-            )
-        if isinstance(box[0], BaseException):
-            raise box[0]
-        return box[0]
 
 
 class DeadlineProvider:

@@ -6,6 +6,8 @@ Layout of ``--out DIR``:
     traces/tools.manifest.json   a copy of the manifest, so that the workflow a trace carries
                                  (``tools: [tools.manifest.json]``) resolves next to the trace too
     tasks.jsonl                  one task per task id (input, observations, expected)
+    tasks.read-only.jsonl        the same tasks, ``expected`` limited to the calls of read (and
+                                 pure) tools: what a read-only workflow can be graded against
     tools.manifest.json          the registry manifest of the source's tools (recorded-only)
     workflow.yaml                the generic agent workflow with the full toolset
     workflow.read-only.yaml      the same agent limited to the read (and pure) tools
@@ -48,6 +50,7 @@ log = structlog.get_logger(__name__)
 
 REPORT_NAME = "import-report.json"
 TASKS_NAME = "tasks.jsonl"
+READ_ONLY_TASKS_NAME = "tasks.read-only.jsonl"
 _SAFE_EFFECTS = ("read", "pure")
 
 
@@ -291,6 +294,10 @@ def write_import(
     (out / TASKS_NAME).write_text(
         "".join(_dumps(t) + "\n" for t in tasks.values()), encoding="utf-8"
     )
+    (out / READ_ONLY_TASKS_NAME).write_text(
+        "".join(_dumps(_read_only_task(t, effects)) + "\n" for t in tasks.values()),
+        encoding="utf-8",
+    )
     report = _report(source, manifest, built_runs, missing, workflows, read_only, len(tasks))
     report["notes"] = notes
     (out / REPORT_NAME).write_text(
@@ -304,6 +311,23 @@ def write_import(
         calls=report["calls"]["total"],
     )
     return report
+
+
+def _read_only_task(task: Mapping[str, Any], effects: Mapping[str, str]) -> dict[str, Any]:
+    """The task with ``expected`` limited to read/pure tool calls.
+
+    Expected texts are dropped: the outputs a source expects confirm writes that a read-only
+    workflow cannot make.
+    """
+    out = {k: v for k, v in task.items() if k != "expected"}
+    calls = [
+        c
+        for c in (task.get("expected") or {}).get("tool_calls") or []
+        if effects.get(str(c.get("tool"))) in _SAFE_EFFECTS
+    ]
+    if calls:
+        out["expected"] = {"tool_calls": calls}
+    return out
 
 
 def _report(

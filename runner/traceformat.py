@@ -15,15 +15,31 @@ from runner.sdk import canonical_json
 
 TRACE_VERSION = 1
 
-STATUSES = ("succeeded", "failed", "timeout", "oom", "crashed", "infra_error", "denied",
-            "ceiling_reached")
+STATUSES = (
+    "succeeded",
+    "failed",
+    "timeout",
+    "oom",
+    "crashed",
+    "infra_error",
+    "denied",
+    "ceiling_reached",
+)
 
 # SPEC.md: the episode exit code, "a logical code computed the same way in record, run,
 # reproduce and import: 0 succeeded, 1 failed, 124 timeout, 137 oom or killed,
 # 125 crashed/infrastructure". `denied` and `ceiling_reached` end a run that did not fail on
 # its own: they count as failed (1).
-_EXIT_CODES = {"succeeded": 0, "failed": 1, "timeout": 124, "oom": 137, "crashed": 125,
-               "infra_error": 125, "denied": 1, "ceiling_reached": 1}
+_EXIT_CODES = {
+    "succeeded": 0,
+    "failed": 1,
+    "timeout": 124,
+    "oom": 137,
+    "crashed": 125,
+    "infra_error": 125,
+    "denied": 1,
+    "ceiling_reached": 1,
+}
 
 # Bodies longer than this (bytes, UTF-8 or raw) are truncated in traces, with the original
 # length and sha256 kept (SPEC.md: truncation is recorded, never silent).
@@ -53,8 +69,10 @@ def failure_signature(call_index: int, tool_id: str, error_class: str, exit_code
 
 
 def encode_body(raw: Union[bytes, str], limit: int = MAX_BODY_BYTES) -> Dict[str, Any]:
-    """Trace fields for a raw response body: ``body``, ``body_encoding`` and, when cut,
-    ``truncated``, ``original_length`` (bytes) and ``sha256`` of the whole original.
+    """Trace fields for a raw response body.
+
+    Returns ``body`` and ``body_encoding`` and, when cut, ``truncated``, ``original_length``
+    (bytes) and ``sha256`` of the whole original.
 
     Text that is valid UTF-8 is stored as ``text``; anything else (bytes that do not decode,
     lone surrogates) as ``base64`` of the exact bytes, so every body round-trips.
@@ -63,16 +81,20 @@ def encode_body(raw: Union[bytes, str], limit: int = MAX_BODY_BYTES) -> Dict[str
         try:
             data = raw.encode("utf-8")
         except UnicodeEncodeError:
-            data = raw.encode("utf-8", "surrogateescape") if _only_escapes(raw) else \
-                raw.encode("utf-8", "surrogatepass")
+            data = (
+                raw.encode("utf-8", "surrogateescape")
+                if _only_escapes(raw)
+                else raw.encode("utf-8", "surrogatepass")
+            )
     else:
         data = bytes(raw)
     fields: Dict[str, Any] = {}
     kept = data
     if len(data) > limit:
         kept = data[:limit]
-        fields.update(truncated=True, original_length=len(data),
-                      sha256=hashlib.sha256(data).hexdigest())
+        fields.update(
+            truncated=True, original_length=len(data), sha256=hashlib.sha256(data).hexdigest()
+        )
     try:
         text = kept.decode("utf-8")
         fields.update(body=text, body_encoding="text")
@@ -80,8 +102,10 @@ def encode_body(raw: Union[bytes, str], limit: int = MAX_BODY_BYTES) -> Dict[str
         if fields.get("truncated"):
             # a cut may split a character: keep the valid prefix as text when that is all it is
             text = kept.decode("utf-8", "ignore")
-            if text.encode("utf-8") == kept[: len(text.encode("utf-8"))] and \
-                    len(kept) - len(text.encode("utf-8")) < 4:
+            if (
+                text.encode("utf-8") == kept[: len(text.encode("utf-8"))]
+                and len(kept) - len(text.encode("utf-8")) < 4
+            ):
                 fields.update(body=text, body_encoding="text")
                 return fields
         fields.update(body=base64.b64encode(kept).decode("ascii"), body_encoding="base64")

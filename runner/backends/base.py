@@ -92,7 +92,7 @@ class SandboxSpec:
     def __post_init__(self) -> None:
         uid = self.user.split(":", 1)[0]
         if not uid.isdigit() or int(uid) == 0:
-            raise ValueError(f"sandbox user must be a numeric non-root uid[:gid], not {self.user!r}")
+            raise ValueError(f"sandbox user must be a numeric non-root uid[:gid]: {self.user!r}")
 
 
 def sandbox_user() -> str:

@@ -4,7 +4,6 @@ folder, as it does when a project keeps `.sandbox-replay/` beside its tool modul
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,7 +20,8 @@ from runner.sdk import Effect, tool
 @tool("state.peek", effect=Effect.PURE)
 def peek() -> dict:
     state = Path(__file__).resolve().parent / ".sandbox-replay"
-    return {"exists": state.is_dir(), "entries": sorted(os.listdir(state)) if state.is_dir() else []}
+    entries = sorted(os.listdir(state)) if state.is_dir() else []
+    return {"exists": state.is_dir(), "entries": entries}
 """
 
 PEEK_STEPS = """

@@ -55,12 +55,19 @@ def user_image(docker_client: Any) -> str:
         script = images_dir() / "build-base-offline.sh"
         proc = subprocess.run(
             ["bash", str(script), BASE_TAG, "bullseye", "python3-yaml"],
-            capture_output=True, text=True, timeout=900, check=False,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
     docker_client.images.build(
-        path=str(images_dir()), tag=USER_TAG, buildargs={"BASE_IMAGE": BASE_TAG},
-        pull=False, rm=True, forcerm=True,
+        path=str(images_dir()),
+        tag=USER_TAG,
+        buildargs={"BASE_IMAGE": BASE_TAG},
+        pull=False,
+        rm=True,
+        forcerm=True,
     )
     return USER_TAG
 
@@ -74,7 +81,10 @@ def test_episode_runs_in_a_bullseye_user_image_with_an_extra_package(
     backend = DockerBackend.connect()
     try:
         out = project.run(
-            backend, user_image, project.workflow(YAML_STEPS), state_dir=tmp_path / "s",
+            backend,
+            user_image,
+            project.workflow(YAML_STEPS),
+            state_dir=tmp_path / "s",
             task_input={"config": "retries: 3\nhosts: [a, b]\n"},
         )
     finally:

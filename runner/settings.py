@@ -42,6 +42,7 @@ class Settings(BaseSettings):
         timeout_s, memory_mb, pids_limit, cpus, tmpfs_mb: per-run limits overriding the policy;
             None keeps the policy's value.
         log_format: ``auto`` (console on a TTY, JSON otherwise), ``console`` or ``json``.
+        log_level: the least severe log events shown (``debug`` ... ``error``; default ``info``).
         realdata_dir: public traces recorded by others, for tests (``../shared/realdata``).
         openai_base_url: base URL of an OpenAI-compatible endpoint for the ``openai`` provider
             (None: the host's ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``).
@@ -64,6 +65,7 @@ class Settings(BaseSettings):
     cpus: float | None = Field(default=None, gt=0)
     tmpfs_mb: int | None = Field(default=None, ge=1)
     log_format: Literal["auto", "console", "json"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     realdata_dir: Path = Path("../shared/realdata")
     openai_base_url: str | None = None
     openai_api_key: SecretStr | None = None

@@ -56,7 +56,9 @@ class CliState:
             raise InputError(
                 f"{first['msg']} (got {first.get('input')!r})", file="environment", field=name
             ) from exc
-        configure_logging(settings.log_format)
+        import logging
+
+        configure_logging(settings.log_format, getattr(logging, settings.log_level.upper()))
         return settings
 
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The sandbox-replay demo (run by `make demo` after set-up): the three jobs on the help-desk
+# example of examples/helpdesk, in order:
+#   1. check   v3 calls an unsafe tool: ineligible, exit 3, the tool named;
+#   2. submit  v1 against v2 over the 22 tasks, with a ceiling: plan, progress bar, tournament;
+#   3. reproduce the recorded failing run (reproduced, exit 0) and the incomplete trace
+#      (not_reproduced, exit 1: the missing call and the outbound destinations).
+# Expected non-zero exits are shown and the demo goes on; any other exit code fails it.
+# State (ledger, traces, job folders) goes to a fresh temporary folder unless
+# SANDBOX_REPLAY_STATE_DIR is set.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+sr=${SANDBOX_REPLAY:-$root/.venv/bin/sandbox-replay}
+py=${PYTHON_BIN:-$root/.venv/bin/python}
+if [ -z "${SANDBOX_REPLAY_STATE_DIR:-}" ]; then
+  SANDBOX_REPLAY_STATE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/sandbox-replay-demo.XXXXXX")
+  export SANDBOX_REPLAY_STATE_DIR
+fi
+export SANDBOX_REPLAY_LOG_LEVEL=${SANDBOX_REPLAY_LOG_LEVEL:-warning}
+cd "$here/helpdesk" || exit 2
+started=$(date +%s.%N)
+
+step() {
+  printf '\n\033[1m==> %s\033[0m\n' "$1"
+  printf '$ %s\n' "$2"
+}
+
+# expect CODE COMMAND...: run it, show its exit code, stop the demo when it is not CODE.
+expect() {
+  local want=$1
+  shift
+  "$@"
+  local got=$?
+  if [ "$got" -eq "$want" ]; then
+    printf '\033[2m[exit %s, as expected]\033[0m\n' "$got"
+  else
+    printf 'demo: "%s" exited %s, expected %s\n' "$*" "$got" "$want" >&2
+    exit 1
+  fi
+}
+
+step "1. check: v3 closes the ticket itself (ticket.close is unsafe), so it cannot be sandboxed" \
+  "sandbox-replay check v3.yaml"
+expect 3 "$sr" check v3.yaml
+
+step "2. submit: v1 against v2 over the recorded tasks, in sandboxes, with a 50-run ceiling" \
+  "sandbox-replay submit --variant v1.yaml --variant v2.yaml --tasks tasks.jsonl --ceiling-runs 50"
+expect 0 "$sr" submit --variant v1.yaml --variant v2.yaml --tasks tasks.jsonl --ceiling-runs 50
+
+# Why v2 wins: the rubric's reasons for the first task, from the job's report.json.
+"$py" - "$SANDBOX_REPLAY_STATE_DIR" <<'EOF' || exit 1
+import json, sys
+from pathlib import Path
+
+reports = sorted(Path(sys.argv[1], "jobs").glob("*/report.json"), key=lambda p: p.stat().st_mtime)
+grading = json.loads(reports[-1].read_text())["grading"]
+task = grading["tasks"][0]
+print(f"why (rubric, task {task['task_id']}):")
+for entry in task["ranking"]:
+    reasons = task["detail"]["reasons"].get(entry["variant"]) or ["meets every expectation"]
+    print(f"  {entry['rank']}. {entry['variant']} score {entry['score']:.2f}: {'; '.join(reasons)}")
+EOF
+
+step "3a. reproduce the recorded failing run: the failure comes back from the trace alone" \
+  "sandbox-replay reproduce traces/failing.jsonl"
+expect 0 "$sr" reproduce traces/failing.jsonl
+
+step "3b. reproduce a trace missing one tool response: what is missing, and where it would go" \
+  "sandbox-replay reproduce traces/incomplete.jsonl"
+expect 1 "$sr" reproduce traces/incomplete.jsonl
+
+ended=$(date +%s.%N)
+awk -v a="$started" -v b="$ended" -v s="$SANDBOX_REPLAY_STATE_DIR" \
+  'BEGIN { printf "\ndemo finished in %.1f s (state in %s)\n", b - a, s }'

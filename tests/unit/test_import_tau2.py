@@ -332,7 +332,6 @@ def test_realdata_workflows_check(retail: Path) -> None:
 # --- the imported requests are the ones the runtime's agent loop builds ----------------------
 
 
-
 def replay_through_agent_loop(out: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Drive `runner.runtime.agent.AgentStep` over every imported trace, serving each turn and
     tool result from the trace; a request that differs from its recording is a divergence.

@@ -77,6 +77,7 @@ class EpisodeState:
     runtime_meter: dict[str, int] = field(default_factory=dict)
     sandbox_s: float = 0.0
     channel_events: list[dict[str, Any]] = field(default_factory=list)
+    _known_steps: frozenset[str] | None = None
 
     # -- events ------------------------------------------------------------------------------
 
@@ -121,10 +122,20 @@ class EpisodeState:
         return [{"type": "start", "protocol": protocol.PROTOCOL_VERSION}]
 
     def _on_step(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        # Only the workflow's own step ids are kept: a sandbox sending millions of made-up
+        # ids must not grow the host's memory (tests/integration/test_attacks_more.py).
         step_id, status = message.get("step_id"), message.get("state")
-        if isinstance(step_id, str) and isinstance(status, str):
-            self.steps[step_id] = status
+        if isinstance(step_id, str) and isinstance(status, str) and step_id in self._step_ids():
+            self.steps[step_id] = status[:32]
         return []
+
+    def _step_ids(self) -> frozenset[str]:
+        if self._known_steps is None:
+            steps = self.prepared.run_spec["workflow"].get("steps") or []
+            self._known_steps = frozenset(
+                str(s["id"]) for s in steps if isinstance(s, dict) and "id" in s
+            )
+        return self._known_steps
 
     def _on_call(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
         record = message.get("record")

@@ -438,3 +438,35 @@ def test_without_tools_file_tools_come_from_the_calls(tmp_path: Path) -> None:
     assert report["missing"]["tool.schema"] == 4
     assert any("mini_tools.json" in note for note in report["notes"])
     assert any("'${'" in note for note in report["notes"])
+
+
+def test_read_only_tasks_keep_only_read_calls_and_user_stops(tmp_path: Path) -> None:
+    write_import(read_tau2(MINI), tmp_path, {})
+    manifest = json.loads((tmp_path / "tools.manifest.json").read_text("utf-8"))
+    effects = {t["id"]: t["effect"] for t in manifest["tools"]}
+    full = [json.loads(x) for x in (tmp_path / "tasks.jsonl").read_text("utf-8").splitlines()]
+    read_only = [
+        json.loads(x) for x in (tmp_path / "tasks.read-only.jsonl").read_text("utf-8").splitlines()
+    ]
+    assert [t["task_id"] for t in read_only] == [t["task_id"] for t in full]
+    for whole, reads in zip(full, read_only, strict=True):
+        assert reads["observations"] == whole["observations"]
+        wanted = [
+            c
+            for c in (whole.get("expected") or {}).get("tool_calls", [])
+            if effects[c["tool"]] == "read"
+        ]
+        assert reads.get("expected", {}).get("tool_calls", []) == wanted
+        assert "output_contains" not in reads.get("expected", {})
+    assert any(
+        effects[c["tool"]] == "unsafe"
+        for t in full
+        for c in (t.get("expected") or {}).get("tool_calls", [])
+    )
+    import yaml
+
+    agent = yaml.safe_load((tmp_path / "workflow.yaml").read_text("utf-8"))["steps"][0]["agent"]
+    assert agent["user"] == {
+        "system": "${task.instructions}",
+        "stop": ["###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"],
+    }

@@ -7,6 +7,7 @@ Module map (imports flow downwards; nothing here imports the host side):
 
     __main__    entry: isolate the channel's fds first, then run `main.Runtime`
     main        hello/start, load the run, egress pump, episode/error, exit codes (0 / 70)
+    environment hello's platform and installed packages (cheap: no importlib.metadata)
     channel     private fds, whole-line writes, reader thread (shutdown/EOF exit at once)
     engine      steps in order, step progress, episode status (succeeded|failed|denied)
     agent       agent steps: model loop through the host, tool dispatch, simulated user

@@ -22,14 +22,11 @@ to run the thread in a copy of the starter's context), so the call-time guard ho
 """
 
 import contextvars
-import importlib.metadata
 import json
 import os
-import platform
 import sys
 import threading
 import time
-import traceback
 from typing import Any, Dict, Optional
 
 from runner import sdk
@@ -39,6 +36,7 @@ from runner.runtime.calls import Caller, Clock
 from runner.runtime.channel import Channel
 from runner.runtime.childlog import ChildLog
 from runner.runtime.engine import Episode
+from runner.runtime.environment import environment_platform, installed_packages
 from runner.runtime.errors import error_class_name
 from runner.runtime.recordings import ObservationStore, TraceStore
 from runner.runtime.registry import RuntimeRegistry
@@ -62,28 +60,6 @@ def _inherit_context_in_threads() -> None:
 
     start._sandbox_replay = True  # type: ignore[attr-defined]
     threading.Thread.start = start  # type: ignore[method-assign]
-
-
-def environment_platform() -> str:
-    """``os-machine-libcVERSION``, e.g. ``linux-x86_64-glibc2.36`` (the trace's environment)."""
-    libc, version = platform.libc_ver()
-    parts = [sys.platform, platform.machine() or "unknown"]
-    if libc:
-        parts.append(libc + version)
-    return "-".join(parts)
-
-
-def installed_packages() -> Dict[str, str]:
-    """``{distribution name: version}`` of the interpreter's installed packages."""
-    found: Dict[str, str] = {}
-    try:
-        for dist in importlib.metadata.distributions():
-            name = dist.metadata["Name"]
-            if name and name not in found:
-                found[str(name)] = str(dist.version)
-    except Exception:  # a broken dist-info must not stop the run  # noqa: S110
-        pass
-    return dict(sorted(found.items()))
 
 
 def _load_json(run_dir: str, name: str) -> Any:
@@ -210,6 +186,8 @@ class Runtime:
             self.channel.send("episode", **episode)
             return 0
         except Exception as exc:
+            import traceback  # only on failure: not on every run's start path
+
             text = traceback.format_exc()
             sys.stderr.write(text)
             try:

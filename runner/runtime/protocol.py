@@ -18,7 +18,8 @@ Runtime -> host:
     hello          {protocol, python, pid, platform?, packages?}      first message, always
                    (additive, asked by the host side, H4: ``platform`` e.g.
                    ``linux-x86_64-glibc2.36`` and ``packages`` ``{dist name: version}`` of
-                   the sandbox's interpreter (importlib.metadata) go into the trace header's
+                   the sandbox's interpreter (as importlib.metadata lists them; read by
+                   runner.runtime.environment) go into the trace header's
                    environment manifest; absent keys are recorded as null / {})
     step           {step_id, state: started|finished|failed|not_run}  progress
     call           {record}                                           one trace ``call`` record

@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -30,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from runner.domain.agentspec import TOOL_ID, AgentSpec, FixedMessage, Frozen, UserSpec
 from runner.domain.yamlsource import (
     Loc,
     YamlDocument,
@@ -39,13 +38,13 @@ from runner.domain.yamlsource import (
     validation_error,
 )
 from runner.errors import InputError
-from runner.sdk import FUNCTION_NAME_MAX, function_name
 
 __all__ = [
     "AgentSpec",
     "FixedMessage",
     "ModelSpec",
     "Step",
+    "UserSpec",
     "Workflow",
     "WorkflowFile",
     "load_workflow",
@@ -54,7 +53,6 @@ __all__ = [
 ]
 
 STEP_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 WORKFLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -63,8 +61,7 @@ _TASK_REF = re.compile(r"^task\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _STEP_REF = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.output(\.[A-Za-z0-9_-]+)*$")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+_Frozen = Frozen
 
 
 class ModelSpec(_Frozen):
@@ -95,98 +92,6 @@ class ModelSpec(_Frozen):
         if self.provider == "openai" and not self.name:
             raise ValueError("an openai provider needs 'name' (the model to ask for)")
         return self
-
-
-class FixedMessage(_Frozen):
-    """A message of the conversation that is not a model turn (e.g. an imported greeting).
-
-    Attributes:
-        role: ``assistant`` or ``user``.
-        content: the text, sent as is (not templated).
-    """
-
-    role: Literal["assistant", "user"]
-    content: str
-
-
-class UserSpec(_Frozen):
-    """A simulated user (role ``user``), the object form of ``agent.user``.
-
-    Attributes:
-        system: its instructions (the system message of its requests); ``${...}`` allowed.
-            None: the task input as canonical JSON.
-        stop: a reply containing this text (or any of these texts) ends the conversation,
-            as τ²'s ``###STOP###`` / ``###TRANSFER###``; None: ``###STOP###``.
-        max_turns: user turns at most after the first (>= 0; the first, asked when the step
-            has no ``input``, is not counted); None: the step's ``max_turns``.
-        model: the model name asked for its turns (None: the workflow's).
-        settings: request settings of its turns (None: the workflow model's).
-    """
-
-    system: str | None = None
-    stop: str | list[str] | None = None
-    max_turns: int | None = Field(default=None, ge=0)
-    model: str | None = None
-    settings: dict[str, Any] | None = None
-
-    @field_validator("stop")
-    @classmethod
-    def _stops(cls, stop: str | list[str] | None) -> str | list[str] | None:
-        texts = [stop] if isinstance(stop, str) else list(stop or [])
-        if any(not text for text in texts) or (isinstance(stop, list) and not stop):
-            raise ValueError("stop texts must be non-empty")
-        return stop
-
-
-class AgentSpec(_Frozen):
-    """A tool-calling loop driven by the model.
-
-    Attributes:
-        tools: the tool ids the model may call in this step (each resolved at load time).
-        max_turns: model turns at most (>= 1).
-        system: the system prompt; ``${...}`` references allowed.
-        input: the first user message; ``${...}`` references allowed. None: the runtime
-            sends the task's input.
-        user: a simulated user (role ``user``, served through the host like model turns):
-            its instructions as a string, or a `UserSpec` (instructions, stop texts, turn
-            limit); None means no simulated user.
-        fixed_messages: messages that are part of the conversation without being model turns
-            (τ²'s opening greeting), placed after the system prompt and before the first user
-            message; never sent to or served as a model call.
-    """
-
-    tools: list[str] = Field(default_factory=list)
-    max_turns: int = Field(ge=1)
-    system: str | None = None
-    input: str | None = None
-    user: str | UserSpec | None = None
-    fixed_messages: list[FixedMessage] = Field(default_factory=list)
-
-    @field_validator("tools")
-    @classmethod
-    def _tool_ids(cls, tools: list[str]) -> list[str]:
-        seen: set[str] = set()
-        for tool_id in tools:
-            if not TOOL_ID.match(tool_id):
-                raise ValueError(f"{tool_id!r} is not a tool id (dotted names like ticket.get)")
-            if tool_id in seen:
-                raise ValueError(f"tool {tool_id!r} is listed twice")
-            seen.add(tool_id)
-        offered: dict[str, str] = {}
-        for tool_id in tools:
-            name = function_name(tool_id)
-            if len(name) > FUNCTION_NAME_MAX:
-                raise ValueError(
-                    f"tool {tool_id!r} is offered to the model as {name!r}, longer than "
-                    f"{FUNCTION_NAME_MAX} characters (the OpenAI limit for function names)"
-                )
-            if name in offered:
-                raise ValueError(
-                    f"tools {offered[name]!r} and {tool_id!r} would both be offered to the model "
-                    f"as {name!r} (dots become '__'): rename one"
-                )
-            offered[name] = tool_id
-        return tools
 
 
 class Step(_Frozen):

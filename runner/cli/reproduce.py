@@ -69,6 +69,7 @@ def _details(report: ReproduceReport) -> list[str]:
 
 def _table(reports: list[ReproduceReport]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="reproduce")
@@ -77,7 +78,10 @@ def _table(reports: list[ReproduceReport]) -> None:
     for report in reports:
         first = report.first_difference
         why = first["summary"] if first else report.reason
-        table.add_row(report.input, report.outcome, str(report.exit_code), why[:200])
+        # file names and reasons come from hostile inputs: never rich markup
+        table.add_row(
+            escape(report.input), report.outcome, str(report.exit_code), escape(why[:200])
+        )
     Console(soft_wrap=False).print(table)
 
 

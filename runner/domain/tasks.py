@@ -266,6 +266,9 @@ def load_tasks(path: Path | str) -> TaskFile:
         except ValueError as exc:
             result.errors.append(InputError(f"invalid JSON: {exc}", file=name, line=number))
             continue
+        except RecursionError:  # a hostile line: [[[[... is no traceback
+            result.errors.append(InputError("JSON nested too deeply", file=name, line=number))
+            continue
         try:
             task = parse_task(record, file=name, line=number)
             ids.add(task.task_id, f"line {number}")

@@ -132,6 +132,8 @@ def load_yaml(path: Path, *, what: str = "file") -> YamlDocument:
         ) from exc
     except yaml.YAMLError as exc:
         raise InputError(f"invalid YAML: {exc}", file=str(path)) from exc
+    except RecursionError:  # a hostile file: [[[[... is no traceback
+        raise InputError(f"{what} is nested too deeply", file=str(path)) from None
     finally:
         loader.dispose()
     return YamlDocument(path, text, data, value_lines, key_lines)

@@ -1,0 +1,370 @@
+"""Hostile files on the host side: traces, task files, workflows, policies, packets, terminals.
+
+SPEC.md: bad input gets a clear error naming file, line and field, never a traceback and never
+lost data. A test marked ``xfail(strict=True)`` is an open weakness (the reason names it);
+the others prove an attack is handled. No Docker: where a command would start a sandbox, the
+engine address points at a socket that does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "fixtures" / "golden"
+HELPDESK = ROOT / "tests" / "fixtures" / "helpdesk"
+NO_ENGINE = {"SANDBOX_REPLAY_DOCKER_HOST": "unix:///nonexistent/sandbox-replay-test.sock"}
+CONTROL = {chr(c) for c in range(0x20) if chr(c) not in "\n\t"} | {"\x7f", "\x9b"}
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, **NO_ENGINE, "PYTHONPATH": str(ROOT), **(env or {})},
+        check=False,
+    )
+
+
+# --- reviewer packets ----------------------------------------------------------------------------
+
+
+def _hostile_packet(tmp_path: Path, marker: Path) -> Path:
+    """A packet of the golden failing run whose tool module, when imported, writes ``marker``."""
+    from runner.orchestrator.packet import build_packet
+    from runner.orchestrator.reproduce_inputs import safe_extract
+
+    build_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz")
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    safe_extract(tmp_path / "p.tar.gz", unpacked)
+    tools = unpacked / "workflow" / "golden_tools.py"
+    payload = f"import os as _os\nopen({str(marker)!r}, 'w').write(str(_os.getuid()))\n"
+    tools.write_text(payload + tools.read_text())
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as archive:
+        for path in sorted(unpacked.rglob("*")):
+            if path.is_file():
+                archive.add(path, arcname=path.relative_to(unpacked).as_posix())
+    return evil
+
+
+def test_hostile_packet_control_its_code_runs_when_imported(tmp_path: Path) -> None:
+    """Control: the planted code really runs when its module is imported."""
+    marker = tmp_path / "MARKER"
+    evil = _hostile_packet(tmp_path, marker)
+    out = tmp_path / "x"
+    out.mkdir()
+    with tarfile.open(evil) as archive:
+        archive.extractall(out, filter="data")
+    subprocess.run(
+        [sys.executable, "-c", "import golden_tools"], cwd=out / "workflow", check=True, timeout=60
+    )
+    assert marker.exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: `reproduce PACKET.tar.gz` imports the packet's tool modules on the host to "
+    "build the registry (runner/domain/toolsource.py import_tools, via Registry.for_workflow "
+    "in runner/orchestrator/reproduce.py): a reviewer packet runs its code unsandboxed",
+)
+def test_reproducing_a_packet_never_runs_its_code_on_the_host(tmp_path: Path) -> None:
+    marker = tmp_path / "MARKER"
+    evil = _hostile_packet(tmp_path, marker)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_cli("reproduce", str(evil), cwd=work)
+    assert "Traceback" not in proc.stderr
+    assert not marker.exists(), f"packet code ran on the host as uid {marker.read_text()}"
+
+
+@pytest.mark.parametrize(
+    "member",
+    ["../outside.txt", "/abs.txt", "workflow/../../up.txt", "link", "dev"],
+)
+def test_packet_members_that_leave_the_folder_or_are_not_files_are_refused(
+    tmp_path: Path, member: str
+) -> None:
+    from runner.orchestrator.reproduce_inputs import safe_extract
+
+    packet = tmp_path / "p.tar.gz"
+    with tarfile.open(packet, "w:gz") as archive:
+        info = tarfile.TarInfo(member)
+        if member == "link":
+            info.type = tarfile.SYMTYPE
+            info.linkname = "/etc/passwd"
+            archive.addfile(info)
+        elif member == "dev":
+            info.type = tarfile.CHRTYPE
+            archive.addfile(info)
+        else:
+            data = b"x"
+            info.size = len(data)
+            import io
+
+            archive.addfile(info, io.BytesIO(data))
+    dest = tmp_path / "dest" / "inner"
+    dest.mkdir(parents=True)
+    with pytest.raises(InputError) as caught:
+        safe_extract(packet, dest)
+    assert "p.tar.gz" in str(caught.value)
+    assert not (tmp_path / "dest" / "outside.txt").exists()
+    assert not (tmp_path / "up.txt").exists() and not Path("/abs.txt").exists()
+
+
+# --- task files ----------------------------------------------------------------------------------
+
+
+def test_task_line_nested_too_deeply_is_an_input_error(tmp_path: Path) -> None:
+    from runner.domain.tasks import load_tasks
+
+    path = tmp_path / "tasks.jsonl"
+    deep = "[" * 100_000 + "]" * 100_000
+    path.write_text(
+        '{"task_id": "ok", "input": {}}\n{"task_id": "a", "input": {"x": ' + deep + "}}\n"
+    )
+    loaded = load_tasks(path)
+    assert list(loaded.tasks) == ["ok"]
+    assert len(loaded.errors) == 1 and loaded.errors[0].fields.get("line") == 2
+
+
+def test_cli_run_with_a_deep_task_file_exits_2_without_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"task_id": "a", "input": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}\n")
+    proc = run_cli(
+        "run", str(HELPDESK / "safe.yaml"), "--tasks", str(path), "--task", "a", cwd=tmp_path
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-1000:])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the task loader accepts NaN/Infinity (runner/domain/tasks.py load_tasks: "
+    "json.loads without parse_constant); the trace writer then stores them as the strings "
+    "'NaN'/'Infinity', so the recorded task input differs from the one that ran",
+)
+def test_nan_in_a_task_line_is_an_input_error(tmp_path: Path) -> None:
+    from runner.domain.tasks import load_tasks
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"task_id": "a", "input": {"x": NaN, "y": Infinity}}\n')
+    loaded = load_tasks(path)
+    assert loaded.errors and not loaded.tasks
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: duplicate keys in a task line are silently resolved, the last wins "
+    "(runner/domain/tasks.py load_tasks: json.loads without object_pairs_hook); the trace "
+    "reader rejects the same thing",
+)
+def test_duplicate_keys_in_a_task_line_are_an_input_error(tmp_path: Path) -> None:
+    from runner.domain.tasks import load_tasks
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"task_id": "a", "task_id": "b", "input": {}}\n')
+    loaded = load_tasks(path)
+    assert loaded.errors and not loaded.tasks
+
+
+@pytest.mark.parametrize(
+    "task_id",
+    ["..", ".", "../etc", "a/b", "a\\b", "x\x1b[2J", "a\u202eb", "trailing.", " lead", "C:x"],
+)
+def test_task_ids_that_would_be_unsafe_paths_are_rejected(tmp_path: Path, task_id: str) -> None:
+    from runner.domain.tasks import load_tasks
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({"task_id": task_id, "input": {}}) + "\n")
+    loaded = load_tasks(path)
+    assert not loaded.tasks
+    assert loaded.errors[0].fields.get("line") == 1
+
+
+def test_task_ids_differing_only_in_case_or_normalisation_collide(tmp_path: Path) -> None:
+    from runner.domain.tasks import load_tasks
+
+    path = tmp_path / "tasks.jsonl"
+    ids = ["Task-A", "task-a", "caf\u00e9", "cafe\u0301", "\ufb00", "ff"]
+    path.write_text("".join(json.dumps({"task_id": i, "input": {}}) + "\n" for i in ids))
+    loaded = load_tasks(path)
+    assert list(loaded.tasks) == ["Task-A", "caf\u00e9", "\ufb00"]
+    assert [e.fields.get("line") for e in loaded.errors] == [2, 4, 6]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: Windows reserved device names (CON, NUL, COM1, LPT1, aux.txt) pass the id "
+    "rules (runner/domain/ids.py id_problem), though SPEC.md asks ids to be safe file names "
+    "on Windows",
+)
+@pytest.mark.parametrize("task_id", ["CON", "nul", "COM1", "LPT1", "aux.txt"])
+def test_windows_reserved_names_are_rejected_as_ids(task_id: str) -> None:
+    from runner.domain.ids import id_problem
+
+    assert id_problem(task_id) is not None
+
+
+# --- workflows and policies ---------------------------------------------------------------------
+
+
+def test_deeply_nested_workflow_yaml_is_an_input_error(tmp_path: Path) -> None:
+    from runner.domain.workflow import load_workflow
+
+    path = tmp_path / "deep.yaml"
+    path.write_text('name: w\nversion: "1"\ntools: []\nsteps: ' + "[" * 50_000 + "]" * 50_000)
+    with pytest.raises(InputError) as caught:
+        load_workflow(path)
+    assert "deep.yaml" in str(caught.value)
+
+
+def test_deeply_nested_policy_yaml_is_an_input_error(tmp_path: Path) -> None:
+    from runner.policy import load_policy
+
+    path = tmp_path / "deep.yaml"
+    path.write_text("name: p\nmode: shadow\nx: " + "{a: " * 30_000 + "1" + "}" * 30_000 + "\n")
+    with pytest.raises(InputError) as caught:
+        load_policy(str(path))
+    assert "deep.yaml" in str(caught.value)
+
+
+BOMB = "".join(
+    f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 9) if i else 'x'}]\n"
+    for i in range(9)
+)
+
+
+@pytest.mark.parametrize("kind", ["workflow", "policy"])
+def test_yaml_alias_bomb_is_an_input_error(tmp_path: Path, kind: str) -> None:
+    from runner.domain.workflow import load_workflow
+    from runner.policy import load_policy
+
+    path = tmp_path / f"{kind}.yaml"
+    head = (
+        'name: w\nversion: "1"\ntools: []\nsteps: []\n'
+        if kind == "workflow"
+        else ("name: p\nmode: shadow\n")
+    )
+    path.write_text(head + BOMB)
+    with pytest.raises(InputError) as caught:
+        load_workflow(path) if kind == "workflow" else load_policy(str(path))
+    assert "aliases" in str(caught.value)
+
+
+def test_a_policy_cannot_ask_for_record_mode(tmp_path: Path) -> None:
+    """Record mode (every tool with code executes, unsandboxed) is reachable only by `record`."""
+    from runner.policy import load_policy
+
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nmode: record\n")
+    with pytest.raises(InputError) as caught:
+        load_policy(str(path))
+    assert "mode" in str(caught.value)
+
+
+def test_unsafe_allow_in_shadow_serves_from_recordings_never_executes(tmp_path: Path) -> None:
+    from runner.domain.registry import Registry
+    from runner.domain.workflow import load_workflow
+    from runner.policy import load_policy
+
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nmode: shadow\ntools:\n  unsafe_allow: [ticket.close]\n")
+    policy = load_policy(str(path))
+    manifest = (
+        Registry.for_workflow(load_workflow(HELPDESK / "unsafe_step.yaml"))
+        .restrict(policy)
+        .manifest(policy)
+    )
+    tools = {t["id"]: t for t in manifest["tools"]}
+    assert tools["ticket.close"]["disposition"] == "recorded"
+    assert "email.send" not in tools and "legacy.purge" not in tools
+    assert all(
+        t["disposition"] == "recorded"
+        for t in tools.values()
+        if t["effect"] != "pure" and t["effect"] != "local"
+    )
+
+
+# --- the host under a flood of made-up step ids ----------------------------------------------
+
+
+def test_host_keeps_only_the_workflows_step_ids() -> None:
+    from types import SimpleNamespace
+
+    from runner.orchestrator.channel import Channel
+    from runner.orchestrator.episode_state import EpisodeState
+
+    prepared = SimpleNamespace(
+        run_id="r", run_spec={"workflow": {"steps": [{"id": "fetch"}, {"id": "answer"}]}}
+    )
+    state = EpisodeState(request=None, prepared=prepared, channel=Channel())  # type: ignore[arg-type]
+    state.hello = {"type": "hello"}
+    for i in range(10_000):
+        state._on_step({"type": "step", "step_id": f"made-up-{i}", "state": "started"}, None)
+    state._on_step({"type": "step", "step_id": "fetch", "state": "finished" * 1000}, None)
+    assert state.steps == {"fetch": ("finished" * 1000)[:32]}
+
+
+# --- what reaches the terminal ------------------------------------------------------------------
+
+
+def test_reproduce_table_with_markup_in_names_and_reasons_does_not_crash(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from runner.cli.reproduce import _table
+    from runner.orchestrator.reproduce import ReproduceReport
+
+    reports = [
+        ReproduceReport(input="traces[/]a.jsonl", outcome="refused", reason="tool [/red] gone"),
+        ReproduceReport(input="b.jsonl", outcome="invalid", reason="[bold]x[/italic]"),
+    ]
+    _table(reports)
+    printed = capsys.readouterr().out
+    assert "traces[/]a.jsonl" in printed.replace("\n", "") or "[/]" in printed
+
+
+def test_cli_reproduce_of_two_traces_in_a_folder_named_with_markup(tmp_path: Path) -> None:
+    folder = tmp_path / "run["  # the path holds "[/]": a rich closing tag
+    folder.mkdir()
+    (folder / "]a.jsonl").write_text("not json\n")
+    (folder / "b.jsonl").write_text("not json\n")
+    proc = run_cli("reproduce", str(folder / "]a.jsonl"), str(folder / "b.jsonl"), cwd=tmp_path)
+    assert "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: destinations that tool code tried to reach are printed raw by reproduce, "
+    "escape sequences included (runner/cli/reproduce.py _details, the outbound lines; the "
+    "audit hook keeps host names verbatim, runner/runtime/audit.py _text): a sandboxed tool "
+    "can retitle or clear the reviewer's terminal",
+)
+def test_escape_sequences_from_the_sandbox_never_reach_the_terminal() -> None:
+    from runner.cli.reproduce import _details
+    from runner.orchestrator.reproduce import ReproduceReport
+
+    report = ReproduceReport(
+        input="t.jsonl",
+        outcome="not_reproduced",
+        reason="first difference",
+        outbound=[{"kind": "dns", "host": "\x1b]0;PWNED\x07\x1b[2Jevil.example", "port": 80}],
+        first_difference={"index": 1, "tool": "kb.search", "message": "boom \x1b[31mred\x9b2J"},
+    )
+    text = "\n".join(_details(report))
+    assert not (set(text) & CONTROL), repr(text)

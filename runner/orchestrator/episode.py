@@ -10,13 +10,15 @@ writes the trace (`runner.orchestrator.tracewriter`).
 Status rules (issue 4), first match wins:
 1. the backend failed (start, attach, engine) or the runtime reported its own ``error`` or a
    protocol mismatch without an episode → ``infra_error``;
-2. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
-3. the host killed the sandbox because its deadline passed, or the model provider ran into
+2. the host refused a model (or user) turn because a ceiling would be exceeded →
+   ``ceiling_reached`` (the failure names that call, error class ``CeilingReached``);
+3. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
+4. the host killed the sandbox because its deadline passed, or the model provider ran into
    the deadline → ``timeout``;
-4. stdout passed the total-output cap (the host killed the sandbox) → ``failed``, reason says;
-5. an ``episode`` message arrived → its status (``succeeded``/``failed``/``denied``), except
+5. stdout passed the total-output cap (the host killed the sandbox) → ``failed``, reason says;
+6. an ``episode`` message arrived → its status (``succeeded``/``failed``/``denied``), except
    that a non-zero exit after a ``succeeded`` episode is not a success (→ ``crashed``);
-6. otherwise (died without an episode, e.g. SIGKILL from inside) → ``crashed`` with the exit
+7. otherwise (died without an episode, e.g. SIGKILL from inside) → ``crashed`` with the exit
    code and the last 100 stderr lines.
 A dead sandbox is never a success; steps never started are ``not_run``.
 """

@@ -3,9 +3,10 @@
 `EpisodeState` consumes `runner.orchestrator.channel.ChannelEvent`s (answering ``hello`` with
 ``start``, ``model_request`` with ``model_response`` and ``episode`` with ``shutdown``), writes
 the trace header and call lines as they come, and at the end (`EpisodeState.finish`) classifies
-the status with the rules in `runner.orchestrator.episode`'s docstring and writes the ``end``
-line. Memory stays bounded: calls go straight to the trace file; outbound attempts and coverage
-reasons are capped (`MAX_OUTBOUND`, `MAX_COVERAGE`), with the number dropped recorded.
+the status (`runner.orchestrator.episode_status`; the rules are in `runner.orchestrator.episode`)
+and writes the ``end`` line. Memory stays bounded: calls go straight to the trace file; outbound
+attempts and coverage reasons are capped (`MAX_OUTBOUND`, `MAX_COVERAGE`), with the number
+dropped recorded.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from runner.backends.base import ExitState
 from runner.errors import InputError
 from runner.ledger.pricing import estimate_usd
 from runner.orchestrator.channel import Channel, ChannelEvent
+from runner.orchestrator.episode_status import classify, failure_of
+from runner.orchestrator.metering import CEILING_ERROR_CLASS
 from runner.orchestrator.providers import ModelProvider, ProviderResponse
 from runner.runtime import protocol
 from runner.traceformat import encode_body, episode_exit_code, failure_signature
@@ -34,7 +37,6 @@ log = structlog.get_logger(__name__)
 
 MAX_OUTBOUND = 1000
 MAX_COVERAGE = 100
-RUNTIME_STATUSES = ("succeeded", "failed", "denied")
 _BODY_FIELDS = ("body", "body_encoding", "truncated", "original_length", "sha256")
 _ATTEMPT_KEYS = ("kind", "host", "address", "port", "resolved_from", "outcome", "pid", "event")
 
@@ -74,6 +76,7 @@ class EpisodeState:
     usd: float = 0.0
     served: deque[ProviderResponse] = field(default_factory=deque)
     unpriced_models: list[str] = field(default_factory=list)
+    ceiling_refusals: list[dict[str, Any]] = field(default_factory=list)
     runtime_meter: dict[str, int] = field(default_factory=dict)
     sandbox_s: float = 0.0
     channel_events: list[dict[str, Any]] = field(default_factory=list)
@@ -195,7 +198,22 @@ class EpisodeState:
         }
         if response.error is not None:
             reply["error"] = dict(response.error)
+            if response.error.get("class") == CEILING_ERROR_CLASS:
+                self._note_refusal(message, str(role), response.error)
         return [reply]
+
+    def _note_refusal(self, message: dict[str, Any], role: str, error: Mapping[str, Any]) -> None:
+        """Remember a turn the host refused for a ceiling (witnessed here, not told by the run)."""
+        if len(self.ceiling_refusals) >= MAX_COVERAGE:
+            return
+        index = message.get("index")
+        self.ceiling_refusals.append(
+            {
+                "call_index": index if isinstance(index, int) else self.last_call_index + 1,
+                "tool": "user" if role == "user" else "model",
+                "message": str(error.get("message", "")),
+            }
+        )
 
     def _charge(self, model: str | None, tokens_in: int, tokens_out: int) -> None:
         prices = getattr(self.request.policy, "prices", None)
@@ -304,40 +322,7 @@ class EpisodeState:
 
     def classify(self, exit_state: ExitState | None) -> tuple[str, str | None]:
         """Return ``(status, reason)`` by the rules of `runner.orchestrator.episode`."""
-        episode = self.episode or {}
-        if self.infra_error is not None:
-            return "infra_error", self.infra_error
-        if exit_state is None:
-            return "infra_error", "no exit state"
-        if exit_state.oom_killed:
-            return "oom", "the sandbox hit its memory limit (State.OOMKilled)"
-        if self.provider_timed_out or (self.killed_for == "timeout" and exit_state.killed_by_host):
-            return "timeout", f"killed by the host after {self.prepared.spec.limits.timeout_s} s"
-        if self.killed_for == "output_limit":
-            return "failed", "output passed the total-output cap; the host killed the sandbox"
-        if self.episode is None:
-            if self.runtime_error is not None:
-                return "infra_error", "runtime error: {class}: {message}".format(
-                    **self.runtime_error
-                )
-            if self.protocol_error is not None:
-                return "infra_error", f"protocol error: {self.protocol_error}"
-            if self.hello is None and self.killed_for == "no_hello":
-                return "infra_error", "the runtime never said hello"
-            return (
-                "crashed",
-                f"the sandbox exited with code {exit_state.exit_code} without an episode message",
-            )
-        status = episode.get("status")
-        if status not in RUNTIME_STATUSES:
-            return "crashed", f"the runtime reported an unknown status {status!r}"
-        if (
-            status == "succeeded"
-            and exit_state.exit_code not in (0, 143)
-            and self.killed_for != "shutdown_grace"
-        ):
-            return "crashed", f"exit code {exit_state.exit_code} after a succeeded episode"
-        return str(status), None
+        return classify(self, exit_state)
 
     def finish(self, exit_state: ExitState | None) -> EpisodeResult:
         """Classify, write the header (if still missing) and the ``end`` line."""
@@ -350,7 +335,7 @@ class EpisodeState:
         failure: dict[str, Any] | None = None
         signature: str | None = None
         if status != "succeeded":
-            failure = self._failure(status, episode)
+            failure = failure_of(self, status, episode)
             failure["exit_code"] = exit_code
             signature = failure_signature(
                 failure["call_index"], failure["tool"], failure["error_class"], exit_code
@@ -408,19 +393,3 @@ class EpisodeState:
         assert self.trace is not None
         self.trace.end(end)
         return EpisodeResult(self.prepared.run_id, status, self.prepared.trace_path, end)
-
-    def _failure(self, status: str, episode: dict[str, Any]) -> dict[str, Any]:
-        reported = episode.get("failure") if status in RUNTIME_STATUSES else None
-        if isinstance(reported, dict) and isinstance(reported.get("call_index"), int):
-            return {
-                "call_index": reported["call_index"],
-                "tool": str(reported.get("tool", "workflow")),
-                "error_class": str(reported.get("error_class", status)),
-            }
-        error = episode.get("error") if status in RUNTIME_STATUSES else None
-        error_class = error.get("class") if isinstance(error, dict) else None
-        return {
-            "call_index": self.last_call_index,
-            "tool": "workflow",
-            "error_class": str(error_class or status),
-        }

@@ -29,7 +29,10 @@ from runner.sdk import canonical_json
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["MeteredProvider", "StopSignal"]
+__all__ = ["CEILING_ERROR_CLASS", "MeteredProvider", "StopSignal"]
+
+# The error class of a refused turn; the episode driver classifies such a run ``ceiling_reached``.
+CEILING_ERROR_CLASS = "CeilingReached"
 
 
 class StopSignal:
@@ -127,7 +130,7 @@ class MeteredProvider:
 
     def _refuse(self, message: str) -> ProviderResponse:
         self.refused += 1
-        return ProviderResponse(body=None, error={"class": "CeilingReached", "message": message})
+        return ProviderResponse(body=None, error={"class": CEILING_ERROR_CLASS, "message": message})
 
     def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
         """Reserve, forward, settle; a refused reservation is a ``CeilingReached`` error turn."""

@@ -4,9 +4,9 @@
 run (base providers, per-variant model settings, resource limits, the task index) is built once
 per submission, not per run, so the per-run cost on the host is the episode itself.
 
-A run whose model call was refused by the replay ceiling is reported ``ceiling_reached`` in the
-ledger and the report (its trace's ``end`` keeps the runtime's status and the
-``CeilingReached`` error it raised).
+A run whose model call was refused by the replay ceiling ends ``ceiling_reached``: the episode
+driver classifies it so (`runner.orchestrator.episode_state`), and the trace's ``end`` line, the
+ledger and the report say the same.
 """
 
 from __future__ import annotations
@@ -117,9 +117,7 @@ class PairRunner:
             provider=metered,
             id_factory=self._ids,
         )
-        status = result.status
-        if metered is not None and metered.refused:
-            status = "ceiling_reached"
+        status = result.status  # a refused model call: ``ceiling_reached`` (episode_state)
         meter = result.end.get("meter") or {}
         sandbox_s = meter.get("sandbox_s")
         charged = metered.charged if metered is not None else Amount()

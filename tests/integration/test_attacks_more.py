@@ -325,6 +325,63 @@ def child_log_flood() -> int:
         for _ in range(12000):
             handle.write(line)
     return 1
+
+
+class _BadStr(Exception):
+    def __str__(self):
+        raise RuntimeError("__str__ refuses")
+
+
+@tool("odd.bad_str_error", effect=Effect.LOCAL)
+def bad_str_error() -> str:
+    raise _BadStr()
+
+
+@tool("odd.cyclic_denied", effect=Effect.LOCAL)
+def cyclic_denied() -> str:
+    from runner.errors import CapabilityDenied
+    outer = ValueError("outer")
+    inner = CapabilityDenied("no tool id here")
+    outer.__context__ = inner
+    inner.__context__ = outer
+    raise outer
+
+
+@tool("odd.exit0", effect=Effect.LOCAL)
+def exit0() -> str:
+    os._exit(0)
+
+
+@tool("odd.huge", effect=Effect.LOCAL)
+def huge(mb: int) -> str:
+    return "h" * (mb << 20)
+
+
+@tool("odd.circular", effect=Effect.LOCAL)
+def circular() -> list:
+    a = []
+    a.append(a)
+    return a
+
+
+@tool("odd.nan", effect=Effect.LOCAL)
+def nan() -> float:
+    return float("nan")
+
+
+@tool("odd.surrogates", effect=Effect.LOCAL)
+def surrogates() -> str:
+    return "a\udcff\ud800b"
+
+
+@tool("term.inject", effect=Effect.LOCAL)
+def term_inject() -> str:
+    try:
+        socket.getaddrinfo("\x1b]0;PWNED\x07\x1b[2Jevil.example", 80)
+    except OSError:
+        pass
+    sys.stderr.write("\x1b]0;PWNED-STDERR\x07\x1b[2J\n")
+    raise ValueError("\x1b[2J\x1b]0;PWNED-ERROR\x07")
 '''.replace("__FORGED__", repr(FORGED))
 
 MODEL = """
@@ -837,3 +894,93 @@ def test_flood_of_small_step_messages_keeps_host_memory_bounded(
     assert out.end["channel"]["stdout_bytes"] > FLOOD_MB * 1024 * 1024
     growth = rss.peak_mb - gc_before
     assert growth < 2 * FLOOD_MB, f"host RSS grew {growth:.0f} MB for {FLOOD_MB} MB of steps"
+
+
+# --- odd tool behaviour the runtime must survive ----------------------------------------------
+
+
+def test_exit_0_from_a_tool_without_an_episode_is_crashed(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = _run(project, backend, sandbox_image, tmp_path, "- {id: a, tool: odd.exit0}\n")
+    assert out.end["status"] == "crashed", out.end
+    assert out.end["sandbox"]["exit_code"] == 0
+
+
+def test_circular_nan_and_surrogate_return_values_are_recorded(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    steps = """
+    - {id: s, tool: odd.surrogates}
+    - {id: c, tool: odd.circular}
+    """
+    out = _run(project, backend, sandbox_image, tmp_path, steps)
+    assert out.call("s")["body_encoding"] == "base64"
+    assert out.call("c")["error"]["message"] == "Circular reference detected"
+    assert out.end["status"] == "failed" and out.end["failure"]["tool"] == "odd.circular"
+    nan = _run(project, backend, sandbox_image, tmp_path, "- {id: n, tool: odd.nan}\n")
+    assert nan.end["status"] == "failed" and nan.end["failure"]["tool"] == "odd.nan"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: an exception whose __str__ raises loses its call record and the failure "
+    "names `workflow`/RuntimeError instead of the tool (runner/runtime/errors.py error_record "
+    "calls str(exc) unguarded, from Caller._finish in runner/runtime/calls.py)",
+)
+def test_tool_error_whose_str_raises_keeps_its_call_record(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = _run(project, backend, sandbox_image, tmp_path, "- {id: a, tool: odd.bad_str_error}\n")
+    assert out.end["status"] == "failed", out.end
+    assert [c["tool"] for c in out.calls] == ["odd.bad_str_error"]
+    assert out.end["failure"]["tool"] == "odd.bad_str_error"
+
+
+def test_huge_tool_result_is_truncated_in_its_call_record(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    steps = "- {id: a, tool: odd.huge, args: {mb: 40}}\n- {id: b, tool: odd.surrogates}\n"
+    out = _run(project, backend, sandbox_image, tmp_path, steps)
+    call = out.call("a")
+    assert call["truncated"] is True and call["original_length"] > 40 * 1024 * 1024
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a workflow output over 16 MiB makes the episode message too large; the "
+    "runtime reports its own error and the run is infra_error (exit 6), not a verdict "
+    "(runner/runtime/main.py serve sends the episode's output unbounded; "
+    "runner/runtime/channel.py send_raw refuses it)",
+)
+def test_huge_workflow_output_is_not_an_infrastructure_error(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = _run(
+        project, backend, sandbox_image, tmp_path, "- {id: a, tool: odd.huge, args: {mb: 40}}\n"
+    )
+    assert out.end["status"] != "infra_error", out.end
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: `run` prints the tool's error message, the destinations it tried and (on a "
+    "crash) its stderr raw, escape sequences included (runner/cli/run.py _render): sandboxed "
+    "code can retitle, clear or rewrite the user's terminal",
+)
+def test_escape_sequences_from_tool_code_never_reach_the_terminal(
+    project: Project,
+    backend: Any,
+    sandbox_image: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from runner.cli.run import _render
+
+    out = _run(project, backend, sandbox_image, tmp_path, "- {id: t, tool: term.inject}\n")
+    assert out.end["status"] == "failed", out.end
+    capsys.readouterr()
+    _render(out.result)
+    printed = capsys.readouterr().out
+    assert "PWNED" in printed  # the hostile text is shown ...
+    assert "\x1b" not in printed and "\x07" not in printed, repr(printed)  # ... but inert

@@ -54,14 +54,14 @@ def _details(report: ReproduceReport) -> list[str]:
     if report.environment_diff and report.outcome == "not_reproduced":
         lines.append("  environment differences:")
         for item in report.environment_diff:
-            if item["field"] == "packages":
+            if item["field"] == "packages":  # the ones that do not matter, in one line
                 lines.append(
-                    f"    packages: {item['recorded']} recorded, {item['now']} now "
-                    f"({len(item['only_recorded'])} only recorded, {len(item['only_now'])} only "
-                    f"now, {len(item['changed'])} changed)"
+                    f"    other packages: {item['recorded']} recorded, {item['now']} now "
+                    f"({item['summary']})"
                 )
             else:
-                lines.append(f"    {item['field']}: {item['recorded']} -> {item['now']}")
+                why = f" ({item['why']})" if item.get("why") else ""
+                lines.append(f"    {item['field']}: {item['recorded']} -> {item['now']}{why}")
     if report.replay_trace:
         lines.append(f"  replay trace: {report.replay_trace}")
     return lines

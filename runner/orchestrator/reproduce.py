@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,8 +76,8 @@ class ReproduceReport:
         first_difference: not_reproduced: the first unrecorded or differing call ``{index,
             tool, args?, kind, message, summary}``; else None.
         outbound: destinations code in the sandbox tried to reach during the replay.
-        environment_diff: ``[{field, recorded, now}]`` (python, packages, tool schema hashes,
-            workflow hash, model ids).
+        environment_diff: ``[{field, recorded, now}]`` (python, tool schema hashes, workflow
+            hash, model ids, packages that matter; the other packages in one summary line).
         recorded, replayed: ``{status, failure, failure_signature, output}`` of each run.
         replay_trace: the replay's own trace file, when it ran.
         trace_sha256: sha256 of the trace file (the same before and after: never modified).
@@ -320,6 +320,7 @@ class Reproducer:
                 replay.run.workflow.hash,
                 calls,
                 replayed_calls,
+                imports=tool_imports(t.file for t in registry if t.has_code),
             ),
             "recorded": recorded,
             "replayed": {
@@ -333,6 +334,30 @@ class Reproducer:
             return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
         outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
         return ReproduceReport(name, outcome, reason, first_difference=difference, **base)
+
+
+def tool_imports(files: Iterable[str | Path]) -> set[str]:
+    """Top-level modules the tool modules import, and the host's distributions providing them.
+
+    Read with the AST (nothing runs); an unreadable file adds nothing. The distribution names
+    come from the host's ``importlib.metadata.packages_distributions()`` (``yaml`` -> ``PyYAML``).
+    """
+    import ast
+    import importlib.metadata
+
+    names: set[str] = set()
+    for path in set(files):
+        try:
+            tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    providers = importlib.metadata.packages_distributions()
+    return names | {dist for name in names for dist in providers.get(name, ())}
 
 
 def _outcome(trace: Trace) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def test_environment_diff_names_python_packages_tools_workflow_and_model() -> No
     )
     fields = {d["field"]: d for d in diff}
     assert set(fields) == {"python", "workflow.hash", "model", "tools.x", "packages"}
-    assert fields["packages"]["only_recorded"] == ["b"] and fields["packages"]["only_now"] == ["c"]
+    assert fields["packages"]["only_recorded"] == 1 and fields["packages"]["only_now"] == 1
     assert environment_diff(then, then, "w", "w", [], []) == []
 
 

@@ -411,6 +411,25 @@ def hide_child_log() -> str:
     subprocess.run([sys.executable, "-c", code], timeout=30)
     open(os.environ["SANDBOX_REPLAY_EGRESS_LOG"], "w").close()  # truncate: offset now past EOF
     return "hidden"
+
+
+@tool("kernel.probe", effect=Effect.LOCAL)
+def kernel_probe() -> dict:
+    import ctypes, errno
+    status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines()
+                  if ":\t" in line)
+    libc = ctypes.CDLL(None, use_errno=True)
+    out = {k: status.get(k, "").strip() for k in ("Seccomp", "NoNewPrivs", "CapEff", "CapBnd",
+                                                   "CapPrm", "Uid")}
+    for name, flag in (("unshare_user", 0x10000000), ("unshare_net", 0x40000000),
+                       ("unshare_mount", 0x00020000)):
+        rc = libc.unshare(flag)
+        out[name] = "OK" if rc == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+    rc = libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)
+    out["mount"] = "OK" if rc == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+    rc = libc.chroot(b"/tmp")
+    out["chroot"] = "OK" if rc == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+    return out
 '''.replace("__FORGED__", repr(FORGED))
 
 MODEL = """
@@ -1083,3 +1102,16 @@ def test_egress_of_a_child_cannot_be_hidden_by_truncating_its_log(
     out = _run(project, backend, sandbox_image, tmp_path, "- {id: h, tool: hide.child_log}\n")
     logged = {a.get("address") for a in out.end["outbound"]}
     assert "203.0.113.78" in logged or out.end["coverage"] == "partial", out.end
+
+
+def test_kernel_surface_is_closed(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """No capability, no new privileges, seccomp on: no namespace, mount or chroot from inside."""
+    out = _run(project, backend, sandbox_image, tmp_path, "- {id: k, tool: kernel.probe}\n")
+    body = out.body("k")
+    assert body["Seccomp"] == "2" and body["NoNewPrivs"] == "1", body
+    assert int(body["CapEff"], 16) == 0 and int(body["CapBnd"], 16) == 0, body
+    for key in ("unshare_user", "unshare_net", "unshare_mount", "mount", "chroot"):
+        assert body[key] == "EPERM", (key, body)
+    assert out.end["coverage"] == "partial"  # ctypes was used: the log says it cannot see all

@@ -368,3 +368,34 @@ def test_escape_sequences_from_the_sandbox_never_reach_the_terminal() -> None:
     )
     text = "\n".join(_details(report))
     assert not (set(text) & CONTROL), repr(text)
+
+
+# --- importers ----------------------------------------------------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the importers parse with json.loads and let RecursionError out, a traceback "
+    "with exit 1 (runner/importers/openai_messages.py:99,114,128, runner/importers/tau2.py:68, "
+    "runner/importers/toolset.py:172)",
+)
+@pytest.mark.parametrize(
+    ("command", "name", "text", "extra"),
+    [
+        ("openai-messages", "chat.jsonl", '{"messages": ' + DEEP + "}\n", ()),
+        ("openai-messages", "chat.json", DEEP, ()),
+        ("openai-messages", "ok.jsonl", "", ("--tools", "tools.json")),
+        ("tau2", "results.json", '{"tasks": ' + DEEP + "}", ()),
+    ],
+    ids=["chat-jsonl", "chat-json", "tools-file", "tau2"],
+)
+def test_deeply_nested_import_files_are_input_errors(
+    tmp_path: Path, command: str, name: str, text: str, extra: tuple[str, ...]
+) -> None:
+    (tmp_path / name).write_text(text or '{"messages": [{"role": "user", "content": "hi"}]}\n')
+    (tmp_path / "tools.json").write_text(DEEP)
+    proc = run_cli("import", command, name, "--out", "out", *extra, cwd=tmp_path)
+    assert "Traceback" not in proc.stderr, proc.stderr[-500:]
+    assert proc.returncode == 2, proc.returncode

@@ -1,0 +1,410 @@
+"""Hostile tool code against the sandbox itself: network, files, secrets, processes, floods.
+
+Real containers (``network_mode=none``); network attempts stay inside the sandbox or go to
+loopback listeners this file starts on the host. Hostile tools: tests/fixtures/attacks/
+hostile_tools.py. ``xfail(strict=True)`` marks an open weakness (the reason names it); the
+passing tests are the proof of containment.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration._episodes import Project
+from tests.integration._hostile import backend, project, run_steps
+
+pytestmark = pytest.mark.docker
+__all__ = ["backend", "project"]  # fixtures
+
+
+# --- network ------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def loopback_listeners() -> Iterator[tuple[int, str, list[str]]]:
+    """A TCP listener on 127.0.0.1 and ::1 (same port) and an abstract unix listener, on the
+    host; each records whether anything connected."""
+    hits: list[str] = []
+    v4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    v4.bind(("127.0.0.1", 0))
+    port = v4.getsockname()[1]
+    sockets = [v4]
+    try:
+        v6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        v6.bind(("::1", port))
+        sockets.append(v6)
+    except OSError:
+        pass
+    abstract = f"sandbox-replay-attack-{os.getpid()}-{port}"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind("\0" + abstract)
+    sockets.append(unix)
+    stop = threading.Event()
+
+    def serve(sock: socket.socket) -> None:
+        sock.listen(4)
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            hits.append(repr(sock.getsockname()))
+            conn.close()
+
+    threads = [threading.Thread(target=serve, args=(s,), daemon=True) for s in sockets]
+    for thread in threads:
+        thread.start()
+    yield port, abstract, hits
+    stop.set()
+    for thread in threads:
+        thread.join(2)
+    for sock in sockets:
+        sock.close()
+
+
+def test_network_escapes_fail_and_host_loopback_listeners_see_nothing(
+    project: Project,
+    backend: Any,
+    sandbox_image: str,
+    tmp_path: Path,
+    loopback_listeners: tuple[int, str, list[str]],
+) -> None:
+    port, abstract, hits = loopback_listeners
+    # positive control: the host's own listeners answer on loopback
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.connect("\0" + abstract)
+    probe.close()
+    time.sleep(0.5)
+    assert len(hits) == 2
+    hits.clear()
+    steps = f"- {{id: net, tool: net.probe, args: {{tcp_port: {port}, abstract: {abstract}}}}}\n"
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    assert out.end["status"] == "succeeded", out.end
+    body = out.body("net")
+    assert body["interfaces"] == ["lo"]
+    for key in ("loopback_v4", "loopback_v6", "link_local_v6", "abstract_unix"):
+        assert body[key].startswith(("blocked", "socket")), (key, body[key])
+    for key in [k for k in body if k.startswith("unix /")]:
+        assert body[key].startswith("blocked"), (key, body[key])
+    assert body["raw_icmp"].startswith("blocked") and body["packet"].startswith("blocked")
+    assert body["netlink_new_addr_errno"] == 1  # EPERM: no CAP_NET_ADMIN
+    assert "0a63" not in body["addresses_after"]
+    time.sleep(0.5)
+    assert hits == []  # nothing from the sandbox reached the host's loopback or unix listener
+    logged = {(a.get("address"), a.get("port")) for a in out.end["outbound"]}
+    assert ("127.0.0.1", port) in logged and ("::1", port) in logged
+    assert any(
+        a.get("address") == "\0" + abstract or abstract in str(a.get("address"))
+        for a in out.end["outbound"]
+    )
+
+
+def test_egress_flood_is_capped_and_counted(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    steps = """
+    - {id: flood, tool: net.flood, args: {count: 5000}}
+    - {id: childlog, tool: net.child_log_flood}
+    """
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps, timeout_s=120)
+    assert out.end["status"] == "succeeded", out.end
+    assert len(out.end["outbound"]) <= 1000
+    assert out.end["outbound_dropped"] > 0
+    assert out.end["coverage"] == "partial"  # the child log was capped, and said so
+    assert any("capped" in str(c.get("reason")) for c in out.end["coverage_detail"])
+    assert out.result.trace_path.stat().st_size < 20 * 1024 * 1024
+
+
+# --- file system ---------------------------------------------------------------------------------
+
+WRITABLE_ONLY = {"/tmp/x"}
+
+
+def test_only_tmp_is_writable(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: fs, tool: fs.probe}\n")
+    body = out.body("fs")
+    written = {p for p, v in body.items() if v == "WRITTEN"}
+    assert {"/proc/sys/kernel/hostname", "/sandbox/run/x", "/sandbox/tools/0/x"}.isdisjoint(written)
+    assert "/opt/sandbox-replay/runner/x.py" not in written and "/etc/passwd" not in written
+    assert "/tmp/x" in written
+    assert body["sandbox_dir"] == ["run", "tools"]
+    assert body["run_dir"] == ["run", "tools"]  # `..` of the run dir is the sandbox's own
+    assert not (project.root / "x").exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: Docker's default /dev/shm (64 MiB tmpfs) and /dev/mqueue stay writable next "
+    "to /tmp; the policy's tmpfs_mb does not bound them (runner/backends/docker/backend.py "
+    "host_config sets neither shm_size nor ipc_mode)",
+)
+def test_dev_shm_and_mqueue_are_not_writable(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: fs, tool: fs.probe}\n")
+    body = out.body("fs")
+    assert body["/dev/shm/x"] != "WRITTEN" and body["/dev/mqueue/x"] != "WRITTEN", body
+
+
+def test_tmp_is_bounded_by_tmpfs_mb(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(
+        project,
+        backend,
+        sandbox_image,
+        tmp_path,
+        "- {id: fill, tool: fs.fill_tmp, args: {mb: 200}}\n",
+        tmpfs_mb=32,
+        memory_mb=512,
+    )
+    assert out.end["status"] == "succeeded", out.end
+    body = out.body("fill")
+    assert body["written_mb"] <= 32 and "errno 28" in body["error"], body  # ENOSPC
+
+
+# --- secrets -------------------------------------------------------------------------------------
+
+
+def test_no_host_secret_in_any_process_environment(
+    project: Project,
+    backend: Any,
+    sandbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-env-secret-77")
+    monkeypatch.setenv("SANDBOX_REPLAY_OPENAI_API_KEY", "sk-host-env-secret-78")
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: s, tool: secrets.probe}\n")
+    body = out.body("s")
+    for path in ("/proc/1/environ", "/proc/self/environ"):
+        assert isinstance(body[path], list), body[path]
+        assert not any("sk-host-env-secret" in v for v in body[path])
+        assert not any(v.startswith(("OPENAI", "DOCKER")) for v in body[path])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a tool root is mounted whole, so files beside the tool code (a project's "
+    ".env with API keys, .git) are readable in the sandbox and can be returned into the "
+    "trace (runner/orchestrator/episode.py prepare_run mounts registry.tool_roots(); only "
+    "the state folder is shadowed)",
+)
+def test_secrets_beside_the_tool_code_are_not_readable(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: s, tool: secrets.probe}\n")
+    assert "sk-project-secret" not in out.body("s")["dotenv"]
+
+
+# --- processes and resources ---------------------------------------------------------------
+
+
+def test_daemon_holding_stdout_does_not_outlive_the_episode(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path, docker_client: Any
+) -> None:
+    started = time.monotonic()
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: d, tool: proc.daemon}\n")
+    elapsed = time.monotonic() - started
+    assert out.end["status"] == "succeeded", out.end
+    assert out.end["sandbox"]["killed_by_host"] is False  # ended by itself, not by the grace kill
+    assert elapsed < 8, elapsed
+    assert docker_client.containers.list(all=True, filters={"name": out.result.run_id}) == []
+
+
+def test_sigstop_of_the_runtime_is_a_timeout(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    out = run_steps(
+        project,
+        backend,
+        sandbox_image,
+        tmp_path,
+        "- {id: s, tool: proc.sigstop_self}\n",
+        timeout_s=4,
+    )
+    assert out.end["status"] == "timeout", out.end
+    assert time.monotonic() - started < 4 + 15
+
+
+def test_oom_of_a_child_is_reported_as_oom(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(
+        project,
+        backend,
+        sandbox_image,
+        tmp_path,
+        "- {id: c, tool: proc.child_oom}\n",
+        memory_mb=96,
+    )
+    assert out.end["status"] == "oom", out.end
+    assert out.end["sandbox"]["oom_killed"] is True
+
+
+# --- the host under a flood of small messages -----------------------------------------------------
+
+
+class _PeakRss:
+    """Samples this process's resident set size (VmRSS) on a thread; ``peak_mb`` after stop."""
+
+    def __init__(self) -> None:
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    @staticmethod
+    def now_mb() -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak_mb = max(self.peak_mb, self.now_mb())
+            time.sleep(0.05)
+
+    def __enter__(self) -> _PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+FLOOD_MB = 48
+
+
+@pytest.mark.parametrize("unique", [False, True], ids=["same_step_id", "unique_step_ids"])
+def test_flood_of_small_step_messages_keeps_host_memory_bounded(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path, unique: bool
+) -> None:
+    """48 MB of tiny ``step`` messages (what tool code can write on the channel fd)."""
+    from tests.integration._episodes import protocol_script
+
+    body = f"""
+    import itertools
+    total, batch = 0, []
+    for i in itertools.count():
+        step = "s%08d" % i if {unique!r} else "s"
+        batch.append('{{"type":"step","step_id":"%s","state":"started"}}\\n' % step)
+        if len(batch) == 20000:
+            data = "".join(batch).encode()
+            raw(data)
+            total += len(data)
+            batch = []
+            if total > {FLOOD_MB} * 1024 * 1024:
+                break
+    """
+    gc_before = _PeakRss.now_mb()
+    with _PeakRss() as rss:
+        out = project.run(
+            backend,
+            sandbox_image,
+            project.workflow("- {id: echo, tool: contained.thread}\n"),
+            state_dir=tmp_path / "state",
+            command=protocol_script(body),
+            timeout_s=240,
+        )
+    assert out.end["status"] == "succeeded", out.end
+    assert out.end["channel"]["stdout_bytes"] > FLOOD_MB * 1024 * 1024
+    growth = rss.peak_mb - gc_before
+    assert growth < 2 * FLOOD_MB, f"host RSS grew {growth:.0f} MB for {FLOOD_MB} MB of steps"
+
+
+# --- odd tool behaviour the runtime must survive ----------------------------------------------
+
+
+def test_exit_0_from_a_tool_without_an_episode_is_crashed(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: a, tool: odd.exit0}\n")
+    assert out.end["status"] == "crashed", out.end
+    assert out.end["sandbox"]["exit_code"] == 0
+
+
+def test_circular_nan_and_surrogate_return_values_are_recorded(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    steps = """
+    - {id: s, tool: odd.surrogates}
+    - {id: c, tool: odd.circular}
+    """
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    assert out.call("s")["body_encoding"] == "base64"
+    assert out.call("c")["error"]["message"] == "Circular reference detected"
+    assert out.end["status"] == "failed" and out.end["failure"]["tool"] == "odd.circular"
+    nan = run_steps(project, backend, sandbox_image, tmp_path, "- {id: n, tool: odd.nan}\n")
+    assert nan.end["status"] == "failed" and nan.end["failure"]["tool"] == "odd.nan"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: an exception whose __str__ raises loses its call record and the failure "
+    "names `workflow`/RuntimeError instead of the tool (runner/runtime/errors.py error_record "
+    "calls str(exc) unguarded, from Caller._finish in runner/runtime/calls.py)",
+)
+def test_tool_error_whose_str_raises_keeps_its_call_record(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: a, tool: odd.bad_str_error}\n"
+    )
+    assert out.end["status"] == "failed", out.end
+    assert [c["tool"] for c in out.calls] == ["odd.bad_str_error"]
+    assert out.end["failure"]["tool"] == "odd.bad_str_error"
+
+
+def test_huge_tool_result_is_truncated_in_its_call_record(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    steps = "- {id: a, tool: odd.huge, args: {mb: 40}}\n- {id: b, tool: odd.surrogates}\n"
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    call = out.call("a")
+    assert call["truncated"] is True and call["original_length"] > 40 * 1024 * 1024
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a workflow output over 16 MiB makes the episode message too large; the "
+    "runtime reports its own error and the run is infra_error (exit 6), not a verdict "
+    "(runner/runtime/main.py serve sends the episode's output unbounded; "
+    "runner/runtime/channel.py send_raw refuses it)",
+)
+def test_huge_workflow_output_is_not_an_infrastructure_error(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: a, tool: odd.huge, args: {mb: 40}}\n"
+    )
+    assert out.end["status"] != "infra_error", out.end
+
+
+def test_kernel_surface_is_closed(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """No capability, no new privileges, seccomp on: no namespace, mount or chroot from inside."""
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: k, tool: kernel.probe}\n")
+    body = out.body("k")
+    assert body["Seccomp"] == "2" and body["NoNewPrivs"] == "1", body
+    assert int(body["CapEff"], 16) == 0 and int(body["CapBnd"], 16) == 0, body
+    for key in ("unshare_user", "unshare_net", "unshare_mount", "mount", "chroot"):
+        assert body[key] == "EPERM", (key, body)
+    assert out.end["coverage"] == "partial"  # ctypes was used: the log says it cannot see all

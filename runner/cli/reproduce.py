@@ -10,6 +10,7 @@ Every argument is checked to exist before anything runs or is written.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from xml.etree import ElementTree
@@ -85,8 +86,25 @@ def _table(reports: list[ReproduceReport]) -> None:
     Console(soft_wrap=False).print(table)
 
 
+# Characters XML 1.0 cannot carry: a reason quoting sandbox output (an escape sequence, a NUL)
+# would make the whole JUnit file unparseable for CI. They are written as \xNN (\uNNNN).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    def escaped(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _NOT_XML.sub(escaped, text)
+
+
 def write_junit(reports: list[ReproduceReport], path: Path) -> None:
-    """One JUnit test case per trace: reproduced passes, not_reproduced fails, else errors."""
+    r"""One JUnit test case per trace: reproduced passes, not_reproduced fails, else errors.
+
+    Text XML cannot carry (control characters from hostile traces or sandbox output) is
+    written as ``\xNN`` (a backslash, x, two hex digits), so the file always parses.
+    """
     suite = ElementTree.Element(
         "testsuite",
         name="sandbox-replay reproduce",
@@ -95,14 +113,15 @@ def write_junit(reports: list[ReproduceReport], path: Path) -> None:
         errors=str(sum(r.outcome not in ("reproduced", "not_reproduced") for r in reports)),
     )
     for report in reports:
-        case = ElementTree.SubElement(suite, "testcase", classname="reproduce", name=report.input)
-        text = "\n".join(_details(report))
+        case = ElementTree.SubElement(
+            suite, "testcase", classname="reproduce", name=_xml(report.input)
+        )
+        text = _xml("\n".join(_details(report)))
+        message = _xml(report.reason[:500])
         if report.outcome == "not_reproduced":
-            ElementTree.SubElement(case, "failure", message=report.reason[:500]).text = text
+            ElementTree.SubElement(case, "failure", message=message).text = text
         elif report.outcome != "reproduced":
-            ElementTree.SubElement(
-                case, "error", type=report.outcome, message=report.reason[:500]
-            ).text = text
+            ElementTree.SubElement(case, "error", type=report.outcome, message=message).text = text
         ElementTree.SubElement(case, "system-out").text = text
     path.parent.mkdir(parents=True, exist_ok=True)
     root = ElementTree.Element("testsuites")

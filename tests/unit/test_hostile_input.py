@@ -399,3 +399,28 @@ def test_deeply_nested_import_files_are_input_errors(
     proc = run_cli("import", command, name, "--out", "out", *extra, cwd=tmp_path)
     assert "Traceback" not in proc.stderr, proc.stderr[-500:]
     assert proc.returncode == 2, proc.returncode
+
+
+def test_junit_file_parses_whatever_the_reports_quote(tmp_path: Path) -> None:
+    """Reasons quote sandbox output and trace content: control characters, NUL, surrogates."""
+    from xml.etree import ElementTree
+
+    from runner.cli.reproduce import write_junit
+    from runner.orchestrator.reproduce import ReproduceReport
+
+    report = ReproduceReport(
+        input="t\x1b.jsonl",
+        outcome="not_reproduced",
+        reason="boom \x1b[31m\x00 \udcff x",
+        first_difference={"index": 1, "tool": "kb.search", "message": "bell \x07", "summary": "s"},
+        outbound=[{"kind": "dns", "host": "\x1b]0;x\x07", "port": 1}],
+    )
+    refused = ReproduceReport(input="u.jsonl", outcome="refused", reason="v\x0b\x0c")
+    path = tmp_path / "junit.xml"
+    write_junit([report, refused], path)
+    suite = ElementTree.parse(path).getroot()[0]
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["t\\x1b.jsonl", "u.jsonl"]
+    failure = cases[0].find("failure")
+    assert failure is not None and failure.get("message") == "boom \\x1b[31m\\x00 \\udcff x"
+    assert "\\x07" in (failure.text or "")

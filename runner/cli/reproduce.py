@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo, inert
 from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
@@ -81,9 +82,26 @@ def _table(reports: list[ReproduceReport]) -> None:
         why = first["summary"] if first else report.reason
         # file names and reasons come from hostile inputs: never rich markup
         table.add_row(
-            escape(report.input), report.outcome, str(report.exit_code), escape(why[:200])
+            escape(inert(report.input)),
+            report.outcome,
+            str(report.exit_code),
+            escape(inert(why[:200])),
         )
     Console(soft_wrap=False).print(table)
+
+
+def print_reports(reports: list[ReproduceReport]) -> None:
+    """Print one report's details, or a table then the details of each not reproduced.
+
+    Everything quoted from traces and sandboxes is printed inert (`runner.cli.terminal`).
+    """
+    if len(reports) == 1:
+        echo("\n".join(_details(reports[0])))
+        return
+    _table(reports)
+    for report in reports:
+        if report.outcome != "reproduced":
+            echo("\n".join(_details(report)))
 
 
 # Characters XML 1.0 cannot carry: a reason quoting sandbox output (an escape sequence, a NUL)
@@ -183,11 +201,6 @@ def reproduce_command(
                 default=str,
             )
         )
-    elif len(reports) == 1:
-        typer.echo("\n".join(_details(reports[0])))
     else:
-        _table(reports)
-        for report in reports:
-            if report.outcome != "reproduced":
-                typer.echo("\n".join(_details(report)))
+        print_reports(reports)
     raise typer.Exit(worst_exit_code(*(r.exit_code for r in reports)))

@@ -17,6 +17,7 @@ import structlog
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import (
     EXIT_INFRA,
     EXIT_OK,
@@ -109,44 +110,45 @@ def execute_run(
 
 
 def _render(result: EpisodeResult) -> None:
+    # Error messages, destinations and stderr come from sandboxed code: printed inert.
     end = result.end
-    typer.echo(f"run {result.run_id}: {result.status} (episode exit code {end.get('exit_code')})")
+    echo(f"run {result.run_id}: {result.status} (episode exit code {end.get('exit_code')})")
     if end.get("reason"):
-        typer.echo(f"  reason: {end['reason']}")
+        echo(f"  reason: {end['reason']}")
     if end.get("error"):
         error = end["error"]
-        typer.echo(f"  error: {error.get('class')}: {error.get('message')}")
+        echo(f"  error: {error.get('class')}: {error.get('message')}")
     if end.get("failure"):
         failure = end["failure"]
-        typer.echo(
+        echo(
             f"  failure: call {failure['call_index']} {failure['tool']} {failure['error_class']}"
             f" (signature {str(end.get('failure_signature'))[:16]})"
         )
     if end.get("output") is not None:
         text = json.dumps(end["output"], ensure_ascii=False)
-        typer.echo(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
+        echo(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
     if end.get("not_run"):
-        typer.echo(f"  not run: {', '.join(end['not_run'])}")
+        echo(f"  not run: {', '.join(end['not_run'])}")
     outbound = end.get("outbound") or []
-    typer.echo(f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')})")
+    echo(f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')})")
     for attempt in outbound[:20]:
-        typer.echo(
+        echo(
             f"    {attempt.get('kind')} {attempt.get('host') or attempt.get('address')}"
             f":{attempt.get('port')} ({attempt.get('outcome')})"
         )
     for detail in (end.get("coverage_detail") or [])[:5]:
         what = detail.get("program") or detail.get("library") or ""
-        typer.echo(f"    partial: {detail.get('reason')} {what}")
+        echo(f"    partial: {detail.get('reason')} {what}")
     meter = end.get("meter") or {}
-    typer.echo(
+    echo(
         f"  meter: {meter.get('tokens_in', 0)} tokens in, {meter.get('tokens_out', 0)} out, "
         f"{meter.get('sandbox_s', 0)} sandbox-s"
     )
     if result.status in ("crashed", "infra_error") and end.get("stderr_tail"):
-        typer.echo("  last stderr lines:")
+        echo("  last stderr lines:")
         for line in end["stderr_tail"][-10:]:
-            typer.echo(f"    {line}")
-    typer.echo(f"trace: {result.trace_path}")
+            echo(f"    {line}")
+    echo(f"trace: {result.trace_path}")
 
 
 @app.command("run")

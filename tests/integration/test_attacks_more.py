@@ -259,12 +259,6 @@ def test_egress_of_a_child_cannot_be_hidden_by_truncating_its_log(
     assert "203.0.113.78" in logged or out.end["coverage"] == "partial", out.end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: `run` prints the tool's error message, the destinations it tried and (on a "
-    "crash) its stderr raw, escape sequences included (runner/cli/run.py _render): sandboxed "
-    "code can retitle, clear or rewrite the user's terminal",
-)
 def test_escape_sequences_from_tool_code_never_reach_the_terminal(
     project: Project,
     backend: Any,

@@ -348,26 +348,37 @@ def test_cli_reproduce_of_two_traces_in_a_folder_named_with_markup(tmp_path: Pat
     assert proc.returncode == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: destinations that tool code tried to reach are printed raw by reproduce, "
-    "escape sequences included (runner/cli/reproduce.py _details, the outbound lines; the "
-    "audit hook keeps host names verbatim, runner/runtime/audit.py _text): a sandboxed tool "
-    "can retitle or clear the reviewer's terminal",
-)
-def test_escape_sequences_from_the_sandbox_never_reach_the_terminal() -> None:
-    from runner.cli.reproduce import _details
+def test_escape_sequences_from_the_sandbox_never_reach_the_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Destinations tool code tried, error messages: shown, but inert (no ESC, BEL, C1, NUL)."""
+    from runner.cli.reproduce import print_reports
     from runner.orchestrator.reproduce import ReproduceReport
 
     report = ReproduceReport(
         input="t.jsonl",
         outcome="not_reproduced",
-        reason="first difference",
+        reason="first difference \udcff",
         outbound=[{"kind": "dns", "host": "\x1b]0;PWNED\x07\x1b[2Jevil.example", "port": 80}],
-        first_difference={"index": 1, "tool": "kb.search", "message": "boom \x1b[31mred\x9b2J"},
+        first_difference={
+            "index": 1,
+            "tool": "kb.search",
+            "message": "boom \x1b[31mred\x9b2J",
+            "summary": "call #1 kb.search: boom \x1b]0;PWNED\x07",
+        },
     )
-    text = "\n".join(_details(report))
-    assert not (set(text) & CONTROL), repr(text)
+    for reports in ([report], [report, report]):
+        print_reports(reports)
+        printed = capsys.readouterr().out
+        assert "PWNED" in printed and "\\x1b]0;PWNED\\x07" in printed
+        assert not (set(printed) & CONTROL), repr(printed)
+
+
+def test_inert_keeps_text_and_shows_what_it_replaced() -> None:
+    from runner.cli.terminal import inert
+
+    assert inert("caf\u00e9 \u4e2d\n\tok") == "caf\u00e9 \u4e2d\n\tok"
+    assert inert("\x1b[2J\x00\x7f\x9b\udcff") == "\\x1b[2J\\x00\\x7f\\x9b\\udcff"
 
 
 # --- importers ----------------------------------------------------------------------------------
@@ -424,3 +435,27 @@ def test_junit_file_parses_whatever_the_reports_quote(tmp_path: Path) -> None:
     failure = cases[0].find("failure")
     assert failure is not None and failure.get("message") == "boom \\x1b[31m\\x00 \\udcff x"
     assert "\\x07" in (failure.text or "")
+
+
+def test_run_summary_with_surrogates_and_escapes_prints_inert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tool returning os.fsdecode()d bytes (lone surrogates) crashed `run` with a traceback."""
+    from runner.cli.run import _render
+    from runner.orchestrator.episode import EpisodeResult
+
+    end = {
+        "status": "crashed",
+        "exit_code": 125,
+        "reason": "x",
+        "error": {"class": "ValueError", "message": "\x1b]0;PWNED\x07\udcff"},
+        "output": "a\udcff\ud800b",
+        "outbound": [{"kind": "dns", "host": "\x1b[2J", "port": 1, "outcome": "attempted"}],
+        "stderr_tail": ["\x1b]0;STDERR\x07"],
+        "meter": {},
+    }
+    _render(EpisodeResult("r1", "crashed", tmp_path / "t.jsonl", end))
+    printed = capsys.readouterr().out
+    printed.encode("utf-8")  # strict: no lone surrogate left
+    assert "PWNED" in printed and "STDERR" in printed
+    assert not (set(printed) & CONTROL), repr(printed)

@@ -93,6 +93,19 @@ def extract_tasks(traces: Sequence[Path], output: Path) -> list[dict[str, Any]]:
     part = output.with_name(output.name + ".part")
     with open(part, "w", encoding="utf-8") as handle:
         for task in tasks:
-            handle.write(json.dumps(task, ensure_ascii=False) + "\n")
+            text = json.dumps(task, ensure_ascii=False)
+            if not text.isascii() and _has_surrogate(text):
+                # a lone surrogate recorded from a sandbox (\udcff in the trace) has no UTF-8
+                # form: keep it as the same JSON escape rather than fail half-way
+                text = json.dumps(task, ensure_ascii=True)
+            handle.write(text + "\n")
     part.replace(output)
     return tasks
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

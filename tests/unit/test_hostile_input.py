@@ -459,3 +459,18 @@ def test_run_summary_with_surrogates_and_escapes_prints_inert(
     printed.encode("utf-8")  # strict: no lone surrogate left
     assert "PWNED" in printed and "STDERR" in printed
     assert not (set(printed) & CONTROL), repr(printed)
+
+
+def test_tasks_extract_of_a_trace_holding_a_lone_surrogate(tmp_path: Path) -> None:
+    """Traces keep undecodable text as ``\\udcff`` escapes; extract used to crash half-way."""
+    from runner.domain.tasks import load_tasks
+
+    lines = (ROOT / "tests/fixtures/traces/complete_succeeded.jsonl").read_text().splitlines()
+    run = json.loads(lines[0])
+    run["task_input"]["question"] = "bad \udcff byte"
+    (tmp_path / "t.jsonl").write_text("\n".join([json.dumps(run), *lines[1:]]) + "\n")
+    proc = run_cli("tasks", "extract", "t.jsonl", "-o", "tasks.jsonl", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-1000:]
+    loaded = load_tasks(tmp_path / "tasks.jsonl")
+    assert not loaded.errors
+    assert next(iter(loaded.tasks.values())).input["question"] == "bad \udcff byte"

@@ -206,10 +206,12 @@ class EpisodeState:
         """Remember a turn the host refused for a ceiling (witnessed here, not told by the run)."""
         if len(self.ceiling_refusals) >= MAX_COVERAGE:
             return
-        index = message.get("index")
+        index = message.get("index")  # the sandbox's word: used only when it is plausible
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            index = self.last_call_index + 1
         self.ceiling_refusals.append(
             {
-                "call_index": index if isinstance(index, int) else self.last_call_index + 1,
+                "call_index": index,
                 "tool": "user" if role == "user" else "model",
                 "message": str(error.get("message", "")),
             }

@@ -11,6 +11,7 @@ xfails, which show the attack really reached its target) are the proof.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +276,40 @@ def test_escape_sequences_from_tool_code_never_reach_the_terminal(
     printed = capsys.readouterr().out
     assert "PWNED" in printed  # the hostile text is shown ...
     assert "\x1b" not in printed and "\x07" not in printed, repr(printed)  # ... but inert
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a sandbox that stops reading its stdin while asking for model turns blocks "
+    "the host in a socket write with no timeout, so the run's deadline is never checked and "
+    "the orchestrator hangs (runner/backends/docker/sandbox.py DockerSandbox.write: "
+    "sendall on a socket with settimeout(None); called from runner/orchestrator/episode.py "
+    "_send inside the _drive loop)",
+)
+def test_a_sandbox_that_stops_reading_cannot_hang_the_host(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path, docker_client: Any
+) -> None:
+    limit = 6.0
+    done: dict[str, Any] = {}
+    workflow = project.workflow("- {id: h, tool: hang.host}\n", model="attack_model:respond")
+
+    def run() -> None:
+        out = project.run(
+            backend, sandbox_image, workflow, state_dir=tmp_path / "state", timeout_s=limit
+        )
+        done["status"] = out.end["status"]
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit + 45)
+    hung = thread.is_alive()
+    if hung:  # unblock the host: removing our container closes the socket it writes to
+        from runner.backends.labels import SESSION
+
+        for container in docker_client.containers.list(
+            all=True, filters={"label": f"{SESSION}={backend.session_id}"}
+        ):
+            container.remove(force=True)
+        thread.join(30)
+    assert not hung, "the host was still blocked well past the run's deadline"
+    assert done.get("status") == "timeout", done

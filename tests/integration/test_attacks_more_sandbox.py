@@ -408,3 +408,35 @@ def test_kernel_surface_is_closed(
     for key in ("unshare_user", "unshare_net", "unshare_mount", "mount", "chroot"):
         assert body[key] == "EPERM", (key, body)
     assert out.end["coverage"] == "partial"  # ctypes was used: the log says it cannot see all
+
+
+def test_two_sandboxes_running_at_once_cannot_reach_each_other(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """Loopback, abstract unix sockets and /tmp are per sandbox, even for concurrent runs."""
+    args = "{port: 47001, name: xrun-probe, wait_s: 6}"
+    listen = project.workflow(f"- {{id: l, tool: xrun.listen, args: {args}}}\n")
+    connect = project.workflow(f"- {{id: c, tool: xrun.connect, args: {args}}}\n")
+    outcomes: dict[str, Any] = {}
+
+    def run(key: str, workflow: Path) -> None:
+        outcomes[key] = project.run(
+            backend, sandbox_image, workflow, state_dir=tmp_path / key, timeout_s=60
+        )
+
+    threads = [
+        threading.Thread(target=run, args=("listen", listen)),
+        threading.Thread(target=run, args=("connect", connect)),
+    ]
+    threads[0].start()
+    time.sleep(1.0)
+    threads[1].start()
+    for thread in threads:
+        thread.join(120)
+    listened, connected = outcomes["listen"], outcomes["connect"]
+    assert listened.end["status"] == "succeeded", listened.end
+    assert connected.end["status"] == "succeeded", connected.end
+    assert listened.body("l")["accepted"] == []
+    body = connected.body("c")
+    assert body["tcp"] == "ConnectionRefusedError" and body["unix"] == "ConnectionRefusedError"
+    assert body["marker"] is False

@@ -320,67 +320,6 @@ def test_host_keeps_only_the_workflows_step_ids() -> None:
     assert state.steps == {"fetch": ("finished" * 1000)[:32]}
 
 
-# --- what reaches the terminal ------------------------------------------------------------------
-
-
-def test_reproduce_table_with_markup_in_names_and_reasons_does_not_crash(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from runner.cli.reproduce import _table
-    from runner.orchestrator.reproduce import ReproduceReport
-
-    reports = [
-        ReproduceReport(input="traces[/]a.jsonl", outcome="refused", reason="tool [/red] gone"),
-        ReproduceReport(input="b.jsonl", outcome="invalid", reason="[bold]x[/italic]"),
-    ]
-    _table(reports)
-    printed = capsys.readouterr().out
-    assert "traces[/]a.jsonl" in printed.replace("\n", "") or "[/]" in printed
-
-
-def test_cli_reproduce_of_two_traces_in_a_folder_named_with_markup(tmp_path: Path) -> None:
-    folder = tmp_path / "run["  # the path holds "[/]": a rich closing tag
-    folder.mkdir()
-    (folder / "]a.jsonl").write_text("not json\n")
-    (folder / "b.jsonl").write_text("not json\n")
-    proc = run_cli("reproduce", str(folder / "]a.jsonl"), str(folder / "b.jsonl"), cwd=tmp_path)
-    assert "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr, proc.stderr
-    assert proc.returncode == 2
-
-
-def test_escape_sequences_from_the_sandbox_never_reach_the_terminal(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Destinations tool code tried, error messages: shown, but inert (no ESC, BEL, C1, NUL)."""
-    from runner.cli.reproduce import print_reports
-    from runner.orchestrator.reproduce import ReproduceReport
-
-    report = ReproduceReport(
-        input="t.jsonl",
-        outcome="not_reproduced",
-        reason="first difference \udcff",
-        outbound=[{"kind": "dns", "host": "\x1b]0;PWNED\x07\x1b[2Jevil.example", "port": 80}],
-        first_difference={
-            "index": 1,
-            "tool": "kb.search",
-            "message": "boom \x1b[31mred\x9b2J",
-            "summary": "call #1 kb.search: boom \x1b]0;PWNED\x07",
-        },
-    )
-    for reports in ([report], [report, report]):
-        print_reports(reports)
-        printed = capsys.readouterr().out
-        assert "PWNED" in printed and "\\x1b]0;PWNED\\x07" in printed
-        assert not (set(printed) & CONTROL), repr(printed)
-
-
-def test_inert_keeps_text_and_shows_what_it_replaced() -> None:
-    from runner.cli.terminal import inert
-
-    assert inert("caf\u00e9 \u4e2d\n\tok") == "caf\u00e9 \u4e2d\n\tok"
-    assert inert("\x1b[2J\x00\x7f\x9b\udcff") == "\\x1b[2J\\x00\\x7f\\x9b\\udcff"
-
-
 # --- importers ----------------------------------------------------------------------------------
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -410,55 +349,6 @@ def test_deeply_nested_import_files_are_input_errors(
     proc = run_cli("import", command, name, "--out", "out", *extra, cwd=tmp_path)
     assert "Traceback" not in proc.stderr, proc.stderr[-500:]
     assert proc.returncode == 2, proc.returncode
-
-
-def test_junit_file_parses_whatever_the_reports_quote(tmp_path: Path) -> None:
-    """Reasons quote sandbox output and trace content: control characters, NUL, surrogates."""
-    from xml.etree import ElementTree
-
-    from runner.cli.reproduce import write_junit
-    from runner.orchestrator.reproduce import ReproduceReport
-
-    report = ReproduceReport(
-        input="t\x1b.jsonl",
-        outcome="not_reproduced",
-        reason="boom \x1b[31m\x00 \udcff x",
-        first_difference={"index": 1, "tool": "kb.search", "message": "bell \x07", "summary": "s"},
-        outbound=[{"kind": "dns", "host": "\x1b]0;x\x07", "port": 1}],
-    )
-    refused = ReproduceReport(input="u.jsonl", outcome="refused", reason="v\x0b\x0c")
-    path = tmp_path / "junit.xml"
-    write_junit([report, refused], path)
-    suite = ElementTree.parse(path).getroot()[0]
-    cases = suite.findall("testcase")
-    assert [c.get("name") for c in cases] == ["t\\x1b.jsonl", "u.jsonl"]
-    failure = cases[0].find("failure")
-    assert failure is not None and failure.get("message") == "boom \\x1b[31m\\x00 \\udcff x"
-    assert "\\x07" in (failure.text or "")
-
-
-def test_run_summary_with_surrogates_and_escapes_prints_inert(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A tool returning os.fsdecode()d bytes (lone surrogates) crashed `run` with a traceback."""
-    from runner.cli.run import _render
-    from runner.orchestrator.episode import EpisodeResult
-
-    end = {
-        "status": "crashed",
-        "exit_code": 125,
-        "reason": "x",
-        "error": {"class": "ValueError", "message": "\x1b]0;PWNED\x07\udcff"},
-        "output": "a\udcff\ud800b",
-        "outbound": [{"kind": "dns", "host": "\x1b[2J", "port": 1, "outcome": "attempted"}],
-        "stderr_tail": ["\x1b]0;STDERR\x07"],
-        "meter": {},
-    }
-    _render(EpisodeResult("r1", "crashed", tmp_path / "t.jsonl", end))
-    printed = capsys.readouterr().out
-    printed.encode("utf-8")  # strict: no lone surrogate left
-    assert "PWNED" in printed and "STDERR" in printed
-    assert not (set(printed) & CONTROL), repr(printed)
 
 
 def test_tasks_extract_of_a_trace_holding_a_lone_surrogate(tmp_path: Path) -> None:

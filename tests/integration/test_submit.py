@@ -172,7 +172,13 @@ def test_usd_ceiling_with_model_calls_from_four_concurrent_containers(
     with Ledger.for_state_dir(state) as ledger:
         totals = ledger.totals(report["job_id"])["replay"]
         calls = [c for c in ledger.charges(report["job_id"]) if c.kind == "model_call"]
+        runs = ledger.runs(report["job_id"])
     assert totals.charged.usd <= ceiling and totals.reserved.usd == 0
+    for run in runs:  # a refused model call: the trace's end line says what the ledger says
+        end = json.loads(Path(str(run.trace_path)).read_text().splitlines()[-1])
+        assert end["status"] == run.status, (run.key, end["status"], run.status)
+        if run.status == "ceiling_reached":
+            assert end["failure"]["error_class"] == "CeilingReached"
     settled = [c for c in calls if c.state == "settled"]
     assert settled and len(fake.requests) == len(settled)  # nothing forwarded uncharged
     assert all(r["max_tokens"] == 1024 for r in fake.requests)  # the cap the estimate used

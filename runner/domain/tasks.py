@@ -262,7 +262,7 @@ def load_tasks(path: Path | str) -> TaskFile:
             )
             continue
         try:
-            record = json.loads(text)
+            record = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
         except ValueError as exc:
             result.errors.append(InputError(f"invalid JSON: {exc}", file=name, line=number))
             continue
@@ -285,3 +285,18 @@ def load_tasks(path: Path | str) -> TaskFile:
             continue
         result.tasks[task.task_id] = task
     return result
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object without repeated keys (the last one would silently win)."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and infinities are not JSON; a trace could not record them as they ran."""
+    raise ValueError(f"{name} is not JSON (numbers must be finite)")

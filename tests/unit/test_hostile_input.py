@@ -152,34 +152,23 @@ def test_cli_run_with_a_deep_task_file_exits_2_without_traceback(tmp_path: Path)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-1000:])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the task loader accepts NaN/Infinity (runner/domain/tasks.py load_tasks: "
-    "json.loads without parse_constant); the trace writer then stores them as the strings "
-    "'NaN'/'Infinity', so the recorded task input differs from the one that ran",
-)
 def test_nan_in_a_task_line_is_an_input_error(tmp_path: Path) -> None:
     from runner.domain.tasks import load_tasks
 
     path = tmp_path / "tasks.jsonl"
     path.write_text('{"task_id": "a", "input": {"x": NaN, "y": Infinity}}\n')
     loaded = load_tasks(path)
-    assert loaded.errors and not loaded.tasks
+    assert not loaded.tasks and "NaN is not JSON" in str(loaded.errors[0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: duplicate keys in a task line are silently resolved, the last wins "
-    "(runner/domain/tasks.py load_tasks: json.loads without object_pairs_hook); the trace "
-    "reader rejects the same thing",
-)
 def test_duplicate_keys_in_a_task_line_are_an_input_error(tmp_path: Path) -> None:
     from runner.domain.tasks import load_tasks
 
     path = tmp_path / "tasks.jsonl"
     path.write_text('{"task_id": "a", "task_id": "b", "input": {}}\n')
     loaded = load_tasks(path)
-    assert loaded.errors and not loaded.tasks
+    assert not loaded.tasks and "duplicate key 'task_id'" in str(loaded.errors[0])
+    assert loaded.errors[0].fields.get("line") == 1
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ Each line is ``{"task_id", "input": {...}, "clock_start"?, "observations"?: [cal
 Invariants:
 - a bad line never stops the others from loading: it becomes an `InputError` naming the file,
   the 1-based line number and the field, collected in `TaskFile.errors`;
-- unknown keys are errors (a typo is never silently ignored);
+- unknown keys are errors (a typo is never silently ignored), and so are duplicate keys,
+  NaN and infinities (a trace could not record them as they ran);
 - task ids follow `runner.domain.ids` (no ``.``/``..``, no separators, no case-insensitive
   collisions within one file);
 - ``clock_start`` is normalised to epoch seconds (float); an ISO-8601 string without a zone

@@ -93,6 +93,15 @@ def error_class_name(exc: BaseException) -> str:
 
 
 def error_record(exc: BaseException) -> Dict[str, str]:
-    """``{"class": ..., "message": ...}`` of a call record for ``exc``."""
-    message = exc.message if isinstance(exc, SandboxReplayError) else str(exc)
+    """``{"class": ..., "message": ...}`` of a call record for ``exc``.
+
+    Never raises: an exception whose ``__str__`` fails (tool code can define one) is recorded
+    with a message saying so, so that its call record and the failure still name the tool.
+    """
+    try:
+        message = exc.message if isinstance(exc, SandboxReplayError) else str(exc)
+        if not isinstance(message, str):
+            message = repr(message)
+    except Exception as inner:  # a hostile or broken __str__
+        message = "<str() of this {} raised {}>".format(type(exc).__name__, type(inner).__name__)
     return {"class": error_class_name(exc), "message": message[:4096]}

@@ -45,12 +45,6 @@ def test_circular_nan_and_surrogate_return_values_are_recorded(
     assert nan.end["status"] == "failed" and nan.end["failure"]["tool"] == "odd.nan"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: an exception whose __str__ raises loses its call record and the failure "
-    "names `workflow`/RuntimeError instead of the tool (runner/runtime/errors.py error_record "
-    "calls str(exc) unguarded, from Caller._finish in runner/runtime/calls.py)",
-)
 def test_tool_error_whose_str_raises_keeps_its_call_record(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
@@ -60,6 +54,7 @@ def test_tool_error_whose_str_raises_keeps_its_call_record(
     assert out.end["status"] == "failed", out.end
     assert [c["tool"] for c in out.calls] == ["odd.bad_str_error"]
     assert out.end["failure"]["tool"] == "odd.bad_str_error"
+    assert "raised RuntimeError" in out.calls[0]["error"]["message"]
 
 
 def test_huge_tool_result_is_truncated_in_its_call_record(

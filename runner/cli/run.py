@@ -39,7 +39,7 @@ def execute_run(
     policy_name: str = "shadow",
     backend: Any = None,
 ) -> EpisodeResult:
-    """Load everything, check eligibility, run one episode (the command without printing).
+    """Load everything, check eligibility, run one episode charged under ``replay``.
 
     Args:
         settings: host settings.
@@ -56,6 +56,7 @@ def execute_run(
     Raises:
         InputError: a bad workflow, task file, task id, policy or model function.
         IneligibleError: a workflow tool is denied or unresolvable under the policy.
+        CeilingReached: the policy's ``replay`` ceiling leaves no room for the run.
         InfrastructureError: Docker is unusable.
     """
     from runner.domain.ids import timestamped_ids, validate_id
@@ -63,6 +64,7 @@ def execute_run(
     from runner.orchestrator.eligibility import check_eligibility
     from runner.orchestrator.episode import EpisodeRequest, run_episode
     from runner.orchestrator.providers import provider_for
+    from runner.orchestrator.single_run import metered_run
     from runner.policy import load_policy
 
     validate_id(task_id, kind="task id", field="--task")
@@ -89,6 +91,7 @@ def execute_run(
         image=image or settings.image,
         mode=policy.mode,
     )
+    variant = f"{workflow.spec.name}@{workflow.spec.version}"
     own_backend = backend is None
     if own_backend:
         from runner.backends.docker import DockerBackend
@@ -97,13 +100,18 @@ def execute_run(
     try:
         if own_backend:
             backend.reap()
-        return run_episode(
-            request,
-            backend=backend,
-            settings=settings,
-            provider=provider,
-            id_factory=timestamped_ids(),
-        )
+        # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is
+        # `replay` (one run row, its model tokens and USD, its sandbox seconds).
+        with metered_run(settings, "replay", "run", variant, task.task_id, policy) as metered:
+            result = run_episode(
+                request,
+                backend=backend,
+                settings=settings,
+                provider=provider,
+                id_factory=timestamped_ids(),
+            )
+            metered.finish(result.status, result.end, str(result.trace_path))
+        return result
     finally:
         if own_backend:
             backend.close()

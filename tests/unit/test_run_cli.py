@@ -120,3 +120,26 @@ def test_status_is_data_exit_code_only_for_infrastructure(
     assert as_json.exit_code == code
     summary = json.loads(as_json.stdout)
     assert summary["status"] == status and summary["trace"] == str(trace)
+
+
+def test_run_is_charged_under_replay_with_its_model_tokens(tmp_path: Path) -> None:
+    from runner.ledger import Ledger
+    from runner.orchestrator.local_process import UnsandboxedProcessBackend
+    from runner.settings import Settings
+
+    settings = Settings(state_dir=tmp_path / "state")
+    result = run_module.execute_run(
+        settings,
+        HELPDESK / "v2.yaml",
+        HELPDESK / "tasks.jsonl",
+        "ticket-1000",
+        backend=UnsandboxedProcessBackend(),
+    )
+    assert result.status == "succeeded", result.end
+    meter = result.end["meter"]
+    with Ledger.for_state_dir(tmp_path / "state") as ledger:
+        totals = ledger.totals()
+    replay = totals["replay"].committed
+    assert replay.runs == 1 and totals["live"].committed.runs == 0
+    assert (replay.tokens_in, replay.tokens_out) == (meter["tokens_in"], meter["tokens_out"])
+    assert replay.tokens_in > 0

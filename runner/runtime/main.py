@@ -106,6 +106,36 @@ def load_run_spec(run_dir: str) -> Dict[str, Any]:
     return spec
 
 
+# The episode message must fit one protocol line; its ``output`` is the only unbounded field.
+MAX_OUTPUT_BYTES = protocol.MAX_MESSAGE_BYTES // 2
+OUTPUT_PREFIX_CHARS = 65536
+
+
+def bounded_episode(episode: Dict[str, Any]) -> Dict[str, Any]:
+    """``episode`` with an ``output`` too large for the channel replaced by a marked summary.
+
+    A workflow output over `MAX_OUTPUT_BYTES` (as JSON) becomes ``{"truncated": true,
+    "original_length": bytes, "sha256": hex, "prefix": first characters}``: the status stays
+    the workflow's own (a big output is no infrastructure failure) and the cut is recorded.
+    """
+    import hashlib
+
+    try:
+        text = json.dumps(episode.get("output"), ensure_ascii=True, allow_nan=False)
+    except ValueError:
+        text = json.dumps(repr(episode.get("output"))[:MAX_OUTPUT_BYTES])
+    if len(text) <= MAX_OUTPUT_BYTES:
+        return episode
+    data = text.encode("ascii")
+    summary = {
+        "truncated": True,
+        "original_length": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "prefix": text[:OUTPUT_PREFIX_CHARS],
+    }
+    return dict(episode, output=summary)
+
+
 class Runtime:
     """Wires the channel, the audit hook, the registry and the episode together.
 
@@ -183,7 +213,7 @@ class Runtime:
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
             episode = self._run()
             self.flush_egress()
-            self.channel.send("episode", **episode)
+            self.channel.send("episode", **bounded_episode(episode))
             return 0
         except Exception as exc:
             import traceback  # only on failure: not on every run's start path

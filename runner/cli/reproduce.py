@@ -46,8 +46,9 @@ def _details(report: ReproduceReport) -> list[str]:
         if difference.get("args") is not None:
             lines.append(f"    arguments: {json.dumps(difference['args'], ensure_ascii=False)}")
         lines.append(f"    {difference.get('message')}")
-    for reason in report.refusals:
-        lines.append(f"  refused: {reason}")
+    # A single refusal is already the reason line (said once); several are listed.
+    if len(report.refusals) > 1:
+        lines.extend(f"  refused: {reason}" for reason in report.refusals)
     if report.outcome in ("not_reproduced", "reproduced") or report.outbound:
         lines.append(f"  outbound destinations: {len(report.outbound)}")
         for attempt in report.outbound[:20]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from runner.domain.trace import load_trace
 from runner.errors import InputError
-from runner.orchestrator.reproduce_inputs import find_workflow_file
+from runner.orchestrator.reproduce_inputs import find_workflow_file, project_of
 
 README = """# Reviewer packet: {run_id}
 
@@ -118,7 +118,9 @@ def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = No
 
     trace = load_trace(trace_path)
     run = trace.run
-    found = workflow_path or find_workflow_file(trace_path, run.workflow.hash, [Path.cwd()])
+    project = project_of(trace_path)
+    extra = [Path.cwd(), *([project] if project is not None else [])]
+    found = workflow_path or find_workflow_file(trace_path, run.workflow.hash, extra)
     if found is None:
         raise InputError(
             "cannot find the workflow file this trace ran (no YAML file beside the trace, one "

@@ -49,11 +49,15 @@ from runner.orchestrator.reproduce_inputs import (
     find_workflow_file,
     is_packet,
     packet_trace,
+    project_of,
     safe_extract,
 )
 from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
+
+# What to do when the recorded workflow's tool modules are not found (as `packet` says).
+WORKFLOW_HINT = "run it from the project folder, or pass --workflow FILE"
 
 EXIT_OF = {
     "reproduced": EXIT_OK,
@@ -228,6 +232,8 @@ class Reproducer:
             registry = Registry.for_workflow(workflow)
         except InputError as exc:
             reason = f"today's registry of the workflow cannot be built: {exc}"
+            if self.workflow is None:
+                reason += f"; {WORKFLOW_HINT}"
             return ReproduceReport(name, "refused", reason, recorded=recorded, refusals=[reason])
         reasons = refusals(trace, registry)
         if reasons:
@@ -246,7 +252,9 @@ class Reproducer:
         if self.workflow is not None:
             return load_workflow(self.workflow)
         recorded = trace.run.workflow
-        found = find_workflow_file(trace_path, recorded.hash, [Path.cwd()])
+        project = project_of(trace_path, self.settings.state_dir.name)
+        extra = [Path.cwd(), *([project] if project is not None else [])]
+        found = find_workflow_file(trace_path, recorded.hash, extra)
         if found is None:
             if not recorded.content.strip():
                 raise ReplayRefused(

@@ -138,3 +138,21 @@ def find_workflow_file(trace: Path, workflow_hash: str, extra: list[Path]) -> Pa
             if is_yaml and _sha256(candidate) == workflow_hash:
                 return candidate
     return None
+
+
+def project_of(trace: Path, state_dir_name: str = ".sandbox-replay") -> Path | None:
+    """The project folder of a trace kept in a state folder, else None.
+
+    A trace under ``PROJECT/<state dir>/traces/`` (where ``run`` and ``record`` write them)
+    belongs to ``PROJECT``: its workflow file and tool modules are there, whatever the
+    current directory.
+
+    Args:
+        trace: the trace file.
+        state_dir_name: the state folder's name (the settings' ``state_dir`` name).
+    """
+    folder = trace.resolve().parent
+    state = folder.parent
+    if folder.name == "traces" and state.name in (state_dir_name, ".sandbox-replay"):
+        return state.parent
+    return None

@@ -1,0 +1,69 @@
+"""What ``reproduce`` says to a new user: the project folder of a trace kept in a state folder,
+a refusal said once with what to do, and the recorded/replayed lines in plain words."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from runner.errors import InfrastructureError
+from runner.orchestrator.reproduce import Reproducer
+from runner.settings import Settings
+
+HELPDESK = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
+
+
+def _no_docker() -> Any:
+    raise InfrastructureError("no engine in this test")
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project holding v2.yaml and its tools, its failing trace in .sandbox-replay/traces/."""
+    for module in ("helpdesk_tools", "helpdesk_model"):  # imported by another test: forget it
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("v2.yaml", "helpdesk_tools.py", "helpdesk_model.py"):
+        shutil.copy(HELPDESK / name, project / name)
+    shutil.copytree(HELPDESK / "data", project / "data")
+    traces = project / ".sandbox-replay" / "traces"
+    traces.mkdir(parents=True)
+    shutil.copy(HELPDESK / "traces" / "failing.jsonl", traces / "run-1.jsonl")
+    return project
+
+
+def test_a_trace_in_a_projects_state_folder_finds_the_projects_workflow_from_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = _project(tmp_path, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    reproducer = Reproducer(Settings(state_dir=tmp_path / "state"), backend_factory=_no_docker)
+    report = reproducer.reproduce(project / ".sandbox-replay" / "traces" / "run-1.jsonl")
+    # the workflow and its tool modules loaded: the run got as far as asking for a sandbox
+    assert report.outcome == "infra_error", report.reason
+
+
+def test_tool_modules_not_found_is_refused_once_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.cli.app import app
+    from runner.cli.commands import reproduce  # noqa: F401 - registers the command
+
+    project = _project(tmp_path, monkeypatch)
+    (project / "v2.yaml").write_text("# edited since\n" + (HELPDESK / "v2.yaml").read_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
+    trace = project / ".sandbox-replay" / "traces" / "run-1.jsonl"
+    result = CliRunner().invoke(app, ["reproduce", str(trace)])
+    assert result.exit_code == 5, result.output
+    assert result.output.count("cannot import tool module 'helpdesk_tools'") == 1, result.output
+    assert "run it from the project folder, or pass --workflow FILE" in result.output

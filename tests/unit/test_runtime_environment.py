@@ -119,3 +119,18 @@ def test_the_runtime_start_path_imports_none_of_the_heavy_modules(python: str) -
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "", f"imported on the start path: {proc.stdout.strip()}"
+
+
+def test_the_child_log_goes_to_tmpdir_without_importing_tempfile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from runner.runtime import childlog
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert childlog._temp_dir() == str(tmp_path)
+    log = childlog.ChildLog()
+    assert os.path.dirname(log.path) == str(tmp_path) and os.path.exists(log.path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "missing"))
+    assert childlog._temp_dir() == tempfile.gettempdir()  # the general answer, as before

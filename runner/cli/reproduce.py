@@ -25,17 +25,36 @@ if TYPE_CHECKING:
     from runner.orchestrator.reproduce import ReproduceReport
 
 
+def _outcome_text(outcome: dict[str, Any]) -> str:
+    """``failed, signature 0123456789abcdef`` or ``succeeded (no failure)``."""
+    signature = outcome.get("failure_signature")
+    if not signature:
+        return f"{outcome.get('status')} (no failure)"
+    return f"{outcome.get('status')}, signature {str(signature)[:16]}"
+
+
+def _packages_text(item: dict[str, Any]) -> str:
+    """The packages no tool module imports, in one line: each side lists its own environment.
+
+    A recording made on a host lists that host's virtualenv; the sandbox image lists what is
+    installed in it (often nothing but the standard library): different lists, not a fault.
+    """
+    recorded = item.get("recorded_count", item.get("recorded"))
+    now = item.get("now_count", item.get("now"))
+    return (
+        f"other packages (none imported by the tool modules): the recorded environment listed "
+        f"{recorded}, the sandbox image lists its own ({now}); {item.get('only_recorded')} only "
+        f"in the recording, {item.get('only_now')} only in the sandbox"
+    )
+
+
 def _details(report: ReproduceReport) -> list[str]:
     lines = [f"{report.input}: {report.outcome} (exit {report.exit_code})", f"  {report.reason}"]
     if report.recorded:
-        lines.append(
-            f"  recorded: {report.recorded.get('status')} "
-            f"signature {str(report.recorded.get('failure_signature'))[:16]}"
-        )
+        lines.append(f"  recorded: {_outcome_text(report.recorded)}")
     if report.replayed:
         lines.append(
-            f"  replayed: {report.replayed.get('status')} "
-            f"signature {str(report.replayed.get('failure_signature'))[:16]}"
+            f"  replayed: {_outcome_text(report.replayed)}"
             + (" (the source's verdict, kept)" if report.replayed.get("source_verdict") else "")
         )
     difference = report.first_difference
@@ -58,13 +77,11 @@ def _details(report: ReproduceReport) -> list[str]:
         lines.append("  environment differences:")
         for item in report.environment_diff:
             if item["field"] == "packages":  # the ones that do not matter, in one line
-                lines.append(
-                    f"    other packages: {item['recorded']} recorded, {item['now']} now "
-                    f"({item['summary']})"
-                )
+                lines.append(f"    {_packages_text(item)}")
             else:
                 why = f" ({item['why']})" if item.get("why") else ""
-                lines.append(f"    {item['field']}: {item['recorded']} -> {item['now']}{why}")
+                then, now = ("absent" if v is None else v for v in (item["recorded"], item["now"]))
+                lines.append(f"    {item['field']}: {then} -> {now}{why}")
     if report.replay_trace:
         lines.append(f"  replay trace: {report.replay_trace}")
     return lines

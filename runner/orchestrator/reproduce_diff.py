@@ -237,9 +237,7 @@ def verdict(
         return "reproduced", None, "the same failure signature, the same calls"
     if not same_status or not same_signature:
         outcome = (
-            f"recorded {recorded_end.get('status')} "
-            f"{_failure_text(recorded_end.get('failure'))}, replay ended "
-            f"{replayed_end.get('status')} {_failure_text(replayed_end.get('failure'))}"
+            f"recorded {_status_text(recorded_end)}, replay ended {_status_text(replayed_end)}"
         )
     elif not same_output:
         outcome = "the same status, but another output"
@@ -248,6 +246,11 @@ def verdict(
     if difference is None:
         return "not_reproduced", None, outcome
     return "not_reproduced", difference, f"{outcome}; first difference: {difference['summary']}"
+
+
+def _status_text(end: Mapping[str, Any]) -> str:
+    failure = _failure_text(end.get("failure"))
+    return f"{end.get('status')} {failure}" if failure else str(end.get("status"))
 
 
 def _failure_text(failure: Any) -> str:
@@ -378,6 +381,8 @@ def packages_diff(
                 "field": "packages",
                 "recorded": f"{len(then)} packages",
                 "now": f"{len(now)} packages",
+                "recorded_count": len(then),
+                "now_count": len(now),
                 "only_recorded": only_then,
                 "only_now": only_now,
                 "summary": (

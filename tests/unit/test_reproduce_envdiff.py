@@ -88,7 +88,8 @@ def test_the_cli_prints_the_summary_in_one_line_and_names_what_matters() -> None
     lines = [line for line in _details(report) if "packages" in line]
     assert lines == [
         "    packages.PyYAML: 6.0.4 -> 6.0.1 (on both sides)",
-        "    packages.requests: 2.34.2 -> None (imported by the tools)",
-        "    other packages: 43 packages recorded, 3 packages now (40 only in the recording, 1 only"
-        " in the replay; none of them imported by the tool modules)",
+        "    packages.requests: 2.34.2 -> absent (imported by the tools)",
+        "    other packages (none imported by the tool modules): the recorded environment listed"
+        " 43, the sandbox image lists its own (3); 40 only in the recording, 1 only in the"
+        " sandbox",
     ]

@@ -67,3 +67,25 @@ def test_tool_modules_not_found_is_refused_once_with_what_to_do(
     assert result.exit_code == 5, result.output
     assert result.output.count("cannot import tool module 'helpdesk_tools'") == 1, result.output
     assert "run it from the project folder, or pass --workflow FILE" in result.output
+
+
+def test_outcome_lines_say_no_failure_and_have_no_stray_space() -> None:
+    from runner.cli.reproduce import _details
+    from runner.orchestrator.reproduce import ReproduceReport
+    from runner.orchestrator.reproduce_diff import verdict
+
+    recorded_end = {"status": "succeeded", "failure_signature": None, "output": "ok"}
+    replayed_end = {
+        "status": "failed",
+        "failure_signature": "e1123295c38675b3ffff",
+        "failure": {"call_index": 4, "tool": "model", "error_class": "ReplayDivergence"},
+    }
+    _outcome, _difference, reason = verdict([], recorded_end, [], replayed_end)
+    assert reason.startswith("recorded succeeded, replay ended failed (call #4 model"), reason
+    report = ReproduceReport(
+        "t.jsonl", "not_reproduced", reason, recorded=recorded_end, replayed=replayed_end
+    )
+    lines = _details(report)
+    assert "  recorded: succeeded (no failure)" in lines
+    assert "  replayed: failed, signature e1123295c38675b3" in lines
+    assert not any("None" in line for line in lines), lines

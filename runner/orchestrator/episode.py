@@ -202,7 +202,8 @@ def prepare_run(
         "mode": request.mode,
         "workflow": request.workflow.normalised(),
         "workflow_source": request.workflow.source,
-        "task": request.task.record(),
+        # the rubric's answer key stays on the host: code under evaluation must not read it
+        "task": {k: v for k, v in request.task.record().items() if k != "expected"},
         "clock": {"start": start, "step_s": CLOCK_STEP_S},
         "seed": SEED,
         "recorded_calls": [dict(c) for c in request.recorded_calls],

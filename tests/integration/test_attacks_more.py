@@ -210,13 +210,6 @@ def test_denied_tool_from_a_thread_a_fresh_context_or_a_reimport_is_denied(
 # --- grading integrity and the outbound log ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the task's `expected` (the rubric judge's answer key) is written into "
-    "run.json and mounted into the sandbox, so a challenger's tool code can read it and "
-    "return the expected output (runner/orchestrator/episode.py prepare_run: "
-    '`"task": request.task.record()`; the runtime never uses `expected`)',
-)
 def test_the_answer_key_is_not_inside_the_sandbox(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:

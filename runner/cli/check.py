@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from runner.cli.app import app, fail, state
 from runner.errors import SandboxReplayError
+
+if TYPE_CHECKING:
+    from runner.orchestrator.eligibility import EligibilityReport
 
 
 @app.command("check")
@@ -63,9 +66,28 @@ def check_command(
     else:
         for line in report.lines():
             typer.echo(line)
-        if not report.eligible:
-            typer.echo(f"{len(report.problems)} problem(s) under {report.policy.source}", err=True)
+        for line in _summary(report):
+            typer.echo(line, err=True)
     raise typer.Exit(report.exit_code)
+
+
+def _summary(report: EligibilityReport) -> list[str]:
+    """The closing lines on stderr: input errors apart from what the policy decided.
+
+    The policy is named only for tools it denied or that do not resolve (its decisions); a
+    file that could not be read or parsed is the file's fault, not the policy's.
+    """
+    invalid = [p for p in report.problems if p.kind == "invalid"]
+    tools = [p for p in report.problems if p.kind != "invalid"]
+    lines = []
+    if invalid:
+        lines.append(
+            f"{len(invalid)} input error(s): the file(s) named above could not be loaded; "
+            "nothing was checked against the policy for them"
+        )
+    if tools:
+        lines.append(f"{len(tools)} tool problem(s) under the policy {report.policy.source}")
+    return lines
 
 
 def _expand(paths: list[Path]) -> list[Path]:

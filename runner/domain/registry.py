@@ -16,6 +16,7 @@ definitions); a view never holds a tool its policy denied; a tool without code i
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -248,9 +249,11 @@ class Registry:
                 rule=denial.decision.rule,
                 policy=denial.decision.source,
             )
+        close = difflib.get_close_matches(tool_id, [*self._tools, *self._denied], n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
         raise ToolNotResolvable(
             f'tool "{tool_id}" does not resolve: no module or manifest of the workflow '
-            "defines it (unknown tools are denied)",
+            f"defines it (unknown tools are denied){hint}",
             tool_id=tool_id,
             rule="unresolvable",
         )

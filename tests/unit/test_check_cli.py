@@ -43,7 +43,7 @@ def test_unsafe_tool_exit_3_with_the_diagnostic_line() -> None:
         f'{FIX}/unsafe_step.yaml: step "close": tool "ticket.close" is unsafe: '
         "denied by policies/shadow.yaml (deny effect unsafe)"
     ]
-    assert "1 problem(s)" in err
+    assert err.strip() == "1 tool problem(s) under the policy policies/shadow.yaml"
 
 
 def test_every_problem_is_printed() -> None:
@@ -124,3 +124,20 @@ def test_console_script_end_to_end() -> None:
     assert done.returncode == 3, done.stderr
     assert 'step "close": tool "ticket.close" is unsafe' in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_a_tool_id_typo_says_which_id_was_meant() -> None:
+    code, out, _ = run(f"{FIX}/typo_tool.yaml")
+    assert code == 3  # still ineligible (SPEC.md): only the hint is new
+    assert 'tool "ticket.gte" does not resolve' in out and "did you mean ticket.get?" in out
+
+
+def test_input_errors_do_not_blame_the_policy(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nsteps: [\n")
+    code, _, err = run(str(broken), str(tmp_path / "missing.yaml"))
+    assert code == 2
+    assert "2 input error(s)" in err and "shadow.yaml" not in err, err
+    code, _, err = run(str(broken), f"{FIX}/unsafe_step.yaml")
+    assert code == 2
+    assert "1 input error(s)" in err and "1 tool problem(s) under the policy" in err

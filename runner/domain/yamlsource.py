@@ -235,8 +235,48 @@ def _describe(error: Any, doc: YamlDocument, model: type[BaseModel]) -> str:
         return f"unknown key {key!r}{hint}{allowed}"
     if kind == "missing":
         return f"missing required key {loc[-1]!r}" if loc else "missing value"
+    expected = _EXPECTED.get(kind)
+    if expected is not None:  # pydantic's wording names our classes: say it in YAML terms
+        return f"expected {expected}, got {_kind_of(error.get('input'))}"
     message = str(error["msg"])
-    return message[len("Value error, ") :] if message.startswith("Value error, ") else message
+    if message.startswith("Value error, "):
+        return message[len("Value error, ") :]
+    return message.replace("Input should be", "must be", 1)
+
+
+# pydantic error types -> what the YAML value should have been.
+_EXPECTED = {
+    "model_type": "a mapping (key: value lines)",
+    "model_attributes_type": "a mapping (key: value lines)",
+    "dict_type": "a mapping (key: value lines)",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "set_type": "a list",
+    "string_type": "text",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+}
+
+
+def _kind_of(value: Any) -> str:
+    """A YAML value's kind in words: ``a list``, ``text 'abc'``, ``nothing``."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    text = str(value)
+    return f"text {text[:40]!r}" + ("..." if len(text) > 40 else "")
 
 
 def validation_error(

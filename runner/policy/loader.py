@@ -1,8 +1,9 @@
 """Find, read and validate policy files; the loaded `Policy` that the rest of the host uses.
 
 ``load_policy("shadow")`` looks in ``./policies/shadow.yaml`` first, then in the packaged
-defaults (`runner.resources.policies_dir`); a path (anything with a separator or a ``.yaml`` /
-``.yml`` suffix) is read as is. Every problem is an `InputError` naming file, line and field.
+defaults (`runner.resources.policies_dir`); a path (an existing file, or anything with a
+separator or a ``.yaml`` / ``.yml`` suffix) is read as is. Every problem is an `InputError`
+naming file, line and field.
 
 Invariant: `Policy.hash` is the sha256 of the canonical JSON of the validated model, so two
 files that say the same thing (comments, key order, ``5`` vs ``5.0`` aside) hash the same.
@@ -97,7 +98,8 @@ def _display(path: Path) -> str:
 
 
 def _is_path(name_or_path: str | Path) -> bool:
-    if isinstance(name_or_path, Path):
+    # An existing file is always a path (an error is then about its content, never its name).
+    if isinstance(name_or_path, Path) or Path(name_or_path).is_file():
         return True
     text = str(name_or_path)
     return os.sep in text or "/" in text or text.endswith((".yaml", ".yml"))
@@ -155,6 +157,14 @@ def load_policy(name_or_path: str | Path) -> Policy:
     doc = load_yaml(path, what="policy")
     if not isinstance(doc.data, dict):
         raise InputError("a policy must be a YAML mapping", file=source, line=doc.line_of(()))
+    if "steps" in doc.data and "mode" not in doc.data:
+        raise InputError(
+            "this is a workflow file (it has steps:), not a policy: pass a policy name "
+            "(shadow, reproduce) or a policy YAML file",
+            file=source,
+            line=doc.line_of(("steps",)),
+            field="--policy",
+        )
     try:
         spec = PolicySpec.model_validate(doc.data)
     except ValidationError as exc:

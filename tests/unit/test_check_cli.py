@@ -141,3 +141,30 @@ def test_input_errors_do_not_blame_the_policy(tmp_path: Path) -> None:
     code, _, err = run(str(broken), f"{FIX}/unsafe_step.yaml")
     assert code == 2
     assert "1 input error(s)" in err and "1 tool problem(s) under the policy" in err
+
+
+def test_an_existing_file_is_a_policy_path_whatever_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tasks.jsonl").write_text('{"task_id": "a"}\n{"task_id": "b"}\n')
+    workflow = ROOT / FIX / "safe.yaml"
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(str(workflow), "--policy", "tasks.jsonl")
+    assert code == 2
+    assert "tasks.jsonl:2:" in err and "policy name" not in err, err
+
+
+def test_a_workflow_given_as_the_policy_is_named_as_such_in_our_words() -> None:
+    code, _, err = run(f"{FIX}/safe.yaml", "--policy", f"{FIX}/safe.yaml")
+    assert code == 2
+    assert f"{FIX}/safe.yaml:9: --policy: this is a workflow file" in err, err
+
+
+def test_a_wrong_value_kind_is_said_in_yaml_terms(tmp_path: Path) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text("name: p\nmode: shadow\ntools: [a]\nlimits: {timeout_s: abc}\n")
+    code, _, err = run(f"{FIX}/safe.yaml", "--policy", str(bad))
+    assert code == 2
+    assert f"{bad}:3: tools: expected a mapping (key: value lines), got a list" in err, err
+    assert f"{bad}:4: limits.timeout_s: expected a number, got text 'abc'" in err, err
+    assert "Input should be" not in err and "ToolOverrides" not in err

@@ -34,16 +34,19 @@ def record_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """Run one task live (real tools, no sandbox) and record its trace; charged as ``live``."""
-    from runner.cli.run import _render
+    from runner.cli.run import _render, warn_skipped_lines
+    from runner.domain.tasks import load_tasks
     from runner.orchestrator.record import record_run
 
     settings = state(ctx).settings()
     try:
+        # runner/domain/tasks.py: bad lines are said; the asked task runs if its line loaded.
+        warn_skipped_lines(list(load_tasks(tasks).errors))
         result = record_run(settings, workflow, tasks, task, output=output, policy_name=policy)
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:
         typer.echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
     else:
-        _render(result)
+        _render(result, sandboxed=False)
     raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import structlog
 import typer
 
 from runner.cli.app import app, fail, state
@@ -69,8 +68,8 @@ def execute_run(
 
     validate_id(task_id, kind="task id", field="--task")
     task_file = load_tasks(tasks_path)
-    for error in task_file.errors:  # the other tasks still load; say what was skipped
-        structlog.get_logger(__name__).warning("task_line_skipped", error=str(error))
+    # runner/domain/tasks.py: the asked task runs when its line loaded; bad lines are said.
+    warn_skipped_lines(list(task_file.errors))
     task = task_file.get(task_id)
     policy = load_policy(policy_name)
     # The load path `check` and `submit` share: nothing starts unless every tool resolves.
@@ -117,7 +116,14 @@ def execute_run(
             backend.close()
 
 
-def _render(result: EpisodeResult) -> None:
+def warn_skipped_lines(errors: list[SandboxReplayError]) -> None:
+    """Print each rejected task line on stderr (file and line named); the others still run."""
+    for error in errors:
+        typer.echo(f"warning: {error} (line skipped)", err=True)
+
+
+def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
+    """Print an episode's summary; ``sandboxed=False`` (record) meters wall seconds."""
     # Error messages, destinations and stderr come from sandboxed code: printed inert.
     end = result.end
     echo(f"run {result.run_id}: {result.status} (episode exit code {end.get('exit_code')})")
@@ -150,7 +156,7 @@ def _render(result: EpisodeResult) -> None:
     meter = end.get("meter") or {}
     echo(
         f"  meter: {meter.get('tokens_in', 0)} tokens in, {meter.get('tokens_out', 0)} out, "
-        f"{meter.get('sandbox_s', 0)} sandbox-s"
+        f"{meter.get('sandbox_s', 0)} {'sandbox-s' if sandboxed else 'wall s (no sandbox)'}"
     )
     if result.status in ("crashed", "infra_error") and end.get("stderr_tail"):
         echo("  last stderr lines:")

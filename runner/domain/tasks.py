@@ -12,6 +12,15 @@ Invariants:
   collisions within one file);
 - ``clock_start`` is normalised to epoch seconds (float); an ISO-8601 string without a zone
   is UTC.
+
+What each command does with bad lines (one decision, SPEC.md: bad lines are reported with their
+line number and the others still load):
+- ``submit`` runs every task of the file, so a bad line is an input error (exit 2) before
+  anything starts: the plan would silently miss a task otherwise;
+- ``run`` and ``record`` run one task (``--task ID``): each bad line is printed on stderr as a
+  warning naming file and line, and the asked task runs when *its* line loaded (exit as the run
+  goes). When it did not load, `TaskFile.get` fails (exit 2) and says which lines were
+  rejected, so a task on an unreadable line is never reported as merely unknown.
 """
 
 from __future__ import annotations
@@ -97,7 +106,13 @@ class TaskFile:
             if error.fields.get("task_id") == task_id:
                 raise InputError(f"task {task_id!r} is invalid: {error}", file=str(self.path))
         known = ", ".join(list(self.tasks)[:10]) or "none"
-        raise InputError(f"no task {task_id!r} (valid tasks: {known})", file=str(self.path))
+        rejected = ""
+        if self.errors:  # the task may be on a line that could not be read
+            lines = ", ".join(str(e.fields.get("line")) for e in self.errors[:10])
+            rejected = f"; {len(self.errors)} line(s) could not be read (line {lines})"
+        raise InputError(
+            f"no task {task_id!r} (valid tasks: {known}){rejected}", file=str(self.path)
+        )
 
 
 def parse_clock_start(value: Any) -> float:

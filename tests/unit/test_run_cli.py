@@ -143,3 +143,56 @@ def test_run_is_charged_under_replay_with_its_model_tokens(tmp_path: Path) -> No
     assert replay.runs == 1 and totals["live"].committed.runs == 0
     assert (replay.tokens_in, replay.tokens_out) == (meter["tokens_in"], meter["tokens_out"])
     assert replay.tokens_in > 0
+
+
+def _tasks_with_a_bad_line(tmp_path: Path) -> Path:
+    good = (HELPDESK / "tasks.jsonl").read_text().splitlines()[0]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(good + '\n{"task_id": "ticket-x", \n')
+    return path
+
+
+def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[str] = []
+
+    def fake_episode(request: Any, **kwargs: Any) -> EpisodeResult:
+        ran.append(request.task.task_id)
+        return EpisodeResult("run-1", "succeeded", tmp_path / "t.jsonl", {"status": "succeeded"})
+
+    monkeypatch.setattr("runner.backends.docker.DockerBackend.connect", lambda *a: _NoBackend())
+    monkeypatch.setattr("runner.orchestrator.episode.run_episode", fake_episode)
+    tasks = _tasks_with_a_bad_line(tmp_path)
+    out = _invoke(
+        str(HELPDESK / "v2.yaml"), "--tasks", str(tasks), "--task", "ticket-1000", tmp_path=tmp_path
+    )
+    assert out.exit_code == 0 and ran == ["ticket-1000"], out.output
+    assert f"warning: {tasks}:2: invalid JSON" in out.stderr and "line skipped" in out.stderr
+    assert "task_line_skipped" not in out.output  # no log event in place of a message
+    missing = _invoke(
+        str(HELPDESK / "v2.yaml"), "--tasks", str(tasks), "--task", "ticket-x", tmp_path=tmp_path
+    )
+    assert missing.exit_code == 2 and ran == ["ticket-1000"]
+    assert "no task 'ticket-x'" in missing.output
+    assert "1 line(s) could not be read (line 2)" in missing.output
+
+
+class _NoBackend:
+    def reap(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_record_meters_wall_seconds_not_sandbox_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    result = EpisodeResult(
+        "rec-1",
+        "succeeded",
+        Path("t.jsonl"),
+        {"status": "succeeded", "meter": {"sandbox_s": 0.059}},
+    )
+    run_module._render(result, sandboxed=False)
+    text = capsys.readouterr().out
+    assert "0.059 wall s" in text and "sandbox-s" not in text

@@ -8,6 +8,12 @@ ceiling, the call is refused (an error turn of class ``CeilingReached``: the run
 the agent step) and the shared `StopSignal` is set, so that no new run starts and every further
 call of every run is refused too.
 
+A model call reserves tokens and USD only, never a run: a run reserved its ``runs=1`` (and its
+sandbox seconds) before it started. So a stop caused by the runs or sandbox-seconds ceiling (the
+scheduler could not start the next run) stops dispatch but does not refuse the model calls of
+runs already started: they fit and finish. Calls are refused after an interruption or a tokens
+or USD stop (`StopSignal.refuses_calls`).
+
 Invariant: the spend forwarded never exceeds what was reserved on a bounded dimension, because
 the forwarded request's ``max_tokens`` is capped at the value the estimate used, and the prompt
 estimate (bytes of the canonical request) is an upper bound of its tokens.
@@ -56,12 +62,28 @@ class StopSignal:
         with self._lock:
             if self.reason is None:
                 self.reason, self.message, self.fields = reason, message, dict(fields or {})
-                log.warning("replay_stopping", reason=reason, message=message)
+                # info: the report prints the stop once, in words (no duplicate warning)
+                log.info("replay_stopping", reason=reason, message=message)
             self._event.set()
 
     def is_set(self) -> bool:
         """True once stopped."""
         return self._event.is_set()
+
+    @property
+    def refuses_calls(self) -> bool:
+        """True when model calls of runs already started must be refused too.
+
+        False for a stop by the runs or sandbox-seconds ceiling: those bound runs, which were
+        reserved before they started, not the calls inside them.
+        """
+        if not self._event.is_set():
+            return False
+        with self._lock:
+            return not (
+                self.reason == "ceiling_reached"
+                and self.fields.get("limit") in ("runs", "sandbox_s")
+            )
 
 
 class MeteredProvider:
@@ -134,7 +156,7 @@ class MeteredProvider:
 
     def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
         """Reserve, forward, settle; a refused reservation is a ``CeilingReached`` error turn."""
-        if self.stop.is_set():
+        if self.stop.refuses_calls:
             return self._refuse(f"replay stopped ({self.stop.reason}): {self.stop.message}")
         payload = self._forwarded(request)
         key = f"{self.run_key}/call/{self.calls}"

@@ -11,13 +11,19 @@ Report shape (``report.json``, ``--json``)::
      "ceiling_reached": {purpose, limit, ceiling, used, requested, message} | null,
      "runs_by_status": {status: n}, "pairs": [{variant, task_id, status, attempt, trace}],
      "not_run": [{variant, task_id, reason}], "stopped_by_ceiling": [{variant, task_id}],
-     "spend": {purpose: totals}, "grading": {...} | null}
+     "spend": {purpose: totals}, "grading": {...} | null,
+     "unrecorded": {variant: {"count", "calls": [{task_id, index, tool, args}]}}}
+
+``grading.tasks[].ranking[]`` carries each variant's ``score`` and ``grading.tasks[].detail``
+the judge's ``reasons``; ``unrecorded`` counts, per variant, the reads no recording served
+(the task's observations had no answer: the call failed ``UnrecordedCall``). Rendering:
+`runner.orchestrator.report_render`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +40,8 @@ from runner.errors import (
 )
 from runner.ledger import CeilingGuard, Ledger, RunRecord
 from runner.orchestrator.metering import StopSignal
-from runner.orchestrator.plan import Plan, _num
+from runner.orchestrator.plan import Plan
+from runner.orchestrator.report_render import render_report
 from runner.orchestrator.scheduler import PairOutcome
 from runner.settings import Settings
 
@@ -42,7 +49,11 @@ log = structlog.get_logger(__name__)
 
 __all__ = ["build_report", "grade_job", "latest_runs", "render_report", "write_report"]
 
-GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied", "ceiling_reached")
+# A run a ceiling cut short (``ceiling_reached``) is not graded: it did not lose, it was
+# stopped. It is listed under ``stopped_by_ceiling``, and its task under ``ungraded`` when fewer
+# than two results remain.
+GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied")
+UNRECORDED = "UnrecordedCall"
 
 
 def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str], RunRecord]:
@@ -111,6 +122,45 @@ def grade_job(
             provider.close()
 
 
+def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant, the calls of its episodes that failed because no recording served them.
+
+    Args:
+        pairs: the report's ``pairs`` (``variant``, ``task_id``, ``trace``).
+
+    Returns:
+        ``{variant: {"count": n, "calls": [{task_id, index, tool, args}]}}``, only variants
+        with at least one such call; unreadable traces are skipped (logged).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        trace = pair.get("trace")
+        if not trace:
+            continue
+        try:
+            records = _records(str(trace))
+        except (OSError, ValueError) as exc:
+            log.warning("trace_unreadable", trace=trace, error=str(exc))
+            continue
+        for record in records:
+            error = record.get("error")
+            if record.get("type") != "call" or not isinstance(error, dict):
+                continue
+            if error.get("class") != UNRECORDED:
+                continue
+            entry = out.setdefault(str(pair["variant"]), {"count": 0, "calls": []})
+            entry["count"] += 1
+            entry["calls"].append(
+                {
+                    "task_id": pair["task_id"],
+                    "index": record.get("index"),
+                    "tool": record.get("tool"),
+                    "args": record.get("args"),
+                }
+            )
+    return out
+
+
 def build_report(
     plan: Plan,
     ledger: Ledger,
@@ -147,6 +197,8 @@ def build_report(
         else:
             status = "not_run"
             reason = (outcome.reason if outcome else None) or stop.message or "not started"
+            if stop.reason and reason == f"{stop.reason}: {stop.message}":
+                reason = stop.message  # "interrupted (Ctrl-C)", "replay ceiling reached: ..."
             pairs.append({"variant": variant, "task_id": task_id, "status": status})
             not_run.append({"variant": variant, "task_id": task_id, "reason": reason})
         by_status[status] = by_status.get(status, 0) + 1
@@ -190,6 +242,7 @@ def build_report(
         "stopped_by_ceiling": stopped,
         "spend": {p: t.to_dict() for p, t in ledger.totals(plan.job_id).items()},
         "grading": grading_data,
+        "unrecorded": unrecorded_reads(pairs),
     }
 
 
@@ -200,73 +253,3 @@ def write_report(folder: Path, report: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
     tmp.replace(path)
     return path
-
-
-def render_report(report: dict[str, Any], console: Any) -> None:
-    """Print the report as rich tables on ``console`` (a `rich.console.Console`)."""
-    from rich.table import Table
-
-    console.print(
-        f"[bold]job {report['job_id']}[/bold]: {report['status']} (exit {report['exit_code']})"
-        f" — {report['plan']['formula']}"
-    )
-    for purpose, dims in report["ceilings"].items():
-        text = ", ".join(f"{d} {_num(v['value'])} ({v['source']})" for d, v in dims.items())
-        console.print(f"ceiling {purpose}: {text or 'unbounded'}")
-    if report.get("ceiling_reached"):
-        console.print(f"[red]ceiling reached:[/red] {report['ceiling_reached'].get('message', '')}")
-    spend = Table(title="spend by purpose")
-    for column in ("purpose", "runs", "model calls", "tokens in", "tokens out", "USD", "sandbox-s"):
-        spend.add_column(column, justify="right" if column != "purpose" else "left")
-    for purpose, totals in report["spend"].items():
-        charged = totals["charged"]
-        spend.add_row(
-            purpose,
-            str(charged["runs"]),
-            str(totals["model_calls"]),
-            str(charged["tokens_in"]),
-            str(charged["tokens_out"]),
-            f"{charged['usd']:.6f}",
-            f"{charged['sandbox_s']:.1f}",
-        )
-    console.print(spend)
-    console.print("runs: " + ", ".join(f"{n} {s}" for s, n in report["runs_by_status"].items()))
-    grading = report.get("grading")
-    if grading:
-        table = Table(title=f"tournament (judge {grading['judge']})")
-        table.add_column("variant", no_wrap=True)
-        for column in ("mu", "sigma", "ordinal", "mean rank", "W/T/L", "episodes"):
-            table.add_column(column)
-        for entry in grading["variants"]:
-            wins = sum(v["wins"] for v in entry["versus"].values())
-            ties = sum(v["ties"] for v in entry["versus"].values())
-            losses = sum(v["losses"] for v in entry["versus"].values())
-            rating = entry["rating"]
-            mean_rank = entry["mean_rank"]
-            table.add_row(
-                entry["variant"],
-                f"{rating['mu']:.2f}",
-                f"{rating['sigma']:.2f}",
-                f"{rating['ordinal']:.2f}",
-                "-" if mean_rank is None else f"{mean_rank:.2f}",
-                f"{wins}/{ties}/{losses}",
-                ", ".join(f"{n} {s}" for s, n in entry["episodes_by_status"].items()),
-            )
-        console.print(table)
-        tasks = Table(title="per task ranking")
-        tasks.add_column("task")
-        tasks.add_column("ranking (1 is best)")
-        for ranking in grading["tasks"]:
-            tasks.add_row(
-                ranking["task_id"],
-                ", ".join(f"{r['rank']}. {r['variant']}" for r in ranking["ranking"]),
-            )
-        console.print(tasks)
-        for entry in grading.get("ungraded", []):
-            console.print(f"ungraded {entry['task_id']}: {entry['reason']}")
-    if report["not_run"]:
-        console.print(f"[yellow]{len(report['not_run'])} pair(s) not run:[/yellow]")
-        for entry in report["not_run"]:
-            console.print(f"  {entry['variant']} x {entry['task_id']}: {entry['reason']}")
-    for entry in report.get("stopped_by_ceiling", []):
-        console.print(f"  stopped by the ceiling: {entry['variant']} x {entry['task_id']}")

@@ -33,9 +33,15 @@ class CliState:
     """Options shared by every command (set by the top-level callback)."""
 
     log_format: Literal["auto", "console", "json"] | None = None
+    log_level: Literal["debug", "info", "warning", "error"] | None = None
 
-    def settings(self) -> Settings:
+    def settings(self, *, quiet: bool = False) -> Settings:
         """Build the settings once, from the environment and the global flags.
+
+        Args:
+            quiet: the command shows a progress bar or a table: unless ``--log-level`` or
+                ``SANDBOX_REPLAY_LOG_LEVEL`` says otherwise, only warnings and errors are
+                logged (info lines would tear the bar and bury the table).
 
         Raises:
             InputError: an environment variable holds an invalid value (named, with the
@@ -47,7 +53,11 @@ class CliState:
         from runner.log import configure_logging
         from runner.settings import Settings
 
-        overrides = {"log_format": self.log_format} if self.log_format else {}
+        overrides: dict[str, str] = {}
+        if self.log_format:
+            overrides["log_format"] = self.log_format
+        if self.log_level:
+            overrides["log_level"] = self.log_level
         try:
             settings = Settings(**overrides)  # type: ignore[arg-type]
         except ValidationError as exc:
@@ -58,7 +68,10 @@ class CliState:
             ) from exc
         import logging
 
-        configure_logging(settings.log_format, getattr(logging, settings.log_level.upper()))
+        level = settings.log_level
+        if quiet and "log_level" not in settings.model_fields_set:
+            level = "warning"
+        configure_logging(settings.log_format, getattr(logging, level.upper()))
         return settings
 
 
@@ -77,13 +90,23 @@ def _main_options(
             "--log-format", help="auto (console on a TTY, JSON otherwise), console or json."
         ),
     ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="debug, info, warning or error (default: info; warning for commands that"
+            " show a progress bar or a table).",
+        ),
+    ] = None,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
 ) -> None:
     if log_format not in (None, "auto", "console", "json"):
         raise typer.BadParameter("must be auto, console or json", param_hint="--log-format")
-    ctx.obj = CliState(log_format=log_format)  # type: ignore[arg-type]
+    if log_level not in (None, "debug", "info", "warning", "error"):
+        raise typer.BadParameter("must be debug, info, warning or error", param_hint="--log-level")
+    ctx.obj = CliState(log_format=log_format, log_level=log_level)  # type: ignore[arg-type]
 
 
 def state(ctx: typer.Context) -> CliState:
@@ -96,6 +119,21 @@ def fail(error: SandboxReplayError) -> NoReturn:
     """Print one clear line for ``error`` on stderr and exit with its code."""
     typer.echo(f"error: {error}", err=True)
     raise typer.Exit(error.exit_code)
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null after its reader went away (``| head``).
+
+    Later writes and the interpreter's final flush then neither fail nor print a traceback.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (tests): nothing to redirect
+        pass
 
 
 def _register_commands() -> None:
@@ -112,6 +150,9 @@ def main() -> None:
     _register_commands()
     try:
         app(prog_name="sandbox-replay")
+    except BrokenPipeError:  # stdout's reader left (``| head``): no traceback, no noise
+        stdout_gone()
+        sys.exit(1)
     except SandboxReplayError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

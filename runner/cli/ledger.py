@@ -37,7 +37,7 @@ def ledger_command(
     from runner.domain.ids import validate_id
     from runner.ledger import LEDGER_FILENAME
 
-    settings = state(ctx).settings()
+    settings = state(ctx).settings(quiet=True)
     path = settings.state_dir / LEDGER_FILENAME
     try:
         if job is not None:
@@ -75,13 +75,12 @@ def _read(path: Path, job: str | None) -> dict[str, Any]:
 
 
 def _render(data: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
+    from runner.cli.output import table_console
+
+    console = table_console()
     title = "Ledger totals by purpose"
     if data["job"] is not None:
         title += f" — job {data['job']['id']} ({data['job']['status']})"

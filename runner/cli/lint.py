@@ -66,25 +66,23 @@ def _cell(checks: list[str]) -> str:
 
 
 def _render(results: list[TraceLint], code: int) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    # A log file or a pipe gets a wide table rather than rich's 80-column default.
+    from runner.cli.output import table_console
     from runner.orchestrator.lint import CALL_FIELDS
 
-    # A log file or a pipe gets a wide table rather than rich's 80-column default.
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
+    console = table_console()
     table = Table(title="Trace lint: the five seed fields", title_justify="left")
-    table.add_column("trace", overflow="fold")
+    table.add_column("trace", no_wrap=True)
     table.add_column("episode")
     table.add_column("calls (raw I/O)")
     for column in ("body", "schema hash", "model id", "clock", "signature"):
         table.add_column(column)
     table.add_column("verdict")
     findings = Table(title="Findings", title_justify="left")
-    findings.add_column("where", overflow="fold")
+    findings.add_column("where", no_wrap=True)
     for column in ("call", "tool", "field", "problem"):
         findings.add_column(column)
     findings.add_column("detail", overflow="fold")

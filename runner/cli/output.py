@@ -1,0 +1,36 @@
+"""Consoles for the commands that print tables (submit, report, ledger, lint).
+
+On a terminal rich uses the terminal's width. When stdout is piped or redirected rich would
+assume 80 columns and wrap inside phrases and identifiers (``= 44`` / ``runs``, file names cut
+in two); such output is read by tools and people alike, so it gets a wide console
+(`PIPED_WIDTH` columns) instead, and id columns are created with ``no_wrap=True``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["PIPED_WIDTH", "table_console"]
+
+PIPED_WIDTH = 200
+
+
+def table_console(*, stderr: bool = False, file: TextIO | None = None) -> Console:
+    """Return a rich console: the terminal's width on a TTY, `PIPED_WIDTH` columns otherwise.
+
+    Args:
+        stderr: write to stderr instead of stdout.
+        file: write there instead (its ``isatty`` decides the width).
+    """
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return Console(file=file, stderr=stderr, width=None if tty else PIPED_WIDTH)

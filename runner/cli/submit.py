@@ -2,9 +2,16 @@
 
 ``submit --variant A.yaml --variant B.yaml --tasks T.jsonl [flags]`` or ``submit job.yaml``
 (flags given as well win over the job file). The plan is printed first, always (on stderr with
-``--json``); ``--dry-run`` stops there. A progress bar with counts per status runs on stderr
-when it is a terminal; otherwise each finished run is a log line. The report is a rich table
-(or one JSON object with ``--json``) and ``<state_dir>/jobs/<job_id>/report.json``.
+``--json``); ``--dry-run`` stops there and creates no job (the plan names no job id). A
+progress bar with counts per status runs on stderr when it is a terminal (it never moves
+back). Info logs are off unless ``--log-level``/``SANDBOX_REPLAY_LOG_LEVEL`` asks for them. The
+report is a rich table (or one JSON object with ``--json``) and
+``<state_dir>/jobs/<job_id>/report.json``. After an interruption the command to continue is
+printed; a resumed job's plan says how many runs are left. A reader of stdout that goes away
+(``| head``) changes nothing: the job's exit code stands, no traceback.
+
+One ``--variant`` is allowed: its episodes run, but tournament grading needs two variants, so
+the plan warns and every task is listed ungraded.
 
 Exit codes (SPEC.md, worst wins): 0 every planned run finished (episode statuses are data);
 2 invalid input; 3 a variant is ineligible (nothing started, no ledger row); 4 a ceiling
@@ -16,14 +23,15 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runner.cli.app import app, fail, state
-from runner.errors import InputError, SandboxReplayError
+from runner.cli.app import app, fail, state, stdout_gone
+from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
 
 if TYPE_CHECKING:
     from runner.orchestrator.jobfile import CeilingFlags, SubmitOptions
@@ -42,7 +50,7 @@ def _flags(pairs: Sequence[tuple[str, str, Any]]) -> CeilingFlags:
 class _Progress:
     """Counts per status on a rich progress bar (stderr, TTY only)."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, finished: int = 0) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -55,7 +63,10 @@ class _Progress:
             console=Console(stderr=True),
             transient=False,
         )
-        self.task = self.progress.add_task("", total=total)
+        self.task = self.progress.add_task("", total=total, completed=finished)
+        self.before = finished  # pairs finished in earlier sessions of a resumed job
+        self.shown = finished
+        self.lock = threading.Lock()  # updates come from worker threads, in any order
 
     def __enter__(self) -> _Progress:
         if self.enabled:
@@ -72,14 +83,31 @@ class _Progress:
         counts: dict[str, int] = {}
         for outcome in outcomes:
             counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        finished = sum(n for s, n in counts.items() if s not in ("running", "not_run"))
+        finished = self.before + sum(
+            n for s, n in counts.items() if s not in ("running", "not_run")
+        )
         text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()) if s != "not_run")
-        self.progress.update(self.task, completed=finished, description=text)
+        with self.lock:  # an older snapshot rendered late must not move the bar back
+            if finished < self.shown:
+                return
+            self.shown = finished
+            self.progress.update(self.task, completed=finished, description=text)
 
 
 def _print_plan(lines: list[str], as_json: bool) -> None:
     for line in lines:
         typer.echo(line, err=as_json)
+
+
+def _finished_before(settings: Settings, job_id: str) -> int:
+    """Pairs of ``job_id`` finished in earlier sessions (0 when there is no ledger)."""
+    from runner.ledger import LEDGER_FILENAME, Ledger
+
+    path = settings.state_dir / LEDGER_FILENAME
+    if not path.exists():
+        return 0
+    with Ledger(path) as ledger:
+        return len(ledger.finished_pairs(job_id))
 
 
 def run_submit(
@@ -105,11 +133,29 @@ def run_submit(
             options = options.with_overrides(concurrency=concurrency)
     assert options is not None
     plan = prepare(options, settings, job_id=resume)
-    _print_plan(plan.lines(), as_json)
-    if dry_run:
-        if as_json:
-            typer.echo(json.dumps({"plan": plan.to_json()}, indent=2, ensure_ascii=False))
-        return 0
+    lines = plan.lines()
+    finished = 0
+    if dry_run and resume is None:  # no job is created: an id would name nothing to report
+        lines[0] = lines[0].replace(f"plan {plan.job_id}:", "plan (dry run, no job created):", 1)
+    if resume is not None:
+        finished = _finished_before(settings, plan.job_id)
+        total = len(plan.pairs)
+        lines.insert(
+            1,
+            f"  resuming {plan.job_id}: {total} planned, {finished} finished,"
+            f" {total - finished} to run",
+        )
+    try:
+        _print_plan(lines, as_json)
+        if dry_run:
+            if as_json:
+                data = {**plan.to_json(), "dry_run": True}
+                if resume is None:
+                    data["job_id"] = None
+                typer.echo(json.dumps({"plan": data}, indent=2, ensure_ascii=False))
+            return 0
+    except BrokenPipeError:
+        stdout_gone()  # the reader left; the job still runs and its exit code stands
     if backend_factory is None:
 
         def backend_factory() -> Any:
@@ -117,7 +163,7 @@ def run_submit(
 
             return DockerBackend.connect(settings.docker_host)
 
-    with _Progress(len(plan.pairs)) as progress:
+    with _Progress(len(plan.pairs), finished) as progress:
         result = execute(
             plan,
             options,
@@ -127,15 +173,25 @@ def run_submit(
             on_change=progress.update,
         )
     assert result.report is not None
-    if as_json:
-        typer.echo(json.dumps(result.report, indent=2, ensure_ascii=False, default=str))
-    else:
-        from rich.console import Console
-
-        from runner.orchestrator.report import render_report
-
-        render_report(result.report, Console())
+    _print_report(result.report, as_json)
+    if result.exit_code == EXIT_INTERRUPTED:
+        typer.echo(f"continue with: sandbox-replay submit --resume {plan.job_id}", err=True)
     return result.exit_code
+
+
+def _print_report(report: dict[str, Any], as_json: bool) -> None:
+    """The report on stdout; a reader that went away (``| head``) is not an error."""
+    try:
+        if as_json:
+            typer.echo(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+        else:
+            from runner.cli.output import table_console
+            from runner.orchestrator.report import render_report
+
+            render_report(report, table_console())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
 
 
 @app.command("submit")
@@ -182,7 +238,7 @@ def submit_command(
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
     from runner.orchestrator.jobfile import SubmitOptions, load_job_file
 
-    settings = state(ctx).settings()
+    settings = state(ctx).settings(quiet=True)
     replay = _flags(
         [
             ("usd", "--ceiling-usd", ceiling_usd),
@@ -254,7 +310,7 @@ def report_command(
     from runner.orchestrator.jobfile import read_json_object
     from runner.orchestrator.submit import job_dir
 
-    settings = state(ctx).settings()
+    settings = state(ctx).settings(quiet=True)
     try:
         path = job_dir(settings, job_id) / "report.json"
         if not path.exists():
@@ -262,11 +318,4 @@ def report_command(
         report = read_json_object(path)
     except SandboxReplayError as exc:
         fail(exc)
-    if as_json:
-        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
-        return
-    from rich.console import Console
-
-    from runner.orchestrator.report import render_report
-
-    render_report(report, Console())
+    _print_report(report, as_json)

@@ -245,6 +245,11 @@ class Plan:
             else "graded on the host, no model calls"
         )
         out.append(f"  judge {self.judge}: {m} groups; {judge_cost}")
+        if n < 2:
+            out.append(
+                f"  warning: tournament grading needs at least 2 variants; the {n * m}"
+                " episode(s) run but are not ranked (every task is listed ungraded)"
+            )
         for purpose, ceiling in self.ceilings.items():
             out.append(f"  ceiling {purpose}: {ceiling.describe()}")
         if self.unpriced:

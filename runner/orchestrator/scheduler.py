@@ -297,7 +297,7 @@ class Scheduler:
                 killed_at = time.monotonic()
                 if self.backend is not None:
                     killed = self.backend.close()
-                    log.warning("sandboxes_killed", count=killed)
+                    log.info("sandboxes_killed", count=killed)  # the report says it
             if killed_at is not None and time.monotonic() - killed_at > INTERRUPT_GRACE_S:
                 log.error("runs_did_not_stop", running=sum(1 for f in futures if not f.done()))
                 return

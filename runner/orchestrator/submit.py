@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -161,7 +162,10 @@ def _signals(on_signal: Callable[[], None]) -> Iterator[None]:
         return
 
     def handler(signum: int, _frame: Any) -> None:
-        log.warning("submit_interrupted", signal=signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        # Said once, in words; the log line is info (shown with --log-level info).
+        sys.stderr.write(f"\n{name}: stopping; running sandboxes are killed and removed\n")
+        log.info("submit_interrupted", signal=name)
         on_signal()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}

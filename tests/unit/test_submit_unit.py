@@ -156,9 +156,14 @@ def test_interrupt_stops_dispatch_and_marks_running_runs_interrupted(ledger: Led
     guard = CeilingGuard(ledger, "job-1", {})
     started = threading.Event()
     release = threading.Event()
+    running: list[str] = []
+    lock = threading.Lock()
 
     def run_pair(variant: str, task_id: str, key: str) -> tuple[str, str | None, Amount]:
-        started.set()
+        with lock:
+            running.append(key)
+            if len(running) == 2:  # both slots busy: interrupt now (was racy with one)
+                started.set()
         release.wait(5)
         return "crashed", None, Amount()
 
@@ -347,5 +352,5 @@ def test_report_renders_ceilings_sources_spend_standings_and_pairs_not_run() -> 
     text = out.getvalue()
     assert "runs 3 (--ceiling-runs)" in text and "exit 4" in text
     assert "challenger-with-a-long-name" in text and "1/0/0" in text
-    assert "1 pair(s) not run" in text and "a x t2: replay ceiling reached" in text
-    assert "ungraded t2: fewer_than_two_results" in text
+    assert "1 pair not run" in text and "1 pair replay ceiling reached: a×t2" in text
+    assert "1 task ungraded (fewer_than_two_results): t2" in text

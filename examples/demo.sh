@@ -2,7 +2,8 @@
 # The sandbox-replay demo (run by `make demo` after set-up): the three jobs on the help-desk
 # example of examples/helpdesk, in order:
 #   1. check   v3 calls an unsafe tool: ineligible, exit 3, the tool named;
-#   2. submit  v1 against v2 over the 22 tasks, with a ceiling: plan, progress bar, tournament;
+#   2. submit  v1 against v2 over the 22 tasks, with a ceiling: plan, progress bar, tournament,
+#              per task the rubric's scores and reasons (all in submit's own report);
 #   3. reproduce the recorded failing run (reproduced, exit 0) and the incomplete trace
 #      (not_reproduced, exit 1: the missing call and the outbound destinations).
 # Expected non-zero exits are shown and the demo goes on; any other exit code fails it.
@@ -13,7 +14,6 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 sr=${SANDBOX_REPLAY:-$root/.venv/bin/sandbox-replay}
-py=${PYTHON_BIN:-$root/.venv/bin/python}
 if [ -z "${SANDBOX_REPLAY_STATE_DIR:-}" ]; then
   SANDBOX_REPLAY_STATE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/sandbox-replay-demo.XXXXXX")
   export SANDBOX_REPLAY_STATE_DIR
@@ -22,8 +22,15 @@ export SANDBOX_REPLAY_LOG_LEVEL=${SANDBOX_REPLAY_LOG_LEVEL:-warning}
 cd "$here/helpdesk" || exit 2
 started=$(date +%s.%N)
 
+# Bold and dim only on a terminal: a log file gets plain text, not raw escape sequences.
+if [ -t 1 ]; then
+  bold=$'\033[1m' dim=$'\033[2m' plain=$'\033[0m'
+else
+  bold='' dim='' plain=''
+fi
+
 step() {
-  printf '\n\033[1m==> %s\033[0m\n' "$1"
+  printf '\n%s==> %s%s\n' "$bold" "$1" "$plain"
   printf '$ %s\n' "$2"
 }
 
@@ -34,7 +41,7 @@ expect() {
   "$@"
   local got=$?
   if [ "$got" -eq "$want" ]; then
-    printf '\033[2m[exit %s, as expected]\033[0m\n' "$got"
+    printf '%s[exit %s, as expected]%s\n' "$dim" "$got" "$plain"
   else
     printf 'demo: "%s" exited %s, expected %s\n' "$*" "$got" "$want" >&2
     exit 1
@@ -49,19 +56,7 @@ step "2. submit: v1 against v2 over the recorded tasks, in sandboxes, with a 50-
   "sandbox-replay submit --variant v1.yaml --variant v2.yaml --tasks tasks.jsonl --ceiling-runs 50"
 expect 0 "$sr" submit --variant v1.yaml --variant v2.yaml --tasks tasks.jsonl --ceiling-runs 50
 
-# Why v2 wins: the rubric's reasons for the first task, from the job's report.json.
-"$py" - "$SANDBOX_REPLAY_STATE_DIR" <<'EOF' || exit 1
-import json, sys
-from pathlib import Path
-
-reports = sorted(Path(sys.argv[1], "jobs").glob("*/report.json"), key=lambda p: p.stat().st_mtime)
-grading = json.loads(reports[-1].read_text())["grading"]
-task = grading["tasks"][0]
-print(f"why (rubric, task {task['task_id']}):")
-for entry in task["ranking"]:
-    reasons = task["detail"]["reasons"].get(entry["variant"]) or ["meets every expectation"]
-    print(f"  {entry['rank']}. {entry['variant']} score {entry['score']:.2f}: {'; '.join(reasons)}")
-EOF
+# Why v2 wins is in submit's report: per task, each variant's score and the rubric's reasons.
 
 step "3a. reproduce the recorded failing run: the failure comes back from the trace alone" \
   "sandbox-replay reproduce traces/failing.jsonl"

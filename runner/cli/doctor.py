@@ -3,7 +3,8 @@
 Required checks (exit 6 when any fails): engine reachable; sandbox image present; a probe
 sandbox with the production hardening runs python3 >= 3.9, non-root, read-only, without
 capabilities, and has no route out (checked from inside only). Informational: user namespaces,
-leftover containers. An unreachable engine prints one line naming the address and the fix.
+leftover containers. An unreachable engine is the failed ``engine`` check with its fix; the
+checks that need the engine are listed as not run.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
 
 def _render(check: Check) -> str:
     mark = ("ok" if check.ok else "FAIL") if check.required else ("info" if check.ok else "warn")
+    if not check.ran:
+        mark = "-"
     line = f"{mark:<5} {check.name:<10} {check.detail}"
-    if check.fix and not check.ok:
+    if check.fix and not check.ok and check.ran:
         line += f"\n      {'':<10} fix: {check.fix}"
     return line
 
@@ -35,13 +38,29 @@ def run_checks(docker_host: str | None, image: str) -> list[Check]:
         docker_host: engine address from the settings (None: ``DOCKER_HOST`` or the default).
         image: the configured sandbox image.
 
-    Raises:
-        InfrastructureError: the engine is unreachable (nothing else can be checked).
+    An unreachable engine is the failed ``engine`` check; the checks that need the engine are
+    listed as not run (``ran`` False), the local ones still run.
     """
     from runner.backends.docker import DockerBackend
     from runner.backends.docker import checks as C
+    from runner.backends.docker.client import ENGINE_FIX
 
-    backend = DockerBackend.connect(docker_host)
+    try:
+        backend = DockerBackend.connect(docker_host)
+    except InfrastructureError as exc:
+        address = exc.fields.get("address", docker_host or "the default address")
+        reason = exc.fields.get("reason")
+        detail = f"not reachable at {address}" + (f" ({reason})" if reason else "")
+        if "fix" not in exc.fields:  # another failure than "no engine there": say it whole
+            detail = str(exc)
+        skipped = "not run: the engine is unreachable"
+        return [
+            C.Check("engine", False, True, detail, fix=str(exc.fields.get("fix", ENGINE_FIX))),
+            C.Check("image", False, True, skipped, ran=False),
+            C.Check("hardening", False, True, skipped, ran=False),
+            C.userns_check(),
+            C.Check("leftovers", False, False, skipped, ran=False),
+        ]
     try:
         results = [C.engine_check(backend)]
         image_result = C.image_check(backend, image)
@@ -80,27 +99,8 @@ def doctor(
     settings = state(ctx).settings()
     try:
         results = run_checks(settings.docker_host, settings.image)
-    except InfrastructureError as exc:
-        if not as_json:
-            fail(exc)
-        typer.echo(
-            json.dumps(
-                {
-                    "ok": False,
-                    "checks": [
-                        {
-                            "name": "engine",
-                            "ok": False,
-                            "required": True,
-                            "detail": str(exc),
-                            "fix": "",
-                        }
-                    ],
-                },
-                indent=2,
-            )
-        )
-        raise typer.Exit(EXIT_INFRA) from None
+    except InfrastructureError as exc:  # the engine failed between two checks
+        fail(exc)
     ok = all(c.ok for c in results if c.required)
     if as_json:
         typer.echo(json.dumps({"ok": ok, "checks": [c.as_dict() for c in results]}, indent=2))

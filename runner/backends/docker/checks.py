@@ -69,6 +69,7 @@ class Check:
         required: a failure makes doctor exit 6 (informational checks never do).
         detail: what was found.
         fix: what to do when it failed ("" when it passed).
+        ran: False when the check could not run (an earlier required check failed).
     """
 
     name: str
@@ -76,6 +77,7 @@ class Check:
     required: bool
     detail: str
     fix: str = ""
+    ran: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -36,9 +36,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 ENGINE_FIX = (
-    "start the Docker engine (Docker Desktop, or `sudo dockerd &` on Linux; `bash .ci/run` "
-    "installs and starts one on Debian) or point DOCKER_HOST / SANDBOX_REPLAY_DOCKER_HOST at a "
-    "running engine"
+    "start Docker Desktop (macOS, Windows) or the engine (`sudo systemctl start docker` on "
+    "Linux), or set DOCKER_HOST (or SANDBOX_REPLAY_DOCKER_HOST) to a running engine's address"
 )
 IMAGE_FIX = "run `sandbox-replay image build --offline` (or `make image`)"
 
@@ -105,6 +104,8 @@ def unreachable_error(address: str, exc: BaseException) -> InfrastructureError:
     return InfrastructureError(
         f"Docker engine not reachable at {address} ({reason}); fix: {ENGINE_FIX}",
         address=address,
+        reason=reason,
+        fix=ENGINE_FIX,
     )
 
 

@@ -4,6 +4,9 @@ On a terminal rich uses the terminal's width. When stdout is piped or redirected
 assume 80 columns and wrap inside phrases and identifiers (``= 44`` / ``runs``, file names cut
 in two); such output is read by tools and people alike, so it gets a wide console
 (`PIPED_WIDTH` columns) instead, and id columns are created with ``no_wrap=True``.
+
+A reader that goes away (``| head -1``) silences the console: rich's default would exit 1
+(`rich.console.Console.on_broken_pipe`), replacing the job's exit code.
 """
 
 from __future__ import annotations
@@ -28,9 +31,16 @@ def table_console(*, stderr: bool = False, file: TextIO | None = None) -> Consol
     """
     from rich.console import Console
 
+    class _QuietOnBrokenPipe(Console):
+        def on_broken_pipe(self) -> None:
+            from runner.cli.app import stdout_gone
+
+            stdout_gone()
+            self.quiet = True  # the rest of the output goes nowhere; the exit code stands
+
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return Console(file=file, stderr=stderr, width=None if tty else PIPED_WIDTH)
+    return _QuietOnBrokenPipe(file=file, stderr=stderr, width=None if tty else PIPED_WIDTH)

@@ -23,22 +23,44 @@ app.add_typer(tasks_app, name="tasks")
 @tasks_app.command("extract")
 def extract_command(
     traces: Annotated[
-        list[Path], typer.Argument(help="Recorded traces (JSONL).", show_default=False)
+        list[Path],
+        typer.Argument(
+            help="Recorded traces (JSONL), or folders of them.",
+            metavar="TRACE...",
+            show_default=False,
+        ),
     ],
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="The task file to write.", show_default=False)
+        Path,
+        typer.Option(
+            "-o",
+            "--output",
+            help="The task file to write.",
+            metavar="TASKS.jsonl",
+            show_default=False,
+        ),
     ],
+    include_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Also take replay and judge runs and runs stopped by a ceiling."
+        ),
+    ] = False,
 ) -> None:
-    """Turn recorded runs into shadow-evaluation tasks (input, observations, expected)."""
+    """Turn recorded production runs into tasks: input, observations, expected outcome."""
     from runner.orchestrator.reproduce_inputs import expand_inputs
     from runner.orchestrator.tasks_extract import extract_tasks
 
     try:
         paths = [p for p in expand_inputs(list(traces)) if p.name.endswith(".jsonl")]
-        tasks = extract_tasks(paths, output)
+        done = extract_tasks(paths, output, include_all=include_all)
     except SandboxReplayError as exc:
         fail(exc)
-    for task in tasks:
+    for task in done.tasks:
         expected = "with expected outcome" if "expected" in task else "no expected outcome"
         typer.echo(f"{task['task_id']}: {len(task['observations'])} observations, {expected}")
-    typer.echo(f"wrote {len(tasks)} tasks to {output}")
+    for reason, skipped in done.skipped.items():
+        typer.echo(f"skipped {len(skipped)} trace(s) {reason}; --all to include them")
+    for path, task_id, kept in done.duplicates:
+        typer.echo(f"skipped {path}: task {task_id} already taken from {kept} (first one kept)")
+    typer.echo(f"wrote {len(done.tasks)} tasks to {output}")

@@ -5,23 +5,30 @@ call as an observation (SPEC.md's call record ``{tool, args, body, body_encoding
 original_length?, sha256?, error?}``); and, when the run succeeded, ``expected``: the recorded
 output and the recorded tool calls in order (``{tool, args}``).
 
+Which traces become tasks: by default only recorded production runs, i.e. purpose ``live``
+(``record`` and the importers write it) that were not stopped by a ceiling. A folder of traces
+also holds ``replay`` runs (``run``, ``submit``, ``reproduce``) and ``judge`` runs; they are
+skipped and counted per reason (``include_all`` takes them too). Two traces of one task id
+(case-insensitively) keep the first; the later ones are listed as duplicates, never renamed.
+
 Invariants: every line written validates with `runner.domain.tasks.parse_task` (it is checked
 before the file is written; nothing is written on an error); a raw I/O call (``raw_io: true``)
 becomes an observation of its tool-level value (``meta.result``), since shadow serves a read
-tool's return value, not its HTTP body; two traces of one task id give ids ``ID``, ``ID-2``, ...
-(case-insensitively distinct).
+tool's return value, not its HTTP body.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import collision_key
 from runner.domain.tasks import parse_task
 from runner.domain.trace import CallRecord, Trace, load_trace
+from runner.errors import InputError
 from runner.traceformat import encode_body
 
 _OBSERVATION_BODY = ("body", "body_encoding", "truncated", "original_length", "sha256")
@@ -66,29 +73,69 @@ def task_of(trace: Trace, task_id: str) -> dict[str, Any]:
     return record
 
 
-def extract_tasks(traces: Sequence[Path], output: Path) -> list[dict[str, Any]]:
+@dataclass
+class Extraction:
+    """What ``extract_tasks`` wrote and what it left out.
+
+    Attributes:
+        tasks: the task records written, in order.
+        skipped: reason (``with purpose replay``, ``stopped by a ceiling``) -> the traces skipped.
+        duplicates: ``(trace, task id, trace kept)`` for each later trace of a task id.
+    """
+
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    skipped: dict[str, list[Path]] = field(default_factory=dict)
+    duplicates: list[tuple[Path, str, Path]] = field(default_factory=list)
+
+
+def skip_reason(trace: Trace) -> str | None:
+    """Why a trace is no recorded production run (None: it is one)."""
+    if trace.run.purpose != "live":
+        return f"with purpose {trace.run.purpose}"
+    if trace.end is not None and trace.end.status == "ceiling_reached":
+        return "stopped by a ceiling"
+    return None
+
+
+def extract_tasks(traces: Sequence[Path], output: Path, *, include_all: bool = False) -> Extraction:
     """Write the tasks of ``traces`` to ``output`` (JSONL, one task a line).
 
+    Args:
+        traces: trace files, in order (the first trace of a task id wins).
+        output: the task file to write.
+        include_all: take every trace, not only recorded production runs.
+
     Returns:
-        The task records written, in order.
+        The tasks written, the traces skipped and the duplicates left out.
 
     Raises:
-        InputError: an unreadable or incomplete trace (file, line, field named) or a task
-            that does not validate; nothing is written then.
+        InputError: an unreadable or incomplete trace (file, line, field named), a task that
+            does not validate, or no trace left to take; nothing is written then.
     """
-    tasks: list[dict[str, Any]] = []
-    used: set[str] = set()
+    result = Extraction()
+    used: dict[str, Path] = {}
     for path in traces:
         trace = load_trace(path)
-        base = trace.run.task_id
-        task_id, n = base, 1
-        while collision_key(task_id) in used:
-            n += 1
-            task_id = f"{base}-{n}"
-        used.add(collision_key(task_id))
+        reason = None if include_all else skip_reason(trace)
+        if reason is not None:
+            result.skipped.setdefault(reason, []).append(path)
+            continue
+        task_id = trace.run.task_id
+        kept = used.get(collision_key(task_id))
+        if kept is not None:
+            result.duplicates.append((path, task_id, kept))
+            continue
+        used[collision_key(task_id)] = path
         task = task_of(trace, task_id)
         parse_task(json.loads(json.dumps(task)), file=str(path), line=1)
-        tasks.append(task)
+        result.tasks.append(task)
+    if not result.tasks:
+        skipped = sum(len(paths) for paths in result.skipped.values())
+        raise InputError(
+            f"no recorded production run among {len(traces)} trace(s) ({skipped} skipped: "
+            f"{', '.join(result.skipped)}); pass --all to take them anyway"
+        )
+    tasks = result.tasks
     output.parent.mkdir(parents=True, exist_ok=True)
     part = output.with_name(output.name + ".part")
     with open(part, "w", encoding="utf-8") as handle:
@@ -100,7 +147,7 @@ def extract_tasks(traces: Sequence[Path], output: Path) -> list[dict[str, Any]]:
                 text = json.dumps(task, ensure_ascii=True)
             handle.write(text + "\n")
     part.replace(output)
-    return tasks
+    return result
 
 
 def _has_surrogate(text: str) -> bool:

@@ -41,7 +41,8 @@ def check_command(
         str,
         typer.Option(
             "--policy",
-            help="Policy name (./policies/NAME.yaml first, then the defaults) or a path.",
+            help="Policy name (./policies/NAME.yaml first, then the defaults) or a policy file.",
+            metavar="NAME|FILE",
         ),
     ] = "shadow",
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,

@@ -1,5 +1,6 @@
 """Imports every command module so that each registers itself on the typer app."""
 
+from runner.cli import helpstyle  # noqa: F401  (how --help reads; before the commands)
 from runner.cli import check  # noqa: F401
 from runner.cli import doctor  # noqa: F401
 from runner.cli import image  # noqa: F401

@@ -21,11 +21,16 @@ from runner.errors import SandboxReplayError
 def packet_command(
     trace: Annotated[Path, typer.Argument(help="The recorded trace.", show_default=False)],
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="The .tar.gz to write.", show_default=False)
+        Path,
+        typer.Option(
+            "-o", "--output", help="The .tar.gz to write.", metavar="FILE", show_default=False
+        ),
     ],
     workflow: Annotated[
         Path | None,
-        typer.Option("--workflow", help="The workflow file (default: found by its hash)."),
+        typer.Option(
+            "--workflow", help="The workflow file (default: found by its hash).", metavar="FILE"
+        ),
     ] = None,
 ) -> None:
     """Pack a trace with its workflow and tool code into a packet that reproduce accepts."""

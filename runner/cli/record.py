@@ -23,17 +23,27 @@ from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError
 def record_command(
     ctx: typer.Context,
     workflow: Annotated[Path, typer.Argument(help="The workflow YAML file.", show_default=False)],
-    tasks: Annotated[Path, typer.Option("--tasks", help="Task file (JSONL).", show_default=False)],
-    task: Annotated[str, typer.Option("--task", help="Id of the task to run.", show_default=False)],
+    tasks: Annotated[
+        Path, typer.Option("--tasks", help="Task file (JSONL).", metavar="FILE", show_default=False)
+    ],
+    task: Annotated[
+        str, typer.Option("--task", help="Id of the task to run.", metavar="ID", show_default=False)
+    ],
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write the trace here (JSONL).")
+        Path | None,
+        typer.Option("-o", "--output", help="Write the trace here (JSONL).", metavar="FILE"),
     ] = None,
     policy: Annotated[
-        str, typer.Option("--policy", help="Policy for limits, prices and the live ceiling.")
+        str,
+        typer.Option(
+            "--policy",
+            help="Policy for limits, prices and the live ceiling.",
+            metavar="NAME|FILE",
+        ),
     ] = "shadow",
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
-    """Run one task live (real tools, no sandbox) and record its trace; charged as ``live``."""
+    """Run one task live (real tools, no sandbox) and record its trace; charged as live."""
     from runner.cli.run import _render, warn_skipped_lines
     from runner.domain.tasks import load_tasks
     from runner.orchestrator.record import record_run

@@ -177,13 +177,19 @@ def reproduce_command(
     ],
     workflow: Annotated[
         Path | None,
-        typer.Option("--workflow", help="Replay this (changed) workflow instead of the recorded."),
+        typer.Option(
+            "--workflow",
+            help="Replay this (changed) workflow instead of the recorded one.",
+            metavar="FILE",
+        ),
     ] = None,
     junit: Annotated[
-        Path | None, typer.Option("--junit", help="Write a JUnit XML file, one case per trace.")
+        Path | None,
+        typer.Option("--junit", help="Write a JUnit XML file, one case per trace.", metavar="FILE"),
     ] = None,
     image: Annotated[
-        str | None, typer.Option("--image", help="Sandbox image (default: settings).")
+        str | None,
+        typer.Option("--image", help="Sandbox image (default: the settings').", metavar="IMAGE"),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:

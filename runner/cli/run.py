@@ -169,13 +169,23 @@ def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
 def run_command(
     ctx: typer.Context,
     workflow: Annotated[Path, typer.Argument(help="The workflow YAML file.", show_default=False)],
-    tasks: Annotated[Path, typer.Option("--tasks", help="Task file (JSONL).", show_default=False)],
-    task: Annotated[str, typer.Option("--task", help="Id of the task to run.", show_default=False)],
+    tasks: Annotated[
+        Path, typer.Option("--tasks", help="Task file (JSONL).", metavar="FILE", show_default=False)
+    ],
+    task: Annotated[
+        str, typer.Option("--task", help="Id of the task to run.", metavar="ID", show_default=False)
+    ],
     image: Annotated[
-        str | None, typer.Option("--image", help="Sandbox image (default: settings).")
+        str | None,
+        typer.Option("--image", help="Sandbox image (default: the settings').", metavar="IMAGE"),
     ] = None,
     policy: Annotated[
-        str, typer.Option("--policy", help="Policy name (./policies, then defaults) or path.")
+        str,
+        typer.Option(
+            "--policy",
+            help="Policy name (./policies, then the defaults) or a policy file.",
+            metavar="NAME|FILE",
+        ),
     ] = "shadow",
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:

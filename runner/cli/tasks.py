@@ -26,7 +26,7 @@ def extract_command(
         list[Path],
         typer.Argument(
             help="Recorded traces (JSONL), or folders of them.",
-            metavar="TRACE...",
+            metavar="TRACE",
             show_default=False,
         ),
     ],

@@ -141,7 +141,7 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
         for n, entry in enumerate(ranking["ranking"]):
             why = reasons.get(entry["variant"])
             text = (
-                "; ".join(str(r) for r in why)
+                "\n".join(str(r) for r in why)  # one reason a line
                 if why
                 else ("meets every expectation" if isinstance(why, list) else "")
             )

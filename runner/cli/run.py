@@ -62,6 +62,8 @@ def execute_run(
     from runner.domain.tasks import load_tasks
     from runner.orchestrator.eligibility import check_eligibility
     from runner.orchestrator.episode import EpisodeRequest, run_episode
+    from runner.orchestrator.metering import MeteredProvider, StopSignal
+    from runner.orchestrator.plan import DEFAULT_MAX_TOKENS
     from runner.orchestrator.providers import provider_for
     from runner.orchestrator.single_run import metered_run
     from runner.policy import load_policy
@@ -100,16 +102,38 @@ def execute_run(
         if own_backend:
             backend.reap()
         # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is
-        # `replay` (one run row, its model tokens and USD, its sandbox seconds).
+        # `replay`: the run (reserved before it starts) and each model call (reserved before it
+        # is forwarded, as in submit), so the policy's replay ceilings hold here too.
         with metered_run(settings, "replay", "run", variant, task.task_id, policy) as metered:
+            calls = None
+            if provider is not None:
+                bounded = policy.ceilings.replay
+                calls = MeteredProvider(
+                    provider,
+                    metered.guard,
+                    StopSignal(),
+                    policy.prices,
+                    model=(model.name or model.provider) if model is not None else None,
+                    variant=variant,
+                    task_id=task.task_id,
+                    run_key=metered.key,
+                    max_tokens=DEFAULT_MAX_TOKENS
+                    if bounded.tokens is not None or bounded.usd is not None
+                    else None,
+                )
             result = run_episode(
                 request,
                 backend=backend,
                 settings=settings,
-                provider=provider,
+                provider=calls,
                 id_factory=timestamped_ids(),
             )
-            metered.finish(result.status, result.end, str(result.trace_path))
+            metered.finish(
+                result.status,
+                result.end,
+                str(result.trace_path),
+                calls_charged=calls.charged if calls is not None else None,
+            )
         return result
     finally:
         if own_backend:

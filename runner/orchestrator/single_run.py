@@ -37,7 +37,13 @@ class MeteredRun:
     reservation_key: str
 
     def finish(
-        self, status: str, end: dict[str, Any], trace_path: str, *, model_spend: bool = True
+        self,
+        status: str,
+        end: dict[str, Any],
+        trace_path: str,
+        *,
+        model_spend: bool = True,
+        calls_charged: Amount | None = None,
     ) -> None:
         """Settle the charge and close the run with the episode's meter totals.
 
@@ -47,17 +53,32 @@ class MeteredRun:
             trace_path: the trace written.
             model_spend: False when model turns were served from a trace (reproduce): they
                 cost nothing, only the run and its sandbox seconds are charged.
+            calls_charged: what the run's model calls were already charged, each on its own
+                reservation (a `MeteredProvider`): the run's charge is then the run and its
+                sandbox seconds, and the run row shows these tokens and USD (counted once).
         """
         meter = end.get("meter") or {}
-        actual = Amount(
-            runs=1,
-            tokens_in=int(meter.get("tokens_in") or 0) if model_spend else 0,
-            tokens_out=int(meter.get("tokens_out") or 0) if model_spend else 0,
-            usd=float(meter.get("usd") or 0.0) if model_spend else 0.0,
-            sandbox_s=float(meter.get("sandbox_s") or 0.0),
-        )
+        sandbox_s = float(meter.get("sandbox_s") or 0.0)
+        if calls_charged is not None:
+            run_charge = Amount(runs=1, sandbox_s=sandbox_s)
+            actual = Amount(
+                runs=1,
+                tokens_in=calls_charged.tokens_in,
+                tokens_out=calls_charged.tokens_out,
+                usd=calls_charged.usd,
+                sandbox_s=sandbox_s,
+            )
+        else:
+            actual = Amount(
+                runs=1,
+                tokens_in=int(meter.get("tokens_in") or 0) if model_spend else 0,
+                tokens_out=int(meter.get("tokens_out") or 0) if model_spend else 0,
+                usd=float(meter.get("usd") or 0.0) if model_spend else 0.0,
+                sandbox_s=sandbox_s,
+            )
+            run_charge = actual
         with self.ledger.transaction():
-            self.guard.settle(self.reservation_key, actual)
+            self.guard.settle(self.reservation_key, run_charge)
             self.ledger.finish_run(self.key, status, actual, trace_path)
 
 

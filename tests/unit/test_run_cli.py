@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
 from runner.cli import run as run_module
@@ -128,14 +129,17 @@ def test_run_is_charged_under_replay_with_its_model_tokens(tmp_path: Path) -> No
     from runner.settings import Settings
 
     settings = Settings(state_dir=tmp_path / "state")
-    result = run_module.execute_run(
-        settings,
-        HELPDESK / "v2.yaml",
-        HELPDESK / "tasks.jsonl",
-        "ticket-1000",
-        backend=UnsandboxedProcessBackend(),
-    )
+    with capture_logs() as logs:
+        result = run_module.execute_run(
+            settings,
+            HELPDESK / "v2.yaml",
+            HELPDESK / "tasks.jsonl",
+            "ticket-1000",
+            backend=UnsandboxedProcessBackend(),
+        )
     assert result.status == "succeeded", result.end
+    # each model call reserved before it was forwarded, as in submit: no charge above its estimate
+    assert not [e for e in logs if e["event"] == "charge_overran_estimate"], logs
     meter = result.end["meter"]
     with Ledger.for_state_dir(tmp_path / "state") as ledger:
         totals = ledger.totals()

@@ -21,6 +21,12 @@ without its end line (the recorded outcome is unknown), a call with no response 
 body and no error), a recorded workflow that cannot be loaded, a recorded tool missing from
 today's registry or with another schema hash. What ``lint`` merely flags (a model id that is
 an alias, a body that is not the raw HTTP body) never refuses.
+
+Reproduce never runs the input's code on the host: the registry (tool ids, effect classes,
+schema hashes) is built inside a sandbox (`runner.orchestrator.toolmanifest`), the tool
+modules are only located here, and model turns come from the trace (`ReplayProvider`), so a
+packet's scripted model function is never imported either. Refusals the trace alone shows are
+found before any sandbox starts.
 """
 
 from __future__ import annotations
@@ -117,6 +123,18 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def trace_refusals(trace: Trace) -> list[str]:
+    """The reasons strict replay of ``trace`` cannot start that the trace alone shows."""
+    reasons = [f"{p.file}:{p.line}: {p.message}" for p in trace.problems]
+    for call in trace.calls:
+        if call.body is None and call.error is None:
+            reasons.append(
+                f"call #{call.index} ({call.tool}) has no response at all (no body, no error): "
+                "it cannot be served"
+            )
+    return reasons
+
+
 def refusals(trace: Trace, registry: Any) -> list[str]:
     """Every reason strict replay of ``trace`` with ``registry`` cannot start (empty: it can).
 
@@ -124,15 +142,10 @@ def refusals(trace: Trace, registry: Any) -> list[str]:
         trace: the read trace.
         registry: today's registry of the workflow (`runner.domain.registry.Registry`).
     """
-    reasons = [f"{p.file}:{p.line}: {p.message}" for p in trace.problems]
+    reasons = trace_refusals(trace)
     recorded_hashes = dict(trace.run.environment.tools)
     checked: set[str] = set()
     for call in trace.calls:
-        if call.body is None and call.error is None:
-            reasons.append(
-                f"call #{call.index} ({call.tool}) has no response at all (no body, no error): "
-                "it cannot be served"
-            )
         if call.is_provider_call or call.tool in checked:
             continue
         checked.add(call.tool)
@@ -226,10 +239,30 @@ class Reproducer:
             )
         except InputError as exc:
             return ReproduceReport(name, "invalid", str(exc), recorded=recorded)
-        from runner.domain.registry import Registry
+        early = trace_refusals(trace)  # no sandbox for a trace that is refused anyway
+        if early:
+            return ReproduceReport(
+                name,
+                "refused",
+                "strict replay would not start: " + "; ".join(early),
+                recorded=recorded,
+                refusals=early,
+            )
+        from runner.orchestrator.toolmanifest import sandbox_registry
+        from runner.policy import load_policy
 
+        policy = load_policy(self.policy_name)
         try:
-            registry = Registry.for_workflow(workflow)
+            # Never imported here: the tool code may be a packet's (toolmanifest's docstring).
+            registry = sandbox_registry(
+                workflow,
+                backend=self.backend(),
+                settings=self.settings,
+                image=self.image or self.settings.image,
+                policy=policy,
+            )
+        except InfrastructureError as exc:
+            return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
         except InputError as exc:
             reason = f"today's registry of the workflow cannot be built: {exc}"
             if self.workflow is None:
@@ -244,7 +277,7 @@ class Reproducer:
                 recorded=recorded,
                 refusals=reasons,
             )
-        return self._run(name, trace, workflow, registry, recorded)
+        return self._run(name, trace, workflow, registry, recorded, policy)
 
     def _workflow(self, trace: Trace, trace_path: Path, scratch: Path) -> Any:
         from runner.domain.workflow import load_workflow
@@ -270,7 +303,13 @@ class Reproducer:
             raise ReplayRefused(f"the recorded workflow cannot be loaded: {exc}") from exc
 
     def _run(
-        self, name: str, trace: Trace, workflow: Any, registry: Any, recorded: dict[str, Any]
+        self,
+        name: str,
+        trace: Trace,
+        workflow: Any,
+        registry: Any,
+        recorded: dict[str, Any],
+        policy: Any,
     ) -> ReproduceReport:
         from runner.domain.ids import timestamped_ids
         from runner.domain.tasks import Task
@@ -283,9 +322,7 @@ class Reproducer:
             verdict,
         )
         from runner.orchestrator.single_run import metered_run
-        from runner.policy import load_policy
 
-        policy = load_policy(self.policy_name)
         run = trace.run
         calls = [c.to_json() for c in trace.calls]
         request = EpisodeRequest(

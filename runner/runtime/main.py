@@ -12,6 +12,8 @@ isolates the channel first, then calls `serve`. Sequence:
 3. read ``run.json`` and ``manifest.json`` from ``RUN_DIR`` (`ENV_RUN_DIR` overrides it, for
    tests outside a container); build the registry from the manifest alone; install the clock;
 4. inside ``runner.sdk.replay_context(execute ids)`` run the episode; send ``episode``.
+   In mode ``manifest`` (`runner.runtime.manifest`) steps 3-4 are instead: import the tool
+   modules, send ``manifest`` with their tools (no manifest.json is read, no tool runs).
 
 Exit codes: 0 after ``episode`` (whatever its status) or on ``shutdown``/EOF; `EXIT_RUNTIME_ERROR`
 (70) after an ``error`` message when the runtime itself failed (a malformed run dir, a tool
@@ -44,7 +46,8 @@ from runner.runtime.registry import RuntimeRegistry
 ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
 EXIT_RUNTIME_ERROR = 70
 PUMP_INTERVAL_S = 0.2
-MODES = ("shadow", "reproduce", "record")  # record: every tool with code executes
+# record: every tool with code executes; manifest: only describe the tools (runtime/manifest.py)
+MODES = ("shadow", "reproduce", "record", "manifest")
 
 
 def _inherit_context_in_threads() -> None:
@@ -211,7 +214,15 @@ class Runtime:
             self.channel.start_reader()
             self.channel.wait_for("start")
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
-            episode = self._run()
+            spec = load_run_spec(self.run_dir)
+            if spec["mode"] == "manifest":
+                from runner.runtime.manifest import answer
+
+                fields = answer(spec)
+                self.flush_egress()
+                self.channel.send("manifest", **fields)
+                return 0
+            episode = self._run(spec)
             self.flush_egress()
             self.channel.send("episode", **bounded_episode(episode))
             return 0
@@ -234,8 +245,7 @@ class Runtime:
                 pass
             return EXIT_RUNTIME_ERROR
 
-    def _run(self) -> Dict[str, Any]:
-        spec = load_run_spec(self.run_dir)
+    def _run(self, spec: Dict[str, Any]) -> Dict[str, Any]:
         manifest = _load_json(self.run_dir, "manifest.json")
         mode = str(spec["mode"])
         task = spec["task"]

@@ -60,6 +60,11 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
     error          also ``traceback`` (text, last 8000 characters); the exit code is 70.
     model_response may carry ``body_encoding: "base64"`` for a body that is not UTF-8, and
                    ``source`` (default ``provider``) for the call record.
+
+Addition (H18): run.json ``mode`` may be ``manifest``: after ``start`` the runtime imports
+``modules`` from ``tool_paths`` and answers with one
+    manifest       {modules: [{module, file, tools: [entry]}], error?}   instead of episode
+(runner/runtime/manifest.py); the host builds the registry from it without importing tool code.
 """
 
 import json
@@ -80,7 +85,8 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 MESSAGE_TYPES_FROM_RUNTIME = frozenset(
     {"hello", "step", "call", "model_request", "egress", "coverage", "meter", "episode", "error",
-     "divergence"})  # divergence: sent by runtime/calls.py; the host lists them in the end line
+     "divergence",  # divergence: sent by runtime/calls.py; the host lists them in the end line
+     "manifest"})  # manifest: mode "manifest" only (runtime/manifest.py), instead of episode
 MESSAGE_TYPES_FROM_HOST = frozenset({"start", "model_response", "shutdown"})
 
 

@@ -43,7 +43,8 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
 
 
 def _hostile_packet(tmp_path: Path, marker: Path) -> Path:
-    """A packet of the golden failing run whose tool module, when imported, writes ``marker``."""
+    """A packet of the golden failing run whose tool module and scripted model function, when
+    imported, write ``marker`` (``MARKER.model`` for the model module)."""
     from runner.orchestrator.packet import build_packet
     from runner.orchestrator.reproduce_inputs import safe_extract
 
@@ -51,9 +52,10 @@ def _hostile_packet(tmp_path: Path, marker: Path) -> Path:
     unpacked = tmp_path / "unpacked"
     unpacked.mkdir()
     safe_extract(tmp_path / "p.tar.gz", unpacked)
-    tools = unpacked / "workflow" / "golden_tools.py"
-    payload = f"import os as _os\nopen({str(marker)!r}, 'w').write(str(_os.getuid()))\n"
-    tools.write_text(payload + tools.read_text())
+    for name, target in (("golden_tools", marker), ("golden_model", marker.with_suffix(".model"))):
+        module = unpacked / "workflow" / f"{name}.py"
+        payload = f"import os as _os\nopen({str(target)!r}, 'w').write(str(_os.getuid()))\n"
+        module.write_text(payload + module.read_text())
     evil = tmp_path / "evil.tar.gz"
     with tarfile.open(evil, "w:gz") as archive:
         for path in sorted(unpacked.rglob("*")):
@@ -76,13 +78,10 @@ def test_hostile_packet_control_its_code_runs_when_imported(tmp_path: Path) -> N
     assert marker.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: `reproduce PACKET.tar.gz` imports the packet's tool modules on the host to "
-    "build the registry (runner/domain/toolsource.py import_tools, via Registry.for_workflow "
-    "in runner/orchestrator/reproduce.py): a reviewer packet runs its code unsandboxed",
-)
 def test_reproducing_a_packet_never_runs_its_code_on_the_host(tmp_path: Path) -> None:
+    """The registry is described by a sandbox (runner/orchestrator/toolmanifest.py): with no
+    engine reproduce stops at asking for one (exit 6), and no packet code ran before that.
+    With Docker: tests/integration/test_reproduce_manifest.py."""
     marker = tmp_path / "MARKER"
     evil = _hostile_packet(tmp_path, marker)
     work = tmp_path / "work"
@@ -90,6 +89,9 @@ def test_reproducing_a_packet_never_runs_its_code_on_the_host(tmp_path: Path) ->
     proc = run_cli("reproduce", str(evil), cwd=work)
     assert "Traceback" not in proc.stderr
     assert not marker.exists(), f"packet code ran on the host as uid {marker.read_text()}"
+    model_marker = marker.with_suffix(".model")
+    assert not model_marker.exists(), "the packet's scripted model module ran on the host"
+    assert proc.returncode == 6, proc.stdout + proc.stderr  # it got as far as the sandbox
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from runner.backends.base import SandboxSpec
 from runner.errors import InfrastructureError, InputError
+from runner.orchestrator.local_process import UnsandboxedProcessBackend
 from runner.orchestrator.reproduce import Reproducer, ReproduceReport
 from runner.orchestrator.reproduce_diff import environment_diff, first_difference, verdict
 from runner.orchestrator.reproduce_inputs import expand_inputs, safe_extract
@@ -30,12 +32,20 @@ def _write(path: Path, lines: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _never() -> Any:
-    raise AssertionError("a refused trace must not start a sandbox")
+class _ManifestOnly(UnsandboxedProcessBackend):
+    """Describes the (trusted) fixture tools in a local process; refuses to start an episode."""
+
+    def sandbox(self, spec: SandboxSpec) -> Any:
+        assert spec.run_id.startswith("manifest-"), "a refused trace must not start a sandbox"
+        return super().sandbox(spec)
 
 
 def _reproducer(tmp_path: Path, **kwargs: Any) -> Reproducer:
-    return Reproducer(Settings(state_dir=tmp_path / "state"), backend_factory=_never, **kwargs)
+    # The registry is built by a sandbox (runner/orchestrator/toolmanifest.py): here a local
+    # process stands in for it, and nothing else may start.
+    return Reproducer(
+        Settings(state_dir=tmp_path / "state"), backend_factory=_ManifestOnly, **kwargs
+    )
 
 
 CALLS = [

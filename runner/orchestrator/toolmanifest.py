@@ -1,0 +1,329 @@
+"""A workflow's registry built inside a sandbox: the host never imports the tool code.
+
+`Registry.for_workflow` imports the tool modules on the host (as pytest imports a project's
+tests). That is right for ``check``, ``submit``, ``run`` and ``record``: they run the user's
+own project, whose code the user runs anyway (``record`` even runs it unsandboxed, on
+purpose). It is wrong for ``reproduce``: a reviewer packet, or a trace from elsewhere whose
+workflow copy and tool modules sit beside it, is someone else's code, and importing a module
+runs it. So `sandbox_registry` (used by `runner.orchestrator.reproduce`, always) does this:
+
+1. on the host, *locate* every ``tools`` entry without running anything: a ``.json`` tool
+   manifest is read as data (`runner.domain.toolsource.load_manifest_tools`); a module's
+   top-level package is found with ``importlib.machinery.PathFinder.find_spec`` over the
+   workflow's folder and the current directory, then the installed packages (a directory
+   scan: no module code, no ``.pth`` file runs). Not found: the same `InputError` as before;
+2. start a sandbox of the run's image under the policy's hardening (network none, read-only
+   root, no capabilities, non-root, limits; mounts from `runner.orchestrator.episode.
+   prepare_run`) with ``run.json`` ``mode: "manifest"``, the modules and their ``tool_paths``;
+   at most `MANIFEST_TIMEOUT_S` seconds (or the policy's timeout, when shorter);
+3. the runtime (`runner.runtime.manifest`) imports the modules in there and answers with their
+   tools; the host reads the answer as untrusted data (types checked, schema hashes computed
+   again here, sandbox paths mapped back to host files, text cut and stripped of control
+   characters) and builds the `Registry` from it. The policy is then applied to that data
+   (`Registry.restrict`) as before.
+
+Errors keep their shape: a module that fails to import in the sandbox is an `InputError`
+naming the workflow file, the entry's line and ``tools[i]`` (and ``file:line`` of a syntax
+error); a duplicate tool id names both definitions (``file:line``, host paths); a module that
+kills the sandbox, hangs, or answers nonsense is an `InputError` too (the tools cannot be
+described). Only a backend failure (no Docker) is an `InfrastructureError`.
+
+Invariant: nothing in this module imports, executes or ``exec``s a file of the workflow's
+folder or a packet; a scripted model function is never resolved here either (reproduce serves
+model turns from the trace).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from runner.domain.registry import Registry, ToolSpec
+from runner.domain.toolsource import load_manifest_tools
+from runner.errors import InputError
+from runner.sdk import Effect, schema_hash
+
+if TYPE_CHECKING:
+    from runner.backends.base import Backend
+    from runner.domain.workflow import WorkflowFile
+    from runner.settings import Settings
+
+__all__ = ["MANIFEST_TIMEOUT_S", "ToolLocations", "locate_tools", "sandbox_registry"]
+
+log = structlog.get_logger(__name__)
+
+MANIFEST_TIMEOUT_S = 60.0
+MAX_TOOLS = 10000
+MAX_TEXT = 2000
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+@dataclass
+class ToolLocations:
+    """Where a workflow's tools come from, found without importing anything.
+
+    Attributes:
+        manifest_tools: tools of ``.json`` entries, by entry index.
+        modules: ``(entry index, module name, host root folder)`` in entry order.
+        search: the folders looked in first (workflow folder, current directory).
+    """
+
+    manifest_tools: dict[int, list[ToolSpec]]
+    modules: list[tuple[int, str, Path]]
+    search: list[Path]
+
+    def roots(self) -> list[Path]:
+        """The distinct host folders to mount, in entry order."""
+        return list(dict.fromkeys(root for _, _, root in self.modules))
+
+
+def _where(workflow: WorkflowFile, index: int) -> dict[str, Any]:
+    return {
+        "file": str(workflow.path),
+        "line": workflow.line_of(("tools", index)),
+        "field": f"tools[{index}]",
+    }
+
+
+def _root(name: str, search: list[Path]) -> Path | None:
+    """The ``sys.path`` folder holding ``name``'s top-level package, found by a directory scan."""
+    if not _MODULE.match(name):
+        return None
+    top = name.split(".")[0]
+    spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search])
+    if spec is None:
+        spec = importlib.machinery.PathFinder.find_spec(top)  # the installed packages
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or [])
+    if locations:
+        return Path(locations[0]).resolve().parent
+    if spec.origin is None or not os.path.isabs(spec.origin):
+        return None  # built-in or frozen: nothing to mount
+    return Path(spec.origin).resolve().parent
+
+
+def locate_tools(workflow: WorkflowFile) -> ToolLocations:
+    """Locate every ``tools`` entry of ``workflow``; import nothing.
+
+    Raises:
+        InputError: a module that is not found, or a tool manifest that cannot be read
+            (workflow file, line and ``tools[i]``).
+    """
+    search = list(dict.fromkeys([workflow.folder, Path.cwd().resolve()]))
+    found = ToolLocations({}, [], search)
+    for index, entry in enumerate(workflow.spec.tools):
+        where = _where(workflow, index)
+        if entry.endswith(".json"):
+            found.manifest_tools[index] = load_manifest_tools(workflow.folder / entry, entry, where)
+            continue
+        root = _root(entry, search)
+        if root is None:
+            raise InputError(
+                f"cannot import tool module {entry!r}: no such module (looked in "
+                f"{', '.join(str(p) for p in search)} and the installed packages)",
+                **where,
+            )
+        found.modules.append((index, entry, root))
+    return found
+
+
+def sandbox_registry(
+    workflow: WorkflowFile,
+    *,
+    backend: Backend,
+    settings: Settings,
+    image: str,
+    policy: Any,
+    timeout_s: float = MANIFEST_TIMEOUT_S,
+) -> Registry:
+    """The unfiltered registry of ``workflow``, its modules imported only inside a sandbox.
+
+    Args:
+        workflow: the loaded workflow.
+        backend: the sandbox backend (Docker).
+        settings: host settings (state folder, limit overrides).
+        image: the sandbox image (the one the episode will use).
+        policy: the policy whose limits the sandbox gets (`runner.policy.Policy`).
+        timeout_s: the most this may take, seconds.
+
+    Raises:
+        InputError: a module not found, failing to import in the sandbox, declaring an
+            invalid tool, or a duplicate tool id (see the module docstring).
+        InfrastructureError: the backend failed.
+    """
+    from runner.orchestrator.toolmanifest_run import ask_sandbox
+
+    located = locate_tools(workflow)
+    tools: dict[int, list[ToolSpec]] = dict(located.manifest_tools)
+    if located.modules:
+        roots = located.roots()
+        answer, tool_paths = ask_sandbox(
+            workflow,
+            [name for _, name, _ in located.modules],
+            roots,
+            backend=backend,
+            settings=settings,
+            image=image,
+            policy=policy,
+            timeout_s=timeout_s,
+        )
+        paths = _PathMap(tool_paths, roots)
+        tools.update(_module_tools(workflow, located, answer, paths, image))
+    ordered = [tool for index in sorted(tools) for tool in tools[index]]
+    return Registry(ordered, located.roots())
+
+
+class _PathMap:
+    """Sandbox paths (``/sandbox/tools/i/...``) back to host paths; anything else is marked."""
+
+    def __init__(self, tool_paths: list[str], roots: list[Path]) -> None:
+        self.pairs = list(zip(tool_paths, roots, strict=True))
+
+    def file(self, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            return "<unknown file>"
+        path = os.path.normpath(value)
+        for inside, root in self.pairs:
+            if path == inside or path.startswith(inside + "/"):
+                return str(root / os.path.relpath(path, inside))
+            if path.startswith(str(root) + os.sep):  # an unsandboxed backend reports host paths
+                return path
+        return f"sandbox:{clean_text(path)}"  # a file of the image, not of this host
+
+    def text(self, value: Any) -> str:
+        shown = clean_text(value)
+        for inside, root in self.pairs:
+            shown = shown.replace(inside + "/", str(root) + os.sep)
+        return shown
+
+
+def clean_text(value: Any) -> str:
+    """``value`` as text safe to print: control characters as ``?``, at most `MAX_TEXT` long."""
+    shown = _CONTROL.sub("?", value if isinstance(value, str) else repr(value))
+    return shown if len(shown) <= MAX_TEXT else shown[:MAX_TEXT] + "..."
+
+
+def _error_message(error: Any, name: str, paths: _PathMap, search: list[Path], image: str) -> str:
+    if not isinstance(error, dict):
+        return f"cannot import tool module {name!r} inside the sandbox (no reason given)"
+    kind, message = error.get("kind"), paths.text(error.get("message", ""))
+    if kind == "not_found":
+        looked = ", ".join(str(p) for p in search)
+        return (
+            f"cannot import tool module {name!r}: no such module (looked in {looked} and "
+            f"the installed packages)"
+        )
+    if kind == "missing_dependency":
+        return (
+            f"cannot import tool module {name!r}: it imports {clean_text(error.get('missing'))!r}, "
+            f"which is not installed in the sandbox image {image}"
+        )
+    if kind == "definition":
+        return f"tool module {name!r}: {message}"
+    if kind == "syntax":
+        line = error.get("line")
+        where = paths.file(error.get("file")) + (f":{line}" if isinstance(line, int) else "")
+        return f"cannot import tool module {name!r}: syntax error in {where}: {message}"
+    return f"cannot import tool module {name!r}: {message}"
+
+
+def _module_tools(
+    workflow: WorkflowFile,
+    located: ToolLocations,
+    answer: dict[str, Any],
+    paths: _PathMap,
+    image: str,
+) -> dict[int, list[ToolSpec]]:
+    """Check the sandbox's answer and turn it into tools by entry index.
+
+    Raises:
+        InputError: an import error it reports, or an answer that is not what was asked.
+    """
+    modules = answer.get("modules")
+    if not isinstance(modules, list) or len(modules) > len(located.modules):
+        raise _bad_answer(workflow, "'modules' is not the list asked for")
+    error = answer.get("error")
+    if error is not None:
+        position = error.get("index") if isinstance(error, dict) else None
+        if not isinstance(position, int) or not 0 <= position < len(located.modules):
+            position = len(modules) if len(modules) < len(located.modules) else 0
+        index, name, _ = located.modules[position]
+        raise InputError(
+            _error_message(error, name, paths, located.search, image), **_where(workflow, index)
+        )
+    if len(modules) != len(located.modules):
+        raise _bad_answer(workflow, "modules are missing from the answer")
+    result: dict[int, list[ToolSpec]] = {}
+    count = 0
+    for (index, name, _), item in zip(located.modules, modules, strict=True):
+        entries = item.get("tools") if isinstance(item, dict) else None
+        if (
+            not isinstance(item, dict)
+            or item.get("module") != name
+            or not isinstance(entries, list)
+        ):
+            raise _bad_answer(workflow, f"no tool list for module {name!r}")
+        count += len(entries)
+        if count > MAX_TOOLS:
+            raise _bad_answer(workflow, f"more than {MAX_TOOLS} tools")
+        if not entries:
+            log.warning("tool_module_without_tools", module=name, file=paths.file(item.get("file")))
+        where = _where(workflow, index)
+        result[index] = [_tool(entry, name, paths, where) for entry in entries]
+    return result
+
+
+def _bad_answer(workflow: WorkflowFile, problem: str) -> InputError:
+    return InputError(
+        f"the sandbox's description of the tool modules is unusable: {problem}",
+        file=str(workflow.path),
+        field="tools",
+    )
+
+
+def _tool(entry: Any, module: str, paths: _PathMap, where: dict[str, Any]) -> ToolSpec:
+    """One tool entry of the answer, each field checked (nothing in it is trusted)."""
+    if not isinstance(entry, dict):
+        raise InputError(f"tool module {module!r}: a tool entry is not an object", **where)
+    tool_id = entry.get("id")
+    if not isinstance(tool_id, str) or not _TOOL_ID.match(tool_id):
+        raise InputError(
+            f"tool module {module!r}: {clean_text(tool_id)!r} is not a tool id", **where
+        )
+    qualname = entry.get("qualname")
+    if not isinstance(qualname, str) or not _MODULE.match(qualname):
+        raise InputError(f"tool {tool_id!r}: bad qualname {clean_text(qualname)!r}", **where)
+    if entry.get("module") != module:
+        raise InputError(f"tool {tool_id!r}: not defined by module {module!r}", **where)
+    schema = entry.get("schema")
+    if not isinstance(schema, dict):
+        raise InputError(f"tool {tool_id!r}: its schema is not a JSON object", **where)
+    declared = entry.get("declared_effect")
+    declared = declared if isinstance(declared, str) else None
+    try:
+        effect = Effect(declared) if declared is not None else Effect.UNSAFE
+    except ValueError:
+        effect = Effect.UNSAFE  # fail closed
+    line, description = entry.get("line"), entry.get("description")
+    return ToolSpec(
+        id=tool_id,
+        effect=effect,
+        declared_effect=declared,
+        description=description if isinstance(description, str) else "",  # as the model sees it
+        schema=schema,
+        schema_hash=schema_hash(schema),  # computed here, not taken from the sandbox
+        module=module,
+        qualname=qualname,
+        file=paths.file(entry.get("file")),
+        line=line if isinstance(line, int) and not isinstance(line, bool) else None,
+        origin=module,
+    )

@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Sandbox, SandboxSpec
+from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 
 _EOF = object()
@@ -33,6 +34,7 @@ class SubprocessSandbox(Sandbox):
         )
         self.killed_by_host = False
         self.written = bytearray()
+        self._writer = TimedWriter(self._write_all, run_id)
         self._queue: queue.Queue[object] = queue.Queue()
         self._open = 2
         for stream, pipe in ((STDOUT, self.proc.stdout), (STDERR, self.proc.stderr)):
@@ -50,14 +52,17 @@ class SubprocessSandbox(Sandbox):
                 return
             self._queue.put((stream, data))
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, timeout_s: float | None = None) -> None:
         self.written += data
         try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError) as exc:
+            self._writer.write(data, timeout_s)
+        except (ValueError, OSError) as exc:  # TimeoutError included
             raise InfrastructureError(f"stdin closed: {exc}", run_id=self.run_id) from exc
+
+    def _write_all(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
 
     def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
         while self._open:

@@ -133,11 +133,17 @@ class Sandbox(abc.ABC):
     run_id: str
 
     @abc.abstractmethod
-    def write(self, data: bytes) -> None:
-        """Send bytes to the sandbox's stdin.
+    def write(self, data: bytes, timeout_s: float | None = None) -> None:
+        """Send bytes to the sandbox's stdin, waiting at most ``timeout_s`` s (``None``: no limit).
+
+        A sandbox that stops reading must not hold the host past its deadline
+        (`runner.backends.timed_write.TimedWriter`); after a timed-out write the channel is
+        unusable and the caller kills the sandbox.
 
         Raises:
-            InfrastructureError: the channel is broken (the sandbox may have exited).
+            InfrastructureError: the channel is broken (the sandbox may have exited), or not all
+                of ``data`` was taken within ``timeout_s`` seconds (raised ``from`` a
+                `TimeoutError`, so the caller can tell the two apart).
         """
 
     @abc.abstractmethod

@@ -64,6 +64,7 @@ HELLO_TIMEOUT_S = 30.0
 SHUTDOWN_GRACE_S = 5.0
 KILL_DRAIN_S = 10.0
 POLL_S = 0.2
+MIN_WRITE_S = 0.5  # a write past the deadline still gets this long (a shutdown, say)
 
 
 @dataclass(frozen=True)
@@ -394,7 +395,7 @@ def _drive(
             for event in state.channel.feed(*frame):
                 reply = state.on_event(event, provider)
                 for message in reply:
-                    _send(sandbox, state, message)
+                    _send(sandbox, state, message, deadline - monotonic())
         now = monotonic()
         if state.shutdown_sent and shutdown_deadline is None:
             shutdown_deadline = now + SHUTDOWN_GRACE_S
@@ -416,13 +417,18 @@ def _drive(
         state.on_event(event, provider)
 
 
-def _send(sandbox: Sandbox, state: EpisodeState, message: dict[str, Any]) -> None:
+def _send(sandbox: Sandbox, state: EpisodeState, message: dict[str, Any], left_s: float) -> None:
+    """Write ``message``; a sandbox that does not take it within ``left_s`` s is killed."""
+    if state.killed_for:  # a killed sandbox reads nothing more
+        return
     try:
-        sandbox.write(protocol.encode(message))
+        sandbox.write(protocol.encode(message), timeout_s=max(left_s, MIN_WRITE_S))
     except InfrastructureError as exc:
         # The sandbox may have died: the exit state decides the status, not this write.
         state.write_failed = str(exc)
         log.info("channel_write_failed", run_id=state.prepared.run_id, error=str(exc))
+        if isinstance(exc.__cause__, TimeoutError) and not state.killed_for:
+            _kill(sandbox, state, "timeout")  # it stopped reading until the deadline passed
     else:
         if message["type"] == "shutdown":
             state.shutdown_sent = True

@@ -33,6 +33,7 @@ import structlog
 
 from runner import resources
 from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Sandbox, SandboxSpec
+from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 from runner.runtime import protocol
 
@@ -48,6 +49,7 @@ class _Process(Sandbox):
         self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue()
         self._open = 2
         self.killed = False
+        self._writer = TimedWriter(self._write_all, run_id)
         for stream, handle in ((STDOUT, process.stdout), (STDERR, process.stderr)):
             threading.Thread(target=self._pump, args=(stream, handle), daemon=True).start()
 
@@ -60,14 +62,18 @@ class _Process(Sandbox):
                 self._queue.put((stream, chunk))
         self._queue.put(None)
 
-    def write(self, data: bytes) -> None:
-        stdin = self._process.stdin
+    def write(self, data: bytes, timeout_s: float | None = None) -> None:
         try:
-            assert stdin is not None
-            stdin.write(data)
-            stdin.flush()
-        except (OSError, ValueError) as exc:
+            self._writer.write(data, timeout_s)
+        except (OSError, ValueError) as exc:  # TimeoutError included
             raise InfrastructureError(f"cannot write to the local runtime: {exc}") from exc
+
+    def _write_all(self, data: bytes) -> None:
+        stdin = self._process.stdin
+        if stdin is None:
+            raise ValueError("the runtime has no stdin pipe")
+        stdin.write(data)
+        stdin.flush()
 
     def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
         while self._open:

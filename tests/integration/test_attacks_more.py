@@ -288,14 +288,6 @@ def test_escape_sequences_from_tool_code_never_reach_the_terminal(
     assert "\x1b" not in printed and "\x07" not in printed, repr(printed)  # ... but inert
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a sandbox that stops reading its stdin while asking for model turns blocks "
-    "the host in a socket write with no timeout, so the run's deadline is never checked and "
-    "the orchestrator hangs (runner/backends/docker/sandbox.py DockerSandbox.write: "
-    "sendall on a socket with settimeout(None); called from runner/orchestrator/episode.py "
-    "_send inside the _drive loop)",
-)
 def test_a_sandbox_that_stops_reading_cannot_hang_the_host(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path, docker_client: Any
 ) -> None:
@@ -336,13 +328,6 @@ def _rss_mb() -> float:
     return 0.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the attach reader queues every frame without bound "
-    "(runner/backends/docker/sandbox.py _read_loop: queue.Queue() with no maxsize) and the "
-    "total-output cap is applied only when frames are consumed; with the host blocked in a "
-    "write (above), 600 MB the sandbox writes become 600 MB of host memory, and more without end",
-)
 def test_host_memory_stays_bounded_while_a_sandbox_floods_a_blocked_host(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path, docker_client: Any
 ) -> None:

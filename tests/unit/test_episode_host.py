@@ -61,6 +61,11 @@ FAKE_RUNTIME = textwrap.dedent(
     if mode == "flood":
         while True:
             send({"type": "meter", "tokens_in": 0, "tokens_out": 0, "pad": "x" * 1000})
+    if mode == "stops_reading":  # asks for model turns and never reads the replies
+        for i in range(5000):
+            send({"type": "model_request", "id": "m%d" % i, "role": "model",
+                  "request": {"model": "x", "messages": [{"role": "user", "content": "hi"}]}})
+        time.sleep(60)
     if mode == "runtime_error":
         send({"type": "error", "class": "ImportError", "message": "no module x"})
         recv(); sys.exit(1)
@@ -278,6 +283,21 @@ def test_hang_is_timeout(setup: SimpleNamespace) -> None:
     assert result.status == "timeout" and lines[-1]["exit_code"] == 124
     assert backend.sandboxes[0].proc.poll() is not None
     assert lines[-1]["meter"]["sandbox_s"] < 5
+
+
+def test_a_runtime_that_stops_reading_cannot_hold_the_host_past_the_deadline(
+    setup: SimpleNamespace,
+) -> None:
+    import time
+
+    settings = Settings(state_dir=setup.tmp / "s6", timeout_s=1.5)
+    started = time.monotonic()
+    result, lines, backend = _run(setup, "stops_reading", settings=settings)
+    assert time.monotonic() - started < 10
+    assert result.status == "timeout" and lines[-1]["sandbox"]["killed_for"] == "timeout"
+    assert backend.sandboxes[0].proc.poll() is not None
+    # the host really was blocked: its replies filled the pipe (64 KiB) the runtime never read
+    assert len(backend.sandboxes[0].written) > 60_000
 
 
 def test_oom_flag_wins(setup: SimpleNamespace) -> None:

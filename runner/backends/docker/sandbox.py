@@ -7,7 +7,11 @@ iteration (the engine closes the stream). Nothing here depends on stdin EOF.
 
 Invariants: ``killed_by_host`` is set only after a kill of ours succeeded; the exit state is
 read from the engine (``State.ExitCode``, ``State.OOMKilled``) before the container is removed
-by the backend.
+by the backend. The queue holds at most about `QUEUE_MAX_BYTES` of payload: past that the
+reader stops reading the socket until the caller consumes, so a sandbox that floods a host
+busy elsewhere blocks on its own writes instead of growing the host's memory. A write gives up
+at its ``timeout_s`` (`runner.backends.timed_write`), so a sandbox that stops reading its
+stdin cannot hold the host past its deadline.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import urllib3.exceptions
 from runner.backends.base import ExitState, Sandbox
 from runner.backends.docker.client import call, retrying, translate
 from runner.backends.docker.frames import FrameDecoder, FrameError
+from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 
 log = structlog.get_logger(__name__)
@@ -36,6 +41,7 @@ log = structlog.get_logger(__name__)
 _EOF = object()
 _RECV_BYTES = 64 * 1024
 _AFTER_KILL_WAIT_S = 30.0
+QUEUE_MAX_BYTES = 4 * 1024 * 1024  # payload bytes received and not yet consumed (plus a frame)
 
 
 def _is_read_timeout(exc: BaseException) -> bool:
@@ -72,7 +78,9 @@ class DockerSandbox(Sandbox):
         if hasattr(self._raw, "settimeout"):
             self._raw.settimeout(None)  # the client's HTTP timeout must not end an idle read
         self._queue: queue.Queue[object] = queue.Queue()
-        self._write_lock = threading.Lock()
+        self._queued_bytes = 0
+        self._room = threading.Condition()
+        self._writer = TimedWriter(self._raw.sendall, name)
         self._closing = False
         self._eof = False
         self._reader = threading.Thread(target=self._read_loop, name=f"attach-{name}", daemon=True)
@@ -93,12 +101,33 @@ class DockerSandbox(Sandbox):
                 if not data:
                     break
                 for frame in decoder.feed(data):
-                    self._queue.put(frame)
+                    self._put(frame)
         except (OSError, FrameError) as exc:
             if not self._closing:
                 self._queue.put(exc)
         finally:
             self._queue.put(_EOF)
+
+    def _put(self, frame: tuple[int, bytes]) -> None:
+        """Queue ``frame``, first waiting while the queue is full (backpressure) unless closing."""
+        with self._room:
+            while self._queued_bytes >= QUEUE_MAX_BYTES and not self._closing:
+                self._room.wait()
+            self._queued_bytes += len(frame[1])
+        self._queue.put(frame)
+
+    def _take(self, block: bool, timeout_s: float | None = None) -> object:
+        """Next item of the queue, making room for the reader when it is a frame.
+
+        Raises:
+            queue.Empty: nothing arrived (within ``timeout_s``).
+        """
+        item = self._queue.get(block, timeout_s)
+        if isinstance(item, tuple):
+            with self._room:
+                self._queued_bytes -= len(item[1])
+                self._room.notify()
+        return item
 
     def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
         """Yield ``(stream, payload)`` chunks, ``None`` after ``poll_s`` s of silence; end at EOF.
@@ -108,7 +137,7 @@ class DockerSandbox(Sandbox):
         """
         while not self._eof:
             try:
-                item = self._queue.get(timeout=poll_s)
+                item = self._take(True, poll_s)
             except queue.Empty:
                 yield None
                 continue
@@ -127,7 +156,7 @@ class DockerSandbox(Sandbox):
         chunks: list[bytes] = []
         while True:
             try:
-                item = self._queue.get_nowait()
+                item = self._take(False)
             except queue.Empty:
                 break
             if item is _EOF:
@@ -139,19 +168,19 @@ class DockerSandbox(Sandbox):
 
     # -- input -------------------------------------------------------------------------------
 
-    def write(self, data: bytes) -> None:
-        """Send ``data`` to the sandbox's stdin.
+    def write(self, data: bytes, timeout_s: float | None = None) -> None:
+        """Send ``data`` to the sandbox's stdin within ``timeout_s`` seconds (``None``: no limit).
 
         Raises:
-            InfrastructureError: the channel is broken (the sandbox may have exited).
+            InfrastructureError: the channel is broken (the sandbox may have exited), or the
+                sandbox did not take ``data`` within ``timeout_s`` (later writes then fail too).
         """
-        with self._write_lock:
-            try:
-                self._raw.sendall(data)
-            except OSError as exc:
-                raise InfrastructureError(
-                    f"cannot write to the stdin of {self.name}: {exc}", run_id=self.run_id
-                ) from exc
+        try:
+            self._writer.write(data, timeout_s)
+        except OSError as exc:  # TimeoutError included
+            raise InfrastructureError(
+                f"cannot write to the stdin of {self.name}: {exc}", run_id=self.run_id
+            ) from exc
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -236,7 +265,9 @@ class DockerSandbox(Sandbox):
 
     def close(self) -> None:
         """Close the attach connection (the reader thread then ends)."""
-        self._closing = True
+        with self._room:
+            self._closing = True
+            self._room.notify_all()
         for closer in (
             lambda: self._raw.shutdown(socket.SHUT_RDWR),
             self._raw.close,

@@ -58,13 +58,13 @@ def test_doctor_fails_with_fix_when_the_image_is_missing(docker_client: Any) -> 
     assert "Traceback" not in proc.stderr
 
 
-def test_bad_docker_host_is_one_clear_line_and_exit_6() -> None:
+def test_bad_docker_host_is_the_failed_engine_check_with_its_fix_and_exit_6() -> None:
     proc = doctor(DOCKER_HOST="unix:///nonexistent.sock")
     assert proc.returncode == 6
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "unix:///nonexistent.sock" in lines[0] and "fix:" in lines[0]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("FAIL  engine") and "unix:///nonexistent.sock" in lines[0]
+    assert "fix:" in lines[1] and "systemctl start docker" in lines[1], proc.stdout
+    assert any("not run" in line for line in lines[2:])  # the checks that need the engine
     assert "Traceback" not in proc.stderr
 
 
@@ -74,3 +74,4 @@ def test_bad_docker_host_json() -> None:
     report = json.loads(proc.stdout)
     assert report["ok"] is False
     assert "unix:///nonexistent.sock" in report["checks"][0]["detail"]
+    assert report["checks"][0]["fix"]

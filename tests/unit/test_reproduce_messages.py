@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from runner.errors import InfrastructureError
 from runner.orchestrator.reproduce import Reproducer
@@ -40,33 +39,45 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_trace_in_a_projects_state_folder_finds_the_projects_workflow_from_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from runner.domain.trace import read_trace
+
     project = _project(tmp_path, monkeypatch)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     reproducer = Reproducer(Settings(state_dir=tmp_path / "state"), backend_factory=_no_docker)
-    report = reproducer.reproduce(project / ".sandbox-replay" / "traces" / "run-1.jsonl")
-    # the workflow and its tool modules loaded: the run got as far as asking for a sandbox
-    assert report.outcome == "infra_error", report.reason
+    trace = project / ".sandbox-replay" / "traces" / "run-1.jsonl"
+    # the project's own file, so its tool modules are found beside it (not the trace's copy)
+    workflow = reproducer._workflow(read_trace(trace), trace, tmp_path / "scratch")
+    assert workflow.path == project / "v2.yaml"
+
+
+class _UnusedBackend:
+    """A backend that must not be used: the tool modules are looked for before any sandbox."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"backend.{name} used")
 
 
 def test_tool_modules_not_found_is_refused_once_with_what_to_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from runner.cli.app import app
-    from runner.cli.commands import reproduce  # noqa: F401 - registers the command
+    from runner.cli.reproduce import print_reports
 
     project = _project(tmp_path, monkeypatch)
     (project / "v2.yaml").write_text("# edited since\n" + (HELPDESK / "v2.yaml").read_text())
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
-    trace = project / ".sandbox-replay" / "traces" / "run-1.jsonl"
-    result = CliRunner().invoke(app, ["reproduce", str(trace)])
-    assert result.exit_code == 5, result.output
-    assert result.output.count("cannot import tool module 'helpdesk_tools'") == 1, result.output
-    assert "run it from the project folder, or pass --workflow FILE" in result.output
+    reproducer = Reproducer(
+        Settings(state_dir=tmp_path / "state"), backend_factory=lambda: _UnusedBackend()
+    )
+    report = reproducer.reproduce(project / ".sandbox-replay" / "traces" / "run-1.jsonl")
+    assert report.outcome == "refused", report.reason
+    print_reports([report])
+    output = capsys.readouterr().out
+    assert output.count("cannot import tool module 'helpdesk_tools'") == 1, output
+    assert "run it from the project folder, or pass --workflow FILE" in output
 
 
 def test_outcome_lines_say_no_failure_and_have_no_stray_space() -> None:

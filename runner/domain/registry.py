@@ -205,6 +205,11 @@ class Registry:
     def for_workflow(cls, workflow: WorkflowFile) -> Registry:
         """The unfiltered registry of a workflow's ``tools`` entries.
 
+        This imports the tool modules on the host: only for the user's own project (``check``,
+        ``submit``, ``run``, ``record``). Code from a packet or a trace is described inside a
+        sandbox instead (`runner.orchestrator.toolmanifest.sandbox_registry`, used by
+        ``reproduce``).
+
         Raises:
             InputError: a module that cannot be imported or defines an invalid tool, an
                 unreadable or invalid tool manifest (workflow file, line and entry named), or

@@ -6,11 +6,14 @@ Removal runs in ``finally``: also when attach or start fails half-way, or the bo
 
 Hardening of every container (SPEC.md, issue 2 item 7; asserted flag by flag in
 tests/unit/test_docker_backend.py): ``network_mode=none``; read-only root filesystem; a
-size-limited tmpfs ``/tmp`` with ``HOME`` and ``TMPDIR`` in it; ``cap_drop=ALL``;
-``no-new-privileges``; pids, memory (swap equal to memory: none extra) and CPU limits; user
-10001:10001; an init process; the ``none`` log driver (the output is captured over attach);
-no host environment (only the spec's ``env``; docker-py's proxy injection is off); bind
-mounts in the structured form with ``read_only`` (paths with spaces, colons, non-ASCII work).
+size-limited tmpfs ``/tmp`` with ``HOME`` and ``TMPDIR`` in it; a private IPC namespace whose
+``/dev/shm`` is no larger than ``/tmp`` (``shm_size``: multiprocessing still works) and whose
+POSIX message queues take no memory (``msgqueue`` ulimit 0: ``/dev/mqueue`` creates nothing);
+``cap_drop=ALL``; ``no-new-privileges``; pids, memory (swap equal to memory: none extra) and
+CPU limits; user 10001:10001; an init process; the ``none`` log driver (the output is captured
+over attach); no host environment (only the spec's ``env``; docker-py's proxy injection is
+off); bind mounts in the structured form with ``read_only`` (paths with spaces, colons,
+non-ASCII work).
 
 Idempotency: ``create`` is not blindly retried. The container name derives from the run id
 and the backend's session id, so a repeated create meets a name conflict; a conflicting
@@ -27,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import structlog
-from docker.types import HostConfig, LogConfig, Mount
+from docker.types import HostConfig, LogConfig, Mount, Ulimit
 
 from runner import __version__
 from runner.backends import labels as L
@@ -51,6 +54,9 @@ def host_config(api_version: str, spec: SandboxSpec) -> HostConfig:
         network_mode="none",
         read_only=True,
         tmpfs={SANDBOX_TMP: f"rw,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
+        ipc_mode="private",
+        shm_size=limits.tmpfs_mb * 1024 * 1024,
+        ulimits=[Ulimit(name="msgqueue", soft=0, hard=0)],
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         pids_limit=limits.pids_limit,

@@ -64,7 +64,7 @@ def execute_run(
     from runner.orchestrator.episode import EpisodeRequest, run_episode
     from runner.orchestrator.metering import MeteredProvider, StopSignal
     from runner.orchestrator.plan import DEFAULT_MAX_TOKENS
-    from runner.orchestrator.providers import provider_for
+    from runner.orchestrator.providers import provider_for_workflow
     from runner.orchestrator.single_run import metered_run
     from runner.policy import load_policy
 
@@ -80,10 +80,7 @@ def execute_run(
     workflow, registry = report.workflows[0].workflow, report.workflows[0].registry
     assert workflow is not None and registry is not None  # eligible: both loaded
     model = workflow.spec.model
-    provider = provider_for(
-        model.model_dump() if model is not None else None,
-        search_paths=[workflow.folder, Path.cwd()],
-    )
+    provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
     request = EpisodeRequest(
         workflow=workflow,
         task=task,

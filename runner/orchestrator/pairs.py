@@ -19,7 +19,7 @@ from runner.ledger import Amount, CeilingGuard
 from runner.orchestrator.episode import EpisodeRequest, resource_limits, run_episode
 from runner.orchestrator.metering import MeteredProvider, StopSignal
 from runner.orchestrator.plan import Plan
-from runner.orchestrator.providers import ModelProvider, provider_for
+from runner.orchestrator.providers import ModelProvider, provider_for_workflow
 from runner.settings import Settings
 
 __all__ = ["PairRunner"]
@@ -66,11 +66,8 @@ class PairRunner:
         self._variants = {v.name: v for v in plan.variants}
         self._providers: dict[str, ModelProvider | None] = {}
         for variant in plan.variants:
-            model = variant.workflow.spec.model
-            self._providers[variant.name] = provider_for(
-                model.model_dump() if model is not None else None,
-                search_paths=[variant.workflow.folder, search_root],
-                settings=settings,
+            self._providers[variant.name] = provider_for_workflow(
+                variant.workflow, cwd=search_root, settings=settings
             )
         self._ids = timestamped_ids()
 

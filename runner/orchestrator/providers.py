@@ -329,6 +329,30 @@ class DeadlineProvider:
         return box[0]
 
 
+def provider_for_workflow(
+    workflow: Any, *, cwd: Path, settings: Any = None
+) -> ModelProvider | None:
+    """The provider of a loaded workflow's ``model`` block (None when it has none).
+
+    A scripted function is looked up in the workflow's folder, then ``cwd`` (SPEC.md's
+    resolution rule for the workflow's modules).
+
+    Args:
+        workflow: a `runner.domain.workflow.WorkflowFile`.
+        cwd: the current directory of the command.
+        settings: host settings for the ``openai`` provider; see `provider_for`.
+
+    Raises:
+        InputError: an unknown provider, or a scripted function that does not resolve.
+    """
+    model = workflow.spec.model
+    return provider_for(
+        model.model_dump() if model is not None else None,
+        search_paths=[workflow.folder, cwd],
+        settings=settings,
+    )
+
+
 def provider_for(
     model_spec: Mapping[str, Any] | None,
     *,

@@ -107,7 +107,7 @@ def record_run(
     from runner.domain.workflow import load_workflow
     from runner.orchestrator.episode import EpisodeRequest, run_episode
     from runner.orchestrator.local_process import UnsandboxedProcessBackend
-    from runner.orchestrator.providers import provider_for
+    from runner.orchestrator.providers import provider_for_workflow
     from runner.orchestrator.single_run import metered_run
     from runner.policy import load_policy
 
@@ -116,11 +116,7 @@ def record_run(
     workflow = load_workflow(workflow_path)
     policy = load_policy(policy_name)
     registry = RecordRegistry(Registry.for_workflow(workflow), policy.hash)
-    model = workflow.spec.model
-    provider = provider_for(
-        model.model_dump() if model is not None else None,
-        search_paths=[workflow.folder, Path.cwd()],
-    )
+    provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
     request = EpisodeRequest(
         workflow=workflow,
         task=task,

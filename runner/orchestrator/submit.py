@@ -50,7 +50,7 @@ from runner.orchestrator.plan import (
     ceiling_in_effect,
     make_variants,
 )
-from runner.orchestrator.providers import provider_for
+from runner.orchestrator.providers import provider_for_workflow
 from runner.orchestrator.report import build_report, grade_job, write_report
 from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.policy import load_policy
@@ -120,12 +120,7 @@ def prepare(
 
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
     for variant in variants:  # a scripted function that does not import: exit 2, now
-        model = variant.workflow.spec.model
-        provider = provider_for(
-            model.model_dump() if model is not None else None,
-            search_paths=[variant.workflow.folder, options.cwd],
-            settings=settings,
-        )
+        provider = provider_for_workflow(variant.workflow, cwd=options.cwd, settings=settings)
         close = getattr(provider, "close", None)
         if callable(close):
             close()

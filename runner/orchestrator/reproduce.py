@@ -256,10 +256,12 @@ class Reproducer:
             # Never imported here: the tool code may be a packet's (toolmanifest's docstring).
             registry = sandbox_registry(
                 workflow,
-                backend=self.backend(),
+                backend=self.backend,  # made only when a module is to be described
                 settings=self.settings,
                 image=self.image or self.settings.image,
                 policy=policy,
+                # a packet's modules come from the packet alone, never from this host
+                self_contained=is_packet(path) and self.workflow is None,
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)

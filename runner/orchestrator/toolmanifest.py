@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,13 +94,13 @@ def _where(workflow: WorkflowFile, index: int) -> dict[str, Any]:
     }
 
 
-def _root(name: str, search: list[Path]) -> Path | None:
+def _root(name: str, search: list[Path], installed: bool) -> Path | None:
     """The ``sys.path`` folder holding ``name``'s top-level package, found by a directory scan."""
     if not _MODULE.match(name):
         return None
     top = name.split(".")[0]
     spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search])
-    if spec is None:
+    if spec is None and installed:
         spec = importlib.machinery.PathFinder.find_spec(top)  # the installed packages
     if spec is None:
         return None
@@ -111,25 +112,33 @@ def _root(name: str, search: list[Path]) -> Path | None:
     return Path(spec.origin).resolve().parent
 
 
-def locate_tools(workflow: WorkflowFile) -> ToolLocations:
+def locate_tools(workflow: WorkflowFile, *, self_contained: bool = False) -> ToolLocations:
     """Locate every ``tools`` entry of ``workflow``; import nothing.
+
+    Args:
+        workflow: the loaded workflow.
+        self_contained: look only in the workflow's folder (a packet's code is all inside
+            it), never in the current directory or the installed packages: a packet cannot
+            name a folder of the host (``tools: [Documents]``) to have it mounted.
 
     Raises:
         InputError: a module that is not found, or a tool manifest that cannot be read
             (workflow file, line and ``tools[i]``).
     """
-    search = list(dict.fromkeys([workflow.folder, Path.cwd().resolve()]))
+    folders = [workflow.folder] if self_contained else [workflow.folder, Path.cwd().resolve()]
+    search = list(dict.fromkeys(folders))
     found = ToolLocations({}, [], search)
     for index, entry in enumerate(workflow.spec.tools):
         where = _where(workflow, index)
         if entry.endswith(".json"):
             found.manifest_tools[index] = load_manifest_tools(workflow.folder / entry, entry, where)
             continue
-        root = _root(entry, search)
+        root = _root(entry, search, installed=not self_contained)
         if root is None:
+            looked = ", ".join(str(p) for p in search)
             raise InputError(
-                f"cannot import tool module {entry!r}: no such module (looked in "
-                f"{', '.join(str(p) for p in search)} and the installed packages)",
+                f"cannot import tool module {entry!r}: no such module (looked in {looked}"
+                + (")" if self_contained else " and the installed packages)"),
                 **where,
             )
         found.modules.append((index, entry, root))
@@ -139,21 +148,24 @@ def locate_tools(workflow: WorkflowFile) -> ToolLocations:
 def sandbox_registry(
     workflow: WorkflowFile,
     *,
-    backend: Backend,
+    backend: Backend | Callable[[], Backend],
     settings: Settings,
     image: str,
     policy: Any,
     timeout_s: float = MANIFEST_TIMEOUT_S,
+    self_contained: bool = False,
 ) -> Registry:
     """The unfiltered registry of ``workflow``, its modules imported only inside a sandbox.
 
     Args:
         workflow: the loaded workflow.
-        backend: the sandbox backend (Docker).
+        backend: the sandbox backend (Docker), or a function making it: called only when
+            there is a module to describe (a module not found needs no engine).
         settings: host settings (state folder, limit overrides).
         image: the sandbox image (the one the episode will use).
         policy: the policy whose limits the sandbox gets (`runner.policy.Policy`).
         timeout_s: the most this may take, seconds.
+        self_contained: modules only from the workflow's folder (`locate_tools`).
 
     Raises:
         InputError: a module not found, failing to import in the sandbox, declaring an
@@ -162,15 +174,17 @@ def sandbox_registry(
     """
     from runner.orchestrator.toolmanifest_run import ask_sandbox
 
-    located = locate_tools(workflow)
+    located = locate_tools(workflow, self_contained=self_contained)
     tools: dict[int, list[ToolSpec]] = dict(located.manifest_tools)
     if located.modules:
         roots = located.roots()
+        from runner.backends.base import Backend as BackendType
+
         answer, tool_paths = ask_sandbox(
             workflow,
             [name for _, name, _ in located.modules],
             roots,
-            backend=backend,
+            backend=backend if isinstance(backend, BackendType) else backend(),
             settings=settings,
             image=image,
             policy=policy,
@@ -219,8 +233,8 @@ def _error_message(error: Any, name: str, paths: _PathMap, search: list[Path], i
     if kind == "not_found":
         looked = ", ".join(str(p) for p in search)
         return (
-            f"cannot import tool module {name!r}: no such module (looked in {looked} and "
-            f"the installed packages)"
+            f"cannot import tool module {name!r}: no such module in the sandbox (looked in "
+            f"{looked})"
         )
     if kind == "missing_dependency":
         return (

@@ -250,3 +250,49 @@ def test_duplicate_ids_and_import_failures_come_back_from_the_runtime(tmp_path: 
     message = str(caught.value)
     assert message.startswith(f"{workflow}:5: tools[1]: cannot import tool module 'broken_tools'")
     assert f"syntax error in {project / 'broken_tools.py'}:2" in message
+
+
+def test_a_packet_cannot_name_a_folder_of_the_host_to_have_it_mounted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tools: [golden_tools, Documents] with Documents/ in the current directory (a namespace
+    package to PathFinder): a packet's modules come from the packet alone."""
+    import hashlib
+    import tarfile
+
+    from runner.errors import InfrastructureError
+    from runner.orchestrator.packet import build_packet
+    from runner.orchestrator.reproduce import Reproducer
+    from runner.orchestrator.reproduce_inputs import safe_extract
+
+    build_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz")
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    safe_extract(tmp_path / "p.tar.gz", unpacked)
+    workflow = unpacked / "workflow" / "golden.yaml"
+    text = workflow.read_text().replace("[golden_tools]", "[golden_tools, Documents]")
+    workflow.write_text(text)
+    lines = (unpacked / "trace.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    header["workflow"].update(content=text, hash=hashlib.sha256(text.encode()).hexdigest())
+    (unpacked / "trace.jsonl").write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as archive:
+        for path in sorted(unpacked.rglob("*")):
+            if path.is_file():
+                archive.add(path, arcname=path.relative_to(unpacked).as_posix())
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    monkeypatch.chdir(home)
+    with pytest.raises(InputError):  # control: from a workflow file, the folder is found
+        locate_tools(load_workflow(workflow), self_contained=True)
+    assert locate_tools(load_workflow(workflow)).roots()[-1] == home
+
+    def no_docker() -> Any:
+        raise InfrastructureError("no engine in this test")
+
+    reproducer = Reproducer(Settings(state_dir=tmp_path / "state"), backend_factory=no_docker)
+    report = reproducer.reproduce(evil)
+    assert report.outcome == "refused", report.reason
+    assert "cannot import tool module 'Documents': no such module" in report.reason
+    assert str(home) not in report.reason.split("looked in")[-1]

@@ -1,11 +1,12 @@
 """Run one episode: prepare the run folder, start the sandbox, drive the protocol, classify.
 
 Sequence: `prepare_run` writes ``<state>/runs/<run_id>/{manifest.json,run.json}`` and builds the
-`SandboxSpec` (runner package, tool roots and run folder mounted read-only; fixed env; limits
-from the policy overridden by settings). `run_episode` starts the sandbox, waits for ``hello``
-(with a deadline), sends ``start``, answers ``model_request`` through the provider, collects the
-other messages, sends ``shutdown`` after ``episode``, reads the exit state before removal and
-writes the trace (`runner.orchestrator.tracewriter`).
+`SandboxSpec` (runner package, tool roots and run folder mounted read-only, the state folder
+and each root's dot entries covered by empty mounts (`runner.orchestrator.hidden`); fixed env;
+limits from the policy overridden by settings). `run_episode` starts the sandbox, waits for
+``hello`` (with a deadline), sends ``start``, answers ``model_request`` through the provider,
+collects the other messages, sends ``shutdown`` after ``episode``, reads the exit state before
+removal and writes the trace (`runner.orchestrator.tracewriter`).
 
 Status rules (issue 4), first match wins:
 1. the backend failed (start, attach, engine) or the runtime reported its own ``error`` or a
@@ -49,6 +50,7 @@ from runner.domain.tasks import Task
 from runner.errors import InfrastructureError
 from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
+from runner.orchestrator.hidden import hidden_mounts
 from runner.orchestrator.providers import DeadlineProvider, ModelProvider
 from runner.orchestrator.tracewriter import TraceWriter
 from runner.runtime import protocol
@@ -216,7 +218,7 @@ def prepare_run(
     _write_json(run_dir / "run.json", run_spec)
     mounts = [Mount(resources.package_dir(), f"{protocol.RUNTIME_ROOT}/runner")]
     mounts += [Mount(root, path) for root, path in zip(roots, tool_paths, strict=True)]
-    mounts += _state_dir_shadows(state_dir, run_dir, roots, tool_paths)
+    mounts += hidden_mounts(state_dir, run_dir, roots, tool_paths)
     mounts.append(Mount(run_dir, protocol.RUN_DIR))
     env = {
         "TZ": "UTC",
@@ -241,23 +243,6 @@ def prepare_run(
     return PreparedRun(
         run_id, run_dir, state_dir / "traces" / f"{run_id}.jsonl", spec, manifest, run_spec
     )
-
-
-def _state_dir_shadows(
-    state_dir: Path, run_dir: Path, roots: Sequence[Path], tool_paths: Sequence[str]
-) -> list[Mount]:
-    """Empty read-only mounts over the state folder wherever a tool root contains it.
-
-    A tool root is often the project folder, and the state folder (ledger, other runs' traces)
-    usually lives there too; a run must not read other runs' data.
-    """
-    shadows: list[Mount] = []
-    empty = run_dir / "empty"
-    for root, path in zip(roots, tool_paths, strict=True):
-        if state_dir != root and state_dir.is_relative_to(root):
-            empty.mkdir(mode=0o755, exist_ok=True)
-            shadows.append(Mount(empty, f"{path}/{state_dir.relative_to(root).as_posix()}"))
-    return shadows
 
 
 def _image_id(backend: Backend, image: str) -> str | None:

@@ -206,13 +206,6 @@ def test_no_host_secret_in_any_process_environment(
         assert not any(v.startswith(("OPENAI", "DOCKER")) for v in body[path])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a tool root is mounted whole, so files beside the tool code (a project's "
-    ".env with API keys, .git) are readable in the sandbox and can be returned into the "
-    "trace (runner/orchestrator/episode.py prepare_run mounts registry.tool_roots(); only "
-    "the state folder is shadowed)",
-)
 def test_secrets_beside_the_tool_code_are_not_readable(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:

@@ -26,7 +26,9 @@ Errors keep their shape: a module that fails to import in the sandbox is an `Inp
 naming the workflow file, the entry's line and ``tools[i]`` (and ``file:line`` of a syntax
 error); a duplicate tool id names both definitions (``file:line``, host paths); a module that
 kills the sandbox, hangs, or answers nonsense is an `InputError` too (the tools cannot be
-described). Only a backend failure (no Docker) is an `InfrastructureError`.
+described). Only a backend failure (no Docker) is an `InfrastructureError`. Since every tool
+module is imported in the image (not only those with tools that execute), a module whose
+imports the image lacks is refused, naming the missing package and the image.
 
 Invariant: nothing in this module imports, executes or ``exec``s a file of the workflow's
 folder or a packet; a scripted model function is never resolved here either (reproduce serves

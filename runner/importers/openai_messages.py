@@ -47,6 +47,7 @@ from runner.importers.source import (
     SourceRun,
     SourceToolCall,
     derive_id,
+    load_json,
     parse_arguments,
 )
 from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
@@ -95,10 +96,13 @@ def _records(path: Path) -> list[tuple[int, Any]]:
     stripped = text.strip()
     if not stripped:
         raise InputError("empty file: no runs", file=name)
+    deep: InputError | None = None
     try:
-        whole = json.loads(stripped)
+        whole = load_json(stripped, file=name)
     except ValueError:
         whole = None
+    except InputError as exc:  # too deep as one document: as JSONL, the line is named below
+        whole, deep = None, exc
     else:
         if isinstance(whole, dict):
             return [(1 + text.count("\n", 0, len(text) - len(text.lstrip())), whole)]
@@ -111,8 +115,10 @@ def _records(path: Path) -> list[tuple[int, Any]]:
         if not raw.strip():
             continue
         try:
-            records.append((number, json.loads(raw)))
+            records.append((number, load_json(raw, file=name, line=number)))
         except ValueError as exc:
+            if deep is not None:  # not JSONL either: the one document is too deep
+                raise deep from None
             raise InputError(f"invalid JSON: {exc}", file=name, line=number) from None
     return records
 
@@ -125,7 +131,7 @@ def read_tools_file(path: Path) -> list[dict[str, Any]]:
     """
     text = _decode(path)
     try:
-        data = json.loads(text)
+        data = load_json(text, file=str(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg}", file=str(path), line=exc.lineno) from None
     if isinstance(data, dict) and isinstance(data.get("tools"), list):

@@ -1,8 +1,9 @@
 """What a source adapter reads: runs, messages and tool calls in a source-neutral shape.
 
 `runner.importers.tau2` and `runner.importers.openai_messages` fill these; the builder
-(`runner.importers.conversation`) turns them into traces. Helpers here parse tool-call
-arguments without losing the model's text and derive ids that follow SPEC.md's id rules.
+(`runner.importers.conversation`) turns them into traces. Helpers here parse source JSON (hostile
+nesting is an `InputError`, as in the task and trace readers), parse tool-call arguments without
+losing the model's text and derive ids that follow SPEC.md's id rules.
 
 Invariant: values are the source's own; what a source lacks is None, never a default that
 looks recorded.
@@ -15,8 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.domain.ids import MAX_ID_LENGTH, IdSet, id_problem
+from runner.errors import InputError
 
-__all__ = ["SourceMessage", "SourceRun", "SourceToolCall", "derive_id", "parse_arguments"]
+__all__ = [
+    "SourceMessage",
+    "SourceRun",
+    "SourceToolCall",
+    "derive_id",
+    "load_json",
+    "parse_arguments",
+]
 
 
 @dataclass(frozen=True)
@@ -126,18 +135,36 @@ class SourceRun:
     request_tools: tuple[dict[str, Any], ...] | None = None
 
 
+def load_json(text: str, *, file: str, line: int | None = None) -> Any:
+    """``json.loads(text)``, where nesting too deep to parse is an input error, not a traceback.
+
+    Args:
+        text: the JSON text (a whole file, or one line of a JSONL file).
+        file: the file named in the error.
+        line: the 1-based line of ``text`` in a JSONL file (None for a whole file).
+
+    Raises:
+        InputError: ``[[[[...`` deeper than the interpreter's recursion limit (file, line).
+        ValueError: not valid JSON (`json.JSONDecodeError`; each caller words its own error).
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:  # a hostile file: [[[[... is no traceback
+        raise InputError("JSON nested too deeply", file=file, line=line) from None
+
+
 def parse_arguments(value: Any) -> tuple[dict[str, Any], str, bool]:
     """Arguments of a tool call: ``(args, arguments_text, ok)``.
 
-    A JSON text is parsed (``ok`` False and ``args`` {} when it is not a JSON object); an
-    object given already parsed is kept and its text is compact JSON.
+    A JSON text is parsed (``ok`` False and ``args`` {} when it is not a JSON object, or nested
+    too deeply to parse); an object given already parsed is kept and its text is compact JSON.
     """
     if isinstance(value, dict):
         return value, json.dumps(value, ensure_ascii=False, separators=(",", ":")), True
     if isinstance(value, str):
         try:
             parsed = json.loads(value) if value.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # kept as the model's text, marked not an object
             return {}, value, False
         if isinstance(parsed, dict):
             return parsed, value, True

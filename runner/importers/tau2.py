@@ -46,6 +46,7 @@ from runner.importers.source import (
     SourceRun,
     SourceToolCall,
     derive_id,
+    load_json,
     parse_arguments,
 )
 from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
@@ -65,7 +66,7 @@ def _load_json(path: Path, what: str) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {what}: {exc}", file=name) from None
     try:
-        return json.loads(text)
+        return load_json(text, file=name)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=exc.lineno

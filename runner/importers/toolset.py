@@ -21,7 +21,6 @@ a provider role (``model``, ``user``) or ``workflow``; schema hashes are
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 import yaml
 
 from runner.errors import InputError
+from runner.importers.source import load_json
 from runner.sdk import Effect, schema_hash
 
 __all__ = [
@@ -169,7 +169,7 @@ def parse_effect_map(pairs: Sequence[str] = (), map_file: Path | None = None) ->
             ) from None
         if map_file.suffix == ".json":
             try:
-                data = json.loads(text)
+                data = load_json(text, file=name)
             except ValueError as exc:
                 raise InputError(f"invalid JSON: {exc}", file=name) from None
             if not isinstance(data, dict):

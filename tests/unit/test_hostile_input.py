@@ -316,12 +316,6 @@ def test_host_keeps_only_the_workflows_step_ids() -> None:
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the importers parse with json.loads and let RecursionError out, a traceback "
-    "with exit 1 (runner/importers/openai_messages.py:99,114,128, runner/importers/tau2.py:68, "
-    "runner/importers/toolset.py:172)",
-)
 @pytest.mark.parametrize(
     ("command", "name", "text", "extra"),
     [
@@ -340,6 +334,18 @@ def test_deeply_nested_import_files_are_input_errors(
     proc = run_cli("import", command, name, "--out", "out", *extra, cwd=tmp_path)
     assert "Traceback" not in proc.stderr, proc.stderr[-500:]
     assert proc.returncode == 2, proc.returncode
+
+
+def test_a_deep_jsonl_line_is_named_and_deep_call_arguments_stay_text(tmp_path: Path) -> None:
+    from runner.importers.source import parse_arguments
+
+    ok = '{"messages": [{"role": "user", "content": "hi"}]}\n'
+    (tmp_path / "chat.jsonl").write_text(ok + '{"messages": ' + DEEP + "}\n")
+    proc = run_cli("import", "openai-messages", "chat.jsonl", "--out", "out", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-500:]
+    assert "chat.jsonl:2" in proc.stderr and "nested too deeply" in proc.stderr, proc.stderr
+    # a model's call arguments too deep to parse are kept as its text, marked not an object
+    assert parse_arguments('{"q": ' + DEEP + "}") == ({}, '{"q": ' + DEEP + "}", False)
 
 
 def test_tasks_extract_of_a_trace_holding_a_lone_surrogate(tmp_path: Path) -> None:

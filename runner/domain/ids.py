@@ -4,6 +4,9 @@ Invariants:
 - a valid id is a non-empty string of at most `MAX_ID_LENGTH` characters that is neither
   ``.`` nor ``..``, holds no path separator (``/``, ``\``), no character Windows forbids in file
   names (``<>:"|?*``), no control character, and does not start or end with a space or a dot;
+- a valid id is not a Windows device name (``CON``, ``PRN``, ``AUX``, ``NUL``, ``COM0``-``COM9``,
+  ``LPT0``-``LPT9``, also ``COM¹``-``³``/``LPT¹``-``³``), in any case and with any extension
+  (``aux.txt``): Windows opens the device instead of the file;
 - within one namespace (`IdSet`) two ids that differ only in case are a collision, because
   macOS and Windows file systems would map them to the same file;
 - run ids come from an injected `IdFactory`, so tests get deterministic ids without patching.
@@ -22,6 +25,14 @@ from runner.errors import InputError
 MAX_ID_LENGTH = 128
 
 _FORBIDDEN = frozenset('/\\<>:"|?*')
+_DEVICE_NAMES = frozenset(
+    ["CON", "PRN", "AUX", "NUL"]
+    + [
+        f"{port}{n}"
+        for port in ("COM", "LPT")
+        for n in [*"0123456789", "\u00b9", "\u00b2", "\u00b3"]
+    ]
+)
 
 IdFactory = Callable[[], str]
 """Makes a fresh run id on each call (the result is validated by `validate_id`)."""
@@ -53,7 +64,20 @@ def id_problem(value: object) -> str | None:
         return f"{value!r} contains a control or unprintable character"
     if value != value.strip(" ") or value.endswith("."):
         return f"{value!r} starts or ends with a space or ends with a dot"
+    if is_device_name(value):
+        return (
+            f"{value!r} names a Windows device (CON, PRN, AUX, NUL, COM1-9, LPT1-9, any extension)"
+        )
     return None
+
+
+def is_device_name(value: str) -> bool:
+    """Whether Windows would open a device for the file name ``value``.
+
+    True when the part before the first dot (spaces at its end ignored, as Windows does), in any
+    case, is a reserved device name: ``aux``, ``Nul.txt``, ``COM1.tar.gz``.
+    """
+    return value.split(".", 1)[0].rstrip(" ").upper() in _DEVICE_NAMES
 
 
 def validate_id(

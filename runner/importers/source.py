@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.domain.ids import MAX_ID_LENGTH, IdSet, id_problem
+from runner.domain.ids import MAX_ID_LENGTH, IdSet, id_problem, is_device_name
 from runner.errors import InputError
 
 __all__ = [
@@ -181,8 +181,9 @@ def derive_id(text: str, taken: IdSet) -> str:
     """A valid, unused id made from ``text`` (`runner.domain.ids` rules).
 
     Forbidden and control characters and whitespace become ``_``; leading/trailing dots and
-    spaces are dropped; a case-insensitive clash with an id in ``taken`` (an `IdSet`) gets
-    ``-2``, ``-3``, ... appended. The id is added to ``taken``.
+    spaces are dropped; a Windows device name (``con``) gets a leading ``_``; a case-insensitive
+    clash with an id in ``taken`` (an `IdSet`) gets ``-2``, ``-3``, ... appended. The id is
+    added to ``taken``.
     """
     cleaned = (
         "".join(
@@ -192,6 +193,8 @@ def derive_id(text: str, taken: IdSet) -> str:
         or "run"
     )
     cleaned = cleaned[: MAX_ID_LENGTH - 8].rstrip(" .")
+    if is_device_name(cleaned):  # aux.txt would open a device on Windows; _aux.txt does not
+        cleaned = f"_{cleaned}"
     if id_problem(cleaned) is not None:
         cleaned = "run"
     candidate, n = cleaned, 1

@@ -198,17 +198,28 @@ def test_task_ids_differing_only_in_case_or_normalisation_collide(tmp_path: Path
     assert [e.fields.get("line") for e in loaded.errors] == [2, 4, 6]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: Windows reserved device names (CON, NUL, COM1, LPT1, aux.txt) pass the id "
-    "rules (runner/domain/ids.py id_problem), though SPEC.md asks ids to be safe file names "
-    "on Windows",
-)
 @pytest.mark.parametrize("task_id", ["CON", "nul", "COM1", "LPT1", "aux.txt"])
 def test_windows_reserved_names_are_rejected_as_ids(task_id: str) -> None:
     from runner.domain.ids import id_problem
 
     assert id_problem(task_id) is not None
+
+
+@pytest.mark.parametrize("task_id", ["console", "com10", "lpt", "auxiliary.txt", "x.con", "_aux"])
+def test_names_that_only_look_like_devices_stay_valid(task_id: str) -> None:
+    from runner.domain.ids import id_problem
+
+    assert id_problem(task_id) is None
+
+
+def test_imported_ids_that_are_device_names_get_a_prefix() -> None:
+    from runner.domain.ids import IdSet, id_problem
+    from runner.importers.source import derive_id
+
+    taken = IdSet()
+    derived = [derive_id(text, taken) for text in ("con", "Aux.txt", "nul")]
+    assert derived == ["_con", "_Aux.txt", "_nul"]
+    assert all(id_problem(d) is None for d in derived)
 
 
 # --- workflows and policies ---------------------------------------------------------------------

@@ -278,6 +278,16 @@ class ReplayProvider:
         return response
 
 
+def _timeout_response() -> ProviderResponse:
+    return ProviderResponse(
+        body=None,
+        error={
+            "class": "ProviderTimeout",
+            "message": "the episode deadline passed before the model provider answered",
+        },
+    )
+
+
 class DeadlineProvider:
     """Wraps a provider so that a hanging model function cannot hold an episode past its deadline.
 
@@ -303,7 +313,15 @@ class DeadlineProvider:
         self.on_timeout = on_timeout
 
     def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
-        """Answer through the inner provider, or with an error turn once the deadline passed."""
+        """Answer through the inner provider, or with an error turn once the deadline passed.
+
+        A request that arrives after the deadline is refused without calling the inner
+        provider: a sandbox that queued many requests before being killed must not start a
+        (paid) model call for each of them.
+        """
+        if self.remaining_s() <= 0:
+            self.on_timeout()
+            return _timeout_response()
         box: list[ProviderResponse | BaseException] = []
 
         def work() -> None:
@@ -317,13 +335,7 @@ class DeadlineProvider:
         worker.join(max(self.remaining_s(), 0.0))
         if not box:
             self.on_timeout()
-            return ProviderResponse(
-                body=None,
-                error={
-                    "class": "ProviderTimeout",
-                    "message": "the episode deadline passed while the model provider was answering",
-                },
-            )
+            return _timeout_response()
         if isinstance(box[0], BaseException):
             raise box[0]
         return box[0]

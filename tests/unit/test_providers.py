@@ -162,3 +162,20 @@ def test_deadline_provider_answers_in_time_or_with_timeout_error() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         DeadlineProvider(ScriptedProvider(interrupt), lambda: 5.0).complete(REQUEST, "model")
+
+
+def test_deadline_provider_starts_no_call_after_the_deadline() -> None:
+    from runner.orchestrator.providers import DeadlineProvider
+
+    calls: list[dict[str, Any]] = []
+    timeouts: list[bool] = []
+
+    def model(request: dict[str, Any]) -> dict[str, Any]:
+        calls.append(request)
+        return {"model": "m"}
+
+    late = DeadlineProvider(ScriptedProvider(model), lambda: 0.0, lambda: timeouts.append(True))
+    for _ in range(3):
+        response = late.complete(REQUEST, "model")
+        assert response.error is not None and response.error["class"] == "ProviderTimeout"
+    assert calls == [] and timeouts == [True, True, True]

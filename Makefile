@@ -60,7 +60,7 @@ demo:
 	@bash examples/demo.sh
 
 lint: setup
-	$(BIN)/ruff check runner tests
-	$(BIN)/ruff format --check runner tests
+	$(BIN)/ruff check runner tests bench examples
+	$(BIN)/ruff format --check runner tests bench examples
 	$(BIN)/mypy
 bench: setup ensure-image ; $(BIN)/python bench/bench_submit.py  # submit vs bare containers (bench/README.md)

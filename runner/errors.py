@@ -30,8 +30,16 @@ EXIT_INFRA = 6
 EXIT_INTERRUPTED = 130
 
 # SPEC.md: "With several inputs, the worst wins, in the order 130, 6, 2, 5, 3, 4, 1, 0."
-_SEVERITY = (EXIT_INTERRUPTED, EXIT_INFRA, EXIT_INPUT, EXIT_REFUSED, EXIT_INELIGIBLE,
-             EXIT_CEILING, EXIT_NEGATIVE, EXIT_OK)
+_SEVERITY = (
+    EXIT_INTERRUPTED,
+    EXIT_INFRA,
+    EXIT_INPUT,
+    EXIT_REFUSED,
+    EXIT_INELIGIBLE,
+    EXIT_CEILING,
+    EXIT_NEGATIVE,
+    EXIT_OK,
+)
 
 
 def worst_exit_code(*codes: int) -> int:
@@ -77,8 +85,15 @@ class InputError(SandboxReplayError):
 
     exit_code = EXIT_INPUT
 
-    def __init__(self, message: str, *, file: Optional[str] = None, line: Optional[int] = None,
-                 field: Optional[str] = None, **fields: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: Optional[str] = None,
+        line: Optional[int] = None,
+        field: Optional[str] = None,
+        **fields: Any,
+    ) -> None:
         where = ""
         if file is not None:
             where = str(file) + (f":{line}" if line is not None else "") + ": "

@@ -40,12 +40,16 @@ def respond(request: Dict[str, Any]) -> Dict[str, Any]:
         message: Dict[str, Any] = {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{
-                "id": "call_kb_1",
-                "type": "function",
-                "function": {"name": _function_name(request, "kb.search"),
-                             "arguments": json.dumps({"query": question})},
-            }],
+            "tool_calls": [
+                {
+                    "id": "call_kb_1",
+                    "type": "function",
+                    "function": {
+                        "name": _function_name(request, "kb.search"),
+                        "arguments": json.dumps({"query": question}),
+                    },
+                }
+            ],
         }
         finish = "tool_calls"
     else:
@@ -66,6 +70,9 @@ def respond(request: Dict[str, Any]) -> Dict[str, Any]:
         "object": "chat.completion",
         "model": MODEL_ID,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }

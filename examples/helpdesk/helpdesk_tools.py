@@ -47,7 +47,7 @@ def search_kb(query: str, limit: int = 2) -> List[dict]:
 def draft_reply(customer_name: str, subject: str, advice: Optional[str] = None) -> str:
     first = customer_name.split()[0] if customer_name else "there"
     body = advice if advice else "We have received your request and will get back to you."
-    return f"Hi {first}, about \"{subject}\": {body}"
+    return f'Hi {first}, about "{subject}": {body}'
 
 
 @tool("notes.append", effect=Effect.LOCAL, description="Append a note to the run's scratch file.")

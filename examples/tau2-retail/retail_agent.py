@@ -110,9 +110,7 @@ def _next_message(request: Dict[str, Any], with_products: bool) -> Dict[str, Any
     messages = request["messages"]
     offered = {t["function"]["name"] for t in request.get("tools") or []}
     step = sum(1 for m in messages if m.get("role") == "assistant")
-    called = {
-        c["function"]["name"] for m in messages for c in (m.get("tool_calls") or [])
-    }
+    called = {c["function"]["name"] for m in messages for c in (m.get("tool_calls") or [])}
     got = _results(messages)
     if step == 0:
         found = identify(_scenario(messages))
@@ -139,8 +137,9 @@ def _next_message(request: Dict[str, Any], with_products: bool) -> Dict[str, Any
     wants_products = with_products and "get_product_details" in offered
     if wants_products and products and "get_product_details" not in called:
         return _calls("get_product_details", [{"product_id": p} for p in products], step)
-    lines = ["Account {}: {} order(s) on file.".format(
-        user_ids[0] if user_ids else "?", len(orders))]
+    lines = [
+        "Account {}: {} order(s) on file.".format(user_ids[0] if user_ids else "?", len(orders))
+    ]
     for order in found_orders:
         items = ", ".join(str(i.get("name")) for i in order.get("items") or [])
         lines.append("{} ({}): {}".format(order.get("order_id"), order.get("status"), items))

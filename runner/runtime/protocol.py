@@ -76,17 +76,38 @@ RUN_DIR = "/sandbox/run"
 RUNTIME_ROOT = "/opt/sandbox-replay"
 TOOLS_DIR = "/sandbox/tools"
 
-RUN_SPEC_KEYS = ("run_id", "mode", "workflow", "workflow_source", "task", "clock", "seed",
-                 "recorded_calls", "tool_paths", "modules")
+RUN_SPEC_KEYS = (
+    "run_id",
+    "mode",
+    "workflow",
+    "workflow_source",
+    "task",
+    "clock",
+    "seed",
+    "recorded_calls",
+    "tool_paths",
+    "modules",
+)
 
 # Upper bound of one protocol line, bytes. The host reports a longer line as
 # ``message_too_large`` (with its size) and keeps parsing what follows.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 MESSAGE_TYPES_FROM_RUNTIME = frozenset(
-    {"hello", "step", "call", "model_request", "egress", "coverage", "meter", "episode", "error",
-     "divergence",  # divergence: sent by runtime/calls.py; the host lists them in the end line
-     "manifest"})  # manifest: mode "manifest" only (runtime/manifest.py), instead of episode
+    {
+        "hello",
+        "step",
+        "call",
+        "model_request",
+        "egress",
+        "coverage",
+        "meter",
+        "episode",
+        "error",
+        "divergence",  # divergence: sent by runtime/calls.py; the host lists them in the end line
+        "manifest",
+    }
+)  # manifest: mode "manifest" only (runtime/manifest.py), instead of episode
 MESSAGE_TYPES_FROM_HOST = frozenset({"start", "model_response", "shutdown"})
 
 
@@ -101,8 +122,9 @@ def encode(message: Dict[str, Any]) -> bytes:
     """
     if "type" not in message:
         raise ValueError("protocol message without a type")
-    return (json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-            + "\n").encode("ascii")
+    return (
+        json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n"
+    ).encode("ascii")
 
 
 def decode(line: bytes) -> Dict[str, Any]:

@@ -31,8 +31,11 @@ def _env(state: Path, image: str) -> dict[str, str]:
 
 def test_runs_ceiling_of_ten_gives_ten_complete_runs(tmp_path: Path, sandbox_image: str) -> None:
     done = subprocess.run(
-        [*CLI, "submit", "--json", "--variant", "v1.yaml", "--variant", "v2.yaml"]
-        + ["--tasks", "tasks.jsonl", "--ceiling-runs", "10"],
+        [
+            *CLI,
+            *("submit", "--json", "--variant", "v1.yaml", "--variant", "v2.yaml"),
+            *("--tasks", "tasks.jsonl", "--ceiling-runs", "10"),
+        ],
         cwd=HELPDESK,
         env=_env(tmp_path / "state", sandbox_image),
         capture_output=True,

@@ -27,13 +27,21 @@ from fakehost import (
     write_run_dir,
 )
 
-PURE_WF = {"name": "w", "version": "1", "model": None,
-           "steps": [{"id": "add", "tool": "math.add", "args": {"a": 1, "b": 2}}]}
+PURE_WF = {
+    "name": "w",
+    "version": "1",
+    "model": None,
+    "steps": [{"id": "add", "tool": "math.add", "args": {"a": 1, "b": 2}}],
+}
 
 
 def _run_dir(tmp_path: Path, workflow: dict = PURE_WF, dispositions: dict | None = None) -> Path:
-    return write_run_dir(tmp_path / "run", workflow, {"task_id": "t", "input": {}},
-                         manifest_for(dispositions or {"math.add": "execute"}))
+    return write_run_dir(
+        tmp_path / "run",
+        workflow,
+        {"task_id": "t", "input": {}},
+        manifest_for(dispositions or {"math.add": "execute"}),
+    )
 
 
 def test_hello_first_then_waits_for_start(tmp_path: Path) -> None:
@@ -72,8 +80,12 @@ def test_shutdown_before_start_exits_at_once(tmp_path: Path) -> None:
 
 
 def test_shutdown_while_waiting_for_a_model_turn(tmp_path: Path) -> None:
-    workflow = {"name": "w", "version": "1", "model": {"provider": "scripted"},
-                "steps": [{"id": "a", "agent": {"tools": [], "max_turns": 2}}]}
+    workflow = {
+        "name": "w",
+        "version": "1",
+        "model": {"provider": "scripted"},
+        "steps": [{"id": "a", "agent": {"tools": [], "max_turns": 2}}],
+    }
     proc = spawn(_run_dir(tmp_path, workflow), tmp_path)
     try:
         assert read_message(proc)["type"] == "hello"  # type: ignore[index]
@@ -102,8 +114,12 @@ def test_eof_on_stdin_ends_the_runtime(tmp_path: Path) -> None:
 
 
 def test_print_from_a_tool_never_reaches_the_channel(tmp_path: Path) -> None:
-    workflow = {"name": "w", "version": "1", "model": None,
-                "steps": [{"id": "p", "tool": "misc.print", "args": {}}]}
+    workflow = {
+        "name": "w",
+        "version": "1",
+        "model": None,
+        "steps": [{"id": "p", "tool": "misc.print", "args": {}}],
+    }
     result = run_runtime(_run_dir(tmp_path, workflow, {"misc.print": "execute"}), tmp_path)
     assert result.returncode == 0
     assert [m["type"] for m in result.messages].count("episode") == 1
@@ -114,8 +130,12 @@ def test_print_from_a_tool_never_reaches_the_channel(tmp_path: Path) -> None:
 
 
 def test_a_tool_reading_stdin_gets_end_of_file(tmp_path: Path) -> None:
-    workflow = {"name": "w", "version": "1", "model": None,
-                "steps": [{"id": "s", "tool": "misc.stdin", "args": {}}]}
+    workflow = {
+        "name": "w",
+        "version": "1",
+        "model": None,
+        "steps": [{"id": "s", "tool": "misc.stdin", "args": {}}],
+    }
     proc = spawn(_run_dir(tmp_path, workflow, {"misc.stdin": "execute"}), tmp_path)
     try:
         assert read_message(proc)["type"] == "hello"  # type: ignore[index]
@@ -158,32 +178,58 @@ def test_code_that_differs_from_the_manifest_refuses_to_start(tmp_path: Path) ->
 
 @pytest.mark.skipif(not os.path.exists(PY39), reason="no Python 3.9 interpreter here")
 def test_key_paths_run_on_python_3_9(tmp_path: Path) -> None:
-    workflow = {"name": "w", "version": "1", "model": {"provider": "scripted"}, "steps": [
-        {"id": "add", "tool": "math.add", "args": {"a": 1, "b": 2}},
-        {"id": "p", "tool": "misc.print", "args": {}},
-        {"id": "child", "tool": "net.child", "args": {"port": 9}},
-        {"id": "true", "tool": "proc.true", "args": {}},
-        {"id": "agent", "agent": {"tools": ["kb.search", "text.upper"], "max_turns": 3}},
-        {"id": "deny", "tool": "misc.direct_unsafe", "args": {}}]}
-    dispositions = {"math.add": "execute", "misc.print": "execute", "net.child": "execute",
-                    "proc.true": "execute", "kb.search": "recorded", "text.upper": "execute",
-                    "misc.direct_unsafe": "execute"}
-    task = {"task_id": "t", "input": {}, "observations": [
-        {"tool": "kb.search", "args": {"query": "q"}, "body": "[1]", "body_encoding": "text"}]}
+    workflow = {
+        "name": "w",
+        "version": "1",
+        "model": {"provider": "scripted"},
+        "steps": [
+            {"id": "add", "tool": "math.add", "args": {"a": 1, "b": 2}},
+            {"id": "p", "tool": "misc.print", "args": {}},
+            {"id": "child", "tool": "net.child", "args": {"port": 9}},
+            {"id": "true", "tool": "proc.true", "args": {}},
+            {"id": "agent", "agent": {"tools": ["kb.search", "text.upper"], "max_turns": 3}},
+            {"id": "deny", "tool": "misc.direct_unsafe", "args": {}},
+        ],
+    }
+    dispositions = {
+        "math.add": "execute",
+        "misc.print": "execute",
+        "net.child": "execute",
+        "proc.true": "execute",
+        "kb.search": "recorded",
+        "text.upper": "execute",
+        "misc.direct_unsafe": "execute",
+    }
+    task = {
+        "task_id": "t",
+        "input": {},
+        "observations": [
+            {"tool": "kb.search", "args": {"query": "q"}, "body": "[1]", "body_encoding": "text"}
+        ],
+    }
     run_dir = write_run_dir(tmp_path / "run", workflow, task, manifest_for(dispositions))
-    model = scripted([completion(None, [("kb.search", {"query": "q"}),
-                                        ("text.upper", {"text": "a"})]),
-                      completion("done")])
+    model = scripted(
+        [
+            completion(None, [("kb.search", {"query": "q"}), ("text.upper", {"text": "a"})]),
+            completion("done"),
+        ]
+    )
     result = run_runtime(run_dir, tmp_path, model=model, python=PY39)
     assert result.messages[0]["python"].startswith("3.9."), result.stderr
     assert result.returncode == 0, result.stderr
     assert [c["body"] for c in result.calls[:4]] == ["3", '"printed"', "0", "0"]
     assert [c["tool"] for c in result.calls[4:]] == [
-        "model", "kb.search", "text.upper", "model", "misc.direct_unsafe"]
+        "model",
+        "kb.search",
+        "text.upper",
+        "model",
+        "misc.direct_unsafe",
+    ]
     assert result.calls[5]["body"] == "[1]" and result.calls[6]["body"] == '"A"'
     egress = result.of("egress")
     assert [(e["attempt"]["address"], e["attempt"]["port"], e.get("child")) for e in egress] == [
-        ("127.0.0.1", 9, True)]
+        ("127.0.0.1", 9, True)
+    ]
     assert [c["program"] for c in result.of("coverage")] == ["/bin/true"]
     assert result.episode["status"] == "denied"
     assert result.episode["failure"]["error_class"] == "runner.errors.CapabilityDenied"

@@ -23,7 +23,7 @@ and ``unsafe`` tools never run in reproduce: they get ``meta.result`` (`tool_lev
 import contextlib
 from typing import Any, Dict, Iterator, List, Optional
 
-from runner import sdk
+from runner import httpio, sdk
 from runner.runtime.errors import UnrecordedCall
 from runner.traceformat import decode_body, encode_body
 
@@ -35,11 +35,11 @@ _BODY_KEYS = ("body", "body_encoding", "truncated", "original_length", "sha256")
 def capture() -> Iterator[List[Dict[str, Any]]]:
     """Collect the exchanges the SDK helper makes while the block runs."""
     sink: List[Dict[str, Any]] = []
-    token = sdk._HTTP_SINK.set(sink)
+    token = httpio.HTTP_SINK.set(sink)
     try:
         yield sink
     finally:
-        sdk._HTTP_SINK.reset(token)
+        httpio.HTTP_SINK.reset(token)
 
 
 def apply_exchanges(
@@ -169,7 +169,7 @@ def served_by_code(record: Dict[str, Any], tool_id: str) -> Iterator[None]:
         }
 
     allowed = sdk._active_allowed()
-    token = sdk._HTTP_SOURCE.set(source)
+    token = httpio.HTTP_SOURCE.set(source)
     try:
         if allowed is None:
             yield
@@ -177,4 +177,4 @@ def served_by_code(record: Dict[str, Any], tool_id: str) -> Iterator[None]:
             with sdk.replay_context(allowed | {tool_id}):
                 yield
     finally:
-        sdk._HTTP_SOURCE.reset(token)
+        httpio.HTTP_SOURCE.reset(token)

@@ -26,6 +26,8 @@ ALLOWED_FILES = {
     PACKAGE / "errors.py",
     PACKAGE / "traceformat.py",
     PACKAGE / "recording.py",  # runner.sdk.record: record mode in a user's own process
+    PACKAGE / "toolschema.py",  # runner.sdk: argument schemas and their hash
+    PACKAGE / "httpio.py",  # runner.sdk: the recording HTTP helper
     *(PACKAGE / "runtime").rglob("*.py"),
 }
 STARTS = sorted(ALLOWED_FILES - {PACKAGE / "__init__.py"})
@@ -121,7 +123,11 @@ def test_in_sandbox_code_imports_only_the_standard_library() -> None:
 @pytest.mark.skipif(not Path(PY39).exists(), reason="python3.9 not installed here")
 def test_imports_on_python_39() -> None:
     done = subprocess.run(
-        [PY39, "-c", "import runner.sdk, runner.traceformat, runner.runtime.protocol"],
+        [
+            PY39,
+            "-c",
+            "import runner.sdk, runner.httpio, runner.toolschema, runner.traceformat, runner.runtime.protocol",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -126,7 +126,8 @@ def test_imports_on_python_39() -> None:
         [
             PY39,
             "-c",
-            "import runner.sdk, runner.httpio, runner.toolschema, runner.traceformat, runner.runtime.protocol",
+            "import runner.sdk, runner.httpio, runner.toolschema, runner.traceformat,"
+            " runner.runtime.protocol",
         ],
         cwd=ROOT,
         capture_output=True,

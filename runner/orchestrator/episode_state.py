@@ -95,7 +95,11 @@ class EpisodeState:
             self.protocol_error = f"first message was {kind!r}, not hello"
             self.wants_kill = "protocol_error"
             return []
-        handler = getattr(self, f"_on_{kind}")
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is None:  # a protocol type with no place in an episode (e.g. ``manifest``)
+            self.protocol_error = f"unexpected message {kind!r} during an episode"
+            self.wants_kill = "protocol_error"
+            return []
         result: list[dict[str, Any]] = handler(message, provider)
         return result
 

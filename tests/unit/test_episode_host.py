@@ -66,6 +66,13 @@ FAKE_RUNTIME = textwrap.dedent(
             send({"type": "model_request", "id": "m%d" % i, "role": "model",
                   "request": {"model": "x", "messages": [{"role": "user", "content": "hi"}]}})
         time.sleep(60)
+    if mode in ("manifest", "manifest_then_requests"):  # tool code on the private fd
+        send({"type": "manifest", "modules": []})
+        for i in range(50 if mode == "manifest_then_requests" else 0):
+            send({"type": "model_request", "id": "k%d" % i, "role": "model",
+                  "request": {"model": "x", "messages": [{"role": "user", "content": "hi"}]}})
+            time.sleep(0.01)
+        time.sleep(60)
     if mode == "runtime_error":
         send({"type": "error", "class": "ImportError", "message": "no module x"})
         recv(); sys.exit(1)
@@ -391,4 +398,15 @@ def test_output_over_the_total_cap_is_killed_and_recorded(setup: SimpleNamespace
     assert result.status == "failed" and "total-output cap" in end["reason"]
     assert end["channel"]["truncated"] is True and end["channel"]["stdout_bytes"] == 200_000
     assert end["sandbox"]["killed_for"] == "output_limit"
+    assert backend.sandboxes[0].proc.poll() is not None
+
+
+def test_unhandled_protocol_message_is_a_protocol_error_with_a_complete_trace(
+    setup: SimpleNamespace,
+) -> None:
+    result, lines, backend = _run(setup, "manifest")
+    end = lines[-1]
+    assert end["type"] == "end" and result.status == "infra_error"
+    assert "protocol error" in end["reason"] and "'manifest'" in end["reason"]
+    assert end["sandbox"]["killed_for"] == "protocol_error"
     assert backend.sandboxes[0].proc.poll() is not None

@@ -15,8 +15,9 @@ runs already started: they fit and finish. Calls are refused after an interrupti
 or USD stop (`StopSignal.refuses_calls`).
 
 Invariant: the spend forwarded never exceeds what was reserved on a bounded dimension, because
-the forwarded request's ``max_tokens`` is capped at the value the estimate used, and the prompt
-estimate (bytes of the canonical request) is an upper bound of its tokens.
+the forwarded request's ``max_tokens`` / ``max_completion_tokens`` are capped at the value the
+estimate used, the estimate reserves ``n`` completions of that cap, and the prompt estimate
+(bytes of the canonical request) is an upper bound of its tokens.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ __all__ = ["CEILING_ERROR_CLASS", "MeteredProvider", "StopSignal"]
 
 # The error class of a refused turn; the episode driver classifies such a run ``ceiling_reached``.
 CEILING_ERROR_CLASS = "CeilingReached"
+
+# Request fields that bound one completion's tokens; each is capped at ``max_tokens``.
+_CAP_FIELDS = ("max_tokens", "max_completion_tokens")
+
+
+def _is_count(value: Any) -> bool:
+    """True for a non-negative int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class StopSignal:
@@ -130,11 +139,24 @@ class MeteredProvider:
         self.charged = Amount()
 
     def _forwarded(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the request to forward: every completion-token cap at most ``max_tokens``.
+
+        ``max_completion_tokens`` (the newer name, which reasoning models require) is capped
+        when the request names it; otherwise ``max_tokens`` is capped or added. ``n`` is left as
+        asked (the trace records the sandbox's request, so changing it would hide what was
+        asked) and `_estimate` reserves ``n`` completions; an ``n`` that is not a positive
+        integer is set to 1 so that the provider cannot read it as more.
+        """
         payload = dict(request)
-        if self.max_tokens is not None:
-            asked = payload.get("max_tokens")
-            if not isinstance(asked, int) or isinstance(asked, bool) or asked > self.max_tokens:
-                payload["max_tokens"] = self.max_tokens
+        if self.max_tokens is None:
+            return payload
+        fields = [f for f in _CAP_FIELDS if f in payload] or ["max_tokens"]
+        for name in fields:
+            asked = payload.get(name)
+            if not (_is_count(asked) and int(asked) <= self.max_tokens):
+                payload[name] = self.max_tokens
+        if "n" in payload and not (_is_count(payload["n"]) and payload["n"] >= 1):
+            payload["n"] = 1
         return payload
 
     def _estimate(self, payload: Mapping[str, Any]) -> Amount:
@@ -142,7 +164,9 @@ class MeteredProvider:
         tokens_in = len(canonical_json(prompt).encode("utf-8")) + 8 * len(
             payload.get("messages") or []
         )
-        tokens_out = int(payload.get("max_tokens") or 0)
+        caps = [int(payload[f]) for f in _CAP_FIELDS if _is_count(payload.get(f))]
+        choices = int(payload["n"]) if _is_count(payload.get("n")) else 1
+        tokens_out = max(caps, default=0) * max(1, choices)
         model = str(payload.get("model") or self.model or "")
         try:
             usd = estimate_usd(self.prices, model, tokens_in, tokens_out)

@@ -152,7 +152,7 @@ class MeteredProvider:
             return payload
         fields = [f for f in _CAP_FIELDS if f in payload] or ["max_tokens"]
         for name in fields:
-            asked = payload.get(name)
+            asked: Any = payload.get(name)
             if not (_is_count(asked) and int(asked) <= self.max_tokens):
                 payload[name] = self.max_tokens
         if "n" in payload and not (_is_count(payload["n"]) and payload["n"] >= 1):

@@ -174,6 +174,9 @@ class EpisodeState:
     def _on_model_request(
         self, message: dict[str, Any], provider: ModelProvider | None
     ) -> list[dict[str, Any]]:
+        if self.killed_for or self.wants_kill:  # buffered by a killed sandbox: never paid for
+            log.info("model_request_after_kill", run_id=self.prepared.run_id, id=message.get("id"))
+            return []
         role = message.get("role", "model")
         request = message.get("request")
         if provider is None:

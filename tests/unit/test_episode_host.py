@@ -410,3 +410,25 @@ def test_unhandled_protocol_message_is_a_protocol_error_with_a_complete_trace(
     assert "protocol error" in end["reason"] and "'manifest'" in end["reason"]
     assert end["sandbox"]["killed_for"] == "protocol_error"
     assert backend.sandboxes[0].proc.poll() is not None
+
+
+def test_model_requests_buffered_by_a_killed_sandbox_never_reach_the_provider(
+    setup: SimpleNamespace,
+) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def counting(request: dict[str, Any]) -> dict[str, Any]:
+        calls.append(request)
+        return _model(request)
+
+    backend = SubprocessBackend([sys.executable, "-u", str(setup.script), "manifest_then_requests"])
+    result = run_episode(
+        setup.request,
+        backend=backend,
+        settings=setup.settings,
+        provider=ScriptedProvider(counting),
+        id_factory=sequential_ids(),
+    )
+    end = json.loads(result.trace_path.read_text().splitlines()[-1])
+    assert end["sandbox"]["killed_for"] == "protocol_error"
+    assert calls == [] and end["meter"]["model_calls"] == 0 and end["meter"]["usd"] == 0.0

@@ -12,7 +12,8 @@ A model call reserves tokens and USD only, never a run: a run reserved its ``run
 sandbox seconds) before it started. So a stop caused by the runs or sandbox-seconds ceiling (the
 scheduler could not start the next run) stops dispatch but does not refuse the model calls of
 runs already started: they fit and finish. Calls are refused after an interruption or a tokens
-or USD stop (`StopSignal.refuses_calls`).
+or USD stop (`StopSignal.refuses_calls`). A call naming a model the price table lacks is refused
+(``CeilingReached``, naming the model) when the USD ceiling is bounded, without stopping the job.
 
 Invariant: the spend forwarded never exceeds what was reserved on a bounded dimension, because
 the forwarded request's ``max_tokens`` / ``max_completion_tokens`` are capped at the value the
@@ -28,7 +29,7 @@ from typing import Any
 
 import structlog
 
-from runner.errors import CeilingReached
+from runner.errors import CeilingReached, InputError
 from runner.ledger import Amount, CeilingGuard, estimate_usd
 from runner.orchestrator.openai_provider import response_usd
 from runner.orchestrator.providers import ModelProvider, ProviderResponse
@@ -170,7 +171,17 @@ class MeteredProvider:
         model = str(payload.get("model") or self.model or "")
         try:
             usd = estimate_usd(self.prices, model, tokens_in, tokens_out)
-        except Exception:  # an unpriced model: the plan named it; the USD bound is unknown
+        except InputError:
+            # an unpriced model: the USD bound is unknown; only an unbounded USD ceiling may
+            # forward it (estimating 0 would let it settle above the ceiling)
+            if self.guard.ceiling("replay").usd is not None:
+                raise CeilingReached(
+                    f"model {model or '<no model id>'!r} has no price in the policy's table and "
+                    "the replay USD ceiling is bounded: the call cannot be reserved",
+                    purpose="replay",
+                    limit="usd",
+                    model=model or None,
+                ) from None
             usd = 0.0
         return Amount(tokens_in=tokens_in, tokens_out=tokens_out, usd=usd)
 
@@ -183,12 +194,17 @@ class MeteredProvider:
         if self.stop.refuses_calls:
             return self._refuse(f"replay stopped ({self.stop.reason}): {self.stop.message}")
         payload = self._forwarded(request)
+        try:
+            estimate = self._estimate(payload)
+        except CeilingReached as exc:  # unpriced: this call only, the job goes on
+            log.warning("model_call_unpriced", run_key=self.run_key, **exc.fields)
+            return self._refuse(str(exc))
         key = f"{self.run_key}/call/{self.calls}"
         self.calls += 1
         try:
             reservation = self.guard.reserve(
                 "replay",
-                self._estimate(payload),
+                estimate,
                 key=key,
                 kind="model_call",
                 variant=self.variant,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from runner.ledger import Ceiling, CeilingGuard, Ledger
-from runner.orchestrator.metering import MeteredProvider, StopSignal
+from runner.orchestrator.metering import CEILING_ERROR_CLASS, MeteredProvider, StopSignal
 from runner.orchestrator.providers import ProviderResponse
 
 PRICES = {"m-1": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 10.0}}
@@ -91,3 +91,21 @@ def test_a_bad_n_is_forwarded_as_one(ledger: Ledger) -> None:
     metered = _metered(ledger, inner, Ceiling(tokens=100_000))
     metered.complete({"model": "m-1", "messages": [], "n": "4"}, "model")
     assert inner.forwarded[0]["n"] == 1
+
+
+def test_an_unpriced_model_is_refused_under_a_bounded_usd_ceiling(ledger: Ledger) -> None:
+    inner = _WorstCase()
+    metered = _metered(ledger, inner, Ceiling(usd=1.0))
+    served = metered.complete({"model": "unpriced-9", "messages": []}, "model")
+    assert served.error is not None
+    assert served.error["class"] == CEILING_ERROR_CLASS
+    assert "unpriced-9" in served.error["message"]
+    assert inner.forwarded == [] and ledger.charges("job") == []
+    assert not metered.stop.is_set()
+
+
+def test_an_unpriced_model_is_forwarded_when_usd_is_unbounded(ledger: Ledger) -> None:
+    inner = _WorstCase()
+    metered = _metered(ledger, inner, Ceiling(tokens=100_000))
+    served = metered.complete({"model": "unpriced-9", "messages": []}, "model")
+    assert served.error is None and len(inner.forwarded) == 1

@@ -210,7 +210,30 @@ def outcome_of(end: Mapping[str, Any] | None) -> dict[str, Any]:
     """``{status, failure, failure_signature, output}`` of an end line (``{}`` when None)."""
     if end is None:
         return {}
-    return {k: end.get(k) for k in ("status", "failure", "failure_signature", "output")}
+    outcome = {k: end.get(k) for k in ("status", "failure", "output")}
+    return dict(outcome, failure_signature=signature_of(end))
+
+
+def signature_of(end: Mapping[str, Any]) -> str | None:
+    """The end line's ``failure_signature``, computed from ``failure`` when it is absent.
+
+    The schema makes the signature optional: an end line with ``failure`` fields but no
+    signature still compares (``runner.traceformat.failure_signature``). None when neither
+    is usable.
+    """
+    recorded = end.get("failure_signature")
+    if isinstance(recorded, str):
+        return recorded
+    failure = end.get("failure")
+    if not isinstance(failure, Mapping):
+        return None
+    index, tool, error_class = (failure.get(k) for k in ("call_index", "tool", "error_class"))
+    code = failure.get("exit_code", end.get("exit_code"))
+    if isinstance(index, bool) or not isinstance(index, int) or not isinstance(code, int):
+        return None
+    if not (isinstance(tool, str) and isinstance(error_class, str)):
+        return None
+    return failure_signature(index, tool, error_class, code)
 
 
 def verdict(
@@ -227,7 +250,7 @@ def verdict(
     divergences = list(replayed_end.get("divergences") or [])
     difference = first_difference(recorded_calls, replayed_calls, divergences)
     same_status = recorded_end.get("status") == replayed_end.get("status")
-    same_signature = recorded_end.get("failure_signature") == replayed_end.get("failure_signature")
+    same_signature = signature_of(recorded_end) == signature_of(replayed_end)
     same_output = recorded_end.get("status") != "succeeded" or canonical_json(
         recorded_end.get("output")
     ) == canonical_json(replayed_end.get("output"))

@@ -19,6 +19,7 @@ from runner.orchestrator.reproduce import Reproducer, ReproduceReport
 from runner.orchestrator.reproduce_diff import environment_diff, first_difference, verdict
 from runner.orchestrator.reproduce_inputs import expand_inputs, safe_extract
 from runner.settings import Settings
+from runner.traceformat import failure_signature
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 
@@ -62,6 +63,20 @@ def test_the_same_signature_and_calls_is_reproduced() -> None:
     assert verdict(CALLS, ok, CALLS, {"status": "succeeded", "output": 1})[0] == "reproduced"
     outcome, difference, reason = verdict(CALLS, ok, CALLS, {"status": "succeeded", "output": 2})
     assert (outcome, difference) == ("not_reproduced", None) and "another output" in reason
+
+
+def test_a_recorded_end_without_a_signature_compares_by_its_failure_fields() -> None:
+    failure = {"call_index": 2, "tool": "text.sum", "error_class": "KeyError", "exit_code": 1}
+    recorded = {"status": "failed", "exit_code": 1, "failure": failure}  # signature optional
+    replayed = {
+        "status": "failed",
+        "exit_code": 1,
+        "failure": dict(failure),
+        "failure_signature": failure_signature(2, "text.sum", "KeyError", 1),
+    }
+    assert verdict(CALLS, recorded, CALLS, replayed)[0] == "reproduced"
+    other = dict(replayed, failure_signature=failure_signature(2, "text.sum", "ValueError", 1))
+    assert verdict(CALLS, recorded, CALLS, other)[0] == "not_reproduced"
 
 
 def test_the_first_difference_is_the_earliest_call_whatever_found_it() -> None:

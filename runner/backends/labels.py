@@ -20,10 +20,11 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 PREFIX = "io.sandbox-replay"
 MANAGED = f"{PREFIX}.managed"
@@ -127,16 +128,56 @@ def owner_from_labels(labels: Mapping[str, str]) -> Owner | None:
         return None
 
 
+PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
+ERROR_ACCESS_DENIED = 5
+STILL_ACTIVE = 259
+
+
+def _win32_api() -> tuple[Any, Callable[[], int]]:  # pragma: no cover - Windows only
+    """kernel32 (handle-typed) and the thread's last error; tests replace this."""
+    if sys.platform == "win32":
+        import ctypes
+        from ctypes import wintypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        kernel32.OpenProcess.argtypes = (wintypes.DWORD, wintypes.BOOL, wintypes.DWORD)
+        kernel32.OpenProcess.restype = wintypes.HANDLE
+        kernel32.GetExitCodeProcess.argtypes = (wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD))
+        kernel32.GetExitCodeProcess.restype = wintypes.BOOL
+        kernel32.CloseHandle.argtypes = (wintypes.HANDLE,)
+        return kernel32, ctypes.get_last_error
+    raise OSError("kernel32 exists only on Windows")
+
+
+def _pid_exists_win32(pid: int) -> bool:
+    """Liveness through OpenProcess: ``os.kill(pid, 0)`` there sends CTRL_C_EVENT to a group."""
+    import ctypes
+
+    kernel32, last_error = _win32_api()
+    handle = kernel32.OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
+    if not handle:
+        return bool(last_error() == ERROR_ACCESS_DENIED)  # exists, another user's
+    try:
+        code = ctypes.c_ulong()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return True  # cannot tell: alive (never reap a live owner's sandboxes)
+        return code.value == STILL_ACTIVE
+    finally:
+        kernel32.CloseHandle(handle)
+
+
 def _pid_exists(pid: int) -> bool:
     if pid <= 0:
         return False
+    if sys.platform == "win32":
+        return _pid_exists_win32(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True  # exists, owned by another user
-    except OSError:  # pragma: no cover - e.g. Windows quirks: assume alive
+    except OSError:  # pragma: no cover - cannot tell: assume alive
         return True
     return True
 

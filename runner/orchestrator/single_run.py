@@ -4,6 +4,10 @@
 charges ``live``: SPEC.md, issue 6). The run is reserved before it starts (against the
 policy's ceiling of that purpose) and settled with the episode's actual spend when it ends;
 a run that never started is released, so nothing is charged for it.
+
+A run's sandbox seconds are charged from container start until after its teardown, so its
+reservation (`run_sandbox_s`) is the effective timeout (a settings override wins over the
+policy) plus the host's grace past the deadline (`RUN_GRACE_S`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,32 @@ from typing import Any
 
 from runner.domain.ids import timestamped_ids
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger, Purpose, run_key
+from runner.orchestrator.episode import (
+    KILL_DRAIN_S,
+    MIN_WRITE_S,
+    POLL_S,
+    SHUTDOWN_GRACE_S,
+    resource_limits,
+)
 from runner.settings import Settings
+
+# Seconds a run may be charged past its timeout: the deadline is checked once a poll, a write
+# past it still gets MIN_WRITE_S, the killed sandbox's output is drained up to KILL_DRAIN_S and
+# its exit awaited up to SHUTDOWN_GRACE_S (container removal is not bounded by the host).
+RUN_GRACE_S = POLL_S + MIN_WRITE_S + KILL_DRAIN_S + SHUTDOWN_GRACE_S
+
+
+def run_sandbox_s(policy: Any, settings: Settings) -> float:
+    """Return the sandbox seconds to reserve for one run, in seconds.
+
+    Args:
+        policy: the policy (its ``limits.timeout_s``).
+        settings: host settings; a set ``timeout_s`` overrides the policy's.
+
+    Returns:
+        The effective timeout plus `RUN_GRACE_S`.
+    """
+    return float(resource_limits(policy, settings).timeout_s) + RUN_GRACE_S
 
 
 @dataclass
@@ -94,7 +123,7 @@ def metered_run(
 ) -> Iterator[MeteredRun]:
     """Open the ledger, create a job and reserve one run of ``purpose`` for the block.
 
-    ``estimate`` is the reservation (default: one run, its timeout in sandbox seconds).
+    ``estimate`` is the reservation (default: one run and `run_sandbox_s` sandbox seconds).
 
     An exception escaping the block releases the reservation (the run did not happen) and
     marks the run ``interrupted``.
@@ -112,8 +141,7 @@ def metered_run(
         guard = CeilingGuard(ledger, job_id, {purpose: ceiling})
         key = run_key(job_id, variant, task_id, 1, purpose)
         if estimate is None:
-            limits = getattr(policy, "limits", None)
-            estimate = Amount(runs=1, sandbox_s=float(getattr(limits, "timeout_s", 0.0) or 0.0))
+            estimate = Amount(runs=1, sandbox_s=run_sandbox_s(policy, settings))
         reservation = guard.reserve(
             purpose, estimate, key=f"{key}:run", variant=variant, task_id=task_id
         )

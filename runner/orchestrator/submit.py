@@ -53,6 +53,7 @@ from runner.orchestrator.plan import (
 from runner.orchestrator.providers import provider_for_workflow
 from runner.orchestrator.report import build_report, grade_job, write_report
 from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
+from runner.orchestrator.single_run import run_sandbox_s
 from runner.policy import load_policy
 from runner.settings import Settings
 
@@ -295,7 +296,9 @@ def execute(
                     backend=backend,
                     run_estimate=Amount(
                         runs=1,
-                        sandbox_s=runner.limits.timeout_s if replay.sandbox_s is not None else 0.0,
+                        sandbox_s=run_sandbox_s(plan.policy, settings)
+                        if replay.sandbox_s is not None
+                        else 0.0,
                     ),
                     on_change=on_change,
                 )

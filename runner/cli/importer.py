@@ -9,6 +9,7 @@ input (file, line and field named; nothing is written).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -62,6 +63,28 @@ def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
         typer.echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
 
 
+def _import(
+    ctx: typer.Context,
+    read: Callable[[], Any],
+    out: Path,
+    map_: list[str] | None,
+    map_file: Path | None,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Read a source with ``read`` (an importer's reader), write it into ``out``, report."""
+    from runner.importers.output import write_import
+    from runner.importers.toolset import parse_effect_map
+
+    state(ctx).settings()
+    try:
+        effect_map = parse_effect_map(map_ or [], map_file)
+        report = write_import(read(), out, effect_map, force=force)
+    except SandboxReplayError as exc:
+        fail(exc)
+    _finish(report, out, as_json)
+
+
 @import_app.command("tau2")
 def tau2_command(
     ctx: typer.Context,
@@ -77,17 +100,9 @@ def tau2_command(
     as_json: _Json = False,
 ) -> None:
     """Import τ²-bench results: one trace per simulation, tasks with observations, manifest."""
-    from runner.importers.output import write_import
     from runner.importers.tau2 import read_tau2
-    from runner.importers.toolset import parse_effect_map
 
-    state(ctx).settings()
-    try:
-        effect_map = parse_effect_map(map_ or [], map_file)
-        report = write_import(read_tau2(results, tools), out, effect_map, force=force)
-    except SandboxReplayError as exc:
-        fail(exc)
-    _finish(report, out, as_json)
+    _import(ctx, lambda: read_tau2(results, tools), out, map_, map_file, force, as_json)
 
 
 @import_app.command("openai-messages")
@@ -108,13 +123,5 @@ def openai_messages_command(
 ) -> None:
     """Import OpenAI chat-message conversations (messages + tools): one trace per run."""
     from runner.importers.openai_messages import read_openai_messages
-    from runner.importers.output import write_import
-    from runner.importers.toolset import parse_effect_map
 
-    state(ctx).settings()
-    try:
-        effect_map = parse_effect_map(map_ or [], map_file)
-        report = write_import(read_openai_messages(file, tools), out, effect_map, force=force)
-    except SandboxReplayError as exc:
-        fail(exc)
-    _finish(report, out, as_json)
+    _import(ctx, lambda: read_openai_messages(file, tools), out, map_, map_file, force, as_json)

@@ -45,7 +45,7 @@ from runner.backends.base import (
     SandboxSpec,
     sandbox_user,
 )
-from runner.domain.ids import IdFactory, new_run_id
+from runner.domain.ids import IdFactory, new_run_id, path_for_id
 from runner.domain.tasks import Task
 from runner.errors import InfrastructureError
 from runner.orchestrator.channel import Channel
@@ -187,7 +187,7 @@ def prepare_run(
     """
     run_id = new_run_id(id_factory)
     state_dir = settings.state_dir.resolve()
-    run_dir = state_dir / "runs" / run_id
+    run_dir = path_for_id(state_dir / "runs", run_id, kind="run id")
     run_dir.mkdir(parents=True)
     run_dir.chmod(0o755)
     manifest = request.registry.manifest(request.policy)
@@ -240,9 +240,8 @@ def prepare_run(
         labels={"io.sandbox-replay.task": request.task.task_id[:63]},
         user=sandbox_user(),
     )
-    return PreparedRun(
-        run_id, run_dir, state_dir / "traces" / f"{run_id}.jsonl", spec, manifest, run_spec
-    )
+    trace_path = path_for_id(state_dir / "traces", run_id, suffix=".jsonl", kind="run id")
+    return PreparedRun(run_id, run_dir, trace_path, spec, manifest, run_spec)
 
 
 def _image_id(backend: Backend, image: str) -> str | None:

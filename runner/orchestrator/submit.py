@@ -36,7 +36,7 @@ from typing import Any
 import structlog
 
 from runner.backends import labels
-from runner.domain.ids import timestamped_ids, validate_id
+from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task, load_tasks
 from runner.errors import InputError
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
@@ -63,9 +63,13 @@ __all__ = ["SubmitResult", "execute", "job_dir", "prepare"]
 
 
 def job_dir(settings: Settings, job_id: str) -> Path:
-    """``<state_dir>/jobs/<job_id>`` (the id validated: it becomes a path)."""
-    validate_id(job_id, kind="job id", field="--resume")
-    return settings.state_dir.resolve() / "jobs" / job_id
+    """``<state_dir>/jobs/<job_id>`` (the id validated: it becomes a path).
+
+    Raises:
+        InputError: ``job_id`` breaks an id rule (`runner.domain.ids.path_for_id`).
+    """
+    jobs = settings.state_dir.resolve() / "jobs"
+    return path_for_id(jobs, job_id, kind="job id", field="--resume")
 
 
 @dataclass

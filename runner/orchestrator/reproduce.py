@@ -24,9 +24,12 @@ an alias, a body that is not the raw HTTP body) never refuses.
 
 Reproduce never runs the input's code on the host: the registry (tool ids, effect classes,
 schema hashes) is built inside a sandbox (`runner.orchestrator.toolmanifest`), the tool
-modules are only located here, and model turns come from the trace (`ReplayProvider`), so a
-packet's scripted model function is never imported either. Refusals the trace alone shows are
-found before any sandbox starts.
+modules are only located here — in the trace's own folder alone (`reproduce_inputs.
+tool_folder`), never the current directory or the installed packages — and model turns come
+from the trace (`ReplayProvider`), so a packet's scripted model function is never imported
+either. The trace's own copy of its workflow is written inside the run's scratch folder, its
+recorded name checked by the id rules (`runner.domain.ids.path_for_id`). Refusals the trace
+alone shows are found before any sandbox starts.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 
 import structlog
 
+from runner.domain.ids import path_for_id
 from runner.domain.trace import Trace, TraceVersionError, read_trace
 from runner.errors import (
     EXIT_INFRA,
@@ -52,11 +56,11 @@ from runner.errors import (
     ReplayRefused,
 )
 from runner.orchestrator.reproduce_inputs import (
-    find_workflow_file,
     is_packet,
     packet_trace,
-    project_of,
+    recorded_workflow_file,
     safe_extract,
+    tool_folder,
 )
 from runner.settings import Settings
 
@@ -232,7 +236,7 @@ class Reproducer:
             return ReproduceReport(name, "invalid", str(exc))
         recorded = _outcome(trace)
         try:
-            workflow = self._workflow(trace, trace_path, scratch)
+            workflow, folder = self._workflow(trace, trace_path, scratch, is_packet(path))
         except ReplayRefused as exc:
             return ReproduceReport(
                 name, "refused", str(exc), recorded=recorded, refusals=[str(exc)]
@@ -260,8 +264,8 @@ class Reproducer:
                 settings=self.settings,
                 image=self.image or self.settings.image,
                 policy=policy,
-                # a packet's modules come from the packet alone, never from this host
-                self_contained=is_packet(path) and self.workflow is None,
+                # a trace's (a packet's) tool entries resolve in its own folder alone
+                confined_to=folder,
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
@@ -281,26 +285,44 @@ class Reproducer:
             )
         return self._run(name, trace, workflow, registry, recorded, policy)
 
-    def _workflow(self, trace: Trace, trace_path: Path, scratch: Path) -> Any:
+    def _workflow(
+        self, trace: Trace, trace_path: Path, scratch: Path, packet: bool = False
+    ) -> tuple[Any, Path | None]:
+        """The workflow to replay and the one folder its tool entries resolve in.
+
+        ``--workflow``: the user's own file, resolved as ``check`` does (folder None). Else the
+        trace's workflow: a file with its hash (its folder), or the trace's own copy written
+        in ``scratch`` (the trace's folder; a packet's ``workflow/`` folder): never the
+        current directory, never the installed packages (`runner.orchestrator.toolmanifest.
+        locate_tools`).
+        """
         from runner.domain.workflow import load_workflow
 
         if self.workflow is not None:
-            return load_workflow(self.workflow)
+            return load_workflow(self.workflow), None
         recorded = trace.run.workflow
-        project = project_of(trace_path, self.settings.state_dir.name)
-        extra = [Path.cwd(), *([project] if project is not None else [])]
-        found = find_workflow_file(trace_path, recorded.hash, extra)
+        found = recorded_workflow_file(trace_path, recorded.hash, self.settings.state_dir.name)
+        folder = tool_folder(found, trace_path, packet=packet)
         if found is None:
             if not recorded.content.strip():
                 raise ReplayRefused(
                     "the trace carries no workflow content (a run recorded without a workflow "
                     "file): pass --workflow FILE"
                 )
-            found = scratch / "workflow" / f"{recorded.name or 'workflow'}.yaml"
+            # the name is the trace's: it names a file only through the id rules, in scratch
+            found = path_for_id(
+                scratch / "workflow",
+                recorded.name,
+                suffix=".yaml",
+                kind="workflow name",
+                file=str(trace_path),
+                line=1,
+                field="workflow.name",
+            )
             found.parent.mkdir(parents=True, exist_ok=True)
             found.write_text(recorded.content, encoding="utf-8")
         try:
-            return load_workflow(found)
+            return load_workflow(found), folder
         except InputError as exc:
             raise ReplayRefused(f"the recorded workflow cannot be loaded: {exc}") from exc
 

@@ -317,3 +317,37 @@ def test_a_file_the_sandbox_reports_is_a_host_path_only_inside_its_tool_folder(
     assert paths.file("/sandbox/tools/0/out.py").startswith("sandbox:")
     assert paths.file("/sandbox/tools/0/../../../etc/passwd") == "sandbox:/etc/passwd"
     assert paths.file(str(tmp_path / "secret.py")).startswith("sandbox:")
+
+
+# --- the other places an untrusted name became a path -------------------------------------------
+
+
+def test_a_tau2_domain_name_cannot_name_a_tools_file_outside_the_results_folder(
+    tmp_path: Path,
+) -> None:
+    from runner.importers.tau2 import read_tau2
+
+    mini = GOLDEN.parents[0] / "import" / "tau2-mini"
+    data = json.loads((mini / "results.json").read_text())
+    data["info"]["environment_info"]["domain_name"] = "../outside/mini"
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(data))
+    (tmp_path / "outside").mkdir()
+    shutil.copy(mini / "mini_tools.json", tmp_path / "outside" / "mini_tools.json")
+    source = read_tau2(folder / "results.json")
+    # today: ../outside/mini_tools.json, a file the results chose, was read for the tools
+    assert any("no tools file" in note for note in source.notes), source.notes
+    assert all(tool.schema is None for tool in source.tools)
+
+
+def test_job_and_run_folders_are_named_through_the_id_rules(tmp_path: Path) -> None:
+    from runner.orchestrator.submit import job_dir
+
+    settings = Settings(state_dir=tmp_path / "state")
+    assert job_dir(settings, "job-1") == (tmp_path / "state").resolve() / "jobs" / "job-1"
+    (tmp_path / "state" / "jobs").mkdir(parents=True)
+    (tmp_path / "state" / "jobs" / "linked").symlink_to(tmp_path)
+    for bad in ("../x", "/abs", "linked"):
+        with pytest.raises(InputError, match="job id"):
+            job_dir(settings, bad)

@@ -41,6 +41,7 @@ from runner.domain.tasks import Task, load_tasks
 from runner.errors import InputError
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.orchestrator.eligibility import check_eligibility
+from runner.orchestrator.episode import check_engine_limits
 from runner.orchestrator.jobfile import SubmitOptions, read_json_object
 from runner.orchestrator.pairs import PairRunner
 from runner.orchestrator.plan import (
@@ -256,7 +257,15 @@ def execute(
     )
     if not resume:
         _write_json(folder / "plan.json", plan.to_json())
-    backend = TrackingBackend(backend_factory())  # Docker unusable: exit 6, no job row yet
+    inner = backend_factory()  # Docker unusable: exit 6, no job row yet
+    try:
+        check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
+    except BaseException:
+        close_inner = getattr(inner, "close", None)
+        if callable(close_inner):
+            close_inner()
+        raise
+    backend = TrackingBackend(inner)
     runner: PairRunner | None = None
     try:
         with Ledger.for_state_dir(settings.state_dir) as ledger:

@@ -13,6 +13,10 @@ Status rules (issue 4), first match wins:
    protocol mismatch without an episode → ``infra_error``;
 2. the host refused a model (or user) turn because a ceiling would be exceeded →
    ``ceiling_reached`` (the failure names that call, error class ``CeilingReached``);
+2b. a call line past the policy's ``max_calls``, or one that would make the trace longer than
+   ``max_trace_mb``, arrived: the host accepted it no more, killed the sandbox →
+   ``limit_exceeded`` (``end.limit: {name, value}``; the failure is the last call kept and
+   ``workflow``, error class ``limit_exceeded``; episode exit code 125);
 3. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
 4. the host killed the sandbox because its deadline passed, or the model provider ran into
    the deadline → ``timeout``;
@@ -362,7 +366,7 @@ def run_episode(
         timeout_s=limits.timeout_s,
         memory_mb=limits.memory_mb,
     )
-    with TraceWriter(prepared.trace_path) as trace:
+    with TraceWriter(prepared.trace_path, max_bytes=limits.max_trace_mb * 1024 * 1024) as trace:
         state.trace = trace
         exit_state: ExitState | None = None
         started = monotonic()

@@ -8,6 +8,7 @@ Report shape (``report.json``, ``--json``)::
 
     {"job_id", "status": complete|ceiling_reached|interrupted, "exit_code", "resumed",
      "policy", "plan": {"runs", "formula", ...}, "ceilings": {purpose: {dim: {value, source}}},
+     "limits": {name: {value, source}} (per-run limits in effect: policy, setting or default),
      "ceiling_reached": {purpose, limit, ceiling, used, requested, message} | null,
      "runs_by_status": {status: n}, "pairs": [{variant, task_id, status, attempt, trace}],
      "not_run": [{variant, task_id, reason}], "stopped_by_ceiling": [{variant, task_id}],
@@ -249,6 +250,7 @@ def build_report(
             for k in ("runs", "formula", "tasks", "variants", "judge", "concurrency", "estimate")
         },
         "ceilings": plan_json["ceilings"],
+        "limits": plan_json.get("limits") or {},
         "ceiling_reached": ceiling,
         "runs_by_status": dict(sorted(by_status.items())),
         "pairs": pairs,

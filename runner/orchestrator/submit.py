@@ -41,7 +41,7 @@ from runner.domain.tasks import Task, load_tasks
 from runner.errors import InputError
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.orchestrator.eligibility import check_eligibility
-from runner.orchestrator.episode import check_engine_limits
+from runner.orchestrator.episode import check_engine_limits, limits_in_effect
 from runner.orchestrator.jobfile import SubmitOptions, read_json_object
 from runner.orchestrator.pairs import PairRunner
 from runner.orchestrator.plan import (
@@ -148,6 +148,7 @@ def prepare(
         concurrency=concurrency,
         ceilings=ceilings,
         history=history,
+        limits=limits_in_effect(policy, settings),
     )
 
 

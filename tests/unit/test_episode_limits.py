@@ -165,3 +165,45 @@ def test_under_the_limits_nothing_changes(tmp_path: Path) -> None:
     result, lines, _ = _run(tmp_path, pad=10, count=20, max_calls=20, max_trace_mb=1)
     assert result.status == "succeeded" and "limit" not in lines[-1]
     assert sum(1 for line in lines if line["type"] == "call") == 20
+
+
+def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from runner.cli.app import _register_commands, app
+    from runner.orchestrator.report import render_report
+
+    _register_commands()
+    monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("SANDBOX_REPLAY_MAX_CALLS", "77")
+    monkeypatch.chdir(Path(__file__).resolve().parents[1] / "fixtures" / "submit")
+    dry = CliRunner().invoke(
+        app,
+        ["submit", "--variant", "a.yaml", "--variant", "b.yaml", "--tasks", "tasks.jsonl"]
+        + ["--dry-run", "--json"],
+    )
+    assert dry.exit_code == 0, dry.output
+    limits = json.loads(dry.stdout[dry.stdout.index("{") :])["plan"]["limits"]
+    assert limits["max_calls"] == {"value": 77, "source": "SANDBOX_REPLAY_MAX_CALLS"}
+    assert limits["max_trace_mb"] == {"value": 128, "source": "policy shadow"}
+    assert limits["memory_mb"] == {"value": 512, "source": "policy shadow"}
+    assert "limits per run: memory_mb 512 (policy shadow)," in dry.stderr
+    assert "max_calls 77 (SANDBOX_REPLAY_MAX_CALLS)" in dry.stderr
+    out = io.StringIO()
+    report = {
+        "job_id": "j",
+        "status": "complete",
+        "exit_code": 0,
+        "plan": {"formula": "2 variants x 4 tasks = 8 runs"},
+        "ceilings": {},
+        "limits": limits,
+        "spend": {},
+        "runs_by_status": {},
+    }
+    render_report(report, Console(file=out, width=300))
+    assert "max_calls 77 (SANDBOX_REPLAY_MAX_CALLS)" in out.getvalue()

@@ -52,9 +52,9 @@ log = structlog.get_logger(__name__)
 __all__ = ["build_report", "grade_job", "latest_runs", "render_report", "write_report"]
 
 # A run a ceiling cut short (``ceiling_reached``) is not graded: it did not lose, it was
-# stopped. A run cut by a policy limit (``limit_exceeded``) is graded: its own calls or trace
-# passed the limit, as a run that times out. It is listed under ``stopped_by_ceiling``, and its task under ``ungraded`` when fewer
-# than two results remain.
+# stopped. It is listed under ``stopped_by_ceiling``, and its task under ``ungraded`` when fewer
+# than two results remain. A run cut by a policy limit (``limit_exceeded``) is graded: its own
+# calls or trace passed the limit, as a run that times out.
 GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied", "limit_exceeded")
 # The class string traces record for a read no recording served: the qualified name that
 # `runner.runtime.errors.error_class_name` writes (``runner.runtime.errors.UnrecordedCall``).

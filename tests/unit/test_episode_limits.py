@@ -184,8 +184,10 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
     monkeypatch.chdir(Path(__file__).resolve().parents[1] / "fixtures" / "submit")
     dry = CliRunner().invoke(
         app,
-        ["submit", "--variant", "a.yaml", "--variant", "b.yaml", "--tasks", "tasks.jsonl"]
-        + ["--dry-run", "--json"],
+        [
+            *("submit", "--variant", "a.yaml", "--variant", "b.yaml"),
+            *("--tasks", "tasks.jsonl", "--dry-run", "--json"),
+        ],
     )
     assert dry.exit_code == 0, dry.output
     limits = json.loads(dry.stdout[dry.stdout.index("{") :])["plan"]["limits"]

@@ -1,10 +1,11 @@
 """The report of a submission as rich tables (``submit`` and ``report`` without ``--json``).
 
 What is shown, in order: the job line, ceilings, the per-run limits in effect, the spend by
-purpose, runs by status, the tournament standings, per task the ranking with each variant's score and the judge's reasons,
-per variant the reads no recording served, then the groups of pairs not run, of runs stopped
-by a ceiling and of tasks left ungraded. Identical reasons are shown once, with the pairs or
-tasks they concern (`group_by_reason`), never repeated line after line.
+purpose, runs by status, the tournament standings, per task the ranking with each variant's
+score and the judge's reasons, per variant the reads no recording served, then the groups of
+pairs not run, of runs stopped by a ceiling and of tasks left ungraded. Identical reasons are
+shown once, with the pairs or tasks they concern (`group_by_reason`), never repeated line after
+line.
 
 Every text that comes from a file (variant names, task ids, reasons, tool arguments) is
 escaped: it is data, never rich markup. Id columns never wrap.

@@ -23,9 +23,9 @@ Invariants:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any, BinaryIO, Literal
 
 from pydantic import ValidationError

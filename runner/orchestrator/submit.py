@@ -51,7 +51,6 @@ from runner.orchestrator.plan import (
     ceiling_in_effect,
     make_variants,
 )
-from runner.orchestrator.providers import provider_for_workflow
 from runner.orchestrator.report import build_report, grade_job, write_report
 from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.orchestrator.single_run import run_sandbox_s
@@ -106,8 +105,20 @@ def prepare(
         IneligibleError: a variant calls a denied or unknown tool (exit 3; every problem named).
     """
     policy = load_policy(options.policy)
-    report = check_eligibility(options.variants, policy)
+    # the gate `check` runs: tools and each variant's model provider (a scripted function that
+    # does not import is exit 2, now)
+    report = check_eligibility(options.variants, policy, cwd=options.cwd, settings=settings)
     report.raise_for_problems()
+    for check in report.workflows:
+        model = check.workflow.spec.model if check.workflow is not None else None
+        if model is not None and model.provider == "replay" and check.workflow is not None:
+            raise InputError(
+                "a replay provider serves a recorded trace (reproduce); a shadow evaluation runs"
+                " fresh model turns: use provider scripted or openai",
+                file=check.path,
+                line=check.workflow.line_of(("model", "provider")),
+                field="model.provider",
+            )
     variants = make_variants(
         [
             (path, name, check.workflow, check.registry)
@@ -121,11 +132,6 @@ def prepare(
         from runner.grading import make_judge
 
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
-    for variant in variants:  # a scripted function that does not import: exit 2, now
-        provider = provider_for_workflow(variant.workflow, cwd=options.cwd, settings=settings)
-        close = getattr(provider, "close", None)
-        if callable(close):
-            close()
     concurrency = options.concurrency or settings.concurrency
     cpu_cap = 2 * (os.cpu_count() or 1)
     if concurrency > cpu_cap:

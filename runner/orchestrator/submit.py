@@ -158,8 +158,43 @@ def prepare(
     )
 
 
+class Interrupts:
+    """Ctrl-C (SIGINT) and SIGTERM of a submission, counted and routed to its scheduler.
+
+    The first signal stops the job (`Scheduler.interrupt`); any later one hurries it
+    (`Scheduler.hurry`: no waiting for runs to wind down). No signal ever raises: the job
+    always ends with its report and the resume hint. A signal that arrives before the scheduler
+    exists is remembered and applied when it is attached.
+
+    Attributes:
+        count: signals received so far.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._scheduler: Scheduler | None = None
+
+    def attach(self, scheduler: Scheduler) -> None:
+        """Route signals to ``scheduler`` (and apply one that already came)."""
+        self._scheduler = scheduler
+        if self.count:
+            scheduler.interrupt()
+            if self.count > 1:
+                scheduler.hurry()
+
+    def __call__(self) -> None:
+        """Take one signal."""
+        self.count += 1
+        if self._scheduler is None:
+            return
+        if self.count == 1:
+            self._scheduler.interrupt()
+        else:
+            self._scheduler.hurry()
+
+
 @contextmanager
-def _signals(on_signal: Callable[[], None]) -> Iterator[None]:
+def _signals(on_signal: Interrupts) -> Iterator[None]:
     """Route SIGINT and SIGTERM to ``on_signal`` while the block runs (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -168,8 +203,11 @@ def _signals(on_signal: Callable[[], None]) -> Iterator[None]:
     def handler(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
         # Said once, in words; the log line is info (shown with --log-level info).
-        sys.stderr.write(f"\n{name}: stopping; running sandboxes are killed and removed\n")
-        log.info("submit_interrupted", signal=name)
+        if on_signal.count == 0:
+            sys.stderr.write(f"\n{name}: stopping; running sandboxes are killed and removed\n")
+        else:
+            sys.stderr.write(f"\n{name} again: not waiting for runs; report and hint follow\n")
+        log.info("submit_interrupted", signal=name, count=on_signal.count + 1)
         on_signal()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -264,6 +302,36 @@ def execute(
     )
     if not resume:
         _write_json(folder / "plan.json", plan.to_json())
+    interrupts = Interrupts()
+    # One handler from here until the report is written: a Ctrl-C (a second one too) never
+    # raises, so the job always ends with its report and, after an interruption, the hint.
+    with _signals(interrupts) if handle_signals else _noop():
+        report = _run_job(
+            plan,
+            options,
+            settings,
+            backend_factory=backend_factory,
+            resume=resume,
+            on_change=on_change,
+            image=image,
+            interrupts=interrupts,
+        )
+        write_report(folder, report)
+    return SubmitResult(plan, report, int(report["exit_code"]))
+
+
+def _run_job(
+    plan: Plan,
+    options: SubmitOptions,
+    settings: Settings,
+    *,
+    backend_factory: Callable[[], Any],
+    resume: bool,
+    on_change: Callable[[Sequence[PairOutcome]], None],
+    image: str | None,
+    interrupts: Interrupts,
+) -> dict[str, Any]:
+    """The body of `execute` under its signal handler: run, grade, build the report."""
     inner = backend_factory()  # Docker unusable: exit 6, no job row yet
     try:
         check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
@@ -318,12 +386,12 @@ def execute(
                     ),
                     on_change=on_change,
                 )
-                with _signals(scheduler.interrupt) if handle_signals else _noop():
-                    outcomes = scheduler.run(pending)
-                    interrupted = scheduler.interrupted.is_set()
-                    grading = None
-                    if not interrupted:
-                        grading = grade_job(plan, ledger, guard, settings, options.cwd)
+                interrupts.attach(scheduler)
+                outcomes = scheduler.run(pending)
+                grading = None
+                if not scheduler.interrupted.is_set():
+                    grading = grade_job(plan, ledger, guard, settings, options.cwd)
+                interrupted = scheduler.interrupted.is_set()
             except BaseException:
                 ledger.set_job_status(plan.job_id, "interrupted")  # never left "running"
                 raise
@@ -345,8 +413,7 @@ def execute(
             close()
         if runner is not None:
             runner.close()
-    write_report(folder, report)
-    return SubmitResult(plan, report, int(report["exit_code"]))
+    return report
 
 
 @contextmanager

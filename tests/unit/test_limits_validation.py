@@ -187,3 +187,34 @@ def test_cpus_above_the_engines_are_refused_before_any_run(tmp_path: Path) -> No
     with pytest.raises(InputError) as env:
         check_engine_limits(_TwoCpuEngine(), policy, Settings(cpus=2.5))  # type: ignore[arg-type]
     assert env.value.fields["field"] == "SANDBOX_REPLAY_CPUS"
+
+
+def test_a_job_file_ceiling_of_inf_is_an_input_error(tmp_path: Path) -> None:
+    from runner.orchestrator.jobfile import load_job_file
+
+    job = tmp_path / "job.yaml"
+    job.write_text("variants: [a.yaml]\ntasks: t.jsonl\nceilings:\n  replay:\n    usd: .inf\n")
+    with pytest.raises(InputError) as info:
+        load_job_file(job)
+    assert (info.value.fields["line"], info.value.fields["field"]) == (5, "ceilings.replay.usd")
+
+
+def test_a_ceiling_flag_of_inf_is_an_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.chdir(ROOT / "tests" / "fixtures" / "submit")
+    result = CliRunner().invoke(
+        app,
+        [
+            "submit",
+            "--variant",
+            "a.yaml",
+            "--tasks",
+            "tasks.jsonl",
+            "--ceiling-usd",
+            "inf",
+            "--dry-run",
+        ],
+    )
+    assert result.exit_code == 2 and "ceiling usd must be finite" in result.stderr

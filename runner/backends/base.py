@@ -194,7 +194,7 @@ class Backend(abc.ABC):
 
         The Docker engine refuses a ``cpus`` limit above its CPU count ("Range of CPUs is from
         0.01 to N"), so the host checks the limit before any run
-        (`runner.orchestrator.episode.check_engine_limits`).
+        (`runner.orchestrator.limits.check_engine_limits`).
 
         Raises:
             InfrastructureError: the engine could not be asked.

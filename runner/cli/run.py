@@ -61,7 +61,8 @@ def execute_run(
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
     from runner.orchestrator.eligibility import check_eligibility
-    from runner.orchestrator.episode import EpisodeRequest, check_engine_limits, run_episode
+    from runner.orchestrator.episode import EpisodeRequest, run_episode
+    from runner.orchestrator.limits import check_engine_limits
     from runner.orchestrator.metering import MeteredProvider, StopSignal
     from runner.orchestrator.plan import DEFAULT_MAX_TOKENS
     from runner.orchestrator.providers import provider_for_workflow

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +44,17 @@ from runner.backends.base import (
     Backend,
     ExitState,
     Mount,
-    ResourceLimits,
     Sandbox,
     SandboxSpec,
     sandbox_user,
 )
 from runner.domain.ids import IdFactory, new_run_id
 from runner.domain.tasks import Task
-from runner.errors import InfrastructureError, InputError
+from runner.errors import InfrastructureError
 from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
 from runner.orchestrator.hidden import hidden_mounts
+from runner.orchestrator.limits import resource_limits
 from runner.orchestrator.providers import DeadlineProvider, ModelProvider
 from runner.orchestrator.tracewriter import TraceWriter
 from runner.runtime import protocol
@@ -147,63 +147,6 @@ class EpisodeResult:
     def summary(self) -> dict[str, Any]:
         """Return a JSON-able summary: run id, status, trace path and the ``end`` fields."""
         return {"run_id": self.run_id, "trace": str(self.trace_path), **self.end}
-
-
-LIMIT_NAMES = tuple(f.name for f in fields(ResourceLimits))
-
-
-def limits_in_effect(policy: Any, settings: Settings) -> dict[str, dict[str, Any]]:
-    """Every per-run limit in effect with where it came from (the report shows this).
-
-    Returns:
-        ``{name: {"value", "source"}}`` in `ResourceLimits` order; ``source`` is
-        ``SANDBOX_REPLAY_<NAME>`` for a setting, ``policy NAME`` for the policy's value and
-        ``default`` for a limit neither sets.
-    """
-    base = ResourceLimits()
-    policy_limits = getattr(policy, "limits", None)
-    out: dict[str, dict[str, Any]] = {}
-    for name in LIMIT_NAMES:
-        value = getattr(settings, name, None)
-        source = f"SANDBOX_REPLAY_{name.upper()}"
-        if value is None and policy_limits is not None:
-            value = getattr(policy_limits, name, None)
-            source = f"policy {getattr(policy, 'name', '?')}"
-        if value is None:
-            value, source = getattr(base, name), "default"
-        out[name] = {"value": value, "source": source}
-    return out
-
-
-def check_engine_limits(backend: Backend, policy: Any, settings: Settings) -> None:
-    """Refuse, before any run, a limit the engine itself would refuse (``cpus`` above its CPUs).
-
-    The static bounds are checked when the policy and the settings load
-    (`runner.policy.models.LIMIT_BOUNDS`); this is the one that depends on the engine.
-
-    Raises:
-        InputError: ``cpus`` is more than the engine's CPU count (field ``limits.cpus`` or the
-            setting's name, file the policy's source).
-        InfrastructureError: the engine could not be asked.
-    """
-    ask = getattr(backend, "engine_cpus", None)  # a backend that cannot tell bounds nothing
-    available = ask() if callable(ask) else None
-    cpus = limits_in_effect(policy, settings)["cpus"]
-    if available is None or cpus["value"] <= available:
-        return
-    from_setting = cpus["source"].startswith("SANDBOX_REPLAY_")
-    raise InputError(
-        f"{cpus['value']:g} is more than the {available:g} CPUs the engine has (Docker: "
-        f"'Range of CPUs is from 0.01 to {available:.2f}'); lower it",
-        file="environment" if from_setting else str(getattr(policy, "source", "policy")),
-        field=cpus["source"] if from_setting else "limits.cpus",
-    )
-
-
-def resource_limits(policy: Any, settings: Settings) -> ResourceLimits:
-    """Return the limits in effect: the policy's, each overridden by a set setting."""
-    values = {k: v["value"] for k, v in limits_in_effect(policy, settings).items()}
-    return ResourceLimits(**values)
 
 
 def _write_json(path: Path, value: Any) -> None:

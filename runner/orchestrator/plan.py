@@ -155,7 +155,7 @@ class Plan:
         judge_estimate: their estimated spend.
         unpriced: models without a price in the policy.
         limits: the per-run limits in effect, ``{name: {"value", "source"}}``
-            (`runner.orchestrator.episode.limits_in_effect`).
+            (`runner.orchestrator.limits.limits_in_effect`).
     """
 
     job_id: str

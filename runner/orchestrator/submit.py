@@ -24,11 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +37,9 @@ from runner.domain.tasks import Task, load_tasks
 from runner.errors import InputError
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.orchestrator.eligibility import check_eligibility
-from runner.orchestrator.episode import check_engine_limits, limits_in_effect
+from runner.orchestrator.interrupts import Interrupts, handled_signals
 from runner.orchestrator.jobfile import SubmitOptions, read_json_object
+from runner.orchestrator.limits import check_engine_limits, limits_in_effect
 from runner.orchestrator.pairs import PairRunner
 from runner.orchestrator.plan import (
     DEFAULT_MAX_TOKENS,
@@ -158,66 +155,6 @@ def prepare(
     )
 
 
-class Interrupts:
-    """Ctrl-C (SIGINT) and SIGTERM of a submission, counted and routed to its scheduler.
-
-    The first signal stops the job (`Scheduler.interrupt`); any later one hurries it
-    (`Scheduler.hurry`: no waiting for runs to wind down). No signal ever raises: the job
-    always ends with its report and the resume hint. A signal that arrives before the scheduler
-    exists is remembered and applied when it is attached.
-
-    Attributes:
-        count: signals received so far.
-    """
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._scheduler: Scheduler | None = None
-
-    def attach(self, scheduler: Scheduler) -> None:
-        """Route signals to ``scheduler`` (and apply one that already came)."""
-        self._scheduler = scheduler
-        if self.count:
-            scheduler.interrupt()
-            if self.count > 1:
-                scheduler.hurry()
-
-    def __call__(self) -> None:
-        """Take one signal."""
-        self.count += 1
-        if self._scheduler is None:
-            return
-        if self.count == 1:
-            self._scheduler.interrupt()
-        else:
-            self._scheduler.hurry()
-
-
-@contextmanager
-def _signals(on_signal: Interrupts) -> Iterator[None]:
-    """Route SIGINT and SIGTERM to ``on_signal`` while the block runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: Any) -> None:
-        name = signal.Signals(signum).name
-        # Said once, in words; the log line is info (shown with --log-level info).
-        if on_signal.count == 0:
-            sys.stderr.write(f"\n{name}: stopping; running sandboxes are killed and removed\n")
-        else:
-            sys.stderr.write(f"\n{name} again: not waiting for runs; report and hint follow\n")
-        log.info("submit_interrupted", signal=name, count=on_signal.count + 1)
-        on_signal()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
@@ -305,7 +242,7 @@ def execute(
     interrupts = Interrupts()
     # One handler from here until the report is written: a Ctrl-C (a second one too) never
     # raises, so the job always ends with its report and, after an interruption, the hint.
-    with _signals(interrupts) if handle_signals else _noop():
+    with handled_signals(interrupts, enabled=handle_signals):
         report = _run_job(
             plan,
             options,
@@ -414,8 +351,3 @@ def _run_job(
         if runner is not None:
             runner.close()
     return report
-
-
-@contextmanager
-def _noop() -> Iterator[None]:
-    yield

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from runner.errors import InputError
-from runner.orchestrator.episode import check_engine_limits
+from runner.orchestrator.limits import check_engine_limits
 from runner.orchestrator.lint import lint_trace
 from runner.policy import load_policy
 from runner.settings import Settings

@@ -176,7 +176,7 @@ class _TwoCpuEngine:
 
 
 def test_cpus_above_the_engines_are_refused_before_any_run(tmp_path: Path) -> None:
-    from runner.orchestrator.episode import check_engine_limits
+    from runner.orchestrator.limits import check_engine_limits
 
     policy = load_policy(_policy(tmp_path, "  cpus: 3\n"))
     with pytest.raises(InputError) as info:

@@ -62,6 +62,7 @@ def execute_run(
     from runner.domain.tasks import load_tasks
     from runner.orchestrator.eligibility import check_eligibility
     from runner.orchestrator.episode import EpisodeRequest, run_episode
+    from runner.orchestrator.limits import check_engine_limits
     from runner.orchestrator.metering import MeteredProvider, StopSignal
     from runner.orchestrator.plan import DEFAULT_MAX_TOKENS
     from runner.orchestrator.providers import provider_for_workflow
@@ -96,6 +97,7 @@ def execute_run(
 
         backend = DockerBackend.connect(settings.docker_host)
     try:
+        check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
         if own_backend:
             backend.reap()
         # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is

@@ -45,7 +45,15 @@ ToolId = Annotated[
 ]
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Status = Literal[
-    "succeeded", "failed", "timeout", "oom", "crashed", "infra_error", "denied", "ceiling_reached"
+    "succeeded",
+    "failed",
+    "timeout",
+    "oom",
+    "crashed",
+    "infra_error",
+    "denied",
+    "ceiling_reached",
+    "limit_exceeded",
 ]
 
 
@@ -192,6 +200,13 @@ class Failure(Record):
     exit_code: int
 
 
+class LimitHit(Record):
+    """The policy limit that cut a ``limit_exceeded`` run: its name and the value in effect."""
+
+    name: Literal["max_calls", "max_trace_mb"]
+    value: int = Field(ge=1)
+
+
 class OutboundAttempt(BaseModel):
     """One outbound-destination attempt (an open record: the audit hook may add keys)."""
 
@@ -227,6 +242,7 @@ class EndRecord(Record):
     failure_signature: str | None = None
     error: CallError | None = None
     reason: str | None = None
+    limit: LimitHit | None = None
     output: Any = None
     not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
     outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)

@@ -13,6 +13,10 @@ Status rules (issue 4), first match wins:
    protocol mismatch without an episode → ``infra_error``;
 2. the host refused a model (or user) turn because a ceiling would be exceeded →
    ``ceiling_reached`` (the failure names that call, error class ``CeilingReached``);
+2b. a call line past the policy's ``max_calls``, or one that would make the trace longer than
+   ``max_trace_mb``, arrived: the host accepted it no more, killed the sandbox →
+   ``limit_exceeded`` (``end.limit: {name, value}``; the failure is the last call kept and
+   ``workflow``, error class ``limit_exceeded``; episode exit code 125);
 3. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
 4. the host killed the sandbox because its deadline passed, or the model provider ran into
    the deadline → ``timeout``;
@@ -40,7 +44,6 @@ from runner.backends.base import (
     Backend,
     ExitState,
     Mount,
-    ResourceLimits,
     Sandbox,
     SandboxSpec,
     sandbox_user,
@@ -51,6 +54,7 @@ from runner.errors import InfrastructureError
 from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
 from runner.orchestrator.hidden import hidden_mounts
+from runner.orchestrator.limits import resource_limits
 from runner.orchestrator.providers import DeadlineProvider, ModelProvider
 from runner.orchestrator.tracewriter import TraceWriter
 from runner.runtime import protocol
@@ -143,19 +147,6 @@ class EpisodeResult:
     def summary(self) -> dict[str, Any]:
         """Return a JSON-able summary: run id, status, trace path and the ``end`` fields."""
         return {"run_id": self.run_id, "trace": str(self.trace_path), **self.end}
-
-
-def resource_limits(policy: Any, settings: Settings) -> ResourceLimits:
-    """Return the limits in effect: the policy's, each overridden by a set setting."""
-    base = ResourceLimits()
-    policy_limits = getattr(policy, "limits", None)
-    values: dict[str, Any] = {}
-    for name in ("memory_mb", "pids_limit", "cpus", "tmpfs_mb", "timeout_s"):
-        value = getattr(settings, name, None)
-        if value is None and policy_limits is not None:
-            value = getattr(policy_limits, name, None)
-        values[name] = getattr(base, name) if value is None else value
-    return ResourceLimits(**values)
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -317,7 +308,7 @@ def run_episode(
         timeout_s=limits.timeout_s,
         memory_mb=limits.memory_mb,
     )
-    with TraceWriter(prepared.trace_path) as trace:
+    with TraceWriter(prepared.trace_path, max_bytes=limits.max_trace_mb * 1024 * 1024) as trace:
         state.trace = trace
         exit_state: ExitState | None = None
         started = monotonic()

@@ -16,7 +16,8 @@ from typing import Any
 
 from runner.domain.ids import timestamped_ids
 from runner.ledger import Amount, CeilingGuard
-from runner.orchestrator.episode import EpisodeRequest, resource_limits, run_episode
+from runner.orchestrator.episode import EpisodeRequest, run_episode
+from runner.orchestrator.limits import resource_limits
 from runner.orchestrator.metering import MeteredProvider, StopSignal
 from runner.orchestrator.plan import Plan
 from runner.orchestrator.providers import ModelProvider, provider_for_workflow

@@ -24,11 +24,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +37,9 @@ from runner.domain.tasks import Task, load_tasks
 from runner.errors import InputError
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.orchestrator.eligibility import check_eligibility
+from runner.orchestrator.interrupts import Interrupts, handled_signals
 from runner.orchestrator.jobfile import SubmitOptions, read_json_object
+from runner.orchestrator.limits import check_engine_limits, limits_in_effect
 from runner.orchestrator.pairs import PairRunner
 from runner.orchestrator.plan import (
     DEFAULT_MAX_TOKENS,
@@ -50,7 +48,6 @@ from runner.orchestrator.plan import (
     ceiling_in_effect,
     make_variants,
 )
-from runner.orchestrator.providers import provider_for_workflow
 from runner.orchestrator.report import build_report, grade_job, write_report
 from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.orchestrator.single_run import run_sandbox_s
@@ -109,8 +106,20 @@ def prepare(
         IneligibleError: a variant calls a denied or unknown tool (exit 3; every problem named).
     """
     policy = load_policy(options.policy)
-    report = check_eligibility(options.variants, policy)
+    # the gate `check` runs: tools and each variant's model provider (a scripted function that
+    # does not import is exit 2, now)
+    report = check_eligibility(options.variants, policy, cwd=options.cwd, settings=settings)
     report.raise_for_problems()
+    for check in report.workflows:
+        model = check.workflow.spec.model if check.workflow is not None else None
+        if model is not None and model.provider == "replay" and check.workflow is not None:
+            raise InputError(
+                "a replay provider serves a recorded trace (reproduce); a shadow evaluation runs"
+                " fresh model turns: use provider scripted or openai",
+                file=check.path,
+                line=check.workflow.line_of(("model", "provider")),
+                field="model.provider",
+            )
     variants = make_variants(
         [
             (path, name, check.workflow, check.registry)
@@ -124,11 +133,6 @@ def prepare(
         from runner.grading import make_judge
 
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
-    for variant in variants:  # a scripted function that does not import: exit 2, now
-        provider = provider_for_workflow(variant.workflow, cwd=options.cwd, settings=settings)
-        close = getattr(provider, "close", None)
-        if callable(close):
-            close()
     concurrency = options.concurrency or settings.concurrency
     cpu_cap = 2 * (os.cpu_count() or 1)
     if concurrency > cpu_cap:
@@ -151,29 +155,8 @@ def prepare(
         concurrency=concurrency,
         ceilings=ceilings,
         history=history,
+        limits=limits_in_effect(policy, settings),
     )
-
-
-@contextmanager
-def _signals(on_signal: Callable[[], None]) -> Iterator[None]:
-    """Route SIGINT and SIGTERM to ``on_signal`` while the block runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: Any) -> None:
-        name = signal.Signals(signum).name
-        # Said once, in words; the log line is info (shown with --log-level info).
-        sys.stderr.write(f"\n{name}: stopping; running sandboxes are killed and removed\n")
-        log.info("submit_interrupted", signal=name)
-        on_signal()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -260,7 +243,45 @@ def execute(
     )
     if not resume:
         _write_json(folder / "plan.json", plan.to_json())
-    backend = TrackingBackend(backend_factory())  # Docker unusable: exit 6, no job row yet
+    interrupts = Interrupts()
+    # One handler from here until the report is written: a Ctrl-C (a second one too) never
+    # raises, so the job always ends with its report and, after an interruption, the hint.
+    with handled_signals(interrupts, enabled=handle_signals):
+        report = _run_job(
+            plan,
+            options,
+            settings,
+            backend_factory=backend_factory,
+            resume=resume,
+            on_change=on_change,
+            image=image,
+            interrupts=interrupts,
+        )
+        write_report(folder, report)
+    return SubmitResult(plan, report, int(report["exit_code"]))
+
+
+def _run_job(
+    plan: Plan,
+    options: SubmitOptions,
+    settings: Settings,
+    *,
+    backend_factory: Callable[[], Any],
+    resume: bool,
+    on_change: Callable[[Sequence[PairOutcome]], None],
+    image: str | None,
+    interrupts: Interrupts,
+) -> dict[str, Any]:
+    """The body of `execute` under its signal handler: run, grade, build the report."""
+    inner = backend_factory()  # Docker unusable: exit 6, no job row yet
+    try:
+        check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
+    except BaseException:
+        close_inner = getattr(inner, "close", None)
+        if callable(close_inner):
+            close_inner()
+        raise
+    backend = TrackingBackend(inner)
     runner: PairRunner | None = None
     try:
         with Ledger.for_state_dir(settings.state_dir) as ledger:
@@ -306,12 +327,12 @@ def execute(
                     ),
                     on_change=on_change,
                 )
-                with _signals(scheduler.interrupt) if handle_signals else _noop():
-                    outcomes = scheduler.run(pending)
-                    interrupted = scheduler.interrupted.is_set()
-                    grading = None
-                    if not interrupted:
-                        grading = grade_job(plan, ledger, guard, settings, options.cwd)
+                interrupts.attach(scheduler)
+                outcomes = scheduler.run(pending)
+                grading = None
+                if not scheduler.interrupted.is_set():
+                    grading = grade_job(plan, ledger, guard, settings, options.cwd)
+                interrupted = scheduler.interrupted.is_set()
             except BaseException:
                 ledger.set_job_status(plan.job_id, "interrupted")  # never left "running"
                 raise
@@ -333,10 +354,4 @@ def execute(
             close()
         if runner is not None:
             runner.close()
-    write_report(folder, report)
-    return SubmitResult(plan, report, int(report["exit_code"]))
-
-
-@contextmanager
-def _noop() -> Iterator[None]:
-    yield
+    return report

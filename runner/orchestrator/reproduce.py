@@ -24,8 +24,10 @@ an alias, a body that is not the raw HTTP body) never refuses.
 
 Reproduce never runs the input's code on the host: the registry (tool ids, effect classes,
 schema hashes) is built inside a sandbox (`runner.orchestrator.toolmanifest`), the tool
-modules are only located here, and model turns come from the trace (`ReplayProvider`), so a
-packet's scripted model function is never imported either. Refusals the trace alone shows are
+modules are only located here and copied into one tool snapshot per trace (what the
+description sandbox and the replay both mount; never the trace itself), and model turns come
+from the trace (`ReplayProvider`), so a packet's scripted model function is never imported
+either. Refusals the trace alone shows are
 found before any sandbox starts.
 """
 
@@ -248,11 +250,21 @@ class Reproducer:
                 recorded=recorded,
                 refusals=early,
             )
-        from runner.orchestrator.toolmanifest import sandbox_registry
+        from runner.orchestrator.snapshot_sources import snapshot_for
+        from runner.orchestrator.toolmanifest import locate_tools, sandbox_registry
         from runner.policy import load_policy
 
         policy = load_policy(self.policy_name)
+        # a packet's modules come from the packet alone, never from this host
+        self_contained = is_packet(path) and self.workflow is None
         try:
+            # One snapshot for the description sandbox and the replay: both see the same code,
+            # copied now; never the trace itself (runner/orchestrator/snapshot.py).
+            snapshot = snapshot_for(
+                [(workflow, locate_tools(workflow, self_contained=self_contained))],
+                state_dir=self.settings.state_dir,
+                exclude=[path, trace_path],
+            )
             # Never imported here: the tool code may be a packet's (toolmanifest's docstring).
             registry = sandbox_registry(
                 workflow,
@@ -260,8 +272,8 @@ class Reproducer:
                 settings=self.settings,
                 image=self.image or self.settings.image,
                 policy=policy,
-                # a packet's modules come from the packet alone, never from this host
-                self_contained=is_packet(path) and self.workflow is None,
+                self_contained=self_contained,
+                snapshot=snapshot,
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
@@ -279,7 +291,7 @@ class Reproducer:
                 recorded=recorded,
                 refusals=reasons,
             )
-        return self._run(name, trace, workflow, registry, recorded, policy)
+        return self._run(name, trace, workflow, registry, recorded, policy, snapshot)
 
     def _workflow(self, trace: Trace, trace_path: Path, scratch: Path) -> Any:
         from runner.domain.workflow import load_workflow
@@ -312,6 +324,7 @@ class Reproducer:
         registry: Any,
         recorded: dict[str, Any],
         policy: Any,
+        snapshot: Any,
     ) -> ReproduceReport:
         from runner.domain.ids import timestamped_ids
         from runner.domain.tasks import Task
@@ -337,6 +350,7 @@ class Reproducer:
             purpose="replay",
             recorded_calls=calls,
             clock_start=run.clock.start,
+            snapshot=snapshot,
         )
         variant = f"{workflow.spec.name}@{workflow.spec.version}"
         try:

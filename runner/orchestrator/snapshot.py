@@ -1,0 +1,530 @@
+"""The tool snapshot: the only user files a sandbox sees, copied once when a command starts.
+
+A sandbox needs the workflow's tool code, and nothing else of the user's folders: a tool folder
+is often the project folder, beside the tasks file (whose ``expected`` is the rubric's answer
+key), traces, the state folder, ``.env`` and ``.git``. So no user folder is mounted live. Each
+command that runs sandboxes (``run``, ``submit``, ``reproduce``, the sandbox that describes tool
+modules) builds one `ToolSnapshot` at its start and every sandbox of the command mounts it:
+
+- **contents**: the entries the workflow declares (`SnapshotEntry`: the top-level module file or
+  package of each ``tools`` module, and what its ``files`` globs match), found by
+  `runner.orchestrator.snapshot_sources`;
+- **minus**, at any depth of a declared package or folder: entries whose real path is an
+  excluded file (the tasks file, traces the command reads) or the state folder or inside it;
+  virtual environments (a folder holding ``pyvenv.cfg``, ``site-packages``, ``dist-packages``);
+  dot entries; ``__pycache__``; JSONL files whose first line is a trace's ``run`` line or a task
+  record (`looks_like_tasks_or_trace`);
+- **links**: a symbolic link is followed only when its target lies inside the same source folder
+  (the target's real path is then what the exclusions judge); one leading out of it is left out,
+  with a warning (a declared module that is such a link is an error);
+- **special files** (FIFO, device, socket) are refused with an `InputError` naming them; files
+  are opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked again after opening;
+- **bounds**: at most `MAX_FILES` files and `MAX_BYTES` bytes (an `InputError` says which);
+- **layout**: ``<state>/snapshots/<digest>/<k>/...``, one folder ``k`` per source folder (the
+  ``sys.path`` folder of a module, or the workflow's folder for its data files), files mode 0644
+  and folders 0755 whatever the host's modes, so the sandbox user can read them (a root-owned
+  0700 folder works); mounted read-only at ``/sandbox/tools/i`` (`ToolSnapshot.mounts`);
+- **digest**: sha256 over every entry in sorted order of its relative path (UTF-8 bytes, as
+  the OS gives them): ``d NUL path LF`` for a folder, ``f NUL path NUL sha256-hex(content) LF``
+  for a file. Host paths, modes and times do not count: the same tool code gives the same digest
+  on every machine. It is the trace's ``environment.tool_snapshot``;
+- **reuse**: a snapshot whose digest exists already is checked (`verify`) and shared; ``submit``
+  records digest and source folders in its job file, and ``--resume`` mounts that snapshot again
+  (`ToolSnapshot.load`), whatever happened to the source files since.
+
+Invariant: what a sandbox runs is what the source files held when the snapshot was read; the
+sandbox never sees a path of the source folders themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.backends.base import Mount
+from runner.errors import InputError
+from runner.runtime import protocol
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_FILES",
+    "SNAPSHOTS_DIR",
+    "SnapshotEntry",
+    "ToolSnapshot",
+    "build_snapshot",
+    "looks_like_tasks_or_trace",
+]
+
+log = structlog.get_logger(__name__)
+
+SNAPSHOTS_DIR = "snapshots"
+MAX_FILES = 10_000
+MAX_BYTES = 256 * 1024 * 1024
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+VENV_NAMES = frozenset({"site-packages", "dist-packages"})
+SNIFF_BYTES = 1 << 20  # how much of a .jsonl file's first line is read to recognise it
+_CHUNK = 1 << 20
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
+
+@dataclass(frozen=True)
+class SnapshotEntry:
+    """One declared thing to copy: a file or folder below a source folder.
+
+    Attributes:
+        root: the source folder, resolved (a module's ``sys.path`` folder, or the workflow's).
+        relative: the entry's path below ``root``, ``/``-separated (a module file, a package
+            folder, a data file or folder).
+        where: ``file``/``line``/``field`` of the declaration, for errors.
+        required: True for a declared module: leaving its folder is an error, not a skip.
+    """
+
+    root: Path
+    relative: str
+    where: Mapping[str, Any] = field(default_factory=dict)
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSnapshot:
+    """A built snapshot: where it is, what it holds, and which source folder is which.
+
+    Attributes:
+        digest: sha256 hex of the content (the module docstring gives the rule).
+        path: ``<state>/snapshots/<digest>``.
+        roots: the source folders; ``roots[k]`` was copied to ``path / str(k)``.
+        files: regular files in it.
+        bytes: their total size.
+        build_s: seconds the build (or the check of a reused one) took.
+    """
+
+    digest: str
+    path: Path
+    roots: tuple[Path, ...]
+    files: int = 0
+    bytes: int = 0
+    build_s: float = 0.0
+
+    def mounts(self, roots: Sequence[Path]) -> tuple[list[Mount], list[str]]:
+        """Read-only mounts of ``roots``' copies, and their sandbox paths, in that order.
+
+        Args:
+            roots: host source folders a run needs (its tool roots, its workflow's folder).
+
+        Returns:
+            ``(mounts, tool_paths)``: ``roots[i]``'s copy is mounted at ``/sandbox/tools/i``.
+
+        Raises:
+            InputError: a folder this snapshot does not hold (the run's tool folders are not
+                those the snapshot was built from, e.g. a resumed job run from elsewhere).
+        """
+        index = {root: k for k, root in enumerate(self.roots)}
+        mounts: list[Mount] = []
+        paths: list[str] = []
+        for i, root in enumerate(dict.fromkeys(Path(r).resolve() for r in roots)):
+            if root not in index:
+                raise InputError(
+                    f"tool folder {root} is not in the command's tool snapshot {self.digest[:12]} "
+                    f"(it holds {', '.join(str(r) for r in self.roots) or 'no folder'})",
+                    field="tools",
+                )
+            target = f"{protocol.TOOLS_DIR}/{i}"
+            mounts.append(Mount(self.path / str(index[root]), target))
+            paths.append(target)
+        return mounts, paths
+
+    def copy_of(self, root: Path) -> Path:
+        """The folder holding the copy of source folder ``root``.
+
+        Raises:
+            InputError: a folder this snapshot does not hold.
+        """
+        (mount,), _ = self.mounts([root])
+        return mount.source
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"digest", "roots", "files", "bytes"}`` (what a job file records)."""
+        return {
+            "digest": self.digest,
+            "roots": [str(r) for r in self.roots],
+            "files": self.files,
+            "bytes": self.bytes,
+        }
+
+    @classmethod
+    def load(cls, state_dir: Path, data: Any, *, where: str = "job.json") -> ToolSnapshot:
+        """The snapshot a job file recorded, checked against its digest.
+
+        Raises:
+            InputError: the record is malformed, or the snapshot is missing or its content no
+                longer has its digest (``where`` named).
+        """
+        digest = data.get("digest") if isinstance(data, dict) else None
+        roots = data.get("roots") if isinstance(data, dict) else None
+        if (
+            not isinstance(digest, str)
+            or len(digest) != 64
+            or any(c not in "0123456789abcdef" for c in digest)
+            or not isinstance(roots, list)
+            or not all(isinstance(r, str) for r in roots)
+        ):
+            raise InputError("not a tool snapshot record", file=where, field="tool_snapshot")
+        started = time.monotonic()
+        path = state_dir.resolve() / SNAPSHOTS_DIR / digest
+        files, size = verify(path, digest, len(roots), where=where)
+        return cls(
+            digest, path, tuple(Path(r) for r in roots), files, size, time.monotonic() - started
+        )
+
+
+def looks_like_tasks_or_trace(path: Path) -> bool:
+    """True for a ``.jsonl`` file whose first line is a trace's ``run`` line or a task record.
+
+    A task record (``task_id`` and ``input``) may carry the rubric's ``expected``; a trace
+    records a run's answers. Neither belongs in a tool snapshot, whatever its name. Reads at
+    most `SNIFF_BYTES`; an unreadable or undecodable first line is not recognised.
+    """
+    if not path.name.endswith(".jsonl"):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES).split(b"\n", 1)[0]
+        record = json.loads(head.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    if not isinstance(record, dict):
+        return False
+    return (record.get("type") == "run" and "v" in record) or (
+        "task_id" in record and "input" in record
+    )
+
+
+class _Plan:
+    """What to copy, collected before anything is written (bounds checked as it grows)."""
+
+    def __init__(self, state_dir: Path, exclude: Iterable[Path]) -> None:
+        self.state_dir = state_dir
+        self.exclude = {Path(os.path.realpath(p)) for p in exclude}
+        self.files: dict[str, Path] = {}
+        self.dirs: set[str] = set()
+        self.size = 0
+
+    def excluded(self, real: Path) -> bool:
+        return real in self.exclude or real == self.state_dir or real.is_relative_to(self.state_dir)
+
+    def add_file(self, dest: str, real: Path, size: int, where: Mapping[str, Any]) -> None:
+        if dest in self.files:
+            return
+        if len(self.files) >= MAX_FILES:
+            raise InputError(
+                f"the tool snapshot would hold more than {MAX_FILES} files (the limit): declare "
+                "fewer files (the workflow's tools and files)",
+                **where,
+            )
+        self.size += size
+        if self.size > MAX_BYTES:
+            raise InputError(
+                f"the tool snapshot would hold more than {MAX_BYTES // (1024 * 1024)} MiB (the "
+                f"limit; {real} alone is {size} bytes): declare fewer files",
+                **where,
+            )
+        self.files[dest] = real
+        parts = dest.split("/")
+        for depth in range(1, len(parts)):
+            self.dirs.add("/".join(parts[:depth]))
+
+
+def _skipped_name(name: str) -> bool:
+    return name.startswith(".") or name == "__pycache__"
+
+
+def _special(mode: int) -> str | None:
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return None
+
+
+def _visit(
+    plan: _Plan,
+    path: Path,
+    real: Path,
+    dest: str,
+    root: Path,
+    where: Mapping[str, Any],
+    ancestors: frozenset[Path],
+) -> None:
+    """Add ``path`` (real path ``real``, copied to ``dest``) and, for a folder, its contents."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        log.warning("snapshot_entry_unreadable", path=str(path), error=str(exc))
+        return
+    if stat.S_ISLNK(info.st_mode):
+        real = Path(os.path.realpath(path))
+        if not real.is_relative_to(root):
+            log.warning("snapshot_link_outside_left_out", path=str(path), target=str(real))
+            return
+        try:
+            info = os.stat(real)
+        except OSError:
+            log.warning("snapshot_dangling_link_left_out", path=str(path))
+            return
+    if plan.excluded(real):
+        log.info("snapshot_excluded", path=str(path))
+        return
+    kind = _special(info.st_mode)
+    if kind is not None:
+        raise InputError(
+            f"{path} is {kind}: a tool snapshot copies regular files and folders only",
+            file=str(path),
+        )
+    if stat.S_ISDIR(info.st_mode):
+        if real in ancestors:  # a link back up: a loop
+            log.warning("snapshot_link_loop_left_out", path=str(path))
+            return
+        if path.name in VENV_NAMES or os.path.lexists(path / "pyvenv.cfg"):
+            log.info("snapshot_venv_excluded", path=str(path))
+            return
+        plan.dirs.add(dest)
+        try:
+            names = sorted(os.listdir(path))
+        except OSError as exc:
+            raise InputError(f"cannot list {path}: {exc}", file=str(path)) from exc
+        inner = ancestors | {real}
+        for name in names:
+            if not _skipped_name(name):
+                _visit(plan, path / name, real / name, f"{dest}/{name}", root, where, inner)
+    elif stat.S_ISREG(info.st_mode):
+        if looks_like_tasks_or_trace(real):
+            log.info("snapshot_tasks_or_trace_excluded", path=str(path))
+            return
+        plan.add_file(dest, real, info.st_size, where)
+
+
+def _plan(entries: Sequence[SnapshotEntry], state_dir: Path, exclude: Iterable[Path]) -> _Plan:
+    plan = _Plan(state_dir, exclude)
+    roots = list(dict.fromkeys(e.root for e in entries))
+    for k in range(len(roots)):
+        plan.dirs.add(str(k))
+    for entry in entries:
+        k = roots.index(entry.root)
+        parts = [p for p in entry.relative.split("/") if p not in ("", ".")]
+        if not parts or ".." in parts or any(_skipped_name(p) for p in parts):
+            if entry.required:
+                raise InputError(f"{entry.relative!r} cannot be copied", **entry.where)
+            continue  # dot entries and __pycache__ are never copied
+        path = entry.root.joinpath(*parts)
+        real = Path(os.path.realpath(path))
+        if not real.is_relative_to(entry.root):
+            if entry.required:
+                raise InputError(
+                    f"{path} leads outside its folder {entry.root} (a symbolic link): the tool "
+                    "snapshot copies nothing from outside the folder a module was found in",
+                    **entry.where,
+                )
+            log.warning("snapshot_link_outside_left_out", path=str(path), target=str(real))
+            continue
+        dest = "/".join([str(k), *parts])
+        parents = frozenset(Path(os.path.realpath(p)) for p in path.parents if p != path)
+        _visit(plan, path, real, dest, entry.root, entry.where, parents)
+    return plan
+
+
+def _copy(source: Path, target: Path) -> tuple[str, int]:
+    """Copy one file (opened without following links, checked regular); its sha256 and size."""
+    try:
+        fd = os.open(source, _OPEN_FLAGS)
+    except OSError as exc:
+        raise InputError(f"cannot read {source}: {exc.strerror}", file=str(source)) from exc
+    digest = hashlib.sha256()
+    size = 0
+    with os.fdopen(fd, "rb") as reader:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # replaced by something else since it was looked at
+            kind = _special(mode)
+            raise InputError(
+                f"{source} is {kind or 'not a regular file'}: a tool snapshot copies regular "
+                "files only",
+                file=str(source),
+            )
+        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0))
+        with os.fdopen(out, "wb") as writer:
+            while chunk := reader.read(_CHUNK):
+                size += len(chunk)
+                if size > MAX_BYTES:
+                    raise InputError(f"{source} grew past {MAX_BYTES} bytes", file=str(source))
+                digest.update(chunk)
+                writer.write(chunk)
+    os.chmod(target, FILE_MODE)
+    return digest.hexdigest(), size
+
+
+def _digest(dirs: Iterable[str], files: Mapping[str, str]) -> str:
+    """The snapshot digest of folders and ``{path: content sha256 hex}`` (docstring rule)."""
+    lines = [(os.fsencode(d), b"d\0" + os.fsencode(d) + b"\n") for d in dirs]
+    lines += [
+        (os.fsencode(f), b"f\0" + os.fsencode(f) + b"\0" + h.encode("ascii") + b"\n")
+        for f, h in files.items()
+    ]
+    total = hashlib.sha256()
+    for _, line in sorted(lines):
+        total.update(line)
+    return total.hexdigest()
+
+
+def verify(path: Path, digest: str, roots: int, *, where: str = "") -> tuple[int, int]:
+    """Check that the snapshot folder ``path`` holds content of ``digest``; reset its modes.
+
+    Args:
+        path: ``<state>/snapshots/<digest>``.
+        digest: the digest it must have.
+        roots: how many source folders it must hold (``0`` ... ``roots - 1``).
+        where: the file naming it (a job file), for the error.
+
+    Returns:
+        ``(files, bytes)`` of the snapshot.
+
+    Raises:
+        InputError: missing, holding a link or special file, or content of another digest.
+    """
+    try:
+        dirs, files, size = _scan(path)
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        problem = ""
+        if any(str(k) not in dirs for k in range(roots)):
+            problem = "a source folder's copy is missing"
+        elif _digest(dirs, files) != digest:
+            problem = "its content no longer has its digest"
+    if problem:
+        raise InputError(
+            f"the tool snapshot {digest[:12]} in {path.parent} is damaged: {problem}",
+            file=where or None,
+            field="tool_snapshot",
+        )
+    return len(files), size
+
+
+def _scan(path: Path) -> tuple[list[str], dict[str, str], int]:
+    """Folders, ``{file: sha256}`` and bytes of a built snapshot; modes reset to 0755/0644.
+
+    Raises:
+        ValueError: it is missing or holds a link or a special file.
+    """
+    if path.is_symlink() or not path.is_dir():
+        raise ValueError("it is missing")
+    dirs: list[str] = []
+    files: dict[str, str] = {}
+    size = 0
+    path.chmod(DIR_MODE)
+    for folder, subdirs, names in os.walk(path):
+        here = Path(folder)
+        base = here.relative_to(path).as_posix()
+        for name in [*subdirs, *names]:
+            relative = name if base == "." else f"{base}/{name}"
+            mode = os.lstat(here / name).st_mode
+            if stat.S_ISDIR(mode):
+                dirs.append(relative)
+                (here / name).chmod(DIR_MODE)
+            elif stat.S_ISREG(mode):
+                files[relative], length = _hash_file(here / name)
+                size += length
+                (here / name).chmod(FILE_MODE)
+            else:
+                raise ValueError(f"{relative} is not a regular file or folder")
+    return dirs, files, size
+
+
+def _hash_file(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def build_snapshot(
+    entries: Sequence[SnapshotEntry], *, state_dir: Path, exclude: Iterable[Path] = ()
+) -> ToolSnapshot:
+    """Copy ``entries`` into a content-addressed snapshot under ``state_dir``.
+
+    Args:
+        entries: what the workflows declare (`runner.orchestrator.snapshot_sources`).
+        state_dir: the state folder (never copied; the snapshot is written below it).
+        exclude: files never copied, by real path (the tasks file, traces read).
+
+    Returns:
+        The snapshot (a new one, or an identical one built before and checked).
+
+    Raises:
+        InputError: a special file, a declared module leading outside its folder, or more
+            than `MAX_FILES` files / `MAX_BYTES` bytes (the declaration named).
+    """
+    started = time.monotonic()
+    state = state_dir.resolve()
+    plan = _plan(entries, state, exclude)
+    roots = tuple(dict.fromkeys(e.root for e in entries))
+    home = state / SNAPSHOTS_DIR
+    home.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".building-", dir=home))
+    try:
+        for folder in sorted(plan.dirs, key=lambda d: d.count("/")):
+            (scratch / folder).mkdir(mode=DIR_MODE, exist_ok=True)
+            (scratch / folder).chmod(DIR_MODE)
+        hashes: dict[str, str] = {}
+        size = 0
+        for dest, source in sorted(plan.files.items()):
+            hashes[dest], length = _copy(source, scratch / dest)
+            size += length
+            if size > MAX_BYTES:
+                raise InputError(f"the tool snapshot grew past {MAX_BYTES} bytes", file=str(source))
+        digest = _digest(plan.dirs, hashes)
+        final = home / digest
+        scratch.chmod(DIR_MODE)
+        try:
+            os.rename(scratch, final)
+        except OSError:  # built before (or by a command running at the same time): check it
+            try:
+                verify(final, digest, len(roots))
+            except InputError:
+                log.warning("snapshot_damaged_replaced", digest=digest)
+                shutil.rmtree(final, ignore_errors=True)
+                os.rename(scratch, final)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    snapshot = ToolSnapshot(digest, final, roots, len(hashes), size, time.monotonic() - started)
+    log.info(
+        "tool_snapshot_built",
+        digest=digest,
+        files=snapshot.files,
+        bytes=snapshot.bytes,
+        ms=round(snapshot.build_s * 1000, 1),
+    )
+    return snapshot

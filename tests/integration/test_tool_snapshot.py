@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,107 @@ def test_a_root_owned_0700_tool_folder_works_for_run(tmp_path: Path, sandbox_ima
     assert "run " in done.stdout and ": succeeded" in done.stdout, done.stdout
     trace = done.stdout.strip().splitlines()[-1].removeprefix("trace: ")
     assert _body(_trace(trace), "echo") == "echo: hi"
+
+
+VERSION_TOOLS = """
+from runner.sdk import Effect, tool
+
+VERSION = "{version}"
+
+@tool("ver.get", effect=Effect.PURE)
+def get() -> str:
+    return VERSION
+"""
+
+
+def test_what_runs_is_what_was_there_when_the_command_started_also_on_resume(
+    tmp_path: Path, sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit of a tool file during a submission, or between a job and its resume, never
+    reaches that job's sandboxes: every run mounts the snapshot taken when the job started."""
+    from runner.backends.docker import DockerBackend
+    from runner.orchestrator.jobfile import CeilingFlags, SubmitOptions
+    from runner.orchestrator.scheduler import PairOutcome
+    from runner.orchestrator.submit import execute, load_resume, prepare
+    from runner.settings import Settings
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    tools = project / "ver_tools.py"
+    tools.write_text(VERSION_TOOLS.format(version="original"))
+    (project / "wf.yaml").write_text(
+        'name: ver\nversion: "1"\ntools: [ver_tools]\n'
+        "steps:\n  - id: ver\n    tool: ver.get\n    args: {}\n"
+    )
+    (project / "tasks.jsonl").write_text(
+        "".join(f'{{"task_id": "t{i}", "input": {{}}}}\n' for i in (1, 2, 3))
+    )
+    monkeypatch.chdir(project)
+    settings = Settings(state_dir=tmp_path / "state", image=sandbox_image)
+    options = SubmitOptions(
+        variants=(project / "wf.yaml",),
+        names=(None,),
+        tasks=project / "tasks.jsonl",
+        concurrency=1,
+        replay_ceiling=CeilingFlags({"runs": 2}, {"runs": "test"}),
+        cwd=project,
+    )
+
+    def edit_after_the_first_run(outcomes: Sequence[PairOutcome]) -> None:
+        if any(o.trace for o in outcomes) and "original" in tools.read_text():
+            tools.write_text(VERSION_TOOLS.format(version="edited during the job"))
+
+    def backend() -> Any:
+        return DockerBackend.connect()
+
+    plan = prepare(options, settings)
+    first = execute(
+        plan,
+        options,
+        settings,
+        backend_factory=backend,
+        on_change=edit_after_the_first_run,
+        handle_signals=False,
+    )
+    assert first.exit_code == 4  # the ceiling stopped the third run: the job can be resumed
+    assert first.report is not None
+    ran = [p for p in first.report["pairs"] if p.get("trace")]
+    assert len(ran) == 2 and "edited during the job" in tools.read_text()
+    traces = [_trace(p["trace"]) for p in ran]
+    assert [_body(t, "ver") for t in traces] == ["original", "original"]
+    digest = traces[0][0]["environment"]["tool_snapshot"]
+    assert traces[1][0]["environment"]["tool_snapshot"] == digest
+
+    tools.write_text(VERSION_TOOLS.format(version="edited before the resume"))
+    resumed_options = load_resume(settings, plan.job_id).with_overrides(
+        replay_ceiling=CeilingFlags({"runs": 10}, {"runs": "test"})
+    )
+    resumed = execute(
+        prepare(resumed_options, settings, job_id=plan.job_id),
+        resumed_options,
+        settings,
+        backend_factory=backend,
+        resume=True,
+        handle_signals=False,
+    )
+    assert resumed.exit_code == 0 and resumed.report is not None
+    (third,) = [p for p in resumed.report["pairs"] if p["task_id"] == "t3" and p.get("trace")]
+    lines = _trace(third["trace"])
+    assert _body(lines, "ver") == "original"
+    assert lines[0]["environment"]["tool_snapshot"] == digest
+    job = json.loads((settings.state_dir / "jobs" / plan.job_id / "job.json").read_text())
+    assert job["tool_snapshot"]["digest"] == digest
+
+    fresh_options = SubmitOptions(
+        variants=(project / "wf.yaml",), names=(None,), tasks=project / "tasks.jsonl", cwd=project
+    )
+    fresh = execute(
+        prepare(fresh_options, settings),
+        fresh_options,
+        settings,
+        backend_factory=backend,
+        handle_signals=False,
+    )
+    assert fresh.report is not None
+    bodies = {_body(_trace(p["trace"]), "ver") for p in fresh.report["pairs"]}
+    assert bodies == {"edited before the resume"}  # a new command takes a new snapshot

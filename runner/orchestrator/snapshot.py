@@ -10,10 +10,10 @@ modules) builds one `ToolSnapshot` at its start and every sandbox of the command
   package of each ``tools`` module, and what its ``files`` globs match), found by
   `runner.orchestrator.snapshot_sources`;
 - **minus**, at any depth of a declared package or folder: entries whose real path is an
-  excluded file (the tasks file, traces the command reads) or the state folder or inside it;
-  virtual environments (a folder holding ``pyvenv.cfg``, ``site-packages``, ``dist-packages``);
-  dot entries; ``__pycache__``; JSONL files whose first line is a trace's ``run`` line or a task
-  record (`looks_like_tasks_or_trace`);
+  excluded file (the tasks file, traces the command reads; a hard link to one too) or the state
+  folder or inside it; virtual environments (a folder holding ``pyvenv.cfg``, ``site-packages``,
+  ``dist-packages``); dot entries; ``__pycache__``; JSON Lines or JSON files whose first line is
+  a trace's ``run`` line or a task record (`looks_like_tasks_or_trace`);
 - **links**: a symbolic link is followed only when its target lies inside the same source folder
   (the target's real path is then what the exclusions judge); one leading out of it is left out,
   with a warning (a declared module that is such a link is an error);
@@ -196,16 +196,17 @@ class ToolSnapshot:
 
 
 def looks_like_tasks_or_trace(path: Path) -> bool:
-    """True for a ``.jsonl`` file whose first line is a trace's ``run`` line or a task record.
+    """True for a ``.jsonl``/``.json`` file whose first line is a trace's ``run`` line or a task.
 
     A task record (``task_id`` and ``input``) may carry the rubric's ``expected``; a trace
     records a run's answers. Neither belongs in a tool snapshot, whatever its name. Reads at
-    most `SNIFF_BYTES`; an unreadable or undecodable first line is not recognised.
+    most `SNIFF_BYTES` (opened like a copy: no link followed, never blocking); an unreadable or
+    undecodable first line is not recognised.
     """
-    if not path.name.endswith(".jsonl"):
+    if not path.name.endswith((".jsonl", ".json")):
         return False
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(os.open(path, _OPEN_FLAGS), "rb") as handle:
             head = handle.read(SNIFF_BYTES).split(b"\n", 1)[0]
         record = json.loads(head.decode("utf-8"))
     except (OSError, ValueError, RecursionError):
@@ -223,12 +224,23 @@ class _Plan:
     def __init__(self, state_dir: Path, exclude: Iterable[Path]) -> None:
         self.state_dir = state_dir
         self.exclude = {Path(os.path.realpath(p)) for p in exclude}
+        self.identities: set[tuple[int, int]] = set()  # a hard link is the same file too
+        for path in self.exclude:
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            self.identities.add((info.st_dev, info.st_ino))
         self.files: dict[str, Path] = {}
         self.dirs: set[str] = set()
         self.size = 0
 
-    def excluded(self, real: Path) -> bool:
-        return real in self.exclude or real == self.state_dir or real.is_relative_to(self.state_dir)
+    def excluded(self, real: Path, info: os.stat_result) -> bool:
+        return (
+            real in self.exclude
+            or (info.st_dev, info.st_ino) in self.identities
+            or real.is_relative_to(self.state_dir)
+        )
 
     def add_file(self, dest: str, real: Path, size: int, where: Mapping[str, Any]) -> None:
         if dest in self.files:
@@ -293,7 +305,7 @@ def _visit(
         except OSError:
             log.warning("snapshot_dangling_link_left_out", path=str(path))
             return
-    if plan.excluded(real):
+    if plan.excluded(real, info):
         log.info("snapshot_excluded", path=str(path))
         return
     kind = _special(info.st_mode)

@@ -90,6 +90,8 @@ def test_exclusions_by_real_path_at_any_depth(tmp_path: Path) -> None:
     (state / "traces" / "r1.jsonl").write_text(TRACE_LINE)
     (package / "tasks.jsonl").write_text(TASK_LINE)
     (package / "answers.json").symlink_to(package / "tasks.jsonl")  # another name, same file
+    os.link(package / "tasks.jsonl", package / "key.txt")  # a hard link: the same file too
+    (package / "copy.json").write_text(TASK_LINE)  # a copy under a JSON name
     (package / "state-link").symlink_to(state)
     (package / "old-tasks.jsonl").write_text(TASK_LINE)  # not the command's, but task records
     (package / "recorded.jsonl").write_text(TRACE_LINE)  # a trace

@@ -52,7 +52,7 @@ from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
 from runner.orchestrator.providers import DeadlineProvider, ModelProvider
 from runner.orchestrator.snapshot import ToolSnapshot
-from runner.orchestrator.snapshot_sources import run_roots
+from runner.orchestrator.snapshot_sources import tool_mounts
 from runner.orchestrator.tracewriter import TraceWriter
 from runner.runtime import protocol
 from runner.settings import Settings
@@ -177,32 +177,6 @@ def _modules(manifest: Mapping[str, Any]) -> list[str]:
     return list(seen)
 
 
-def tool_mounts_of(request: EpisodeRequest) -> tuple[list[Mount], list[str]]:
-    """The read-only mounts of a run's tool code and their sandbox paths (``tool_paths``).
-
-    Every sandboxed run mounts the copies in its command's snapshot. Only ``record`` (an
-    unsandboxed local process that runs the project's own files on purpose, data files and all)
-    gets the live folders, which its backend maps back to host paths.
-
-    Raises:
-        InputError: a tool folder the snapshot does not hold.
-        ValueError: tool folders but no snapshot (a caller's bug).
-    """
-    tool_roots = [Path(p).resolve() for p in request.registry.tool_roots()]
-    if request.mode == "record":
-        paths = [f"{protocol.TOOLS_DIR}/{i}" for i in range(len(tool_roots))]
-        return [Mount(root, path) for root, path in zip(tool_roots, paths, strict=True)], paths
-    roots = run_roots(request.workflow, tool_roots)
-    if request.snapshot is None:
-        if roots:
-            raise ValueError(
-                "a sandboxed run with tool folders needs the command's tool snapshot "
-                "(runner.orchestrator.snapshot_sources.snapshot_for)"
-            )
-        return [], []
-    return request.snapshot.mounts(roots)
-
-
 def prepare_run(
     request: EpisodeRequest,
     settings: Settings,
@@ -226,7 +200,7 @@ def prepare_run(
     run_dir.mkdir(parents=True)
     run_dir.chmod(0o755)
     manifest = request.registry.manifest(request.policy)
-    tool_mounts, tool_paths = tool_mounts_of(request)
+    mounted_tools, tool_paths = tool_mounts(request)
     start = request.clock_start
     if start is None:
         start = (
@@ -251,7 +225,7 @@ def prepare_run(
     _write_json(run_dir / "manifest.json", manifest)
     _write_json(run_dir / "run.json", run_spec)
     mounts = [Mount(resources.package_dir(), f"{protocol.RUNTIME_ROOT}/runner")]
-    mounts += tool_mounts
+    mounts += mounted_tools
     mounts.append(Mount(run_dir, protocol.RUN_DIR))
     env = {
         "TZ": "UTC",

@@ -15,7 +15,8 @@ not descend into linked folders. A glob matching nothing is an `InputError` nami
 file, the line and ``files[i]`` (a typo must not silently leave the data out).
 
 `run_roots` says which source folders one run mounts: its registry's tool roots, then the
-workflow's folder when it declares files.
+workflow's folder when it declares files; `tool_mounts` mounts their copies from the command's
+snapshot (``record`` alone, unsandboxed, gets the live folders).
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.backends.base import Mount
 from runner.errors import InputError
-from runner.orchestrator.snapshot import VENV_NAMES, SnapshotEntry, ToolSnapshot, build_snapshot
+from runner.orchestrator.snapshot import SnapshotEntry, ToolSnapshot, build_snapshot
+from runner.orchestrator.snapshot_tree import VENV_NAMES
+from runner.runtime import protocol
 
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
@@ -41,6 +45,7 @@ __all__ = [
     "project_snapshot",
     "run_roots",
     "snapshot_for",
+    "tool_mounts",
     "workflow_entries",
 ]
 
@@ -181,6 +186,36 @@ class _Walker:
                 self.found.append("/".join([*rel, name]))
             elif is_dir and self._descend(path / name):
                 self.match(path / name, [*rel, name], rest)
+
+
+def tool_mounts(request: Any) -> tuple[list[Mount], list[str]]:
+    """The read-only mounts of a run's tool code and their sandbox paths (``tool_paths``).
+
+    Args:
+        request: the run (`runner.orchestrator.episode.EpisodeRequest`).
+
+    Every sandboxed run mounts the copies in its command's snapshot. Only ``record`` (an
+    unsandboxed local process that runs the project's own files on purpose, data files and all)
+    gets the live folders, which its backend maps back to host paths.
+
+    Raises:
+        InputError: a tool folder the snapshot does not hold.
+        ValueError: tool folders but no snapshot (a caller's bug).
+    """
+    tool_roots = [Path(p).resolve() for p in request.registry.tool_roots()]
+    if request.mode == "record":
+        paths = [f"{protocol.TOOLS_DIR}/{i}" for i in range(len(tool_roots))]
+        return [Mount(root, path) for root, path in zip(tool_roots, paths, strict=True)], paths
+    roots = run_roots(request.workflow, tool_roots)
+    snapshot: ToolSnapshot | None = request.snapshot
+    if snapshot is None:
+        if roots:
+            raise ValueError(
+                "a sandboxed run with tool folders needs the command's tool snapshot "
+                "(runner.orchestrator.snapshot_sources.snapshot_for)"
+            )
+        return [], []
+    return snapshot.mounts(roots)
 
 
 def run_roots(workflow: Any, tool_roots: Iterable[Path]) -> list[Path]:

@@ -19,7 +19,7 @@ import pytest
 
 from runner.domain.workflow import load_workflow
 from runner.errors import InputError
-from runner.orchestrator import snapshot as snapshot_module
+from runner.orchestrator import snapshot_tree
 from runner.orchestrator.snapshot import SnapshotEntry, ToolSnapshot, build_snapshot
 from runner.orchestrator.snapshot_sources import match_files, project_snapshot
 
@@ -227,11 +227,11 @@ def test_limits_on_files_and_bytes_are_stated(
 ) -> None:
     root = tmp_path / "proj"
     _package(root)
-    monkeypatch.setattr(snapshot_module, "MAX_FILES", 3)
+    monkeypatch.setattr(snapshot_tree, "MAX_FILES", 3)
     with pytest.raises(InputError, match=r"wf\.yaml: .*more than 3 files \(the limit\)"):
         _build(root, "pkg", state=tmp_path / "st")
-    monkeypatch.setattr(snapshot_module, "MAX_FILES", 100)
-    monkeypatch.setattr(snapshot_module, "MAX_BYTES", 8)
+    monkeypatch.setattr(snapshot_tree, "MAX_FILES", 100)
+    monkeypatch.setattr(snapshot_tree, "MAX_BYTES", 8)
     with pytest.raises(InputError, match=r"more than 0 MiB \(the limit"):
         _build(root, "pkg", state=tmp_path / "st")
 

@@ -77,6 +77,19 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 SNAPSHOTS_DIR = "snapshots"
+BUILDING_PREFIX = ".building-"
+STALE_BUILD_S = 3600.0  # a build folder this old was left by a killed command
+
+
+def _remove_stale_builds(home: Path) -> None:
+    """Remove build folders a killed command left behind (never one still being written)."""
+    now = time.time()
+    for folder in home.glob(BUILDING_PREFIX + "*"):
+        try:
+            if now - folder.stat().st_mtime > STALE_BUILD_S:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
 
 
 @dataclass(frozen=True)
@@ -194,7 +207,8 @@ def build_snapshot(
     roots = tuple(dict.fromkeys(e.root for e in entries))
     home = state / SNAPSHOTS_DIR
     home.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".building-", dir=home))
+    _remove_stale_builds(home)
+    scratch = Path(tempfile.mkdtemp(prefix=BUILDING_PREFIX, dir=home))
     try:
         for folder in sorted(plan.dirs, key=lambda d: d.count("/")):
             (scratch / folder).mkdir(mode=DIR_MODE, exist_ok=True)

@@ -342,3 +342,16 @@ def test_a_sandboxed_run_never_mounts_a_live_tool_folder(tmp_path: Path) -> None
     assert [m.source for m in record.spec.mounts if m.target == "/sandbox/tools/0"] == [
         root.resolve()
     ]  # record runs the project's own files, unsandboxed, on purpose
+
+
+def test_a_build_left_by_a_killed_command_is_removed_later(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    _package(root)
+    home = tmp_path / "st" / "snapshots"
+    stale, fresh = home / ".building-old", home / ".building-new"
+    for folder in (stale, fresh):
+        (folder / "0").mkdir(parents=True)
+    os.utime(stale, (0, 0))
+    snapshot = _build(root, "pkg", state=tmp_path / "st")
+    assert not stale.exists() and fresh.exists()  # a build of a running command is left alone
+    assert sorted(p.name for p in home.iterdir()) == [".building-new", snapshot.digest]

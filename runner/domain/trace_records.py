@@ -84,7 +84,11 @@ class RunClock(Record):
 
 
 class Environment(Record):
-    """The environment manifest: python, platform, packages, image id, tool schema hashes."""
+    """The environment manifest: python, platform, packages, image id, tool schema hashes.
+
+    ``tool_snapshot`` (optional, added in 0.1.0 without a ``v`` change): sha256 hex of the
+    tool snapshot the sandbox mounted (`runner.orchestrator.snapshot`).
+    """
 
     python: str | None = None
     platform: str | None = None
@@ -94,6 +98,7 @@ class Environment(Record):
     tools: dict[ToolId, str | None]
     policy_hash: str | None = None
     host: dict[str, Any] | None = None
+    tool_snapshot: str | None = None
 
 
 class RunRecord(Record):

@@ -1,9 +1,9 @@
 """Run one episode: prepare the run folder, start the sandbox, drive the protocol, classify.
 
 Sequence: `prepare_run` writes ``<state>/runs/<run_id>/{manifest.json,run.json}`` and builds the
-`SandboxSpec` (runner package, tool roots and run folder mounted read-only, the state folder
-and each root's dot entries covered by empty mounts (`runner.orchestrator.hidden`); fixed env;
-limits from the policy overridden by settings). `run_episode` starts the sandbox, waits for
+`SandboxSpec` (runner package, the run folder and the command's tool snapshot mounted read-only:
+no user folder is mounted live, `runner.orchestrator.snapshot`; fixed env; limits from the
+policy overridden by settings). `run_episode` starts the sandbox, waits for
 ``hello`` (with a deadline), sends ``start``, answers ``model_request`` through the provider,
 collects the other messages, sends ``shutdown`` after ``episode``, reads the exit state before
 removal and writes the trace (`runner.orchestrator.tracewriter`).
@@ -53,9 +53,10 @@ from runner.domain.tasks import Task
 from runner.errors import InfrastructureError
 from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
-from runner.orchestrator.hidden import hidden_mounts
 from runner.orchestrator.limits import resource_limits
 from runner.orchestrator.providers import DeadlineProvider, ModelProvider
+from runner.orchestrator.snapshot import ToolSnapshot
+from runner.orchestrator.snapshot_sources import tool_mounts
 from runner.orchestrator.tracewriter import TraceWriter
 from runner.runtime import protocol
 from runner.settings import Settings
@@ -88,6 +89,9 @@ class EpisodeRequest:
         purpose: the trace's purpose (``replay`` for sandboxed runs).
         recorded_calls: reproduce: the trace's call records; else empty.
         clock_start: overrides the task's ``clock_start`` (reproduce: the trace's).
+        snapshot: the command's tool snapshot, mounted in place of the tool folders (required
+            whenever the run has tool folders, except in ``record`` mode, which runs the
+            project's own files live and unsandboxed on purpose).
     """
 
     workflow: Any
@@ -99,6 +103,7 @@ class EpisodeRequest:
     purpose: str = "replay"
     recorded_calls: Sequence[Mapping[str, Any]] = ()
     clock_start: float | None = None
+    snapshot: ToolSnapshot | None = None
 
 
 @dataclass
@@ -172,8 +177,12 @@ def prepare_run(
 ) -> PreparedRun:
     """Create the run folder (manifest.json, run.json) and the sandbox spec.
 
+    The tool code is mounted from ``request.snapshot`` (`tool_mounts`).
+
     Raises:
-        InputError: the id factory produced an invalid run id.
+        InputError: the id factory produced an invalid run id, or a tool folder of the run is
+            not in the snapshot.
+        ValueError: the run has tool folders but no snapshot (a caller's bug).
         FileExistsError: the run folder exists already (a run id is used once).
     """
     run_id = new_run_id(id_factory)
@@ -182,8 +191,7 @@ def prepare_run(
     run_dir.mkdir(parents=True)
     run_dir.chmod(0o755)
     manifest = request.registry.manifest(request.policy)
-    roots = [Path(p).resolve() for p in request.registry.tool_roots()]
-    tool_paths = [f"{protocol.TOOLS_DIR}/{i}" for i in range(len(roots))]
+    mounted_tools, tool_paths = tool_mounts(request)
     start = request.clock_start
     if start is None:
         start = (
@@ -208,8 +216,7 @@ def prepare_run(
     _write_json(run_dir / "manifest.json", manifest)
     _write_json(run_dir / "run.json", run_spec)
     mounts = [Mount(resources.package_dir(), f"{protocol.RUNTIME_ROOT}/runner")]
-    mounts += [Mount(root, path) for root, path in zip(roots, tool_paths, strict=True)]
-    mounts += hidden_mounts(state_dir, run_dir, roots, tool_paths)
+    mounts += mounted_tools
     mounts.append(Mount(run_dir, protocol.RUN_DIR))
     env = {
         "TZ": "UTC",

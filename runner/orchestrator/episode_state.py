@@ -348,6 +348,11 @@ class EpisodeState:
                 "tools": {t["id"]: t.get("schema_hash") for t in manifest.get("tools", [])},
                 "policy_hash": policy.get("hash"),
                 "host": {"python": host_platform.python_version()},
+                **(
+                    {"tool_snapshot": request.snapshot.digest}
+                    if request.snapshot is not None
+                    else {}
+                ),
             },
             mode=request.mode,
             policy=policy,

@@ -25,11 +25,13 @@ an alias, a body that is not the raw HTTP body) never refuses.
 Reproduce never runs the input's code on the host: the registry (tool ids, effect classes,
 schema hashes) is built inside a sandbox (`runner.orchestrator.toolmanifest`), the tool
 modules are only located here — in the trace's own folder alone (`reproduce_inputs.
-tool_folder`), never the current directory or the installed packages — and model turns come
-from the trace (`ReplayProvider`), so a packet's scripted model function is never imported
-either. The trace's own copy of its workflow is written inside the run's scratch folder, its
-recorded name checked by the id rules (`runner.domain.ids.path_for_id`). Refusals the trace
-alone shows are found before any sandbox starts.
+tool_folder`), never the current directory or the installed packages — and copied into one
+tool snapshot per trace (what the description sandbox and the replay both mount; never the
+trace itself), and model turns come from the trace (`ReplayProvider`), so a packet's scripted
+model function is never imported either. The trace's own copy of its workflow is written
+inside the run's scratch folder, its recorded name checked by the id rules
+(`runner.domain.ids.path_for_id`). Refusals the trace alone shows are found before any sandbox
+starts.
 """
 
 from __future__ import annotations
@@ -252,11 +254,19 @@ class Reproducer:
                 recorded=recorded,
                 refusals=early,
             )
-        from runner.orchestrator.toolmanifest import sandbox_registry
+        from runner.orchestrator.snapshot_sources import snapshot_for
+        from runner.orchestrator.toolmanifest import locate_tools, sandbox_registry
         from runner.policy import load_policy
 
         policy = load_policy(self.policy_name)
         try:
+            # One snapshot for the description sandbox and the replay: both see the same code,
+            # copied now; never the trace itself (runner/orchestrator/snapshot.py).
+            snapshot = snapshot_for(
+                [(workflow, locate_tools(workflow, confined_to=folder))],
+                state_dir=self.settings.state_dir,
+                exclude=[path, trace_path],
+            )
             # Never imported here: the tool code may be a packet's (toolmanifest's docstring).
             registry = sandbox_registry(
                 workflow,
@@ -266,6 +276,7 @@ class Reproducer:
                 policy=policy,
                 # a trace's (a packet's) tool entries resolve in its own folder alone
                 confined_to=folder,
+                snapshot=snapshot,
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
@@ -283,7 +294,7 @@ class Reproducer:
                 recorded=recorded,
                 refusals=reasons,
             )
-        return self._run(name, trace, workflow, registry, recorded, policy)
+        return self._run(name, trace, workflow, registry, recorded, policy, snapshot)
 
     def _workflow(
         self, trace: Trace, trace_path: Path, scratch: Path, packet: bool = False
@@ -334,6 +345,7 @@ class Reproducer:
         registry: Any,
         recorded: dict[str, Any],
         policy: Any,
+        snapshot: Any,
     ) -> ReproduceReport:
         from runner.domain.ids import timestamped_ids
         from runner.domain.tasks import Task
@@ -359,6 +371,7 @@ class Reproducer:
             purpose="replay",
             recorded_calls=calls,
             clock_start=run.clock.start,
+            snapshot=snapshot,
         )
         variant = f"{workflow.spec.name}@{workflow.spec.version}"
         try:

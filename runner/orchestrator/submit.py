@@ -6,8 +6,11 @@ Sequence (`prepare` then `execute`):
    (`runner.orchestrator.eligibility`; any ineligible variant rejects the whole submission,
    exit 3, with no backend call and no ledger row), the tasks, the judge; then the `Plan`.
 2. The caller prints the plan; ``--dry-run`` stops there.
-3. The job: a ledger row and ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options and the
-   owner process, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
+3. The tool snapshot (`runner.orchestrator.snapshot`): the variants' declared tool code and
+   data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
+   again, whatever changed in the source files since). The job: a ledger row and
+   ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options, the owner process and the tool
+   snapshot, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
 4. The reaper removes sandboxes of dead owners; a resumed job's open rows are closed
    (`Ledger.close_orphans`) and its finished pairs are skipped.
 5. `Scheduler` runs the pairs under the replay ceiling; model calls go through
@@ -51,6 +54,8 @@ from runner.orchestrator.plan import (
 from runner.orchestrator.report import build_report, grade_job, write_report
 from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.orchestrator.single_run import run_sandbox_s
+from runner.orchestrator.snapshot import ToolSnapshot
+from runner.orchestrator.snapshot_sources import project_snapshot
 from runner.policy import load_policy
 from runner.settings import Settings
 
@@ -198,6 +203,22 @@ def _check_unchanged(plan: Plan, folder: Path) -> None:
             )
 
 
+def _resumed_snapshot(settings: Settings, folder: Path) -> ToolSnapshot | None:
+    """The tool snapshot the job's runs used, checked; None for a job that recorded none.
+
+    Raises:
+        InputError: the recorded snapshot is missing or damaged (the job file named).
+    """
+    path = folder / "job.json"
+    record = read_json_object(path).get("tool_snapshot")
+    if record is None:
+        log.warning("resume_without_tool_snapshot", job=folder.name)
+        return None
+    snapshot = ToolSnapshot.load(settings.state_dir, record, where=str(path))
+    log.info("tool_snapshot_reused", digest=snapshot.digest, job=folder.name)
+    return snapshot
+
+
 def execute(
     plan: Plan,
     options: SubmitOptions,
@@ -225,9 +246,17 @@ def execute(
         InfrastructureError: the backend is unusable (exit 6).
     """
     folder = job_dir(settings, plan.job_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    snapshot = None
     if resume:
         _check_unchanged(plan, folder)
+        snapshot = _resumed_snapshot(settings, folder)
+    if snapshot is None:  # before anything of the job is written: a bad glob leaves nothing
+        snapshot = project_snapshot(
+            [v.workflow for v in plan.variants],
+            state_dir=settings.state_dir,
+            exclude=[options.tasks],
+        )
+    folder.mkdir(parents=True, exist_ok=True)
     owner = labels.current_owner()
     _write_json(
         folder / "job.json",
@@ -239,6 +268,7 @@ def execute(
                 labels.OWNER_PID: str(owner.pid),
                 labels.OWNER_START: owner.start,
             },
+            "tool_snapshot": snapshot.to_json(),
         },
     )
     if not resume:
@@ -256,6 +286,7 @@ def execute(
             on_change=on_change,
             image=image,
             interrupts=interrupts,
+            snapshot=snapshot,
         )
         write_report(folder, report)
     return SubmitResult(plan, report, int(report["exit_code"]))
@@ -271,6 +302,7 @@ def _run_job(
     on_change: Callable[[Sequence[PairOutcome]], None],
     image: str | None,
     interrupts: Interrupts,
+    snapshot: ToolSnapshot,
 ) -> dict[str, Any]:
     """The body of `execute` under its signal handler: run, grade, build the report."""
     inner = backend_factory()  # Docker unusable: exit 6, no job row yet
@@ -307,6 +339,7 @@ def _run_job(
                     guard,
                     image=image or settings.image,
                     search_root=options.cwd,
+                    snapshot=snapshot,
                     max_tokens=DEFAULT_MAX_TOKENS
                     if replay.tokens is not None or replay.usd is not None
                     else None,

@@ -14,8 +14,10 @@ runs it. So `sandbox_registry` (used by `runner.orchestrator.reproduce`, always)
    scan: no module code, no ``.pth`` file runs). Not found: the same `InputError` as before;
 2. start a sandbox of the run's image under the policy's hardening (network none, read-only
    root, no capabilities, non-root, limits; mounts from `runner.orchestrator.episode.
-   prepare_run`) with ``run.json`` ``mode: "manifest"``, the modules and their ``tool_paths``;
-   at most `MANIFEST_TIMEOUT_S` seconds (or the policy's timeout, when shorter);
+   prepare_run`: the modules come from the command's tool snapshot, `runner.orchestrator.
+   snapshot`, never from the live folders) with ``run.json`` ``mode: "manifest"``, the modules
+   and their ``tool_paths``; at most `MANIFEST_TIMEOUT_S` seconds (or the policy's timeout,
+   when shorter);
 3. the runtime (`runner.runtime.manifest`) imports the modules in there and answers with their
    tools; the host reads the answer as untrusted data (types checked, schema hashes computed
    again here, sandbox paths mapped back to host files, text cut and stripped of control
@@ -54,8 +56,11 @@ from runner.errors import InputError
 from runner.sdk import Effect, schema_hash
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
+    from runner.orchestrator.snapshot import ToolSnapshot
     from runner.settings import Settings
 
 __all__ = ["MANIFEST_TIMEOUT_S", "ToolLocations", "locate_tools", "sandbox_registry"]
@@ -202,6 +207,8 @@ def sandbox_registry(
     policy: Any,
     timeout_s: float = MANIFEST_TIMEOUT_S,
     confined_to: Path | None = None,
+    snapshot: ToolSnapshot | None = None,
+    exclude: Sequence[Path] = (),
 ) -> Registry:
     """The unfiltered registry of ``workflow``, its modules imported only inside a sandbox.
 
@@ -215,6 +222,10 @@ def sandbox_registry(
         timeout_s: the most this may take, seconds.
         confined_to: the one folder the tool entries resolve in (a trace's or a packet's
             own; `locate_tools`); None for the user's own workflow file.
+        snapshot: the command's tool snapshot, when it has one already (reproduce builds it
+            first and runs the episode from the same one); None: one is built here from the
+            modules located (the files in ``exclude`` never copied).
+        exclude: files never copied into a snapshot built here (the trace read, by real path).
 
     Raises:
         InputError: a module not found, failing to import in the sandbox, declaring an
@@ -229,6 +240,12 @@ def sandbox_registry(
         roots = located.roots()
         from runner.backends.base import Backend as BackendType
 
+        if snapshot is None:
+            from runner.orchestrator.snapshot_sources import snapshot_for
+
+            snapshot = snapshot_for(
+                [(workflow, located)], state_dir=settings.state_dir, exclude=exclude
+            )
         answer, tool_paths = ask_sandbox(
             workflow,
             [name for _, name, _ in located.modules],
@@ -238,18 +255,27 @@ def sandbox_registry(
             image=image,
             policy=policy,
             timeout_s=timeout_s,
+            snapshot=snapshot,
         )
-        paths = _PathMap(tool_paths, roots)
+        paths = _PathMap(tool_paths, roots, [snapshot.copy_of(root) for root in roots])
         tools.update(_module_tools(workflow, located, answer, paths, image))
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     return Registry(ordered, located.roots())
 
 
 class _PathMap:
-    """Sandbox paths (``/sandbox/tools/i/...``) back to host paths; anything else is marked."""
+    """Sandbox paths (``/sandbox/tools/i/...``) back to host paths; anything else is marked.
 
-    def __init__(self, tool_paths: list[str], roots: list[Path]) -> None:
-        self.pairs = list(zip(tool_paths, roots, strict=True))
+    An unsandboxed backend reports the paths of the snapshot's copies on the host instead
+    (``<state>/snapshots/<digest>/k/...``): they map back to the source folder too.
+    """
+
+    def __init__(self, tool_paths: list[str], roots: list[Path], copies: list[Path]) -> None:
+        self.pairs = [
+            (prefix, root)
+            for inside, root, copy in zip(tool_paths, roots, copies, strict=True)
+            for prefix in (inside, str(copy))
+        ]
 
     def file(self, value: Any) -> str:
         if not isinstance(value, str) or not value:

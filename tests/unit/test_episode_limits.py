@@ -24,6 +24,7 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.orchestrator.episode import EpisodeRequest, run_episode
 from runner.orchestrator.lint import lint_trace
+from runner.orchestrator.snapshot import SnapshotEntry, build_snapshot
 from runner.settings import Settings
 from runner.traceformat import episode_exit_code, failure_signature
 from tests.fakes import SubprocessBackend
@@ -101,12 +102,17 @@ def _run(
             timeout_s=60, memory_mb=256, pids_limit=64, cpus=1.0, tmpfs_mb=16, **limits
         ),
     )
+    (tmp_path / "demo_tools.py").write_text("x = 1\n")
+    snapshot = build_snapshot(
+        [SnapshotEntry(tmp_path.resolve(), "demo_tools.py")], state_dir=tmp_path / "state"
+    )
     request = EpisodeRequest(
         workflow=load_workflow(wf),
         task=Task(task_id="t1", input={}, clock_start=100.0),
         policy=policy,
         registry=_Registry(tmp_path),
         image="img:1",
+        snapshot=snapshot,
     )
     backend = SubprocessBackend([sys.executable, "-u", str(script), str(pad), str(count)])
     result = run_episode(

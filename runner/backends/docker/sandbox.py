@@ -82,6 +82,7 @@ class DockerSandbox(Sandbox):
         self._room = threading.Condition()
         self._writer = TimedWriter(self._raw.sendall, name)
         self._closing = False
+        self._discarding = False  # set by kill(): a full queue drops frames, never blocks
         self._eof = False
         self._reader = threading.Thread(target=self._read_loop, name=f"attach-{name}", daemon=True)
         self.killed_by_host = False
@@ -109,9 +110,16 @@ class DockerSandbox(Sandbox):
             self._queue.put(_EOF)
 
     def _put(self, frame: tuple[int, bytes]) -> None:
-        """Queue ``frame``, first waiting while the queue is full (backpressure) unless closing."""
+        """Queue ``frame``, first waiting while the queue is full (backpressure) unless closing.
+
+        Once the host kills the sandbox, a full queue drops the frame instead: a reader blocked
+        here would stop the engine from copying the container's output, and the engine then
+        cannot finish the kill (measured: a flooding container's kill timed out after 60 s).
+        """
         with self._room:
             while self._queued_bytes >= QUEUE_MAX_BYTES and not self._closing:
+                if self._discarding:
+                    return
                 self._room.wait()
             self._queued_bytes += len(frame[1])
         self._queue.put(frame)
@@ -192,6 +200,9 @@ class DockerSandbox(Sandbox):
         Raises:
             InfrastructureError: the engine failed.
         """
+        with self._room:  # keep the attach stream flowing while the engine kills (`_put`)
+            self._discarding = True
+            self._room.notify_all()
         try:
             call(f"kill {self.name}", self._api.kill, self.container_id)
         except InfrastructureError as exc:

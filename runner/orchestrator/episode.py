@@ -207,7 +207,8 @@ def prepare_run(
         "workflow_source": request.workflow.source,
         # the rubric's answer key stays on the host: code under evaluation must not read it
         "task": {k: v for k, v in request.task.record().items() if k != "expected"},
-        "clock": {"start": start, "step_s": CLOCK_STEP_S},
+        # record: each call reads the machine's clock (a live wall clock has no step)
+        "clock": {"start": start, "step_s": 0.0 if request.mode == "record" else CLOCK_STEP_S},
         "seed": SEED,
         "recorded_calls": [dict(c) for c in request.recorded_calls],
         "tool_paths": tool_paths,

@@ -10,7 +10,9 @@ isolates the channel first, then calls `serve`. Sequence:
    says children cannot report); then wait for ``start`` (``shutdown`` or EOF on stdin end the
    process at once, at any time);
 3. read ``run.json`` and ``manifest.json`` from ``RUN_DIR`` (`ENV_RUN_DIR` overrides it, for
-   tests outside a container); build the registry from the manifest alone; install the clock;
+   tests outside a container); install the run's wall clock (`runner.runtime.wallclock`: every
+   wall-clock read of this process and of its Python children is the run's); build the
+   registry from the manifest alone;
 4. inside ``runner.sdk.replay_context(execute ids)`` run the episode; send ``episode``.
    In mode ``manifest`` (`runner.runtime.manifest`) steps 3-4 are instead: import the tool
    modules, send ``manifest`` with their tools (no manifest.json is read, no tool runs).
@@ -33,7 +35,7 @@ from typing import Any, Dict, Optional
 
 from runner import sdk
 from runner.errors import InputError
-from runner.runtime import audit, protocol
+from runner.runtime import audit, protocol, wallclock
 from runner.runtime.calls import Caller, Clock
 from runner.runtime.channel import Channel
 from runner.runtime.childlog import ChildLog
@@ -215,6 +217,10 @@ class Runtime:
             self.channel.wait_for("start")
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
             spec = load_run_spec(self.run_dir)
+            # before any tool module is imported: ``from datetime import datetime`` there
+            # must get the run's clock (runner/runtime/wallclock.py)
+            wallclock.set_reading(float((spec.get("clock") or {}).get("start", 0.0)))
+            wallclock.install()
             if spec["mode"] == "manifest":
                 from runner.runtime.manifest import answer
 
@@ -256,6 +262,8 @@ class Runtime:
             clock_spec.get("start", 0.0),
             clock_spec.get("step_s", 1.0),
             trace if mode == "reproduce" else None,
+            live=mode == "record",
+            publish=wallclock.set_reading,
         )
         _inherit_context_in_threads()
         sdk.set_clock(clock)

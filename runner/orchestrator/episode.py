@@ -45,6 +45,7 @@ from runner.backends.base import (
     SandboxSpec,
     sandbox_user,
 )
+from runner.backends.labels import LEDGER, LEDGER_KEY
 from runner.domain.ids import IdFactory, new_run_id
 from runner.domain.tasks import Task
 from runner.errors import InfrastructureError
@@ -52,6 +53,7 @@ from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
 from runner.orchestrator.hidden import hidden_mounts
 from runner.orchestrator.providers import DeadlineProvider, ModelProvider
+from runner.orchestrator.reaping import ledger_id
 from runner.orchestrator.tracewriter import TraceWriter
 from runner.runtime import protocol
 from runner.settings import Settings
@@ -84,6 +86,8 @@ class EpisodeRequest:
         purpose: the trace's purpose (``replay`` for sandboxed runs).
         recorded_calls: reproduce: the trace's call records; else empty.
         clock_start: overrides the task's ``clock_start`` (reproduce: the trace's).
+        ledger_key: the ledger run this episode is charged to (`runner.ledger.run_key`), put
+            on the sandbox as a label so that the reaper can settle it after a crash.
     """
 
     workflow: Any
@@ -95,6 +99,7 @@ class EpisodeRequest:
     purpose: str = "replay"
     recorded_calls: Sequence[Mapping[str, Any]] = ()
     clock_start: float | None = None
+    ledger_key: str | None = None
 
 
 @dataclass
@@ -238,7 +243,14 @@ def prepare_run(
         mounts=tuple(mounts),
         env=env,
         limits=resource_limits(request.policy, settings),
-        labels={"io.sandbox-replay.task": request.task.task_id[:63]},
+        labels={
+            "io.sandbox-replay.task": request.task.task_id[:63],
+            **(
+                {LEDGER_KEY: request.ledger_key, LEDGER: ledger_id(settings.state_dir)}
+                if request.ledger_key
+                else {}
+            ),
+        },
         user=sandbox_user(),
     )
     return PreparedRun(

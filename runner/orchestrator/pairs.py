@@ -92,6 +92,7 @@ class PairRunner:
             registry=variant.registry,
             image=self.image,
             mode=self.plan.policy.mode,
+            ledger_key=key,
         )
         base = self._providers[variant_name]
         metered = None

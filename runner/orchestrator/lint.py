@@ -30,6 +30,7 @@ from runner.orchestrator.lint_rules import (
     check_model_id,
     check_schema_hash,
     model_id_problem,
+    unlisted_calls,
 )
 
 __all__ = [
@@ -229,8 +230,9 @@ def lint_trace(path: Path | str) -> TraceLint:
             ),
         )
     errors = tuple(LintError(p.file, p.line, p.field, p.message) for p in trace.problems)
+    unlisted = unlisted_calls(trace)
     calls = tuple(
-        _lint_call(trace, call, line)
+        _lint_call(trace, call, line, call.index in unlisted)
         for call, line in zip(trace.calls, trace.call_lines, strict=True)
     )
     return TraceLint(
@@ -254,7 +256,7 @@ def _bare_message(exc: InputError | TraceVersionError) -> str:
     return message
 
 
-def _lint_call(trace: Trace, call: CallRecord, line: int) -> CallLint:
+def _lint_call(trace: Trace, call: CallRecord, line: int, unlisted: bool) -> CallLint:
     provider = call.is_provider_call
     # SPEC.md: a model or user call's body is the provider's HTTP body unless the writer says
     # otherwise; a tool's body is its return value unless it used the SDK's HTTP helper.
@@ -271,7 +273,7 @@ def _lint_call(trace: Trace, call: CallRecord, line: int) -> CallLint:
         truncated=bool(call.truncated),
         fields={
             "body": check_body(call, raw_io),
-            "schema_hash": check_schema_hash(trace, call),
+            "schema_hash": check_schema_hash(trace, call, unlisted),
             "model_id": check_model_id(call),
             "clock": check_clock(trace, call),
         },

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runner.domain.trace import CallRecord, EndRecord, Trace
+from runner.sdk import function_name
 from runner.traceformat import episode_exit_code, failure_signature
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "check_model_id",
     "check_schema_hash",
     "model_id_problem",
+    "unlisted_calls",
 ]
 
 Status = Literal["ok", "missing", "malformed", "not_applicable"]
@@ -96,8 +98,43 @@ def check_body(call: CallRecord, raw_io: bool) -> FieldCheck:
     return FieldCheck("ok", note)
 
 
-def check_schema_hash(trace: Trace, call: CallRecord) -> FieldCheck:
-    """Seed field 2: the tool's schema hash at call time (tool calls only)."""
+def _listed(request: object) -> set[str]:
+    names: set[str] = set()
+    tools = request.get("tools") if isinstance(request, dict) else None
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.add(function["name"])
+    return names
+
+
+def unlisted_calls(trace: Trace) -> frozenset[int]:
+    """Indices of tool calls whose tool the step's latest model request did not list.
+
+    An agent's tool call answers the latest model turn of its step; if that request's
+    ``tools`` have no function of the tool's name (`runner.sdk.function_name`, or the id
+    itself), the model was never shown the tool's definition: it is known by name only (an
+    import whose source recorded calls, not definitions: the workflow's ``unlisted_tools``).
+    A tool call with no model turn before it in its step (a tool step) is not judged.
+    """
+    listed: dict[str | None, set[str]] = {}
+    found: set[int] = set()
+    for call in trace.calls:
+        if call.tool == "model":
+            listed[call.step_id] = _listed(call.request)
+        elif not call.is_provider_call and call.step_id in listed:
+            names = listed[call.step_id]
+            if function_name(call.tool) not in names and call.tool not in names:
+                found.add(call.index)
+    return frozenset(found)
+
+
+def check_schema_hash(trace: Trace, call: CallRecord, unlisted: bool = False) -> FieldCheck:
+    """Seed field 2: the tool's schema hash at call time (tool calls only).
+
+    ``unlisted``: the model called the tool without being shown its definition
+    (`unlisted_calls`): no schema was in force worth the name, ``missing``.
+    """
     if call.is_provider_call:
         return _NA
     if call.schema_hash is None:
@@ -107,6 +144,12 @@ def check_schema_hash(trace: Trace, call: CallRecord) -> FieldCheck:
     header = trace.run.environment.tools.get(call.tool)
     if header is not None and header != call.schema_hash:
         return FieldCheck("malformed", "differs from the run line's environment.tools entry")
+    if unlisted:
+        return FieldCheck(
+            "missing",
+            f"tool {call.tool!r} is known by name only: the model request before this call "
+            "did not list its definition (an import without it: pass --tools)",
+        )
     return _OK
 
 

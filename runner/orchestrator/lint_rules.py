@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -98,9 +99,9 @@ def check_body(call: CallRecord, raw_io: bool) -> FieldCheck:
     return FieldCheck("ok", note)
 
 
-def _listed(request: object) -> set[str]:
+def _names(tools: object) -> set[str]:
+    """Function names of a ``tools`` list (request) or ``tool_calls`` list (a model message)."""
     names: set[str] = set()
-    tools = request.get("tools") if isinstance(request, dict) else None
     for tool in tools if isinstance(tools, list) else []:
         function = tool.get("function", tool) if isinstance(tool, dict) else None
         if isinstance(function, dict) and isinstance(function.get("name"), str):
@@ -108,23 +109,39 @@ def _listed(request: object) -> set[str]:
     return names
 
 
-def unlisted_calls(trace: Trace) -> frozenset[int]:
-    """Indices of tool calls whose tool the step's latest model request did not list.
+def _called(call: CallRecord) -> set[str]:
+    """Names of the tool calls a model turn's body asked for (chat completion or its choice)."""
+    if call.body is None or call.body_encoding != "text":
+        return set()
+    try:
+        body = json.loads(call.body)
+    except ValueError:
+        return set()
+    if isinstance(body, dict) and isinstance(body.get("choices"), list) and body["choices"]:
+        body = body["choices"][0]
+    message = body.get("message") if isinstance(body, dict) else None
+    return _names(message.get("tool_calls")) if isinstance(message, dict) else set()
 
-    An agent's tool call answers the latest model turn of its step; if that request's
-    ``tools`` have no function of the tool's name (`runner.sdk.function_name`, or the id
-    itself), the model was never shown the tool's definition: it is known by name only (an
-    import whose source recorded calls, not definitions: the workflow's ``unlisted_tools``).
-    A tool call with no model turn before it in its step (a tool step) is not judged.
+
+def unlisted_calls(trace: Trace) -> frozenset[int]:
+    """Indices of tool calls the model asked for without its request listing that tool.
+
+    A tool call answers the latest model turn of its step; when that turn's body asked for the
+    tool (by `runner.sdk.function_name` or the id) and its request's ``tools`` did not list it,
+    the model was never shown the tool's definition: it is known by name only (an import whose
+    source recorded calls, not definitions: the workflow's ``unlisted_tools``). Tool calls
+    that no model turn asked for (tool steps, code in record mode) are not judged.
     """
-    listed: dict[str | None, set[str]] = {}
+    turns: dict[str | None, tuple[set[str], set[str]]] = {}
     found: set[int] = set()
     for call in trace.calls:
         if call.tool == "model":
-            listed[call.step_id] = _listed(call.request)
-        elif not call.is_provider_call and call.step_id in listed:
-            names = listed[call.step_id]
-            if function_name(call.tool) not in names and call.tool not in names:
+            request = call.request if isinstance(call.request, dict) else {}
+            turns[call.step_id] = (_names(request.get("tools")), _called(call))
+        elif not call.is_provider_call and call.step_id in turns:
+            listed, asked = turns[call.step_id]
+            names = {function_name(call.tool), call.tool}
+            if names & asked and not names & listed:
                 found.add(call.index)
     return frozenset(found)
 

@@ -281,6 +281,14 @@ def _coverage(key: Tuple[Any, ...], **fields: Any) -> None:
     _emit(message)
 
 
+def coverage_note(key: Tuple[Any, ...], reason: str) -> None:
+    """Report once per process that coverage is partial for ``reason`` (the clock's, e.g.).
+
+    The note carries ``clock: "machine"``: what it reports reads the machine's clock.
+    """
+    _coverage(key, reason=reason, clock=programs.MACHINE_CLOCK)
+
+
 def _argv_of(value: Any) -> List[str]:
     if value is None:
         return []

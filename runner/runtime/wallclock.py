@@ -13,18 +13,17 @@ clock start.
   ``CLOCK_REALTIME`` by functions returning the reading;
 - the *default argument* of ``time.localtime``, ``time.gmtime``, ``time.ctime``,
   ``time.asctime`` and ``time.strftime`` (an explicit time is converted as before);
-- ``datetime.datetime`` and ``datetime.date`` in the ``datetime`` module by subclasses whose
-  ``now``/``utcnow``/``today`` read the clock. ``datetime.datetime`` is a C type whose
-  attributes cannot be set, hence subclasses. They are façades: the values they make are
-  instances of the original classes (so exact-type checks of serialisers and C extensions
-  still accept them); ``isinstance``/``issubclass`` against a façade accept the original
-  classes (a metaclass); they keep the names ``datetime.datetime``/``datetime.date``, so
-  pickles are unchanged (a ``copyreg`` reducer names the façade, which builds an original
-  value again). Code that imports ``datetime`` after `install` gets the façades, also ``from
-  datetime import datetime`` in tool modules. Known gaps: ``type(x) is datetime.datetime`` is
-  now false for a value, and ``type(x).now()`` or ``x.now()`` (the original class's
-  classmethod) read the machine's clock; ``date.today()`` of the original class reads
-  ``time.time`` and so the run's clock.
+- the classmethods ``datetime.datetime.now``/``utcnow``/``today`` and ``datetime.date.today``
+  *on the classes themselves*. ``datetime.datetime`` is a C type whose attributes cannot be
+  assigned, and a replacement class (freezegun's way) breaks code that keys tables by the
+  class (PyYAML's representers, ``sqlite3`` adapters, C serialisers checking the exact type):
+  so the type's attribute dict is written directly and the type marked modified
+  (`_set_class_attribute`). The classes stay the same objects; every reference to them sees
+  the run's clock, ``from datetime import datetime`` taken before `install` included, as do
+  ``x.now()`` on a value and subclasses that do not override the methods. Where the
+  interpreter does not allow it (no ctypes, not CPython) `install` says so and the runtime
+  reports a coverage note: ``date.today()`` and ``datetime.today()`` still read ``time.time``
+  and follow the run's clock there, ``now()`` does not.
 
 Not replaced, on purpose: ``time.monotonic``, ``time.perf_counter``, ``time.process_time``,
 ``time.sleep`` and every timeout: they stay real, so deadlines and waits work. A busy-wait on
@@ -44,7 +43,6 @@ without touching other threads). With neither, the replaced functions return the
 
 import contextlib
 import contextvars
-import copyreg
 import datetime as _dt
 import functools
 import math
@@ -80,6 +78,12 @@ def reading() -> Optional[float]:
     """The frozen reading in force here (this context's, else the process's), or None."""
     value = _context.get()
     return value if value is not None else _state["reading"]
+
+
+def datetime_problem() -> Optional[str]:
+    """Why ``datetime``'s classmethods could not be patched by `install`, or None."""
+    problem = _state.get("datetime_problem")
+    return problem if isinstance(problem, str) else None
 
 
 def installed() -> bool:
@@ -198,99 +202,89 @@ def _patched_clock_gettime_ns(clk_id: int) -> int:
     return _REAL_CLOCK_GETTIME_NS(clk_id)  # type: ignore[no-any-return]
 
 
-class _DateMeta(type):
-    """``isinstance(x, date)`` is true for instances of the original ``datetime.date`` too."""
-
-    def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _RealDate)
-
-    def __subclasscheck__(cls, sub: Any) -> bool:
-        return issubclass(sub, _RealDate)
+# The original classmethods, called when no reading is in force.
+_ORIGINAL_NOW = _RealDatetime.__dict__["now"]
+_ORIGINAL_UTCNOW = _RealDatetime.__dict__["utcnow"]
 
 
-class _DatetimeMeta(_DateMeta):
-    """``isinstance(x, datetime)`` is true for instances of the original class too."""
-
-    def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _RealDatetime)
-
-    def __subclasscheck__(cls, sub: Any) -> bool:
-        return issubclass(sub, _RealDatetime)
+def _now(cls: Any, tz: Any = None) -> Any:
+    """``datetime.now(tz)`` at the run's reading."""
+    value = reading()
+    if value is None:
+        return _ORIGINAL_NOW.__get__(None, cls)(tz)
+    return cls.fromtimestamp(value, tz)
 
 
-class date(_RealDate, metaclass=_DateMeta):
-    """``datetime.date`` whose ``today()`` is the run's; its values are original dates.
+def _utcnow(cls: Any) -> Any:
+    """``datetime.utcnow()`` at the run's reading (naive UTC)."""
+    value = reading()
+    if value is None:
+        return _ORIGINAL_UTCNOW.__get__(None, cls)()
+    return cls.fromtimestamp(value, _dt.timezone.utc).replace(tzinfo=None)
 
-    A façade: constructing it (directly, or through ``fromtimestamp``, ``fromisoformat``, ...,
-    which call the class) returns an instance of the original class, so values behave exactly
-    as before (exact-type checks of C extensions and serialisers, ``sqlite3`` adapters). A
-    user class derived from it is constructed as usual.
+
+def _today(cls: Any) -> Any:
+    """``date.today()`` / ``datetime.today()`` at the run's reading (local time)."""
+    return cls.fromtimestamp(now())
+
+
+def _set_class_attribute(cls: type, name: str, value: Any) -> None:
+    """Set ``cls.name`` even on a C type, whose attributes cannot be assigned.
+
+    A pure-Python ``datetime`` (no ``_datetime``) takes ``setattr``. A C type's attribute dict
+    is reached through ``gc.get_referents`` of its mapping proxy and written directly; the type
+    is then marked modified (``PyType_Modified``, through ``ctypes.pythonapi``) so that the
+    interpreter's attribute caches forget the old method.
+
+    Raises:
+        Exception: the interpreter does not allow it (no ``ctypes``, not CPython).
     """
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        """An original ``datetime.date`` (a derived class: an instance of that class)."""
-        if cls is date:
-            return _RealDate(*args, **kwargs)
-        return super().__new__(cls, *args, **kwargs)
-
-    @classmethod
-    def today(cls) -> Any:
-        """The run's current local date."""
-        return cls.fromtimestamp(now())
-
-
-class datetime(_RealDatetime, metaclass=_DatetimeMeta):
-    """``datetime.datetime`` whose ``now()``, ``utcnow()``, ``today()`` are the run's (a façade).
-
-    Its values are instances of the original class, as for `date`.
-    """
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        """An original ``datetime.datetime`` (a derived class: an instance of that class)."""
-        if cls is datetime:
-            return _RealDatetime(*args, **kwargs)
-        return super().__new__(cls, *args, **kwargs)
-
-    @classmethod
-    def now(cls, tz: Any = None) -> Any:
-        """The run's current time (local, or in ``tz``)."""
-        value = reading()
-        if value is None:
-            return super().now(tz)
-        return cls.fromtimestamp(value, tz)
-
-    @classmethod
-    def utcnow(cls) -> Any:
-        """The run's current UTC time, naive."""
-        value = reading()
-        if value is None:
-            value = real_time()
-        return cls.fromtimestamp(value, _dt.timezone.utc).replace(tzinfo=None)
-
-    @classmethod
-    def today(cls) -> Any:
-        """The run's current local time, naive."""
-        return cls.fromtimestamp(now())
-
-
-for _cls, _name in ((date, "date"), (datetime, "datetime")):
-    _cls.__module__ = "datetime"
-    _cls.__name__ = _name
-    _cls.__qualname__ = _name
-
-
-def _reduce_date(obj: Any) -> Any:
-    return (date, obj.__reduce__()[1])
-
-
-def _reduce_datetime(obj: Any) -> Any:
-    return (datetime, obj.__reduce__()[1])
-
-
-def install() -> None:
-    """Replace the wall-clock functions and classes of this process (once; idempotent)."""
-    if _state["installed"]:
+    try:
+        setattr(cls, name, value)
         return
+    except TypeError:
+        pass
+    import ctypes
+    import gc
+
+    referents = gc.get_referents(cls.__dict__)
+    if len(referents) != 1 or not isinstance(referents[0], dict):
+        raise TypeError("the attribute dict of {} is not reachable".format(cls.__name__))
+    referents[0][name] = value
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
+
+
+def _patch_datetime() -> Optional[str]:
+    """Make ``datetime.now``/``utcnow``/``today`` and ``date.today`` read the run's clock.
+
+    The classes stay the same objects (values, ``type(x) is datetime``, pickles, type-keyed
+    tables of serialisers are untouched); only these classmethods change, for every reference
+    to the class, subclasses that do not override them, and ``x.now()`` on a value.
+
+    Returns:
+        None when patched, else why not (the caller reports it as a coverage note).
+    """
+    try:
+        _set_class_attribute(_RealDatetime, "now", classmethod(_now))
+        _set_class_attribute(_RealDatetime, "utcnow", classmethod(_utcnow))
+        _set_class_attribute(_RealDatetime, "today", classmethod(_today))
+        _set_class_attribute(_RealDate, "today", classmethod(_today))
+    except Exception as exc:  # never break start-up; the episode says the clock is partial
+        return "{}: {}".format(type(exc).__name__, exc)
+    return None
+
+
+def install() -> Optional[str]:
+    """Replace the wall-clock functions of this process (once; idempotent).
+
+    Install it before the audit hook (`runner.runtime.audit`): patching ``datetime`` looks a
+    symbol up through ctypes, which the hook would report.
+
+    Returns:
+        None, or why ``datetime``'s classmethods could not be patched (``time`` always is).
+    """
+    if _state["installed"]:
+        return datetime_problem()
     _state["installed"] = True
     _time.time = _patched_time
     _time.time_ns = _patched_time_ns
@@ -303,12 +297,9 @@ def install() -> None:
         _time.clock_gettime = _patched_clock_gettime
     if _REAL_CLOCK_GETTIME_NS is not None and _REALTIME_ID is not None:
         _time.clock_gettime_ns = _patched_clock_gettime_ns
-    _dt.date = date  # type: ignore[misc]
-    _dt.datetime = datetime  # type: ignore[misc]
-    # an instance of an original class (made by code that took it before) must still pickle:
-    # pickle would find datetime.datetime is no longer that class
-    copyreg.pickle(_RealDate, _reduce_date)
-    copyreg.pickle(_RealDatetime, _reduce_datetime)
+    problem = _patch_datetime()
+    _state["datetime_problem"] = problem
+    return problem
 
 
 def install_from_env() -> bool:

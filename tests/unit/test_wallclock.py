@@ -42,12 +42,13 @@ def _run(python: str, script: str, **env: str) -> dict[str, Any]:
 
 EVERY_READ = f"""
 import io, json, logging, pickle, time
+from datetime import datetime as taken_before
 from runner.runtime import wallclock
-wallclock.install()
+out = {{"problem": wallclock.install()}}
 wallclock.set_reading({READING}, export=False)
 import datetime as dt
 from datetime import date, datetime
-out = {{
+out.update({{
     "time": time.time(), "time_ns": time.time_ns(),
     "clock_gettime": time.clock_gettime(time.CLOCK_REALTIME),
     "clock_gettime_ns": time.clock_gettime_ns(time.CLOCK_REALTIME),
@@ -57,7 +58,9 @@ out = {{
     "now": datetime.now().isoformat(), "now_utc": datetime.now(dt.timezone.utc).isoformat(),
     "utcnow": datetime.utcnow().isoformat(), "dt_today": datetime.today().isoformat(),
     "today": date.today().isoformat(), "module_today": dt.date.today().isoformat(),
-}}
+    "taken_before": taken_before.now().isoformat(),
+    "value_now": datetime(2020, 1, 1).now().isoformat(),
+}})
 stream = io.StringIO()
 logging.basicConfig(stream=stream, format="%(asctime)s|%(created)s", force=True)
 logging.warning("one")
@@ -83,6 +86,11 @@ class Later(datetime):
 out["subclass"] = [type(Later(2020, 1, 1)).__name__, type(Later.now()).__name__]
 out["repr"] = [repr(value), repr(date.today())]
 out["name"] = [dt.datetime.__module__ + "." + dt.datetime.__qualname__, time.time.__name__]
+try:
+    import yaml
+    out["yaml"] = yaml.safe_dump({{"a": datetime.now()}}).strip()
+except ImportError:
+    out["yaml"] = None
 print(json.dumps(out))
 """
 
@@ -95,7 +103,10 @@ def test_every_wall_clock_read_returns_the_frozen_reading(python: str) -> None:
     assert out["gmtime"] == out["localtime"] == [2019, 3, 4, 5, 6, 7]
     assert out["strftime"] == "2019-03-04T05:06:07"
     assert out["ctime"] == out["asctime"] == "Mon Mar  4 05:06:07 2019"
+    assert out["problem"] is None
     assert out["now"] == out["utcnow"] == out["dt_today"] == "2019-03-04T05:06:07"
+    # the class itself is patched: a name taken before install, and x.now() on a value
+    assert out["taken_before"] == out["value_now"] == "2019-03-04T05:06:07"
     assert out["now_utc"] == "2019-03-04T05:06:07+00:00"
     assert out["today"] == out["module_today"] == "2019-03-04"
     # frozen per call: logging reads the clock, and later reads do not move
@@ -106,6 +117,7 @@ def test_every_wall_clock_read_returns_the_frozen_reading(python: str) -> None:
     assert out["value_is_original"] is True and out["isinstance"] == [True] * 4
     assert out["pickle"] is True and out["pickle_bytes_unchanged"] is True
     assert out["subclass"] == ["Later", "Later"]
+    assert out["yaml"] in ("a: 2019-03-04 05:06:07", None)  # type-keyed tables still work
     assert out["repr"] == ["datetime.datetime(2019, 3, 4, 5, 6, 7)", "datetime.date(2019, 3, 4)"]
     assert out["name"] == ["datetime.datetime", "time"]
 
@@ -158,17 +170,15 @@ def test_sdk_record_freezes_each_tool_call_at_its_recorded_reading(tmp_path: Pat
     out = _run(
         sys.executable,
         f"""
-        import datetime, json, time
+        import json, time
+        from datetime import datetime  # taken before the recorder installs the clock
         from runner import sdk
 
-        # the module's datetime.datetime is looked up at call time: a name imported before the
-        # recorder first started (from datetime import datetime) keeps the machine's clock
         @sdk.tool("clock.read", effect=sdk.Effect.PURE)
         def read() -> dict:
             first = time.time()
             time.sleep(0.01)
-            now = datetime.datetime.now().isoformat()
-            return {{"time": first, "again": time.time(), "now": now}}
+            return {{"time": first, "again": time.time(), "now": datetime.now().isoformat()}}
 
         readings = iter([{READING}, {READING} + 1, {READING} + 2])
         with sdk.record({str(trace)!r}, clock=lambda: next(readings)):

@@ -38,6 +38,7 @@ def _install_hook() -> None:
 
 
 def _install_clock() -> None:
+    # before the hook: patching datetime looks a symbol up with ctypes, which it would report
     if not os.environ.get("SANDBOX_REPLAY_CLOCK"):
         return
     _runtime_on_path()
@@ -47,6 +48,16 @@ def _install_clock() -> None:
         wallclock.install_from_env()
     except Exception as exc:  # never break the child's start-up; say why the clock is real
         sys.stderr.write("sandbox-replay: the run's clock not installed: {!r}\n".format(exc))
+
+
+def _report_clock() -> None:
+    module = sys.modules.get("runner.runtime.wallclock")
+    problem = module.datetime_problem() if module is not None else None
+    audit = sys.modules.get("runner.runtime.audit")
+    if problem is not None and audit is not None:
+        audit.coverage_note(
+            ("clock",), reason="datetime.now() reads the machine's clock: " + problem
+        )
 
 
 def _run_shadowed() -> None:
@@ -64,6 +75,7 @@ def _run_shadowed() -> None:
         sys.stderr.write("sandbox-replay: the image's sitecustomize failed: {!r}\n".format(exc))
 
 
-_install_hook()
 _install_clock()
+_install_hook()
+_report_clock()
 _run_shadowed()

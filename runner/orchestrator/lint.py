@@ -11,7 +11,9 @@ Invariants:
   (file, line, field) and exit code 2; a cut-off last line or a missing end line is reported
   as an error while every call before it is still linted;
 - a trace's exit code is 2 (unreadable), 1 (a field missing or malformed, or call lines
-  missing) or 0 (complete); several traces combine with `runner.errors.worst_exit_code`.
+  missing) or 0 (complete); several traces combine with `runner.errors.worst_exit_code`;
+- a trace is read line by line (`runner.domain.trace.TraceLines`): each call is linted as it is
+  read and only its verdicts are kept, never its body or arguments.
 """
 
 from __future__ import annotations
@@ -20,17 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from runner.domain.trace import CallRecord, Trace, TraceVersionError, read_trace
+from runner.domain.trace import CallRecord, RunRecord, TraceLines, TraceVersionError
 from runner.errors import EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, InputError, worst_exit_code
 from runner.orchestrator.lint_rules import (
+    CallsSeen,
     FieldCheck,
+    UnlistedCalls,
     check_body,
     check_clock,
     check_failure_signature,
     check_model_id,
     check_schema_hash,
     model_id_problem,
-    unlisted_calls,
 )
 
 __all__ = [
@@ -214,8 +217,22 @@ def lint_traces(paths: list[Path]) -> tuple[list[TraceLint], int]:
 def lint_trace(path: Path | str) -> TraceLint:
     """Lint one trace file; never raises for a bad trace (see `TraceLint.errors`)."""
     name = str(path)
+    calls: list[CallLint] = []
+    seen = CallsSeen()
+    unlisted = UnlistedCalls()
     try:
-        trace = read_trace(path)
+        with open(path, "rb") as stream:
+            lines = TraceLines(stream, file=name)
+            for number, record in lines:
+                if isinstance(record, CallRecord):
+                    assert lines.run is not None  # the run line comes first
+                    calls.append(_lint_call(lines.run, record, number, unlisted.see(record)))
+                    seen.add(record)
+    except FileNotFoundError:
+        return TraceLint(name, errors=(LintError(name, None, None, "no such trace file"),))
+    except OSError as exc:
+        message = f"cannot read the trace: {exc.strerror or exc}"
+        return TraceLint(name, errors=(LintError(name, None, None, message),))
     except (InputError, TraceVersionError) as exc:
         line = exc.fields.get("line")
         return TraceLint(
@@ -229,20 +246,16 @@ def lint_trace(path: Path | str) -> TraceLint:
                 ),
             ),
         )
-    errors = tuple(LintError(p.file, p.line, p.field, p.message) for p in trace.problems)
-    unlisted = unlisted_calls(trace)
-    calls = tuple(
-        _lint_call(trace, call, line, call.index in unlisted)
-        for call, line in zip(trace.calls, trace.call_lines, strict=True)
-    )
+    assert lines.run is not None
+    errors = tuple(LintError(p.file, p.line, p.field, p.message) for p in lines.problems)
     return TraceLint(
         name,
         errors=errors,
-        calls=calls,
-        failure_signature=check_failure_signature(trace),
-        missing_indices=trace.missing_indices,
-        run_id=trace.run.run_id,
-        status=trace.end.status if trace.end else None,
+        calls=tuple(calls),
+        failure_signature=check_failure_signature(lines.end, seen),
+        missing_indices=seen.missing(),
+        run_id=lines.run.run_id,
+        status=lines.end.status if lines.end else None,
     )
 
 
@@ -256,7 +269,7 @@ def _bare_message(exc: InputError | TraceVersionError) -> str:
     return message
 
 
-def _lint_call(trace: Trace, call: CallRecord, line: int, unlisted: bool) -> CallLint:
+def _lint_call(run: RunRecord, call: CallRecord, line: int, unlisted: bool) -> CallLint:
     provider = call.is_provider_call
     # SPEC.md: a model or user call's body is the provider's HTTP body unless the writer says
     # otherwise; a tool's body is its return value unless it used the SDK's HTTP helper.
@@ -273,8 +286,8 @@ def _lint_call(trace: Trace, call: CallRecord, line: int, unlisted: bool) -> Cal
         truncated=bool(call.truncated),
         fields={
             "body": check_body(call, raw_io),
-            "schema_hash": check_schema_hash(trace, call, unlisted),
+            "schema_hash": check_schema_hash(run, call, unlisted),
             "model_id": check_model_id(call),
-            "clock": check_clock(trace, call),
+            "clock": check_clock(run, call),
         },
     )

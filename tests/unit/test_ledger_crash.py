@@ -101,6 +101,8 @@ def _crashed_job(settings: Settings, job_id: str) -> tuple[Any, SubmitOptions, d
     folder = submit_module.job_dir(settings, job_id)
     folder.mkdir(parents=True)
     (folder / "plan.json").write_text(json.dumps(plan.to_json(), default=str))
+    job = {"job_id": job_id, "options": options.to_json(), "owner": {}}  # no snapshot: taken anew
+    (folder / "job.json").write_text(json.dumps(job, default=str))
     variant = plan.variants[0].name
     keys = {t: run_key(job_id, variant, t, 1) for t in ("t1", "t2")}
     with Ledger.for_state_dir(settings.state_dir) as ledger:

@@ -16,7 +16,12 @@ Invariants:
 - the model id is read from the response body's ``model`` field, never from configuration;
 - an exception that leaves the ``with`` block ends the run ``failed`` (exit code 1) with the
   failure of the call that raised it (or ``workflow``); it is never swallowed;
-- clock readings are `time.time` (or the ``clock`` given), also installed as `runner.sdk.now`.
+- clock readings are the machine's time (or the ``clock`` given) when each call starts, also
+  installed as `runner.sdk.now`; while a tool call runs, every wall-clock read in its context
+  (``time.time``, ``datetime.now``, ... `runner.runtime.wallclock`) returns that call's
+  reading, so that ``reproduce``, which serves the same reading, sees what the tool saw.
+  Entering a recorder installs the wall clock in the process once; outside recorded calls,
+  and in threads a tool starts, reads stay the machine's.
 """
 
 import hashlib
@@ -30,6 +35,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from runner import sdk
+from runner.runtime import wallclock
 from runner.runtime.rawio import apply_exchanges, capture
 from runner.traceformat import TRACE_VERSION, encode_body, episode_exit_code, failure_signature
 
@@ -61,7 +67,8 @@ class Recorder:
             go into the ``run`` line so that ``sandbox-replay reproduce`` can run it again).
         workflow_name, workflow_version: shown when no workflow file is given.
         seed: the run's seed.
-        clock: a ``() -> epoch seconds`` source (default `time.time`).
+        clock: a ``() -> epoch seconds`` source (default: the machine's clock,
+            `runner.runtime.wallclock.real_time`).
         run_id: the run id (default ``rec-<UTC time>-<6 hex>``).
 
     Raises:
@@ -87,7 +94,7 @@ class Recorder:
         self.task_id = task_id
         self.task_input = dict(task_input or {})
         self.seed = seed
-        self._clock = clock or time.time
+        self._clock = clock or wallclock.real_time
         self.run_id = run_id or "rec-{}-{}".format(
             time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), secrets.token_hex(3)
         )
@@ -113,6 +120,7 @@ class Recorder:
     # -- the context -------------------------------------------------------------------------
 
     def __enter__(self) -> "Recorder":
+        wallclock.install()
         self._start = self._clock()
         self._reading = self._start
         self._token = sdk._RECORDER.set(self)
@@ -195,7 +203,7 @@ class Recorder:
         started = time.monotonic()
         token = sdk._RECORDER.set(None)  # a tool calling another tool: recorded once, outside
         try:
-            with capture() as exchanges:
+            with capture() as exchanges, wallclock.frozen(reading):
                 try:
                     value = func(*args, **kwargs)
                 except BaseException as exc:

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Sandbox, SandboxSpec
+from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Reaped, Sandbox, SandboxSpec
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 
@@ -154,7 +154,7 @@ class SubprocessBackend(Backend):
         if self.fail_teardown:
             raise InfrastructureError("fake engine could not remove the sandbox")
 
-    def reap(self) -> list[str]:
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
         return []
 
 

@@ -132,6 +132,25 @@ class ExitState:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class Reaped:
+    """A leftover sandbox the reaper removed, with what the engine recorded of its run.
+
+    Attributes:
+        name: the sandbox's name.
+        run_id: its run label (None when it had none).
+        labels: every label it carried (``io.sandbox-replay.ledger-key`` names its ledger run).
+        sandbox_s: seconds it ran by the engine's own record (start to finish; a sandbox still
+            running when reaped counts until its removal; one that never started, 0), or None
+            when the engine could not tell.
+    """
+
+    name: str
+    run_id: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    sandbox_s: float | None = None
+
+
 class Sandbox(abc.ABC):
     """A started sandbox with its stdio attached. Used for exactly one run."""
 
@@ -202,9 +221,17 @@ class Backend(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def reap(self) -> list[str]:
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
         """Remove leftover sandboxes of dead owners (never a live owner's).
 
+        Each sandbox's run time is read from the engine before it is removed, so that the
+        ledger can charge a dead run what it used (`runner.orchestrator.reaping`). A sandbox
+        labelled with another ledger than ``ledger`` is left to that ledger's own commands
+        (removing it would lose the measurement) until it has been idle for a day.
+
+        Args:
+            ledger: the caller's ledger id (`runner.orchestrator.reaping.ledger_id`), or None.
+
         Returns:
-            Names of the removed sandboxes.
+            The removed sandboxes.
         """

@@ -60,15 +60,16 @@ def smoke(
     """
     from runner.backends.docker import DockerBackend
     from runner.backends.docker.checks import smoke_run
+    from runner.orchestrator.reaping import reap_and_settle
 
     settings = state(ctx).settings()
     backend = DockerBackend.connect(settings.docker_host)
     try:
-        reaped = backend.reap()
+        reaped = reap_and_settle(backend, settings.state_dir)
         result = smoke_run(backend, settings.image)
     finally:
         backend.close()
-    result["reaped"] = reaped
+    result["reaped"] = [r.name for r in reaped]
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:

@@ -121,6 +121,10 @@ def _render(data: dict[str, Any]) -> None:
             escape(statuses) or "–",
         )
     console.print(table)
+    from runner.orchestrator.report_render import estimated_lines
+
+    for line in estimated_lines(data["purposes"]):
+        console.print(escape(line))
     note = f"ledger: {data['ledger']}"
     if data["schema_version"] is None:
         note += " (none yet: nothing was charged)"

@@ -47,9 +47,10 @@ def packet_command(
 
     def backend() -> DockerBackend:  # only when there is a module to describe
         from runner.backends.docker import DockerBackend
+        from runner.orchestrator.reaping import reap_and_settle
 
         made.append(DockerBackend.connect(settings.docker_host))
-        made[-1].reap()
+        reap_and_settle(made[-1], settings.state_dir)
         return made[-1]
 
     try:

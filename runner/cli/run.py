@@ -9,6 +9,7 @@ could not start, the runtime could not run: status ``infra_error``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -104,7 +105,9 @@ def execute_run(
     try:
         check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
         if own_backend:
-            backend.reap()
+            from runner.orchestrator.reaping import reap_and_settle
+
+            reap_and_settle(backend, settings.state_dir)
         # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is
         # `replay`: the run (reserved before it starts) and each model call (reserved before it
         # is forwarded, as in submit), so the policy's replay ceilings hold here too.
@@ -126,7 +129,7 @@ def execute_run(
                     else None,
                 )
             result = run_episode(
-                request,
+                dataclasses.replace(request, ledger_key=metered.key),
                 backend=backend,
                 settings=settings,
                 provider=calls,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runner.sdk import FUNCTION_NAME_MAX, function_name
 
@@ -82,6 +82,10 @@ class AgentSpec(Frozen):
         fixed_messages: messages that are part of the conversation without being model turns
             (τ²'s opening greeting), placed after the system prompt and before the first user
             message; never sent to or served as a model call.
+        unlisted_tools: tools of ``tools`` the model may call but that are not listed in its
+            requests' ``tools``: an import whose source recorded a tool's calls but not its
+            definition (or did not offer it in that run). ``lint`` reports their calls (the
+            schema in force is unknown).
     """
 
     tools: list[str] = Field(default_factory=list)
@@ -90,6 +94,14 @@ class AgentSpec(Frozen):
     input: str | None = None
     user: str | UserSpec | None = None
     fixed_messages: list[FixedMessage] = Field(default_factory=list)
+    unlisted_tools: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unlisted_are_tools(self) -> AgentSpec:
+        unknown = [t for t in self.unlisted_tools if t not in self.tools]
+        if unknown:
+            raise ValueError(f"unlisted_tools {unknown} are not in the step's tools")
+        return self
 
     @field_validator("tools")
     @classmethod

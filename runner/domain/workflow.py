@@ -172,7 +172,10 @@ class Step(_Frozen):
     def normalised(self) -> dict[str, Any]:
         """The step in the normalised JSON shape of docs/internals.md."""
         if self.agent is not None:
-            return {"id": self.id, "agent": self.agent.model_dump(mode="json")}
+            agent = self.agent.model_dump(mode="json")
+            if not agent["unlisted_tools"]:  # optional (issue 12): absent unless used
+                del agent["unlisted_tools"]
+            return {"id": self.id, "agent": agent}
         return {"id": self.id, "tool": self.tool, "args": dict(self.args or {})}
 
 

@@ -8,6 +8,11 @@ records). The shapes it writes are the contract with ``reproduce``:
 - model turn (``tool: "model"``): ``request = {"model", "messages", "tools"?, **settings}``,
   built as `runner.runtime.agent` builds it so that ``reproduce`` can match it: ``messages`` =
   ``system`` (the workflow's system prompt), the fixed messages, then the turns in order;
+  ``tools`` = the run's offered tools exactly as the runtime offers them
+  (`runner.runtime.registry.RuntimeTool.function_spec` of their manifest entries: the function
+  name is `runner.sdk.function_name` of the id, dots as ``__``), never a tool the source did
+  not define (it is the workflow's ``unlisted_tools``); ``meta.request_tools_rewritten`` says
+  when that differs from the tools as the source wrote them;
   an assistant message is the provider body's own ``message`` verbatim (normalised to
   ``{"role", "content", "tool_calls"?}`` when the source has no body); a tool result is
   ``{"role": "tool", "tool_call_id": <the call's id>, "content": <the source's content,
@@ -26,8 +31,10 @@ records). The shapes it writes are the contract with ``reproduce``:
 - assistant messages that were not model calls (no usage, no provider body) before the first
   call are the workflow's fixed messages, not calls.
 - ``end``: ``succeeded`` (exit 0), or ``failed`` with the source's verdict: failure = (last
-  call index, ``workflow``, ``task_failed``, 1) and its `failure_signature`. The outbound log
-  and its coverage are absent: the source did not record destinations.
+  call index, ``workflow``, ``task_failed``, 1) and its `failure_signature`. ``output`` is the
+  content of the last model turn, as the runtime's agent step returns it (None after a turn
+  of tool calls only). The outbound log and its coverage are absent: the source did not
+  record destinations.
 
 Tool results are matched to calls *by position*: a tool message answers the earliest
 unanswered call of the latest assistant message with the same id, or, if none has that id, the
@@ -68,11 +75,17 @@ FAILED_CLASS = "task_failed"
 
 @dataclass(frozen=True)
 class ToolIndex:
-    """What the builder needs of the manifest: effect, schema hash, request tools."""
+    """What the builder needs of the manifest: effects, schema hashes, offered function specs.
+
+    Attributes:
+        effects: tool id -> effect class.
+        hashes: tool id -> schema hash.
+        specs: tool id -> the tool as the runtime offers it to a model (function format).
+    """
 
     effects: Mapping[str, str]
     hashes: Mapping[str, str]
-    request_tools: Sequence[dict[str, Any]]
+    specs: Mapping[str, dict[str, Any]]
 
 
 @dataclass
@@ -136,9 +149,15 @@ class _Pending:
 
 
 class _Builder:
-    def __init__(self, run: SourceRun, tools: ToolIndex, system: str | None) -> None:
+    def __init__(
+        self, run: SourceRun, tools: ToolIndex, system: str | None, offered: Sequence[str]
+    ) -> None:
         self.run = run
         self.tools = tools
+        self.offered = [tools.specs[t] for t in offered]
+        self.rewritten = run.request_tools is not None and canonical_json(
+            list(run.request_tools)
+        ) != canonical_json(self.offered)
         self.history: list[dict[str, Any]] = []
         if system is not None:
             self.history.append({"role": "system", "content": system})
@@ -186,11 +205,8 @@ class _Builder:
         if role == "model":
             request: dict[str, Any] = dict(self.run.model_settings)
             request["messages"] = [dict(m) for m in self.history]
-            sent = self.run.request_tools
-            if sent is None:
-                sent = tuple(self.tools.request_tools)
-            if sent:
-                request["tools"] = [dict(t) for t in sent]
+            if self.offered:
+                request["tools"] = [dict(t) for t in self.offered]
             alias = self.run.model_alias
         else:
             request = dict(self.run.user_settings)
@@ -198,6 +214,8 @@ class _Builder:
             alias = self.run.user_alias
         record: dict[str, Any] = {"tool": role, "request": request}
         meta: dict[str, Any] = {"request_reconstructed": True, **msg.meta}
+        if role == "model" and self.rewritten:
+            meta["request_tools_rewritten"] = True
         if msg.body is not None:
             record.update(encode_body(json.dumps(msg.body, ensure_ascii=False)))
             meta["body_shape"] = "choice"
@@ -289,13 +307,13 @@ class _Builder:
         self.pending = []
 
 
-def build_run(run: SourceRun, tools: ToolIndex) -> BuiltRun:
+def build_run(run: SourceRun, tools: ToolIndex, offered: Sequence[str]) -> BuiltRun:
     """Turn one source run into call lines, an end line and the task's observations.
 
     Args:
         run: the source run.
-        tools: effects, schema hashes and the tools as sent to the model (``run.request_tools``
-            replaces the latter when set).
+        tools: effects, schema hashes and function specs of the manifest's tools.
+        offered: ids of the tools the run's model requests list, in order.
 
     Returns:
         The built run; its ``fixed_messages`` go into the run's workflow (before the first turn).
@@ -304,7 +322,7 @@ def build_run(run: SourceRun, tools: ToolIndex) -> BuiltRun:
         InputError: a tool result with no call before it, or a call of a tool that is not in
             ``tools`` (file and field named).
     """
-    b = _Builder(run, tools, run.system)
+    b = _Builder(run, tools, run.system, offered)
     started = False
     input_taken = not run.first_user_is_input
     for msg in run.messages:
@@ -329,8 +347,7 @@ def build_run(run: SourceRun, tools: ToolIndex) -> BuiltRun:
             started = True
             b.history.append(_assistant_chat(msg))
             b.pending = [_Pending(call, msg) for call in msg.tool_calls]
-            if not msg.tool_calls and isinstance(msg.content, str):
-                b.output = msg.content
+            b.output = _assistant_chat(msg).get("content")  # the agent step's output rule
         elif msg.role == "user":
             if not input_taken and not started:
                 input_taken = True

@@ -18,6 +18,21 @@ Layout of ``--out DIR``:
 Invariants: a trace's ``workflow.content`` is byte for byte one of the workflow files written
 (its hash is that file's sha256); an existing non-empty folder is refused unless ``force``;
 nothing is written before every run has been built (bad input leaves no half import).
+
+Reproduce against what was written (issue 12). Each trace must replay against its own
+workflow, so the workflow says what the source did:
+
+- tools: a run's model requests list its *offered* tools (the run's own ``tools``, else every
+  tool the source defines), each exactly as the runtime offers it (its function name is
+  `runner.sdk.function_name` of the id: ``ticket.get`` is offered as ``ticket__get``, in the
+  trace and by the workflow alike); a tool the run calls without a definition (known by name
+  only) is in the agent's ``tools`` and ``unlisted_tools``: callable, never listed, and
+  ``lint`` reports its calls; the import report's notes name such tools and ``--tools``.
+- the stop rule: a run that ended right after a tool result (the agent handed off by calling
+  a tool, or the source's step limit cut it) gets ``max_turns`` equal to its recorded model
+  turns, so the replay ends where the recording did and asks for no turn the trace never had.
+  The source's reason is not guessed (a hand-off tool is not inferred from its name); every
+  other run keeps the shape's ``max_turns`` (a final answer ends the loop anyway).
 """
 
 from __future__ import annotations
@@ -42,6 +57,7 @@ from runner.importers.toolset import (
     content_hash,
     workflow_text,
 )
+from runner.runtime.registry import RuntimeTool
 from runner.traceformat import TRACE_VERSION
 
 __all__ = ["ImportSource", "WorkflowShape", "write_import"]
@@ -163,8 +179,21 @@ def _run_line(
     }
 
 
+def _max_turns(shape: WorkflowShape, built: BuiltRun) -> int:
+    """The agent's turn limit: the recorded model turns when the run ended after a tool result."""
+    ended_on_tool = bool(built.calls) and built.calls[-1]["tool"] not in ("model", "user")
+    if ended_on_tool:
+        return max(1, sum(1 for c in built.calls if c["tool"] == "model"))
+    return shape.max_turns
+
+
 def _workflow(
-    shape: WorkflowShape, run: SourceRun, built: BuiltRun, tool_ids: Sequence[str], name: str
+    shape: WorkflowShape,
+    run: SourceRun,
+    built: BuiltRun,
+    tool_ids: Sequence[str],
+    name: str,
+    unlisted: Sequence[str],
 ) -> str:
     return workflow_text(
         name=name,
@@ -176,8 +205,17 @@ def _workflow(
         fixed_messages=built.fixed_messages,
         input_template=shape.input_template,
         user=_user(shape, run, built) if run.simulated_user else None,
-        max_turns=shape.max_turns,
+        max_turns=_max_turns(shape, built),
+        unlisted_tools=[t for t in tool_ids if t in unlisted],
     )
+
+
+def _offered(run: SourceRun, source: ImportSource, defined: set[str]) -> list[str]:
+    """Ids of the tools the run's model requests list: its own ``tools``, else all defined."""
+    if run.request_tools is None:
+        return [t.id for t in source.tools if t.id in defined]
+    names = [str(t.get("function", t).get("name")) for t in run.request_tools]
+    return [n for n in dict.fromkeys(names) if n in defined]
 
 
 def _user(shape: WorkflowShape, run: SourceRun, built: BuiltRun) -> str | dict[str, Any] | None:
@@ -224,10 +262,14 @@ def write_import(
     index = ToolIndex(
         effects=effects,
         hashes=hashes,
-        request_tools=[t.openai_tool for t in source.tools if t.openai_tool],
+        specs={
+            t["id"]: RuntimeTool(t, "recorded", None).function_spec() for t in manifest["tools"]
+        },
     )
+    defined = {t.id for t in source.tools if t.schema is not None}
+    name_only = [t.id for t in source.tools if t.schema is None]
     missing: Counter[str] = Counter(source.missing)
-    missing["tool.schema"] += sum(1 for t in source.tools if t.schema is None)
+    missing["tool.schema"] += len(name_only)
     ids = IdSet("run id")
     workflows: dict[str, str] = {}  # content -> file name
     read_only: dict[str, str] = {}
@@ -237,21 +279,21 @@ def write_import(
     notes = list(source.notes)
     for run in source.runs:
         ids.add(validate_id(run.run_id, kind="run id", file=source.file))  # it names a file
-        built = build_run(run, index)
-        tool_ids = (
-            [str(t.get("function", t).get("name")) for t in run.request_tools]
-            if run.request_tools is not None
-            else [t.id for t in source.tools]
-        )
+        offered = _offered(run, source, defined)
+        built = build_run(run, index, offered)
+        tool_ids = list(offered)
+        if run.request_tools is None:
+            tool_ids += [t.id for t in source.tools if t.id not in tool_ids]
         called = (c["tool"] for c in built.calls if c["tool"] not in ("model", "user"))
         tool_ids += [t for t in dict.fromkeys(called) if t not in tool_ids]
-        text = _workflow(source.shape, run, built, tool_ids, source.shape.name)
+        unlisted = [t for t in tool_ids if t not in offered]
+        text = _workflow(source.shape, run, built, tool_ids, source.shape.name, unlisted)
         if text not in workflows:
             stem = "workflow" if not workflows else f"workflow-{len(workflows) + 1}"
             workflows[text] = f"{stem}.yaml"
             safe = [t for t in tool_ids if effects.get(t) in _SAFE_EFFECTS]
             read_only[f"{stem}.read-only.yaml"] = _workflow(
-                source.shape, run, built, safe, source.shape.name + "-read-only"
+                source.shape, run, built, safe, source.shape.name + "-read-only", unlisted
             )
         env_tools = {t: hashes[t] for t in tool_ids}
         wf = {"hash": content_hash(text), "content": text}
@@ -266,6 +308,13 @@ def write_import(
                 "reads it as a reference, so `check` may reject the generated workflow"
             )
 
+    if name_only:
+        notes.append(
+            f"tools known by name only (the source has no definition): {', '.join(name_only)}; "
+            "the workflows list them in unlisted_tools (callable, not shown to the model) and "
+            "lint reports their calls; pass --tools FILE (OpenAI function format) to import "
+            "their definitions"
+        )
     tasks: dict[str, dict[str, Any]] = {}
     for run, built in built_runs:
         task = tasks.setdefault(

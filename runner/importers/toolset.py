@@ -265,12 +265,14 @@ def workflow_text(
     input_template: str | None,
     user: str | Mapping[str, Any] | None,
     max_turns: int,
+    unlisted_tools: Sequence[str] = (),
 ) -> str:
     """The YAML text of the generic tool-calling agent workflow over the imported manifest.
 
     One ``agent`` step (step id ``agent``) with the source's system prompt, fixed messages
     (assistant messages that were not model calls, e.g. τ²'s greeting; sent before the first
-    turn, never served as model turns), the toolset, and the simulated user's instructions.
+    turn, never served as model turns), the toolset (``unlisted_tools``: callable, not listed in
+    the model's requests), and the simulated user's instructions.
 
     Returns:
         The file text (``header`` as ``#`` comment lines, then the YAML document).
@@ -284,6 +286,8 @@ def workflow_text(
         agent["input"] = input_template
     if user is not None:
         agent["user"] = user if isinstance(user, str) else dict(user)
+    if unlisted_tools:
+        agent["unlisted_tools"] = list(unlisted_tools)
     doc: dict[str, Any] = {"name": name, "version": version, "tools": [MANIFEST_NAME]}
     if model is not None:
         doc["model"] = dict(model)

@@ -131,6 +131,8 @@ class Reservation:
         estimate: what was reserved.
         actual: what was settled, None until then.
         variant, task_id, run_key, model: attribution, when known.
+        estimated: the settled actual is the reservation, not a measurement (a dead
+            orchestrator's run whose container was gone, or a model call in flight).
 
     """
 
@@ -145,6 +147,7 @@ class Reservation:
     task_id: str | None = None
     run_key: str | None = None
     model: str | None = None
+    estimated: bool = False
 
     @property
     def charged(self) -> Amount:
@@ -183,6 +186,7 @@ class Reservation:
             task_id=row["task_id"],
             run_key=row["run_key"],
             model=row["model"],
+            estimated=bool(row["estimated"]),
         )
 
 
@@ -197,6 +201,8 @@ class PurposeTotals:
         settled_charges: number of settled charges (runs plus model calls).
         model_calls: number of settled model-call charges.
         runs_by_status: run rows of this purpose counted by status.
+        estimated: the part of ``charged`` settled at a reservation, not measured.
+        estimated_charges: how many settled charges that part is.
 
     """
 
@@ -206,6 +212,8 @@ class PurposeTotals:
     settled_charges: int = 0
     model_calls: int = 0
     runs_by_status: dict[str, int] = field(default_factory=dict)
+    estimated: Amount = ZERO
+    estimated_charges: int = 0
 
     @property
     def committed(self) -> Amount:
@@ -221,4 +229,6 @@ class PurposeTotals:
             "settled_charges": self.settled_charges,
             "model_calls": self.model_calls,
             "runs_by_status": dict(sorted(self.runs_by_status.items())),
+            "estimated": self.estimated.to_dict(),
+            "estimated_charges": self.estimated_charges,
         }

@@ -76,6 +76,13 @@ def totals(db: Database, job_id: str | None = None) -> dict[Purpose, PurposeTota
         (job_id,),
     ):
         sums[(row["purpose"], row["state"])] = row
+    for row in db.read(
+        f"SELECT purpose, COUNT(*) AS n, {_SUMS} FROM charges"  # noqa: S608
+        " WHERE state = 'settled' AND estimated = 1 AND (?1 IS NULL OR job_id = ?1)"
+        " GROUP BY purpose",
+        (job_id,),
+    ):
+        sums[(row["purpose"], "estimated")] = row
     statuses: dict[str, dict[str, int]] = {}
     for row in db.read(
         "SELECT purpose, status, COUNT(*) AS n FROM runs WHERE ?1 IS NULL OR job_id = ?1"
@@ -86,6 +93,7 @@ def totals(db: Database, job_id: str | None = None) -> dict[Purpose, PurposeTota
     result: dict[Purpose, PurposeTotals] = {}
     for purpose in PURPOSES:
         settled = sums.get((purpose, "settled"))
+        estimated = sums.get((purpose, "estimated"))
         result[purpose] = PurposeTotals(
             purpose=purpose,
             charged=_amount(settled),
@@ -93,6 +101,8 @@ def totals(db: Database, job_id: str | None = None) -> dict[Purpose, PurposeTota
             settled_charges=int(settled["n"]) if settled is not None else 0,
             model_calls=int(settled["calls"]) if settled is not None else 0,
             runs_by_status=statuses.get(purpose, {}),
+            estimated=_amount(estimated),
+            estimated_charges=int(estimated["n"]) if estimated is not None else 0,
         )
     return result
 

@@ -79,7 +79,19 @@ def _v2_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX runs_job_status ON runs (job_id, status)")
 
 
-MIGRATIONS: Final[tuple[Migration, ...]] = (_v1_tables, _v2_indexes)
+def _v3_estimated(conn: sqlite3.Connection) -> None:
+    """``charges.estimated``: 1 when a settled amount is the reservation, not a measurement.
+
+    Set when a dead orchestrator's open reservation is closed without anything that measured
+    the spend (its container gone, a model call in flight): `Ledger.close_orphans`.
+    """
+    conn.execute(
+        "ALTER TABLE charges ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0"
+        " CHECK (estimated IN (0, 1))"
+    )
+
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (_v1_tables, _v2_indexes, _v3_estimated)
 LATEST: Final[int] = len(MIGRATIONS)
 
 

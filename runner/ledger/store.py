@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from runner.ledger import reports
+from runner.ledger import orphans, reports
 from runner.ledger.amounts import (
     UNBOUNDED,
     ZERO,
@@ -37,7 +37,6 @@ from runner.ledger.amounts import (
 from runner.ledger.db import Database
 from runner.ledger.records import (
     FINISHED_STATUSES,
-    INTERRUPTED,
     JOB_STATUSES,
     RUNNING,
     ChargeKind,
@@ -270,33 +269,21 @@ class Ledger:
         )
         return {(r["variant"], r["task_id"]) for r in rows}
 
-    def close_orphans(self, job_id: str) -> tuple[int, int]:
-        """Close what a dead orchestrator left open in a job, before it is resumed.
-
-        Runs still ``running`` become ``interrupted``. Reservations still ``reserved`` are
-        settled at their estimate: the work may have happened, and charging the estimate keeps
-        the total at or under the ceiling, never above it. Call only when no live process
-        works on the job.
+    def settle_dead_run(self, key: str, sandbox_s: float) -> bool:
+        """Settle a dead orchestrator's run from what the engine measured (`orphans`).
 
         Returns:
-            (runs interrupted, reservations settled).
-
+            True when an open charge of that run was settled.
         """
-        now = self._clock()
-        with self._db.transaction() as conn:
-            runs = conn.execute(
-                "UPDATE runs SET status = ?, finished = ? WHERE job_id = ? AND status = ?",
-                (INTERRUPTED, now, job_id, RUNNING),
-            ).rowcount
-            charges = conn.execute(
-                "UPDATE charges SET state = 'settled', act_runs = est_runs,"
-                " act_tokens_in = est_tokens_in, act_tokens_out = est_tokens_out,"
-                " act_usd = est_usd, act_sandbox_s = est_sandbox_s, updated = ?"
-                " WHERE job_id = ? AND state = 'reserved'",
-                (now, job_id),
-            ).rowcount
-        log.info("ledger_orphans_closed", job_id=job_id, runs=runs, charges=charges)
-        return runs, charges
+        return orphans.settle_dead_run(self._db, self._clock(), key, sandbox_s)
+
+    def close_orphans(self, job_id: str) -> tuple[int, int]:
+        """Close what a dead orchestrator left open in a job, before it is resumed (`orphans`).
+
+        Returns:
+            (runs interrupted, reservations settled at their estimate and marked estimated).
+        """
+        return orphans.close_orphans(self._db, self._clock(), job_id)
 
     # -- charges ----------------------------------------------------------------------------
 

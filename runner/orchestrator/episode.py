@@ -48,6 +48,7 @@ from runner.backends.base import (
     SandboxSpec,
     sandbox_user,
 )
+from runner.backends.labels import LEDGER, LEDGER_KEY
 from runner.domain.ids import IdFactory, new_run_id, path_for_id
 from runner.domain.tasks import Task
 from runner.errors import InfrastructureError
@@ -55,6 +56,7 @@ from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
 from runner.orchestrator.limits import resource_limits
 from runner.orchestrator.providers import DeadlineProvider, ModelProvider
+from runner.orchestrator.reaping import ledger_id
 from runner.orchestrator.snapshot import ToolSnapshot
 from runner.orchestrator.snapshot_sources import tool_mounts
 from runner.orchestrator.tracewriter import TraceWriter
@@ -89,6 +91,8 @@ class EpisodeRequest:
         purpose: the trace's purpose (``replay`` for sandboxed runs).
         recorded_calls: reproduce: the trace's call records; else empty.
         clock_start: overrides the task's ``clock_start`` (reproduce: the trace's).
+        ledger_key: the ledger run this episode is charged to (`runner.ledger.run_key`), put
+            on the sandbox as a label so that the reaper can settle it after a crash.
         snapshot: the command's tool snapshot, mounted in place of the tool folders (required
             whenever the run has tool folders, except in ``record`` mode, which runs the
             project's own files live and unsandboxed on purpose).
@@ -103,6 +107,7 @@ class EpisodeRequest:
     purpose: str = "replay"
     recorded_calls: Sequence[Mapping[str, Any]] = ()
     clock_start: float | None = None
+    ledger_key: str | None = None
     snapshot: ToolSnapshot | None = None
 
 
@@ -206,7 +211,8 @@ def prepare_run(
         "workflow_source": request.workflow.source,
         # the rubric's answer key stays on the host: code under evaluation must not read it
         "task": {k: v for k, v in request.task.record().items() if k != "expected"},
-        "clock": {"start": start, "step_s": CLOCK_STEP_S},
+        # record: each call reads the machine's clock (a live wall clock has no step)
+        "clock": {"start": start, "step_s": 0.0 if request.mode == "record" else CLOCK_STEP_S},
         "seed": SEED,
         "recorded_calls": [dict(c) for c in request.recorded_calls],
         "tool_paths": tool_paths,
@@ -235,7 +241,14 @@ def prepare_run(
         mounts=tuple(mounts),
         env=env,
         limits=resource_limits(request.policy, settings),
-        labels={"io.sandbox-replay.task": request.task.task_id[:63]},
+        labels={
+            "io.sandbox-replay.task": request.task.task_id[:63],
+            **(
+                {LEDGER_KEY: request.ledger_key, LEDGER: ledger_id(settings.state_dir)}
+                if request.ledger_key
+                else {}
+            ),
+        },
         user=sandbox_user(),
     )
     trace_path = path_for_id(state_dir / "traces", run_id, suffix=".jsonl", kind="run id")

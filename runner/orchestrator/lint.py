@@ -27,6 +27,7 @@ from runner.errors import EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, InputError, worst_
 from runner.orchestrator.lint_rules import (
     CallsSeen,
     FieldCheck,
+    UnlistedCalls,
     check_body,
     check_clock,
     check_failure_signature,
@@ -218,13 +219,14 @@ def lint_trace(path: Path | str) -> TraceLint:
     name = str(path)
     calls: list[CallLint] = []
     seen = CallsSeen()
+    unlisted = UnlistedCalls()
     try:
         with open(path, "rb") as stream:
             lines = TraceLines(stream, file=name)
             for number, record in lines:
                 if isinstance(record, CallRecord):
                     assert lines.run is not None  # the run line comes first
-                    calls.append(_lint_call(lines.run, record, number))
+                    calls.append(_lint_call(lines.run, record, number, unlisted.see(record)))
                     seen.add(record)
     except FileNotFoundError:
         return TraceLint(name, errors=(LintError(name, None, None, "no such trace file"),))
@@ -267,7 +269,7 @@ def _bare_message(exc: InputError | TraceVersionError) -> str:
     return message
 
 
-def _lint_call(run: RunRecord, call: CallRecord, line: int) -> CallLint:
+def _lint_call(run: RunRecord, call: CallRecord, line: int, unlisted: bool) -> CallLint:
     provider = call.is_provider_call
     # SPEC.md: a model or user call's body is the provider's HTTP body unless the writer says
     # otherwise; a tool's body is its return value unless it used the SDK's HTTP helper.
@@ -284,7 +286,7 @@ def _lint_call(run: RunRecord, call: CallRecord, line: int) -> CallLint:
         truncated=bool(call.truncated),
         fields={
             "body": check_body(call, raw_io),
-            "schema_hash": check_schema_hash(run, call),
+            "schema_hash": check_schema_hash(run, call, unlisted),
             "model_id": check_model_id(call),
             "clock": check_clock(run, call),
         },

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from runner.domain.trace import CallRecord, EndRecord, RunRecord
+from runner.sdk import function_name
 from runner.traceformat import episode_exit_code, failure_signature
 
 __all__ = [
@@ -121,8 +123,63 @@ def check_body(call: CallRecord, raw_io: bool) -> FieldCheck:
     return FieldCheck("ok", note)
 
 
-def check_schema_hash(run: RunRecord, call: CallRecord) -> FieldCheck:
-    """Seed field 2: the tool's schema hash at call time (tool calls only)."""
+def _names(tools: object) -> set[str]:
+    """Function names of a ``tools`` list (request) or ``tool_calls`` list (a model message)."""
+    names: set[str] = set()
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.add(function["name"])
+    return names
+
+
+def _called(call: CallRecord) -> set[str]:
+    """Names of the tool calls a model turn's body asked for (chat completion or its choice)."""
+    if call.body is None or call.body_encoding != "text":
+        return set()
+    try:
+        body = json.loads(call.body)
+    except ValueError:
+        return set()
+    if isinstance(body, dict) and isinstance(body.get("choices"), list) and body["choices"]:
+        body = body["choices"][0]
+    message = body.get("message") if isinstance(body, dict) else None
+    return _names(message.get("tool_calls")) if isinstance(message, dict) else set()
+
+
+class UnlistedCalls:
+    """Finds tool calls the model asked for without its request listing that tool (streaming).
+
+    A tool call answers the latest model turn of its step; when that turn's body asked for the
+    tool (by `runner.sdk.function_name` or the id) and its request's ``tools`` did not list it,
+    the model was never shown the tool's definition: it is known by name only (an import whose
+    source recorded calls, not definitions: the workflow's ``unlisted_tools``). Tool calls
+    that no model turn asked for (tool steps, code in record mode) are not judged. Keeps only
+    the latest model turn of each step.
+    """
+
+    def __init__(self) -> None:
+        self._turns: dict[str | None, tuple[set[str], set[str]]] = {}
+
+    def see(self, call: CallRecord) -> bool:
+        """Feed the calls in order; True for a tool call of an unlisted tool."""
+        if call.tool == "model":
+            request = call.request if isinstance(call.request, dict) else {}
+            self._turns[call.step_id] = (_names(request.get("tools")), _called(call))
+            return False
+        if call.is_provider_call or call.step_id not in self._turns:
+            return False
+        listed, asked = self._turns[call.step_id]
+        names = {function_name(call.tool), call.tool}
+        return bool(names & asked) and not names & listed
+
+
+def check_schema_hash(run: RunRecord, call: CallRecord, unlisted: bool = False) -> FieldCheck:
+    """Seed field 2: the tool's schema hash at call time (tool calls only).
+
+    ``unlisted``: the model called the tool without being shown its definition
+    (`UnlistedCalls`): no schema was in force worth the name, ``missing``.
+    """
     if call.is_provider_call:
         return _NA
     if call.schema_hash is None:
@@ -132,6 +189,12 @@ def check_schema_hash(run: RunRecord, call: CallRecord) -> FieldCheck:
     header = run.environment.tools.get(call.tool)
     if header is not None and header != call.schema_hash:
         return FieldCheck("malformed", "differs from the run line's environment.tools entry")
+    if unlisted:
+        return FieldCheck(
+            "missing",
+            f"tool {call.tool!r} is known by name only: the model request before this call "
+            "did not list its definition (an import without it: pass --tools)",
+        )
     return _OK
 
 

@@ -32,7 +32,15 @@ from typing import IO
 import structlog
 
 from runner import resources
-from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Sandbox, SandboxSpec
+from runner.backends.base import (
+    STDERR,
+    STDOUT,
+    Backend,
+    ExitState,
+    Reaped,
+    Sandbox,
+    SandboxSpec,
+)
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 from runner.runtime import protocol
@@ -175,6 +183,6 @@ class UnsandboxedProcessBackend(Backend):
                 process.wait()
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def reap(self) -> list[str]:
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
         """Nothing to reap: local processes die with their session."""
         return []

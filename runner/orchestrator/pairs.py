@@ -98,6 +98,7 @@ class PairRunner:
             registry=variant.registry,
             image=self.image,
             mode=self.plan.policy.mode,
+            ledger_key=key,
             snapshot=self.snapshot,
         )
         base = self._providers[variant_name]

@@ -60,6 +60,27 @@ def _score(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, int | float) else "-"
 
 
+def estimated_lines(spend: dict[str, Any]) -> list[str]:
+    """One line per purpose whose charges include estimates (reservations nothing measured).
+
+    Args:
+        spend: ``{purpose: PurposeTotals.to_dict()}``.
+    """
+    lines = []
+    for purpose, totals in spend.items():
+        count = totals.get("estimated_charges") or 0
+        if not count:
+            continue
+        amount = totals.get("estimated") or {}
+        lines.append(
+            f"{purpose}: {count} charge(s) estimated, not measured (after a crash: a sandbox "
+            f"already gone, or a model call in flight, charged at its reservation): "
+            f"{amount.get('sandbox_s', 0.0):.1f} sandbox-s, ${amount.get('usd', 0.0):.6f}, "
+            f"{amount.get('tokens_in', 0) + amount.get('tokens_out', 0)} tokens"
+        )
+    return lines
+
+
 def render_report(report: Mapping[str, Any], console: Any) -> None:
     """Print the report on ``console`` (a `rich.console.Console`).
 
@@ -99,6 +120,8 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
             f"{charged['sandbox_s']:.1f}",
         )
     console.print(spend)
+    for line in estimated_lines(report["spend"]):
+        console.print(f"[yellow]{escape(line)}[/yellow]")
     console.print("runs: " + ", ".join(f"{n} {s}" for s, n in report["runs_by_status"].items()))
     grading = report.get("grading")
     if grading:

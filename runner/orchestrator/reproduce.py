@@ -36,6 +36,7 @@ starts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import tempfile
 from collections.abc import Callable, Iterable
@@ -207,9 +208,10 @@ class Reproducer:
                 self._backend = self.backend_factory()
             else:
                 from runner.backends.docker import DockerBackend
+                from runner.orchestrator.reaping import reap_and_settle
 
                 self._backend = DockerBackend.connect(self.settings.docker_host)
-                self._backend.reap()
+                reap_and_settle(self._backend, self.settings.state_dir)
         return self._backend
 
     def reproduce(self, path: Path) -> ReproduceReport:
@@ -380,7 +382,7 @@ class Reproducer:
                 self.settings, "replay", "reproduce", variant, run.task_id, policy
             ) as metered:
                 result = run_episode(
-                    request,
+                    dataclasses.replace(request, ledger_key=metered.key),
                     backend=backend,
                     settings=self.settings,
                     provider=ReplayProvider(calls),

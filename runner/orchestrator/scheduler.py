@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from runner.backends.base import Backend, Sandbox, SandboxSpec
+from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
 from runner.errors import CeilingReached, InfrastructureError
 from runner.ledger import Amount, CeilingGuard, Ledger, run_key
 from runner.orchestrator.metering import StopSignal
@@ -97,9 +97,9 @@ class TrackingBackend(Backend):
         """The inner backend's sandbox, registered while it lives."""
         return self._sandbox(spec)
 
-    def reap(self) -> list[str]:
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
         """The inner backend's reaper."""
-        return self.inner.reap()
+        return self.inner.reap(ledger=ledger)
 
     def close(self) -> int:
         """Refuse new sandboxes and kill every live one; return how many were killed."""

@@ -143,7 +143,7 @@ def metered_run(
         if estimate is None:
             estimate = Amount(runs=1, sandbox_s=run_sandbox_s(policy, settings))
         reservation = guard.reserve(
-            purpose, estimate, key=f"{key}:run", variant=variant, task_id=task_id
+            purpose, estimate, key=f"{key}:run", variant=variant, task_id=task_id, run_key=key
         )
         ledger.start_run(job_id, variant, task_id, 1, purpose, key=key)
         run = MeteredRun(ledger, guard, job_id, key, reservation.key)

@@ -11,8 +11,10 @@ Sequence (`prepare` then `execute`):
    again, whatever changed in the source files since). The job: a ledger row and
    ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options, the owner process and the tool
    snapshot, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
-4. The reaper removes sandboxes of dead owners; a resumed job's open rows are closed
-   (`Ledger.close_orphans`) and its finished pairs are skipped.
+4. The reaper removes sandboxes of dead owners and charges their runs the seconds the engine
+   recorded (`runner.orchestrator.reaping`); a resumed job's remaining open rows are closed at
+   their reservation, marked ``estimated`` (`Ledger.close_orphans`), and its finished pairs
+   are skipped.
 5. `Scheduler` runs the pairs under the replay ceiling; model calls go through
    `MeteredProvider`. Ctrl-C (SIGINT) or SIGTERM stops cleanly: sandboxes killed and removed,
    the job marked ``interrupted``, exit 130.
@@ -51,6 +53,7 @@ from runner.orchestrator.plan import (
     ceiling_in_effect,
     make_variants,
 )
+from runner.orchestrator.reaping import ledger_id, settle_reaped
 from runner.orchestrator.report import build_report, grade_job, write_report
 from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.orchestrator.single_run import run_sandbox_s
@@ -323,10 +326,11 @@ def _run_job(
             )
             ledger.set_job_status(plan.job_id, "running")
             try:
-                reaped = backend.reap()
-                if reaped:
+                reaped = backend.reap(ledger=ledger_id(settings.state_dir))
+                if reaped:  # runs of dead owners: charged what the engine measured
                     log.info("reaped_leftovers", count=len(reaped))
-                if resume:
+                    settle_reaped(ledger, reaped)
+                if resume:  # what nothing measured: charged at the reservation, estimated
                     ledger.close_orphans(plan.job_id)
                 guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]
                 done = ledger.finished_pairs(plan.job_id)

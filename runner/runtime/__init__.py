@@ -12,6 +12,7 @@ Module map (imports flow downwards; nothing here imports the host side):
     engine      steps in order, step progress, episode status (succeeded|failed|denied)
     agent       agent steps: model loop through the host, tool dispatch, simulated user
     calls       every call: index, injected clock, execute or serve, the trace call record
+    wallclock   the run's clock as every wall-clock read's (time.time, datetime.now, ...)
     callrecords pure helpers of call records (JSON bodies, tool ids, model bodies, comparison)
     rawio       tools doing HTTP through the SDK helper: raw bodies recorded and re-served
     recordings  observation matching (shadow) and serving by position (reproduce)

@@ -22,8 +22,8 @@ Standard library only, Python 3.9+. Step shape (normalised workflow, docs/intern
 - the model request is the OpenAI Chat Completions shape: ``model`` (``model.model`` or
   ``model.name`` of the workflow, else its provider name), ``messages``, ``tools`` (function
   format; ``name`` is `runner.sdk.function_name` of the tool id, dots as ``__``; a call of
-  that name, or of the id itself, is mapped back to the tool), then the workflow's
-  ``model.settings`` as top-level keys.
+  that name, or of the id itself, is mapped back to the tool; the step's ``unlisted_tools``
+  are callable but not listed), then the workflow's ``model.settings`` as top-level keys.
 - each model turn: ``choices[0].message`` is appended; its ``tool_calls`` (any number) are
   dispatched in order through the registry, each result appended as a ``tool`` message: a
   served recording's text body verbatim (value or error text, as the model saw it when it
@@ -114,6 +114,8 @@ class AgentStep:
                 step=self.step_id,
             )
         self.tools = {t.id: t for t in tools}
+        unlisted = set(self.cfg.get("unlisted_tools") or [])
+        listed = [t for t in tools if t.id not in unlisted]
         max_turns = int(self.cfg.get("max_turns") or DEFAULT_MAX_TURNS)
         user = self.cfg.get("user")
         user_cfg: Dict[str, Any] = {}
@@ -142,7 +144,7 @@ class AgentStep:
         content: Any = None
         for _turn in range(max_turns):
             message = self.caller.call_model(
-                self.step_id, "model", self._request(self.model_cfg, messages, tools)
+                self.step_id, "model", self._request(self.model_cfg, messages, listed)
             )
             message.setdefault("role", "assistant")
             messages.append(message)

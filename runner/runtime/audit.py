@@ -42,6 +42,8 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 from runner.runtime import programs
 
 ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
+ENV_CLOCK = "SANDBOX_REPLAY_CLOCK"  # runner.runtime.wallclock.ENV_CLOCK (not imported: children
+# import this module at start-up and most never need the clock's machinery)
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -279,6 +281,14 @@ def _coverage(key: Tuple[Any, ...], **fields: Any) -> None:
     _emit(message)
 
 
+def coverage_note(key: Tuple[Any, ...], reason: str) -> None:
+    """Report once per process that coverage is partial for ``reason`` (the clock's, e.g.).
+
+    The note carries ``clock: "machine"``: what it reports reads the machine's clock.
+    """
+    _coverage(key, reason=reason, clock=programs.MACHINE_CLOCK)
+
+
 def _argv_of(value: Any) -> List[str]:
     if value is None:
         return []
@@ -290,15 +300,20 @@ def _argv_of(value: Any) -> List[str]:
         return [_text(v) or "" for v in value]
 
 
+def _env_clock() -> Optional[str]:
+    """The clock variable's name when this process exports the run's clock to children."""
+    return ENV_CLOCK if os.environ.get(ENV_CLOCK) else None
+
+
 def _classify_child(event: str, program: Optional[str], argv: List[str], env: Any) -> None:
-    found = programs.classify(program, argv, env, ENV_LOG, SITE_DIR)
+    found = programs.classify(program, argv, env, ENV_LOG, SITE_DIR, _env_clock())
     if found is not None:
         key, fields = found
         _coverage(key, **fields)
 
 
 def _classify_command(event: str, command: str, env: Any) -> None:
-    found = programs.classify_command(command, env, ENV_LOG, SITE_DIR)
+    found = programs.classify_command(command, env, ENV_LOG, SITE_DIR, _env_clock())
     if found is not None:
         key, fields = found
         _coverage(key, **fields)
@@ -330,7 +345,12 @@ def _on_dlopen(event: str, args: Tuple[Any, ...]) -> None:
     if name is None:  # `import ctypes` opens the main program: not a foreign library yet
         return
     library = _text(name)
-    _coverage(("library", library), reason="ctypes library load", library=library)
+    _coverage(
+        ("library", library),
+        reason="ctypes library load",
+        library=library,
+        clock=programs.MACHINE_CLOCK,
+    )
 
 
 def _on_dlsym(event: str, args: Tuple[Any, ...]) -> None:
@@ -342,6 +362,7 @@ def _on_dlsym(event: str, args: Tuple[Any, ...]) -> None:
         reason="ctypes symbol lookup (a foreign call can bypass the socket module)",
         library=library,
         symbol=symbol,
+        clock=programs.MACHINE_CLOCK,
     )
 
 

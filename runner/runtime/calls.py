@@ -17,15 +17,16 @@ the same note (nearest recorded call, differing fields). Model and simulated-use
 always answered by the host (``model_request``).
 
 Clock: call *i* reads ``start + (i + 1) * step_s`` in shadow; in reproduce the recorded reading
-of call *i* (falling back to the previous reading plus ``step_s``). `runner.sdk.now` returns the
-reading of the call in progress. ``time.time`` is deliberately not patched: the standard
-library and the runtime need real time; tools read the run's time through `runner.sdk.now`.
+of call *i* (falling back to the previous reading plus ``step_s``); in record the machine's
+time when the call starts (never earlier than the previous reading). `runner.sdk.now` and every
+wall-clock read of the process (`runner.runtime.wallclock`: ``time.time``, ``datetime.now``,
+...) return the reading of the call in progress, frozen for the whole call.
 """
 
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime import rawio
+from runner.runtime import rawio, wallclock
 from runner.runtime.callrecords import (
     body_text,
     brief,
@@ -55,17 +56,44 @@ Wait = Callable[[str], Dict[str, Any]]
 
 
 class Clock:
-    """The run's injected clock (installed with `runner.sdk.set_clock`)."""
+    """The run's injected clock (installed with `runner.sdk.set_clock`).
 
-    def __init__(self, start: float, step_s: float, trace: Optional[TraceStore] = None) -> None:
+    Args:
+        start: the reading before the first call, epoch seconds.
+        step_s: seconds between two calls' readings (shadow), or the fallback step of a
+            reproduce whose trace lacks a reading.
+        trace: the trace's call records (reproduce: readings served from it).
+        live: record mode: each call reads the machine's clock when it starts.
+        publish: called with every new reading (the runtime freezes the process's wall clock
+            there, `runner.runtime.wallclock.set_reading`).
+    """
+
+    def __init__(
+        self,
+        start: float,
+        step_s: float,
+        trace: Optional[TraceStore] = None,
+        *,
+        live: bool = False,
+        publish: Callable[[float], None] = lambda _: None,
+    ) -> None:
         self.value = float(start)
         self.step_s = float(step_s)
         self._trace = trace
+        self._live = live
+        self._publish = publish
+        publish(self.value)
 
     def advance(self, index: int) -> float:
         """Move to the reading of call ``index`` and return it."""
         recorded = self._trace.clock_at(index) if self._trace is not None else None
-        self.value = recorded if recorded is not None else self.value + self.step_s
+        if recorded is not None:
+            self.value = recorded
+        elif self._live:
+            self.value = max(self.value, round(wallclock.real_time(), 6))
+        else:
+            self.value = self.value + self.step_s
+        self._publish(self.value)
         return self.value
 
     def __call__(self) -> float:

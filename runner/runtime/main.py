@@ -4,13 +4,17 @@ Standard library only, Python 3.9+. ``python3 -u -m runner.runtime`` (`runner.ru
 isolates the channel first, then calls `serve`. Sequence:
 
 1. send ``hello`` ``{protocol, python, pid, platform, packages}``;
-2. install the outbound-destination hook in this process (`runner.runtime.audit`) and set the
+2. install the run's wall clock (`runner.runtime.wallclock`; real time until the run's
+   reading is known), then the outbound-destination hook in this process
+   (`runner.runtime.audit`) and set the
    environment that makes every Python child load it (``sitecustomize``) and report to the
    child log (`runner.runtime.childlog`; without a writable ``TMPDIR`` a ``coverage`` message
    says children cannot report); then wait for ``start`` (``shutdown`` or EOF on stdin end the
    process at once, at any time);
 3. read ``run.json`` and ``manifest.json`` from ``RUN_DIR`` (`ENV_RUN_DIR` overrides it, for
-   tests outside a container); build the registry from the manifest alone; install the clock;
+   tests outside a container); freeze the wall clock at the run's clock start (every
+   wall-clock read of this process and of its Python children is the run's); build the
+   registry from the manifest alone;
 4. inside ``runner.sdk.replay_context(execute ids)`` run the episode; send ``episode``.
    In mode ``manifest`` (`runner.runtime.manifest`) steps 3-4 are instead: import the tool
    modules, send ``manifest`` with their tools (no manifest.json is read, no tool runs).
@@ -33,7 +37,7 @@ from typing import Any, Dict, Optional
 
 from runner import sdk
 from runner.errors import InputError
-from runner.runtime import audit, protocol
+from runner.runtime import audit, protocol, wallclock
 from runner.runtime.calls import Caller, Clock
 from runner.runtime.channel import Channel
 from runner.runtime.childlog import ChildLog
@@ -210,11 +214,22 @@ class Runtime:
                 platform=environment_platform(),
                 packages=installed_packages(),
             )
+            # the clock before the audit hook: patching datetime looks a symbol up with ctypes
+            datetime_problem = wallclock.install()
             self._install_audit()
+            if datetime_problem is not None:
+                self.channel.send(
+                    "coverage",
+                    partial=True,
+                    reason="datetime.now() reads the machine's clock: {}".format(datetime_problem),
+                    clock="machine",
+                )
             self.channel.start_reader()
             self.channel.wait_for("start")
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
             spec = load_run_spec(self.run_dir)
+            # frozen at the start before any tool module is imported (its import-time reads)
+            wallclock.set_reading(float((spec.get("clock") or {}).get("start", 0.0)))
             if spec["mode"] == "manifest":
                 from runner.runtime.manifest import answer
 
@@ -256,6 +271,8 @@ class Runtime:
             clock_spec.get("start", 0.0),
             clock_spec.get("step_s", 1.0),
             trace if mode == "reproduce" else None,
+            live=mode == "record",
+            publish=wallclock.set_reading,
         )
         _inherit_context_in_threads()
         sdk.set_clock(clock)

@@ -238,6 +238,8 @@ def test_reaper_removes_a_crashed_owners_container_but_not_a_live_ones(
     )
     with backend.sandbox(live_spec) as live:
         removed = DockerBackend.connect(session_id="reaper").reap()
-        assert f"sandbox-replay-{crashed_session}-run-{crashed_session}" in removed
+        names = {r.name: r for r in removed}
+        crashed = names[f"sandbox-replay-{crashed_session}-run-{crashed_session}"]
+        assert crashed.sandbox_s is not None and crashed.sandbox_s > 0  # read before removal
         assert live.is_running()  # a live owner's container is never reaped
     assert docker_client.containers.list(all=True, filters=session_filter) == []

@@ -406,7 +406,7 @@ def test_reaper_removes_only_containers_of_dead_owners_on_this_host() -> None:
         {"Id": "id-nolabels", "Names": ["/nolabels"], "Labels": {L.MANAGED: "1"}},
     ]
     backend = DockerBackend(api, address="unix:///fake.sock", session_id="s", owner=me)
-    assert backend.reap() == ["dead"]
+    assert [r.name for r in backend.reap()] == ["dead"]
     removed = [c[1][0] for c in api.calls if c[0] == "remove_container"]
     assert removed == ["id-dead"]
     assert api.calls[0] == (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.backends.base import Backend, Sandbox, SandboxSpec
+from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
 from runner.errors import IneligibleError, InputError
 from runner.orchestrator.eligibility import admit, check_eligibility
 from runner.policy import load_policy
@@ -36,7 +36,7 @@ class SpyBackend(Backend):
         self.calls.append(f"sandbox {spec.run_id}")
         raise AssertionError("a sandbox was created during the load-time check")
 
-    def reap(self) -> list[str]:
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
         self.calls.append("reap")
         return []
 

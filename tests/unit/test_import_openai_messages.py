@@ -114,10 +114,11 @@ def test_jsonl_with_tools_per_line(tmp_path: Path) -> None:
     assert calls[0]["request"]["model"] == calls[6]["request"]["model"] == "replay"
     assert calls[6]["request"]["messages"][0]["role"] == "system"
     assert calls[6]["request"]["messages"][-1]["role"] == "user"  # the agent's text, swapped
-    # --tools serves the runs without tools of their own
+    # --tools serves the runs without tools of their own, offered under their function
+    # names as the runtime offers them (dots as __: issue 12)
     assert [t["function"]["name"] for t in third[1]["request"]["tools"]] == [
-        "ticket.get",
-        "ticket.close",
+        "ticket__get",
+        "ticket__close",
         "kb_search",
     ]
 

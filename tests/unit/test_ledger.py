@@ -92,7 +92,7 @@ def test_older_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     raw.close()
 
     with Ledger(path) as led:
-        assert led.version == schema.LATEST == 2
+        assert led.version == schema.LATEST == 3
         job = led.get_job("old")
         assert job is not None and job.status == "complete"
         indexes = {r[0] for r in led._db.read("SELECT name FROM sqlite_master WHERE type='index'")}

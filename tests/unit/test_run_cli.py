@@ -183,7 +183,7 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
 
 
 class _NoBackend:
-    def reap(self) -> None:
+    def reap(self, ledger: str | None = None) -> None:
         pass
 
     def close(self) -> None:

@@ -58,7 +58,7 @@ def test_submit_reserves_the_effective_timeout_plus_grace_per_run(
         cwd=FIX,
     )
     plan = submit_module.prepare(options, settings, job_id="job-1")
-    backend = SimpleNamespace(name="spy", reap=lambda: [], close=lambda: None)
+    backend = SimpleNamespace(name="spy", reap=lambda **_: [], close=lambda: None)
     with pytest.raises(_Captured):
         submit_module.execute(
             plan, options, settings, backend_factory=lambda: backend, handle_signals=False

@@ -311,3 +311,22 @@ def test_every_call_record_is_a_valid_trace_call_line(tmp_path: Path) -> None:
     assert result.calls[3]["tool"] == "no_such_tool_"
     assert result.calls[3]["meta"] == {"requested_tool": "no such tool!"}
     assert result.calls[6]["meta"] == {"arguments": "{not json"}
+
+
+def test_unlisted_tools_are_callable_but_not_listed_in_the_request(tmp_path: Path) -> None:
+    model = scripted(
+        [
+            completion(None, [("math.add", {"a": 2, "b": 3})]),
+            completion("5"),
+        ]
+    )
+    result = _run(
+        tmp_path,
+        {"tools": ["math.add", "kb.search"], "max_turns": 3, "unlisted_tools": ["math.add"]},
+        {"math.add": "execute", "kb.search": "recorded"},
+        model,
+    )
+    listed = [[t["function"]["name"] for t in r["request"]["tools"]] for r in result.requests]
+    assert listed == [["kb__search"], ["kb__search"]]  # issue 12: known by name only
+    assert result.calls[1]["tool"] == "math.add" and result.calls[1]["body"] == "5"
+    assert result.episode["output"] == "5"

@@ -68,7 +68,7 @@ def _stub_runs(monkeypatch: pytest.MonkeyPatch, during_report: Any) -> None:
 
 
 def _backend() -> Any:
-    return SimpleNamespace(name="stub", reap=lambda: [], close=lambda: None)
+    return SimpleNamespace(name="stub", reap=lambda **_: [], close=lambda: None)
 
 
 def test_a_second_ctrl_c_while_the_report_is_built_still_prints_the_hint(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from runner.backends.base import Backend, Sandbox, SandboxSpec
+from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
 from runner.cli.app import _register_commands, app
 from runner.errors import IneligibleError
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
@@ -36,7 +36,7 @@ class SpyBackend(Backend):
         self.calls.append(f"sandbox {spec.run_id}")
         raise AssertionError("no sandbox may be created")
 
-    def reap(self) -> list[str]:
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
         self.calls.append("reap")
         return []
 

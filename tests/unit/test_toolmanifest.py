@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Sandbox, SandboxSpec
+from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Reaped, Sandbox, SandboxSpec
 from runner.domain.registry import Registry
 from runner.domain.workflow import load_workflow
 from runner.errors import InputError
@@ -73,7 +73,7 @@ class _Backend(Backend):
         self.run_json = json.loads((run_dir / "run.json").read_text())
         yield _Scripted(spec, self.answer, self.stderr)
 
-    def reap(self) -> list[str]:
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
         return []
 
 

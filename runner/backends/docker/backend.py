@@ -34,7 +34,7 @@ from docker.types import HostConfig, LogConfig, Mount, Ulimit
 
 from runner import __version__
 from runner.backends import labels as L
-from runner.backends.base import Backend, SandboxSpec
+from runner.backends.base import Backend, Reaped, SandboxSpec
 from runner.backends.docker.client import call, connect, engine_address, retrying
 from runner.backends.docker.sandbox import DockerSandbox
 from runner.errors import InfrastructureError, TransientInfrastructureError
@@ -339,31 +339,18 @@ class DockerBackend(Backend):
         )
         return found
 
-    def reap(self) -> list[str]:
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
         """Remove leftover containers of dead owners on this host (never a live owner's).
 
-        Returns:
-            Names of the removed containers.
+        Each one's run time is read from the engine first; one of another ledger is left
+        alone while recent (`runner.backends.docker.reaper`).
 
         Raises:
             InfrastructureError: the engine failed while listing.
         """
-        removed: list[str] = []
-        for summary in self.containers():
-            owner = L.owner_from_labels(summary.get("Labels") or {})
-            if owner is None or not L.owner_is_dead(owner, this_host=self.owner.host):
-                continue
-            names = summary.get("Names") or [summary["Id"][:12]]
-            name = str(names[0]).lstrip("/")
-            try:
-                retrying(f"remove {name}", self.api.remove_container, summary["Id"], force=True)
-            except InfrastructureError as exc:
-                if exc.fields.get("status") != 404:
-                    log.warning("reap_failed", container=name, error=str(exc))
-                    continue
-            removed.append(name)
-            log.info("container_reaped", container=name, owner=owner.label())
-        return removed
+        from runner.backends.docker.reaper import reap_dead
+
+        return reap_dead(self.api, self.containers(), self.owner.host, ledger=ledger)
 
 
 __all__ = ["DockerBackend", "host_config", "sandbox_environment"]

@@ -1,0 +1,141 @@
+"""Issue 12: ``kill -9`` of a real ``submit``, then ``--resume``: the ledger charges what ran.
+
+Two runs are in flight (each sleeps 4 s in its sandbox) when the orchestrator is killed. Their
+containers outlive it; ``--resume`` reaps them, reads the engine's start and finish times first
+(a container still running: until its removal), and charges each dead run those seconds, not
+its reservation (timeout plus grace, ~316 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.backends import labels as L
+from runner.ledger import Ledger
+
+CLI = str(Path(sys.executable).parent / "sandbox-replay")
+SLEEP_S = 4.0
+
+pytestmark = pytest.mark.docker
+
+TOOLS = """
+import time
+
+from runner.sdk import Effect, tool
+
+
+@tool("slow.wait", effect=Effect.PURE, description="Wait, then answer.")
+def wait(seconds: float) -> str:
+    time.sleep(seconds)
+    return "done"
+"""
+
+WORKFLOW = """\
+name: slow
+version: "1"
+tools: [slow_tools]
+steps:
+  - id: wait
+    tool: slow.wait
+    args: {seconds: "${task.sleep_s}"}
+"""
+
+
+def _project(root: Path) -> Path:
+    root.mkdir(parents=True)
+    root.chmod(0o755)
+    tasks = "".join(
+        json.dumps({"task_id": t, "input": {"sleep_s": SLEEP_S}}) + "\n" for t in ("t1", "t2")
+    )
+    for name, text in (("slow_tools.py", TOOLS), ("slow.yaml", WORKFLOW), ("tasks.jsonl", tasks)):
+        (root / name).write_text(text, encoding="utf-8")
+        (root / name).chmod(0o644)
+    return root
+
+
+def _env(work: Path, image: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"SANDBOX_REPLAY_STATE_DIR": str(work / "state"), "SANDBOX_REPLAY_IMAGE": image})
+    return env
+
+
+def _containers(client: Any, pid: int) -> list[Any]:
+    return list(client.containers.list(all=True, filters={"label": f"{L.OWNER_PID}={pid}"}))
+
+
+def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_kill_9_then_resume_charges_the_dead_runs_what_their_containers_ran(
+    tmp_path: Path, sandbox_image: str, docker_client: Any
+) -> None:
+    work = _project(tmp_path / "crash")
+    args = ["submit", "--variant", "slow.yaml", "--tasks", "tasks.jsonl", "--concurrency", "2"]
+    proc = subprocess.Popen(
+        [CLI, "--log-format", "json", *args, "--json"],
+        cwd=work,
+        env=_env(work, sandbox_image),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def both_running() -> bool:
+            boxes = _containers(docker_client, proc.pid)
+            return len(boxes) == 2 and all(b.status == "running" for b in boxes)
+
+        _wait_for(both_running, 120, "two running sandboxes of the submit")
+        time.sleep(1.0)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    (job,) = [p.name for p in (work / "state" / "jobs").iterdir()]
+    with Ledger.for_state_dir(work / "state") as ledger:
+        open_runs = [c for c in ledger.charges(job) if c.kind == "run" and c.state == "reserved"]
+    assert len(open_runs) == 2  # the crash left both reservations open
+    reserved_s = open_runs[0].estimate.sandbox_s
+    assert reserved_s > 300
+
+    assert len(_containers(docker_client, proc.pid)) == 2  # they outlive their host
+    done = subprocess.run(
+        [CLI, "--log-format", "json", "--log-level", "info", "submit", "--resume", job, "--json"],
+        cwd=work,
+        env=_env(work, sandbox_image),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["status"] == "complete" and report["runs_by_status"]["succeeded"] == 2
+    assert _containers(docker_client, proc.pid) == []  # reaped
+    with Ledger.for_state_dir(work / "state") as ledger:
+        charges = [c for c in ledger.charges(job) if c.kind == "run"]
+        runs = {r.key: r for r in ledger.runs(job)}
+    dead = [c for c in charges if c.key in {r.key for r in open_runs}]
+    assert len(dead) == 2
+    for charge in dead:
+        assert charge.state == "settled" and charge.actual is not None
+        # measured by the engine (a reaper of another session running code older than this
+        # would have removed the container first: the log lines say who reaped what)
+        reaper_log = [x for x in done.stderr.splitlines() if "reap" in x or "settled" in x]
+        assert not charge.estimated, reaper_log
+        assert 1.0 <= charge.actual.sandbox_s < SLEEP_S + 10, charge.actual
+        assert runs[str(charge.run_key)].status == "interrupted"
+    spend = report["spend"]["replay"]
+    assert spend["estimated_charges"] == 0
+    assert spend["charged"]["sandbox_s"] < 4 * (SLEEP_S + 10) < reserved_s

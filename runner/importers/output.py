@@ -97,6 +97,8 @@ class ImportSource:
         expected: task id -> the task's ``expected`` object.
         missing: source-level missing fields (counted in the report).
         notes: free-text remarks for the report.
+        call_schema_hashes: tool call lines carry the schema hash of the manifest (False:
+            the source records none at call time; counted missing, ``lint`` reports it).
     """
 
     kind: str
@@ -108,6 +110,7 @@ class ImportSource:
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)
     missing: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
+    call_schema_hashes: bool = True
 
 
 def _dumps(value: Any) -> str:
@@ -225,6 +228,7 @@ def write_import(
         effects=effects,
         hashes=hashes,
         request_tools=[t.openai_tool for t in source.tools if t.openai_tool],
+        call_schema_hashes=source.call_schema_hashes,
     )
     missing: Counter[str] = Counter(source.missing)
     missing["tool.schema"] += sum(1 for t in source.tools if t.schema is None)
@@ -348,7 +352,7 @@ def _report(
         totals["tool_errors"] += built.counts.tool_errors
         totals["fixed_messages"] += built.counts.fixed_messages
         totals["id_mismatches"] += built.counts.id_mismatches
-        failed += run.failed_reason is not None
+        failed += run.failed_reason is not None or run.failure is not None
     effects = Counter(t["effect"] for t in manifest["tools"])
     return {
         "source": source.kind,

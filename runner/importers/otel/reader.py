@@ -42,6 +42,7 @@ from runner.importers.openai_messages import read_tools_file
 from runner.importers.otel.messages import Msg, ToolDef, tool_def
 from runner.importers.otel.sessions import LogicalCall, Session, ToolExec, build_sessions, tool_defs_of
 from runner.importers.otel.shapes import Notes, read_file
+from runner.importers.otel.values import json_value
 from runner.importers.output import ImportSource, WorkflowShape
 from runner.importers.source import (
     SourceMessage,
@@ -50,7 +51,7 @@ from runner.importers.source import (
     derive_id,
     parse_arguments,
 )
-from runner.importers.toolset import ImportedTool, check_tool_id
+from runner.importers.toolset import TOOL_ID, ImportedTool, check_tool_id
 
 __all__ = ["read_otel"]
 
@@ -111,6 +112,7 @@ class _Assembler:
         self.turns: list[_Turn] = []
         self.first_user: _Turn | None = None
         self.last_user_text: str | None = None
+        self.descriptions: dict[str, str] = {}
 
     def last_assistant(self) -> _Turn | None:
         return next((t for t in reversed(self.turns) if t.role == "assistant"), None)
@@ -194,6 +196,8 @@ class _Assembler:
                 (c for c in open_calls if c.name == name and (c.id is None or info.call_id is None)),
                 None,
             )
+        if chosen is None and _aggregate_of_answered(info.result, turn):
+            return  # ADK's "(merged tools)" span: the parallel calls' results once more
         if chosen is None:
             if turn.known and turn.call is not None and turn.call.info.output is not None:
                 self.notes.add(
@@ -201,8 +205,16 @@ class _Assembler:
                     f"the model turn before it ({turn.where}): ignored"
                 )
                 return
+            if not TOOL_ID.match(name):
+                self.notes.add(
+                    f"{span.file}: {_place(span)}: tool span named {name!r}, which cannot be a "
+                    "tool id: ignored"
+                )
+                return
             chosen = _Call(info.call_id, name, info.arguments, info.args_known, from_span=True)
             turn.calls.append(chosen)
+        if info.description:
+            self.descriptions.setdefault(name, info.description)
         chosen.id = chosen.id or info.call_id
         if not chosen.args_known and info.args_known:
             chosen.arguments, chosen.args_known = info.arguments, True
@@ -225,6 +237,18 @@ class _Assembler:
             error_message=error[1] if error else None,
             meta=meta,
         )
+
+
+def _aggregate_of_answered(result: str | None, turn: _Turn) -> bool:
+    """The result is a list of ``{"id", ...}`` naming only calls of ``turn`` already answered."""
+    ok, value = json_value(result)
+    answered = {c.id for c in turn.calls if c.result is not None and c.id is not None}
+    return bool(
+        ok
+        and isinstance(value, list)
+        and value
+        and all(isinstance(v, dict) and v.get("id") in answered for v in value)
+    )
 
 
 def _tokens(calls: Sequence[LogicalCall]) -> tuple[int, int]:
@@ -417,13 +441,11 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
     file = first.spans[0].file
     for tool in tool_defs_of(session):
         tools.add(tool, f"{file}: {_place(first.spans[0])}")
-    for item in session.items:
-        if isinstance(item, ToolExec) and item.info.name is not None:
-            tools.add(ToolDef(item.info.name, item.info.description or "", None), f"{file}: {_place(item.span)}")
     messages = _messages(assembler, file)
     for msg in messages:
         for call in msg.tool_calls:
-            tools.add(ToolDef(call.name, "", None), f"{file}: {msg.where}")
+            description = assembler.descriptions.get(call.name, "")
+            tools.add(ToolDef(call.name, description, None), f"{file}: {msg.where}")
     session_tools = [d.name for d in tool_defs_of(session)]
     session_tools += [c.name for m in messages for c in m.tool_calls if c.name not in session_tools]
     request_tools = tuple(tools.by_id[n].openai_tool or {} for n in dict.fromkeys(session_tools))

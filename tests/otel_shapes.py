@@ -38,7 +38,9 @@ def _id(hexid: str, mode: str) -> Any:
     return hexid
 
 
-def any_value(value: Any, numbers_as_strings: bool = True, json_strings: bool = False) -> dict[str, Any]:
+def any_value(
+    value: Any, numbers_as_strings: bool = True, json_strings: bool = False
+) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"boolValue": value}
     if isinstance(value, int):
@@ -52,7 +54,9 @@ def any_value(value: Any, numbers_as_strings: bool = True, json_strings: bool = 
     if isinstance(value, dict):
         return {
             "kvlistValue": {
-                "values": [{"key": k, "value": any_value(v, numbers_as_strings)} for k, v in value.items()]
+                "values": [
+                    {"key": k, "value": any_value(v, numbers_as_strings)} for k, v in value.items()
+                ]
             }
         }
     return {"stringValue": str(value)}
@@ -72,7 +76,11 @@ def otlp_span(s: dict[str, Any], ids: str = "hex", **kw: Any) -> dict[str, Any]:
         "endTimeUnixNano": str(s["end"]) if kw.get("numbers_as_strings", True) else s["end"],
         "attributes": _kv(s["attrs"], **kw),
         "events": [
-            {"timeUnixNano": str(e["time"]), "name": e["name"], "attributes": _kv(e.get("attrs", {}), **kw)}
+            {
+                "timeUnixNano": str(e["time"]),
+                "name": e["name"],
+                "attributes": _kv(e.get("attrs", {}), **kw),
+            }
             for e in s.get("events", [])
         ],
         "status": {"code": 2, "message": s.get("message", "")} if s.get("error") else {},
@@ -104,12 +112,19 @@ def sdk_span(s: dict[str, Any]) -> dict[str, Any]:
     """The Python SDK's ``ReadableSpan.to_json`` shape."""
     return {
         "name": s["name"],
-        "context": {"trace_id": "0x" + s["trace"], "span_id": "0x" + s["span"], "trace_state": "[]"},
+        "context": {
+            "trace_id": "0x" + s["trace"],
+            "span_id": "0x" + s["span"],
+            "trace_state": "[]",
+        },
         "kind": "SpanKind.INTERNAL",
         "parent_id": "0x" + s["parent"] if s.get("parent") else None,
         "start_time": _iso(s["start"]),
         "end_time": _iso(s["end"]),
-        "status": {"status_code": "ERROR" if s.get("error") else "UNSET", "description": s.get("message")},
+        "status": {
+            "status_code": "ERROR" if s.get("error") else "UNSET",
+            "description": s.get("message"),
+        },
         "attributes": {
             k: (json.dumps(v) if isinstance(v, dict | list) and not _flat_list(v) else v)
             for k, v in s["attrs"].items()
@@ -157,14 +172,20 @@ def jaeger_span(s: dict[str, Any]) -> dict[str, Any]:
         "duration": (s["end"] - s["start"]) // 1000,
         "tags": tags,
         "logs": [
-            {"timestamp": e["time"] // 1000, "fields": [_tag("event", e["name"])] + [_tag(k, v) for k, v in e.get("attrs", {}).items()]}
+            {
+                "timestamp": e["time"] // 1000,
+                "fields": [_tag("event", e["name"])]
+                + [_tag(k, v) for k, v in e.get("attrs", {}).items()],
+            }
             for e in s.get("events", [])
         ],
         "processID": "p1",
     }
 
 
-def render(spans: list[dict[str, Any]], shape: str, path: Path, logs: list[dict[str, Any]] = ()) -> Path:  # type: ignore[assignment]
+def render(
+    spans: list[dict[str, Any]], shape: str, path: Path, logs: list[dict[str, Any]] = ()
+) -> Path:  # type: ignore[assignment]
     """Write ``spans`` (and log records, for the OTLP shapes) to ``path`` in ``shape``."""
     ids = {"otlp-base64": "base64", "otlp-decimal": "decimal"}.get(shape, "hex")
     strings = shape == "otlp-strings"
@@ -174,12 +195,16 @@ def render(spans: list[dict[str, Any]], shape: str, path: Path, logs: list[dict[
             "resourceSpans": [
                 {
                     "resource": {"attributes": _kv({"service.name": "test"})},
-                    "scopeSpans": [{"scope": {"name": "t"}, "spans": [otlp_span(s, ids, **kw) for s in spans]}],
+                    "scopeSpans": [
+                        {"scope": {"name": "t"}, "spans": [otlp_span(s, ids, **kw) for s in spans]}
+                    ],
                 }
             ]
         }
         if logs:
-            doc["resourceLogs"] = [{"scopeLogs": [{"logRecords": [otlp_log(r, ids) for r in logs]}]}]
+            doc["resourceLogs"] = [
+                {"scopeLogs": [{"logRecords": [otlp_log(r, ids) for r in logs]}]}
+            ]
         path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     elif shape == "legacy-batches":
         doc = {
@@ -187,7 +212,10 @@ def render(spans: list[dict[str, Any]], shape: str, path: Path, logs: list[dict[
                 {
                     "resource": {"attributes": []},
                     "instrumentationLibrarySpans": [
-                        {"instrumentationLibrary": {"name": "t"}, "spans": [otlp_span(s, **kw) for s in spans]}
+                        {
+                            "instrumentationLibrary": {"name": "t"},
+                            "spans": [otlp_span(s, **kw) for s in spans],
+                        }
                     ],
                 }
             ]
@@ -199,7 +227,11 @@ def render(spans: list[dict[str, Any]], shape: str, path: Path, logs: list[dict[
             traces.setdefault(s["trace"], []).append(jaeger_span(s))
         doc = {
             "data": [
-                {"traceID": t, "spans": ss, "processes": {"p1": {"serviceName": "test", "tags": []}}}
+                {
+                    "traceID": t,
+                    "spans": ss,
+                    "processes": {"p1": {"serviceName": "test", "tags": []}},
+                }
                 for t, ss in traces.items()
             ]
         }
@@ -207,13 +239,17 @@ def render(spans: list[dict[str, Any]], shape: str, path: Path, logs: list[dict[
     elif shape == "span-list":
         path.write_text(json.dumps([otlp_span(s, **kw) for s in spans], indent=2), encoding="utf-8")
     elif shape == "span-jsonl":
-        path.write_text("".join(json.dumps(otlp_span(s, **kw)) + "\n" for s in spans), encoding="utf-8")
+        path.write_text(
+            "".join(json.dumps(otlp_span(s, **kw)) + "\n" for s in spans), encoding="utf-8"
+        )
     elif shape == "sdk-jsonl":
         path.write_text("".join(json.dumps(sdk_span(s)) + "\n" for s in spans), encoding="utf-8")
     elif shape == "collector-jsonl":
         lines = []
         for s in spans:
-            doc = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [otlp_span(s, **kw)]}]}]}
+            doc = {
+                "resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [otlp_span(s, **kw)]}]}]
+            }
             lines.append(json.dumps(doc))
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     else:

@@ -28,7 +28,9 @@ SESSIONS = ("S1", "S2", "S3", "S4a", "S4b", "S5", "S6a", "S6b")
 pytestmark = pytest.mark.docker
 
 
-def cli(args: list[str], cwd: Path, image: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+def cli(
+    args: list[str], cwd: Path, image: str, timeout: int = 900
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env.update({"SANDBOX_REPLAY_STATE_DIR": str(cwd / "state"), "SANDBOX_REPLAY_IMAGE": image})
     return subprocess.run(
@@ -47,7 +49,9 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module", params=["v1_default", "v2_default"])
-def imported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> Path:
+def imported(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, sandbox_image: str
+) -> Path:
     folder = realdata("otel-agentevals", "adk_py", request.param)
     work = tmp_path_factory.mktemp(request.param)
     files = [str(folder / f"{name}.json") for name in SESSIONS]
@@ -77,7 +81,9 @@ def test_lint_lists_exactly_what_otel_lacks(imported: Path, sandbox_image: str) 
         assert fields["clock"]["missing"] == 0  # span start times
 
 
-def test_complete_sessions_reproduce_against_the_written_workflow(imported: Path, sandbox_image: str) -> None:
+def test_complete_sessions_reproduce_against_the_written_workflow(
+    imported: Path, sandbox_image: str
+) -> None:
     done = cli(["reproduce", "--json", "traces"], imported, sandbox_image)
     reports = json.loads(done.stdout)
     reports = reports if isinstance(reports, list) else [reports]
@@ -94,7 +100,9 @@ def test_complete_sessions_reproduce_against_the_written_workflow(imported: Path
 def test_an_altered_tool_result_is_not_reproduced(imported: Path, sandbox_image: str) -> None:
     source = imported / "traces" / next(p.name for p in (imported / "traces").glob("*S2*.jsonl"))
     lines = lines_of(source)
-    tool = next(line for line in lines if line.get("type") == "call" and line["tool"] == "get_weather")
+    tool = next(
+        line for line in lines if line.get("type") == "call" and line["tool"] == "get_weather"
+    )
     tool["body"] = json.dumps({"city": "Paris", "forecast": "snow", "temp_c": -5})
     altered = imported / "traces" / "altered.jsonl"
     altered.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")

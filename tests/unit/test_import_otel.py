@@ -29,6 +29,7 @@ from tests.otel_shapes import SHAPES, render
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))
 T1, T2 = "0af7651916cd43dd8448eb211c80319c", "4bf92f3577b34da6a3ce929d0e0e4736"
+T3 = "5bf92f3577b34da6a3ce929d0e0e4737"
 S = 1_790_000_000_000_000_000  # ns
 MS = 1_000_000  # span() takes times in ms after S
 WEATHER = {
@@ -45,8 +46,18 @@ def _fresh_logging() -> Any:
     structlog.reset_defaults()
 
 
-def span(trace: str, sid: str, parent: str | None, name: str, start: int, end: int, **attrs: Any) -> dict[str, Any]:
-    return {"trace": trace, "span": sid, "parent": parent, "name": name, "start": S + start * MS, "end": S + end * MS, "attrs": attrs}
+def span(
+    trace: str, sid: str, parent: str | None, name: str, start: int, end: int, **attrs: Any
+) -> dict[str, Any]:
+    return {
+        "trace": trace,
+        "span": sid,
+        "parent": parent,
+        "name": name,
+        "start": S + start * MS,
+        "end": S + end * MS,
+        "attrs": attrs,
+    }
 
 
 def text(role: str, content: str) -> dict[str, Any]:
@@ -54,44 +65,129 @@ def text(role: str, content: str) -> dict[str, Any]:
 
 
 def genai_session(wrapper: bool = False) -> list[dict[str, Any]]:
-    """Current GenAI conventions: messages as attributes, tool span, two traces, one conversation."""
-    call = {"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}
+    """Current GenAI conventions: messages as attributes, a tool span, two traces, one id."""
+    call = {
+        "type": "tool_call",
+        "id": "call_1",
+        "name": "get_weather",
+        "arguments": {"city": "Paris"},
+    }
     asked = [text("user", "Weather in Paris?")]
-    first_out = [{"role": "assistant", "parts": [{"type": "text", "content": "Checking."}, call], "finish_reason": "tool_call"}]
-    result = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": {"temp_c": 21}}]}
+    first_out = [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "Checking."}, call],
+            "finish_reason": "tool_call",
+        }
+    ]
+    result = {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": "call_1", "response": {"temp_c": 21}}],
+    }
     second_in = [*asked, first_out[0], result]
     second_out = [{"role": "assistant", "parts": [{"type": "text", "content": "It is 21C."}]}]
     third_in = [*second_in, second_out[0], text("user", "Thanks!")]
-    common = {"gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4.1", "gen_ai.response.model": "gpt-4.1-2025-04-14"}
+    common = {
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4.1",
+        "gen_ai.response.model": "gpt-4.1-2025-04-14",
+    }
     system = [{"type": "text", "content": "You answer weather questions."}]
 
-    def chat(trace: str, sid: str, parent: str, start: int, inp: Any, out: Any, tin: int, tout: int) -> dict[str, Any]:
+    def chat(
+        trace: str, sid: str, parent: str, start: int, inp: Any, out: Any, tin: int, tout: int
+    ) -> dict[str, Any]:
         return span(
-            trace, sid, parent, "chat gpt-4.1", start, start + 10,
-            **{"gen_ai.operation.name": "chat", **common, "gen_ai.system_instructions": system,
-               "gen_ai.input.messages": inp, "gen_ai.output.messages": out,
-               "gen_ai.tool.definitions": [WEATHER], "gen_ai.conversation.id": "conv-1",
-               "gen_ai.usage.input_tokens": tin, "gen_ai.usage.output_tokens": tout},
+            trace,
+            sid,
+            parent,
+            "chat gpt-4.1",
+            start,
+            start + 10,
+            **{
+                "gen_ai.operation.name": "chat",
+                **common,
+                "gen_ai.system_instructions": system,
+                "gen_ai.input.messages": inp,
+                "gen_ai.output.messages": out,
+                "gen_ai.tool.definitions": [WEATHER],
+                "gen_ai.conversation.id": "conv-1",
+                "gen_ai.usage.input_tokens": tin,
+                "gen_ai.usage.output_tokens": tout,
+            },
         )
 
     spans = [
-        span(T1, "a000000000000001", None, "invoke_agent weather", 0, 100,
-             **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather", "gen_ai.conversation.id": "conv-1"}),
+        span(
+            T1,
+            "a000000000000001",
+            None,
+            "invoke_agent weather",
+            0,
+            100,
+            **{
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "weather",
+                "gen_ai.conversation.id": "conv-1",
+            },
+        ),
         chat(T1, "a000000000000002", "a000000000000001", 10, asked, first_out, 10, 5),
-        span(T1, "a000000000000003", "a000000000000001", "execute_tool get_weather", 30, 40,
-             **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                "gen_ai.tool.call.id": "call_1", "gen_ai.tool.call.arguments": {"city": "Paris"},
-                "gen_ai.tool.call.result": {"temp_c": 21}}),
+        span(
+            T1,
+            "a000000000000003",
+            "a000000000000001",
+            "execute_tool get_weather",
+            30,
+            40,
+            **{
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.id": "call_1",
+                "gen_ai.tool.call.arguments": {"city": "Paris"},
+                "gen_ai.tool.call.result": {"temp_c": 21},
+            },
+        ),
         chat(T1, "a000000000000004", "a000000000000001", 50, second_in, second_out, 20, 6),
-        span(T2, "b000000000000001", None, "invoke_agent weather", 1000, 1100,
-             **{"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "conv-1"}),
-        chat(T2, "b000000000000002", "b000000000000001", 1010, third_in,
-             [{"role": "assistant", "parts": [{"type": "text", "content": "Bye."}]}], 30, 2),
+        span(
+            T2,
+            "b000000000000001",
+            None,
+            "invoke_agent weather",
+            1000,
+            1100,
+            **{"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "conv-1"},
+        ),
+        chat(
+            T2,
+            "b000000000000002",
+            "b000000000000001",
+            1010,
+            third_in,
+            [{"role": "assistant", "parts": [{"type": "text", "content": "Bye."}]}],
+            30,
+            2,
+        ),
     ]
     if wrapper:  # a framework span around the provider span, with the same usage
-        inner = dict(spans[1], span="a000000000000009", parent="a000000000000002", start=spans[1]["start"] + 1)
-        spans[1] = span(T1, "a000000000000002", "a000000000000001", "call_llm", 9, 21,
-                        **{"gen_ai.request.model": "gpt-4.1", "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5})
+        inner = dict(
+            spans[1],
+            span="a000000000000009",
+            parent="a000000000000002",
+            start=spans[1]["start"] + 1,
+        )
+        spans[1] = span(
+            T1,
+            "a000000000000002",
+            "a000000000000001",
+            "call_llm",
+            9,
+            21,
+            **{
+                "gen_ai.request.model": "gpt-4.1",
+                "gen_ai.usage.input_tokens": 10,
+                "gen_ai.usage.output_tokens": 5,
+            },
+        )
         spans.insert(2, inner)
     return spans
 
@@ -117,9 +213,18 @@ def summary(lines: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     for line in lines[1:-1]:
         if line["tool"] in ("model", "user"):
             body = json.loads(line["body"])["message"] if line.get("body") else None
-            out.append((line["tool"], body and body.get("content"), line.get("model"), line.get("usage")))
+            out.append(
+                (line["tool"], body and body.get("content"), line.get("model"), line.get("usage"))
+            )
         else:
-            out.append((line["tool"], line["args"], line.get("body"), (line.get("error") or {}).get("class")))
+            out.append(
+                (
+                    line["tool"],
+                    line["args"],
+                    line.get("body"),
+                    (line.get("error") or {}).get("class"),
+                )
+            )
     return out
 
 
@@ -146,9 +251,14 @@ def test_every_shape_gives_the_same_session(tmp_path: Path, shape: str) -> None:
     assert end["meter"] == {"tokens_in": 60, "tokens_out": 13}
     assert end["status"] == "succeeded" and end["output"] == "Bye."
     model = lines[1]
-    assert model["model_source"] == "response" and model["clock"] == pytest.approx((S + 10 * MS) / 1e9)
+    assert model["model_source"] == "response" and model["clock"] == pytest.approx(
+        (S + 10 * MS) / 1e9
+    )
     assert model["duration_s"] == pytest.approx(0.01)
-    assert model["request"]["messages"][0] == {"role": "system", "content": "You answer weather questions."}
+    assert model["request"]["messages"][0] == {
+        "role": "system",
+        "content": "You answer weather questions.",
+    }
     tool = lines[2]
     assert "schema_hash" not in tool and tool["meta"]["call_id"] == "call_1"
     assert got["report"]["missing"]["tool.schema_hash"] == 1
@@ -177,11 +287,24 @@ def test_lint_names_exactly_what_otel_lacks(tmp_path: Path) -> None:
 
 def openinference_session() -> list[dict[str, Any]]:
     """OpenInference: flattened llm.* messages, TOOL spans with input/output.value, session.id."""
-    def llm(sid: str, parent: str, start: int, inputs: list[dict[str, Any]], out: dict[str, Any], tin: int, tout: int) -> dict[str, Any]:
-        attrs: dict[str, Any] = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
-                                 "llm.token_count.prompt": tin, "llm.token_count.completion": tout,
-                                 "session.id": "s-9",
-                                 "llm.tools.0.tool.json_schema": json.dumps({"type": "function", "function": WEATHER})}
+
+    def llm(
+        sid: str,
+        parent: str,
+        start: int,
+        inputs: list[dict[str, Any]],
+        out: dict[str, Any],
+        tin: int,
+        tout: int,
+    ) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "gpt-4o-mini",
+            "llm.token_count.prompt": tin,
+            "llm.token_count.completion": tout,
+            "session.id": "s-9",
+            "llm.tools.0.tool.json_schema": json.dumps({"type": "function", "function": WEATHER}),
+        }
         for i, m in enumerate(inputs):
             for k, v in m.items():
                 attrs[f"llm.input_messages.{i}.message.{k}"] = v
@@ -189,22 +312,74 @@ def openinference_session() -> list[dict[str, Any]]:
             attrs[f"llm.output_messages.0.message.{k}"] = v
         return span(T1, sid, parent, "ChatCompletion", start, start + 10, **attrs)
 
-    calls = {"tool_calls.0.tool_call.id": "c1", "tool_calls.0.tool_call.function.name": "get_weather",
-             "tool_calls.0.tool_call.function.arguments": '{"city": "Paris"}',
-             "tool_calls.1.tool_call.id": "c2", "tool_calls.1.tool_call.function.name": "get_weather",
-             "tool_calls.1.tool_call.function.arguments": '{"city": "Rome"}'}
+    calls = {
+        "tool_calls.0.tool_call.id": "c1",
+        "tool_calls.0.tool_call.function.name": "get_weather",
+        "tool_calls.0.tool_call.function.arguments": '{"city": "Paris"}',
+        "tool_calls.1.tool_call.id": "c2",
+        "tool_calls.1.tool_call.function.name": "get_weather",
+        "tool_calls.1.tool_call.function.arguments": '{"city": "Rome"}',
+    }
     user = {"role": "user", "content": "Paris and Rome?"}
     return [
-        span(T1, "c000000000000001", None, "agent", 0, 100, **{"openinference.span.kind": "AGENT", "session.id": "s-9"}),
-        llm("c000000000000002", "c000000000000001", 10, [user], {"role": "assistant", **calls}, 7, 3),
-        span(T1, "c000000000000003", "c000000000000001", "get_weather", 30, 31,
-             **{"openinference.span.kind": "TOOL", "tool.name": "get_weather", "input.value": '{"city": "Paris"}', "output.value": "sunny"}),
-        span(T1, "c000000000000004", "c000000000000001", "get_weather", 32, 33,
-             **{"openinference.span.kind": "TOOL", "tool.name": "get_weather", "input.value": '{"city": "Rome"}', "output.value": "rain"}),
-        llm("c000000000000005", "c000000000000001", 50,
-            [user, {"role": "assistant", **calls}, {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
-             {"role": "tool", "tool_call_id": "c2", "content": "rain"}],
-            {"role": "assistant", "contents.0.message_content.type": "text", "contents.0.message_content.text": "Sunny; rain."}, 11, 4),
+        span(
+            T1,
+            "c000000000000001",
+            None,
+            "agent",
+            0,
+            100,
+            **{"openinference.span.kind": "AGENT", "session.id": "s-9"},
+        ),
+        llm(
+            "c000000000000002", "c000000000000001", 10, [user], {"role": "assistant", **calls}, 7, 3
+        ),
+        span(
+            T1,
+            "c000000000000003",
+            "c000000000000001",
+            "get_weather",
+            30,
+            31,
+            **{
+                "openinference.span.kind": "TOOL",
+                "tool.name": "get_weather",
+                "input.value": '{"city": "Paris"}',
+                "output.value": "sunny",
+            },
+        ),
+        span(
+            T1,
+            "c000000000000004",
+            "c000000000000001",
+            "get_weather",
+            32,
+            33,
+            **{
+                "openinference.span.kind": "TOOL",
+                "tool.name": "get_weather",
+                "input.value": '{"city": "Rome"}',
+                "output.value": "rain",
+            },
+        ),
+        llm(
+            "c000000000000005",
+            "c000000000000001",
+            50,
+            [
+                user,
+                {"role": "assistant", **calls},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+                {"role": "tool", "tool_call_id": "c2", "content": "rain"},
+            ],
+            {
+                "role": "assistant",
+                "contents.0.message_content.type": "text",
+                "contents.0.message_content.text": "Sunny; rain.",
+            },
+            11,
+            4,
+        ),
     ]
 
 
@@ -226,25 +401,84 @@ def test_openinference_session(tmp_path: Path) -> None:
 
 def flattened_session() -> list[dict[str, Any]]:
     """Older GenAI flattened attributes; tool calls and tool spans without ids."""
-    out_calls = {"gen_ai.completion.0.role": "assistant",
-                 "gen_ai.completion.0.tool_calls.0.name": "lookup", "gen_ai.completion.0.tool_calls.0.arguments": '{"q": "a"}',
-                 "gen_ai.completion.0.tool_calls.1.name": "fetch", "gen_ai.completion.0.tool_calls.1.arguments": '{"u": 1}',
-                 "gen_ai.completion.0.tool_calls.2.name": "lookup", "gen_ai.completion.0.tool_calls.2.arguments": '{"q": "b"}'}
+    out_calls = {
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.tool_calls.0.name": "lookup",
+        "gen_ai.completion.0.tool_calls.0.arguments": '{"q": "a"}',
+        "gen_ai.completion.0.tool_calls.1.name": "fetch",
+        "gen_ai.completion.0.tool_calls.1.arguments": '{"u": 1}',
+        "gen_ai.completion.0.tool_calls.2.name": "lookup",
+        "gen_ai.completion.0.tool_calls.2.arguments": '{"q": "b"}',
+    }
     tool = {"gen_ai.operation.name": "execute_tool"}
     return [
-        span(T2, "d000000000000001", None, "chat", 0, 10,
-             **{"gen_ai.operation.name": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4",
-                "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "go",
-                "gen_ai.usage.prompt_tokens": "5", "gen_ai.usage.completion_tokens": "2", **out_calls}),
-        span(T2, "d000000000000002", None, "execute_tool lookup", 20, 21, **tool, **{"gen_ai.tool.name": "lookup"},
-             **{"gen_ai.tool.call.result": "A"}),
-        span(T2, "d000000000000003", None, "execute_tool lookup", 22, 23, **tool, **{"gen_ai.tool.name": "lookup"},
-             **{"gen_ai.tool.call.result": "B"}),
-        span(T2, "d000000000000004", None, "execute_tool fetch", 24, 25, **tool, **{"gen_ai.tool.name": "fetch"},
-             **{"gen_ai.tool.call.result": "F"}),
-        span(T2, "d000000000000005", None, "chat", 30, 40,
-             **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4", "gen_ai.completion.0.role": "assistant",
-                "gen_ai.completion.0.content": "done", "gen_ai.usage.prompt_tokens": 9, "gen_ai.usage.completion_tokens": 1}),
+        span(
+            T2,
+            "d000000000000001",
+            None,
+            "chat",
+            0,
+            10,
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.system": "openai",
+                "gen_ai.request.model": "gpt-4",
+                "gen_ai.prompt.0.role": "user",
+                "gen_ai.prompt.0.content": "go",
+                "gen_ai.usage.prompt_tokens": "5",
+                "gen_ai.usage.completion_tokens": "2",
+                **out_calls,
+            },
+        ),
+        span(
+            T2,
+            "d000000000000002",
+            None,
+            "execute_tool lookup",
+            20,
+            21,
+            **tool,
+            **{"gen_ai.tool.name": "lookup"},
+            **{"gen_ai.tool.call.result": "A"},
+        ),
+        span(
+            T2,
+            "d000000000000003",
+            None,
+            "execute_tool lookup",
+            22,
+            23,
+            **tool,
+            **{"gen_ai.tool.name": "lookup"},
+            **{"gen_ai.tool.call.result": "B"},
+        ),
+        span(
+            T2,
+            "d000000000000004",
+            None,
+            "execute_tool fetch",
+            24,
+            25,
+            **tool,
+            **{"gen_ai.tool.name": "fetch"},
+            **{"gen_ai.tool.call.result": "F"},
+        ),
+        span(
+            T2,
+            "d000000000000005",
+            None,
+            "chat",
+            30,
+            40,
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4",
+                "gen_ai.completion.0.role": "assistant",
+                "gen_ai.completion.0.content": "done",
+                "gen_ai.usage.prompt_tokens": 9,
+                "gen_ai.usage.completion_tokens": 1,
+            },
+        ),
     ]
 
 
@@ -265,23 +499,93 @@ def test_tool_calls_without_ids_match_by_name_and_order(tmp_path: Path) -> None:
 def events_session() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Older per-message events as log records (the openai-v2 instrumentation), no tool spans."""
     spans = [
-        span(T1, "e000000000000001", None, "chat gpt-4o", 0, 10,
-             **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o", "gen_ai.response.model": "gpt-4o-2024-08-06",
-                "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 4}),
-        span(T1, "e000000000000002", None, "chat gpt-4o", 20, 30,
-             **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o", "gen_ai.response.model": "gpt-4o-2024-08-06",
-                "gen_ai.usage.input_tokens": 8, "gen_ai.usage.output_tokens": 1}),
+        span(
+            T1,
+            "e000000000000001",
+            None,
+            "chat gpt-4o",
+            0,
+            10,
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.response.model": "gpt-4o-2024-08-06",
+                "gen_ai.usage.input_tokens": 3,
+                "gen_ai.usage.output_tokens": 4,
+            },
+        ),
+        span(
+            T1,
+            "e000000000000002",
+            None,
+            "chat gpt-4o",
+            20,
+            30,
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.response.model": "gpt-4o-2024-08-06",
+                "gen_ai.usage.input_tokens": 8,
+                "gen_ai.usage.output_tokens": 1,
+            },
+        ),
     ]
-    call = {"id": "call_9", "type": "function", "function": {"name": "kb_search", "arguments": '{"query": "x"}'}}
+    call = {
+        "id": "call_9",
+        "type": "function",
+        "function": {"name": "kb_search", "arguments": '{"query": "x"}'},
+    }
     logs = [
-        {"trace": T1, "span": "e000000000000001", "time": S + 1 * MS, "name": "gen_ai.user.message", "body": {"content": "find x"}},
-        {"trace": T1, "span": "e000000000000001", "time": S + 9 * MS, "name": "gen_ai.choice",
-         "body": {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "tool_calls": [call]}}},
-        {"trace": T1, "span": "e000000000000002", "time": S + 21 * MS, "name": "gen_ai.user.message", "body": {"content": "find x"}},
-        {"trace": T1, "span": "e000000000000002", "time": S + 22 * MS, "name": "gen_ai.assistant.message", "body": {"tool_calls": [call]}},
-        {"trace": T1, "span": "e000000000000002", "time": S + 23 * MS, "name": "gen_ai.tool.message", "body": {"content": "x is 1", "id": "call_9"}},
-        {"trace": T1, "span": "e000000000000002", "time": S + 29 * MS, "name": "gen_ai.choice",
-         "body": {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "x is 1."}}},
+        {
+            "trace": T1,
+            "span": "e000000000000001",
+            "time": S + 1 * MS,
+            "name": "gen_ai.user.message",
+            "body": {"content": "find x"},
+        },
+        {
+            "trace": T1,
+            "span": "e000000000000001",
+            "time": S + 9 * MS,
+            "name": "gen_ai.choice",
+            "body": {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "tool_calls": [call]},
+            },
+        },
+        {
+            "trace": T1,
+            "span": "e000000000000002",
+            "time": S + 21 * MS,
+            "name": "gen_ai.user.message",
+            "body": {"content": "find x"},
+        },
+        {
+            "trace": T1,
+            "span": "e000000000000002",
+            "time": S + 22 * MS,
+            "name": "gen_ai.assistant.message",
+            "body": {"tool_calls": [call]},
+        },
+        {
+            "trace": T1,
+            "span": "e000000000000002",
+            "time": S + 23 * MS,
+            "name": "gen_ai.tool.message",
+            "body": {"content": "x is 1", "id": "call_9"},
+        },
+        {
+            "trace": T1,
+            "span": "e000000000000002",
+            "time": S + 29 * MS,
+            "name": "gen_ai.choice",
+            "body": {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "x is 1."},
+            },
+        },
     ]
     return spans, logs
 
@@ -321,8 +625,14 @@ def test_truncated_json_is_an_error_naming_file_and_line(tmp_path: Path) -> None
     bad.write_text(good[: len(good) // 2], encoding="utf-8")
     with pytest.raises(InputError, match=r"cut\.json:\d+: invalid JSON \(truncated\?\)"):
         read_otel([bad])
-    lines = render(genai_session(), "span-jsonl", tmp_path / "cut.jsonl").read_text("utf-8").splitlines()
-    (tmp_path / "cut.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40], encoding="utf-8")
+    lines = (
+        render(genai_session(), "span-jsonl", tmp_path / "cut.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    )
+    (tmp_path / "cut.jsonl").write_text(
+        "\n".join(lines[:-1]) + "\n" + lines[-1][:40], encoding="utf-8"
+    )
     with pytest.raises(InputError, match=rf"cut\.jsonl:{len(lines)}: invalid JSON"):
         read_otel([tmp_path / "cut.jsonl"])
 
@@ -335,7 +645,10 @@ def test_cycle_missing_parent_and_missing_root_are_warnings_naming_the_span(tmp_
     got = imported(tmp_path, [source])
     notes = "\n".join(got["report"]["notes"])
     assert "span a000000000000001" in notes and "cycle" in notes and "broken.json" in notes
-    assert "parent span ffffffffffffffff was never exported" in notes and "span b000000000000001" in notes
+    assert (
+        "parent span ffffffffffffffff was never exported" in notes
+        and "span b000000000000001" in notes
+    )
     assert f"trace {T2}: its root span was never exported" in notes
     assert summary(got["traces"]["conv-1"]) == EXPECTED  # the session is still read
 
@@ -354,7 +667,9 @@ def test_attribute_of_the_wrong_type_is_a_warning(tmp_path: Path) -> None:
     assert got["traces"]["conv-1"][-1]["meter"]["tokens_in"] == 50
 
 
-def test_a_document_over_the_size_limit_says_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_document_over_the_size_limit_says_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = render(genai_session(), "otlp", tmp_path / "big.json")
     monkeypatch.setattr(shapes_module, "MAX_DOCUMENT_BYTES", 1000)
     with pytest.raises(InputError, match="at most 1000 are read whole"):
@@ -362,45 +677,95 @@ def test_a_document_over_the_size_limit_says_the_limit(tmp_path: Path, monkeypat
 
 
 def test_no_model_span_is_an_error(tmp_path: Path) -> None:
-    source = render([span(T1, "f000000000000001", None, "GET /", 0, 1)], "otlp", tmp_path / "http.json")
+    source = render(
+        [span(T1, "f000000000000001", None, "GET /", 0, 1)], "otlp", tmp_path / "http.json"
+    )
     with pytest.raises(InputError, match="no agent session with a model call"):
         read_otel([source])
 
 
-def test_large_session_streams(tmp_path: Path) -> None:
-    """10,000 spans in one session (the bench runs 100,000): read, one session, no recursion."""
-    path = tmp_path / "large.jsonl"
-    with path.open("w", encoding="utf-8") as out:
-        for line in _many_spans(10_000):
+def test_large_session_is_read_and_skipped_by_name(tmp_path: Path) -> None:
+    """20,000 spans in one session (the bench runs 100,000): read without recursion, then
+    skipped with a warning naming session, span and file (its trace would be quadratic)."""
+    large = tmp_path / "large.jsonl"
+    with large.open("w", encoding="utf-8") as out:
+        for line in _many_spans(20_000):
             out.write(line + "\n")
-    source = read_otel([path])
-    assert len(source.runs) == 1
-    assert sum(m.role == "assistant" for m in source.runs[0].messages) == 10_000 // 2 + 1
+    small = render(genai_session(), "span-jsonl", tmp_path / "small.jsonl")
+    source = read_otel([large, small])
+    assert [r.run_id for r in source.runs] == ["conv-1"]
+    note = next(n for n in source.notes if "model calls, more than" in n)
+    assert "large.jsonl" in note and "first model span 0000000000000001" in note
+    assert f"session trace {T3}" in note
+    with pytest.raises(InputError, match="more than the 1000"):
+        read_otel([large])
 
 
 def _many_spans(n: int) -> Any:
     parent = "1" * 16
-    yield json.dumps({"traceId": T1, "spanId": parent, "name": "root", "attributes": [
-        {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}]})
+    yield json.dumps(
+        {
+            "traceId": T3,
+            "spanId": parent,
+            "name": "root",
+            "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}
+            ],
+        }
+    )
     for i in range(1, n):
         sid = f"{i:016x}"
         if i % 2:
-            attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-                     "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                         {"type": "tool_call", "id": f"c{i}", "name": "step", "arguments": {"i": i}}]}])}
+            attrs = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "m",
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [
+                                {
+                                    "type": "tool_call",
+                                    "id": f"c{i}",
+                                    "name": "step",
+                                    "arguments": {"i": i},
+                                }
+                            ],
+                        }
+                    ]
+                ),
+            }
         else:
-            attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "step",
-                     "gen_ai.tool.call.id": f"c{i - 1}", "gen_ai.tool.call.result": "ok"}
-        yield json.dumps({"traceId": T1, "spanId": sid, "parentSpanId": parent, "name": "s",
-                          "startTimeUnixNano": str(S + i), "endTimeUnixNano": str(S + i + 1),
-                          "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]})
-    yield json.dumps({"traceId": T1, "spanId": f"{n:016x}", "parentSpanId": parent, "name": "s",
-                      "startTimeUnixNano": str(S + n), "attributes": [
-                          {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
-                          {"key": "gen_ai.request.model", "value": {"stringValue": "m"}}]})
-
-
-
+            attrs = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "step",
+                "gen_ai.tool.call.id": f"c{i - 1}",
+                "gen_ai.tool.call.result": "ok",
+            }
+        yield json.dumps(
+            {
+                "traceId": T3,
+                "spanId": sid,
+                "parentSpanId": parent,
+                "name": "s",
+                "startTimeUnixNano": str(S + i),
+                "endTimeUnixNano": str(S + i + 1),
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+            }
+        )
+    yield json.dumps(
+        {
+            "traceId": T3,
+            "spanId": f"{n:016x}",
+            "parentSpanId": parent,
+            "name": "s",
+            "startTimeUnixNano": str(S + n),
+            "attributes": [
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                {"key": "gen_ai.request.model", "value": {"stringValue": "m"}},
+            ],
+        }
+    )
 
 
 def test_cli_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
@@ -418,7 +783,8 @@ def test_cli_imports_and_prints_warnings(tmp_path: Path) -> None:
     spans[4]["parent"] = "ffffffffffffffff"
     source = render(spans, "jaeger", tmp_path / "jaeger.json")
     result = CliRunner().invoke(
-        app, ["import", "otel", str(source), "--out", str(tmp_path / "o"), "--map", "get_weather=read"]
+        app,
+        ["import", "otel", str(source), "--out", str(tmp_path / "o"), "--map", "get_weather=read"],
     )
     assert result.exit_code == 0, result.output
     assert "imported 1 runs" in result.output and "never exported" in result.output

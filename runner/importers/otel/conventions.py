@@ -43,7 +43,7 @@ from runner.importers.otel.messages import (
     tool_def,
 )
 from runner.importers.otel.shapes import Event, Span
-from runner.importers.otel.values import as_int, json_value
+from runner.importers.otel.values import as_dict, as_int, json_value
 
 __all__ = ["ModelCall", "ToolCall", "model_call", "span_error", "span_kind", "tool_call"]
 
@@ -191,7 +191,7 @@ def _event_messages(span: Span) -> tuple[list[Msg] | None, Msg | None]:
         elif name == "gen_ai.choice" and output is None:
             body = _event_body(event) or {}
             if as_int(body.get("index")) in (None, 0):
-                message = body.get("message") if isinstance(body.get("message"), dict) else body
+                message = as_dict(body.get("message"), body)
                 output = chat_message({**message, "role": "assistant"})
                 if "content" not in message and not output.tool_calls:
                     output.known = False
@@ -280,11 +280,17 @@ def model_call(span: Span, warn: Warn) -> ModelCall:
     if info.response_model is None and adk_out is not None:
         info.response_model = adk_out[1]
     info.tokens_in = _int(
-        span, ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"), warn
+        span,
+        ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+        warn,
     )
     info.tokens_out = _int(
         span,
-        ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
+        (
+            "gen_ai.usage.output_tokens",
+            "gen_ai.usage.completion_tokens",
+            "llm.token_count.completion",
+        ),
         warn,
     )
     if info.tokens_in is None and info.tokens_out is None and adk_out is not None:

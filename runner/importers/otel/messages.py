@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.importers.otel.values import json_value
+from runner.importers.otel.values import as_dict, as_list, json_value
 
 __all__ = [
     "PLACEHOLDERS",
@@ -136,7 +136,7 @@ def parts_messages(value: Any) -> list[Msg] | None:
             out.append(chat_message(item))
             continue
         role = _role(item.get("role"))
-        parts = item.get("parts") if isinstance(item.get("parts"), list) else []
+        parts = as_list(item.get("parts"))
         text, known = parts_text([p for p in parts if isinstance(p, dict)])
         calls = []
         responses = []
@@ -145,7 +145,9 @@ def parts_messages(value: Any) -> list[Msg] | None:
                 continue
             kind = part.get("type")
             if kind == "tool_call":
-                calls.append(Call(_id(part.get("id")), str(part.get("name") or ""), part.get("arguments")))
+                calls.append(
+                    Call(_id(part.get("id")), str(part.get("name") or ""), part.get("arguments"))
+                )
             elif kind == "tool_call_response":
                 result = part.get("response", part.get("result"))
                 responses.append((part.get("id"), result))
@@ -162,18 +164,22 @@ def parts_messages(value: Any) -> list[Msg] | None:
 
 def chat_message(obj: Mapping[str, Any]) -> Msg:
     """An OpenAI chat message (or an older GenAI event body) as a `Msg`."""
-    message = obj.get("message") if isinstance(obj.get("message"), dict) else obj
+    message: Mapping[str, Any] = as_dict(obj.get("message"), dict(obj))
     role = _role(message.get("role") or obj.get("role") or "assistant")
     text, known = parts_text(message.get("content"))
     calls = []
     for call in message.get("tool_calls") or []:
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
-        calls.append(Call(_id(call.get("id")), str(function.get("name") or ""), function.get("arguments")))
+        function = as_dict(call.get("function"), call)
+        calls.append(
+            Call(_id(call.get("id")), str(function.get("name") or ""), function.get("arguments"))
+        )
     function_call = message.get("function_call")
     if isinstance(function_call, dict):
-        calls.append(Call(None, str(function_call.get("name") or ""), function_call.get("arguments")))
+        calls.append(
+            Call(None, str(function_call.get("name") or ""), function_call.get("arguments"))
+        )
     call_id = message.get("tool_call_id", obj.get("id") if role == "tool" else None)
     return Msg(role, text, calls, _id(call_id), known, message.get("name"))
 
@@ -246,13 +252,16 @@ def _natural(key: str) -> list[Any]:
 
 
 def tool_def(obj: Any) -> ToolDef | None:
-    """A tool definition: OpenAI ``{"type": "function", "function": {...}}``, GenAI's flat
-    ``{"type": "function", "name", "description", "parameters"}``, or ADK/Gemini's
-    ``{"name", "description", "parameters" | "parameters_json_schema"}``."""
+    """A tool definition in any of the conventions' spellings, or None.
+
+    OpenAI ``{"type": "function", "function": {...}}``, GenAI's flat ``{"type": "function",
+    "name", "description", "parameters"}``, or ADK/Gemini's ``{"name", "description",
+    "parameters" | "parameters_json_schema"}``.
+    """
     ok, obj = json_value(obj)
     if not ok or not isinstance(obj, dict):
         return None
-    function = obj.get("function") if isinstance(obj.get("function"), dict) else obj
+    function = as_dict(obj.get("function"), obj)
     name = function.get("name")
     if not isinstance(name, str) or not name:
         return None
@@ -271,7 +280,7 @@ def _adk_content(content: Any) -> list[Msg]:
     if not isinstance(content, dict):
         return []
     role = _role(content.get("role"))
-    parts = content.get("parts") if isinstance(content.get("parts"), list) else []
+    parts = as_list(content.get("parts"))
     texts: list[str] = []
     calls: list[Call] = []
     out: list[Msg] = []
@@ -286,7 +295,11 @@ def _adk_content(content: Any) -> list[Msg]:
         response = part.get("function_response") or part.get("functionResponse")
         if isinstance(response, dict):
             value = response.get("response")
-            out.append(Msg("tool", _as_text(value), [], _id(response.get("id")), True, response.get("name")))
+            out.append(
+                Msg(
+                    "tool", _as_text(value), [], _id(response.get("id")), True, response.get("name")
+                )
+            )
     if texts or calls or not out:
         out.insert(0, Msg(role, "".join(texts) if texts else None, calls))
     return out
@@ -297,10 +310,12 @@ def adk_request(text: Any) -> tuple[str | None, list[Msg], list[ToolDef]] | None
     ok, req = json_value(text)
     if not ok or not isinstance(req, dict) or "contents" not in req:
         return None
-    config = req.get("config") if isinstance(req.get("config"), dict) else {}
+    config = as_dict(req.get("config"))
     system = config.get("system_instruction")
-    system_text, _ = parts_text(system) if not isinstance(system, dict) else parts_text(
-        [p.get("text") for p in system.get("parts") or [] if isinstance(p, dict)]
+    system_text, _ = (
+        parts_text(system)
+        if not isinstance(system, dict)
+        else parts_text([p.get("text") for p in system.get("parts") or [] if isinstance(p, dict)])
     )
     messages: list[Msg] = []
     for content in req.get("contents") or []:
@@ -323,5 +338,5 @@ def adk_response(text: Any) -> tuple[Msg | None, str | None, dict[str, Any]] | N
     messages = _adk_content(resp.get("content"))
     message = messages[0] if messages else None
     version = resp.get("model_version")
-    usage = resp.get("usage_metadata") if isinstance(resp.get("usage_metadata"), dict) else {}
+    usage = as_dict(resp.get("usage_metadata"))
     return message, version if isinstance(version, str) else None, usage

@@ -28,6 +28,7 @@ message (``raw_io: false``), never an HTTP body.
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,13 @@ from runner.domain.ids import IdSet
 from runner.errors import InputError
 from runner.importers.openai_messages import read_tools_file
 from runner.importers.otel.messages import Msg, ToolDef, tool_def
-from runner.importers.otel.sessions import LogicalCall, Session, ToolExec, build_sessions, tool_defs_of
+from runner.importers.otel.sessions import (
+    LogicalCall,
+    Session,
+    ToolExec,
+    build_sessions,
+    tool_defs_of,
+)
 from runner.importers.otel.shapes import Notes, read_file
 from runner.importers.otel.values import json_value
 from runner.importers.output import ImportSource, WorkflowShape
@@ -56,6 +63,11 @@ from runner.importers.toolset import TOOL_ID, ImportedTool, check_tool_id
 __all__ = ["read_otel"]
 
 log = structlog.get_logger(__name__)
+
+MAX_SESSION_MODEL_CALLS = 1000
+"""Model calls a session may have. Every model call line holds the whole conversation so far
+(the request `reproduce` matches), so a trace grows with the square of its turns: a larger
+session is skipped with a warning naming it, its first span and file."""
 _USER_NOTE = "the recorded user: turns are served from the trace (the source has no instructions)"
 
 
@@ -98,9 +110,7 @@ def _place(span: Any) -> str:
 def _last_user(messages: list[Msg] | None) -> Msg | None:
     if not messages:
         return None
-    last_assistant = max(
-        (i for i, m in enumerate(messages) if m.role == "assistant"), default=-1
-    )
+    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
     users = [m for m in messages[last_assistant + 1 :] if m.role == "user"]
     return users[-1] if users else None
 
@@ -137,10 +147,14 @@ class _Assembler:
                 self.first_user = _Turn("user", text, user is not None and user.known, _place(span))
                 self.last_user_text = text
             elif user is not None and user.known and user.text != self.last_user_text:
-                self.turns.append(_Turn("user", user.text, True, _place(span), clock=_seconds(span.start_ns)))
+                self.turns.append(
+                    _Turn("user", user.text, True, _place(span), clock=_seconds(span.start_ns))
+                )
                 self.last_user_text = user.text
             elif (user is None or not user.known) and previous.trace != span.trace_id:
-                self.turns.append(_Turn("user", None, False, _place(span), clock=_seconds(span.start_ns)))
+                self.turns.append(
+                    _Turn("user", None, False, _place(span), clock=_seconds(span.start_ns))
+                )
         out = info.output
         turn = _Turn(
             "assistant",
@@ -151,19 +165,26 @@ class _Assembler:
             trace=span.trace_id,
             clock=_seconds(span.start_ns),
         )
-        for c in out.tool_calls if out is not None else []:
-            turn.calls.append(_Call(c.id, c.name, c.arguments, out.known and c.arguments is not None))
+        if out is not None:
+            for c in out.tool_calls:
+                turn.calls.append(
+                    _Call(c.id, c.name, c.arguments, out.known and c.arguments is not None)
+                )
         self.turns.append(turn)
 
     def _results_from_input(self, turn: _Turn, messages: list[Msg]) -> None:
         open_calls = [c for c in turn.calls if c.result is None]
         if not open_calls:
             return
-        last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+        last_assistant = max(
+            (i for i, m in enumerate(messages) if m.role == "assistant"), default=-1
+        )
         for msg in messages[last_assistant + 1 :]:
             if msg.role != "tool" or not open_calls:
                 continue
-            chosen = next((c for c in open_calls if msg.tool_call_id and c.id == msg.tool_call_id), None)
+            chosen = next(
+                (c for c in open_calls if msg.tool_call_id and c.id == msg.tool_call_id), None
+            )
             chosen = chosen or open_calls[0]
             open_calls.remove(chosen)
             chosen.result = SourceMessage(
@@ -193,7 +214,11 @@ class _Assembler:
             chosen = next((c for c in open_calls if c.id == info.call_id), None)
         if chosen is None:
             chosen = next(
-                (c for c in open_calls if c.name == name and (c.id is None or info.call_id is None)),
+                (
+                    c
+                    for c in open_calls
+                    if c.name == name and (c.id is None or info.call_id is None)
+                ),
                 None,
             )
         if chosen is None and _aggregate_of_answered(info.result, turn):
@@ -271,7 +296,9 @@ def _messages(a: _Assembler, file: str) -> list[SourceMessage]:
         if turn.role == "user":
             body = {"message": {"role": "user", "content": turn.text}} if turn.known else None
             out.append(
-                SourceMessage(role="user", content=turn.text, where=turn.where, body=body, clock=turn.clock)
+                SourceMessage(
+                    role="user", content=turn.text, where=turn.where, body=body, clock=turn.clock
+                )
             )
             continue
         call = turn.call
@@ -346,7 +373,9 @@ class _Tools:
         known = self.by_id.get(tool.name)
         if known is not None and known.schema is not None:
             if tool.parameters is not None and tool.parameters != known.schema:
-                self.notes.add(f"{where}: tool {tool.name!r} defined with another schema: first kept")
+                self.notes.add(
+                    f"{where}: tool {tool.name!r} defined with another schema: first kept"
+                )
             return
         if known is not None and tool.parameters is None:
             return
@@ -386,7 +415,13 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
     """
     notes = Notes()
     files = [str(p) for p in paths]
-    sessions = build_sessions(_items(paths, notes), notes)
+    collecting = gc.isenabled()
+    gc.disable()  # millions of long-lived small objects: generation scans would dominate
+    try:
+        sessions = build_sessions(_items(paths, notes), notes)
+    finally:
+        if collecting:
+            gc.enable()
     tools = _Tools(notes)
     if tools_path is not None:
         for i, raw in enumerate(read_tools_file(tools_path)):
@@ -398,13 +433,27 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
     ids = IdSet("run id")
     runs: list[SourceRun] = []
     for session in sessions:
-        if not any(isinstance(i, LogicalCall) for i in session.items):
-            notes.add(f"session {session.kind} {session.key}: tool calls but no model call: skipped")
+        model_calls = [i for i in session.items if isinstance(i, LogicalCall)]
+        if not model_calls:
+            notes.add(
+                f"session {session.kind} {session.key}: tool calls but no model call: skipped"
+            )
+            continue
+        if len(model_calls) > MAX_SESSION_MODEL_CALLS:
+            first = model_calls[0].spans[0]
+            notes.add(
+                f"{first.file}: session {session.kind} {session.key} (first model span "
+                f"{first.span_id}, trace {first.trace_id}): {len(model_calls)} model calls, more "
+                f"than the {MAX_SESSION_MODEL_CALLS} a session may have (each call's line holds "
+                "the whole conversation so far): skipped"
+            )
             continue
         runs.append(_run(session, tools, ids, notes))
     if not runs:
+        why = "; ".join(notes.all()[-3:])
         raise InputError(
-            "no agent session with a model call (no GenAI or OpenInference model spans)",
+            "no agent session with a model call (no GenAI or OpenInference model spans)"
+            + (f"; warnings: {why}" if why else ""),
             file=", ".join(files),
         )
     shape = WorkflowShape(
@@ -452,7 +501,12 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
     nested = [c for i in session.items if isinstance(i, ToolExec) for c in i.nested_calls]
     run_id = derive_id(session.key, ids)
     alias = first.info.request_model
-    starts = [s.start_ns for i in session.items for s in (i.spans if isinstance(i, LogicalCall) else [i.span]) if s.start_ns is not None]
+    starts = [
+        s.start_ns
+        for i in session.items
+        for s in (i.spans if isinstance(i, LogicalCall) else [i.span])
+        if s.start_ns is not None
+    ]
     user_turns = sum(m.role == "user" for m in messages) > 1
     failure = None
     if session.error is not None:
@@ -462,7 +516,13 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
         "source": "otel",
         "session_key": {"kind": session.kind, "value": session.key},
         "traces": session.traces,
-        "files": sorted({s.file for i in session.items for s in (i.spans if isinstance(i, LogicalCall) else [i.span])}),
+        "files": sorted(
+            {
+                s.file
+                for i in session.items
+                for s in (i.spans if isinstance(i, LogicalCall) else [i.span])
+            }
+        ),
         "logical_model_calls": sum(isinstance(i, LogicalCall) for i in session.items) + len(nested),
         "nested_model_calls": len(nested),
     }
@@ -473,7 +533,9 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
     return SourceRun(
         run_id=run_id,
         task_id=run_id,
-        task_input={"message": first_user.text} if first_user is not None and first_user.known else {},
+        task_input={"message": first_user.text}
+        if first_user is not None and first_user.known
+        else {},
         messages=tuple(messages),
         file=file,
         first_user_is_input=first_user is not None,

@@ -98,7 +98,9 @@ def _where(span: Span) -> str:
     return f"{span.file}: {span.where}: span {span.span_id} (trace {span.trace_id})"
 
 
-def _index(items: Iterable[Span | LogRecord], notes: Notes) -> tuple[dict[Key, Span], list[LogRecord]]:
+def _index(
+    items: Iterable[Span | LogRecord], notes: Notes
+) -> tuple[dict[Key, Span], list[LogRecord]]:
     spans: dict[Key, Span] = {}
     logs: list[LogRecord] = []
     order = 0
@@ -144,7 +146,9 @@ def _attach_logs(spans: dict[Key, Span], logs: list[LogRecord], notes: Notes) ->
             and s.start_ns <= log.event.time_ns <= s.end_ns
         ]
         if candidates:
-            min(candidates, key=lambda s: (s.end_ns or 0) - (s.start_ns or 0)).logs.append(log.event)
+            min(candidates, key=lambda s: (s.end_ns or 0) - (s.start_ns or 0)).logs.append(
+                log.event
+            )
         else:
             notes.add(f"{log.file}: {log.where}: log record tied to no span: ignored")
 
@@ -152,20 +156,19 @@ def _attach_logs(spans: dict[Key, Span], logs: list[LogRecord], notes: Notes) ->
 def _tree(spans: dict[Key, Span], notes: Notes) -> tuple[list[Span], dict[Key, list[Span]]]:
     children: dict[Key, list[Span]] = defaultdict(list)
     missing: dict[Key, list[Span]] = defaultdict(list)
+    rooted = {s.trace_id for s in spans.values() if s.parent_id is None}
     for span in spans.values():
-        if span.parent_id is None:
-            continue
-        parent = (span.trace_id, span.parent_id)
-        if parent not in spans:
-            missing[parent].append(span)
+        if span.parent_id is not None and (span.trace_id, span.parent_id) not in spans:
+            missing[(span.trace_id, span.parent_id)].append(span)
             span.parent_id = None
-    for (trace, parent_id), orphans in missing.items():
-        first = orphans[0]
+    for (_, parent_id), orphans in missing.items():
         notes.add(
-            f"{_where(first)}: parent span {parent_id} was never exported"
+            f"{_where(orphans[0])}: parent span {parent_id} was never exported"
             + (f" ({len(orphans)} spans name it)" if len(orphans) > 1 else "")
             + ": treated as a root"
         )
+    for trace in sorted({trace for trace, _ in missing} - rooted):
+        notes.add(f"trace {trace}: its root span was never exported (spans above kept as roots)")
     _break_cycles(spans, notes)
     roots: list[Span] = []
     for span in spans.values():
@@ -173,10 +176,6 @@ def _tree(spans: dict[Key, Span], notes: Notes) -> tuple[list[Span], dict[Key, l
             roots.append(span)
         else:
             children[(span.trace_id, span.parent_id)].append(span)
-    rooted = {r.trace_id for r in roots if not any(o[0] == r.trace_id for o in missing)}
-    for trace in sorted({s.trace_id for s in spans.values()} - rooted):
-        if any(o[0] == trace for o in missing):
-            notes.add(f"trace {trace}: its root span was never exported (spans above kept as roots)")
     for kids in children.values():
         kids.sort(key=lambda s: (s.start_ns or 0, s.order))
     roots.sort(key=lambda s: (s.start_ns or 0, s.order))
@@ -235,9 +234,10 @@ def _merge(call: LogicalCall, warn: Warn) -> None:
     inner_first = [infos[s.span_id] for s in reversed(call.spans)]
     merged = ModelCall()
     for info in inner_first:
-        if merged.input is None or (not _has_content(merged.input) and _has_content(info.input)):
-            if info.input is not None:
-                merged.input = info.input
+        if info.input is not None and (
+            merged.input is None or (not _has_content(merged.input) and _has_content(info.input))
+        ):
+            merged.input = info.input
         if info.output is not None and (
             merged.output is None or (not _msg_content(merged.output) and _msg_content(info.output))
         ):
@@ -259,7 +259,10 @@ def _has_content(messages: object) -> bool:
 
 
 def _msg_content(msg: object) -> bool:
-    return bool(getattr(msg, "known", False) and (getattr(msg, "text", None) or getattr(msg, "tool_calls", None)))
+    return bool(
+        getattr(msg, "known", False)
+        and (getattr(msg, "text", None) or getattr(msg, "tool_calls", None))
+    )
 
 
 @dataclass
@@ -299,7 +302,13 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
         span = frame.span
         conv, sess = _own_keys(span)
         conv, sess = frame.conv or conv, frame.sess or sess
-        key: Key = ("conversation", conv) if conv else ("session", sess) if sess else ("trace", span.trace_id)
+        key: Key = (
+            ("conversation", conv)
+            if conv
+            else ("session", sess)
+            if sess
+            else ("trace", span.trace_id)
+        )
         kind = span_kind(span)
         group, owner = frame.group, frame.owner
         if kind == "model":
@@ -331,7 +340,10 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
             stack.append(_Frame(child, conv, sess, group, owner))
     for call in calls:
         _merge(call, warn)
-    return _sessions(keyed, errors, agents, notes)
+    sessions = _sessions(keyed, errors, agents, notes)
+    for span in spans.values():  # what the conventions said is read: free the raw attributes
+        span.attrs, span.events, span.logs = {}, [], []
+    return sessions
 
 
 def _parent_in(group: LogicalCall, span: Span) -> str | None:
@@ -365,8 +377,8 @@ def _sessions(
     for session in sessions.values():
         session.items.sort(key=lambda i: (i.start, _order(i)))
         session.agents = list(dict.fromkeys(agents.get(_key_text((session.kind, session.key)), [])))
-    for key, span, trace in sorted(errors, key=lambda e: (e[1].start_ns or 0, e[1].order)):
-        target = sessions.get(key) if key is not None else None
+    for err_key, span, trace in sorted(errors, key=lambda e: (e[1].start_ns or 0, e[1].order)):
+        target = sessions.get(err_key) if err_key is not None else None
         if target is None:
             target = next((s for s in sessions.values() if trace in s.traces), None)
         if target is not None and target.error is None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
-from runner.importers.otel.values import any_value, attributes, norm_id, time_ns
+from runner.importers.otel.values import any_value, as_dict, attributes, norm_id, time_ns
 from runner.importers.source import load_json
 
 __all__ = [
@@ -194,7 +194,7 @@ def _events(raw: Any) -> list[Event]:
 
 
 def _otlp_span(obj: dict[str, Any], file: str, where: str, notes: Notes) -> Span | None:
-    context = obj.get("context") if isinstance(obj.get("context"), dict) else {}
+    context = as_dict(obj.get("context"))
     trace = norm_id(_pick(obj, "traceId", "trace_id", "traceID") or context.get("trace_id"), 16)
     span = norm_id(_pick(obj, "spanId", "span_id", "spanID") or context.get("span_id"), 8)
     if trace is None or span is None:
@@ -304,7 +304,9 @@ def _document(doc: Any, file: str, prefix: str, notes: Notes) -> Iterator[Item]:
                     records = _pick(scope, "logRecords", "log_records", "logs") or []
                     for k, obj in enumerate(records if isinstance(records, list) else []):
                         if isinstance(obj, dict):
-                            yield _log(obj, file, f"{prefix}{rkey}[{i}].{skey}[{j}].logRecords[{k}]")
+                            yield _log(
+                                obj, file, f"{prefix}{rkey}[{i}].{skey}[{j}].logRecords[{k}]"
+                            )
     if isinstance(doc.get("data"), list):  # Jaeger
         known = True
         for i, trace in enumerate(doc["data"]):

@@ -25,13 +25,16 @@ import base64
 import binascii
 import json
 import re
+import sys
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 __all__ = [
     "any_value",
+    "as_dict",
     "as_int",
+    "as_list",
     "attributes",
     "json_value",
     "norm_id",
@@ -101,7 +104,7 @@ def attributes(raw: Any, depth: int = 0) -> dict[str, Any]:
     for item in raw:
         if not isinstance(item, dict) or "key" not in item:
             continue
-        key = str(item["key"])
+        key = sys.intern(str(item["key"]))
         if "type" in item and "value" in item and not isinstance(item["value"], dict):
             out[key] = _jaeger_tag(item["type"], item["value"])
         else:
@@ -118,6 +121,18 @@ def _jaeger_tag(kind: Any, value: Any) -> Any:
     if kind == "bool":
         return value if isinstance(value, bool) else str(value).lower() == "true"
     return value
+
+
+def as_dict(value: Any, default: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``value`` when it is an object, else ``default`` (``{}`` when not given)."""
+    if isinstance(value, dict):
+        return value
+    return default if default is not None else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else ``[]``."""
+    return value if isinstance(value, list) else []
 
 
 def as_int(value: Any) -> int | None:
@@ -215,7 +230,7 @@ def json_value(value: Any) -> tuple[bool, Any]:
     if not isinstance(value, str):
         return True, value
     text = value.strip()
-    if not text or text[0] not in "[{\"0123456789-tfn":
+    if not text or text[0] not in '[{"0123456789-tfn':
         return False, value
     try:
         return True, json.loads(text)

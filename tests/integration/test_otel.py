@@ -114,3 +114,41 @@ def test_an_altered_tool_result_is_not_reproduced(imported: Path, sandbox_image:
     report = report[0] if isinstance(report, list) else report
     assert done.returncode == 1 and report["outcome"] == "not_reproduced", report
     assert report["first_difference"]["index"] == tool["index"] + 1  # the next model request
+
+
+@pytest.mark.parametrize("kind", ["openai-v2", "openinference"])
+def test_instrumented_agent_session_reproduces(
+    kind: str, tmp_path: Path, sandbox_image: str
+) -> None:
+    """Telemetry of a published instrumentation (optional extra otel-instrumentation)."""
+    pytest.importorskip("opentelemetry.sdk", reason="optional extra otel-instrumentation")
+    pytest.importorskip("openai", reason="optional extra otel-instrumentation")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.otel_agent", kind, str(tmp_path / "tel")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0 and "No module named" in done.stderr:
+        pytest.skip(f"instrumentation {kind} not installed")
+    assert done.returncode == 0, done.stderr
+    done = cli(
+        ["import", "otel", str(tmp_path / "tel" / "otlp.json"), "--out", "imp"],
+        tmp_path,
+        sandbox_image,
+    )
+    assert done.returncode == 0, done.stderr
+    done = cli(["reproduce", "--json", "traces"], tmp_path / "imp", sandbox_image)
+    report = json.loads(done.stdout)
+    report = report[0] if isinstance(report, list) else report
+    assert report["outcome"] == "reproduced", report.get("reason")
+    assert done.returncode == 0

@@ -266,9 +266,12 @@ def model_call(span: Span, warn: Warn) -> ModelCall:
         systems = [m for m in info.input if m.role in ("system", "developer")]
         if systems and systems[0].known:
             info.system = systems[0].text
+    params = _openai_json(span, "llm.invocation_parameters") or {}
+    requested = params.get("model") if isinstance(params.get("model"), str) else None
     info.request_model = (
         _str(span, "gen_ai.request.model", warn)
         or _str(span, "llm.request.model_name", warn)
+        or requested
         or _str(span, "llm.model_name", warn)
     )
     info.response_model = _str(span, "gen_ai.response.model", warn) or _str(

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 import_app = typer.Typer(
@@ -62,7 +63,7 @@ def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
     if missing:
         typer.echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
     for note in report.get("notes") or []:
-        typer.echo(f"note: {note}")
+        echo(f"note: {note}")  # quotes the source (span ids, names): printed inert
 
 
 def _import(

@@ -790,3 +790,25 @@ def test_cli_imports_and_prints_warnings(tmp_path: Path) -> None:
     assert "imported 1 runs" in result.output and "never exported" in result.output
     manifest = json.loads((tmp_path / "o" / "tools.manifest.json").read_text("utf-8"))
     assert manifest["tools"][0]["effect"] == "read"
+
+
+def test_a_malformed_session_is_skipped_by_name_and_the_others_import(tmp_path: Path) -> None:
+    bad = openinference_session()
+    for s in bad:
+        for key in list(s["attrs"]):
+            if key.endswith("function.name"):
+                s["attrs"][key] = "get weather\x1b[2J"  # not a tool id, with a terminal escape
+    files = [
+        render(genai_session(), "otlp", tmp_path / "good.json"),
+        render(bad, "otlp", tmp_path / "bad.json"),
+    ]
+    got = imported(tmp_path, files)
+    assert list(got["traces"]) == ["conv-1"]
+    (note,) = [n for n in got["report"]["notes"] if "skipped" in n]
+    assert "session session s-9 skipped" in note and "bad.json" in note
+    _register_commands()
+    result = CliRunner().invoke(
+        app, ["import", "otel", *map(str, files), "--out", str(tmp_path / "cli")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\\x1b[2J" in result.output  # printed inert

@@ -448,7 +448,10 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
                 "the whole conversation so far): skipped"
             )
             continue
-        runs.append(_run(session, tools, ids, notes))
+        try:
+            runs.append(_run(session, tools, ids, notes))
+        except InputError as exc:  # one malformed session does not hide the others
+            notes.add(f"session {session.kind} {session.key} skipped: {exc}")
     if not runs:
         why = "; ".join(notes.all()[-3:])
         raise InputError(
@@ -488,14 +491,23 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
     assembler.run()
     first = next(i for i in session.items if isinstance(i, LogicalCall))
     file = first.spans[0].file
+    messages = _messages(assembler, file)  # raises before anything of the session is kept
+    defined = []
     for tool in tool_defs_of(session):
+        if TOOL_ID.match(tool.name) and tool.name not in ("model", "user", "workflow"):
+            defined.append(tool)
+        else:
+            notes.add(
+                f"{file}: {_place(first.spans[0])}: tool definition {tool.name!r} cannot be a "
+                "tool id: left out"
+            )
+    for tool in defined:
         tools.add(tool, f"{file}: {_place(first.spans[0])}")
-    messages = _messages(assembler, file)
     for msg in messages:
         for call in msg.tool_calls:
             description = assembler.descriptions.get(call.name, "")
             tools.add(ToolDef(call.name, description, None), f"{file}: {msg.where}")
-    session_tools = [d.name for d in tool_defs_of(session)]
+    session_tools = [d.name for d in defined]
     session_tools += [c.name for m in messages for c in m.tool_calls if c.name not in session_tools]
     request_tools = tuple(tools.by_id[n].openai_tool or {} for n in dict.fromkeys(session_tools))
     nested = [c for i in session.items if isinstance(i, ToolExec) for c in i.nested_calls]

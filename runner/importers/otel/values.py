@@ -60,6 +60,7 @@ _ANY_KEYS = {
     "kvlist_value": "k",
 }
 MAX_DEPTH = 64
+MAX_ID_CHARS = 64  # an id in no known encoding is kept as text, at most this long
 
 
 def any_value(value: Any, depth: int = 0) -> Any:
@@ -171,7 +172,8 @@ def norm_id(value: Any, size: int) -> str | None:
     Accepts hex (with or without ``0x``), base64 of the raw bytes, or a decimal integer (also
     as a JSON number). Hex wins when a text is valid as both hex and decimal (the OTLP/JSON
     rule). All zeros and the empty string mean "no id". A value that is none of these is
-    returned as given (stripped), so that it still identifies the span in messages.
+    returned as given (stripped, at most `MAX_ID_CHARS` characters), so that it still
+    identifies the span in messages (printed through `runner.cli.terminal.inert`).
     """
     if value is None or isinstance(value, bool):
         return None
@@ -193,9 +195,9 @@ def norm_id(value: Any, size: int) -> str | None:
             return _zero_none(raw.hex())
     if text.isdigit() and len(text) <= 40:
         return _zero_none(format(int(text), "x").rjust(size * 2, "0"))
-    if _HEX.match(text):
+    if _HEX.match(text) and len(text) <= size * 2:
         return _zero_none(text.lower().rjust(size * 2, "0"))
-    return text
+    return text[:MAX_ID_CHARS]
 
 
 def _zero_none(hexid: str) -> str | None:

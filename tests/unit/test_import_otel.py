@@ -812,3 +812,51 @@ def test_a_malformed_session_is_skipped_by_name_and_the_others_import(tmp_path: 
     )
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\\x1b[2J" in result.output  # printed inert
+
+
+def test_older_per_message_span_events(tmp_path: Path) -> None:
+    """Span events (not log records): bodies in ``gen_ai.event.content`` or flat attributes."""
+    call = {"id": "t1", "type": "function", "function": {"name": "kb_search", "arguments": "{}"}}
+    events_one = [
+        {
+            "name": "gen_ai.system.message",
+            "time": S,
+            "attrs": {"gen_ai.event.content": json.dumps({"content": "Sys."})},
+        },
+        {
+            "name": "gen_ai.user.message",
+            "time": S + 1,
+            "attrs": {"content": json.dumps([{"text": "hi"}])},
+        },
+        {
+            "name": "gen_ai.choice",
+            "time": S + 2,
+            "attrs": {
+                "gen_ai.event.content": json.dumps({"index": 0, "message": {"tool_calls": [call]}})
+            },
+        },
+    ]
+    events_two = [
+        {"name": "gen_ai.user.message", "time": S + 11, "attrs": {"content": "hi"}},
+        {"name": "gen_ai.tool.message", "time": S + 12, "attrs": {"content": "found", "id": "t1"}},
+        {
+            "name": "gen_ai.choice",
+            "time": S + 13,
+            "attrs": {"message": json.dumps({"content": "ok"})},
+        },
+    ]
+    base = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+    spans = [
+        dict(span(T1, "e100000000000001", None, "chat m", 0, 1, **base), events=events_one),
+        dict(span(T1, "e100000000000002", None, "chat m", 10, 11, **base), events=events_two),
+    ]
+    for shape in ("otlp", "jaeger"):
+        got = imported(tmp_path / shape, [render(spans, shape, tmp_path / f"ev.{shape}.json")])
+        lines = got["traces"][T1]
+        assert [c[:3] for c in summary(lines)] == [
+            ("model", None, "m"),
+            ("kb_search", {}, "found"),
+            ("model", "ok", "m"),
+        ], shape
+        assert lines[0]["task_input"] == {"message": "hi"}
+        assert lines[1]["request"]["messages"][0] == {"role": "system", "content": "Sys."}

@@ -169,8 +169,8 @@ def _event_body(event: Event) -> dict[str, Any] | None:
     if ok and isinstance(body, dict):
         return body
     flat = {k: v for k, v in event.attrs.items() if not k.startswith("gen_ai.")}
-    for key in ("tool_calls", "message"):
-        if isinstance(flat.get(key), str):
+    for key in ("tool_calls", "message", "content"):
+        if isinstance(flat.get(key), str) and flat[key].lstrip()[:1] in ("[", "{"):
             ok, parsed = json_value(flat[key])
             if ok:
                 flat[key] = parsed

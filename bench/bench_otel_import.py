@@ -11,7 +11,8 @@ streamed), and as one OTLP/JSON document (read whole; at most
 `runner.importers.otel.reader.MAX_SESSION_MODEL_CALLS`).
 
 Each import runs in a fresh child process (``read_otel`` + ``write_import`` into a temporary
-folder), which reports its own wall time and peak RSS (``ru_maxrss``).
+folder), which reports its own wall time and peak RSS (``VmHWM`` of ``/proc/self/status``:
+``ru_maxrss`` of a child would include the parent's peak at fork on Linux).
 
 Usage: ``.venv/bin/python bench/bench_otel_import.py [--spans 100000] [--json]``.
 """
@@ -201,7 +202,14 @@ configure_logging("json", logging.WARNING)
 from runner.importers.otel import read_otel
 from runner.importers.output import write_import
 from runner.errors import InputError
-rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def rss():  # VmHWM: this process's own peak (ru_maxrss would include the parent's at fork)
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 start = time.perf_counter()
 try:
     source = read_otel([Path(sys.argv[2])])
@@ -241,9 +249,10 @@ def main() -> None:
         [
             sys.executable,
             "-c",
-            "import resource, sys; sys.path.insert(0, sys.argv[1]); "
+            "import sys; sys.path.insert(0, sys.argv[1]); "
             "import runner.importers.otel, runner.importers.output; "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)",
+            "print(next(int(x.split()[1]) / 1024 for x in open('/proc/self/status') "
+            "if x.startswith('VmHWM:')))",
             str(ROOT),
         ],
         capture_output=True,

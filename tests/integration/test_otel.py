@@ -152,3 +152,82 @@ def test_instrumented_agent_session_reproduces(
     report = report[0] if isinstance(report, list) else report
     assert report["outcome"] == "reproduced", report.get("reason")
     assert done.returncode == 0
+
+
+def test_submit_evaluates_two_versions_on_the_imported_tasks(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    """The tasks file carries the tool results as observations: ``submit`` replays reads from it.
+
+    Model turns go to a fake OpenAI-compatible server on 127.0.0.1 that asks for the weather
+    in the task's city, then answers; v2 changes the system prompt.
+    """
+    from tests.fake_openai import FakeOpenAI, serve
+
+    folder = realdata("otel-agentevals", "adk_py", "v1_default")
+    files = [str(folder / f"{name}.json") for name in ("S2", "S5")]
+    maps = ["--map", "get_weather=read", "--map", "get_time=read"]
+    done = cli(["import", "otel", *files, "--out", "imp", *maps], tmp_path, sandbox_image)
+    assert done.returncode == 0, done.stderr
+    imp = tmp_path / "imp"
+    # the recorded model (gemini-2.5-flash) has no price in the shadow policy: submit refuses an
+    # unpriced model under a USD ceiling, so both versions name a priced one
+    v1 = (imp / "workflow.yaml").read_text("utf-8").replace("gemini-2.5-flash", "gpt-4.1-mini")
+    assert "get_weather" in v1
+    (imp / "workflow.yaml").write_text(v1, encoding="utf-8")
+    (imp / "workflow-v2.yaml").write_text(
+        v1.replace("version: '1'", "version: '2'").replace(
+            "Answer weather questions using tools.", "Answer weather questions briefly."
+        ),
+        encoding="utf-8",
+    )
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        messages = request["messages"]
+        if not any(m["role"] == "tool" for m in messages):
+            city = "London" if "London" in messages[1]["content"] else "Paris"
+            call = {"name": "get_weather", "arguments": json.dumps({"city": city})}
+            return {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": call}],
+            }
+        return {
+            "role": "assistant",
+            "content": f"It is {json.loads(messages[-1]['content'])['forecast']}.",
+        }
+
+    with serve(FakeOpenAI(answer=answer)) as fake:
+        env_args = [
+            "submit",
+            "--json",
+            "--variant",
+            "workflow.yaml",
+            "--variant",
+            "workflow-v2.yaml",
+            "--tasks",
+            "tasks.jsonl",
+        ]
+        env = dict(os.environ)
+        env.update(
+            SANDBOX_REPLAY_STATE_DIR=str(tmp_path / "state"),
+            SANDBOX_REPLAY_IMAGE=sandbox_image,
+            SANDBOX_REPLAY_OPENAI_BASE_URL=fake.url,
+            SANDBOX_REPLAY_OPENAI_API_KEY="sk-fake",
+        )
+        done = subprocess.run(
+            [CLI, "--log-format", "json", *env_args],
+            cwd=imp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["plan"]["runs"] == 4
+    assert report["runs_by_status"] == {"succeeded": 4}, report
+    assert len(fake.requests) == 8  # two model turns per episode, served by the fake
+    tools = [m for r in fake.requests for m in r["messages"] if m["role"] == "tool"]
+    assert {json.loads(t["content"])["forecast"] for t in tools} == {"sunny", "rainy"}  # recorded

@@ -658,3 +658,24 @@ def test_older_per_message_span_events(tmp_path: Path) -> None:
         ], shape
         assert lines[0]["task_input"] == {"message": "hi"}
         assert lines[1]["request"]["messages"][0] == {"role": "system", "content": "Sys."}
+
+
+def test_tools_file_supplies_schemas_the_telemetry_lacks(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.json"
+    lookup = {"name": "lookup", "description": "Look up.", "parameters": {"type": "object"}}
+    spare = {"name": "spare", "description": "Never called.", "parameters": {"type": "object"}}
+    tools.write_text(
+        json.dumps([{"type": "function", "function": f} for f in (lookup, spare)]),
+        encoding="utf-8",
+    )
+    source = render(flattened_session(), "otlp", tmp_path / "flat.json")
+    got = imported(tmp_path, [source], tools=tools)
+    manifest = json.loads((got["out"] / "tools.manifest.json").read_text("utf-8"))
+    by_id = {t["id"]: t for t in manifest["tools"]}
+    assert by_id["lookup"]["schema"] == {"type": "object"}
+    assert by_id["lookup"]["description"] == "Look up."
+    assert by_id["fetch"]["schema"] == {}  # only seen in calls: counted missing
+    assert got["report"]["missing"]["tool.schema"] == 1
+    request_tools = got["traces"][T2][1]["request"]["tools"]
+    # no definitions in the telemetry: the session was offered the --tools ones (and fetch)
+    assert [t["function"]["name"] for t in request_tools] == ["lookup", "spare", "fetch"]

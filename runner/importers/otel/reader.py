@@ -67,6 +67,7 @@ class _Tools:
     def __init__(self, notes: Notes) -> None:
         self.by_id: dict[str, ImportedTool] = {}
         self.notes = notes
+        self.from_file: list[str] = []
 
     def add(self, tool: ToolDef, where: str) -> None:
         check_tool_id(tool.name, field=where)
@@ -129,6 +130,7 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
             if found is None:
                 raise InputError("not a tool definition", file=str(tools_path), field=f"[{i}]")
             tools.add(found, f"{tools_path}[{i}]")
+            tools.from_file.append(found.name)
     stem = Path(files[0]).stem.split(".")[0] if files else "otel"
     ids = IdSet("run id")
     runs: list[SourceRun] = []
@@ -207,7 +209,8 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
         for call in msg.tool_calls:
             description = assembler.descriptions.get(call.name, "")
             tools.add(ToolDef(call.name, description, None), f"{file}: {msg.where}")
-    session_tools = [d.name for d in defined]
+    # the tools the requests offered; without definitions in the telemetry, those of --tools
+    session_tools = [d.name for d in defined] or list(tools.from_file)
     session_tools += [c.name for m in messages for c in m.tool_calls if c.name not in session_tools]
     request_tools = tuple(tools.by_id[n].openai_tool or {} for n in dict.fromkeys(session_tools))
     nested = [c for i in session.items if isinstance(i, ToolExec) for c in i.nested_calls]

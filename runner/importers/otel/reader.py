@@ -243,6 +243,9 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
     }
     if session.agents:
         meta["agents"] = session.agents
+    earlier = [m for m in first.info.input or [] if m.role not in ("system", "developer")][:-1]
+    if earlier:  # the first request already carried a history the export does not hold
+        meta["history_before_first_call"] = len(earlier)
     if session.error_span is not None:
         meta["failed_span"] = session.error_span.span_id
     return SourceRun(

@@ -1,4 +1,4 @@
-"""``sandbox-replay import tau2|openai-messages``: public agent traces → this project's files.
+"""``sandbox-replay import tau2|openai-messages|otel``: public agent traces → this project's files.
 
 Both commands write into ``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
 ``tools.manifest.json``, ``workflow.yaml`` (+ ``workflow.read-only.yaml``) and
@@ -16,11 +16,12 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 import_app = typer.Typer(
     name="import",
-    help="Import public agent traces (τ²-bench results, OpenAI chat messages).",
+    help="Import public agent traces (τ²-bench results, OpenAI chat messages, OpenTelemetry).",
     no_args_is_help=True,
 )
 app.add_typer(import_app, name="import")
@@ -61,6 +62,8 @@ def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
     missing = report["missing"]
     if missing:
         typer.echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
+    for note in report.get("notes") or []:
+        echo(f"note: {note}")  # quotes the source (span ids, names): printed inert
 
 
 def _import(
@@ -125,3 +128,29 @@ def openai_messages_command(
     from runner.importers.openai_messages import read_openai_messages
 
     _import(ctx, lambda: read_openai_messages(file, tools), out, map_, map_file, force, as_json)
+
+
+@import_app.command("otel")
+def otel_command(
+    ctx: typer.Context,
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="OTLP/JSON, Jaeger JSON, or JSON/JSONL of spans (GenAI or OpenInference).",
+            show_default=False,
+        ),
+    ],
+    out: _Out,
+    tools: Annotated[
+        Path | None,
+        typer.Option("--tools", help="Tools (OpenAI function format) the telemetry lacks."),
+    ] = None,
+    map_: _Map = None,
+    map_file: _MapFile = None,
+    force: _Force = False,
+    as_json: _Json = False,
+) -> None:
+    """Import OpenTelemetry traces: one trace per agent session, tasks, manifest."""
+    from runner.importers.otel import read_otel
+
+    _import(ctx, lambda: read_otel(files, tools), out, map_, map_file, force, as_json)

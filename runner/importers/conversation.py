@@ -86,6 +86,7 @@ class ToolIndex:
     effects: Mapping[str, str]
     hashes: Mapping[str, str]
     specs: Mapping[str, dict[str, Any]]
+    call_schema_hashes: bool = True  # False: the source records none at call time (missing)
 
 
 @dataclass
@@ -169,7 +170,9 @@ class _Builder:
         self.tokens = [0, 0]
         self.output: Any = None
 
-    def _call(self, record: dict[str, Any], clock: float | None) -> dict[str, Any]:
+    def _call(
+        self, record: dict[str, Any], clock: float | None, duration_s: float | None = None
+    ) -> dict[str, Any]:
         line: dict[str, Any] = {
             "v": TRACE_VERSION,
             "type": "call",
@@ -181,7 +184,10 @@ class _Builder:
             line["clock"] = clock
         else:
             self.counts.missing["call.clock"] += 1
-        self.counts.missing["call.duration_s"] += 1
+        if duration_s is not None:
+            line["duration_s"] = duration_s
+        else:
+            self.counts.missing["call.duration_s"] += 1
         self.calls.append(line)
         return line
 
@@ -223,9 +229,12 @@ class _Builder:
             record["body"] = None
             self.counts.missing[f"{role}.body"] += 1
         self.counts.missing[f"{role}.raw_http_body"] += 1
-        if alias is not None:
-            record.update(model=alias, model_source="config")
-        self.counts.missing[f"{role}.model_id_from_response"] += 1
+        if msg.model is not None:
+            record.update(model=msg.model, model_source="response")
+        else:
+            if alias is not None:
+                record.update(model=alias, model_source="config")
+            self.counts.missing[f"{role}.model_id_from_response"] += 1
         if msg.usage is not None:
             record["usage"] = msg.usage
             for slot, key in ((0, "prompt_tokens"), (1, "completion_tokens")):
@@ -235,7 +244,7 @@ class _Builder:
         record["source"] = "provider"
         record["raw_io"] = False
         record["meta"] = meta
-        self._call(record, msg.clock)
+        self._call(record, msg.clock, msg.duration_s)
         self.counts.calls[role] += 1
 
     def tool_result(self, msg: SourceMessage) -> None:
@@ -277,7 +286,10 @@ class _Builder:
         observation.update(body)
         if text is None:
             self.counts.missing["tool.result" if msg is None else "tool.body"] += 1
-        record["schema_hash"] = self.tools.hashes[call.name]
+        if self.tools.call_schema_hashes:
+            record["schema_hash"] = self.tools.hashes[call.name]
+        else:
+            self.counts.missing["tool.schema_hash"] += 1
         meta: dict[str, Any] = {"call_id": call.id} if call.id is not None else {}
         if not call.args_ok:
             meta["arguments_text"] = call.arguments_text
@@ -286,7 +298,10 @@ class _Builder:
             meta["result_id"] = msg.tool_call_id
             meta["matched_by"] = "position"
         if msg is not None and msg.error:
-            error = {"class": TOOL_ERROR_CLASS, "message": text or ""}
+            error = {
+                "class": msg.error_class or TOOL_ERROR_CLASS,
+                "message": msg.error_message if msg.error_message is not None else (text or ""),
+            }
             record["error"] = error
             observation["error"] = error
             self.counts.tool_errors += 1
@@ -295,7 +310,11 @@ class _Builder:
             meta.update(msg.meta)
         if meta:
             record["meta"] = meta
-        self._call(record, msg.clock if msg is not None else None)
+        self._call(
+            record,
+            msg.clock if msg is not None else None,
+            msg.duration_s if msg is not None else None,
+        )
         self.counts.calls["tool"] += 1
         if msg is not None:
             self.observations.append(observation)
@@ -376,10 +395,20 @@ def build_run(run: SourceRun, tools: ToolIndex, offered: Sequence[str]) -> Built
 
 
 def _end_line(run: SourceRun, b: _Builder) -> dict[str, Any]:
-    status = "failed" if run.failed_reason is not None else "succeeded"
+    failed = run.failed_reason is not None or run.failure is not None
+    status = "failed" if failed else "succeeded"
     code = episode_exit_code(status)
     end: dict[str, Any] = {"v": TRACE_VERSION, "type": "end", "status": status, "exit_code": code}
-    if run.failed_reason is not None:
+    if run.failure is not None and run.failed_reason is None:
+        cls, message = run.failure
+        last = len(b.calls) - 1
+        tool = "workflow"
+        if b.calls and (b.calls[-1].get("error") or {}).get("class") == cls:
+            tool = b.calls[-1]["tool"]
+        end["failure"] = {"call_index": last, "tool": tool, "error_class": cls, "exit_code": code}
+        end["failure_signature"] = failure_signature(last, tool, cls, code)
+        end["error"] = {"class": cls, "message": message}
+    elif run.failed_reason is not None:
         last = len(b.calls) - 1
         end["failure"] = {
             "call_index": last,
@@ -394,7 +423,10 @@ def _end_line(run: SourceRun, b: _Builder) -> dict[str, Any]:
         end["failure_signature"] = None
     end["output"] = b.output
     end["not_run"] = []
-    meter: dict[str, Any] = {"tokens_in": b.tokens[0], "tokens_out": b.tokens[1]}
+    meter: dict[str, Any] = {
+        "tokens_in": b.tokens[0] + run.extra_tokens[0],
+        "tokens_out": b.tokens[1] + run.extra_tokens[1],
+    }
     if run.usd is not None:
         meter["usd"] = run.usd
     end["meter"] = meter

@@ -113,6 +113,8 @@ class ImportSource:
         expected: task id -> the task's ``expected`` object.
         missing: source-level missing fields (counted in the report).
         notes: free-text remarks for the report.
+        call_schema_hashes: tool call lines carry the schema hash of the manifest (False:
+            the source records none at call time; counted missing, ``lint`` reports it).
     """
 
     kind: str
@@ -124,6 +126,7 @@ class ImportSource:
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)
     missing: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
+    call_schema_hashes: bool = True
 
 
 def _dumps(value: Any) -> str:
@@ -265,6 +268,7 @@ def write_import(
         specs={
             t["id"]: RuntimeTool(t, "recorded", None).function_spec() for t in manifest["tools"]
         },
+        call_schema_hashes=source.call_schema_hashes,
     )
     defined = {t.id for t in source.tools if t.schema is not None}
     name_only = [t.id for t in source.tools if t.schema is None]
@@ -397,7 +401,7 @@ def _report(
         totals["tool_errors"] += built.counts.tool_errors
         totals["fixed_messages"] += built.counts.fixed_messages
         totals["id_mismatches"] += built.counts.id_mismatches
-        failed += run.failed_reason is not None
+        failed += run.failed_reason is not None or run.failure is not None
     effects = Counter(t["effect"] for t in manifest["tools"])
     return {
         "source": source.kind,

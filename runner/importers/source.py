@@ -64,6 +64,11 @@ class SourceMessage:
         clock: epoch seconds of the message, or None.
         fixed: an assistant message that was not a model call.
         meta: source fields kept as annotations (turn index, cost, ...).
+        model: the model id the source read from the response (recorded with
+            ``model_source: response``), or None (the run's alias is recorded as config).
+        duration_s: seconds the call took (span times), or None (missing).
+        error_class, error_message: a failed tool result's error as the source names it
+            (None: ``ToolError`` and the result text).
     """
 
     role: str
@@ -78,6 +83,10 @@ class SourceMessage:
     clock: float | None = None
     fixed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    duration_s: float | None = None
+    error_class: str | None = None
+    error_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,11 @@ class SourceRun:
         request_tools: the tools as sent to the model in this run (OpenAI function format);
             None means every tool of the source.
         file: the source file (for errors).
+        failure: ``(error class, message)`` of an error that ended the run (not a verdict):
+            the end line's failure is the last call when that call failed with this class,
+            else ``workflow`` at the last call; None: no such error.
+        extra_tokens: ``(in, out)`` tokens of model calls that are not turns of the
+            conversation (made inside a tool call), added to the end line's meter.
     """
 
     run_id: str
@@ -133,6 +147,8 @@ class SourceRun:
     simulated_user: bool = True
     workflow_model: dict[str, Any] | None = None
     request_tools: tuple[dict[str, Any], ...] | None = None
+    failure: tuple[str, str] | None = None
+    extra_tokens: tuple[int, int] = (0, 0)
 
 
 def load_json(text: str, *, file: str, line: int | None = None) -> Any:

@@ -1,0 +1,17 @@
+"""Import OpenTelemetry traces (OTel GenAI and OpenInference conventions): one run per session.
+
+Modules, in the order data flows:
+
+- `runner.importers.otel.values`: AnyValue, ids (hex, base64, decimal), times, numbers;
+- `runner.importers.otel.shapes`: files → spans and log records (OTLP/JSON, the older
+  ``batches`` shape, Jaeger JSON, span lists and JSONL; streamed where the format allows);
+- `runner.importers.otel.messages` and `runner.importers.otel.conventions`: what a span says
+  (kind, messages, tool calls, usage, models) under each convention;
+- `runner.importers.otel.sessions`: span trees, logical model calls, sessions;
+- `runner.importers.otel.reader`: each session's conversation → `runner.importers.source`
+  runs, written by `runner.importers.output.write_import` like every importer.
+"""
+
+from runner.importers.otel.reader import read_otel
+
+__all__ = ["read_otel"]

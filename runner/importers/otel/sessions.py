@@ -1,0 +1,401 @@
+"""Spans → agent sessions: the span tree, logical model calls, tool calls, session keys.
+
+Rules:
+
+- **Tree.** Spans are keyed by (trace id, span id); a second span with the same key is a
+  warning (the first is kept). A parent that was never exported, a trace without a root and a
+  cycle in parent links are warnings naming span, trace and file; the span whose parent is
+  missing (for a cycle: the earliest span of the cycle) becomes a root. Log records attach to
+  the span they name; one naming no span attaches to the narrowest model span of its trace
+  that was open at its time (else a warning).
+- **Logical model calls.** A model span and the model spans below it, down to the next tool
+  or agent span, are *one* call (a framework wrapper and the provider span inside it). Its
+  tokens are the outermost span's usage; a span without usage counts the sum of its model
+  children's (retries inside a wrapper). Contents come from the innermost span that captured
+  them (`runner.importers.otel.conventions`).
+- **Nesting.** A tool span's own children (an agent used as a tool, a sub-agent's model calls)
+  belong to that tool call: they are counted (calls, tokens) for the session, not turned into
+  turns of its conversation.
+- **Sessions.** An item (logical call or tool call) belongs to the outermost
+  ``gen_ai.conversation.id`` above it, else the outermost session attribute (``session.id``,
+  ``langfuse.session.id``, ADK's ``gcp.vertex.agent.session_id``), else its trace id; a
+  trace-keyed item of a trace whose other items carry exactly one key joins that key. Items
+  are ordered by start time (then file order), so a conversation spread over several traces
+  stays one session.
+
+The walk is iterative: a session of 100,000 spans needs no recursion.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from runner.importers.otel.conventions import (
+    ModelCall,
+    ToolCall,
+    Warn,
+    model_call,
+    span_error,
+    span_kind,
+    tool_call,
+)
+from runner.importers.otel.messages import ToolDef
+from runner.importers.otel.shapes import LogRecord, Notes, Span
+
+__all__ = ["LogicalCall", "Session", "ToolExec", "build_sessions"]
+
+Key = tuple[str, str]
+_SESSION_ATTRS = ("session.id", "langfuse.session.id", "gcp.vertex.agent.session_id")
+
+
+@dataclass
+class LogicalCall:
+    """One logical model call: its spans (outermost first) and what they say, merged."""
+
+    spans: list[Span]
+    parents: dict[str, str | None]
+    info: ModelCall = field(default_factory=ModelCall)
+    tokens: tuple[int, int] = (0, 0)
+    has_tokens: bool = False
+
+    @property
+    def start(self) -> int:
+        """Start of the outermost span (ns; 0 when unknown)."""
+        return self.spans[0].start_ns or 0
+
+
+@dataclass
+class ToolExec:
+    """One tool span at the top of its session, and what ran inside it."""
+
+    span: Span
+    info: ToolCall
+    nested_calls: list[LogicalCall] = field(default_factory=list)
+    nested_tools: int = 0
+
+    @property
+    def start(self) -> int:
+        """Start of the span (ns; 0 when unknown)."""
+        return self.span.start_ns or 0
+
+
+@dataclass
+class Session:
+    """One agent session: its key and its items in order."""
+
+    kind: str
+    key: str
+    items: list[LogicalCall | ToolExec] = field(default_factory=list)
+    traces: list[str] = field(default_factory=list)
+    error: tuple[str, str] | None = None
+    error_span: Span | None = None
+    agents: list[str] = field(default_factory=list)
+
+
+def _where(span: Span) -> str:
+    return f"{span.file}: {span.where}: span {span.span_id} (trace {span.trace_id})"
+
+
+def _index(
+    items: Iterable[Span | LogRecord], notes: Notes
+) -> tuple[dict[Key, Span], list[LogRecord]]:
+    spans: dict[Key, Span] = {}
+    logs: list[LogRecord] = []
+    order = 0
+    for item in items:
+        if isinstance(item, LogRecord):
+            logs.append(item)
+            continue
+        key = (item.trace_id, item.span_id)
+        if key in spans:
+            notes.add(f"{_where(item)}: duplicate span id (first at {spans[key].where}): ignored")
+            continue
+        item.order = order
+        order += 1
+        spans[key] = item
+    return spans, logs
+
+
+def _attach_logs(spans: dict[Key, Span], logs: list[LogRecord], notes: Notes) -> None:
+    by_trace: dict[str, list[Span]] = defaultdict(list)
+    indexed = False
+    for log in logs:
+        if log.trace_id is not None and log.span_id is not None:
+            span = spans.get((log.trace_id, log.span_id))
+            if span is not None:
+                span.logs.append(log.event)
+                continue
+            notes.add(
+                f"{log.file}: {log.where}: log record names span {log.span_id} (trace "
+                f"{log.trace_id}), which was never exported: ignored"
+            )
+            continue
+        if not indexed:
+            indexed = True
+            for span in spans.values():
+                if span_kind(span) == "model":
+                    by_trace[span.trace_id].append(span)
+        candidates = [
+            s
+            for s in by_trace.get(log.trace_id or "", [])
+            if s.start_ns is not None
+            and s.end_ns is not None
+            and log.event.time_ns is not None
+            and s.start_ns <= log.event.time_ns <= s.end_ns
+        ]
+        if candidates:
+            min(candidates, key=lambda s: (s.end_ns or 0) - (s.start_ns or 0)).logs.append(
+                log.event
+            )
+        else:
+            notes.add(f"{log.file}: {log.where}: log record tied to no span: ignored")
+
+
+def _tree(spans: dict[Key, Span], notes: Notes) -> tuple[list[Span], dict[Key, list[Span]]]:
+    children: dict[Key, list[Span]] = defaultdict(list)
+    missing: dict[Key, list[Span]] = defaultdict(list)
+    rooted = {s.trace_id for s in spans.values() if s.parent_id is None}
+    for span in spans.values():
+        if span.parent_id is not None and (span.trace_id, span.parent_id) not in spans:
+            missing[(span.trace_id, span.parent_id)].append(span)
+            span.parent_id = None
+    for (_, parent_id), orphans in missing.items():
+        notes.add(
+            f"{_where(orphans[0])}: parent span {parent_id} was never exported"
+            + (f" ({len(orphans)} spans name it)" if len(orphans) > 1 else "")
+            + ": treated as a root"
+        )
+    for trace in sorted({trace for trace, _ in missing} - rooted):
+        notes.add(f"trace {trace}: its root span was never exported (spans above kept as roots)")
+    _break_cycles(spans, notes)
+    roots: list[Span] = []
+    for span in spans.values():
+        if span.parent_id is None:
+            roots.append(span)
+        else:
+            children[(span.trace_id, span.parent_id)].append(span)
+    for kids in children.values():
+        kids.sort(key=lambda s: (s.start_ns or 0, s.order))
+    roots.sort(key=lambda s: (s.start_ns or 0, s.order))
+    return roots, children
+
+
+def _break_cycles(spans: dict[Key, Span], notes: Notes) -> None:
+    state: dict[Key, int] = {}
+    for start in list(spans):
+        chain: list[Key] = []
+        key: Key | None = start
+        while key is not None and state.get(key, 0) == 0:
+            state[key] = 1
+            chain.append(key)
+            span = spans[key]
+            key = (span.trace_id, span.parent_id) if span.parent_id is not None else None
+        if key is not None and state.get(key) == 1:  # back on the current chain: a cycle
+            cycle = chain[chain.index(key) :]
+            cut = min((spans[k] for k in cycle), key=lambda s: (s.start_ns or 0, s.order))
+            notes.add(
+                f"{_where(cut)}: parent links form a cycle through spans "
+                f"{', '.join(spans[k].span_id for k in cycle)}: cut above this span"
+            )
+            cut.parent_id = None
+        for k in chain:
+            state[k] = 2
+
+
+def _own_keys(span: Span) -> tuple[str | None, str | None]:
+    conv = span.attrs.get("gen_ai.conversation.id")
+    conv = conv if isinstance(conv, str) and conv.strip() else None
+    sess = None
+    for attr in _SESSION_ATTRS:
+        value = span.attrs.get(attr)
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+            sess = str(value)
+            break
+    return conv, sess
+
+
+def _usage(call: LogicalCall, span: Span, info: dict[str, ModelCall]) -> tuple[int, int, bool]:
+    own = info[span.span_id]
+    if own.tokens_in is not None or own.tokens_out is not None:
+        return own.tokens_in or 0, own.tokens_out or 0, True
+    total_in = total_out = 0
+    found = False
+    for child in call.spans:
+        if call.parents.get(child.span_id) == span.span_id:
+            i, o, f = _usage(call, child, info)
+            total_in, total_out, found = total_in + i, total_out + o, found or f
+    return total_in, total_out, found
+
+
+def _merge(call: LogicalCall, warn: Warn) -> None:
+    infos = {s.span_id: model_call(s, warn) for s in call.spans}
+    inner_first = [infos[s.span_id] for s in reversed(call.spans)]
+    merged = ModelCall()
+    for info in inner_first:
+        if info.input is not None and (
+            merged.input is None or (not _has_content(merged.input) and _has_content(info.input))
+        ):
+            merged.input = info.input
+        if info.output is not None and (
+            merged.output is None or (not _msg_content(merged.output) and _msg_content(info.output))
+        ):
+            merged.output = info.output
+            merged.content_source = info.content_source
+        merged.system = merged.system or info.system
+        merged.request_model = merged.request_model or info.request_model
+        merged.response_model = merged.response_model or info.response_model
+        names = {t.name for t in merged.tools}
+        merged.tools.extend(t for t in info.tools if t.name not in names)
+    merged.error = infos[call.spans[0].span_id].error
+    tin, tout, found = _usage(call, call.spans[0], infos)
+    merged.tokens_in, merged.tokens_out = (tin, tout) if found else (None, None)
+    call.info, call.tokens, call.has_tokens = merged, (tin, tout), found
+
+
+def _has_content(messages: object) -> bool:
+    return isinstance(messages, list) and any(_msg_content(m) for m in messages)
+
+
+def _msg_content(msg: object) -> bool:
+    return bool(
+        getattr(msg, "known", False)
+        and (getattr(msg, "text", None) or getattr(msg, "tool_calls", None))
+    )
+
+
+@dataclass
+class _Frame:
+    span: Span
+    conv: str | None
+    sess: str | None
+    group: LogicalCall | None
+    owner: ToolExec | None
+
+
+def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Session]:
+    """Group spans and log records into sessions (see the module docstring).
+
+    Args:
+        items: spans and log records of every input file, in file order.
+        notes: receives every warning (span id, trace and file named).
+
+    Returns:
+        The sessions in order of their first item; sessions without any model or tool call
+        are left out (a warning says how many traces held none).
+    """
+
+    def warn(span: Span, attr: str, problem: str) -> None:
+        notes.add(f"{_where(span)}: attribute {attr} {problem}")
+
+    spans, logs = _index(items, notes)
+    _attach_logs(spans, logs, notes)
+    roots, children = _tree(spans, notes)
+    keyed: list[tuple[Key, LogicalCall | ToolExec, str]] = []
+    calls: list[LogicalCall] = []
+    errors: list[tuple[Key | None, Span, str]] = []
+    agents: dict[str, list[str]] = defaultdict(list)
+    stack = [_Frame(r, None, None, None, None) for r in reversed(roots)]
+    while stack:
+        frame = stack.pop()
+        span = frame.span
+        conv, sess = _own_keys(span)
+        conv, sess = frame.conv or conv, frame.sess or sess
+        key: Key = (
+            ("conversation", conv)
+            if conv
+            else ("session", sess)
+            if sess
+            else ("trace", span.trace_id)
+        )
+        kind = span_kind(span)
+        group, owner = frame.group, frame.owner
+        if kind == "model":
+            if group is None:
+                group = LogicalCall([span], {span.span_id: None})
+                calls.append(group)
+                if owner is not None:
+                    owner.nested_calls.append(group)
+                else:
+                    keyed.append((key, group, span.trace_id))
+            else:
+                group.parents[span.span_id] = _parent_in(group, span)
+                group.spans.append(span)
+        elif kind == "tool":
+            group = None
+            if owner is not None:
+                owner.nested_tools += 1
+            else:
+                owner = ToolExec(span, tool_call(span, warn))
+                keyed.append((key, owner, span.trace_id))
+        elif kind == "agent":
+            group = None
+            name = span.attrs.get("gen_ai.agent.name") or span.attrs.get("agent.name")
+            if owner is None and isinstance(name, str):
+                agents[_key_text(key)].append(name)
+        if owner is None and kind in ("agent", None) and span.error:
+            errors.append((key if kind == "agent" or conv or sess else None, span, span.trace_id))
+        for child in reversed(children.get((span.trace_id, span.span_id), [])):
+            stack.append(_Frame(child, conv, sess, group, owner))
+    for call in calls:
+        _merge(call, warn)
+    sessions = _sessions(keyed, errors, agents, notes)
+    for span in spans.values():  # what the conventions said is read: free the raw attributes
+        span.attrs, span.events, span.logs = {}, [], []
+    return sessions
+
+
+def _parent_in(group: LogicalCall, span: Span) -> str | None:
+    return span.parent_id if span.parent_id in group.parents else group.spans[0].span_id
+
+
+def _key_text(key: Key) -> str:
+    return f"{key[0]}:{key[1]}"
+
+
+def _sessions(
+    keyed: list[tuple[Key, LogicalCall | ToolExec, str]],
+    errors: list[tuple[Key | None, Span, str]],
+    agents: dict[str, list[str]],
+    notes: Notes,
+) -> list[Session]:
+    by_trace: dict[str, set[Key]] = defaultdict(set)
+    for key, _, trace in keyed:
+        if key[0] != "trace":
+            by_trace[trace].add(key)
+    sessions: dict[Key, Session] = {}
+    for key, item, trace in keyed:
+        if key[0] == "trace" and len(by_trace.get(trace, ())) == 1:
+            key = next(iter(by_trace[trace]))
+        session = sessions.get(key)
+        if session is None:
+            session = sessions[key] = Session(key[0], key[1])
+        session.items.append(item)
+        if trace not in session.traces:
+            session.traces.append(trace)
+    for session in sessions.values():
+        session.items.sort(key=lambda i: (i.start, _order(i)))
+        session.agents = list(dict.fromkeys(agents.get(_key_text((session.kind, session.key)), [])))
+    for err_key, span, trace in sorted(errors, key=lambda e: (e[1].start_ns or 0, e[1].order)):
+        target = sessions.get(err_key) if err_key is not None else None
+        if target is None:
+            target = next((s for s in sessions.values() if trace in s.traces), None)
+        if target is not None and target.error is None:
+            target.error = span_error(span)
+            target.error_span = span
+    return sorted(sessions.values(), key=lambda s: (s.items[0].start, _order(s.items[0])))
+
+
+def _order(item: LogicalCall | ToolExec) -> int:
+    return item.spans[0].order if isinstance(item, LogicalCall) else item.span.order
+
+
+def tool_defs_of(session: Session) -> list[ToolDef]:
+    """Every tool definition the session's model calls carried, first definition wins."""
+    seen: dict[str, ToolDef] = {}
+    for item in session.items:
+        if isinstance(item, LogicalCall):
+            for tool in item.info.tools:
+                seen.setdefault(tool.name, tool)
+    return list(seen.values())

@@ -55,14 +55,30 @@ class StrictJSONError(ValueError):
     """Text that the strict decoder refuses.
 
     Attributes:
-        reason: what is wrong, in words (no location: the caller names the file and line).
+        reason: what is wrong, in words (the caller names the file).
+        kind: ``utf8``, ``depth``, ``duplicate_key``, ``not_finite`` or ``syntax``.
+        detail: ``reason`` without the words ``not valid JSON:`` (the parser's own message,
+            for a caller that words the kind itself).
         field: the key concerned, for a duplicate key; else None.
+        line: 1-based line of the problem in the text, for a syntax error; else None.
     """
 
-    def __init__(self, reason: str, field: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        kind: str = "syntax",
+        field: Optional[str] = None,
+        line: Optional[int] = None,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind
+        self.detail = reason[len(_SYNTAX) :] if reason.startswith(_SYNTAX) else reason
         self.field = field
+        self.line = line
+
+
+_SYNTAX = "not valid JSON: "
 
 
 # A JSON string literal (escapes included): brackets inside strings do not nest.
@@ -99,7 +115,8 @@ def _bracket_depth(skeleton: bytes) -> int:
         runs.insert(0, 0)  # keep opening runs at the even places
     opened = accumulate(runs[0::2])
     closed = accumulate(runs[1::2], initial=0)
-    return peeled + max(map(operator.sub, opened, closed))
+    deepest: int = max(map(operator.sub, opened, closed))
+    return peeled + deepest
 
 
 def _too_deep(data: bytes, limit: int) -> bool:
@@ -163,26 +180,30 @@ def loads(data: Union[str, bytes, bytearray], *, max_depth: int = MAX_DEPTH) -> 
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise StrictJSONError("not UTF-8 text (byte {})".format(exc.start)) from None
+            raise StrictJSONError(f"not UTF-8 text (byte {exc.start})", "utf8") from None
     else:
         text = data
         raw = text.encode("utf-8", "surrogatepass")
     if _too_deep(raw, max_depth):
-        raise StrictJSONError("JSON nested deeper than {} levels".format(max_depth))
+        raise StrictJSONError(f"JSON nested too deeply (more than {max_depth} levels)", "depth")
     try:
         return json.loads(
             text, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float
         )
     except _DuplicateKey as exc:
-        raise StrictJSONError("duplicate key in one object", field=exc.key) from None
+        raise StrictJSONError(
+            f"duplicate key {exc.key[:100]!r} in one object", "duplicate_key", exc.key
+        ) from None
     except _NotFinite as exc:
         raise StrictJSONError(
-            "{} is not JSON (numbers must be finite)".format(exc.args[0])
+            f"{exc.args[0]} is not JSON (numbers must be finite)", "not_finite"
         ) from None
     except RecursionError:  # unreachable after the depth check; kept so no input can crash
-        raise StrictJSONError("JSON nested too deeply") from None
-    except ValueError as exc:  # json.JSONDecodeError, over-long integers
-        raise StrictJSONError("not valid JSON: {}".format(exc)) from None
+        raise StrictJSONError("JSON nested too deeply", "depth") from None
+    except json.JSONDecodeError as exc:
+        raise StrictJSONError(_SYNTAX + str(exc), line=exc.lineno) from None
+    except ValueError as exc:  # over-long integers
+        raise StrictJSONError(_SYNTAX + str(exc)) from None
 
 
 def depth_of(value: Any, stop_above: Optional[int] = None) -> int:
@@ -219,4 +240,4 @@ def check_depth(value: Any, max_depth: int = MAX_VALUE_DEPTH) -> None:
         StrictJSONError: the value is deeper than ``max_depth``.
     """
     if depth_of(value, stop_above=max_depth) > max_depth:
-        raise StrictJSONError("value nested deeper than {} levels".format(max_depth))
+        raise StrictJSONError(f"value nested too deeply (more than {max_depth} levels)", "depth")

@@ -26,7 +26,8 @@ FORGING_RUNTIME = textwrap.dedent(
     out = sys.stdout.buffer
     def send(raw):
         out.write(raw + b"\n"); out.flush()
-    send(json.dumps({"type": "hello", "protocol": 1, "python": "3.11", "pid": os.getpid()}).encode())
+    hello = {"type": "hello", "protocol": 1, "python": "3.11", "pid": os.getpid()}
+    send(json.dumps(hello).encode())
     assert json.loads(sys.stdin.buffer.readline())["type"] == "start"
     deep = "[" * 980 + "]" * 980
     forged = {
@@ -50,8 +51,8 @@ FORGING_RUNTIME = textwrap.dedent(
 @pytest.mark.parametrize(
     ("mode", "why"),
     [
-        ("deep_call", f"nested deeper than {MAX_DEPTH}"),
-        ("deep_output", f"nested deeper than {MAX_DEPTH}"),
+        ("deep_call", f"nested too deeply (more than {MAX_DEPTH}"),
+        ("deep_output", f"nested too deeply (more than {MAX_DEPTH}"),
         ("nan_output", "NaN is not JSON"),
         ("huge_number", "1e400 is not JSON"),
         ("duplicate_key", "duplicate key"),
@@ -79,7 +80,7 @@ def test_channel_reports_deep_lines_as_invalid_without_recursing() -> None:
     deep = b'{"type":"meter","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
     events = channel.feed(1, deep + b'{"type":"meter","tokens_in":1,"tokens_out":0}\n')
     assert [e.kind for e in events] == ["invalid", "message"]
-    assert f"nested deeper than {MAX_DEPTH}" in events[0].detail
+    assert f"nested too deeply (more than {MAX_DEPTH}" in events[0].detail
 
 
 def test_protocol_decode_is_the_strict_decoder_on_both_sides() -> None:
@@ -89,5 +90,5 @@ def test_protocol_decode_is_the_strict_decoder_on_both_sides() -> None:
             protocol.decode(line)
     nested = b'{"type":"m","v":' + b"[" * (MAX_DEPTH - 1) + b"]" * (MAX_DEPTH - 1) + b"}"
     assert protocol.decode(nested)["type"] == "m"
-    with pytest.raises(ValueError, match="nested deeper"):
+    with pytest.raises(ValueError, match="nested too deeply"):
         protocol.decode(b'{"type":"m","v":' + b"[" * MAX_DEPTH + b"]" * MAX_DEPTH + b"}")

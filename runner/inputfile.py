@@ -108,12 +108,15 @@ def _open_checked(name: str, kind: str, limit: int) -> int:
 
 
 class _Bounded(io.RawIOBase):
-    """A raw reader over a descriptor that fails once more than ``limit`` bytes came."""
+    """A raw reader over a regular file that fails once it reads past offset ``limit``.
+
+    Seekable (``tarfile`` seeks back in a packet); the limit is on the offset reached, so
+    reading a part twice does not count twice.
+    """
 
     def __init__(self, fd: int, limit: int, kind: str, name: str) -> None:
         super().__init__()
         self._file = io.FileIO(fd, "rb", closefd=True)
-        self._left = limit
         self._limit = limit
         self._kind = kind
         self.name = name
@@ -121,12 +124,20 @@ class _Bounded(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
     def readinto(self, buffer: "memoryview") -> int:  # type: ignore[override]
         count = self._file.readinto(buffer)
         if count is None:  # not for a regular file; kept for the type
             return 0
-        self._left -= count
-        if self._left < 0:
+        if self._file.tell() > self._limit:
             raise _too_large(self._kind, self._limit, self.name)
         return count
 

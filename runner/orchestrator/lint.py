@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from runner.domain.trace import CallRecord, Trace, TraceVersionError, read_trace
+from runner.domain.trace import CallRecord, Trace, TraceVersionError, load_trace, read_trace
 from runner.errors import EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, InputError, worst_exit_code
 from runner.orchestrator.lint_rules import (
     FieldCheck,
@@ -41,6 +41,7 @@ __all__ = [
     "expand_trace_paths",
     "lint_trace",
     "lint_traces",
+    "load_well_formed_trace",
     "model_id_problem",
 ]
 
@@ -228,6 +229,10 @@ def lint_trace(path: Path | str) -> TraceLint:
                 ),
             ),
         )
+    return _lint_parsed(trace, name)
+
+
+def _lint_parsed(trace: Trace, name: str) -> TraceLint:
     errors = tuple(LintError(p.file, p.line, p.field, p.message) for p in trace.problems)
     calls = tuple(
         _lint_call(trace, call, line)
@@ -242,6 +247,55 @@ def lint_trace(path: Path | str) -> TraceLint:
         run_id=trace.run.run_id,
         status=trace.end.status if trace.end else None,
     )
+
+
+# lint's field names -> the trace keys they judge
+_TRACE_KEY = {"body": "body", "schema_hash": "schema_hash", "model_id": "model", "clock": "clock"}
+
+
+def load_well_formed_trace(path: Path | str) -> Trace:
+    """Read a trace that a command hands on (``packet``, ``tasks extract``), as lint judges it.
+
+    The same reader (`runner.domain.trace.load_trace`: whole, strictly decoded) and the same
+    field rules as `lint_trace`: whatever lint reports as unreadable or *malformed* is invalid
+    input here. Fields lint reports as merely *missing* are no error: a packet or a task of an
+    incomplete trace is still useful, and ``reproduce`` says what it lacks. An unknown ``v``
+    is invalid input too (exit 2): these commands replay nothing, so there is nothing to refuse.
+
+    Raises:
+        InputError: unreadable or incomplete, an unknown ``v``, or a malformed field (file,
+            line and field named, with lint's reason).
+    """
+    name = str(path)
+    try:
+        trace = load_trace(path)
+    except TraceVersionError as exc:
+        raise InputError(
+            _bare_message(exc),
+            file=exc.fields.get("file", name),
+            line=exc.fields.get("line"),
+            field="v",
+        ) from None
+    report = _lint_parsed(trace, name)
+    for call in report.calls:
+        for field_name, check in call.fields.items():
+            if check.status == "malformed":
+                raise InputError(
+                    f"call {call.index} ({call.tool}) is malformed: {check.detail} (as "
+                    "`sandbox-replay lint` reports)",
+                    file=name,
+                    line=call.line,
+                    field=_TRACE_KEY[field_name],
+                )
+    if report.failure_signature.status == "malformed":
+        raise InputError(
+            f"the end line is malformed: {report.failure_signature.detail} (as "
+            "`sandbox-replay lint` reports)",
+            file=name,
+            line=trace.end_line,
+            field="failure_signature",
+        )
+    return trace
 
 
 def _bare_message(exc: InputError | TraceVersionError) -> str:

@@ -26,8 +26,9 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from runner.domain.trace import load_trace
 from runner.errors import InputError
+from runner.inputfile import read_input
+from runner.orchestrator.lint import load_well_formed_trace
 from runner.orchestrator.reproduce_inputs import find_workflow_file, project_of
 
 README = """# Reviewer packet: {run_id}
@@ -109,14 +110,15 @@ def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = No
         The member names written.
 
     Raises:
-        InputError: an unreadable trace, no workflow file to take the tool modules from, or a
-            workflow whose tools do not load.
+        InputError: an unreadable trace, one with an unknown ``v`` or a field `lint` calls
+            malformed (`runner.orchestrator.lint.load_well_formed_trace`), no workflow file to
+            take the tool modules from, or a workflow whose tools do not load.
     """
     from runner.domain.registry import Registry
     from runner.domain.workflow import load_workflow
     from runner.policy import load_policy
 
-    trace = load_trace(trace_path)
+    trace = load_well_formed_trace(trace_path)  # lint's reader and rules
     run = trace.run
     project = project_of(trace_path)
     extra = [Path.cwd(), *([project] if project is not None else [])]
@@ -130,7 +132,7 @@ def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = No
     workflow = load_workflow(found)
     registry = Registry.for_workflow(workflow)
     members: dict[str, bytes] = {
-        "trace.jsonl": trace_path.read_bytes(),
+        "trace.jsonl": read_input(trace_path, "trace"),
         f"workflow/{found.name}": run.workflow.content.encode("utf-8"),
         "manifest.json": (
             json.dumps(registry.manifest(load_policy("reproduce")), indent=1) + "\n"
@@ -140,7 +142,7 @@ def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = No
         ).encode("utf-8"),
     }
     for name, source in _module_files(registry, workflow).items():
-        members.setdefault(f"workflow/{name}", source.read_bytes())
+        members.setdefault(f"workflow/{name}", read_input(source, "tool source"))
     end = trace.end
     members["README.md"] = README.format(
         run_id=run.run_id,

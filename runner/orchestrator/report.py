@@ -36,14 +36,17 @@ from runner.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     GradingError,
+    InputError,
     worst_exit_code,
 )
+from runner.inputfile import open_input
 from runner.ledger import CeilingGuard, Ledger, RunRecord
 from runner.orchestrator.metering import StopSignal
 from runner.orchestrator.plan import Plan
 from runner.orchestrator.report_render import render_report
 from runner.orchestrator.scheduler import PairOutcome
 from runner.settings import Settings
+from runner.strictjson import loads as strict_loads
 
 log = structlog.get_logger(__name__)
 
@@ -70,10 +73,10 @@ def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str], RunRecord]
 
 def _records(path: str) -> list[dict[str, Any]]:
     out = []
-    with open(path, encoding="utf-8") as handle:
+    with open_input(path, "trace") as handle:  # bounded, regular files only
         for line in handle:
             if line.strip():
-                out.append(json.loads(line))
+                out.append(strict_loads(line))
     return out
 
 
@@ -108,7 +111,7 @@ def grade_job(
                 continue
             try:
                 result = Result.from_trace(variant.name, _records(run.trace_path))
-            except (OSError, ValueError, GradingError) as exc:
+            except (OSError, ValueError, InputError, GradingError) as exc:
                 log.warning("trace_unreadable", trace=run.trace_path, error=str(exc))
                 continue
             results.append(replace(result, status=run.status))
@@ -139,7 +142,7 @@ def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
             continue
         try:
             records = _records(str(trace))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, InputError) as exc:
             log.warning("trace_unreadable", trace=trace, error=str(exc))
             continue
         for record in records:

@@ -18,10 +18,13 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from runner.errors import InputError
+from runner.inputfile import open_input, read_input
 
 PACKET_SUFFIXES = (".tar.gz", ".tgz")
 TRACE_SUFFIXES = (".jsonl",)
 MAX_PACKET_MEMBER_BYTES = 256 * 1024 * 1024
+MAX_PACKET_BYTES = 1024 * 1024 * 1024
+"""All members of one packet together, unpacked (bytes)."""
 MAX_PACKET_MEMBERS = 10000
 
 
@@ -59,17 +62,22 @@ def safe_extract(packet: Path, destination: Path) -> None:
     """Unpack ``packet`` into the empty folder ``destination``, safely.
 
     Raises:
-        InputError: not a readable gzip tar, or a member with an absolute path, ``..``, a
-            link, a device or FIFO, more than `MAX_PACKET_MEMBER_BYTES`, or too many members
-            (the member is named; nothing outside ``destination`` is ever written).
+        InputError: not a readable gzip tar (or not a regular file, or larger than
+            ``runner.inputfile.LIMITS["packet"]``), or a member with an absolute path, ``..``,
+            a link, a device or FIFO, more than `MAX_PACKET_MEMBER_BYTES`, members together
+            over `MAX_PACKET_BYTES`, or too many members (the member is named; nothing
+            outside ``destination`` is ever written).
     """
+    stream = open_input(packet, "packet")  # regular files only, at most LIMITS["packet"]
     try:
-        archive = tarfile.open(packet, "r:gz")  # noqa: SIM115 - closed below
-    except (tarfile.TarError, OSError) as exc:
+        archive = tarfile.open(fileobj=stream, mode="r:gz")  # noqa: SIM115 - closed below
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        stream.close()
         raise InputError(
             f"not a readable reviewer packet (.tar.gz): {exc}", file=str(packet)
         ) from exc
-    with archive:
+    unpacked = 0
+    with stream, archive:
         try:
             members = archive.getmembers()
         except (tarfile.TarError, OSError, EOFError) as exc:
@@ -86,6 +94,12 @@ def safe_extract(packet: Path, destination: Path) -> None:
                 raise InputError(f"{where}: links and special files are refused", file=str(packet))
             if member.size > MAX_PACKET_MEMBER_BYTES:
                 raise InputError(f"{where}: larger than the member limit", file=str(packet))
+            unpacked += member.size
+            if unpacked > MAX_PACKET_BYTES:  # a small gzip can unpack to terabytes
+                raise InputError(
+                    f"{where}: the members unpack to more than {MAX_PACKET_BYTES} bytes",
+                    file=str(packet),
+                )
             target = (root / name).resolve()
             if target != root and root not in target.parents:
                 raise InputError(f"{where}: path leaves the packet", file=str(packet))
@@ -114,9 +128,9 @@ def packet_trace(folder: Path, packet: Path) -> Path:
 
 
 def _sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+    try:  # a FIFO or a huge file beside the trace is no candidate (and no hang)
+        return hashlib.sha256(read_input(path, "workflow")).hexdigest()
+    except InputError:
         return None
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "StrictJSONError",
     "check_depth",
     "depth_of",
+    "dumps_value",
     "loads",
 ]
 
@@ -241,3 +242,27 @@ def check_depth(value: Any, max_depth: int = MAX_VALUE_DEPTH) -> None:
     """
     if depth_of(value, stop_above=max_depth) > max_depth:
         raise StrictJSONError(f"value nested too deeply (more than {max_depth} levels)", "depth")
+
+
+def dumps_value(value: Any, max_depth: int = MAX_VALUE_DEPTH) -> str:
+    """A value as compact JSON text (key order kept, non-ASCII kept), refused when too deep.
+
+    The runtime writes every tool result with it, so what it records fits the readers'
+    `MAX_DEPTH` with the trace's wrappers around it. The depth is checked on the text (C
+    loops), and the interpreter's own limit becomes the same error.
+
+    Raises:
+        StrictJSONError: nested deeper than ``max_depth`` (kind ``depth``).
+        TypeError: the value is not JSON-serialisable.
+        ValueError: it holds NaN or an infinity, or a circular reference.
+    """
+    too_deep = StrictJSONError(
+        "value nested too deeply (more than {} levels)".format(max_depth), "depth"
+    )
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except RecursionError:
+        raise too_deep from None
+    if _too_deep(text.encode("utf-8", "surrogatepass"), max_depth):
+        raise too_deep
+    return text

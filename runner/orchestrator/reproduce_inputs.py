@@ -51,7 +51,7 @@ def expand_inputs(arguments: list[Path]) -> list[Path]:
             if not inside:
                 raise InputError("folder holds no traces (*.jsonl) or packets", file=str(argument))
             found.extend(inside)
-        elif argument.is_file():
+        elif argument.exists():  # a FIFO or a device too: the bounded reader refuses it by name
             found.append(argument)
         else:
             raise InputError("no such trace, folder or packet", file=str(argument))

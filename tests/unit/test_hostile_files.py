@@ -1,9 +1,10 @@
 """Special files, bad bytes and hostile JSON in user files: exit 2 naming the file, never a
 hang, never a traceback (issue 10, items 4, 7, 13 and 15).
 
-Every command runs as a subprocess with a wall-clock bound and an address-space limit, so the
-old behaviour (a FIFO read for ever, ``/dev/zero`` read until memory ran out) fails the test
-instead of the machine. No Docker: the engine address points at a socket that does not exist.
+Commands that meet a special or oversized file run as a subprocess with a wall-clock bound and
+an address-space limit, so the old behaviour (a FIFO read for ever, ``/dev/zero`` read until
+memory ran out) fails the test instead of the machine; the others run in-process. No Docker:
+the engine address points at a socket that does not exist.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import resource
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,36 @@ def _limit_memory() -> None:  # pragma: no cover - runs in the child
     resource.setrlimit(resource.RLIMIT_AS, (two_gib, two_gib))
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the CLI; a hang past `BOUND_S` fails the test (TimeoutExpired)."""
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str, cwd: Path) -> Ran:
+    """Run the CLI in this process (typer's runner) in ``cwd``; an exception is a traceback."""
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from runner.cli.app import _register_commands, app
+
+    _register_commands()
+    previous = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner(env=NO_ENGINE).invoke(app, list(args))
+    finally:
+        os.chdir(previous)
+    crashed = ""
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        crashed = "Traceback\n" + "".join(traceback.format_exception(result.exception))
+    return Ran(result.exit_code, result.stdout, result.stderr + crashed)
+
+
+def cli_isolated(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a bounded child: a hang past `BOUND_S` fails the test, memory is capped."""
     return subprocess.run(
         [sys.executable, "-m", "runner", *args],
         capture_output=True,
@@ -45,7 +75,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _input_error(proc: subprocess.CompletedProcess[str], *names: str) -> str:
+def _input_error(proc: Ran | subprocess.CompletedProcess[str], *names: str) -> str:
     """Exit 2, no traceback, and the message names the file (one of ``names``)."""
     output = proc.stdout + proc.stderr
     assert "Traceback" not in output, output[-3000:]
@@ -111,7 +141,7 @@ def test_special_files_are_refused_at_once(
     tmp_path: Path, specials: dict[str, Path], args: tuple[str, ...], special: str
 ) -> None:
     argv = [a.format(**{k: str(v) for k, v in specials.items()}) for a in args]
-    proc = cli(*argv, cwd=tmp_path)
+    proc = cli_isolated(*argv, cwd=tmp_path)
     # submit resolves its paths (a job can be resumed from elsewhere): the link's target
     output = _input_error(proc, specials[special].name, str(specials[special].resolve()))
     assert "not a regular file" in output, output[-1000:]
@@ -123,7 +153,7 @@ def test_a_workflow_over_the_size_limit_is_refused_without_reading_it(tmp_path: 
     big = tmp_path / "big.yaml"
     with open(big, "wb") as handle:
         handle.truncate(LIMITS["workflow"] + 1)  # sparse: costs no disk
-    output = _input_error(cli("check", str(big), cwd=tmp_path), "big.yaml")
+    output = _input_error(cli_isolated("check", str(big), cwd=tmp_path), "big.yaml")
     assert f"larger than {LIMITS['workflow']} bytes" in output
 
 

@@ -14,6 +14,16 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runner.policy.models import (
+    Cpus,
+    MaxCalls,
+    MaxTraceMb,
+    MemoryMb,
+    PidsLimit,
+    TimeoutS,
+    TmpfsMb,
+)
+
 DEFAULT_IMAGE = "sandbox-replay:latest"
 DEFAULT_BASE_IMAGE = "python:3.12-slim"
 OFFLINE_BASE_IMAGE = "sandbox-replay-base:bookworm"
@@ -39,8 +49,9 @@ class Settings(BaseSettings):
             reachable.
         state_dir: where traces, the ledger and job folders live.
         concurrency: sandboxes running at once.
-        timeout_s, memory_mb, pids_limit, cpus, tmpfs_mb: per-run limits overriding the policy;
-            None keeps the policy's value.
+        timeout_s, memory_mb, pids_limit, cpus, tmpfs_mb, max_calls, max_trace_mb: per-run
+            limits overriding the policy (``SANDBOX_REPLAY_MAX_CALLS=500``); None keeps the
+            policy's value. The bounds are the policy's (`runner.policy.models.LIMIT_BOUNDS`).
         log_format: ``auto`` (console on a TTY, JSON otherwise), ``console`` or ``json``.
         log_level: the least severe log events shown (``debug`` ... ``error``; default ``info``).
         realdata_dir: public traces recorded by others, for tests (``../shared/realdata``).
@@ -59,11 +70,13 @@ class Settings(BaseSettings):
     offline_base_image: str = OFFLINE_BASE_IMAGE
     state_dir: Path = Path(".sandbox-replay")
     concurrency: int = Field(default_factory=_default_concurrency, ge=1)
-    timeout_s: float | None = Field(default=None, gt=0)
-    memory_mb: int | None = Field(default=None, ge=16)
-    pids_limit: int | None = Field(default=None, ge=8)
-    cpus: float | None = Field(default=None, gt=0)
-    tmpfs_mb: int | None = Field(default=None, ge=1)
+    timeout_s: TimeoutS | None = None
+    memory_mb: MemoryMb | None = None
+    pids_limit: PidsLimit | None = None
+    cpus: Cpus | None = None
+    tmpfs_mb: TmpfsMb | None = None
+    max_calls: MaxCalls | None = None
+    max_trace_mb: MaxTraceMb | None = None
     log_format: Literal["auto", "console", "json"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     realdata_dir: Path = Path("../shared/realdata")

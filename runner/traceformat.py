@@ -24,12 +24,14 @@ STATUSES = (
     "infra_error",
     "denied",
     "ceiling_reached",
+    "limit_exceeded",
 )
 
 # SPEC.md: the episode exit code, "a logical code computed the same way in record, run,
 # reproduce and import: 0 succeeded, 1 failed, 124 timeout, 137 oom or killed,
 # 125 crashed/infrastructure". `denied` and `ceiling_reached` end a run that did not fail on
-# its own: they count as failed (1).
+# its own: they count as failed (1). `limit_exceeded` (a policy limit on calls or trace size
+# cut the run, issue 10) is 125, like a run the host had to stop.
 _EXIT_CODES = {
     "succeeded": 0,
     "failed": 1,
@@ -39,6 +41,7 @@ _EXIT_CODES = {
     "infra_error": 125,
     "denied": 1,
     "ceiling_reached": 1,
+    "limit_exceeded": 125,
 }
 
 # Bodies longer than this (bytes, UTF-8 or raw) are truncated in traces, with the original

@@ -7,7 +7,9 @@ every request. Behaviour is set per instance:
 - ``status``: answer every request with this HTTP status instead (e.g. 401);
 - ``answer``: a function ``request -> message dict`` (default: first call a ``kb.search`` tool
   call when tools are offered, then a text answer); a request whose system prompt asks for
-  ``{"ranks": ...}`` is answered with ranks naming every candidate 1 (a judge call).
+  ``{"ranks": ...}`` is answered with ranks naming every candidate 1 (a judge call);
+- ``usage``: a function ``request -> (prompt_tokens, completion_tokens)`` billing each request
+  (default: the fixed ``prompt_tokens`` and ``completion_tokens``).
 """
 
 from __future__ import annotations
@@ -57,12 +59,14 @@ class FakeOpenAI:
         answer: Callable[[dict[str, Any]], dict[str, Any]] = default_answer,
         prompt_tokens: int = 100,
         completion_tokens: int = 20,
+        usage: Callable[[dict[str, Any]], tuple[int, int]] | None = None,
     ) -> None:
         self.fail_first = fail_first
         self.status = status
         self.answer = answer
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
+        self.usage = usage
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.bodies: list[bytes] = []
@@ -79,6 +83,9 @@ class FakeOpenAI:
             return 503, b'{"error": {"message": "overloaded"}}'
         if self.status is not None:
             return self.status, b'{"error": {"message": "nope", "type": "invalid_request_error"}}'
+        prompt, completion = (
+            self.usage(request) if self.usage else (self.prompt_tokens, self.completion_tokens)
+        )
         body = json.dumps(
             {
                 "id": f"chatcmpl-{n}",
@@ -86,9 +93,9 @@ class FakeOpenAI:
                 "model": MODEL_ID,
                 "choices": [{"index": 0, "message": self.answer(request), "finish_reason": "stop"}],
                 "usage": {
-                    "prompt_tokens": self.prompt_tokens,
-                    "completion_tokens": self.completion_tokens,
-                    "total_tokens": self.prompt_tokens + self.completion_tokens,
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
                 },
             },
             indent=1,

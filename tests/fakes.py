@@ -156,3 +156,24 @@ class SubprocessBackend(Backend):
 
     def reap(self) -> list[str]:
         return []
+
+
+def trusted_packet(
+    trace: Path, output: Path, workflow: Path | None = None, *, state_dir: Path
+) -> list[str]:
+    """`build_packet` of a trusted fixture, its tools described by a local process (no Docker).
+
+    `runner.orchestrator.packet.build_packet` describes the tools in a sandbox; for the
+    project's own fixtures a local process (`UnsandboxedProcessBackend`) stands in for it.
+    """
+    from runner.orchestrator.local_process import UnsandboxedProcessBackend
+    from runner.orchestrator.packet import build_packet
+    from runner.settings import Settings
+
+    return build_packet(
+        trace,
+        output,
+        workflow,
+        settings=Settings(state_dir=state_dir),
+        backend=UnsandboxedProcessBackend(),
+    )

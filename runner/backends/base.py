@@ -53,6 +53,9 @@ class ResourceLimits:
         cpus: CPU share, e.g. 1.0 is one core.
         tmpfs_mb: size of the writable ``/tmp`` (HOME and TMPDIR point into it).
         timeout_s: wall time after which the host kills the sandbox (status ``timeout``).
+        max_calls: call lines one episode may record (enforced by the host, not the backend;
+            status ``limit_exceeded``).
+        max_trace_mb: MiB of trace one episode may write (host-enforced, like ``max_calls``).
     """
 
     memory_mb: int = 512
@@ -60,6 +63,8 @@ class ResourceLimits:
     cpus: float = 1.0
     tmpfs_mb: int = 64
     timeout_s: float = 300.0
+    max_calls: int = 10_000
+    max_trace_mb: int = 128
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,18 @@ class Backend(abc.ABC):
             InfrastructureError: the engine is unusable or the sandbox could not start (with
                 the engine's error and, when there is any, the sandbox's output attached).
         """
+
+    def engine_cpus(self) -> float | None:
+        """How many CPUs a sandbox may be given at most (None: no such bound is known).
+
+        The Docker engine refuses a ``cpus`` limit above its CPU count ("Range of CPUs is from
+        0.01 to N"), so the host checks the limit before any run
+        (`runner.orchestrator.limits.check_engine_limits`).
+
+        Raises:
+            InfrastructureError: the engine could not be asked.
+        """
+        return None
 
     @abc.abstractmethod
     def reap(self) -> list[str]:

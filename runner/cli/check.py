@@ -7,9 +7,10 @@ the policy's capability-filtered registry and reports every problem, one line ea
     policies/shadow.yaml (deny effect unsafe)                        (on one line)
 
 Exit codes (SPEC.md): 0 every workflow eligible; 3 a tool is denied or does not resolve; 2 bad
-input (invalid YAML, unknown key, a module that cannot be imported: file, line and field
-named). With several workflows the worst wins. No sandbox is started: this is the same load
-path ``submit`` runs (`runner.orchestrator.eligibility`).
+input (invalid YAML, unknown key, a module that cannot be imported, a scripted model function
+that ``submit`` could not load, a folder holding no workflow: file, line and field named). With
+several workflows the worst wins. No sandbox is started: this is the same load path ``submit``
+runs (`runner.orchestrator.eligibility`).
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def check_command(
     """
     from runner.orchestrator.eligibility import check_eligibility
 
-    state(ctx).settings()  # configures logging once, like every command
+    settings = state(ctx).settings()  # configures logging once, like every command
     try:
-        report = check_eligibility(_expand(workflows), policy)
+        report = check_eligibility(_expand(workflows), policy, settings=settings)
     except SandboxReplayError as exc:  # the policy itself is bad input
         if as_json:
             typer.echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
@@ -92,11 +93,16 @@ def _summary(report: EligibilityReport) -> list[str]:
 
 
 def _expand(paths: list[Path]) -> list[Path]:
-    """Workflow files of ``paths``: files as given, folders replaced by their YAML files."""
+    """Workflow files of ``paths``: files as given, folders replaced by their YAML files.
+
+    A folder with no YAML file stays as itself: the check reports it as invalid input (exit 2),
+    so that a mistyped folder never passes a CI gate as "eligible".
+    """
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
-            out.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+            found = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+            out.extend(found or [path])
         else:
             out.append(path)
     return out

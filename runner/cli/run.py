@@ -62,10 +62,12 @@ def execute_run(
     from runner.domain.tasks import load_tasks
     from runner.orchestrator.eligibility import check_eligibility
     from runner.orchestrator.episode import EpisodeRequest, run_episode
+    from runner.orchestrator.limits import check_engine_limits
     from runner.orchestrator.metering import MeteredProvider, StopSignal
     from runner.orchestrator.plan import DEFAULT_MAX_TOKENS
     from runner.orchestrator.providers import provider_for_workflow
     from runner.orchestrator.single_run import metered_run
+    from runner.orchestrator.snapshot_sources import project_snapshot
     from runner.policy import load_policy
 
     validate_id(task_id, kind="task id", field="--task")
@@ -81,6 +83,9 @@ def execute_run(
     assert workflow is not None and registry is not None  # eligible: both loaded
     model = workflow.spec.model
     provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
+    # What the sandbox sees of the project: a copy of the declared tool code and data files,
+    # taken now (runner/orchestrator/snapshot.py); never the tasks file or the state folder.
+    snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
     request = EpisodeRequest(
         workflow=workflow,
         task=task,
@@ -88,6 +93,7 @@ def execute_run(
         registry=registry,
         image=image or settings.image,
         mode=policy.mode,
+        snapshot=snapshot,
     )
     variant = f"{workflow.spec.name}@{workflow.spec.version}"
     own_backend = backend is None
@@ -96,6 +102,7 @@ def execute_run(
 
         backend = DockerBackend.connect(settings.docker_host)
     try:
+        check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
         if own_backend:
             backend.reap()
         # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is

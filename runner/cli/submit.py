@@ -2,13 +2,14 @@
 
 ``submit --variant A.yaml --variant B.yaml --tasks T.jsonl [flags]`` or ``submit job.yaml``
 (flags given as well win over the job file). The plan is printed first, always (on stderr with
-``--json``); ``--dry-run`` stops there and creates no job (the plan names no job id). A
-progress bar with counts per status runs on stderr when it is a terminal (it never moves
-back). Info logs are off unless ``--log-level``/``SANDBOX_REPLAY_LOG_LEVEL`` asks for them. The
-report is a rich table (or one JSON object with ``--json``) and
-``<state_dir>/jobs/<job_id>/report.json``. After an interruption the command to continue is
-printed; a resumed job's plan says how many runs are left. A reader of stdout that goes away
-(``| head``) changes nothing: the job's exit code stands, no traceback.
+``--json``); ``--dry-run`` stops there and creates no job (the plan names no job id). A progress
+bar with counts per status runs on stderr when it is a terminal (it never moves back). Info logs
+are off unless ``--log-level``/``SANDBOX_REPLAY_LOG_LEVEL`` asks for them. The report is a rich
+table (or one JSON object with ``--json``) and ``<state_dir>/jobs/<job_id>/report.json``. After
+an interruption the command to continue is printed, also after a second Ctrl-C (which stops
+waiting for runs to wind down) or one that lands while the report prints; a resumed job's plan
+says how many runs are left. A reader of stdout that goes away (``| head``) changes nothing: the
+job's exit code stands, no traceback.
 
 One ``--variant`` is allowed: its episodes run, but tournament grading needs two variants, so
 the plan warns and every task is listed ungraded.
@@ -125,7 +126,7 @@ def run_submit(
     Raises:
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
     """
-    from runner.orchestrator.submit import execute, load_resume, prepare
+    from runner.orchestrator.submit import execute, job_dir, load_resume, prepare
 
     if resume is not None:
         options = load_resume(settings, resume)
@@ -163,20 +164,30 @@ def run_submit(
 
             return DockerBackend.connect(settings.docker_host)
 
-    with _Progress(len(plan.pairs), finished) as progress:
-        result = execute(
-            plan,
-            options,
-            settings,
-            backend_factory=backend_factory,
-            resume=resume is not None,
-            on_change=progress.update,
-        )
+    hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
+    try:
+        with _Progress(len(plan.pairs), finished) as progress:
+            result = execute(
+                plan,
+                options,
+                settings,
+                backend_factory=backend_factory,
+                resume=resume is not None,
+                on_change=progress.update,
+            )
+    except KeyboardInterrupt:  # before the job's own handler was installed (or after it)
+        if (job_dir(settings, plan.job_id) / "job.json").exists():
+            typer.echo(hint, err=True)
+        return EXIT_INTERRUPTED
     assert result.report is not None
-    _print_report(result.report, as_json)
-    if result.exit_code == EXIT_INTERRUPTED:
-        typer.echo(f"continue with: sandbox-replay submit --resume {plan.job_id}", err=True)
-    return result.exit_code
+    code = result.exit_code
+    try:
+        _print_report(result.report, as_json)
+    except KeyboardInterrupt:  # Ctrl-C while the report printed: the hint still follows
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        typer.echo(hint, err=True)
+    return code
 
 
 def _print_report(report: dict[str, Any], as_json: bool) -> None:

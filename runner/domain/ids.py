@@ -9,20 +9,28 @@ Invariants:
   (``aux.txt``): Windows opens the device instead of the file;
 - within one namespace (`IdSet`) two ids that differ only in case are a collision, because
   macOS and Windows file systems would map them to the same file;
-- run ids come from an injected `IdFactory`, so tests get deterministic ids without patching.
+- run ids come from an injected `IdFactory`, so tests get deterministic ids without patching;
+- an untrusted name or relative path becomes a path only through `path_for_id` (one name) or
+  `path_under` (``/``-separated parts, e.g. a packet member or a workflow's tool manifest):
+  every part is a valid id, and the path, links resolved, stays inside the given root. Nothing
+  read from a trace, a packet, a task file or an import names a path any other way.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import secrets
 import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
 
 from runner.errors import InputError
 
 MAX_ID_LENGTH = 128
+MAX_RELATIVE_PATH_LENGTH = 1024
+"""Characters of a relative path `path_under` accepts: far below every system's path limit."""
 
 _FORBIDDEN = frozenset('/\\<>:"|?*')
 _DEVICE_NAMES = frozenset(
@@ -185,3 +193,120 @@ def new_run_id(factory: IdFactory) -> str:
 
     """
     return validate_id(factory(), kind="run id")
+
+
+def path_for_id(
+    root: Path,
+    value: object,
+    *,
+    suffix: str = "",
+    kind: str = "id",
+    file: str | None = None,
+    line: int | None = None,
+    field: str | None = None,
+) -> Path:
+    """``root / (value + suffix)`` for an untrusted name: the one way a name becomes a path.
+
+    Args:
+        root: the folder the path must stay in (it need not exist yet).
+        value: the untrusted name (a run id, a task id, a recorded workflow name).
+        suffix: appended after validation, e.g. ``.jsonl`` (trusted: the caller's constant).
+        kind: what the name names, for the message (``run id``, ``workflow name``).
+        file: the file the name came from, for the message.
+        line: its 1-based line.
+        field: the field holding it.
+
+    Returns:
+        The path, inside ``root`` also after resolving links.
+
+    Raises:
+        InputError: ``value`` breaks an id rule (`validate_id`), or a link inside ``root``
+            would take the path outside it.
+    """
+    name = validate_id(value, kind=kind, file=file, line=line, field=field)
+    return _contained(root, root / f"{name}{suffix}", name, kind, str(root), file, line, field)
+
+
+def path_under(
+    root: Path,
+    relative: object,
+    *,
+    kind: str = "path",
+    within: str = "the folder it must stay in",
+    file: str | None = None,
+    line: int | None = None,
+    field: str | None = None,
+) -> Path:
+    r"""``root / relative`` for an untrusted relative path (parts separated by ``/``).
+
+    ``.`` parts and empty parts (``./a//b``, a trailing ``/``) are dropped, as ``tar`` and
+    POSIX do; every remaining part must be a valid id (`id_problem`: so no ``..``, no ``\``,
+    no drive letter, no control character, no device name, at most `MAX_ID_LENGTH`
+    characters), the whole at most `MAX_RELATIVE_PATH_LENGTH` characters.
+
+    Args:
+        root: the folder the path must stay in (it need not exist yet).
+        relative: the untrusted path (a packet member, a ``tools`` entry).
+        kind: what it names, for the message (``packet member``, ``tool manifest``).
+        within: what ``root`` is, for the message (``the packet``).
+        file: the file it came from, for the message.
+        line: its 1-based line.
+        field: the field holding it.
+
+    Returns:
+        The path (``root`` itself for ``.``), inside ``root`` also after resolving links.
+
+    Raises:
+        InputError: an absolute path, a part breaking an id rule, a path too long, an empty
+            path, or one that a link inside ``root`` takes outside it.
+    """
+
+    def error(problem: str) -> InputError:
+        return InputError(f"invalid {kind}: {problem}", file=file, line=line, field=field)
+
+    if not isinstance(relative, str):
+        raise error(f"must be a string, not {type(relative).__name__}")
+    if not relative:
+        raise error("must not be empty")
+    shown = repr(relative if len(relative) <= 80 else relative[:80] + "...")
+    if len(relative) > MAX_RELATIVE_PATH_LENGTH:
+        raise error(
+            f"{shown} is {len(relative)} characters long; at most "
+            f"{MAX_RELATIVE_PATH_LENGTH} are allowed"
+        )
+    if PurePosixPath(relative).is_absolute():
+        raise error(f"{shown} is an absolute path: it leaves {within}")
+    parts = [part for part in relative.split("/") if part not in ("", ".")]
+    if not parts:
+        return root
+    for part in parts:
+        if part == "..":
+            raise error(f"{shown} holds '..': it leaves {within}")
+        problem = id_problem(part)
+        if problem is not None:
+            raise error(f"{shown}: a part of it {problem}")
+    return _contained(root, root.joinpath(*parts), relative, kind, within, file, line, field)
+
+
+def _contained(
+    root: Path,
+    path: Path,
+    shown: str,
+    kind: str,
+    within: str,
+    file: str | None,
+    line: int | None,
+    field: str | None,
+) -> Path:
+    """``path`` when it stays inside ``root`` with every link resolved, else an `InputError`."""
+    base = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(path))
+    if real != base and base not in real.parents:
+        shown = shown if len(shown) <= 80 else shown[:80] + "..."
+        raise InputError(
+            f"invalid {kind}: {shown!r} leaves {within} (a link in it leads to {real})",
+            file=file,
+            line=line,
+            field=field,
+        )
+    return path

@@ -2,7 +2,8 @@
 
 SPEC.md: a workflow's ``tools`` entries are dotted module names, resolved with the workflow
 file's folder and the current directory on the import path, or paths (relative to the workflow
-file) of ``.json`` tool manifests whose tools are recorded-only.
+file) of ``.json`` tool manifests whose tools are recorded-only. A manifest path stays inside
+the workflow's folder (`manifest_path`: no absolute path, no ``..``, no link leading out).
 
 A module is imported with those two folders put first on ``sys.path`` for the duration of the
 import only. When a module of the same name is already imported from another file (two
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from runner.domain.ids import path_under
 from runner.domain.registry import ToolSpec
 from runner.errors import InputError
 from runner.inputfile import read_input
@@ -39,7 +41,7 @@ from runner.strictjson import loads as strict_loads
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["load_manifest_tools", "load_module_tools", "load_tool_sources"]
+__all__ = ["load_manifest_tools", "load_module_tools", "load_tool_sources", "manifest_path"]
 
 log = structlog.get_logger(__name__)
 
@@ -65,12 +67,30 @@ def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path
             "field": f"tools[{index}]",
         }
         if entry.endswith(".json"):
-            tools.extend(load_manifest_tools(workflow.folder / entry, entry, where))
+            tools.extend(
+                load_manifest_tools(manifest_path(workflow.folder, entry, where), entry, where)
+            )
         else:
             found, root = load_module_tools(entry, search, where)
             tools.extend(found)
             roots.append(root)
     return tools, list(dict.fromkeys(roots))
+
+
+def manifest_path(folder: Path, entry: str, where: dict[str, Any]) -> Path:
+    """The file of a ``.json`` tools entry: ``entry`` relative to ``folder``, never outside it.
+
+    Args:
+        folder: the folder the entry is relative to (the workflow's, or the trace's own).
+        entry: the workflow's ``tools`` entry.
+        where: ``file``/``line``/``field`` of that entry, for the error.
+
+    Raises:
+        InputError: an absolute path, ``..``, a part breaking the id rules, or a link leading
+            out of ``folder`` (`runner.domain.ids.path_under`): a workflow, which may be a
+            trace's copy, never makes the host read a file of its choosing.
+    """
+    return path_under(folder, entry, kind="tool manifest path", **where)
 
 
 def load_module_tools(

@@ -14,6 +14,8 @@ Invariants:
   than `runner.strictjson.MAX_DEPTH` and non-UTF-8 are errors (lines are decoded by the one
   strict decoder, `runner.strictjson`, files opened by the one bounded reader,
   `runner.inputfile`: a FIFO or a device is refused, a file over 1 GiB too);
+- `TraceLines` reads a trace record by record under the same rules, for readers that
+  summarise it without holding its calls (``lint``); `read_trace` is built on it;
 - two defects are *recoverable*: a cut-off last line (no newline, not valid JSON) and a missing
   ``end`` line. `read_trace` returns them as `Trace.problems` with everything before them
   parsed; `load_trace` raises the first one;
@@ -23,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -55,6 +58,7 @@ __all__ = [
     "Failure",
     "RunRecord",
     "Trace",
+    "TraceLines",
     "TraceProblem",
     "TraceVersionError",
     "load_trace",
@@ -186,79 +190,130 @@ def read_trace_stream(
         InputError: a malformed line or structure (file, line, field named).
         TraceVersionError: a line with an unknown ``v``.
     """
-    run: RunRecord | None = None
+    lines = TraceLines(stream, file=file, max_line_bytes=max_line_bytes)
     calls: list[CallRecord] = []
     call_lines: list[int] = []
-    end: EndRecord | None = None
-    end_line: int | None = None
-    problems: list[TraceProblem] = []
-    lineno = 0
-    while True:
-        raw = stream.readline(max_line_bytes + 1)
-        if not raw:
-            break
-        lineno += 1
-        has_newline = raw.endswith(b"\n")
-        if not has_newline and len(raw) > max_line_bytes:
-            raise InputError(
-                f"line is longer than {max_line_bytes} bytes (the reader's limit); not read",
-                file=file,
-                line=lineno,
-            )
-        if end is not None:
-            raise InputError("a line after the end line", file=file, line=lineno)
-        try:
-            obj = _parse_line(raw.rstrip(b"\n").removesuffix(b"\r"))
-        except _Unparsable as exc:
-            if has_newline or run is None:  # without a newline, this is the last line
-                raise InputError(str(exc), file=file, line=lineno, field=exc.field) from None
-            problems.append(
-                TraceProblem(
-                    "truncated_line", file, lineno, f"last line is cut off (no newline): {exc}"
-                )
-            )
-            break
-        kind = _check_head(obj, file, lineno)
-        if lineno == 1 and kind != "run":
-            raise InputError(
-                f"the first line must be the run line, not {kind!r}",
-                file=file,
-                line=lineno,
-                field="type",
-            )
-        if lineno > 1 and kind == "run":
-            raise InputError("a second run line", file=file, line=lineno, field="type")
-        record = _validate(obj, kind, file, lineno)
-        if isinstance(record, RunRecord):
-            run = record
-        elif isinstance(record, CallRecord):
-            if calls and record.index <= calls[-1].index:
-                rule = "duplicates" if record.index == calls[-1].index else "goes back from"
-                raise InputError(
-                    f"call index {record.index} {rule} index {calls[-1].index} of line "
-                    f"{call_lines[-1]}: indices must strictly increase",
-                    file=file,
-                    line=lineno,
-                    field="index",
-                )
+    for lineno, record in lines:
+        if isinstance(record, CallRecord):
             calls.append(record)
             call_lines.append(lineno)
-        elif isinstance(record, EndRecord):
-            end, end_line = record, lineno
-    if run is None:
-        raise InputError("empty trace: no run line", file=file, line=1)
-    if end is None:
-        after = f"after line {lineno}" if not problems else "before the cut-off line"
-        problems.append(
-            TraceProblem(
-                "missing_end",
-                file,
-                lineno + (0 if problems else 1),
-                f"no end line: the trace stops {after}",
-                field="type",
+    assert lines.run is not None  # iteration raises when there is none
+    return Trace(
+        file,
+        lines.run,
+        tuple(calls),
+        tuple(call_lines),
+        lines.end,
+        lines.end_line,
+        tuple(lines.problems),
+    )
+
+
+class TraceLines:
+    """The records of a trace one at a time, with every rule of `read_trace_stream`.
+
+    For readers that summarise a trace (``lint``) and must not hold its calls (bodies up to
+    1 MiB each) in memory: iterate to get ``(line number, record)`` in file order; the run line
+    comes first. After the iteration, `run`, `end`, `end_line`, `problems` and `calls` (the
+    number of call lines) describe the whole trace. Iterate once.
+
+    Args:
+        stream: bytes of the JSONL trace.
+        file: the name to put in errors.
+        max_line_bytes: longest line accepted, in bytes.
+
+    Raises:
+        InputError: (while iterating) a malformed line or structure (file, line, field).
+        TraceVersionError: (while iterating) a line with an unknown ``v``.
+    """
+
+    def __init__(
+        self, stream: BinaryIO, *, file: str, max_line_bytes: int = MAX_LINE_BYTES
+    ) -> None:
+        self.stream = stream
+        self.file = file
+        self.max_line_bytes = max_line_bytes
+        self.run: RunRecord | None = None
+        self.end: EndRecord | None = None
+        self.end_line: int | None = None
+        self.problems: list[TraceProblem] = []
+        self.calls = 0
+        self.last_index: int | None = None
+        self._last_call_line = 0
+
+    def __iter__(self) -> Iterator[tuple[int, Record]]:
+        file, max_line_bytes = self.file, self.max_line_bytes
+        lineno = 0
+        while True:
+            raw = self.stream.readline(max_line_bytes + 1)
+            if not raw:
+                break
+            lineno += 1
+            has_newline = raw.endswith(b"\n")
+            if not has_newline and len(raw) > max_line_bytes:
+                raise InputError(
+                    f"line is longer than {max_line_bytes} bytes (the reader's limit); not read",
+                    file=file,
+                    line=lineno,
+                )
+            if self.end is not None:
+                raise InputError("a line after the end line", file=file, line=lineno)
+            try:
+                obj = _parse_line(raw.rstrip(b"\n").removesuffix(b"\r"))
+            except _Unparsable as exc:
+                if has_newline or self.run is None:  # without a newline: the last line
+                    raise InputError(str(exc), file=file, line=lineno, field=exc.field) from None
+                self.problems.append(
+                    TraceProblem(
+                        "truncated_line", file, lineno, f"last line is cut off (no newline): {exc}"
+                    )
+                )
+                break
+            kind = _check_head(obj, file, lineno)
+            if lineno == 1 and kind != "run":
+                raise InputError(
+                    f"the first line must be the run line, not {kind!r}",
+                    file=file,
+                    line=lineno,
+                    field="type",
+                )
+            if lineno > 1 and kind == "run":
+                raise InputError("a second run line", file=file, line=lineno, field="type")
+            record = _validate(obj, kind, file, lineno)
+            if isinstance(record, RunRecord):
+                self.run = record
+            elif isinstance(record, CallRecord):
+                self._check_order(record, lineno)
+            elif isinstance(record, EndRecord):
+                self.end, self.end_line = record, lineno
+            yield lineno, record
+        if self.run is None:
+            raise InputError("empty trace: no run line", file=file, line=1)
+        if self.end is None:
+            after = f"after line {lineno}" if not self.problems else "before the cut-off line"
+            self.problems.append(
+                TraceProblem(
+                    "missing_end",
+                    file,
+                    lineno + (0 if self.problems else 1),
+                    f"no end line: the trace stops {after}",
+                    field="type",
+                )
             )
-        )
-    return Trace(file, run, tuple(calls), tuple(call_lines), end, end_line, tuple(problems))
+
+    def _check_order(self, record: CallRecord, lineno: int) -> None:
+        last = self.last_index
+        if last is not None and record.index <= last:
+            rule = "duplicates" if record.index == last else "goes back from"
+            raise InputError(
+                f"call index {record.index} {rule} index {last} of line "
+                f"{self._last_call_line}: indices must strictly increase",
+                file=self.file,
+                line=lineno,
+                field="index",
+            )
+        self.last_index, self._last_call_line = record.index, lineno
+        self.calls += 1
 
 
 class _Unparsable(Exception):

@@ -45,7 +45,15 @@ ToolId = Annotated[
 ]
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Status = Literal[
-    "succeeded", "failed", "timeout", "oom", "crashed", "infra_error", "denied", "ceiling_reached"
+    "succeeded",
+    "failed",
+    "timeout",
+    "oom",
+    "crashed",
+    "infra_error",
+    "denied",
+    "ceiling_reached",
+    "limit_exceeded",
 ]
 
 
@@ -76,7 +84,11 @@ class RunClock(Record):
 
 
 class Environment(Record):
-    """The environment manifest: python, platform, packages, image id, tool schema hashes."""
+    """The environment manifest: python, platform, packages, image id, tool schema hashes.
+
+    ``tool_snapshot`` (optional, added in 0.1.0 without a ``v`` change): sha256 hex of the
+    tool snapshot the sandbox mounted (`runner.orchestrator.snapshot`).
+    """
 
     python: str | None = None
     platform: str | None = None
@@ -86,6 +98,7 @@ class Environment(Record):
     tools: dict[ToolId, str | None]
     policy_hash: str | None = None
     host: dict[str, Any] | None = None
+    tool_snapshot: str | None = None
 
 
 class RunRecord(Record):
@@ -192,6 +205,13 @@ class Failure(Record):
     exit_code: int
 
 
+class LimitHit(Record):
+    """The policy limit that cut a ``limit_exceeded`` run: its name and the value in effect."""
+
+    name: Literal["max_calls", "max_trace_mb"]
+    value: int = Field(ge=1)
+
+
 class OutboundAttempt(BaseModel):
     """One outbound-destination attempt (an open record: the audit hook may add keys)."""
 
@@ -227,6 +247,7 @@ class EndRecord(Record):
     failure_signature: str | None = None
     error: CallError | None = None
     reason: str | None = None
+    limit: LimitHit | None = None
     output: Any = None
     not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
     outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)

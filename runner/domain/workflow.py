@@ -1,7 +1,9 @@
 """Workflow files: the frozen, strictly validated model of a versioned agent definition.
 
 A workflow (YAML) has ``name``, ``version``, ``tools`` (module names or tool-manifest paths that
-make its registry), an optional ``model`` and ``steps``; each step is a tool call with ``args``
+make its registry), optional ``files`` (globs of the data files its tool code reads, relative to
+the workflow file: they join the tool snapshot, `runner.orchestrator.snapshot`), an optional
+``model`` and ``steps``; each step is a tool call with ``args``
 or an agent loop with a toolset (SPEC.md, docs/internals.md). `load_workflow` reads one file
 and reports every bad input as an `InputError` naming the file, the line and the field:
 invalid YAML, an unknown key (with "did you mean"), a wrong type, a duplicate step id, or a
@@ -17,10 +19,11 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     Field,
     ValidationError,
     ValidationInfo,
@@ -62,6 +65,34 @@ _STEP_REF = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.output(\.[A-Za-z0-9_-]+)*$")
 
 
 _Frozen = Frozen
+_GLOB_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _file_glob(value: str) -> str:
+    r"""A ``files`` entry: a glob relative to the workflow file that stays inside its folder.
+
+    ``/`` separates folders; ``*``, ``?`` and ``[...]`` match within one name and ``**`` any
+    number of folders. Absolute paths, drive letters, ``\`` and ``..`` are refused: a glob
+    may never reach outside the workflow's folder. ``./`` prefixes are dropped.
+    """
+    if not value or not value.strip():
+        raise ValueError("a files entry is empty")
+    if _GLOB_CONTROL.search(value):
+        raise ValueError(f"{value!r} holds a control character")
+    if "\\" in value:
+        raise ValueError(f"{value!r}: use / to separate folders, not \\")
+    path = PurePosixPath(value)
+    if path.is_absolute() or re.match(r"^[A-Za-z]:", value):
+        raise ValueError(f"{value!r} is absolute: files globs are relative to the workflow file")
+    if ".." in path.parts:
+        raise ValueError(f"{value!r} reaches outside the workflow's folder (..)")
+    parts = [part for part in path.parts if part != "."]
+    if not parts:
+        raise ValueError(f"{value!r} names the workflow's folder itself: name files or globs")
+    return "/".join(parts)
+
+
+FileGlob = Annotated[str, AfterValidator(_file_glob)]
 
 
 class ModelSpec(_Frozen):
@@ -152,6 +183,8 @@ class Workflow(_Frozen):
         name: workflow name (ASCII letters, digits, ``_ . -``; starts alphanumeric).
         version: version label; an integer in the file is accepted and kept as its text.
         tools: dotted module names, or ``.json`` tool-manifest paths relative to the file.
+        files: globs (relative to the file, inside its folder) of data files the tool code
+            reads; they are copied into the tool snapshot beside the modules.
         model: the model provider of agent steps; None when the workflow has none.
         steps: the steps, in order (at least one).
     """
@@ -159,6 +192,7 @@ class Workflow(_Frozen):
     name: str
     version: str
     tools: list[str] = Field(default_factory=list)
+    files: list[FileGlob] = Field(default_factory=list, max_length=1000)
     model: ModelSpec | None = None
     steps: list[Step] = Field(min_length=1)
 
@@ -198,6 +232,14 @@ class Workflow(_Frozen):
                 raise ValueError(f"{entry!r} is listed twice")
             seen.add(entry)
         return tools
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, files: list[str]) -> list[str]:
+        duplicate = next((f for i, f in enumerate(files) if f in files[:i]), None)
+        if duplicate is not None:
+            raise ValueError(f"{duplicate!r} is listed twice")
+        return files
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Workflow:

@@ -33,7 +33,7 @@ from runner.errors import GradingError, InputError, SandboxReplayError
 from runner.grading.model import Group, Ranking, check_covers, normalise_ranks, ranks_from_scores
 from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import rubric_judge
-from runner.ledger import Amount, CeilingGuard, estimate_usd
+from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
 from runner.strictjson import loads as strict_loads
 
 log = structlog.get_logger(__name__)
@@ -222,8 +222,8 @@ class ModelJudge:
         }
 
     def _estimate(self, request: Mapping[str, Any]) -> Amount:
-        # Upper bound: a token is at least one byte of text (plus a few per message framing).
-        tokens_in = sum(len(str(m["content"]).encode()) + 8 for m in request["messages"])
+        # Upper bound of the whole request, settings included (runner.ledger.tokens).
+        tokens_in = prompt_tokens_bound(request)
         usd = estimate_usd(self._prices, self.model, tokens_in, self._max_tokens)
         return Amount(runs=1, tokens_in=tokens_in, tokens_out=self._max_tokens, usd=usd)
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from runner.domain.ids import IdSet
+from runner.domain.ids import IdSet, path_for_id, validate_id
 from runner.errors import InputError
 from runner.importers.conversation import BuiltRun, ToolIndex, build_run
 from runner.importers.source import SourceRun
@@ -236,7 +236,7 @@ def write_import(
     templated_warned = False
     notes = list(source.notes)
     for run in source.runs:
-        ids.add(run.run_id)
+        ids.add(validate_id(run.run_id, kind="run id", file=source.file))  # it names a file
         built = build_run(run, index)
         tool_ids = (
             [str(t.get("function", t).get("name")) for t in run.request_tools]
@@ -288,7 +288,7 @@ def write_import(
     for name, text in read_only.items():
         (out / name).write_text(text, encoding="utf-8")
     for run_id, lines in traces.items():
-        (trace_dir / f"{run_id}.jsonl").write_text(
+        path_for_id(trace_dir, run_id, suffix=".jsonl", kind="run id").write_text(
             "".join(_dumps(line) + "\n" for line in lines), encoding="utf-8"
         )
     (out / TASKS_NAME).write_text(

@@ -36,7 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from runner.domain.ids import IdSet
+from runner.domain.ids import IdSet, path_for_id
 from runner.domain.tasks import parse_clock_start
 from runner.errors import InputError
 from runner.importers.output import ImportSource, WorkflowShape
@@ -227,6 +227,18 @@ def _expected(task: dict[str, Any], missing: Counter[str]) -> tuple[dict[str, An
     return expected, outputs
 
 
+def _tools_file_beside(path: Path, domain: str) -> Path | None:
+    """``<domain>_tools.json`` beside the results; None when the domain is no file name.
+
+    The domain comes from the results file: it names a file only through the id rules
+    (`runner.domain.ids.path_for_id`), so ``../x`` never names a file elsewhere.
+    """
+    try:
+        return path_for_id(path.parent, f"{domain}_tools", suffix=".json", kind="tools file")
+    except InputError:
+        return None
+
+
 def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
     """Read a τ² results file (and its tools file) into an `ImportSource`.
 
@@ -254,8 +266,9 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
     if policy is None:
         missing["workflow.system"] += 1
 
-    if tools_path is None and (path.parent / f"{domain}_tools.json").is_file():
-        tools_path = path.parent / f"{domain}_tools.json"
+    if tools_path is None:
+        beside = _tools_file_beside(path, domain)
+        tools_path = beside if beside is not None and beside.is_file() else None
     tools = read_tau2_tools(tools_path) if tools_path is not None else []
     if tools_path is None:
         notes.append(

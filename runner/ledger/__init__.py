@@ -7,6 +7,7 @@ Public surface (pinned by tests/unit/test_ledger.py):
 - `CeilingGuard` / `Budget` (``runner.ledger.ceilings``): atomic reservations per purpose.
 - `Amount`, `Ceiling` (``runner.ledger.amounts``): values of spend and limits.
 - `estimate_usd` (``runner.ledger.pricing``): USD from the policy's price table.
+- `prompt_tokens_bound` (``runner.ledger.tokens``): the prompt tokens a request reserves.
 """
 
 from runner.ledger.amounts import PURPOSES, UNBOUNDED, ZERO, Amount, Ceiling, Purpose
@@ -22,6 +23,7 @@ from runner.ledger.records import (
 )
 from runner.ledger.reports import RunHistory
 from runner.ledger.store import LEDGER_FILENAME, Ledger
+from runner.ledger.tokens import prompt_tokens_bound, request_bytes
 
 __all__ = [
     "FINISHED_STATUSES",
@@ -44,5 +46,7 @@ __all__ = [
     "RunRecord",
     "estimate_usd",
     "price_of",
+    "prompt_tokens_bound",
+    "request_bytes",
     "run_key",
 ]

@@ -8,6 +8,7 @@ so a reservation that passes it keeps the total at or under the ceiling.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -19,6 +20,10 @@ PURPOSES: Final[tuple[Purpose, ...]] = ("live", "replay", "judge")
 # USD amounts are binary floats; sums of a few thousand of them drift by far less than this.
 # A reservation that lands on the ceiling within this slack fits.
 USD_EPSILON: Final[float] = 1e-9
+
+# SQLite's INTEGER is a signed 64-bit value (https://www.sqlite.org/datatype3.html): a larger
+# ceiling could not be stored in the ledger.
+MAX_STORED_INT: Final[int] = 2**63 - 1
 
 
 def check_purpose(purpose: str) -> Purpose:
@@ -106,8 +111,20 @@ class Ceiling:
     def __post_init__(self) -> None:
         for name in ("runs", "tokens", "usd", "sandbox_s"):
             value = getattr(self, name)
-            if value is not None and value < 0:
+            if value is None:
+                continue
+            integral = name in ("runs", "tokens")
+            if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
+                kind = "an integer" if integral else "a number"
+                raise ValueError(f"ceiling {name} must be {kind}, got {value!r}")
+            if not math.isfinite(value):  # an infinite (or NaN) ceiling would bound nothing
+                raise ValueError(f"ceiling {name} must be finite, got {value}")
+            if value < 0:
                 raise ValueError(f"ceiling {name} must not be negative, got {value}")
+            if integral and value > MAX_STORED_INT:
+                raise ValueError(
+                    f"ceiling {name} must be at most {MAX_STORED_INT} (the ledger's integers)"
+                )
 
     @classmethod
     def of(cls, limits: Any) -> Ceiling:

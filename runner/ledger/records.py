@@ -20,7 +20,9 @@ RUNNING: Final[str] = "running"
 INTERRUPTED: Final[str] = "interrupted"
 
 # Statuses that make a (variant, task) pair done for `submit --resume`: the episode ended on its
-# own terms. `infra_error`, `ceiling_reached`, `interrupted` and `running` are run again.
+# own terms (`limit_exceeded`: the workflow itself made too many calls or too much trace; a
+# second attempt would hit the same limit). `infra_error`, `ceiling_reached`, `interrupted` and
+# `running` are run again.
 FINISHED_STATUSES: Final[tuple[str, ...]] = (
     "succeeded",
     "failed",
@@ -28,6 +30,7 @@ FINISHED_STATUSES: Final[tuple[str, ...]] = (
     "oom",
     "crashed",
     "denied",
+    "limit_exceeded",
 )
 
 

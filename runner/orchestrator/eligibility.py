@@ -33,6 +33,7 @@ from runner.errors import (
     ToolNotResolvable,
     worst_exit_code,
 )
+from runner.orchestrator.providers import check_provider
 from runner.policy import Policy, load_policy
 
 if TYPE_CHECKING:
@@ -215,13 +216,25 @@ class EligibilityReport:
 
 
 def check_eligibility(
-    paths: Iterable[str | Path], policy: Policy | str | Path
+    paths: Iterable[str | Path],
+    policy: Policy | str | Path,
+    *,
+    cwd: Path | None = None,
+    settings: Any = None,
 ) -> EligibilityReport:
     """Load and check every workflow of ``paths`` under ``policy``; collect every problem.
+
+    Besides the tools, each workflow's model provider is built once, as ``submit`` and ``run``
+    build it (`runner.orchestrator.providers.check_provider`): a scripted function that does
+    not resolve is invalid input here too. A folder given in ``paths`` (the CLI passes a folder
+    that holds no ``*.yaml``/``*.yml`` as itself) is invalid input: nothing was checked.
 
     Args:
         paths: workflow files.
         policy: a loaded policy, or a policy name or path for `load_policy`.
+        cwd: the command's current directory (scripted functions are looked up in the
+            workflow's folder, then here); default the process's.
+        settings: host settings for the ``openai`` provider.
 
     Returns:
         The report; invalid workflow files are problems in it (exit 2), not exceptions.
@@ -231,7 +244,8 @@ def check_eligibility(
     """
     if not isinstance(policy, Policy):
         policy = load_policy(policy)
-    checks = tuple(_check_one(str(path), policy) for path in paths)
+    where = cwd if cwd is not None else Path.cwd()
+    checks = tuple(_check_one(str(path), policy, where, settings) for path in paths)
     report = EligibilityReport(policy, checks)
     log.debug(
         "eligibility_checked",
@@ -243,13 +257,17 @@ def check_eligibility(
     return report
 
 
-def _check_one(path: str, policy: Policy) -> WorkflowCheck:
+def _check_one(path: str, policy: Policy, cwd: Path, settings: Any) -> WorkflowCheck:
+    if Path(path).is_dir():
+        empty = InputError("a folder with no workflow file (*.yaml, *.yml)", file=path)
+        return WorkflowCheck(path, None, None, (_invalid(path, empty),))
     try:
         workflow = load_workflow(path)
     except InputError as exc:
         return WorkflowCheck(path, None, None, (_invalid(path, exc),))
     try:
         registry = Registry.for_workflow(workflow).restrict(policy)
+        check_provider(workflow, cwd=cwd, settings=settings)
     except InputError as exc:
         return WorkflowCheck(path, workflow, None, (_invalid(path, exc),))
     problems: list[Problem] = []

@@ -1,9 +1,9 @@
 """Run one episode: prepare the run folder, start the sandbox, drive the protocol, classify.
 
 Sequence: `prepare_run` writes ``<state>/runs/<run_id>/{manifest.json,run.json}`` and builds the
-`SandboxSpec` (runner package, tool roots and run folder mounted read-only, the state folder
-and each root's dot entries covered by empty mounts (`runner.orchestrator.hidden`); fixed env;
-limits from the policy overridden by settings). `run_episode` starts the sandbox, waits for
+`SandboxSpec` (runner package, the run folder and the command's tool snapshot mounted read-only:
+no user folder is mounted live, `runner.orchestrator.snapshot`; fixed env; limits from the
+policy overridden by settings). `run_episode` starts the sandbox, waits for
 ``hello`` (with a deadline), sends ``start``, answers ``model_request`` through the provider,
 collects the other messages, sends ``shutdown`` after ``episode``, reads the exit state before
 removal and writes the trace (`runner.orchestrator.tracewriter`).
@@ -13,6 +13,10 @@ Status rules (issue 4), first match wins:
    protocol mismatch without an episode → ``infra_error``;
 2. the host refused a model (or user) turn because a ceiling would be exceeded →
    ``ceiling_reached`` (the failure names that call, error class ``CeilingReached``);
+2b. a call line past the policy's ``max_calls``, or one that would make the trace longer than
+   ``max_trace_mb``, arrived: the host accepted it no more, killed the sandbox →
+   ``limit_exceeded`` (``end.limit: {name, value}``; the failure is the last call kept and
+   ``workflow``, error class ``limit_exceeded``; episode exit code 125);
 3. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
 4. the host killed the sandbox because its deadline passed, or the model provider ran into
    the deadline → ``timeout``;
@@ -43,18 +47,19 @@ from runner.backends.base import (
     Backend,
     ExitState,
     Mount,
-    ResourceLimits,
     Sandbox,
     SandboxSpec,
     sandbox_user,
 )
-from runner.domain.ids import IdFactory, new_run_id
+from runner.domain.ids import IdFactory, new_run_id, path_for_id
 from runner.domain.tasks import Task
 from runner.errors import InfrastructureError
 from runner.orchestrator.channel import Channel
 from runner.orchestrator.episode_state import EpisodeState
-from runner.orchestrator.hidden import hidden_mounts
+from runner.orchestrator.limits import resource_limits
 from runner.orchestrator.providers import DeadlineProvider, ModelProvider
+from runner.orchestrator.snapshot import ToolSnapshot
+from runner.orchestrator.snapshot_sources import tool_mounts
 from runner.orchestrator.tracewriter import TraceWriter
 from runner.runtime import protocol
 from runner.settings import Settings
@@ -87,6 +92,9 @@ class EpisodeRequest:
         purpose: the trace's purpose (``replay`` for sandboxed runs).
         recorded_calls: reproduce: the trace's call records; else empty.
         clock_start: overrides the task's ``clock_start`` (reproduce: the trace's).
+        snapshot: the command's tool snapshot, mounted in place of the tool folders (required
+            whenever the run has tool folders, except in ``record`` mode, which runs the
+            project's own files live and unsandboxed on purpose).
     """
 
     workflow: Any
@@ -98,6 +106,7 @@ class EpisodeRequest:
     purpose: str = "replay"
     recorded_calls: Sequence[Mapping[str, Any]] = ()
     clock_start: float | None = None
+    snapshot: ToolSnapshot | None = None
 
 
 @dataclass
@@ -148,19 +157,6 @@ class EpisodeResult:
         return {"run_id": self.run_id, "trace": str(self.trace_path), **self.end}
 
 
-def resource_limits(policy: Any, settings: Settings) -> ResourceLimits:
-    """Return the limits in effect: the policy's, each overridden by a set setting."""
-    base = ResourceLimits()
-    policy_limits = getattr(policy, "limits", None)
-    values: dict[str, Any] = {}
-    for name in ("memory_mb", "pids_limit", "cpus", "tmpfs_mb", "timeout_s"):
-        value = getattr(settings, name, None)
-        if value is None and policy_limits is not None:
-            value = getattr(policy_limits, name, None)
-        values[name] = getattr(base, name) if value is None else value
-    return ResourceLimits(**values)
-
-
 def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, ensure_ascii=True, indent=1) + "\n", encoding="ascii")
     path.chmod(0o644)
@@ -184,18 +180,21 @@ def prepare_run(
 ) -> PreparedRun:
     """Create the run folder (manifest.json, run.json) and the sandbox spec.
 
+    The tool code is mounted from ``request.snapshot`` (`tool_mounts`).
+
     Raises:
-        InputError: the id factory produced an invalid run id.
+        InputError: the id factory produced an invalid run id, or a tool folder of the run is
+            not in the snapshot.
+        ValueError: the run has tool folders but no snapshot (a caller's bug).
         FileExistsError: the run folder exists already (a run id is used once).
     """
     run_id = new_run_id(id_factory)
     state_dir = settings.state_dir.resolve()
-    run_dir = state_dir / "runs" / run_id
+    run_dir = path_for_id(state_dir / "runs", run_id, kind="run id")
     run_dir.mkdir(parents=True)
     run_dir.chmod(0o755)
     manifest = request.registry.manifest(request.policy)
-    roots = [Path(p).resolve() for p in request.registry.tool_roots()]
-    tool_paths = [f"{protocol.TOOLS_DIR}/{i}" for i in range(len(roots))]
+    mounted_tools, tool_paths = tool_mounts(request)
     start = request.clock_start
     if start is None:
         start = (
@@ -220,8 +219,7 @@ def prepare_run(
     _write_json(run_dir / "manifest.json", manifest)
     _write_json(run_dir / "run.json", run_spec)
     mounts = [Mount(resources.package_dir(), f"{protocol.RUNTIME_ROOT}/runner")]
-    mounts += [Mount(root, path) for root, path in zip(roots, tool_paths, strict=True)]
-    mounts += hidden_mounts(state_dir, run_dir, roots, tool_paths)
+    mounts += mounted_tools
     mounts.append(Mount(run_dir, protocol.RUN_DIR))
     env = {
         "TZ": "UTC",
@@ -243,9 +241,8 @@ def prepare_run(
         labels={"io.sandbox-replay.task": request.task.task_id[:63]},
         user=sandbox_user(),
     )
-    return PreparedRun(
-        run_id, run_dir, state_dir / "traces" / f"{run_id}.jsonl", spec, manifest, run_spec
-    )
+    trace_path = path_for_id(state_dir / "traces", run_id, suffix=".jsonl", kind="run id")
+    return PreparedRun(run_id, run_dir, trace_path, spec, manifest, run_spec)
 
 
 def _image_id(backend: Backend, image: str) -> str | None:
@@ -321,7 +318,7 @@ def run_episode(
         timeout_s=limits.timeout_s,
         memory_mb=limits.memory_mb,
     )
-    with TraceWriter(prepared.trace_path) as trace:
+    with TraceWriter(prepared.trace_path, max_bytes=limits.max_trace_mb * 1024 * 1024) as trace:
         state.trace = trace
         exit_state: ExitState | None = None
         started = monotonic()

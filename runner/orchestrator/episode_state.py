@@ -6,7 +6,11 @@ the trace header and call lines as they come, and at the end (`EpisodeState.fini
 the status (`runner.orchestrator.episode_status`; the rules are in `runner.orchestrator.episode`)
 and writes the ``end`` line. Memory stays bounded: calls go straight to the trace file; outbound
 attempts and coverage reasons are capped (`MAX_OUTBOUND`, `MAX_COVERAGE`), with the number
-dropped recorded.
+dropped recorded. Disk stays bounded too: past the policy's ``max_calls`` call lines, or at a
+call line that would make the trace longer than ``max_trace_mb``, the host accepts no further
+call (nor model request), kills the sandbox and the run ends ``limit_exceeded`` with
+``end.limit: {name, value}`` (issue 10: a sandbox forging a million call lines cost the host
+gigabytes).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from runner.orchestrator.channel import Channel, ChannelEvent
 from runner.orchestrator.episode_status import classify, failure_of
 from runner.orchestrator.metering import CEILING_ERROR_CLASS
 from runner.orchestrator.providers import ModelProvider, ProviderResponse
+from runner.orchestrator.tracewriter import TraceFull
 from runner.runtime import protocol
 from runner.traceformat import encode_body, episode_exit_code, failure_signature
 
@@ -63,6 +68,8 @@ class EpisodeState:
     killed_for: str | None = None
     provider_timed_out: bool = False
     wants_kill: str | None = None
+    limit: dict[str, Any] | None = None
+    calls_refused: int = 0
     last_call_index: int = -1
     steps: dict[str, str] = field(default_factory=dict)
     outbound: list[dict[str, Any]] = field(default_factory=list)
@@ -157,14 +164,40 @@ class EpisodeState:
         if not isinstance(record, dict):
             self.protocol_error = "call message without a record"
             return []
-        index = record.get("index")
-        if isinstance(index, int) and not isinstance(index, bool):
-            self.last_call_index = max(self.last_call_index, index)
+        if self.limit is not None:  # past a limit nothing more is accepted (or kept)
+            self.calls_refused += 1
+            return []
         if record.get("tool") in ("model", "user") and self.served:
             record = self._host_recorded(record, self.served.popleft())
         assert self.trace is not None
-        self.trace.call(record)
+        limits = self.prepared.spec.limits
+        if self.trace.calls >= limits.max_calls:
+            self._exceeded("max_calls", limits.max_calls)
+            return []
+        try:
+            self.trace.call(record)
+        except TraceFull:
+            self._exceeded("max_trace_mb", limits.max_trace_mb)
+            return []
+        index = record.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            self.last_call_index = max(self.last_call_index, index)
         return []
+
+    def _exceeded(self, name: str, value: int) -> None:
+        """A policy limit was reached: accept nothing more and have the sandbox killed."""
+        self.limit = {"name": name, "value": value}
+        self.calls_refused += 1
+        self.wants_kill = "limit_exceeded"
+        assert self.trace is not None
+        log.warning(
+            "episode_limit_exceeded",
+            run_id=self.prepared.run_id,
+            limit=name,
+            value=value,
+            calls=self.trace.calls,
+            trace_bytes=self.trace.bytes,
+        )
 
     @staticmethod
     def _host_recorded(record: dict[str, Any], served: ProviderResponse) -> dict[str, Any]:
@@ -323,6 +356,11 @@ class EpisodeState:
                 "tools": {t["id"]: t.get("schema_hash") for t in manifest.get("tools", [])},
                 "policy_hash": policy.get("hash"),
                 "host": {"python": host_platform.python_version()},
+                **(
+                    {"tool_snapshot": request.snapshot.digest}
+                    if request.snapshot is not None
+                    else {}
+                ),
             },
             mode=request.mode,
             policy=policy,
@@ -332,6 +370,8 @@ class EpisodeState:
                 "cpus": limits.cpus,
                 "tmpfs_mb": limits.tmpfs_mb,
                 "timeout_s": limits.timeout_s,
+                "max_calls": limits.max_calls,
+                "max_trace_mb": limits.max_trace_mb,
             },
         )
 
@@ -403,6 +443,9 @@ class EpisodeState:
                 "events": self.channel_events,
             },
         }
+        if self.limit is not None:
+            end["limit"] = dict(self.limit)
+            end["channel"]["calls_refused"] = self.calls_refused
         if self.unpriced_models:  # the meter is a closed record: say here what it could not price
             end["meta"] = {"unpriced_models": self.unpriced_models}
         if status != "succeeded":

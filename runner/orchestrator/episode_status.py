@@ -31,6 +31,13 @@ def classify(state: EpisodeState, exit_state: ExitState | None) -> tuple[str, st
         return "ceiling_reached", (
             f"{first['tool']} call {first['call_index']} refused: {first['message']}"
         )
+    if state.limit is not None:  # the host cut the run at a policy limit it witnessed
+        name, value = state.limit["name"], state.limit["value"]
+        what = f"{value} call lines" if name == "max_calls" else f"{value} MiB of trace"
+        return "limit_exceeded", (
+            f"limits.{name}: the episode reached {what}; the host accepted no further call"
+            " and killed the sandbox"
+        )
     if exit_state.oom_killed:
         return "oom", "the sandbox hit its memory limit (State.OOMKilled)"
     if state.provider_timed_out or (state.killed_for == "timeout" and exit_state.killed_by_host):

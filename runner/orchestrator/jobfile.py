@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runner.domain.yamlsource import load_yaml, validation_error
 from runner.errors import InputError
 from runner.inputfile import read_input
+from runner.policy.models import CeilingAmount, CeilingCount
 from runner.strictjson import loads as strict_loads
 
 __all__ = ["CeilingFlags", "SubmitOptions", "load_job_file"]
@@ -45,10 +46,11 @@ class _VariantEntry(_Frozen):
 
 
 class _CeilingEntry(_Frozen):
-    runs: int | None = Field(default=None, ge=0)
-    tokens: int | None = Field(default=None, ge=0)
-    usd: float | None = Field(default=None, ge=0)
-    sandbox_s: float | None = Field(default=None, ge=0)
+    # the policy's ceiling types: strict, finite, within what the ledger stores
+    runs: CeilingCount | None = None
+    tokens: CeilingCount | None = None
+    usd: CeilingAmount | None = None
+    sandbox_s: CeilingAmount | None = None
 
 
 class _Ceilings(_Frozen):

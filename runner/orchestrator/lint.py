@@ -11,7 +11,9 @@ Invariants:
   (file, line, field) and exit code 2; a cut-off last line or a missing end line is reported
   as an error while every call before it is still linted;
 - a trace's exit code is 2 (unreadable), 1 (a field missing or malformed, or call lines
-  missing) or 0 (complete); several traces combine with `runner.errors.worst_exit_code`.
+  missing) or 0 (complete); several traces combine with `runner.errors.worst_exit_code`;
+- a trace is read line by line (`runner.domain.trace.TraceLines`): each call is linted as it is
+  read and only its verdicts are kept, never its body or arguments.
 """
 
 from __future__ import annotations
@@ -20,9 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from runner.domain.trace import CallRecord, Trace, TraceVersionError, load_trace, read_trace
+from runner.domain.trace import (
+    CallRecord,
+    RunRecord,
+    Trace,
+    TraceLines,
+    TraceVersionError,
+    load_trace,
+)
 from runner.errors import EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, InputError, worst_exit_code
+from runner.inputfile import open_input
 from runner.orchestrator.lint_rules import (
+    CallsSeen,
     FieldCheck,
     check_body,
     check_clock,
@@ -214,8 +225,19 @@ def lint_traces(paths: list[Path]) -> tuple[list[TraceLint], int]:
 def lint_trace(path: Path | str) -> TraceLint:
     """Lint one trace file; never raises for a bad trace (see `TraceLint.errors`)."""
     name = str(path)
+    calls: list[CallLint] = []
+    seen = CallsSeen()
     try:
-        trace = read_trace(path)
+        with open_input(path, "trace") as stream:  # regular files only, size-limited
+            lines = TraceLines(stream, file=name)
+            for number, record in lines:
+                if isinstance(record, CallRecord):
+                    assert lines.run is not None  # the run line comes first
+                    calls.append(_lint_call(lines.run, record, number))
+                    seen.add(record)
+    except OSError as exc:  # while reading (the bounded reader names a missing file itself)
+        message = f"cannot read the trace: {exc.strerror or exc}"
+        return TraceLint(name, errors=(LintError(name, None, None, message),))
     except (InputError, TraceVersionError) as exc:
         line = exc.fields.get("line")
         return TraceLint(
@@ -229,23 +251,16 @@ def lint_trace(path: Path | str) -> TraceLint:
                 ),
             ),
         )
-    return _lint_parsed(trace, name)
-
-
-def _lint_parsed(trace: Trace, name: str) -> TraceLint:
-    errors = tuple(LintError(p.file, p.line, p.field, p.message) for p in trace.problems)
-    calls = tuple(
-        _lint_call(trace, call, line)
-        for call, line in zip(trace.calls, trace.call_lines, strict=True)
-    )
+    assert lines.run is not None
+    errors = tuple(LintError(p.file, p.line, p.field, p.message) for p in lines.problems)
     return TraceLint(
         name,
         errors=errors,
-        calls=calls,
-        failure_signature=check_failure_signature(trace),
-        missing_indices=trace.missing_indices,
-        run_id=trace.run.run_id,
-        status=trace.end.status if trace.end else None,
+        calls=tuple(calls),
+        failure_signature=check_failure_signature(lines.end, seen),
+        missing_indices=seen.missing(),
+        run_id=lines.run.run_id,
+        status=lines.end.status if lines.end else None,
     )
 
 
@@ -276,7 +291,7 @@ def load_well_formed_trace(path: Path | str) -> Trace:
             line=exc.fields.get("line"),
             field="v",
         ) from None
-    report = _lint_parsed(trace, name)
+    report = lint_trace(path)  # the same rules, on a second (streaming) read
     for call in report.calls:
         for field_name, check in call.fields.items():
             if check.status == "malformed":
@@ -308,7 +323,7 @@ def _bare_message(exc: InputError | TraceVersionError) -> str:
     return message
 
 
-def _lint_call(trace: Trace, call: CallRecord, line: int) -> CallLint:
+def _lint_call(run: RunRecord, call: CallRecord, line: int) -> CallLint:
     provider = call.is_provider_call
     # SPEC.md: a model or user call's body is the provider's HTTP body unless the writer says
     # otherwise; a tool's body is its return value unless it used the SDK's HTTP helper.
@@ -325,8 +340,8 @@ def _lint_call(trace: Trace, call: CallRecord, line: int) -> CallLint:
         truncated=bool(call.truncated),
         fields={
             "body": check_body(call, raw_io),
-            "schema_hash": check_schema_hash(trace, call),
+            "schema_hash": check_schema_hash(run, call),
             "model_id": check_model_id(call),
-            "clock": check_clock(trace, call),
+            "clock": check_clock(run, call),
         },
     )

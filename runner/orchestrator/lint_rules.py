@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from runner.domain.trace import CallRecord, EndRecord, Trace
+from runner.domain.trace import CallRecord, EndRecord, RunRecord
 from runner.traceformat import episode_exit_code, failure_signature
 
 __all__ = [
+    "CallsSeen",
     "FieldCheck",
     "check_body",
     "check_clock",
@@ -53,6 +54,30 @@ class FieldCheck:
     def to_json(self) -> dict[str, str]:
         """``{"status", "detail"}``."""
         return {"status": self.status, "detail": self.detail}
+
+
+@dataclass
+class CallsSeen:
+    """What the failure check needs of a trace's calls, without their bodies or arguments.
+
+    Attributes:
+        tools: call index -> (tool id, error class or None), in file order.
+    """
+
+    tools: dict[int, tuple[str, str | None]] = field(default_factory=dict)
+
+    def add(self, call: CallRecord) -> None:
+        """Remember ``call``'s index, tool and error class."""
+        self.tools[call.index] = (call.tool, call.error.class_ if call.error else None)
+
+    @property
+    def last(self) -> int:
+        """The last call's index (-1 with no call; indices increase in a readable trace)."""
+        return next(reversed(self.tools), -1)
+
+    def missing(self) -> tuple[int, ...]:
+        """Indices absent between 0 and the last one (removed call lines)."""
+        return tuple(i for i in range(self.last + 1) if i not in self.tools)
 
 
 _OK = FieldCheck("ok")
@@ -96,7 +121,7 @@ def check_body(call: CallRecord, raw_io: bool) -> FieldCheck:
     return FieldCheck("ok", note)
 
 
-def check_schema_hash(trace: Trace, call: CallRecord) -> FieldCheck:
+def check_schema_hash(run: RunRecord, call: CallRecord) -> FieldCheck:
     """Seed field 2: the tool's schema hash at call time (tool calls only)."""
     if call.is_provider_call:
         return _NA
@@ -104,7 +129,7 @@ def check_schema_hash(trace: Trace, call: CallRecord) -> FieldCheck:
         return FieldCheck("missing", "no schema hash recorded for the tool")
     if not _SHA256.match(call.schema_hash):
         return FieldCheck("malformed", "schema_hash is not a sha256 hex digest")
-    header = trace.run.environment.tools.get(call.tool)
+    header = run.environment.tools.get(call.tool)
     if header is not None and header != call.schema_hash:
         return FieldCheck("malformed", "differs from the run line's environment.tools entry")
     return _OK
@@ -143,25 +168,24 @@ def check_model_id(call: CallRecord) -> FieldCheck:
     return FieldCheck("missing", problem) if problem else _OK
 
 
-def check_clock(trace: Trace, call: CallRecord) -> FieldCheck:
+def check_clock(run: RunRecord, call: CallRecord) -> FieldCheck:
     """Seed field 4: the injected clock's reading at the call."""
     if call.clock is None:
         return FieldCheck("missing", "no clock reading")
-    if call.clock < trace.run.clock.start:
+    if call.clock < run.clock.start:
         return FieldCheck(
             "malformed",
-            f"reading {call.clock} is before the run's clock start {trace.run.clock.start}",
+            f"reading {call.clock} is before the run's clock start {run.clock.start}",
         )
     return _OK
 
 
-def check_failure_signature(trace: Trace) -> FieldCheck:
+def check_failure_signature(end: EndRecord | None, calls: CallsSeen) -> FieldCheck:
     """Seed field 5 (per trace): the failure signature of an episode that did not succeed.
 
     It must be present, and equal `runner.traceformat.failure_signature` of the end line's
     ``failure``, whose fields must agree with the status and with the call they name.
     """
-    end = trace.end
     if end is None:
         return FieldCheck("missing", "no end line")
     if end.status == "succeeded":
@@ -174,7 +198,7 @@ def check_failure_signature(trace: Trace) -> FieldCheck:
         return FieldCheck("malformed", "failure_signature without the failure fields it hashes")
     if not _SHA256.match(end.failure_signature):
         return FieldCheck("malformed", "failure_signature is not a sha256 hex digest")
-    problem = _failure_problem(trace, end)
+    problem = _failure_problem(calls, end)
     if problem:
         return FieldCheck("malformed", problem)
     f = end.failure
@@ -188,25 +212,27 @@ def check_failure_signature(trace: Trace) -> FieldCheck:
     return _OK
 
 
-def _failure_problem(trace: Trace, end: EndRecord) -> str | None:
+def _failure_problem(calls: CallsSeen, end: EndRecord) -> str | None:
     failure = end.failure
     assert failure is not None
     want = episode_exit_code(end.status)
     if failure.exit_code != want:
         return f"failure.exit_code {failure.exit_code} is not {want}, the code of {end.status!r}"
-    last = trace.calls[-1].index if trace.calls else -1
+    last = calls.last
     if failure.tool == "workflow":
         if failure.call_index != last:
             return f"failure.call_index {failure.call_index} is not the last call index {last}"
         return None
-    call = trace.call(failure.call_index)
-    if call is None:
-        return f"failure.call_index {failure.call_index} names no call of the trace"
-    if call.tool != failure.tool:
-        return f"failure.tool {failure.tool!r} is not call {call.index}'s tool {call.tool!r}"
-    if call.error is not None and call.error.class_ != failure.error_class:
+    index = failure.call_index
+    seen = calls.tools.get(index)
+    if seen is None:
+        return f"failure.call_index {index} names no call of the trace"
+    tool, error_class = seen
+    if tool != failure.tool:
+        return f"failure.tool {failure.tool!r} is not call {index}'s tool {tool!r}"
+    if error_class is not None and error_class != failure.error_class:
         return (
-            f"failure.error_class {failure.error_class!r} is not call {call.index}'s "
-            f"error class {call.error.class_!r}"
+            f"failure.error_class {failure.error_class!r} is not call {index}'s "
+            f"error class {error_class!r}"
         )
     return None

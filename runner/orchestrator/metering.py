@@ -18,7 +18,8 @@ or USD stop (`StopSignal.refuses_calls`). A call naming a model the price table 
 Invariant: the spend forwarded never exceeds what was reserved on a bounded dimension, because
 the forwarded request's ``max_tokens`` / ``max_completion_tokens`` are capped at the value the
 estimate used, the estimate reserves ``n`` completions of that cap, and the prompt estimate
-(bytes of the canonical request) is an upper bound of its tokens.
+(`runner.ledger.tokens.prompt_tokens_bound`: bytes of the *whole* forwarded request plus a
+per-message overhead) is an upper bound of its tokens.
 """
 
 from __future__ import annotations
@@ -30,10 +31,9 @@ from typing import Any
 import structlog
 
 from runner.errors import CeilingReached, InputError
-from runner.ledger import Amount, CeilingGuard, estimate_usd
+from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
 from runner.orchestrator.openai_provider import response_usd
 from runner.orchestrator.providers import ModelProvider, ProviderResponse
-from runner.sdk import canonical_json
 
 log = structlog.get_logger(__name__)
 
@@ -161,14 +161,17 @@ class MeteredProvider:
         return payload
 
     def _estimate(self, payload: Mapping[str, Any]) -> Amount:
-        prompt = {"messages": payload.get("messages"), "tools": payload.get("tools")}
-        tokens_in = len(canonical_json(prompt).encode("utf-8")) + 8 * len(
-            payload.get("messages") or []
-        )
+        """The reservation of ``payload``, the request as it will be forwarded.
+
+        Prompt tokens: `prompt_tokens_bound` of the whole request as the provider receives it
+        (the provider adds the variant's model when it names none); completion tokens: ``n``
+        completions of the capped completion tokens.
+        """
+        model = str(payload.get("model") or self.model or "")
+        tokens_in = prompt_tokens_bound({**payload, "model": model} if model else payload)
         caps = [int(payload[f]) for f in _CAP_FIELDS if _is_count(payload.get(f))]
         choices = int(payload["n"]) if _is_count(payload.get("n")) else 1
         tokens_out = max(caps, default=0) * max(1, choices)
-        model = str(payload.get("model") or self.model or "")
         try:
             usd = estimate_usd(self.prices, model, tokens_in, tokens_out)
         except InputError:

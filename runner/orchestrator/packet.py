@@ -10,7 +10,8 @@ metadata so that one trace gives the same bytes)::
     workflow/...         the source of the tool modules the workflow uses (and of its
                          scripted model function, and its tool manifests), laid out so that
                          they import from the workflow's folder
-    manifest.json        the capability-filtered registry manifest under policy reproduce
+    manifest.json        the capability-filtered registry manifest under policy reproduce,
+                         its tools described inside a sandbox (never imported here)
     environment.json     the trace's environment manifest
 
 ``sandbox-replay reproduce FILE.tar.gz`` accepts it (`runner.orchestrator.reproduce_inputs.
@@ -23,13 +24,18 @@ import gzip
 import io
 import json
 import tarfile
-from pathlib import Path, PurePosixPath
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.orchestrator.lint import load_well_formed_trace
-from runner.orchestrator.reproduce_inputs import find_workflow_file, project_of
+from runner.orchestrator.reproduce_inputs import recorded_workflow_file, tool_folder
+
+if TYPE_CHECKING:
+    from runner.backends.base import Backend
+    from runner.settings import Settings
 
 README = """# Reviewer packet: {run_id}
 
@@ -50,8 +56,25 @@ environment: python, platform, packages, tool schema hashes).
 """
 
 
+def _source(root: Path, relative: str) -> Path | None:
+    """``root/relative`` when it is a file inside ``root`` (no link leading out), else None."""
+    from runner.domain.ids import path_under
+
+    try:
+        path = path_under(root, relative, kind="tool source file")
+    except InputError:
+        return None
+    return path if path.is_file() else None
+
+
 def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
-    """``{packet path under workflow/: host file}`` of the code the workflow needs."""
+    """``{packet path under workflow/: host file}`` of the code the workflow needs.
+
+    Every path is built with `runner.domain.ids.path_under` from a module name, a ``tools``
+    entry or a file the sandbox reported, so nothing outside the tool folders is packed.
+    """
+    from runner.domain.toolsource import manifest_path
+
     files: dict[str, Path] = {}
     roots = [Path(r).resolve() for r in registry.tool_roots()]
     modules = {t.module for t in registry if t.module}
@@ -63,27 +86,42 @@ def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
     for module in sorted(modules):
         parts = module.split(".")
         for root in roots:
-            base = root.joinpath(*parts)
-            candidates = [base.with_suffix(".py"), base / "__init__.py"]
-            found = next((c for c in candidates if c.is_file()), None)
+            base = "/".join(parts)
+            found = next(
+                (
+                    (relative, path)
+                    for relative in (f"{base}.py", f"{base}/__init__.py")
+                    if (path := _source(root, relative)) is not None
+                ),
+                None,
+            )
             if found is None:
                 continue
-            files[found.relative_to(root).as_posix()] = found
+            files[found[0]] = found[1]
             for depth in range(1, len(parts)):
-                init = root.joinpath(*parts[:depth], "__init__.py")
-                if init.is_file():
-                    files[init.relative_to(root).as_posix()] = init
+                relative = "/".join([*parts[:depth], "__init__.py"])
+                init = _source(root, relative)
+                if init is not None:
+                    files[relative] = init
             break
-    for entry in workflow.spec.tools:
+    for tool in registry:  # a tool defined in another module of the package (re-exported)
+        # the file is what the sandbox reported: untrusted, a path only through the id rules
+        defined = Path(tool.file) if tool.module and tool.file.endswith(".py") else None
+        home = next((r for r in roots if defined and r in defined.parents), None)
+        if defined is not None and home is not None:
+            relative = defined.relative_to(home).as_posix()
+            source = _source(home, relative)
+            if source is not None:
+                files.setdefault(relative, source)
+    for index, entry in enumerate(workflow.spec.tools):
         if entry.endswith(".json"):
-            relative = PurePosixPath(entry)
-            if relative.is_absolute() or ".." in relative.parts:
-                raise InputError(
-                    "a tool manifest outside the workflow's folder cannot be packed",
-                    file=str(workflow.path),
-                    field="tools",
-                )
-            files[relative.as_posix()] = workflow.folder / entry
+            where = {
+                "file": str(workflow.path),
+                "line": workflow.line_of(("tools", index)),
+                "field": f"tools[{index}]",
+            }
+            path = manifest_path(workflow.folder, entry, where)
+            files[path.relative_to(workflow.folder).as_posix()] = path
     return files
 
 
@@ -96,8 +134,21 @@ def _add(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     archive.addfile(info, io.BytesIO(data))
 
 
-def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = None) -> list[str]:
+def build_packet(
+    trace_path: Path,
+    output: Path,
+    workflow_path: Path | None = None,
+    *,
+    settings: Settings,
+    backend: Backend | Callable[[], Backend],
+    image: str | None = None,
+) -> list[str]:
     """Write the reviewer packet of one trace.
+
+    The filtered manifest comes from a registry described inside a sandbox, exactly as
+    ``reproduce`` builds it (`runner.orchestrator.toolmanifest.sandbox_registry`): the trace
+    folder's tool modules are never imported on the host, and its tool entries resolve only
+    in the workflow file's folder (`runner.orchestrator.reproduce_inputs.tool_folder`).
 
     Args:
         trace_path: the recorded trace.
@@ -105,6 +156,10 @@ def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = No
         workflow_path: the workflow file whose folder holds the tool modules (default: the file
             beside the trace, one folder up or in the current directory whose sha256 is the
             trace's workflow hash).
+        settings: host settings (state folder of the short describing sandbox, limits).
+        backend: the sandbox backend, or a function making it (called only when there is a
+            module to describe).
+        image: the sandbox image (default: the settings').
 
     Returns:
         The member names written.
@@ -112,17 +167,19 @@ def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = No
     Raises:
         InputError: an unreadable trace, one with an unknown ``v`` or a field `lint` calls
             malformed (`runner.orchestrator.lint.load_well_formed_trace`), no workflow file to
-            take the tool modules from, or a workflow whose tools do not load.
+            take the tool modules from, or a workflow whose tools cannot be described (not
+            found, failing to import in the sandbox, outside the workflow's folder).
+        InfrastructureError: the backend failed.
     """
-    from runner.domain.registry import Registry
     from runner.domain.workflow import load_workflow
+    from runner.orchestrator.toolmanifest import sandbox_registry
     from runner.policy import load_policy
 
     trace = load_well_formed_trace(trace_path)  # lint's reader and rules
     run = trace.run
-    project = project_of(trace_path)
-    extra = [Path.cwd(), *([project] if project is not None else [])]
-    found = workflow_path or find_workflow_file(trace_path, run.workflow.hash, extra)
+    found = workflow_path or recorded_workflow_file(
+        trace_path, run.workflow.hash, settings.state_dir.name
+    )
     if found is None:
         raise InputError(
             "cannot find the workflow file this trace ran (no YAML file beside the trace, one "
@@ -130,13 +187,20 @@ def build_packet(trace_path: Path, output: Path, workflow_path: Path | None = No
             file=str(trace_path),
         )
     workflow = load_workflow(found)
-    registry = Registry.for_workflow(workflow)
+    policy = load_policy("reproduce")
+    registry = sandbox_registry(
+        workflow,
+        backend=backend,
+        settings=settings,
+        image=image or settings.image,
+        policy=policy,
+        # the user's own --workflow resolves as check does; a trace's, in its folder alone
+        confined_to=None if workflow_path is not None else tool_folder(found, trace_path),
+    )
     members: dict[str, bytes] = {
         "trace.jsonl": read_input(trace_path, "trace"),
         f"workflow/{found.name}": run.workflow.content.encode("utf-8"),
-        "manifest.json": (
-            json.dumps(registry.manifest(load_policy("reproduce")), indent=1) + "\n"
-        ).encode("utf-8"),
+        "manifest.json": (json.dumps(registry.manifest(policy), indent=1) + "\n").encode("utf-8"),
         "environment.json": (
             json.dumps(run.environment.to_json(), indent=1, sort_keys=True) + "\n"
         ).encode("utf-8"),

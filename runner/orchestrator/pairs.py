@@ -16,10 +16,12 @@ from typing import Any
 
 from runner.domain.ids import timestamped_ids
 from runner.ledger import Amount, CeilingGuard
-from runner.orchestrator.episode import EpisodeRequest, resource_limits, run_episode
+from runner.orchestrator.episode import EpisodeRequest, run_episode
+from runner.orchestrator.limits import resource_limits
 from runner.orchestrator.metering import MeteredProvider, StopSignal
 from runner.orchestrator.plan import Plan
 from runner.orchestrator.providers import ModelProvider, provider_for_workflow
+from runner.orchestrator.snapshot import ToolSnapshot
 from runner.settings import Settings
 
 __all__ = ["PairRunner"]
@@ -37,6 +39,8 @@ class PairRunner:
         search_root: the folder the submission was made from (scripted model modules
             resolve from the workflow's folder, then from here).
         max_tokens: the completion-token cap of forwarded model calls (None: uncapped).
+        snapshot: the submission's tool snapshot, mounted by every run
+            (`runner.orchestrator.snapshot`).
 
     Raises:
         InputError: a variant's model provider cannot be built (e.g. a scripted function that
@@ -53,6 +57,7 @@ class PairRunner:
         image: str,
         search_root: Path,
         max_tokens: int | None,
+        snapshot: ToolSnapshot | None = None,
     ) -> None:
         self.plan = plan
         self.settings = settings
@@ -60,6 +65,7 @@ class PairRunner:
         self.guard = guard
         self.image = image
         self.max_tokens = max_tokens
+        self.snapshot = snapshot
         self.stop = StopSignal()
         self.limits = resource_limits(plan.policy, settings)
         self._tasks = {t.task_id: t for t in plan.tasks}
@@ -92,6 +98,7 @@ class PairRunner:
             registry=variant.registry,
             image=self.image,
             mode=self.plan.policy.mode,
+            snapshot=self.snapshot,
         )
         base = self._providers[variant_name]
         metered = None

@@ -24,7 +24,14 @@ from runner.errors import InputError
 from runner.ledger import Amount, Ceiling, RunHistory, price_of
 from runner.orchestrator.jobfile import DIMENSIONS, CeilingFlags
 
-__all__ = ["CeilingInEffect", "Plan", "Variant", "build_plan", "ceiling_in_effect"]
+__all__ = [
+    "CeilingInEffect",
+    "Plan",
+    "Variant",
+    "build_plan",
+    "ceiling_in_effect",
+    "describe_limits",
+]
 
 DEFAULT_MAX_TOKENS = 1024  # completion-token cap of a forwarded call when a ceiling bounds spend
 NOMINAL_PROMPT_TOKENS = 2000  # prompt tokens per model call assumed without history
@@ -104,6 +111,11 @@ def _num(value: float) -> str:
     return f"{value:,}" if float(value).is_integer() and value >= 1e4 else f"{value:g}"
 
 
+def describe_limits(limits: Mapping[str, Mapping[str, Any]]) -> str:
+    """``timeout_s 300 (policy shadow), max_calls 50 (SANDBOX_REPLAY_MAX_CALLS), ...``."""
+    return ", ".join(f"{name} {_num(v['value'])} ({v['source']})" for name, v in limits.items())
+
+
 def ceiling_in_effect(purpose: str, policy: Any, flags: CeilingFlags) -> CeilingInEffect:
     """Merge the policy's ceiling of ``purpose`` with user values (the user's win).
 
@@ -142,6 +154,8 @@ class Plan:
         judge_calls: model calls the judge will make (0 for rubric and functions).
         judge_estimate: their estimated spend.
         unpriced: models without a price in the policy.
+        limits: the per-run limits in effect, ``{name: {"value", "source"}}``
+            (`runner.orchestrator.limits.limits_in_effect`).
     """
 
     job_id: str
@@ -156,6 +170,7 @@ class Plan:
     judge_calls: int
     judge_estimate: Amount
     unpriced: tuple[str, ...] = ()
+    limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
@@ -205,6 +220,7 @@ class Plan:
             },
             "concurrency": self.concurrency,
             "ceilings": {p: c.to_json() for p, c in self.ceilings.items()},
+            "limits": {name: dict(v) for name, v in self.limits.items()},
             "estimate": {
                 "basis": self.basis,
                 "per_run": {name: a.to_dict() for name, a in self.per_run.items()},
@@ -252,6 +268,8 @@ class Plan:
             )
         for purpose, ceiling in self.ceilings.items():
             out.append(f"  ceiling {purpose}: {ceiling.describe()}")
+        if self.limits:
+            out.append(f"  limits per run: {describe_limits(self.limits)}")
         if self.unpriced:
             out.append(f"  unpriced models (cost unknown): {', '.join(self.unpriced)}")
         replay = self.ceilings["replay"].ceiling
@@ -321,6 +339,7 @@ def build_plan(
     concurrency: int,
     ceilings: Mapping[str, CeilingInEffect],
     history: RunHistory | None,
+    limits: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Plan:
     """Estimate the cost of running every variant on every task, then judging.
 
@@ -333,6 +352,7 @@ def build_plan(
         concurrency: sandboxes at once.
         ceilings: purpose -> ceiling in effect.
         history: mean spend per earlier run, or None.
+        limits: the per-run limits in effect with their sources (shown in plan and report).
 
     Raises:
         InputError: an ``openai`` variant or a ``model:`` judge asks for a model the policy
@@ -402,4 +422,5 @@ def build_plan(
         judge_calls=judge_calls,
         judge_estimate=judge_estimate,
         unpriced=tuple(dict.fromkeys(unpriced)),
+        limits=dict(limits or {}),
     )

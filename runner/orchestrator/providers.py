@@ -366,6 +366,38 @@ def provider_for_workflow(
     )
 
 
+def check_provider(workflow: Any, *, cwd: Path, settings: Any = None) -> None:
+    """Build a loaded workflow's model provider once and close it (``check`` and ``submit``).
+
+    One gate for both commands, so that ``check`` never calls eligible what ``submit`` refuses.
+
+    Args:
+        workflow: a `runner.domain.workflow.WorkflowFile`.
+        cwd: the current directory of the command.
+        settings: host settings for the ``openai`` provider; see `provider_for`.
+
+    A ``replay`` provider has nothing to build: it is served from a trace (``reproduce``);
+    ``submit`` refuses it on its own (fresh runs need a model).
+
+    Raises:
+        InputError: an unknown provider, or a scripted function that does not resolve (file,
+            line and field ``model.function`` named).
+    """
+    model = workflow.spec.model
+    if model is not None and model.provider == "replay":
+        return
+    try:
+        provider = provider_for_workflow(workflow, cwd=cwd, settings=settings)
+    except InputError as exc:
+        field = str(exc.fields.get("field") or "model")
+        message = exc.message.removeprefix(f"{field}: ")
+        line = workflow.line_of(tuple(field.split("."))) or workflow.line_of(("model",))
+        raise InputError(message, file=str(workflow.path), line=line, field=field) from exc
+    close = getattr(provider, "close", None)
+    if callable(close):
+        close()
+
+
 def provider_for(
     model_spec: Mapping[str, Any] | None,
     *,

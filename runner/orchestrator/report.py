@@ -8,6 +8,7 @@ Report shape (``report.json``, ``--json``)::
 
     {"job_id", "status": complete|ceiling_reached|interrupted, "exit_code", "resumed",
      "policy", "plan": {"runs", "formula", ...}, "ceilings": {purpose: {dim: {value, source}}},
+     "limits": {name: {value, source}} (per-run limits in effect: policy, setting or default),
      "ceiling_reached": {purpose, limit, ceiling, used, requested, message} | null,
      "runs_by_status": {status: n}, "pairs": [{variant, task_id, status, attempt, trace}],
      "not_run": [{variant, task_id, reason}], "stopped_by_ceiling": [{variant, task_id}],
@@ -23,7 +24,7 @@ the judge's ``reasons``; ``unrecorded`` counts, per variant, the reads no record
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from runner.orchestrator.metering import StopSignal
 from runner.orchestrator.plan import Plan
 from runner.orchestrator.report_render import render_report
 from runner.orchestrator.scheduler import PairOutcome
+from runner.runtime.errors import UnrecordedCall, class_name
 from runner.settings import Settings
 from runner.strictjson import loads as strict_loads
 
@@ -54,9 +56,14 @@ __all__ = ["build_report", "grade_job", "latest_runs", "render_report", "write_r
 
 # A run a ceiling cut short (``ceiling_reached``) is not graded: it did not lose, it was
 # stopped. It is listed under ``stopped_by_ceiling``, and its task under ``ungraded`` when fewer
-# than two results remain.
-GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied")
-UNRECORDED = "UnrecordedCall"
+# than two results remain. A run cut by a policy limit (``limit_exceeded``) is graded: its own
+# calls or trace passed the limit, as a run that times out.
+GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied", "limit_exceeded")
+# The class string traces record for a read no recording served: the qualified name that
+# `runner.runtime.errors.error_class_name` writes (``runner.runtime.errors.UnrecordedCall``).
+UNRECORDED = class_name(UnrecordedCall)
+# Misses listed per variant (the count is exact; the list shows the first ones).
+MAX_LISTED_MISSES = 100
 
 
 def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str], RunRecord]:
@@ -71,13 +78,24 @@ def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str], RunRecord]
     return latest
 
 
-def _records(path: str) -> list[dict[str, Any]]:
-    out = []
-    with open_input(path, "trace") as handle:  # bounded, regular files only
+def _records(path: str) -> Iterator[dict[str, Any]]:
+    """The lines of a trace the job wrote, one at a time (a trace is never held whole).
+
+    Read through the bounded reader and decoded by the strict decoder (a job folder may be
+    anyone's).
+
+    Raises:
+        OSError: the file cannot be read.
+        InputError: not a regular file, or larger than the trace limit.
+        ValueError: a line is not strict JSON, or not an object.
+    """
+    with open_input(path, "trace") as handle:
         for line in handle:
             if line.strip():
-                out.append(strict_loads(line))
-    return out
+                record = strict_loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError(f"{path}: a trace line is not a JSON object")
+                yield record
 
 
 def grade_job(
@@ -133,7 +151,8 @@ def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
 
     Returns:
         ``{variant: {"count": n, "calls": [{task_id, index, tool, args}]}}``, only variants
-        with at least one such call; unreadable traces are skipped (logged).
+        with at least one such call; ``count`` is exact, ``calls`` the first
+        `MAX_LISTED_MISSES`. Traces are read line by line; unreadable ones are skipped (logged).
     """
     out: dict[str, dict[str, Any]] = {}
     for pair in pairs:
@@ -141,26 +160,26 @@ def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
         if not trace:
             continue
         try:
-            records = _records(str(trace))
+            for record in _records(str(trace)):
+                error = record.get("error")
+                if record.get("type") != "call" or not isinstance(error, dict):
+                    continue
+                if error.get("class") != UNRECORDED:
+                    continue
+                entry = out.setdefault(str(pair["variant"]), {"count": 0, "calls": []})
+                entry["count"] += 1
+                if len(entry["calls"]) < MAX_LISTED_MISSES:
+                    entry["calls"].append(
+                        {
+                            "task_id": pair["task_id"],
+                            "index": record.get("index"),
+                            "tool": record.get("tool"),
+                            "args": record.get("args"),
+                        }
+                    )
         except (OSError, ValueError, InputError) as exc:
             log.warning("trace_unreadable", trace=trace, error=str(exc))
             continue
-        for record in records:
-            error = record.get("error")
-            if record.get("type") != "call" or not isinstance(error, dict):
-                continue
-            if error.get("class") != UNRECORDED:
-                continue
-            entry = out.setdefault(str(pair["variant"]), {"count": 0, "calls": []})
-            entry["count"] += 1
-            entry["calls"].append(
-                {
-                    "task_id": pair["task_id"],
-                    "index": record.get("index"),
-                    "tool": record.get("tool"),
-                    "args": record.get("args"),
-                }
-            )
     return out
 
 
@@ -238,6 +257,7 @@ def build_report(
             for k in ("runs", "formula", "tasks", "variants", "judge", "concurrency", "estimate")
         },
         "ceilings": plan_json["ceilings"],
+        "limits": plan_json.get("limits") or {},
         "ceiling_reached": ceiling,
         "runs_by_status": dict(sorted(by_status.items())),
         "pairs": pairs,

@@ -1,10 +1,11 @@
 """The report of a submission as rich tables (``submit`` and ``report`` without ``--json``).
 
-What is shown, in order: the job line, ceilings, the spend by purpose, runs by status, the
-tournament standings, per task the ranking with each variant's score and the judge's reasons,
-per variant the reads no recording served, then the groups of pairs not run, of runs stopped
-by a ceiling and of tasks left ungraded. Identical reasons are shown once, with the pairs or
-tasks they concern (`group_by_reason`), never repeated line after line.
+What is shown, in order: the job line, ceilings, the per-run limits in effect, the spend by
+purpose, runs by status, the tournament standings, per task the ranking with each variant's
+score and the judge's reasons, per variant the reads no recording served, then the groups of
+pairs not run, of runs stopped by a ceiling and of tasks left ungraded. Identical reasons are
+shown once, with the pairs or tasks they concern (`group_by_reason`), never repeated line after
+line.
 
 Every text that comes from a file (variant names, task ids, reasons, tool arguments) is
 escaped: it is data, never rich markup. Id columns never wrap.
@@ -69,7 +70,7 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from runner.orchestrator.plan import _num
+    from runner.orchestrator.plan import _num, describe_limits
 
     console.print(
         f"[bold]job {escape(str(report['job_id']))}[/bold]: {report['status']}"
@@ -78,6 +79,8 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
     for purpose, dims in report["ceilings"].items():
         text = ", ".join(f"{d} {_num(v['value'])} ({v['source']})" for d, v in dims.items())
         console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"))
+    if report.get("limits"):
+        console.print(escape(f"limits per run: {describe_limits(report['limits'])}"))
     if report.get("ceiling_reached"):
         message = escape(str(report["ceiling_reached"].get("message", "")))
         console.print(f"[red]ceiling reached:[/red] {message}")

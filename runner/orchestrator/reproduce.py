@@ -24,9 +24,14 @@ an alias, a body that is not the raw HTTP body) never refuses.
 
 Reproduce never runs the input's code on the host: the registry (tool ids, effect classes,
 schema hashes) is built inside a sandbox (`runner.orchestrator.toolmanifest`), the tool
-modules are only located here, and model turns come from the trace (`ReplayProvider`), so a
-packet's scripted model function is never imported either. Refusals the trace alone shows are
-found before any sandbox starts.
+modules are only located here — in the trace's own folder alone (`reproduce_inputs.
+tool_folder`), never the current directory or the installed packages — and copied into one
+tool snapshot per trace (what the description sandbox and the replay both mount; never the
+trace itself), and model turns come from the trace (`ReplayProvider`), so a packet's scripted
+model function is never imported either. The trace's own copy of its workflow is written
+inside the run's scratch folder, its recorded name checked by the id rules
+(`runner.domain.ids.path_for_id`). Refusals the trace alone shows are found before any sandbox
+starts.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import Any
 
 import structlog
 
+from runner.domain.ids import path_for_id
 from runner.domain.trace import Trace, TraceVersionError, read_trace
 from runner.errors import (
     EXIT_INFRA,
@@ -53,11 +59,11 @@ from runner.errors import (
 )
 from runner.inputfile import open_input, read_input
 from runner.orchestrator.reproduce_inputs import (
-    find_workflow_file,
     is_packet,
     packet_trace,
-    project_of,
+    recorded_workflow_file,
     safe_extract,
+    tool_folder,
 )
 from runner.settings import Settings
 
@@ -233,7 +239,7 @@ class Reproducer:
             return ReproduceReport(name, "invalid", str(exc))
         recorded = _outcome(trace)
         try:
-            workflow = self._workflow(trace, trace_path, scratch)
+            workflow, folder = self._workflow(trace, trace_path, scratch, is_packet(path))
         except ReplayRefused as exc:
             return ReproduceReport(
                 name, "refused", str(exc), recorded=recorded, refusals=[str(exc)]
@@ -249,11 +255,19 @@ class Reproducer:
                 recorded=recorded,
                 refusals=early,
             )
-        from runner.orchestrator.toolmanifest import sandbox_registry
+        from runner.orchestrator.snapshot_sources import snapshot_for
+        from runner.orchestrator.toolmanifest import locate_tools, sandbox_registry
         from runner.policy import load_policy
 
         policy = load_policy(self.policy_name)
         try:
+            # One snapshot for the description sandbox and the replay: both see the same code,
+            # copied now; never the trace itself (runner/orchestrator/snapshot.py).
+            snapshot = snapshot_for(
+                [(workflow, locate_tools(workflow, confined_to=folder))],
+                state_dir=self.settings.state_dir,
+                exclude=[path, trace_path],
+            )
             # Never imported here: the tool code may be a packet's (toolmanifest's docstring).
             registry = sandbox_registry(
                 workflow,
@@ -261,8 +275,9 @@ class Reproducer:
                 settings=self.settings,
                 image=self.image or self.settings.image,
                 policy=policy,
-                # a packet's modules come from the packet alone, never from this host
-                self_contained=is_packet(path) and self.workflow is None,
+                # a trace's (a packet's) tool entries resolve in its own folder alone
+                confined_to=folder,
+                snapshot=snapshot,
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
@@ -280,28 +295,46 @@ class Reproducer:
                 recorded=recorded,
                 refusals=reasons,
             )
-        return self._run(name, trace, workflow, registry, recorded, policy)
+        return self._run(name, trace, workflow, registry, recorded, policy, snapshot)
 
-    def _workflow(self, trace: Trace, trace_path: Path, scratch: Path) -> Any:
+    def _workflow(
+        self, trace: Trace, trace_path: Path, scratch: Path, packet: bool = False
+    ) -> tuple[Any, Path | None]:
+        """The workflow to replay and the one folder its tool entries resolve in.
+
+        ``--workflow``: the user's own file, resolved as ``check`` does (folder None). Else the
+        trace's workflow: a file with its hash (its folder), or the trace's own copy written
+        in ``scratch`` (the trace's folder; a packet's ``workflow/`` folder): never the
+        current directory, never the installed packages (`runner.orchestrator.toolmanifest.
+        locate_tools`).
+        """
         from runner.domain.workflow import load_workflow
 
         if self.workflow is not None:
-            return load_workflow(self.workflow)
+            return load_workflow(self.workflow), None
         recorded = trace.run.workflow
-        project = project_of(trace_path, self.settings.state_dir.name)
-        extra = [Path.cwd(), *([project] if project is not None else [])]
-        found = find_workflow_file(trace_path, recorded.hash, extra)
+        found = recorded_workflow_file(trace_path, recorded.hash, self.settings.state_dir.name)
+        folder = tool_folder(found, trace_path, packet=packet)
         if found is None:
             if not recorded.content.strip():
                 raise ReplayRefused(
                     "the trace carries no workflow content (a run recorded without a workflow "
                     "file): pass --workflow FILE"
                 )
-            found = scratch / "workflow" / f"{recorded.name or 'workflow'}.yaml"
+            # the name is the trace's: it names a file only through the id rules, in scratch
+            found = path_for_id(
+                scratch / "workflow",
+                recorded.name,
+                suffix=".yaml",
+                kind="workflow name",
+                file=str(trace_path),
+                line=1,
+                field="workflow.name",
+            )
             found.parent.mkdir(parents=True, exist_ok=True)
             found.write_text(recorded.content, encoding="utf-8")
         try:
-            return load_workflow(found)
+            return load_workflow(found), folder
         except InputError as exc:
             raise ReplayRefused(f"the recorded workflow cannot be loaded: {exc}") from exc
 
@@ -313,6 +346,7 @@ class Reproducer:
         registry: Any,
         recorded: dict[str, Any],
         policy: Any,
+        snapshot: Any,
     ) -> ReproduceReport:
         from runner.domain.ids import timestamped_ids
         from runner.domain.tasks import Task
@@ -338,6 +372,7 @@ class Reproducer:
             purpose="replay",
             recorded_calls=calls,
             clock_start=run.clock.start,
+            snapshot=snapshot,
         )
         variant = f"{workflow.spec.name}@{workflow.spec.version}"
         try:

@@ -188,6 +188,7 @@ class Scheduler:
         self.run_estimate = run_estimate
         self.on_change = on_change
         self.interrupted = threading.Event()
+        self.hurried = threading.Event()
         self.outcomes: list[PairOutcome] = []
         self._lock = threading.Lock()
 
@@ -195,6 +196,15 @@ class Scheduler:
         """Ask the run to stop now (Ctrl-C): no new run, running sandboxes killed."""
         self.interrupted.set()
         self.stop.set("interrupted", "interrupted (Ctrl-C)")
+
+    def hurry(self) -> None:
+        """A second Ctrl-C: stop as `interrupt`, and do not wait for the runs to wind down.
+
+        The runs' sandboxes are killed either way; the report is built from what the ledger
+        holds now (a run still finishing is listed as it stands).
+        """
+        self.interrupt()
+        self.hurried.set()
 
     def _changed(self) -> None:
         with self._lock:
@@ -298,7 +308,9 @@ class Scheduler:
                 if self.backend is not None:
                     killed = self.backend.close()
                     log.info("sandboxes_killed", count=killed)  # the report says it
-            if killed_at is not None and time.monotonic() - killed_at > INTERRUPT_GRACE_S:
+            if killed_at is not None and (
+                self.hurried.is_set() or time.monotonic() - killed_at > INTERRUPT_GRACE_S
+            ):
                 log.error("runs_did_not_stop", running=sum(1 for f in futures if not f.done()))
                 return
             time.sleep(0.05)

@@ -24,8 +24,8 @@ from runner.orchestrator.episode import (
     MIN_WRITE_S,
     POLL_S,
     SHUTDOWN_GRACE_S,
-    resource_limits,
 )
+from runner.orchestrator.limits import resource_limits
 from runner.settings import Settings
 
 # Seconds a run may be charged past its timeout: the deadline is checked once a poll, a write

@@ -6,8 +6,11 @@ Sequence (`prepare` then `execute`):
    (`runner.orchestrator.eligibility`; any ineligible variant rejects the whole submission,
    exit 3, with no backend call and no ledger row), the tasks, the judge; then the `Plan`.
 2. The caller prints the plan; ``--dry-run`` stops there.
-3. The job: a ledger row and ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options and the
-   owner process, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
+3. The tool snapshot (`runner.orchestrator.snapshot`): the variants' declared tool code and
+   data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
+   again, whatever changed in the source files since). The job: a ledger row and
+   ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options, the owner process and the tool
+   snapshot, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
 4. The reaper removes sandboxes of dead owners; a resumed job's open rows are closed
    (`Ledger.close_orphans`) and its finished pairs are skipped.
 5. `Scheduler` runs the pairs under the replay ceiling; model calls go through
@@ -24,11 +27,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,14 @@ from typing import Any
 import structlog
 
 from runner.backends import labels
-from runner.domain.ids import timestamped_ids, validate_id
+from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task, load_tasks
 from runner.errors import InputError
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.orchestrator.eligibility import check_eligibility
+from runner.orchestrator.interrupts import Interrupts, handled_signals
 from runner.orchestrator.jobfile import SubmitOptions, read_json_object
+from runner.orchestrator.limits import check_engine_limits, limits_in_effect
 from runner.orchestrator.pairs import PairRunner
 from runner.orchestrator.plan import (
     DEFAULT_MAX_TOKENS,
@@ -50,10 +51,11 @@ from runner.orchestrator.plan import (
     ceiling_in_effect,
     make_variants,
 )
-from runner.orchestrator.providers import provider_for_workflow
 from runner.orchestrator.report import build_report, grade_job, write_report
 from runner.orchestrator.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.orchestrator.single_run import run_sandbox_s
+from runner.orchestrator.snapshot import ToolSnapshot
+from runner.orchestrator.snapshot_sources import project_snapshot
 from runner.policy import load_policy
 from runner.settings import Settings
 
@@ -63,9 +65,13 @@ __all__ = ["SubmitResult", "execute", "job_dir", "prepare"]
 
 
 def job_dir(settings: Settings, job_id: str) -> Path:
-    """``<state_dir>/jobs/<job_id>`` (the id validated: it becomes a path)."""
-    validate_id(job_id, kind="job id", field="--resume")
-    return settings.state_dir.resolve() / "jobs" / job_id
+    """``<state_dir>/jobs/<job_id>`` (the id validated: it becomes a path).
+
+    Raises:
+        InputError: ``job_id`` breaks an id rule (`runner.domain.ids.path_for_id`).
+    """
+    jobs = settings.state_dir.resolve() / "jobs"
+    return path_for_id(jobs, job_id, kind="job id", field="--resume")
 
 
 @dataclass
@@ -105,8 +111,20 @@ def prepare(
         IneligibleError: a variant calls a denied or unknown tool (exit 3; every problem named).
     """
     policy = load_policy(options.policy)
-    report = check_eligibility(options.variants, policy)
+    # the gate `check` runs: tools and each variant's model provider (a scripted function that
+    # does not import is exit 2, now)
+    report = check_eligibility(options.variants, policy, cwd=options.cwd, settings=settings)
     report.raise_for_problems()
+    for check in report.workflows:
+        model = check.workflow.spec.model if check.workflow is not None else None
+        if model is not None and model.provider == "replay" and check.workflow is not None:
+            raise InputError(
+                "a replay provider serves a recorded trace (reproduce); a shadow evaluation runs"
+                " fresh model turns: use provider scripted or openai",
+                file=check.path,
+                line=check.workflow.line_of(("model", "provider")),
+                field="model.provider",
+            )
     variants = make_variants(
         [
             (path, name, check.workflow, check.registry)
@@ -120,11 +138,6 @@ def prepare(
         from runner.grading import make_judge
 
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
-    for variant in variants:  # a scripted function that does not import: exit 2, now
-        provider = provider_for_workflow(variant.workflow, cwd=options.cwd, settings=settings)
-        close = getattr(provider, "close", None)
-        if callable(close):
-            close()
     concurrency = options.concurrency or settings.concurrency
     cpu_cap = 2 * (os.cpu_count() or 1)
     if concurrency > cpu_cap:
@@ -147,29 +160,8 @@ def prepare(
         concurrency=concurrency,
         ceilings=ceilings,
         history=history,
+        limits=limits_in_effect(policy, settings),
     )
-
-
-@contextmanager
-def _signals(on_signal: Callable[[], None]) -> Iterator[None]:
-    """Route SIGINT and SIGTERM to ``on_signal`` while the block runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: Any) -> None:
-        name = signal.Signals(signum).name
-        # Said once, in words; the log line is info (shown with --log-level info).
-        sys.stderr.write(f"\n{name}: stopping; running sandboxes are killed and removed\n")
-        log.info("submit_interrupted", signal=name)
-        on_signal()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -211,6 +203,22 @@ def _check_unchanged(plan: Plan, folder: Path) -> None:
             )
 
 
+def _resumed_snapshot(settings: Settings, folder: Path) -> ToolSnapshot | None:
+    """The tool snapshot the job's runs used, checked; None for a job that recorded none.
+
+    Raises:
+        InputError: the recorded snapshot is missing or damaged (the job file named).
+    """
+    path = folder / "job.json"
+    record = read_json_object(path).get("tool_snapshot")
+    if record is None:
+        log.warning("resume_without_tool_snapshot", job=folder.name)
+        return None
+    snapshot = ToolSnapshot.load(settings.state_dir, record, where=str(path))
+    log.info("tool_snapshot_reused", digest=snapshot.digest, job=folder.name)
+    return snapshot
+
+
 def execute(
     plan: Plan,
     options: SubmitOptions,
@@ -238,9 +246,17 @@ def execute(
         InfrastructureError: the backend is unusable (exit 6).
     """
     folder = job_dir(settings, plan.job_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    snapshot = None
     if resume:
         _check_unchanged(plan, folder)
+        snapshot = _resumed_snapshot(settings, folder)
+    if snapshot is None:  # before anything of the job is written: a bad glob leaves nothing
+        snapshot = project_snapshot(
+            [v.workflow for v in plan.variants],
+            state_dir=settings.state_dir,
+            exclude=[options.tasks],
+        )
+    folder.mkdir(parents=True, exist_ok=True)
     owner = labels.current_owner()
     _write_json(
         folder / "job.json",
@@ -252,11 +268,52 @@ def execute(
                 labels.OWNER_PID: str(owner.pid),
                 labels.OWNER_START: owner.start,
             },
+            "tool_snapshot": snapshot.to_json(),
         },
     )
     if not resume:
         _write_json(folder / "plan.json", plan.to_json())
-    backend = TrackingBackend(backend_factory())  # Docker unusable: exit 6, no job row yet
+    interrupts = Interrupts()
+    # One handler from here until the report is written: a Ctrl-C (a second one too) never
+    # raises, so the job always ends with its report and, after an interruption, the hint.
+    with handled_signals(interrupts, enabled=handle_signals):
+        report = _run_job(
+            plan,
+            options,
+            settings,
+            backend_factory=backend_factory,
+            resume=resume,
+            on_change=on_change,
+            image=image,
+            interrupts=interrupts,
+            snapshot=snapshot,
+        )
+        write_report(folder, report)
+    return SubmitResult(plan, report, int(report["exit_code"]))
+
+
+def _run_job(
+    plan: Plan,
+    options: SubmitOptions,
+    settings: Settings,
+    *,
+    backend_factory: Callable[[], Any],
+    resume: bool,
+    on_change: Callable[[Sequence[PairOutcome]], None],
+    image: str | None,
+    interrupts: Interrupts,
+    snapshot: ToolSnapshot,
+) -> dict[str, Any]:
+    """The body of `execute` under its signal handler: run, grade, build the report."""
+    inner = backend_factory()  # Docker unusable: exit 6, no job row yet
+    try:
+        check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
+    except BaseException:
+        close_inner = getattr(inner, "close", None)
+        if callable(close_inner):
+            close_inner()
+        raise
+    backend = TrackingBackend(inner)
     runner: PairRunner | None = None
     try:
         with Ledger.for_state_dir(settings.state_dir) as ledger:
@@ -282,6 +339,7 @@ def execute(
                     guard,
                     image=image or settings.image,
                     search_root=options.cwd,
+                    snapshot=snapshot,
                     max_tokens=DEFAULT_MAX_TOKENS
                     if replay.tokens is not None or replay.usd is not None
                     else None,
@@ -302,12 +360,12 @@ def execute(
                     ),
                     on_change=on_change,
                 )
-                with _signals(scheduler.interrupt) if handle_signals else _noop():
-                    outcomes = scheduler.run(pending)
-                    interrupted = scheduler.interrupted.is_set()
-                    grading = None
-                    if not interrupted:
-                        grading = grade_job(plan, ledger, guard, settings, options.cwd)
+                interrupts.attach(scheduler)
+                outcomes = scheduler.run(pending)
+                grading = None
+                if not scheduler.interrupted.is_set():
+                    grading = grade_job(plan, ledger, guard, settings, options.cwd)
+                interrupted = scheduler.interrupted.is_set()
             except BaseException:
                 ledger.set_job_status(plan.job_id, "interrupted")  # never left "running"
                 raise
@@ -329,10 +387,4 @@ def execute(
             close()
         if runner is not None:
             runner.close()
-    write_report(folder, report)
-    return SubmitResult(plan, report, int(report["exit_code"]))
-
-
-@contextmanager
-def _noop() -> Iterator[None]:
-    yield
+    return report

@@ -80,7 +80,8 @@ class Extraction:
 
     Attributes:
         tasks: the task records written, in order.
-        skipped: reason (``with purpose replay``, ``stopped by a ceiling``) -> the traces skipped.
+        skipped: reason (``with purpose replay``, ``stopped by a ceiling``, ``cut by a policy
+            limit``) -> the traces skipped.
         duplicates: ``(trace, task id, trace kept)`` for each later trace of a task id.
     """
 
@@ -95,6 +96,8 @@ def skip_reason(trace: Trace) -> str | None:
         return f"with purpose {trace.run.purpose}"
     if trace.end is not None and trace.end.status == "ceiling_reached":
         return "stopped by a ceiling"
+    if trace.end is not None and trace.end.status == "limit_exceeded":
+        return "cut by a policy limit"  # its calls after the cut were never recorded
     return None
 
 

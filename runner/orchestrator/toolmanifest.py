@@ -14,8 +14,10 @@ runs it. So `sandbox_registry` (used by `runner.orchestrator.reproduce`, always)
    scan: no module code, no ``.pth`` file runs). Not found: the same `InputError` as before;
 2. start a sandbox of the run's image under the policy's hardening (network none, read-only
    root, no capabilities, non-root, limits; mounts from `runner.orchestrator.episode.
-   prepare_run`) with ``run.json`` ``mode: "manifest"``, the modules and their ``tool_paths``;
-   at most `MANIFEST_TIMEOUT_S` seconds (or the policy's timeout, when shorter);
+   prepare_run`: the modules come from the command's tool snapshot, `runner.orchestrator.
+   snapshot`, never from the live folders) with ``run.json`` ``mode: "manifest"``, the modules
+   and their ``tool_paths``; at most `MANIFEST_TIMEOUT_S` seconds (or the policy's timeout,
+   when shorter);
 3. the runtime (`runner.runtime.manifest`) imports the modules in there and answers with their
    tools; the host reads the answer as untrusted data (types checked, schema hashes computed
    again here, sandbox paths mapped back to host files, text cut and stripped of control
@@ -47,14 +49,18 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from runner.domain.ids import path_under
 from runner.domain.registry import Registry, ToolSpec
-from runner.domain.toolsource import load_manifest_tools
+from runner.domain.toolsource import load_manifest_tools, manifest_path
 from runner.errors import InputError
 from runner.sdk import Effect, schema_hash
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
+    from runner.orchestrator.snapshot import ToolSnapshot
     from runner.settings import Settings
 
 __all__ = ["MANIFEST_TIMEOUT_S", "ToolLocations", "locate_tools", "sandbox_registry"]
@@ -98,12 +104,7 @@ def _where(workflow: WorkflowFile, index: int) -> dict[str, Any]:
 
 def _root(name: str, search: list[Path], installed: bool) -> Path | None:
     """The ``sys.path`` folder holding ``name``'s top-level package, found by a directory scan."""
-    if not _MODULE.match(name):
-        return None
-    top = name.split(".")[0]
-    spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search])
-    if spec is None and installed:
-        spec = importlib.machinery.PathFinder.find_spec(top)  # the installed packages
+    spec = _top_spec(name, search, installed)
     if spec is None:
         return None
     locations = list(spec.submodule_search_locations or [])
@@ -114,33 +115,83 @@ def _root(name: str, search: list[Path], installed: bool) -> Path | None:
     return Path(spec.origin).resolve().parent
 
 
-def locate_tools(workflow: WorkflowFile, *, self_contained: bool = False) -> ToolLocations:
+def _top_spec(
+    name: str, search: list[Path], installed: bool
+) -> importlib.machinery.ModuleSpec | None:
+    if not _MODULE.match(name):
+        return None
+    top = name.split(".")[0]
+    spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search])
+    if spec is None and installed:
+        spec = importlib.machinery.PathFinder.find_spec(top)  # the installed packages
+    return spec
+
+
+def _confined_root(name: str, folder: Path, where: dict[str, Any]) -> Path | None:
+    """The mount root of module ``name`` found in ``folder`` alone, which it must not leave.
+
+    Raises:
+        InputError: ``name``'s top-level package is a plain folder (no ``__init__.py``: a
+            namespace package, e.g. ``Documents``) or a link leading out of ``folder``.
+    """
+    spec = _top_spec(name, [folder], installed=False)
+    if spec is None:
+        return None
+    top = name.split(".")[0]
+    if spec.origin is None or not os.path.isabs(spec.origin):
+        raise InputError(
+            f"tool module {name!r}: {top!r} is a folder without __init__.py, not a tool module "
+            f"(a trace's tools resolve only to modules in {folder})",
+            **where,
+        )
+    # the module's file (or its package folder), named relative to the folder: links resolved,
+    # it must stay inside (`path_under`), or a trace could mount what a planted link points to
+    located = Path(spec.origin)
+    if spec.submodule_search_locations:
+        located = located.parent
+    path_under(folder, os.path.relpath(located, folder), kind=f"tool module {name!r}", **where)
+    return folder
+
+
+def locate_tools(workflow: WorkflowFile, *, confined_to: Path | None = None) -> ToolLocations:
     """Locate every ``tools`` entry of ``workflow``; import nothing.
 
     Args:
         workflow: the loaded workflow.
-        self_contained: look only in the workflow's folder (a packet's code is all inside
-            it), never in the current directory or the installed packages: a packet cannot
-            name a folder of the host (``tools: [Documents]``) to have it mounted.
+        confined_to: the one folder a trace's (or a packet's) tool entries resolve in: modules
+            only from it (never the current directory or the installed packages, never a
+            plain folder, never through a link leading out), ``.json`` manifests relative to
+            it. None (the user's own ``--workflow``): modules from the workflow's folder, the
+            current directory, then the installed packages; manifests relative to the
+            workflow's folder, inside it.
 
     Raises:
-        InputError: a module that is not found, or a tool manifest that cannot be read
-            (workflow file, line and ``tools[i]``).
+        InputError: a module that is not found, refused as above, or a tool manifest that
+            cannot be read or lies outside its folder (workflow file, line and ``tools[i]``).
     """
-    folders = [workflow.folder] if self_contained else [workflow.folder, Path.cwd().resolve()]
+    if confined_to is None:
+        folders = [workflow.folder, Path.cwd().resolve()]
+        manifests = workflow.folder
+    else:
+        folders = [Path(os.path.realpath(confined_to))]
+        manifests = folders[0]
     search = list(dict.fromkeys(folders))
     found = ToolLocations({}, [], search)
     for index, entry in enumerate(workflow.spec.tools):
         where = _where(workflow, index)
         if entry.endswith(".json"):
-            found.manifest_tools[index] = load_manifest_tools(workflow.folder / entry, entry, where)
+            path = manifest_path(manifests, entry, where)
+            found.manifest_tools[index] = load_manifest_tools(path, entry, where)
             continue
-        root = _root(entry, search, installed=not self_contained)
+        if confined_to is None:
+            root = _root(entry, search, installed=True)
+        else:
+            root = _confined_root(entry, search[0], where)
         if root is None:
             looked = ", ".join(str(p) for p in search)
             raise InputError(
                 f"cannot import tool module {entry!r}: no such module (looked in {looked}"
-                + (")" if self_contained else " and the installed packages)"),
+                + (" and the installed packages)" if confined_to is None else ")"),
                 **where,
             )
         found.modules.append((index, entry, root))
@@ -155,7 +206,9 @@ def sandbox_registry(
     image: str,
     policy: Any,
     timeout_s: float = MANIFEST_TIMEOUT_S,
-    self_contained: bool = False,
+    confined_to: Path | None = None,
+    snapshot: ToolSnapshot | None = None,
+    exclude: Sequence[Path] = (),
 ) -> Registry:
     """The unfiltered registry of ``workflow``, its modules imported only inside a sandbox.
 
@@ -167,7 +220,12 @@ def sandbox_registry(
         image: the sandbox image (the one the episode will use).
         policy: the policy whose limits the sandbox gets (`runner.policy.Policy`).
         timeout_s: the most this may take, seconds.
-        self_contained: modules only from the workflow's folder (`locate_tools`).
+        confined_to: the one folder the tool entries resolve in (a trace's or a packet's
+            own; `locate_tools`); None for the user's own workflow file.
+        snapshot: the command's tool snapshot, when it has one already (reproduce builds it
+            first and runs the episode from the same one); None: one is built here from the
+            modules located (the files in ``exclude`` never copied).
+        exclude: files never copied into a snapshot built here (the trace read, by real path).
 
     Raises:
         InputError: a module not found, failing to import in the sandbox, declaring an
@@ -176,12 +234,18 @@ def sandbox_registry(
     """
     from runner.orchestrator.toolmanifest_run import ask_sandbox
 
-    located = locate_tools(workflow, self_contained=self_contained)
+    located = locate_tools(workflow, confined_to=confined_to)
     tools: dict[int, list[ToolSpec]] = dict(located.manifest_tools)
     if located.modules:
         roots = located.roots()
         from runner.backends.base import Backend as BackendType
 
+        if snapshot is None:
+            from runner.orchestrator.snapshot_sources import snapshot_for
+
+            snapshot = snapshot_for(
+                [(workflow, located)], state_dir=settings.state_dir, exclude=exclude
+            )
         answer, tool_paths = ask_sandbox(
             workflow,
             [name for _, name, _ in located.modules],
@@ -191,28 +255,43 @@ def sandbox_registry(
             image=image,
             policy=policy,
             timeout_s=timeout_s,
+            snapshot=snapshot,
         )
-        paths = _PathMap(tool_paths, roots)
+        paths = _PathMap(tool_paths, roots, [snapshot.copy_of(root) for root in roots])
         tools.update(_module_tools(workflow, located, answer, paths, image))
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     return Registry(ordered, located.roots())
 
 
 class _PathMap:
-    """Sandbox paths (``/sandbox/tools/i/...``) back to host paths; anything else is marked."""
+    """Sandbox paths (``/sandbox/tools/i/...``) back to host paths; anything else is marked.
 
-    def __init__(self, tool_paths: list[str], roots: list[Path]) -> None:
-        self.pairs = list(zip(tool_paths, roots, strict=True))
+    An unsandboxed backend reports the paths of the snapshot's copies on the host instead
+    (``<state>/snapshots/<digest>/k/...``): they map back to the source folder too.
+    """
+
+    def __init__(self, tool_paths: list[str], roots: list[Path], copies: list[Path]) -> None:
+        self.pairs = [
+            (prefix, root)
+            for inside, root, copy in zip(tool_paths, roots, copies, strict=True)
+            for prefix in (inside, str(copy))
+        ]
 
     def file(self, value: Any) -> str:
         if not isinstance(value, str) or not value:
             return "<unknown file>"
         path = os.path.normpath(value)
         for inside, root in self.pairs:
+            relative = None
             if path == inside or path.startswith(inside + "/"):
-                return str(root / os.path.relpath(path, inside))
-            if path.startswith(str(root) + os.sep):  # an unsandboxed backend reports host paths
-                return path
+                relative = os.path.relpath(path, inside)
+            elif path.startswith(str(root) + os.sep):  # an unsandboxed backend: host paths
+                relative = os.path.relpath(path, root)
+            if relative is not None:
+                try:  # the sandbox's text: a host path only through the id rules
+                    return str(path_under(root, relative, kind="tool file"))
+                except InputError:
+                    return f"sandbox:{clean_text(path)}"
         return f"sandbox:{clean_text(path)}"  # a file of the image, not of this host
 
     def text(self, value: Any) -> str:

@@ -2,10 +2,11 @@
 
 One short sandbox per registry: the run folder and the `SandboxSpec` come from
 `runner.orchestrator.episode.prepare_run` (the same mounts, environment, user and limits as an
-episode, so the same hardening), with ``run.json`` ``mode: "manifest"`` and ``modules`` set to
-the modules asked for; the timeout is cut to the manifest's own. The host waits for ``hello``,
-sends ``start``, reads the one ``manifest`` message, sends ``shutdown`` and removes the run
-folder. It never writes a trace and charges nothing to the ledger (no model call, no episode).
+episode, so the same hardening; the modules from the command's tool snapshot), with
+``run.json`` ``mode: "manifest"`` and ``modules`` set to the modules asked for; the timeout is
+cut to the manifest's own. The host waits for ``hello``, sends ``start``, reads the one
+``manifest`` message, sends ``shutdown`` and removes the run folder. It never writes a trace
+and charges nothing to the ledger (no model call, no episode).
 
 Anything but a ``manifest`` message (the sandbox hung, died, or printed nonsense) is an
 `InputError` naming the workflow file with the sandbox's exit code and last stderr lines: the
@@ -36,6 +37,7 @@ from runner.runtime import protocol
 if TYPE_CHECKING:
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
+    from runner.orchestrator.snapshot import ToolSnapshot
     from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -55,6 +57,7 @@ def ask_sandbox(
     image: str,
     policy: Any,
     timeout_s: float,
+    snapshot: ToolSnapshot,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> tuple[dict[str, Any], list[str]]:
     """Run the runtime in mode ``manifest`` for ``modules`` and return its answer.
@@ -68,6 +71,7 @@ def ask_sandbox(
         image: the sandbox image.
         policy: the policy whose limits apply.
         timeout_s: the most the sandbox may take, seconds.
+        snapshot: the command's tool snapshot (holds ``roots``).
         monotonic: the deadline clock.
 
     Returns:
@@ -75,7 +79,8 @@ def ask_sandbox(
         ``tool_paths`` used, aligned with ``roots``.
 
     Raises:
-        InputError: no usable answer (see the module docstring).
+        InputError: no usable answer (see the module docstring), or a root the snapshot does
+            not hold.
         InfrastructureError: the backend failed.
     """
     request = EpisodeRequest(
@@ -86,6 +91,7 @@ def ask_sandbox(
         image=image,
         mode="manifest",
         purpose="replay",
+        snapshot=snapshot,
     )
     prepared = prepare_run(request, settings, timestamped_ids(prefix="manifest"))
     try:
@@ -107,7 +113,8 @@ def ask_sandbox(
             file=str(workflow.path),
             field="tools",
         )
-    return answer, list(run_spec["tool_paths"])
+    # the tool roots come first (`run_roots`); a data folder of ``files`` may follow
+    return answer, list(run_spec["tool_paths"])[: len(roots)]
 
 
 def _drive(

@@ -10,7 +10,10 @@ Invariants:
 - a call body of ``body_encoding: text`` that is not valid UTF-8 (lone surrogates) is
   re-encoded with `runner.traceformat.encode_body` (base64 of the exact bytes), and bodies over
   `runner.traceformat.MAX_BODY_BYTES` are truncated with length and sha256 kept;
-- each line is flushed when written, so a crash of the host leaves a readable prefix.
+- each line is flushed when written, so a crash of the host leaves a readable prefix;
+- with ``max_bytes``, a ``call`` line that would make the file longer than that is not written
+  (`TraceFull`): the header and the ``end`` line are always written, so a cut trace still
+  ends (the episode ends ``limit_exceeded``, `runner.orchestrator.episode_state`).
 """
 
 from __future__ import annotations
@@ -94,21 +97,43 @@ def normalise_body(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class TraceFull(Exception):
+    """A call line was not written: it would have made the trace longer than ``max_bytes``.
+
+    Attributes:
+        size: the line's length in bytes.
+        written: bytes the trace already holds.
+        max_bytes: the trace's budget.
+    """
+
+    def __init__(self, size: int, written: int, max_bytes: int) -> None:
+        super().__init__(f"a {size}-byte call line would pass the trace's {max_bytes} bytes")
+        self.size, self.written, self.max_bytes = size, written, max_bytes
+
+
 class TraceWriter:
     """Context manager writing one trace file (created new; an existing file is an error).
 
     Args:
         path: the ``.jsonl`` file to create (its folder is created).
+        max_bytes: the most bytes the header and call lines may take (None: no bound); the
+            ``end`` line is written whatever it is.
+
+    Attributes:
+        calls: call lines written.
+        bytes: bytes written so far (the file is ASCII: one byte a character).
 
     Raises:
         FileExistsError: ``path`` already exists (a run id is used once).
 
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, max_bytes: int | None = None) -> None:
         self.path = path
+        self.max_bytes = max_bytes
         self._file: IO[str] | None = None
         self.calls = 0
+        self.bytes = 0
         self.header_written = False
         self.ended = False
 
@@ -127,11 +152,15 @@ class TraceWriter:
             self._file.close()
             self._file = None
 
-    def _write(self, record: Mapping[str, Any]) -> None:
+    def _write(self, record: Mapping[str, Any], *, budgeted: bool = False) -> None:
         if self._file is None:
             raise RuntimeError("TraceWriter used outside its context")
-        self._file.write(dumps_line({"v": TRACE_VERSION, **record}))
+        line = dumps_line({"v": TRACE_VERSION, **record})
+        if budgeted and self.max_bytes is not None and self.bytes + len(line) > self.max_bytes:
+            raise TraceFull(len(line), self.bytes, self.max_bytes)
+        self._file.write(line)
         self._file.flush()
+        self.bytes += len(line)
 
     def header(
         self,
@@ -186,9 +215,13 @@ class TraceWriter:
         self.header_written = True
 
     def call(self, record: Mapping[str, Any]) -> None:
-        """Write one ``call`` line from a runtime call record (body rules enforced)."""
+        """Write one ``call`` line from a runtime call record (body rules enforced).
+
+        Raises:
+            TraceFull: the line would pass ``max_bytes``; nothing was written.
+        """
         fields = {k: v for k, v in dict(record).items() if k not in ("v", "type")}
-        self._write({"type": "call", **normalise_body(fields)})
+        self._write({"type": "call", **normalise_body(fields)}, budgeted=True)
         self.calls += 1
 
     def end(self, summary: Mapping[str, Any]) -> None:

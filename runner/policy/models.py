@@ -9,7 +9,8 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
       deny: ["email.*"]          # absent whatever their class
       allow: []                  # when non-empty, only these remain (it can only narrow)
       unsafe_allow: []           # present despite a denied effect class: the visible opt-in
-    limits: {timeout_s: 300, memory_mb: 512, pids_limit: 128, cpus: 1.0, tmpfs_mb: 64}
+    limits: {timeout_s: 300, memory_mb: 512, pids_limit: 128, cpus: 1.0, tmpfs_mb: 64,
+             max_calls: 10000, max_trace_mb: 128}
     ceilings:                    # per purpose; an absent value means no limit
       replay: {runs: 200, tokens: 2000000, usd: 5.0, sandbox_s: 3600}
       judge: {runs: 400, tokens: 1000000, usd: 2.0}
@@ -17,20 +18,129 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
       gpt-4.1: {input_usd_per_mtok: 2.0, output_usd_per_mtok: 8.0}
 
 Invariants: a ``shadow`` policy always denies ``unsafe`` (single tools may be let in only by
-``unsafe_allow``); every number carries its unit in its name.
+``unsafe_allow``); every number carries its unit in its name; limits and ceilings are
+validated strictly at load time (`LIMIT_BOUNDS`): an integer field takes only integers (``true``
+is not 1, ``5.0`` is not 5), a number only finite numbers (``.inf`` and ``.nan`` are refused),
+each within what the engine and the ledger accept, so a bad value is an input error naming the
+file, line and field, never an engine refusal (exit 6) or a limit silently turned off later.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    field_validator,
+    model_validator,
+)
 
 from runner.sdk import Effect
 
-__all__ = ["Ceiling", "Ceilings", "Limits", "PolicySpec", "Price", "ToolOverrides"]
+__all__ = [
+    "LIMIT_BOUNDS",
+    "MAX_COUNT",
+    "Bounds",
+    "Ceiling",
+    "CeilingAmount",
+    "CeilingCount",
+    "Ceilings",
+    "Cpus",
+    "Limits",
+    "MaxCalls",
+    "MaxTraceMb",
+    "MemoryMb",
+    "PidsLimit",
+    "PolicySpec",
+    "Price",
+    "TimeoutS",
+    "TmpfsMb",
+    "ToolOverrides",
+]
+
+
+class Bounds(NamedTuple):
+    """The accepted range of one limit, both ends included, and where the range comes from."""
+
+    low: float
+    high: float
+    source: str
+
+
+_MIB = 1024 * 1024
+_INT64_MAX = 2**63 - 1
+# The largest count the ledger stores: SQLite's INTEGER is a signed 64-bit value
+# (https://www.sqlite.org/datatype3.html, "Storage Classes and Datatypes").
+MAX_COUNT = _INT64_MAX
+
+# Per-run limits the policy, the settings and the CLI may set (one table for all three).
+LIMIT_BOUNDS: dict[str, Bounds] = {
+    # threading.TIMEOUT_MAX is 4294967 s on Windows (2**32-1 ms): a longer wait raises
+    # OverflowError in the host's own timers. A week is well below it on every platform.
+    "timeout_s": Bounds(0.001, 7 * 24 * 3600, "host timers; at most a week"),
+    # Docker refuses less than 6 MiB ("Minimum memory limit allowed is 6MB": moby
+    # daemon/daemon_unix.go, linuxMinMemory = 6291456, measured on Engine 20.10); the runtime
+    # (Python) does not start in less than 16 MiB. The engine takes bytes as int64.
+    "memory_mb": Bounds(16, _INT64_MAX // _MIB, "Docker: >= 6 MiB, bytes fit int64"),
+    # The kernel refuses pids.max above PID_MAX_LIMIT = 4 * 1024 * 1024 on 64-bit
+    # (kernel/cgroup/pids.c, include/linux/threads.h; the engine's start fails there,
+    # measured); the runtime needs a few threads of its own.
+    "pids_limit": Bounds(8, 4 * 1024 * 1024, "Linux PID_MAX_LIMIT"),
+    # Docker: "Range of CPUs is from 0.01 to N" (moby daemon/daemon_unix.go, NanoCPUs >= 1e7;
+    # 0.009 fails at start, and a NanoCPUs value that rounds to 0 turns the limit off). The
+    # upper end is the engine's CPU count, checked when the engine is known
+    # (`runner.backends.base.Backend.check_limits`).
+    "cpus": Bounds(0.01, 4096, "Docker NanoCPUs: 0.01 to the engine's CPUs"),
+    # tmpfs size= and shm_size are bytes the engine takes as int64.
+    "tmpfs_mb": Bounds(1, _INT64_MAX // _MIB, "Docker: bytes fit int64"),
+    # Host-side bounds of one episode (the sandbox cannot cost the host more than these).
+    "max_calls": Bounds(1, 10_000_000, "calls per episode"),
+    "max_trace_mb": Bounds(1, 64 * 1024, "MiB of trace per episode"),
+}
+
+
+def _show(value: float) -> str:
+    """``8796093022207`` and ``0.01`` rather than ``8.79609e+12``; huge values stay short."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:g}"
+
+
+def _range(name: str) -> Any:
+    """A validator keeping limit ``name`` within `LIMIT_BOUNDS`, naming the bounds' source."""
+    low, high, source = LIMIT_BOUNDS[name]
+
+    def check(value: float) -> float:
+        if not low <= value <= high:
+            raise ValueError(
+                f"{_show(value)} is out of range: {_show(low)} to {_show(high)} ({source})"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+_FINITE = Field(allow_inf_nan=False)
+
+# The limits' types, shared by the policy (strict) and the settings (read from text).
+TimeoutS = Annotated[float, _FINITE, _range("timeout_s")]
+MemoryMb = Annotated[int, _range("memory_mb")]
+PidsLimit = Annotated[int, _range("pids_limit")]
+Cpus = Annotated[float, _FINITE, _range("cpus")]
+TmpfsMb = Annotated[int, _range("tmpfs_mb")]
+MaxCalls = Annotated[int, _range("max_calls")]
+MaxTraceMb = Annotated[int, _range("max_trace_mb")]
+
+# Ceiling dimensions and prices (also of job files): strict, counts fit the ledger, amounts
+# are finite (an infinite or NaN ceiling would bound nothing: use no value for no limit).
+CeilingCount = Annotated[int, Strict(), Field(ge=0, le=MAX_COUNT)]
+CeilingAmount = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 
 _GLOB = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+$")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -74,7 +184,10 @@ def first_match(tool_id: str, patterns: list[str]) -> str | None:
 
 
 class Limits(_Frozen):
-    """Per-run resource limits (settings and CLI flags override them for a run).
+    """Per-run resource limits (settings override them for a run).
+
+    Every value is checked against `LIMIT_BOUNDS` when the policy is loaded (strict types,
+    finite numbers; the bounds' sources are in that table).
 
     Attributes:
         timeout_s: wall-clock seconds before the host kills the sandbox.
@@ -82,13 +195,21 @@ class Limits(_Frozen):
         pids_limit: processes and threads at most.
         cpus: CPU share (1.0 = one core).
         tmpfs_mb: size of the writable ``/tmp`` in MiB.
+        max_calls: call lines (tool, model and user calls) one episode may record; the next
+            one ends the run ``limit_exceeded`` and the host kills the sandbox.
+        max_trace_mb: MiB of trace one episode may write (the ``end`` line aside); a call line
+            that would pass it ends the run ``limit_exceeded``.
     """
 
-    timeout_s: float = Field(default=300.0, gt=0)
-    memory_mb: int = Field(default=512, ge=16)
-    pids_limit: int = Field(default=128, ge=8)
-    cpus: float = Field(default=1.0, gt=0)
-    tmpfs_mb: int = Field(default=64, ge=1)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    timeout_s: TimeoutS = 300.0
+    memory_mb: MemoryMb = 512
+    pids_limit: PidsLimit = 128
+    cpus: Cpus = 1.0
+    tmpfs_mb: TmpfsMb = 64
+    max_calls: MaxCalls = 10_000
+    max_trace_mb: MaxTraceMb = 128
 
 
 class Ceiling(_Frozen):
@@ -101,10 +222,10 @@ class Ceiling(_Frozen):
         sandbox_s: sandbox wall-clock seconds.
     """
 
-    runs: int | None = Field(default=None, ge=0)
-    tokens: int | None = Field(default=None, ge=0)
-    usd: float | None = Field(default=None, ge=0)
-    sandbox_s: float | None = Field(default=None, ge=0)
+    runs: CeilingCount | None = None
+    tokens: CeilingCount | None = None
+    usd: CeilingAmount | None = None
+    sandbox_s: CeilingAmount | None = None
 
 
 class Ceilings(_Frozen):
@@ -134,8 +255,8 @@ class Price(_Frozen):
         output_usd_per_mtok: per million output (completion) tokens.
     """
 
-    input_usd_per_mtok: float = Field(ge=0)
-    output_usd_per_mtok: float = Field(ge=0)
+    input_usd_per_mtok: CeilingAmount
+    output_usd_per_mtok: CeilingAmount
 
     def cost_usd(self, tokens_in: int, tokens_out: int) -> float:
         """USD for ``tokens_in`` input and ``tokens_out`` output tokens."""

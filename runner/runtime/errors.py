@@ -85,7 +85,16 @@ def error_class_name(exc: BaseException) -> str:
         return exc.recorded_class
     if isinstance(exc, ModelCallError) and exc.remote_class:
         return exc.remote_class
-    cls = type(exc)
+    return class_name(type(exc))
+
+
+def class_name(cls: type) -> str:
+    """The ``class`` string a trace records for exceptions of ``cls`` (no recorded class).
+
+    Builtins (and classes of ``__main__``) are bare, e.g. ``KeyError``; others
+    ``module.QualName``, e.g. ``runner.runtime.errors.UnrecordedCall``. Readers that look for
+    one class (the report's unrecorded reads) compare with this, never with a short name.
+    """
     module = cls.__module__
     if module in ("builtins", "__main__"):
         return cls.__qualname__

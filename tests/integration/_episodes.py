@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.orchestrator.episode import RUNTIME_COMMAND, EpisodeResult, run_episode
 from runner.orchestrator.providers import provider_for
+from runner.orchestrator.snapshot_sources import project_snapshot
 from runner.policy import load_policy
 from runner.settings import Settings
 
@@ -106,6 +107,8 @@ class Project:
         model = wf.spec.model
         provider = provider_for(model.model_dump() if model else None, search_paths=[wf.folder])
         settings = Settings(state_dir=state_dir, **limits)
+        # the sandbox sees the declared tool code as a command would mount it: its snapshot
+        request = replace(request, snapshot=project_snapshot([wf], state_dir=state_dir))
         self.counter += 1
         result = run_episode(
             request,

@@ -218,23 +218,26 @@ def test_the_answer_key_is_not_inside_the_sandbox(
     from runner.domain.tasks import Task
     from runner.domain.workflow import load_workflow
     from runner.orchestrator.episode import EpisodeRequest, run_episode
+    from runner.orchestrator.snapshot_sources import project_snapshot
     from runner.policy import load_policy
     from runner.settings import Settings
 
     wf = load_workflow(project.workflow("- {id: c, tool: cheat.read_expected}\n"))
     policy = load_policy("shadow")
     task = Task(task_id="t1", input={}, expected={"output_contains": "SECRET-ANSWER-42"})
+    state = tmp_path / "state"
     request = EpisodeRequest(
         workflow=wf,
         task=task,
         policy=policy,
         registry=Registry.for_workflow(wf).restrict(policy),
         image=sandbox_image,
+        snapshot=project_snapshot([wf], state_dir=state),
     )
     result = run_episode(
         request,
         backend=backend,
-        settings=Settings(state_dir=tmp_path / "state"),
+        settings=Settings(state_dir=state),
         provider=None,
         id_factory=sequential_ids("cheat"),
     )

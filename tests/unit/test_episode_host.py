@@ -20,6 +20,7 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.orchestrator.episode import EpisodeRequest, run_episode
 from runner.orchestrator.providers import ScriptedProvider
+from runner.orchestrator.snapshot import SnapshotEntry, build_snapshot
 from runner.settings import Settings
 from runner.traceformat import failure_signature
 from tests.fakes import SubprocessBackend
@@ -153,6 +154,10 @@ def setup(tmp_path: Path) -> SimpleNamespace:
     wf_path.write_text(WORKFLOW)
     script = tmp_path / "fake_runtime.py"
     script.write_text(FAKE_RUNTIME)
+    (tmp_path / "demo_tools.py").write_text("x = 1\n")
+    snapshot = build_snapshot(
+        [SnapshotEntry(tmp_path.resolve(), "demo_tools.py")], state_dir=tmp_path / "state"
+    )
     policy = SimpleNamespace(
         name="shadow",
         mode="shadow",
@@ -166,6 +171,7 @@ def setup(tmp_path: Path) -> SimpleNamespace:
         policy=policy,
         registry=FakeRegistry(tmp_path),
         image="img:1",
+        snapshot=snapshot,
     )
     return SimpleNamespace(
         tmp=tmp_path,
@@ -224,16 +230,18 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
     assert end["not_run"] == []
     spec = backend.specs[0]
     assert spec.command == ("python3", "-u", "-m", "runner.runtime")
-    # the state folder lies inside the tool root here: an empty mount hides it from the run
+    # the tool root (which holds the state folder and the workflow here) is never mounted: its
+    # declared module is, from the command's snapshot
     assert {m.target for m in spec.mounts} == {
         "/opt/sandbox-replay/runner",
         "/sandbox/tools/0",
-        "/sandbox/tools/0/state",
         "/sandbox/run",
     }
-    shadow = next(m for m in spec.mounts if m.target == "/sandbox/tools/0/state")
-    assert shadow.source.is_dir() and not any(shadow.source.iterdir())
+    tools = next(m for m in spec.mounts if m.target == "/sandbox/tools/0")
+    assert tools.source == setup.request.snapshot.path / "0"
+    assert sorted(p.name for p in tools.source.iterdir()) == ["demo_tools.py"]
     assert all(m.read_only for m in spec.mounts)
+    assert head["environment"]["tool_snapshot"] == setup.request.snapshot.digest
     assert spec.env["TZ"] == "UTC" and spec.env["PYTHONHASHSEED"] == "0"
     assert spec.env["PYTHONUNBUFFERED"] == "1" and spec.env["PYTHONPATH"] == "/opt/sandbox-replay"
     assert spec.limits.timeout_s == 20 and spec.limits.memory_mb == 256

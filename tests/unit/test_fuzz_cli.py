@@ -6,8 +6,9 @@ flips, truncation, NUL and invalid UTF-8, deep nesting, huge strings, NaN/Infini
 duplicate and unknown keys, wrong types, ``../`` ids, an unknown ``v``. Each runs in-process
 (typer's CliRunner) in a fresh empty working folder. The oracle, for every case:
 
-- the exit code is one of 0, 1, 2, 3, 5 (``reproduce`` of a packet may also end at 6: with no
-  engine it stops when it asks for one, after every input check);
+- the exit code is one of 0, 1, 2, 3, 5 (``reproduce`` and ``packet`` may also end at 6: they
+  describe tools in a sandbox, so with no engine they stop when they ask for one, after every
+  input check);
 - it is 2 exactly when the input is invalid as decided *here*, independently of the product's
   readers: traces by docs/trace.schema.json plus the file rules of docs/trace-format.md and our
   own strict JSON check; task lines by SPEC.md's "Task file" and the id rules; YAML by PyYAML
@@ -58,6 +59,8 @@ FIX = ROOT / "tests" / "fixtures"
 SCHEMA = jsonschema.Draft202012Validator(json.loads((ROOT / "docs/trace.schema.json").read_text()))
 DEPTH = 100  # stated in runner/strictjson.py; the fuzzer's own copy of the rule
 NO_ENGINE = {"SANDBOX_REPLAY_DOCKER_HOST": "unix:///nonexistent/sandbox-replay-fuzz.sock"}
+# reproduce and packet describe tools in a sandbox: with no engine, valid input ends at 6
+WITH_ENGINE = frozenset({0, 1, 2, 3, 5, 6})
 
 
 # --- the independent decider -------------------------------------------------------------------
@@ -438,6 +441,7 @@ def trace_cases(rng: random.Random, count: int) -> Iterator[Case]:
                 True if invalid else None,
                 name,
                 outputs=("p.tar.gz",),
+                codes=WITH_ENGINE,
             )  # fmt: skip
 
 
@@ -525,8 +529,9 @@ def yaml_cases(rng: random.Random, count: int) -> Iterator[Case]:
             if is_policy
             else ["check", f"{{in}}/{name}"]
         )
-        tools = (FIX / "helpdesk" / "hd_tools.py").read_bytes()
-        files = {name: data, "hd_tools.py": tools}
+        files = {name: data}
+        for module in ("hd_tools.py", "hd_model.py"):  # its tools and its scripted model
+            files[module] = (FIX / "helpdesk" / module).read_bytes()
         if is_policy:
             files["safe.yaml"] = workflow
         yield Case(f"{name}-{kind}", files, argv, invalid, name, valid_code=0)
@@ -569,18 +574,14 @@ def import_cases(rng: random.Random, count: int) -> Iterator[Case]:
         )
 
 
-def _golden_packet(folder: Path) -> dict[str, bytes]:
-    """The members of the golden run's packet, as `packet` writes it."""
-    from runner.orchestrator.packet import build_packet
-
-    target = folder / "golden.tar.gz"
-    build_packet(FIX / "golden" / "failing.jsonl", target, FIX / "golden" / "golden.yaml")
-    members: dict[str, bytes] = {}
-    with tarfile.open(target, mode="r:gz") as archive:
-        for member in archive.getmembers():
-            handle = archive.extractfile(member)
-            if handle is not None:
-                members[member.name] = handle.read()
+def _golden_packet() -> dict[str, bytes]:
+    """The members of the golden run's packet, laid out as `packet` writes them."""
+    trace = (FIX / "golden" / "failing.jsonl").read_bytes()
+    content = json.loads(trace.splitlines()[0])["workflow"]["content"]
+    members = {"trace.jsonl": trace, "workflow/golden.yaml": content.encode("utf-8")}
+    for module in ("golden_tools.py", "golden_model.py"):
+        members[f"workflow/{module}"] = (FIX / "golden" / module).read_bytes()
+    members["README.md"] = b"# Reviewer packet (fuzz corpus)\n"
     return members
 
 
@@ -612,8 +613,8 @@ def _tar_readable(data: bytes) -> bool:
     return True
 
 
-def packet_cases(rng: random.Random, count: int, folder: Path) -> Iterator[Case]:
-    members = _golden_packet(folder)
+def packet_cases(rng: random.Random, count: int) -> Iterator[Case]:
+    members = _golden_packet()
     whole = _pack(members)
     trace = members["trace.jsonl"]
     for n in range(count):
@@ -655,11 +656,11 @@ def packet_cases(rng: random.Random, count: int, folder: Path) -> Iterator[Case]
             ["reproduce", f"{{in}}/{name}"],
             invalid,
             name,
-            codes=frozenset({0, 1, 2, 3, 5, 6}),  # 6: valid, stopped at the missing engine
+            codes=WITH_ENGINE,
         )
 
 
-def controls(folder: Path) -> Iterator[Case]:
+def controls() -> Iterator[Case]:
     """The unmutated inputs: each must pass (the oracle's own control)."""
     golden = (FIX / "golden" / "failing.jsonl").read_bytes()
     yield Case("control-lint", {"g.jsonl": golden}, ["lint", "{in}/g.jsonl"], False, "g.jsonl")
@@ -679,7 +680,8 @@ def controls(folder: Path) -> Iterator[Case]:
         False,
         "g.jsonl",
         outputs=("p.tar.gz",),
-        valid_code=0,
+        codes=WITH_ENGINE,
+        valid_code=6,
     )
     tasks = (FIX / "submit" / "tasks.jsonl").read_bytes()
     yield Case(
@@ -701,7 +703,7 @@ def controls(folder: Path) -> Iterator[Case]:
     )
     yield Case(
         "control-packet-reproduce",
-        {"p.tar.gz": _pack(_golden_packet(folder))},
+        {"p.tar.gz": _pack(_golden_packet())},
         ["reproduce", "{in}/p.tar.gz"],
         False,
         "p.tar.gz",
@@ -709,21 +711,21 @@ def controls(folder: Path) -> Iterator[Case]:
     )
 
 
-def corpus(folder: Path) -> list[Case]:
+def corpus() -> list[Case]:
     rng = random.Random(SEED)
     cases = [
-        *controls(folder),
+        *controls(),
         *trace_cases(rng, 70),
         *task_cases(rng, 60),
         *yaml_cases(rng, 60),
         *import_cases(rng, 40),
-        *packet_cases(rng, 30, folder),
+        *packet_cases(rng, 30),
     ]
     return cases
 
 
-def test_fuzz_corpus_is_big_and_reproducible(tmp_path: Path) -> None:
-    first, second = corpus(tmp_path), corpus(tmp_path)
+def test_fuzz_corpus_is_big_and_reproducible() -> None:
+    first, second = corpus(), corpus()
     assert len(first) >= 300
     assert [(c.name, c.files) for c in first] == [(c.name, c.files) for c in second]
     decided = [c for c in first if c.invalid is not None]
@@ -737,7 +739,7 @@ def test_fuzz_corpus_finds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ beside the inputs
     findings = Findings()
     codes: dict[int | None, int] = {}
-    for index, case in enumerate(corpus(tmp_path)):
+    for index, case in enumerate(corpus()):
         code = run_case(case, tmp_path, index, findings)
         codes[code] = codes.get(code, 0) + 1
     assert not findings.items, "\n".join(findings.items[:40]) + f"\n({len(findings.items)} in all)"

@@ -45,10 +45,10 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
 def _hostile_packet(tmp_path: Path, marker: Path) -> Path:
     """A packet of the golden failing run whose tool module and scripted model function, when
     imported, write ``marker`` (``MARKER.model`` for the model module)."""
-    from runner.orchestrator.packet import build_packet
     from runner.orchestrator.reproduce_inputs import safe_extract
+    from tests.fakes import trusted_packet
 
-    build_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz")
+    trusted_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
     unpacked = tmp_path / "unpacked"
     unpacked.mkdir()
     safe_extract(tmp_path / "p.tar.gz", unpacked)

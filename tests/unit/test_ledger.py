@@ -57,6 +57,8 @@ def test_public_surface_is_pinned() -> None:
             "RunRecord",
             "estimate_usd",
             "price_of",
+            "prompt_tokens_bound",
+            "request_bytes",
             "run_key",
         ]
     )

@@ -10,14 +10,16 @@ from pathlib import Path
 import pytest
 
 from runner.errors import InputError
-from runner.orchestrator.packet import build_packet
 from runner.orchestrator.reproduce_inputs import find_workflow_file, safe_extract
+from tests.fakes import trusted_packet
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 
 
 def test_a_packet_holds_everything_to_reproduce_and_nothing_else(tmp_path: Path) -> None:
-    members = build_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz")
+    members = trusted_packet(
+        GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state"
+    )
     assert members == [
         "README.md",
         "environment.json",
@@ -49,8 +51,12 @@ def test_a_packet_holds_everything_to_reproduce_and_nothing_else(tmp_path: Path)
 
 
 def test_the_same_trace_gives_the_same_bytes(tmp_path: Path) -> None:
-    build_packet(GOLDEN / "failing.jsonl", tmp_path / "a" / "p.tar.gz")
-    build_packet(GOLDEN / "failing.jsonl", tmp_path / "b" / "p.tar.gz")
+    trusted_packet(
+        GOLDEN / "failing.jsonl", tmp_path / "a" / "p.tar.gz", state_dir=tmp_path / "state"
+    )
+    trusted_packet(
+        GOLDEN / "failing.jsonl", tmp_path / "b" / "p.tar.gz", state_dir=tmp_path / "state"
+    )
     digest = [hashlib.sha256((tmp_path / n / "p.tar.gz").read_bytes()).hexdigest() for n in "ab"]
     assert digest[0] == digest[1]
 
@@ -63,7 +69,9 @@ def test_a_trace_away_from_its_workflow_needs_workflow(
     away.parent.mkdir()
     shutil.copyfile(GOLDEN / "failing.jsonl", away)
     with pytest.raises(InputError, match="pass --workflow"):
-        build_packet(away, tmp_path / "p.tar.gz")
+        trusted_packet(away, tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
     assert not (tmp_path / "p.tar.gz").exists()
-    build_packet(away, tmp_path / "p.tar.gz", GOLDEN / "golden.yaml")
+    trusted_packet(
+        away, tmp_path / "p.tar.gz", GOLDEN / "golden.yaml", state_dir=tmp_path / "state"
+    )
     assert (tmp_path / "p.tar.gz").stat().st_size > 0

@@ -48,8 +48,9 @@ def test_a_trace_in_a_projects_state_folder_finds_the_projects_workflow_from_els
     reproducer = Reproducer(Settings(state_dir=tmp_path / "state"), backend_factory=_no_docker)
     trace = project / ".sandbox-replay" / "traces" / "run-1.jsonl"
     # the project's own file, so its tool modules are found beside it (not the trace's copy)
-    workflow = reproducer._workflow(read_trace(trace), trace, tmp_path / "scratch")
+    workflow, folder = reproducer._workflow(read_trace(trace), trace, tmp_path / "scratch")
     assert workflow.path == project / "v2.yaml"
+    assert folder == project.resolve()  # its tools resolve there, not in the current directory
 
 
 class _UnusedBackend:

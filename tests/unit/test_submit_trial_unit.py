@@ -173,7 +173,10 @@ def _report(tmp_path: Path) -> dict[str, Any]:
                     "index": 1,
                     "tool": "crm.lookup_customer",
                     "args": {"customer_id": "c-7"},
-                    "error": {"class": "UnrecordedCall", "message": "no observation"},
+                    "error": {
+                        "class": "runner.runtime.errors.UnrecordedCall",
+                        "message": "no observation",
+                    },
                 },
                 {"type": "end", "status": "failed"},
             )

@@ -115,3 +115,20 @@ def test_nothing_left_to_take_is_an_input_error_and_writes_nothing(tmp_path: Pat
     with pytest.raises(InputError, match=r"no recorded production run.*--all"):
         extract_tasks([replay], tmp_path / "tasks.jsonl")
     assert not (tmp_path / "tasks.jsonl").exists()
+
+
+def test_a_run_cut_by_a_policy_limit_is_no_recorded_task(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from runner.cli.app import _register_commands, app
+
+    _register_commands()
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    _with(GOLDEN / "failing.jsonl", folder, "a-live.jsonl")
+    _with(EXAMPLES / "incomplete.jsonl", folder, "b-cut.jsonl", end_status="limit_exceeded")
+    out = tmp_path / "tasks.jsonl"
+    result = CliRunner().invoke(app, ["tasks", "extract", str(folder), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert list(load_tasks(out).tasks) == ["gold-1"]
+    assert "skipped 1 trace(s) cut by a policy limit; --all to include them" in result.output

@@ -261,11 +261,11 @@ def test_a_packet_cannot_name_a_folder_of_the_host_to_have_it_mounted(
     import tarfile
 
     from runner.errors import InfrastructureError
-    from runner.orchestrator.packet import build_packet
     from runner.orchestrator.reproduce import Reproducer
     from runner.orchestrator.reproduce_inputs import safe_extract
+    from tests.fakes import trusted_packet
 
-    build_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz")
+    trusted_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
     unpacked = tmp_path / "unpacked"
     unpacked.mkdir()
     safe_extract(tmp_path / "p.tar.gz", unpacked)
@@ -285,7 +285,7 @@ def test_a_packet_cannot_name_a_folder_of_the_host_to_have_it_mounted(
     (home / "Documents").mkdir(parents=True)
     monkeypatch.chdir(home)
     with pytest.raises(InputError):  # control: from a workflow file, the folder is found
-        locate_tools(load_workflow(workflow), self_contained=True)
+        locate_tools(load_workflow(workflow), confined_to=workflow.parent)
     assert locate_tools(load_workflow(workflow)).roots()[-1] == home
 
     def no_docker() -> Any:

@@ -211,6 +211,7 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
     from runner.orchestrator.episode import EpisodeRequest, run_episode
     from runner.orchestrator.lint import lint_trace
     from runner.orchestrator.providers import ScriptedProvider
+    from runner.orchestrator.snapshot import SnapshotEntry, build_snapshot
     from runner.sdk import schema_hash
     from runner.settings import Settings
     from tests.fakes import SubprocessBackend
@@ -233,6 +234,10 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
         ],
     }
     registry = SimpleNamespace(manifest=lambda policy: manifest, tool_roots=lambda: [tmp_path])
+    (tmp_path / "demo_tools.py").write_text("x = 1\n")
+    snapshot = build_snapshot(
+        [SnapshotEntry(tmp_path.resolve(), "demo_tools.py")], state_dir=tmp_path / "state"
+    )
     limits = SimpleNamespace(timeout_s=20, memory_mb=256, pids_limit=64, cpus=1.0, tmpfs_mb=16)
     request = EpisodeRequest(
         workflow=load_workflow(tmp_path / "wf.yaml"),
@@ -240,6 +245,7 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
         policy=SimpleNamespace(name="shadow", mode="shadow", hash="p" * 64, limits=limits),
         registry=registry,
         image="img:1",
+        snapshot=snapshot,
     )
     response = {
         "id": "c1",

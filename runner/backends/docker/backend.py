@@ -133,6 +133,16 @@ class DockerBackend(Backend):
         info = retrying(f"inspect image {image}", self.api.inspect_image, image)
         return str(info["Id"])
 
+    def engine_cpus(self) -> float | None:
+        """The engine's CPU count (``NCPU`` of ``GET /info``): the most ``cpus`` it accepts.
+
+        Raises:
+            InfrastructureError: the engine failed.
+        """
+        info = retrying("engine info", self.api.info)
+        value = info.get("NCPU") if isinstance(info, dict) else None
+        return float(value) if isinstance(value, int) and value > 0 else None
+
     # -- create ------------------------------------------------------------------------------
 
     def create_kwargs(self, spec: SandboxSpec) -> dict[str, Any]:

@@ -35,12 +35,16 @@ def canonical_json(value: Any) -> str:
 
     Raises:
         TypeError: ``value`` holds something JSON cannot represent.
-        ValueError: ``value`` holds NaN or an infinity.
+        ValueError: ``value`` holds NaN or an infinity, or is nested too deeply for the
+            interpreter's stack (hashing a hostile value is an error, never a crash).
 
     """
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except RecursionError:
+        raise ValueError("value nested too deeply to serialise") from None
 
 
 def schema_hash(schema: Dict[str, Any]) -> str:

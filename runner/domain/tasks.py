@@ -25,7 +25,6 @@ line number and the others still load):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,9 @@ from typing import Any
 
 from runner.domain.ids import IdSet, validate_id
 from runner.errors import InputError
+from runner.inputfile import read_input
+from runner.strictjson import StrictJSONError
+from runner.strictjson import loads as strict_loads
 
 _TASK_KEYS = frozenset({"task_id", "input", "clock_start", "observations", "expected"})
 _OBSERVATION_KEYS = frozenset(
@@ -255,35 +257,28 @@ def load_tasks(path: Path | str) -> TaskFile:
     Blank lines are skipped. Duplicate ids and ids differing only in case are errors on the
     later line.
 
+    Lines are decoded by the one strict decoder (`runner.strictjson`: no NaN, no duplicate
+    keys, nesting at most `runner.strictjson.MAX_DEPTH`); the file is read by the one bounded
+    reader (`runner.inputfile`: a regular file of at most ``LIMITS["task file"]`` bytes).
+
     Raises:
-        InputError: the file cannot be read at all (missing, a folder, not UTF-8 text).
+        InputError: the file cannot be read at all (missing, a folder, a FIFO or a device,
+            over the size limit).
 
     """
     path = Path(path)
     name = str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read task file: {exc.strerror or exc}", file=name) from None
+    raw = read_input(path, "task file")  # regular files only, at most LIMITS["task file"]
     result = TaskFile(path=path)
     ids = IdSet("task id")
     for number, line_bytes in enumerate(raw.split(b"\n"), start=1):
         if not line_bytes.strip():
             continue
         try:
-            text = line_bytes.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            result.errors.append(
-                InputError(f"not UTF-8 (byte {exc.start})", file=name, line=number)
-            )
-            continue
-        try:
-            record = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-        except ValueError as exc:
-            result.errors.append(InputError(f"invalid JSON: {exc}", file=name, line=number))
-            continue
-        except RecursionError:  # a hostile line: [[[[... is no traceback
-            result.errors.append(InputError("JSON nested too deeply", file=name, line=number))
+            record = strict_loads(line_bytes)
+        except StrictJSONError as exc:  # not UTF-8, too deep, NaN, a duplicate key, not JSON
+            reason = exc.reason if exc.kind == "utf8" else f"invalid JSON: {exc.detail}"
+            result.errors.append(InputError(reason, file=name, line=number, field=exc.field))
             continue
         try:
             task = parse_task(record, file=name, line=number)
@@ -301,18 +296,3 @@ def load_tasks(path: Path | str) -> TaskFile:
             continue
         result.tasks[task.task_id] = task
     return result
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object without repeated keys (the last one would silently win)."""
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> Any:
-    """NaN and infinities are not JSON; a trace could not record them as they ran."""
-    raise ValueError(f"{name} is not JSON (numbers must be finite)")

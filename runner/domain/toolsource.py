@@ -33,7 +33,10 @@ import structlog
 from runner.domain.ids import path_under
 from runner.domain.registry import ToolSpec
 from runner.errors import InputError
+from runner.inputfile import read_input
 from runner.sdk import Effect, ToolDef, collect_tools, schema_hash
+from runner.strictjson import StrictJSONError
+from runner.strictjson import loads as strict_loads
 
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
@@ -206,13 +209,19 @@ def load_manifest_tools(path: Path, entry: str, where: dict[str, Any]) -> list[T
             the entry's line and the key named).
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read tool manifest {entry!r}: {exc}", **where) from exc
+        raw = read_input(path, "tool manifest")  # regular files only, size-limited
+    except InputError as exc:
+        reason = exc.fields.get("reason", exc.message)
+        raise InputError(f"cannot read tool manifest {entry!r}: {reason}", **where) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+        text = raw.decode("utf-8")
+        data = strict_loads(raw)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
+    except StrictJSONError as exc:  # too deep, NaN, a duplicate key, not JSON
+        raise InputError(
+            f"not JSON: {exc.detail}", file=str(path), line=exc.line, field=exc.field
+        ) from None
     if isinstance(data, dict):
         unknown = sorted(set(data) - _TOP_KEYS)
         if unknown or "tools" not in data:

@@ -10,7 +10,10 @@ Invariants:
 - every error names the file, the 1-based line and the field (`InputError`); an unknown ``v``
   is a `TraceVersionError` (a `ReplayRefused`: reproduce reports ``refused``);
 - line 1 is the ``run`` line, then ``call`` lines with strictly increasing ``index``, then one
-  ``end`` line and nothing after it; unknown keys, duplicate keys, NaN and non-UTF-8 are errors;
+  ``end`` line and nothing after it; unknown keys, duplicate keys, NaN/Infinity, nesting deeper
+  than `runner.strictjson.MAX_DEPTH` and non-UTF-8 are errors (lines are decoded by the one
+  strict decoder, `runner.strictjson`, files opened by the one bounded reader,
+  `runner.inputfile`: a FIFO or a device is refused, a file over 1 GiB too);
 - `TraceLines` reads a trace record by record under the same rules, for readers that
   summarise it without holding its calls (``lint``); `read_trace` is built on it;
 - two defects are *recoverable*: a cut-off last line (no newline, not valid JSON) and a missing
@@ -22,7 +25,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,9 +43,13 @@ from runner.domain.trace_records import (
     RunRecord,
 )
 from runner.errors import InputError, ReplayRefused
+from runner.inputfile import open_input
+from runner.strictjson import MAX_DEPTH, StrictJSONError
+from runner.strictjson import loads as strict_loads
 from runner.traceformat import TRACE_VERSION
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_LINE_BYTES",
     "PROVIDER_ROLES",
     "CallError",
@@ -162,12 +168,7 @@ def read_trace(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Tra
         TraceVersionError: a line with an unknown ``v``.
     """
     name = str(path)
-    try:
-        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except FileNotFoundError:
-        raise InputError("no such trace file", file=name) from None
-    except OSError as exc:
-        raise InputError(f"cannot read the trace: {exc.strerror or exc}", file=name) from exc
+    stream = open_input(path, "trace")  # regular files only, at most LIMITS["trace"] bytes
     with stream:
         try:
             return read_trace_stream(stream, file=name, max_line_bytes=max_line_bytes)
@@ -327,39 +328,18 @@ def _parse_line(data: bytes) -> dict[str, Any]:
     if not data.strip():
         raise _Unparsable("empty line: every line of a trace is one JSON object")
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _Unparsable(
             f"not UTF-8 text (byte {exc.start} of the line); binary bodies are stored as base64"
         ) from None
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-    except _DuplicateKey as exc:
-        raise _Unparsable("duplicate key in one object", field=str(exc)) from None
-    except RecursionError:
-        raise _Unparsable("JSON nested too deeply") from None
-    except ValueError as exc:  # json.JSONDecodeError, NaN, over-long integers
-        raise _Unparsable(f"not valid JSON: {exc}") from None
+        value = strict_loads(data)
+    except StrictJSONError as exc:  # too deep, NaN/Infinity, duplicate key, not JSON
+        raise _Unparsable(exc.reason, field=exc.field) from None
     if not isinstance(value, dict):
         raise _Unparsable(f"a trace line must be a JSON object, not {type(value).__name__}")
     return value
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON (numbers must be finite)")
 
 
 def validate_record(

@@ -6,12 +6,17 @@ pydantic `ValidationError` of a model validated from that data into one `InputEr
 the file, the line and the field of the first problem, with every problem listed.
 
 Invariants: only the safe loader is used (no arbitrary objects); a key repeated in one mapping
-is an error (PyYAML would silently keep the last one); lines are 1-based.
+is an error (PyYAML would silently keep the last one); lines are 1-based. The rules of the
+JSON inputs hold here too, since every document becomes JSON (run.json, hashes, traces): the
+file is read by the one bounded reader (`runner.inputfile`: regular files only, size limit per
+kind), nesting deeper than `runner.strictjson.MAX_DEPTH` and non-finite numbers (``.inf``,
+``.nan``) are errors naming the line, and so are characters YAML refuses (a NUL byte).
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import types
 import typing
@@ -24,6 +29,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from runner.errors import InputError
+from runner.inputfile import read_input
+from runner.strictjson import MAX_DEPTH
 
 Loc = tuple[str | int, ...]
 
@@ -90,27 +97,36 @@ def field_name(loc: Sequence[str | int], doc: YamlDocument | None = None) -> str
     return text or "(document)"
 
 
-def load_yaml(path: Path, *, what: str = "file") -> YamlDocument:
+def load_yaml(path: Path, *, what: str) -> YamlDocument:
     """Read and parse one YAML document, keeping the line of every key and value.
 
     Args:
         path: the file.
-        what: what the file is, for messages (``workflow``, ``policy``).
+        what: what the file is (``workflow``, ``policy``, ``job file``): its size limit
+            (`runner.inputfile.LIMITS`) and its name in messages.
 
     Raises:
-        InputError: the file cannot be read, is not UTF-8, is not valid YAML, holds several
-            documents, or repeats a key in one mapping (file, line and field named).
+        InputError: the file cannot be read (missing, not a regular file, over the size
+            limit), is not UTF-8, is not valid YAML, holds several documents, repeats a key in
+            one mapping, nests deeper than `MAX_DEPTH` or holds a non-finite number (file,
+            line and field named).
     """
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror or exc}", file=str(path)) from exc
+    raw = read_input(path, what)  # regular files only, at most LIMITS[what] bytes
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise InputError(f"{what} is not UTF-8 text", file=str(path), line=line) from exc
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:  # a NUL or another character YAML does not allow
+        line = text[: exc.position].count("\n") + 1
+        raise InputError(
+            f"{what} holds character U+{exc.character:04X}, which YAML does not allow "
+            "(control characters other than tab and newline)",
+            file=str(path),
+            line=line,
+        ) from None
     try:
         node = loader.get_single_node()
         value_lines: dict[Loc, int] = {}
@@ -142,6 +158,8 @@ def load_yaml(path: Path, *, what: str = "file") -> YamlDocument:
 MAX_VALUES = 100_000
 """Values (after alias expansion) a document may hold: aliases can expand exponentially."""
 
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+
 
 def _walk(
     loader: yaml.SafeLoader,
@@ -165,8 +183,24 @@ def _walk(
             file=str(file),
             line=node.start_mark.line + 1,
         )
+    if len(path) > MAX_DEPTH:
+        raise InputError(
+            f"nested too deeply (more than {MAX_DEPTH} levels)",
+            file=str(file),
+            line=node.start_mark.line + 1,
+        )
     value_lines[path] = node.start_mark.line + 1
     inner = (*ancestors, id(node))
+    if isinstance(node, yaml.ScalarNode) and node.tag == _FLOAT_TAG:
+        number = loader.construct_object(node)
+        if isinstance(number, float) and not math.isfinite(number):
+            raise InputError(
+                f"{node.value!r} is not a finite number (.inf and .nan cannot be limits, "
+                "ceilings or JSON values)",
+                file=str(file),
+                line=node.start_mark.line + 1,
+                field=field_name(path),
+            )
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:

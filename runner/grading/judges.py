@@ -34,6 +34,7 @@ from runner.grading.model import Group, Ranking, check_covers, normalise_ranks, 
 from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import rubric_judge
 from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
+from runner.strictjson import loads as strict_loads
 
 log = structlog.get_logger(__name__)
 
@@ -305,7 +306,7 @@ class ModelJudge:
         if not isinstance(body, str):
             raise self._bad(group, f"the provider returned {type(raw).__name__}, not a response")
         try:
-            response = json.loads(body)
+            response = strict_loads(body)  # a provider body is hostile text too
         except ValueError as exc:
             raise self._bad(group, f"the response body is not JSON ({exc})") from exc
         if not isinstance(response, dict):
@@ -314,7 +315,7 @@ class ModelJudge:
 
     def _parse(self, group: Group, content: str) -> dict[str, int]:
         try:
-            answer = json.loads(content)
+            answer = strict_loads(content)
         except ValueError as exc:
             raise self._bad(group, f"the answer is not a JSON object: {content!r:.200}") from exc
         labels = {str(i): r.variant for i, r in enumerate(group.results, start=1)}
@@ -359,7 +360,7 @@ def _provider_error(raw: Any) -> str | None:
         return str(error)
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = strict_loads(raw)
         except ValueError:
             return None
     if isinstance(raw, Mapping) and raw.get("error") and "choices" not in raw:

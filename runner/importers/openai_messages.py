@@ -51,6 +51,8 @@ from runner.importers.source import (
     parse_arguments,
 )
 from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
+from runner.inputfile import read_input
+from runner.strictjson import StrictJSONError
 
 __all__ = ["read_openai_messages", "read_tools_file"]
 
@@ -59,10 +61,9 @@ _USER_NOTE = "the recorded user: turns are served from the trace (the source has
 
 
 def _decode(path: Path) -> str:
+    raw = read_input(path, "import source")  # regular files only, size-limited
     try:
-        return path.read_bytes().decode("utf-8-sig")
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 (byte {exc.start})", file=str(path)) from None
 
@@ -116,10 +117,12 @@ def _records(path: Path) -> list[tuple[int, Any]]:
             continue
         try:
             records.append((number, load_json(raw, file=name, line=number)))
-        except ValueError as exc:
+        except StrictJSONError as exc:
             if deep is not None:  # not JSONL either: the one document is too deep
                 raise deep from None
-            raise InputError(f"invalid JSON: {exc}", file=name, line=number) from None
+            raise InputError(
+                f"invalid JSON: {exc.detail}", file=name, line=number, field=exc.field
+            ) from None
     return records
 
 
@@ -132,8 +135,10 @@ def read_tools_file(path: Path) -> list[dict[str, Any]]:
     text = _decode(path)
     try:
         data = load_json(text, file=str(path))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=str(path), line=exc.lineno) from None
+    except StrictJSONError as exc:  # not JSON, NaN, a duplicate key (position named)
+        raise InputError(
+            f"invalid JSON: {exc.detail}", file=str(path), line=exc.line, field=exc.field
+        ) from None
     if isinstance(data, dict) and isinstance(data.get("tools"), list):
         data = data["tools"]
     if not isinstance(data, list):

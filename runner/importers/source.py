@@ -1,9 +1,9 @@
 """What a source adapter reads: runs, messages and tool calls in a source-neutral shape.
 
 `runner.importers.tau2` and `runner.importers.openai_messages` fill these; the builder
-(`runner.importers.conversation`) turns them into traces. Helpers here parse source JSON (hostile
-nesting is an `InputError`, as in the task and trace readers), parse tool-call arguments without
-losing the model's text and derive ids that follow SPEC.md's id rules.
+(`runner.importers.conversation`) turns them into traces. Helpers here parse source JSON (with
+the one strict decoder, `runner.strictjson`, as the task and trace readers do), parse tool-call
+arguments without losing the model's text and derive ids that follow SPEC.md's id rules.
 
 Invariant: values are the source's own; what a source lacks is None, never a default that
 looks recorded.
@@ -17,6 +17,8 @@ from typing import Any
 
 from runner.domain.ids import MAX_ID_LENGTH, IdSet, id_problem, is_device_name
 from runner.errors import InputError
+from runner.strictjson import StrictJSONError
+from runner.strictjson import loads as strict_loads
 
 __all__ = [
     "SourceMessage",
@@ -152,7 +154,10 @@ class SourceRun:
 
 
 def load_json(text: str, *, file: str, line: int | None = None) -> Any:
-    """``json.loads(text)``, where nesting too deep to parse is an input error, not a traceback.
+    """Decode source JSON with the one strict decoder (`runner.strictjson.loads`).
+
+    Nesting deeper than `runner.strictjson.MAX_DEPTH` is refused before parsing (an input
+    error naming file and line); NaN, infinities and duplicate keys are not JSON either.
 
     Args:
         text: the JSON text (a whole file, or one line of a JSONL file).
@@ -160,13 +165,16 @@ def load_json(text: str, *, file: str, line: int | None = None) -> Any:
         line: the 1-based line of ``text`` in a JSONL file (None for a whole file).
 
     Raises:
-        InputError: ``[[[[...`` deeper than the interpreter's recursion limit (file, line).
-        ValueError: not valid JSON (`json.JSONDecodeError`; each caller words its own error).
+        InputError: nested deeper than `runner.strictjson.MAX_DEPTH` (file, line).
+        ValueError: otherwise not strict JSON (a `runner.strictjson.StrictJSONError`; each
+            caller words its own error).
     """
     try:
-        return json.loads(text)
-    except RecursionError:  # a hostile file: [[[[... is no traceback
-        raise InputError("JSON nested too deeply", file=file, line=line) from None
+        return strict_loads(text)
+    except StrictJSONError as exc:
+        if exc.kind == "depth":
+            raise InputError(exc.reason, file=file, line=line) from None
+        raise
 
 
 def parse_arguments(value: Any) -> tuple[dict[str, Any], str, bool]:
@@ -179,8 +187,8 @@ def parse_arguments(value: Any) -> tuple[dict[str, Any], str, bool]:
         return value, json.dumps(value, ensure_ascii=False, separators=(",", ":")), True
     if isinstance(value, str):
         try:
-            parsed = json.loads(value) if value.strip() else {}
-        except (ValueError, RecursionError):  # kept as the model's text, marked not an object
+            parsed = strict_loads(value) if value.strip() else {}
+        except ValueError:  # kept as the model's text, marked not an object
             return {}, value, False
         if isinstance(parsed, dict):
             return parsed, value, True

@@ -32,7 +32,6 @@ map file for the retail domain (one ``TOOL=EFFECT`` a line)::
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,9 @@ from runner.importers.source import (
     parse_arguments,
 )
 from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
+from runner.inputfile import read_input
 from runner.sdk import canonical_json
+from runner.strictjson import StrictJSONError
 
 __all__ = ["read_tau2", "read_tau2_tools"]
 
@@ -61,15 +62,16 @@ _USER_STOPS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 
 def _load_json(path: Path, what: str) -> Any:
     name = str(path)
+    raw = read_input(path, "import source")  # regular files only, size-limited
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what}: {exc}", file=name) from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {what}: not UTF-8 (byte {exc.start})", file=name) from None
     try:
         return load_json(text, file=name)
-    except json.JSONDecodeError as exc:
+    except StrictJSONError as exc:  # not JSON, NaN, a duplicate key (position named)
         raise InputError(
-            f"invalid JSON: {exc.msg} (column {exc.colno})", file=name, line=exc.lineno
+            f"invalid JSON: {exc.detail}", file=name, line=exc.line, field=exc.field
         ) from None
 
 

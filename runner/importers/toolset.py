@@ -31,7 +31,9 @@ import yaml
 
 from runner.errors import InputError
 from runner.importers.source import load_json
+from runner.inputfile import read_input
 from runner.sdk import Effect, schema_hash
+from runner.strictjson import StrictJSONError
 
 __all__ = [
     "MANIFEST_NAME",
@@ -161,17 +163,20 @@ def parse_effect_map(pairs: Sequence[str] = (), map_file: Path | None = None) ->
     result: dict[str, str] = {}
     if map_file is not None:
         name = str(map_file)
+        data_bytes = read_input(map_file, "effect map")  # regular files only, size-limited
         try:
-            text = map_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = data_bytes.decode("utf-8")
+        except UnicodeDecodeError as exc:
             raise InputError(
-                f"cannot read map file: {exc}", file=name, field="--map-file"
+                f"cannot read map file: not UTF-8 (byte {exc.start})", file=name, field="--map-file"
             ) from None
         if map_file.suffix == ".json":
             try:
                 data = load_json(text, file=name)
-            except ValueError as exc:
-                raise InputError(f"invalid JSON: {exc}", file=name) from None
+            except StrictJSONError as exc:  # not JSON, NaN, a duplicate key
+                raise InputError(
+                    f"invalid JSON: {exc.detail}", file=name, line=exc.line, field=exc.field
+                ) from None
             if not isinstance(data, dict):
                 raise InputError("a JSON map file must be an object {tool: effect}", file=name)
             for tool, effect in data.items():

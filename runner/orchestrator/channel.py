@@ -13,7 +13,10 @@ Invariants (the memory bound: 50 MB of output keeps the host's RSS under 200 MB)
 - stderr keeps at most ``STDERR_TAIL_LINES`` lines of at most ``STDERR_LINE_BYTES`` bytes each;
 - stdout beyond ``max_total_bytes`` is not parsed: one ``truncated`` event says so and
   `Channel.dropped_bytes` counts the rest (truncation is recorded, never silent);
-- a line that is not a JSON object with a known ``type`` is an ``invalid`` event, never a crash.
+- a line that is not a JSON object with a known ``type`` is an ``invalid`` event, never a crash:
+  lines are decoded by the one strict decoder (`runner.strictjson` through
+  `runner.runtime.protocol.decode`), so nesting deeper than ``MAX_DEPTH``, NaN and infinities,
+  duplicate keys and non-UTF-8 are ``invalid`` like any other decode failure.
 """
 
 from __future__ import annotations
@@ -228,14 +231,11 @@ class Channel:
             raw = raw[:-1]
         try:
             message = decode(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except ValueError as exc:  # every decode failure (runner.strictjson) is an event
             self.invalid += 1
             preview = raw[:80].decode("utf-8", "replace")
             return ChannelEvent(
-                "invalid",
-                size=len(raw),
-                line=self._line,
-                detail=f"{exc.__class__.__name__}: {preview!r}",
+                "invalid", size=len(raw), line=self._line, detail=f"{exc}: {preview!r}"[:300]
             )
         if message["type"] not in MESSAGE_TYPES_FROM_RUNTIME:
             self.invalid += 1

@@ -21,6 +21,9 @@ Status rules (issue 4), first match wins:
 4. the host killed the sandbox because its deadline passed, or the model provider ran into
    the deadline → ``timeout``;
 5. stdout passed the total-output cap (the host killed the sandbox) → ``failed``, reason says;
+   a stdout line that is not a protocol message (any decode failure of the strict decoder,
+   `runner.strictjson`: too deep, NaN, duplicate keys, not UTF-8, not JSON; or an unknown
+   type) → the host kills the sandbox, ``crashed``, the reason names the line;
 6. an ``episode`` message arrived → its status (``succeeded``/``failed``/``denied``), except
    that a non-zero exit after a ``succeeded`` episode is not a success (→ ``crashed``);
 7. otherwise (died without an episode, e.g. SIGKILL from inside) → ``crashed`` with the exit

@@ -60,6 +60,7 @@ class EpisodeState:
     episode: dict[str, Any] | None = None
     runtime_error: dict[str, Any] | None = None
     protocol_error: str | None = None
+    invalid_message: str | None = None
     infra_error: str | None = None
     teardown_error: str | None = None
     write_failed: str | None = None
@@ -119,6 +120,13 @@ class EpisodeState:
             self.channel_events.append(record)
         if event.kind == "truncated":
             self.wants_kill = "output_limit"
+        elif event.kind == "invalid":
+            # A line the strict decoder refuses (or an unknown type) was not written by the
+            # runtime: the sandbox's record can no longer be believed. Kill it; the trace
+            # still ends with its end line (`finish`).
+            if self.invalid_message is None:
+                self.invalid_message = f"stdout line {event.line}: {event.detail}"
+            self.wants_kill = "invalid_message"
 
     def _on_hello(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
         if self.hello is not None:

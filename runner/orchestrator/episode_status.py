@@ -44,6 +44,11 @@ def classify(state: EpisodeState, exit_state: ExitState | None) -> tuple[str, st
         return "timeout", f"killed by the host after {state.prepared.spec.limits.timeout_s} s"
     if state.killed_for == "output_limit":
         return "failed", "output passed the total-output cap; the host killed the sandbox"
+    if state.invalid_message is not None:  # the sandbox's fault, not the infrastructure's
+        return "crashed", (
+            f"protocol error: {state.invalid_message} is not a protocol message; the host "
+            "killed the sandbox"
+        )
     if state.episode is None:
         if state.runtime_error is not None:
             return "infra_error", "runtime error: {class}: {message}".format(**state.runtime_error)

@@ -19,7 +19,6 @@ on the command line win over the job file, which wins over the policy.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.domain.yamlsource import load_yaml, validation_error
 from runner.errors import InputError
+from runner.inputfile import read_input
 from runner.policy.models import CeilingAmount, CeilingCount
+from runner.strictjson import loads as strict_loads
 
 __all__ = ["CeilingFlags", "SubmitOptions", "load_job_file"]
 
@@ -223,8 +224,8 @@ def read_json_object(path: Path) -> dict[str, Any]:
         InputError: the file is missing, unreadable or not a JSON object.
     """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = strict_loads(read_input(path, "job record"))  # a job folder may be anyone's
+    except ValueError as exc:
         raise InputError(f"cannot read: {exc}", file=str(path)) from None
     if not isinstance(data, dict):
         raise InputError("not a JSON object", file=str(path))

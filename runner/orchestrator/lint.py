@@ -22,8 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from runner.domain.trace import CallRecord, RunRecord, TraceLines, TraceVersionError
+from runner.domain.trace import (
+    CallRecord,
+    RunRecord,
+    Trace,
+    TraceLines,
+    TraceVersionError,
+    load_trace,
+)
 from runner.errors import EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, InputError, worst_exit_code
+from runner.inputfile import open_input
 from runner.orchestrator.lint_rules import (
     CallsSeen,
     FieldCheck,
@@ -45,6 +53,7 @@ __all__ = [
     "expand_trace_paths",
     "lint_trace",
     "lint_traces",
+    "load_well_formed_trace",
     "model_id_problem",
 ]
 
@@ -221,16 +230,14 @@ def lint_trace(path: Path | str) -> TraceLint:
     seen = CallsSeen()
     unlisted = UnlistedCalls()
     try:
-        with open(path, "rb") as stream:
+        with open_input(path, "trace") as stream:  # regular files only, size-limited
             lines = TraceLines(stream, file=name)
             for number, record in lines:
                 if isinstance(record, CallRecord):
                     assert lines.run is not None  # the run line comes first
                     calls.append(_lint_call(lines.run, record, number, unlisted.see(record)))
                     seen.add(record)
-    except FileNotFoundError:
-        return TraceLint(name, errors=(LintError(name, None, None, "no such trace file"),))
-    except OSError as exc:
+    except OSError as exc:  # while reading (the bounded reader names a missing file itself)
         message = f"cannot read the trace: {exc.strerror or exc}"
         return TraceLint(name, errors=(LintError(name, None, None, message),))
     except (InputError, TraceVersionError) as exc:
@@ -257,6 +264,55 @@ def lint_trace(path: Path | str) -> TraceLint:
         run_id=lines.run.run_id,
         status=lines.end.status if lines.end else None,
     )
+
+
+# lint's field names -> the trace keys they judge
+_TRACE_KEY = {"body": "body", "schema_hash": "schema_hash", "model_id": "model", "clock": "clock"}
+
+
+def load_well_formed_trace(path: Path | str) -> Trace:
+    """Read a trace that a command hands on (``packet``, ``tasks extract``), as lint judges it.
+
+    The same reader (`runner.domain.trace.load_trace`: whole, strictly decoded) and the same
+    field rules as `lint_trace`: whatever lint reports as unreadable or *malformed* is invalid
+    input here. Fields lint reports as merely *missing* are no error: a packet or a task of an
+    incomplete trace is still useful, and ``reproduce`` says what it lacks. An unknown ``v``
+    is invalid input too (exit 2): these commands replay nothing, so there is nothing to refuse.
+
+    Raises:
+        InputError: unreadable or incomplete, an unknown ``v``, or a malformed field (file,
+            line and field named, with lint's reason).
+    """
+    name = str(path)
+    try:
+        trace = load_trace(path)
+    except TraceVersionError as exc:
+        raise InputError(
+            _bare_message(exc),
+            file=exc.fields.get("file", name),
+            line=exc.fields.get("line"),
+            field="v",
+        ) from None
+    report = lint_trace(path)  # the same rules, on a second (streaming) read
+    for call in report.calls:
+        for field_name, check in call.fields.items():
+            if check.status == "malformed":
+                raise InputError(
+                    f"call {call.index} ({call.tool}) is malformed: {check.detail} (as "
+                    "`sandbox-replay lint` reports)",
+                    file=name,
+                    line=call.line,
+                    field=_TRACE_KEY[field_name],
+                )
+    if report.failure_signature.status == "malformed":
+        raise InputError(
+            f"the end line is malformed: {report.failure_signature.detail} (as "
+            "`sandbox-replay lint` reports)",
+            file=name,
+            line=trace.end_line,
+            field="failure_signature",
+        )
+    return trace
 
 
 def _bare_message(exc: InputError | TraceVersionError) -> str:

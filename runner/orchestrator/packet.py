@@ -28,8 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.domain.trace import load_trace
 from runner.errors import InputError
+from runner.inputfile import read_input
+from runner.orchestrator.lint import load_well_formed_trace
 from runner.orchestrator.reproduce_inputs import recorded_workflow_file, tool_folder
 
 if TYPE_CHECKING:
@@ -164,16 +165,17 @@ def build_packet(
         The member names written.
 
     Raises:
-        InputError: an unreadable trace, no workflow file to take the tool modules from, or a
-            workflow whose tools cannot be described (not found, failing to import in the
-            sandbox, outside the workflow's folder).
+        InputError: an unreadable trace, one with an unknown ``v`` or a field `lint` calls
+            malformed (`runner.orchestrator.lint.load_well_formed_trace`), no workflow file to
+            take the tool modules from, or a workflow whose tools cannot be described (not
+            found, failing to import in the sandbox, outside the workflow's folder).
         InfrastructureError: the backend failed.
     """
     from runner.domain.workflow import load_workflow
     from runner.orchestrator.toolmanifest import sandbox_registry
     from runner.policy import load_policy
 
-    trace = load_trace(trace_path)
+    trace = load_well_formed_trace(trace_path)  # lint's reader and rules
     run = trace.run
     found = workflow_path or recorded_workflow_file(
         trace_path, run.workflow.hash, settings.state_dir.name
@@ -196,7 +198,7 @@ def build_packet(
         confined_to=None if workflow_path is not None else tool_folder(found, trace_path),
     )
     members: dict[str, bytes] = {
-        "trace.jsonl": trace_path.read_bytes(),
+        "trace.jsonl": read_input(trace_path, "trace"),
         f"workflow/{found.name}": run.workflow.content.encode("utf-8"),
         "manifest.json": (json.dumps(registry.manifest(policy), indent=1) + "\n").encode("utf-8"),
         "environment.json": (
@@ -204,7 +206,7 @@ def build_packet(
         ).encode("utf-8"),
     }
     for name, source in _module_files(registry, workflow).items():
-        members.setdefault(f"workflow/{name}", source.read_bytes())
+        members.setdefault(f"workflow/{name}", read_input(source, "tool source"))
     end = trace.end
     members["README.md"] = README.format(
         run_id=run.run_id,

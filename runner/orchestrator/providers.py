@@ -32,6 +32,7 @@ import structlog
 
 from runner.errors import InputError
 from runner.sdk import canonical_json
+from runner.strictjson import loads as strict_loads
 from runner.traceformat import decode_body
 
 log = structlog.get_logger(__name__)
@@ -83,7 +84,7 @@ def response_from_body(body: str) -> ProviderResponse:
     model is None.
     """
     try:
-        parsed = json.loads(body)
+        parsed = strict_loads(body)  # the one strict decoder: no depth, NaN or duplicate traps
     except ValueError:
         return ProviderResponse(body=body)
     if not isinstance(parsed, dict):
@@ -184,7 +185,7 @@ class ScriptedProvider:
             )
         try:
             body = json.dumps(result, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # also nested too deeply
             return _error("ProviderError", f"scripted response is not JSON: {exc}")
         return response_from_body(body)
 

@@ -37,8 +37,10 @@ from runner.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     GradingError,
+    InputError,
     worst_exit_code,
 )
+from runner.inputfile import open_input
 from runner.ledger import CeilingGuard, Ledger, RunRecord
 from runner.orchestrator.metering import StopSignal
 from runner.orchestrator.plan import Plan
@@ -46,6 +48,7 @@ from runner.orchestrator.report_render import render_report
 from runner.orchestrator.scheduler import PairOutcome
 from runner.runtime.errors import UnrecordedCall, class_name
 from runner.settings import Settings
+from runner.strictjson import loads as strict_loads
 
 log = structlog.get_logger(__name__)
 
@@ -78,14 +81,18 @@ def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str], RunRecord]
 def _records(path: str) -> Iterator[dict[str, Any]]:
     """The lines of a trace the job wrote, one at a time (a trace is never held whole).
 
+    Read through the bounded reader and decoded by the strict decoder (a job folder may be
+    anyone's).
+
     Raises:
         OSError: the file cannot be read.
-        ValueError: a line is not JSON, or not an object.
+        InputError: not a regular file, or larger than the trace limit.
+        ValueError: a line is not strict JSON, or not an object.
     """
-    with open(path, encoding="utf-8") as handle:
+    with open_input(path, "trace") as handle:
         for line in handle:
             if line.strip():
-                record = json.loads(line)
+                record = strict_loads(line)
                 if not isinstance(record, dict):
                     raise ValueError(f"{path}: a trace line is not a JSON object")
                 yield record
@@ -122,7 +129,7 @@ def grade_job(
                 continue
             try:
                 result = Result.from_trace(variant.name, _records(run.trace_path))
-            except (OSError, ValueError, GradingError) as exc:
+            except (OSError, ValueError, InputError, GradingError) as exc:
                 log.warning("trace_unreadable", trace=run.trace_path, error=str(exc))
                 continue
             results.append(replace(result, status=run.status))
@@ -170,7 +177,7 @@ def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
                             "args": record.get("args"),
                         }
                     )
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, InputError) as exc:
             log.warning("trace_unreadable", trace=trace, error=str(exc))
             continue
     return out

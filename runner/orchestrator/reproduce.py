@@ -58,6 +58,7 @@ from runner.errors import (
     InputError,
     ReplayRefused,
 )
+from runner.inputfile import open_input, read_input
 from runner.orchestrator.reproduce_inputs import (
     is_packet,
     packet_trace,
@@ -124,7 +125,7 @@ class ReproduceReport:
 
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_input(path, "trace") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
@@ -432,8 +433,9 @@ def tool_imports(files: Iterable[str | Path]) -> set[str]:
     names: set[str] = set()
     for path in set(files):
         try:
-            tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
-        except (OSError, SyntaxError, ValueError):
+            source = read_input(path, "tool source")  # a packet's file: bounded, regular
+            tree = ast.parse(source.decode("utf-8"), filename=str(path))
+        except (InputError, SyntaxError, ValueError, RecursionError):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

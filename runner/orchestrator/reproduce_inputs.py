@@ -24,10 +24,13 @@ from pathlib import Path
 
 from runner.domain.ids import collision_key, path_under
 from runner.errors import InputError
+from runner.inputfile import open_input, read_input
 
 PACKET_SUFFIXES = (".tar.gz", ".tgz")
 TRACE_SUFFIXES = (".jsonl",)
 MAX_PACKET_MEMBER_BYTES = 256 * 1024 * 1024
+MAX_PACKET_BYTES = 1024 * 1024 * 1024
+"""All members of one packet together, unpacked (bytes)."""
 MAX_PACKET_MEMBERS = 10000
 # What this file system says of a member name it cannot hold (checked names rarely reach it).
 _NAME_ERRNOS = frozenset(
@@ -58,7 +61,7 @@ def expand_inputs(arguments: list[Path]) -> list[Path]:
             if not inside:
                 raise InputError("folder holds no traces (*.jsonl) or packets", file=str(argument))
             found.extend(inside)
-        elif argument.is_file():
+        elif argument.exists():  # a FIFO or a device too: the bounded reader refuses it by name
             found.append(argument)
         else:
             raise InputError("no such trace, folder or packet", file=str(argument))
@@ -74,19 +77,23 @@ def safe_extract(packet: Path, destination: Path) -> None:
     refused packet leaves ``destination`` empty.
 
     Raises:
-        InputError: not a readable gzip tar, or a member with an absolute path, ``..``, an
-            invalid or too long name, a link, a device or FIFO, more than
-            `MAX_PACKET_MEMBER_BYTES`, too many members, a name listed twice (also differing
-            only in case: one file on macOS and Windows), or a name that is both a file and a
-            folder (the member is named; nothing outside ``destination`` is ever written).
+        InputError: not a readable gzip tar (or not a regular file, or larger than
+            ``runner.inputfile.LIMITS["packet"]``), or a member with an absolute path, ``..``,
+            an invalid or too long name, a link, a device or FIFO, more than
+            `MAX_PACKET_MEMBER_BYTES`, members together over `MAX_PACKET_BYTES`, too many
+            members, a name listed twice (also differing only in case: one file on macOS and
+            Windows), or a name that is both a file and a folder (the member is named; nothing
+            outside ``destination`` is ever written).
     """
+    stream = open_input(packet, "packet")  # regular files only, at most LIMITS["packet"]
     try:
-        archive = tarfile.open(packet, "r:gz")  # noqa: SIM115 - closed below
-    except (tarfile.TarError, OSError) as exc:
+        archive = tarfile.open(fileobj=stream, mode="r:gz")  # noqa: SIM115 - closed below
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        stream.close()
         raise InputError(
             f"not a readable reviewer packet (.tar.gz): {exc}", file=str(packet)
         ) from exc
-    with archive:
+    with stream, archive:
         try:
             members = archive.getmembers()
         except (tarfile.TarError, OSError, EOFError) as exc:
@@ -131,6 +138,7 @@ def _plan(
     files: dict[str, str] = {}  # collision key -> name, for regular files
     folders: dict[str, str] = {}  # collision key -> name, for folders (listed or implied)
     plan: list[tuple[tarfile.TarInfo, Path]] = []
+    unpacked = 0
     for member in members:
         shown = member.name if len(member.name) <= 80 else member.name[:80] + "..."
         where = f"member {shown!r}"
@@ -138,6 +146,12 @@ def _plan(
             raise InputError(f"{where}: links and special files are refused", file=str(packet))
         if member.size > MAX_PACKET_MEMBER_BYTES:
             raise InputError(f"{where}: larger than the member limit", file=str(packet))
+        unpacked += member.size
+        if unpacked > MAX_PACKET_BYTES:  # a small gzip can unpack to terabytes
+            raise InputError(
+                f"{where}: the members unpack to more than {MAX_PACKET_BYTES} bytes",
+                file=str(packet),
+            )
         target = path_under(
             destination, member.name, kind="packet member", within="the packet", file=str(packet)
         )
@@ -186,9 +200,9 @@ def packet_trace(folder: Path, packet: Path) -> Path:
 
 
 def _sha256(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+    try:  # a FIFO or a huge file beside the trace is no candidate (and no hang)
+        return hashlib.sha256(read_input(path, "workflow")).hexdigest()
+    except InputError:
         return None
 
 

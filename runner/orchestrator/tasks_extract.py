@@ -27,8 +27,9 @@ from typing import Any
 
 from runner.domain.ids import collision_key
 from runner.domain.tasks import parse_task
-from runner.domain.trace import CallRecord, Trace, load_trace
+from runner.domain.trace import CallRecord, Trace
 from runner.errors import InputError
+from runner.orchestrator.lint import load_well_formed_trace
 from runner.traceformat import encode_body
 
 _OBSERVATION_BODY = ("body", "body_encoding", "truncated", "original_length", "sha256")
@@ -112,13 +113,14 @@ def extract_tasks(traces: Sequence[Path], output: Path, *, include_all: bool = F
         The tasks written, the traces skipped and the duplicates left out.
 
     Raises:
-        InputError: an unreadable or incomplete trace (file, line, field named), a task that
-            does not validate, or no trace left to take; nothing is written then.
+        InputError: an unreadable or incomplete trace, one with an unknown ``v`` or a field
+            `lint` calls malformed (file, line, field named; `load_well_formed_trace`), a
+            task that does not validate, or no trace left to take; nothing is written then.
     """
     result = Extraction()
     used: dict[str, Path] = {}
     for path in traces:
-        trace = load_trace(path)
+        trace = load_well_formed_trace(path)  # lint's reader and rules: malformed is invalid
         reason = None if include_all else skip_reason(trace)
         if reason is not None:
             result.skipped.setdefault(reason, []).append(path)

@@ -113,9 +113,9 @@ def find_policy(name_or_path: str | Path) -> Path:
     """
     if _is_path(name_or_path):
         path = Path(name_or_path)
-        if not path.is_file():
+        if not path.exists():
             raise InputError("policy file not found", file=str(path))
-        return path
+        return path  # a folder, a FIFO or a device: the bounded reader says which
     name = str(name_or_path)
     if not _NAME.match(name):
         raise InputError(

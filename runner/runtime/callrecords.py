@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 
 from runner.runtime import rawio
 from runner.runtime.errors import ModelCallError
+from runner.strictjson import dumps_value
 from runner.traceformat import decode_body
 
 
@@ -19,9 +20,11 @@ def to_json_text(value: Any) -> str:
 
     Raises:
         TypeError: the value is not JSON-serialisable.
-        ValueError: it holds NaN or an infinity.
+        ValueError: it holds NaN or an infinity, or nests deeper than
+            `runner.strictjson.MAX_VALUE_DEPTH` (64): the call fails here, in the sandbox,
+            rather than its value making a line the host's readers refuse.
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return dumps_value(value)
 
 
 _TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")

@@ -46,6 +46,7 @@ from runner.runtime.environment import environment_platform, installed_packages
 from runner.runtime.errors import error_class_name
 from runner.runtime.recordings import ObservationStore, TraceStore
 from runner.runtime.registry import RuntimeRegistry
+from runner.strictjson import MAX_VALUE_DEPTH, depth_of
 
 ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
 EXIT_RUNTIME_ERROR = 70
@@ -124,9 +125,15 @@ def bounded_episode(episode: Dict[str, Any]) -> Dict[str, Any]:
     A workflow output over `MAX_OUTPUT_BYTES` (as JSON) becomes ``{"truncated": true,
     "original_length": bytes, "sha256": hex, "prefix": first characters}``: the status stays
     the workflow's own (a big output is no infrastructure failure) and the cut is recorded.
+    One nested deeper than `runner.strictjson.MAX_VALUE_DEPTH` becomes ``{"truncated": true,
+    "nested_deeper_than": 64}`` the same way.
     """
     import hashlib
 
+    if depth_of(episode.get("output"), stop_above=MAX_VALUE_DEPTH) > MAX_VALUE_DEPTH:
+        # a program step's own value (tool results are refused at the call): it could not
+        # cross the channel, whose decoder refuses nesting past MAX_DEPTH
+        return dict(episode, output={"truncated": True, "nested_deeper_than": MAX_VALUE_DEPTH})
     try:
         text = json.dumps(episode.get("output"), ensure_ascii=True, allow_nan=False)
     except ValueError:

@@ -70,6 +70,8 @@ Addition (H18): run.json ``mode`` may be ``manifest``: after ``start`` the runti
 import json
 from typing import Any, Dict
 
+from runner.strictjson import loads as strict_loads
+
 PROTOCOL_VERSION = 1
 
 RUN_DIR = "/sandbox/run"
@@ -128,12 +130,17 @@ def encode(message: Dict[str, Any]) -> bytes:
 
 
 def decode(line: bytes) -> Dict[str, Any]:
-    r"""Parse one protocol line (without or with its ``\\n``).
+    r"""Parse one protocol line (without or with its ``\\n``) with the strict decoder.
+
+    `runner.strictjson.loads`: UTF-8, no duplicate keys, no NaN or infinities, nesting at
+    most `runner.strictjson.MAX_DEPTH` (checked before parsing, so no line can exhaust the
+    stack of the host or of the runtime).
 
     Raises:
-        ValueError: not UTF-8 JSON, not an object, or no string ``type``.
+        ValueError: not strict UTF-8 JSON (a `runner.strictjson.StrictJSONError`), not an
+            object, or no string ``type``.
     """
-    message = json.loads(line.decode("utf-8"))
+    message = strict_loads(line)
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise ValueError("protocol line is not an object with a type")
     return message

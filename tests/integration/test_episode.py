@@ -135,8 +135,13 @@ def test_50_containers_that_exit_at_once_each_return_within_5s(
         )
         durations.append(time.monotonic() - started)
         assert out.result.status == "crashed", out.end
-        assert out.end["sandbox"]["exit_code"] == 7
-        assert out.end["stderr_tail"] == ["to stderr"]
+        # "to stdout" is no protocol message: the host kills the sandbox for it (issue 10), so
+        # the command either exited by itself first (7, stderr read) or was killed (137)
+        sandbox = out.end["sandbox"]
+        assert sandbox["exit_code"] == 7 or (
+            sandbox["exit_code"] == 137 and sandbox["killed_for"] == "invalid_message"
+        ), sandbox
+        assert out.end["stderr_tail"] in (["to stderr"], [])
         assert "to stdout" in out.end["channel"]["events"][0]["detail"]
         assert out.end["not_run"] == ["echo"]
     assert max(durations) < 5, durations

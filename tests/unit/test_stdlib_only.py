@@ -1,10 +1,10 @@
 """The in-sandbox part imports only the standard library (and itself), and imports on Python 3.9.
 
 Walks, with the AST (so imports inside functions and ``try`` blocks count too), the imports of
-runner/sdk.py, runner/errors.py, runner/traceformat.py and every module under runner/runtime/,
-following imports of other ``runner`` modules transitively. Anything outside the standard
-library, or a ``runner`` module outside that set, fails the test with the importing file and
-line.
+runner/sdk.py, runner/errors.py, runner/traceformat.py, runner/strictjson.py and every module
+under runner/runtime/, following imports of other ``runner`` modules transitively. Anything
+outside the standard library, or a ``runner`` module outside that set, fails the test with the
+importing file and line.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ ALLOWED_FILES = {
     PACKAGE / "recording.py",  # runner.sdk.record: record mode in a user's own process
     PACKAGE / "toolschema.py",  # runner.sdk: argument schemas and their hash
     PACKAGE / "httpio.py",  # runner.sdk: the recording HTTP helper
+    PACKAGE / "strictjson.py",  # the strict decoder of protocol lines, shared with the host
     *(PACKAGE / "runtime").rglob("*.py"),
 }
 STARTS = sorted(ALLOWED_FILES - {PACKAGE / "__init__.py"})

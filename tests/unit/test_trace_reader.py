@@ -311,7 +311,7 @@ def test_a_line_over_the_limit_is_an_error_and_never_read_whole(tmp_path: Path) 
 
 
 def test_missing_file_and_folder(tmp_path: Path) -> None:
-    assert "no such trace file" in str(input_error(tmp_path / "nope.jsonl"))
+    assert "no such file" in str(input_error(tmp_path / "nope.jsonl"))
     assert input_error(tmp_path).fields["file"] == str(tmp_path)
 
 

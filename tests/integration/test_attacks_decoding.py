@@ -1,0 +1,114 @@
+"""Deep, NaN and forged channel lines against the host, in real containers (issue 10, items 4
+and 15).
+
+Every line the host reads from a sandbox goes through the one strict decoder
+(runner/strictjson.py): a line it refuses kills the sandbox, the episode is ``crashed`` with the
+reason named, and the trace still ends with its ``end`` line. A tool's own deep value is refused
+where it is made (the runtime writes results with `runner.strictjson.dumps_value`): the call
+fails like one returning NaN. Hostile tools: tests/fixtures/attacks/hostile_tools.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration._episodes import Project
+from tests.integration._hostile import backend, project, run_steps
+
+pytestmark = pytest.mark.docker
+__all__ = ["backend", "project"]  # fixtures
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_pure_tool_returning_a_list_980_deep_fails_its_call_and_the_trace_ends(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(
+        project,
+        backend,
+        sandbox_image,
+        tmp_path,
+        "- {id: d, tool: odd.deep, args: {levels: 980}}\n",
+    )
+    assert out.end["type"] == "end" and out.end["status"] == "failed", out.end
+    assert "nested too deeply" in out.call("d")["error"]["message"]
+    assert out.end["failure"]["tool"] == "odd.deep"
+    shallow = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: d, tool: odd.deep, args: {levels: 60}}\n"
+    )
+    assert shallow.end["status"] == "succeeded"  # control: a deep-ish value is fine
+
+
+@pytest.mark.parametrize(
+    ("tool", "why"), [("forge.deep_line", "nested too deeply"), ("forge.nan_line", "NaN")]
+)
+def test_a_forged_line_the_decoder_refuses_kills_the_sandbox_and_the_trace_ends(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path, tool: str, why: str
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, f"- {{id: f, tool: {tool}}}\n")
+    end = out.end
+    assert end["type"] == "end" and end["status"] == "crashed", end
+    assert "protocol error" in end["reason"] and why in end["reason"], end["reason"]
+    assert end["sandbox"]["killed_for"] == "invalid_message"
+    text = out.result.trace_path.read_text()
+    assert '"NaN"' not in text  # never turned into the string "NaN"
+
+
+def _cli(*args: str, cwd: Path, image: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SANDBOX_REPLAY_IMAGE": image},
+        check=False,
+    )
+
+
+def test_run_and_submit_with_deep_and_forged_lines_exit_as_their_runs_go(
+    project: Project, sandbox_image: str, tmp_path: Path
+) -> None:
+    """``run`` gave a traceback and exit 1 (trace without end); ``submit`` exited 6."""
+    deep = project.workflow("- {id: d, tool: odd.deep, args: {levels: 980}}\n", name="deep")
+    forged = project.workflow("- {id: f, tool: forge.deep_line}\n", name="forged")
+    tasks = project.root / "deep_tasks.jsonl"
+    tasks.write_text('{"task_id": "t1", "input": {}}\n')
+    ran = _cli(
+        "run",
+        str(deep),
+        "--tasks",
+        str(tasks),
+        "--task",
+        "t1",
+        "--json",
+        cwd=project.root,
+        image=sandbox_image,
+    )
+    assert "Traceback" not in ran.stderr, ran.stderr
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    summary = json.loads(ran.stdout)
+    trace = Path(summary["trace"])
+    assert json.loads(trace.read_text().splitlines()[-1])["type"] == "end"
+    submitted = _cli(
+        "submit",
+        "--variant",
+        str(forged),
+        "--variant",
+        str(deep),
+        "--tasks",
+        str(tasks),
+        "--json",
+        cwd=project.root,
+        image=sandbox_image,
+    )
+    assert "Traceback" not in submitted.stderr, submitted.stderr
+    assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-2000:]

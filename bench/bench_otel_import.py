@@ -197,7 +197,7 @@ CHILD = """
 import json, logging, resource, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from runner.log import configure_logging
+from runner.cli.log import configure_logging
 configure_logging("json", logging.WARNING)
 from runner.importers.otel import read_otel
 from runner.importers.output import write_import

@@ -3,7 +3,7 @@
 Prints, for concurrency 1, 2 and 4 (see bench/README.md for what is measured and how):
 
 (a) our episodes/s for a trivial one-step workflow over N tasks (default 100), through the whole
-    submit path (`runner.orchestrator.submit.execute`: job, ledger, reservations, episodes,
+    submit path (`runner.submit.job.execute`: job, ledger, reservations, episodes,
     traces, grading, report) ÷ the baseline's runs/s: the docker SDK creating, starting,
     waiting for and removing a container of the same sandbox image running ``python3 -c pass``
     with the same hardening flags and log driver (`runner.backends.docker.backend.host_config`);
@@ -39,11 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 from runner.backends.base import Sandbox, SandboxSpec  # noqa: E402
 from runner.backends.docker import DockerBackend  # noqa: E402
-from runner.log import configure_logging  # noqa: E402
-from runner.orchestrator import pairs as pairs_module  # noqa: E402
-from runner.orchestrator.jobfile import SubmitOptions  # noqa: E402
-from runner.orchestrator.submit import execute, prepare  # noqa: E402
+from runner.cli.log import configure_logging  # noqa: E402
 from runner.settings import Settings  # noqa: E402
+from runner.submit import pairs as pairs_module  # noqa: E402
+from runner.submit.job import execute, prepare  # noqa: E402
+from runner.submit.options import SubmitOptions  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "trivial"
 CALL_MARK = b'"type":"call"'

@@ -39,8 +39,8 @@ LIMITS: Dict[str, int] = {
     "packet": 1024 * _MIB,
 }
 """Largest file of each kind, in bytes. A trace line is also limited on its own
-(`runner.domain.trace.MAX_LINE_BYTES`); a packet's unpacked members together are limited by
-`runner.orchestrator.reproduce_inputs.MAX_PACKET_BYTES`."""
+(`runner.tracetools.reader.MAX_LINE_BYTES`); a packet's unpacked members together are limited by
+`runner.reproduce.inputs.MAX_PACKET_BYTES`."""
 
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),

@@ -163,11 +163,11 @@ def trusted_packet(
 ) -> list[str]:
     """`build_packet` of a trusted fixture, its tools described by a local process (no Docker).
 
-    `runner.orchestrator.packet.build_packet` describes the tools in a sandbox; for the
+    `runner.reproduce.packet.build_packet` describes the tools in a sandbox; for the
     project's own fixtures a local process (`UnsandboxedProcessBackend`) stands in for it.
     """
-    from runner.orchestrator.local_process import UnsandboxedProcessBackend
-    from runner.orchestrator.packet import build_packet
+    from runner.backends.unsandboxed import UnsandboxedProcessBackend
+    from runner.reproduce.packet import build_packet
     from runner.settings import Settings
 
     return build_packet(

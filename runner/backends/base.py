@@ -2,7 +2,7 @@
 
 A backend turns a `SandboxSpec` into one isolated process tree with a byte channel to its
 stdin and its demultiplexed stdout/stderr. It knows nothing of the protocol spoken over that
-channel (runner.orchestrator.channel) nor of workflows. "The sandbox broke" is an
+channel (runner.episode.channel) nor of workflows. "The sandbox broke" is an
 `InfrastructureError`; "the program inside failed" is a normal `ExitState`.
 
 Invariants every backend keeps (checked by the conformance tests in tests/integration):
@@ -213,7 +213,7 @@ class Backend(abc.ABC):
 
         The Docker engine refuses a ``cpus`` limit above its CPU count ("Range of CPUs is from
         0.01 to N"), so the host checks the limit before any run
-        (`runner.orchestrator.limits.check_engine_limits`).
+        (`runner.episode.limits.check_engine_limits`).
 
         Raises:
             InfrastructureError: the engine could not be asked.
@@ -225,12 +225,12 @@ class Backend(abc.ABC):
         """Remove leftover sandboxes of dead owners (never a live owner's).
 
         Each sandbox's run time is read from the engine before it is removed, so that the
-        ledger can charge a dead run what it used (`runner.orchestrator.reaping`). A sandbox
+        ledger can charge a dead run what it used (`runner.episode.reaping`). A sandbox
         labelled with another ledger than ``ledger`` is left to that ledger's own commands
         (removing it would lose the measurement) until it has been idle for a day.
 
         Args:
-            ledger: the caller's ledger id (`runner.orchestrator.reaping.ledger_id`), or None.
+            ledger: the caller's ledger id (`runner.episode.reaping.ledger_id`), or None.
 
         Returns:
             The removed sandboxes.

@@ -36,7 +36,7 @@ OWNER_PID = f"{PREFIX}.owner.pid"
 OWNER_START = f"{PREFIX}.owner.start"
 VERSION = f"{PREFIX}.version"
 # the ledger run (`runner.ledger.run_key`) a sandbox runs for, and the ledger it is in
-# (`runner.orchestrator.reaping.ledger_id`): a reaper settles the runs of its own ledger only
+# (`runner.episode.reaping.ledger_id`): a reaper settles the runs of its own ledger only
 LEDGER_KEY = f"{PREFIX}.ledger-key"
 LEDGER = f"{PREFIX}.ledger"
 

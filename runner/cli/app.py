@@ -49,8 +49,8 @@ class CliState:
         """
         from pydantic import ValidationError
 
+        from runner.cli.log import configure_logging
         from runner.errors import InputError
-        from runner.log import configure_logging
         from runner.settings import Settings
 
         overrides: dict[str, str] = {}

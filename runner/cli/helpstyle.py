@@ -15,7 +15,7 @@ four presentation hooks, for every command at once:
   blank lines still separate paragraphs; a paragraph starting with ``\\b`` keeps its lines).
 
 Only rendering changes: parsing, validation and error messages are typer's.
-``tests/unit/test_cli_help.py`` pins the result for every command, so a typer upgrade that
+``tests/unit/cli/test_cli_help.py`` pins the result for every command, so a typer upgrade that
 moves these hooks fails there rather than bringing the noise back silently.
 """
 

@@ -207,7 +207,7 @@ class Registry:
 
         This imports the tool modules on the host: only for the user's own project (``check``,
         ``submit``, ``run``, ``record``). Code from a packet or a trace is described inside a
-        sandbox instead (`runner.orchestrator.toolmanifest.sandbox_registry`, used by
+        sandbox instead (`runner.episode.toolmanifest.sandbox_registry`, used by
         ``reproduce``).
 
         Raises:

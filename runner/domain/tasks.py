@@ -35,8 +35,8 @@ from typing import Any
 from runner.domain.ids import IdSet, validate_id
 from runner.errors import InputError
 from runner.inputfile import read_input
-from runner.strictjson import StrictJSONError
-from runner.strictjson import loads as strict_loads
+from runner.trace.strictjson import StrictJSONError
+from runner.trace.strictjson import loads as strict_loads
 
 _TASK_KEYS = frozenset({"task_id", "input", "clock_start", "observations", "expected"})
 _OBSERVATION_KEYS = frozenset(
@@ -257,8 +257,8 @@ def load_tasks(path: Path | str) -> TaskFile:
     Blank lines are skipped. Duplicate ids and ids differing only in case are errors on the
     later line.
 
-    Lines are decoded by the one strict decoder (`runner.strictjson`: no NaN, no duplicate
-    keys, nesting at most `runner.strictjson.MAX_DEPTH`); the file is read by the one bounded
+    Lines are decoded by the one strict decoder (`runner.trace.strictjson`: no NaN, no duplicate
+    keys, nesting at most `runner.trace.strictjson.MAX_DEPTH`); the file is read by the one bounded
     reader (`runner.inputfile`: a regular file of at most ``LIMITS["task file"]`` bytes).
 
     Raises:

@@ -35,8 +35,8 @@ from runner.domain.registry import ToolSpec
 from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.sdk import Effect, ToolDef, collect_tools, schema_hash
-from runner.strictjson import StrictJSONError
-from runner.strictjson import loads as strict_loads
+from runner.trace.strictjson import StrictJSONError
+from runner.trace.strictjson import loads as strict_loads
 
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile

@@ -2,7 +2,7 @@
 
 A workflow (YAML) has ``name``, ``version``, ``tools`` (module names or tool-manifest paths that
 make its registry), optional ``files`` (globs of the data files its tool code reads, relative to
-the workflow file: they join the tool snapshot, `runner.orchestrator.snapshot`), an optional
+the workflow file: they join the tool snapshot, `runner.episode.snapshot`), an optional
 ``model`` and ``steps``; each step is a tool call with ``args``
 or an agent loop with a toolset (SPEC.md, docs/internals.md). `load_workflow` reads one file
 and reports every bad input as an `InputError` naming the file, the line and the field:

@@ -9,7 +9,7 @@ Invariants: only the safe loader is used (no arbitrary objects); a key repeated 
 is an error (PyYAML would silently keep the last one); lines are 1-based. The rules of the
 JSON inputs hold here too, since every document becomes JSON (run.json, hashes, traces): the
 file is read by the one bounded reader (`runner.inputfile`: regular files only, size limit per
-kind), nesting deeper than `runner.strictjson.MAX_DEPTH` and non-finite numbers (``.inf``,
+kind), nesting deeper than `runner.trace.strictjson.MAX_DEPTH` and non-finite numbers (``.inf``,
 ``.nan``) are errors naming the line, and so are characters YAML refuses (a NUL byte).
 """
 
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from runner.errors import InputError
 from runner.inputfile import read_input
-from runner.strictjson import MAX_DEPTH
+from runner.trace.strictjson import MAX_DEPTH
 
 Loc = tuple[str | int, ...]
 

@@ -1,6 +1,6 @@
 """Tournament grading: listwise judges per task group, openskill ratings across tasks.
 
-Public surface (pinned by tests/unit/test_grading.py):
+Public surface (pinned by tests/unit/grading/test_grading.py):
 
 - values (``runner.grading.model``): `Result`, `ToolCall`, `Group`, `Ranking`;
 - judges (``runner.grading.judges``): `make_judge` for ``rubric``, ``module:function`` and

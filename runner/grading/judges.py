@@ -34,13 +34,13 @@ from runner.grading.model import Group, Ranking, check_covers, normalise_ranks, 
 from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import rubric_judge
 from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
-from runner.strictjson import loads as strict_loads
+from runner.trace.strictjson import loads as strict_loads
 
 log = structlog.get_logger(__name__)
 
 Judge = Callable[[Group], Ranking]
 # A response is the decoded dict, its raw JSON body text, or an object with ``body`` (raw text)
-# and ``error`` attributes (runner.orchestrator.providers.ProviderResponse).
+# and ``error`` attributes (runner.providers.base.ProviderResponse).
 Provider = Callable[[dict[str, Any]], Any]
 
 _SYSTEM = (

@@ -53,7 +53,7 @@ from typing import Any
 from runner.errors import InputError
 from runner.importers.source import SourceMessage, SourceRun, SourceToolCall
 from runner.sdk import canonical_json
-from runner.traceformat import (
+from runner.trace.format import (
     TRACE_VERSION,
     encode_body,
     episode_exit_code,

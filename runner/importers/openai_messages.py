@@ -52,7 +52,7 @@ from runner.importers.source import (
 )
 from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
 from runner.inputfile import read_input
-from runner.strictjson import StrictJSONError
+from runner.trace.strictjson import StrictJSONError
 
 __all__ = ["read_openai_messages", "read_tools_file"]
 

@@ -58,7 +58,7 @@ from runner.importers.toolset import (
     workflow_text,
 )
 from runner.runtime.registry import RuntimeTool
-from runner.traceformat import TRACE_VERSION
+from runner.trace.format import TRACE_VERSION
 
 __all__ = ["ImportSource", "WorkflowShape", "write_import"]
 

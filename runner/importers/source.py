@@ -2,8 +2,8 @@
 
 `runner.importers.tau2` and `runner.importers.openai_messages` fill these; the builder
 (`runner.importers.conversation`) turns them into traces. Helpers here parse source JSON (with
-the one strict decoder, `runner.strictjson`, as the task and trace readers do), parse tool-call
-arguments without losing the model's text and derive ids that follow SPEC.md's id rules.
+the one strict decoder, `runner.trace.strictjson`, as the task and trace readers do), parse
+tool-call arguments without losing the model's text and derive ids that follow SPEC.md's id rules.
 
 Invariant: values are the source's own; what a source lacks is None, never a default that
 looks recorded.
@@ -17,8 +17,8 @@ from typing import Any
 
 from runner.domain.ids import MAX_ID_LENGTH, IdSet, id_problem, is_device_name
 from runner.errors import InputError
-from runner.strictjson import StrictJSONError
-from runner.strictjson import loads as strict_loads
+from runner.trace.strictjson import StrictJSONError
+from runner.trace.strictjson import loads as strict_loads
 
 __all__ = [
     "SourceMessage",
@@ -154,9 +154,9 @@ class SourceRun:
 
 
 def load_json(text: str, *, file: str, line: int | None = None) -> Any:
-    """Decode source JSON with the one strict decoder (`runner.strictjson.loads`).
+    """Decode source JSON with the one strict decoder (`runner.trace.strictjson.loads`).
 
-    Nesting deeper than `runner.strictjson.MAX_DEPTH` is refused before parsing (an input
+    Nesting deeper than `runner.trace.strictjson.MAX_DEPTH` is refused before parsing (an input
     error naming file and line); NaN, infinities and duplicate keys are not JSON either.
 
     Args:
@@ -165,8 +165,8 @@ def load_json(text: str, *, file: str, line: int | None = None) -> Any:
         line: the 1-based line of ``text`` in a JSONL file (None for a whole file).
 
     Raises:
-        InputError: nested deeper than `runner.strictjson.MAX_DEPTH` (file, line).
-        ValueError: otherwise not strict JSON (a `runner.strictjson.StrictJSONError`; each
+        InputError: nested deeper than `runner.trace.strictjson.MAX_DEPTH` (file, line).
+        ValueError: otherwise not strict JSON (a `runner.trace.strictjson.StrictJSONError`; each
             caller words its own error).
     """
     try:

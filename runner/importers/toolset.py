@@ -33,7 +33,7 @@ from runner.errors import InputError
 from runner.importers.source import load_json
 from runner.inputfile import read_input
 from runner.sdk import Effect, schema_hash
-from runner.strictjson import StrictJSONError
+from runner.trace.strictjson import StrictJSONError
 
 __all__ = [
     "MANIFEST_NAME",

@@ -1,6 +1,6 @@
 """Metering: the SQLite ledger of jobs, runs and charges, spend ceilings and prices.
 
-Public surface (pinned by tests/unit/test_ledger.py):
+Public surface (pinned by tests/unit/ledger/test_ledger.py):
 
 - `Ledger` (``runner.ledger.store``): WAL SQLite under the state directory, versioned schema,
   idempotent writes, totals by purpose and job.

@@ -4,7 +4,7 @@ After a crash (``kill -9`` of ``submit``), runs are still ``running`` and their 
 ``reserved`` at the full reservation (a run: its timeout plus grace in sandbox seconds; a
 model call: its ``max_tokens`` price). Two steps close them, with the best figure available:
 
-1. `settle_dead_run` (the reaper, `runner.orchestrator.reaping`): the run's container was
+1. `settle_dead_run` (the reaper, `runner.episode.reaping`): the run's container was
    found, and the engine recorded when it started and finished; the run is charged those
    sandbox seconds, as measured (``estimated`` stays 0), and marked ``interrupted``.
 2. `close_orphans` (``submit --resume``): whatever is still open. A run whose container was

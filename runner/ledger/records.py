@@ -15,7 +15,7 @@ ChargeKind = Literal["run", "model_call"]
 ChargeState = Literal["reserved", "settled", "released"]
 
 # A run row is `running` until its episode ends with one of the trace statuses
-# (runner.traceformat.STATUSES), or `interrupted` when its orchestrator died or was stopped.
+# (runner.trace.format.STATUSES), or `interrupted` when its orchestrator died or was stopped.
 RUNNING: Final[str] = "running"
 INTERRUPTED: Final[str] = "interrupted"
 

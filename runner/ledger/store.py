@@ -202,7 +202,7 @@ class Ledger:
 
         Args:
             key: the run's idempotency key.
-            status: an episode status (runner.traceformat.STATUSES) or ``interrupted``.
+            status: an episode status (runner.trace.format.STATUSES) or ``interrupted``.
             usage: tokens, USD and sandbox seconds of the episode (``runs`` is ignored).
             trace_path: where the trace was written.
 

@@ -2,7 +2,7 @@
 
 A reservation must never be below what the provider then bills (`runner.ledger.ceilings`:
 the ceiling holds for actuals within their estimates). `prompt_tokens_bound` is the one rule,
-used for every forwarded model call (`runner.orchestrator.metering`) and every judge call
+used for every forwarded model call (`runner.providers.metered`) and every judge call
 (`runner.grading.judges`).
 """
 

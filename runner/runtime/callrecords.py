@@ -11,8 +11,8 @@ from typing import Any, Dict, Optional
 
 from runner.runtime import rawio
 from runner.runtime.errors import ModelCallError
-from runner.strictjson import dumps_value
-from runner.traceformat import decode_body
+from runner.trace.format import decode_body
+from runner.trace.strictjson import dumps_value
 
 
 def to_json_text(value: Any) -> str:
@@ -21,7 +21,7 @@ def to_json_text(value: Any) -> str:
     Raises:
         TypeError: the value is not JSON-serialisable.
         ValueError: it holds NaN or an infinity, or nests deeper than
-            `runner.strictjson.MAX_VALUE_DEPTH` (64): the call fails here, in the sandbox,
+            `runner.trace.strictjson.MAX_VALUE_DEPTH` (64): the call fails here, in the sandbox,
             rather than its value making a line the host's readers refuse.
     """
     return dumps_value(value)

@@ -4,7 +4,7 @@ Standard library only, Python 3.9+. For each call the caller advances the inject
 executes or serves it, and sends one ``call`` message carrying the trace call record of
 docs/internals.md: ``index`` (0-based over every call), ``step_id``, ``tool`` (or ``model`` /
 ``user``), ``effect``, ``args`` or ``request``, the body fields of
-`runner.traceformat.encode_body`, ``schema_hash``, ``model``, ``clock``, ``duration_s``,
+`runner.trace.format.encode_body`, ``schema_hash``, ``model``, ``clock``, ``duration_s``,
 ``source`` (``executed`` | ``observation`` | ``trace`` | ``provider``), ``raw_io`` and, for a
 failed call, ``error: {class, message}``. Errors are recorded first, then raised to the caller.
 
@@ -41,7 +41,7 @@ from runner.runtime.callrecords import (
 from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
 from runner.runtime.recordings import ObservationStore, TraceStore, differing_fields, value_of
 from runner.runtime.registry import RuntimeTool
-from runner.traceformat import TRACE_VERSION, encode_body
+from runner.trace.format import TRACE_VERSION, encode_body
 
 _BODY_KEYS = (
     "body",

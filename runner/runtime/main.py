@@ -46,7 +46,7 @@ from runner.runtime.environment import environment_platform, installed_packages
 from runner.runtime.errors import error_class_name
 from runner.runtime.recordings import ObservationStore, TraceStore
 from runner.runtime.registry import RuntimeRegistry
-from runner.strictjson import MAX_VALUE_DEPTH, depth_of
+from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 
 ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
 EXIT_RUNTIME_ERROR = 70
@@ -125,7 +125,7 @@ def bounded_episode(episode: Dict[str, Any]) -> Dict[str, Any]:
     A workflow output over `MAX_OUTPUT_BYTES` (as JSON) becomes ``{"truncated": true,
     "original_length": bytes, "sha256": hex, "prefix": first characters}``: the status stays
     the workflow's own (a big output is no infrastructure failure) and the cut is recorded.
-    One nested deeper than `runner.strictjson.MAX_VALUE_DEPTH` becomes ``{"truncated": true,
+    One nested deeper than `runner.trace.strictjson.MAX_VALUE_DEPTH` becomes ``{"truncated": true,
     "nested_deeper_than": 64}`` the same way.
     """
     import hashlib

@@ -70,7 +70,7 @@ Addition (H18): run.json ``mode`` may be ``manifest``: after ``start`` the runti
 import json
 from typing import Any, Dict
 
-from runner.strictjson import loads as strict_loads
+from runner.trace.strictjson import loads as strict_loads
 
 PROTOCOL_VERSION = 1
 
@@ -132,12 +132,12 @@ def encode(message: Dict[str, Any]) -> bytes:
 def decode(line: bytes) -> Dict[str, Any]:
     r"""Parse one protocol line (without or with its ``\\n``) with the strict decoder.
 
-    `runner.strictjson.loads`: UTF-8, no duplicate keys, no NaN or infinities, nesting at
-    most `runner.strictjson.MAX_DEPTH` (checked before parsing, so no line can exhaust the
+    `runner.trace.strictjson.loads`: UTF-8, no duplicate keys, no NaN or infinities, nesting at
+    most `runner.trace.strictjson.MAX_DEPTH` (checked before parsing, so no line can exhaust the
     stack of the host or of the runtime).
 
     Raises:
-        ValueError: not strict UTF-8 JSON (a `runner.strictjson.StrictJSONError`), not an
+        ValueError: not strict UTF-8 JSON (a `runner.trace.strictjson.StrictJSONError`), not an
             object, or no string ``type``.
     """
     message = strict_loads(line)

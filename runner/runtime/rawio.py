@@ -1,7 +1,7 @@
 """Raw I/O calls: tools that do their HTTP through `runner.sdk.http_request`.
 
 Standard library only, Python 3.9+. Used by the runtime (`runner.runtime.calls`) and by
-record mode in a user's own process (`runner.recording`).
+record mode in a user's own process (`runner.sdk.recorder`).
 
 The call record of a tool that made HTTP requests through the SDK helper (SPEC.md "What raw
 means"):
@@ -23,9 +23,10 @@ and ``unsafe`` tools never run in reproduce: they get ``meta.result`` (`tool_lev
 import contextlib
 from typing import Any, Dict, Iterator, List, Optional
 
-from runner import httpio, sdk
+from runner import sdk
 from runner.runtime.errors import UnrecordedCall
-from runner.traceformat import decode_body, encode_body
+from runner.sdk import httpio
+from runner.trace.format import decode_body, encode_body
 
 RERUN_EFFECTS = ("pure", "read")
 _BODY_KEYS = ("body", "body_encoding", "truncated", "original_length", "sha256")

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from runner.errors import ReplayDivergence
 from runner.runtime.errors import RecordedError, UnrecordedCall
 from runner.sdk import canonical_json
-from runner.traceformat import decode_body
+from runner.trace.format import decode_body
 
 _SHOW = 200
 

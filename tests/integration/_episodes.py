@@ -17,10 +17,10 @@ from runner.domain.ids import sequential_ids
 from runner.domain.registry import Registry
 from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
-from runner.orchestrator.episode import RUNTIME_COMMAND, EpisodeResult, run_episode
-from runner.orchestrator.providers import provider_for
-from runner.orchestrator.snapshot_sources import project_snapshot
+from runner.episode.driver import RUNTIME_COMMAND, EpisodeResult, run_episode
+from runner.episode.snapshot_sources import project_snapshot
 from runner.policy import load_policy
+from runner.providers.base import provider_for
 from runner.settings import Settings
 
 
@@ -89,7 +89,7 @@ class Project:
         wf = load_workflow(workflow)
         pol = load_policy(policy)
         registry = Registry.for_workflow(wf).restrict(pol)  # no eligibility check: on purpose
-        from runner.orchestrator.episode import EpisodeRequest
+        from runner.episode.driver import EpisodeRequest
 
         request = EpisodeRequest(
             workflow=wf,

@@ -2,9 +2,10 @@
 and 15).
 
 Every line the host reads from a sandbox goes through the one strict decoder
-(runner/strictjson.py): a line it refuses kills the sandbox, the episode is ``crashed`` with the
-reason named, and the trace still ends with its ``end`` line. A tool's own deep value is refused
-where it is made (the runtime writes results with `runner.strictjson.dumps_value`): the call
+(runner/trace/strictjson.py): a line it refuses kills the sandbox, the episode is ``crashed``
+with the reason named, and the trace still ends with its ``end`` line. A tool's own deep value is
+refused where it is made (the runtime writes results with `runner.trace.strictjson.dumps_value`):
+the call
 fails like one returning NaN. Hostile tools: tests/fixtures/attacks/hostile_tools.py.
 """
 

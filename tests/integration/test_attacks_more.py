@@ -32,7 +32,7 @@ __all__ = ["backend", "project"]  # fixtures
     strict=True,
     reason="open: tool code in the runtime process finds the private channel fd (same pipe as "
     "/proc/1/fd/1) and writes a forged episode; the host takes the first episode message "
-    "(runner/runtime/channel.py:10-11 accepts this, runner/orchestrator/episode_state.py "
+    "(runner/runtime/channel.py:10-11 accepts this, runner/episode/state.py "
     "_on_episode)",
 )
 def test_forged_episode_on_the_private_fd_is_not_believed(
@@ -118,7 +118,7 @@ def test_forged_episode_through_the_channel_object_is_not_believed(
 @pytest.mark.xfail(
     strict=True,
     reason="open: runner.sdk.tool_def(fn).func is the unguarded function "
-    "(runner/sdk.py ToolDef.func, set in ToolDef.__init__): a denied tool's code runs",
+    "(runner/sdk/__init__.py ToolDef.func, set in ToolDef.__init__): a denied tool's code runs",
 )
 def test_denied_tool_through_tooldef_func_is_denied(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
@@ -133,7 +133,7 @@ def test_denied_tool_through_tooldef_func_is_denied(
 @pytest.mark.xfail(
     strict=True,
     reason="open: the guarded wrapper's __closure__ holds the bare function "
-    "(runner/sdk.py _guarded: `func = definition.func` is a closure cell)",
+    "(runner/sdk/__init__.py _guarded: `func = definition.func` is a closure cell)",
 )
 def test_denied_tool_through_the_wrappers_closure_is_denied(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
@@ -145,7 +145,7 @@ def test_denied_tool_through_the_wrappers_closure_is_denied(
 @pytest.mark.xfail(
     strict=True,
     reason="open: tool code replaces runner.sdk._active_allowed (looked up by name at each "
-    "call by the guard in runner/sdk.py _guarded) and every denied tool runs",
+    "call by the guard in runner/sdk/__init__.py _guarded) and every denied tool runs",
 )
 def test_denied_tool_after_patching_the_guard_is_denied(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
@@ -177,9 +177,9 @@ def test_denied_tool_injected_into_the_runtime_registry_stays_unresolvable(
 @pytest.mark.xfail(
     strict=True,
     reason="open: the replay context lives in the runtime process only; a Python child that "
-    "imports the tool module calls a denied tool unguarded (runner/sdk.py _active_allowed is "
-    "None in a fresh process; runner/runtime/site/sitecustomize.py installs only the audit "
-    "hook)",
+    "imports the tool module calls a denied tool unguarded (runner/sdk/__init__.py "
+    "_active_allowed is None in a fresh process; runner/runtime/site/sitecustomize.py "
+    "installs only the audit hook)",
 )
 def test_denied_tool_called_from_a_python_child_is_denied(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
@@ -217,8 +217,8 @@ def test_the_answer_key_is_not_inside_the_sandbox(
     from runner.domain.registry import Registry
     from runner.domain.tasks import Task
     from runner.domain.workflow import load_workflow
-    from runner.orchestrator.episode import EpisodeRequest, run_episode
-    from runner.orchestrator.snapshot_sources import project_snapshot
+    from runner.episode.driver import EpisodeRequest, run_episode
+    from runner.episode.snapshot_sources import project_snapshot
     from runner.policy import load_policy
     from runner.settings import Settings
 
@@ -280,7 +280,7 @@ def test_escape_sequences_from_tool_code_never_reach_the_terminal(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runner.cli.run import _render
+    from runner.cli.commands.run import _render
 
     out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: t, tool: term.inject}\n")
     assert out.end["status"] == "failed", out.end

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from runner.episode.limits import check_engine_limits
 from runner.errors import InputError
-from runner.orchestrator.limits import check_engine_limits
-from runner.orchestrator.lint import lint_trace
 from runner.policy import load_policy
 from runner.settings import Settings
+from runner.tracetools.lint import lint_trace
 from tests.integration._episodes import Project
 from tests.integration._hostile import TOOLS
 

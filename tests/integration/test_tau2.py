@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from runner.settings import Settings
-from runner.traceformat import failure_signature
+from runner.trace.format import failure_signature
 
 REPO = Path(__file__).resolve().parents[2]
 RETAIL_EXAMPLE = REPO / "examples" / "tau2-retail"

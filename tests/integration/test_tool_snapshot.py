@@ -201,10 +201,10 @@ def test_what_runs_is_what_was_there_when_the_command_started_also_on_resume(
     """An edit of a tool file during a submission, or between a job and its resume, never
     reaches that job's sandboxes: every run mounts the snapshot taken when the job started."""
     from runner.backends.docker import DockerBackend
-    from runner.orchestrator.jobfile import CeilingFlags, SubmitOptions
-    from runner.orchestrator.scheduler import PairOutcome
-    from runner.orchestrator.submit import execute, load_resume, prepare
     from runner.settings import Settings
+    from runner.submit.job import execute, load_resume, prepare
+    from runner.submit.options import CeilingFlags, SubmitOptions
+    from runner.submit.scheduler import PairOutcome
 
     project = tmp_path / "proj"
     project.mkdir()

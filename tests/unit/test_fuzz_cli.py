@@ -57,7 +57,7 @@ BOUND_S = 20
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"
 SCHEMA = jsonschema.Draft202012Validator(json.loads((ROOT / "docs/trace.schema.json").read_text()))
-DEPTH = 100  # stated in runner/strictjson.py; the fuzzer's own copy of the rule
+DEPTH = 100  # stated in runner/trace/strictjson.py; the fuzzer's own copy of the rule
 NO_ENGINE = {"SANDBOX_REPLAY_DOCKER_HOST": "unix:///nonexistent/sandbox-replay-fuzz.sock"}
 # reproduce and packet describe tools in a sandbox: with no engine, valid input ends at 6
 WITH_ENGINE = frozenset({0, 1, 2, 3, 5, 6})
@@ -97,7 +97,7 @@ def _depth(value: Any) -> int:
 
 
 def json_ok(data: bytes) -> Any:
-    """The value of strict JSON text, or raise `_Bad` (own code, not runner.strictjson)."""
+    """The value of strict JSON text, or raise `_Bad` (own code, not runner.trace.strictjson)."""
     try:
         text = data.decode("utf-8")
         value = json.loads(

@@ -45,7 +45,7 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
 def _hostile_packet(tmp_path: Path, marker: Path) -> Path:
     """A packet of the golden failing run whose tool module and scripted model function, when
     imported, write ``marker`` (``MARKER.model`` for the model module)."""
-    from runner.orchestrator.reproduce_inputs import safe_extract
+    from runner.reproduce.inputs import safe_extract
     from tests.fakes import trusted_packet
 
     trusted_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
@@ -79,7 +79,7 @@ def test_hostile_packet_control_its_code_runs_when_imported(tmp_path: Path) -> N
 
 
 def test_reproducing_a_packet_never_runs_its_code_on_the_host(tmp_path: Path) -> None:
-    """The registry is described by a sandbox (runner/orchestrator/toolmanifest.py): with no
+    """The registry is described by a sandbox (runner/episode/toolmanifest.py): with no
     engine reproduce stops at asking for one (exit 6), and no packet code ran before that.
     With Docker: tests/integration/test_reproduce_manifest.py."""
     marker = tmp_path / "MARKER"
@@ -101,7 +101,7 @@ def test_reproducing_a_packet_never_runs_its_code_on_the_host(tmp_path: Path) ->
 def test_packet_members_that_leave_the_folder_or_are_not_files_are_refused(
     tmp_path: Path, member: str
 ) -> None:
-    from runner.orchestrator.reproduce_inputs import safe_extract
+    from runner.reproduce.inputs import safe_extract
 
     packet = tmp_path / "p.tar.gz"
     with tarfile.open(packet, "w:gz") as archive:
@@ -308,8 +308,8 @@ def test_unsafe_allow_in_shadow_serves_from_recordings_never_executes(tmp_path: 
 def test_host_keeps_only_the_workflows_step_ids() -> None:
     from types import SimpleNamespace
 
-    from runner.orchestrator.channel import Channel
-    from runner.orchestrator.episode_state import EpisodeState
+    from runner.episode.channel import Channel
+    from runner.episode.state import EpisodeState
 
     prepared = SimpleNamespace(
         run_id="r", run_spec={"workflow": {"steps": [{"id": "fetch"}, {"id": "answer"}]}}

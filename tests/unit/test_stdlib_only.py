@@ -1,9 +1,10 @@
 """The in-sandbox part imports only the standard library (and itself), and imports on Python 3.9.
 
 Walks, with the AST (so imports inside functions and ``try`` blocks count too), the imports of
-runner/sdk.py, runner/errors.py, runner/traceformat.py, runner/strictjson.py and every module
-under runner/runtime/, following imports of other ``runner`` modules transitively. Anything
-outside the standard library, or a ``runner`` module outside that set, fails the test with the
+runner/sdk/__init__.py, runner/errors/__init__.py, runner/trace/format.py,
+runner/trace/strictjson.py and every module under runner/runtime/, following imports of other
+``runner`` modules transitively. Anything outside the standard library, or a ``runner`` module
+outside that set, fails the test with the
 importing file and line.
 """
 
@@ -22,13 +23,9 @@ PY39 = "/root/.pyenv/versions/3.9.18/bin/python"
 
 ALLOWED_FILES = {
     PACKAGE / "__init__.py",
-    PACKAGE / "sdk.py",
-    PACKAGE / "errors.py",
-    PACKAGE / "traceformat.py",
-    PACKAGE / "recording.py",  # runner.sdk.record: record mode in a user's own process
-    PACKAGE / "toolschema.py",  # runner.sdk: argument schemas and their hash
-    PACKAGE / "httpio.py",  # runner.sdk: the recording HTTP helper
-    PACKAGE / "strictjson.py",  # the strict decoder of protocol lines, shared with the host
+    *(PACKAGE / "sdk").rglob("*.py"),
+    *(PACKAGE / "errors").rglob("*.py"),
+    *(PACKAGE / "trace").rglob("*.py"),
     *(PACKAGE / "runtime").rglob("*.py"),
 }
 STARTS = sorted(ALLOWED_FILES - {PACKAGE / "__init__.py"})
@@ -104,7 +101,7 @@ def _violations() -> list[str]:
 
 
 def test_walker_sees_every_start_file() -> None:
-    assert PACKAGE / "sdk.py" in STARTS
+    assert PACKAGE / "sdk" / "__init__.py" in STARTS
     assert PACKAGE / "runtime" / "protocol.py" in STARTS
     assert len(STARTS) >= 5
 
@@ -127,7 +124,7 @@ def test_imports_on_python_39() -> None:
         [
             PY39,
             "-c",
-            "import runner.sdk, runner.httpio, runner.toolschema, runner.traceformat,"
+            "import runner.sdk, runner.sdk.httpio, runner.sdk.toolschema, runner.trace.format,"
             " runner.runtime.protocol",
         ],
         cwd=ROOT,

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from runner.errors import InfrastructureError, InputError
-from runner.orchestrator.reproduce import Reproducer
+from runner.reproduce.reproducer import Reproducer
 from runner.settings import Settings
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
@@ -186,7 +186,7 @@ def test_packet_members_that_cannot_be_files_here_are_invalid_input(
 
 
 def test_a_packet_built_with_dot_slash_names_still_extracts(tmp_path: Path) -> None:
-    from runner.orchestrator.reproduce_inputs import safe_extract
+    from runner.reproduce.inputs import safe_extract
 
     packet = _tar(tmp_path / "p.tar.gz", [(".", None), ("./trace.jsonl", b"{}"), ("./w/", None)])
     out = tmp_path / "out"
@@ -247,7 +247,7 @@ def test_a_trace_cannot_make_the_host_read_a_json_file_outside_its_folder(
 
 def test_a_trace_cannot_mount_an_installed_package_or_a_plain_folder(tmp_path: Path) -> None:
     from runner.domain.workflow import load_workflow
-    from runner.orchestrator.toolmanifest import locate_tools
+    from runner.episode.toolmanifest import locate_tools
 
     trace = _trace_folder(tmp_path, "[golden_tools, yaml]")
     workflow = load_workflow(trace.parent / "golden.yaml")
@@ -262,7 +262,7 @@ def test_a_trace_cannot_mount_an_installed_package_or_a_plain_folder(tmp_path: P
 
 def test_a_module_linked_from_outside_the_trace_folder_is_refused(tmp_path: Path) -> None:
     from runner.domain.workflow import load_workflow
-    from runner.orchestrator.toolmanifest import locate_tools
+    from runner.episode.toolmanifest import locate_tools
 
     trace = _trace_folder(tmp_path, "[golden_tools, extra]")
     elsewhere = tmp_path / "elsewhere"
@@ -306,7 +306,7 @@ def test_a_file_the_sandbox_reports_is_a_host_path_only_inside_its_tool_folder(
 ) -> None:
     """What the describing sandbox says is untrusted: the packet packs and reproduce reads
     the host files it names, so a name leading out of the tool folder is no host path."""
-    from runner.orchestrator.toolmanifest import _PathMap
+    from runner.episode.toolmanifest import _PathMap
 
     root = tmp_path / "tools"
     root.mkdir()
@@ -342,7 +342,7 @@ def test_a_tau2_domain_name_cannot_name_a_tools_file_outside_the_results_folder(
 
 
 def test_job_and_run_folders_are_named_through_the_id_rules(tmp_path: Path) -> None:
-    from runner.orchestrator.submit import job_dir
+    from runner.submit.job import job_dir
 
     settings = Settings(state_dir=tmp_path / "state")
     assert job_dir(settings, "job-1") == (tmp_path / "state").resolve() / "jobs" / "job-1"

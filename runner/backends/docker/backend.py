@@ -5,7 +5,7 @@ body -> kill if still running -> read the exit state -> close the socket -> remo
 Removal runs in ``finally``: also when attach or start fails half-way, or the body raises.
 
 Hardening of every container (SPEC.md, issue 2 item 7; asserted flag by flag in
-tests/unit/test_docker_backend.py): ``network_mode=none``; read-only root filesystem; a
+tests/unit/backends/test_docker_backend.py): ``network_mode=none``; read-only root filesystem; a
 size-limited tmpfs ``/tmp`` with ``HOME`` and ``TMPDIR`` in it; a private IPC namespace whose
 ``/dev/shm`` is no larger than ``/tmp`` (``shm_size``: multiprocessing still works) and whose
 POSIX message queues take no memory (``msgqueue`` ulimit 0: ``/dev/mqueue`` creates nothing);

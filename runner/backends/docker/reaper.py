@@ -3,7 +3,7 @@
 A container whose owner (host id, pid, start time: `runner.backends.labels`) is dead on this
 host is a leftover of a crashed orchestrator. Before removing it the reaper inspects it and
 reads ``State.StartedAt`` / ``State.FinishedAt``: the seconds the run really used, which the
-ledger charges instead of the run's reservation (`runner.orchestrator.reaping`). A container
+ledger charges instead of the run's reservation (`runner.episode.reaping`). A container
 still running is charged until its removal; one created but never started, 0 s. When the
 inspect fails (the container went away meanwhile) the time is unknown (None).
 

@@ -1,0 +1,64 @@
+"""``sandbox-replay packet TRACE -o FILE.tar.gz [--workflow F]``: a reviewer packet.
+
+The packet holds the trace, the workflow file, the source of its tool modules, the filtered
+manifest, the environment manifest and a README with the one command that re-runs it
+(`runner.reproduce.packet`); ``sandbox-replay reproduce FILE.tar.gz`` accepts it. The tool
+modules are described in a short sandbox, as ``reproduce`` does: never imported here. Exit codes:
+0 written, 2 invalid input (unreadable trace, workflow file not found, tools that cannot be
+described; nothing written), 6 Docker unusable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import SandboxReplayError
+
+if TYPE_CHECKING:
+    from runner.backends.docker import DockerBackend
+
+
+@app.command("packet")
+def packet_command(
+    ctx: typer.Context,
+    trace: Annotated[Path, typer.Argument(help="The recorded trace.", show_default=False)],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o", "--output", help="The .tar.gz to write.", metavar="FILE", show_default=False
+        ),
+    ],
+    workflow: Annotated[
+        Path | None,
+        typer.Option(
+            "--workflow", help="The workflow file (default: found by its hash).", metavar="FILE"
+        ),
+    ] = None,
+) -> None:
+    """Pack a trace with its workflow and tool code into a packet that reproduce accepts."""
+    from runner.reproduce.packet import build_packet
+
+    settings = state(ctx).settings()
+    made: list[DockerBackend] = []
+
+    def backend() -> DockerBackend:  # only when there is a module to describe
+        from runner.backends.docker import DockerBackend
+        from runner.episode.reaping import reap_and_settle
+
+        made.append(DockerBackend.connect(settings.docker_host))
+        reap_and_settle(made[-1], settings.state_dir)
+        return made[-1]
+
+    try:
+        members = build_packet(trace, output, workflow, settings=settings, backend=backend)
+    except SandboxReplayError as exc:
+        fail(exc)
+    finally:
+        for each in made:
+            each.close()
+    typer.echo(f"wrote {output} ({len(members)} files)")
+    typer.echo(f"re-run it with: sandbox-replay reproduce {output}")

@@ -1,0 +1,62 @@
+"""``sandbox-replay record WORKFLOW --tasks T --task ID [-o TRACE]``: a live, recorded run.
+
+Runs the workflow outside the sandbox with its real tools and providers (no isolation: the
+workflow's ``unsafe`` tools really act), writes the trace with the five fields on every call
+and charges the run to the ledger under purpose ``live``. Exit codes: 0 whenever the episode
+ran (its status is data in the output), 2 invalid input, 4 the ``live`` ceiling is reached,
+6 the local runtime could not run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError
+
+
+@app.command("record")
+def record_command(
+    ctx: typer.Context,
+    workflow: Annotated[Path, typer.Argument(help="The workflow YAML file.", show_default=False)],
+    tasks: Annotated[
+        Path, typer.Option("--tasks", help="Task file (JSONL).", metavar="FILE", show_default=False)
+    ],
+    task: Annotated[
+        str, typer.Option("--task", help="Id of the task to run.", metavar="ID", show_default=False)
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Write the trace here (JSONL).", metavar="FILE"),
+    ] = None,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help="Policy for limits, prices and the live ceiling.",
+            metavar="NAME|FILE",
+        ),
+    ] = "shadow",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Run one task live (real tools, no sandbox) and record its trace; charged as live."""
+    from runner.cli.commands.run import _render, warn_skipped_lines
+    from runner.domain.tasks import load_tasks
+    from runner.episode.record import record_run
+
+    settings = state(ctx).settings()
+    try:
+        # runner/domain/tasks.py: bad lines are said; the asked task runs if its line loaded.
+        warn_skipped_lines(list(load_tasks(tasks).errors))
+        result = record_run(settings, workflow, tasks, task, output=output, policy_name=policy)
+    except SandboxReplayError as exc:
+        fail(exc)
+    if as_json:
+        typer.echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+    else:
+        _render(result, sandboxed=False)
+    raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

@@ -1,0 +1,230 @@
+"""``sandbox-replay reproduce TRACE_OR_DIR_OR_PACKET... [--workflow F] [--junit F] [--json]``.
+
+Replays recorded episodes in the sandbox, strict, egress blocked, the clock from the trace
+(`runner.reproduce.reproducer`). One trace: the verdict with its details; several: a table,
+then the details of every trace that was not reproduced. Exit code: the worst of the traces'
+(SPEC.md order): 0 reproduced, 1 not_reproduced, 5 refused, 2 invalid input, 6 infrastructure.
+Every argument is checked to exist before anything runs or is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+from xml.etree import ElementTree
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo, inert
+from runner.errors import SandboxReplayError, worst_exit_code
+
+if TYPE_CHECKING:
+    from runner.reproduce.reproducer import ReproduceReport
+
+
+def _outcome_text(outcome: dict[str, Any]) -> str:
+    """``failed, signature 0123456789abcdef`` or ``succeeded (no failure)``."""
+    signature = outcome.get("failure_signature")
+    if not signature:
+        return f"{outcome.get('status')} (no failure)"
+    return f"{outcome.get('status')}, signature {str(signature)[:16]}"
+
+
+def _packages_text(item: dict[str, Any]) -> str:
+    """The packages no tool module imports, in one line: each side lists its own environment.
+
+    A recording made on a host lists that host's virtualenv; the sandbox image lists what is
+    installed in it (often nothing but the standard library): different lists, not a fault.
+    """
+    recorded = item.get("recorded_count", item.get("recorded"))
+    now = item.get("now_count", item.get("now"))
+    return (
+        f"other packages (none imported by the tool modules): the recorded environment listed "
+        f"{recorded}, the sandbox image lists its own ({now}); {item.get('only_recorded')} only "
+        f"in the recording, {item.get('only_now')} only in the sandbox"
+    )
+
+
+def _details(report: ReproduceReport) -> list[str]:
+    lines = [f"{report.input}: {report.outcome} (exit {report.exit_code})", f"  {report.reason}"]
+    if report.recorded:
+        lines.append(f"  recorded: {_outcome_text(report.recorded)}")
+    if report.replayed:
+        lines.append(
+            f"  replayed: {_outcome_text(report.replayed)}"
+            + (" (the source's verdict, kept)" if report.replayed.get("source_verdict") else "")
+        )
+    difference = report.first_difference
+    if difference:
+        lines.append(
+            f"  first difference: call #{difference.get('index')} {difference.get('tool')}"
+        )
+        if difference.get("args") is not None:
+            lines.append(f"    arguments: {json.dumps(difference['args'], ensure_ascii=False)}")
+        lines.append(f"    {difference.get('message')}")
+    # A single refusal is already the reason line (said once); several are listed.
+    if len(report.refusals) > 1:
+        lines.extend(f"  refused: {reason}" for reason in report.refusals)
+    if report.outcome in ("not_reproduced", "reproduced") or report.outbound:
+        lines.append(f"  outbound destinations: {len(report.outbound)}")
+        for attempt in report.outbound[:20]:
+            where = attempt.get("host") or attempt.get("address")
+            lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}")
+    if report.environment_diff and report.outcome == "not_reproduced":
+        lines.append("  environment differences:")
+        for item in report.environment_diff:
+            if item["field"] == "packages":  # the ones that do not matter, in one line
+                lines.append(f"    {_packages_text(item)}")
+            else:
+                why = f" ({item['why']})" if item.get("why") else ""
+                then, now = ("absent" if v is None else v for v in (item["recorded"], item["now"]))
+                lines.append(f"    {item['field']}: {then} -> {now}{why}")
+    if report.replay_trace:
+        lines.append(f"  replay trace: {report.replay_trace}")
+    return lines
+
+
+def _table(reports: list[ReproduceReport]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="reproduce")
+    for column in ("trace", "outcome", "exit", "first difference / reason"):
+        table.add_column(column, overflow="fold")
+    for report in reports:
+        first = report.first_difference
+        why = first["summary"] if first else report.reason
+        # file names and reasons come from hostile inputs: never rich markup
+        table.add_row(
+            escape(inert(report.input)),
+            report.outcome,
+            str(report.exit_code),
+            escape(inert(why[:200])),
+        )
+    Console(soft_wrap=False).print(table)
+
+
+def print_reports(reports: list[ReproduceReport]) -> None:
+    """Print one report's details, or a table then the details of each not reproduced.
+
+    Everything quoted from traces and sandboxes is printed inert (`runner.cli.terminal`).
+    """
+    if len(reports) == 1:
+        echo("\n".join(_details(reports[0])))
+        return
+    _table(reports)
+    for report in reports:
+        if report.outcome != "reproduced":
+            echo("\n".join(_details(report)))
+
+
+# Characters XML 1.0 cannot carry: a reason quoting sandbox output (an escape sequence, a NUL)
+# would make the whole JUnit file unparseable for CI. They are written as \xNN (\uNNNN).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    def escaped(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _NOT_XML.sub(escaped, text)
+
+
+def write_junit(reports: list[ReproduceReport], path: Path) -> None:
+    r"""One JUnit test case per trace: reproduced passes, not_reproduced fails, else errors.
+
+    Text XML cannot carry (control characters from hostile traces or sandbox output) is
+    written as ``\xNN`` (a backslash, x, two hex digits), so the file always parses.
+    """
+    suite = ElementTree.Element(
+        "testsuite",
+        name="sandbox-replay reproduce",
+        tests=str(len(reports)),
+        failures=str(sum(r.outcome == "not_reproduced" for r in reports)),
+        errors=str(sum(r.outcome not in ("reproduced", "not_reproduced") for r in reports)),
+    )
+    for report in reports:
+        case = ElementTree.SubElement(
+            suite, "testcase", classname="reproduce", name=_xml(report.input)
+        )
+        text = _xml("\n".join(_details(report)))
+        message = _xml(report.reason[:500])
+        if report.outcome == "not_reproduced":
+            ElementTree.SubElement(case, "failure", message=message).text = text
+        elif report.outcome != "reproduced":
+            ElementTree.SubElement(case, "error", type=report.outcome, message=message).text = text
+        ElementTree.SubElement(case, "system-out").text = text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = ElementTree.Element("testsuites")
+    root.append(suite)
+    ElementTree.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+@app.command("reproduce")
+def reproduce_command(
+    ctx: typer.Context,
+    traces: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Trace files, folders of traces, or reviewer packets (.tar.gz).",
+            show_default=False,
+        ),
+    ],
+    workflow: Annotated[
+        Path | None,
+        typer.Option(
+            "--workflow",
+            help="Replay this (changed) workflow instead of the recorded one.",
+            metavar="FILE",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option("--junit", help="Write a JUnit XML file, one case per trace.", metavar="FILE"),
+    ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option("--image", help="Sandbox image (default: the settings').", metavar="IMAGE"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5)."""
+    from runner.reproduce.inputs import expand_inputs
+    from runner.reproduce.reproducer import Reproducer
+
+    try:
+        paths = expand_inputs(list(traces))
+        if workflow is not None and not workflow.is_file():
+            from runner.errors import InputError
+
+            raise InputError("no such workflow file", file=str(workflow), field="--workflow")
+    except SandboxReplayError as exc:
+        fail(exc)
+    settings = state(ctx).settings()
+    reproducer = Reproducer(settings, workflow=workflow, image=image)
+    reports: list[Any] = []
+    try:
+        for path in paths:
+            reports.append(reproducer.reproduce(path))
+    finally:
+        reproducer.close()
+    if junit is not None:
+        write_junit(reports, junit)
+    if as_json:
+        payload: Any = [r.to_dict() for r in reports]
+        typer.echo(
+            json.dumps(
+                payload[0] if len(payload) == 1 else payload,
+                indent=2,
+                ensure_ascii=True,
+                default=str,
+            )
+        )
+    else:
+        print_reports(reports)
+    raise typer.Exit(worst_exit_code(*(r.exit_code for r in reports)))

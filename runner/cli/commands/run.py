@@ -1,0 +1,237 @@
+"""``sandbox-replay run WORKFLOW --tasks TASKS.jsonl --task ID``: one episode in a sandbox.
+
+Prints the episode's summary and the trace path (or one JSON object with ``--json``). Exit codes
+(SPEC.md): 0 whenever the episode ran, whatever its status (the status is data in the output);
+2 invalid input (workflow, task file, task id, policy, model function); 3 the workflow is
+ineligible under the policy (nothing started); 6 infrastructure (Docker unusable, the sandbox
+could not start, the runtime could not run: status ``infra_error``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
+from runner.errors import (
+    EXIT_INFRA,
+    EXIT_OK,
+    SandboxReplayError,
+)
+
+if TYPE_CHECKING:
+    from runner.episode.driver import EpisodeResult
+    from runner.settings import Settings
+
+
+def execute_run(
+    settings: Settings,
+    workflow_path: Path,
+    tasks_path: Path,
+    task_id: str,
+    *,
+    image: str | None = None,
+    policy_name: str = "shadow",
+    backend: Any = None,
+) -> EpisodeResult:
+    """Load everything, check eligibility, run one episode charged under ``replay``.
+
+    Args:
+        settings: host settings.
+        workflow_path: the workflow file.
+        tasks_path: the task file.
+        task_id: the task to run.
+        image: the sandbox image (default: the settings').
+        policy_name: policy name or path.
+        backend: a backend to use (default: Docker from the settings).
+
+    Returns:
+        The episode result (trace written).
+
+    Raises:
+        InputError: a bad workflow, task file, task id, policy or model function.
+        IneligibleError: a workflow tool is denied or unresolvable under the policy.
+        CeilingReached: the policy's ``replay`` ceiling leaves no room for the run.
+        InfrastructureError: Docker is unusable.
+    """
+    from runner.domain.ids import timestamped_ids, validate_id
+    from runner.domain.tasks import load_tasks
+    from runner.episode.driver import EpisodeRequest, run_episode
+    from runner.episode.limits import check_engine_limits
+    from runner.episode.metered_run import metered_run
+    from runner.episode.snapshot_sources import project_snapshot
+    from runner.policy import load_policy
+    from runner.policy.eligibility import check_eligibility
+    from runner.providers.base import provider_for_workflow
+    from runner.providers.metered import MeteredProvider, StopSignal
+    from runner.submit.plan import DEFAULT_MAX_TOKENS
+
+    validate_id(task_id, kind="task id", field="--task")
+    task_file = load_tasks(tasks_path)
+    # runner/domain/tasks.py: the asked task runs when its line loaded; bad lines are said.
+    warn_skipped_lines(list(task_file.errors))
+    task = task_file.get(task_id)
+    policy = load_policy(policy_name)
+    # The load path `check` and `submit` share: nothing starts unless every tool resolves.
+    report = check_eligibility([workflow_path], policy)
+    report.raise_for_problems()
+    workflow, registry = report.workflows[0].workflow, report.workflows[0].registry
+    assert workflow is not None and registry is not None  # eligible: both loaded
+    model = workflow.spec.model
+    provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
+    # What the sandbox sees of the project: a copy of the declared tool code and data files,
+    # taken now (runner/episode/snapshot.py); never the tasks file or the state folder.
+    snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
+    request = EpisodeRequest(
+        workflow=workflow,
+        task=task,
+        policy=policy,
+        registry=registry,
+        image=image or settings.image,
+        mode=policy.mode,
+        snapshot=snapshot,
+    )
+    variant = f"{workflow.spec.name}@{workflow.spec.version}"
+    own_backend = backend is None
+    if own_backend:
+        from runner.backends.docker import DockerBackend
+
+        backend = DockerBackend.connect(settings.docker_host)
+    try:
+        check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
+        if own_backend:
+            from runner.episode.reaping import reap_and_settle
+
+            reap_and_settle(backend, settings.state_dir)
+        # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is
+        # `replay`: the run (reserved before it starts) and each model call (reserved before it
+        # is forwarded, as in submit), so the policy's replay ceilings hold here too.
+        with metered_run(settings, "replay", "run", variant, task.task_id, policy) as metered:
+            calls = None
+            if provider is not None:
+                bounded = policy.ceilings.replay
+                calls = MeteredProvider(
+                    provider,
+                    metered.guard,
+                    StopSignal(),
+                    policy.prices,
+                    model=(model.name or model.provider) if model is not None else None,
+                    variant=variant,
+                    task_id=task.task_id,
+                    run_key=metered.key,
+                    max_tokens=DEFAULT_MAX_TOKENS
+                    if bounded.tokens is not None or bounded.usd is not None
+                    else None,
+                )
+            result = run_episode(
+                dataclasses.replace(request, ledger_key=metered.key),
+                backend=backend,
+                settings=settings,
+                provider=calls,
+                id_factory=timestamped_ids(),
+            )
+            metered.finish(
+                result.status,
+                result.end,
+                str(result.trace_path),
+                calls_charged=calls.charged if calls is not None else None,
+            )
+        return result
+    finally:
+        if own_backend:
+            backend.close()
+
+
+def warn_skipped_lines(errors: list[SandboxReplayError]) -> None:
+    """Print each rejected task line on stderr (file and line named); the others still run."""
+    for error in errors:
+        typer.echo(f"warning: {error} (line skipped)", err=True)
+
+
+def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
+    """Print an episode's summary; ``sandboxed=False`` (record) meters wall seconds."""
+    # Error messages, destinations and stderr come from sandboxed code: printed inert.
+    end = result.end
+    echo(f"run {result.run_id}: {result.status} (episode exit code {end.get('exit_code')})")
+    if end.get("reason"):
+        echo(f"  reason: {end['reason']}")
+    if end.get("error"):
+        error = end["error"]
+        echo(f"  error: {error.get('class')}: {error.get('message')}")
+    if end.get("failure"):
+        failure = end["failure"]
+        echo(
+            f"  failure: call {failure['call_index']} {failure['tool']} {failure['error_class']}"
+            f" (signature {str(end.get('failure_signature'))[:16]})"
+        )
+    if end.get("output") is not None:
+        text = json.dumps(end["output"], ensure_ascii=False)
+        echo(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
+    if end.get("not_run"):
+        echo(f"  not run: {', '.join(end['not_run'])}")
+    outbound = end.get("outbound") or []
+    echo(f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')})")
+    for attempt in outbound[:20]:
+        echo(
+            f"    {attempt.get('kind')} {attempt.get('host') or attempt.get('address')}"
+            f":{attempt.get('port')} ({attempt.get('outcome')})"
+        )
+    for detail in (end.get("coverage_detail") or [])[:5]:
+        what = detail.get("program") or detail.get("library") or ""
+        echo(f"    partial: {detail.get('reason')} {what}")
+    meter = end.get("meter") or {}
+    echo(
+        f"  meter: {meter.get('tokens_in', 0)} tokens in, {meter.get('tokens_out', 0)} out, "
+        f"{meter.get('sandbox_s', 0)} {'sandbox-s' if sandboxed else 'wall s (no sandbox)'}"
+    )
+    if result.status in ("crashed", "infra_error") and end.get("stderr_tail"):
+        echo("  last stderr lines:")
+        for line in end["stderr_tail"][-10:]:
+            echo(f"    {line}")
+    echo(f"trace: {result.trace_path}")
+
+
+@app.command("run")
+def run_command(
+    ctx: typer.Context,
+    workflow: Annotated[Path, typer.Argument(help="The workflow YAML file.", show_default=False)],
+    tasks: Annotated[
+        Path, typer.Option("--tasks", help="Task file (JSONL).", metavar="FILE", show_default=False)
+    ],
+    task: Annotated[
+        str, typer.Option("--task", help="Id of the task to run.", metavar="ID", show_default=False)
+    ],
+    image: Annotated[
+        str | None,
+        typer.Option("--image", help="Sandbox image (default: the settings').", metavar="IMAGE"),
+    ] = None,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help="Policy name (./policies, then the defaults) or a policy file.",
+            metavar="NAME|FILE",
+        ),
+    ] = "shadow",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Run one task of a workflow in a sandbox; print the summary and the trace path.
+
+    Exits 0 whenever the episode ran (its status is in the output), 6 on infrastructure
+    failure.
+    """
+    settings = state(ctx).settings()
+    try:
+        result = execute_run(settings, workflow, tasks, task, image=image, policy_name=policy)
+    except SandboxReplayError as exc:
+        fail(exc)
+    if as_json:
+        typer.echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+    else:
+        _render(result)
+    raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

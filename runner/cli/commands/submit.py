@@ -1,0 +1,332 @@
+"""``sandbox-replay submit`` (shadow evaluation) and ``sandbox-replay report JOB_ID``.
+
+``submit --variant A.yaml --variant B.yaml --tasks T.jsonl [flags]`` or ``submit job.yaml``
+(flags given as well win over the job file). The plan is printed first, always (on stderr with
+``--json``); ``--dry-run`` stops there and creates no job (the plan names no job id). A progress
+bar with counts per status runs on stderr when it is a terminal (it never moves back). Info logs
+are off unless ``--log-level``/``SANDBOX_REPLAY_LOG_LEVEL`` asks for them. The report is a rich
+table (or one JSON object with ``--json``) and ``<state_dir>/jobs/<job_id>/report.json``. After
+an interruption the command to continue is printed, also after a second Ctrl-C (which stops
+waiting for runs to wind down) or one that lands while the report prints; a resumed job's plan
+says how many runs are left. A reader of stdout that goes away (``| head``) changes nothing: the
+job's exit code stands, no traceback.
+
+One ``--variant`` is allowed: its episodes run, but tournament grading needs two variants, so
+the plan warns and every task is listed ungraded.
+
+Exit codes (SPEC.md, worst wins): 0 every planned run finished (episode statuses are data);
+2 invalid input; 3 a variant is ineligible (nothing started, no ledger row); 4 a ceiling
+stopped a run, a model call or the judge (the pairs not run are listed); 6 Docker unusable or
+an episode ended ``infra_error``; 130 interrupted (sandboxes removed, job ``interrupted``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from runner.cli.app import app, fail, state, stdout_gone
+from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
+
+if TYPE_CHECKING:
+    from runner.settings import Settings
+    from runner.submit.options import CeilingFlags, SubmitOptions
+    from runner.submit.scheduler import PairOutcome
+
+
+def _flags(pairs: Sequence[tuple[str, str, Any]]) -> CeilingFlags:
+    from runner.submit.options import CeilingFlags
+
+    values = {dim: value for dim, _flag, value in pairs if value is not None}
+    sources = {dim: flag for dim, flag, value in pairs if value is not None}
+    return CeilingFlags(values, sources)
+
+
+class _Progress:
+    """Counts per status on a rich progress bar (stderr, TTY only)."""
+
+    def __init__(self, total: int, finished: int = 0) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.enabled = sys.stderr.isatty()
+        self.progress = Progress(
+            TextColumn("[bold]replay[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self.task = self.progress.add_task("", total=total, completed=finished)
+        self.before = finished  # pairs finished in earlier sessions of a resumed job
+        self.shown = finished
+        self.lock = threading.Lock()  # updates come from worker threads, in any order
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+    def update(self, outcomes: Sequence[PairOutcome]) -> None:
+        if not self.enabled:
+            return
+        counts: dict[str, int] = {}
+        for outcome in outcomes:
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        finished = self.before + sum(
+            n for s, n in counts.items() if s not in ("running", "not_run")
+        )
+        text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()) if s != "not_run")
+        with self.lock:  # an older snapshot rendered late must not move the bar back
+            if finished < self.shown:
+                return
+            self.shown = finished
+            self.progress.update(self.task, completed=finished, description=text)
+
+
+def _print_plan(lines: list[str], as_json: bool) -> None:
+    for line in lines:
+        typer.echo(line, err=as_json)
+
+
+def _finished_before(settings: Settings, job_id: str) -> int:
+    """Pairs of ``job_id`` finished in earlier sessions (0 when there is no ledger)."""
+    from runner.ledger import LEDGER_FILENAME, Ledger
+
+    path = settings.state_dir / LEDGER_FILENAME
+    if not path.exists():
+        return 0
+    with Ledger(path) as ledger:
+        return len(ledger.finished_pairs(job_id))
+
+
+def run_submit(
+    settings: Settings,
+    options: SubmitOptions | None,
+    *,
+    resume: str | None,
+    dry_run: bool,
+    as_json: bool,
+    concurrency: int | None = None,
+    backend_factory: Any = None,
+) -> int:
+    """Plan, print the plan, run, print the report; return the exit code.
+
+    Raises:
+        SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
+    """
+    from runner.submit.job import execute, job_dir, load_resume, prepare
+
+    if resume is not None:
+        options = load_resume(settings, resume)
+        if concurrency:
+            options = options.with_overrides(concurrency=concurrency)
+    assert options is not None
+    plan = prepare(options, settings, job_id=resume)
+    lines = plan.lines()
+    finished = 0
+    if dry_run and resume is None:  # no job is created: an id would name nothing to report
+        lines[0] = lines[0].replace(f"plan {plan.job_id}:", "plan (dry run, no job created):", 1)
+    if resume is not None:
+        finished = _finished_before(settings, plan.job_id)
+        total = len(plan.pairs)
+        lines.insert(
+            1,
+            f"  resuming {plan.job_id}: {total} planned, {finished} finished,"
+            f" {total - finished} to run",
+        )
+    try:
+        _print_plan(lines, as_json)
+        if dry_run:
+            if as_json:
+                data = {**plan.to_json(), "dry_run": True}
+                if resume is None:
+                    data["job_id"] = None
+                typer.echo(json.dumps({"plan": data}, indent=2, ensure_ascii=False))
+            return 0
+    except BrokenPipeError:
+        stdout_gone()  # the reader left; the job still runs and its exit code stands
+    if backend_factory is None:
+
+        def backend_factory() -> Any:
+            from runner.backends.docker import DockerBackend
+
+            return DockerBackend.connect(settings.docker_host)
+
+    hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
+    try:
+        with _Progress(len(plan.pairs), finished) as progress:
+            result = execute(
+                plan,
+                options,
+                settings,
+                backend_factory=backend_factory,
+                resume=resume is not None,
+                on_change=progress.update,
+            )
+    except KeyboardInterrupt:  # before the job's own handler was installed (or after it)
+        if (job_dir(settings, plan.job_id) / "job.json").exists():
+            typer.echo(hint, err=True)
+        return EXIT_INTERRUPTED
+    assert result.report is not None
+    code = result.exit_code
+    try:
+        _print_report(result.report, as_json)
+    except KeyboardInterrupt:  # Ctrl-C while the report printed: the hint still follows
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        typer.echo(hint, err=True)
+    return code
+
+
+def _print_report(report: dict[str, Any], as_json: bool) -> None:
+    """The report on stdout; a reader that went away (``| head``) is not an error."""
+    try:
+        if as_json:
+            typer.echo(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+        else:
+            from runner.cli.output import table_console
+            from runner.submit.report import render_report
+
+            render_report(report, table_console())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
+
+
+@app.command("submit")
+def submit_command(
+    ctx: typer.Context,
+    job_file: Annotated[
+        Path | None, typer.Argument(help="A job file (YAML) instead of the flags.")
+    ] = None,
+    variant: Annotated[
+        list[Path] | None, typer.Option("--variant", help="A workflow version (repeat).")
+    ] = None,
+    tasks: Annotated[Path | None, typer.Option("--tasks", help="Task file (JSONL).")] = None,
+    policy: Annotated[
+        str | None, typer.Option("--policy", help="Policy name or path (default shadow).")
+    ] = None,
+    ceiling_usd: Annotated[
+        float | None,
+        typer.Option("--ceiling-usd", min=0, help="Replay USD ceiling (overrides the policy)."),
+    ] = None,
+    ceiling_runs: Annotated[
+        int | None, typer.Option("--ceiling-runs", min=0, help="Replay runs ceiling.")
+    ] = None,
+    ceiling_tokens: Annotated[
+        int | None, typer.Option("--ceiling-tokens", min=0, help="Replay model-token ceiling.")
+    ] = None,
+    judge_ceiling_usd: Annotated[
+        float | None, typer.Option("--judge-ceiling-usd", min=0, help="Judge USD ceiling.")
+    ] = None,
+    judge_ceiling_tokens: Annotated[
+        int | None, typer.Option("--judge-ceiling-tokens", min=0, help="Judge token ceiling.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", min=1, help="Sandboxes at once.")
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="rubric | module:function | model:NAME.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue an interrupted job.")
+    ] = None,
+) -> None:
+    """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
+    from runner.submit.options import SubmitOptions, load_job_file
+
+    settings = state(ctx).settings(quiet=True)
+    replay = _flags(
+        [
+            ("usd", "--ceiling-usd", ceiling_usd),
+            ("runs", "--ceiling-runs", ceiling_runs),
+            ("tokens", "--ceiling-tokens", ceiling_tokens),
+        ]
+    )
+    judge_flags = _flags(
+        [
+            ("usd", "--judge-ceiling-usd", judge_ceiling_usd),
+            ("tokens", "--judge-ceiling-tokens", judge_ceiling_tokens),
+        ]
+    )
+    try:
+        options: SubmitOptions | None = None
+        if resume is None:
+            if job_file is not None:
+                if variant or tasks:
+                    raise InputError("give a job file or --variant/--tasks, not both")
+                options = load_job_file(job_file)
+            else:
+                if not variant or tasks is None:
+                    raise InputError("needs --variant (one or more) and --tasks, or a job file")
+                cwd = Path.cwd()
+                options = SubmitOptions(
+                    variants=tuple(p.resolve() for p in variant),
+                    names=(None,) * len(variant),
+                    tasks=tasks.resolve(),
+                    cwd=cwd,
+                )
+            options = options.with_overrides(
+                judge=judge,
+                concurrency=concurrency,
+                policy=policy,
+                replay_ceiling=replay,
+                judge_ceiling=judge_flags,
+            )
+        code = run_submit(
+            settings,
+            options,
+            resume=resume,
+            dry_run=dry_run,
+            as_json=as_json,
+            concurrency=concurrency,
+        )
+    except SandboxReplayError as exc:
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "exit_code": exc.exit_code,
+                        "error": str(exc),
+                        **{k: str(v) for k, v in exc.fields.items()},
+                    }
+                )
+            )
+            raise typer.Exit(exc.exit_code) from None
+        fail(exc)
+    raise typer.Exit(code)
+
+
+@app.command("report")
+def report_command(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="The job id.", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+) -> None:
+    """Show a submission's report again (from its job folder)."""
+    from runner.submit.job import job_dir
+    from runner.submit.options import read_json_object
+
+    settings = state(ctx).settings(quiet=True)
+    try:
+        path = job_dir(settings, job_id) / "report.json"
+        if not path.exists():
+            raise InputError(f"no report for job {job_id!r} (looked for {path})")
+        report = read_json_object(path)
+    except SandboxReplayError as exc:
+        fail(exc)
+    _print_report(report, as_json)

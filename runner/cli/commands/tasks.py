@@ -1,0 +1,66 @@
+"""``sandbox-replay tasks extract TRACE... -o TASKS.jsonl``: recorded runs become tasks.
+
+Each trace gives one task: its input, its ``read`` calls as observations and, for a run that
+succeeded, the recorded output and tool calls as ``expected`` (`runner.tracetools.
+tasks_extract`). The file is the ``--tasks`` input of ``submit`` and ``run``. Exit codes: 0
+written, 2 a trace is unreadable or incomplete (file, line, field named; nothing written).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runner.cli.app import app, fail
+from runner.errors import SandboxReplayError
+
+tasks_app = typer.Typer(help="Make task files from recorded runs.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+
+
+@tasks_app.command("extract")
+def extract_command(
+    traces: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Recorded traces (JSONL), or folders of them.",
+            metavar="TRACE",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o",
+            "--output",
+            help="The task file to write.",
+            metavar="TASKS.jsonl",
+            show_default=False,
+        ),
+    ],
+    include_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Also take replay and judge runs and runs stopped by a ceiling."
+        ),
+    ] = False,
+) -> None:
+    """Turn recorded production runs into tasks: input, observations, expected outcome."""
+    from runner.reproduce.inputs import expand_inputs
+    from runner.tracetools.tasks_extract import extract_tasks
+
+    try:
+        paths = [p for p in expand_inputs(list(traces)) if p.name.endswith(".jsonl")]
+        done = extract_tasks(paths, output, include_all=include_all)
+    except SandboxReplayError as exc:
+        fail(exc)
+    for task in done.tasks:
+        expected = "with expected outcome" if "expected" in task else "no expected outcome"
+        typer.echo(f"{task['task_id']}: {len(task['observations'])} observations, {expected}")
+    for reason, skipped in done.skipped.items():
+        typer.echo(f"skipped {len(skipped)} trace(s) {reason}; --all to include them")
+    for path, task_id, kept in done.duplicates:
+        typer.echo(f"skipped {path}: task {task_id} already taken from {kept} (first one kept)")
+    typer.echo(f"wrote {len(done.tasks)} tasks to {output}")

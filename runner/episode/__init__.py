@@ -1,0 +1,1 @@
+"""The host side of one sandbox run: prepare, drive the channel, classify."""

@@ -1,0 +1,146 @@
+"""``record``: run a workflow live, outside the sandbox, and write its trace (purpose ``live``).
+
+Production runs are recorded so that they can be reproduced (SPEC.md "Who uses it"). Record
+mode runs the workflow with its real tools and providers: every tool that has code
+*executes* (``read``, ``local`` and ``unsafe`` too; a tool from a manifest without code is
+served from the task's observations), through the same runtime and episode driver as a
+sandboxed run, but as a local process (`UnsandboxedProcessBackend`). The run is charged to
+the ledger under purpose ``live``.
+
+Invariants: the trace has the five fields on every call (the runtime records the raw body,
+the schema hash, the clock reading; the host the model id read from the response body; the
+end line the failure signature); the registry manifest of a record run names policy
+``record`` with every tool with code ``execute``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.domain.registry import Registry
+from runner.episode.driver import EpisodeResult
+from runner.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+RECORD_IMAGE = "none (unsandboxed local process)"
+
+
+@dataclass(frozen=True)
+class _RecordPolicyHeader:
+    name: str
+    mode: str
+    hash: str
+
+
+class RecordRegistry:
+    """The registry view of a record run: every tool with code executes, nothing is denied.
+
+    Args:
+        registry: the workflow's unfiltered registry.
+        policy_hash: hash of the policy whose limits and prices the run uses.
+    """
+
+    def __init__(self, registry: Registry, policy_hash: str) -> None:
+        self._registry = registry
+        self.policy = _RecordPolicyHeader("record", "record", policy_hash)
+
+    def manifest(self, _policy: Any = None) -> dict[str, Any]:
+        """The manifest: ``{"policy": {name: record, ...}, "tools": [...]}``, all present."""
+        tools = []
+        for tool in self._registry:
+            entry = tool.manifest_entry()
+            entry["disposition"] = "execute" if tool.has_code else "recorded"
+            tools.append(entry)
+        header = self.policy
+        return {
+            "policy": {"name": header.name, "mode": header.mode, "hash": header.hash},
+            "tools": tools,
+        }
+
+    def tool_roots(self) -> list[Path]:
+        """Folders the tool modules were imported from."""
+        return self._registry.tool_roots()
+
+
+def record_run(
+    settings: Settings,
+    workflow_path: Path,
+    tasks_path: Path,
+    task_id: str,
+    *,
+    output: Path | None = None,
+    policy_name: str = "shadow",
+    backend: Any = None,
+    env: dict[str, str] | None = None,
+    clock_start: float | None = None,
+) -> EpisodeResult:
+    """Run one task of a workflow live and write its trace; charge it under ``live``.
+
+    Args:
+        settings: host settings (state dir: ledger and the trace's default home).
+        workflow_path: the workflow file.
+        tasks_path: the task file.
+        task_id: the task to run.
+        output: where to copy the trace (default: only ``<state>/traces/<run_id>.jsonl``).
+        policy_name: the policy whose limits, prices and ``live`` ceiling apply (its tool
+            rules do not: record runs every tool).
+        backend: the backend (default `UnsandboxedProcessBackend`).
+        env: extra environment variables for the tools.
+        clock_start: the injected clock's start, epoch seconds (default: now).
+
+    Returns:
+        The episode result; ``trace_path`` is ``output`` when given.
+
+    Raises:
+        InputError: a bad workflow, task file, task id, policy or model function.
+        CeilingReached: the ``live`` ceiling leaves no room for the run.
+    """
+    from runner.backends.unsandboxed import UnsandboxedProcessBackend
+    from runner.domain.ids import timestamped_ids, validate_id
+    from runner.domain.tasks import load_tasks
+    from runner.domain.workflow import load_workflow
+    from runner.episode.driver import EpisodeRequest, run_episode
+    from runner.episode.metered_run import metered_run
+    from runner.policy import load_policy
+    from runner.providers.base import provider_for_workflow
+
+    validate_id(task_id, kind="task id", field="--task")
+    task = load_tasks(tasks_path).get(task_id)
+    workflow = load_workflow(workflow_path)
+    policy = load_policy(policy_name)
+    registry = RecordRegistry(Registry.for_workflow(workflow), policy.hash)
+    provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
+    request = EpisodeRequest(
+        workflow=workflow,
+        task=task,
+        policy=policy,
+        registry=registry,
+        image=RECORD_IMAGE,
+        mode="record",
+        purpose="live",
+        clock_start=clock_start if clock_start is not None else round(time.time(), 3),
+    )
+    variant = f"{workflow.spec.name}@{workflow.spec.version}"
+    with metered_run(settings, "live", "record", variant, task.task_id, policy) as metered:
+        result = run_episode(
+            request,
+            backend=backend or UnsandboxedProcessBackend(env=env),
+            settings=settings,
+            provider=provider,
+            id_factory=timestamped_ids(prefix="rec"),
+        )
+        trace_path = result.trace_path
+        if output is not None:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(result.trace_path, output)
+            trace_path = output
+        metered.finish(result.status, result.end, str(trace_path))
+    log.info("recorded", run_id=result.run_id, status=result.status, trace=str(trace_path))
+    return EpisodeResult(result.run_id, result.status, trace_path, result.end)

@@ -1,0 +1,455 @@
+"""What the host learns during one episode, and the status it classifies from it.
+
+`EpisodeState` consumes `runner.episode.channel.ChannelEvent`s (answering ``hello`` with
+``start``, ``model_request`` with ``model_response`` and ``episode`` with ``shutdown``), writes
+the trace header and call lines as they come, and at the end (`EpisodeState.finish`) classifies
+the status (`runner.episode.status`; the rules are in `runner.episode.driver`)
+and writes the ``end`` line. Memory stays bounded: calls go straight to the trace file; outbound
+attempts and coverage reasons are capped (`MAX_OUTBOUND`, `MAX_COVERAGE`), with the number
+dropped recorded. Disk stays bounded too: past the policy's ``max_calls`` call lines, or at a
+call line that would make the trace longer than ``max_trace_mb``, the host accepts no further
+call (nor model request), kills the sandbox and the run ends ``limit_exceeded`` with
+``end.limit: {name, value}`` (issue 10: a sandbox forging a million call lines cost the host
+gigabytes).
+"""
+
+from __future__ import annotations
+
+import platform as host_platform
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from runner.backends.base import ExitState
+from runner.episode.channel import Channel, ChannelEvent
+from runner.episode.status import classify, failure_of
+from runner.errors import InputError
+from runner.ledger.pricing import estimate_usd
+from runner.providers.base import ModelProvider, ProviderResponse
+from runner.providers.metered import CEILING_ERROR_CLASS
+from runner.runtime import protocol
+from runner.trace.format import encode_body, episode_exit_code, failure_signature
+from runner.trace.writer import TraceFull
+
+if TYPE_CHECKING:
+    from runner.episode.driver import EpisodeRequest, EpisodeResult, PreparedRun
+    from runner.trace.writer import TraceWriter
+
+log = structlog.get_logger(__name__)
+
+MAX_OUTBOUND = 1000
+MAX_COVERAGE = 100
+_BODY_FIELDS = ("body", "body_encoding", "truncated", "original_length", "sha256")
+_ATTEMPT_KEYS = ("kind", "host", "address", "port", "resolved_from", "outcome", "pid", "event")
+
+
+@dataclass
+class EpisodeState:
+    """Mutable record of one episode; see the module docstring."""
+
+    request: EpisodeRequest
+    prepared: PreparedRun
+    channel: Channel
+    image_id: str | None = None
+    backend_name: str = "docker"
+    trace: TraceWriter | None = None
+    hello: dict[str, Any] | None = None
+    episode: dict[str, Any] | None = None
+    runtime_error: dict[str, Any] | None = None
+    protocol_error: str | None = None
+    invalid_message: str | None = None
+    infra_error: str | None = None
+    teardown_error: str | None = None
+    write_failed: str | None = None
+    shutdown_sent: bool = False
+    killed_for: str | None = None
+    provider_timed_out: bool = False
+    wants_kill: str | None = None
+    limit: dict[str, Any] | None = None
+    calls_refused: int = 0
+    last_call_index: int = -1
+    steps: dict[str, str] = field(default_factory=dict)
+    outbound: list[dict[str, Any]] = field(default_factory=list)
+    outbound_dropped: int = 0
+    coverage: list[dict[str, Any]] = field(default_factory=list)
+    coverage_dropped: int = 0
+    divergences: list[dict[str, Any]] = field(default_factory=list)
+    divergences_dropped: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model_calls: int = 0
+    usd: float = 0.0
+    served: deque[ProviderResponse] = field(default_factory=deque)
+    unpriced_models: list[str] = field(default_factory=list)
+    ceiling_refusals: list[dict[str, Any]] = field(default_factory=list)
+    runtime_meter: dict[str, int] = field(default_factory=dict)
+    sandbox_s: float = 0.0
+    channel_events: list[dict[str, Any]] = field(default_factory=list)
+    _known_steps: frozenset[str] | None = None
+
+    # -- events ------------------------------------------------------------------------------
+
+    def on_event(self, event: ChannelEvent, provider: ModelProvider | None) -> list[dict[str, Any]]:
+        """Take one channel event; return the messages to send back, in order."""
+        if event.kind != "message":
+            self._channel_event(event)
+            return []
+        message = event.message or {}
+        kind = message["type"]
+        if self.hello is None and kind != "hello":
+            self.protocol_error = f"first message was {kind!r}, not hello"
+            self.wants_kill = "protocol_error"
+            return []
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is None:  # a protocol type with no place in an episode (e.g. ``manifest``)
+            self.protocol_error = f"unexpected message {kind!r} during an episode"
+            self.wants_kill = "protocol_error"
+            return []
+        result: list[dict[str, Any]] = handler(message, provider)
+        return result
+
+    def _channel_event(self, event: ChannelEvent) -> None:
+        record: dict[str, Any] = {"kind": event.kind, "line": event.line, "size": event.size}
+        if event.detail:
+            record["detail"] = event.detail
+        log.warning("channel_event", run_id=self.prepared.run_id, **record)
+        if len(self.channel_events) < MAX_COVERAGE:
+            self.channel_events.append(record)
+        if event.kind == "truncated":
+            self.wants_kill = "output_limit"
+        elif event.kind == "invalid":
+            # A line the strict decoder refuses (or an unknown type) was not written by the
+            # runtime: the sandbox's record can no longer be believed. Kill it; the trace
+            # still ends with its end line (`finish`).
+            if self.invalid_message is None:
+                self.invalid_message = f"stdout line {event.line}: {event.detail}"
+            self.wants_kill = "invalid_message"
+
+    def _on_hello(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if self.hello is not None:
+            self.protocol_error = "a second hello"
+            return []
+        self.hello = message
+        self._write_header()
+        if message.get("protocol") != protocol.PROTOCOL_VERSION:
+            self.protocol_error = (
+                f"runtime speaks protocol {message.get('protocol')!r}, host speaks "
+                f"{protocol.PROTOCOL_VERSION}"
+            )
+            self.wants_kill = "protocol_error"
+            return []
+        return [{"type": "start", "protocol": protocol.PROTOCOL_VERSION}]
+
+    def _on_step(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        # Only the workflow's own step ids are kept: a sandbox sending millions of made-up
+        # ids must not grow the host's memory (tests/integration/test_attacks_more.py).
+        step_id, status = message.get("step_id"), message.get("state")
+        if isinstance(step_id, str) and isinstance(status, str) and step_id in self._step_ids():
+            self.steps[step_id] = status[:32]
+        return []
+
+    def _step_ids(self) -> frozenset[str]:
+        if self._known_steps is None:
+            steps = self.prepared.run_spec["workflow"].get("steps") or []
+            self._known_steps = frozenset(
+                str(s["id"]) for s in steps if isinstance(s, dict) and "id" in s
+            )
+        return self._known_steps
+
+    def _on_call(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        record = message.get("record")
+        if not isinstance(record, dict):
+            self.protocol_error = "call message without a record"
+            return []
+        if self.limit is not None:  # past a limit nothing more is accepted (or kept)
+            self.calls_refused += 1
+            return []
+        if record.get("tool") in ("model", "user") and self.served:
+            record = self._host_recorded(record, self.served.popleft())
+        assert self.trace is not None
+        limits = self.prepared.spec.limits
+        if self.trace.calls >= limits.max_calls:
+            self._exceeded("max_calls", limits.max_calls)
+            return []
+        try:
+            self.trace.call(record)
+        except TraceFull:
+            self._exceeded("max_trace_mb", limits.max_trace_mb)
+            return []
+        index = record.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            self.last_call_index = max(self.last_call_index, index)
+        return []
+
+    def _exceeded(self, name: str, value: int) -> None:
+        """A policy limit was reached: accept nothing more and have the sandbox killed."""
+        self.limit = {"name": name, "value": value}
+        self.calls_refused += 1
+        self.wants_kill = "limit_exceeded"
+        assert self.trace is not None
+        log.warning(
+            "episode_limit_exceeded",
+            run_id=self.prepared.run_id,
+            limit=name,
+            value=value,
+            calls=self.trace.calls,
+            trace_bytes=self.trace.bytes,
+        )
+
+    @staticmethod
+    def _host_recorded(record: dict[str, Any], served: ProviderResponse) -> dict[str, Any]:
+        """Return ``record`` with the raw body and model id the host served (SPEC.md).
+
+        The host, not the sandbox, is the witness of a model turn: the body it served and the
+        model id read from that body replace whatever the sandbox reported.
+        """
+        record = {k: v for k, v in record.items() if k not in _BODY_FIELDS}
+        if served.body is not None:
+            record.update(encode_body(served.body))
+        record["model"] = served.model
+        return record
+
+    def _on_model_request(
+        self, message: dict[str, Any], provider: ModelProvider | None
+    ) -> list[dict[str, Any]]:
+        if self.killed_for or self.wants_kill:  # buffered by a killed sandbox: never paid for
+            log.info("model_request_after_kill", run_id=self.prepared.run_id, id=message.get("id"))
+            return []
+        role = message.get("role", "model")
+        request = message.get("request")
+        if provider is None:
+            response = ProviderResponse(
+                body=None,
+                error={"class": "ProviderError", "message": "the workflow configures no model"},
+            )
+        elif not isinstance(request, dict):
+            response = ProviderResponse(
+                body=None, error={"class": "ProviderError", "message": "request is not an object"}
+            )
+        else:
+            response = provider.complete(request, str(role))
+        tokens_in, tokens_out = response.tokens()
+        self.tokens_in += tokens_in
+        self.tokens_out += tokens_out
+        self.model_calls += 1
+        self._charge(response.model, tokens_in, tokens_out)
+        self.served.append(response)
+        reply: dict[str, Any] = {
+            "type": "model_response",
+            "id": message.get("id"),
+            "body": response.body,
+            "model": response.model,
+            "usage": dict(response.usage),
+        }
+        if response.error is not None:
+            reply["error"] = dict(response.error)
+            if response.error.get("class") == CEILING_ERROR_CLASS:
+                self._note_refusal(message, str(role), response.error)
+        return [reply]
+
+    def _note_refusal(self, message: dict[str, Any], role: str, error: Mapping[str, Any]) -> None:
+        """Remember a turn the host refused for a ceiling (witnessed here, not told by the run)."""
+        if len(self.ceiling_refusals) >= MAX_COVERAGE:
+            return
+        index = message.get("index")  # the sandbox's word: used only when it is plausible
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            index = self.last_call_index + 1
+        self.ceiling_refusals.append(
+            {
+                "call_index": index,
+                "tool": "user" if role == "user" else "model",
+                "message": str(error.get("message", "")),
+            }
+        )
+
+    def _charge(self, model: str | None, tokens_in: int, tokens_out: int) -> None:
+        prices = getattr(self.request.policy, "prices", None)
+        if not isinstance(prices, Mapping) or (tokens_in == 0 and tokens_out == 0):
+            return
+        try:
+            self.usd += estimate_usd(prices, model or "", tokens_in, tokens_out)
+        except (InputError, ValueError):
+            # never a silent zero: the end line names the models without a price
+            name = model or "<no model id>"
+            if name not in self.unpriced_models and len(self.unpriced_models) < MAX_COVERAGE:
+                self.unpriced_models.append(name)
+
+    def _on_egress(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        attempt = message.get("attempt")
+        if not isinstance(attempt, dict):
+            return []
+        if len(self.outbound) >= MAX_OUTBOUND:
+            self.outbound_dropped += 1
+            return []
+        clean = {k: attempt.get(k) for k in _ATTEMPT_KEYS if k in attempt}
+        self.outbound.append(clean)
+        return []
+
+    def _on_coverage(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if len(self.coverage) >= MAX_COVERAGE:
+            self.coverage_dropped += 1
+            return []
+        self.coverage.append({k: v for k, v in message.items() if k != "type"})
+        return []
+
+    def _on_divergence(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if len(self.divergences) >= MAX_COVERAGE:
+            self.divergences_dropped += 1
+        else:
+            self.divergences.append({k: v for k, v in message.items() if k != "type"})
+        return []
+
+    def _on_meter(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        for key in ("tokens_in", "tokens_out"):
+            value = message.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.runtime_meter[key] = self.runtime_meter.get(key, 0) + value
+        return []
+
+    def _on_episode(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if self.episode is None:
+            self.episode = message
+        return [{"type": "shutdown"}]
+
+    def _on_error(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        self.runtime_error = {
+            "class": str(message.get("class", "RuntimeError")),
+            "message": str(message.get("message", "")),
+        }
+        return [{"type": "shutdown"}]
+
+    # -- trace -------------------------------------------------------------------------------
+
+    def _write_header(self) -> None:
+        if self.trace is None or self.trace.header_written:
+            return
+        request, run_spec = self.request, self.prepared.run_spec
+        hello = self.hello or {}
+        manifest = self.prepared.manifest
+        policy = manifest.get("policy", {})
+        wf = request.workflow
+        spec = wf.spec
+        limits = self.prepared.spec.limits
+        self.trace.header(
+            run_id=self.prepared.run_id,
+            task_id=request.task.task_id,
+            task_input=dict(request.task.input),
+            workflow={
+                "name": spec.name,
+                "version": spec.version,
+                "hash": wf.content_hash,
+                "content": wf.source,
+            },
+            purpose=request.purpose,
+            backend=self.backend_name,
+            clock=run_spec["clock"],
+            seed=run_spec["seed"],
+            environment={
+                "python": hello.get("python"),
+                "platform": hello.get("platform"),
+                "packages": hello.get("packages", {}),
+                "image": request.image,
+                "image_id": self.image_id,
+                "tools": {t["id"]: t.get("schema_hash") for t in manifest.get("tools", [])},
+                "policy_hash": policy.get("hash"),
+                "host": {"python": host_platform.python_version()},
+                **(
+                    {"tool_snapshot": request.snapshot.digest}
+                    if request.snapshot is not None
+                    else {}
+                ),
+            },
+            mode=request.mode,
+            policy=policy,
+            limits={
+                "memory_mb": limits.memory_mb,
+                "pids_limit": limits.pids_limit,
+                "cpus": limits.cpus,
+                "tmpfs_mb": limits.tmpfs_mb,
+                "timeout_s": limits.timeout_s,
+                "max_calls": limits.max_calls,
+                "max_trace_mb": limits.max_trace_mb,
+            },
+        )
+
+    # -- classification ----------------------------------------------------------------------
+
+    def classify(self, exit_state: ExitState | None) -> tuple[str, str | None]:
+        """Return ``(status, reason)`` by the rules of `runner.episode.driver`."""
+        return classify(self, exit_state)
+
+    def finish(self, exit_state: ExitState | None) -> EpisodeResult:
+        """Classify, write the header (if still missing) and the ``end`` line."""
+        from runner.episode.driver import EpisodeResult
+
+        status, reason = self.classify(exit_state)
+        self._write_header()
+        episode = self.episode or {}
+        exit_code = episode_exit_code(status)
+        failure: dict[str, Any] | None = None
+        signature: str | None = None
+        if status != "succeeded":
+            failure = failure_of(self, status, episode)
+            failure["exit_code"] = exit_code
+            signature = failure_signature(
+                failure["call_index"], failure["tool"], failure["error_class"], exit_code
+            )
+        step_ids = [s["id"] for s in self.prepared.run_spec["workflow"].get("steps", [])]
+        not_run = episode.get("not_run") if self.episode is not None else None
+        if not isinstance(not_run, list):
+            not_run = [s for s in step_ids if s not in self.steps]
+        end: dict[str, Any] = {
+            "status": status,
+            "exit_code": exit_code,
+            "failure": failure,
+            "failure_signature": signature,
+            "output": episode.get("output"),
+            "error": episode.get("error") or self.runtime_error,
+            "reason": reason,
+            "not_run": not_run,
+            "outbound": self.outbound,
+            "outbound_dropped": self.outbound_dropped,
+            "coverage": "partial" if self.coverage or self.coverage_dropped else "full",
+            "coverage_detail": self.coverage,
+            "divergences": self.divergences,
+            "divergences_dropped": self.divergences_dropped,
+            "meter": {
+                "tokens_in": self.tokens_in,
+                "tokens_out": self.tokens_out,
+                "model_calls": self.model_calls,
+                "usd": round(self.usd, 6),
+                "sandbox_s": round(self.sandbox_s, 3),
+            },
+            "sandbox": None
+            if exit_state is None
+            else {
+                "exit_code": exit_state.exit_code,
+                "oom_killed": exit_state.oom_killed,
+                "killed_by_host": exit_state.killed_by_host,
+                "killed_for": self.killed_for,
+                "error": exit_state.error,
+                "teardown_error": self.teardown_error,
+            },
+            "channel": {
+                "stdout_bytes": self.channel.stdout_bytes,
+                "stderr_bytes": self.channel.stderr_bytes,
+                "too_large": self.channel.too_large[:MAX_COVERAGE],
+                "invalid_lines": self.channel.invalid,
+                "truncated": self.channel.truncated,
+                "dropped_bytes": self.channel.dropped_bytes,
+                "events": self.channel_events,
+            },
+        }
+        if self.limit is not None:
+            end["limit"] = dict(self.limit)
+            end["channel"]["calls_refused"] = self.calls_refused
+        if self.unpriced_models:  # the meter is a closed record: say here what it could not price
+            end["meta"] = {"unpriced_models": self.unpriced_models}
+        if status != "succeeded":
+            end["stderr_tail"] = self.channel.stderr_tail()
+        assert self.trace is not None
+        self.trace.end(end)
+        return EpisodeResult(self.prepared.run_id, status, self.prepared.trace_path, end)

@@ -1,0 +1,97 @@
+"""The status of an ended episode and the failure its ``end`` line names.
+
+Pure functions over an `runner.episode.state.EpisodeState`; the rules, first match
+wins, are listed in `runner.episode.driver`'s docstring. Invariant: ``ceiling_reached``
+comes only from a refusal the host itself witnessed (a model or user turn its metering refused),
+never from what the sandbox reports.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from runner.backends.base import ExitState
+from runner.providers.metered import CEILING_ERROR_CLASS
+
+if TYPE_CHECKING:
+    from runner.episode.state import EpisodeState
+
+RUNTIME_STATUSES = ("succeeded", "failed", "denied")
+
+
+def classify(state: EpisodeState, exit_state: ExitState | None) -> tuple[str, str | None]:
+    """Return ``(status, reason)`` of an ended episode (rules: `runner.episode.driver`)."""
+    episode = state.episode or {}
+    if state.infra_error is not None:
+        return "infra_error", state.infra_error
+    if exit_state is None:
+        return "infra_error", "no exit state"
+    if state.ceiling_refusals:  # the host refused a turn: the run is not a full evaluation
+        first = state.ceiling_refusals[0]
+        return "ceiling_reached", (
+            f"{first['tool']} call {first['call_index']} refused: {first['message']}"
+        )
+    if state.limit is not None:  # the host cut the run at a policy limit it witnessed
+        name, value = state.limit["name"], state.limit["value"]
+        what = f"{value} call lines" if name == "max_calls" else f"{value} MiB of trace"
+        return "limit_exceeded", (
+            f"limits.{name}: the episode reached {what}; the host accepted no further call"
+            " and killed the sandbox"
+        )
+    if exit_state.oom_killed:
+        return "oom", "the sandbox hit its memory limit (State.OOMKilled)"
+    if state.provider_timed_out or (state.killed_for == "timeout" and exit_state.killed_by_host):
+        return "timeout", f"killed by the host after {state.prepared.spec.limits.timeout_s} s"
+    if state.killed_for == "output_limit":
+        return "failed", "output passed the total-output cap; the host killed the sandbox"
+    if state.invalid_message is not None:  # the sandbox's fault, not the infrastructure's
+        return "crashed", (
+            f"protocol error: {state.invalid_message} is not a protocol message; the host "
+            "killed the sandbox"
+        )
+    if state.episode is None:
+        if state.runtime_error is not None:
+            return "infra_error", "runtime error: {class}: {message}".format(**state.runtime_error)
+        if state.protocol_error is not None:
+            return "infra_error", f"protocol error: {state.protocol_error}"
+        if state.hello is None and state.killed_for == "no_hello":
+            return "infra_error", "the runtime never said hello"
+        return (
+            "crashed",
+            f"the sandbox exited with code {exit_state.exit_code} without an episode message",
+        )
+    status = episode.get("status")
+    if status not in RUNTIME_STATUSES:
+        return "crashed", f"the runtime reported an unknown status {status!r}"
+    if (
+        status == "succeeded"
+        and exit_state.exit_code not in (0, 143)
+        and state.killed_for != "shutdown_grace"
+    ):
+        return "crashed", f"exit code {exit_state.exit_code} after a succeeded episode"
+    return str(status), None
+
+
+def failure_of(state: EpisodeState, status: str, episode: dict[str, Any]) -> dict[str, Any]:
+    """The ``failure`` of the ``end`` line (without ``exit_code``) for a non-success."""
+    if status == "ceiling_reached":
+        first = state.ceiling_refusals[0]
+        return {
+            "call_index": first["call_index"],
+            "tool": first["tool"],
+            "error_class": CEILING_ERROR_CLASS,
+        }
+    reported = episode.get("failure") if status in RUNTIME_STATUSES else None
+    if isinstance(reported, dict) and isinstance(reported.get("call_index"), int):
+        return {
+            "call_index": reported["call_index"],
+            "tool": str(reported.get("tool", "workflow")),
+            "error_class": str(reported.get("error_class", status)),
+        }
+    error = episode.get("error") if status in RUNTIME_STATUSES else None
+    error_class = error.get("class") if isinstance(error, dict) else None
+    return {
+        "call_index": state.last_call_index,
+        "tool": "workflow",
+        "error_class": str(error_class or status),
+    }

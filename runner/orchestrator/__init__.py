@@ -1,1 +1,0 @@
-"""Host orchestration: load-time checks, the channel, episodes, scheduling and ceilings."""

@@ -1,0 +1,1 @@
+"""Model providers on the host: scripted, replay, deadline, openai, metered."""

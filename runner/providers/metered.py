@@ -1,0 +1,234 @@
+"""Model calls of sandboxed runs, reserved and settled under the ``replay`` ceiling.
+
+`MeteredProvider` wraps the provider the episode driver uses (one wrapper per run): before the
+host forwards a model (or simulated-user) turn it reserves an upper bound of its spend with the
+job's `CeilingGuard`; after the answer it settles the actual tokens and USD (USD from the
+policy's price table, model id from the response). When the reservation would exceed the
+ceiling, the call is refused (an error turn of class ``CeilingReached``: the runtime raises it in
+the agent step) and the shared `StopSignal` is set, so that no new run starts and every further
+call of every run is refused too.
+
+A model call reserves tokens and USD only, never a run: a run reserved its ``runs=1`` (and its
+sandbox seconds) before it started. So a stop caused by the runs or sandbox-seconds ceiling (the
+scheduler could not start the next run) stops dispatch but does not refuse the model calls of
+runs already started: they fit and finish. Calls are refused after an interruption or a tokens
+or USD stop (`StopSignal.refuses_calls`). A call naming a model the price table lacks is refused
+(``CeilingReached``, naming the model) when the USD ceiling is bounded, without stopping the job.
+
+Invariant: the spend forwarded never exceeds what was reserved on a bounded dimension, because
+the forwarded request's ``max_tokens`` / ``max_completion_tokens`` are capped at the value the
+estimate used, the estimate reserves ``n`` completions of that cap, and the prompt estimate
+(`runner.ledger.tokens.prompt_tokens_bound`: bytes of the *whole* forwarded request plus a
+per-message overhead) is an upper bound of its tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from runner.errors import CeilingReached, InputError
+from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
+from runner.providers.base import ModelProvider, ProviderResponse
+from runner.providers.openai import response_usd
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["CEILING_ERROR_CLASS", "MeteredProvider", "StopSignal"]
+
+# The error class of a refused turn; the episode driver classifies such a run ``ceiling_reached``.
+CEILING_ERROR_CLASS = "CeilingReached"
+
+# Request fields that bound one completion's tokens; each is capped at ``max_tokens``.
+_CAP_FIELDS = ("max_tokens", "max_completion_tokens")
+
+
+def _is_count(value: Any) -> bool:
+    """True for a non-negative int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+class StopSignal:
+    """Set once when replay must stop (a ceiling, or an interruption); thread-safe.
+
+    Attributes:
+        reason: ``ceiling_reached`` or ``interrupted`` once set.
+        fields: the `CeilingReached` fields (purpose, limit, ceiling, used, requested).
+        message: the first stop's message.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self.reason: str | None = None
+        self.fields: dict[str, Any] = {}
+        self.message = ""
+
+    def set(self, reason: str, message: str = "", fields: Mapping[str, Any] | None = None) -> None:
+        """Stop (the first reason wins)."""
+        with self._lock:
+            if self.reason is None:
+                self.reason, self.message, self.fields = reason, message, dict(fields or {})
+                # info: the report prints the stop once, in words (no duplicate warning)
+                log.info("replay_stopping", reason=reason, message=message)
+            self._event.set()
+
+    def is_set(self) -> bool:
+        """True once stopped."""
+        return self._event.is_set()
+
+    @property
+    def refuses_calls(self) -> bool:
+        """True when model calls of runs already started must be refused too.
+
+        False for a stop by the runs or sandbox-seconds ceiling: those bound runs, which were
+        reserved before they started, not the calls inside them.
+        """
+        if not self._event.is_set():
+            return False
+        with self._lock:
+            return not (
+                self.reason == "ceiling_reached"
+                and self.fields.get("limit") in ("runs", "sandbox_s")
+            )
+
+
+class MeteredProvider:
+    """A provider whose every call is reserved and settled under ``replay`` (see module doc).
+
+    Args:
+        inner: the provider that answers (scripted, openai).
+        guard: the job's ceiling guard.
+        stop: the job's stop signal.
+        prices: the policy's price table.
+        model: the model the variant asks for (estimate when the request names none).
+        variant: attribution on the ledger rows.
+        task_id: attribution on the ledger rows.
+        run_key: the run's idempotency key; call keys are ``{run_key}/call/{n}``.
+        max_tokens: the completion-token cap; None forwards requests unchanged (no ceiling
+            bounds tokens or USD, so no bound is needed).
+    """
+
+    def __init__(
+        self,
+        inner: ModelProvider,
+        guard: CeilingGuard,
+        stop: StopSignal,
+        prices: Mapping[str, Any],
+        *,
+        model: str | None,
+        variant: str,
+        task_id: str,
+        run_key: str,
+        max_tokens: int | None,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.guard = guard
+        self.stop = stop
+        self.prices = prices
+        self.model = model
+        self.variant = variant
+        self.task_id = task_id
+        self.run_key = run_key
+        self.max_tokens = max_tokens
+        self.calls = 0
+        self.refused = 0
+        self.charged = Amount()
+
+    def _forwarded(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the request to forward: every completion-token cap at most ``max_tokens``.
+
+        ``max_completion_tokens`` (the newer name, which reasoning models require) is capped
+        when the request names it; otherwise ``max_tokens`` is capped or added. ``n`` is left as
+        asked (the trace records the sandbox's request, so changing it would hide what was
+        asked) and `_estimate` reserves ``n`` completions; an ``n`` that is not a positive
+        integer is set to 1 so that the provider cannot read it as more.
+        """
+        payload = dict(request)
+        if self.max_tokens is None:
+            return payload
+        fields = [f for f in _CAP_FIELDS if f in payload] or ["max_tokens"]
+        for name in fields:
+            asked: Any = payload.get(name)
+            if not (_is_count(asked) and int(asked) <= self.max_tokens):
+                payload[name] = self.max_tokens
+        if "n" in payload and not (_is_count(payload["n"]) and payload["n"] >= 1):
+            payload["n"] = 1
+        return payload
+
+    def _estimate(self, payload: Mapping[str, Any]) -> Amount:
+        """The reservation of ``payload``, the request as it will be forwarded.
+
+        Prompt tokens: `prompt_tokens_bound` of the whole request as the provider receives it
+        (the provider adds the variant's model when it names none); completion tokens: ``n``
+        completions of the capped completion tokens.
+        """
+        model = str(payload.get("model") or self.model or "")
+        tokens_in = prompt_tokens_bound({**payload, "model": model} if model else payload)
+        caps = [int(payload[f]) for f in _CAP_FIELDS if _is_count(payload.get(f))]
+        choices = int(payload["n"]) if _is_count(payload.get("n")) else 1
+        tokens_out = max(caps, default=0) * max(1, choices)
+        try:
+            usd = estimate_usd(self.prices, model, tokens_in, tokens_out)
+        except InputError:
+            # an unpriced model: the USD bound is unknown; only an unbounded USD ceiling may
+            # forward it (estimating 0 would let it settle above the ceiling)
+            if self.guard.ceiling("replay").usd is not None:
+                raise CeilingReached(
+                    f"model {model or '<no model id>'!r} has no price in the policy's table and "
+                    "the replay USD ceiling is bounded: the call cannot be reserved",
+                    purpose="replay",
+                    limit="usd",
+                    model=model or None,
+                ) from None
+            usd = 0.0
+        return Amount(tokens_in=tokens_in, tokens_out=tokens_out, usd=usd)
+
+    def _refuse(self, message: str) -> ProviderResponse:
+        self.refused += 1
+        return ProviderResponse(body=None, error={"class": CEILING_ERROR_CLASS, "message": message})
+
+    def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
+        """Reserve, forward, settle; a refused reservation is a ``CeilingReached`` error turn."""
+        if self.stop.refuses_calls:
+            return self._refuse(f"replay stopped ({self.stop.reason}): {self.stop.message}")
+        payload = self._forwarded(request)
+        try:
+            estimate = self._estimate(payload)
+        except CeilingReached as exc:  # unpriced: this call only, the job goes on
+            log.warning("model_call_unpriced", run_key=self.run_key, **exc.fields)
+            return self._refuse(str(exc))
+        key = f"{self.run_key}/call/{self.calls}"
+        self.calls += 1
+        try:
+            reservation = self.guard.reserve(
+                "replay",
+                estimate,
+                key=key,
+                kind="model_call",
+                variant=self.variant,
+                task_id=self.task_id,
+                run_key=self.run_key,
+                model=str(payload.get("model") or self.model or "") or None,
+            )
+        except CeilingReached as exc:
+            self.stop.set("ceiling_reached", str(exc), exc.fields)
+            return self._refuse(str(exc))
+        try:
+            served = self.inner.complete(payload, role)
+        except BaseException:
+            self.guard.release(reservation)
+            raise
+        if served.error is not None and served.body is None:
+            self.guard.release(reservation)  # nothing answered, nothing billed
+            return served
+        tokens_in, tokens_out = served.tokens()
+        usd = response_usd(self.prices, served, str(payload.get("model") or self.model or ""))
+        actual = Amount(tokens_in=tokens_in, tokens_out=tokens_out, usd=usd or 0.0)
+        self.guard.settle(reservation, actual, model=served.model)
+        self.charged = self.charged + actual
+        return served

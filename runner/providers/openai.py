@@ -1,0 +1,222 @@
+"""The ``openai`` model provider: any OpenAI-compatible Chat Completions endpoint, on the host.
+
+The sandbox never sees the endpoint, its address or its key: the runtime asks the host for a
+turn over the channel, and this provider makes the HTTP call from the host (httpx).
+
+Configuration comes from `runner.settings.Settings` (``openai_base_url``, ``openai_api_key``,
+``openai_model``), each falling back to the host's ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and
+``OPENAI_MODEL``; the base URL defaults to ``https://api.openai.com/v1``. The environment is read
+when a provider is built (`OpenAIProvider.from_settings`), never at import time.
+
+Invariants:
+- the body recorded is the HTTP response body, exactly (bytes decoded as UTF-8 with
+  ``surrogateescape``, so they round-trip); the model id is read from the body's ``model``;
+- transient failures (connection errors, timeouts, HTTP 408, 409, 429 and 5xx) are retried with
+  exponential backoff (tenacity); a Chat Completions POST that reached the server may be billed
+  twice by a retry after a read timeout, which is why only ``attempts`` tries are made and each
+  is logged. Every other failure is reported at once as an error turn, never raised out of
+  `OpenAIProvider.complete`;
+- the key is a `pydantic.SecretStr` until the ``Authorization`` header is built, and is never
+  logged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import structlog
+import tenacity
+
+from runner.errors import InputError
+from runner.ledger.pricing import estimate_usd
+from runner.providers.base import ProviderResponse, response_from_body
+
+if TYPE_CHECKING:
+    from runner.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+_ERROR_TEXT_LIMIT = 500
+
+
+class _Transient(Exception):
+    """A failure worth another try (carries the last response, if there was one)."""
+
+    def __init__(self, message: str, response: httpx.Response | None = None) -> None:
+        super().__init__(message)
+        self.response = response
+
+
+def _decode(content: bytes) -> str:
+    return content.decode("utf-8", "surrogateescape")
+
+
+class OpenAIProvider:
+    """Answers Chat Completions requests through an OpenAI-compatible HTTP endpoint.
+
+    Args:
+        base_url: the API root, e.g. ``https://api.openai.com/v1``; requests go to
+            ``{base_url}/chat/completions``.
+        api_key: the bearer token, or None for endpoints without authentication.
+        model: the model asked when the request names none (None: the request must name one).
+        timeout_s: per-request timeout in seconds (connect, read, write, pool).
+        attempts: tries at most for transient failures (>= 1).
+        transport: an httpx transport (tests); default the real network stack.
+
+    Raises:
+        InputError: a base URL that is not http(s), or ``attempts`` < 1.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: str | None = None,
+        *,
+        model: str | None = None,
+        timeout_s: float = 60.0,
+        attempts: int = 4,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise InputError(f"{base_url!r} is not an http(s) URL", field="openai_base_url")
+        if attempts < 1:
+            raise InputError("must be >= 1", field="attempts")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.attempts = attempts
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.Client(
+            headers=headers, timeout=timeout_s, transport=transport, trust_env=False
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings | None,
+        *,
+        model: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> OpenAIProvider:
+        """Build from the host settings, falling back to ``OPENAI_*`` of the host environment.
+
+        Args:
+            settings: host settings, or None to use the environment alone.
+            model: the model asked when a request names none (wins over the settings').
+            environ: the environment to read (default ``os.environ``, read now).
+            kwargs: passed to the constructor (``timeout_s``, ``attempts``, ``transport``).
+
+        Raises:
+            InputError: a malformed base URL.
+        """
+        env = os.environ if environ is None else environ
+        base_url = (settings.openai_base_url if settings else None) or env.get(
+            "OPENAI_BASE_URL", DEFAULT_BASE_URL
+        )
+        secret = settings.openai_api_key if settings else None
+        key = secret.get_secret_value() if secret is not None else env.get("OPENAI_API_KEY")
+        chosen = model or (settings.openai_model if settings else None) or env.get("OPENAI_MODEL")
+        return cls(base_url, key, model=chosen, **kwargs)
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._client.close()
+
+    def _post(self, payload: Mapping[str, Any]) -> httpx.Response:
+        try:
+            response = self._client.post(f"{self.base_url}/chat/completions", json=dict(payload))
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+        if response.status_code in TRANSIENT_STATUSES:
+            raise _Transient(f"HTTP {response.status_code}", response)
+        return response
+
+    def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
+        """POST one Chat Completions request; return the raw body, model id and usage.
+
+        Args:
+            request: the request in the OpenAI Chat Completions shape; ``model`` defaults to
+                the provider's.
+            role: ``model`` or ``user`` (a simulated user is asked the same way).
+
+        Returns:
+            The response; an HTTP or transport failure is an error turn (``error.class`` is
+            ``ProviderHTTPError`` or ``ProviderUnavailable``), never an exception.
+        """
+        payload = dict(request)
+        if not payload.get("model"):
+            if self.model is None:
+                return _error("ProviderError", "the request names no model and none is set")
+            payload["model"] = self.model
+        retryer = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_Transient),
+            stop=tenacity.stop_after_attempt(self.attempts),
+            wait=tenacity.wait_exponential(multiplier=0.2, max=5.0),
+            before_sleep=lambda state: log.warning(
+                "openai_call_retry",
+                attempt=state.attempt_number,
+                error=str(state.outcome.exception()) if state.outcome else None,
+            ),
+            reraise=True,
+        )
+        try:
+            response = retryer(self._post, payload)
+        except _Transient as exc:
+            detail = str(exc)
+            if exc.response is not None:
+                detail += ": " + _decode(exc.response.content)[:_ERROR_TEXT_LIMIT]
+            log.warning("openai_call_failed", role=role, attempts=self.attempts, error=detail)
+            return _error(
+                "ProviderUnavailable", f"{self.base_url}: {detail} (after {self.attempts} tries)"
+            )
+        body = _decode(response.content)
+        if response.status_code >= 400:
+            log.warning("openai_call_rejected", role=role, status=response.status_code)
+            return _error(
+                "ProviderHTTPError",
+                f"{self.base_url}: HTTP {response.status_code}: {body[:_ERROR_TEXT_LIMIT]}",
+            )
+        served = response_from_body(body)
+        log.debug("openai_call_done", role=role, model=served.model, status=response.status_code)
+        return served
+
+    def __call__(self, request: dict[str, Any]) -> ProviderResponse:
+        """Answer a ``model`` turn: the ``request -> response`` shape model judges call."""
+        return self.complete(request, "model")
+
+
+def _error(cls: str, message: str) -> ProviderResponse:
+    return ProviderResponse(body=None, error={"class": cls, "message": message})
+
+
+def response_usd(
+    prices: Mapping[str, Any], response: ProviderResponse, asked: str | None
+) -> float | None:
+    """USD of one answered call from the price table, or None when neither model is priced.
+
+    The model id read from the response wins; when the table has no price for it (a dated
+    snapshot the table does not list), the model asked is priced instead.
+
+    Args:
+        prices: the policy's price table.
+        response: the answered call (its ``usage`` and ``model``).
+        asked: the model named in the request.
+    """
+    tokens_in, tokens_out = response.tokens()
+    for model in (response.model, asked):
+        if not model:
+            continue
+        try:
+            return estimate_usd(prices, model, tokens_in, tokens_out)
+        except InputError:
+            continue
+    return None

@@ -1,0 +1,1 @@
+"""Reproduce: inputs, packets, the strict replay and its verdict."""

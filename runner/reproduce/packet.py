@@ -1,0 +1,232 @@
+"""Reviewer packets: one ``.tar.gz`` that reproduces a recorded run anywhere.
+
+Layout (every member a regular file, paths relative, written in sorted order with fixed
+metadata so that one trace gives the same bytes)::
+
+    README.md            what this is and the one command: sandbox-replay reproduce FILE
+    trace.jsonl          the trace, byte for byte
+    workflow/NAME.yaml   the recorded workflow (the trace's own copy: its sha256 is the
+                         trace's workflow hash, which is how reproduce finds it)
+    workflow/...         the source of the tool modules the workflow uses (and of its
+                         scripted model function, and its tool manifests), laid out so that
+                         they import from the workflow's folder
+    manifest.json        the capability-filtered registry manifest under policy reproduce,
+                         its tools described inside a sandbox (never imported here)
+    environment.json     the trace's environment manifest
+
+``sandbox-replay reproduce FILE.tar.gz`` accepts it (`runner.reproduce.inputs.
+safe_extract` unpacks it safely into a scratch folder).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runner.errors import InputError
+from runner.inputfile import read_input
+from runner.reproduce.inputs import recorded_workflow_file, tool_folder
+from runner.tracetools.lint import load_well_formed_trace
+
+if TYPE_CHECKING:
+    from runner.backends.base import Backend
+    from runner.settings import Settings
+
+README = """# Reviewer packet: {run_id}
+
+A recorded run of workflow `{name}` version `{version}` on task `{task_id}`
+(recorded status: **{status}**, failure signature `{signature}`).
+
+Re-run it with egress blocked, every model turn and every non-pure tool call served from the
+recording, in a Docker sandbox:
+
+    sandbox-replay reproduce {packet}
+
+Exit code 0 means `reproduced` (the recorded outcome came back from the recording alone),
+1 `not_reproduced` (the report names the first differing call), 5 `refused`.
+
+Contents: `trace.jsonl` (the trace), `workflow/` (the workflow file and the source of its tool
+modules), `manifest.json` (the filtered tool manifest), `environment.json` (the recorded
+environment: python, platform, packages, tool schema hashes).
+"""
+
+
+def _source(root: Path, relative: str) -> Path | None:
+    """``root/relative`` when it is a file inside ``root`` (no link leading out), else None."""
+    from runner.domain.ids import path_under
+
+    try:
+        path = path_under(root, relative, kind="tool source file")
+    except InputError:
+        return None
+    return path if path.is_file() else None
+
+
+def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
+    """``{packet path under workflow/: host file}`` of the code the workflow needs.
+
+    Every path is built with `runner.domain.ids.path_under` from a module name, a ``tools``
+    entry or a file the sandbox reported, so nothing outside the tool folders is packed.
+    """
+    from runner.domain.toolsource import manifest_path
+
+    files: dict[str, Path] = {}
+    roots = [Path(r).resolve() for r in registry.tool_roots()]
+    modules = {t.module for t in registry if t.module}
+    model = workflow.spec.model
+    function = getattr(model, "function", None) if model is not None else None
+    if isinstance(function, str) and ":" in function:
+        modules.add(function.split(":", 1)[0])
+        roots.append(workflow.folder)
+    for module in sorted(modules):
+        parts = module.split(".")
+        for root in roots:
+            base = "/".join(parts)
+            found = next(
+                (
+                    (relative, path)
+                    for relative in (f"{base}.py", f"{base}/__init__.py")
+                    if (path := _source(root, relative)) is not None
+                ),
+                None,
+            )
+            if found is None:
+                continue
+            files[found[0]] = found[1]
+            for depth in range(1, len(parts)):
+                relative = "/".join([*parts[:depth], "__init__.py"])
+                init = _source(root, relative)
+                if init is not None:
+                    files[relative] = init
+            break
+    for tool in registry:  # a tool defined in another module of the package (re-exported)
+        # the file is what the sandbox reported: untrusted, a path only through the id rules
+        defined = Path(tool.file) if tool.module and tool.file.endswith(".py") else None
+        home = next((r for r in roots if defined and r in defined.parents), None)
+        if defined is not None and home is not None:
+            relative = defined.relative_to(home).as_posix()
+            source = _source(home, relative)
+            if source is not None:
+                files.setdefault(relative, source)
+    for index, entry in enumerate(workflow.spec.tools):
+        if entry.endswith(".json"):
+            where = {
+                "file": str(workflow.path),
+                "line": workflow.line_of(("tools", index)),
+                "field": f"tools[{index}]",
+            }
+            path = manifest_path(workflow.folder, entry, where)
+            files[path.relative_to(workflow.folder).as_posix()] = path
+    return files
+
+
+def _add(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = 0
+    info.mode = 0o644
+    info.uname = info.gname = ""
+    archive.addfile(info, io.BytesIO(data))
+
+
+def build_packet(
+    trace_path: Path,
+    output: Path,
+    workflow_path: Path | None = None,
+    *,
+    settings: Settings,
+    backend: Backend | Callable[[], Backend],
+    image: str | None = None,
+) -> list[str]:
+    """Write the reviewer packet of one trace.
+
+    The filtered manifest comes from a registry described inside a sandbox, exactly as
+    ``reproduce`` builds it (`runner.episode.toolmanifest.sandbox_registry`): the trace
+    folder's tool modules are never imported on the host, and its tool entries resolve only
+    in the workflow file's folder (`runner.reproduce.inputs.tool_folder`).
+
+    Args:
+        trace_path: the recorded trace.
+        output: the ``.tar.gz`` to write.
+        workflow_path: the workflow file whose folder holds the tool modules (default: the file
+            beside the trace, one folder up or in the current directory whose sha256 is the
+            trace's workflow hash).
+        settings: host settings (state folder of the short describing sandbox, limits).
+        backend: the sandbox backend, or a function making it (called only when there is a
+            module to describe).
+        image: the sandbox image (default: the settings').
+
+    Returns:
+        The member names written.
+
+    Raises:
+        InputError: an unreadable trace, one with an unknown ``v`` or a field `lint` calls
+            malformed (`runner.tracetools.lint.load_well_formed_trace`), no workflow file to
+            take the tool modules from, or a workflow whose tools cannot be described (not
+            found, failing to import in the sandbox, outside the workflow's folder).
+        InfrastructureError: the backend failed.
+    """
+    from runner.domain.workflow import load_workflow
+    from runner.episode.toolmanifest import sandbox_registry
+    from runner.policy import load_policy
+
+    trace = load_well_formed_trace(trace_path)  # lint's reader and rules
+    run = trace.run
+    found = workflow_path or recorded_workflow_file(
+        trace_path, run.workflow.hash, settings.state_dir.name
+    )
+    if found is None:
+        raise InputError(
+            "cannot find the workflow file this trace ran (no YAML file beside the trace, one "
+            "folder up or in the current directory has its sha256): pass --workflow FILE",
+            file=str(trace_path),
+        )
+    workflow = load_workflow(found)
+    policy = load_policy("reproduce")
+    registry = sandbox_registry(
+        workflow,
+        backend=backend,
+        settings=settings,
+        image=image or settings.image,
+        policy=policy,
+        # the user's own --workflow resolves as check does; a trace's, in its folder alone
+        confined_to=None if workflow_path is not None else tool_folder(found, trace_path),
+    )
+    members: dict[str, bytes] = {
+        "trace.jsonl": read_input(trace_path, "trace"),
+        f"workflow/{found.name}": run.workflow.content.encode("utf-8"),
+        "manifest.json": (json.dumps(registry.manifest(policy), indent=1) + "\n").encode("utf-8"),
+        "environment.json": (
+            json.dumps(run.environment.to_json(), indent=1, sort_keys=True) + "\n"
+        ).encode("utf-8"),
+    }
+    for name, source in _module_files(registry, workflow).items():
+        members.setdefault(f"workflow/{name}", read_input(source, "tool source"))
+    end = trace.end
+    members["README.md"] = README.format(
+        run_id=run.run_id,
+        name=run.workflow.name,
+        version=run.workflow.version,
+        task_id=run.task_id,
+        status=end.status if end else "unknown",
+        signature=(end.failure_signature if end else None) or "none",
+        packet=output.name,
+    ).encode("utf-8")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    part = output.with_name(output.name + ".part")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(members):
+            _add(tar, name, members[name])
+    with (
+        open(part, "wb") as raw,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed,
+    ):
+        packed.write(buffer.getvalue())
+    part.replace(output)
+    return sorted(members)

@@ -1,0 +1,452 @@
+"""``reproduce``: replay a recorded episode in the sandbox, strict, and judge the outcome.
+
+For each trace (SPEC.md "What runs during reproduce"): read it (never written: its sha256 is
+checked after the run), decide whether strict replay can start at all (`refusals`), then run
+the recorded workflow (or ``--workflow``) in the Docker sandbox under the ``reproduce`` policy:
+``pure`` tools execute and are compared, every other tool call and every model and user turn
+is served from the trace by position, the clock readings are the trace's, there is no network.
+The replay is charged under purpose ``replay`` (never ``live``). The verdict
+(`runner.reproduce.diff`) is one of:
+
+| outcome          | exit | meaning                                                        |
+|------------------|------|----------------------------------------------------------------|
+| ``reproduced``   | 0    | the recorded outcome: same signature and calls, or same success |
+| ``not_reproduced`` | 1  | something else; first differing call, egress, environment diff |
+| ``refused``      | 5    | strict replay cannot start; exactly why                        |
+| ``invalid``      | 2    | the input is unreadable (file, line, field)                    |
+| ``infra_error``  | 6    | Docker failed; never a verdict                                 |
+
+Refusals are what makes serving impossible or meaningless: an unknown trace version, a trace
+without its end line (the recorded outcome is unknown), a call with no response at all (no
+body and no error), a recorded workflow that cannot be loaded, a recorded tool missing from
+today's registry or with another schema hash. What ``lint`` merely flags (a model id that is
+an alias, a body that is not the raw HTTP body) never refuses.
+
+Reproduce never runs the input's code on the host: the registry (tool ids, effect classes,
+schema hashes) is built inside a sandbox (`runner.episode.toolmanifest`), the tool
+modules are only located here — in the trace's own folder alone (`reproduce_inputs.
+tool_folder`), never the current directory or the installed packages — and copied into one
+tool snapshot per trace (what the description sandbox and the replay both mount; never the
+trace itself), and model turns come from the trace (`ReplayProvider`), so a packet's scripted
+model function is never imported either. The trace's own copy of its workflow is written
+inside the run's scratch folder, its recorded name checked by the id rules
+(`runner.domain.ids.path_for_id`). Refusals the trace alone shows are found before any sandbox
+starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.domain.ids import path_for_id
+from runner.errors import (
+    EXIT_INFRA,
+    EXIT_INPUT,
+    EXIT_NEGATIVE,
+    EXIT_OK,
+    EXIT_REFUSED,
+    InfrastructureError,
+    InputError,
+    ReplayRefused,
+)
+from runner.inputfile import open_input, read_input
+from runner.reproduce.inputs import (
+    is_packet,
+    packet_trace,
+    recorded_workflow_file,
+    safe_extract,
+    tool_folder,
+)
+from runner.settings import Settings
+from runner.tracetools.reader import Trace, TraceVersionError, read_trace
+
+log = structlog.get_logger(__name__)
+
+# What to do when the recorded workflow's tool modules are not found (as `packet` says).
+WORKFLOW_HINT = "run it from the project folder, or pass --workflow FILE"
+
+EXIT_OF = {
+    "reproduced": EXIT_OK,
+    "not_reproduced": EXIT_NEGATIVE,
+    "refused": EXIT_REFUSED,
+    "invalid": EXIT_INPUT,
+    "infra_error": EXIT_INFRA,
+}
+
+
+@dataclass
+class ReproduceReport:
+    """The verdict on one trace (also the ``--json`` object and the JUnit test case).
+
+    Attributes:
+        input: the argument as given (trace file or packet).
+        outcome: ``reproduced``, ``not_reproduced``, ``refused``, ``invalid``, ``infra_error``.
+        exit_code: the outcome's exit code (`EXIT_OF`).
+        reason: one line saying why.
+        first_difference: not_reproduced: the first unrecorded or differing call ``{index,
+            tool, args?, kind, message, summary}``; else None.
+        outbound: destinations code in the sandbox tried to reach during the replay.
+        environment_diff: ``[{field, recorded, now}]`` (python, tool schema hashes, workflow
+            hash, model ids, packages that matter; the other packages in one summary line).
+        recorded, replayed: ``{status, failure, failure_signature, output}`` of each run.
+        replay_trace: the replay's own trace file, when it ran.
+        trace_sha256: sha256 of the trace file (the same before and after: never modified).
+        refusals: every reason strict replay would not start (refused only).
+    """
+
+    input: str
+    outcome: str
+    reason: str
+    exit_code: int = 0
+    first_difference: dict[str, Any] | None = None
+    outbound: list[dict[str, Any]] = field(default_factory=list)
+    environment_diff: list[dict[str, Any]] = field(default_factory=list)
+    recorded: dict[str, Any] = field(default_factory=dict)
+    replayed: dict[str, Any] = field(default_factory=dict)
+    replay_trace: str | None = None
+    trace_sha256: str | None = None
+    refusals: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.exit_code = EXIT_OF[self.outcome]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON object."""
+        return asdict(self)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open_input(path, "trace") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def trace_refusals(trace: Trace) -> list[str]:
+    """The reasons strict replay of ``trace`` cannot start that the trace alone shows."""
+    reasons = [f"{p.file}:{p.line}: {p.message}" for p in trace.problems]
+    for call in trace.calls:
+        if call.body is None and call.error is None:
+            reasons.append(
+                f"call #{call.index} ({call.tool}) has no response at all (no body, no error): "
+                "it cannot be served"
+            )
+    return reasons
+
+
+def refusals(trace: Trace, registry: Any) -> list[str]:
+    """Every reason strict replay of ``trace`` with ``registry`` cannot start (empty: it can).
+
+    Args:
+        trace: the read trace.
+        registry: today's registry of the workflow (`runner.domain.registry.Registry`).
+    """
+    reasons = trace_refusals(trace)
+    recorded_hashes = dict(trace.run.environment.tools)
+    checked: set[str] = set()
+    for call in trace.calls:
+        if call.is_provider_call or call.tool in checked:
+            continue
+        checked.add(call.tool)
+        then = call.schema_hash or recorded_hashes.get(call.tool)
+        if call.tool not in registry:
+            reasons.append(
+                f"recorded tool {call.tool!r} (call #{call.index}) is missing from today's "
+                "registry of the workflow"
+            )
+            continue
+        now = registry.resolve(call.tool).schema_hash
+        if then is not None and then != now:
+            reasons.append(
+                f"recorded tool {call.tool!r} changed its schema: schema hash {then[:12]} at "
+                f"call time (call #{call.index}), {now[:12]} today"
+            )
+    return reasons
+
+
+@dataclass
+class Reproducer:
+    """Reproduces traces one after the other, sharing one backend.
+
+    Args:
+        settings: host settings.
+        workflow: ``--workflow``: replaces the recorded workflow (a changed version).
+        image: the sandbox image (default: the settings').
+        policy_name: the reproduce policy.
+        backend_factory: makes the backend on first use (default: Docker from the settings).
+    """
+
+    settings: Settings
+    workflow: Path | None = None
+    image: str | None = None
+    policy_name: str = "reproduce"
+    backend_factory: Callable[[], Any] | None = None
+    _backend: Any = None
+
+    def close(self) -> None:
+        """Close the backend, if one was made."""
+        if self._backend is not None and hasattr(self._backend, "close"):
+            self._backend.close()
+        self._backend = None
+
+    def backend(self) -> Any:
+        """The backend, made (and reaped) on first use.
+
+        Raises:
+            InfrastructureError: Docker is unusable.
+        """
+        if self._backend is None:
+            if self.backend_factory is not None:
+                self._backend = self.backend_factory()
+            else:
+                from runner.backends.docker import DockerBackend
+                from runner.episode.reaping import reap_and_settle
+
+                self._backend = DockerBackend.connect(self.settings.docker_host)
+                reap_and_settle(self._backend, self.settings.state_dir)
+        return self._backend
+
+    def reproduce(self, path: Path) -> ReproduceReport:
+        """Reproduce one trace file or packet; the verdict (never raises for a bad trace)."""
+        before = _sha256(path)
+        with tempfile.TemporaryDirectory(prefix="sandbox-replay-reproduce-") as scratch:
+            report = self._reproduce(path, Path(scratch))
+        report.trace_sha256 = before
+        after = _sha256(path)
+        if after != before:  # pragma: no cover - nothing here writes to it
+            raise AssertionError(f"{path} changed during reproduce")
+        log.info("reproduce_verdict", input=str(path), outcome=report.outcome)
+        return report
+
+    def _reproduce(self, path: Path, scratch: Path) -> ReproduceReport:
+        name = str(path)
+        try:
+            trace_path = path
+            if is_packet(path):
+                safe_extract(path, scratch / "packet")
+                trace_path = packet_trace(scratch / "packet", path)
+            trace = read_trace(trace_path)
+        except TraceVersionError as exc:
+            return ReproduceReport(name, "refused", str(exc), refusals=[str(exc)])
+        except InputError as exc:
+            return ReproduceReport(name, "invalid", str(exc))
+        recorded = _outcome(trace)
+        try:
+            workflow, folder = self._workflow(trace, trace_path, scratch, is_packet(path))
+        except ReplayRefused as exc:
+            return ReproduceReport(
+                name, "refused", str(exc), recorded=recorded, refusals=[str(exc)]
+            )
+        except InputError as exc:
+            return ReproduceReport(name, "invalid", str(exc), recorded=recorded)
+        early = trace_refusals(trace)  # no sandbox for a trace that is refused anyway
+        if early:
+            return ReproduceReport(
+                name,
+                "refused",
+                "strict replay would not start: " + "; ".join(early),
+                recorded=recorded,
+                refusals=early,
+            )
+        from runner.episode.snapshot_sources import snapshot_for
+        from runner.episode.toolmanifest import locate_tools, sandbox_registry
+        from runner.policy import load_policy
+
+        policy = load_policy(self.policy_name)
+        try:
+            # One snapshot for the description sandbox and the replay: both see the same code,
+            # copied now; never the trace itself (runner/episode/snapshot.py).
+            snapshot = snapshot_for(
+                [(workflow, locate_tools(workflow, confined_to=folder))],
+                state_dir=self.settings.state_dir,
+                exclude=[path, trace_path],
+            )
+            # Never imported here: the tool code may be a packet's (toolmanifest's docstring).
+            registry = sandbox_registry(
+                workflow,
+                backend=self.backend,  # made only when a module is to be described
+                settings=self.settings,
+                image=self.image or self.settings.image,
+                policy=policy,
+                # a trace's (a packet's) tool entries resolve in its own folder alone
+                confined_to=folder,
+                snapshot=snapshot,
+            )
+        except InfrastructureError as exc:
+            return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
+        except InputError as exc:
+            reason = f"today's registry of the workflow cannot be built: {exc}"
+            if self.workflow is None:
+                reason += f"; {WORKFLOW_HINT}"
+            return ReproduceReport(name, "refused", reason, recorded=recorded, refusals=[reason])
+        reasons = refusals(trace, registry)
+        if reasons:
+            return ReproduceReport(
+                name,
+                "refused",
+                "strict replay would not start: " + "; ".join(reasons),
+                recorded=recorded,
+                refusals=reasons,
+            )
+        return self._run(name, trace, workflow, registry, recorded, policy, snapshot)
+
+    def _workflow(
+        self, trace: Trace, trace_path: Path, scratch: Path, packet: bool = False
+    ) -> tuple[Any, Path | None]:
+        """The workflow to replay and the one folder its tool entries resolve in.
+
+        ``--workflow``: the user's own file, resolved as ``check`` does (folder None). Else the
+        trace's workflow: a file with its hash (its folder), or the trace's own copy written
+        in ``scratch`` (the trace's folder; a packet's ``workflow/`` folder): never the
+        current directory, never the installed packages (`runner.episode.toolmanifest.
+        locate_tools`).
+        """
+        from runner.domain.workflow import load_workflow
+
+        if self.workflow is not None:
+            return load_workflow(self.workflow), None
+        recorded = trace.run.workflow
+        found = recorded_workflow_file(trace_path, recorded.hash, self.settings.state_dir.name)
+        folder = tool_folder(found, trace_path, packet=packet)
+        if found is None:
+            if not recorded.content.strip():
+                raise ReplayRefused(
+                    "the trace carries no workflow content (a run recorded without a workflow "
+                    "file): pass --workflow FILE"
+                )
+            # the name is the trace's: it names a file only through the id rules, in scratch
+            found = path_for_id(
+                scratch / "workflow",
+                recorded.name,
+                suffix=".yaml",
+                kind="workflow name",
+                file=str(trace_path),
+                line=1,
+                field="workflow.name",
+            )
+            found.parent.mkdir(parents=True, exist_ok=True)
+            found.write_text(recorded.content, encoding="utf-8")
+        try:
+            return load_workflow(found), folder
+        except InputError as exc:
+            raise ReplayRefused(f"the recorded workflow cannot be loaded: {exc}") from exc
+
+    def _run(
+        self,
+        name: str,
+        trace: Trace,
+        workflow: Any,
+        registry: Any,
+        recorded: dict[str, Any],
+        policy: Any,
+        snapshot: Any,
+    ) -> ReproduceReport:
+        from runner.domain.ids import timestamped_ids
+        from runner.domain.tasks import Task
+        from runner.episode.driver import EpisodeRequest, run_episode
+        from runner.episode.metered_run import metered_run
+        from runner.providers.base import ReplayProvider
+        from runner.reproduce.diff import (
+            apply_source_verdict,
+            environment_diff,
+            outcome_of,
+            verdict,
+        )
+
+        run = trace.run
+        calls = [c.to_json() for c in trace.calls]
+        request = EpisodeRequest(
+            workflow=workflow,
+            task=Task(task_id=run.task_id, input=dict(run.task_input), clock_start=run.clock.start),
+            policy=policy,
+            registry=registry.restrict(policy),
+            image=self.image or self.settings.image,
+            mode="reproduce",
+            purpose="replay",
+            recorded_calls=calls,
+            clock_start=run.clock.start,
+            snapshot=snapshot,
+        )
+        variant = f"{workflow.spec.name}@{workflow.spec.version}"
+        try:
+            backend = self.backend()
+            with metered_run(
+                self.settings, "replay", "reproduce", variant, run.task_id, policy
+            ) as metered:
+                result = run_episode(
+                    dataclasses.replace(request, ledger_key=metered.key),
+                    backend=backend,
+                    settings=self.settings,
+                    provider=ReplayProvider(calls),
+                    id_factory=timestamped_ids(prefix="repro"),
+                )
+                metered.finish(result.status, result.end, str(result.trace_path), model_spend=False)
+        except InfrastructureError as exc:
+            return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
+        replay = read_trace(result.trace_path)
+        replayed_calls = [c.to_json() for c in replay.calls]
+        recorded_end = trace.end.to_json() if trace.end is not None else {}
+        end = apply_source_verdict(calls, recorded_end, replayed_calls, result.end)
+        base: dict[str, Any] = {
+            "outbound": list(end.get("outbound") or []),
+            "environment_diff": environment_diff(
+                run.environment.to_json(),
+                replay.run.environment.to_json(),
+                run.workflow.hash,
+                replay.run.workflow.hash,
+                calls,
+                replayed_calls,
+                imports=tool_imports(t.file for t in registry if t.has_code),
+            ),
+            "recorded": recorded,
+            "replayed": {
+                "run_id": result.run_id,
+                **outcome_of(end),
+                **({"source_verdict": True} if end.get("source_verdict") else {}),
+            },
+            "replay_trace": str(result.trace_path),
+        }
+        if result.status == "infra_error":
+            return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
+        outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
+        return ReproduceReport(name, outcome, reason, first_difference=difference, **base)
+
+
+def tool_imports(files: Iterable[str | Path]) -> set[str]:
+    """Top-level modules the tool modules import, and the host's distributions providing them.
+
+    Read with the AST (nothing runs); an unreadable file adds nothing. The distribution names
+    come from the host's ``importlib.metadata.packages_distributions()`` (``yaml`` -> ``PyYAML``).
+    """
+    import ast
+    import importlib.metadata
+
+    names: set[str] = set()
+    for path in set(files):
+        try:
+            source = read_input(path, "tool source")  # a packet's file: bounded, regular
+            tree = ast.parse(source.decode("utf-8"), filename=str(path))
+        except (InputError, SyntaxError, ValueError, RecursionError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    providers = importlib.metadata.packages_distributions()
+    return names | {dist for name in names for dist in providers.get(name, ())}
+
+
+def _outcome(trace: Trace) -> dict[str, Any]:
+    from runner.reproduce.diff import outcome_of
+
+    return outcome_of(trace.end.to_json() if trace.end is not None else None)

@@ -1,0 +1,312 @@
+"""Record mode in a user's own process: `runner.sdk.record(path)` writes a trace.
+
+Standard library only, Python 3.9+ (users import it in production processes).
+
+While a `Recorder` is active (``with runner.sdk.record(path) as rec:``), every call of a
+``@tool`` function in this context (and in threads started inside it) is executed for real and
+recorded; model and simulated-user turns are recorded with `Recorder.model` /
+`Recorder.user`. On exit the trace is written at once (to ``path + ".part"``, then renamed), in
+the format of docs/trace-format.md: a ``run`` line, one ``call`` line per call with the five
+fields (raw body, schema hash at call time, model id read from the response body, clock
+reading, and on the ``end`` line the failure signature), and an ``end`` line.
+
+Invariants:
+- the raw body of a tool that used `runner.sdk.http_request` is its HTTP body (``raw_io:
+  true``, `runner.runtime.rawio`); otherwise the tool's return value as JSON text;
+- the model id is read from the response body's ``model`` field, never from configuration;
+- an exception that leaves the ``with`` block ends the run ``failed`` (exit code 1) with the
+  failure of the call that raised it (or ``workflow``); it is never swallowed;
+- clock readings are the machine's time (or the ``clock`` given) when each call starts, also
+  installed as `runner.sdk.now`; while a tool call runs, every wall-clock read in its context
+  (``time.time``, ``datetime.now``, ... `runner.runtime.wallclock`) returns that call's
+  reading, so that ``reproduce``, which serves the same reading, sees what the tool saw.
+  Entering a recorder installs the wall clock in the process once; outside recorded calls,
+  and in threads a tool starts, reads stay the machine's.
+"""
+
+import hashlib
+import json
+import os
+import platform
+import secrets
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from runner import sdk
+from runner.runtime import wallclock
+from runner.runtime.rawio import apply_exchanges, capture
+from runner.trace.format import TRACE_VERSION, encode_body, episode_exit_code, failure_signature
+
+__all__ = ["Recorder"]
+
+
+def _error_class(exc: BaseException) -> str:
+    cls = type(exc)
+    recorded = getattr(exc, "recorded_class", None)
+    if isinstance(recorded, str):
+        return recorded
+    if cls.__module__ in ("builtins", "__main__"):
+        return cls.__qualname__
+    return "{}.{}".format(cls.__module__, cls.__qualname__)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class Recorder:
+    """The context manager `runner.sdk.record` returns.
+
+    Args:
+        path: the trace file to write (its folder must exist).
+        task_id: the run's task id (a path-safe id).
+        task_input: the task input object.
+        workflow: path of the workflow file this process runs, if any (its text and sha256
+            go into the ``run`` line so that ``sandbox-replay reproduce`` can run it again).
+        workflow_name, workflow_version: shown when no workflow file is given.
+        seed: the run's seed.
+        clock: a ``() -> epoch seconds`` source (default: the machine's clock,
+            `runner.runtime.wallclock.real_time`).
+        run_id: the run id (default ``rec-<UTC time>-<6 hex>``).
+
+    Raises:
+        ValueError: an invalid ``task_id``.
+        OSError: the workflow file cannot be read.
+    """
+
+    def __init__(
+        self,
+        path: Any,
+        task_id: str = "recorded",
+        task_input: Optional[Dict[str, Any]] = None,
+        workflow: Optional[str] = None,
+        workflow_name: str = "adhoc",
+        workflow_version: str = "0",
+        seed: int = 0,
+        clock: Optional[Callable[[], float]] = None,
+        run_id: Optional[str] = None,
+    ) -> None:
+        if not task_id or any(c in task_id for c in "/\\") or task_id in (".", ".."):
+            raise ValueError("task_id {!r} is not a path-safe id".format(task_id))
+        self.path = os.fspath(path)
+        self.task_id = task_id
+        self.task_input = dict(task_input or {})
+        self.seed = seed
+        self._clock = clock or wallclock.real_time
+        self.run_id = run_id or "rec-{}-{}".format(
+            time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), secrets.token_hex(3)
+        )
+        content = ""
+        if workflow is not None:
+            with open(workflow, encoding="utf-8") as handle:
+                content = handle.read()
+        self.workflow = {
+            "name": workflow_name,
+            "version": workflow_version,
+            "hash": hashlib.sha256(content.encode("utf-8")).hexdigest(),
+            "content": content,
+        }
+        self.calls: List[Dict[str, Any]] = []
+        self.tools: Dict[str, str] = {}
+        self._failed: List[Tuple[BaseException, int, str]] = []
+        self._lock = threading.Lock()
+        self._start = 0.0
+        self._reading = 0.0
+        self._token: Any = None
+        self.end: Optional[Dict[str, Any]] = None
+
+    # -- the context -------------------------------------------------------------------------
+
+    def __enter__(self) -> "Recorder":
+        wallclock.install()
+        self._start = self._clock()
+        self._reading = self._start
+        self._token = sdk._RECORDER.set(self)
+        sdk.set_clock(lambda: self._reading)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        sdk._RECORDER.reset(self._token)
+        sdk.set_clock(None)
+        status = "succeeded" if exc is None else "failed"
+        exit_code = episode_exit_code(status)
+        end: Dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "type": "end",
+            "status": status,
+            "exit_code": exit_code,
+            "failure": None,
+            "failure_signature": None,
+            "not_run": [],
+            "outbound": [],
+        }
+        if exc is not None:
+            index, tool = len(self.calls) - 1, "workflow"
+            for error, call_index, call_tool in reversed(self._failed):
+                if error is exc:
+                    index, tool = call_index, call_tool
+                    break
+            error_class = _error_class(exc)
+            end["failure"] = {
+                "call_index": index,
+                "tool": tool,
+                "error_class": error_class,
+                "exit_code": exit_code,
+            }
+            end["failure_signature"] = failure_signature(index, tool, error_class, exit_code)
+            end["error"] = {"class": error_class, "message": str(exc)[:4096]}
+        models = [c for c in self.calls if c["tool"] in ("model", "user")]
+        end["meter"] = {
+            "tokens_in": sum(_usage(c, "prompt_tokens") for c in models),
+            "tokens_out": sum(_usage(c, "completion_tokens") for c in models),
+            "model_calls": len(models),
+            "usd": 0.0,
+            "sandbox_s": 0.0,
+        }
+        self.end = end
+        self._write()
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def _next(self) -> Tuple[int, float]:
+        with self._lock:
+            index = len(self.calls)
+            self._reading = float(self._clock())
+            placeholder: Dict[str, Any] = {"index": index, "tool": "workflow"}
+            self.calls.append(placeholder)
+            return index, self._reading
+
+    def call_tool(
+        self, definition: Any, func: Callable[..., Any], args: Any, kwargs: Dict[str, Any]
+    ) -> Any:
+        """Run one tool call for real and record it (called by the SDK's tool wrapper)."""
+        index, reading = self._next()
+        self.tools[definition.id] = definition.schema_hash
+        call_args = dict(kwargs)
+        if args:
+            names = list(definition.schema.get("properties", {}))
+            call_args.update({n: v for n, v in zip(names, args)})
+        record: Dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": index,
+            "tool": definition.id,
+            "effect": definition.effect.value,
+            "args": call_args,
+            "schema_hash": definition.schema_hash,
+            "clock": reading,
+            "source": "executed",
+            "raw_io": False,
+        }
+        started = time.monotonic()
+        token = sdk._RECORDER.set(None)  # a tool calling another tool: recorded once, outside
+        try:
+            with capture() as exchanges, wallclock.frozen(reading):
+                try:
+                    value = func(*args, **kwargs)
+                except BaseException as exc:
+                    if exchanges:
+                        apply_exchanges(record, exchanges, None)
+                    record["error"] = {"class": _error_class(exc), "message": str(exc)[:4096]}
+                    self._failed.append((exc, index, definition.id))
+                    raise
+            text = _json_text(value)
+            if exchanges:
+                apply_exchanges(record, exchanges, text)
+            else:
+                record.update(encode_body(text))
+            return value
+        finally:
+            sdk._RECORDER.reset(token)
+            record["duration_s"] = round(time.monotonic() - started, 6)
+            self.calls[index] = record
+
+    def model(self, request: Dict[str, Any], body: Any, role: str = "model") -> Dict[str, Any]:
+        """Record one model (or simulated-user) turn: its request and raw HTTP response body.
+
+        Args:
+            request: the Chat Completions request sent.
+            body: the provider's raw response body (bytes or text), exactly as received.
+            role: ``model`` or ``user``.
+
+        Returns:
+            The parsed response body (a dict when it is a JSON object, else ``{}``).
+        """
+        if role not in ("model", "user"):
+            raise ValueError("role must be 'model' or 'user', not {!r}".format(role))
+        index, reading = self._next()
+        record: Dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": index,
+            "tool": role,
+            "request": dict(request),
+            "clock": reading,
+            "duration_s": 0.0,
+            "source": "provider",
+            "raw_io": True,
+        }
+        record.update(encode_body(body))
+        raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        try:
+            parsed = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            if isinstance(parsed.get("model"), str):
+                record["model"] = parsed["model"]
+                record["model_source"] = "response"
+            if isinstance(parsed.get("usage"), dict):
+                record["usage"] = parsed["usage"]
+        self.calls[index] = record
+        return parsed if isinstance(parsed, dict) else {}
+
+    def user(self, request: Dict[str, Any], body: Any) -> Dict[str, Any]:
+        """Record one simulated-user turn (see `model`)."""
+        return self.model(request, body, role="user")
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _run_line(self) -> Dict[str, Any]:
+        libc, version = platform.libc_ver()
+        return {
+            "v": TRACE_VERSION,
+            "type": "run",
+            "run_id": self.run_id,
+            "task_id": self.task_id,
+            "task_input": self.task_input,
+            "workflow": self.workflow,
+            "purpose": "live",
+            "mode": "record",
+            "backend": "process",
+            "clock": {"start": self._start, "step_s": 0.0},
+            "seed": self.seed,
+            "environment": {
+                "python": ".".join(str(v) for v in sys.version_info[:3]),
+                "platform": "-".join(
+                    p for p in (sys.platform, platform.machine(), libc + version) if p
+                ),
+                "packages": {},
+                "image": None,
+                "image_id": None,
+                "tools": dict(sorted(self.tools.items())),
+                "policy_hash": None,
+            },
+        }
+
+    def _write(self) -> None:
+        lines = [self._run_line(), *self.calls, self.end]
+        part = self.path + ".part"
+        with open(part, "w", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
+                handle.write("\n")
+        os.replace(part, self.path)
+
+
+def _usage(record: Dict[str, Any], key: str) -> int:
+    usage = record.get("usage")
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,1 @@
+"""A submission: options, plan, scheduler, pairs, grading hand-off, report."""

@@ -1,0 +1,394 @@
+"""``submit``: shadow evaluation of N variants × M tasks, metered, ceilinged and graded.
+
+Sequence (`prepare` then `execute`):
+
+1. Load time, before anything starts: the policy, every variant through the eligibility check
+   (`runner.policy.eligibility`; any ineligible variant rejects the whole submission,
+   exit 3, with no backend call and no ledger row), the tasks, the judge; then the `Plan`.
+2. The caller prints the plan; ``--dry-run`` stops there.
+3. The tool snapshot (`runner.episode.snapshot`): the variants' declared tool code and
+   data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
+   again, whatever changed in the source files since). The job: a ledger row and
+   ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options, the owner process and the tool
+   snapshot, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
+4. The reaper removes sandboxes of dead owners and charges their runs the seconds the engine
+   recorded (`runner.episode.reaping`); a resumed job's remaining open rows are closed at
+   their reservation, marked ``estimated`` (`Ledger.close_orphans`), and its finished pairs
+   are skipped.
+5. `Scheduler` runs the pairs under the replay ceiling; model calls go through
+   `MeteredProvider`. Ctrl-C (SIGINT) or SIGTERM stops cleanly: sandboxes killed and removed,
+   the job marked ``interrupted``, exit 130.
+6. Grading (not after an interruption): every task's episodes form one group for the judge,
+   charged to ``judge``; openskill ratings across tasks (`runner.grading.grade`).
+7. The report (`runner.submit.report`), and the exit code by SPEC.md's worst-wins rule:
+   130 interrupted, 6 an episode ended ``infra_error``, 4 a ceiling stopped a run, a model
+   call or the judge, else 0. Episode statuses are data, not exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.backends import labels
+from runner.domain.ids import path_for_id, timestamped_ids
+from runner.domain.tasks import Task, load_tasks
+from runner.episode.limits import check_engine_limits, limits_in_effect
+from runner.episode.metered_run import run_sandbox_s
+from runner.episode.reaping import ledger_id, settle_reaped
+from runner.episode.snapshot import ToolSnapshot
+from runner.episode.snapshot_sources import project_snapshot
+from runner.errors import InputError
+from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
+from runner.policy import load_policy
+from runner.policy.eligibility import check_eligibility
+from runner.settings import Settings
+from runner.submit.interrupts import Interrupts, handled_signals
+from runner.submit.options import SubmitOptions, read_json_object
+from runner.submit.pairs import PairRunner
+from runner.submit.plan import (
+    DEFAULT_MAX_TOKENS,
+    Plan,
+    build_plan,
+    ceiling_in_effect,
+    make_variants,
+)
+from runner.submit.report import build_report, grade_job, write_report
+from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["SubmitResult", "execute", "job_dir", "prepare"]
+
+
+def job_dir(settings: Settings, job_id: str) -> Path:
+    """``<state_dir>/jobs/<job_id>`` (the id validated: it becomes a path).
+
+    Raises:
+        InputError: ``job_id`` breaks an id rule (`runner.domain.ids.path_for_id`).
+    """
+    jobs = settings.state_dir.resolve() / "jobs"
+    return path_for_id(jobs, job_id, kind="job id", field="--resume")
+
+
+@dataclass
+class SubmitResult:
+    """The outcome of a submission.
+
+    Attributes:
+        plan: the plan.
+        report: the report (``report.json``'s content), None after ``--dry-run``.
+        exit_code: SPEC.md's exit code.
+    """
+
+    plan: Plan
+    report: dict[str, Any] | None
+    exit_code: int
+
+
+def _tasks(path: Path) -> tuple[Task, ...]:
+    task_file = load_tasks(path)
+    if task_file.errors:
+        raise task_file.errors[0]
+    if not task_file.tasks:
+        raise InputError("no tasks", file=str(path))
+    return tuple(task_file.tasks.values())
+
+
+def prepare(
+    options: SubmitOptions,
+    settings: Settings,
+    *,
+    job_id: str | None = None,
+) -> Plan:
+    """Load and check everything and build the plan; nothing runs, nothing is written.
+
+    Raises:
+        InputError: a bad policy, workflow, task file, judge or flag (exit 2).
+        IneligibleError: a variant calls a denied or unknown tool (exit 3; every problem named).
+    """
+    policy = load_policy(options.policy)
+    # the gate `check` runs: tools and each variant's model provider (a scripted function that
+    # does not import is exit 2, now)
+    report = check_eligibility(options.variants, policy, cwd=options.cwd, settings=settings)
+    report.raise_for_problems()
+    for check in report.workflows:
+        model = check.workflow.spec.model if check.workflow is not None else None
+        if model is not None and model.provider == "replay" and check.workflow is not None:
+            raise InputError(
+                "a replay provider serves a recorded trace (reproduce); a shadow evaluation runs"
+                " fresh model turns: use provider scripted or openai",
+                file=check.path,
+                line=check.workflow.line_of(("model", "provider")),
+                field="model.provider",
+            )
+    variants = make_variants(
+        [
+            (path, name, check.workflow, check.registry)
+            for path, name, check in zip(
+                options.variants, options.names, report.workflows, strict=True
+            )
+        ]
+    )
+    tasks = _tasks(options.tasks)
+    if options.judge != "rubric" and not options.judge.startswith("model:"):
+        from runner.grading import make_judge
+
+        make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
+    concurrency = options.concurrency or settings.concurrency
+    cpu_cap = 2 * (os.cpu_count() or 1)
+    if concurrency > cpu_cap:
+        raise InputError(f"{concurrency} is more than 2x CPUs ({cpu_cap})", field="--concurrency")
+    ceilings = {
+        "replay": ceiling_in_effect("replay", policy, options.replay_ceiling),
+        "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
+    }
+    history = None
+    ledger_path = settings.state_dir / LEDGER_FILENAME
+    if ledger_path.exists():  # never create the ledger just to plan
+        with Ledger(ledger_path) as ledger:
+            history = ledger.per_run_history("replay")
+    return build_plan(
+        job_id or timestamped_ids(prefix="job")(),
+        policy,
+        variants,
+        tasks,
+        judge=options.judge,
+        concurrency=concurrency,
+        ceilings=ceilings,
+        history=history,
+        limits=limits_in_effect(policy, settings),
+    )
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    tmp.replace(path)
+
+
+def load_resume(settings: Settings, job_id: str) -> SubmitOptions:
+    """The options of an earlier job, for ``--resume``.
+
+    Raises:
+        InputError: no such job, or its orchestrator is still alive.
+    """
+    folder = job_dir(settings, job_id)
+    path = folder / "job.json"
+    if not path.exists():
+        raise InputError(f"no job {job_id!r} in {folder.parent}", field="--resume")
+    data = read_json_object(path)
+    owner = labels.owner_from_labels(data.get("owner") or {})
+    me = labels.current_owner()
+    if owner is not None and owner != me and not labels.owner_is_dead(owner, this_host=me.host):
+        raise InputError(
+            f"job {job_id} is still running (pid {owner.pid}); stop it before resuming",
+            field="--resume",
+        )
+    return SubmitOptions.from_json(data.get("options") or {}, where=str(path))
+
+
+def _check_unchanged(plan: Plan, folder: Path) -> None:
+    old = read_json_object(folder / "plan.json")
+    before = {v["name"]: v.get("content_hash") for v in old.get("variants", [])}
+    for variant in plan.variants:
+        if before.get(variant.name) not in (None, variant.workflow.content_hash):
+            raise InputError(
+                f"variant {variant.name} changed since the job started; submit a new job",
+                file=str(variant.path),
+                field="--resume",
+            )
+
+
+def _resumed_snapshot(settings: Settings, folder: Path) -> ToolSnapshot | None:
+    """The tool snapshot the job's runs used, checked; None for a job that recorded none.
+
+    Raises:
+        InputError: the recorded snapshot is missing or damaged (the job file named).
+    """
+    path = folder / "job.json"
+    record = read_json_object(path).get("tool_snapshot")
+    if record is None:
+        log.warning("resume_without_tool_snapshot", job=folder.name)
+        return None
+    snapshot = ToolSnapshot.load(settings.state_dir, record, where=str(path))
+    log.info("tool_snapshot_reused", digest=snapshot.digest, job=folder.name)
+    return snapshot
+
+
+def execute(
+    plan: Plan,
+    options: SubmitOptions,
+    settings: Settings,
+    *,
+    backend_factory: Callable[[], Any],
+    resume: bool = False,
+    on_change: Callable[[Sequence[PairOutcome]], None] = lambda _: None,
+    image: str | None = None,
+    handle_signals: bool = True,
+) -> SubmitResult:
+    """Run the plan's pairs, grade, write the report.
+
+    Args:
+        plan: from `prepare`.
+        options: the options (stored in ``job.json``).
+        settings: host settings.
+        backend_factory: makes the backend (connects to Docker); called after the plan.
+        resume: continue ``plan.job_id`` (skip finished pairs, close orphans).
+        on_change: progress callback with every pair's outcome so far.
+        image: the sandbox image (default: the settings').
+        handle_signals: install the SIGINT/SIGTERM handlers (main thread).
+
+    Raises:
+        InfrastructureError: the backend is unusable (exit 6).
+    """
+    folder = job_dir(settings, plan.job_id)
+    snapshot = None
+    if resume:
+        _check_unchanged(plan, folder)
+        snapshot = _resumed_snapshot(settings, folder)
+    if snapshot is None:  # before anything of the job is written: a bad glob leaves nothing
+        snapshot = project_snapshot(
+            [v.workflow for v in plan.variants],
+            state_dir=settings.state_dir,
+            exclude=[options.tasks],
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    owner = labels.current_owner()
+    _write_json(
+        folder / "job.json",
+        {
+            "job_id": plan.job_id,
+            "options": options.to_json(),
+            "owner": {
+                labels.OWNER_HOST: owner.host,
+                labels.OWNER_PID: str(owner.pid),
+                labels.OWNER_START: owner.start,
+            },
+            "tool_snapshot": snapshot.to_json(),
+        },
+    )
+    if not resume:
+        _write_json(folder / "plan.json", plan.to_json())
+    interrupts = Interrupts()
+    # One handler from here until the report is written: a Ctrl-C (a second one too) never
+    # raises, so the job always ends with its report and, after an interruption, the hint.
+    with handled_signals(interrupts, enabled=handle_signals):
+        report = _run_job(
+            plan,
+            options,
+            settings,
+            backend_factory=backend_factory,
+            resume=resume,
+            on_change=on_change,
+            image=image,
+            interrupts=interrupts,
+            snapshot=snapshot,
+        )
+        write_report(folder, report)
+    return SubmitResult(plan, report, int(report["exit_code"]))
+
+
+def _run_job(
+    plan: Plan,
+    options: SubmitOptions,
+    settings: Settings,
+    *,
+    backend_factory: Callable[[], Any],
+    resume: bool,
+    on_change: Callable[[Sequence[PairOutcome]], None],
+    image: str | None,
+    interrupts: Interrupts,
+    snapshot: ToolSnapshot,
+) -> dict[str, Any]:
+    """The body of `execute` under its signal handler: run, grade, build the report."""
+    inner = backend_factory()  # Docker unusable: exit 6, no job row yet
+    try:
+        check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
+    except BaseException:
+        close_inner = getattr(inner, "close", None)
+        if callable(close_inner):
+            close_inner()
+        raise
+    backend = TrackingBackend(inner)
+    runner: PairRunner | None = None
+    try:
+        with Ledger.for_state_dir(settings.state_dir) as ledger:
+            ceilings = {p: c.ceiling for p, c in plan.ceilings.items()}
+            ledger.create_job(
+                plan.job_id, plan.to_json(), {p: c.to_dict() for p, c in ceilings.items()}
+            )
+            ledger.set_job_status(plan.job_id, "running")
+            try:
+                reaped = backend.reap(ledger=ledger_id(settings.state_dir))
+                if reaped:  # runs of dead owners: charged what the engine measured
+                    log.info("reaped_leftovers", count=len(reaped))
+                    settle_reaped(ledger, reaped)
+                if resume:  # what nothing measured: charged at the reservation, estimated
+                    ledger.close_orphans(plan.job_id)
+                guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]
+                done = ledger.finished_pairs(plan.job_id)
+                pending = [pair for pair in plan.pairs if pair not in done]
+                replay = ceilings["replay"]
+                runner = PairRunner(
+                    plan,
+                    settings,
+                    backend,
+                    guard,
+                    image=image or settings.image,
+                    search_root=options.cwd,
+                    snapshot=snapshot,
+                    max_tokens=DEFAULT_MAX_TOKENS
+                    if replay.tokens is not None or replay.usd is not None
+                    else None,
+                )
+                scheduler = Scheduler(
+                    ledger,
+                    guard,
+                    plan.job_id,
+                    runner.run_pair,
+                    concurrency=plan.concurrency,
+                    stop=runner.stop,
+                    backend=backend,
+                    run_estimate=Amount(
+                        runs=1,
+                        sandbox_s=run_sandbox_s(plan.policy, settings)
+                        if replay.sandbox_s is not None
+                        else 0.0,
+                    ),
+                    on_change=on_change,
+                )
+                interrupts.attach(scheduler)
+                outcomes = scheduler.run(pending)
+                grading = None
+                if not scheduler.interrupted.is_set():
+                    grading = grade_job(plan, ledger, guard, settings, options.cwd)
+                interrupted = scheduler.interrupted.is_set()
+            except BaseException:
+                ledger.set_job_status(plan.job_id, "interrupted")  # never left "running"
+                raise
+            report = build_report(
+                plan,
+                ledger,
+                outcomes,
+                skipped=done,
+                stop=runner.stop,
+                interrupted=interrupted,
+                grading=grading,
+                resumed=resume,
+            )
+            ledger.set_job_status(plan.job_id, report["status"])
+    finally:
+        backend.close()
+        close = getattr(backend.inner, "close", None)
+        if callable(close):
+            close()
+        if runner is not None:
+            runner.close()
+    return report

@@ -1,0 +1,232 @@
+"""What a submission asks for: `SubmitOptions`, from command-line flags or a job file.
+
+A job file (YAML, ``sandbox-replay submit job.yaml``) says the same as the flags::
+
+    variants:                      # workflow files, relative to the job file's folder
+      - workflows/v1.yaml
+      - {name: challenger, workflow: workflows/v2.yaml}
+    tasks: tasks.jsonl
+    policy: shadow                 # name (./policies, then defaults) or path
+    judge: rubric                  # rubric | module:function | model:NAME
+    concurrency: 4
+    ceilings:                      # override the policy's ceilings
+      replay: {runs: 20, usd: 1.5, tokens: 100000, sandbox_s: 600}
+      judge: {usd: 0.5, tokens: 20000}
+
+Unknown keys are errors naming file, line and field (pydantic ``extra="forbid"``). Flags given
+on the command line win over the job file, which wins over the policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runner.domain.yamlsource import load_yaml, validation_error
+from runner.errors import InputError
+from runner.inputfile import read_input
+from runner.policy.models import CeilingAmount, CeilingCount
+from runner.trace.strictjson import loads as strict_loads
+
+__all__ = ["CeilingFlags", "SubmitOptions", "load_job_file"]
+
+DIMENSIONS = ("runs", "tokens", "usd", "sandbox_s")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _VariantEntry(_Frozen):
+    name: str | None = None
+    workflow: str
+
+
+class _CeilingEntry(_Frozen):
+    # the policy's ceiling types: strict, finite, within what the ledger stores
+    runs: CeilingCount | None = None
+    tokens: CeilingCount | None = None
+    usd: CeilingAmount | None = None
+    sandbox_s: CeilingAmount | None = None
+
+
+class _Ceilings(_Frozen):
+    replay: _CeilingEntry = Field(default_factory=_CeilingEntry)
+    judge: _CeilingEntry = Field(default_factory=_CeilingEntry)
+
+
+class JobFileSpec(_Frozen):
+    """The validated content of a job file (see the module docstring for the shape)."""
+
+    variants: list[str | _VariantEntry] = Field(min_length=1)
+    tasks: str
+    policy: str = "shadow"
+    judge: str = "rubric"
+    concurrency: int | None = Field(default=None, ge=1)
+    ceilings: _Ceilings = Field(default_factory=_Ceilings)
+
+
+@dataclass(frozen=True)
+class CeilingFlags:
+    """Ceiling values given by the user for one purpose, and where each came from.
+
+    Attributes:
+        values: dimension (``runs``, ``tokens``, ``usd``, ``sandbox_s``) -> value.
+        sources: dimension -> where it was set (``--ceiling-usd``, ``job.yaml``).
+    """
+
+    values: dict[str, float | int] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def merged(self, other: CeilingFlags) -> CeilingFlags:
+        """Return these values overridden by ``other``'s."""
+        return CeilingFlags({**self.values, **other.values}, {**self.sources, **other.sources})
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """Everything a submission needs, however it was given.
+
+    Attributes:
+        variants: workflow files, absolute.
+        names: a variant name per workflow, or None for the default (``name@version``).
+        tasks: the task file, absolute.
+        policy: policy name or path.
+        judge: ``rubric``, ``module:function`` or ``model:NAME``.
+        concurrency: sandboxes at once, or None for the settings' default.
+        replay_ceiling: user ceilings for purpose ``replay``.
+        judge_ceiling: user ceilings for purpose ``judge``.
+        cwd: the folder the submission was made from (tool modules also resolve from it).
+    """
+
+    variants: tuple[Path, ...]
+    names: tuple[str | None, ...]
+    tasks: Path
+    policy: str = "shadow"
+    judge: str = "rubric"
+    concurrency: int | None = None
+    replay_ceiling: CeilingFlags = field(default_factory=CeilingFlags)
+    judge_ceiling: CeilingFlags = field(default_factory=CeilingFlags)
+    cwd: Path = field(default_factory=Path.cwd)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON object `from_json` reads back (the job folder's ``job.json``)."""
+        return {
+            "variants": [str(p) for p in self.variants],
+            "names": list(self.names),
+            "tasks": str(self.tasks),
+            "policy": self.policy,
+            "judge": self.judge,
+            "concurrency": self.concurrency,
+            "replay_ceiling": {
+                "values": self.replay_ceiling.values,
+                "sources": self.replay_ceiling.sources,
+            },
+            "judge_ceiling": {
+                "values": self.judge_ceiling.values,
+                "sources": self.judge_ceiling.sources,
+            },
+            "cwd": str(self.cwd),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], *, where: str = "job.json") -> SubmitOptions:
+        """Read what `to_json` wrote.
+
+        Raises:
+            InputError: the object is not what `to_json` writes (names ``where``).
+        """
+        try:
+            return cls(
+                variants=tuple(Path(p) for p in data["variants"]),
+                names=tuple(data["names"]),
+                tasks=Path(data["tasks"]),
+                policy=str(data["policy"]),
+                judge=str(data["judge"]),
+                concurrency=data.get("concurrency"),
+                replay_ceiling=CeilingFlags(**data["replay_ceiling"]),
+                judge_ceiling=CeilingFlags(**data["judge_ceiling"]),
+                cwd=Path(data["cwd"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"not a submission record: {exc!r}", file=where) from None
+
+    def with_overrides(
+        self,
+        *,
+        judge: str | None = None,
+        concurrency: int | None = None,
+        policy: str | None = None,
+        replay_ceiling: CeilingFlags | None = None,
+        judge_ceiling: CeilingFlags | None = None,
+    ) -> SubmitOptions:
+        """Return a copy with the given (command-line) values winning."""
+        return replace(
+            self,
+            judge=judge or self.judge,
+            concurrency=concurrency or self.concurrency,
+            policy=policy or self.policy,
+            replay_ceiling=self.replay_ceiling.merged(replay_ceiling or CeilingFlags()),
+            judge_ceiling=self.judge_ceiling.merged(judge_ceiling or CeilingFlags()),
+        )
+
+
+def _ceiling_flags(entry: _CeilingEntry, source: str) -> CeilingFlags:
+    values = {k: v for k, v in entry.model_dump().items() if v is not None}
+    return CeilingFlags(values, dict.fromkeys(values, source))
+
+
+def load_job_file(path: Path) -> SubmitOptions:
+    """Read a job file into `SubmitOptions` (paths resolved against the file's folder).
+
+    Raises:
+        InputError: unreadable YAML, an unknown key or a bad value (file, line, field named).
+    """
+    doc = load_yaml(path, what="job file")
+    try:
+        spec = JobFileSpec.model_validate(doc.data)
+    except ValidationError as exc:
+        raise validation_error(doc, exc, JobFileSpec, what="job file") from None
+    folder = path.resolve().parent
+    variants: list[Path] = []
+    names: list[str | None] = []
+    for entry in spec.variants:
+        if isinstance(entry, str):
+            variants.append((folder / entry).resolve())
+            names.append(None)
+        else:
+            variants.append((folder / entry.workflow).resolve())
+            names.append(entry.name)
+    policy = spec.policy
+    if "/" in policy or policy.endswith((".yaml", ".yml")):
+        policy = str((folder / policy).resolve())
+    source = path.name
+    return SubmitOptions(
+        variants=tuple(variants),
+        names=tuple(names),
+        tasks=(folder / spec.tasks).resolve(),
+        policy=policy,
+        judge=spec.judge,
+        concurrency=spec.concurrency,
+        replay_ceiling=_ceiling_flags(spec.ceilings.replay, source),
+        judge_ceiling=_ceiling_flags(spec.ceilings.judge, source),
+        cwd=folder,
+    )
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """Read a JSON object written by this package (``job.json``, ``report.json``).
+
+    Raises:
+        InputError: the file is missing, unreadable or not a JSON object.
+    """
+    try:
+        data = strict_loads(read_input(path, "job record"))  # a job folder may be anyone's
+    except ValueError as exc:
+        raise InputError(f"cannot read: {exc}", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("not a JSON object", file=str(path))
+    return data

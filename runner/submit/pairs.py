@@ -1,0 +1,135 @@
+"""One (variant, task) run of a submission: the episode, its metered provider, its charge.
+
+`PairRunner.run_pair` is the `Scheduler`'s unit of work. Everything that is the same for every
+run (base providers, per-variant model settings, resource limits, the task index) is built once
+per submission, not per run, so the per-run cost on the host is the episode itself.
+
+A run whose model call was refused by the replay ceiling ends ``ceiling_reached``: the episode
+driver classifies it so (`runner.episode.state`), and the trace's ``end`` line, the
+ledger and the report say the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runner.domain.ids import timestamped_ids
+from runner.episode.driver import EpisodeRequest, run_episode
+from runner.episode.limits import resource_limits
+from runner.episode.snapshot import ToolSnapshot
+from runner.ledger import Amount, CeilingGuard
+from runner.providers.base import ModelProvider, provider_for_workflow
+from runner.providers.metered import MeteredProvider, StopSignal
+from runner.settings import Settings
+from runner.submit.plan import Plan
+
+__all__ = ["PairRunner"]
+
+
+class PairRunner:
+    """Runs single pairs of a plan.
+
+    Args:
+        plan: the plan.
+        settings: host settings.
+        backend: the (tracking) backend.
+        guard: the job's ceiling guard.
+        image: the sandbox image.
+        search_root: the folder the submission was made from (scripted model modules
+            resolve from the workflow's folder, then from here).
+        max_tokens: the completion-token cap of forwarded model calls (None: uncapped).
+        snapshot: the submission's tool snapshot, mounted by every run
+            (`runner.episode.snapshot`).
+
+    Raises:
+        InputError: a variant's model provider cannot be built (e.g. a scripted function that
+            does not import).
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        settings: Settings,
+        backend: Any,
+        guard: CeilingGuard,
+        *,
+        image: str,
+        search_root: Path,
+        max_tokens: int | None,
+        snapshot: ToolSnapshot | None = None,
+    ) -> None:
+        self.plan = plan
+        self.settings = settings
+        self.backend = backend
+        self.guard = guard
+        self.image = image
+        self.max_tokens = max_tokens
+        self.snapshot = snapshot
+        self.stop = StopSignal()
+        self.limits = resource_limits(plan.policy, settings)
+        self._tasks = {t.task_id: t for t in plan.tasks}
+        self._variants = {v.name: v for v in plan.variants}
+        self._providers: dict[str, ModelProvider | None] = {}
+        for variant in plan.variants:
+            self._providers[variant.name] = provider_for_workflow(
+                variant.workflow, cwd=search_root, settings=settings
+            )
+        self._ids = timestamped_ids()
+
+    def close(self) -> None:
+        """Close providers that hold connections."""
+        for provider in self._providers.values():
+            close = getattr(provider, "close", None)
+            if callable(close):
+                close()
+
+    def run_pair(self, variant_name: str, task_id: str, key: str) -> tuple[str, str | None, Amount]:
+        """Run one episode; return ``(ledger status, trace path, usage)``.
+
+        Raises:
+            InputError: an invalid run id (a bug of the id factory).
+        """
+        variant = self._variants[variant_name]
+        request = EpisodeRequest(
+            workflow=variant.workflow,
+            task=self._tasks[task_id],
+            policy=self.plan.policy,
+            registry=variant.registry,
+            image=self.image,
+            mode=self.plan.policy.mode,
+            ledger_key=key,
+            snapshot=self.snapshot,
+        )
+        base = self._providers[variant_name]
+        metered = None
+        if base is not None:
+            metered = MeteredProvider(
+                base,
+                self.guard,
+                self.stop,
+                self.plan.policy.prices,
+                model=variant.model,
+                variant=variant_name,
+                task_id=task_id,
+                run_key=key,
+                max_tokens=self.max_tokens,
+            )
+        result = run_episode(
+            request,
+            backend=self.backend,
+            settings=self.settings,
+            provider=metered,
+            id_factory=self._ids,
+        )
+        status = result.status  # a refused model call: ``ceiling_reached`` (episode_state)
+        meter = result.end.get("meter") or {}
+        sandbox_s = meter.get("sandbox_s")
+        charged = metered.charged if metered is not None else Amount()
+        usage = Amount(
+            tokens_in=charged.tokens_in,
+            tokens_out=charged.tokens_out,
+            usd=charged.usd,
+            sandbox_s=float(sandbox_s) if isinstance(sandbox_s, int | float) else 0.0,
+        )
+        return status, str(result.trace_path), usage

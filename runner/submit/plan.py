@@ -1,0 +1,426 @@
+"""The plan of a submission: N variants × M tasks, the judge calls, the ceilings and the cost.
+
+`build_plan` turns admitted workflows, the tasks and the options into a `Plan`, which the CLI
+prints before anything starts (``--dry-run`` stops there). The cost estimate reads the policy's
+price table and, when earlier jobs settled runs, their mean spend per run
+(`runner.ledger.Ledger.per_run_history`); without history it is an upper bound from each
+variant's agent steps (``max_turns`` model calls of at most ``max_tokens`` completion tokens).
+
+Invariants: pairs are ordered task-major (every variant of task 1, then task 2, ...), so a
+ceiling that stops replay leaves whole groups graded first; variant names are unique; a model
+the policy cannot price is an error for the ``openai`` provider (shadow evaluation must never
+look free), and shown as unpriced otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.domain.tasks import Task
+from runner.errors import InputError
+from runner.ledger import Amount, Ceiling, RunHistory, price_of
+from runner.submit.options import DIMENSIONS, CeilingFlags
+
+__all__ = [
+    "CeilingInEffect",
+    "Plan",
+    "Variant",
+    "build_plan",
+    "ceiling_in_effect",
+    "describe_limits",
+]
+
+DEFAULT_MAX_TOKENS = 1024  # completion-token cap of a forwarded call when a ceiling bounds spend
+NOMINAL_PROMPT_TOKENS = 2000  # prompt tokens per model call assumed without history
+NOMINAL_SANDBOX_S = 1.0  # sandbox seconds per run assumed without history
+JUDGE_MAX_TOKENS = 512  # runner.grading.judges.ModelJudge's default answer cap
+ENGINE_CPU_S_PER_RUN = 0.27  # DOCKER-NOTES.md: dockerd/containerd/runc CPU per container
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One workflow version taking part.
+
+    Attributes:
+        name: the variant's name in the ledger and the report (default ``name@version``).
+        path: the workflow file.
+        workflow: the loaded workflow (`runner.domain.workflow.WorkflowFile`).
+        registry: its capability-filtered registry.
+        provider: the model provider kind (``scripted``, ``openai``), or None without a model.
+        model: the model asked in requests (``name``, else the provider kind), or None.
+        max_model_calls: model (and simulated-user) turns of one run at most.
+    """
+
+    name: str
+    path: Path
+    workflow: Any
+    registry: Any
+    provider: str | None
+    model: str | None
+    max_model_calls: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Name, file, workflow name and version, provider, model, model calls per run."""
+        spec = self.workflow.spec
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "workflow": spec.name,
+            "version": spec.version,
+            "content_hash": self.workflow.content_hash,
+            "provider": self.provider,
+            "model": self.model,
+            "max_model_calls_per_run": self.max_model_calls,
+        }
+
+
+@dataclass(frozen=True)
+class CeilingInEffect:
+    """A purpose's ceiling after flags overrode the policy, with each value's source.
+
+    Attributes:
+        purpose: ``replay`` or ``judge``.
+        ceiling: the limits enforced.
+        sources: dimension -> ``policy NAME``, ``--ceiling-usd``, a job file name, ...
+    """
+
+    purpose: str
+    ceiling: Ceiling
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{dimension: {"value", "source"}}`` for every bounded dimension."""
+        limits = self.ceiling.to_dict()
+        return {
+            dim: {"value": limits[dim], "source": self.sources.get(dim, "")}
+            for dim in DIMENSIONS
+            if limits[dim] is not None
+        }
+
+    def describe(self) -> str:
+        """``runs 5 (--ceiling-runs), usd 10 (policy shadow)`` or ``unbounded``."""
+        parts = [f"{dim} {_num(v['value'])} ({v['source']})" for dim, v in self.to_json().items()]
+        return ", ".join(parts) or "unbounded"
+
+
+def _num(value: float) -> str:
+    """A limit for people: ``5,000,000`` rather than ``5e+06``; ``0.5`` stays ``0.5``."""
+    return f"{value:,}" if float(value).is_integer() and value >= 1e4 else f"{value:g}"
+
+
+def describe_limits(limits: Mapping[str, Mapping[str, Any]]) -> str:
+    """``timeout_s 300 (policy shadow), max_calls 50 (SANDBOX_REPLAY_MAX_CALLS), ...``."""
+    return ", ".join(f"{name} {_num(v['value'])} ({v['source']})" for name, v in limits.items())
+
+
+def ceiling_in_effect(purpose: str, policy: Any, flags: CeilingFlags) -> CeilingInEffect:
+    """Merge the policy's ceiling of ``purpose`` with user values (the user's win).
+
+    Raises:
+        InputError: a negative value (field named after the dimension).
+    """
+    base = policy.ceilings.for_purpose(purpose)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for dim in DIMENSIONS:
+        value = getattr(base, dim)
+        if value is not None:
+            values[dim], sources[dim] = value, f"policy {policy.name}"
+        if dim in flags.values:
+            values[dim], sources[dim] = flags.values[dim], flags.sources.get(dim, "flag")
+    try:
+        return CeilingInEffect(purpose, Ceiling(**values), sources)
+    except ValueError as exc:
+        raise InputError(str(exc), field=f"ceilings.{purpose}") from None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a submission will do and what it may cost.
+
+    Attributes:
+        job_id: the job.
+        policy: the loaded policy.
+        variants: in the order given.
+        tasks: in file order.
+        judge: the judge spec.
+        concurrency: sandboxes at once.
+        ceilings: purpose -> ceiling in effect (``replay``, ``judge``).
+        per_run: estimated spend of one run per variant name.
+        basis: how ``per_run`` was estimated (history or upper bound).
+        judge_calls: model calls the judge will make (0 for rubric and functions).
+        judge_estimate: their estimated spend.
+        unpriced: models without a price in the policy.
+        limits: the per-run limits in effect, ``{name: {"value", "source"}}``
+            (`runner.episode.limits.limits_in_effect`).
+    """
+
+    job_id: str
+    policy: Any
+    variants: tuple[Variant, ...]
+    tasks: tuple[Task, ...]
+    judge: str
+    concurrency: int
+    ceilings: Mapping[str, CeilingInEffect]
+    per_run: Mapping[str, Amount]
+    basis: str
+    judge_calls: int
+    judge_estimate: Amount
+    unpriced: tuple[str, ...] = ()
+    limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (variant, task id), task-major."""
+        return [(v.name, t.task_id) for t in self.tasks for v in self.variants]
+
+    @property
+    def replay_estimate(self) -> Amount:
+        """Estimated spend of every run of the plan."""
+        total = Amount()
+        for variant in self.variants:
+            for _ in self.tasks:
+                total = total + self.per_run[variant.name]
+        return total
+
+    def variant(self, name: str) -> Variant:
+        """The variant called ``name``.
+
+        Raises:
+            KeyError: no such variant.
+        """
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as printed with ``--json`` and stored in the job folder."""
+        n, m = len(self.variants), len(self.tasks)
+        return {
+            "job_id": self.job_id,
+            "policy": {
+                "name": self.policy.name,
+                "source": self.policy.source,
+                "hash": self.policy.hash,
+                "mode": self.policy.mode,
+            },
+            "variants": [v.to_json() for v in self.variants],
+            "tasks": [t.task_id for t in self.tasks],
+            "runs": n * m,
+            "formula": f"{n} variants x {m} tasks = {n * m} runs",
+            "model_calls_at_most": sum(v.max_model_calls for v in self.variants) * m,
+            "judge": {
+                "spec": self.judge,
+                "model_calls": self.judge_calls,
+                "estimate": self.judge_estimate.to_dict(),
+            },
+            "concurrency": self.concurrency,
+            "ceilings": {p: c.to_json() for p, c in self.ceilings.items()},
+            "limits": {name: dict(v) for name, v in self.limits.items()},
+            "estimate": {
+                "basis": self.basis,
+                "per_run": {name: a.to_dict() for name, a in self.per_run.items()},
+                "replay": self.replay_estimate.to_dict(),
+                "engine_cpu_s": round(n * m * ENGINE_CPU_S_PER_RUN, 2),
+                "unpriced_models": list(self.unpriced),
+            },
+            "rung": "shadow evaluation: the most expensive rung",
+        }
+
+    def lines(self) -> list[str]:
+        """The plan as text, one line each (printed before anything starts)."""
+        n, m = len(self.variants), len(self.tasks)
+        est = self.replay_estimate
+        calls = sum(v.max_model_calls for v in self.variants) * m
+        out = [
+            f"plan {self.job_id}: {n} variants x {m} tasks = {n * m} runs"
+            f" (policy {self.policy.name}, concurrency {self.concurrency})",
+            f"  shadow evaluation is the most expensive rung: {n * m} sandboxes, one per"
+            f" (variant, task), and up to {calls} model calls; reproduce needs one sandbox per"
+            " trace and no model spend, check needs none",
+        ]
+        for variant in self.variants:
+            a = self.per_run[variant.name]
+            out.append(
+                f"  variant {variant.name}: {variant.path.name}, model "
+                f"{variant.model or 'none'} ({variant.provider or 'no provider'}), per run"
+                f" <= {variant.max_model_calls} model calls, ~${a.usd:.4f},"
+                f" ~{a.tokens} tokens, ~{a.sandbox_s:.1f} sandbox-s"
+            )
+        out.append(
+            f"  replay estimate: ${est.usd:.4f}, {est.tokens} tokens, {est.sandbox_s:.1f}"
+            f" sandbox-s, ~{n * m * ENGINE_CPU_S_PER_RUN:.1f} s engine CPU ({self.basis})"
+        )
+        judge_cost = (
+            f"{self.judge_calls} model calls, ~${self.judge_estimate.usd:.4f}"
+            if self.judge_calls
+            else "graded on the host, no model calls"
+        )
+        out.append(f"  judge {self.judge}: {m} groups; {judge_cost}")
+        if n < 2:
+            out.append(
+                f"  warning: tournament grading needs at least 2 variants; the {n * m}"
+                " episode(s) run but are not ranked (every task is listed ungraded)"
+            )
+        for purpose, ceiling in self.ceilings.items():
+            out.append(f"  ceiling {purpose}: {ceiling.describe()}")
+        if self.limits:
+            out.append(f"  limits per run: {describe_limits(self.limits)}")
+        if self.unpriced:
+            out.append(f"  unpriced models (cost unknown): {', '.join(self.unpriced)}")
+        replay = self.ceilings["replay"].ceiling
+        if replay.runs is not None and replay.runs < n * m:
+            out.append(
+                f"  the replay ceiling allows {replay.runs} of {n * m} runs: the others will be"
+                " listed as not run (exit 4)"
+            )
+        elif replay.usd is not None and est.usd > replay.usd:
+            out.append("  the estimate exceeds the replay USD ceiling: replay may stop (exit 4)")
+        return out
+
+
+def _model_of(workflow: Any) -> tuple[str | None, str | None, int]:
+    spec = workflow.spec
+    model = spec.model
+    calls = 0
+    for step in spec.steps:
+        agent = getattr(step, "agent", None)
+        if agent is not None:
+            calls += agent.max_turns * (2 if agent.user else 1)
+    if model is None:
+        return None, None, calls
+    asked = model.name or model.settings.get("model") or model.provider
+    return model.provider, str(asked), calls
+
+
+def _price(prices: Mapping[str, Any], model: str) -> tuple[float, float] | None:
+    try:
+        price = price_of(prices, model)
+    except InputError:
+        return None
+    return price.input_usd_per_mtok, price.output_usd_per_mtok
+
+
+def make_variants(
+    checks: Sequence[tuple[Path, str | None, Any, Any]],
+) -> tuple[Variant, ...]:
+    """Build variants from admitted ``(path, name or None, workflow, registry)``.
+
+    Raises:
+        InputError: two variants end up with the same name (field ``variants``).
+    """
+    variants: list[Variant] = []
+    seen: dict[str, Path] = {}
+    for path, name, workflow, registry in checks:
+        chosen = name or f"{workflow.spec.name}@{workflow.spec.version}"
+        if chosen in seen:
+            raise InputError(
+                f"variants {seen[chosen]} and {path} are both named {chosen!r}; give them"
+                " different versions or names (job file: {name, workflow})",
+                field="variants",
+            )
+        seen[chosen] = path
+        provider, model, calls = _model_of(workflow)
+        variants.append(Variant(chosen, path, workflow, registry, provider, model, calls))
+    return tuple(variants)
+
+
+def build_plan(
+    job_id: str,
+    policy: Any,
+    variants: Sequence[Variant],
+    tasks: Sequence[Task],
+    *,
+    judge: str,
+    concurrency: int,
+    ceilings: Mapping[str, CeilingInEffect],
+    history: RunHistory | None,
+    limits: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Plan:
+    """Estimate the cost of running every variant on every task, then judging.
+
+    Args:
+        job_id: the job.
+        policy: the loaded policy (its ``prices``).
+        variants: the variants.
+        tasks: the tasks.
+        judge: the judge spec.
+        concurrency: sandboxes at once.
+        ceilings: purpose -> ceiling in effect.
+        history: mean spend per earlier run, or None.
+        limits: the per-run limits in effect with their sources (shown in plan and report).
+
+    Raises:
+        InputError: an ``openai`` variant or a ``model:`` judge asks for a model the policy
+            cannot price (field ``prices``).
+    """
+    prices = policy.prices
+    unpriced: list[str] = []
+    per_run: dict[str, Amount] = {}
+    for variant in variants:
+        price = _price(prices, variant.model) if variant.model else (0.0, 0.0)
+        if price is None:
+            if variant.provider == "openai":
+                raise InputError(
+                    f"variant {variant.name}: no price for model {variant.model!r} in policy"
+                    f" {policy.name}; add it to prices (shadow evaluation must not look free)",
+                    file=str(variant.path),
+                    field="prices",
+                )
+            unpriced.append(str(variant.model))
+        if history is not None:
+            per_run[variant.name] = history.per_run
+            continue
+        calls = variant.max_model_calls
+        tokens_in, tokens_out = calls * NOMINAL_PROMPT_TOKENS, calls * DEFAULT_MAX_TOKENS
+        usd = 0.0 if price is None else (tokens_in * price[0] + tokens_out * price[1]) / 1e6
+        per_run[variant.name] = Amount(
+            runs=1,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            usd=usd,
+            sandbox_s=NOMINAL_SANDBOX_S,
+        )
+    basis = (
+        f"mean of {history.runs} earlier runs"
+        if history is not None
+        else f"upper bound: max_turns calls x ({NOMINAL_PROMPT_TOKENS} prompt +"
+        f" {DEFAULT_MAX_TOKENS} completion tokens); no earlier runs"
+    )
+    judge_calls = len(tasks) if judge.startswith("model:") and len(variants) >= 2 else 0
+    judge_estimate = Amount()
+    if judge_calls:
+        model = judge.removeprefix("model:")
+        price = _price(prices, model)
+        if price is None:
+            raise InputError(
+                f"judge {judge}: no price for model {model!r} in policy {policy.name}",
+                field="prices",
+            )
+        tokens_in = judge_calls * (500 + 1000 * len(variants))
+        tokens_out = judge_calls * JUDGE_MAX_TOKENS
+        judge_estimate = Amount(
+            runs=judge_calls,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            usd=(tokens_in * price[0] + tokens_out * price[1]) / 1e6,
+        )
+    return Plan(
+        job_id=job_id,
+        policy=policy,
+        variants=tuple(variants),
+        tasks=tuple(tasks),
+        judge=judge,
+        concurrency=concurrency,
+        ceilings=dict(ceilings),
+        per_run=per_run,
+        basis=basis,
+        judge_calls=judge_calls,
+        judge_estimate=judge_estimate,
+        unpriced=tuple(dict.fromkeys(unpriced)),
+        limits=dict(limits or {}),
+    )

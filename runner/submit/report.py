@@ -1,0 +1,278 @@
+"""The report of a submission: grading, per-pair outcomes, pairs not run, spend, exit code.
+
+`grade_job` builds one group per task from the job's latest episode of each (variant, task)
+(earlier attempts of a resumed job included) and grades them (`runner.grading.grade`);
+`build_report` assembles ``report.json``; `render_report` prints it as rich tables.
+
+Report shape (``report.json``, ``--json``)::
+
+    {"job_id", "status": complete|ceiling_reached|interrupted, "exit_code", "resumed",
+     "policy", "plan": {"runs", "formula", ...}, "ceilings": {purpose: {dim: {value, source}}},
+     "limits": {name: {value, source}} (per-run limits in effect: policy, setting or default),
+     "ceiling_reached": {purpose, limit, ceiling, used, requested, message} | null,
+     "runs_by_status": {status: n}, "pairs": [{variant, task_id, status, attempt, trace}],
+     "not_run": [{variant, task_id, reason}], "stopped_by_ceiling": [{variant, task_id}],
+     "spend": {purpose: totals}, "grading": {...} | null,
+     "unrecorded": {variant: {"count", "calls": [{task_id, index, tool, args}]}}}
+
+``grading.tasks[].ranking[]`` carries each variant's ``score`` and ``grading.tasks[].detail``
+the judge's ``reasons``; ``unrecorded`` counts, per variant, the reads no recording served
+(the task's observations had no answer: the call failed ``UnrecordedCall``). Rendering:
+`runner.cli.report_render`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from runner.cli.report_render import render_report
+from runner.errors import (
+    EXIT_CEILING,
+    EXIT_INFRA,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    GradingError,
+    InputError,
+    worst_exit_code,
+)
+from runner.inputfile import open_input
+from runner.ledger import CeilingGuard, Ledger, RunRecord
+from runner.providers.metered import StopSignal
+from runner.runtime.errors import UnrecordedCall, class_name
+from runner.settings import Settings
+from runner.submit.plan import Plan
+from runner.submit.scheduler import PairOutcome
+from runner.trace.strictjson import loads as strict_loads
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["build_report", "grade_job", "latest_runs", "render_report", "write_report"]
+
+# A run a ceiling cut short (``ceiling_reached``) is not graded: it did not lose, it was
+# stopped. It is listed under ``stopped_by_ceiling``, and its task under ``ungraded`` when fewer
+# than two results remain. A run cut by a policy limit (``limit_exceeded``) is graded: its own
+# calls or trace passed the limit, as a run that times out.
+GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied", "limit_exceeded")
+# The class string traces record for a read no recording served: the qualified name that
+# `runner.runtime.errors.error_class_name` writes (``runner.runtime.errors.UnrecordedCall``).
+UNRECORDED = class_name(UnrecordedCall)
+# Misses listed per variant (the count is exact; the list shows the first ones).
+MAX_LISTED_MISSES = 100
+
+
+def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str], RunRecord]:
+    """The latest replay run of each (variant, task) pair of a job."""
+    latest: dict[tuple[str, str], RunRecord] = {}
+    for run in ledger.runs(job_id):
+        if run.purpose != "replay":
+            continue
+        pair = (run.variant, run.task_id)
+        if pair not in latest or run.attempt > latest[pair].attempt:
+            latest[pair] = run
+    return latest
+
+
+def _records(path: str) -> Iterator[dict[str, Any]]:
+    """The lines of a trace the job wrote, one at a time (a trace is never held whole).
+
+    Read through the bounded reader and decoded by the strict decoder (a job folder may be
+    anyone's).
+
+    Raises:
+        OSError: the file cannot be read.
+        InputError: not a regular file, or larger than the trace limit.
+        ValueError: a line is not strict JSON, or not an object.
+    """
+    with open_input(path, "trace") as handle:
+        for line in handle:
+            if line.strip():
+                record = strict_loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError(f"{path}: a trace line is not a JSON object")
+                yield record
+
+
+def grade_job(
+    plan: Plan, ledger: Ledger, guard: CeilingGuard, settings: Settings, cwd: Path
+) -> Any:
+    """Grade every task's group of episodes; judge model calls are charged to ``judge``.
+
+    Returns:
+        The `runner.grading.TournamentReport`.
+
+    Raises:
+        InputError: the judge cannot be built (a bad spec or import).
+    """
+    from runner.grading import Group, Result, grade, make_judge
+
+    provider = None
+    if plan.judge.startswith("model:"):
+        from runner.providers.openai import OpenAIProvider
+
+        provider = OpenAIProvider.from_settings(settings, model=plan.judge.removeprefix("model:"))
+    judge = make_judge(
+        plan.judge, provider=provider, guard=guard, prices=plan.policy.prices, search_paths=[cwd]
+    )
+    latest = latest_runs(ledger, plan.job_id)
+    groups = []
+    for task in plan.tasks:
+        results = []
+        for variant in plan.variants:
+            run = latest.get((variant.name, task.task_id))
+            if run is None or run.status not in GRADABLE or not run.trace_path:
+                continue
+            try:
+                result = Result.from_trace(variant.name, _records(run.trace_path))
+            except (OSError, ValueError, InputError, GradingError) as exc:
+                log.warning("trace_unreadable", trace=run.trace_path, error=str(exc))
+                continue
+            results.append(replace(result, status=run.status))
+        groups.append(
+            Group(task.task_id, tuple(results), expected=task.expected, task_input=task.input)
+        )
+    try:
+        return grade(groups, judge, variants=[v.name for v in plan.variants])
+    finally:
+        if provider is not None:
+            provider.close()
+
+
+def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant, the calls of its episodes that failed because no recording served them.
+
+    Args:
+        pairs: the report's ``pairs`` (``variant``, ``task_id``, ``trace``).
+
+    Returns:
+        ``{variant: {"count": n, "calls": [{task_id, index, tool, args}]}}``, only variants
+        with at least one such call; ``count`` is exact, ``calls`` the first
+        `MAX_LISTED_MISSES`. Traces are read line by line; unreadable ones are skipped (logged).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        trace = pair.get("trace")
+        if not trace:
+            continue
+        try:
+            for record in _records(str(trace)):
+                error = record.get("error")
+                if record.get("type") != "call" or not isinstance(error, dict):
+                    continue
+                if error.get("class") != UNRECORDED:
+                    continue
+                entry = out.setdefault(str(pair["variant"]), {"count": 0, "calls": []})
+                entry["count"] += 1
+                if len(entry["calls"]) < MAX_LISTED_MISSES:
+                    entry["calls"].append(
+                        {
+                            "task_id": pair["task_id"],
+                            "index": record.get("index"),
+                            "tool": record.get("tool"),
+                            "args": record.get("args"),
+                        }
+                    )
+        except (OSError, ValueError, InputError) as exc:
+            log.warning("trace_unreadable", trace=trace, error=str(exc))
+            continue
+    return out
+
+
+def build_report(
+    plan: Plan,
+    ledger: Ledger,
+    outcomes: Sequence[PairOutcome],
+    *,
+    skipped: Collection[tuple[str, str]],
+    stop: StopSignal,
+    interrupted: bool,
+    grading: Any,
+    resumed: bool,
+) -> dict[str, Any]:
+    """Assemble the report and compute the exit code (SPEC.md worst-wins)."""
+    latest = latest_runs(ledger, plan.job_id)
+    session = {(o.variant, o.task_id): o for o in outcomes}
+    pairs, not_run, stopped = [], [], []
+    by_status: dict[str, int] = {}
+    for variant, task_id in plan.pairs:
+        run = latest.get((variant, task_id))
+        outcome = session.get((variant, task_id))
+        dispatched = outcome is not None and outcome.key != ""
+        if run is not None and (dispatched or (variant, task_id) in skipped):
+            status = run.status
+            pairs.append(
+                {
+                    "variant": variant,
+                    "task_id": task_id,
+                    "status": status,
+                    "attempt": run.attempt,
+                    "trace": run.trace_path,
+                }
+            )
+            if status == "ceiling_reached":
+                stopped.append({"variant": variant, "task_id": task_id})
+        else:
+            status = "not_run"
+            reason = (outcome.reason if outcome else None) or stop.message or "not started"
+            if stop.reason and reason == f"{stop.reason}: {stop.message}":
+                reason = stop.message  # "interrupted (Ctrl-C)", "replay ceiling reached: ..."
+            pairs.append({"variant": variant, "task_id": task_id, "status": status})
+            not_run.append({"variant": variant, "task_id": task_id, "reason": reason})
+        by_status[status] = by_status.get(status, 0) + 1
+    grading_data = grading.to_dict() if grading is not None else None
+    ceiling = None
+    if stop.reason == "ceiling_reached":
+        ceiling = {**stop.fields, "message": stop.message}
+    elif grading is not None and grading.ceiling_reached:
+        ceiling = dict(grading.ceiling_reached)
+    codes = [EXIT_OK]
+    if interrupted:
+        codes.append(EXIT_INTERRUPTED)
+    if by_status.get("infra_error"):
+        codes.append(EXIT_INFRA)
+    if ceiling is not None or stopped or (not_run and not interrupted):
+        codes.append(EXIT_CEILING)
+    exit_code = worst_exit_code(*codes)
+    status = (
+        "interrupted"
+        if interrupted
+        else "ceiling_reached"
+        if exit_code == EXIT_CEILING or ceiling is not None
+        else "complete"
+    )
+    plan_json = plan.to_json()
+    return {
+        "job_id": plan.job_id,
+        "status": status,
+        "exit_code": exit_code,
+        "resumed": resumed,
+        "policy": plan_json["policy"],
+        "plan": {
+            k: plan_json[k]
+            for k in ("runs", "formula", "tasks", "variants", "judge", "concurrency", "estimate")
+        },
+        "ceilings": plan_json["ceilings"],
+        "limits": plan_json.get("limits") or {},
+        "ceiling_reached": ceiling,
+        "runs_by_status": dict(sorted(by_status.items())),
+        "pairs": pairs,
+        "not_run": not_run,
+        "stopped_by_ceiling": stopped,
+        "spend": {p: t.to_dict() for p, t in ledger.totals(plan.job_id).items()},
+        "grading": grading_data,
+        "unrecorded": unrecorded_reads(pairs),
+    }
+
+
+def write_report(folder: Path, report: dict[str, Any]) -> Path:
+    """Write ``report.json`` into the job folder (atomically); return its path."""
+    path = folder / "report.json"
+    tmp = folder / "report.json.tmp"
+    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,318 @@
+"""Running the pairs of a plan: one sandbox per (variant, task), bounded concurrency, ceilings.
+
+The main thread dispatches pairs in plan order. Before each run it reserves ``runs=1`` (plus the
+run's timeout in sandbox seconds when a sandbox-seconds ceiling is set) under ``replay``; the
+reservation that would pass the ceiling stops dispatch, and every pair not dispatched is
+reported with the reason. Worker threads run one episode each (`runner.episode.driver`)
+and, in one ledger transaction, record the run's end and settle its charge.
+
+Stopping: a `StopSignal` set by a ceiling (here, or by a refused model call in any run) or by
+an interruption stops dispatch; an interruption also kills every running sandbox (the backend's
+context then removes it) and refuses new ones (`TrackingBackend.close`). Runs cut short by an
+interruption are recorded ``interrupted``, runs whose model call was refused ``ceiling_reached``
+(both are run again by ``submit --resume``).
+
+Invariants: a run is charged at most once (idempotency keys derived from job, variant, task and
+attempt); the replay total never exceeds its ceiling; no sandbox outlives `Scheduler.run`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
+from runner.errors import CeilingReached, InfrastructureError
+from runner.ledger import Amount, CeilingGuard, Ledger, run_key
+from runner.providers.metered import StopSignal
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["PairOutcome", "Scheduler", "TrackingBackend"]
+
+INTERRUPT_GRACE_S = 10.0
+ONE_RUN = Amount(runs=1)
+
+
+class TrackingBackend(Backend):
+    """A backend wrapper that knows every live sandbox, so they can be killed from any thread.
+
+    Args:
+        inner: the real backend.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._live: dict[str, Sandbox] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._image_ids: dict[str, str] = {}
+
+    def __getattr__(self, attr: str) -> Any:  # api, close, ... of the real backend
+        return getattr(self.inner, attr)
+
+    def image_id(self, image: str) -> str:
+        """The inner backend's ``image_id``, asked once per image per submission.
+
+        Every episode's trace header names the image id; one engine call per run for the
+        same answer was measurable in the benchmark (bench/README.md).
+
+        Raises:
+            AttributeError: the inner backend cannot tell image ids.
+            InfrastructureError: the engine failed.
+        """
+        with self._lock:
+            cached = self._image_ids.get(image)
+        if cached is None:
+            cached = str(self.inner.image_id(image))  # type: ignore[attr-defined]
+            with self._lock:
+                self._image_ids[image] = cached
+        return cached
+
+    @contextmanager
+    def _sandbox(self, spec: SandboxSpec) -> Iterator[Sandbox]:
+        if self._closed:
+            raise InfrastructureError("the submission is stopping; no new sandbox")
+        with self.inner.sandbox(spec) as box:
+            with self._lock:
+                self._live[spec.run_id] = box
+                closed = self._closed
+            if closed:
+                box.kill()
+            try:
+                yield box
+            finally:
+                with self._lock:
+                    self._live.pop(spec.run_id, None)
+
+    def sandbox(self, spec: SandboxSpec) -> AbstractContextManager[Sandbox]:
+        """The inner backend's sandbox, registered while it lives."""
+        return self._sandbox(spec)
+
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
+        """The inner backend's reaper."""
+        return self.inner.reap(ledger=ledger)
+
+    def close(self) -> int:
+        """Refuse new sandboxes and kill every live one; return how many were killed."""
+        with self._lock:
+            self._closed = True
+            live = list(self._live.values())
+        for box in live:
+            try:
+                box.kill()
+            except InfrastructureError as exc:
+                log.warning("sandbox_kill_failed", run_id=box.run_id, error=str(exc))
+        return len(live)
+
+    @property
+    def live(self) -> int:
+        """Sandboxes alive now."""
+        with self._lock:
+            return len(self._live)
+
+
+@dataclass
+class PairOutcome:
+    """What became of one (variant, task) pair in this session.
+
+    Attributes:
+        variant: the variant.
+        task_id: the task.
+        status: the ledger status (an episode status, ``interrupted``, or ``not_run``).
+        attempt: the attempt number, 0 when not run.
+        key: the run's ledger key, "" when not run.
+        trace: the trace path, when one was written.
+        reason: why it did not run or was cut short.
+        usage: what it was charged.
+    """
+
+    variant: str
+    task_id: str
+    status: str = "not_run"
+    attempt: int = 0
+    key: str = ""
+    trace: str | None = None
+    reason: str | None = None
+    usage: Amount = field(default_factory=Amount)
+
+
+# ``(variant, task_id, run_key, stop) -> (status, trace path or None, usage)``: runs one episode.
+RunPair = Callable[[str, str, str], tuple[str, str | None, Amount]]
+
+
+class Scheduler:
+    """Dispatch pairs with bounded concurrency under the ``replay`` ceiling.
+
+    Args:
+        ledger: the ledger.
+        guard: the job's ceiling guard.
+        job_id: the job.
+        run_pair: runs one episode: ``(variant, task_id, run_key) -> (status, trace, usage)``;
+            it must not raise for an episode that ran (its status is data).
+        concurrency: runs at once (>= 1).
+        stop: the job's stop signal (shared with the metered providers).
+        backend: the tracking backend (killed on interruption), if any.
+        run_estimate: the reservation of one run (``runs=1`` plus bounded sandbox seconds).
+        on_change: called after every state change with the outcomes (progress display).
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        guard: CeilingGuard,
+        job_id: str,
+        run_pair: RunPair,
+        *,
+        concurrency: int,
+        stop: StopSignal,
+        backend: TrackingBackend | None = None,
+        run_estimate: Amount = ONE_RUN,
+        on_change: Callable[[Sequence[PairOutcome]], None] = lambda _: None,
+    ) -> None:
+        self.ledger = ledger
+        self.guard = guard
+        self.job_id = job_id
+        self.run_pair = run_pair
+        self.concurrency = max(1, concurrency)
+        self.stop = stop
+        self.backend = backend
+        self.run_estimate = run_estimate
+        self.on_change = on_change
+        self.interrupted = threading.Event()
+        self.hurried = threading.Event()
+        self.outcomes: list[PairOutcome] = []
+        self._lock = threading.Lock()
+
+    def interrupt(self) -> None:
+        """Ask the run to stop now (Ctrl-C): no new run, running sandboxes killed."""
+        self.interrupted.set()
+        self.stop.set("interrupted", "interrupted (Ctrl-C)")
+
+    def hurry(self) -> None:
+        """A second Ctrl-C: stop as `interrupt`, and do not wait for the runs to wind down.
+
+        The runs' sandboxes are killed either way; the report is built from what the ledger
+        holds now (a run still finishing is listed as it stands).
+        """
+        self.interrupt()
+        self.hurried.set()
+
+    def _changed(self) -> None:
+        with self._lock:
+            snapshot = list(self.outcomes)
+        self.on_change(snapshot)
+
+    def _work(self, outcome: PairOutcome, reservation: Any) -> None:
+        status, trace, usage = "infra_error", None, Amount()
+        try:
+            status, trace, usage = self.run_pair(outcome.variant, outcome.task_id, outcome.key)
+        except Exception as exc:  # a bug or a setup failure of one run: recorded, never lost
+            log.exception("run_failed_to_run", key=outcome.key, error=str(exc))
+            outcome.reason = f"{type(exc).__name__}: {exc}"
+        if self.interrupted.is_set() and status != "succeeded":
+            outcome.reason = outcome.reason or "interrupted (Ctrl-C): the host stopped the sandbox"
+            status = "interrupted"
+        with self.ledger.transaction():
+            self.ledger.finish_run(outcome.key, status, usage, trace)
+            self.guard.settle(reservation, Amount(runs=1, sandbox_s=usage.sandbox_s))
+        outcome.status, outcome.trace, outcome.usage = status, trace, usage
+        log.info("run_finished", variant=outcome.variant, task_id=outcome.task_id, status=status)
+        self._changed()
+
+    def run(self, pairs: Sequence[tuple[str, str]]) -> list[PairOutcome]:
+        """Run ``pairs`` in order; return one outcome per pair (``not_run`` when not started).
+
+        Call `interrupt` from a signal handler (or another thread) to stop.
+        """
+        self.outcomes = [PairOutcome(v, t) for v, t in pairs]
+        slots = threading.Semaphore(self.concurrency)
+        futures: list[Future[None]] = []
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="run")
+        self._changed()
+        try:
+            for outcome in self.outcomes:
+                if not self._acquire(slots):
+                    break
+                if not self._dispatch(outcome, pool, slots, futures):
+                    break
+            self._drain(futures)
+        finally:
+            pool.shutdown(wait=not self.interrupted.is_set())
+        for outcome in self.outcomes:
+            if outcome.status == "not_run" and not outcome.key:
+                outcome.reason = outcome.reason or (
+                    f"{self.stop.reason}: {self.stop.message}" if self.stop.reason else None
+                )
+        self._changed()
+        return self.outcomes
+
+    def _acquire(self, slots: threading.Semaphore) -> bool:
+        """Wait for a free slot; False (holding none) once replay must stop."""
+        while not slots.acquire(timeout=0.05):
+            if self.stop.is_set():
+                return False
+        if self.stop.is_set():
+            slots.release()
+            return False
+        return True
+
+    def _dispatch(
+        self,
+        outcome: PairOutcome,
+        pool: ThreadPoolExecutor,
+        slots: threading.Semaphore,
+        futures: list[Future[None]],
+    ) -> bool:
+        attempt = self.ledger.next_attempt(self.job_id, outcome.variant, outcome.task_id)
+        key = run_key(self.job_id, outcome.variant, outcome.task_id, attempt)
+        try:
+            reservation = self.guard.reserve(
+                "replay",
+                self.run_estimate,
+                key=f"{key}/run",
+                kind="run",
+                variant=outcome.variant,
+                task_id=outcome.task_id,
+                run_key=key,
+            )
+        except CeilingReached as exc:
+            slots.release()
+            self.stop.set("ceiling_reached", str(exc), exc.fields)
+            return False
+        self.ledger.start_run(self.job_id, outcome.variant, outcome.task_id, attempt, key=key)
+        outcome.status, outcome.attempt, outcome.key = "running", attempt, key
+
+        def done(_: Future[None]) -> None:
+            slots.release()
+
+        future = pool.submit(self._work, outcome, reservation)
+        future.add_done_callback(done)
+        futures.append(future)
+        self._changed()
+        return True
+
+    def _drain(self, futures: Sequence[Future[None]]) -> None:
+        killed_at: float | None = None
+        while any(not f.done() for f in futures):
+            if self.interrupted.is_set() and killed_at is None:
+                killed_at = time.monotonic()
+                if self.backend is not None:
+                    killed = self.backend.close()
+                    log.info("sandboxes_killed", count=killed)  # the report says it
+            if killed_at is not None and (
+                self.hurried.is_set() or time.monotonic() - killed_at > INTERRUPT_GRACE_S
+            ):
+                log.error("runs_did_not_stop", running=sum(1 for f in futures if not f.done()))
+                return
+            time.sleep(0.05)
+        if self.interrupted.is_set() and self.backend is not None:
+            self.backend.close()

@@ -1,0 +1,1 @@
+"""The trace format, standard library only: mounted into sandboxes."""

@@ -1,0 +1,1 @@
+"""Host-side trace tools: the reader with limits, lint, tasks extract."""

@@ -1,0 +1,406 @@
+"""The host-side trace reader: a JSONL trace file → typed, frozen records, or a precise error.
+
+The format is docs/trace-format.md and docs/trace.schema.json (version `TRACE_VERSION`); the
+shared rules (statuses, signature, bodies) are in `runner.trace.format`.
+
+Invariants:
+- a line that the reader accepts validates against docs/trace.schema.json and the other way
+  round (tests/unit/trace/test_trace_schema.py holds the two together); the five seed fields are
+  optional here: the reader says whether a trace is *readable*, `lint` whether it is *complete*;
+- every error names the file, the 1-based line and the field (`InputError`); an unknown ``v``
+  is a `TraceVersionError` (a `ReplayRefused`: reproduce reports ``refused``);
+- line 1 is the ``run`` line, then ``call`` lines with strictly increasing ``index``, then one
+  ``end`` line and nothing after it; unknown keys, duplicate keys, NaN/Infinity, nesting deeper
+  than `runner.trace.strictjson.MAX_DEPTH` and non-UTF-8 are errors (lines are decoded by the one
+  strict decoder, `runner.trace.strictjson`, files opened by the one bounded reader,
+  `runner.inputfile`: a FIFO or a device is refused, a file over 1 GiB too);
+- `TraceLines` reads a trace record by record under the same rules, for readers that
+  summarise it without holding its calls (``lint``); `read_trace` is built on it;
+- two defects are *recoverable*: a cut-off last line (no newline, not valid JSON) and a missing
+  ``end`` line. `read_trace` returns them as `Trace.problems` with everything before them
+  parsed; `load_trace` raises the first one;
+- no input crashes the reader: a line longer than ``max_line_bytes`` is an error naming it and
+  is never held in memory whole; binary bytes are reported, not decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from pydantic import ValidationError
+
+from runner.errors import InputError, ReplayRefused
+from runner.inputfile import open_input
+from runner.trace.format import TRACE_VERSION
+from runner.trace.strictjson import MAX_DEPTH, StrictJSONError
+from runner.trace.strictjson import loads as strict_loads
+from runner.tracetools.records import (
+    MODELS,
+    PROVIDER_ROLES,
+    CallError,
+    CallRecord,
+    EndRecord,
+    Failure,
+    Record,
+    RunRecord,
+)
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_LINE_BYTES",
+    "PROVIDER_ROLES",
+    "CallError",
+    "CallRecord",
+    "EndRecord",
+    "Failure",
+    "RunRecord",
+    "Trace",
+    "TraceLines",
+    "TraceProblem",
+    "TraceVersionError",
+    "load_trace",
+    "read_trace",
+    "read_trace_stream",
+    "validate_record",
+]
+
+# A call line crosses the sandbox channel (at most 16 MiB, runner.runtime.protocol) plus a few
+# host-side fields; four times that leaves room and still bounds memory.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+class TraceVersionError(ReplayRefused):
+    """A trace line carries a format version this reader does not know (reproduce: refused).
+
+    Attributes:
+        version: the ``v`` found on the line.
+    """
+
+    def __init__(self, version: int, *, file: str, line: int) -> None:
+        super().__init__(
+            f"{file}:{line}: v: trace format version {version} is not supported (this reader "
+            f"knows version {TRACE_VERSION}); use a sandbox-replay that knows it",
+            file=file,
+            line=line,
+            field="v",
+        )
+        self.version = version
+
+
+@dataclass(frozen=True)
+class TraceProblem:
+    """A recoverable defect: ``truncated_line`` (cut-off last line) or ``missing_end``."""
+
+    kind: Literal["truncated_line", "missing_end"]
+    file: str
+    line: int
+    message: str
+    field: str | None = None
+
+    def to_error(self) -> InputError:
+        """The defect as the `InputError` `load_trace` raises."""
+        return InputError(self.message, file=self.file, line=self.line, field=self.field)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A parsed trace.
+
+    Attributes:
+        file: the name the trace was read as.
+        run: the run line; ``calls`` the call lines in order, ``call_lines`` their line numbers.
+        end: the end line (None when missing, see ``problems``); ``end_line`` its number.
+        problems: recoverable defects (empty for a whole trace).
+    """
+
+    file: str
+    run: RunRecord
+    calls: tuple[CallRecord, ...]
+    call_lines: tuple[int, ...]
+    end: EndRecord | None
+    end_line: int | None
+    problems: tuple[TraceProblem, ...] = ()
+
+    @property
+    def missing_indices(self) -> tuple[int, ...]:
+        """Call indices absent between 0 and the last call's index (removed call lines)."""
+        seen = {call.index for call in self.calls}
+        last = self.calls[-1].index if self.calls else -1
+        return tuple(i for i in range(last + 1) if i not in seen)
+
+    def call(self, index: int) -> CallRecord | None:
+        """The call with ``index``, or None."""
+        return next((c for c in self.calls if c.index == index), None)
+
+    def require_complete(self) -> Trace:
+        """Return self when it has no `problems`.
+
+        Raises:
+            InputError: the first problem, naming file and line.
+        """
+        if self.problems:
+            raise self.problems[0].to_error()
+        return self
+
+
+def load_trace(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Trace:
+    """Read a whole trace strictly: a cut-off last line or a missing end line is an error.
+
+    Raises:
+        InputError: unreadable file or any malformed line (file, line, field named).
+        TraceVersionError: a line with an unknown ``v``.
+    """
+    return read_trace(path, max_line_bytes=max_line_bytes).require_complete()
+
+
+def read_trace(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Trace:
+    """Read a trace file; a cut-off last line or missing end line become `Trace.problems`.
+
+    Args:
+        path: the JSONL file.
+        max_line_bytes: longest line accepted, in bytes (without the newline).
+
+    Raises:
+        InputError: missing or unreadable file, or a malformed line (file, line, field named).
+        TraceVersionError: a line with an unknown ``v``.
+    """
+    name = str(path)
+    stream = open_input(path, "trace")  # regular files only, at most LIMITS["trace"] bytes
+    with stream:
+        try:
+            return read_trace_stream(stream, file=name, max_line_bytes=max_line_bytes)
+        except OSError as exc:
+            raise InputError(f"cannot read the trace: {exc.strerror or exc}", file=name) from exc
+
+
+def read_trace_stream(
+    stream: BinaryIO, *, file: str, max_line_bytes: int = MAX_LINE_BYTES
+) -> Trace:
+    """Read a trace from a binary stream (a file, a member of a reviewer packet).
+
+    Args:
+        stream: bytes of the JSONL trace.
+        file: the name to put in errors.
+        max_line_bytes: longest line accepted, in bytes.
+
+    Raises:
+        InputError: a malformed line or structure (file, line, field named).
+        TraceVersionError: a line with an unknown ``v``.
+    """
+    lines = TraceLines(stream, file=file, max_line_bytes=max_line_bytes)
+    calls: list[CallRecord] = []
+    call_lines: list[int] = []
+    for lineno, record in lines:
+        if isinstance(record, CallRecord):
+            calls.append(record)
+            call_lines.append(lineno)
+    assert lines.run is not None  # iteration raises when there is none
+    return Trace(
+        file,
+        lines.run,
+        tuple(calls),
+        tuple(call_lines),
+        lines.end,
+        lines.end_line,
+        tuple(lines.problems),
+    )
+
+
+class TraceLines:
+    """The records of a trace one at a time, with every rule of `read_trace_stream`.
+
+    For readers that summarise a trace (``lint``) and must not hold its calls (bodies up to
+    1 MiB each) in memory: iterate to get ``(line number, record)`` in file order; the run line
+    comes first. After the iteration, `run`, `end`, `end_line`, `problems` and `calls` (the
+    number of call lines) describe the whole trace. Iterate once.
+
+    Args:
+        stream: bytes of the JSONL trace.
+        file: the name to put in errors.
+        max_line_bytes: longest line accepted, in bytes.
+
+    Raises:
+        InputError: (while iterating) a malformed line or structure (file, line, field).
+        TraceVersionError: (while iterating) a line with an unknown ``v``.
+    """
+
+    def __init__(
+        self, stream: BinaryIO, *, file: str, max_line_bytes: int = MAX_LINE_BYTES
+    ) -> None:
+        self.stream = stream
+        self.file = file
+        self.max_line_bytes = max_line_bytes
+        self.run: RunRecord | None = None
+        self.end: EndRecord | None = None
+        self.end_line: int | None = None
+        self.problems: list[TraceProblem] = []
+        self.calls = 0
+        self.last_index: int | None = None
+        self._last_call_line = 0
+
+    def __iter__(self) -> Iterator[tuple[int, Record]]:
+        file, max_line_bytes = self.file, self.max_line_bytes
+        lineno = 0
+        while True:
+            raw = self.stream.readline(max_line_bytes + 1)
+            if not raw:
+                break
+            lineno += 1
+            has_newline = raw.endswith(b"\n")
+            if not has_newline and len(raw) > max_line_bytes:
+                raise InputError(
+                    f"line is longer than {max_line_bytes} bytes (the reader's limit); not read",
+                    file=file,
+                    line=lineno,
+                )
+            if self.end is not None:
+                raise InputError("a line after the end line", file=file, line=lineno)
+            try:
+                obj = _parse_line(raw.rstrip(b"\n").removesuffix(b"\r"))
+            except _Unparsable as exc:
+                if has_newline or self.run is None:  # without a newline: the last line
+                    raise InputError(str(exc), file=file, line=lineno, field=exc.field) from None
+                self.problems.append(
+                    TraceProblem(
+                        "truncated_line", file, lineno, f"last line is cut off (no newline): {exc}"
+                    )
+                )
+                break
+            kind = _check_head(obj, file, lineno)
+            if lineno == 1 and kind != "run":
+                raise InputError(
+                    f"the first line must be the run line, not {kind!r}",
+                    file=file,
+                    line=lineno,
+                    field="type",
+                )
+            if lineno > 1 and kind == "run":
+                raise InputError("a second run line", file=file, line=lineno, field="type")
+            record = _validate(obj, kind, file, lineno)
+            if isinstance(record, RunRecord):
+                self.run = record
+            elif isinstance(record, CallRecord):
+                self._check_order(record, lineno)
+            elif isinstance(record, EndRecord):
+                self.end, self.end_line = record, lineno
+            yield lineno, record
+        if self.run is None:
+            raise InputError("empty trace: no run line", file=file, line=1)
+        if self.end is None:
+            after = f"after line {lineno}" if not self.problems else "before the cut-off line"
+            self.problems.append(
+                TraceProblem(
+                    "missing_end",
+                    file,
+                    lineno + (0 if self.problems else 1),
+                    f"no end line: the trace stops {after}",
+                    field="type",
+                )
+            )
+
+    def _check_order(self, record: CallRecord, lineno: int) -> None:
+        last = self.last_index
+        if last is not None and record.index <= last:
+            rule = "duplicates" if record.index == last else "goes back from"
+            raise InputError(
+                f"call index {record.index} {rule} index {last} of line "
+                f"{self._last_call_line}: indices must strictly increase",
+                file=self.file,
+                line=lineno,
+                field="index",
+            )
+        self.last_index, self._last_call_line = record.index, lineno
+        self.calls += 1
+
+
+class _Unparsable(Exception):
+    """A line that is not one JSON object; ``field`` names a duplicated key."""
+
+    def __init__(self, reason: str, field: str | None = None) -> None:
+        super().__init__(reason)
+        self.field = field
+
+
+def _parse_line(data: bytes) -> dict[str, Any]:
+    if not data.strip():
+        raise _Unparsable("empty line: every line of a trace is one JSON object")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Unparsable(
+            f"not UTF-8 text (byte {exc.start} of the line); binary bodies are stored as base64"
+        ) from None
+    try:
+        value = strict_loads(data)
+    except StrictJSONError as exc:  # too deep, NaN/Infinity, duplicate key, not JSON
+        raise _Unparsable(exc.reason, field=exc.field) from None
+    if not isinstance(value, dict):
+        raise _Unparsable(f"a trace line must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def validate_record(
+    obj: dict[str, Any], *, file: str = "<trace>", line: int = 1
+) -> RunRecord | CallRecord | EndRecord:
+    """Validate one decoded trace line (a writer or importer can check what it writes).
+
+    Only the line's own rules apply; the file-level ones (order, indices) are `read_trace`'s.
+
+    Raises:
+        InputError: the line breaks the format (``file``, ``line`` and the field named).
+        TraceVersionError: an unknown ``v``.
+    """
+    record = _validate(obj, _check_head(obj, file, line), file, line)
+    assert isinstance(record, RunRecord | CallRecord | EndRecord)
+    return record
+
+
+def _check_head(obj: dict[str, Any], file: str, line: int) -> str:
+    if "v" not in obj:
+        raise InputError(
+            "missing: every trace line carries the format version", file=file, line=line, field="v"
+        )
+    version = obj["v"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InputError(
+            f"must be an integer version, not {version!r}"[:200], file=file, line=line, field="v"
+        )
+    if version != TRACE_VERSION:
+        raise TraceVersionError(version, file=file, line=line)
+    kind = obj.get("type")
+    if not isinstance(kind, str) or kind not in MODELS:
+        shown = "missing" if "type" not in obj else f"{kind!r} is not one of run, call, end"
+        raise InputError(shown[:200], file=file, line=line, field="type")
+    return kind
+
+
+def _validate(obj: dict[str, Any], kind: str, file: str, line: int) -> Record:
+    try:
+        return MODELS[kind].model_validate(obj)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        field = _field_path(err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if message.startswith("[") and "] " in message:  # a cross-field rule names its key
+            key, message = message[1:].split("] ", 1)
+            field = key
+        elif err["type"] == "extra_forbidden":
+            message = f"unknown key on a {kind} line (trace format v{TRACE_VERSION})"
+        elif err["type"] == "missing":
+            message = f"missing (required on a {kind} line)"
+        raise InputError(message, file=file, line=line, field=field or None) from None
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":
+            path += " (key)"
+        else:
+            path += ("." if path else "") + part
+    return path

@@ -1,0 +1,266 @@
+"""The trace line records of format v1: frozen, strict pydantic models, one per line type.
+
+`runner.tracetools.reader` reads files into these; docs/trace.schema.json publishes the same shapes
+(tests/unit/trace/test_trace_schema.py holds the two together). Models are ``extra="forbid"`` and
+strict (no coercion: ``"1"`` is not an integer); the first seed's five fields are optional, as
+``lint`` reports their absence. ``meta`` is the one free-form, non-normative key.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from runner.domain.ids import id_problem
+
+__all__ = [
+    "MODELS",
+    "PROVIDER_ROLES",
+    "CallError",
+    "CallRecord",
+    "EndRecord",
+    "Environment",
+    "Failure",
+    "Meter",
+    "OutboundAttempt",
+    "Record",
+    "RunClock",
+    "RunRecord",
+    "WorkflowRef",
+]
+
+PROVIDER_ROLES = ("model", "user")
+"""Call ``tool`` values that are provider turns (a model, a simulated user), not tools."""
+
+ToolId = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", max_length=128)
+]
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Status = Literal[
+    "succeeded",
+    "failed",
+    "timeout",
+    "oom",
+    "crashed",
+    "infra_error",
+    "denied",
+    "ceiling_reached",
+    "limit_exceeded",
+]
+
+
+class Record(BaseModel):
+    """Base of the line records: frozen, strict, unknown keys forbidden."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as the JSON object it was read from (only the keys the line had)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class WorkflowRef(Record):
+    """The workflow a run executed: name, version, sha256 hex of its content, its text."""
+
+    name: str = Field(min_length=1)
+    version: str
+    hash: Sha256Hex
+    content: str
+
+
+class RunClock(Record):
+    """The injected clock: ``start`` epoch seconds, ``step_s`` seconds per call (0 = wall)."""
+
+    start: float
+    step_s: float = Field(ge=0)
+
+
+class Environment(Record):
+    """The environment manifest: python, platform, packages, image id, tool schema hashes.
+
+    ``tool_snapshot`` (optional, added in 0.1.0 without a ``v`` change): sha256 hex of the
+    tool snapshot the sandbox mounted (`runner.episode.snapshot`).
+    """
+
+    python: str | None = None
+    platform: str | None = None
+    packages: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None
+    image_id: str | None = None
+    tools: dict[ToolId, str | None]
+    policy_hash: str | None = None
+    host: dict[str, Any] | None = None
+    tool_snapshot: str | None = None
+
+
+class RunRecord(Record):
+    """The first line of a trace (``type: run``)."""
+
+    v: int
+    type: Literal["run"]
+    run_id: str
+    task_id: str
+    task_input: dict[str, Any]
+    workflow: WorkflowRef
+    purpose: Literal["live", "replay", "judge"]
+    mode: str | None = None
+    backend: str = Field(min_length=1)
+    clock: RunClock
+    seed: int
+    environment: Environment
+    policy: dict[str, Any] | None = None
+    limits: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+    @field_validator("run_id", "task_id")
+    @classmethod
+    def _path_safe(cls, value: str) -> str:
+        problem = id_problem(value)
+        if problem is not None:
+            raise ValueError(f"invalid id: {problem}")
+        return value
+
+
+class CallError(Record):
+    """A failed call's error: ``class`` (qualified exception name) and ``message``."""
+
+    class_: str = Field(alias="class", min_length=1)
+    message: str
+
+
+class CallRecord(Record):
+    """One tool or provider call (``type: call``). The seed fields are optional here.
+
+    Attributes:
+        tool: a tool id, or ``model`` / ``user`` for a provider turn (`PROVIDER_ROLES`).
+        args: tool calls only; ``request``, ``model``, ``model_source``, ``usage``: provider
+            turns only (`is_provider_call`).
+        body, body_encoding, truncated, original_length, sha256: the raw response body
+            (`runner.trace.format.encode_body`); ``original_length`` is in bytes.
+        clock: epoch seconds of the injected clock; ``duration_s``: seconds.
+    """
+
+    v: int
+    type: Literal["call"]
+    index: int = Field(ge=0)
+    step_id: str | None = None
+    tool: ToolId
+    effect: Literal["pure", "read", "local", "unsafe"] | None = None
+    args: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None
+    body: str | None = None
+    body_encoding: Literal["text", "base64"] | None = None
+    truncated: bool | None = None
+    original_length: int | None = Field(default=None, ge=0)
+    sha256: str | None = None
+    content_encoding: str | None = None
+    schema_hash: str | None = None
+    model: str | None = None
+    model_source: Literal["response", "config"] | None = None
+    usage: dict[str, Any] | None = None
+    clock: float | None = None
+    duration_s: float | None = Field(default=None, ge=0)
+    source: Literal["executed", "observation", "trace", "provider"] | None = None
+    raw_io: bool | None = None
+    error: CallError | None = None
+    meta: dict[str, Any] | None = None
+
+    @property
+    def is_provider_call(self) -> bool:
+        """True for a model or simulated-user turn, False for a tool call."""
+        return self.tool in PROVIDER_ROLES
+
+    @model_validator(mode="after")
+    def _role_fields(self) -> CallRecord:
+        present = self.model_fields_set
+        wrong: list[str]
+        if self.is_provider_call:
+            if "request" not in present or self.request is None:
+                raise ValueError("[request] a model or user call needs its request object")
+            wrong = [k for k in ("args", "effect", "schema_hash") if k in present]
+        else:
+            if "args" not in present or self.args is None:
+                raise ValueError("[args] a tool call needs its args object")
+            wrong = [k for k in ("request", "model", "model_source", "usage") if k in present]
+        if wrong:
+            kind = "a model or user call" if self.is_provider_call else "a tool call"
+            raise ValueError(f"[{wrong[0]}] not allowed on {kind} (tool {self.tool!r})")
+        return self
+
+
+class Failure(Record):
+    """The failure that ended an episode; its `failure_signature` inputs."""
+
+    call_index: int = Field(ge=-1)
+    tool: ToolId
+    error_class: str = Field(min_length=1)
+    exit_code: int
+
+
+class LimitHit(Record):
+    """The policy limit that cut a ``limit_exceeded`` run: its name and the value in effect."""
+
+    name: Literal["max_calls", "max_trace_mb"]
+    value: int = Field(ge=1)
+
+
+class OutboundAttempt(BaseModel):
+    """One outbound-destination attempt (an open record: the audit hook may add keys)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
+
+    kind: str | None = None
+    host: str | None = None
+    address: str | None = None
+    port: int | None = None
+    resolved_from: str | None = None
+    outcome: str | None = None
+    pid: int | None = None
+
+
+class Meter(Record):
+    """Meter totals of the episode: tokens, USD, sandbox seconds."""
+
+    tokens_in: int = Field(default=0, ge=0)
+    tokens_out: int = Field(default=0, ge=0)
+    model_calls: int = Field(default=0, ge=0)
+    usd: float = Field(default=0.0, ge=0)
+    sandbox_s: float = Field(default=0.0, ge=0)
+
+
+class EndRecord(Record):
+    """The last line of a trace (``type: end``)."""
+
+    v: int
+    type: Literal["end"]
+    status: Status
+    exit_code: int | None
+    failure: Failure | None = None
+    failure_signature: str | None = None
+    error: CallError | None = None
+    reason: str | None = None
+    limit: LimitHit | None = None
+    output: Any = None
+    not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
+    outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)
+    outbound_dropped: int | None = Field(default=None, ge=0)
+    coverage: Literal["full", "partial"] | None = None
+    coverage_detail: list[dict[str, Any]] | None = None
+    divergences: list[dict[str, Any]] | None = None
+    divergences_dropped: int | None = Field(default=None, ge=0)
+    meter: Meter | None = None
+    sandbox: dict[str, Any] | None = None
+    channel: dict[str, Any] | None = None
+    stderr_tail: list[str] | None = None
+    meta: dict[str, Any] | None = None
+
+
+MODELS: dict[str, type[Record]] = {"run": RunRecord, "call": CallRecord, "end": EndRecord}

@@ -1,0 +1,163 @@
+"""``tasks extract``: recorded runs → shadow-evaluation tasks (the bridge to ``submit``).
+
+For each trace: the task input and the clock start from its ``run`` line; every ``read`` tool
+call as an observation (SPEC.md's call record ``{tool, args, body, body_encoding, truncated?,
+original_length?, sha256?, error?}``); and, when the run succeeded, ``expected``: the recorded
+output and the recorded tool calls in order (``{tool, args}``).
+
+Which traces become tasks: by default only recorded production runs, i.e. purpose ``live``
+(``record`` and the importers write it) that were not stopped by a ceiling. A folder of traces
+also holds ``replay`` runs (``run``, ``submit``, ``reproduce``) and ``judge`` runs; they are
+skipped and counted per reason (``include_all`` takes them too). Two traces of one task id
+(case-insensitively) keep the first; the later ones are listed as duplicates, never renamed.
+
+Invariants: every line written validates with `runner.domain.tasks.parse_task` (it is checked
+before the file is written; nothing is written on an error); a raw I/O call (``raw_io: true``)
+becomes an observation of its tool-level value (``meta.result``), since shadow serves a read
+tool's return value, not its HTTP body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.domain.ids import collision_key
+from runner.domain.tasks import parse_task
+from runner.errors import InputError
+from runner.trace.format import encode_body
+from runner.tracetools.lint import load_well_formed_trace
+from runner.tracetools.reader import CallRecord, Trace
+
+_OBSERVATION_BODY = ("body", "body_encoding", "truncated", "original_length", "sha256")
+
+
+def observation_of(call: CallRecord) -> dict[str, Any]:
+    """The observation a recorded ``read`` call becomes."""
+    record = call.to_json()
+    observation: dict[str, Any] = {"tool": call.tool, "args": dict(call.args or {})}
+    meta = record.get("meta")
+    result = meta.get("result") if call.raw_io and isinstance(meta, dict) else None
+    if isinstance(result, str):
+        observation.update(encode_body(result))
+    else:
+        observation.update({k: record[k] for k in _OBSERVATION_BODY if k in record})
+    if call.error is not None:
+        observation["error"] = {"class": call.error.class_, "message": call.error.message}
+    return observation
+
+
+def task_of(trace: Trace, task_id: str) -> dict[str, Any]:
+    """The task line of one recorded run (see the module docstring)."""
+    run = trace.run
+    record: dict[str, Any] = {
+        "task_id": task_id,
+        "input": dict(run.task_input),
+        "clock_start": run.clock.start,
+        "observations": [
+            observation_of(c) for c in trace.calls if not c.is_provider_call and c.effect == "read"
+        ],
+    }
+    end = trace.end
+    if end is not None and end.status == "succeeded":
+        record["expected"] = {
+            "output": end.output,
+            "tool_calls": [
+                {"tool": c.tool, "args": dict(c.args or {})}
+                for c in trace.calls
+                if not c.is_provider_call
+            ],
+        }
+    return record
+
+
+@dataclass
+class Extraction:
+    """What ``extract_tasks`` wrote and what it left out.
+
+    Attributes:
+        tasks: the task records written, in order.
+        skipped: reason (``with purpose replay``, ``stopped by a ceiling``, ``cut by a policy
+            limit``) -> the traces skipped.
+        duplicates: ``(trace, task id, trace kept)`` for each later trace of a task id.
+    """
+
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    skipped: dict[str, list[Path]] = field(default_factory=dict)
+    duplicates: list[tuple[Path, str, Path]] = field(default_factory=list)
+
+
+def skip_reason(trace: Trace) -> str | None:
+    """Why a trace is no recorded production run (None: it is one)."""
+    if trace.run.purpose != "live":
+        return f"with purpose {trace.run.purpose}"
+    if trace.end is not None and trace.end.status == "ceiling_reached":
+        return "stopped by a ceiling"
+    if trace.end is not None and trace.end.status == "limit_exceeded":
+        return "cut by a policy limit"  # its calls after the cut were never recorded
+    return None
+
+
+def extract_tasks(traces: Sequence[Path], output: Path, *, include_all: bool = False) -> Extraction:
+    """Write the tasks of ``traces`` to ``output`` (JSONL, one task a line).
+
+    Args:
+        traces: trace files, in order (the first trace of a task id wins).
+        output: the task file to write.
+        include_all: take every trace, not only recorded production runs.
+
+    Returns:
+        The tasks written, the traces skipped and the duplicates left out.
+
+    Raises:
+        InputError: an unreadable or incomplete trace, one with an unknown ``v`` or a field
+            `lint` calls malformed (file, line, field named; `load_well_formed_trace`), a
+            task that does not validate, or no trace left to take; nothing is written then.
+    """
+    result = Extraction()
+    used: dict[str, Path] = {}
+    for path in traces:
+        trace = load_well_formed_trace(path)  # lint's reader and rules: malformed is invalid
+        reason = None if include_all else skip_reason(trace)
+        if reason is not None:
+            result.skipped.setdefault(reason, []).append(path)
+            continue
+        task_id = trace.run.task_id
+        kept = used.get(collision_key(task_id))
+        if kept is not None:
+            result.duplicates.append((path, task_id, kept))
+            continue
+        used[collision_key(task_id)] = path
+        task = task_of(trace, task_id)
+        parse_task(json.loads(json.dumps(task)), file=str(path), line=1)
+        result.tasks.append(task)
+    if not result.tasks:
+        skipped = sum(len(paths) for paths in result.skipped.values())
+        raise InputError(
+            f"no recorded production run among {len(traces)} trace(s) ({skipped} skipped: "
+            f"{', '.join(result.skipped)}); pass --all to take them anyway"
+        )
+    tasks = result.tasks
+    output.parent.mkdir(parents=True, exist_ok=True)
+    part = output.with_name(output.name + ".part")
+    with open(part, "w", encoding="utf-8") as handle:
+        for task in tasks:
+            text = json.dumps(task, ensure_ascii=False)
+            if not text.isascii() and _has_surrogate(text):
+                # a lone surrogate recorded from a sandbox (\udcff in the trace) has no UTF-8
+                # form: keep it as the same JSON escape rather than fail half-way
+                text = json.dumps(task, ensure_ascii=True)
+            handle.write(text + "\n")
+    part.replace(output)
+    return result
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

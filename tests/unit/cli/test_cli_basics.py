@@ -1,0 +1,116 @@
+"""The console script's basics: help, version, usage errors, quick start, no stray tracebacks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runner import __version__
+from tests.paths import REPO
+
+ROOT = REPO
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_help_lists_the_foundation_commands() -> None:
+    proc = run_cli("--help")
+    assert proc.returncode == 0, proc.stderr
+    for command in ("doctor", "image"):
+        assert command in proc.stdout
+
+
+def test_image_help_lists_build_and_smoke() -> None:
+    proc = run_cli("image", "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "build" in proc.stdout and "smoke" in proc.stdout
+    build = run_cli("image", "build", "--help")
+    assert "--offline" in build.stdout
+
+
+def test_version() -> None:
+    proc = run_cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"sandbox-replay {__version__}"
+
+
+@pytest.mark.parametrize(
+    "args", [("no-such-command",), ("doctor", "--no-such-flag"), ("--log-format", "xml", "doctor")]
+)
+def test_usage_errors_exit_2_without_traceback(args: tuple[str, ...]) -> None:
+    proc = run_cli(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_help_does_not_import_heavy_libraries() -> None:
+    code = (
+        "import sys; import runner.cli.app as a; a._register_commands(); "
+        "heavy = [m for m in ('docker', 'requests', 'pydantic_settings', 'httpx') "
+        "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, f"imported at CLI start: {proc.stdout} {proc.stderr}"
+
+
+def test_help_is_quick() -> None:
+    best = min(_timed_help() for _ in range(3))
+    assert best < 1.5, f"--help took {best:.2f} s"
+
+
+def _timed_help() -> float:
+    started = time.monotonic()
+    proc = run_cli("--help")
+    assert proc.returncode == 0
+    return time.monotonic() - started
+
+
+def _log_once(fmt: str) -> str:
+    code = (
+        "import structlog; from runner.cli.log import configure_logging; "
+        f"configure_logging({fmt!r}); "
+        "structlog.get_logger('t').info('container_started', run_id='r1', start_s=0.2)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""  # logs never go to stdout (it carries command output)
+    return proc.stderr.strip()
+
+
+@pytest.mark.parametrize("fmt", ["json", "auto"])  # auto: stderr is not a TTY here -> JSON
+def test_logs_are_json_when_asked_or_not_a_tty(fmt: str) -> None:
+    import json
+
+    record = json.loads(_log_once(fmt))
+    assert record["event"] == "container_started" and record["run_id"] == "r1"
+    assert record["level"] == "info" and "timestamp" in record
+
+
+def test_console_logs_are_readable_lines() -> None:
+    line = _log_once("console")
+    assert "container_started" in line and "run_id=r1" in line and not line.startswith("{")
+
+
+def test_invalid_setting_in_the_environment_is_named_exit_2() -> None:
+    proc = run_cli("doctor", env={"SANDBOX_REPLAY_TIMEOUT_S": "abc"})
+    assert proc.returncode == 2
+    assert "SANDBOX_REPLAY_TIMEOUT_S" in proc.stderr and "'abc'" in proc.stderr
+    assert "Traceback" not in proc.stderr

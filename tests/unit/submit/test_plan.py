@@ -1,0 +1,143 @@
+"""The submit plan: N x M runs, ceilings with their sources, cost estimates, job files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.errors import InputError
+from runner.ledger import Amount, RunHistory
+from runner.settings import Settings
+from runner.submit.job import prepare
+from runner.submit.options import CeilingFlags, SubmitOptions, load_job_file
+from runner.submit.plan import DEFAULT_MAX_TOKENS, NOMINAL_PROMPT_TOKENS
+from tests.paths import TESTS
+
+FIX = TESTS / "fixtures" / "submit"
+
+
+def options(*names: str, **kwargs: object) -> SubmitOptions:
+    return SubmitOptions(
+        variants=tuple(FIX / n for n in names),
+        names=(None,) * len(names),
+        tasks=FIX / "tasks.jsonl",
+        cwd=FIX,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path / "state", concurrency=2)
+
+
+def test_three_variants_by_four_tasks_is_twelve_runs_task_major(settings: Settings) -> None:
+    plan = prepare(options("a.yaml", "b.yaml", "c.yaml"), settings, job_id="job-1")
+    assert len(plan.pairs) == 12
+    assert plan.pairs[:3] == [("fixture@a", "t1"), ("fixture@b", "t1"), ("fixture@c", "t1")]
+    text = "\n".join(plan.lines())
+    assert "3 variants x 4 tasks = 12 runs" in text
+    assert "most expensive rung: 12 sandboxes" in text
+    assert "judge rubric: 4 groups; graded on the host" in text
+    data = plan.to_json()
+    assert data["runs"] == 12 and data["judge"]["model_calls"] == 0
+    assert not (settings.state_dir / "ledger.sqlite3").exists()  # planning writes nothing
+
+
+def test_flags_override_policy_ceilings_and_say_so(settings: Settings) -> None:
+    flags = CeilingFlags(
+        {"runs": 5, "usd": 0.5}, {"runs": "--ceiling-runs", "usd": "--ceiling-usd"}
+    )
+    plan = prepare(options("a.yaml", "b.yaml", replay_ceiling=flags), settings, job_id="job-1")
+    replay = plan.ceilings["replay"]
+    assert replay.ceiling.runs == 5 and replay.ceiling.usd == 0.5
+    assert replay.sources["runs"] == "--ceiling-runs"
+    assert replay.sources["tokens"] == "policy shadow"  # not overridden: the policy's
+    assert plan.to_json()["ceilings"]["replay"]["runs"] == {"value": 5, "source": "--ceiling-runs"}
+    text = "\n".join(plan.lines())
+    assert "runs 5 (--ceiling-runs)" in text
+    assert "allows 5 of 8 runs" in text
+
+
+def test_upper_bound_estimate_without_history_and_history_when_there_is(
+    settings: Settings,
+) -> None:
+    plan = prepare(options("agent.yaml", "a.yaml"), settings, job_id="job-1")
+    per_run = plan.per_run["fixture@agent"]
+    assert per_run.tokens_in == 3 * NOMINAL_PROMPT_TOKENS
+    assert per_run.tokens_out == 3 * DEFAULT_MAX_TOKENS
+    # gpt-4.1-mini* costs 0.40 / 1.60 USD per million tokens in the default policy
+    assert per_run.usd == pytest.approx((6000 * 0.4 + 3072 * 1.6) / 1e6)
+    assert plan.per_run["fixture@a"].usd == 0.0 and "upper bound" in plan.basis
+    from runner.submit.plan import build_plan
+
+    history = RunHistory(runs=7, per_run=Amount(runs=1, usd=0.25, sandbox_s=2.0))
+    again = build_plan(
+        "job-2",
+        plan.policy,
+        plan.variants,
+        plan.tasks,
+        judge="rubric",
+        concurrency=2,
+        ceilings=plan.ceilings,
+        history=history,
+    )
+    assert again.replay_estimate.usd == pytest.approx(0.25 * 8)
+    assert "mean of 7 earlier runs" in again.basis
+
+
+def test_model_judge_calls_are_planned_and_priced(settings: Settings) -> None:
+    plan = prepare(options("a.yaml", "b.yaml", judge="model:gpt-4.1-mini"), settings, job_id="j")
+    assert plan.judge_calls == 4 and plan.judge_estimate.usd > 0
+    with pytest.raises(InputError, match="no price"):
+        prepare(options("a.yaml", "b.yaml", judge="model:unknown-model"), settings, job_id="j")
+
+
+def test_unpriced_openai_model_is_an_error(tmp_path: Path, settings: Settings) -> None:
+    policy = tmp_path / "noprice.yaml"
+    policy.write_text("name: noprice\nmode: shadow\nprices: {}\n")
+    with pytest.raises(InputError, match="shadow evaluation must not look free"):
+        prepare(options("agent.yaml", policy=str(policy)), settings, job_id="j")
+
+
+def test_same_variant_name_twice_is_an_error(settings: Settings) -> None:
+    with pytest.raises(InputError, match="both named 'fixture@a'"):
+        prepare(options("a.yaml", "a.yaml"), settings, job_id="j")
+
+
+def test_concurrency_above_twice_the_cpus_is_an_error(settings: Settings) -> None:
+    with pytest.raises(InputError, match="--concurrency"):
+        prepare(options("a.yaml", concurrency=10_000), settings, job_id="j")
+
+
+def test_job_file_paths_names_and_ceiling_sources() -> None:
+    opts = load_job_file(FIX / "job.yaml")
+    assert opts.variants == (FIX / "a.yaml", FIX / "b.yaml")
+    assert opts.names == (None, "challenger")
+    assert opts.tasks == FIX / "tasks.jsonl" and opts.concurrency == 2
+    assert opts.replay_ceiling.values == {"runs": 3}
+    assert opts.replay_ceiling.sources == {"runs": "job.yaml"}
+    merged = opts.with_overrides(
+        replay_ceiling=CeilingFlags({"runs": 9}, {"runs": "--ceiling-runs"})
+    )
+    assert merged.replay_ceiling.values == {"runs": 9}
+    assert merged.replay_ceiling.sources == {"runs": "--ceiling-runs"}
+    assert SubmitOptions.from_json(merged.to_json()) == merged
+
+
+def test_job_file_unknown_key_names_file_line_and_field(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("variants: [a.yaml]\ntasks: t.jsonl\nceilings:\n  replay: {runz: 3}\n")
+    with pytest.raises(InputError) as info:
+        load_job_file(job)
+    assert info.value.fields["line"] == 4
+    assert "runz" in str(info.value) and str(job) in str(info.value)
+
+
+def test_a_scripted_model_that_does_not_import_is_invalid_input_at_plan_time(
+    settings: Settings,
+) -> None:
+    with pytest.raises(InputError, match="no_such_model_module"):
+        prepare(options("a.yaml", "badmodel.yaml"), settings, job_id="j")
+    assert not settings.state_dir.exists()

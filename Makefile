@@ -21,7 +21,7 @@ help:
 	@echo "make test    set up, make sure Docker and the sandbox image exist, run every test"
 	@echo "make demo    set up, then check / submit / reproduce on examples/helpdesk"
 	@echo "make image   (re)build the sandbox image without a registry"
-	@echo "make lint    ruff check, ruff format --check, mypy"
+	@echo "make lint    ruff check, ruff format --check, mypy, lint-imports (import directions)"
 
 setup: $(STAMP)
 
@@ -63,4 +63,5 @@ lint: setup
 	$(BIN)/ruff check runner tests bench examples
 	$(BIN)/ruff format --check runner tests bench examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 bench: setup ensure-image ; $(BIN)/python bench/bench_submit.py  # submit vs bare containers (bench/README.md)

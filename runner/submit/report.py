@@ -2,7 +2,8 @@
 
 `grade_job` builds one group per task from the job's latest episode of each (variant, task)
 (earlier attempts of a resumed job included) and grades them (`runner.grading.grade`);
-`build_report` assembles ``report.json``; `render_report` prints it as rich tables.
+`build_report` assembles ``report.json``; `runner.cli.report_render.render_report` prints
+it as rich tables (rendering lives in the CLI only).
 
 Report shape (``report.json``, ``--json``)::
 
@@ -31,7 +32,6 @@ from typing import Any
 
 import structlog
 
-from runner.cli.report_render import render_report
 from runner.errors import (
     EXIT_CEILING,
     EXIT_INFRA,
@@ -52,7 +52,7 @@ from runner.trace.strictjson import loads as strict_loads
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["build_report", "grade_job", "latest_runs", "render_report", "write_report"]
+__all__ = ["build_report", "grade_job", "latest_runs", "write_report"]
 
 # A run a ceiling cut short (``ceiling_reached``) is not graded: it did not lose, it was
 # stopped. It is listed under ``stopped_by_ceiling``, and its task under ``ungraded`` when fewer

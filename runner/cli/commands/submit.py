@@ -197,7 +197,7 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
             typer.echo(json.dumps(report, indent=2, ensure_ascii=False, default=str))
         else:
             from runner.cli.output import table_console
-            from runner.submit.report import render_report
+            from runner.cli.report_render import render_report
 
             render_report(report, table_console())
         sys.stdout.flush()

@@ -232,7 +232,7 @@ def _report(tmp_path: Path) -> dict[str, Any]:
 def test_report_shows_scores_reasons_unrecorded_reads_and_groups_reasons(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from runner.submit.report import render_report
+    from runner.cli.report_render import render_report
 
     report = _report(tmp_path)
     assert report["unrecorded"] == {

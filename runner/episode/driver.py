@@ -1,12 +1,12 @@
 """Run one episode: prepare the run folder, start the sandbox, drive the protocol, classify.
 
 Sequence: `prepare_run` writes ``<state>/runs/<run_id>/{manifest.json,run.json}`` and builds the
-`SandboxSpec` (runner package, the run folder and the command's tool snapshot mounted read-only:
-no user folder is mounted live, `runner.episode.snapshot`; fixed env; limits from the
-policy overridden by settings). `run_episode` starts the sandbox, waits for
-``hello`` (with a deadline), sends ``start``, answers ``model_request`` through the provider,
-collects the other messages, sends ``shutdown`` after ``episode``, reads the exit state before
-removal and writes the trace (`runner.trace.writer`).
+`SandboxSpec` (the sandbox side of runner (`runner_mounts`), the run folder and the command's
+tool snapshot mounted read-only: no user folder is mounted live, `runner.episode.snapshot`;
+fixed env; limits from the policy overridden by settings). `run_episode` starts the sandbox,
+waits for ``hello`` (with a deadline), sends ``start``, answers ``model_request`` through the
+provider, collects the other messages, sends ``shutdown`` after ``episode``, reads the exit state
+before removal and writes the trace (`runner.trace.writer`).
 
 Status rules (issue 4), first match wins:
 1. the backend failed (start, attach, engine) or the runtime reported its own ``error`` or a
@@ -176,6 +176,22 @@ def _modules(manifest: Mapping[str, Any]) -> list[str]:
     return list(seen)
 
 
+def runner_mounts(package: Path | None = None) -> list[Mount]:
+    """Read-only mounts of the sandbox side of ``runner``: its ``__init__.py`` and packages.
+
+    Only `runner.runtime.protocol.SANDBOX_PACKAGES` (standard library only) go into a
+    sandbox, under ``RUNTIME_ROOT/runner``; the host side (CLI, ledger, this driver) does not.
+
+    Args:
+        package: the installed ``runner`` folder (default `runner.resources.package_dir`).
+    """
+    package = package or resources.package_dir()
+    target = f"{protocol.RUNTIME_ROOT}/runner"
+    mounts = [Mount(package / "__init__.py", f"{target}/__init__.py")]
+    mounts += [Mount(package / name, f"{target}/{name}") for name in protocol.SANDBOX_PACKAGES]
+    return mounts
+
+
 def prepare_run(
     request: EpisodeRequest,
     settings: Settings,
@@ -224,7 +240,7 @@ def prepare_run(
     assert set(run_spec) == set(protocol.RUN_SPEC_KEYS)
     _write_json(run_dir / "manifest.json", manifest)
     _write_json(run_dir / "run.json", run_spec)
-    mounts = [Mount(resources.package_dir(), f"{protocol.RUNTIME_ROOT}/runner")]
+    mounts = runner_mounts()
     mounts += mounted_tools
     mounts.append(Mount(run_dir, protocol.RUN_DIR))
     env = {

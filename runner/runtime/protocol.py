@@ -76,6 +76,10 @@ PROTOCOL_VERSION = 1
 
 RUN_DIR = "/sandbox/run"
 RUNTIME_ROOT = "/opt/sandbox-replay"
+# The packages of ``runner`` a sandbox gets, read-only under ``RUNTIME_ROOT/runner`` beside
+# ``runner/__init__.py``: the standard-library-only side (import-linter holds the boundary).
+# Nothing else of ``runner`` (CLI, ledger, the host's episode driver, ...) is mounted.
+SANDBOX_PACKAGES = ("errors", "trace", "sdk", "runtime")
 TOOLS_DIR = "/sandbox/tools"
 
 RUN_SPEC_KEYS = (

@@ -234,7 +234,11 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
     # the tool root (which holds the state folder and the workflow here) is never mounted: its
     # declared module is, from the command's snapshot
     assert {m.target for m in spec.mounts} == {
-        "/opt/sandbox-replay/runner",
+        "/opt/sandbox-replay/runner/__init__.py",
+        "/opt/sandbox-replay/runner/errors",
+        "/opt/sandbox-replay/runner/trace",
+        "/opt/sandbox-replay/runner/sdk",
+        "/opt/sandbox-replay/runner/runtime",
         "/sandbox/tools/0",
         "/sandbox/run",
     }

@@ -14,11 +14,37 @@ Standard library only, Python 3.9+: the in-sandbox runtime and `runner.sdk` rais
     ├── CapabilityDenied        (3)    a denied tool's function was called directly
     └── GradingError            (1)    a judge failed
 
+May import: the standard library only (mounted into sandboxes, with `runner.sdk`,
+`runner.trace` and `runner.runtime`).
+
 Exit codes are those of SPEC.md ("Exit codes — one scheme for every command"); the CLI is the
 one boundary that turns an exception into an exit code (`exit_code_for`).
 """
 
 from typing import Any, Dict, Optional
+
+__all__ = [
+    "EXIT_CEILING",
+    "EXIT_INELIGIBLE",
+    "EXIT_INFRA",
+    "EXIT_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_NEGATIVE",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "CapabilityDenied",
+    "CeilingReached",
+    "GradingError",
+    "IneligibleError",
+    "InfrastructureError",
+    "InputError",
+    "ReplayDivergence",
+    "ReplayRefused",
+    "SandboxReplayError",
+    "ToolNotResolvable",
+    "TransientInfrastructureError",
+    "worst_exit_code",
+]
 
 EXIT_OK = 0
 EXIT_NEGATIVE = 1

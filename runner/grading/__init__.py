@@ -7,6 +7,9 @@ Public surface (pinned by tests/unit/grading/test_grading.py):
   ``model:NAME``; `rubric_judge`, `FunctionJudge`, `ModelJudge`;
 - aggregation (``runner.grading.tournament``): `grade`, `aggregate`, `TournamentReport`,
   `Standing`.
+
+May import: `runner.ledger` (model judges are charged), `runner.errors`, openskill; never
+the episode or anything above it.
 """
 
 from runner.grading.judges import FunctionJudge, Judge, ModelJudge, Provider, make_judge

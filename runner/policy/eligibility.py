@@ -33,7 +33,7 @@ from runner.errors import (
     ToolNotResolvable,
     worst_exit_code,
 )
-from runner.policy import Policy, load_policy
+from runner.policy.loader import Policy, load_policy
 from runner.providers.base import check_provider
 
 if TYPE_CHECKING:

@@ -24,4 +24,10 @@ Module map (imports flow downwards; nothing here imports the host side):
     errors      RecordedError, UnrecordedCall, PureResultMismatch, ModelCallError, ...
     protocol    the NDJSON message contract shared with the host
     site/       ``sitecustomize.py`` that loads the hook in every Python child
+
+May import: the standard library, `runner.sdk`, `runner.trace` and `runner.errors`. The host
+imports only `protocol` (the message contract, the run folder and the mounted packages); the
+runtime is started, never imported, by the host.
 """
+
+__all__ = ["protocol"]

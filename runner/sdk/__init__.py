@@ -1,7 +1,11 @@
 """The user SDK: declare tools with an effect class; inspect them; the replay-context guard.
 
-Standard library only and importable on Python 3.9: this module is imported inside sandboxes,
-by the in-sandbox runtime and by the user's tool code.
+Standard library only and importable on Python 3.9: this package is mounted into sandboxes and
+imported by the in-sandbox runtime and by the user's tool code. Its modules: ``toolschema``
+(argument schemas, canonical JSON, the schema hash), ``httpio`` (the recording HTTP helper),
+``recorder`` (`record`: record mode in a user's own process). May import: the standard library,
+`runner.trace` and `runner.errors`. Known exception (pyproject.toml, import-linter): the
+recorder reuses the runtime's raw I/O capture (`runner.runtime.rawio`) until it moves here.
 
     from runner.sdk import Effect, tool
 

@@ -1,1 +1,34 @@
-"""A submission: options, plan, scheduler, pairs, grading hand-off, report."""
+"""A submission: N variants × M tasks in sandboxes, graded, under ceilings (``submit``).
+
+``options`` (flags or a job file) → ``plan`` (pairs, judge calls, ceilings, cost) →
+``scheduler`` (concurrency, stop signal, leftovers) runs ``pairs`` (one metered episode per
+(variant, task)) → ``report`` (grading hand-off to `runner.grading`, ``report.json``); ``job``
+ties them together (`prepare`, `execute`, resume). Rendering of the report is the CLI's
+(`runner.cli.report_render`).
+
+May import: `runner.episode` and everything below it (providers, backends, ledger, grading,
+policy, domain, tracetools, settings, sdk, trace, errors); never reproduce, importers or cli.
+"""
+
+from runner.submit.job import SubmitResult, execute, job_dir, prepare
+from runner.submit.options import SubmitOptions, load_job_file
+from runner.submit.plan import Plan, Variant, build_plan
+from runner.submit.report import build_report, grade_job, write_report
+from runner.submit.scheduler import PairOutcome, Scheduler
+
+__all__ = [
+    "PairOutcome",
+    "Plan",
+    "Scheduler",
+    "SubmitOptions",
+    "SubmitResult",
+    "Variant",
+    "build_plan",
+    "build_report",
+    "execute",
+    "grade_job",
+    "job_dir",
+    "load_job_file",
+    "prepare",
+    "write_report",
+]

@@ -1,1 +1,38 @@
-"""The trace format, standard library only: mounted into sandboxes."""
+"""The trace (episode) format: version, statuses, bodies, failure signature, the line writer.
+
+Standard library only, Python 3.9+: mounted into sandboxes (`runner.runtime.protocol.
+SANDBOX_PACKAGES`); the runtime, the SDK's recorder, the host's episode driver and the importers
+all produce trace lines with these rules (docs/trace-format.md, SPEC.md "Trace (episode)
+format"). Reading traces, with limits, is host-side: `runner.tracetools`.
+
+Modules: ``format`` (version, statuses, exit codes, bodies, failure signature), ``writer`` (the
+JSONL writer: ``run`` header, ``call`` lines, ``end`` line).
+
+May import: the standard library and `runner.errors`. Known exception (pyproject.toml,
+import-linter): ``format`` takes canonical JSON from `runner.sdk` until it moves here.
+"""
+
+from runner.trace.format import (
+    MAX_BODY_BYTES,
+    STATUSES,
+    TRACE_VERSION,
+    decode_body,
+    encode_body,
+    episode_exit_code,
+    failure_signature,
+)
+from runner.trace.writer import TraceWriter, dumps_line, jsonable, normalise_body
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "STATUSES",
+    "TRACE_VERSION",
+    "TraceWriter",
+    "decode_body",
+    "dumps_line",
+    "encode_body",
+    "episode_exit_code",
+    "failure_signature",
+    "jsonable",
+    "normalise_body",
+]

@@ -9,6 +9,9 @@ Modules:
     checks    the engine/image/hardening checks of ``sandbox-replay doctor``
 
 Importing this package imports the docker SDK (~0.14 s): import it where it is used.
+
+May import: `runner.backends` (base, labels, timed_write), `runner.resources`, `runner.errors`
+and docker.
 """
 
 from runner.backends.docker.backend import DockerBackend

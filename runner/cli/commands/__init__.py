@@ -1,15 +1,33 @@
-"""Imports every command module so that each registers itself on the typer app."""
+"""One module per command; importing this package registers every command on the typer app.
+
+May import: every other package of runner (each command imports its heavy parts where it runs).
+"""
 
 from runner.cli import helpstyle  # noqa: F401  (how --help reads; before the commands)
-from runner.cli.commands import check  # noqa: F401
-from runner.cli.commands import doctor  # noqa: F401
-from runner.cli.commands import image  # noqa: F401
-from runner.cli.commands import lint  # noqa: F401
-from runner.cli.commands import run  # noqa: F401
-from runner.cli.commands import ledger  # noqa: F401
-from runner.cli.commands import importer  # noqa: F401
-from runner.cli.commands import record  # noqa: F401
-from runner.cli.commands import submit  # noqa: F401
-from runner.cli.commands import reproduce  # noqa: F401
-from runner.cli.commands import tasks  # noqa: F401
-from runner.cli.commands import packet  # noqa: F401
+from runner.cli.commands import check
+from runner.cli.commands import doctor
+from runner.cli.commands import image
+from runner.cli.commands import lint
+from runner.cli.commands import run
+from runner.cli.commands import ledger
+from runner.cli.commands import importer
+from runner.cli.commands import record
+from runner.cli.commands import submit
+from runner.cli.commands import reproduce
+from runner.cli.commands import tasks
+from runner.cli.commands import packet
+
+__all__ = [
+    "check",
+    "doctor",
+    "image",
+    "importer",
+    "ledger",
+    "lint",
+    "packet",
+    "record",
+    "reproduce",
+    "run",
+    "submit",
+    "tasks",
+]

@@ -1,0 +1,276 @@
+"""The public surface of every package of runner: a curated ``__all__``, pinned here.
+
+Each package's ``__init__`` says in its docstring what it holds and what it may import (the
+directions are enforced by import-linter, pyproject.toml); its ``__all__`` is the surface other
+packages and users rely on. A new package, or a change of a surface, is a change of this file
+(the httpx pattern).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import runner
+
+PUBLIC: dict[str, list[str]] = {
+    "runner": ["__version__"],
+    "runner.backends": [
+        "Backend",
+        "ExitState",
+        "Mount",
+        "ResourceLimits",
+        "Sandbox",
+        "SandboxSpec",
+        "UnsandboxedProcessBackend",
+        "sandbox_user",
+    ],
+    "runner.backends.docker": ["DockerBackend", "connect", "engine_address"],
+    "runner.cli": ["app", "main"],
+    "runner.cli.commands": [
+        "check",
+        "doctor",
+        "image",
+        "importer",
+        "ledger",
+        "lint",
+        "packet",
+        "record",
+        "reproduce",
+        "run",
+        "submit",
+        "tasks",
+    ],
+    "runner.domain": [
+        "Registry",
+        "Step",
+        "Task",
+        "TaskFile",
+        "ToolSpec",
+        "Workflow",
+        "WorkflowFile",
+        "load_tasks",
+        "load_workflow",
+        "new_run_id",
+        "sequential_ids",
+        "validate_id",
+    ],
+    "runner.episode": [
+        "EpisodeRequest",
+        "EpisodeResult",
+        "MeteredRun",
+        "PreparedRun",
+        "locate_tools",
+        "metered_run",
+        "prepare_run",
+        "record_run",
+        "run_episode",
+        "runner_mounts",
+        "sandbox_registry",
+    ],
+    "runner.errors": [
+        "CapabilityDenied",
+        "CeilingReached",
+        "EXIT_CEILING",
+        "EXIT_INELIGIBLE",
+        "EXIT_INFRA",
+        "EXIT_INPUT",
+        "EXIT_INTERRUPTED",
+        "EXIT_NEGATIVE",
+        "EXIT_OK",
+        "EXIT_REFUSED",
+        "GradingError",
+        "IneligibleError",
+        "InfrastructureError",
+        "InputError",
+        "ReplayDivergence",
+        "ReplayRefused",
+        "SandboxReplayError",
+        "ToolNotResolvable",
+        "TransientInfrastructureError",
+        "worst_exit_code",
+    ],
+    "runner.grading": [
+        "FunctionJudge",
+        "Group",
+        "Judge",
+        "ModelJudge",
+        "Provider",
+        "Ranking",
+        "Result",
+        "Standing",
+        "ToolCall",
+        "TournamentReport",
+        "aggregate",
+        "grade",
+        "make_judge",
+        "rubric_judge",
+    ],
+    "runner.importers": [
+        "ImportSource",
+        "WorkflowShape",
+        "read_openai_messages",
+        "read_tau2",
+        "read_tau2_tools",
+        "read_tools_file",
+        "write_import",
+    ],
+    "runner.ledger": [
+        "Amount",
+        "Budget",
+        "Ceiling",
+        "CeilingGuard",
+        "FINISHED_STATUSES",
+        "Headroom",
+        "Job",
+        "LEDGER_FILENAME",
+        "Ledger",
+        "ModelPrice",
+        "PURPOSES",
+        "Purpose",
+        "PurposeTotals",
+        "Reservation",
+        "RunHistory",
+        "RunRecord",
+        "UNBOUNDED",
+        "ZERO",
+        "estimate_usd",
+        "price_of",
+        "run_key",
+    ],
+    "runner.policy": [
+        "Admission",
+        "Ceiling",
+        "Ceilings",
+        "EligibilityReport",
+        "Limits",
+        "Policy",
+        "PolicySpec",
+        "Price",
+        "ToolOverrides",
+        "admit",
+        "check_eligibility",
+        "decide",
+        "disposition_for",
+        "find_policy",
+        "load_policy",
+        "policy_from_spec",
+    ],
+    "runner.providers": [
+        "CEILING_ERROR_CLASS",
+        "DeadlineProvider",
+        "MeteredProvider",
+        "ModelProvider",
+        "OpenAIProvider",
+        "ProviderResponse",
+        "ReplayProvider",
+        "ScriptedProvider",
+        "StopSignal",
+        "load_function",
+        "provider_for",
+        "provider_for_workflow",
+        "response_from_body",
+    ],
+    "runner.reproduce": [
+        "ReproduceReport",
+        "Reproducer",
+        "build_packet",
+        "environment_diff",
+        "expand_inputs",
+        "first_difference",
+        "is_packet",
+        "refusals",
+        "verdict",
+    ],
+    "runner.runtime": ["protocol"],
+    "runner.sdk": [
+        "Effect",
+        "HttpResponse",
+        "ToolDef",
+        "ToolDefinitionError",
+        "canonical_json",
+        "collect_tools",
+        "function_name",
+        "http_get",
+        "http_request",
+        "now",
+        "record",
+        "replay_context",
+        "schema_hash",
+        "set_clock",
+        "tool",
+        "tool_def",
+    ],
+    "runner.submit": [
+        "PairOutcome",
+        "Plan",
+        "Scheduler",
+        "SubmitOptions",
+        "SubmitResult",
+        "Variant",
+        "build_plan",
+        "build_report",
+        "execute",
+        "grade_job",
+        "job_dir",
+        "load_job_file",
+        "prepare",
+        "write_report",
+    ],
+    "runner.trace": [
+        "MAX_BODY_BYTES",
+        "STATUSES",
+        "TRACE_VERSION",
+        "TraceWriter",
+        "decode_body",
+        "dumps_line",
+        "encode_body",
+        "episode_exit_code",
+        "failure_signature",
+        "jsonable",
+        "normalise_body",
+    ],
+    "runner.tracetools": [
+        "CallRecord",
+        "EndRecord",
+        "Extraction",
+        "MAX_LINE_BYTES",
+        "RunRecord",
+        "Trace",
+        "TraceLint",
+        "TraceProblem",
+        "TraceVersionError",
+        "extract_tasks",
+        "lint_trace",
+        "lint_traces",
+        "load_trace",
+        "read_trace",
+        "read_trace_stream",
+    ],
+}
+
+
+def _packages() -> list[str]:
+    found = pkgutil.walk_packages(runner.__path__, "runner.")
+    return ["runner", *sorted(m.name for m in found if m.ispkg)]
+
+
+def test_every_package_is_pinned() -> None:
+    assert _packages() == sorted(PUBLIC)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_public_surface(name: str) -> None:
+    package = importlib.import_module(name)
+    assert sorted(package.__all__) == sorted(PUBLIC[name])
+    for attribute in package.__all__:
+        if not hasattr(package, attribute):  # a public submodule (runner.runtime.protocol)
+            importlib.import_module(f"{name}.{attribute}")
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_package_docstring_says_what_it_may_import(name: str) -> None:
+    doc = importlib.import_module(name).__doc__ or ""
+    assert "May import" in doc, name

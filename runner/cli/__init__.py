@@ -1,6 +1,6 @@
 """The typer command-line interface: parse -> settings -> build objects -> call -> exit code.
 
-``app`` holds the typer `app` and `main` (the one boundary where exceptions become exit codes);
+``app`` holds the typer ``app`` and `main` (the one boundary where exceptions become exit codes);
 ``commands/`` one module per command, each registering itself on `app`; tables and other
 rendering live here and only here (``report_render``, ``output``, ``terminal``, ``helpstyle``);
 ``log`` configures structlog for the process.
@@ -9,6 +9,7 @@ May import: every other package of runner. Heavy libraries (docker, pydantic-set
 are imported inside the commands, so that ``--help`` stays quick.
 """
 
-from runner.cli.app import app, main
+from runner.cli.app import main
 
-__all__ = ["app", "main"]
+# `app` is not re-exported: the name would hide the module runner.cli.app
+__all__ = ["main"]

@@ -2,10 +2,10 @@
 
 `prepare_run` writes the run folder and the `SandboxSpec` (only the sandbox-side packages of
 runner are mounted: `runner_mounts`); `run_episode` drives the NDJSON channel (``channel``),
-keeps what the host learns (``state``) and classifies the status (``status``); `metered_run` is
-the reservation, run and settlement of one run that commands compose; `sandbox_registry`
-describes the tools of a workflow by asking a sandbox (``toolmanifest``); `record_run` runs a
-workflow live, unsandboxed (``record``).
+keeps what the host learns (``state``) and classifies the status (``status``);
+``metered_run.metered_run`` is the reservation, run and settlement of one run that commands
+compose; `sandbox_registry` describes the tools of a workflow by asking a sandbox
+(``toolmanifest``); `record_run` runs a workflow live, unsandboxed (``record``).
 
 May import: `runner.providers`, `runner.backends` (the interface; the Docker backend is passed
 in), `runner.ledger`, `runner.policy`, `runner.domain`, `runner.tracetools`, `runner.settings`,
@@ -21,7 +21,7 @@ from runner.episode.driver import (
     run_episode,
     runner_mounts,
 )
-from runner.episode.metered_run import MeteredRun, metered_run
+from runner.episode.metered_run import MeteredRun
 from runner.episode.record import record_run
 from runner.episode.toolmanifest import locate_tools, sandbox_registry
 
@@ -31,7 +31,6 @@ __all__ = [
     "MeteredRun",
     "PreparedRun",
     "locate_tools",
-    "metered_run",
     "prepare_run",
     "record_run",
     "run_episode",

@@ -5,8 +5,9 @@ SANDBOX_PACKAGES`); the runtime, the SDK's recorder, the host's episode driver a
 all produce trace lines with these rules (docs/trace-format.md, SPEC.md "Trace (episode)
 format"). Reading traces, with limits, is host-side: `runner.tracetools`.
 
-Modules: ``format`` (version, statuses, exit codes, bodies, failure signature), ``writer`` (the
-JSONL writer: ``run`` header, ``call`` lines, ``end`` line).
+Modules: ``format`` (version, statuses, exit codes, bodies, failure signature; its names are
+re-exported), ``writer`` (the JSONL writer: ``run`` header, ``call`` lines, ``end`` line; a
+submodule of the surface, not imported here: the runtime's start path stays free of pathlib).
 
 May import: the standard library and `runner.errors`. Known exception (pyproject.toml,
 import-linter): ``format`` takes canonical JSON from `runner.sdk` until it moves here.
@@ -21,18 +22,14 @@ from runner.trace.format import (
     episode_exit_code,
     failure_signature,
 )
-from runner.trace.writer import TraceWriter, dumps_line, jsonable, normalise_body
 
 __all__ = [
     "MAX_BODY_BYTES",
     "STATUSES",
     "TRACE_VERSION",
-    "TraceWriter",
     "decode_body",
-    "dumps_line",
     "encode_body",
     "episode_exit_code",
     "failure_signature",
-    "jsonable",
-    "normalise_body",
+    "writer",
 ]

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runner.policy.models import (
+from runner.limitbounds import (
     Cpus,
     MaxCalls,
     MaxTraceMb,

@@ -22,7 +22,6 @@ and line; a span without ids is skipped with a warning naming file and place.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,8 @@ from typing import Any
 from runner.errors import InputError
 from runner.importers.otel.values import any_value, as_dict, attributes, norm_id, time_ns
 from runner.importers.source import load_json
+from runner.trace.strictjson import StrictJSONError
+from runner.trace.strictjson import loads as strict_loads
 
 __all__ = [
     "KEEP_PREFIXES",
@@ -392,8 +393,8 @@ def _try_line(raw: bytes, name: str, number: int) -> Any:
     if len(raw) > MAX_LINE_BYTES:
         return None
     try:
-        return json.loads(_decode(raw, name, number))
-    except (ValueError, RecursionError):
+        return strict_loads(_decode(raw, name, number))
+    except ValueError:  # StrictJSONError included
         return None
 
 
@@ -409,8 +410,7 @@ def _whole(path: Path, notes: Notes) -> Iterator[Item]:
     text = _decode(path.read_bytes(), name, None)
     try:
         doc = load_json(text, file=name)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"invalid JSON (truncated?): {exc.msg} (column {exc.colno})", file=name, line=exc.lineno
-        ) from None
+    except StrictJSONError as exc:
+        what = "invalid JSON (truncated?)" if exc.kind == "syntax" else "not strict JSON"
+        raise InputError(f"{what}: {exc.detail}", file=name, line=exc.line) from None
     yield from _document(doc, name, "", notes)

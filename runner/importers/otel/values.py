@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 import sys
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+
+from runner.trace.strictjson import loads as strict_loads
 
 __all__ = [
     "any_value",
@@ -235,6 +236,6 @@ def json_value(value: Any) -> tuple[bool, Any]:
     if not text or text[0] not in '[{"0123456789-tfn':
         return False, value
     try:
-        return True, json.loads(text)
-    except (ValueError, RecursionError):
+        return True, strict_loads(text)  # the one strict decoder: depth, NaN, duplicate keys
+    except ValueError:
         return False, value

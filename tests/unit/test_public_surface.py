@@ -116,6 +116,7 @@ PUBLIC: dict[str, list[str]] = {
         "read_tools_file",
         "write_import",
     ],
+    "runner.importers.otel": ["read_otel"],
     "runner.ledger": [
         "Amount",
         "Budget",
@@ -137,6 +138,8 @@ PUBLIC: dict[str, list[str]] = {
         "ZERO",
         "estimate_usd",
         "price_of",
+        "prompt_tokens_bound",
+        "request_bytes",
         "run_key",
     ],
     "runner.policy": [

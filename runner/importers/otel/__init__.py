@@ -10,6 +10,9 @@ Modules, in the order data flows:
 - `runner.importers.otel.sessions`: span trees, logical model calls, sessions;
 - `runner.importers.otel.reader`: each session's conversation → `runner.importers.source`
   runs, written by `runner.importers.output.write_import` like every importer.
+
+May import: the rest of `runner.importers`, `runner.trace` (the strict decoder), `runner.errors`,
+the standard library.
 """
 
 from runner.importers.otel.reader import read_otel

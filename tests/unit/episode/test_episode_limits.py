@@ -183,7 +183,7 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
     from typer.testing import CliRunner
 
     from runner.cli.app import _register_commands, app
-    from runner.submit.report import render_report
+    from runner.cli.report_render import render_report
 
     _register_commands()
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))

@@ -60,6 +60,10 @@ class Settings(BaseSettings):
         openai_api_key: its key (None: the host's ``OPENAI_API_KEY``); held on the host, never
             passed into a sandbox.
         openai_model: the model asked when a request names none (None: ``OPENAI_MODEL``).
+        anthropic_base_url: base URL of the Messages API for the ``anthropic`` provider (None:
+            the host's ``ANTHROPIC_BASE_URL``, else ``https://api.anthropic.com``).
+        anthropic_api_key: its key (``SANDBOX_REPLAY_ANTHROPIC_API_KEY``; None: the host's
+            ``ANTHROPIC_API_KEY``); held on the host, never passed into a sandbox.
     """
 
     model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
@@ -83,3 +87,5 @@ class Settings(BaseSettings):
     openai_base_url: str | None = None
     openai_api_key: SecretStr | None = None
     openai_model: str | None = None
+    anthropic_base_url: str | None = None
+    anthropic_api_key: SecretStr | None = None

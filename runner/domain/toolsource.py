@@ -74,6 +74,9 @@ def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path
             found, root = load_module_tools(entry, search, where)
             tools.extend(found)
             roots.append(root)
+    from runner.domain.programs import program_roots  # located, never imported
+
+    roots.extend(program_roots(workflow))
     return tools, list(dict.fromkeys(roots))
 
 

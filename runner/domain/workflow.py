@@ -3,10 +3,11 @@
 A workflow (YAML) has ``name``, ``version``, ``tools`` (module names or tool-manifest paths that
 make its registry), optional ``files`` (globs of the data files its tool code reads, relative to
 the workflow file: they join the tool snapshot, `runner.episode.snapshot`), an optional
-``model`` and ``steps``; each step is a tool call with ``args``
-or an agent loop with a toolset (SPEC.md, docs/internals.md). `load_workflow` reads one file
-and reports every bad input as an `InputError` naming the file, the line and the field:
-invalid YAML, an unknown key (with "did you mean"), a wrong type, a duplicate step id, or a
+``model`` and ``steps``; each step is a tool call with ``args``, an agent loop with a toolset,
+or the user's own agent code (``program: module:function`` with a declared ``tools`` set and an
+optional per-step ``model``; SPEC.md, docs/internals.md). `load_workflow` reads one file and
+reports every bad input as an `InputError` naming the file, the line and the field: invalid
+YAML, an unknown key (with "did you mean"), a wrong type, a duplicate step id, or a
 ``${...}`` reference to a step that does not exist or does not come earlier.
 
 Invariants: models are frozen and forbid unknown keys; ``version`` is always a string; a
@@ -100,13 +101,18 @@ class ModelSpec(_Frozen):
 
     Attributes:
         provider: ``scripted`` (a function ``request -> response`` run on the host),
-            ``replay`` (served from a trace) or ``openai`` (an OpenAI-compatible endpoint).
+            ``replay`` (served from a trace), ``openai`` (an OpenAI-compatible endpoint) or
+            ``anthropic`` (the Messages API). For a program step the API a request arrives
+            on picks the family (OpenAI endpoints: ``openai``, Messages: ``anthropic``); a
+            ``scripted`` function answers every API (`runner.providers.gateway`).
         function: ``module:function`` of a scripted provider (required for ``scripted``).
-        name: the model name asked of an ``openai`` provider (required for ``openai``).
+        name: the model name asked of an ``openai`` provider (required for ``openai``); for a
+            program step, when set, it replaces the ``model`` of the requests routed to this
+            provider's family (both are recorded).
         settings: request settings passed through (temperature, max_tokens, ...).
     """
 
-    provider: Literal["scripted", "replay", "openai"]
+    provider: Literal["scripted", "replay", "openai", "anthropic"]
     function: str | None = None
     name: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -120,13 +126,11 @@ class ModelSpec(_Frozen):
                 raise ValueError(f"function {self.function!r} is not of the form module:function")
         elif self.function is not None:
             raise ValueError(f"'function' belongs to the scripted provider, not {self.provider}")
-        if self.provider == "openai" and not self.name:
-            raise ValueError("an openai provider needs 'name' (the model to ask for)")
         return self
 
 
 class Step(_Frozen):
-    """One step: exactly one of a tool call (``tool`` + ``args``) or an agent loop.
+    """One step: exactly one of a tool call (``tool`` + ``args``), an agent loop or a program.
 
     Attributes:
         id: ASCII letters, digits, ``_`` and ``-`` (1-64 characters), unique in the workflow.
@@ -134,12 +138,21 @@ class Step(_Frozen):
         args: the tool step's arguments; values may hold ``${task.x}`` and
             ``${steps.ID.output[.path]}`` references.
         agent: the agent loop of an agent step.
+        program: ``module:function`` of a program step: imported inside the sandbox only
+            (never on the host), called with the task input (a dict), its return value
+            (JSON-serialisable) is the step's output.
+        tools: a program step's declared toolset (the capability set, resolved at load time
+            like any step's tools); only these tools are resolvable while it runs.
+        model: a program step's own model provider (None: the workflow's ``model``).
     """
 
     id: str
     tool: str | None = None
     args: dict[str, Any] | None = None
     agent: AgentSpec | None = None
+    program: str | None = None
+    tools: list[str] | None = None
+    model: ModelSpec | None = None
 
     @field_validator("id")
     @classmethod
@@ -155,18 +168,52 @@ class Step(_Frozen):
             raise ValueError(f"{value!r} is not a tool id (dotted names like ticket.get)")
         return value
 
+    @field_validator("program")
+    @classmethod
+    def _program(cls, value: str | None) -> str | None:
+        if value is not None and not FUNCTION_REF.match(value):
+            raise ValueError(f"program {value!r} is not of the form module:function")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _declared_tools(cls, tools: list[str] | None) -> list[str] | None:
+        if tools is None:
+            return None
+        seen: set[str] = set()
+        for tool_id in tools:
+            if not TOOL_ID.match(tool_id):
+                raise ValueError(f"{tool_id!r} is not a tool id (dotted names like ticket.get)")
+            if tool_id in seen:
+                raise ValueError(f"tool {tool_id!r} is listed twice")
+            seen.add(tool_id)
+        return tools
+
     @model_validator(mode="after")
     def _one_kind(self) -> Step:
-        if (self.tool is None) == (self.agent is None):
-            raise ValueError(f"step {self.id!r} needs exactly one of 'tool' or 'agent'")
-        if self.agent is not None and self.args is not None:
-            raise ValueError(f"step {self.id!r}: 'args' belongs to tool steps, not agent steps")
+        kinds = [k for k in ("tool", "agent", "program") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(
+                f"step {self.id!r} needs exactly one of 'tool', 'agent' or 'program'"
+                + (f" (has {', '.join(kinds)})" if kinds else "")
+            )
+        if self.tool is None and self.args is not None:
+            raise ValueError(f"step {self.id!r}: 'args' belongs to tool steps")
+        if self.program is None:
+            for key in ("tools", "model"):
+                if getattr(self, key) is not None:
+                    raise ValueError(
+                        f"step {self.id!r}: '{key}' belongs to program steps (an agent step "
+                        "declares its tools under 'agent')"
+                    )
         return self
 
     def tool_ids(self) -> list[str]:
-        """The tool ids this step may call: its tool, or its agent's toolset."""
+        """The tool ids this step may call: its tool, its agent's or its program's toolset."""
         if self.tool is not None:
             return [self.tool]
+        if self.program is not None:
+            return list(self.tools or [])
         return list(self.agent.tools) if self.agent is not None else []
 
     def normalised(self) -> dict[str, Any]:
@@ -176,6 +223,14 @@ class Step(_Frozen):
             if not agent["unlisted_tools"]:  # optional (issue 12): absent unless used
                 del agent["unlisted_tools"]
             return {"id": self.id, "agent": agent}
+        if self.program is not None:
+            model = self.model.model_dump(mode="json", exclude_none=True) if self.model else None
+            return {
+                "id": self.id,
+                "program": self.program,
+                "tools": list(self.tools or []),
+                "model": model,
+            }
         return {"id": self.id, "tool": self.tool, "args": dict(self.args or {})}
 
 
@@ -270,6 +325,10 @@ class Workflow(_Frozen):
         """Every tool id any step may call, in order of first use."""
         return list(dict.fromkeys(t for step in self.steps for t in step.tool_ids()))
 
+    def program_steps(self) -> list[Step]:
+        """The program steps, in order."""
+        return [step for step in self.steps if step.program is not None]
+
 
 def references(value: Any, loc: Loc = ()) -> Iterator[tuple[Loc, str]]:
     """Every ``${...}`` reference inside ``value`` (nested dicts, lists and strings).
@@ -294,7 +353,7 @@ def workflow_problems(workflow: Workflow) -> list[tuple[Loc, str]]:
     Returns:
         ``(loc, message)`` pairs, loc relative to the workflow document, in file order.
     """
-    problems: list[tuple[Loc, str]] = []
+    problems: list[tuple[Loc, str]] = list(_agent_model_problems(workflow))
     earlier: set[str] = set()
     all_ids = {step.id for step in workflow.steps}
     for index, step in enumerate(workflow.steps):
@@ -317,6 +376,21 @@ def workflow_problems(workflow: Workflow) -> list[tuple[Loc, str]]:
                     problems.append((loc, message))
         earlier.add(step.id)
     return problems
+
+
+def _agent_model_problems(workflow: Workflow) -> Iterator[tuple[Loc, str]]:
+    """Agent steps speak Chat Completions: an ``openai`` model needs a name, no ``anthropic``."""
+    model = workflow.model
+    if model is None or not any(step.agent is not None for step in workflow.steps):
+        return
+    if model.provider == "openai" and not model.name:
+        yield ("model", "name"), "an openai provider of agent steps needs 'name' (the model)"
+    if model.provider == "anthropic":
+        yield (
+            ("model", "provider"),
+            "the anthropic provider answers program steps (the Messages API), not agent steps "
+            "(their turns are Chat Completions): give the program step its own 'model'",
+        )
 
 
 def _reference_problem(ref: str, step_id: str, earlier: set[str], all_ids: set[str]) -> str:

@@ -39,7 +39,6 @@ model turns from the trace).
 
 from __future__ import annotations
 
-import importlib.machinery
 import os
 import re
 from collections.abc import Callable
@@ -47,9 +46,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import importlib.machinery
+
 import structlog
 
 from runner.domain.ids import path_under
+from runner.domain.programs import module_root, program_roots
 from runner.domain.registry import Registry, ToolSpec
 from runner.domain.toolsource import load_manifest_tools, manifest_path
 from runner.errors import InputError
@@ -104,15 +106,7 @@ def _where(workflow: WorkflowFile, index: int) -> dict[str, Any]:
 
 def _root(name: str, search: list[Path], installed: bool) -> Path | None:
     """The ``sys.path`` folder holding ``name``'s top-level package, found by a directory scan."""
-    spec = _top_spec(name, search, installed)
-    if spec is None:
-        return None
-    locations = list(spec.submodule_search_locations or [])
-    if locations:
-        return Path(locations[0]).resolve().parent
-    if spec.origin is None or not os.path.isabs(spec.origin):
-        return None  # built-in or frozen: nothing to mount
-    return Path(spec.origin).resolve().parent
+    return module_root(name, search, installed)
 
 
 def _top_spec(
@@ -260,7 +254,9 @@ def sandbox_registry(
         paths = _PathMap(tool_paths, roots, [snapshot.copy_of(root) for root in roots])
         tools.update(_module_tools(workflow, located, answer, paths, image))
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
-    return Registry(ordered, located.roots())
+    # a program step's module is mounted like tool code (located, imported only in there)
+    roots = [*located.roots(), *program_roots(workflow, confined_to=confined_to)]
+    return Registry(ordered, roots)
 
 
 class _PathMap:

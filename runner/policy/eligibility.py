@@ -2,10 +2,10 @@
 
 This is the load path that ``check`` runs and that ``submit`` and ``run`` pass through before
 anything starts (`admit`): load the policy, every workflow and its registry, restrict the
-registry by the policy, then walk every step of every workflow (each agent step's toolset
-included) and resolve every tool id through the filtered view. Every problem is collected,
-never just the first; each names the workflow file, the step, the tool, its effect class and
-the rule.
+registry by the policy, then walk every step of every workflow (each agent step's and each
+program step's declared toolset included) and resolve every tool id through the filtered view.
+Every problem is collected, never just the first; each names the workflow file, the step, the
+tool, its effect class and the rule.
 
 Invariants: nothing here creates a sandbox, touches a backend or writes a ledger row (the
 module does not import one); a workflow is eligible only when every tool id of every step
@@ -277,8 +277,14 @@ def _check_one(path: str, policy: Policy, cwd: Path, settings: Any) -> WorkflowC
                 (step.tool, ("steps", index, "tool"))
             ]
             label = f'step "{step.id}"'
+        elif step.program is not None:
+            places = [
+                (tool_id, ("steps", index, "tools", position))
+                for position, tool_id in enumerate(step.tools or [])
+            ]
+            label = f'step "{step.id}" (program toolset)'
         else:
-            assert step.agent is not None  # a validated step is one or the other
+            assert step.agent is not None  # a validated step is one of the three
             places = [
                 (tool_id, ("steps", index, "agent", "tools", position))
                 for position, tool_id in enumerate(step.agent.tools)

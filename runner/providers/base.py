@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import structlog
 
 from runner.errors import InputError
+from runner.providers.apis import ApiCall, summarise
 from runner.sdk import canonical_json
 from runner.trace.format import decode_body
 from runner.trace.strictjson import loads as strict_loads
@@ -45,10 +46,15 @@ class ProviderResponse:
     """One answered turn.
 
     Attributes:
-        body: the raw response body, exact text (what the trace records).
+        body: the raw response body, exact text (what the trace records; for a stream the
+            raw event stream).
         model: the model id read from the body's ``model`` field, or None.
-        usage: ``{"prompt_tokens", "completion_tokens", ...}`` from the body, or {}.
+        usage: ``{"prompt_tokens", "completion_tokens", ...}`` from the body (Responses and
+            Messages: ``input_tokens``, ``output_tokens``), or {}.
         error: ``{"class", "message"}`` when the turn failed, else None.
+        status: the HTTP status of the answer (program steps' gateway calls; 200 otherwise).
+        forwarded: the request body actually sent to the provider (gateway calls), or None.
+        content_type: the answer's content type (gateway calls), or None.
 
     """
 
@@ -56,15 +62,33 @@ class ProviderResponse:
     model: str | None = None
     usage: Mapping[str, Any] = field(default_factory=dict)
     error: Mapping[str, str] | None = None
+    status: int = 200
+    forwarded: Mapping[str, Any] | None = None
+    content_type: str | None = None
 
     def tokens(self) -> tuple[int, int]:
-        """Return ``(tokens_in, tokens_out)`` from ``usage`` (0 when absent or malformed)."""
+        """Return ``(tokens_in, tokens_out)`` from ``usage`` (0 when absent or malformed).
+
+        Chat Completions counts ``prompt_tokens``/``completion_tokens``; Responses and
+        Messages ``input_tokens``/``output_tokens``, Messages' cache reads and writes
+        (``cache_read_input_tokens``, ``cache_creation_input_tokens``) counted as input.
+        """
 
         def count(key: str) -> int:
             value = self.usage.get(key, 0)
             return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
-        return count("prompt_tokens"), count("completion_tokens")
+        tokens_in = count("prompt_tokens") or (
+            count("input_tokens")
+            + count("cache_read_input_tokens")
+            + count("cache_creation_input_tokens")
+        )
+        return tokens_in, count("completion_tokens") or count("output_tokens")
+
+    @property
+    def has_usage(self) -> bool:
+        """True when the body stated its token usage."""
+        return bool(self.usage)
 
 
 class ModelProvider(Protocol):
@@ -75,6 +99,38 @@ class ModelProvider(Protocol):
     def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
         """Answer one turn for ``role`` (``model`` or ``user``); never raises for a bad turn."""
         ...
+
+    def forward(self, call: ApiCall) -> ProviderResponse:
+        """Answer one gateway request of a program step; never raises for a bad request."""
+        ...
+
+
+def response_from_api(
+    call: ApiCall, body: str, *, status: int = 200, content_type: str | None = None
+) -> ProviderResponse:
+    """A gateway answer from a raw body: model id and usage read from it (`summarise`).
+
+    Args:
+        call: the call answered (its API, whether it streams, the body forwarded).
+        body: the raw body text (an event stream when the call streams).
+        status: the HTTP status.
+        content_type: the content type (default: JSON, or ``text/event-stream`` for streams).
+    """
+    model, usage = summarise(call.api, body, call.stream and status < 400)
+    return ProviderResponse(
+        body=body,
+        model=model,
+        usage=usage,
+        status=status,
+        forwarded=dict(call.body),
+        content_type=content_type
+        or ("text/event-stream" if call.stream and status < 400 else "application/json"),
+    )
+
+
+def unsupported(provider: str, what: str) -> ProviderResponse:
+    """The error answer of a provider asked for something it does not serve."""
+    return _error("ProviderError", f"the {provider} provider does not serve {what}")
 
 
 def response_from_body(body: str) -> ProviderResponse:
@@ -189,6 +245,33 @@ class ScriptedProvider:
             return _error("ProviderError", f"scripted response is not JSON: {exc}")
         return response_from_body(body)
 
+    def forward(self, call: ApiCall) -> ProviderResponse:
+        """Call the function with ``{api, path, body}``; it returns the raw response body.
+
+        The function returns the raw body as text (an event stream for ``stream: true``) or a
+        dict (serialised with `json.dumps`); anything else, or an exception, is an error.
+        """
+        payload = {"api": call.api, "path": call.path, "body": dict(call.body)}
+        try:
+            result = self.function(payload)
+        except Exception as exc:
+            log.info("scripted_provider_raised", error_class=type(exc).__qualname__)
+            return _error(type(exc).__qualname__, str(exc))
+        if isinstance(result, dict):
+            try:
+                result = json.dumps(result, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                return _error("ProviderError", f"scripted response is not JSON: {exc}")
+        if isinstance(result, bytes):
+            result = result.decode("utf-8", "surrogateescape")
+        if not isinstance(result, str):
+            return _error(
+                "ProviderError",
+                f"scripted function returned {type(result).__name__}, not the raw body "
+                "(str) or a dict",
+            )
+        return response_from_api(call, result)
+
 
 def _settings(request: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in request.items() if k not in ("messages", "tools")}
@@ -278,6 +361,36 @@ class ReplayProvider:
             response = ProviderResponse(body=body, model=recorded["model"], usage=response.usage)
         return response
 
+    def forward(self, call: ApiCall) -> ProviderResponse:
+        """Serve the next recorded model call to a program's gateway request when it matches.
+
+        Matched on the API and the canonical JSON of the program's request body
+        (`runner.providers.replay_api`); a miss names the first differing field.
+        """
+        from runner.providers.replay_api import mismatch, serve_recorded
+
+        queue = self._queues["model"]
+        index = self._cursor["model"]
+        if index >= len(queue):
+            return _error(
+                "ReplayDivergence",
+                f"unrecorded model call ({call.api}): all {len(queue)} recorded model turns "
+                "already used",
+            )
+        recorded = queue[index]
+        why = mismatch(call, recorded)
+        if why is not None:
+            return _error(
+                "ReplayDivergence",
+                f"model turn {index} (call {recorded.get('index')}) differs from its "
+                f"recording: {why}",
+            )
+        self._cursor["model"] = index + 1
+        try:
+            return ProviderResponse(**serve_recorded(call, recorded))
+        except ValueError as exc:
+            return _error("ReplayRefused", f"model turn {index}: recorded body unreadable: {exc}")
+
 
 def _timeout_response() -> ProviderResponse:
     return ProviderResponse(
@@ -323,11 +436,21 @@ class DeadlineProvider:
         if self.remaining_s() <= 0:
             self.on_timeout()
             return _timeout_response()
+        return self._within_deadline(lambda: self.inner.complete(request, role))
+
+    def forward(self, call: ApiCall) -> ProviderResponse:
+        """Forward a gateway request through the inner provider, within the deadline."""
+        if self.remaining_s() <= 0:
+            self.on_timeout()
+            return _timeout_response()
+        return self._within_deadline(lambda: self.inner.forward(call))
+
+    def _within_deadline(self, answer: Callable[[], ProviderResponse]) -> ProviderResponse:
         box: list[ProviderResponse | BaseException] = []
 
         def work() -> None:
             try:
-                box.append(self.inner.complete(request, role))
+                box.append(answer())
             except BaseException as exc:  # handed to the driver's thread below
                 box.append(exc)
 
@@ -359,11 +482,13 @@ def provider_for_workflow(
         InputError: an unknown provider, or a scripted function that does not resolve.
     """
     model = workflow.spec.model
-    return provider_for(
-        model.model_dump() if model is not None else None,
-        search_paths=[workflow.folder, cwd],
-        settings=settings,
-    )
+    spec = model.model_dump() if model is not None else None
+    search_paths = [workflow.folder, cwd]
+    if workflow.spec.program_steps():
+        from runner.providers.gateway import GatewayRouter
+
+        return GatewayRouter.for_workflow(workflow.spec, search_paths, settings)
+    return provider_for(spec, search_paths=search_paths, settings=settings)
 
 
 def check_provider(workflow: Any, *, cwd: Path, settings: Any = None) -> None:
@@ -433,7 +558,11 @@ def provider_for(
 
         name = model_spec.get("name")
         return OpenAIProvider.from_settings(settings, model=name if isinstance(name, str) else None)
+    if kind == "anthropic":
+        from runner.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider.from_settings(settings)
     raise InputError(
-        f"model provider {kind!r} is not available here (scripted, replay, openai)",
+        f"model provider {kind!r} is not available here (scripted, replay, openai, anthropic)",
         field="model.provider",
     )

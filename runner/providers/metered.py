@@ -32,6 +32,7 @@ import structlog
 
 from runner.errors import CeilingReached, InputError
 from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
+from runner.providers.apis import CAP_FIELDS, ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
 from runner.providers.openai import response_usd
 
@@ -160,15 +161,16 @@ class MeteredProvider:
             payload["n"] = 1
         return payload
 
-    def _estimate(self, payload: Mapping[str, Any]) -> Amount:
+    def _estimate(self, payload: Mapping[str, Any], tokens_in: int | None = None) -> Amount:
         """The reservation of ``payload``, the request as it will be forwarded.
 
-        Prompt tokens: `prompt_tokens_bound` of the whole request as the provider receives it
-        (the provider adds the variant's model when it names none); completion tokens: ``n``
-        completions of the capped completion tokens.
+        Prompt tokens: ``tokens_in`` when given, else `prompt_tokens_bound` of the whole
+        request as the provider receives it (the provider adds the variant's model when it
+        names none); completion tokens: ``n`` completions of the capped completion tokens.
         """
-        model = str(payload.get("model") or self.model or "")
-        tokens_in = prompt_tokens_bound({**payload, "model": model} if model else payload)
+        if tokens_in is None:
+            model = str(payload.get("model") or self.model or "")
+            tokens_in = prompt_tokens_bound({**payload, "model": model} if model else payload)
         caps = [int(payload[f]) for f in _CAP_FIELDS if _is_count(payload.get(f))]
         choices = int(payload["n"]) if _is_count(payload.get("n")) else 1
         tokens_out = max(caps, default=0) * max(1, choices)
@@ -229,6 +231,83 @@ class MeteredProvider:
         tokens_in, tokens_out = served.tokens()
         usd = response_usd(self.prices, served, str(payload.get("model") or self.model or ""))
         actual = Amount(tokens_in=tokens_in, tokens_out=tokens_out, usd=usd or 0.0)
+        self.guard.settle(reservation, actual, model=served.model)
+        self.charged = self.charged + actual
+        return served
+
+    # -- program steps' gateway requests ----------------------------------------------------
+
+    def _capped(self, api: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``body`` with every output-token cap of ``api`` at most ``max_tokens``."""
+        payload = dict(body)
+        if self.max_tokens is None:
+            return payload
+        if api == "chat_completions":
+            return self._forwarded(payload)
+        for name in CAP_FIELDS.get(api, ()):
+            asked: Any = payload.get(name)
+            if not (_is_count(asked) and int(asked) <= self.max_tokens):
+                payload[name] = self.max_tokens
+        return payload
+
+    def _estimate_api(self, api: str, payload: Mapping[str, Any]) -> Amount:
+        if api == "chat_completions":
+            return self._estimate(payload)
+        # an upper bound of the prompt's tokens: the whole forwarded body (`prompt_tokens_bound`)
+        tokens_in = prompt_tokens_bound(payload)
+        caps = [int(payload[f]) for f in CAP_FIELDS.get(api, ()) if _is_count(payload.get(f))]
+        return self._estimate(
+            {"model": payload.get("model"), "messages": [], "max_tokens": max(caps, default=0)},
+            tokens_in=tokens_in,
+        )
+
+    def forward(self, call: ApiCall) -> ProviderResponse:
+        """Reserve, forward, settle a program step's request (as `complete` does for turns).
+
+        The forwarded body has its output-token cap at most ``max_tokens``. A successful
+        answer that states no usage (a Chat Completions stream without ``include_usage``) is
+        settled at its reservation: never a silent zero. An HTTP error answer is settled at
+        the usage it states (usually none).
+        """
+        if self.stop.refuses_calls:
+            return self._refuse(f"replay stopped ({self.stop.reason}): {self.stop.message}")
+        payload = self._capped(call.api, call.body)
+        try:
+            estimate = self._estimate_api(call.api, payload)
+        except CeilingReached as exc:
+            log.warning("model_call_unpriced", run_key=self.run_key, **exc.fields)
+            return self._refuse(str(exc))
+        model = str(payload.get("model") or self.model or "")
+        key = f"{self.run_key}/call/{self.calls}"
+        self.calls += 1
+        try:
+            reservation = self.guard.reserve(
+                "replay",
+                estimate,
+                key=key,
+                kind="model_call",
+                variant=self.variant,
+                task_id=self.task_id,
+                run_key=self.run_key,
+                model=model or None,
+            )
+        except CeilingReached as exc:
+            self.stop.set("ceiling_reached", str(exc), exc.fields)
+            return self._refuse(str(exc))
+        try:
+            served = self.inner.forward(call.with_body(payload))
+        except BaseException:
+            self.guard.release(reservation)
+            raise
+        if served.error is not None and served.body is None:
+            self.guard.release(reservation)  # nothing answered, nothing billed
+            return served
+        if served.status < 400 and not served.has_usage:
+            actual = estimate
+        else:
+            tokens_in, tokens_out = served.tokens()
+            usd = response_usd(self.prices, served, model)
+            actual = Amount(tokens_in=tokens_in, tokens_out=tokens_out, usd=usd or 0.0)
         self.guard.settle(reservation, actual, model=served.model)
         self.charged = self.charged + actual
         return served

@@ -1,4 +1,8 @@
-"""The ``openai`` model provider: any OpenAI-compatible Chat Completions endpoint, on the host.
+"""The ``openai`` model provider: any OpenAI-compatible endpoint, on the host.
+
+Agent steps' turns go to Chat Completions (`OpenAIProvider.complete`); a program step's gateway
+requests go to Chat Completions or Responses as they arrived (`OpenAIProvider.forward`,
+streams included, `runner.providers.httpcall`).
 
 The sandbox never sees the endpoint, its address or its key: the runtime asks the host for a
 turn over the channel, and this provider makes the HTTP call from the host (httpx).
@@ -32,7 +36,8 @@ import tenacity
 
 from runner.errors import InputError
 from runner.ledger.pricing import estimate_usd
-from runner.providers.base import ProviderResponse, response_from_body
+from runner.providers.apis import ENDPOINT, ApiCall
+from runner.providers.base import ProviderResponse, response_from_body, unsupported
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -188,6 +193,28 @@ class OpenAIProvider:
         served = response_from_body(body)
         log.debug("openai_call_done", role=role, model=served.model, status=response.status_code)
         return served
+
+    def forward(self, call: ApiCall) -> ProviderResponse:
+        """POST a program step's Chat Completions or Responses request; the raw answer.
+
+        Args:
+            call: the gateway call (``api`` ``chat_completions`` or ``responses``); a stream
+                is read to its end and recorded whole.
+
+        Returns:
+            The raw body (or event stream) with the model id and usage read from it; an HTTP
+            error is the API's own error body with ``error`` set, a transport failure an
+            error with no body. Never raises.
+        """
+        from runner.providers.httpcall import post_api
+
+        if call.api not in ("chat_completions", "responses"):
+            return unsupported(self.name, f"the {call.api} API")
+        if not call.body.get("model") and self.model is not None:
+            call = call.with_body({**call.body, "model": self.model})
+        url = f"{self.base_url}{ENDPOINT[call.api]}"
+        headers = {k: v for k, v in (call.headers or {}).items() if k == "openai-beta"}
+        return post_api(self._client, url, call, attempts=self.attempts, headers=headers, who=url)
 
     def __call__(self, request: dict[str, Any]) -> ProviderResponse:
         """Answer a ``model`` turn: the ``request -> response`` shape model judges call."""

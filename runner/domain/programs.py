@@ -1,0 +1,91 @@
+"""Where a program step's module lives, found without importing it.
+
+A program step (``program: module:function``) is the user's own agent code: it is imported
+inside the sandbox only, never on the host (not even for ``check``). The host needs only the
+folder to mount: the ``sys.path`` entry holding the module's top-level package, found by a
+directory scan (`importlib.machinery.PathFinder.find_spec`: no module code, no ``.pth`` file
+runs) over the workflow's folder and the current directory, then the installed packages.
+
+Invariant: nothing here imports, executes or ``exec``s a file of the workflow's folder.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runner.errors import InputError
+
+if TYPE_CHECKING:
+    from runner.domain.workflow import WorkflowFile
+
+__all__ = ["module_root", "program_roots"]
+
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def module_root(name: str, search: list[Path], installed: bool) -> Path | None:
+    """The ``sys.path`` folder holding ``name``'s top-level package, found by a directory scan.
+
+    Args:
+        name: a dotted module name.
+        search: folders looked in first.
+        installed: also look in the installed packages (the host's ``sys.path``).
+
+    Returns:
+        The folder, or None when the module is not found (or is built in or frozen).
+    """
+    if not _MODULE.match(name):
+        return None
+    top = name.split(".")[0]
+    spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search])
+    if spec is None and installed:
+        spec = importlib.machinery.PathFinder.find_spec(top)  # the installed packages
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or [])
+    if locations:
+        return Path(locations[0]).resolve().parent
+    if spec.origin is None or not os.path.isabs(spec.origin):
+        return None  # built-in or frozen: nothing to mount
+    return Path(spec.origin).resolve().parent
+
+
+def program_roots(workflow: WorkflowFile, *, confined_to: Path | None = None) -> list[Path]:
+    """The folders to mount so that every program step's module imports in the sandbox.
+
+    Args:
+        workflow: the loaded workflow.
+        confined_to: look only in this folder (a trace's or a packet's own: its code is all
+            inside it; never the current directory or the installed packages).
+
+    Returns:
+        Distinct folders, in step order (empty without program steps).
+
+    Raises:
+        InputError: a program module that is not found (workflow file, line,
+            ``steps[i].program``): invalid input, exit 2.
+    """
+    self_contained = confined_to is not None
+    folders = [confined_to] if confined_to else [workflow.folder, Path.cwd().resolve()]
+    search = list(dict.fromkeys(folders))
+    roots: list[Path] = []
+    for index, step in enumerate(workflow.spec.steps):
+        if step.program is None:
+            continue
+        module = step.program.partition(":")[0]
+        root = module_root(module, search, installed=not self_contained)
+        if root is None:
+            looked = ", ".join(str(p) for p in search)
+            raise InputError(
+                f"program module {module!r} of step {step.id!r} is not found (looked in {looked}"
+                + (")" if self_contained else " and the installed packages)"),
+                file=str(workflow.path),
+                line=workflow.line_of(("steps", index, "program")),
+                field=f"steps[{index}].program",
+            )
+        roots.append(root)
+    return list(dict.fromkeys(roots))

@@ -1,0 +1,127 @@
+"""The ``anthropic`` model provider: the Messages API (``POST /v1/messages``), on the host.
+
+It answers a program step's Messages requests (the official ``anthropic`` SDK's calls, which the
+sandbox's gateway receives), streams included (``message_start`` ... ``message_stop``, recorded
+raw). Agent steps speak Chat Completions and are not served here (a workflow check says so).
+
+Configuration comes from `runner.settings.Settings` (``anthropic_base_url``,
+``anthropic_api_key``: ``SANDBOX_REPLAY_ANTHROPIC_API_KEY``), each falling back to the host's
+``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``; the base URL defaults to
+``https://api.anthropic.com``. Usage (``input_tokens`` with the cache counts, ``output_tokens``)
+and USD come from the body and the policy's price table, as for every provider
+(`runner.providers.metered`).
+
+Invariants: the key is sent only as the ``x-api-key`` header from the host, is a
+`pydantic.SecretStr` until then and is never logged; the body recorded is the HTTP body,
+exactly; a failure is an answer (`runner.providers.httpcall.post_api`), never raised.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from runner.errors import InputError
+from runner.providers.apis import ENDPOINT, ApiCall
+from runner.providers.base import ProviderResponse, unsupported
+
+if TYPE_CHECKING:
+    from runner.settings import Settings
+
+__all__ = ["ANTHROPIC_VERSION", "DEFAULT_BASE_URL", "AnthropicProvider"]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+_PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
+
+
+class AnthropicProvider:
+    """Answers Messages requests through the Anthropic HTTP API.
+
+    Args:
+        base_url: the API root, e.g. ``https://api.anthropic.com``; requests go to
+            ``{base_url}/v1/messages``.
+        api_key: the key (``x-api-key``), or None for endpoints without authentication.
+        timeout_s: per-request timeout in seconds (connect, read, write, pool).
+        attempts: tries at most for transient failures (>= 1).
+        transport: an httpx transport (tests); default the real network stack.
+
+    Raises:
+        InputError: a base URL that is not http(s), or ``attempts`` < 1.
+    """
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 600.0,
+        attempts: int = 4,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise InputError(f"{base_url!r} is not an http(s) URL", field="anthropic_base_url")
+        if attempts < 1:
+            raise InputError("must be >= 1", field="attempts")
+        self.base_url = base_url.rstrip("/")
+        self.attempts = attempts
+        headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        self._client = httpx.Client(
+            headers=headers, timeout=timeout_s, transport=transport, trust_env=False
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings | None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> AnthropicProvider:
+        """Build from the host settings, falling back to ``ANTHROPIC_*`` of the environment.
+
+        Args:
+            settings: host settings, or None to use the environment alone.
+            environ: the environment to read (default ``os.environ``, read now).
+            kwargs: passed to the constructor (``timeout_s``, ``attempts``, ``transport``).
+
+        Raises:
+            InputError: a malformed base URL.
+        """
+        env = os.environ if environ is None else environ
+        base_url = (settings.anthropic_base_url if settings else None) or env.get(
+            "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL
+        )
+        secret = settings.anthropic_api_key if settings else None
+        key = secret.get_secret_value() if secret is not None else env.get("ANTHROPIC_API_KEY")
+        return cls(base_url, key, **kwargs)
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._client.close()
+
+    def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
+        """Agent steps' Chat Completions turns are not served by this provider."""
+        return unsupported(self.name, "Chat Completions turns of agent steps")
+
+    def forward(self, call: ApiCall) -> ProviderResponse:
+        """POST a program step's Messages request; the raw answer (a stream read whole).
+
+        Returns:
+            The raw body (or event stream) with the model id and usage read from it; an HTTP
+            error is the API's own error body with ``error`` set. Never raises.
+        """
+        from runner.providers.httpcall import post_api
+
+        if call.api != "messages":
+            return unsupported(self.name, f"the {call.api} API")
+        headers = {k: v for k, v in (call.headers or {}).items() if k in _PASSED_HEADERS}
+        url = f"{self.base_url}{ENDPOINT['messages']}"
+        return post_api(self._client, url, call, attempts=self.attempts, headers=headers, who=url)

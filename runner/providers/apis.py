@@ -1,0 +1,168 @@
+"""The three model HTTP APIs a program step's gateway speaks, as the host sees them.
+
+A program running in the sandbox calls the gateway of the runtime (`runner.runtime.gateway`)
+with the official SDKs' requests; each arrives here as an `ApiCall`: which API (``api``), the
+path it was sent to, the program's request body (what the trace keeps and ``reproduce``
+matches) and the body to forward (the request with the step's model name and the token caps
+applied). The APIs and the provider family each one is routed to:
+
+- ``chat_completions`` (``/v1/chat/completions``) and ``responses`` (``/v1/responses``): the
+  ``openai`` family; usage ``prompt_tokens``/``completion_tokens`` (Responses:
+  ``input_tokens``/``output_tokens``);
+- ``messages`` (``/v1/messages``): the ``anthropic`` family; usage ``input_tokens`` (plus the
+  cache counts) and ``output_tokens``.
+
+`summarise` reads the model id and the usage from a raw response body, a JSON object or, for
+``stream: true``, the raw server-sent event stream (Chat Completions ``chat.completion.chunk``
+events closed by ``data: [DONE]``; Responses ``response.created`` ... ``response.completed``;
+Messages ``message_start`` ... ``message_delta`` ... ``message_stop``).
+
+Invariant: nothing here changes a body; the raw text is what the trace records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+__all__ = [
+    "APIS",
+    "FAMILY",
+    "ApiCall",
+    "sse_events",
+    "summarise",
+]
+
+APIS = ("chat_completions", "responses", "messages")
+FAMILY = {"chat_completions": "openai", "responses": "openai", "messages": "anthropic"}
+# The endpoint of each API under its provider's base URL (OpenAI's ends in /v1, Anthropic's not).
+ENDPOINT = {
+    "chat_completions": "/chat/completions",
+    "responses": "/responses",
+    "messages": "/v1/messages",
+}
+# Request fields that bound one completion's output tokens, per API.
+CAP_FIELDS = {
+    "chat_completions": ("max_tokens", "max_completion_tokens"),
+    "responses": ("max_output_tokens",),
+    "messages": ("max_tokens",),
+}
+MAX_EVENTS = 100_000
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    """One model request of a program step, on its way to a provider.
+
+    Attributes:
+        api: one of `APIS`.
+        path: the path the program sent it to (e.g. ``/v1/chat/completions``).
+        request: the program's request body as it arrived (the trace's ``request``).
+        body: the body to forward (``request`` with the step's model and the caps applied).
+        step_id: the program step that made it.
+        headers: version headers of the program's request passed on (``anthropic-version``,
+            ``anthropic-beta``, ``openai-beta``), lower-case names.
+    """
+
+    api: str
+    path: str
+    request: Mapping[str, Any]
+    body: Mapping[str, Any]
+    step_id: str | None = None
+    headers: Mapping[str, str] | None = None
+
+    @property
+    def stream(self) -> bool:
+        """True when the program asked for a server-sent event stream."""
+        return self.body.get("stream") is True
+
+    @property
+    def family(self) -> str:
+        """``openai`` or ``anthropic``: the provider family the API is routed to."""
+        return FAMILY[self.api]
+
+    def with_body(self, body: Mapping[str, Any]) -> ApiCall:
+        """The same call forwarding ``body`` instead."""
+        return replace(self, body=dict(body))
+
+
+def sse_events(text: str) -> Iterator[tuple[str | None, str]]:
+    r"""``(event name, data)`` of each event of a server-sent event stream, in order.
+
+    Lines are split on ``\\n`` (``\\r\\n`` accepted); ``data:`` lines of one event are joined
+    with ``\\n``; comments (``:``) and other fields are skipped. At most `MAX_EVENTS` events.
+    """
+    event: str | None = None
+    data: list[str] = []
+    count = 0
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+                count += 1
+                if count >= MAX_EVENTS:
+                    return
+            event, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            event = value
+        elif name == "data":
+            data.append(value)
+    if data:
+        yield event, "\n".join(data)
+
+
+def _object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def summarise(api: str, body: str, stream: bool) -> tuple[str | None, dict[str, Any]]:
+    """The model id and the usage a raw response body states (None and {} when it does not).
+
+    Args:
+        api: one of `APIS`.
+        body: the raw body text.
+        stream: the body is a server-sent event stream.
+
+    Returns:
+        ``(model, usage)``; for Messages streams the usage of ``message_start`` updated by
+        each ``message_delta`` (its counts are cumulative).
+    """
+    if not stream:
+        parsed = _object(body)
+        if parsed is None:
+            return None, {}
+        model, usage = parsed.get("model"), parsed.get("usage")
+        return (model if isinstance(model, str) else None), (
+            dict(usage) if isinstance(usage, dict) else {}
+        )
+    model: str | None = None
+    usage: dict[str, Any] = {}
+    for _, data in sse_events(body):
+        event = _object(data)
+        if event is None:
+            continue
+        if api == "chat_completions":
+            holder: Any = event
+        elif api == "responses":
+            holder = event.get("response")
+        else:
+            holder = event.get("message") if event.get("type") == "message_start" else event
+        if not isinstance(holder, dict):
+            continue
+        if isinstance(holder.get("model"), str):
+            model = model or holder["model"]
+        found = holder.get("usage")
+        if isinstance(found, dict):
+            usage.update(found)
+    return model, usage

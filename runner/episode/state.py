@@ -83,6 +83,9 @@ class EpisodeState:
     model_calls: int = 0
     usd: float = 0.0
     served: deque[ProviderResponse] = field(default_factory=deque)
+    served_at: dict[int, tuple[ProviderResponse, Any]] = field(default_factory=dict)
+    gateway_notes: list[dict[str, Any]] = field(default_factory=list)
+    gateway_notes_dropped: int = 0
     unpriced_models: list[str] = field(default_factory=list)
     ceiling_refusals: list[dict[str, Any]] = field(default_factory=list)
     runtime_meter: dict[str, int] = field(default_factory=dict)
@@ -167,7 +170,13 @@ class EpisodeState:
         if self.limit is not None:  # past a limit nothing more is accepted (or kept)
             self.calls_refused += 1
             return []
-        if record.get("tool") in ("model", "user") and self.served:
+        index = record.get("index")
+        witnessed = self.served_at.pop(index, None) if isinstance(index, int) else None
+        if record.get("tool") == "model" and witnessed is not None:
+            from runner.episode.gatewayhost import witnessed_record
+
+            record = witnessed_record(self._host_recorded(record, witnessed[0]), *witnessed)
+        elif record.get("tool") in ("model", "user") and self.served:
             record = self._host_recorded(record, self.served.popleft())
         assert self.trace is not None
         limits = self.prepared.spec.limits
@@ -212,6 +221,65 @@ class EpisodeState:
         record["model"] = served.model
         return record
 
+    def _on_gateway_request(
+        self, message: dict[str, Any], provider: ModelProvider | None
+    ) -> list[dict[str, Any]]:
+        from runner.episode import gatewayhost
+
+        message_id = gatewayhost.message_id(message)
+        if message_id is None:
+            self.protocol_error = "gateway_request without a usable id"
+            return []
+        if self.killed_for or self.wants_kill:  # buffered by a killed sandbox: never paid for
+            return []
+        try:
+            call = gatewayhost.parse_request(
+                message,
+                self.prepared.run_spec["workflow"],
+                reproduce=self.request.mode == "reproduce",
+            )
+        except gatewayhost.GatewayRequestError as exc:
+            log.warning("gateway_request_invalid", run_id=self.prepared.run_id, problem=str(exc))
+            return [gatewayhost.invalid(message_id, str(exc))]
+        if provider is None:
+            response = ProviderResponse(
+                body=None,
+                status=400,
+                error={"class": "ProviderError", "message": "the workflow configures no model"},
+            )
+        else:
+            response = provider.forward(call)
+        self._account(response)
+        index = message.get("index")
+        if (
+            isinstance(index, int)
+            and not isinstance(index, bool)
+            and index >= 0
+            and len(self.served_at) < MAX_OUTBOUND
+        ):
+            self.served_at[index] = (response, call)
+        if response.error is not None and response.error.get("class") == CEILING_ERROR_CLASS:
+            self._note_refusal(message, "model", response.error)
+        return [gatewayhost.reply(message_id, response)]
+
+    def _on_gateway_note(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if len(self.gateway_notes) >= MAX_COVERAGE:
+            self.gateway_notes_dropped += 1
+            return []
+        from runner.episode.gatewayhost import clean_note
+
+        note = clean_note(message)
+        log.info("gateway_answered_itself", run_id=self.prepared.run_id, **note)
+        self.gateway_notes.append(note)
+        return []
+
+    def _account(self, response: ProviderResponse) -> None:
+        tokens_in, tokens_out = response.tokens()
+        self.tokens_in += tokens_in
+        self.tokens_out += tokens_out
+        self.model_calls += 1
+        self._charge(response.model, tokens_in, tokens_out)
+
     def _on_model_request(
         self, message: dict[str, Any], provider: ModelProvider | None
     ) -> list[dict[str, Any]]:
@@ -231,11 +299,7 @@ class EpisodeState:
             )
         else:
             response = provider.complete(request, str(role))
-        tokens_in, tokens_out = response.tokens()
-        self.tokens_in += tokens_in
-        self.tokens_out += tokens_out
-        self.model_calls += 1
-        self._charge(response.model, tokens_in, tokens_out)
+        self._account(response)
         self.served.append(response)
         reply: dict[str, Any] = {
             "type": "model_response",
@@ -446,8 +510,16 @@ class EpisodeState:
         if self.limit is not None:
             end["limit"] = dict(self.limit)
             end["channel"]["calls_refused"] = self.calls_refused
+        meta: dict[str, Any] = {}
         if self.unpriced_models:  # the meter is a closed record: say here what it could not price
-            end["meta"] = {"unpriced_models": self.unpriced_models}
+            meta["unpriced_models"] = self.unpriced_models
+        if self.gateway_notes or self.gateway_notes_dropped:  # answered in the sandbox itself
+            meta["gateway"] = {
+                "answered_in_sandbox": self.gateway_notes,
+                "dropped": self.gateway_notes_dropped,
+            }
+        if meta:
+            end["meta"] = meta
         if status != "succeeded":
             end["stderr_tail"] = self.channel.stderr_tail()
         assert self.trace is not None

@@ -139,12 +139,10 @@ def summarise(api: str, body: str, stream: bool) -> tuple[str | None, dict[str, 
         each ``message_delta`` (its counts are cumulative).
     """
     if not stream:
-        parsed = _object(body)
-        if parsed is None:
-            return None, {}
-        model, usage = parsed.get("model"), parsed.get("usage")
-        return (model if isinstance(model, str) else None), (
-            dict(usage) if isinstance(usage, dict) else {}
+        parsed = _object(body) or {}
+        named, stated = parsed.get("model"), parsed.get("usage")
+        return (named if isinstance(named, str) else None), (
+            dict(stated) if isinstance(stated, dict) else {}
         )
     model: str | None = None
     usage: dict[str, Any] = {}

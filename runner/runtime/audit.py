@@ -27,6 +27,11 @@ Decisions, documented because a hook cannot see everything:
 - The hook never raises (an exception in a hook would fail the audited operation) and ignores
   events raised while it runs.
 
+The model gateway (`runner.runtime.gateway`) is not egress: it is the runtime itself, on the
+sandbox's own loopback. Attempts at its address (``127.0.0.1`` or ``localhost`` and its port;
+`set_gateway`, ``SANDBOX_REPLAY_GATEWAY`` in children) are not reported; any other address,
+the loopback's other ports included, is.
+
 Sinks: in the runtime's own process records are queued in memory (`drain`) and sent over the
 channel; in any other process (Python children, and forks of the runtime) each record is
 appended as one JSON line with one ``os.write`` to the file named by `ENV_LOG` (``O_APPEND``),
@@ -44,12 +49,19 @@ from runner.runtime import programs
 ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
 ENV_CLOCK = "SANDBOX_REPLAY_CLOCK"  # runner.runtime.wallclock.ENV_CLOCK (not imported: children
 # import this module at start-up and most never need the clock's machinery)
+ENV_GATEWAY = "SANDBOX_REPLAY_GATEWAY"
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MAX_FIELD_CHARS = 512
 
-_state: Dict[str, Any] = {"installed": False, "owner_pid": None, "log_path": None}
+_state: Dict[str, Any] = {
+    "installed": False,
+    "owner_pid": None,
+    "log_path": None,
+    "gateway": None,
+}
 # Modules a handler needs (json, ipaddress, shlex, urllib.parse) are imported when it first runs:
 # every Python child imports this module at start-up, most never open a socket.
 _queue: List[Dict[str, Any]] = []
@@ -84,8 +96,24 @@ def install_from_env() -> bool:
     path = os.environ.get(ENV_LOG)
     if not path:
         return False
+    host, _, port = os.environ.get(ENV_GATEWAY, "").rpartition(":")
+    if host and port.isdigit():
+        set_gateway(host, int(port))
     install(path, in_memory=False)
     return True
+
+
+def set_gateway(host: str, port: int) -> None:
+    """Leave the model gateway at ``host``:``port`` out of the log (it is not egress)."""
+    _state["gateway"] = (host, int(port))
+
+
+def _is_gateway(host: Optional[str], address: Optional[str], port: Any) -> bool:
+    gateway = _state["gateway"]
+    if gateway is None or port != gateway[1]:
+        return False
+    names = {n for n in (host, address) if n}
+    return bool(names) and names <= (_LOOPBACK_NAMES | {gateway[0]})
 
 
 def child_environment(log_path: str) -> Dict[str, str]:
@@ -187,6 +215,8 @@ def _attempt(
     resolved_from: Optional[str] = None,
     **extra: Any,
 ) -> None:
+    if _is_gateway(host, address, port):
+        return
     attempt = {
         "kind": kind,
         "host": host,

@@ -16,6 +16,11 @@ the episode goes on). A served call with no recording fails with `UnrecordedCall
 the same note (nearest recorded call, differing fields). Model and simulated-user turns are
 always answered by the host (``model_request``).
 
+Threads: a program step's calls may come from several threads at once (its own threads, the
+gateway's). Call indices are handed out under a lock and call records are sent in index order
+(a record waits until every earlier index has been sent; `Caller.flush` sends what is still
+waiting when the episode ends), so the trace stays strictly increasing.
+
 Clock: call *i* reads ``start + (i + 1) * step_s`` in shadow; in reproduce the recorded reading
 of call *i* (falling back to the previous reading plus ``step_s``); in record the machine's
 time when the call starts (never earlier than the previous reading). `runner.sdk.now` and every
@@ -23,6 +28,7 @@ wall-clock read of the process (`runner.runtime.wallclock`: ``time.time``, ``dat
 ...) return the reading of the call in progress, frozen for the whole call.
 """
 
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -112,6 +118,8 @@ class Caller:
         trace: the trace's call records (reproduce).
         clock: the injected clock.
         after_call: run after each call, before its record is sent (forwards child egress).
+        request_api: sends a ``gateway_request`` and returns the matching
+            ``gateway_response`` (program steps; `runner.runtime.apicall`).
     """
 
     def __init__(
@@ -123,8 +131,10 @@ class Caller:
         trace: TraceStore,
         clock: Clock,
         after_call: Callable[[], None] = lambda: None,
+        request_api: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
     ) -> None:
         self._send = send
+        self.request_api = request_api
         self._request_model = request_model
         self.mode = mode
         self._observations = observations
@@ -135,11 +145,15 @@ class Caller:
         self.failed: List[Tuple[BaseException, int, str]] = []
         self.divergences = 0
         self.served_text: Optional[str] = None
+        self._lock = threading.Lock()
+        self._pending: Dict[int, Dict[str, Any]] = {}
+        self._sent = 0
 
     def _next(self) -> Tuple[int, float]:
-        index = self.index
-        self.index += 1
-        return index, self.clock.advance(index)
+        with self._lock:
+            index = self.index
+            self.index += 1
+            return index, self.clock.advance(index)
 
     def _finish(
         self, record: Dict[str, Any], started: float, error: Optional[BaseException]
@@ -149,7 +163,18 @@ class Caller:
             record["error"] = error_record(error)
             self.failed.append((error, record["index"], record["tool"]))
         self._after_call()
-        self._send("call", record=record)
+        with self._lock:
+            self._pending[record["index"]] = record
+            while self._sent in self._pending:
+                self._send("call", record=self._pending.pop(self._sent))
+                self._sent += 1
+
+    def flush(self) -> None:
+        """Send the records still waiting for an earlier call that never ended, in order."""
+        with self._lock:
+            for index in sorted(self._pending):
+                self._send("call", record=self._pending.pop(index))
+            self._sent = self.index
 
     def divergence(self, record: Dict[str, Any], kind: str, message: str, **fields: Any) -> None:
         """Annotate ``record`` with a difference from the recording; execution goes on.

@@ -12,7 +12,9 @@ write to the private fd on purpose; the sandbox, not the channel, contains that.
 
 `Channel` writes whole lines under a lock (one ``os.write`` loop per message) and reads host
 messages on a daemon thread: ``shutdown`` or end-of-file on stdin ends the process at once
-(``os._exit``), whatever the main thread is doing; every other message is queued for
+(``os._exit``), whatever the main thread is doing; an answer to a `Channel.request` (a host
+message with the awaited type and ``id``) goes to the thread waiting for it, so several threads
+may wait at once (a program's concurrent gateway requests); every other message is queued for
 `Channel.wait_for`.
 """
 
@@ -96,6 +98,8 @@ class Channel:
         self._exit = exit
         self.before_send = before_send
         self._reader: Optional[threading.Thread] = None
+        self._waiters: Dict[Tuple[str, str], "queue.Queue[Dict[str, Any]]"] = {}
+        self._waiters_lock = threading.Lock()
 
     # --- sending --------------------------------------------------------------------------
 
@@ -181,7 +185,37 @@ class Channel:
         if message["type"] == "shutdown":
             self._exit(0)
             return
+        message_id = message.get("id")
+        waiter = None
+        if isinstance(message_id, str):
+            with self._waiters_lock:
+                waiter = self._waiters.get((message["type"], message_id))
+        if waiter is not None:
+            waiter.put(message)
+            return
         self._inbox.put(message)
+
+    def request(
+        self, type_: str, reply_type: str, message_id: str, **fields: Any
+    ) -> Dict[str, Any]:
+        """Send ``{type_, id: message_id, **fields}`` and block until the host's answer.
+
+        The answer is the host message of ``reply_type`` with the same ``id``; other threads
+        may have requests of their own in flight meanwhile.
+
+        Raises:
+            ValueError: the message cannot be encoded or is too large (nothing was sent).
+        """
+        waiter: "queue.Queue[Dict[str, Any]]" = queue.Queue(maxsize=1)
+        key = (reply_type, message_id)
+        with self._waiters_lock:
+            self._waiters[key] = waiter
+        try:
+            self.send(type_, id=message_id, **fields)
+            return waiter.get()
+        finally:
+            with self._waiters_lock:
+                self._waiters.pop(key, None)
 
     def wait_for(
         self, type_: str, match: Optional[Callable[[Dict[str, Any]], bool]] = None

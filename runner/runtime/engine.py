@@ -3,7 +3,8 @@
 Standard library only, Python 3.9+. Steps run in order; each sends ``step`` progress
 (``started`` then ``finished`` or ``failed``; steps never reached are sent as ``not_run``).
 A ``tool`` step templates its ``args`` and makes one call; an ``agent`` step runs
-`runner.runtime.agent.AgentStep`. Execution continues past divergences from the recording
+`runner.runtime.agent.AgentStep`; a ``program`` step runs the user's own agent code
+(`runner.runtime.program.ProgramStep`). Execution continues past divergences from the recording
 (they are noted in the call record's ``meta.divergence`` and, for a served call that has no
 recording, as that call's error); only an error escaping a step ends the episode:
 
@@ -22,6 +23,7 @@ from runner.errors import CapabilityDenied, ToolNotResolvable
 from runner.runtime.agent import AgentStep, caused_by
 from runner.runtime.calls import Caller
 from runner.runtime.errors import WorkflowError, error_class_name, error_record
+from runner.runtime.program import ProgramStep
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.template import render
 
@@ -37,6 +39,7 @@ class Episode:
         registry: the runtime registry.
         caller: makes and reports the calls.
         send: ``send(type, **fields)`` of the channel (step progress).
+        gateway: the model gateway of program steps (`runner.runtime.gateway`), or None.
     """
 
     def __init__(
@@ -46,7 +49,9 @@ class Episode:
         registry: RuntimeRegistry,
         caller: Caller,
         send: Send,
+        gateway: Any = None,
     ) -> None:
+        self.gateway = gateway
         self.workflow = workflow
         self.task_input = task_input
         self.registry = registry
@@ -101,8 +106,12 @@ class Episode:
             return AgentStep(
                 step, self.workflow, self.registry, self.caller, self.task_input, self.outputs
             ).run()
+        if "program" in step:
+            return ProgramStep(
+                step, self.registry, self.caller, self.task_input, self.gateway
+            ).run()
         raise WorkflowError(
-            "step {!r} has neither 'tool' nor 'agent'".format(step_id), step=step_id
+            "step {!r} has neither 'tool', 'agent' nor 'program'".format(step_id), step=step_id
         )
 
     def _ended(self, exc: BaseException, output: Any, not_run: List[str]) -> Dict[str, Any]:

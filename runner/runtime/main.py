@@ -15,7 +15,9 @@ isolates the channel first, then calls `serve`. Sequence:
    tests outside a container); freeze the wall clock at the run's clock start (every
    wall-clock read of this process and of its Python children is the run's); build the
    registry from the manifest alone;
-4. inside ``runner.sdk.replay_context(execute ids)`` run the episode; send ``episode``.
+4. with program steps, start the model gateway (`runner.runtime.gateway`) and point the
+   SDKs at it; inside ``runner.sdk.replay_context(execute ids)`` run the episode; send
+   ``episode``.
    In mode ``manifest`` (`runner.runtime.manifest`) steps 3-4 are instead: import the tool
    modules, send ``manifest`` with their tools (no manifest.json is read, no tool runs).
 
@@ -194,8 +196,11 @@ class Runtime:
 
     def _request_model(self, fields: Dict[str, Any]) -> Dict[str, Any]:
         message_id = "m{}".format(fields["index"])
-        self.channel.send("model_request", id=message_id, **fields)
-        return self.channel.wait_for("model_response", lambda m: m.get("id") == message_id)
+        return self.channel.request("model_request", "model_response", message_id, **fields)
+
+    def _request_api(self, fields: Dict[str, Any]) -> Dict[str, Any]:
+        message_id = "g{}".format(fields["index"])
+        return self.channel.request("gateway_request", "gateway_response", message_id, **fields)
 
     def _install_audit(self) -> None:
         self.channel.before_send = self._flush_queued
@@ -299,6 +304,38 @@ class Runtime:
             trace,
             clock,
             after_call=self.flush_egress,
+            request_api=self._request_api,
         )
-        with sdk.replay_context(registry.execute_ids):
-            return Episode(spec["workflow"], task_input, registry, caller, self.channel.send).run()
+        gateway = self._start_gateway(spec["workflow"], caller)
+        try:
+            with sdk.replay_context(registry.execute_ids):
+                return Episode(
+                    spec["workflow"],
+                    task_input,
+                    registry,
+                    caller,
+                    self.channel.send,
+                    gateway=gateway,
+                ).run()
+        finally:
+            caller.flush()
+
+    def _start_gateway(self, workflow: Dict[str, Any], caller: Caller) -> Any:
+        """The model gateway, when the workflow has a program step (else None).
+
+        Its environment (base URLs, placeholder keys, no trace export) is set in this
+        process before any program is imported, so the SDKs and every child see it.
+        """
+        from runner.runtime.program import program_steps
+
+        if not program_steps(workflow):
+            return None
+        from runner.runtime.gateway import Gateway
+
+        gateway = Gateway(
+            caller, lambda kind, **fields: self.channel.send("gateway_note", kind=kind, **fields)
+        )
+        os.environ.update(gateway.environment())
+        audit.set_gateway(gateway.host, gateway.port)
+        gateway.start()
+        return gateway

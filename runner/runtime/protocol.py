@@ -65,6 +65,19 @@ Addition (H18): run.json ``mode`` may be ``manifest``: after ``start`` the runti
 ``modules`` from ``tool_paths`` and answers with one
     manifest       {modules: [{module, file, tools: [entry]}], error?}   instead of episode
 (runner/runtime/manifest.py); the host builds the registry from it without importing tool code.
+
+Addition (issue 13, program steps; additive): the model gateway of a program step
+(runner/runtime/gateway.py) sends each model request the program makes as
+    gateway_request  {id, index, step_id, api, path, request, headers}   waits for
+    gateway_response {id, status, body, body_encoding?, content_type?, model, usage, error?,
+                      source?}
+``api`` is ``chat_completions`` | ``responses`` | ``messages``; ``request`` is the program's
+request body (a JSON object), ``headers`` the version headers passed on (``anthropic-version``,
+``anthropic-beta``, ``openai-beta``). ``status`` is the HTTP status the program gets; a
+response without ``body`` (refused, failed) has ``error`` and the gateway writes the API's own
+error shape. What the gateway answers itself is reported as
+    gateway_note     {kind: tracing_ingest|unsupported|invalid_request|outside_step, method,
+                      path, bytes, status}
 """
 
 import json
@@ -112,9 +125,11 @@ MESSAGE_TYPES_FROM_RUNTIME = frozenset(
         "error",
         "divergence",  # divergence: sent by runtime/calls.py; the host lists them in the end line
         "manifest",
+        "gateway_request",  # program steps' model requests (runtime/gateway.py)
+        "gateway_note",
     }
 )  # manifest: mode "manifest" only (runtime/manifest.py), instead of episode
-MESSAGE_TYPES_FROM_HOST = frozenset({"start", "model_response", "shutdown"})
+MESSAGE_TYPES_FROM_HOST = frozenset({"start", "model_response", "gateway_response", "shutdown"})
 
 
 def encode(message: Dict[str, Any]) -> bytes:

@@ -38,6 +38,7 @@ import time
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional
 
 from runner.errors import CapabilityDenied
+from runner.sdk import dispatch
 from runner.sdk.httpio import HttpResponse, http_get, http_request
 from runner.sdk.toolschema import ToolDefinitionError, canonical_json, derive_schema, schema_hash
 
@@ -217,6 +218,9 @@ def _guarded(definition: ToolDef) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        dispatcher = dispatch.current()
+        if dispatcher is not None:  # a program step's direct call (runner.sdk.dispatch)
+            return dispatcher(definition, args, kwargs)
         allowed = _active_allowed()
         if allowed is not None and definition.id not in allowed:
             raise CapabilityDenied(

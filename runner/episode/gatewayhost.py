@@ -1,0 +1,171 @@
+"""The host's side of a program step's model gateway: check, route, answer one request.
+
+A ``gateway_request`` comes from the sandbox, so it is hostile input: `parse_request` checks
+every field (types, sizes, the API, the path, that ``step_id`` is a program step of the
+workflow, the passed headers) and a bad one is answered with an error, never forwarded. A good
+one becomes an `ApiCall` whose body is the program's request with the step's model name
+applied (`runner.providers.gateway.model_override`; not in reproduce, where the request is
+matched as recorded). `reply` builds the ``gateway_response``: the raw body (base64 when it is
+not UTF-8), the status, the content type, the model id and usage the host read from the body,
+and the error of a failed call.
+
+Nothing here forwards anything: the episode state calls the run's provider (metered, routed).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from runner.providers.apis import APIS, FAMILY, ApiCall
+from runner.providers.base import ProviderResponse
+from runner.providers.gateway import model_override
+
+__all__ = [
+    "GatewayRequestError",
+    "clean_note",
+    "invalid",
+    "message_id",
+    "parse_request",
+    "reply",
+    "witnessed_record",
+]
+
+MAX_ID_CHARS = 64
+MAX_PATH_CHARS = 2048
+PASSED_HEADERS = frozenset({"anthropic-version", "anthropic-beta", "openai-beta"})
+MAX_HEADER_CHARS = 256
+
+
+class GatewayRequestError(ValueError):
+    """A ``gateway_request`` the host will not forward (the message says which field)."""
+
+
+def _step_spec(workflow: Mapping[str, Any], step_id: str) -> Mapping[str, Any] | None:
+    for step in workflow.get("steps") or []:
+        if isinstance(step, dict) and step.get("id") == step_id and "program" in step:
+            own = step.get("model")
+            if isinstance(own, dict):
+                return own
+            model = workflow.get("model")
+            return model if isinstance(model, dict) else None
+    raise GatewayRequestError(f"step_id {step_id[:64]!r} is not a program step of the workflow")
+
+
+def parse_request(
+    message: Mapping[str, Any], workflow: Mapping[str, Any], *, reproduce: bool
+) -> ApiCall:
+    """The `ApiCall` of a ``gateway_request`` message.
+
+    Args:
+        message: the message (``id`` already checked).
+        workflow: the normalised workflow the run was given (its program steps and models).
+        reproduce: the run reproduces a trace (no model override: matched as recorded).
+
+    Raises:
+        GatewayRequestError: a field is missing, of the wrong type or out of bounds.
+    """
+    api, path, request = message.get("api"), message.get("path"), message.get("request")
+    step_id, headers = message.get("step_id"), message.get("headers") or {}
+    if api not in APIS:
+        raise GatewayRequestError(f"api must be one of {', '.join(APIS)}")
+    if not isinstance(path, str) or not path.startswith("/") or len(path) > MAX_PATH_CHARS:
+        raise GatewayRequestError(f"path must be a string starting with '/' (<= {MAX_PATH_CHARS})")
+    if not isinstance(request, dict):
+        raise GatewayRequestError("request must be a JSON object")
+    if not isinstance(step_id, str):
+        raise GatewayRequestError("step_id must be a string")
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and k in PASSED_HEADERS and isinstance(v, str)
+        for k, v in headers.items()
+    ):
+        raise GatewayRequestError(f"headers may hold only {', '.join(sorted(PASSED_HEADERS))}")
+    spec = _step_spec(workflow, step_id)
+    body = dict(request)
+    name = None if reproduce else model_override(spec, FAMILY[str(api)])
+    if name is not None:
+        body["model"] = name
+    return ApiCall(
+        api=str(api),
+        path=path,
+        request=request,
+        body=body,
+        step_id=step_id,
+        headers={k: v[:MAX_HEADER_CHARS] for k, v in headers.items()},
+    )
+
+
+def message_id(message: Mapping[str, Any]) -> str | None:
+    """The message's ``id`` when it is a usable one (a short string), else None."""
+    value = message.get("id")
+    return value if isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS else None
+
+
+def reply(message_id: str, response: ProviderResponse) -> dict[str, Any]:
+    """The ``gateway_response`` for ``response``."""
+    out: dict[str, Any] = {
+        "type": "gateway_response",
+        "id": message_id,
+        "status": response.status,
+        "model": response.model,
+        "usage": dict(response.usage),
+    }
+    if response.body is not None:
+        try:
+            out["body"] = response.body.encode("utf-8").decode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes carried by surrogateescape
+            out["body"] = base64.b64encode(response.body.encode("utf-8", "surrogateescape")).decode(
+                "ascii"
+            )
+            out["body_encoding"] = "base64"
+        out["content_type"] = response.content_type or "application/json"
+    else:
+        out["body"] = None
+    if response.error is not None:
+        out["error"] = dict(response.error)
+    return out
+
+
+def invalid(message_id: str, problem: str) -> dict[str, Any]:
+    """The ``gateway_response`` refusing a request the host will not forward."""
+    return {
+        "type": "gateway_response",
+        "id": message_id,
+        "status": 400,
+        "body": None,
+        "error": {"class": "GatewayRequestInvalid", "message": problem},
+    }
+
+
+def witnessed_record(
+    record: dict[str, Any], served: ProviderResponse, call: ApiCall
+) -> dict[str, Any]:
+    """A program's model call line as the host witnessed it (after the body and model id).
+
+    The request is the one the gateway received (what reproduce matches), ``api`` the API it
+    arrived on, ``http_status`` the status served, and ``forwarded`` the body sent to the
+    provider when it differs from the request (the step's model name, a token cap).
+    """
+    record = dict(record)
+    record["api"] = call.api
+    record["request"] = dict(call.request)
+    record["http_status"] = served.status
+    forwarded = served.forwarded if served.forwarded is not None else call.body
+    if dict(forwarded) != dict(call.request):
+        record["forwarded"] = dict(forwarded)
+    else:
+        record.pop("forwarded", None)
+    return record
+
+
+def clean_note(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a ``gateway_note`` worth keeping: short strings and integers only."""
+    note: dict[str, Any] = {}
+    for key in ("kind", "method", "path", "bytes", "status"):
+        value = message.get(key)
+        if isinstance(value, str):
+            note[key] = value[:512]
+        elif isinstance(value, int) and not isinstance(value, bool):
+            note[key] = value
+    return note

@@ -1,7 +1,11 @@
-"""A fake OpenAI-compatible Chat Completions server on 127.0.0.1, started by the tests.
+"""A fake OpenAI-compatible server on 127.0.0.1 (Chat Completions, Responses), started by tests.
 
-Tests only. It answers ``POST /chat/completions`` with a deterministic completion and records
-every request. Behaviour is set per instance:
+Tests only. It answers ``POST /v1/chat/completions`` and ``POST /v1/responses`` with a
+deterministic answer, as JSON or, for ``stream: true``, as the API's server-sent events (Chat
+Completions: ``chat.completion.chunk`` events, a usage chunk when ``stream_options.
+include_usage`` asks, then ``data: [DONE]``; Responses: ``response.created`` ...
+``response.output_text.delta`` ... ``response.completed``), and records every request (its
+path in ``paths``). Behaviour is set per instance:
 
 - ``fail_first``: answer that many requests with HTTP 503 first (transient, retried);
 - ``status``: answer every request with this HTTP status instead (e.g. 401);
@@ -68,21 +72,35 @@ class FakeOpenAI:
         self.completion_tokens = completion_tokens
         self.usage = usage
         self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.bodies: list[bytes] = []
         self.lock = threading.Lock()
         self.url = ""
 
-    def handle(self, raw: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    def handle(
+        self, raw: bytes, headers: dict[str, str], path: str = "/v1/chat/completions"
+    ) -> tuple[int, bytes]:
         with self.lock:
             request = json.loads(raw)
             self.requests.append(request)
+            self.paths.append(path)
             self.headers.append(headers)
             n = len(self.requests)
         if n <= self.fail_first:
             return 503, b'{"error": {"message": "overloaded"}}'
         if self.status is not None:
             return self.status, b'{"error": {"message": "nope", "type": "invalid_request_error"}}'
+        if path == "/v1/responses":
+            body = responses_body(n, request, self.answer(_as_chat(request)), self._usage_body(request))
+            with self.lock:
+                self.bodies.append(body)
+            return 200, body
+        if request.get("stream") is True:
+            body = chat_stream(n, request, self.answer(request), self._usage_body(request, chat=True))
+            with self.lock:
+                self.bodies.append(body)
+            return 200, body
         prompt, completion = (
             self.usage(request) if self.usage else (self.prompt_tokens, self.completion_tokens)
         )
@@ -104,6 +122,215 @@ class FakeOpenAI:
             self.bodies.append(body)
         return 200, body
 
+    def _usage_body(self, request: dict[str, Any], chat: bool = False) -> dict[str, int]:
+        prompt, completion = (
+            self.usage(request) if self.usage else (self.prompt_tokens, self.completion_tokens)
+        )
+        if chat:
+            return {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+        return {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+
+def _as_chat(request: dict[str, Any]) -> dict[str, Any]:
+    """A Responses request seen as Chat Completions, for the ``answer`` function."""
+    items = request.get("input")
+    messages: list[dict[str, Any]] = []
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+    for item in items if isinstance(items, list) else []:
+        if item.get("type") == "function_call_output":
+            messages.append({"role": "tool", "content": item.get("output")})
+        elif "role" in item:
+            messages.append({"role": item["role"], "content": item.get("content")})
+    tools = [
+        {"type": "function", "function": {"name": t.get("name")}}
+        for t in request.get("tools") or []
+    ]
+    return {"messages": messages, "tools": tools}
+
+
+def _sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> bytes:
+    out = []
+    for name, data in events:
+        text = data if isinstance(data, str) else json.dumps(data)
+        out.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
+    return "".join(out).encode()
+
+
+def chat_stream(
+    n: int, request: dict[str, Any], message: dict[str, Any], usage: dict[str, int]
+) -> bytes:
+    """The Chat Completions event stream of ``message`` (content in two deltas)."""
+    base = {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion.chunk",
+        "created": 1767225600,
+        "model": MODEL_ID,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events: list[tuple[str | None, dict[str, Any] | str]] = [
+        (None, chunk({"role": "assistant", "content": ""}))
+    ]
+    content = message.get("content") or ""
+    half = len(content) // 2
+    for part in (content[:half], content[half:]):
+        if part:
+            events.append((None, chunk({"content": part})))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        events.append(
+            (
+                None,
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": call["function"]["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                ),
+            )
+        )
+        events.append(
+            (
+                None,
+                chunk(
+                    {
+                        "tool_calls": [
+                            {"index": i, "function": {"arguments": call["function"]["arguments"]}}
+                        ]
+                    }
+                ),
+            )
+        )
+    events.append((None, chunk({}, "tool_calls" if message.get("tool_calls") else "stop")))
+    if (request.get("stream_options") or {}).get("include_usage"):
+        events.append((None, {**base, "choices": [], "usage": usage}))
+    events.append((None, "[DONE]"))
+    return _sse(events)
+
+
+def responses_body(
+    n: int, request: dict[str, Any], message: dict[str, Any], usage: dict[str, int]
+) -> bytes:
+    """A Responses answer (JSON, or its event stream for ``stream: true``)."""
+    output: list[dict[str, Any]] = []
+    for call in message.get("tool_calls") or []:
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": call["id"],
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+                "status": "completed",
+            }
+        )
+    text = message.get("content")
+    if text:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{n}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+    response = {
+        "id": f"resp_{n}",
+        "object": "response",
+        "created_at": 1767225600,
+        "status": "completed",
+        "model": MODEL_ID,
+        "output": output,
+        "usage": usage,
+    }
+    if request.get("stream") is not True:
+        return json.dumps(response, indent=1).encode()
+    pending = {**response, "status": "in_progress", "output": [], "usage": None}
+    seq = iter(range(1000))
+    events: list[tuple[str | None, dict[str, Any] | str]] = []
+
+    def add(name: str, **fields: Any) -> None:
+        events.append((name, {"type": name, "sequence_number": next(seq), **fields}))
+
+    add("response.created", response=pending)
+    add("response.in_progress", response=pending)
+    for index, item in enumerate(output):
+        if item["type"] == "message":
+            add(
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "status": "in_progress", "content": []},
+            )
+            part = {"type": "output_text", "text": "", "annotations": []}
+            add(
+                "response.content_part.added",
+                item_id=item["id"],
+                output_index=index,
+                content_index=0,
+                part=part,
+            )
+            whole = item["content"][0]["text"]
+            for piece in (whole[: len(whole) // 2], whole[len(whole) // 2 :]):
+                add(
+                    "response.output_text.delta",
+                    item_id=item["id"],
+                    output_index=index,
+                    content_index=0,
+                    delta=piece,
+                )
+            add(
+                "response.output_text.done",
+                item_id=item["id"],
+                output_index=index,
+                content_index=0,
+                text=whole,
+            )
+            add(
+                "response.content_part.done",
+                item_id=item["id"],
+                output_index=index,
+                content_index=0,
+                part={**part, "text": whole},
+            )
+        else:
+            add(
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "arguments": "", "status": "in_progress"},
+            )
+            add(
+                "response.function_call_arguments.delta",
+                item_id=item["id"],
+                output_index=index,
+                delta=item["arguments"],
+            )
+            add(
+                "response.function_call_arguments.done",
+                item_id=item["id"],
+                output_index=index,
+                arguments=item["arguments"],
+            )
+        add("response.output_item.done", output_index=index, item=item)
+    add("response.completed", response=response)
+    return _sse(events)
+
 
 @contextmanager
 def serve(fake: FakeOpenAI) -> Iterator[FakeOpenAI]:
@@ -113,12 +340,13 @@ def serve(fake: FakeOpenAI) -> Iterator[FakeOpenAI]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
-            if self.path != "/v1/chat/completions":
+            if self.path not in ("/v1/chat/completions", "/v1/responses"):
                 status, body = 404, b'{"error": "not found"}'
             else:
-                status, body = fake.handle(raw, dict(self.headers))
+                status, body = fake.handle(raw, dict(self.headers), self.path)
+            stream = body.startswith((b"data:", b"event:"))
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

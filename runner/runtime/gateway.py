@@ -30,6 +30,7 @@ program step) is reported as a ``gateway_note`` ``{kind, method, path, bytes, st
 """
 
 import json
+import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -112,6 +113,16 @@ def parse_request(raw: bytes) -> Dict[str, Any]:
     return value
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind asks socket.getfqdn (a reverse lookup): not needed here, and
+        # it would be the runtime's own "egress" in the outbound-destination log
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "127.0.0.1", int(self.server_address[1])
+
+
 class Gateway:
     """The gateway of one episode.
 
@@ -125,8 +136,7 @@ class Gateway:
         self.note = note
         self._step: Optional[str] = None
         self._lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), _handler(self))
         self.host, self.port = "127.0.0.1", int(self.server.server_address[1])
         self._thread = threading.Thread(
             target=self.server.serve_forever, name="sandbox-replay-gateway", daemon=True

@@ -20,10 +20,8 @@ Standard library only, Python 3.9+. Step shape (normalised workflow, docs/intern
   caught the error.
 """
 
-import asyncio
 import importlib
-import inspect
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from runner.errors import CapabilityDenied
 from runner.runtime.callrecords import to_json_text
@@ -78,7 +76,9 @@ class ProgramStep:
             with dispatch.dispatching(self._dispatch):
                 try:
                     result = self._load()(dict(self.task_input))
-                    if inspect.isawaitable(result):
+                    if hasattr(result, "__await__"):
+                        import asyncio  # only for a program that is a coroutine function
+
                         result = asyncio.run(_awaited(result))
                 except BaseException as exc:
                     if self.denied and self.denied[0] is not exc:
@@ -146,6 +146,8 @@ class ProgramStep:
 
 def _arguments(definition: Any, args: tuple, kwargs: dict) -> Any:  # type: ignore[type-arg]
     """The call's arguments by name (what the record and the recordings match on)."""
+    import inspect  # only when a program calls a tool
+
     try:
         bound = inspect.signature(definition.func).bind(*args, **kwargs)
     except TypeError:
@@ -165,12 +167,3 @@ def program_steps(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
         if isinstance(steps, list)
         else []
     )
-
-
-def step_model(workflow: Dict[str, Any], step: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """The model spec in force for a program step: its own, else the workflow's."""
-    own = step.get("model")
-    if isinstance(own, dict):
-        return own
-    model = workflow.get("model")
-    return model if isinstance(model, dict) else None

@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 PROVIDER_ROLES = ("model", "user")
+_API_FIELDS = ("api", "forwarded", "http_status")
 """Call ``tool`` values that are provider turns (a model, a simulated user), not tools."""
 
 ToolId = Annotated[
@@ -143,6 +144,9 @@ class CallRecord(Record):
         tool: a tool id, or ``model`` / ``user`` for a provider turn (`PROVIDER_ROLES`).
         args: tool calls only; ``request``, ``model``, ``model_source``, ``usage``: provider
             turns only (`is_provider_call`).
+        api, forwarded, http_status: a program step's model call (added by issue 13 in 0.1.0, optional):
+            the API the request arrived on, the body sent to the provider when it differs
+            from ``request``, the HTTP status the program got.
         body, body_encoding, truncated, original_length, sha256: the raw response body
             (`runner.trace.format.encode_body`); ``original_length`` is in bytes.
         clock: epoch seconds of the injected clock; ``duration_s``: seconds.
@@ -166,6 +170,9 @@ class CallRecord(Record):
     model: str | None = None
     model_source: Literal["response", "config"] | None = None
     usage: dict[str, Any] | None = None
+    api: Literal["chat_completions", "responses", "messages"] | None = None
+    forwarded: dict[str, Any] | None = None
+    http_status: int | None = Field(default=None, ge=100, le=599)
     clock: float | None = None
     duration_s: float | None = Field(default=None, ge=0)
     source: Literal["executed", "observation", "trace", "provider"] | None = None
@@ -189,7 +196,11 @@ class CallRecord(Record):
         else:
             if "args" not in present or self.args is None:
                 raise ValueError("[args] a tool call needs its args object")
-            wrong = [k for k in ("request", "model", "model_source", "usage") if k in present]
+            wrong = [
+                k
+                for k in ("request", "model", "model_source", "usage", *_API_FIELDS)
+                if k in present
+            ]
         if wrong:
             kind = "a model or user call" if self.is_provider_call else "a tool call"
             raise ValueError(f"[{wrong[0]}] not allowed on {kind} (tool {self.tool!r})")

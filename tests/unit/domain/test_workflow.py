@@ -94,7 +94,11 @@ def test_a_typo_inside_a_step_is_named_with_its_line() -> None:
     [
         ("name: w\nversion: 2.10\nsteps: [{id: a, tool: x.y}]\n", 2, "quote it"),
         ("name: w\nversion: '1'\nsteps: []\n", 3, "at least 1"),
-        ("name: w\nversion: '1'\nsteps:\n  - id: a\n", 4, "exactly one of 'tool' or 'agent'"),
+        (
+            "name: w\nversion: '1'\nsteps:\n  - id: a\n",
+            4,
+            "exactly one of 'tool', 'agent' or 'program'",
+        ),
         (
             "name: w\nversion: '1'\nsteps:\n  - id: a\n    tool: x.y\n    agent: {max_turns: 1}\n",
             4,
@@ -120,7 +124,7 @@ def test_a_typo_inside_a_step_is_named_with_its_line() -> None:
         (
             "name: w\nversion: '1'\nmodel: {provider: gpt}\nsteps: [{id: a, tool: x.y}]\n",
             3,
-            "'scripted', 'replay' or 'openai'",
+            "'scripted', 'replay', 'openai' or 'anthropic'",
         ),
         (
             "name: w\nversion: '1'\ntools: ['../x.py']\nsteps: [{id: a, tool: x.y}]\n",

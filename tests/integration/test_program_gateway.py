@@ -235,6 +235,81 @@ def test_no_key_and_no_key_prefix_reach_the_container(
     assert end["output"]["placeholder"] == "sandbox-replay-placeholder-not-a-key"
 
 
+def test_ceilings_hold_for_gateway_traffic_across_four_concurrent_sandboxes(
+    tmp_path: Path, sandbox_image: str, project: Path, fakes: Any
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from runner.ledger import Ledger
+
+    oai, ant = fakes
+    state = tmp_path / "state"
+    ceiling = 0.0025  # one reservation (1024 capped output tokens) fits, two do not
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SANDBOX_REPLAY"))}
+    env.update(
+        SANDBOX_REPLAY_STATE_DIR=str(state),
+        SANDBOX_REPLAY_IMAGE=sandbox_image,
+        SANDBOX_REPLAY_LOG_FORMAT="json",
+        SANDBOX_REPLAY_OPENAI_BASE_URL=oai.url,
+        SANDBOX_REPLAY_OPENAI_API_KEY=OPENAI_KEY,
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from runner.cli.app import main; main()",
+            "submit",
+            "--json",
+            "--variant",
+            "program_one.yaml",
+            "--variant",
+            "program_one_b.yaml",
+            "--tasks",
+            "tasks8.jsonl",
+            "--concurrency",
+            "4",
+            "--ceiling-usd",
+            str(ceiling),
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 4, report
+    with Ledger.for_state_dir(state) as ledger:
+        totals = ledger.totals(report["job_id"])["replay"]
+        calls = [c for c in ledger.charges(report["job_id"]) if c.kind == "model_call"]
+        runs = ledger.runs(report["job_id"])
+    assert totals.charged.usd <= ceiling and totals.reserved.usd == 0
+    settled = [c for c in calls if c.state == "settled"]
+    assert settled and len(oai.requests) == len(settled)  # nothing forwarded uncharged
+    assert all(r["max_tokens"] == 1024 for r in oai.requests)  # the cap the estimate used
+    refused = 0
+    for run in runs:
+        lines = Path(str(run.trace_path)).read_text().splitlines()
+        end = json.loads(lines[-1])
+        assert end["status"] == run.status, (run.key, end["status"], run.status)
+        if run.status == "ceiling_reached":
+            refused += 1
+            assert end["failure"]["error_class"] == "CeilingReached"
+            model_call = json.loads(lines[1])
+            assert model_call["error"]["class"] == "CeilingReached"
+            answer = end["output"]["answer"]  # the program got the API's own error shape
+            assert answer["status"] == 429
+            assert answer["error"]["error"]["type"] == "insufficient_quota"
+    assert refused >= 1
+    assert report["stopped_by_ceiling"] or report["not_run"]
+    assert report["ceiling_reached"]["purpose"] == "replay"
+    assert len(runs) + len(report["not_run"]) == 16  # every pair is run or listed
+
+
 def test_gateway_overhead_per_model_call_is_measured(
     tmp_path: Path, sandbox_image: str, project: Path, fakes: Any, capsys: Any
 ) -> None:

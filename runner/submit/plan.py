@@ -291,6 +291,8 @@ def _model_of(workflow: Any) -> tuple[str | None, str | None, int]:
         agent = getattr(step, "agent", None)
         if agent is not None:
             calls += agent.max_turns * (2 if agent.user else 1)
+    if model is None:  # a program step's own model names the variant's model
+        model = next((s.model for s in spec.steps if getattr(s, "model", None)), None)
     if model is None:
         return None, None, calls
     asked = model.name or model.settings.get("model") or model.provider

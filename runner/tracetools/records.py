@@ -144,9 +144,9 @@ class CallRecord(Record):
         tool: a tool id, or ``model`` / ``user`` for a provider turn (`PROVIDER_ROLES`).
         args: tool calls only; ``request``, ``model``, ``model_source``, ``usage``: provider
             turns only (`is_provider_call`).
-        api, forwarded, http_status: a program step's model call (added by issue 13 in 0.1.0, optional):
-            the API the request arrived on, the body sent to the provider when it differs
-            from ``request``, the HTTP status the program got.
+        api, forwarded, http_status: a program step's model call (optional; added by issue
+            13): the API the request arrived on, the body sent to the provider when it
+            differs from ``request``, the HTTP status the program got.
         body, body_encoding, truncated, original_length, sha256: the raw response body
             (`runner.trace.format.encode_body`); ``original_length`` is in bytes.
         clock: epoch seconds of the injected clock; ``duration_s``: seconds.

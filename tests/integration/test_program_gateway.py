@@ -244,7 +244,7 @@ def test_ceilings_hold_for_gateway_traffic_across_four_concurrent_sandboxes(
 
     from runner.ledger import Ledger
 
-    oai, ant = fakes
+    oai, _ant = fakes
     state = tmp_path / "state"
     ceiling = 0.0025  # one reservation (1024 capped output tokens) fits, two do not
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SANDBOX_REPLAY"))}

@@ -27,7 +27,7 @@ from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from tests.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "program"))
-import program_tools  # noqa: E402
+import program_tools
 
 
 class Host:

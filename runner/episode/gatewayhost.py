@@ -144,13 +144,18 @@ def witnessed_record(
     """A program's model call line as the host witnessed it (after the body and model id).
 
     The request is the one the gateway received (what reproduce matches), ``api`` the API it
-    arrived on, ``http_status`` the status served, and ``forwarded`` the body sent to the
+    arrived on, ``http_status`` the status served, ``usage`` what the body stated, and
+    ``forwarded`` the body sent to the
     provider when it differs from the request (the step's model name, a token cap).
     """
     record = dict(record)
     record["api"] = call.api
     record["request"] = dict(call.request)
     record["http_status"] = served.status
+    if served.usage:
+        record["usage"] = dict(served.usage)
+    else:
+        record.pop("usage", None)
     forwarded = served.forwarded if served.forwarded is not None else call.body
     if dict(forwarded) != dict(call.request):
         record["forwarded"] = dict(forwarded)

@@ -92,12 +92,16 @@ class FakeOpenAI:
         if self.status is not None:
             return self.status, b'{"error": {"message": "nope", "type": "invalid_request_error"}}'
         if path == "/v1/responses":
-            body = responses_body(n, request, self.answer(_as_chat(request)), self._usage_body(request))
+            body = responses_body(
+                n, request, self.answer(_as_chat(request)), self._usage_body(request)
+            )
             with self.lock:
                 self.bodies.append(body)
             return 200, body
         if request.get("stream") is True:
-            body = chat_stream(n, request, self.answer(request), self._usage_body(request, chat=True))
+            body = chat_stream(
+                n, request, self.answer(request), self._usage_body(request, chat=True)
+            )
             with self.lock:
                 self.bodies.append(body)
             return 200, body

@@ -22,7 +22,7 @@ from runner.errors import InputError
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["module_root", "program_roots"]
+__all__ = ["module_root", "program_modules", "program_roots"]
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -54,8 +54,10 @@ def module_root(name: str, search: list[Path], installed: bool) -> Path | None:
     return Path(spec.origin).resolve().parent
 
 
-def program_roots(workflow: WorkflowFile, *, confined_to: Path | None = None) -> list[Path]:
-    """The folders to mount so that every program step's module imports in the sandbox.
+def program_modules(
+    workflow: WorkflowFile, *, confined_to: Path | None = None
+) -> list[tuple[int, str, Path]]:
+    """Where every program step's module is: ``(step index, module name, host root folder)``.
 
     Args:
         workflow: the loaded workflow.
@@ -63,7 +65,7 @@ def program_roots(workflow: WorkflowFile, *, confined_to: Path | None = None) ->
             inside it; never the current directory or the installed packages).
 
     Returns:
-        Distinct folders, in step order (empty without program steps).
+        One entry per program step, in step order (empty without program steps).
 
     Raises:
         InputError: a program module that is not found (workflow file, line,
@@ -72,7 +74,7 @@ def program_roots(workflow: WorkflowFile, *, confined_to: Path | None = None) ->
     self_contained = confined_to is not None
     folders = [confined_to] if confined_to else [workflow.folder, Path.cwd().resolve()]
     search = list(dict.fromkeys(folders))
-    roots: list[Path] = []
+    found: list[tuple[int, str, Path]] = []
     for index, step in enumerate(workflow.spec.steps):
         if step.program is None:
             continue
@@ -87,5 +89,16 @@ def program_roots(workflow: WorkflowFile, *, confined_to: Path | None = None) ->
                 line=workflow.line_of(("steps", index, "program")),
                 field=f"steps[{index}].program",
             )
-        roots.append(root)
-    return list(dict.fromkeys(roots))
+        found.append((index, module, root))
+    return found
+
+
+def program_roots(workflow: WorkflowFile, *, confined_to: Path | None = None) -> list[Path]:
+    """The distinct folders of `program_modules`, in step order (what a sandbox must mount).
+
+    Raises:
+        InputError: as `program_modules`.
+    """
+    return list(
+        dict.fromkeys(root for _, _, root in program_modules(workflow, confined_to=confined_to))
+    )

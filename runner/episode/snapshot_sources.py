@@ -91,6 +91,9 @@ def workflow_entries(
     for index, name, root in located.modules:
         where = _where(workflow, "tools", index)
         entries.append(SnapshotEntry(root, _module_entry(name, root, where), where, required=True))
+    for index, name, root in located.programs:  # program steps' modules: code like the tools'
+        where = {**_where(workflow, "steps", index), "field": f"steps[{index}].program"}
+        entries.append(SnapshotEntry(root, _module_entry(name, root, where), where, required=True))
     folder = workflow.folder
     for index, pattern in enumerate(workflow.spec.files):
         where = _where(workflow, "files", index)

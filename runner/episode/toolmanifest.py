@@ -39,19 +39,18 @@ model turns from the trace).
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import importlib.machinery
 
 import structlog
 
 from runner.domain.ids import path_under
-from runner.domain.programs import module_root, program_roots
+from runner.domain.programs import module_root, program_modules
 from runner.domain.registry import Registry, ToolSpec
 from runner.domain.toolsource import load_manifest_tools, manifest_path
 from runner.errors import InputError
@@ -85,15 +84,20 @@ class ToolLocations:
         manifest_tools: tools of ``.json`` entries, by entry index.
         modules: ``(entry index, module name, host root folder)`` in entry order.
         search: the folders looked in first (workflow folder, current directory).
+        programs: ``(step index, module name, host root folder)`` of the program steps'
+            modules (`runner.domain.programs.program_modules`): located like tool modules,
+            copied into the snapshot and mounted with them, imported only in the sandbox.
     """
 
     manifest_tools: dict[int, list[ToolSpec]]
     modules: list[tuple[int, str, Path]]
     search: list[Path]
+    programs: list[tuple[int, str, Path]] = field(default_factory=list)
 
     def roots(self) -> list[Path]:
-        """The distinct host folders to mount, in entry order."""
-        return list(dict.fromkeys(root for _, _, root in self.modules))
+        """The distinct host folders to mount: tool modules' in entry order, then programs'."""
+        found = [root for _, _, root in self.modules] + [root for _, _, root in self.programs]
+        return list(dict.fromkeys(found))
 
 
 def _where(workflow: WorkflowFile, index: int) -> dict[str, Any]:
@@ -189,6 +193,7 @@ def locate_tools(workflow: WorkflowFile, *, confined_to: Path | None = None) -> 
                 **where,
             )
         found.modules.append((index, entry, root))
+    found.programs = program_modules(workflow, confined_to=confined_to)
     return found
 
 
@@ -255,8 +260,7 @@ def sandbox_registry(
         tools.update(_module_tools(workflow, located, answer, paths, image))
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     # a program step's module is mounted like tool code (located, imported only in there)
-    roots = [*located.roots(), *program_roots(workflow, confined_to=confined_to)]
-    return Registry(ordered, roots)
+    return Registry(ordered, located.roots())
 
 
 class _PathMap:

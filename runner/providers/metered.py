@@ -168,8 +168,8 @@ class MeteredProvider:
         request as the provider receives it (the provider adds the variant's model when it
         names none); completion tokens: ``n`` completions of the capped completion tokens.
         """
+        model = str(payload.get("model") or self.model or "")
         if tokens_in is None:
-            model = str(payload.get("model") or self.model or "")
             tokens_in = prompt_tokens_bound({**payload, "model": model} if model else payload)
         caps = [int(payload[f]) for f in _CAP_FIELDS if _is_count(payload.get(f))]
         choices = int(payload["n"]) if _is_count(payload.get("n")) else 1

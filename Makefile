@@ -13,14 +13,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 IMAGE ?= $(or $(SANDBOX_REPLAY_IMAGE),sandbox-replay:latest)
+# The test image with the official SDKs (openai, anthropic, openai-agents), built from wheels
+# that pip downloads on this host into the cache folder (never committed).
+SDK_IMAGE ?= sandbox-replay:sdks
+SDK_REQUIREMENTS := tests/fixtures/sdk-image/requirements.txt
 
-.PHONY: help setup engine image ensure-image test unit integration demo lint
+.PHONY: help setup engine image ensure-image sdk-image ensure-sdk-image test unit integration demo lint
 
 help:
 	@echo "make setup   create .venv and install sandbox-replay (editable, dev extras)"
 	@echo "make test    set up, make sure Docker and the sandbox image exist, run every test"
 	@echo "make demo    set up, then check / submit / reproduce on examples/helpdesk"
 	@echo "make image   (re)build the sandbox image without a registry"
+	@echo "make sdk-image  build $(SDK_IMAGE): the sandbox image plus openai, anthropic, openai-agents"
 	@echo "make lint    ruff check, ruff format --check, mypy, lint-imports (import directions)"
 
 setup: $(STAMP)
@@ -28,7 +33,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make setup: no Python >= 3.11 found (set PYTHON=...)" >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,sdks]'
 	touch $(STAMP)
 
 engine:
@@ -40,14 +45,21 @@ image: setup engine
 ensure-image: setup engine
 	@docker image inspect "$(IMAGE)" >/dev/null 2>&1 || $(BIN)/sandbox-replay image build --offline
 
+# pip download on the host fills the cached wheelhouse; the image build has no network.
+sdk-image: setup engine ensure-image
+	$(BIN)/sandbox-replay image build --offline --tag "$(SDK_IMAGE)" --requirements $(SDK_REQUIREMENTS)
+
+ensure-sdk-image: setup engine ensure-image
+	@docker image inspect "$(SDK_IMAGE)" >/dev/null 2>&1 || $(MAKE) --no-print-directory sdk-image
+
 # CI semantics: an unusable Docker fails the docker tests instead of skipping them.
-test: setup ensure-image
+test: setup ensure-image ensure-sdk-image
 	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest
 
 unit: setup
 	$(BIN)/pytest tests/unit
 
-integration: setup ensure-image
+integration: setup ensure-image ensure-sdk-image
 	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest tests/integration
 
 # The README's first command: set-up (virtualenv, Docker engine, sandbox image; timed), then

@@ -37,6 +37,12 @@ def _default_concurrency() -> int:
     return max(1, min(4, 2 * (os.cpu_count() or 1)))
 
 
+def _default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/sandbox-replay``, else ``~/.cache/sandbox-replay`` (read when built)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sandbox-replay"
+
+
 class Settings(BaseSettings):
     """Everything the host may configure without editing a policy.
 
@@ -64,6 +70,9 @@ class Settings(BaseSettings):
             the host's ``ANTHROPIC_BASE_URL``, else ``https://api.anthropic.com``).
         anthropic_api_key: its key (``SANDBOX_REPLAY_ANTHROPIC_API_KEY``; None: the host's
             ``ANTHROPIC_API_KEY``); held on the host, never passed into a sandbox.
+        cache_dir: downloads kept between runs, e.g. the wheelhouses of ``image build
+            --requirements`` (``cache_dir/wheelhouse/<target>``); default
+            ``$XDG_CACHE_HOME/sandbox-replay``, else ``~/.cache/sandbox-replay``.
     """
 
     model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
@@ -89,3 +98,4 @@ class Settings(BaseSettings):
     openai_model: str | None = None
     anthropic_base_url: str | None = None
     anthropic_api_key: SecretStr | None = None
+    cache_dir: Path = Field(default_factory=_default_cache_dir)

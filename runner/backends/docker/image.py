@@ -10,21 +10,27 @@ Choice of the base image, in order, and the one taken is reported:
 
 The sandbox image is then built from the packaged build context (`runner.resources.images_dir`)
 with ``BASE_IMAGE`` and ``VERSION`` build arguments, the version label, and no network
-(``network_mode=none``: the Dockerfile needs none).
+(``network_mode=none``: the Dockerfile needs none). With `ImagePackages` (``--requirements``,
+``--wheelhouse``) the context is a temporary copy with the wheels staged in it
+(`runner.backends.docker.wheelhouse`, which also downloads them on the host), and the image is
+labelled ``io.sandbox-replay.wheelhouse`` with the staged packages' digest.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import structlog
 
 from runner import __version__
 from runner.backends import labels as L
+from runner.backends.docker import wheelhouse as wh
 from runner.backends.docker.client import call, retrying
 from runner.errors import InfrastructureError
 from runner.resources import images_dir
@@ -33,6 +39,30 @@ log = structlog.get_logger(__name__)
 
 BaseSource = Literal["local", "pulled", "offline-present", "offline-built"]
 _LOG_TAIL = 30
+WHEELHOUSE_LABEL = f"{L.PREFIX}.wheelhouse"
+"""Image label: sha256 of the staged wheels' SHA256SUMS and requirements (absent: none)."""
+
+
+@dataclass(frozen=True)
+class ImagePackages:
+    """The user's packages to install in the image (``--requirements`` / ``--wheelhouse``).
+
+    Attributes:
+        requirements: a pip requirements file (self-contained: no ``-r``/``-e`` lines); None:
+            install every wheel of ``wheelhouse``.
+        wheelhouse: the folder of wheels; None: the cached wheelhouse of the base image's
+            target under ``cache_dir`` (needs ``requirements``).
+        download: fill the wheelhouse with ``pip download`` on the host first (only with
+            ``requirements``); False: use what the wheelhouse holds, no registry.
+        cache_dir: where the cached wheelhouses live (``CACHE_DIR/wheelhouse/<target>``).
+        target: the base image's interpreter, when known (tests); None: probed in a sandbox.
+    """
+
+    requirements: Path | None
+    wheelhouse: Path | None
+    download: bool
+    cache_dir: Path
+    target: wh.Target | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +73,8 @@ class BuildResult:
         image: tag of the sandbox image built.
         image_id: its id (``sha256:...``).
         base: the base image it was built FROM.
+        wheels: file names of the wheels staged into the image (empty: no packages added).
+        wheelhouse: the folder they came from (None: no packages added).
         base_source: how the base was had: present ``local``ly, ``pulled``, the offline base
             already present (``offline-present``) or built now with debootstrap
             (``offline-built``).
@@ -52,6 +84,8 @@ class BuildResult:
     image_id: str
     base: str
     base_source: BaseSource
+    wheels: tuple[str, ...] = ()
+    wheelhouse: str | None = None
 
 
 def image_present(api: Any, ref: str) -> bool:
@@ -147,6 +181,8 @@ def build_image(
     echo: Callable[[str], None],
     docker_host: str | None = None,
     version: str = __version__,
+    packages: ImagePackages | None = None,
+    probe: Callable[[str], wh.Target] | None = None,
 ) -> BuildResult:
     """Build the sandbox image ``image``.
 
@@ -159,9 +195,14 @@ def build_image(
         echo: receives one human-readable progress line at a time.
         docker_host: engine address for the offline script (None: its environment's).
         version: project version, written into the image's labels.
+        packages: the user's packages to add (None: the image has Python only).
+        probe: ``base image -> wheelhouse.Target``, run when ``packages`` needs the base's
+            interpreter and does not carry it (`wheelhouse.probe_target` in a sandbox).
 
     Raises:
-        InfrastructureError: no base could be had or the build failed (log tail attached).
+        InfrastructureError: no base could be had, the download or the build failed (log
+            tail attached).
+        InputError: the requirements file or the wheelhouse is missing or empty.
     """
     base, source = choose_base(
         api,
@@ -178,7 +219,46 @@ def build_image(
         "offline-built": "offline base, built now with debootstrap",
     }[source]
     echo(f"base image: {base} ({how})")
-    context = images_dir()
+    labels = {L.VERSION: version, f"{L.PREFIX}.base": base}
+    if packages is None:
+        image_id = _build(api, image, images_dir(), base, version, labels)
+        echo(f"built {image} ({image_id[:19]}) from {base}")
+        return BuildResult(image=image, image_id=image_id, base=base, base_source=source)
+    folder = packages.wheelhouse
+    if folder is None or (packages.download and packages.requirements is not None):
+        target = packages.target
+        if target is None:
+            if probe is None:
+                raise InfrastructureError("the base image's Python is unknown (no probe given)")
+            target = probe(base)
+        echo(f"base image python: {target.python_version} ({target.key})")
+        folder = folder or wh.default_wheelhouse(packages.cache_dir, target)
+        if packages.download and packages.requirements is not None:
+            wh.download(packages.requirements, folder, target, echo)
+    with tempfile.TemporaryDirectory(prefix="sandbox-replay-context-") as tmp:
+        staged = wh.stage_context(images_dir(), folder, packages.requirements, Path(tmp))
+        echo(f"installing from {len(staged.wheels)} wheel(s) of {folder} (no index, no network)")
+        labels[WHEELHOUSE_LABEL] = staged.digest
+        image_id = _build(api, image, staged.path, base, version, labels)
+    echo(f"built {image} ({image_id[:19]}) from {base} with the wheels of {folder}")
+    return BuildResult(
+        image=image,
+        image_id=image_id,
+        base=base,
+        base_source=source,
+        wheels=staged.wheels,
+        wheelhouse=str(folder),
+    )
+
+
+def _build(
+    api: Any, image: str, context: Path, base: str, version: str, labels: dict[str, str]
+) -> str:
+    """Build ``image`` from the folder ``context`` with no network; return its id.
+
+    Raises:
+        InfrastructureError: the build failed (log tail attached).
+    """
     lines: list[str] = []
     image_id = ""
     stream = call(
@@ -187,7 +267,7 @@ def build_image(
         path=str(context),
         tag=image,
         buildargs={"BASE_IMAGE": base, "VERSION": version},
-        labels={L.VERSION: version, f"{L.PREFIX}.base": base},
+        labels=labels,
         network_mode="none",
         pull=False,
         rm=True,
@@ -211,5 +291,4 @@ def build_image(
             image_id = str(aux["ID"])
     if not image_id:
         image_id = str(retrying(f"inspect image {image}", api.inspect_image, image)["Id"])
-    echo(f"built {image} ({image_id[:19]}) from {base}")
-    return BuildResult(image=image, image_id=image_id, base=base, base_source=source)
+    return image_id

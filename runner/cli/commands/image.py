@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -23,26 +24,70 @@ def build(
             help="Never pull: use the base image when present, else build one with debootstrap.",
         ),
     ] = False,
+    tag: Annotated[
+        str | None,
+        typer.Option("--tag", help="Image tag to build (default: the image setting)."),
+    ] = None,
+    requirements: Annotated[
+        Path | None,
+        typer.Option(
+            "--requirements",
+            help="pip requirements to install in the image; their wheels are downloaded on "
+            "this host (pip download) for the image's Python, then installed with no index.",
+            dir_okay=False,
+        ),
+    ] = None,
+    wheelhouse: Annotated[
+        Path | None,
+        typer.Option(
+            "--wheelhouse",
+            help="Folder of wheels to install from (default with --requirements: a cache "
+            "folder per Python and platform); alone, every wheel in it is installed.",
+            file_okay=False,
+        ),
+    ] = None,
+    no_download: Annotated[
+        bool,
+        typer.Option(
+            "--no-download",
+            help="Do not run pip download: install from what the wheelhouse already holds.",
+        ),
+    ] = False,
 ) -> None:
-    """Build the sandbox image (settings: image, base_image, offline_base_image).
+    """Build the sandbox image (settings: image, base_image, offline_base_image, cache_dir).
 
     Uses the base image when present (or pullable without --offline), otherwise builds a
-    Python base with debootstrap and no registry; says which it did. Exit 6 on failure.
+    Python base with debootstrap and no registry; says which it did. With --requirements or
+    --wheelhouse your packages are added from wheels this host downloaded: the build itself
+    never reaches a registry. Exit 2 for a missing file or an empty wheelhouse, 6 on failure.
     """
     from runner.backends.docker import DockerBackend
-    from runner.backends.docker.image import build_image
+    from runner.backends.docker.image import ImagePackages, build_image
+    from runner.backends.docker.wheelhouse import probe_target
 
     settings = state(ctx).settings()
+    packages = None
+    if requirements is not None or wheelhouse is not None:
+        packages = ImagePackages(
+            requirements=requirements,
+            wheelhouse=wheelhouse,
+            download=not no_download,
+            cache_dir=settings.cache_dir,
+        )
+    elif no_download:
+        raise typer.BadParameter("--no-download needs --requirements or --wheelhouse")
     backend = DockerBackend.connect(settings.docker_host)
     try:
         build_image(
             backend.api,
-            image=settings.image,
+            image=tag or settings.image,
             base_image=settings.base_image,
             offline_base_image=settings.offline_base_image,
             offline=offline,
             echo=typer.echo,
             docker_host=settings.docker_host,
+            packages=packages,
+            probe=lambda ref: probe_target(backend, ref),
         )
     finally:
         backend.close()

@@ -70,7 +70,7 @@ def _pins() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def built(docker_client: Any, sandbox_image: str) -> dict[str, Any]:
     """Build sandbox-replay:sdks from the cached wheelhouse; the build's output and folder."""
-    assert SDK_IMAGE != sandbox_image, "the SDK image must never be the default image"
+    assert sandbox_image != SDK_IMAGE, "the SDK image must never be the default image"
     env = {**os.environ, "SANDBOX_REPLAY_LOG_LEVEL": "warning"}
     command = [sys.executable, "-m", "runner", "image", "build", "--offline", "--no-download"]
     command += ["--tag", SDK_IMAGE, "--requirements", str(REQUIREMENTS)]

@@ -22,8 +22,17 @@ Invariants:
   reading, so that ``reproduce``, which serves the same reading, sees what the tool saw.
   Entering a recorder installs the wall clock in the process once; outside recorded calls,
   and in threads a tool starts, reads stay the machine's.
+- model calls made over httpx (the official SDKs) are recorded by `Recorder.http_client` /
+  `Recorder.transport` clients and, with ``capture_httpx`` (the default), by every default
+  httpx transport of the process while the recorder is active (`runner.sdk.httpxrecord`): a
+  ``model`` call line with ``api``, the request body, ``http_status``, the raw response body
+  (a stream's raw event stream) and the model id read from it (`runner.sdk.exchange`);
+- nothing is exported to a tracing service: ``OPENAI_AGENTS_DISABLE_TRACING=1`` is set while
+  recording and, from the first recording on, a request to a tracing-ingest path over httpx
+  is answered in this process and never sent (listed in ``end.outbound`` as refused).
 """
 
+import contextvars
 import hashlib
 import json
 import os
@@ -37,26 +46,41 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from runner import sdk
 from runner.runtime import wallclock
 from runner.runtime.rawio import apply_exchanges, capture
+from runner.sdk.exchange import ModelCallRecording
+from runner.sdk.exchange import error_class as _error_class
 from runner.trace.format import TRACE_VERSION, encode_body, episode_exit_code, failure_signature
+from runner.trace.modelapi import usage_tokens
 
-__all__ = ["Recorder"]
+__all__ = ["IN_TOOL", "TRACING_ENV", "Recorder"]
+
+TRACING_ENV = "OPENAI_AGENTS_DISABLE_TRACING"
+
+# True while a recorded tool runs: the HTTP a tool makes is part of the tool's call (its value
+# is its body), never a model call of its own.
+IN_TOOL: "contextvars.ContextVar[bool]" = contextvars.ContextVar(
+    "sandbox_replay_in_tool", default=False
+)
+# Active recorders with ``capture_httpx``, innermost last: the fallback of a bare thread.
+_CAPTURING: List["Recorder"] = []
+_CAPTURING_LOCK = threading.Lock()
 
 
-def _error_class(exc: BaseException) -> str:
-    cls = type(exc)
-    recorded = getattr(exc, "recorded_class", None)
-    if isinstance(recorded, str):
-        return recorded
-    if cls.__module__ in ("builtins", "__main__"):
-        return cls.__qualname__
-    return "{}.{}".format(cls.__module__, cls.__qualname__)
+def _capturing_recorder() -> Optional["Recorder"]:
+    """The recorder that captures default-transport model calls in this context, or None."""
+    if IN_TOOL.get():
+        return None
+    active = sdk._RECORDER.get()
+    if isinstance(active, Recorder):
+        return active if active.capture_httpx else None
+    with _CAPTURING_LOCK:
+        return _CAPTURING[-1] if _CAPTURING else None
 
 
 def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-class Recorder:
+class Recorder(ModelCallRecording):
     """The context manager `runner.sdk.record` returns.
 
     Args:
@@ -70,6 +94,8 @@ class Recorder:
         clock: a ``() -> epoch seconds`` source (default: the machine's clock,
             `runner.runtime.wallclock.real_time`).
         run_id: the run id (default ``rec-<UTC time>-<6 hex>``).
+        capture_httpx: also record the model calls of httpx clients the SDKs made themselves
+            (their default transports), not only those of `http_client` clients.
 
     Raises:
         ValueError: an invalid ``task_id``.
@@ -87,6 +113,7 @@ class Recorder:
         seed: int = 0,
         clock: Optional[Callable[[], float]] = None,
         run_id: Optional[str] = None,
+        capture_httpx: bool = True,
     ) -> None:
         if not task_id or any(c in task_id for c in "/\\") or task_id in (".", ".."):
             raise ValueError("task_id {!r} is not a path-safe id".format(task_id))
@@ -116,6 +143,10 @@ class Recorder:
         self._reading = 0.0
         self._token: Any = None
         self.end: Optional[Dict[str, Any]] = None
+        self.capture_httpx = capture_httpx
+        self.active = False
+        ModelCallRecording.__init__(self)
+        self._tracing_env: Optional[str] = None
 
     # -- the context -------------------------------------------------------------------------
 
@@ -125,9 +156,27 @@ class Recorder:
         self._reading = self._start
         self._token = sdk._RECORDER.set(self)
         sdk.set_clock(lambda: self._reading)
+        self._tracing_env = os.environ.get(TRACING_ENV)
+        os.environ[TRACING_ENV] = "1"  # the OpenAI Agents SDK exports no trace of this run
+        self.active = True
+        if self.capture_httpx:
+            with _CAPTURING_LOCK:
+                _CAPTURING.append(self)
+        from runner.sdk import httpxrecord  # only here: httpx is not needed otherwise
+
+        httpxrecord.install_guard(_capturing_recorder)
         return self
 
     def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        self._finish_pending()
+        self.active = False
+        with _CAPTURING_LOCK:
+            if self in _CAPTURING:
+                _CAPTURING.remove(self)
+        if self._tracing_env is None:
+            os.environ.pop(TRACING_ENV, None)
+        else:
+            os.environ[TRACING_ENV] = self._tracing_env
         sdk._RECORDER.reset(self._token)
         sdk.set_clock(None)
         status = "succeeded" if exc is None else "failed"
@@ -140,8 +189,10 @@ class Recorder:
             "failure": None,
             "failure_signature": None,
             "not_run": [],
-            "outbound": [],
+            "outbound": list(self.outbound),
         }
+        if self.outbound_dropped:
+            end["outbound_dropped"] = self.outbound_dropped
         if exc is not None:
             index, tool = len(self.calls) - 1, "workflow"
             for error, call_index, call_tool in reversed(self._failed):
@@ -158,9 +209,10 @@ class Recorder:
             end["failure_signature"] = failure_signature(index, tool, error_class, exit_code)
             end["error"] = {"class": error_class, "message": str(exc)[:4096]}
         models = [c for c in self.calls if c["tool"] in ("model", "user")]
+        tokens = [usage_tokens(c.get("usage")) for c in models]
         end["meter"] = {
-            "tokens_in": sum(_usage(c, "prompt_tokens") for c in models),
-            "tokens_out": sum(_usage(c, "completion_tokens") for c in models),
+            "tokens_in": sum(t[0] for t in tokens),
+            "tokens_out": sum(t[1] for t in tokens),
             "model_calls": len(models),
             "usd": 0.0,
             "sandbox_s": 0.0,
@@ -202,6 +254,7 @@ class Recorder:
         }
         started = time.monotonic()
         token = sdk._RECORDER.set(None)  # a tool calling another tool: recorded once, outside
+        in_tool = IN_TOOL.set(True)
         try:
             with capture() as exchanges, wallclock.frozen(reading):
                 try:
@@ -219,6 +272,7 @@ class Recorder:
                 record.update(encode_body(text))
             return value
         finally:
+            IN_TOOL.reset(in_tool)
             sdk._RECORDER.reset(token)
             record["duration_s"] = round(time.monotonic() - started, 6)
             self.calls[index] = record
@@ -304,9 +358,3 @@ class Recorder:
                 handle.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
                 handle.write("\n")
         os.replace(part, self.path)
-
-
-def _usage(record: Dict[str, Any], key: str) -> int:
-    usage = record.get("usage")
-    value = usage.get(key) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -3,7 +3,10 @@
 Standard library only and importable on Python 3.9: this package is mounted into sandboxes and
 imported by the in-sandbox runtime and by the user's tool code. Its modules: ``toolschema``
 (argument schemas, canonical JSON, the schema hash), ``httpio`` (the recording HTTP helper),
-``recorder`` (`record`: record mode in a user's own process). May import: the standard library,
+``recorder`` (`record`: record mode in a user's own process), ``exchange`` (one model HTTP call
+being recorded) and ``httpxrecord`` (record mode's httpx transports for the official SDKs: the
+one module that uses a third-party package, httpx2 or httpx, imported by name only when a
+recording asks for it, never in a sandbox). May import: the standard library,
 `runner.trace` and `runner.errors`. Known exception (pyproject.toml, import-linter): the
 recorder reuses the runtime's raw I/O capture (`runner.runtime.rawio`) until it moves here.
 
@@ -261,7 +264,16 @@ def record(path: Any, **options: Any) -> Any:
 
         with runner.sdk.record("traces/run.jsonl", task_input={"ticket_id": "T-1"}) as rec:
             ticket = get_ticket(ticket_id="T-1")       # a @tool call: recorded
-            reply = rec.model(request, raw_http_body)  # a model call: recorded
+            client = OpenAI(http_client=rec.http_client())
+            reply = client.chat.completions.create(...)  # a model call over httpx: recorded
+            reply = rec.model(request, raw_http_body)  # a model call made otherwise: recorded
+
+    Model calls of the official SDKs (openai, anthropic, the OpenAI Agents SDK) are recorded
+    with their request body, the raw response body (a stream's raw event stream) and the
+    model id read from it, through ``rec.http_client()`` / ``rec.async_http_client()`` and,
+    with ``capture_httpx=True`` (the default), through the clients the SDKs make themselves.
+    While recording, ``OPENAI_AGENTS_DISABLE_TRACING=1`` is set, and a trace export to a
+    tracing-ingest path is answered in the process, never sent.
 
     Every call line carries the five fields of SPEC.md: the raw body (the SDK HTTP helper's
     body when the tool used `http_request`), the schema hash in force, the model id read from

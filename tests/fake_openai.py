@@ -77,9 +77,6 @@ class FakeOpenAI:
         self.bodies: list[bytes] = []
         self.lock = threading.Lock()
         self.url = ""
-        self.hold_after_first = False
-        self.release = threading.Event()
-        self.held_too_long = False
 
     def handle(
         self, raw: bytes, headers: dict[str, str], path: str = "/v1/chat/completions"

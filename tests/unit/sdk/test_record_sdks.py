@@ -23,9 +23,10 @@ from runner import sdk
 from runner.sdk.recorder import TRACING_ENV
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.reader import load_trace
-from tests import fake_anthropic, fake_openai
+from tests import fake_anthropic, fake_openai, fake_streaming
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
+from tests.fake_streaming import Streamer
 from tests.paths import REPO
 
 KB_TOOL = {
@@ -111,9 +112,12 @@ def test_chat_completions_with_tool_calls_are_recorded_raw(tmp_path: Path, how: 
 def test_a_chat_stream_is_passed_on_while_it_streams_and_recorded_whole(tmp_path: Path) -> None:
     trace = tmp_path / "stream.jsonl"
     fake = FakeOpenAI()
-    fake.hold_after_first = True
-    with fake_openai.serve(fake), sdk.record(trace) as rec:
-        client = openai.OpenAI(base_url=fake.url, api_key="sk-test", http_client=rec.http_client())
+    server = Streamer(fake_streaming.openai_handler(fake))
+    server.hold = True
+    with fake_streaming.serve(server, "/v1"), sdk.record(trace) as rec:
+        client = openai.OpenAI(
+            base_url=server.url, api_key="sk-test", http_client=rec.http_client()
+        )
         stream = client.chat.completions.create(
             model="gpt-4.1-mini",
             messages=[{"role": "user", "content": "hi"}],
@@ -124,11 +128,11 @@ def test_a_chat_stream_is_passed_on_while_it_streams_and_recorded_whole(tmp_path
         arguments = ""
         for position, chunk in enumerate(stream):
             if position == 0:
-                fake.release.set()  # the server sends the rest only now
+                server.release.set()  # the server sends the rest only now
             for choice in chunk.choices:
                 for call in choice.delta.tool_calls or []:
                     arguments += (call.function.arguments if call.function else None) or ""
-    assert not fake.held_too_long, "the first event reached the caller only after the stream"
+    assert not server.held_too_long, "the first event reached the caller only after the stream"
     assert json.loads(arguments) == {"query": "password"}
     (model,) = _models(trace)
     assert _raw(model) == fake.bodies[0] and model["body"].endswith("data: [DONE]\n\n")
@@ -141,6 +145,7 @@ def test_a_chat_stream_is_passed_on_while_it_streams_and_recorded_whole(tmp_path
 def test_anthropic_messages_with_tool_use_and_streaming(tmp_path: Path) -> None:
     trace = tmp_path / "anthropic.jsonl"
     fake = FakeAnthropic()
+    server = Streamer(fake_streaming.anthropic_handler(fake))
     tools = [
         {
             "name": "kb__search",
@@ -148,9 +153,9 @@ def test_anthropic_messages_with_tool_use_and_streaming(tmp_path: Path) -> None:
             "input_schema": KB_TOOL["function"]["parameters"],  # type: ignore[index]
         }
     ]
-    with fake_anthropic.serve(fake), sdk.record(trace) as rec:
+    with fake_streaming.serve(server), sdk.record(trace) as rec:
         client = anthropic.Anthropic(
-            base_url=fake.url, api_key="sk-ant-test", http_client=rec.http_client()
+            base_url=server.url, api_key="sk-ant-test", http_client=rec.http_client()
         )
         messages: list[Any] = [{"role": "user", "content": "How do I reset my password?"}]
         first = client.messages.create(
@@ -167,53 +172,60 @@ def test_anthropic_messages_with_tool_use_and_streaming(tmp_path: Path) -> None:
                 ],
             },
         ]
-        fake.hold_after_first = True
+        server.hold = True
         with client.messages.stream(
             model="claude-test-model", max_tokens=256, messages=messages, tools=tools
         ) as stream:
             text = ""
             for position, event in enumerate(stream):
                 if position == 0:
-                    fake.release.set()
+                    server.release.set()
                 if event.type == "text":
                     text += event.text
             final = stream.get_final_message()
-    assert not fake.held_too_long
-    assert text == "Reset it from the login page. done" and final.stop_reason == "end_turn"
+    assert not server.held_too_long
+    assert text == "done from claude" and final.stop_reason == "end_turn"
+    lines = _lines(trace)
+    assert [line.get("tool") for line in lines[1:-1]] == ["model", "kb.search", "model"]
     models = _models(trace)
     assert [_raw(m) for m in models] == fake.bodies
     assert [m["request"] for m in models] == fake.requests
     assert [m["api"] for m in models] == ["messages", "messages"]
     assert all(m["model"] == fake_anthropic.MODEL_ID for m in models)
     assert models[1]["meta"]["stream"] is True and "event: message_stop" in models[1]["body"]
-    assert models[1]["usage"]["output_tokens"] == 20 and models[1]["usage"]["input_tokens"] == 100
-    assert _lines(trace)[-1]["meter"]["tokens_in"] == 200
+    assert models[1]["usage"] == {"input_tokens": 120, "output_tokens": 30}
+    assert lines[-1]["meter"]["tokens_in"] == 240
 
 
 def test_async_clients_and_a_stream_closed_early(tmp_path: Path) -> None:
     trace = tmp_path / "async.jsonl"
+    fake = FakeOpenAI()
+    server = Streamer(fake_streaming.openai_handler(fake))
 
-    async def main(rec: Any, url: str) -> str:
+    async def main(rec: Any) -> str:
         client = openai.AsyncOpenAI(
-            base_url=url, api_key="sk-test", http_client=rec.async_http_client()
+            base_url=server.url, api_key="sk-test", http_client=rec.async_http_client()
         )
         reply = await client.chat.completions.create(
             model="gpt-4.1-mini", messages=[{"role": "user", "content": "hi"}]
         )
+        server.hold = True
         stream = await client.chat.completions.create(
             model="gpt-4.1-mini", messages=[{"role": "user", "content": "hi"}], stream=True
         )
         async for _ in stream:
             break
         await stream.close()
+        server.release.set()
         return str(reply.choices[0].message.content)
 
-    with fake_openai.serve(FakeOpenAI()) as fake, sdk.record(trace) as rec:
-        assert asyncio.run(main(rec, fake.url)) == "done"
+    with fake_streaming.serve(server, "/v1"), sdk.record(trace) as rec:
+        assert asyncio.run(main(rec)) == "done"
     plain, streamed = _models(trace)
     assert _raw(plain) == fake.bodies[0]
-    assert streamed["meta"]["incomplete"] is True
-    assert fake.bodies[1].startswith(_raw(streamed))
+    assert streamed["meta"]["incomplete"] is True and streamed["http_status"] == 200
+    first_event = fake.bodies[1].split(b"\n\n")[0] + b"\n\n"
+    assert _raw(streamed) == first_event  # what the caller read, nothing made up
 
 
 def test_only_model_calls_are_recorded_and_the_rest_is_listed(tmp_path: Path) -> None:
@@ -244,13 +256,16 @@ def agents_offline() -> Iterator[Any]:
     agents.set_tracing_disabled(True)
 
 
-def _support_agent(agents: Any, client: Any) -> Any:
+def _support_agent(agents: Any, client: Any, api: str = "chat_completions") -> Any:
     @agents.function_tool
     def search_kb(query: str) -> str:
         """Search the knowledge base."""
         return json.dumps(kb_search(query=query))
 
-    model = agents.OpenAIChatCompletionsModel(model="gpt-4.1-mini", openai_client=client)
+    if api == "responses":
+        model = agents.OpenAIResponsesModel(model="gpt-4.1-mini", openai_client=client)
+    else:
+        model = agents.OpenAIChatCompletionsModel(model="gpt-4.1-mini", openai_client=client)
     return agents.Agent(
         name="support",
         instructions="Answer from the knowledge base.",
@@ -259,9 +274,16 @@ def _support_agent(agents: Any, client: Any) -> Any:
     )
 
 
-@pytest.mark.parametrize("how", ["async_http_client", "default_transport"])
+@pytest.mark.parametrize(
+    ("how", "api"),
+    [
+        ("async_http_client", "chat_completions"),
+        ("default_transport", "chat_completions"),
+        ("async_http_client", "responses"),
+    ],
+)
 def test_an_agents_sdk_runner_with_function_tools(
-    tmp_path: Path, agents_offline: Any, how: str
+    tmp_path: Path, agents_offline: Any, how: str, api: str
 ) -> None:
     agents = agents_offline
     trace = tmp_path / "agents.jsonl"
@@ -269,7 +291,7 @@ def test_an_agents_sdk_runner_with_function_tools(
         options: dict[str, Any] = {"base_url": fake.url, "api_key": "sk-test"}
         if how == "async_http_client":
             options["http_client"] = rec.async_http_client()
-        agent = _support_agent(agents, openai.AsyncOpenAI(**options))
+        agent = _support_agent(agents, openai.AsyncOpenAI(**options), api)
         result = agents.Runner.run_sync(agent, "How do I reset my password?")
     assert result.final_output == "done"
     lines = _lines(trace)
@@ -277,8 +299,9 @@ def test_an_agents_sdk_runner_with_function_tools(
     models = _models(trace)
     assert [_raw(m) for m in models] == fake.bodies
     assert [m["request"] for m in models] == fake.requests
-    assert models[0]["request"]["tools"][0]["function"]["name"] == "search_kb"
-    assert all(m["model"] == fake_openai.MODEL_ID for m in models)
+    tool = models[0]["request"]["tools"][0]
+    assert (tool.get("function") or tool)["name"] == "search_kb"
+    assert all(m["model"] == fake_openai.MODEL_ID and m["api"] == api for m in models)
     assert load_trace(trace).end is not None
 
 

@@ -145,6 +145,8 @@ class Recorder(ModelCallRecording):
         self.end: Optional[Dict[str, Any]] = None
         self.capture_httpx = capture_httpx
         self.active = False
+        self._output: Any = None
+        self._has_output = False
         ModelCallRecording.__init__(self)
         self._tracing_env: Optional[str] = None
 
@@ -193,6 +195,8 @@ class Recorder(ModelCallRecording):
         }
         if self.outbound_dropped:
             end["outbound_dropped"] = self.outbound_dropped
+        if self._has_output:
+            end["output"] = self._output
         if exc is not None:
             index, tool = len(self.calls) - 1, "workflow"
             for error, call_index, call_tool in reversed(self._failed):
@@ -316,6 +320,17 @@ class Recorder(ModelCallRecording):
                 record["usage"] = parsed["usage"]
         self.calls[index] = record
         return parsed if isinstance(parsed, dict) else {}
+
+    def set_output(self, value: Any) -> None:
+        """Record the run's output (the end line's ``output``; JSON-serialisable).
+
+        `sandbox-replay tasks extract` makes it the task's expected output.
+
+        Raises:
+            TypeError, ValueError: ``value`` is not JSON-serialisable (NaN included).
+        """
+        _json_text(value)
+        self._output, self._has_output = value, True
 
     def user(self, request: Dict[str, Any], body: Any) -> Dict[str, Any]:
         """Record one simulated-user turn (see `model`)."""

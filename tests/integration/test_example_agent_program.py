@@ -1,0 +1,86 @@
+"""The README's "Your own agent code" on examples/agent-program, in real containers.
+
+``check`` (v1, v2 eligible; v3 declares ``ticket.close``: exit 3 naming it), ``submit`` of v1
+against v2 (v2 first on every task), and a production recording (record_production.py: the
+agent in this process under ``runner.sdk.record``, against the scripted model on loopback)
+reproduced offline in a sandbox. The image is ``sandbox-replay:sdks`` (the agent imports
+``openai``). Needs program steps (i13-gateway): skipped where the workflow model has none.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.domain import workflow as workflow_module
+from tests.conftest import docker_required
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "agent-program"
+SDK_IMAGE = os.environ.get("SANDBOX_REPLAY_SDK_IMAGE", "sandbox-replay:sdks")
+
+
+@pytest.fixture(scope="module")
+def image(docker_client: Any) -> str:
+    if "program" not in workflow_module.Step.model_fields:
+        pytest.skip("program steps arrive with issue 13's gateway branch (i13-gateway)")
+    try:
+        docker_client.images.get(SDK_IMAGE)
+    except Exception as exc:
+        if docker_required():
+            pytest.fail(f"{SDK_IMAGE} is missing ({exc}): run `make sdk-image`")
+        pytest.skip(f"{SDK_IMAGE} is missing: run `make sdk-image`")
+    return SDK_IMAGE
+
+
+def _cli(args: list[str], image: str, state: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "SANDBOX_REPLAY_IMAGE": image,
+        "SANDBOX_REPLAY_STATE_DIR": str(state),
+        "SANDBOX_REPLAY_LOG_LEVEL": "warning",
+    }
+    env.pop("OPENAI_BASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=EXAMPLE,
+        env=env,
+        check=False,
+    )
+
+
+def test_check_submit_and_reproduce_the_example(image: str, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    done = _cli(["check", "v1.yaml", "v2.yaml"], image, state)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = _cli(["check", "v3-unsafe.yaml"], image, state)
+    assert done.returncode == 3 and 'tool "ticket.close" is unsafe' in done.stdout + done.stderr
+
+    args = ["submit", "--variant", "v1.yaml", "--variant", "v2.yaml", "--tasks", "tasks.jsonl"]
+    done = _cli(args, image, state)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "runs: 6 succeeded" in done.stdout
+    table = done.stdout[done.stdout.index("tournament") :]
+    assert table.index("support-agent@2") < table.index("support-agent@1")
+    assert "3/0/0" in table
+
+    traces = tmp_path / "traces"
+    record = [sys.executable, str(EXAMPLE / "record_production.py"), "--out", str(traces)]
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    recorded = subprocess.run(
+        record, capture_output=True, text=True, timeout=300, env=env, check=False
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    done = _cli(["reproduce", str(traces / "prod-v1-T-1001.jsonl")], image, state)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reproduced (exit 0)" in done.stdout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -327,8 +328,12 @@ class _Ingest:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces/ingest"
 
 
-def test_record_keeps_agents_tracing_on_the_machine(tmp_path: Path, agents_offline: Any) -> None:
+def test_record_keeps_agents_tracing_on_the_machine(
+    tmp_path: Path, agents_offline: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
+
+    monkeypatch.delenv(TRACING_ENV, raising=False)
 
     agents = agents_offline
     ingest = _Ingest()
@@ -394,3 +399,54 @@ print("ok")
     assert "no client: recording model calls needs httpx2 or httpx" in done.stdout
     assert done.stdout.strip().endswith("ok")
     assert _lines(tmp_path / "plain.jsonl")[1]["tool"] == "t.add"
+
+
+@sdk.tool("summary.make", effect=sdk.Effect.READ, description="Summarise with a model.")
+def summary_make(url: str) -> str:
+    client = openai.OpenAI(base_url=url, api_key="sk-test")
+    reply = client.chat.completions.create(
+        model="gpt-4.1-mini", messages=[{"role": "user", "content": "sum up"}]
+    )
+    return str(reply.choices[0].message.content)
+
+
+def test_a_tools_own_model_call_is_part_of_the_tool_and_capture_can_be_off(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "nested.jsonl"
+    with fake_openai.serve(FakeOpenAI()) as fake, sdk.record(trace) as rec:
+        assert summary_make(url=fake.url) == "done"  # its HTTP belongs to the tool's call
+        rec.set_output({"summary": "done"})
+    lines = _lines(trace)
+    assert [line.get("tool") for line in lines[1:-1]] == ["summary.make"]
+    assert lines[-1]["output"] == {"summary": "done"}
+
+    quiet = tmp_path / "quiet.jsonl"
+    with fake_openai.serve(FakeOpenAI()) as fake, sdk.record(quiet, capture_httpx=False) as rec:
+        default = openai.OpenAI(base_url=fake.url, api_key="sk-test")
+        explicit = openai.OpenAI(
+            base_url=fake.url, api_key="sk-test", http_client=rec.http_client()
+        )
+        for client in (default, explicit):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        with pytest.raises(TypeError):
+            rec.set_output(object())
+    (model,) = _models(quiet)
+    assert _raw(model) == fake.bodies[1]  # only the recorder's own client was recorded
+
+
+def test_outside_a_recording_nothing_is_recorded_and_tracing_stays_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(TRACING_ENV, raising=False)
+    trace = tmp_path / "before.jsonl"
+    with fake_openai.serve(FakeOpenAI()) as fake:
+        with sdk.record(trace) as rec:
+            client = openai.OpenAI(base_url=fake.url, api_key="sk", http_client=rec.http_client())
+        assert os.environ.get(TRACING_ENV) is None  # restored as it was before recording
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        import httpx2
+
+        answered = httpx2.post(f"{fake.url}/traces/ingest", json={"data": []})
+    assert _models(trace) == [] and len(fake.bodies) == 1
+    assert answered.status_code == 204 and fake.requests == [fake.requests[0]]

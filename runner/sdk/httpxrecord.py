@@ -131,6 +131,9 @@ def _classes(lib: Any) -> Dict[str, type]:
                 for chunk in self._inner:
                     self._exchange.add(chunk)
                     yield chunk
+            except GeneratorExit:  # the caller stopped reading: what it read is the record
+                self._exchange.finish(incomplete=True, decode=decode)
+                raise
             except BaseException as exc:
                 self._exchange.finish(error=exc, decode=decode)
                 raise
@@ -151,6 +154,9 @@ def _classes(lib: Any) -> Dict[str, type]:
                 async for chunk in self._inner:
                     self._exchange.add(chunk)
                     yield chunk
+            except GeneratorExit:
+                self._exchange.finish(incomplete=True, decode=decode)
+                raise
             except BaseException as exc:
                 self._exchange.finish(error=exc, decode=decode)
                 raise

@@ -450,3 +450,24 @@ def test_outside_a_recording_nothing_is_recorded_and_tracing_stays_refused(
         answered = httpx2.post(f"{fake.url}/traces/ingest", json={"data": []})
     assert _models(trace) == [] and len(fake.bodies) == 1
     assert answered.status_code == 204 and fake.requests == [fake.requests[0]]
+
+
+def test_a_sync_stream_abandoned_mid_way_is_incomplete_not_an_error(tmp_path: Path) -> None:
+    trace = tmp_path / "abandoned.jsonl"
+    fake = FakeOpenAI()
+    server = Streamer(fake_streaming.openai_handler(fake))
+    server.hold = True
+    with fake_streaming.serve(server, "/v1"), sdk.record(trace) as rec:
+        client = rec.http_client()
+        with client.stream(
+            "POST",
+            f"{server.url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        ) as response:
+            chunks = response.iter_raw()
+            first = next(chunks)
+            chunks.close()  # the generator is dropped before the response is closed
+        server.release.set()
+    (model,) = _models(trace)
+    assert "error" not in model and model["meta"]["incomplete"] is True
+    assert _raw(model) == first

@@ -101,7 +101,9 @@ def test_openai_v2_genai_conventions(tmp_path: Path, mode: str) -> None:
         "role": "system",
         "content": "You are the helpdesk.",
     }
-    assert report["notes"] == []
+    # the GenAI instrumentation records no tool definitions: the tools are known by name only
+    # (the import says so and names --tools, issue 12), and nothing else is noted
+    assert [n for n in report["notes"] if not n.startswith("tools known by name only")] == []
     # no tool spans from this instrumentation: results come from the next request's messages
     assert all(
         c.get("meta", {}).get("result_from") == "next_model_input"

@@ -171,6 +171,9 @@ class FunctionJudge:
 class ModelJudge:
     """A ``model:NAME`` judge, charged to purpose ``judge`` (see the module docstring).
 
+    It is ``order_sensitive``: `runner.grading.grade` asks it twice per group, in two orders
+    of the candidates, and reports when the rankings disagree (`runner.grading.order`).
+
     Args:
         model: the model to ask (``NAME``).
         provider: ``request -> response``, OpenAI Chat Completions shape.
@@ -193,6 +196,7 @@ class ModelJudge:
     ) -> None:
         if not model:
             raise InputError("model:NAME needs a model name", field="judge")
+        self.order_sensitive = True
         estimate_usd(prices, model, 0, 0)  # an unpriced model fails here, before any call
         self.name = f"model:{model}"
         self.model = model

@@ -96,12 +96,14 @@ class Group:
         expected: the task's ``expected`` block (``output``, ``output_contains``,
             ``tool_calls``), or None.
         task_input: the task's ``input`` object, for judges that read it.
+        repeat: which of the job's repeats (``submit --repeats K``: 0..K-1) these episodes are.
     """
 
     task_id: str
     results: tuple[Result, ...]
     expected: Mapping[str, Any] | None = None
     task_input: Mapping[str, Any] | None = None
+    repeat: int = 0
 
     def __post_init__(self) -> None:
         names = [r.variant for r in self.results]
@@ -114,9 +116,10 @@ class Group:
         return tuple(r.variant for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict: ``task_id``, ``input``, ``expected``, ``results``."""
+        """Return a JSON-ready dict: ``task_id``, ``repeat``, ``input``, ``expected``, results."""
         return {
             "task_id": self.task_id,
+            "repeat": self.repeat,
             "input": dict(self.task_input) if self.task_input is not None else None,
             "expected": dict(self.expected) if self.expected is not None else None,
             "results": [r.to_dict() for r in self.results],
@@ -132,7 +135,9 @@ class Ranking:
         ranks: variant -> rank, 1 is best, ties share a rank (competition ranking).
         scores: variant -> score (higher is better) when the judge scored, else None.
         judge: the judge's name (``rubric``, ``module:function``, ``model:NAME``).
-        detail: judge-specific data for the report (e.g. the model's raw answer).
+        detail: judge-specific data for the report (e.g. the model's raw answer; the order
+            the judge saw the episodes in, ``order``).
+        repeat: the group's repeat index.
     """
 
     task_id: str
@@ -140,13 +145,14 @@ class Ranking:
     scores: Mapping[str, float] | None = None
     judge: str = ""
     detail: Mapping[str, Any] = field(default_factory=dict)
+    repeat: int = 0
 
     def ordered(self) -> list[str]:
         """Variant names best first (ties in name order)."""
         return sorted(self.ranks, key=lambda v: (self.ranks[v], v))
 
     def to_dict(self) -> dict[str, Any]:
-        """Return ``{"task_id", "judge", "ranking": [{variant, rank, score?}], "detail"}``."""
+        """Return ``{task_id, repeat, judge, ranking: [{variant, rank, score?}], detail}``."""
         ranking = []
         for variant in self.ordered():
             entry: dict[str, Any] = {"variant": variant, "rank": self.ranks[variant]}
@@ -155,6 +161,7 @@ class Ranking:
             ranking.append(entry)
         return {
             "task_id": self.task_id,
+            "repeat": self.repeat,
             "judge": self.judge,
             "ranking": ranking,
             "detail": dict(self.detail),
@@ -172,7 +179,7 @@ def ranks_from_scores(scores: Mapping[str, float], *, places: int = 9) -> dict[s
     return {v: 1 + sum(1 for other in rounded.values() if other > s) for v, s in rounded.items()}
 
 
-def normalise_ranks(ranks: Mapping[str, int]) -> dict[str, int]:
+def normalise_ranks(ranks: Mapping[str, float]) -> dict[str, int]:
     """Return competition ranks from any ranks where lower is better.
 
     Examples: ``{A: 1, B: 5}`` gives ``{A: 1, B: 2}``; ``{A: 2, B: 2, C: 7}`` gives

@@ -8,14 +8,19 @@ its judge could not grade, updates nothing and is listed under ``ungraded`` with
 When the judge ceiling is reached, the remaining groups are not sent to the judge: they are
 listed as ungraded with reason ``ceiling_reached`` and the report carries the ceiling's fields
 (the caller exits 4). Report data per variant: rating (mu, sigma, ordinal = mu - 3 sigma), mean
-rank, wins/ties/losses against each other variant over the tasks both were graded on, episodes
-by status; per task: the ranking.
+rank, wins/ties/losses against each other variant over the groups both were graded on, episodes
+by status; per task (and repeat): the ranking.
+
+`grade` shows every group to the judge in a seeded shuffled order (a ``model:`` judge in two
+orders, `runner.grading.order`) and adds the seeded bootstrap over tasks
+(`runner.grading.uncertainty`): rating intervals, win rates with intervals and the verdict on
+each pair in words. The seed, the orders and any disagreement of the two orders are reported.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -23,6 +28,8 @@ from openskill.models import PlackettLuce
 
 from runner.errors import CeilingReached, GradingError
 from runner.grading.model import Group, Ranking
+from runner.grading.order import judge_in_orders
+from runner.grading.uncertainty import bootstrap, statements
 
 log = structlog.get_logger(__name__)
 
@@ -75,13 +82,22 @@ class TournamentReport:
         tasks: the ranking of every graded task, in task order.
         ungraded: ``{"task_id", "reason", "message"?}`` for every group not graded.
         ceiling_reached: the `CeilingReached` fields when the judge ceiling stopped grading.
+        seed: the seed of the shown orders and the bootstrap (None: `aggregate` alone).
+        uncertainty: `runner.grading.uncertainty.bootstrap`'s result, or None.
+        verdicts: `runner.grading.uncertainty.statements`, the verdict on each pair in words.
+        consistency: for a judge asked in two orders, ``{"checked", "agreed", "disagreed":
+            [{task_id, repeat, rankings}]}``; None for a judge asked once.
     """
 
     judge: str
     standings: tuple[Standing, ...]
     tasks: tuple[Ranking, ...]
-    ungraded: tuple[dict[str, str], ...] = ()
+    ungraded: tuple[dict[str, Any], ...] = ()
     ceiling_reached: dict[str, Any] | None = field(default=None)
+    seed: int | None = None
+    uncertainty: dict[str, Any] | None = None
+    verdicts: tuple[dict[str, Any], ...] = ()
+    consistency: dict[str, Any] | None = None
 
     def standing(self, variant: str) -> Standing:
         """Return the standing of ``variant``.
@@ -96,13 +112,47 @@ class TournamentReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report data as a JSON-ready dict (``report.json``'s ``grading`` part)."""
+        intervals = (self.uncertainty or {}).get("ratings", {})
+        variants = []
+        for standing in self.standings:
+            entry = standing.to_dict()
+            entry["interval"] = intervals.get(standing.variant)
+            variants.append(entry)
         return {
             "judge": self.judge,
-            "variants": [s.to_dict() for s in self.standings],
+            "variants": variants,
             "tasks": [r.to_dict() for r in self.tasks],
             "ungraded": list(self.ungraded),
             "ceiling_reached": self.ceiling_reached,
+            "seed": self.seed,
+            "uncertainty": self.uncertainty,
+            "verdicts": list(self.verdicts),
+            "consistency": self.consistency,
         }
+
+
+def rate(rankings: Sequence[Ranking], names: Sequence[str]) -> dict[str, Any]:
+    """Openskill Plackett-Luce ratings after one update per ranking, in order.
+
+    Args:
+        rankings: graded groups in grading order (a group of fewer than two updates nothing).
+        names: every variant (each starts at the model's default rating).
+
+    Returns:
+        variant -> openskill rating (``mu``, ``sigma``, ``ordinal()``).
+    """
+    model = PlackettLuce()
+    ratings = {name: model.rating(name=name) for name in names}
+    for ranking in rankings:
+        players = ranking.ordered()
+        if len(players) < 2:
+            continue
+        rated = model.rate(
+            [[ratings[name]] for name in players], ranks=[ranking.ranks[n] for n in players]
+        )
+        for name, team in zip(players, rated, strict=True):
+            ratings[name] = team[0]
+    return ratings
 
 
 def _variant_order(variants: Sequence[str] | None, groups: Iterable[Group]) -> list[str]:
@@ -118,7 +168,7 @@ def aggregate(
     *,
     variants: Sequence[str] | None = None,
     judge: str = "",
-    ungraded: Sequence[dict[str, str]] = (),
+    ungraded: Sequence[dict[str, Any]] = (),
     ceiling_reached: dict[str, Any] | None = None,
 ) -> TournamentReport:
     """Rate variants from per-task rankings with openskill's Plackett-Luce model.
@@ -134,8 +184,7 @@ def aggregate(
     names = _variant_order(variants, groups)
     for ranking in rankings:
         names.extend(v for v in ranking.ranks if v not in names)
-    model = PlackettLuce()
-    ratings = {name: model.rating(name=name) for name in names}
+    ratings = rate(rankings, names)
     rank_sums = dict.fromkeys(names, 0)
     graded = dict.fromkeys(names, 0)
     versus = {a: {b: {"wins": 0, "ties": 0, "losses": 0} for b in names if b != a} for a in names}
@@ -149,13 +198,6 @@ def aggregate(
                     mine, theirs = ranking.ranks[name], ranking.ranks[other]
                     outcome = "wins" if mine < theirs else "losses" if mine > theirs else "ties"
                     versus[name][other][outcome] += 1
-        if len(players) < 2:
-            continue
-        rated = model.rate(
-            [[ratings[name]] for name in players], ranks=[ranking.ranks[n] for n in players]
-        )
-        for name, team in zip(players, rated, strict=True):
-            ratings[name] = team[0]
     by_status: dict[str, dict[str, int]] = {name: {} for name in names}
     for group in groups:
         for result in group.results:
@@ -190,15 +232,19 @@ def grade(
     *,
     variants: Sequence[str] | None = None,
     judge_name: str | None = None,
+    seed: int = 0,
+    resamples: int | None = None,
 ) -> TournamentReport:
-    """Judge every group, then `aggregate`.
+    """Judge every group (in a seeded shown order), `aggregate`, then bootstrap over tasks.
 
     Args:
-        groups: one per task, in task order.
+        groups: one per task and repeat, in task order (repeats of a task together).
         judge: a callable ``Group -> Ranking`` (see `runner.grading.judges.make_judge`).
         variants: every variant of the job, in plan order.
         judge_name: the judge's name for the report; default its ``name`` attribute or
             ``rubric``.
+        seed: seeds the order each group is shown in and the bootstrap (recorded).
+        resamples: bootstrap resamples (default: `runner.grading.uncertainty.resample_count`).
 
     Returns:
         The report. A `GradingError` on one group makes that group ungraded (reason
@@ -207,33 +253,56 @@ def grade(
     """
     name = judge_name or str(getattr(judge, "name", "rubric"))
     rankings: list[Ranking] = []
-    ungraded: list[dict[str, str]] = []
+    ungraded: list[dict[str, Any]] = []
     stopped: dict[str, Any] | None = None
     for group in groups:
+        where = {"task_id": group.task_id, "repeat": group.repeat}
         if stopped is not None:
-            ungraded.append({"task_id": group.task_id, "reason": "ceiling_reached"})
+            ungraded.append({**where, "reason": "ceiling_reached"})
             continue
         if len(group.results) < 2:
-            ungraded.append({"task_id": group.task_id, "reason": "fewer_than_two_results"})
+            ungraded.append({**where, "reason": "fewer_than_two_results"})
             continue
         try:
-            rankings.append(judge(group))
+            rankings.append(judge_in_orders(group, judge, seed))
         except CeilingReached as exc:
             stopped = dict(exc.fields)
-            ungraded.append(
-                {"task_id": group.task_id, "reason": "ceiling_reached", "message": str(exc)}
-            )
+            ungraded.append({**where, "reason": "ceiling_reached", "message": str(exc)})
             log.warning("grading_stopped_by_ceiling", task_id=group.task_id, ceiling=exc.fields)
         except GradingError as exc:
-            ungraded.append(
-                {"task_id": group.task_id, "reason": "judge_error", "message": str(exc)}
-            )
+            ungraded.append({**where, "reason": "judge_error", "message": str(exc)})
             log.warning("grading_failed", task_id=group.task_id, error=str(exc))
-    return aggregate(
+    report = aggregate(
         rankings,
         groups,
         variants=variants,
         judge=name,
         ungraded=ungraded,
         ceiling_reached=stopped,
+    )
+    names = [s.variant for s in report.standings]
+
+    def rated(sample: Sequence[Ranking]) -> dict[str, tuple[float, float]]:
+        ratings = rate(sample, names)
+        return {n: (float(r.mu), float(r.ordinal())) for n, r in ratings.items()}
+
+    uncertainty = bootstrap(rankings, names, rated, seed=seed, resamples=resamples)
+    consistency = None
+    if getattr(judge, "order_sensitive", False):
+        checked = [r for r in rankings if "agree" in r.detail]
+        consistency = {
+            "checked": len(checked),
+            "agreed": sum(1 for r in checked if r.detail["agree"]),
+            "disagreed": [
+                {"task_id": r.task_id, "repeat": r.repeat, "rankings": r.detail["rankings"]}
+                for r in checked
+                if not r.detail["agree"]
+            ],
+        }
+    return replace(
+        report,
+        seed=seed,
+        uncertainty=uncertainty,
+        verdicts=tuple(statements(names, uncertainty)),
+        consistency=consistency,
     )

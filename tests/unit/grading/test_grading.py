@@ -264,16 +264,19 @@ def test_model_judge_ranks_and_is_charged_to_judge(ledger: Ledger) -> None:
 
     assert report.judge == "model:judge-model"
     assert report.standing("variant-B").mu > report.standing("variant-A").mu
-    assert report.tasks[0].detail["model"] == "judge-model-2025-01-01"
+    # asked twice per group, in two orders of the candidates (runner.grading.order)
+    assert [a["model"] for a in report.tasks[0].detail["answers"]] == ["judge-model-2025-01-01"] * 2
+    assert report.tasks[0].detail["agree"] is True
+    assert report.consistency == {"checked": 2, "agreed": 2, "disagreed": []}
     request = provider.requests[0]
     assert request["model"] == "judge-model" and request["max_tokens"] == 512
     assert "variant-A" not in json.dumps(request)  # candidates are anonymised
     totals = ledger.totals("job")
     per_call_usd = (300 * 1.0 + 20 * 2.0) / 1e6
     charged = totals["judge"].charged
-    assert (charged.runs, charged.tokens_in, charged.tokens_out) == (2, 600, 40)
-    assert charged.usd == pytest.approx(2 * per_call_usd)
-    assert totals["judge"].model_calls == 2 and totals["judge"].reserved == Amount()
+    assert (charged.runs, charged.tokens_in, charged.tokens_out) == (4, 1200, 80)
+    assert charged.usd == pytest.approx(4 * per_call_usd)
+    assert totals["judge"].model_calls == 4 and totals["judge"].reserved == Amount()
     assert totals["replay"].committed == Amount()
     charge = ledger.charges("job")[0]
     assert (charge.purpose, charge.kind, charge.model) == (
@@ -332,13 +335,14 @@ def test_provider_failure_releases_the_reservation(ledger: Ledger) -> None:
 def test_judge_ceiling_stops_grading_without_calling_and_leaves_replay_alone(
     ledger: Ledger,
 ) -> None:
-    guard = CeilingGuard(ledger, "job", {"judge": Ceiling(runs=1), "replay": Ceiling(runs=10)})
+    # a model judge asks twice per group (two orders): room for one group
+    guard = CeilingGuard(ledger, "job", {"judge": Ceiling(runs=2), "replay": Ceiling(runs=10)})
     guard.settle(guard.reserve("replay", Amount(runs=3)), Amount(runs=3))
     provider = FakeProvider()
     judge = ModelJudge("judge-model", provider, guard, PRICES)
     groups = [Group(f"t{i}", (_bad("A"), _good("B")), EXPECTED) for i in range(3)]
     report = grade(groups, judge, variants=["A", "B"])
-    assert len(provider.requests) == 1
+    assert len(provider.requests) == 2
     assert [r.task_id for r in report.tasks] == ["t0"]
     assert [(u["task_id"], u["reason"]) for u in report.ungraded] == [
         ("t1", "ceiling_reached"),

@@ -1,0 +1,201 @@
+"""How sure the verdict is: a seeded bootstrap over tasks, win rates, and "within noise" in words.
+
+One stochastic episode per (variant, task) cannot say that one version is better; several tasks
+and repeats can, within limits this module measures. The unit resampled is the **task** (with
+all its repeats): tasks are what the verdict must generalise over, and repeats of one task are
+not independent of each other.
+
+- Ratings: ``resamples`` times, draw M tasks with replacement from the M graded ones (seeded
+  ``random.Random``), rate the drawn rankings with openskill exactly as `aggregate` does, and
+  keep each variant's ``mu`` and ``ordinal``; the interval is the 2.5th and 97.5th percentile
+  (a percentile bootstrap, 95 %).
+- Win rates: for variants A and B, per task, the share of that task's groups (repeats) where A
+  ranked better than B, a tie counting one half; the win rate is the mean over the tasks both
+  were graded on, its interval the same percentiles over the same resamples.
+- Words (`statements`): a pair whose win-rate interval contains one half is *within noise*; one
+  whose interval lies above (below) one half is better (worse); with fewer than `MIN_TASKS`
+  shared tasks there are too few tasks to tell, whatever the numbers.
+
+Cost: one openskill update is ~0.13 ms here, so the number of resamples is chosen to keep the
+bootstrap near `UPDATE_BUDGET` updates (between `MIN_RESAMPLES` and `MAX_RESAMPLES`); the
+report records how many were drawn and the seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from runner.grading.model import Ranking
+
+__all__ = ["MIN_TASKS", "bootstrap", "resample_count", "statements"]
+
+LEVEL = 0.95
+MIN_TASKS = 5  # shared tasks below which no verdict is given in words
+UPDATE_BUDGET = 10_000
+MIN_RESAMPLES = 50
+MAX_RESAMPLES = 1000
+
+Rater = Callable[[Sequence[Ranking]], Mapping[str, tuple[float, float]]]
+
+
+def resample_count(groups: int) -> int:
+    """Resamples for ``groups`` graded groups: ~`UPDATE_BUDGET` openskill updates in all."""
+    return max(MIN_RESAMPLES, min(MAX_RESAMPLES, UPDATE_BUDGET // max(1, groups)))
+
+
+def _percentiles(values: Sequence[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    tail = (1 - LEVEL) / 2
+
+    def at(q: float) -> float:
+        pos = q * (len(ordered) - 1)
+        low = int(pos)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+    return at(tail), at(1 - tail)
+
+
+def _task_scores(by_task: Mapping[str, Sequence[Ranking]], a: str, b: str) -> dict[str, float]:
+    """Per task, A's share of the groups it shared with B in which it ranked better."""
+    out: dict[str, float] = {}
+    for task_id, rankings in by_task.items():
+        points = [
+            1.0 if r.ranks[a] < r.ranks[b] else 0.5 if r.ranks[a] == r.ranks[b] else 0.0
+            for r in rankings
+            if a in r.ranks and b in r.ranks
+        ]
+        if points:
+            out[task_id] = sum(points) / len(points)
+    return out
+
+
+def bootstrap(
+    rankings: Sequence[Ranking],
+    names: Sequence[str],
+    rate: Rater,
+    *,
+    seed: int,
+    resamples: int | None = None,
+) -> dict[str, Any]:
+    """Intervals of the ratings and the pairwise win rates, by resampling tasks.
+
+    Args:
+        rankings: the graded groups, in grading order (several per task with repeats).
+        names: every variant.
+        rate: rankings -> ``{variant: (mu, ordinal)}`` (the tournament's own rating).
+        seed: the bootstrap's seed (the job's grading seed).
+        resamples: how many; default `resample_count` of the number of groups.
+
+    Returns:
+        ``{"method", "level", "seed", "resamples", "tasks", "ratings": {variant: {"mu": [lo,
+        hi], "ordinal": [lo, hi]}}, "win_rates": {a: {b: {"rate", "low", "high", "tasks",
+        "groups"}}}}``; intervals are None when no task was graded.
+    """
+    by_task: dict[str, list[Ranking]] = {}
+    for ranking in rankings:
+        by_task.setdefault(ranking.task_id, []).append(ranking)
+    tasks = list(by_task)
+    count = resamples if resamples is not None else resample_count(len(rankings))
+    rng = random.Random(seed)  # noqa: S311 - a statistical draw, not a secret
+    draws = [[rng.choice(tasks) for _ in tasks] for _ in range(count)] if tasks else []
+    mus: dict[str, list[float]] = {n: [] for n in names}
+    ordinals: dict[str, list[float]] = {n: [] for n in names}
+    for draw in draws:
+        rated = rate([r for task_id in draw for r in by_task[task_id]])
+        for name in names:
+            mu, ordinal = rated[name]
+            mus[name].append(mu)
+            ordinals[name].append(ordinal)
+    ratings = {
+        n: {
+            "mu": list(_percentiles(mus[n])) if draws else None,
+            "ordinal": list(_percentiles(ordinals[n])) if draws else None,
+        }
+        for n in names
+    }
+    win_rates: dict[str, dict[str, Any]] = {}
+    for a in names:
+        win_rates[a] = {}
+        for b in names:
+            if a == b:
+                continue
+            scores = _task_scores(by_task, a, b)
+            entry: dict[str, Any] = {
+                "rate": None,
+                "low": None,
+                "high": None,
+                "tasks": len(scores),
+                "groups": sum(1 for r in rankings if a in r.ranks and b in r.ranks),
+            }
+            if scores:
+                entry["rate"] = sum(scores.values()) / len(scores)
+                means = []
+                for draw in draws:
+                    drawn = [scores[t] for t in draw if t in scores]
+                    if drawn:
+                        means.append(sum(drawn) / len(drawn))
+                entry["low"], entry["high"] = _percentiles(means) if means else (None, None)
+            win_rates[a][b] = entry
+    return {
+        "method": "percentile bootstrap over tasks (repeats of a task stay together)",
+        "level": LEVEL,
+        "seed": seed,
+        "resamples": count,
+        "tasks": len(tasks),
+        "ratings": ratings,
+        "win_rates": win_rates,
+    }
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def statements(order: Sequence[str], uncertainty: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The verdict on each pair of variants in words, best-rated first.
+
+    Args:
+        order: the variants in standings order.
+        uncertainty: `bootstrap`'s result.
+
+    Returns:
+        ``[{"a", "b", "verdict": better|worse|within_noise|too_few_tasks|not_compared,
+        "text"}]``, one per unordered pair (``a`` before ``b`` in ``order``).
+    """
+    out: list[dict[str, Any]] = []
+    rates = uncertainty["win_rates"]
+    for i, a in enumerate(order):
+        for b in order[i + 1 :]:
+            entry = rates.get(a, {}).get(b) or {}
+            tasks, rate = int(entry.get("tasks") or 0), entry.get("rate")
+            low, high = entry.get("low"), entry.get("high")
+            if rate is None or low is None or high is None:
+                verdict, text = "not_compared", f"{a} and {b} were never graded on one task"
+            else:
+                shown = (
+                    f"{a} ranks above {b} in {_pct(rate)} of their comparisons"
+                    f" ({int(LEVEL * 100)}% interval {_pct(low)}–{_pct(high)},"
+                    f" {tasks} task{'s' if tasks != 1 else ''}, {entry.get('groups')} groups)"
+                )
+                if tasks < MIN_TASKS:
+                    verdict = "too_few_tasks"
+                    text = (
+                        f"{a} and {b} cannot be told apart: {shown}; fewer than {MIN_TASKS}"
+                        " tasks is too few to tell"
+                    )
+                elif low <= 0.5 <= high:
+                    verdict = "within_noise"
+                    text = (
+                        f"{a} and {b} are within noise: {shown}; the interval includes 50%,"
+                        " so this evaluation cannot say which is better (more tasks or"
+                        " --repeats would narrow it)"
+                    )
+                else:
+                    verdict = "better" if low > 0.5 else "worse"
+                    word = "better than" if verdict == "better" else "worse than"
+                    text = f"{a} is {word} {b}: {shown}"
+            out.append({"a": a, "b": b, "verdict": verdict, "text": text})
+    return out

@@ -136,7 +136,7 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
 
     table = Table(title=f"tournament (judge {escape(str(grading['judge']))})")
     table.add_column("variant", no_wrap=True)
-    for column in ("mu", "sigma", "ordinal", "mean rank", "W/T/L", "episodes"):
+    for column in ("mu", "mu 95% interval", "sigma", "ordinal", "mean rank", "W/T/L", "episodes"):
         table.add_column(column)
     for entry in grading["variants"]:
         wins = sum(v["wins"] for v in entry["versus"].values())
@@ -144,9 +144,11 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
         losses = sum(v["losses"] for v in entry["versus"].values())
         rating = entry["rating"]
         mean_rank = entry["mean_rank"]
+        interval = (entry.get("interval") or {}).get("mu")
         table.add_row(
             escape(str(entry["variant"])),
             f"{rating['mu']:.2f}",
+            f"{interval[0]:.2f}–{interval[1]:.2f}" if interval else "-",
             f"{rating['sigma']:.2f}",
             f"{rating['ordinal']:.2f}",
             "-" if mean_rank is None else f"{mean_rank:.2f}",
@@ -154,6 +156,24 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
             ", ".join(f"{n} {s}" for s, n in entry["episodes_by_status"].items()),
         )
     console.print(table)
+    for verdict in grading.get("verdicts") or []:
+        console.print(escape(f"verdict: {verdict['text']}"))
+    consistency = grading.get("consistency")
+    if consistency:
+        disagreed = consistency["disagreed"]
+        console.print(
+            escape(
+                f"judge asked in two orders: agreed on {consistency['agreed']} of"
+                f" {consistency['checked']} groups"
+                + (
+                    "; disagreed on " + sample([str(d["task_id"]) for d in disagreed])
+                    if disagreed
+                    else ""
+                )
+            )
+        )
+    if grading.get("seed") is not None:
+        console.print(f"shown orders and bootstrap seeded with {grading['seed']}")
     if not grading["tasks"]:
         return
     tasks = Table(title="per task ranking (1 is best; score and the judge's reasons)")

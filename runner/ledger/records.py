@@ -34,7 +34,14 @@ FINISHED_STATUSES: Final[tuple[str, ...]] = (
 )
 
 
-def run_key(job_id: str, variant: str, task_id: str, attempt: int, purpose: str = "replay") -> str:
+def run_key(
+    job_id: str,
+    variant: str,
+    task_id: str,
+    attempt: int,
+    purpose: str = "replay",
+    repeat: int = 0,
+) -> str:
     """Return the idempotency key of one run attempt: the same inputs give the same key.
 
     Args:
@@ -43,8 +50,13 @@ def run_key(job_id: str, variant: str, task_id: str, attempt: int, purpose: str 
         task_id: the task.
         attempt: 1 for the first attempt, higher after a resume.
         purpose: ``live``, ``replay`` or ``judge``.
+        repeat: the repeat index (``submit --repeats K``: 0..K-1). Repeat 0 keeps the key of
+            a job without repeats, ``run/PURPOSE/JOB/VARIANT/TASK/ATTEMPT``; others insert
+            ``repeat-R`` before the attempt (ids hold no ``/``, so keys never collide).
 
     """
+    if repeat:
+        return f"run/{purpose}/{job_id}/{variant}/{task_id}/repeat-{repeat}/{attempt}"
     return f"run/{purpose}/{job_id}/{variant}/{task_id}/{attempt}"
 
 
@@ -75,6 +87,7 @@ class RunRecord:
     Attributes:
         key: idempotency key (see `run_key`).
         job_id, variant, task_id, attempt, purpose: what ran and why.
+        repeat: the repeat index (0..K-1 of ``submit --repeats K``).
         status: ``running``, ``interrupted`` or an episode status of the trace format.
         usage: tokens, USD and sandbox seconds the episode reported (``runs`` is 1).
         trace_path: where the episode's trace was written, if it was.
@@ -93,6 +106,7 @@ class RunRecord:
     trace_path: str | None
     started: float
     finished: float | None
+    repeat: int = 0
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> RunRecord:
@@ -115,6 +129,7 @@ class RunRecord:
             trace_path=row["trace_path"],
             started=row["started"],
             finished=row["finished"],
+            repeat=row["repeat"],
         )
 
 

@@ -91,7 +91,48 @@ def _v3_estimated(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: Final[tuple[Migration, ...]] = (_v1_tables, _v2_indexes, _v3_estimated)
+_V4_RUN_COLUMNS = (
+    "idempotency_key, job_id, variant, task_id, attempt, purpose, status, tokens_in,"
+    " tokens_out, usd, sandbox_s, trace_path, started, finished"
+)
+
+
+def _v4_repeats(conn: sqlite3.Connection) -> None:
+    """``runs.repeat``: which of a job's repeats (``submit --repeats K``: 0..K-1) a run is.
+
+    Each repeat of a (variant, task) pair has attempts of its own, so the uniqueness rule gains
+    the repeat; SQLite cannot change a table's constraints, hence the copy. Existing runs are
+    repeat 0.
+    """
+    conn.execute(
+        """CREATE TABLE runs_v4 (
+            idempotency_key TEXT PRIMARY KEY,
+            job_id TEXT NOT NULL REFERENCES jobs(id),
+            variant TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            repeat INTEGER NOT NULL DEFAULT 0 CHECK (repeat >= 0),
+            attempt INTEGER NOT NULL CHECK (attempt >= 1),
+            purpose TEXT NOT NULL CHECK (purpose IN ('live', 'replay', 'judge')),
+            status TEXT NOT NULL,
+            tokens_in INTEGER NOT NULL DEFAULT 0,
+            tokens_out INTEGER NOT NULL DEFAULT 0,
+            usd REAL NOT NULL DEFAULT 0,
+            sandbox_s REAL NOT NULL DEFAULT 0,
+            trace_path TEXT,
+            started REAL NOT NULL,
+            finished REAL,
+            UNIQUE (job_id, variant, task_id, repeat, attempt, purpose)
+        )"""
+    )
+    conn.execute(
+        f"INSERT INTO runs_v4 ({_V4_RUN_COLUMNS}) SELECT {_V4_RUN_COLUMNS} FROM runs"  # noqa: S608
+    )
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_v4 RENAME TO runs")
+    conn.execute("CREATE INDEX runs_job_status ON runs (job_id, status)")
+
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (_v1_tables, _v2_indexes, _v3_estimated, _v4_repeats)
 LATEST: Final[int] = len(MIGRATIONS)
 
 

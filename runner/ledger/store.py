@@ -169,6 +169,7 @@ class Ledger:
         attempt: int = 1,
         purpose: Purpose = "replay",
         key: str | None = None,
+        repeat: int = 0,
     ) -> RunRecord:
         """Record that a run attempt started (status ``running``); idempotent on its key.
 
@@ -179,19 +180,20 @@ class Ledger:
             attempt: 1-based attempt number (see `next_attempt`).
             purpose: ``live``, ``replay`` or ``judge``.
             key: idempotency key; default `run_key` of the other arguments.
+            repeat: the repeat index (``submit --repeats``), 0 without repeats.
 
         Returns:
             The stored row: the existing one when the key was already recorded.
 
         """
         check_purpose(purpose)
-        key = key or run_key(job_id, variant, task_id, attempt, purpose)
+        key = key or run_key(job_id, variant, task_id, attempt, purpose, repeat)
         with self._db.transaction() as conn:
             conn.execute(
-                "INSERT INTO runs (idempotency_key, job_id, variant, task_id, attempt, purpose,"
-                " status, started) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                "INSERT INTO runs (idempotency_key, job_id, variant, task_id, repeat, attempt,"
+                " purpose, status, started) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (idempotency_key) DO NOTHING",
-                (key, job_id, variant, task_id, attempt, purpose, RUNNING, self._clock()),
+                (key, job_id, variant, task_id, repeat, attempt, purpose, RUNNING, self._clock()),
             )
             return self._run(conn, key)
 
@@ -247,27 +249,41 @@ class Ledger:
         return [RunRecord.from_row(r) for r in rows]
 
     def next_attempt(
-        self, job_id: str, variant: str, task_id: str, purpose: Purpose = "replay"
+        self,
+        job_id: str,
+        variant: str,
+        task_id: str,
+        purpose: Purpose = "replay",
+        repeat: int = 0,
     ) -> int:
-        """1 + the highest attempt recorded for this pair (1 when none)."""
+        """1 + the highest attempt recorded for this pair and repeat (1 when none)."""
         row = self._db.read(
             "SELECT MAX(attempt) FROM runs WHERE job_id = ? AND variant = ? AND task_id = ?"
-            " AND purpose = ?",
-            (job_id, variant, task_id, purpose),
+            " AND purpose = ? AND repeat = ?",
+            (job_id, variant, task_id, purpose, repeat),
         )[0]
         return int(row[0] or 0) + 1
 
-    def finished_pairs(self, job_id: str, purpose: Purpose = "replay") -> set[tuple[str, str]]:
-        """(variant, task_id) pairs of a job with an episode that ended on its own terms.
+    def finished_episodes(
+        self, job_id: str, purpose: Purpose = "replay"
+    ) -> set[tuple[str, str, int]]:
+        """(variant, task_id, repeat) of a job with an episode that ended on its own terms.
 
-        `submit --resume` runs every other pair (see `FINISHED_STATUSES`).
+        `submit --resume` runs every other one (see `FINISHED_STATUSES`).
         """
         rows = self._db.read(
-            "SELECT DISTINCT variant, task_id FROM runs WHERE job_id = ? AND purpose = ?"
+            "SELECT DISTINCT variant, task_id, repeat FROM runs WHERE job_id = ? AND purpose = ?"
             " AND status IN (SELECT value FROM json_each(?))",
             (job_id, purpose, json.dumps(FINISHED_STATUSES)),
         )
-        return {(r["variant"], r["task_id"]) for r in rows}
+        return {(r["variant"], r["task_id"], int(r["repeat"])) for r in rows}
+
+    def finished_pairs(self, job_id: str, purpose: Purpose = "replay") -> set[tuple[str, str]]:
+        """(variant, task_id) pairs of a job with a finished episode of repeat 0.
+
+        The pairs of a job without repeats; `finished_episodes` counts every repeat.
+        """
+        return {(v, t) for v, t, r in self.finished_episodes(job_id, purpose) if r == 0}
 
     def settle_dead_run(self, key: str, sandbox_s: float) -> bool:
         """Settle a dead orchestrator's run from what the engine measured (`orphans`).

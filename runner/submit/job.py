@@ -50,7 +50,7 @@ from runner.policy import load_policy
 from runner.policy.eligibility import check_eligibility
 from runner.settings import Settings
 from runner.submit.interrupts import Interrupts, handled_signals
-from runner.submit.options import SubmitOptions, read_json_object
+from runner.submit.options import SubmitOptions, grading_seed, read_json_object
 from runner.submit.pairs import PairRunner
 from runner.submit.plan import (
     DEFAULT_MAX_TOKENS,
@@ -154,8 +154,9 @@ def prepare(
     if ledger_path.exists():  # never create the ledger just to plan
         with Ledger(ledger_path) as ledger:
             history = ledger.per_run_history("replay")
+    job_id = job_id or timestamped_ids(prefix="job")()
     return build_plan(
-        job_id or timestamped_ids(prefix="job")(),
+        job_id,
         policy,
         variants,
         tasks,
@@ -164,6 +165,8 @@ def prepare(
         ceilings=ceilings,
         history=history,
         limits=limits_in_effect(policy, settings),
+        repeats=options.repeats,
+        seed=grading_seed(options, job_id),
     )
 
 
@@ -333,8 +336,8 @@ def _run_job(
                 if resume:  # what nothing measured: charged at the reservation, estimated
                     ledger.close_orphans(plan.job_id)
                 guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]
-                done = ledger.finished_pairs(plan.job_id)
-                pending = [pair for pair in plan.pairs if pair not in done]
+                done = ledger.finished_episodes(plan.job_id)
+                pending = [episode for episode in plan.episodes if episode not in done]
                 replay = ceilings["replay"]
                 runner = PairRunner(
                     plan,

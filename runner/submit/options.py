@@ -8,6 +8,8 @@ A job file (YAML, ``sandbox-replay submit job.yaml``) says the same as the flags
     tasks: tasks.jsonl
     policy: shadow                 # name (./policies, then defaults) or path
     judge: rubric                  # rubric | module:function | model:NAME
+    repeats: 3                     # fresh episodes per (variant, task), default 1
+    seed: 42                       # grading seed (shown orders, bootstrap); default from job id
     concurrency: 4
     ceilings:                      # override the policy's ceilings
       replay: {runs: 20, usd: 1.5, tokens: 100000, sandbox_s: 600}
@@ -31,7 +33,7 @@ from runner.inputfile import read_input
 from runner.policy.models import CeilingAmount, CeilingCount
 from runner.trace.strictjson import loads as strict_loads
 
-__all__ = ["CeilingFlags", "SubmitOptions", "load_job_file"]
+__all__ = ["CeilingFlags", "SubmitOptions", "grading_seed", "load_job_file"]
 
 DIMENSIONS = ("runs", "tokens", "usd", "sandbox_s")
 
@@ -65,6 +67,8 @@ class JobFileSpec(_Frozen):
     tasks: str
     policy: str = "shadow"
     judge: str = "rubric"
+    repeats: int = Field(default=1, ge=1, le=1000)
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
     concurrency: int | None = Field(default=None, ge=1)
     ceilings: _Ceilings = Field(default_factory=_Ceilings)
 
@@ -100,6 +104,8 @@ class SubmitOptions:
         replay_ceiling: user ceilings for purpose ``replay``.
         judge_ceiling: user ceilings for purpose ``judge``.
         cwd: the folder the submission was made from (tool modules also resolve from it).
+        repeats: fresh episodes per (variant, task), >= 1.
+        seed: the grading seed, or None to derive it from the job id (`grading_seed`).
     """
 
     variants: tuple[Path, ...]
@@ -111,6 +117,8 @@ class SubmitOptions:
     replay_ceiling: CeilingFlags = field(default_factory=CeilingFlags)
     judge_ceiling: CeilingFlags = field(default_factory=CeilingFlags)
     cwd: Path = field(default_factory=Path.cwd)
+    repeats: int = 1
+    seed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object `from_json` reads back (the job folder's ``job.json``)."""
@@ -130,6 +138,8 @@ class SubmitOptions:
                 "sources": self.judge_ceiling.sources,
             },
             "cwd": str(self.cwd),
+            "repeats": self.repeats,
+            "seed": self.seed,
         }
 
     @classmethod
@@ -150,6 +160,8 @@ class SubmitOptions:
                 replay_ceiling=CeilingFlags(**data["replay_ceiling"]),
                 judge_ceiling=CeilingFlags(**data["judge_ceiling"]),
                 cwd=Path(data["cwd"]),
+                repeats=int(data.get("repeats", 1)),  # job.json of an older version: 1
+                seed=data.get("seed"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"not a submission record: {exc!r}", file=where) from None
@@ -162,10 +174,14 @@ class SubmitOptions:
         policy: str | None = None,
         replay_ceiling: CeilingFlags | None = None,
         judge_ceiling: CeilingFlags | None = None,
+        repeats: int | None = None,
+        seed: int | None = None,
     ) -> SubmitOptions:
         """Return a copy with the given (command-line) values winning."""
         return replace(
             self,
+            repeats=repeats or self.repeats,
+            seed=self.seed if seed is None else seed,
             judge=judge or self.judge,
             concurrency=concurrency or self.concurrency,
             policy=policy or self.policy,
@@ -214,7 +230,21 @@ def load_job_file(path: Path) -> SubmitOptions:
         replay_ceiling=_ceiling_flags(spec.ceilings.replay, source),
         judge_ceiling=_ceiling_flags(spec.ceilings.judge, source),
         cwd=folder,
+        repeats=spec.repeats,
+        seed=spec.seed,
     )
+
+
+def grading_seed(options: SubmitOptions, job_id: str) -> int:
+    """The job's grading seed: ``options.seed``, else a number derived from the job id.
+
+    Derived, not random: a resumed job grades with the same seed, and two jobs differ.
+    """
+    if options.seed is not None:
+        return options.seed
+    import hashlib
+
+    return int(hashlib.sha256(job_id.encode()).hexdigest()[:8], 16)
 
 
 def read_json_object(path: Path) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The plan of a submission: N variants × M tasks, the judge calls, the ceilings and the cost.
+"""The plan of a submission: N variants × M tasks × K repeats, the judge, the ceilings, the cost.
 
 `build_plan` turns admitted workflows, the tasks and the options into a `Plan`, which the CLI
 prints before anything starts (``--dry-run`` stops there). The cost estimate reads the policy's
@@ -6,10 +6,12 @@ price table and, when earlier jobs settled runs, their mean spend per run
 (`runner.ledger.Ledger.per_run_history`); without history it is an upper bound from each
 variant's agent steps (``max_turns`` model calls of at most ``max_tokens`` completion tokens).
 
-Invariants: pairs are ordered task-major (every variant of task 1, then task 2, ...), so a
-ceiling that stops replay leaves whole groups graded first; variant names are unique; a model
-the policy cannot price is an error for the ``openai`` provider (shadow evaluation must never
-look free), and shown as unpriced otherwise.
+Invariants: episodes are ordered task-major, then by repeat (every variant of task 1 repeat 0,
+of task 1 repeat 1, ..., then task 2), so a ceiling that stops replay leaves whole groups graded
+first; every repeat is a fresh episode, run and charged like the first (N·M·K runs); a
+``model:`` judge is asked twice per group (two orders, `runner.grading.order`); variant names
+are unique; a model the policy cannot price is an error for the ``openai`` provider (shadow
+evaluation must never look free), and shown as unpriced otherwise.
 """
 
 from __future__ import annotations
@@ -156,6 +158,8 @@ class Plan:
         unpriced: models without a price in the policy.
         limits: the per-run limits in effect, ``{name: {"value", "source"}}``
             (`runner.episode.limits.limits_in_effect`).
+        repeats: fresh episodes per (variant, task) (``--repeats``, >= 1).
+        seed: the grading seed (shown orders, bootstrap), recorded in the report.
     """
 
     job_id: str
@@ -171,6 +175,8 @@ class Plan:
     judge_estimate: Amount
     unpriced: tuple[str, ...] = ()
     limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    repeats: int = 1
+    seed: int = 0
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
@@ -178,11 +184,33 @@ class Plan:
         return [(v.name, t.task_id) for t in self.tasks for v in self.variants]
 
     @property
+    def episodes(self) -> list[tuple[str, str, int]]:
+        """Every (variant, task id, repeat) to run: task-major, then repeat, then variant."""
+        return [
+            (v.name, t.task_id, r)
+            for t in self.tasks
+            for r in range(self.repeats)
+            for v in self.variants
+        ]
+
+    @property
+    def runs(self) -> int:
+        """N·M·K: every episode of the plan."""
+        return len(self.variants) * len(self.tasks) * self.repeats
+
+    @property
+    def formula(self) -> str:
+        """``2 variants x 5 tasks = 10 runs`` (``x K repeats`` when K > 1)."""
+        n, m, k = len(self.variants), len(self.tasks), self.repeats
+        repeats = f" x {k} repeats" if k > 1 else ""
+        return f"{n} variants x {m} tasks{repeats} = {n * m * k} runs"
+
+    @property
     def replay_estimate(self) -> Amount:
         """Estimated spend of every run of the plan."""
         total = Amount()
         for variant in self.variants:
-            for _ in self.tasks:
+            for _ in range(len(self.tasks) * self.repeats):
                 total = total + self.per_run[variant.name]
         return total
 
@@ -199,7 +227,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """The plan as printed with ``--json`` and stored in the job folder."""
-        n, m = len(self.variants), len(self.tasks)
+        m, runs = len(self.tasks), self.runs
         return {
             "job_id": self.job_id,
             "policy": {
@@ -210,9 +238,11 @@ class Plan:
             },
             "variants": [v.to_json() for v in self.variants],
             "tasks": [t.task_id for t in self.tasks],
-            "runs": n * m,
-            "formula": f"{n} variants x {m} tasks = {n * m} runs",
-            "model_calls_at_most": sum(v.max_model_calls for v in self.variants) * m,
+            "runs": runs,
+            "repeats": self.repeats,
+            "seed": self.seed,
+            "formula": self.formula,
+            "model_calls_at_most": sum(v.max_model_calls for v in self.variants) * m * self.repeats,
             "judge": {
                 "spec": self.judge,
                 "model_calls": self.judge_calls,
@@ -225,7 +255,7 @@ class Plan:
                 "basis": self.basis,
                 "per_run": {name: a.to_dict() for name, a in self.per_run.items()},
                 "replay": self.replay_estimate.to_dict(),
-                "engine_cpu_s": round(n * m * ENGINE_CPU_S_PER_RUN, 2),
+                "engine_cpu_s": round(runs * ENGINE_CPU_S_PER_RUN, 2),
                 "unpriced_models": list(self.unpriced),
             },
             "rung": "shadow evaluation: the most expensive rung",
@@ -233,16 +263,22 @@ class Plan:
 
     def lines(self) -> list[str]:
         """The plan as text, one line each (printed before anything starts)."""
-        n, m = len(self.variants), len(self.tasks)
+        n, m, runs = len(self.variants), len(self.tasks), self.runs
         est = self.replay_estimate
-        calls = sum(v.max_model_calls for v in self.variants) * m
+        calls = sum(v.max_model_calls for v in self.variants) * m * self.repeats
+        per = "(variant, task, repeat)" if self.repeats > 1 else "(variant, task)"
         out = [
-            f"plan {self.job_id}: {n} variants x {m} tasks = {n * m} runs"
+            f"plan {self.job_id}: {self.formula}"
             f" (policy {self.policy.name}, concurrency {self.concurrency})",
-            f"  shadow evaluation is the most expensive rung: {n * m} sandboxes, one per"
-            f" (variant, task), and up to {calls} model calls; reproduce needs one sandbox per"
+            f"  shadow evaluation is the most expensive rung: {runs} sandboxes, one per"
+            f" {per}, and up to {calls} model calls; reproduce needs one sandbox per"
             " trace and no model spend, check needs none",
         ]
+        if self.repeats == 1:
+            out.append(
+                "  one episode per (variant, task): the verdict's intervals are over tasks"
+                " only; --repeats K runs K fresh episodes per pair"
+            )
         for variant in self.variants:
             a = self.per_run[variant.name]
             out.append(
@@ -253,17 +289,20 @@ class Plan:
             )
         out.append(
             f"  replay estimate: ${est.usd:.4f}, {est.tokens} tokens, {est.sandbox_s:.1f}"
-            f" sandbox-s, ~{n * m * ENGINE_CPU_S_PER_RUN:.1f} s engine CPU ({self.basis})"
+            f" sandbox-s, ~{runs * ENGINE_CPU_S_PER_RUN:.1f} s engine CPU ({self.basis})"
         )
         judge_cost = (
             f"{self.judge_calls} model calls, ~${self.judge_estimate.usd:.4f}"
             if self.judge_calls
             else "graded on the host, no model calls"
         )
-        out.append(f"  judge {self.judge}: {m} groups; {judge_cost}")
+        out.append(
+            f"  judge {self.judge}: {m * self.repeats} groups, each shown in a shuffled order"
+            f" (seed {self.seed}); {judge_cost}"
+        )
         if n < 2:
             out.append(
-                f"  warning: tournament grading needs at least 2 variants; the {n * m}"
+                f"  warning: tournament grading needs at least 2 variants; the {runs}"
                 " episode(s) run but are not ranked (every task is listed ungraded)"
             )
         for purpose, ceiling in self.ceilings.items():
@@ -273,9 +312,9 @@ class Plan:
         if self.unpriced:
             out.append(f"  unpriced models (cost unknown): {', '.join(self.unpriced)}")
         replay = self.ceilings["replay"].ceiling
-        if replay.runs is not None and replay.runs < n * m:
+        if replay.runs is not None and replay.runs < runs:
             out.append(
-                f"  the replay ceiling allows {replay.runs} of {n * m} runs: the others will be"
+                f"  the replay ceiling allows {replay.runs} of {runs} runs: the others will be"
                 " listed as not run (exit 4)"
             )
         elif replay.usd is not None and est.usd > replay.usd:
@@ -342,6 +381,8 @@ def build_plan(
     ceilings: Mapping[str, CeilingInEffect],
     history: RunHistory | None,
     limits: Mapping[str, Mapping[str, Any]] | None = None,
+    repeats: int = 1,
+    seed: int = 0,
 ) -> Plan:
     """Estimate the cost of running every variant on every task, then judging.
 
@@ -355,6 +396,8 @@ def build_plan(
         ceilings: purpose -> ceiling in effect.
         history: mean spend per earlier run, or None.
         limits: the per-run limits in effect with their sources (shown in plan and report).
+        repeats: fresh episodes per (variant, task), >= 1.
+        seed: the grading seed.
 
     Raises:
         InputError: an ``openai`` variant or a ``model:`` judge asks for a model the policy
@@ -393,7 +436,9 @@ def build_plan(
         else f"upper bound: max_turns calls x ({NOMINAL_PROMPT_TOKENS} prompt +"
         f" {DEFAULT_MAX_TOKENS} completion tokens); no earlier runs"
     )
-    judge_calls = len(tasks) if judge.startswith("model:") and len(variants) >= 2 else 0
+    # a model judge ranks every group (task, repeat) twice: in two orders (grading.order)
+    groups = len(tasks) * repeats
+    judge_calls = 2 * groups if judge.startswith("model:") and len(variants) >= 2 else 0
     judge_estimate = Amount()
     if judge_calls:
         model = judge.removeprefix("model:")
@@ -425,4 +470,6 @@ def build_plan(
         judge_estimate=judge_estimate,
         unpriced=tuple(dict.fromkeys(unpriced)),
         limits=dict(limits or {}),
+        repeats=repeats,
+        seed=seed,
     )

@@ -1,9 +1,10 @@
 """The report of a submission: grading, per-pair outcomes, pairs not run, spend, exit code.
 
-`grade_job` builds one group per task from the job's latest episode of each (variant, task)
-(earlier attempts of a resumed job included) and grades them (`runner.grading.grade`);
-`build_report` assembles ``report.json``; `runner.cli.report_render.render_report` prints
-it as rich tables (rendering lives in the CLI only).
+`grade_job` builds one group per task and repeat from the job's latest episode of each
+(variant, task, repeat) (earlier attempts of a resumed job included) and grades them
+(`runner.grading.grade`); `build_report` assembles ``report.json``;
+`runner.cli.report_render.render_report` prints it as rich tables and `runner.cli.html` writes
+it as one HTML file (rendering lives in the CLI only).
 
 Report shape (``report.json``, ``--json``)::
 
@@ -11,8 +12,10 @@ Report shape (``report.json``, ``--json``)::
      "policy", "plan": {"runs", "formula", ...}, "ceilings": {purpose: {dim: {value, source}}},
      "limits": {name: {value, source}} (per-run limits in effect: policy, setting or default),
      "ceiling_reached": {purpose, limit, ceiling, used, requested, message} | null,
-     "runs_by_status": {status: n}, "pairs": [{variant, task_id, status, attempt, trace}],
-     "not_run": [{variant, task_id, reason}], "stopped_by_ceiling": [{variant, task_id}],
+     "runs_by_status": {status: n},
+     "pairs": [{variant, task_id, repeat, status, attempt, trace}],
+     "not_run": [{variant, task_id, repeat, reason}],
+     "stopped_by_ceiling": [{variant, task_id, repeat}],
      "spend": {purpose: totals}, "grading": {...} | null,
      "unrecorded": {variant: {"count", "calls": [{task_id, index, tool, args}]}}}
 
@@ -66,15 +69,15 @@ UNRECORDED = class_name(UnrecordedCall)
 MAX_LISTED_MISSES = 100
 
 
-def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str], RunRecord]:
-    """The latest replay run of each (variant, task) pair of a job."""
-    latest: dict[tuple[str, str], RunRecord] = {}
+def latest_runs(ledger: Ledger, job_id: str) -> dict[tuple[str, str, int], RunRecord]:
+    """The latest replay run of each (variant, task, repeat) of a job."""
+    latest: dict[tuple[str, str, int], RunRecord] = {}
     for run in ledger.runs(job_id):
         if run.purpose != "replay":
             continue
-        pair = (run.variant, run.task_id)
-        if pair not in latest or run.attempt > latest[pair].attempt:
-            latest[pair] = run
+        episode = (run.variant, run.task_id, run.repeat)
+        if episode not in latest or run.attempt > latest[episode].attempt:
+            latest[episode] = run
     return latest
 
 
@@ -122,22 +125,29 @@ def grade_job(
     latest = latest_runs(ledger, plan.job_id)
     groups = []
     for task in plan.tasks:
-        results = []
-        for variant in plan.variants:
-            run = latest.get((variant.name, task.task_id))
-            if run is None or run.status not in GRADABLE or not run.trace_path:
-                continue
-            try:
-                result = Result.from_trace(variant.name, _records(run.trace_path))
-            except (OSError, ValueError, InputError, GradingError) as exc:
-                log.warning("trace_unreadable", trace=run.trace_path, error=str(exc))
-                continue
-            results.append(replace(result, status=run.status))
-        groups.append(
-            Group(task.task_id, tuple(results), expected=task.expected, task_input=task.input)
-        )
+        for repeat in range(plan.repeats):
+            results = []
+            for variant in plan.variants:
+                run = latest.get((variant.name, task.task_id, repeat))
+                if run is None or run.status not in GRADABLE or not run.trace_path:
+                    continue
+                try:
+                    result = Result.from_trace(variant.name, _records(run.trace_path))
+                except (OSError, ValueError, InputError, GradingError) as exc:
+                    log.warning("trace_unreadable", trace=run.trace_path, error=str(exc))
+                    continue
+                results.append(replace(result, status=run.status))
+            groups.append(
+                Group(
+                    task.task_id,
+                    tuple(results),
+                    expected=task.expected,
+                    task_input=task.input,
+                    repeat=repeat,
+                )
+            )
     try:
-        return grade(groups, judge, variants=[v.name for v in plan.variants])
+        return grade(groups, judge, variants=[v.name for v in plan.variants], seed=plan.seed)
     finally:
         if provider is not None:
             provider.close()
@@ -188,7 +198,7 @@ def build_report(
     ledger: Ledger,
     outcomes: Sequence[PairOutcome],
     *,
-    skipped: Collection[tuple[str, str]],
+    skipped: Collection[tuple[str, str, int]],
     stop: StopSignal,
     interrupted: bool,
     grading: Any,
@@ -196,33 +206,29 @@ def build_report(
 ) -> dict[str, Any]:
     """Assemble the report and compute the exit code (SPEC.md worst-wins)."""
     latest = latest_runs(ledger, plan.job_id)
-    session = {(o.variant, o.task_id): o for o in outcomes}
+    session = {(o.variant, o.task_id, o.repeat): o for o in outcomes}
     pairs, not_run, stopped = [], [], []
     by_status: dict[str, int] = {}
-    for variant, task_id in plan.pairs:
-        run = latest.get((variant, task_id))
-        outcome = session.get((variant, task_id))
+    for episode in plan.episodes:
+        variant, task_id, repeat = episode
+        where = {"variant": variant, "task_id": task_id, "repeat": repeat}
+        run = latest.get(episode)
+        outcome = session.get(episode)
         dispatched = outcome is not None and outcome.key != ""
-        if run is not None and (dispatched or (variant, task_id) in skipped):
+        if run is not None and (dispatched or episode in skipped):
             status = run.status
             pairs.append(
-                {
-                    "variant": variant,
-                    "task_id": task_id,
-                    "status": status,
-                    "attempt": run.attempt,
-                    "trace": run.trace_path,
-                }
+                {**where, "status": status, "attempt": run.attempt, "trace": run.trace_path}
             )
             if status == "ceiling_reached":
-                stopped.append({"variant": variant, "task_id": task_id})
+                stopped.append(where)
         else:
             status = "not_run"
             reason = (outcome.reason if outcome else None) or stop.message or "not started"
             if stop.reason and reason == f"{stop.reason}: {stop.message}":
                 reason = stop.message  # "interrupted (Ctrl-C)", "replay ceiling reached: ..."
-            pairs.append({"variant": variant, "task_id": task_id, "status": status})
-            not_run.append({"variant": variant, "task_id": task_id, "reason": reason})
+            pairs.append({**where, "status": status})
+            not_run.append({**where, "reason": reason})
         by_status[status] = by_status.get(status, 0) + 1
     grading_data = grading.to_dict() if grading is not None else None
     ceiling = None
@@ -254,7 +260,17 @@ def build_report(
         "policy": plan_json["policy"],
         "plan": {
             k: plan_json[k]
-            for k in ("runs", "formula", "tasks", "variants", "judge", "concurrency", "estimate")
+            for k in (
+                "runs",
+                "repeats",
+                "seed",
+                "formula",
+                "tasks",
+                "variants",
+                "judge",
+                "concurrency",
+                "estimate",
+            )
         },
         "ceilings": plan_json["ceilings"],
         "limits": plan_json.get("limits") or {},

@@ -12,8 +12,9 @@ context then removes it) and refuses new ones (`TrackingBackend.close`). Runs cu
 interruption are recorded ``interrupted``, runs whose model call was refused ``ceiling_reached``
 (both are run again by ``submit --resume``).
 
-Invariants: a run is charged at most once (idempotency keys derived from job, variant, task and
-attempt); the replay total never exceeds its ceiling; no sandbox outlives `Scheduler.run`.
+Invariants: a run is charged at most once (idempotency keys derived from job, variant, task,
+repeat and attempt: `runner.ledger.run_key`); every repeat is its own episode and its own charge;
+the replay total never exceeds its ceiling; no sandbox outlives `Scheduler.run`.
 """
 
 from __future__ import annotations
@@ -122,11 +123,12 @@ class TrackingBackend(Backend):
 
 @dataclass
 class PairOutcome:
-    """What became of one (variant, task) pair in this session.
+    """What became of one (variant, task, repeat) episode in this session.
 
     Attributes:
         variant: the variant.
         task_id: the task.
+        repeat: the repeat index (0..K-1 of ``--repeats K``).
         status: the ledger status (an episode status, ``interrupted``, or ``not_run``).
         attempt: the attempt number, 0 when not run.
         key: the run's ledger key, "" when not run.
@@ -137,6 +139,7 @@ class PairOutcome:
 
     variant: str
     task_id: str
+    repeat: int = 0
     status: str = "not_run"
     attempt: int = 0
     key: str = ""
@@ -228,12 +231,13 @@ class Scheduler:
         log.info("run_finished", variant=outcome.variant, task_id=outcome.task_id, status=status)
         self._changed()
 
-    def run(self, pairs: Sequence[tuple[str, str]]) -> list[PairOutcome]:
-        """Run ``pairs`` in order; return one outcome per pair (``not_run`` when not started).
+    def run(self, episodes: Sequence[tuple[str, str] | tuple[str, str, int]]) -> list[PairOutcome]:
+        """Run ``(variant, task_id, repeat)`` episodes in order; one outcome each.
 
-        Call `interrupt` from a signal handler (or another thread) to stop.
+        A ``(variant, task_id)`` pair is repeat 0. An episode not started is ``not_run``. Call
+        `interrupt` from a signal handler (or another thread) to stop.
         """
-        self.outcomes = [PairOutcome(v, t) for v, t in pairs]
+        self.outcomes = [PairOutcome(e[0], e[1], e[2] if len(e) > 2 else 0) for e in episodes]
         slots = threading.Semaphore(self.concurrency)
         futures: list[Future[None]] = []
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="run")
@@ -272,8 +276,10 @@ class Scheduler:
         slots: threading.Semaphore,
         futures: list[Future[None]],
     ) -> bool:
-        attempt = self.ledger.next_attempt(self.job_id, outcome.variant, outcome.task_id)
-        key = run_key(self.job_id, outcome.variant, outcome.task_id, attempt)
+        attempt = self.ledger.next_attempt(
+            self.job_id, outcome.variant, outcome.task_id, repeat=outcome.repeat
+        )
+        key = run_key(self.job_id, outcome.variant, outcome.task_id, attempt, repeat=outcome.repeat)
         try:
             reservation = self.guard.reserve(
                 "replay",
@@ -288,7 +294,14 @@ class Scheduler:
             slots.release()
             self.stop.set("ceiling_reached", str(exc), exc.fields)
             return False
-        self.ledger.start_run(self.job_id, outcome.variant, outcome.task_id, attempt, key=key)
+        self.ledger.start_run(
+            self.job_id,
+            outcome.variant,
+            outcome.task_id,
+            attempt,
+            key=key,
+            repeat=outcome.repeat,
+        )
         outcome.status, outcome.attempt, outcome.key = "running", attempt, key
 
         def done(_: Future[None]) -> None:

@@ -108,7 +108,7 @@ def _finished_before(settings: Settings, job_id: str) -> int:
     if not path.exists():
         return 0
     with Ledger(path) as ledger:
-        return len(ledger.finished_pairs(job_id))
+        return len(ledger.finished_episodes(job_id))
 
 
 def run_submit(
@@ -140,7 +140,7 @@ def run_submit(
         lines[0] = lines[0].replace(f"plan {plan.job_id}:", "plan (dry run, no job created):", 1)
     if resume is not None:
         finished = _finished_before(settings, plan.job_id)
-        total = len(plan.pairs)
+        total = plan.runs
         lines.insert(
             1,
             f"  resuming {plan.job_id}: {total} planned, {finished} finished,"
@@ -166,7 +166,7 @@ def run_submit(
 
     hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
     try:
-        with _Progress(len(plan.pairs), finished) as progress:
+        with _Progress(plan.runs, finished) as progress:
             result = execute(
                 plan,
                 options,
@@ -240,6 +240,24 @@ def submit_command(
     judge: Annotated[
         str | None, typer.Option("--judge", help="rubric | module:function | model:NAME.")
     ] = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(
+            "--repeats",
+            min=1,
+            max=1000,
+            help="Fresh episodes per (variant, task), each run and charged (default 1).",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            min=0,
+            help="Grading seed: the order the judge sees episodes in, the bootstrap"
+            " (default: from the job id).",
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
     resume: Annotated[
@@ -286,6 +304,8 @@ def submit_command(
                 policy=policy,
                 replay_ceiling=replay,
                 judge_ceiling=judge_flags,
+                repeats=repeats,
+                seed=seed,
             )
         code = run_submit(
             settings,

@@ -87,6 +87,11 @@ def test_older_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
         "INSERT INTO jobs (id, created, status, plan, settings) VALUES ('old', 1.0, 'complete',"
         " '{}', '{}')"
     )
+    raw.execute(
+        "INSERT INTO runs (idempotency_key, job_id, variant, task_id, attempt, purpose, status,"
+        " started, trace_path) VALUES ('run/replay/old/A/t1/1', 'old', 'A', 't1', 1, 'replay',"
+        " 'succeeded', 2.0, 'x.jsonl')"
+    )
     indexes = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "charges_job_purpose" not in indexes
     raw.close()
@@ -97,6 +102,22 @@ def test_older_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
         assert job is not None and job.status == "complete"
         indexes = {r[0] for r in led._db.read("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"charges_job_purpose", "runs_job_status"} <= indexes
+        (run,) = led.runs("old")  # v3: the run kept, as repeat 0
+        assert (run.key, run.repeat, run.trace_path) == ("run/replay/old/A/t1/1", 0, "x.jsonl")
+        assert led.finished_episodes("old") == {("A", "t1", 0)}
+
+
+def test_repeats_have_attempts_and_keys_of_their_own(ledger: Ledger) -> None:
+    first = ledger.start_run("job1", "A", "t1", 1, repeat=0)
+    second = ledger.start_run("job1", "A", "t1", 1, repeat=1)
+    assert first.key == run_key("job1", "A", "t1", 1) == "run/replay/job1/A/t1/1"
+    assert second.key == run_key("job1", "A", "t1", 1, repeat=1)
+    assert second.key == "run/replay/job1/A/t1/repeat-1/1" and second.repeat == 1
+    ledger.finish_run(second.key, "succeeded")
+    assert ledger.finished_episodes("job1") == {("A", "t1", 1)}
+    assert ledger.finished_pairs("job1") == set()  # repeat 0 has not finished
+    assert ledger.next_attempt("job1", "A", "t1", repeat=1) == 2
+    assert ledger.next_attempt("job1", "A", "t1", repeat=2) == 1
 
 
 def test_newer_database_is_refused_with_a_clear_error(tmp_path: Path) -> None:

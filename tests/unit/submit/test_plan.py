@@ -39,10 +39,40 @@ def test_three_variants_by_four_tasks_is_twelve_runs_task_major(settings: Settin
     text = "\n".join(plan.lines())
     assert "3 variants x 4 tasks = 12 runs" in text
     assert "most expensive rung: 12 sandboxes" in text
-    assert "judge rubric: 4 groups; graded on the host" in text
+    assert "judge rubric: 4 groups, each shown in a shuffled order (seed " in text
+    assert "; graded on the host" in text
     data = plan.to_json()
     assert data["runs"] == 12 and data["judge"]["model_calls"] == 0
+    assert data["repeats"] == 1 and isinstance(data["seed"], int)
     assert not (settings.state_dir / "ledger.sqlite3").exists()  # planning writes nothing
+
+
+def test_repeats_multiply_runs_estimate_and_judge_calls(settings: Settings) -> None:
+    plan = prepare(
+        options("a.yaml", "b.yaml", repeats=3, seed=5, judge="model:gpt-4.1-mini"),
+        settings,
+        job_id="job-1",
+    )
+    once = prepare(options("a.yaml", "b.yaml"), settings, job_id="job-1")
+    assert plan.runs == 24 and len(plan.episodes) == 24 and len(set(plan.episodes)) == 24
+    # task-major, then repeat, then variant: whole groups first
+    assert plan.episodes[:4] == [
+        ("fixture@a", "t1", 0),
+        ("fixture@b", "t1", 0),
+        ("fixture@a", "t1", 1),
+        ("fixture@b", "t1", 1),
+    ]
+    data = plan.to_json()
+    assert data["formula"] == "2 variants x 4 tasks x 3 repeats = 24 runs"
+    assert (data["runs"], data["repeats"], data["seed"]) == (24, 3, 5)
+    assert plan.replay_estimate.runs == 3 * once.replay_estimate.runs
+    assert plan.judge_calls == 2 * 4 * 3  # a model judge: every group in two orders
+    text = "\n".join(plan.lines())
+    assert "24 sandboxes, one per (variant, task, repeat)" in text
+    assert "12 groups, each shown in a shuffled order (seed 5)" in text
+    # the seed is derived from the job id when not given: the same for a resumed job
+    assert once.seed == prepare(options("a.yaml", "b.yaml"), settings, job_id="job-1").seed
+    assert once.seed != prepare(options("a.yaml", "b.yaml"), settings, job_id="job-2").seed
 
 
 def test_flags_override_policy_ceilings_and_say_so(settings: Settings) -> None:
@@ -89,7 +119,7 @@ def test_upper_bound_estimate_without_history_and_history_when_there_is(
 
 def test_model_judge_calls_are_planned_and_priced(settings: Settings) -> None:
     plan = prepare(options("a.yaml", "b.yaml", judge="model:gpt-4.1-mini"), settings, job_id="j")
-    assert plan.judge_calls == 4 and plan.judge_estimate.usd > 0
+    assert plan.judge_calls == 8 and plan.judge_estimate.usd > 0  # 4 groups, two orders each
     with pytest.raises(InputError, match="no price"):
         prepare(options("a.yaml", "b.yaml", judge="model:unknown-model"), settings, job_id="j")
 

@@ -202,6 +202,29 @@ def test_resume_skips_finished_pairs_and_never_charges_twice(ledger: Ledger) -> 
     assert ledger.totals("job-1")["replay"].charged.runs == 4
 
 
+def test_repeats_are_fresh_runs_each_charged_and_resume_safe(ledger: Ledger) -> None:
+    ledger.create_job("job-1", {}, {})
+    guard = CeilingGuard(ledger, "job-1", {})
+    keys: list[str] = []
+
+    def run_pair(variant: str, task_id: str, key: str) -> tuple[str, str | None, Amount]:
+        keys.append(key)
+        return "succeeded", None, Amount()
+
+    episodes = [(v, t, r) for t in ("t0", "t1") for r in range(3) for v in ("v0", "v1")]
+    first = Scheduler(ledger, guard, "job-1", run_pair, concurrency=2, stop=StopSignal())
+    first.run(episodes[:5])  # a job stopped part-way
+    done = ledger.finished_episodes("job-1")
+    assert len(done) == 5
+    again = Scheduler(ledger, guard, "job-1", run_pair, concurrency=2, stop=StopSignal())
+    outcomes = again.run([e for e in episodes if e not in done])
+    assert [(o.variant, o.task_id, o.repeat) for o in outcomes] == episodes[5:]
+    assert len(keys) == len(set(keys)) == 12  # every repeat its own key, none run twice
+    assert "run/replay/job-1/v0/t0/1" in keys and "run/replay/job-1/v0/t0/repeat-2/1" in keys
+    assert ledger.totals("job-1")["replay"].charged.runs == 12
+    assert {(r.variant, r.task_id, r.repeat) for r in ledger.runs("job-1")} == set(episodes)
+
+
 class CountingProvider:
     name = "fake"
 

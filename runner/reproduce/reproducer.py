@@ -100,6 +100,9 @@ class ReproduceReport:
         replay_trace: the replay's own trace file, when it ran.
         trace_sha256: sha256 of the trace file (the same before and after: never modified).
         refusals: every reason strict replay would not start (refused only).
+        difference_calls: not_reproduced: ``{"recorded", "replayed"}``, the two calls at the
+            first difference's index (trace call lines, None for a side without one; bodies
+            capped at `CALL_CHARS` characters), for the side-by-side view.
     """
 
     input: str
@@ -114,6 +117,7 @@ class ReproduceReport:
     replay_trace: str | None = None
     trace_sha256: str | None = None
     refusals: list[str] = field(default_factory=list)
+    difference_calls: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.exit_code = EXIT_OF[self.outcome]
@@ -418,7 +422,31 @@ class Reproducer:
         if result.status == "infra_error":
             return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
         outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
-        return ReproduceReport(name, outcome, reason, first_difference=difference, **base)
+        pair = None
+        if difference is not None and isinstance(difference.get("index"), int):
+            pair = {
+                "recorded": _capped(trace.call(difference["index"])),
+                "replayed": _capped(replay.call(difference["index"])),
+            }
+        return ReproduceReport(
+            name, outcome, reason, first_difference=difference, difference_calls=pair, **base
+        )
+
+
+CALL_CHARS = 20_000
+
+
+def _capped(call: Any) -> dict[str, Any] | None:
+    """A call line for the report, its long text fields cut to `CALL_CHARS` (cut said)."""
+    if call is None:
+        return None
+    out: dict[str, Any] = call.to_json()
+    for key in ("body",):
+        value = out.get(key)
+        if isinstance(value, str) and len(value) > CALL_CHARS:
+            out[key] = value[:CALL_CHARS]
+            out[f"{key}_shown_of"] = len(value)
+    return out
 
 
 def tool_imports(files: Iterable[str | Path]) -> set[str]:

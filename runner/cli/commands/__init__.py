@@ -16,6 +16,7 @@ from runner.cli.commands import submit
 from runner.cli.commands import reproduce
 from runner.cli.commands import tasks
 from runner.cli.commands import packet
+from runner.cli.commands import view
 
 __all__ = [
     "check",
@@ -30,4 +31,5 @@ __all__ = [
     "run",
     "submit",
     "tasks",
+    "view",
 ]

@@ -1,4 +1,4 @@
-"""``sandbox-replay reproduce TRACE_OR_DIR_OR_PACKET... [--workflow F] [--junit F] [--json]``.
+"""``sandbox-replay reproduce TRACE_OR_DIR_OR_PACKET... [--workflow F] [--junit F] [--html F]``.
 
 Replays recorded episodes in the sandbox, strict, egress blocked, the clock from the trace
 (`runner.reproduce.reproducer`). One trace: the verdict with its details; several: a table,
@@ -191,6 +191,15 @@ def reproduce_command(
         str | None,
         typer.Option("--image", help="Sandbox image (default: the settings').", metavar="IMAGE"),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Write one self-contained HTML file: per trace the outcome, the first"
+            " differing call side by side, environment diff, outbound destinations.",
+            metavar="FILE",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
     """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5)."""
@@ -215,6 +224,11 @@ def reproduce_command(
         reproducer.close()
     if junit is not None:
         write_junit(reports, junit)
+    if html is not None:
+        from runner.cli.html import render_reproduce, write_page
+
+        written = write_page(html, render_reproduce([r.to_dict() for r in reports]))
+        typer.echo(f"HTML report: {written}", err=True)
     if as_json:
         payload: Any = [r.to_dict() for r in reports]
         typer.echo(

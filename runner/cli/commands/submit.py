@@ -183,11 +183,45 @@ def run_submit(
     code = result.exit_code
     try:
         _print_report(result.report, as_json)
+        html = write_job_html(
+            settings, result.report, job_dir(settings, plan.job_id) / "report.html"
+        )
+        if html is not None:
+            typer.echo(f"HTML report: {html}", err=as_json)
     except KeyboardInterrupt:  # Ctrl-C while the report printed: the hint still follows
         code = EXIT_INTERRUPTED
     if code == EXIT_INTERRUPTED:
         typer.echo(hint, err=True)
     return code
+
+
+def render_job_page(settings: Settings, report: dict[str, Any]) -> str:
+    """The job's HTML page; the USD of each model turn from the ledger when it is there."""
+    from runner.cli.html import render_job
+    from runner.cli.html.job import usd_by_run_key
+    from runner.ledger import LEDGER_FILENAME, Ledger
+
+    usd = None
+    ledger_path = settings.state_dir / LEDGER_FILENAME
+    if ledger_path.exists():
+        with Ledger(ledger_path) as ledger:
+            usd = usd_by_run_key(ledger.charges(str(report.get("job_id"))))
+    return render_job(report, usd)
+
+
+def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Path | None:
+    """Write the job's HTML page to ``path``; None (logged) when it cannot be written."""
+    import structlog
+
+    from runner.cli.html import write_page
+
+    try:
+        return write_page(path, render_job_page(settings, report))
+    except OSError as exc:
+        structlog.get_logger(__name__).warning(
+            "html_report_not_written", path=str(path), error=str(exc)
+        )
+        return None
 
 
 def _print_report(report: dict[str, Any], as_json: bool) -> None:
@@ -336,8 +370,14 @@ def report_command(
     ctx: typer.Context,
     job_id: Annotated[str, typer.Argument(help="The job id.", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Write the report as one self-contained HTML file.", metavar="FILE"
+        ),
+    ] = None,
 ) -> None:
-    """Show a submission's report again (from its job folder)."""
+    """Show a submission's report again (from its job folder); --html writes it as a page."""
     from runner.submit.job import job_dir
     from runner.submit.options import read_json_object
 
@@ -349,4 +389,11 @@ def report_command(
         report = read_json_object(path)
     except SandboxReplayError as exc:
         fail(exc)
+    if html is not None:
+        written = write_job_html(settings, report, html)
+        if written is None:
+            fail(InputError("cannot write the HTML report", file=str(html)))
+        typer.echo(f"HTML report: {written}", err=as_json)
+        if not as_json:
+            return
     _print_report(report, as_json)

@@ -1,0 +1,71 @@
+"""``sandbox-replay view [JOB_ID|TRACE] [--port N]``: a report page served on 127.0.0.1.
+
+With a job id, the job's page (as ``report.html``, from ``report.json`` and its traces); with a
+trace file, the page of that one episode; with nothing, the most recent job of the state
+directory. The address is printed (``http://127.0.0.1:PORT/``, an ephemeral port unless
+``--port``), the page served until Ctrl-C (exit 130). Nothing runs: no sandbox, no model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
+
+
+def _latest_job(jobs: Path) -> str:
+    candidates = (
+        [p for p in jobs.iterdir() if (p / "report.json").is_file()] if jobs.is_dir() else []
+    )
+    if not candidates:
+        raise InputError(f"no job with a report in {jobs}; give a job id or a trace file")
+    return max(candidates, key=lambda p: (p / "report.json").stat().st_mtime).name
+
+
+@app.command("view")
+def view_command(
+    ctx: typer.Context,
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            help="A job id or a trace file (default: the latest job).", show_default=False
+        ),
+    ] = None,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free one).")
+    ] = 0,
+) -> None:
+    """Serve a job's or a trace's report page on 127.0.0.1 and print its address."""
+    from runner.cli.commands.submit import render_job_page
+    from runner.cli.html.render import content_security_policy_of, page_bytes, render_trace
+    from runner.cli.html.serve import serve_page
+    from runner.submit.job import job_dir
+    from runner.submit.options import read_json_object
+
+    settings = state(ctx).settings(quiet=True)
+    try:
+        if target is not None and Path(target).is_file():
+            html = render_trace(Path(target))
+        else:
+            job_id = target or _latest_job(settings.state_dir.resolve() / "jobs")
+            path = job_dir(settings, job_id) / "report.json"
+            if not path.exists():
+                raise InputError(f"no job {job_id!r} with a report and no such trace file")
+            html = render_job_page(settings, read_json_object(path))
+        try:
+            serve_page(
+                page_bytes(html),
+                content_security_policy_of(html),
+                port=port,
+                on_ready=lambda url: typer.echo(f"serving on {url} (Ctrl-C stops)"),
+            )
+        except OSError as exc:
+            raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc}", field="--port") from exc
+    except SandboxReplayError as exc:
+        fail(exc)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None

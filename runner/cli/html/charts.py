@@ -1,0 +1,94 @@
+"""Geometry of the rating chart: numbers for the template's inline SVG (no script needed).
+
+One row per variant, on one rating axis: a light band for ``mu ± 3 sigma`` (openskill's own
+uncertainty; its left end is the ordinal the standings sort by), a dark band for the bootstrap
+interval of ``mu`` over tasks (`runner.grading.uncertainty`), and a dot at ``mu``. Only numbers
+are computed here; names reach the SVG through the autoescaping template.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["rating_chart"]
+
+WIDTH = 640
+LEFT = 170  # room for the variant names
+RIGHT = 20
+ROW = 34
+TOP = 12
+AXIS = 30
+
+
+def _ticks(low: float, high: float, count: int = 6) -> list[float]:
+    span = high - low
+    if span <= 0:
+        return [low]
+    raw = span / count
+    step = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if raw <= step * factor:
+            step *= factor
+            break
+    first = math.ceil(low / step) * step
+    return [first + i * step for i in range(int((high - first) / step) + 1)]
+
+
+def rating_chart(variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Coordinates of the chart.
+
+    Args:
+        variants: ``report.json``'s ``grading.variants`` (``rating``, ``interval``).
+
+    Returns:
+        ``{"width", "height", "rows": [{"name", "y", "mu_x", "sigma": [x0, x1], "boot": [x0,
+        x1] | None, "mu", "sigma_value", "boot_values"}], "ticks": [{"x", "label"}], "axis_y"}``.
+    """
+    spans: list[float] = []
+    for entry in variants:
+        rating = entry["rating"]
+        spans += [rating["mu"] - 3 * rating["sigma"], rating["mu"] + 3 * rating["sigma"]]
+        mu_interval = (entry.get("interval") or {}).get("mu")
+        if mu_interval:
+            spans += list(mu_interval)
+    low, high = (min(spans), max(spans)) if spans else (0.0, 50.0)
+    if high - low < 1e-9:
+        low, high = low - 1, high + 1
+    pad = (high - low) * 0.04
+    low, high = low - pad, high + pad
+    inner = WIDTH - LEFT - RIGHT
+
+    def x(value: float) -> float:
+        return round(LEFT + (value - low) / (high - low) * inner, 2)
+
+    rows = []
+    for i, entry in enumerate(variants):
+        rating = entry["rating"]
+        mu, sigma = float(rating["mu"]), float(rating["sigma"])
+        mu_interval = (entry.get("interval") or {}).get("mu")
+        rows.append(
+            {
+                "name": str(entry["variant"]),
+                "y": TOP + i * ROW,
+                "mid": TOP + i * ROW + ROW / 2 - 4,
+                "mu_x": x(mu),
+                "sigma": [x(mu - 3 * sigma), x(mu + 3 * sigma)],
+                "boot": [x(mu_interval[0]), x(mu_interval[1])] if mu_interval else None,
+                "mu": mu,
+                "sigma_value": sigma,
+                "boot_values": mu_interval,
+            }
+        )
+    axis_y = TOP + len(rows) * ROW
+    ticks = [{"x": x(t), "label": f"{t:g}"} for t in _ticks(low, high)]
+    return {
+        "width": WIDTH,
+        "height": axis_y + AXIS,
+        "left": LEFT,
+        "right": WIDTH - RIGHT,
+        "rows": rows,
+        "ticks": ticks,
+        "axis_y": axis_y,
+    }

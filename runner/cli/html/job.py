@@ -1,0 +1,186 @@
+"""The page of a submission: ``report.json`` (and its traces) as the template's context.
+
+`job_context` turns a report into plain values for ``job.html.j2``: the plan (N × M × K,
+ceilings, spend by purpose, pairs not run and why), the ratings table and chart, the verdicts in
+words, the head-to-head matrix, the per-task ranking with the judge's reasons, and one summary
+row per episode; `job_data` reads every episode's trace (streaming, capped:
+`runner.cli.html.episodes`) for the page's script. Nothing is escaped here: the template
+autoescapes, the data goes through ``tojson``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runner.cli.html.charts import rating_chart
+from runner.cli.html.episodes import read_episode
+from runner.cli.report_render import group_by_reason
+
+__all__ = ["job_context", "job_data", "usd_by_run_key"]
+
+
+def _wtl(versus: Mapping[str, Mapping[str, int]]) -> tuple[int, int, int]:
+    return (
+        sum(v["wins"] for v in versus.values()),
+        sum(v["ties"] for v in versus.values()),
+        sum(v["losses"] for v in versus.values()),
+    )
+
+
+def _ratings(grading: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for entry in grading.get("variants") or []:
+        rating = entry["rating"]
+        wins, ties, losses = _wtl(entry.get("versus") or {})
+        interval = (entry.get("interval") or {}).get("mu")
+        rows.append(
+            {
+                "variant": entry["variant"],
+                "mu": rating["mu"],
+                "sigma": rating["sigma"],
+                "ordinal": rating["ordinal"],
+                "interval": interval,
+                "mean_rank": entry.get("mean_rank"),
+                "wins": wins,
+                "ties": ties,
+                "losses": losses,
+                "graded": entry.get("tasks_graded"),
+                "episodes": entry.get("episodes_by_status") or {},
+            }
+        )
+    return rows
+
+
+def _matrix(grading: Mapping[str, Any]) -> dict[str, Any]:
+    names = [v["variant"] for v in grading.get("variants") or []]
+    rates = ((grading.get("uncertainty") or {}).get("win_rates")) or {}
+    versus = {v["variant"]: v.get("versus") or {} for v in grading.get("variants") or []}
+    verdicts = {(v["a"], v["b"]): v["verdict"] for v in grading.get("verdicts") or []}
+    rows = []
+    for a in names:
+        cells: list[dict[str, Any] | None] = []
+        for b in names:
+            if a == b:
+                cells.append(None)
+                continue
+            wtl = versus.get(a, {}).get(b) or {"wins": 0, "ties": 0, "losses": 0}
+            rate = rates.get(a, {}).get(b) or {}
+            verdict = verdicts.get((a, b)) or {"better": "worse", "worse": "better"}.get(
+                verdicts.get((b, a), ""), verdicts.get((b, a))
+            )
+            cells.append({"b": b, **wtl, **rate, "verdict": verdict})
+        rows.append({"a": a, "cells": cells})
+    return {"names": names, "rows": rows}
+
+
+def _tasks(grading: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for ranking in grading.get("tasks") or []:
+        detail = ranking.get("detail") or {}
+        reasons = detail.get("reasons") or {}
+        for entry in ranking.get("ranking") or []:
+            why = reasons.get(entry["variant"])
+            rows.append(
+                {
+                    "task_id": ranking["task_id"],
+                    "repeat": ranking.get("repeat", 0),
+                    "rank": entry["rank"],
+                    "variant": entry["variant"],
+                    "score": entry.get("score"),
+                    "reasons": (
+                        [str(r) for r in why]
+                        if why
+                        else (["meets every expectation"] if isinstance(why, list) else [])
+                    ),
+                    "order": detail.get("order"),
+                    "agree": detail.get("agree"),
+                }
+            )
+    return rows
+
+
+def _ceilings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for purpose, dims in (report.get("ceilings") or {}).items():
+        for dim, value in dims.items():
+            rows.append(
+                {"purpose": purpose, "dim": dim, "value": value["value"], "source": value["source"]}
+            )
+    return rows
+
+
+def job_context(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything ``job.html.j2`` shows, from ``report.json`` alone (no trace is read).
+
+    Args:
+        report: the report (older reports without the newer keys work too).
+    """
+    grading = report.get("grading") or {}
+    plan = report.get("plan") or {}
+    pairs = report.get("pairs") or []
+    variants = sorted({str(p["variant"]) for p in pairs})
+    statuses = sorted({str(p["status"]) for p in pairs})
+    return {
+        "report": report,
+        "plan": plan,
+        "repeats": plan.get("repeats", 1),
+        "ceilings": _ceilings(report),
+        "spend": report.get("spend") or {},
+        "not_run": group_by_reason(report.get("not_run") or [], "pair"),
+        "stopped": report.get("stopped_by_ceiling") or [],
+        "ungraded": group_by_reason(grading.get("ungraded") or [], "task"),
+        "grading": grading,
+        "ratings": _ratings(grading),
+        "chart": rating_chart(grading.get("variants") or []) if grading.get("variants") else None,
+        "matrix": _matrix(grading),
+        "tasks": _tasks(grading),
+        "uncertainty": grading.get("uncertainty") or {},
+        "verdicts": grading.get("verdicts") or [],
+        "consistency": grading.get("consistency"),
+        "pairs": [{"n": n, **p} for n, p in enumerate(pairs)],
+        "variants": variants,
+        "statuses": statuses,
+        "unrecorded": report.get("unrecorded") or {},
+    }
+
+
+def usd_by_run_key(charges: Sequence[Any]) -> dict[str, list[float | None]]:
+    """Per run key, the USD of each settled model call in order (ledger `Reservation` rows)."""
+    out: dict[str, list[float | None]] = {}
+    for charge in charges:
+        if charge.kind != "model_call" or not charge.run_key:
+            continue
+        usd = charge.actual.usd if charge.actual is not None else None
+        out.setdefault(charge.run_key, []).append(usd)
+    return out
+
+
+def job_data(
+    report: Mapping[str, Any], usd: Mapping[str, Sequence[float | None]] | None = None
+) -> dict[str, Any]:
+    """The page's script data: one capped episode record per pair that has a trace.
+
+    Args:
+        report: the report.
+        usd: per run key, USD of each model turn (`usd_by_run_key`), when the ledger is known.
+
+    Returns:
+        ``{"kind": "job", "job_id", "episodes": {pair number: episode}}``.
+    """
+    from runner.ledger import run_key
+
+    episodes: dict[str, Any] = {}
+    for n, pair in enumerate(report.get("pairs") or []):
+        trace = pair.get("trace")
+        if not trace:
+            continue
+        key = run_key(
+            str(report.get("job_id")),
+            str(pair["variant"]),
+            str(pair["task_id"]),
+            int(pair.get("attempt") or 1),
+            repeat=int(pair.get("repeat") or 0),
+        )
+        episodes[str(n)] = read_episode(trace, usd_per_turn=(usd or {}).get(key, ()))
+    return {"kind": "job", "job_id": report.get("job_id"), "episodes": episodes}

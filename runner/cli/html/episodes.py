@@ -7,8 +7,9 @@ reader's own rules: strict JSON, bounded lines) and nothing of a call is kept bu
 shows, each text capped:
 
 - a field (arguments, request, body, error message) keeps at most `FIELD_CHARS` characters;
-- an episode keeps at most `EPISODE_CHARS` characters of field text in all, then each further
-  field at most `SPENT_CHARS`; at most `CALLS_SHOWN` calls and `OUTBOUND_SHOWN` destinations.
+- an episode keeps `EPISODE_CHARS` characters of field text at full size, then each further
+  field at most `SPENT_CHARS`, and past `EPISODE_HARD_CHARS` in all none (only its length); at
+  most `CALLS_SHOWN` calls and `OUTBOUND_SHOWN` destinations.
 
 Every cut is said: a capped text is ``{"t": kept, "n": characters in all}`` (``n`` absent when
 whole) and the page prints "truncated"; an episode says how many calls it did not keep.
@@ -30,6 +31,7 @@ from runner.tracetools.reader import CallRecord, EndRecord, RunRecord, TraceLine
 __all__ = [
     "CALLS_SHOWN",
     "EPISODE_CHARS",
+    "EPISODE_HARD_CHARS",
     "FIELD_CHARS",
     "Capper",
     "read_episode",
@@ -37,8 +39,9 @@ __all__ = [
 ]
 
 FIELD_CHARS = 2_000
-EPISODE_CHARS = 16_000
-SPENT_CHARS = 120
+EPISODE_CHARS = 8_000
+SPENT_CHARS = 80
+EPISODE_HARD_CHARS = 12_000
 CALLS_SHOWN = 200
 OUTBOUND_SHOWN = 50
 STDERR_LINES = 20
@@ -65,9 +68,11 @@ class Capper:
 
     Attributes:
         left: characters of field text the episode may still keep at full size.
+        used: characters kept so far.
     """
 
     left: int = EPISODE_CHARS
+    used: int = 0
 
     def text(self, value: Any) -> dict[str, Any] | None:
         """``{"t": text}`` or ``{"t": kept, "n": length}``; None for None.
@@ -81,9 +86,11 @@ class Capper:
             if isinstance(value, str)
             else json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
         )
-        cap = FIELD_CHARS if self.left > 0 else SPENT_CHARS
+        full, spent = self.left > 0, self.used < EPISODE_HARD_CHARS
+        cap = FIELD_CHARS if full else SPENT_CHARS if spent else 0
         shown = text[:cap]
         self.left -= len(shown)
+        self.used += len(shown)
         return {"t": shown} if len(shown) == len(text) else {"t": shown, "n": len(text)}
 
 
@@ -116,7 +123,7 @@ def _call(record: CallRecord, cap: Capper) -> dict[str, Any]:
         "step": record.step_id,
         "tool": record.tool,
         "effect": record.effect,
-        "source": source_text(record.source),
+        "source": record.source,  # the page says it in words (SOURCES, the same table)
         "duration_s": record.duration_s,
     }
     if record.is_provider_call:
@@ -130,6 +137,7 @@ def _call(record: CallRecord, cap: Capper) -> dict[str, Any]:
         )
     else:
         call.update(kind="tool", args=cap.text(record.args))
+    call = {k: v for k, v in call.items() if v is not None}
     if record.body is not None:
         body = record.body
         if record.body_encoding == "base64":

@@ -72,7 +72,11 @@ def content_security_policy_of(html: str) -> str:
 
 
 def _render(template: str, context: Mapping[str, Any], data: Any) -> str:
+    from runner.cli.html.episodes import SOURCES
+
     css, js = _static("report.css"), _static("report.js")
+    if isinstance(data, dict):
+        data = {**data, "sources": SOURCES}
     return (
         _environment()
         .get_template(template)

@@ -98,8 +98,9 @@
     var head = el("div", "head", "#" + call.index + " " + call.tool);
     if (call.step) { head.appendChild(el("span", "tag", "step " + call.step)); }
     if (call.effect) { head.appendChild(el("span", "tag", call.effect)); }
-    var served = call.source.indexOf("served") === 0;
-    head.appendChild(el("span", "tag " + (served ? "served" : call.source === "executed" ? "executed" : ""), call.source));
+    var source = (DATA.sources || {})[call.source] || call.source || "unknown";
+    var served = source.indexOf("served") === 0;
+    head.appendChild(el("span", "tag " + (served ? "served" : source === "executed" ? "executed" : ""), source));
     if (call.error) { head.appendChild(el("span", "tag error", "error " + call.error["class"])); }
     box.appendChild(head);
     if (call.kind === "turn") {

@@ -57,6 +57,13 @@ def test_wheel_carries_dockerfile_script_and_policies(wheel: Path) -> None:
     for expected in ("shadow.yaml", "reproduce.yaml"):
         if (ROOT / "policies" / expected).exists():
             assert f"runner/_data/policies/{expected}" in names
+    # the HTML report's templates, style and script (read from the package at run time)
+    templates = {n for n in names if n.startswith("runner/cli/html/templates/")}
+    on_disk = {
+        f"runner/cli/html/templates/{p.name}"
+        for p in (ROOT / "runner" / "cli" / "html" / "templates").iterdir()
+    }
+    assert templates == on_disk and "runner/cli/html/templates/report.js" in templates
 
 
 def test_wheel_has_the_console_script_and_runtime(wheel: Path) -> None:

@@ -42,7 +42,9 @@ PUBLIC: dict[str, list[str]] = {
         "run",
         "submit",
         "tasks",
+        "view",
     ],
+    "runner.cli.html": ["render_job", "render_reproduce", "render_trace", "write_page"],
     "runner.domain": [
         "Registry",
         "Step",

@@ -11,7 +11,7 @@ import pytest
 
 from runner.grading import Group, ModelJudge, Ranking, Result, grade, rubric_judge
 from runner.grading.order import mean_ranks, shown_order
-from runner.grading.uncertainty import MIN_TASKS, statements
+from runner.grading.uncertainty import MIN_TASKS, statements, wilson
 from runner.ledger import CeilingGuard, Ledger
 
 PRICES = {"judge-model*": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 2.0}}
@@ -112,7 +112,9 @@ def test_a_clear_winner_gets_a_narrow_interval_and_is_called_better() -> None:
     report = grade(_groups([True] * 20), rubric_judge, variants=["A", "B"], seed=3)
     assert report.uncertainty is not None
     rate = report.uncertainty["win_rates"]["A"]["B"]
-    assert rate["rate"] == 1.0 and rate["low"] == 1.0 and rate["tasks"] == 20
+    assert rate["rate"] == 1.0 and rate["tasks"] == 20 and rate["high"] == 1.0
+    # a clean sweep is not certainty: at least the Wilson interval over 20 tasks
+    assert rate["low"] == pytest.approx(wilson(1.0, 20)[0]) and 0.8 < rate["low"] < 0.9
     mu_a, mu_b = (report.uncertainty["ratings"][v]["mu"] for v in ("A", "B"))
     assert mu_a[0] > mu_b[1]  # the intervals do not overlap
     assert [v["verdict"] for v in report.verdicts] == ["better"]
@@ -149,6 +151,14 @@ def test_the_bootstrap_is_seeded() -> None:
     assert one == two and one is not None and three is not None
     assert one["ratings"] != three["ratings"]
     assert one["resamples"] >= 50 and one["seed"] == 11
+
+
+def test_wilson() -> None:
+    low, high = wilson(1.0, 22)
+    assert (round(low, 3), high) == (0.851, 1.0)
+    low, high = wilson(0.5, 100)
+    assert (round(low, 3), round(high, 3)) == (0.404, 0.596)
+    assert wilson(0.3, 0) == (0.0, 1.0)
 
 
 def test_statements_with_no_shared_task() -> None:

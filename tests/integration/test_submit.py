@@ -90,9 +90,11 @@ def test_cost_visibility_twelve_replay_episodes_and_judge_calls_under_judge(
         totals = ledger.totals(report["job_id"])
     assert len(runs) == 12 and {r.purpose for r in runs} == {"replay"}
     assert totals["replay"].charged.runs == 12
-    assert totals["judge"].model_calls == 4 and totals["judge"].charged.usd > 0
+    # a model judge ranks each of the 4 groups in two orders (runner.grading.order)
+    assert totals["judge"].model_calls == 8 and totals["judge"].charged.usd > 0
     assert totals["replay"].model_calls == 0  # the judge's calls never count as replay
-    assert len(fake.requests) == 4
+    assert len(fake.requests) == 8 and report["plan"]["judge"]["model_calls"] == 8
+    assert report["grading"]["consistency"]["checked"] == 4
     # the model judge tied everyone on every task (the fake ranks all candidates 1)
     ranks = {r["rank"] for t in report["grading"]["tasks"] for r in t["ranking"]}
     assert ranks == {1}
@@ -207,7 +209,7 @@ def test_exhausted_replay_budget_leaves_the_judge_budget_and_back(
     assert code == 4 and report["ceiling_reached"]["purpose"] == "replay"
     spend = report["spend"]
     assert spend["replay"]["charged"]["runs"] == 2
-    assert spend["judge"]["model_calls"] == 1  # t1's group (both variants ran) was judged
+    assert spend["judge"]["model_calls"] == 2  # t1's group (both variants ran), two orders
     code, report = submit(
         state,
         sandbox_image,

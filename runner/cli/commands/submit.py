@@ -210,17 +210,20 @@ def render_job_page(settings: Settings, report: dict[str, Any]) -> str:
 
 
 def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Path | None:
-    """Write the job's HTML page to ``path``; None (logged) when it cannot be written."""
+    """Write the job's HTML page to ``path``; None when it cannot be written (said, logged).
+
+    The page is a view of ``report.json``, which is written first and is the record: a page
+    that fails (a full disk, a bug) never changes the job's exit code.
+    """
     import structlog
 
     from runner.cli.html import write_page
 
     try:
         return write_page(path, render_job_page(settings, report))
-    except OSError as exc:
-        structlog.get_logger(__name__).warning(
-            "html_report_not_written", path=str(path), error=str(exc)
-        )
+    except Exception as exc:  # the view must not hide the verdict
+        structlog.get_logger(__name__).exception("html_report_not_written", path=str(path))
+        typer.echo(f"HTML report not written ({type(exc).__name__}: {exc})", err=True)
         return None
 
 

@@ -236,7 +236,7 @@ def read_episode(
         "calls_omitted": lines.calls - len(calls),
         "end": _end(lines.end, cap) if lines.end is not None else None,
         "problems": [p.message for p in lines.problems],
-        "tokens_in": sum(c["tokens_in"] or 0 for c in turn_calls),
-        "tokens_out": sum(c["tokens_out"] or 0 for c in turn_calls),
+        "tokens_in": sum(c.get("tokens_in") or 0 for c in turn_calls),
+        "tokens_out": sum(c.get("tokens_out") or 0 for c in turn_calls),
         "usd": sum(known_usd) if known_usd else None,
     }

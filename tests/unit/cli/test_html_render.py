@@ -178,7 +178,9 @@ def test_traces_are_capped_per_field_per_episode_and_in_calls(tmp_path: Path) ->
 def test_unreadable_traces_and_lone_surrogates_never_break_the_page(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"v": 1, "type": "run"\n')
-    surrogate = _trace(tmp_path / "s.jsonl", "t1", [], output="\ud800 lone")
+    # a model turn refused before any answer: no usage, no body (it broke the page once)
+    refused = {"tool": "model", "request": {}, "error": {"class": "CeilingReached", "message": "x"}}
+    surrogate = _trace(tmp_path / "s.jsonl", "t1", [refused], output="\ud800 lone")
     pairs = [
         {"variant": "A", "task_id": "t1", "status": "succeeded", "trace": str(bad)},
         {"variant": "B", "task_id": "t1", "status": "succeeded", "trace": str(surrogate)},
@@ -189,6 +191,7 @@ def test_unreadable_traces_and_lone_surrogates_never_break_the_page(tmp_path: Pa
     written = write_page(tmp_path / "r.html", html).read_bytes()
     assert b"\\ud800 lone" in written or b"\\\\ud800 lone" in written
     assert "trace unreadable" in render_trace(bad)
+    assert read_episode(surrogate)["tokens_in"] == 0
 
 
 def test_reproduce_page_shows_the_first_difference_side_by_side() -> None:

@@ -195,20 +195,6 @@ def run_submit(
     return code
 
 
-def render_job_page(settings: Settings, report: dict[str, Any]) -> str:
-    """The job's HTML page; the USD of each model turn from the ledger when it is there."""
-    from runner.cli.html import render_job
-    from runner.cli.html.job import usd_by_run_key
-    from runner.ledger import LEDGER_FILENAME, Ledger
-
-    usd = None
-    ledger_path = settings.state_dir / LEDGER_FILENAME
-    if ledger_path.exists():
-        with Ledger(ledger_path) as ledger:
-            usd = usd_by_run_key(ledger.charges(str(report.get("job_id"))))
-    return render_job(report, usd)
-
-
 def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Path | None:
     """Write the job's HTML page to ``path``; None when it cannot be written (said, logged).
 
@@ -218,9 +204,10 @@ def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Pa
     import structlog
 
     from runner.cli.html import write_page
+    from runner.cli.html.job import job_page
 
     try:
-        return write_page(path, render_job_page(settings, report))
+        return write_page(path, job_page(settings, report))
     except Exception as exc:  # the view must not hide the verdict
         structlog.get_logger(__name__).exception("html_report_not_written", path=str(path))
         typer.echo(f"HTML report not written ({type(exc).__name__}: {exc})", err=True)

@@ -40,7 +40,7 @@ def view_command(
     ] = 0,
 ) -> None:
     """Serve a job's or a trace's report page on 127.0.0.1 and print its address."""
-    from runner.cli.commands.submit import render_job_page
+    from runner.cli.html.job import job_page
     from runner.cli.html.render import content_security_policy_of, page_bytes, render_trace
     from runner.cli.html.serve import serve_page
     from runner.submit.job import job_dir
@@ -55,7 +55,7 @@ def view_command(
             path = job_dir(settings, job_id) / "report.json"
             if not path.exists():
                 raise InputError(f"no job {job_id!r} with a report and no such trace file")
-            html = render_job_page(settings, read_json_object(path))
+            html = job_page(settings, read_json_object(path))
         try:
             serve_page(
                 page_bytes(html),

@@ -17,7 +17,7 @@ from runner.cli.html.charts import rating_chart
 from runner.cli.html.episodes import read_episode
 from runner.cli.report_render import group_by_reason
 
-__all__ = ["job_context", "job_data", "usd_by_run_key"]
+__all__ = ["job_context", "job_data", "job_page", "render_job", "usd_by_run_key"]
 
 
 def _wtl(versus: Mapping[str, Mapping[str, int]]) -> tuple[int, int, int]:
@@ -184,3 +184,35 @@ def job_data(
         )
         episodes[str(n)] = read_episode(trace, usd_per_turn=(usd or {}).get(key, ()))
     return {"kind": "job", "job_id": report.get("job_id"), "episodes": episodes}
+
+
+def render_job(
+    report: Mapping[str, Any], usd: Mapping[str, Sequence[float | None]] | None = None
+) -> str:
+    """The page of a submission: ``report.json`` and the traces it names.
+
+    Args:
+        report: the report.
+        usd: per run key, the USD of each model turn (from the ledger), when known.
+    """
+    from runner.cli.html.render import render_page
+
+    data = job_data(report, usd)
+    return render_page("job.html.j2", {**job_context(report), "episodes": data["episodes"]}, data)
+
+
+def job_page(settings: Any, report: Mapping[str, Any]) -> str:
+    """The job's page; the USD of each model turn from the ledger when it is there.
+
+    Args:
+        settings: host settings (`runner.settings.Settings`: where the ledger is).
+        report: the job's ``report.json``.
+    """
+    from runner.ledger import LEDGER_FILENAME, Ledger
+
+    usd = None
+    ledger_path = settings.state_dir / LEDGER_FILENAME
+    if ledger_path.exists():
+        with Ledger(ledger_path) as ledger:
+            usd = usd_by_run_key(ledger.charges(str(report.get("job_id"))))
+    return render_job(report, usd)

@@ -31,7 +31,7 @@ from markupsafe import Markup
 
 import runner
 
-__all__ = ["page_bytes", "render_job", "render_reproduce", "render_trace", "write_page"]
+__all__ = ["page_bytes", "render_page", "render_reproduce", "render_trace", "write_page"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -71,7 +71,14 @@ def content_security_policy_of(html: str) -> str:
     return content_security_policy(_static("report.css"), _static("report.js"))
 
 
-def _render(template: str, context: Mapping[str, Any], data: Any) -> str:
+def render_page(template: str, context: Mapping[str, Any], data: Any) -> str:
+    """Render ``template`` (autoescaped) with the page's CSS, script, CSP and ``data``.
+
+    Args:
+        template: a file of ``templates/``.
+        context: the template's values (escaped where shown).
+        data: the page script's data (``tojson`` into ``#report-data``).
+    """
     from runner.cli.html.episodes import SOURCES
 
     css, js = _static("report.css"), _static("report.js")
@@ -92,21 +99,6 @@ def _render(template: str, context: Mapping[str, Any], data: Any) -> str:
     )
 
 
-def render_job(
-    report: Mapping[str, Any], usd: Mapping[str, Sequence[float | None]] | None = None
-) -> str:
-    """The page of a submission: ``report.json`` and the traces it names.
-
-    Args:
-        report: the report.
-        usd: per run key, the USD of each model turn (from the ledger), when known.
-    """
-    from runner.cli.html.job import job_context, job_data
-
-    data = job_data(report, usd)
-    return _render("job.html.j2", {**job_context(report), "episodes": data["episodes"]}, data)
-
-
 def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
     """The page of a reproduce: per trace the outcome, first difference, environment, egress.
 
@@ -125,7 +117,7 @@ def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
             diff = side_by_side(calls.get("recorded"), calls.get("replayed"))
         items.append({**report, "diff": diff})
     data = {"kind": "reproduce", "reports": items}
-    return _render("reproduce.html.j2", {"items": items, "counts": counts}, data)
+    return render_page("reproduce.html.j2", {"items": items, "counts": counts}, data)
 
 
 def render_trace(path: Path) -> str:
@@ -142,7 +134,7 @@ def render_trace(path: Path) -> str:
         "repeat": 0,
     }
     data = {"kind": "trace", "episodes": {"0": episode}}
-    return _render("trace.html.j2", {"ep": episode, "pair": pair, "name": path.name}, data)
+    return render_page("trace.html.j2", {"ep": episode, "pair": pair, "name": path.name}, data)
 
 
 def page_bytes(html: str) -> bytes:

@@ -1,4 +1,4 @@
-"""tests/browser.py: a missing chromium fails the browser tests under CI and skips them elsewhere."""
+"""tests/browser.py: without chromium the browser tests fail under CI, skip elsewhere."""
 
 from __future__ import annotations
 

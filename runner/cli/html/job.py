@@ -74,11 +74,25 @@ def _matrix(grading: Mapping[str, Any]) -> dict[str, Any]:
     return {"names": names, "rows": rows}
 
 
+def _answers(detail: Mapping[str, Any]) -> list[str]:
+    """A model judge's own answers (its reasons), one per order it was asked in."""
+    answers = detail.get("answers") or ([detail] if "answer" in detail else [])
+    orders = detail.get("orders") or [detail.get("order")]
+    out = []
+    for n, answer in enumerate(answers):
+        if isinstance(answer, Mapping) and answer.get("answer") is not None:
+            shown = orders[n] if n < len(orders) and orders[n] else []
+            prefix = f"asked in order {', '.join(map(str, shown))}: " if shown else ""
+            out.append(f"{prefix}{str(answer['answer'])[:500]}")
+    return out
+
+
 def _tasks(grading: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for ranking in grading.get("tasks") or []:
         detail = ranking.get("detail") or {}
         reasons = detail.get("reasons") or {}
+        answers = _answers(detail)
         for entry in ranking.get("ranking") or []:
             why = reasons.get(entry["variant"])
             rows.append(
@@ -91,7 +105,7 @@ def _tasks(grading: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "reasons": (
                         [str(r) for r in why]
                         if why
-                        else (["meets every expectation"] if isinstance(why, list) else [])
+                        else (["meets every expectation"] if isinstance(why, list) else answers)
                     ),
                     "order": detail.get("order"),
                     "agree": detail.get("agree"),

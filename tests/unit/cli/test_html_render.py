@@ -223,3 +223,29 @@ def test_reproduce_page_shows_the_first_difference_side_by_side() -> None:
     assert len(changed) == 1 and '"refund"' in changed[0]["left"]
     only_left = side_by_side(recorded, None)["rows"]
     assert any(r["kind_left"] == "del" for r in only_left)
+
+
+def test_a_model_judges_answers_in_both_orders_are_its_reasons() -> None:
+    report = _report([])
+    report["grading"]["tasks"] = [
+        {
+            "task_id": "t1",
+            "ranking": [{"variant": "A", "rank": 1}, {"variant": "B", "rank": 1}],
+            "detail": {
+                "order": ["A", "B"],
+                "orders": [["A", "B"], ["B", "A"]],
+                "agree": False,
+                "answers": [{"answer": '{"ranks": {"1": 1, "2": 2}}'}, {"answer": HOSTILE}],
+            },
+        }
+    ]
+    report["grading"]["consistency"] = {
+        "checked": 1,
+        "agreed": 0,
+        "disagreed": [{"task_id": "t1", "repeat": 0, "rankings": []}],
+    }
+    html = render_job(report)
+    _check_inert(html)
+    assert "asked in order A, B: {&#34;ranks&#34;" in html
+    assert "asked in order B, A: &lt;/script&gt;" in html
+    assert "(two orders disagreed)" in html and "agreed with itself on 0 of 1 groups" in html

@@ -48,7 +48,7 @@ def test_json_totals_by_purpose_over_all_jobs(state_dir: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["ledger"] == str(state_dir / "ledger.sqlite3")
-    assert data["job"] is None and data["schema_version"] == 3
+    assert data["job"] is None and data["schema_version"] == 4
     assert set(data["purposes"]) == {"live", "replay", "judge"}
     replay = data["purposes"]["replay"]
     assert replay["charged"] == {

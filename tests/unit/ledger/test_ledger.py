@@ -97,12 +97,12 @@ def test_older_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     raw.close()
 
     with Ledger(path) as led:
-        assert led.version == schema.LATEST == 3
+        assert led.version == schema.LATEST == 4
         job = led.get_job("old")
         assert job is not None and job.status == "complete"
         indexes = {r[0] for r in led._db.read("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"charges_job_purpose", "runs_job_status"} <= indexes
-        (run,) = led.runs("old")  # v3: the run kept, as repeat 0
+        (run,) = led.runs("old")  # v4: the run kept, as repeat 0
         assert (run.key, run.repeat, run.trace_path) == ("run/replay/old/A/t1/1", 0, "x.jsonl")
         assert led.finished_episodes("old") == {("A", "t1", 0)}
 

@@ -228,7 +228,7 @@ def test_migration_adds_estimated_and_keeps_old_charges_measured(tmp_path: Path)
     )
     raw.close()
     with Ledger(path) as ledger:
-        assert ledger.version == 3
+        assert ledger.version == 4
         (charge,) = ledger.charges("old")
         assert charge.estimated is False
         assert ledger.totals("old")["replay"].estimated_charges == 0

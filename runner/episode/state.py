@@ -436,6 +436,7 @@ class EpisodeState:
                 "timeout_s": limits.timeout_s,
                 "max_calls": limits.max_calls,
                 "max_trace_mb": limits.max_trace_mb,
+                "hard_cap_s": self.prepared.spec.hard_cap.whole_s,
             },
         )
 
@@ -494,6 +495,7 @@ class EpisodeState:
                 "oom_killed": exit_state.oom_killed,
                 "killed_by_host": exit_state.killed_by_host,
                 "killed_for": self.killed_for,
+                "ran_s": None if exit_state.ran_s is None else round(exit_state.ran_s, 3),
                 "error": exit_state.error,
                 "teardown_error": self.teardown_error,
             },

@@ -12,7 +12,10 @@ Files mounted read-only into the sandbox (``RUN_DIR``):
                        ``workflow_source`` (file content), ``task`` (the task record),
                        ``clock`` (``{"start": epoch_s, "step_s": s}``), ``seed``,
                        ``recorded_calls`` (reproduce: the trace's call records), ``tool_paths``
-                       (folders inside the sandbox to put on ``sys.path``), ``modules``.
+                       (folders inside the sandbox to put on ``sys.path``), ``modules``,
+                       ``deadline_s`` (the run's timeout, seconds from the runtime's start:
+                       the runtime's watchdog ends the run a grace after it; issue 10 item 9;
+                       absent or null: no watchdog).
 
 Runtime -> host:
     hello          {protocol, python, pid, platform?, packages?}      first message, always
@@ -106,6 +109,7 @@ RUN_SPEC_KEYS = (
     "recorded_calls",
     "tool_paths",
     "modules",
+    "deadline_s",
 )
 
 # Upper bound of one protocol line, bytes. The host reports a longer line as

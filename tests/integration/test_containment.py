@@ -288,3 +288,53 @@ def test_cap_ends_a_run_that_froze_the_runtime_and_it_is_a_timeout(
     assert sandbox["killed_by_host"] is False and sandbox["exit_code"] == 137, sandbox
     assert "lifetime cap (12 s)" in out.end["reason"], out.end["reason"]
     assert 11.5 <= sandbox["ran_s"] < 16, sandbox
+
+
+FREEZER = r"""
+import ctypes, errno, json, os, signal, time
+result = {"pid1": open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode()}
+for sig in (signal.SIGSTOP, signal.SIGKILL):  # the kernel ignores both for a namespace's init
+    os.kill(1, sig)
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE_SEIZE, PTRACE_INTERRUPT = 0x4206, 0x4207
+if libc.ptrace(PTRACE_SEIZE, 1, 0, 0) == 0:
+    libc.ptrace(PTRACE_INTERRUPT, 1, 0, 0)  # would freeze the cap
+    result["ptrace"] = "attached"
+else:
+    result["ptrace"] = errno.errorcode.get(ctypes.get_errno(), "?")
+print(json.dumps(result), flush=True)
+time.sleep(3600)
+"""
+
+
+def test_tool_code_can_neither_stop_kill_nor_ptrace_the_cap(
+    backend: DockerBackend, sandbox_image: str
+) -> None:
+    import json
+
+    from runner.backends.base import STDOUT, LifetimeCap
+
+    spec = SandboxSpec(
+        run_id=f"freeze-{uuid.uuid4().hex[:10]}",
+        image=sandbox_image,
+        command=("python3", "-c", FREEZER),
+        cap=LifetimeCap(2.0, grace_s=1.0),
+    )
+    out = bytearray()
+    deadline = time.monotonic() + 15  # the cap is 3 s; a frozen cap would hold us for ever
+    with backend.sandbox(spec) as box:
+        for frame in box.frames(0.2):
+            if frame is not None and frame[0] == STDOUT:
+                out.extend(frame[1])
+            if time.monotonic() > deadline:
+                break
+        state = box.wait(max(0.1, deadline - time.monotonic()))  # kills when still running
+    result = json.loads(out.decode().splitlines()[0])
+    assert result["pid1"] == "/usr/local/sbin/sandbox-replay-cap", (
+        f"{sandbox_image} has no execute-only cap program (PID 1 is {result['pid1']}): rebuild"
+        " it (make image)",
+        result,
+    )
+    assert result["ptrace"] == "EPERM", result  # not dumpable: no same-uid ptrace
+    assert not state.killed_by_host and state.exit_code == 137, state  # the cap still fired
+    assert state.ran_s is not None and state.ran_s < 8, state

@@ -65,7 +65,8 @@ _CAP_SCRIPT = (
     f'c={CAP_PROGRAM}; [ -x "$c" ] || c=timeout; '
     'command -v "$c" >/dev/null 2>&1 || { echo "sandbox-replay: the sandbox image has no'
     ' coreutils timeout, which enforces the sandbox lifetime cap" >&2; exit 125; }; '
-    'exec "$c" -s KILL "$0" "$@"'
+    # the shell's own variables (dash exports PWD) must not reach the command: env -u
+    'exec env -u PWD -u OLDPWD -u SHLVL -u _ "$c" -s KILL "$0" "$@"'
 )
 _CREATE_ATTEMPTS = 3
 _OUTPUT_IN_ERRORS = 4096
@@ -100,9 +101,10 @@ def host_config(api_version: str, spec: SandboxSpec) -> HostConfig:
 def capped_command(spec: SandboxSpec) -> list[str]:
     """The container's argv: ``spec.command`` under its hard lifetime cap, PID 1 ``timeout``.
 
-    ``/bin/sh`` picks the cap program (`CAP_PROGRAM`, else ``timeout``) and ``exec``s it, so
-    PID 1 is the cap itself and the command its only child: ``timeout -s KILL N COMMAND...``
-    with ``N`` = ``spec.hard_cap.whole_s``. An image without either exits 125 with a message.
+    ``/bin/sh`` picks the cap program (`CAP_PROGRAM`, else ``timeout``) and ``exec``s it
+    through ``env -u`` (which drops the variables the shell itself set), so PID 1 is the cap
+    itself and the command its only child: ``timeout -s KILL N COMMAND...`` with ``N`` =
+    ``spec.hard_cap.whole_s``. An image without either exits 125 with a message.
     """
     return ["/bin/sh", "-c", _CAP_SCRIPT, str(spec.hard_cap.whole_s), *spec.command]
 

@@ -72,7 +72,9 @@ def _details(report: ReproduceReport) -> list[str]:
         lines.append(f"  outbound destinations: {len(report.outbound)}")
         for attempt in report.outbound[:20]:
             where = attempt.get("host") or attempt.get("address")
-            lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}")
+            count = attempt.get("count") or 1
+            times = f" ({count} attempts)" if count != 1 else ""
+            lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}{times}")
     if report.environment_diff and report.outcome == "not_reproduced":
         lines.append("  environment differences:")
         for item in report.environment_diff:

@@ -175,11 +175,19 @@ def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
     if end.get("not_run"):
         echo(f"  not run: {', '.join(end['not_run'])}")
     outbound = end.get("outbound") or []
-    echo(f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')})")
+    dropped = end.get("outbound_dropped") or 0
+    echo(
+        f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')}"
+        + (f"; {dropped} attempts past the log's cap not logged" if dropped else "")
+        + ")"
+    )
     for attempt in outbound[:20]:
+        count = attempt.get("count") or 1
         echo(
             f"    {attempt.get('kind')} {attempt.get('host') or attempt.get('address')}"
-            f":{attempt.get('port')} ({attempt.get('outcome')})"
+            f":{attempt.get('port')} ({attempt.get('outcome')}"
+            + (f", {count} attempts" if count != 1 else "")
+            + ")"
         )
     for detail in (end.get("coverage_detail") or [])[:5]:
         what = detail.get("program") or detail.get("library") or ""

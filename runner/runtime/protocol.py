@@ -55,7 +55,12 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
     egress         ``attempt`` may also hold ``event`` (audit event name), ``transport``
                    (tcp|udp), ``family`` (unix), ``url``, ``method``; the message has
                    ``child: true`` when a child process logged it. ``outcome`` is always
-                   ``"attempted"`` (an audit hook runs before the operation).
+                   ``"attempted"`` (an audit hook runs before the operation). Issue 10
+                   item 11: ``count`` (default 1) is how many attempts at that destination
+                   (kind, host or else address, port) the message stands for; the first one
+                   of a destination carries its full attempt, later ones only the key fields.
+                   ``{"type": "egress", "dropped": n, "cap": c}`` (no ``attempt``): n
+                   attempts at destinations past the sandbox's cap of c distinct ones.
     coverage       ``{partial: true, reason, program?, argv?, library?, symbol?, pid?,
                    child?}``.
     episode        ``status`` is one of succeeded | failed | denied; ``failure`` is

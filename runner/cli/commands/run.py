@@ -150,7 +150,7 @@ def execute_run(
 def warn_skipped_lines(errors: list[SandboxReplayError]) -> None:
     """Print each rejected task line on stderr (file and line named); the others still run."""
     for error in errors:
-        typer.echo(f"warning: {error} (line skipped)", err=True)
+        echo(f"warning: {error} (line skipped)", err=True)
 
 
 def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
@@ -170,7 +170,7 @@ def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
             f" (signature {str(end.get('failure_signature'))[:16]})"
         )
     if end.get("output") is not None:
-        text = json.dumps(end["output"], ensure_ascii=False)
+        text = json.dumps(end["output"], ensure_ascii=False)  # echo makes it inert
         echo(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
     if end.get("not_run"):
         echo(f"  not run: {', '.join(end['not_run'])}")
@@ -239,7 +239,7 @@ def run_command(
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:
-        typer.echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+        echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
     else:
         _render(result)
     raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

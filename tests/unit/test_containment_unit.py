@@ -144,6 +144,8 @@ def _state(**kw: Any) -> Any:
         "runtime_error": None,
         "protocol_error": None,
         "hello": {"type": "hello"},
+        "limit": None,
+        "invalid_message": None,
         "sandbox_s": 0.0,
         "prepared": SimpleNamespace(spec=_spec(limits=limits)),
     }

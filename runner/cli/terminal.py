@@ -10,7 +10,7 @@ character makes text read differently from what it is; a lone surrogate (a strin
 
 `inert` is the one function every printed field goes through (issue 10 item 10): plain lines
 via `echo`, tables via `runner.cli.output.table_console` (whose consoles apply it to every
-string they render, markup included), logs via `runner.log`, JSON via ``ensure_ascii``.
+string they render, markup included), logs via `runner.cli.log`, JSON via ``ensure_ascii``.
 
 Invariant: `inert` returns text with no C0 control other than newline and tab, no DEL, no C1
 control, no Unicode format character (category Cf: bidi controls, zero-width characters, the
@@ -26,7 +26,7 @@ import re
 
 import typer
 
-# Cc except \t \n; Cf (Unicode 15); Zl, Zp; Cs. tests/unit/test_inert_text.py checks this
+# Cc except \t \n; Cf (Unicode 15); Zl, Zp; Cs. tests/unit/cli/test_inert_text.py checks this
 # class against unicodedata for every code point, so an omission cannot go unnoticed.
 _UNSAFE = re.compile(
     "["

@@ -5,7 +5,7 @@ A tool echoes and raises hostile text, a read tool is called with it (no recordi
 quotes its arguments), the scripted model answers with it and names a hostile model id, and
 the task's expected block quotes it (the judge's reasons do). Then ``submit`` (plan, progress,
 report tables), ``report``, ``ledger``, ``run``, ``reproduce``, ``lint`` and ``tasks extract``
-print it; the oracle (`tests.unit.test_inert_text.unsafe_in`, by Unicode category) finds
+print it; the oracle (`tests.unit.cli.test_inert_text.unsafe_in`, by Unicode category) finds
 no control, format, separator or surrogate character in any stdout or stderr.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_inert_text import HOSTILE, SHOWN, assert_inert, cli
+from tests.unit.cli.test_inert_text import HOSTILE, SHOWN, assert_inert, cli
 
 pytestmark = pytest.mark.docker
 

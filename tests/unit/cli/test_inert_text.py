@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 from runner.cli.terminal import inert
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 FIX = ROOT / "tests" / "fixtures"
 CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
 
@@ -106,7 +107,7 @@ def test_inert_shows_what_it_escaped_and_keeps_the_rest() -> None:
 def test_every_cli_module_prints_through_the_inert_function() -> None:
     """The one mechanism: no ``typer.echo`` and no bare rich ``Console`` outside it."""
     offenders = []
-    for path in sorted((ROOT / "runner" / "cli").glob("*.py")):
+    for path in sorted((ROOT / "runner" / "cli").rglob("*.py")):
         if path.name in ("terminal.py", "output.py"):
             continue
         text = path.read_text(encoding="utf-8")

@@ -21,8 +21,8 @@ from docker.types import ContainerConfig
 from runner.backends.base import CAP_GRACE_S, ExitState, LifetimeCap, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend, capped_command
 from runner.backends.docker.sandbox import ran_seconds
+from runner.episode.status import classify
 from runner.errors import InputError
-from runner.orchestrator.episode_status import classify
 from runner.runtime import watchdog
 from runner.runtime.main import load_run_spec
 
@@ -46,7 +46,7 @@ def test_the_cap_is_pool_lifetime_plus_run_timeout_plus_rate_limit_wait_plus_gra
 def test_prepare_run_fixes_the_cap_and_the_watchdog_deadline(tmp_path: Path) -> None:
     from runner.domain.ids import sequential_ids
     from runner.domain.tasks import Task
-    from runner.orchestrator.episode import EpisodeRequest, prepare_run
+    from runner.episode.driver import EpisodeRequest, prepare_run
     from runner.settings import Settings
 
     registry = SimpleNamespace(manifest=lambda policy: {"tools": []}, tool_roots=lambda: [])

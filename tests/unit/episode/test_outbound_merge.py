@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.orchestrator.outbound import MAX_COUNT, MAX_OUTBOUND, OutboundLog
+from runner.episode.outbound import MAX_COUNT, MAX_OUTBOUND, OutboundLog
 from runner.runtime.audit import MAX_DESTINATIONS
 
 

@@ -29,7 +29,7 @@ import structlog
 
 from runner.backends.base import ExitState
 from runner.episode.channel import Channel, ChannelEvent
-from runner.episode.outbound import OutboundLog
+from runner.episode.outbound import MAX_OUTBOUND, OutboundLog
 from runner.episode.status import classify, failure_of
 from runner.errors import InputError
 from runner.ledger.pricing import estimate_usd

@@ -9,12 +9,17 @@ Invariants every backend keeps (checked by the conformance tests in tests/integr
 - no network, read-only root filesystem, no capabilities, non-root, resource limits;
 - a sandbox is always removed when its context exits, after its `ExitState` was read;
 - `ExitState.killed_by_host` is True exactly when this process sent the kill;
-- a retry never creates a second sandbox for the same `SandboxSpec.run_id`.
+- a retry never creates a second sandbox for the same `SandboxSpec.run_id`;
+- a sandbox ends by itself at its hard lifetime cap (`SandboxSpec.hard_cap`), fixed when it is
+  created and enforced inside it, so that no sandbox outlives a host that died without
+  cleaning up (SIGKILL, power loss) by more than that; and the end of its stdin (the host's
+  end of the channel closed) reaches the program inside as end-of-file.
 """
 
 from __future__ import annotations
 
 import abc
+import math
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -26,6 +31,11 @@ STDERR = 2
 
 # The unprivileged user of the sandbox image (images/Dockerfile).
 DEFAULT_SANDBOX_USER = "10001:10001"
+
+# Seconds a sandbox may live past everything it can legitimately wait for (`LifetimeCap`):
+# container start, the host's deadline poll and kill, and the runtime's own deadline watchdog
+# (`runner.runtime.watchdog`) all come first, so the cap only ends sandboxes nobody else ended.
+CAP_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,46 @@ class ResourceLimits:
 
 
 @dataclass(frozen=True)
+class LifetimeCap:
+    """The hard cap on a sandbox's lifetime, one rule for every backend.
+
+    Fixed when the sandbox is created and enforced by the sandbox itself (the Docker backend
+    runs the command under coreutils ``timeout -s KILL`` as PID 1), so it holds when the host
+    is gone: the host's own deadline (``timeout_s``) is the normal end, this is the backstop.
+    The cap is everything a sandbox may legitimately wait for, plus a grace; every term is in
+    seconds and the terms that do not exist yet are parameters at 0.
+
+    Attributes:
+        run_timeout_s: the longest run timeout of the policy (and settings) in effect.
+        pool_lifetime_s: how long a sandbox may wait, started, before it gets a run (a warm
+            pool; 0: sandboxes are started for one run).
+        rate_limit_wait_s: the longest a run may be held waiting on a provider's rate limit
+            beyond its own timeout (0: none).
+        grace_s: the margin past all of that (`CAP_GRACE_S`).
+    """
+
+    run_timeout_s: float
+    pool_lifetime_s: float = 0.0
+    rate_limit_wait_s: float = 0.0
+    grace_s: float = CAP_GRACE_S
+
+    def __post_init__(self) -> None:
+        terms = (self.run_timeout_s, self.pool_lifetime_s, self.rate_limit_wait_s, self.grace_s)
+        if not all(math.isfinite(t) and t >= 0 for t in terms) or self.total_s <= 0:
+            raise ValueError(f"lifetime cap terms must be finite and >= 0: {self!r}")
+
+    @property
+    def total_s(self) -> float:
+        """The cap in seconds: pool lifetime + run timeout + rate-limit wait + grace."""
+        return self.pool_lifetime_s + self.run_timeout_s + self.rate_limit_wait_s + self.grace_s
+
+    @property
+    def whole_s(self) -> int:
+        """`total_s` rounded up to whole seconds (what ``timeout`` is given; at least 1)."""
+        return max(1, math.ceil(self.total_s))
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """Everything needed to start one sandbox for one run attempt.
 
@@ -75,13 +125,16 @@ class SandboxSpec:
         run_id: validated id of the run attempt; the container name is derived from it, so a
             retried create cannot make a second container.
         image: image reference.
-        command: argv run as PID 1's child (the backend adds an init process).
+        command: the program's argv; the backend runs it under the lifetime cap (Docker:
+            as the only child of coreutils ``timeout``, which is PID 1).
         mounts: bind mounts; read-only unless stated.
         env: the complete environment inside; nothing of the host's is passed through.
         limits: resource limits.
         labels: extra labels (the backend adds session, run, owner and version labels).
         workdir: working directory inside.
         user: ``uid:gid`` the command runs as; never root (`sandbox_user` picks it).
+        cap: the hard lifetime cap; None means `LifetimeCap` of ``limits.timeout_s`` with the
+            other terms at their defaults (see `hard_cap`).
     """
 
     run_id: str
@@ -93,11 +146,17 @@ class SandboxSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     workdir: str = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
     user: str = DEFAULT_SANDBOX_USER
+    cap: LifetimeCap | None = None
 
     def __post_init__(self) -> None:
         uid = self.user.split(":", 1)[0]
         if not uid.isdigit() or int(uid) == 0:
             raise ValueError(f"sandbox user must be a numeric non-root uid[:gid]: {self.user!r}")
+
+    @property
+    def hard_cap(self) -> LifetimeCap:
+        """The lifetime cap every backend enforces for this sandbox (never absent)."""
+        return self.cap if self.cap is not None else LifetimeCap(self.limits.timeout_s)
 
 
 def sandbox_user() -> str:
@@ -124,12 +183,16 @@ class ExitState:
         oom_killed: the engine's ``State.OOMKilled``.
         killed_by_host: this process sent the kill (timeout or interruption).
         error: the engine's own error text, if any (e.g. a failed start).
+        ran_s: how long the sandbox ran, start to exit, as the engine (or the backend's own
+            clock) measured it; None when unknown. It tells a sandbox that ended itself at its
+            deadline (`LifetimeCap`, the runtime's watchdog) from one that died early.
     """
 
     exit_code: int
     oom_killed: bool = False
     killed_by_host: bool = False
     error: str = ""
+    ran_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,11 @@ mapped back to the host folders they mount; the runtime starts with
 ``SANDBOX_REPLAY_RUN_DIR`` pointing at it, ``HOME``/``TMPDIR`` in a fresh scratch folder (the
 run's scratch space, removed afterwards), the caller's working directory and the host's
 environment otherwise (real tools need their configuration, e.g. ``HELPDESK_DATA``).
+
+The lifetime cap of every backend (`runner.backends.base.LifetimeCap`) holds here too: the
+command runs under ``timeout -s KILL N`` when the host has coreutils ``timeout`` (Linux; not
+stock macOS or Windows, where the runtime's own watchdog and end-of-file on its stdin pipe, which
+closes when this process dies, are what end an orphaned run).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -57,6 +63,7 @@ class _Process(Sandbox):
         self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue()
         self._open = 2
         self.killed = False
+        self._started = time.monotonic()
         self._writer = TimedWriter(self._write_all, run_id)
         for stream, handle in ((STDOUT, process.stdout), (STDERR, process.stderr)):
             threading.Thread(target=self._pump, args=(stream, handle), daemon=True).start()
@@ -108,7 +115,8 @@ class _Process(Sandbox):
             code = self._process.wait()
         if code < 0:
             code = 128 - code
-        return ExitState(exit_code=code, killed_by_host=self.killed)
+        ran_s = time.monotonic() - self._started
+        return ExitState(exit_code=code, killed_by_host=self.killed, ran_s=ran_s)
 
 
 class UnsandboxedProcessBackend(Backend):
@@ -162,6 +170,9 @@ class UnsandboxedProcessBackend(Backend):
             )
             env.update({ENV_RUN_DIR: str(run_dir), "HOME": str(work), "TMPDIR": str(work)})
             command = [self.python if c in ("python3", "python") else c for c in spec.command]
+            cap = shutil.which("timeout")
+            if cap is not None:
+                command = [cap, "-s", "KILL", str(spec.hard_cap.whole_s), *command]
             try:
                 process = subprocess.Popen(
                     command,

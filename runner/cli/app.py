@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 import typer
 
 from runner import __version__
+from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class CliState:
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"sandbox-replay {__version__}")
+        echo(f"sandbox-replay {__version__}")
         raise typer.Exit(0)
 
 
@@ -117,7 +118,7 @@ def state(ctx: typer.Context) -> CliState:
 
 def fail(error: SandboxReplayError) -> NoReturn:
     """Print one clear line for ``error`` on stderr and exit with its code."""
-    typer.echo(f"error: {error}", err=True)
+    echo(f"error: {error}", err=True)
     raise typer.Exit(error.exit_code)
 
 
@@ -154,5 +155,5 @@ def main() -> None:
         stdout_gone()
         sys.exit(1)
     except SandboxReplayError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -1,7 +1,9 @@
 """Logging setup: structlog, readable on a terminal, JSON when not a TTY or when asked.
 
 Modules log with ``structlog.get_logger(__name__)`` and snake_case event names with fields.
-Logs go to stderr so that stdout stays for command output (tables, ``--json``).
+Logs go to stderr so that stdout stays for command output (tables, ``--json``). Field values
+quote hostile input (error messages, host names, stderr of sandboxes): JSON logs escape them
+(``ensure_ascii``), console logs print them `runner.cli.terminal.inert` (issue 10 item 10).
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ def _safe_text(
     return {key: _encodable(value) for key, value in event_dict.items()}
 
 
+def _inert_text(
+    _logger: object, _method: str, event_dict: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """Console logs: every string value (and the event name) without terminal controls."""
+    from runner.cli.terminal import inert
+
+    return {
+        key: inert(value) if isinstance(value, str) else value for key, value in event_dict.items()
+    }
+
+
 def _stderr_logger(*_args: object) -> structlog.PrintLogger:
     return structlog.PrintLogger(file=sys.stderr)
 
@@ -58,6 +71,7 @@ def configure_logging(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             _safe_text,
+            *([] if use_json else [_inert_text]),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

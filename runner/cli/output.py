@@ -7,15 +7,22 @@ in two); such output is read by tools and people alike, so it gets a wide consol
 
 A reader that goes away (``| head -1``) silences the console: rich's default would exit 1
 (`rich.console.Console.on_broken_pipe`), replacing the job's exit code.
+
+Every string such a console renders (printed text, table cells, titles, markup included) is made
+`runner.cli.terminal.inert` first, and emoji codes (``:warning:``) are not expanded: a field
+quoted from a sandbox or a trace can neither drive the terminal nor turn into a picture. Fields
+must still be markup-escaped where markup is parsed (`runner.cli.terminal.markup`), so that
+``[bold]`` in data prints as it is.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
 __all__ = ["PIPED_WIDTH", "table_console"]
 
@@ -31,16 +38,21 @@ def table_console(*, stderr: bool = False, file: TextIO | None = None) -> Consol
     """
     from rich.console import Console
 
-    class _QuietOnBrokenPipe(Console):
+    from runner.cli.terminal import inert
+
+    class _InertConsole(Console):
         def on_broken_pipe(self) -> None:
             from runner.cli.app import stdout_gone
 
             stdout_gone()
             self.quiet = True  # the rest of the output goes nowhere; the exit code stands
 
+        def render_str(self, text: str, **kwargs: Any) -> Text:
+            return super().render_str(inert(text), **kwargs)
+
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return _QuietOnBrokenPipe(file=file, stderr=stderr, width=None if tty else PIPED_WIDTH)
+    return _InertConsole(file=file, stderr=stderr, width=None if tty else PIPED_WIDTH, emoji=False)

@@ -7,8 +7,10 @@ pairs not run, of runs stopped by a ceiling and of tasks left ungraded. Identica
 shown once, with the pairs or tasks they concern (`group_by_reason`), never repeated line after
 line.
 
-Every text that comes from a file (variant names, task ids, reasons, tool arguments) is
-escaped: it is data, never rich markup. Id columns never wrap.
+Every text that comes from a file (variant names, task ids, reasons, tool arguments, statuses)
+is escaped: it is data, never rich markup. The console (`runner.cli.output.table_console`) makes
+every string inert (no terminal controls, bidi or zero-width characters: issue 10 item 10). Id
+columns never wrap.
 """
 
 from __future__ import annotations
@@ -94,8 +96,8 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
     from runner.submit.plan import _num, describe_limits
 
     console.print(
-        f"[bold]job {escape(str(report['job_id']))}[/bold]: {report['status']}"
-        f" (exit {report['exit_code']}) — {escape(str(report['plan']['formula']))}"
+        f"[bold]job {escape(str(report['job_id']))}[/bold]: {escape(str(report['status']))}"
+        f" (exit {escape(str(report['exit_code']))}) — {escape(str(report['plan']['formula']))}"
     )
     for purpose, dims in report["ceilings"].items():
         text = ", ".join(f"{d} {_num(v['value'])} ({v['source']})" for d, v in dims.items())
@@ -111,7 +113,7 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
     for purpose, totals in report["spend"].items():
         charged = totals["charged"]
         spend.add_row(
-            purpose,
+            escape(str(purpose)),
             str(charged["runs"]),
             str(totals["model_calls"]),
             str(charged["tokens_in"]),
@@ -122,7 +124,9 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
     console.print(spend)
     for line in estimated_lines(report["spend"]):
         console.print(f"[yellow]{escape(line)}[/yellow]")
-    console.print("runs: " + ", ".join(f"{n} {s}" for s, n in report["runs_by_status"].items()))
+    console.print(
+        escape("runs: " + ", ".join(f"{n} {s}" for s, n in report["runs_by_status"].items()))
+    )
     grading = report.get("grading")
     if grading:
         _render_grading(grading, console)
@@ -153,7 +157,7 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
             f"{rating['ordinal']:.2f}",
             "-" if mean_rank is None else f"{mean_rank:.2f}",
             f"{wins}/{ties}/{losses}",
-            ", ".join(f"{n} {s}" for s, n in entry["episodes_by_status"].items()),
+            escape(", ".join(f"{n} {s}" for s, n in entry["episodes_by_status"].items())),
         )
     console.print(table)
     for verdict in grading.get("verdicts") or []:

@@ -1,13 +1,23 @@
-r"""Text from sandboxes and traces made safe to print on a terminal.
+r"""Text from sandboxes and traces made safe to print on a terminal: the one inert-text rule.
 
-What a command prints often quotes hostile input: a tool's error message, a host name that tool
-code tried to resolve, its stderr, a recorded trace's arguments. Printed raw, an escape sequence
-in it can retitle, clear or rewrite the user's terminal, and a lone surrogate (a string decoded
-with ``surrogateescape``) makes the write itself fail with a traceback.
+What a command prints often quotes hostile input: a tool's output or error message, a model id,
+a host name that tool code tried to resolve, its stderr, a recorded trace's arguments, an
+imported file's tool names. Printed raw, an escape sequence in it can clear, recolour, retitle
+(OSC) or rewrite the user's terminal; a C1 control (``\x9b`` is CSI on many terminals) does the
+same without an ESC; a bidi override or isolate (U+202A-U+202E, U+2066-U+2069) or a zero-width
+character makes text read differently from what it is; a lone surrogate (a string decoded with
+``surrogateescape``) makes the write itself fail with a traceback.
 
-Invariant: `inert` returns text with no C0 control character other than newline and tab, no
-DEL, no C1 control and no lone surrogate; each such character is shown as ``\xNN`` (or
-``\uNNNN``), so nothing is hidden either.
+`inert` is the one function every printed field goes through (issue 10 item 10): plain lines
+via `echo`, tables via `runner.cli.output.table_console` (whose consoles apply it to every
+string they render, markup included), logs via `runner.cli.log`, JSON via ``ensure_ascii``.
+
+Invariant: `inert` returns text with no C0 control other than newline and tab, no DEL, no C1
+control, no Unicode format character (category Cf: bidi controls, zero-width characters, the
+BOM, soft hyphen, tag characters, ...), no line or paragraph separator (Zl, Zp) and no lone
+surrogate; each such character is shown as ``\xNN`` (below U+0100) or ``\uNNNN``/``\UNNNNNNNN``,
+so nothing is hidden either. It does not touch ``[``: markup is escaped where markup is parsed
+(`markup`), never by changing the text.
 """
 
 from __future__ import annotations
@@ -16,25 +26,52 @@ import re
 
 import typer
 
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# Cc except \t \n; Cf (Unicode 15); Zl, Zp; Cs. tests/unit/cli/test_inert_text.py checks this
+# class against unicodedata for every code point, so an omission cannot go unnoticed.
+_UNSAFE = re.compile(
+    "["
+    "\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 (but \t \n), DEL, C1
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\ud800-\udfff"  # lone surrogates
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+    "]"
+)
 
 
 def _escaped(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-def inert(text: str) -> str:
-    r"""``text`` with every control character and lone surrogate shown as ``\xNN``/``\uNNNN``.
+def inert(text: object) -> str:
+    r"""``text`` (made a string) with every unsafe character shown as an escape.
 
-    Newlines and tabs are kept; everything else prints as itself.
+    Args:
+        text: anything; non-strings are printed as ``str(text)``.
+
+    Returns:
+        The text with C0 controls (but newline and tab), DEL, C1 controls, format characters
+        (bidi, zero-width), line/paragraph separators and lone surrogates written as
+        ``\xNN``/``\uNNNN``/``\UNNNNNNNN``; everything else as it is.
     """
-    return _UNSAFE.sub(_escaped, text)
+    value = text if isinstance(text, str) else str(text)
+    return _UNSAFE.sub(_escaped, value)
 
 
-def echo(text: str, *, err: bool = False) -> None:
-    """`typer.echo` of `inert` ``text``."""
+def markup(text: object) -> str:
+    """`inert` text escaped for rich markup: data shown as it is, never as styles or links."""
+    from rich.markup import escape
+
+    return escape(inert(text))
+
+
+def echo(text: object, *, err: bool = False) -> None:
+    """`typer.echo` of `inert` ``text`` (stdout, or stderr with ``err``)."""
     typer.echo(inert(text), err=err)
 
 
-__all__ = ["echo", "inert"]
+__all__ = ["echo", "inert", "markup"]

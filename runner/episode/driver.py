@@ -3,10 +3,12 @@
 Sequence: `prepare_run` writes ``<state>/runs/<run_id>/{manifest.json,run.json}`` and builds the
 `SandboxSpec` (the sandbox side of runner (`runner_mounts`), the run folder and the command's
 tool snapshot mounted read-only: no user folder is mounted live, `runner.episode.snapshot`;
-fixed env; limits from the policy overridden by settings). `run_episode` starts the sandbox,
-waits for ``hello`` (with a deadline), sends ``start``, answers ``model_request`` through the
-provider, collects the other messages, sends ``shutdown`` after ``episode``, reads the exit state
-before removal and writes the trace (`runner.trace.writer`).
+fixed env; limits from the policy overridden by settings; the hard lifetime cap `LifetimeCap`
+from the run timeout, and the same timeout as ``run.json`` ``deadline_s`` for the runtime's
+watchdog). `run_episode` starts the sandbox, waits for ``hello`` (with a deadline), sends
+``start``, answers ``model_request`` through the provider, collects the other messages, sends
+``shutdown`` after ``episode``, reads the exit state before removal and writes the trace
+(`runner.trace.writer`).
 
 Status rules (issue 4), first match wins:
 1. the backend failed (start, attach, engine) or the runtime reported its own ``error`` or a
@@ -19,7 +21,9 @@ Status rules (issue 4), first match wins:
    ``workflow``, error class ``limit_exceeded``; episode exit code 125);
 3. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
 4. the host killed the sandbox because its deadline passed, or the model provider ran into
-   the deadline → ``timeout``;
+   the deadline, or the sandbox ended itself at or past its deadline without an episode (the
+   runtime's watchdog, exit 124, or the lifetime cap, exit 137, the engine's run time at least
+   the timeout) → ``timeout``;
 5. stdout passed the total-output cap (the host killed the sandbox) → ``failed``, reason says;
    a stdout line that is not a protocol message (any decode failure of the strict decoder,
    `runner.trace.strictjson`: too deep, NaN, duplicate keys, not UTF-8, not JSON; or an unknown
@@ -46,6 +50,7 @@ from runner import resources
 from runner.backends.base import (
     Backend,
     ExitState,
+    LifetimeCap,
     Mount,
     Sandbox,
     SandboxSpec,
@@ -198,10 +203,22 @@ def prepare_run(
     id_factory: IdFactory,
     *,
     command: Sequence[str] = RUNTIME_COMMAND,
+    pool_lifetime_s: float = 0.0,
+    rate_limit_wait_s: float = 0.0,
 ) -> PreparedRun:
     """Create the run folder (manifest.json, run.json) and the sandbox spec.
 
     The tool code is mounted from ``request.snapshot`` (`tool_mounts`).
+
+    Args:
+        request: what to run.
+        settings: host settings (state folder, limit overrides).
+        id_factory: makes the run id.
+        command: the sandbox command.
+        pool_lifetime_s: how long the sandbox may wait for its run (0: no warm pool yet); a
+            term of its `LifetimeCap`.
+        rate_limit_wait_s: the longest rate-limit wait a run may have past its timeout (0:
+            none yet); a term of its `LifetimeCap`.
 
     Raises:
         InputError: the id factory produced an invalid run id, or a tool folder of the run is
@@ -216,6 +233,7 @@ def prepare_run(
     run_dir.chmod(0o755)
     manifest = request.registry.manifest(request.policy)
     mounted_tools, tool_paths = tool_mounts(request)
+    limits = resource_limits(request.policy, settings)
     start = request.clock_start
     if start is None:
         start = (
@@ -236,6 +254,7 @@ def prepare_run(
         "recorded_calls": [dict(c) for c in request.recorded_calls],
         "tool_paths": tool_paths,
         "modules": _modules(manifest),
+        "deadline_s": limits.timeout_s,
     }
     assert set(run_spec) == set(protocol.RUN_SPEC_KEYS)
     _write_json(run_dir / "manifest.json", manifest)
@@ -259,7 +278,7 @@ def prepare_run(
         command=tuple(command),
         mounts=tuple(mounts),
         env=env,
-        limits=resource_limits(request.policy, settings),
+        limits=limits,
         labels={
             "io.sandbox-replay.task": request.task.task_id[:63],
             **(
@@ -269,6 +288,9 @@ def prepare_run(
             ),
         },
         user=sandbox_user(),
+        cap=LifetimeCap(
+            limits.timeout_s, pool_lifetime_s=pool_lifetime_s, rate_limit_wait_s=rate_limit_wait_s
+        ),
     )
     trace_path = path_for_id(state_dir / "traces", run_id, suffix=".jsonl", kind="run id")
     return PreparedRun(run_id, run_dir, trace_path, spec, manifest, run_spec)

@@ -5,12 +5,16 @@
 the trace header and call lines as they come, and at the end (`EpisodeState.finish`) classifies
 the status (`runner.episode.status`; the rules are in `runner.episode.driver`)
 and writes the ``end`` line. Memory stays bounded: calls go straight to the trace file; outbound
-attempts and coverage reasons are capped (`MAX_OUTBOUND`, `MAX_COVERAGE`), with the number
-dropped recorded. Disk stays bounded too: past the policy's ``max_calls`` call lines, or at a
-call line that would make the trace longer than ``max_trace_mb``, the host accepts no further
-call (nor model request), kills the sandbox and the run ends ``limit_exceeded`` with
-``end.limit: {name, value}`` (issue 10: a sandbox forging a million call lines cost the host
-gigabytes).
+destinations and coverage reasons are capped (`runner.episode.outbound.MAX_OUTBOUND`,
+`MAX_COVERAGE`), with the number dropped recorded. Disk stays bounded too: past the policy's
+``max_calls`` call lines, or at a call line that would make the trace longer than
+``max_trace_mb``, the host accepts no further call (nor model request), kills the sandbox and
+the run ends ``limit_exceeded`` with ``end.limit: {name, value}`` (issue 10: a sandbox forging a
+million call lines cost the host gigabytes).
+
+The outbound log (`runner.episode.outbound.OutboundLog`) holds distinct destinations with
+the count of their attempts; attempts past its cap are ``outbound_dropped`` and make
+``coverage`` ``partial``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import structlog
 
 from runner.backends.base import ExitState
 from runner.episode.channel import Channel, ChannelEvent
+from runner.episode.outbound import MAX_OUTBOUND, OutboundLog
 from runner.episode.status import classify, failure_of
 from runner.errors import InputError
 from runner.ledger.pricing import estimate_usd
@@ -40,10 +45,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-MAX_OUTBOUND = 1000
 MAX_COVERAGE = 100
 _BODY_FIELDS = ("body", "body_encoding", "truncated", "original_length", "sha256")
-_ATTEMPT_KEYS = ("kind", "host", "address", "port", "resolved_from", "outcome", "pid", "event")
 
 
 @dataclass
@@ -72,8 +75,7 @@ class EpisodeState:
     calls_refused: int = 0
     last_call_index: int = -1
     steps: dict[str, str] = field(default_factory=dict)
-    outbound: list[dict[str, Any]] = field(default_factory=list)
-    outbound_dropped: int = 0
+    outbound: OutboundLog = field(default_factory=OutboundLog)
     coverage: list[dict[str, Any]] = field(default_factory=list)
     coverage_dropped: int = 0
     divergences: list[dict[str, Any]] = field(default_factory=list)
@@ -342,14 +344,7 @@ class EpisodeState:
                 self.unpriced_models.append(name)
 
     def _on_egress(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
-        attempt = message.get("attempt")
-        if not isinstance(attempt, dict):
-            return []
-        if len(self.outbound) >= MAX_OUTBOUND:
-            self.outbound_dropped += 1
-            return []
-        clean = {k: attempt.get(k) for k in _ATTEMPT_KEYS if k in attempt}
-        self.outbound.append(clean)
+        self.outbound.add(message)
         return []
 
     def _on_coverage(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
@@ -436,6 +431,7 @@ class EpisodeState:
                 "timeout_s": limits.timeout_s,
                 "max_calls": limits.max_calls,
                 "max_trace_mb": limits.max_trace_mb,
+                "hard_cap_s": self.prepared.spec.hard_cap.whole_s,
             },
         )
 
@@ -474,10 +470,15 @@ class EpisodeState:
             "error": episode.get("error") or self.runtime_error,
             "reason": reason,
             "not_run": not_run,
-            "outbound": self.outbound,
-            "outbound_dropped": self.outbound_dropped,
-            "coverage": "partial" if self.coverage or self.coverage_dropped else "full",
-            "coverage_detail": self.coverage,
+            "outbound": self.outbound.entries,
+            "outbound_dropped": self.outbound.dropped,
+            "coverage": "partial"
+            if self.coverage or self.coverage_dropped or self.outbound.partial
+            else "full",
+            "coverage_detail": [
+                *filter(None, [self.outbound.coverage_reason()]),
+                *self.coverage,
+            ],
             "divergences": self.divergences,
             "divergences_dropped": self.divergences_dropped,
             "meter": {
@@ -494,6 +495,7 @@ class EpisodeState:
                 "oom_killed": exit_state.oom_killed,
                 "killed_by_host": exit_state.killed_by_host,
                 "killed_for": self.killed_for,
+                "ran_s": None if exit_state.ran_s is None else round(exit_state.ran_s, 3),
                 "error": exit_state.error,
                 "teardown_error": self.teardown_error,
             },

@@ -17,6 +17,36 @@ if TYPE_CHECKING:
     from runner.episode.state import EpisodeState
 
 RUNTIME_STATUSES = ("succeeded", "failed", "denied")
+# How a sandbox that ended itself at its deadline exits: the runtime's watchdog
+# (runner/runtime/watchdog.py EXIT_DEADLINE) and the lifetime cap (``timeout -s KILL``).
+EXIT_WATCHDOG = 124
+EXIT_CAP = 137
+
+
+def _ended_itself_at_deadline(state: EpisodeState, exit_state: ExitState) -> str | None:
+    """Why the sandbox's own deadline ended it, or None when it did not.
+
+    True only for a sandbox that sent no episode, was not killed by the host, exited the way
+    the watchdog or the cap exit, and ran (engine clock; else the host's) at least the run's
+    timeout: a tool that exits 124 or is SIGKILLed early stays ``crashed``.
+    """
+    if state.episode is not None or exit_state.killed_by_host:
+        return None
+    if exit_state.exit_code not in (EXIT_WATCHDOG, EXIT_CAP):
+        return None
+    limits = state.prepared.spec.limits
+    ran_s = exit_state.ran_s if exit_state.ran_s is not None else state.sandbox_s
+    if ran_s < limits.timeout_s:
+        return None
+    if exit_state.exit_code == EXIT_WATCHDOG:
+        return (
+            f"the runtime's watchdog ended the run past its {limits.timeout_s:g} s deadline"
+            f" after {ran_s:.1f} s (the host did not kill it)"
+        )
+    return (
+        f"the sandbox's lifetime cap ({state.prepared.spec.hard_cap.whole_s} s) killed it"
+        f" after {ran_s:.1f} s (the host did not kill it)"
+    )
 
 
 def classify(state: EpisodeState, exit_state: ExitState | None) -> tuple[str, str | None]:
@@ -42,6 +72,9 @@ def classify(state: EpisodeState, exit_state: ExitState | None) -> tuple[str, st
         return "oom", "the sandbox hit its memory limit (State.OOMKilled)"
     if state.provider_timed_out or (state.killed_for == "timeout" and exit_state.killed_by_host):
         return "timeout", f"killed by the host after {state.prepared.spec.limits.timeout_s} s"
+    self_ended = _ended_itself_at_deadline(state, exit_state)
+    if self_ended is not None:
+        return "timeout", self_ended
     if state.killed_for == "output_limit":
         return "failed", "output passed the total-output cap; the host killed the sandbox"
     if state.invalid_message is not None:  # the sandbox's fault, not the infrastructure's

@@ -95,13 +95,15 @@ def ask_sandbox(
     )
     prepared = prepare_run(request, settings, timestamped_ids(prefix="manifest"))
     try:
-        run_spec = dict(prepared.run_spec, modules=list(modules))
+        limits = prepared.spec.limits
+        limits = replace(limits, timeout_s=min(limits.timeout_s, timeout_s))
+        run_spec = dict(prepared.run_spec, modules=list(modules), deadline_s=limits.timeout_s)
         (prepared.run_dir / "run.json").write_text(
             json.dumps(run_spec, ensure_ascii=True, indent=1) + "\n", encoding="ascii"
         )
-        limits = prepared.spec.limits
+        cap = prepared.spec.hard_cap
         spec = replace(
-            prepared.spec, limits=replace(limits, timeout_s=min(limits.timeout_s, timeout_s))
+            prepared.spec, limits=limits, cap=replace(cap, run_timeout_s=limits.timeout_s)
         )
         log.info("tool_manifest_starting", run_id=prepared.run_id, modules=len(modules))
         answer, problem = _drive(backend, spec, monotonic)

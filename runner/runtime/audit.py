@@ -26,6 +26,14 @@ Decisions, documented because a hook cannot see everything:
   counts as a Python child; anything else is reported with the command as ``program``.
 - The hook never raises (an exception in a hook would fail the audited operation) and ignores
   events raised while it runs.
+- Destinations, not attempts, are logged (issue 10 item 11: a flood of decoy lookups must not
+  push a real connect out of a capped log). A destination is (kind, host — or the address when
+  there is no host name —, port); its first attempt is logged with all its fields, later ones
+  only counted: an ``egress`` message carries ``count``, the attempts it stands for since the
+  last message of that destination (the host adds them up). Each process keeps at most
+  `MAX_DESTINATIONS` distinct destinations; attempts at further ones are counted and reported
+  as ``{"type": "egress", "dropped": n, "cap": MAX_DESTINATIONS}``, which makes the log's
+  coverage ``partial``. The host applies the same cap to the union of all processes.
 
 The model gateway (`runner.runtime.gateway`) is not egress: it is the runtime itself, on the
 sandbox's own loopback. Attempts at its address (``127.0.0.1`` or ``localhost`` and its port;
@@ -35,10 +43,13 @@ the loopback's other ports included, is.
 Sinks: in the runtime's own process records are queued in memory (`drain`) and sent over the
 channel; in any other process (Python children, and forks of the runtime) each record is
 appended as one JSON line with one ``os.write`` to the file named by `ENV_LOG` (``O_APPEND``),
-which the runtime forwards with `ChildLog`. Tool code can write to that file too: the child log
-is evidence, not a guarantee (the sandbox is the guarantee).
+which the runtime forwards with `ChildLog`: a new destination at once, the repeat counts when
+the next new destination is written, every `CHILD_FLUSH_REPEATS` repeats and at exit. Tool code
+can write to that file too: the child log is evidence, not a guarantee (the sandbox is the
+guarantee).
 """
 
+import atexit
 import os
 import sys
 import threading
@@ -55,6 +66,10 @@ SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MAX_FIELD_CHARS = 512
+# Distinct destinations kept per process (and by the host over all of them): issue 10 item 11.
+MAX_DESTINATIONS = 1000
+MAX_COVERAGE_KEYS = 1000  # distinct coverage reasons remembered (each is reported once)
+CHILD_FLUSH_REPEATS = 1024  # a child writes its repeat counts at least this often
 
 _state: Dict[str, Any] = {
     "installed": False,
@@ -67,6 +82,24 @@ _state: Dict[str, Any] = {
 _queue: List[Dict[str, Any]] = []
 _seen_coverage: Set[Tuple[Any, ...]] = set()
 _local = threading.local()
+# Destination -> attempts seen; destination -> [attempt, count] not yet reported; and the
+# attempts at destinations past the cap not yet reported. Guarded by _lock (hooks run in any
+# thread); a forked child starts afresh (_after_fork).
+_destinations: Dict[Tuple[Any, ...], int] = {}
+_pending: Dict[Tuple[Any, ...], List[Any]] = {}
+_dropped: List[int] = [0]
+_lock = threading.Lock()
+
+
+def _after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()  # it may have been held by another thread at fork time
+    _destinations.clear()
+    _pending.clear()
+    _dropped[0] = 0
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 # --- installation ----------------------------------------------------------------------------
@@ -100,6 +133,7 @@ def install_from_env() -> bool:
     if host and port.isdigit():
         set_gateway(host, int(port))
     install(path, in_memory=False)
+    atexit.register(_flush_child)
     return True
 
 
@@ -129,13 +163,30 @@ def child_environment(log_path: str) -> Dict[str, str]:
 
 
 def drain() -> List[Dict[str, Any]]:
-    """Messages (``egress``/``coverage`` dicts with a ``type``) queued in this process."""
+    """Messages (``egress``/``coverage`` dicts with a ``type``) queued in this process.
+
+    The queued ones first, then one ``egress`` per destination with attempts not yet reported
+    (``count``), then the attempts dropped past the cap, if any.
+    """
     out: List[Dict[str, Any]] = []
     while True:
         try:
             out.append(_queue.pop(0))
         except IndexError:
-            return out
+            break
+    out.extend(_take_pending())
+    return out
+
+
+def _take_pending() -> List[Dict[str, Any]]:
+    with _lock:
+        pending = list(_pending.values())
+        _pending.clear()
+        dropped, _dropped[0] = _dropped[0], 0
+    out = [{"type": "egress", "attempt": attempt, "count": count} for attempt, count in pending]
+    if dropped:
+        out.append({"type": "egress", "dropped": dropped, "cap": MAX_DESTINATIONS})
+    return out
 
 
 # --- the hook --------------------------------------------------------------------------------
@@ -163,17 +214,69 @@ def _emit(message: Dict[str, Any]) -> None:
     if _state["owner_pid"] == os.getpid():
         _queue.append(message)
         return
+    _write_lines([message])
+
+
+def _write_lines(messages: List[Dict[str, Any]]) -> None:
+    """Append ``messages`` to the child log, one JSON line each, in one ``os.write``."""
     path = _state["log_path"]
-    if not path:
+    if not path or not messages:
         return
     import json
 
-    line = (json.dumps(message, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+    data = "".join(
+        json.dumps(m, ensure_ascii=True, separators=(",", ":")) + "\n" for m in messages
+    ).encode()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
-        os.write(fd, line)
+        os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def _flush_child() -> None:
+    """Write this (child) process's unreported repeat counts and drops to the child log."""
+    try:
+        if _state["owner_pid"] != os.getpid():
+            _write_lines(_take_pending())
+    except Exception:  # noqa: S110 - at exit or inside a hook: never raise
+        pass
+
+
+def destination_key(attempt: Dict[str, Any]) -> Tuple[Any, Any, Any]:
+    """What makes two attempts the same destination: (kind, host or else address, port)."""
+    host = attempt.get("host")
+    return (
+        attempt.get("kind"),
+        host if host is not None else attempt.get("address"),
+        attempt.get("port"),
+    )
+
+
+def _log_attempt(attempt: Dict[str, Any]) -> None:
+    """Count ``attempt`` against its destination; a new destination is reported in full."""
+    key = destination_key(attempt)
+    child = _state["owner_pid"] != os.getpid()
+    with _lock:
+        seen = _destinations.get(key)
+        if seen is None and len(_destinations) >= MAX_DESTINATIONS:
+            _dropped[0] += 1
+            flush = child and _dropped[0] >= CHILD_FLUSH_REPEATS
+        elif seen is None:
+            _destinations[key] = 1
+            flush = child  # a child writes a new destination at once (with pending counts)
+            _pending[key] = [attempt, 1]
+        else:
+            _destinations[key] = seen + 1
+            entry = _pending.get(key)
+            if entry is None:
+                short = {k: attempt.get(k) for k in ("kind", "host", "address", "port", "pid")}
+                _pending[key] = [short, 1]
+            else:
+                entry[1] += 1
+            flush = child and (seen + 1) % CHILD_FLUSH_REPEATS == 0
+    if flush:
+        _write_lines(_take_pending())
 
 
 def _text(value: Any) -> Optional[str]:
@@ -228,7 +331,7 @@ def _attempt(
         "event": event,
     }
     attempt.update({k: v for k, v in extra.items() if v is not None})
-    _emit({"type": "egress", "attempt": attempt})
+    _log_attempt(attempt)
 
 
 def _on_lookup(event: str, args: Tuple[Any, ...]) -> None:
@@ -304,6 +407,8 @@ def _on_url(event: str, args: Tuple[Any, ...]) -> None:
 
 def _coverage(key: Tuple[Any, ...], **fields: Any) -> None:
     if key in _seen_coverage:
+        return
+    if len(_seen_coverage) >= MAX_COVERAGE_KEYS:  # coverage is partial already; stay bounded
         return
     _seen_coverage.add(key)
     message = {"type": "coverage", "partial": True, "pid": os.getpid()}

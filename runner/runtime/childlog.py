@@ -36,6 +36,13 @@ _EGRESS_KEYS = (
 _COVERAGE_KEYS = ("reason", "program", "argv", "library", "symbol", "pid")
 
 
+def _count(value: Any) -> int:
+    """A record's attempt count: a positive int, else 1 (a forged value counts once)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 53:
+        return value
+    return 1
+
+
 def _field(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
@@ -135,8 +142,11 @@ class ChildLog:
             return {
                 "type": "egress",
                 "attempt": {k: _field(attempt.get(k)) for k in _EGRESS_KEYS if k in attempt},
+                "count": _count(raw.get("count", 1)),
                 "child": True,
             }
+        if raw.get("type") == "egress" and "attempt" not in raw:  # attempts past the cap
+            return {"type": "egress", "dropped": _count(raw.get("dropped")), "child": True}
         if raw.get("type") == "coverage":
             message = {"type": "coverage", "partial": True, "child": True}
             message.update({k: _field(raw.get(k)) for k in _COVERAGE_KEYS if k in raw})

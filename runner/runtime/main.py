@@ -13,8 +13,10 @@ isolates the channel first, then calls `serve`. Sequence:
    process at once, at any time);
 3. read ``run.json`` and ``manifest.json`` from ``RUN_DIR`` (`ENV_RUN_DIR` overrides it, for
    tests outside a container); freeze the wall clock at the run's clock start (every
-   wall-clock read of this process and of its Python children is the run's); build the
-   registry from the manifest alone;
+   wall-clock read of this process and of its Python children is the run's); arm the
+   deadline watchdog with ``run.json``'s ``deadline_s`` (`runner.runtime.watchdog`: exit
+   124 a grace after the run's deadline, counted from this process's start, when the host
+   has not ended the run); build the registry from the manifest alone;
 4. with program steps, start the model gateway (`runner.runtime.gateway`) and point the
    SDKs at it; inside ``runner.sdk.replay_context(execute ids)`` run the episode; send
    ``episode``.
@@ -23,7 +25,8 @@ isolates the channel first, then calls `serve`. Sequence:
 
 Exit codes: 0 after ``episode`` (whatever its status) or on ``shutdown``/EOF; `EXIT_RUNTIME_ERROR`
 (70) after an ``error`` message when the runtime itself failed (a malformed run dir, a tool
-module that does not import, a bug): the host classifies that as ``crashed``.
+module that does not import, a bug): the host classifies that as ``crashed``; 124
+(`runner.runtime.watchdog.EXIT_DEADLINE`) when the watchdog ended a run past its deadline.
 
 Threads that tool code starts inherit the replay context (``threading.Thread.start`` is wrapped
 to run the thread in a copy of the starter's context), so the call-time guard holds in them too.
@@ -39,7 +42,7 @@ from typing import Any, Dict, Optional
 
 from runner import sdk
 from runner.errors import InputError
-from runner.runtime import audit, protocol, wallclock
+from runner.runtime import audit, protocol, wallclock, watchdog
 from runner.runtime.calls import Caller, Clock
 from runner.runtime.channel import Channel
 from runner.runtime.childlog import ChildLog
@@ -113,6 +116,10 @@ def load_run_spec(run_dir: str) -> Dict[str, Any]:
         raise InputError(
             "expected {start: epoch seconds, step_s: seconds}", file=path, field="clock"
         )
+    try:
+        watchdog.deadline_of(spec.get("deadline_s"))
+    except ValueError as exc:
+        raise InputError(str(exc), file=path, field="deadline_s") from exc
     return spec
 
 
@@ -164,6 +171,7 @@ class Runtime:
     def __init__(self, channel: Channel, run_dir: Optional[str] = None) -> None:
         self.channel = channel
         self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR) or protocol.RUN_DIR
+        self.started = time.monotonic()  # the run's deadline counts from here (watchdog)
         self.child_log: Optional[ChildLog] = None
         self._egress_lock = threading.Lock()  # pop + send atomically: records stay in order
 
@@ -242,6 +250,9 @@ class Runtime:
             spec = load_run_spec(self.run_dir)
             # frozen at the start before any tool module is imported (its import-time reads)
             wallclock.set_reading(float((spec.get("clock") or {}).get("start", 0.0)))
+            deadline_s = watchdog.deadline_of(spec.get("deadline_s"))
+            if deadline_s is not None:
+                watchdog.arm(deadline_s, self.started)
             if spec["mode"] == "manifest":
                 from runner.runtime.manifest import answer
 

@@ -12,7 +12,10 @@ Files mounted read-only into the sandbox (``RUN_DIR``):
                        ``workflow_source`` (file content), ``task`` (the task record),
                        ``clock`` (``{"start": epoch_s, "step_s": s}``), ``seed``,
                        ``recorded_calls`` (reproduce: the trace's call records), ``tool_paths``
-                       (folders inside the sandbox to put on ``sys.path``), ``modules``.
+                       (folders inside the sandbox to put on ``sys.path``), ``modules``,
+                       ``deadline_s`` (the run's timeout, seconds from the runtime's start:
+                       the runtime's watchdog ends the run a grace after it; issue 10 item 9;
+                       absent or null: no watchdog).
 
 Runtime -> host:
     hello          {protocol, python, pid, platform?, packages?}      first message, always
@@ -52,7 +55,12 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
     egress         ``attempt`` may also hold ``event`` (audit event name), ``transport``
                    (tcp|udp), ``family`` (unix), ``url``, ``method``; the message has
                    ``child: true`` when a child process logged it. ``outcome`` is always
-                   ``"attempted"`` (an audit hook runs before the operation).
+                   ``"attempted"`` (an audit hook runs before the operation). Issue 10
+                   item 11: ``count`` (default 1) is how many attempts at that destination
+                   (kind, host or else address, port) the message stands for; the first one
+                   of a destination carries its full attempt, later ones only the key fields.
+                   ``{"type": "egress", "dropped": n, "cap": c}`` (no ``attempt``): n
+                   attempts at destinations past the sandbox's cap of c distinct ones.
     coverage       ``{partial: true, reason, program?, argv?, library?, symbol?, pid?,
                    child?}``.
     episode        ``status`` is one of succeeded | failed | denied; ``failure`` is
@@ -106,6 +114,7 @@ RUN_SPEC_KEYS = (
     "recorded_calls",
     "tool_paths",
     "modules",
+    "deadline_s",
 )
 
 # Upper bound of one protocol line, bytes. The host reports a longer line as

@@ -224,7 +224,11 @@ class LimitHit(Record):
 
 
 class OutboundAttempt(BaseModel):
-    """One outbound-destination attempt (an open record: the audit hook may add keys)."""
+    """One outbound destination: its first attempt's fields and ``count``, the attempts at it.
+
+    An open record (the audit hook may add keys). Traces written before destinations were
+    merged (issue 10 item 11) have one record per attempt and no ``count``.
+    """
 
     model_config = ConfigDict(strict=True, frozen=True, extra="allow")
 
@@ -235,6 +239,7 @@ class OutboundAttempt(BaseModel):
     resolved_from: str | None = None
     outcome: str | None = None
     pid: int | None = None
+    count: int | None = Field(default=None, ge=1)
 
 
 class Meter(Record):

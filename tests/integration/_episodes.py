@@ -84,6 +84,7 @@ class Project:
         command: tuple[str, ...] = RUNTIME_COMMAND,
         policy: str = "shadow",
         hello_timeout_s: float = 30.0,
+        monotonic: Any = None,
         **limits: Any,
     ) -> Outcome:
         wf = load_workflow(workflow)
@@ -118,6 +119,7 @@ class Project:
             id_factory=sequential_ids(f"it{self.counter}"),
             command=command,
             hello_timeout_s=hello_timeout_s,
+            **({"monotonic": monotonic} if monotonic is not None else {}),
         )
         lines = [json.loads(x) for x in result.trace_path.read_text().splitlines()]
         return Outcome(result, lines)

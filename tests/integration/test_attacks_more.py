@@ -58,8 +58,10 @@ def test_forging_tool_really_reached_the_private_fd(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="open: a child process opens /proc/1/fd/1 and /proc/1/fd/0 (docker-init's stdio, "
-    "same uid 10001) and speaks the protocol: it stops the runtime, has the host answer a "
+    reason="open: a child process opens /proc/1/fd/1 and /proc/1/fd/0 (PID 1's stdio, same "
+    "uid; or, when PID 1 is the execute-only lifetime cap and not dumpable, the runtime's own "
+    "private copies under /proc/RUNTIME/fd) and speaks the protocol: it stops the runtime, has "
+    "the host answer a "
     "model request the workflow never made, reads the reply and forges the episode "
     "(runner/runtime/channel.py isolate_stdio only hides the fds of the runtime itself)",
 )

@@ -10,10 +10,24 @@ size-limited tmpfs ``/tmp`` with ``HOME`` and ``TMPDIR`` in it; a private IPC na
 ``/dev/shm`` is no larger than ``/tmp`` (``shm_size``: multiprocessing still works) and whose
 POSIX message queues take no memory (``msgqueue`` ulimit 0: ``/dev/mqueue`` creates nothing);
 ``cap_drop=ALL``; ``no-new-privileges``; pids, memory (swap equal to memory: none extra) and
-CPU limits; user 10001:10001; an init process; the ``none`` log driver (the output is captured
-over attach); no host environment (only the spec's ``env``; docker-py's proxy injection is
-off); bind mounts in the structured form with ``read_only`` (paths with spaces, colons,
-non-ASCII work).
+CPU limits; user 10001:10001; the ``none`` log driver (the output is captured over attach); no
+host environment (only the spec's ``env``; docker-py's proxy injection is off); bind mounts in
+the structured form with ``read_only`` (paths with spaces, colons, non-ASCII work).
+
+Containment when the host is gone (issue 10 item 9; DOCKER-NOTES.md "Lifecycle traps"):
+- The command runs under the sandbox's hard lifetime cap (`capped_command`): PID 1 is
+  coreutils ``timeout -s KILL N`` (the image's execute-only copy `CAP_PROGRAM` when present,
+  else ``timeout``), its only child the spec's command. The kernel lets no process of the
+  container stop, kill or (execute-only: not dumpable) ptrace a namespace's PID 1, so tool
+  code cannot freeze the cap the way it can a ``timeout`` that is the child of an init
+  (measured: one ``SIGSTOP`` did). ``timeout`` forwards SIGTERM to the command, which stands in
+  for docker's init process; what it does not do is reap orphaned grandchildren (they wait
+  as zombies, within the pids limit, until the container ends). When the cap fires the
+  command is SIGKILLed and the container exits 137 (``timeout -s KILL`` reports it so).
+- The container is created with ``StdinOnce`` (docker-py: ``stdin_open`` and not
+  ``detach``): when the attach connection closes, also because the host process died, the
+  engine closes the container's stdin and the runtime sees end-of-file and exits
+  (`runner.runtime.channel`). Without ``StdinOnce`` a half-close never reaches the process.
 
 Idempotency: ``create`` is not blindly retried. The container name derives from the run id
 and the backend's session id, so a repeated create meets a name conflict; a conflicting
@@ -42,6 +56,18 @@ from runner.errors import InfrastructureError, TransientInfrastructureError
 log = structlog.get_logger(__name__)
 
 SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
+# An execute-only (mode 0111) copy of coreutils timeout in the image (images/Dockerfile): a
+# process that runs a file it cannot read is not dumpable, so no same-uid process can ptrace
+# it. Images built before it existed fall back to ``timeout`` (the cap still holds against
+# signals, not against ptrace).
+CAP_PROGRAM = "/usr/local/sbin/sandbox-replay-cap"
+_CAP_SCRIPT = (
+    f'c={CAP_PROGRAM}; [ -x "$c" ] || c=timeout; '
+    'command -v "$c" >/dev/null 2>&1 || { echo "sandbox-replay: the sandbox image has no'
+    ' coreutils timeout, which enforces the sandbox lifetime cap" >&2; exit 125; }; '
+    # the shell's own variables (dash exports PWD) must not reach the command: env -u
+    'exec env -u PWD -u OLDPWD -u SHLVL -u _ "$c" -s KILL "$0" "$@"'
+)
 _CREATE_ATTEMPTS = 3
 _OUTPUT_IN_ERRORS = 4096
 
@@ -63,13 +89,24 @@ def host_config(api_version: str, spec: SandboxSpec) -> HostConfig:
         mem_limit=f"{limits.memory_mb}m",
         memswap_limit=f"{limits.memory_mb}m",
         nano_cpus=round(limits.cpus * 1e9),
-        init=True,
+        init=False,  # PID 1 is the lifetime cap (`capped_command`), not docker's init
         log_config=LogConfig(type="none"),
         mounts=[
             Mount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only)
             for m in spec.mounts
         ],
     )
+
+
+def capped_command(spec: SandboxSpec) -> list[str]:
+    """The container's argv: ``spec.command`` under its hard lifetime cap, PID 1 ``timeout``.
+
+    ``/bin/sh`` picks the cap program (`CAP_PROGRAM`, else ``timeout``) and ``exec``s it
+    through ``env -u`` (which drops the variables the shell itself set), so PID 1 is the cap
+    itself and the command its only child: ``timeout -s KILL N COMMAND...`` with ``N`` =
+    ``spec.hard_cap.whole_s``. An image without either exits 125 with a message.
+    """
+    return ["/bin/sh", "-c", _CAP_SCRIPT, str(spec.hard_cap.whole_s), *spec.command]
 
 
 def sandbox_environment(spec: SandboxSpec) -> dict[str, str]:
@@ -149,10 +186,12 @@ class DockerBackend(Backend):
         """Arguments of ``APIClient.create_container`` for ``spec`` (exact; unit-tested)."""
         return {
             "image": spec.image,
-            "command": list(spec.command),
+            "command": capped_command(spec),
             "name": L.container_name(spec.run_id, self.session_id),
             "user": spec.user,
-            "detach": True,
+            # not detached + stdin_open: docker-py sets StdinOnce (and the Attach* flags), so
+            # closing the attach connection (or the host dying) gives the command EOF
+            "detach": False,
             "stdin_open": True,
             "tty": False,
             "environment": sandbox_environment(spec),
@@ -353,4 +392,4 @@ class DockerBackend(Backend):
         return reap_dead(self.api, self.containers(), self.owner.host, ledger=ledger)
 
 
-__all__ = ["DockerBackend", "host_config", "sandbox_environment"]
+__all__ = ["CAP_PROGRAM", "DockerBackend", "capped_command", "host_config", "sandbox_environment"]

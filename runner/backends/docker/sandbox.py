@@ -19,9 +19,11 @@ from __future__ import annotations
 import contextlib
 import math
 import queue
+import re
 import socket
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import docker
@@ -42,6 +44,30 @@ _EOF = object()
 _RECV_BYTES = 64 * 1024
 _AFTER_KILL_WAIT_S = 30.0
 QUEUE_MAX_BYTES = 4 * 1024 * 1024  # payload bytes received and not yet consumed (plus a frame)
+
+
+_NANOS = re.compile(r"(\.\d{6})\d+")
+
+
+def engine_time(text: object) -> datetime | None:
+    """An engine timestamp (RFC 3339 with nanoseconds, ``Z``) as a datetime; None if unset.
+
+    The engine writes ``0001-01-01T00:00:00Z`` for a time that never happened.
+    """
+    if not isinstance(text, str) or not text or text.startswith("0001-"):
+        return None
+    try:
+        return datetime.fromisoformat(_NANOS.sub(r"\1", text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def ran_seconds(state: dict[str, Any]) -> float | None:
+    """Seconds from ``State.StartedAt`` to ``State.FinishedAt``; None when either is unset."""
+    started, finished = engine_time(state.get("StartedAt")), engine_time(state.get("FinishedAt"))
+    if started is None or finished is None or finished < started:
+        return None
+    return (finished - started).total_seconds()
 
 
 def _is_read_timeout(exc: BaseException) -> bool:
@@ -258,6 +284,7 @@ class DockerSandbox(Sandbox):
             oom_killed=bool(state.get("OOMKilled")),
             killed_by_host=self.killed_by_host,
             error=str(state.get("Error") or ""),
+            ran_s=ran_seconds(state),
         )
         log.debug(
             "container_exited",

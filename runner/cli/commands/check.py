@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
@@ -60,16 +61,16 @@ def check_command(
         report = check_eligibility(_expand(workflows), policy, settings=settings)
     except SandboxReplayError as exc:  # the policy itself is bad input
         if as_json:
-            typer.echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
+            echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
             raise typer.Exit(exc.exit_code) from None
         fail(exc)
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        echo(json.dumps(report.to_json(), indent=2, ensure_ascii=True))
     else:
         for line in report.lines():
-            typer.echo(line)
+            echo(line)
         for line in _summary(report):
-            typer.echo(line, err=True)
+            echo(line, err=True)
     raise typer.Exit(report.exit_code)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError
 
 if TYPE_CHECKING:
@@ -103,9 +104,9 @@ def doctor(
         fail(exc)
     ok = all(c.ok for c in results if c.required)
     if as_json:
-        typer.echo(json.dumps({"ok": ok, "checks": [c.as_dict() for c in results]}, indent=2))
+        echo(json.dumps({"ok": ok, "checks": [c.as_dict() for c in results]}, indent=2))
     else:
         for check in results:
-            typer.echo(_render(check))
-        typer.echo("doctor: all required checks passed" if ok else "doctor: required checks failed")
+            echo(_render(check))
+        echo("doctor: all required checks passed" if ok else "doctor: required checks failed")
     raise typer.Exit(EXIT_OK if ok else EXIT_INFRA)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, state
+from runner.cli.terminal import echo
 
 image_app = typer.Typer(help="Build and try the sandbox image.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
@@ -84,7 +85,7 @@ def build(
             base_image=settings.base_image,
             offline_base_image=settings.offline_base_image,
             offline=offline,
-            echo=typer.echo,
+            echo=echo,
             docker_host=settings.docker_host,
             packages=packages,
             probe=lambda ref: probe_target(backend, ref),
@@ -116,12 +117,12 @@ def smoke(
         backend.close()
     result["reaped"] = [r.name for r in reaped]
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        echo(json.dumps(result, indent=2))
     else:
         if reaped:
-            typer.echo(f"removed {len(reaped)} leftover sandbox(es) of dead owners")
-        typer.echo(result["output"])
-        typer.echo(
+            echo(f"removed {len(reaped)} leftover sandbox(es) of dead owners")
+        echo(result["output"])
+        echo(
             f"smoke run: container {result['container']} exited {result['exit_code']} "
             f"in {result['seconds']:.2f} s (created, attached, started, removed)"
         )

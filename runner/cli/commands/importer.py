@@ -42,26 +42,26 @@ _Json = Annotated[bool, typer.Option("--json", help="Print the import report as 
 
 def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        echo(json.dumps(report, indent=2, ensure_ascii=True))
         return
     calls = report["calls"]
-    typer.echo(
+    echo(
         f"imported {report['runs']} runs ({report['failed_runs']} failed by the source's "
         f"verdict) into {out}"
     )
-    typer.echo(
+    echo(
         f"calls: {calls['total']} ({calls['model']} model, {calls['user']} user, "
         f"{calls['tool']} tool; {report['tool_errors']} tool errors); fixed messages: "
         f"{report['fixed_messages']}"
     )
     tools = report["tools"]
-    typer.echo(
+    echo(
         f"tools: {tools['total']} ({', '.join(f'{k} {v}' for k, v in tools['by_effect'].items())})"
         + (f"; unsafe: {', '.join(tools['unsafe'])}" if tools["unsafe"] else "")
     )
     missing = report["missing"]
     if missing:
-        typer.echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
+        echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
     for note in report.get("notes") or []:
         echo(f"note: {note}")  # quotes the source (span ids, names): printed inert
 

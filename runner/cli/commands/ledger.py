@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import InputError, SandboxReplayError
 
 
@@ -45,11 +46,11 @@ def ledger_command(
         data = _read(path, job)
     except SandboxReplayError as exc:
         if as_json:
-            typer.echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
+            echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
             raise typer.Exit(exc.exit_code) from None
         fail(exc)
     if as_json:
-        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        echo(json.dumps(data, indent=2, ensure_ascii=True))
         return
     _render(data)
 

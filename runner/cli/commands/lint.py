@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app
+from runner.cli.terminal import echo
 
 if TYPE_CHECKING:
     from runner.tracetools.lint import TraceLint
@@ -42,7 +43,7 @@ def lint_command(
 
     results, code = lint_traces(traces)
     if as_json:
-        typer.echo(
+        echo(
             json.dumps(
                 {"exit_code": code, "traces": [r.to_json() for r in results]},
                 indent=2,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
@@ -60,5 +61,5 @@ def packet_command(
     finally:
         for each in made:
             each.close()
-    typer.echo(f"wrote {output} ({len(members)} files)")
-    typer.echo(f"re-run it with: sandbox-replay reproduce {output}")
+    echo(f"wrote {output} ({len(members)} files)")
+    echo(f"re-run it with: sandbox-replay reproduce {output}")

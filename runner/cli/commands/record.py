@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError
 
 
@@ -56,7 +57,7 @@ def record_command(
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:
-        typer.echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+        echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
     else:
         _render(result, sandboxed=False)
     raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

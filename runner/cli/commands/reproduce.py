@@ -18,7 +18,7 @@ from xml.etree import ElementTree
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.terminal import echo, inert
+from runner.cli.terminal import echo, markup
 from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
@@ -72,7 +72,9 @@ def _details(report: ReproduceReport) -> list[str]:
         lines.append(f"  outbound destinations: {len(report.outbound)}")
         for attempt in report.outbound[:20]:
             where = attempt.get("host") or attempt.get("address")
-            lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}")
+            count = attempt.get("count") or 1
+            times = f" ({count} attempts)" if count != 1 else ""
+            lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}{times}")
     if report.environment_diff and report.outcome == "not_reproduced":
         lines.append("  environment differences:")
         for item in report.environment_diff:
@@ -88,9 +90,9 @@ def _details(report: ReproduceReport) -> list[str]:
 
 
 def _table(reports: list[ReproduceReport]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from runner.cli.output import table_console
 
     table = Table(title="reproduce")
     for column in ("trace", "outcome", "exit", "first difference / reason"):
@@ -100,12 +102,12 @@ def _table(reports: list[ReproduceReport]) -> None:
         why = first["summary"] if first else report.reason
         # file names and reasons come from hostile inputs: never rich markup
         table.add_row(
-            escape(inert(report.input)),
-            report.outcome,
+            markup(report.input),
+            markup(report.outcome),
             str(report.exit_code),
-            escape(inert(why[:200])),
+            markup(why[:200]),
         )
-    Console(soft_wrap=False).print(table)
+    table_console().print(table)
 
 
 def print_reports(reports: list[ReproduceReport]) -> None:
@@ -231,7 +233,7 @@ def reproduce_command(
         typer.echo(f"HTML report: {written}", err=True)
     if as_json:
         payload: Any = [r.to_dict() for r in reports]
-        typer.echo(
+        echo(
             json.dumps(
                 payload[0] if len(payload) == 1 else payload,
                 indent=2,

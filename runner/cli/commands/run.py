@@ -150,7 +150,7 @@ def execute_run(
 def warn_skipped_lines(errors: list[SandboxReplayError]) -> None:
     """Print each rejected task line on stderr (file and line named); the others still run."""
     for error in errors:
-        typer.echo(f"warning: {error} (line skipped)", err=True)
+        echo(f"warning: {error} (line skipped)", err=True)
 
 
 def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
@@ -170,16 +170,24 @@ def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
             f" (signature {str(end.get('failure_signature'))[:16]})"
         )
     if end.get("output") is not None:
-        text = json.dumps(end["output"], ensure_ascii=False)
+        text = json.dumps(end["output"], ensure_ascii=False)  # echo makes it inert
         echo(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
     if end.get("not_run"):
         echo(f"  not run: {', '.join(end['not_run'])}")
     outbound = end.get("outbound") or []
-    echo(f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')})")
+    dropped = end.get("outbound_dropped") or 0
+    echo(
+        f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')}"
+        + (f"; {dropped} attempts past the log's cap not logged" if dropped else "")
+        + ")"
+    )
     for attempt in outbound[:20]:
+        count = attempt.get("count") or 1
         echo(
             f"    {attempt.get('kind')} {attempt.get('host') or attempt.get('address')}"
-            f":{attempt.get('port')} ({attempt.get('outcome')})"
+            f":{attempt.get('port')} ({attempt.get('outcome')}"
+            + (f", {count} attempts" if count != 1 else "")
+            + ")"
         )
     for detail in (end.get("coverage_detail") or [])[:5]:
         what = detail.get("program") or detail.get("library") or ""
@@ -231,7 +239,7 @@ def run_command(
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:
-        typer.echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+        echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
     else:
         _render(result)
     raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state, stdout_gone
+from runner.cli.terminal import echo
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
 
 if TYPE_CHECKING:
@@ -52,8 +53,9 @@ class _Progress:
     """Counts per status on a rich progress bar (stderr, TTY only)."""
 
     def __init__(self, total: int, finished: int = 0) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        from runner.cli.output import table_console
 
         self.enabled = sys.stderr.isatty()
         self.progress = Progress(
@@ -61,7 +63,7 @@ class _Progress:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.description}"),
-            console=Console(stderr=True),
+            console=table_console(stderr=True),
             transient=False,
         )
         self.task = self.progress.add_task("", total=total, completed=finished)
@@ -97,7 +99,7 @@ class _Progress:
 
 def _print_plan(lines: list[str], as_json: bool) -> None:
     for line in lines:
-        typer.echo(line, err=as_json)
+        echo(line, err=as_json)
 
 
 def _finished_before(settings: Settings, job_id: str) -> int:
@@ -153,7 +155,7 @@ def run_submit(
                 data = {**plan.to_json(), "dry_run": True}
                 if resume is None:
                     data["job_id"] = None
-                typer.echo(json.dumps({"plan": data}, indent=2, ensure_ascii=False))
+                echo(json.dumps({"plan": data}, indent=2, ensure_ascii=True))
             return 0
     except BrokenPipeError:
         stdout_gone()  # the reader left; the job still runs and its exit code stands
@@ -177,7 +179,7 @@ def run_submit(
             )
     except KeyboardInterrupt:  # before the job's own handler was installed (or after it)
         if (job_dir(settings, plan.job_id) / "job.json").exists():
-            typer.echo(hint, err=True)
+            echo(hint, err=True)
         return EXIT_INTERRUPTED
     assert result.report is not None
     code = result.exit_code
@@ -191,7 +193,7 @@ def run_submit(
     except KeyboardInterrupt:  # Ctrl-C while the report printed: the hint still follows
         code = EXIT_INTERRUPTED
     if code == EXIT_INTERRUPTED:
-        typer.echo(hint, err=True)
+        echo(hint, err=True)
     return code
 
 
@@ -218,7 +220,7 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     """The report on stdout; a reader that went away (``| head``) is not an error."""
     try:
         if as_json:
-            typer.echo(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+            echo(json.dumps(report, indent=2, ensure_ascii=True, default=str))
         else:
             from runner.cli.output import table_console
             from runner.cli.report_render import render_report
@@ -341,7 +343,7 @@ def submit_command(
         )
     except SandboxReplayError as exc:
         if as_json:
-            typer.echo(
+            echo(
                 json.dumps(
                     {
                         "exit_code": exc.exit_code,

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail
+from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 tasks_app = typer.Typer(help="Make task files from recorded runs.", no_args_is_help=True)
@@ -58,9 +59,9 @@ def extract_command(
         fail(exc)
     for task in done.tasks:
         expected = "with expected outcome" if "expected" in task else "no expected outcome"
-        typer.echo(f"{task['task_id']}: {len(task['observations'])} observations, {expected}")
+        echo(f"{task['task_id']}: {len(task['observations'])} observations, {expected}")
     for reason, skipped in done.skipped.items():
-        typer.echo(f"skipped {len(skipped)} trace(s) {reason}; --all to include them")
+        echo(f"skipped {len(skipped)} trace(s) {reason}; --all to include them")
     for path, task_id, kept in done.duplicates:
-        typer.echo(f"skipped {path}: task {task_id} already taken from {kept} (first one kept)")
-    typer.echo(f"wrote {len(done.tasks)} tasks to {output}")
+        echo(f"skipped {path}: task {task_id} already taken from {kept} (first one kept)")
+    echo(f"wrote {len(done.tasks)} tasks to {output}")

@@ -24,6 +24,7 @@ import urllib3.exceptions
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import STDERR, STDOUT, Mount, ResourceLimits, SandboxSpec
+from runner.backends.docker.backend import _CAP_SCRIPT as CAP_SCRIPT
 from runner.backends.docker.backend import DockerBackend
 from runner.backends.docker.frames import FrameDecoder, FrameError, encode_frame
 from runner.errors import InfrastructureError, TransientInfrastructureError
@@ -176,7 +177,7 @@ def test_create_flags_are_exactly_the_hardened_set() -> None:
         "Memory": 256 * 1024 * 1024,
         "MemorySwap": 256 * 1024 * 1024,
         "NanoCpus": 1_500_000_000,
-        "Init": True,
+        "Init": False,  # PID 1 is the lifetime cap (coreutils timeout), see the command
         "LogConfig": {"Type": "none", "Config": {}},
         "Mounts": [
             {
@@ -189,10 +190,19 @@ def test_create_flags_are_exactly_the_hardened_set() -> None:
     }
     assert kwargs == {
         "image": "sandbox-replay:latest",
-        "command": ["python3", "-u", "-m", "runner.runtime"],
+        "command": [
+            "/bin/sh",
+            "-c",
+            CAP_SCRIPT,
+            "310",  # the default timeout 300 s + the 10 s grace
+            "python3",
+            "-u",
+            "-m",
+            "runner.runtime",
+        ],
         "name": "sandbox-replay-run-1-sess1",
         "user": "10001:10001",
-        "detach": True,
+        "detach": False,  # with stdin_open: StdinOnce, so a closed attach is EOF inside
         "stdin_open": True,
         "tty": False,
         "environment": {"HOME": "/tmp", "TMPDIR": "/tmp", "TZ": "UTC", "PYTHONHASHSEED": "0"},

@@ -119,6 +119,9 @@ def test_a_workflow_without_network_logs_nothing(tmp_path: Path) -> None:
 def captured(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     monkeypatch.setitem(audit._state, "owner_pid", os.getpid())
     monkeypatch.setattr(audit, "_seen_coverage", set())
+    monkeypatch.setattr(audit, "_destinations", {})
+    monkeypatch.setattr(audit, "_pending", {})
+    monkeypatch.setattr(audit, "_dropped", [0])
     audit.drain()
     out: list[dict[str, Any]] = []
     yield out
@@ -200,6 +203,7 @@ def test_the_child_log_forwards_only_complete_valid_lines(tmp_path: Path) -> Non
             "type": "egress",
             "child": True,
             "attempt": {"kind": "connect", "address": "127.0.0.1", "port": 9, "pid": 7},
+            "count": 1,
         }
     ]
     assert log.malformed == 3
@@ -224,9 +228,9 @@ def test_the_child_log_is_capped_visibly(tmp_path: Path, monkeypatch: pytest.Mon
 def test_concurrent_children_append_whole_lines(tmp_path: Path) -> None:
     log = ChildLog(str(tmp_path))
     env = dict(os.environ, **audit.child_environment(log.path))
-    code = (
+    code = (  # 100 distinct loopback destinations each: every first attempt is one line
         "import socket\nfor i in range(100):\n    s = socket.socket(socket.AF_INET, "
-        "socket.SOCK_DGRAM)\n    s.sendto(b'x', ('127.0.0.1', 9))\n    s.close()\n"
+        "socket.SOCK_DGRAM)\n    s.sendto(b'x', ('127.0.0.1', 40000 + i))\n    s.close()\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(4)]
     assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
@@ -309,3 +313,64 @@ def test_outside_a_run_sitecustomize_installs_nothing(tmp_path: Path) -> None:
         text=True,
     )
     assert out.stdout.strip() == "False"
+
+
+# --- destinations, counts and the cap (issue 10 item 11) ------------------------------------
+
+
+def test_repeats_are_counted_and_a_later_connect_survives_a_decoy_flood(
+    captured: list[dict[str, Any]],
+) -> None:
+    for i in range(1500):
+        audit._on_lookup("socket.getaddrinfo", (f"decoy-{i % 3}.invalid", 443, 0, 1, 0))
+    audit._on_address("socket.connect", (None, ("192.0.2.1", 8443)))
+    found = audit.drain()
+    assert [m["count"] for m in found] == [500, 500, 500, 1]  # one message per destination
+    assert found[-1]["attempt"]["kind"] == "connect"
+    assert found[0]["attempt"]["event"] == "socket.getaddrinfo"  # the first attempt in full
+    audit._on_lookup("socket.getaddrinfo", ("decoy-0.invalid", 443, 0, 1, 0))
+    (again,) = audit.drain()  # a repeat after a drain: the destination and its new count
+    assert again["count"] == 1 and again["attempt"]["host"] == "decoy-0.invalid"
+
+
+def test_distinct_destinations_past_the_cap_are_counted_as_dropped(
+    captured: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit, "MAX_DESTINATIONS", 5)
+    for i in range(8):
+        audit._on_lookup("socket.getaddrinfo", (f"d{i}.invalid", 443, 0, 1, 0))
+    audit._on_lookup("socket.getaddrinfo", ("d0.invalid", 443, 0, 1, 0))  # known: counted
+    found = audit.drain()
+    assert len([m for m in found if "attempt" in m]) == 5
+    assert found[0]["count"] == 2
+    assert found[-1] == {"type": "egress", "dropped": 3, "cap": 5}
+    assert audit.drain() == []  # drops are reported once
+
+
+def test_unix_paths_are_distinct_destinations(captured: list[dict[str, Any]]) -> None:
+    audit._on_address("socket.connect", (None, "/run/a.sock"))
+    audit._on_address("socket.connect", (None, "/run/b.sock"))
+    assert [m["attempt"]["address"] for m in audit.drain()] == ["/run/a.sock", "/run/b.sock"]
+
+
+def test_a_child_writes_new_destinations_at_once_and_its_counts_at_exit(tmp_path: Path) -> None:
+    log = ChildLog(str(tmp_path))
+    env = dict(os.environ, **audit.child_environment(log.path))
+    code = (  # the audit events alone: no lookup is made on the host (nothing leaves it)
+        "import sys\n"
+        "for i in range(3000):\n"
+        "    sys.audit('socket.getaddrinfo', 'decoy-%d.invalid' % (i % 2), 443, 0, 1, 0)\n"
+        "sys.audit('socket.sendto', None, ('127.0.0.1', 9))\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode == 0
+    records = log.read_new()
+    assert log.malformed == 0 and len(records) < 20  # not 3001 lines
+    totals: dict[tuple[Any, ...], int] = {}
+    for record in records:
+        key = audit.destination_key(record["attempt"])
+        totals[key] = totals.get(key, 0) + record["count"]
+    assert totals == {
+        ("dns", "decoy-0.invalid", 443): 1500,
+        ("dns", "decoy-1.invalid", 443): 1500,
+        ("sendto", "127.0.0.1", 9): 1,
+    }

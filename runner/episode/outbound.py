@@ -1,0 +1,94 @@
+"""The host's outbound-destination log of one episode: distinct destinations with counts.
+
+The runtime and its Python children report ``egress`` messages (`runner.runtime.audit`): the
+first attempt at a destination with all its fields, later ones as a ``count``, and attempts
+past the sandbox's own cap as ``{"dropped": n}``. `OutboundLog` merges them by destination
+(`runner.runtime.audit.destination_key`: kind, host or else address, port) over all processes.
+
+Invariants (issue 10 item 11): at most `MAX_OUTBOUND` distinct destinations are kept, the same
+cap as each process of the sandbox has, so memory and the ``end`` line stay bounded; every
+attempt is either counted in an entry or in `OutboundLog.dropped`; any drop makes the log's
+coverage partial (`OutboundLog.partial`) with a reason naming the cap. A flood of decoy
+lookups of a few names cannot push a later connect out of the log: repeats only count.
+Everything in a message is hostile input: fields become JSON scalars, counts positive ints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.runtime.audit import MAX_DESTINATIONS, destination_key
+
+__all__ = ["MAX_COUNT", "MAX_OUTBOUND", "OutboundLog"]
+
+MAX_OUTBOUND = MAX_DESTINATIONS  # distinct destinations
+MAX_COUNT = 1 << 53  # a count at or beyond this is forged: counted once
+_ATTEMPT_KEYS = ("kind", "host", "address", "port", "resolved_from", "outcome", "pid", "event")
+
+
+def _count(value: Any) -> int:
+    """An attempt count from the sandbox: a positive int below `MAX_COUNT`, else 1."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < MAX_COUNT:
+        return value
+    return 1
+
+
+def _scalar(value: Any) -> Any:
+    """A field of an attempt as a JSON scalar (a list or object becomes bounded text)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)[:512]
+
+
+@dataclass
+class OutboundLog:
+    """Distinct outbound destinations of one episode, with their attempt counts.
+
+    Attributes:
+        entries: one dict per destination, in first-seen order: the attempt's fields
+            (``kind``, ``host``, ``address``, ``port``, ``resolved_from``, ``outcome``,
+            ``pid``, ``event``, as sent) and ``count``, the attempts at it.
+        dropped: attempts at destinations beyond the cap (here or in the sandbox).
+    """
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+    _index: dict[tuple[Any, ...], int] = field(default_factory=dict)
+
+    def add(self, message: dict[str, Any]) -> None:
+        """Take one ``egress`` message (``attempt`` + ``count``, or ``dropped``)."""
+        attempt = message.get("attempt")
+        if attempt is None and "dropped" in message:
+            self.dropped = min(MAX_COUNT, self.dropped + _count(message.get("dropped")))
+            return
+        if not isinstance(attempt, dict):
+            return
+        count = _count(message.get("count", 1))
+        clean = {k: _scalar(attempt.get(k)) for k in _ATTEMPT_KEYS if k in attempt}
+        key = destination_key(clean)
+        index = self._index.get(key)
+        if index is not None:
+            entry = self.entries[index]
+            entry["count"] = min(MAX_COUNT, entry["count"] + count)
+        elif len(self.entries) >= MAX_OUTBOUND:
+            self.dropped = min(MAX_COUNT, self.dropped + count)
+        else:
+            clean["count"] = count
+            self._index[key] = len(self.entries)
+            self.entries.append(clean)
+
+    @property
+    def partial(self) -> bool:
+        """True when some attempt is in no entry (the cap was reached)."""
+        return self.dropped > 0
+
+    def coverage_reason(self) -> dict[str, Any] | None:
+        """The ``coverage_detail`` entry saying what the cap dropped, or None."""
+        if not self.dropped:
+            return None
+        return {
+            "partial": True,
+            "reason": f"outbound log capped at {MAX_OUTBOUND} distinct destinations (kind, host,"
+            f" port): {self.dropped} attempts at further destinations not logged",
+        }

@@ -12,7 +12,8 @@ import pytest
 
 from runner.backends.base import Backend, Sandbox, SandboxSpec
 from runner.errors import IneligibleError, InputError
-from runner.orchestrator.eligibility import admit, check_eligibility
+from runner.orchestrator.admission import admit
+from runner.orchestrator.eligibility import check_eligibility
 from runner.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,6 +18,7 @@ from runner.cli import run as run_module
 from runner.cli.app import _register_commands, app
 from runner.errors import InfrastructureError
 from runner.orchestrator.episode import EpisodeResult
+from tests.fakes import without_description
 
 HELPDESK = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
 
@@ -167,6 +168,7 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
 
     monkeypatch.setattr("runner.backends.docker.DockerBackend.connect", lambda *a: _NoBackend())
     monkeypatch.setattr("runner.orchestrator.episode.run_episode", fake_episode)
+    without_description(monkeypatch)  # the stub backend runs no sandbox
     tasks = _tasks_with_a_bad_line(tmp_path)
     out = _invoke(
         str(HELPDESK / "v2.yaml"), "--tasks", str(tasks), "--task", "ticket-1000", tmp_path=tmp_path

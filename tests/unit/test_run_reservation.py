@@ -18,6 +18,7 @@ from runner.orchestrator.episode import KILL_DRAIN_S, SHUTDOWN_GRACE_S
 from runner.orchestrator.jobfile import CeilingFlags, SubmitOptions
 from runner.orchestrator.single_run import RUN_GRACE_S, metered_run
 from runner.settings import Settings
+from tests.fakes import without_description
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "submit"
 
@@ -49,6 +50,7 @@ def test_submit_reserves_the_effective_timeout_plus_grace_per_run(
         raise _Captured
 
     monkeypatch.setattr(submit_module, "Scheduler", scheduler)
+    without_description(monkeypatch)  # the stub backend runs no sandbox
     settings = Settings(state_dir=tmp_path / "state", timeout_s=9.0)
     options = SubmitOptions(
         variants=(FIX / "a.yaml",),

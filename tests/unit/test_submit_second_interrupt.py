@@ -25,6 +25,7 @@ from runner.orchestrator import report as report_module
 from runner.orchestrator import submit as submit_module
 from runner.orchestrator.jobfile import SubmitOptions
 from runner.settings import Settings
+from tests.fakes import without_description
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "submit"
 
@@ -58,6 +59,7 @@ def _stub_runs(monkeypatch: pytest.MonkeyPatch, during_report: Any) -> None:
         return "succeeded", None, Amount()
 
     monkeypatch.setattr(pairs_module.PairRunner, "run_pair", run_pair)
+    without_description(monkeypatch)  # the stub backend runs no sandbox
     real_build = report_module.build_report
 
     def build_report(*args: Any, **kwargs: Any) -> Any:

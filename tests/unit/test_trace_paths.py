@@ -306,13 +306,13 @@ def test_a_file_the_sandbox_reports_is_a_host_path_only_inside_its_tool_folder(
 ) -> None:
     """What the describing sandbox says is untrusted: the packet packs and reproduce reads
     the host files it names, so a name leading out of the tool folder is no host path."""
-    from runner.orchestrator.toolmanifest import _PathMap
+    from runner.orchestrator.toolmanifest_answer import PathMap
 
     root = tmp_path / "tools"
     root.mkdir()
     (root / "ok.py").write_text("")
     (root / "out.py").symlink_to(tmp_path / "secret.py")
-    paths = _PathMap(["/sandbox/tools/0"], [root], [tmp_path / "state" / "copy"])
+    paths = PathMap(["/sandbox/tools/0"], [root], [tmp_path / "state" / "copy"])
     assert paths.file("/sandbox/tools/0/ok.py") == str(root / "ok.py")
     assert paths.file("/sandbox/tools/0/out.py").startswith("sandbox:")
     assert paths.file("/sandbox/tools/0/../../../etc/passwd") == "sandbox:/etc/passwd"

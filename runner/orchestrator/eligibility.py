@@ -303,7 +303,9 @@ def recheck(report: EligibilityReport, describe: Describe) -> EligibilityReport:
         try:
             registry = describe(check.workflow).restrict(report.policy)
         except InputError as exc:
-            checks.append(WorkflowCheck(check.path, check.workflow, None, (_invalid(check.path, exc),)))
+            checks.append(
+                WorkflowCheck(check.path, check.workflow, None, (_invalid(check.path, exc),))
+            )
             continue
         checks.append(_walk(check.path, check.workflow, registry))
     return EligibilityReport(report.policy, tuple(checks))
@@ -352,9 +354,7 @@ def _walk(path: str, workflow: WorkflowFile, registry: Registry) -> WorkflowChec
                 registry.resolve(tool_id)
             except ToolNotResolvable as exc:
                 denial = registry.denial(tool_id)
-                decided = (
-                    denial.tool.unread is None if denial is not None else not registry.unread
-                )
+                decided = denial.tool.unread is None if denial is not None else not registry.unread
                 problem = _unresolved(path, workflow, label, step.id, loc, exc)
                 problems.append(dataclasses.replace(problem, decided=decided))
     return WorkflowCheck(path, workflow, registry, tuple(problems))

@@ -53,7 +53,7 @@ from runner.domain.ids import path_under
 from runner.domain.registry import Registry, ToolSpec
 from runner.domain.toolsource import load_manifest_tools, manifest_path
 from runner.errors import InputError
-from runner.orchestrator.toolmanifest_answer import PathMap, clean_text, module_tools
+from runner.orchestrator.toolmanifest_answer import PathMap, module_tools
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -259,8 +259,14 @@ def sandbox_registry(
         slot = None
         if cache:
             slot = description_slot(
-                workflow, modules, roots, backend=engine, state_dir=settings.state_dir,
-                image=image, policy=policy, snapshot=snapshot,
+                workflow,
+                modules,
+                roots,
+                backend=engine,
+                state_dir=settings.state_dir,
+                image=image,
+                policy=policy,
+                snapshot=snapshot,
             )
         kept = slot.get() if slot is not None else None
         described = kept or ask_sandbox(
@@ -282,5 +288,3 @@ def sandbox_registry(
             slot.put(described)  # checked, and without an import error
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     return Registry(ordered, located.roots())
-
-

@@ -61,6 +61,7 @@ class PathMap:
         ]
 
     def file(self, value: Any) -> str:
+        """The host file a sandbox path names, or ``sandbox:<path>`` for anything else."""
         if not isinstance(value, str) or not value:
             return "<unknown file>"
         path = os.path.normpath(value)
@@ -78,6 +79,7 @@ class PathMap:
         return f"sandbox:{clean_text(path)}"  # a file of the image, not of this host
 
     def text(self, value: Any) -> str:
+        """``value`` printed inert, sandbox tool paths replaced by their host folders."""
         shown = clean_text(value)
         for inside, root in self.pairs:
             shown = shown.replace(inside + "/", str(root) + os.sep)

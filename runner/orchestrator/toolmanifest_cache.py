@@ -164,7 +164,9 @@ class DescriptionCache:
         text = data.decode("utf-8")
         record = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
         if not isinstance(record, dict) or set(record) != _KEYS:
-            raise ValueError("not a description record (its keys are not " + ", ".join(sorted(_KEYS)) + ")")
+            raise ValueError(
+                "not a description record (its keys are not " + ", ".join(sorted(_KEYS)) + ")"
+            )
         if record["v"] != VERSION or record["key"] != key:
             raise ValueError("another version or key than its file name says")
         answer, paths, outbound = record["answer"], record["tool_paths"], record["outbound"]
@@ -262,7 +264,8 @@ def report_outbound(workflow: Any, outbound: list[dict[str, Any]], *, cached: bo
 
     shown = [
         clean_text(
-            f"{a.get('kind')} {a.get('host') or a.get('address')}:{a.get('port')} ({a.get('outcome')})"
+            f"{a.get('kind')} {a.get('host') or a.get('address')}:{a.get('port')}"
+            f" ({a.get('outcome')})"
         )
         for a in outbound[:20]
     ]

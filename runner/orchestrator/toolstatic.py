@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any
 from runner import sdk
 from runner.domain.registry import Registry, ToolSpec
 from runner.errors import InputError
-from runner.orchestrator.toolstatic_walk import BARE, ModuleWalk, StaticTool
+from runner.orchestrator.toolstatic_decl import BARE, StaticTool
+from runner.orchestrator.toolstatic_walk import ModuleWalk
 
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
@@ -90,11 +91,10 @@ class StaticModule:
     file: Path | None = None
 
 
-def _module_spec(
-    name: str, root: Path, where: dict[str, Any]
-) -> importlib.machinery.ModuleSpec | None:
+def _module_spec(name: str, root: Path, where: dict[str, Any]) -> importlib.machinery.ModuleSpec:
     """The spec of dotted ``name`` below ``root``, found by directory scans (no import)."""
     parts = name.split(".")
+    spec: importlib.machinery.ModuleSpec | None
     spec = importlib.machinery.PathFinder.find_spec(parts[0], [str(root)])
     for depth in range(1, len(parts)):
         if spec is None or not spec.submodule_search_locations:
@@ -183,8 +183,9 @@ def _declare(found: StaticTool, module: str, path: Path, where: dict[str, Any]) 
     definition: sdk.ToolDef | None = None
     try:
         holder = _holder(found, module, found.schema_read)
-        args = [holder if a is BARE else a for a in found.args]
-        wrapper = sdk.tool(*args, **found.kwargs)(holder)
+        args: list[Any] = [holder if a is BARE else a for a in found.args]
+        declare: Any = sdk.tool  # given what the source gave, literally: it checks the types
+        wrapper = declare(*args, **found.kwargs)(holder)
         definition = sdk.tool_def(wrapper)
     except (InputError, TypeError) as exc:
         # runner.sdk.ToolDefinitionError (an InputError), or a TypeError of tool(...) itself
@@ -201,7 +202,9 @@ def _declare(found: StaticTool, module: str, path: Path, where: dict[str, Any]) 
         # fail closed: what was not read cannot be vouched for
         effect=definition.effect if definition is not None and not unread else sdk.Effect.UNSAFE,
         declared_effect=(
-            definition.effect.value if definition is not None and definition.effect_declared else None
+            definition.effect.value
+            if definition is not None and definition.effect_declared
+            else None
         ),
         description=definition.description if definition is not None else "",
         schema=definition.schema if read_schema and definition is not None else {},
@@ -247,13 +250,18 @@ def _binds(tree: ast.Module, name: str) -> bool:
             continue  # their bodies bind local names
         if isinstance(node, ast.Lambda):
             continue
-        if isinstance(node, ast.alias) and (node.name == "*" or (node.asname or node.name.split(".")[0]) == name):
+        if isinstance(node, ast.alias) and (
+            node.name == "*" or (node.asname or node.name.split(".")[0]) == name
+        ):
             return True
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
             return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in ("globals", "vars", "exec", "setattr"):
-                return True  # it may bind anything
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("globals", "vars", "exec", "setattr")
+        ):
+            return True  # it may bind anything
         stack.extend(ast.iter_child_nodes(node))
     return False
 
@@ -284,7 +292,11 @@ def read_function(ref: str, search_paths: list[Path]) -> None:
     for depth in range(1, len(parts)):
         locations = spec.submodule_search_locations if spec is not None else None
         found = ".".join(parts[: depth + 1])
-        spec = importlib.machinery.PathFinder.find_spec(found, list(locations or [])) if locations else None
+        spec = (
+            importlib.machinery.PathFinder.find_spec(found, list(locations or []))
+            if locations
+            else None
+        )
     if spec is None and module_name in sys.modules:
         return  # e.g. os.path: an alias the host's own imports made
     if spec is None:

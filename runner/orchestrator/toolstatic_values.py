@@ -39,6 +39,7 @@ __all__ = [
     "NotLiteral",
     "Opaque",
     "ToolBinding",
+    "class_binding",
     "evaluate",
     "import_binding",
     "typeddict_class",
@@ -52,7 +53,7 @@ _MODULE_NAMES: dict[str, frozenset[str] | None] = {
 }
 
 
-class NotLiteral(Exception):  # noqa: N818 - a reading outcome, raised and caught in-module
+class NotLiteral(Exception):
     """An expression the static reading does not follow.
 
     Args:
@@ -113,7 +114,6 @@ class Namespace:
     module: str = ""
     fallback: Opaque | None = None  # after ``from elsewhere import *``: any unbound name
 
-
     def lookup(self, name: str, line: int) -> Any:
         """The host object ``name`` stands for at ``line``.
 
@@ -154,9 +154,9 @@ def import_binding(module: str, attribute: str | None, line: int) -> Binding:
 def _attribute(value: Any, name: str, line: int) -> Any:
     if isinstance(value, types.ModuleType) and value.__name__ in _MODULE_NAMES:
         allowed = _MODULE_NAMES[value.__name__]
-        if (allowed is None and not name.startswith("_")) or (allowed and name in allowed):
-            if hasattr(value, name):
-                return getattr(value, name)
+        public = allowed is None and not name.startswith("_")
+        if (public or (allowed and name in allowed)) and hasattr(value, name):
+            return getattr(value, name)
     if value is sdk.Effect and name in sdk.Effect.__members__:
         return sdk.Effect[name]
     raise NotLiteral(f"attribute .{name} of something not followed", line)
@@ -178,9 +178,10 @@ def _literal_argument(node: ast.expr, ns: Namespace, depth: int) -> Any:
         isinstance(node, ast.UnaryOp)
         and isinstance(node.op, ast.USub | ast.UAdd)
         and isinstance(node.operand, ast.Constant)
-        and type(node.operand.value) in (int, float, complex)
+        and isinstance(node.operand.value, int | float | complex)
     ):
-        return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+        number = node.operand.value
+        return -number if isinstance(node.op, ast.USub) else number
     return evaluate(node, ns, as_type=False, depth=depth + 1)
 
 
@@ -212,7 +213,10 @@ def _call(node: ast.Call, ns: Namespace, depth: int) -> Any:
             raise NotLiteral(f"Effect({value!r}) is not an effect class", node.lineno) from None
     if func is typing.TypedDict and len(node.args) == 2 and isinstance(node.args[1], ast.Dict):
         name = evaluate(node.args[0], ns, as_type=False, depth=depth + 1)
-        keys = [evaluate(k, ns, as_type=False, depth=depth + 1) if k else None for k in node.args[1].keys]
+        keys = [
+            evaluate(k, ns, as_type=False, depth=depth + 1) if k else None
+            for k in node.args[1].keys
+        ]
         if not isinstance(name, str) or not all(isinstance(k, str) for k in keys):
             raise NotLiteral("a TypedDict call without literal names", node.lineno)
         fields = {
@@ -250,7 +254,9 @@ def evaluate(
     elif isinstance(node, ast.Name):
         value = ns.lookup(node.id, where)
     elif isinstance(node, ast.Attribute):
-        value = _attribute(evaluate(node.value, ns, as_type=False, depth=depth + 1), node.attr, where)
+        value = _attribute(
+            evaluate(node.value, ns, as_type=False, depth=depth + 1), node.attr, where
+        )
     elif isinstance(node, ast.Subscript):
         value = _subscript(node, ns, depth)
     elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr) and as_type:
@@ -294,3 +300,33 @@ def is_typeddict(value: Any) -> bool:
     """True for ``typing.TypedDict`` itself or a TypedDict class rebuilt here."""
     return value is typing.TypedDict or typing.is_typeddict(value)
 
+
+def class_binding(node: ast.ClassDef, ns: Namespace) -> Known | Opaque:
+    """A rebuilt TypedDict class for a plain TypedDict statement, else `Opaque`."""
+    try:
+        bases = [evaluate(b, ns, as_type=False) for b in node.bases]
+        options = {k.arg: evaluate(k.value, ns, as_type=False) for k in node.keywords}
+    except NotLiteral as exc:
+        return Opaque(f"a class ({exc.what})", node.lineno)
+    if not bases or not all(is_typeddict(b) for b in bases) or node.decorator_list:
+        return Opaque("a class", node.lineno)
+    if set(options) - {"total"} or not isinstance(options.get("total", True), bool):
+        return Opaque("a TypedDict with options other than total=", node.lineno)
+    fields: dict[str, Any] = {}
+    for item in node.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and not item.value:
+            try:
+                fields[item.target.id] = evaluate(item.annotation, ns, as_type=True)
+            except NotLiteral as exc:
+                return Opaque(f"a TypedDict with field {item.target.id} ({exc.what})", item.lineno)
+        elif not (
+            isinstance(item, ast.Pass)
+            or (isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant))
+        ):
+            return Opaque("a TypedDict with a statement that is not a field", item.lineno)
+    parents = tuple(b for b in bases if isinstance(b, type))  # TypedDict itself is not
+    total = bool(options.get("total", True))
+    try:
+        return Known(typeddict_class(node.name, parents, fields, total, ns.module))
+    except Exception as exc:  # typing refused the class (the import would fail too)
+        return Opaque(f"a TypedDict typing refused ({type(exc).__name__})", node.lineno)

@@ -15,12 +15,11 @@ in any form not listed (inside a function, in a list, through ``*args``) is a ga
 from __future__ import annotations
 
 import ast
-import inspect
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 from runner import sdk
+from runner.orchestrator.toolstatic_decl import FunctionNode, StaticTool, declaration
 from runner.orchestrator.toolstatic_values import (
     FunctionBinding,
     Known,
@@ -28,60 +27,15 @@ from runner.orchestrator.toolstatic_values import (
     NotLiteral,
     Opaque,
     ToolBinding,
+    class_binding,
     evaluate,
     import_binding,
-    is_typeddict,
-    typeddict_class,
 )
 
-__all__ = ["BARE", "ModuleWalk", "StaticTool"]
+__all__ = ["ModuleWalk", "StaticTool"]
 
 BARE = object()  # the tool id of a bare ``@tool``: runner.sdk.tool gets the function itself
 _DYNAMIC = frozenset({"globals", "vars", "exec", "eval", "setattr", "delattr", "__import__"})
-_TOOL_ARGS = ("tool_id", "effect", "description")
-_NO_VALUE = object()
-FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-
-
-@dataclass
-class StaticTool:
-    """One tool as read: what `runner.sdk.tool` will be given, and what was not read.
-
-    Attributes:
-        key: its number in the walk.
-        args: the positional arguments of ``tool(...)`` as literals (`BARE` for a bare
-            ``@tool``; an effect not read is None, a description not read is empty).
-        kwargs: its keyword arguments, likewise (one not read is left out).
-        func_name: the function's ``__name__`` (``<lambda>`` for a lambda).
-        first_line: the function's first line (its first decorator's, as ``co_firstlineno``).
-        line: the line of the ``tool`` call, for messages.
-        parameters: the parameters read (annotations evaluated, literal defaults).
-        schema_read: False when an annotation or a default was not read.
-        doc: the function's docstring, raw.
-        unread: why the tool cannot be vouched for (empty: fully read).
-        conditional: it is defined under a condition.
-        names: module names bound to it, in order.
-        qualname: set by `ModuleWalk.collected`.
-    """
-
-    key: int
-    args: list[Any]
-    kwargs: dict[str, Any]
-    func_name: str
-    first_line: int
-    line: int
-    parameters: list[inspect.Parameter] = field(default_factory=list)
-    schema_read: bool = True
-    doc: str | None = None
-    unread: list[str] = field(default_factory=list)
-    conditional: bool = False
-    names: list[str] = field(default_factory=list)
-    qualname: str = ""
-
-    @property
-    def tool_id(self) -> Any:
-        """The id given (any literal: `runner.sdk.tool` checks it), or None."""
-        return self.args[0] if self.args else self.kwargs.get("tool_id")
 
 
 class ModuleWalk:
@@ -119,7 +73,7 @@ class ModuleWalk:
             self._function(node, cond)
         elif isinstance(node, ast.ClassDef):
             self._scan(node.bases + [k.value for k in node.keywords] + node.decorator_list)
-            self._bind(node.name, self._classdef(node), cond, node.lineno)
+            self._bind(node.name, class_binding(node, self.ns), cond, node.lineno)
         elif isinstance(node, ast.Assign):
             self._assign(node.targets, node.value, node.lineno, cond)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -135,7 +89,7 @@ class ModuleWalk:
         elif isinstance(node, ast.If):
             self._if(node, cond)
         elif isinstance(node, ast.Try | ast.TryStar):
-            inner = cond or f"in the try statement at line {node.lineno}"
+            inner = cond or f"in the try statement at {self.at(node.lineno)}"
             for block in (node.body, *[h.body for h in node.handlers], node.orelse, node.finalbody):
                 for child in block:
                     self.statement(child, inner)
@@ -143,15 +97,17 @@ class ModuleWalk:
             self._compound(node, cond)
         elif isinstance(node, ast.Match):
             self._scan([node.subject])
-            inner = cond or f"in the match statement at line {node.lineno}"
+            inner = cond or f"in the match statement at {self.at(node.lineno)}"
             for case in node.cases:
                 for child in case.body:
                     self.statement(child, inner)
         else:  # expressions, assert, raise, pass, global at module level, ...
-            self._scan([child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr)])
+            self._scan(
+                [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr)]
+            )
 
     def _compound(self, node: ast.stmt, cond: str | None) -> None:
-        inner = cond or f"in the {type(node).__name__.lower()} statement at line {node.lineno}"
+        inner = cond or f"in the {type(node).__name__.lower()} statement at {self.at(node.lineno)}"
         targets: list[ast.expr] = []
         if isinstance(node, ast.For | ast.AsyncFor):
             self._scan([node.iter])
@@ -172,7 +128,7 @@ class ModuleWalk:
             for child in node.body if known else node.orelse:
                 self.statement(child, cond)
             return
-        inner = cond or f"under the condition at line {node.lineno}"
+        inner = cond or f"under the condition at {self.at(node.lineno)}"
         for child in [*node.body, *node.orelse]:
             self.statement(child, inner)
 
@@ -201,7 +157,7 @@ class ModuleWalk:
         if isinstance(old, ToolBinding) and old != binding:
             tool = self.tools[old.key]
             if cond is not None:
-                tool.unread.append(f"its name {name} may be rebound {cond} ({self.at(line)})")
+                tool.unread.append(f"its name {name} may be rebound {cond}")
                 return
             tool.names = [n for n in tool.names if n != name]
         if binding is None:
@@ -224,14 +180,16 @@ class ModuleWalk:
                 self._targets(list(inner), unpacked, cond)
             elif isinstance(target, ast.Attribute | ast.Subscript):
                 self._scan([target])
-                root = target
+                root: ast.expr = target
                 while isinstance(root, ast.Attribute | ast.Subscript):
                     root = root.value
                 if isinstance(root, ast.Name):
                     found = self.ns.names.get(root.id)
                     if isinstance(found, ToolBinding):
                         where = self.at(target.lineno)
-                        self.tools[found.key].unread.append(f"changed after its definition at {where}")
+                        self.tools[found.key].unread.append(
+                            f"changed after its definition at {where}"
+                        )
 
     def _import(self, node: ast.Import | ast.ImportFrom, cond: str | None) -> None:
         if isinstance(node, ast.Import):
@@ -269,33 +227,6 @@ class ModuleWalk:
             self._bind(name, rebound, cond or f"by from {module} import *", line)
         self.ns.fallback = rebound
 
-    def _classdef(self, node: ast.ClassDef) -> Any:
-        """A rebuilt TypedDict class for a plain TypedDict statement, else `Opaque`."""
-        try:
-            bases = [evaluate(b, self.ns, as_type=False) for b in node.bases]
-            options = {k.arg: evaluate(k.value, self.ns, as_type=False) for k in node.keywords}
-        except NotLiteral as exc:
-            return Opaque(f"a class ({exc.what})", node.lineno)
-        if not bases or not all(is_typeddict(b) for b in bases) or node.decorator_list:
-            return Opaque("a class", node.lineno)
-        if set(options) - {"total"} or not isinstance(options.get("total", True), bool):
-            return Opaque("a TypedDict with options other than total=", node.lineno)
-        fields: dict[str, Any] = {}
-        for item in node.body:
-            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and not item.value:
-                try:
-                    fields[item.target.id] = evaluate(item.annotation, self.ns, as_type=True)
-                except NotLiteral as exc:
-                    return Opaque(f"a TypedDict with field {item.target.id} ({exc.what})", item.lineno)
-            elif not (isinstance(item, ast.Pass) or (isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant))):
-                return Opaque("a TypedDict with a statement that is not a field", item.lineno)
-        parents = tuple(b for b in bases if isinstance(b, type))  # TypedDict itself is not
-        total = bool(options.get("total", True))
-        try:
-            return Known(typeddict_class(node.name, parents, fields, total, self.ns.module))
-        except Exception as exc:  # typing refused the class (the import would fail too)
-            return Opaque(f"a TypedDict typing refused ({type(exc).__name__})", node.lineno)
-
     # --- functions and tools ----------------------------------------------------------------
 
     def _is_tool(self, node: ast.expr) -> bool:
@@ -330,7 +261,9 @@ class ModuleWalk:
             return
         tool = self._tool(marks[-1], node, first, cond)
         if tool is None:
-            self._bind(node.name, Opaque("a tool whose id is not literal", node.lineno), cond, node.lineno)
+            self._bind(
+                node.name, Opaque("a tool whose id is not literal", node.lineno), cond, node.lineno
+            )
             return
         if len(decorators) > 1:
             tool.unread.append(f"it has other decorators as well ({self.at(first)})")
@@ -340,102 +273,16 @@ class ModuleWalk:
         self, mark: ast.expr, node: FunctionNode, first_line: int, cond: str | None
     ) -> StaticTool | None:
         """The tool a ``tool`` decorator (or ``tool(...)`` call) makes of ``node``."""
-        line = mark.lineno
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        unread: list[str] = []
-        if not isinstance(mark, ast.Call):
-            args.append(BARE)  # a bare @tool: runner.sdk.tool is given the function
-        elif any(isinstance(a, ast.Starred) for a in mark.args) or any(
-            k.arg is None for k in mark.keywords
-        ):
-            self.gaps.append(f"runner.sdk.tool called with *args or **kwargs at {self.at(line)}")
-            return None
-        else:
-            given = [(i, None, a) for i, a in enumerate(mark.args)]
-            given += [(None, k.arg, k.value) for k in mark.keywords]
-            for position, keyword, expr in given:
-                role = keyword or (_TOOL_ARGS[position] if position is not None and position < 3 else "")
-                try:
-                    value = evaluate(expr, self.ns, as_type=False)
-                except NotLiteral as exc:
-                    what = f"({exc.what}) at {self.at(expr.lineno)}"
-                    if role == "tool_id":
-                        self.gaps.append(f"a tool id given by a non-literal expression {what}")
-                        return None
-                    if role == "effect":
-                        unread.append(f"effect given by a non-literal expression {what}")
-                    value = None if role == "effect" else ""  # a description is not vouched for
-                    if keyword is not None:
-                        continue
-                if keyword is None:
-                    args.append(value)
-                else:
-                    kwargs[keyword] = value
-        func_name = node.name if not isinstance(node, ast.Lambda) else "<lambda>"
-        doc = ast.get_docstring(node, clean=False) if not isinstance(node, ast.Lambda) else None
-        tool = StaticTool(len(self.tools), args, kwargs, func_name, first_line, line, doc=doc)
-        if cond is not None:
-            tool.conditional = True
-            tool.unread.append(f"it is defined {cond} ({self.at(line)})")
-        tool.unread.extend(unread)
-        tool.parameters = self._parameters(tool, node.args)
-        self.tools[tool.key] = tool
-        return tool
+        found = declaration(
+            self.ns, self.at, self.gaps, len(self.tools), mark, node, first_line, cond
+        )
+        if found is not None:
+            self.tools[found.key] = found
+        return found
 
-    def _parameters(self, tool: StaticTool, spec: ast.arguments) -> list[inspect.Parameter]:
-        """The parameters as `inspect.signature` gives them; what is not read is noted."""
-        P = inspect.Parameter  # noqa: N806
-        positional = [*spec.posonlyargs, *spec.args]
-        defaults: list[ast.expr | None] = [None] * (len(positional) - len(spec.defaults))
-        defaults += spec.defaults
-        rows: list[tuple[ast.arg, Any, ast.expr | None]] = [
-            (arg, P.POSITIONAL_ONLY if i < len(spec.posonlyargs) else P.POSITIONAL_OR_KEYWORD, d)
-            for i, (arg, d) in enumerate(zip(positional, defaults, strict=True))
-        ]
-        if spec.vararg is not None:
-            rows.append((spec.vararg, P.VAR_POSITIONAL, None))
-        rows += [(a, P.KEYWORD_ONLY, d) for a, d in zip(spec.kwonlyargs, spec.kw_defaults, strict=True)]
-        if spec.kwarg is not None:
-            rows.append((spec.kwarg, P.VAR_KEYWORD, None))
-        parameters = []
-        for arg, kind, default in rows:
-            annotation: Any = P.empty
-            if arg.annotation is not None:
-                try:
-                    annotation = evaluate(arg.annotation, self.ns, as_type=True)
-                except NotLiteral as exc:
-                    tool.schema_read = False
-                    tool.unread.append(
-                        f"parameter {arg.arg!r} has a type the reading does not follow "
-                        f"({exc.what}) at {self.at(arg.lineno)}"
-                    )
-                    continue
-            value: Any = P.empty if default is None else self._default(default)
-            if value is _NO_VALUE:
-                tool.schema_read = False
-                line = default.lineno if default is not None else arg.lineno
-                tool.unread.append(f"the default of parameter {arg.arg!r} is not a literal at {self.at(line)}")
-                continue
-            parameters.append(P(arg.arg, kind, default=value, annotation=annotation))
-        return parameters
-
-    def _default(self, node: ast.expr) -> Any:
-        """A default's value, or something that is certainly not None, or `_NO_VALUE`."""
-        if isinstance(node, ast.Name) and isinstance(
-            self.ns.names.get(node.id), FunctionBinding | ToolBinding
-        ):
-            return object()  # a function: certainly not None
-        try:
-            return evaluate(node, self.ns, as_type=False)
-        except NotLiteral:
-            pass
-        try:
-            return ast.literal_eval(node)
-        except Exception:  # noqa: BLE001 - not a literal, whatever literal_eval says
-            return _NO_VALUE
-
-    def _assign(self, targets: list[ast.expr], value: ast.expr, line: int, cond: str | None) -> None:
+    def _assign(
+        self, targets: list[ast.expr], value: ast.expr, line: int, cond: str | None
+    ) -> None:
         made = self._call_form(value, line, cond)
         binding: Any
         if isinstance(made, StaticTool):
@@ -449,7 +296,9 @@ class ModuleWalk:
             binding = self._value(value, line)
         self._targets(targets, binding, cond)
 
-    def _call_form(self, value: ast.expr, line: int, cond: str | None) -> StaticTool | Opaque | None:
+    def _call_form(
+        self, value: ast.expr, line: int, cond: str | None
+    ) -> StaticTool | Opaque | None:
         """``tool(...)(f)`` (f a function or lambda of the module); None for anything else."""
         if not (
             isinstance(value, ast.Call)
@@ -464,10 +313,14 @@ class ModuleWalk:
         if isinstance(target, ast.Lambda):
             return self._tool(value.func, target, target.lineno, cond) or Opaque("a tool", line)
         if isinstance(bound, FunctionBinding):
-            return self._tool(value.func, bound.node, bound.first_line, cond) or Opaque("a tool", line)
+            return self._tool(value.func, bound.node, bound.first_line, cond) or Opaque(
+                "a tool", line
+            )
         if isinstance(bound, Known):
             return Opaque("a tool of a function defined elsewhere", line)  # not collected
-        self.gaps.append(f"runner.sdk.tool(...) applied to something not followed at {self.at(line)}")
+        self.gaps.append(
+            f"runner.sdk.tool(...) applied to something not followed at {self.at(line)}"
+        )
         return Opaque("a tool(...) application not followed", line)
 
     def _value(self, value: ast.expr, line: int) -> Any:
@@ -476,7 +329,7 @@ class ModuleWalk:
         except NotLiteral as exc:
             try:
                 return Known(ast.literal_eval(value))
-            except Exception:  # noqa: BLE001 - not a literal
+            except Exception:
                 return Opaque(f"assigned something not followed ({exc.what})", line)
 
     # --- what later code may change ---------------------------------------------------------
@@ -499,16 +352,22 @@ class ModuleWalk:
                 elif self._dynamic_call(sub):
                     self.dynamic.append(f"{self._dynamic_call(sub)} at {self.at(line)}")
                 elif self._tool_reference(sub):
-                    self.gaps.append(f"runner.sdk.tool used in a form not followed at {self.at(line)}")
+                    self.gaps.append(
+                        f"runner.sdk.tool used in a form not followed at {self.at(line)}"
+                    )
 
     def _dynamic_call(self, node: ast.AST) -> str:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
             if name in _DYNAMIC and name not in self.ns.names:
                 return f"{name}()"
-        if isinstance(node, ast.Attribute) and node.attr == "modules":
-            if isinstance(node.value, ast.Name) and node.value.id in self._sys_names:
-                return "sys.modules"
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "modules"
+            and isinstance(node.value, ast.Name)
+            and node.value.id in self._sys_names
+        ):
+            return "sys.modules"
         return ""
 
     def _finish(self, tree: ast.Module) -> None:
@@ -550,6 +409,8 @@ class ModuleWalk:
         for tool in self.tools.values():
             if not tool.names:
                 continue  # rebound or deleted: no module name holds it any more
-            tool.qualname = tool.func_name if tool.func_name in tool.names else sorted(tool.names)[0]
+            tool.qualname = (
+                tool.func_name if tool.func_name in tool.names else sorted(tool.names)[0]
+            )
             found.append(tool)
         return sorted(found, key=lambda t: (t.first_line, t.qualname))

@@ -1,7 +1,7 @@
 """What the static reading and the sandbox's description of a workflow's tools must agree on.
 
 Used by tests/unit/test_toolstatic_agreement.py (the runtime's description as a local process)
-and tests/integration/test_toolstatic_agreement.py (inside Docker sandboxes).
+and tests/integration/test_toolstatic_agreement_docker.py (inside Docker sandboxes).
 """
 
 from __future__ import annotations

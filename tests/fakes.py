@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Reaped, Sandbox, SandboxSpec
 from runner.backends.timed_write import TimedWriter
@@ -177,3 +178,9 @@ def trusted_packet(
         settings=Settings(state_dir=state_dir),
         backend=UnsandboxedProcessBackend(),
     )
+
+
+def without_description(monkeypatch: Any) -> None:
+    """Skip the sandbox that describes the tool modules (``run``, ``submit``): for tests whose
+    backend is a stub that cannot run one; the registry read from source is used instead."""
+    monkeypatch.setattr("runner.episode.admission.sandbox_gate", lambda report, **kwargs: report)

@@ -1,8 +1,9 @@
 """The tool registry: every tool a workflow names, with effect class, schema and schema hash.
 
-A `Registry` is built from a workflow's ``tools`` entries (`Registry.for_workflow`): dotted
-Python modules, imported with the workflow's folder and the current directory on the import
-path (`runner.domain.toolsource`), and tool manifests without code (``.json``; their tools are
+A `Registry` is built from a workflow's ``tools`` entries: dotted Python modules (read from
+source by ``check``, described inside a sandbox by the commands that run sandboxes, imported on
+the host by ``record`` alone: `Registry.for_workflow`, `runner.domain.toolsource`), and tool
+manifests without code (``.json``; their tools are
 recorded-only). `Registry.restrict` returns the capability-filtered view of a policy: denied
 tools are *absent* from it (structural denial), every remaining tool carries its disposition
 (``execute`` or ``recorded``), and `Registry.resolve` of a denied or unknown id raises
@@ -91,6 +92,10 @@ class ToolSpec:
         origin: the workflow ``tools`` entry that brought the tool in.
         disposition: ``execute`` or ``recorded`` in a filtered view; None when unfiltered.
         rule: the policy rule that let the tool in (filtered views only).
+        unread: what a static reading of the source (``check``) could not read literally,
+            with its ``file:line``; the effect is then ``unsafe`` (fail closed). None when
+            the tool was fully read, imported, or described by a sandbox. A tool whose
+            parameters were not read has an empty ``schema`` and ``schema_hash``.
     """
 
     id: str
@@ -106,6 +111,7 @@ class ToolSpec:
     origin: str
     disposition: Disposition | None = None
     rule: str | None = None
+    unread: str | None = None
 
     @property
     def has_code(self) -> bool:
@@ -123,6 +129,8 @@ class ToolSpec:
 
     def effect_text(self) -> str:
         """The effect class for diagnostics, saying why when it defaulted to ``unsafe``."""
+        if self.unread is not None:
+            return f"{self.effect.value} (read without importing it: {self.unread})"
         if self.declared_effect is None:
             return f"{self.effect.value} (no effect class declared)"
         if self.declared_effect != self.effect.value:
@@ -173,6 +181,9 @@ class Registry:
         roots: host folders the tool modules were imported from (mounted into sandboxes).
         policy: the policy of a filtered view; None for an unfiltered registry.
         denied: tools the view's policies removed, by id.
+        unread: what a static reading could not follow that may define more tools (a
+            decorator that is not ``runner.sdk.tool``, an id that is not literal), each with
+            its place; named when an id does not resolve.
 
     Raises:
         InputError: two tools with one id (both definitions named).
@@ -185,6 +196,7 @@ class Registry:
         *,
         policy: CapabilityPolicy | None = None,
         denied: Mapping[str, Denial] | None = None,
+        unread: Iterable[str] = (),
     ) -> None:
         self._tools: dict[str, ToolSpec] = {}
         for tool in tools:
@@ -200,15 +212,18 @@ class Registry:
         self._roots = list(dict.fromkeys(roots))
         self.policy = policy
         self._denied: dict[str, Denial] = dict(denied or {})
+        self.unread: tuple[str, ...] = tuple(dict.fromkeys(unread))
 
     @classmethod
     def for_workflow(cls, workflow: WorkflowFile) -> Registry:
         """The unfiltered registry of a workflow's ``tools`` entries.
 
-        This imports the tool modules on the host: only for the user's own project (``check``,
-        ``submit``, ``run``, ``record``). Code from a packet or a trace is described inside a
-        sandbox instead (`runner.episode.toolmanifest.sandbox_registry`, used by
-        ``reproduce``).
+        This imports the tool modules on the host, so it is for ``record`` alone, the one
+        command that runs the tools live on the host by design. Every other command keeps the
+        code under evaluation off the host: ``check`` reads the modules from source
+        (`runner.domain.toolstatic.static_registry`); ``run``, ``submit``, ``reproduce``
+        and ``packet`` describe them inside a sandbox
+        (`runner.episode.toolmanifest.sandbox_registry`).
 
         Raises:
             InputError: a module that cannot be imported or defines an invalid tool, an
@@ -233,7 +248,7 @@ class Registry:
                 present.append(replace(tool, disposition=decision.disposition, rule=decision.rule))
             else:
                 denied[tool.id] = Denial(tool, decision)
-        return Registry(present, self._roots, policy=policy, denied=denied)
+        return Registry(present, self._roots, policy=policy, denied=denied, unread=self.unread)
 
     def resolve(self, tool_id: str) -> ToolSpec:
         """The tool ``tool_id``.
@@ -256,6 +271,9 @@ class Registry:
             )
         close = difflib.get_close_matches(tool_id, [*self._tools, *self._denied], n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
+        if self.unread:
+            shown = "; ".join(self.unread[:3]) + ("; ..." if len(self.unread) > 3 else "")
+            hint += f"; read without importing, the modules hold what was not followed: {shown}"
         raise ToolNotResolvable(
             f'tool "{tool_id}" does not resolve: no module or manifest of the workflow '
             f"defines it (unknown tools are denied){hint}",

@@ -296,7 +296,7 @@ def prepare_run(
     return PreparedRun(run_id, run_dir, trace_path, spec, manifest, run_spec)
 
 
-def _image_id(backend: Backend, image: str) -> str | None:
+def lookup_image_id(backend: Backend, image: str) -> str | None:
     """The image's id for the environment manifest, or None when the backend cannot tell.
 
     Uses the backend's ``image_id(image)`` when it has one, else the ``inspect_image`` of its
@@ -357,7 +357,7 @@ def run_episode(
         request=request,
         prepared=prepared,
         channel=channel,
-        image_id=_image_id(backend, request.image),
+        image_id=lookup_image_id(backend, request.image),
         backend_name=backend.name,
     )
     limits = prepared.spec.limits

@@ -36,8 +36,8 @@ from runner.errors import InputError
 from runner.runtime import protocol
 
 if TYPE_CHECKING:
+    from runner.domain.toollocate import ToolLocations
     from runner.domain.workflow import WorkflowFile
-    from runner.episode.toolmanifest import ToolLocations
 
 __all__ = [
     "MAX_GLOB_ENTRIES",
@@ -274,7 +274,7 @@ def project_snapshot(
     Raises:
         InputError: see `snapshot_for`.
     """
-    from runner.episode.toolmanifest import locate_tools
+    from runner.domain.toollocate import locate_tools
 
     located = [(workflow, locate_tools(workflow)) for workflow in workflows]
     return snapshot_for(located, state_dir=state_dir, exclude=exclude)

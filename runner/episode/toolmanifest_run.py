@@ -6,7 +6,9 @@ episode, so the same hardening; the modules from the command's tool snapshot), w
 ``run.json`` ``mode: "manifest"`` and ``modules`` set to the modules asked for; the timeout is
 cut to the manifest's own. The host waits for ``hello``, sends ``start``, reads the one
 ``manifest`` message, sends ``shutdown`` and removes the run folder. It never writes a trace
-and charges nothing to the ledger (no model call, no episode).
+and charges nothing to the ledger (no model call, no episode). The outbound-destination log of
+the sandbox (what the modules tried to reach while being imported) comes back with the answer
+(`SandboxAnswer.outbound`, at most `MAX_OUTBOUND` attempts).
 
 Anything but a ``manifest`` message (the sandbox hung, died, or printed nonsense) is an
 `InputError` naming the workflow file with the sandbox's exit code and last stderr lines: the
@@ -19,7 +21,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ from runner.domain.registry import Registry
 from runner.domain.tasks import Task
 from runner.episode.channel import Channel
 from runner.episode.driver import EpisodeRequest, prepare_run
-from runner.episode.toolmanifest import clean_text
+from runner.episode.toolmanifest_answer import clean_text
 from runner.errors import InputError
 from runner.runtime import protocol
 
@@ -42,9 +44,27 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+MAX_OUTBOUND = 100
+ATTEMPT_KEYS = ("kind", "host", "address", "port", "resolved_from", "outcome", "pid", "event")
 POLL_S = 0.2
 SHUTDOWN_GRACE_S = 5.0
 STDERR_LINES_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class SandboxAnswer:
+    """What the describing sandbox said.
+
+    Attributes:
+        answer: the ``manifest`` message (untrusted: the caller checks every field).
+        tool_paths: the ``tool_paths`` used, aligned with the roots asked for.
+        outbound: its outbound-destination log (``egress`` attempts, fields of
+            `ATTEMPT_KEYS` only), in order; at most `MAX_OUTBOUND`.
+    """
+
+    answer: dict[str, Any]
+    tool_paths: list[str]
+    outbound: list[dict[str, Any]] = field(default_factory=list)
 
 
 def ask_sandbox(
@@ -59,7 +79,7 @@ def ask_sandbox(
     timeout_s: float,
     snapshot: ToolSnapshot,
     monotonic: Callable[[], float] = time.monotonic,
-) -> tuple[dict[str, Any], list[str]]:
+) -> SandboxAnswer:
     """Run the runtime in mode ``manifest`` for ``modules`` and return its answer.
 
     Args:
@@ -75,8 +95,7 @@ def ask_sandbox(
         monotonic: the deadline clock.
 
     Returns:
-        The ``manifest`` message (untrusted: the caller checks every field) and the
-        ``tool_paths`` used, aligned with ``roots``.
+        The answer, the ``tool_paths`` used and the outbound-destination log.
 
     Raises:
         InputError: no usable answer (see the module docstring), or a root the snapshot does
@@ -106,7 +125,7 @@ def ask_sandbox(
             prepared.spec, limits=limits, cap=replace(cap, run_timeout_s=limits.timeout_s)
         )
         log.info("tool_manifest_starting", run_id=prepared.run_id, modules=len(modules))
-        answer, problem = _drive(backend, spec, monotonic)
+        answer, problem, outbound = _drive(backend, spec, monotonic)
     finally:
         shutil.rmtree(prepared.run_dir, ignore_errors=True)
     if answer is None:
@@ -116,16 +135,17 @@ def ask_sandbox(
             field="tools",
         )
     # the tool roots come first (`run_roots`); a data folder of ``files`` may follow
-    return answer, list(run_spec["tool_paths"])[: len(roots)]
+    return SandboxAnswer(answer, list(run_spec["tool_paths"])[: len(roots)], outbound)
 
 
 def _drive(
     backend: Backend, spec: Any, monotonic: Callable[[], float]
-) -> tuple[dict[str, Any] | None, str]:
-    """The ``manifest`` message, or None and why there is none."""
+) -> tuple[dict[str, Any] | None, str, list[dict[str, Any]]]:
+    """The ``manifest`` message (or None and why there is none), and the outbound log."""
     channel = Channel()
     answer: dict[str, Any] | None = None
     problem = ""
+    outbound: list[dict[str, Any]] = []
     with backend.sandbox(spec) as sandbox:
         deadline = monotonic() + spec.limits.timeout_s
         for frame in sandbox.frames(POLL_S):
@@ -137,6 +157,10 @@ def _drive(
                     continue
                 elif message["type"] == "hello":
                     _write(sandbox, {"type": "start", "protocol": protocol.PROTOCOL_VERSION})
+                elif message["type"] == "egress":
+                    attempt = message.get("attempt")
+                    if isinstance(attempt, dict) and len(outbound) < MAX_OUTBOUND:
+                        outbound.append({k: attempt[k] for k in ATTEMPT_KEYS if k in attempt})
                 elif message["type"] == "manifest":
                     answer = message
                 elif message["type"] == "error":
@@ -157,7 +181,7 @@ def _drive(
         tail = [line for line in channel.stderr_tail() if line.strip()][-STDERR_LINES_SHOWN:]
         if tail:
             problem += "; its last stderr lines: " + " | ".join(t[:300] for t in tail)
-    return answer, clean_text(problem)
+    return answer, clean_text(problem), outbound
 
 
 def _write(sandbox: Any, message: dict[str, Any]) -> None:

@@ -1,28 +1,37 @@
 """The load-time eligibility check: can these workflows be sandboxed under this policy?
 
 This is the load path that ``check`` runs and that ``submit`` and ``run`` pass through before
-anything starts (`admit`): load the policy, every workflow and its registry, restrict the
-registry by the policy, then walk every step of every workflow (each agent step's and each
-program step's declared toolset included) and resolve every tool id through the filtered view.
-Every problem is collected, never just the first; each names the workflow file, the step, the
-tool, its effect class and the rule.
+anything starts: load the policy, every workflow and its registry, restrict the registry by the
+policy, then walk every step of every workflow (each agent step's and each program step's
+declared toolset included) and resolve
+every tool id through the filtered view. Every problem is collected, never just the first; each
+names the workflow file, the step, the tool, its effect class and the rule.
+
+Where the registry comes from is the caller's (``describe``): by default the tool modules are
+read from source (`runner.domain.toolstatic.static_registry`: ``check`` imports and runs
+nothing, and needs no engine); ``submit`` and ``run`` check again with the registry a sandbox
+described (`recheck`, `runner.episode.admission`). A problem the static reading could not
+decide (a tool it could not read literally, so ``unsafe``; an id missing from a module it could
+not fully follow; a module the host's Python cannot parse) is marked ``decided=False``: ``check``
+fails on it all the same (fail closed), ``submit`` and ``run`` leave it to the sandbox.
 
 Invariants: nothing here creates a sandbox, touches a backend or writes a ledger row (the
-module does not import one); a workflow is eligible only when every tool id of every step
-resolves in the filtered view (an unknown id is ineligible: fail closed).
+module does not import one) unless ``describe`` does; a workflow is eligible only when every
+tool id of every step resolves in the filtered view (an unknown id is ineligible: fail closed).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 import structlog
 
 from runner.domain.registry import Registry
+from runner.domain.toolstatic import HostSyntaxError, read_function, static_registry
 from runner.domain.workflow import WorkflowFile, load_workflow
 from runner.errors import (
     EXIT_INELIGIBLE,
@@ -33,25 +42,21 @@ from runner.errors import (
     ToolNotResolvable,
     worst_exit_code,
 )
-from runner.policy.loader import Policy, load_policy
-from runner.providers.base import check_provider
-
-if TYPE_CHECKING:
-    from runner.backends.base import Backend
+from runner.policy import Policy, load_policy
+from runner.providers.base import check_provider, located_model_error
 
 __all__ = [
-    "Admission",
     "EligibilityReport",
     "Problem",
     "WorkflowCheck",
-    "admit",
     "check_eligibility",
+    "recheck",
 ]
 
 log = structlog.get_logger(__name__)
 
 ProblemKind = Literal["denied", "unresolvable", "invalid"]
-B = TypeVar("B", bound="Backend")
+Describe = Callable[[WorkflowFile], Registry]
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,8 @@ class Problem:
         exit_code: 3 for denied and unresolvable tools, 2 for invalid input.
         step, tool, effect, rule, line, field: what is known of the place and the reason.
         error: the `InputError` of an invalid input (not part of the JSON).
+        decided: False when only a static reading's limits made it a problem (see the
+            module docstring); not part of the JSON.
     """
 
     workflow: str
@@ -79,6 +86,7 @@ class Problem:
     line: int | None = None
     field: str | None = None
     error: InputError | None = dataclasses.field(default=None, compare=False, repr=False)
+    decided: bool = dataclasses.field(default=True, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The problem as a JSON object (``--json``)."""
@@ -147,7 +155,7 @@ class WorkflowCheck:
                             "id": spec.id,
                             "effect": spec.effect.value,
                             "disposition": spec.disposition,
-                            "schema_hash": spec.schema_hash,
+                            "schema_hash": spec.schema_hash or None,
                         }
                     )
             data["tools"] = tools
@@ -194,18 +202,22 @@ class EligibilityReport:
             "workflows": [check.to_json() for check in self.workflows],
         }
 
-    def raise_for_problems(self) -> None:
+    def raise_for_problems(self, *, decided_only: bool = False) -> None:
         """Raise when any workflow cannot run.
+
+        Args:
+            decided_only: ignore the problems a static reading could not decide (``submit``
+                and ``run`` before their sandbox's description).
 
         Raises:
             InputError: the first invalid input, when there is one (exit 2 wins over 3).
             IneligibleError: otherwise, when any tool is denied or unresolvable; its
                 ``problems`` holds every diagnostic line.
         """
-        for problem in self.problems:
+        problems = [p for p in self.problems if p.decided or not decided_only]
+        for problem in problems:
             if problem.error is not None:
                 raise problem.error
-        problems = self.problems
         if problems:
             count = len({p.workflow for p in problems})
             text = "\n".join(p.message for p in problems)
@@ -221,13 +233,18 @@ def check_eligibility(
     *,
     cwd: Path | None = None,
     settings: Any = None,
+    describe: Describe = static_registry,
+    model_check: Literal["static", "import"] = "static",
 ) -> EligibilityReport:
     """Load and check every workflow of ``paths`` under ``policy``; collect every problem.
 
-    Besides the tools, each workflow's model provider is built once, as ``submit`` and ``run``
-    build it (`runner.providers.base.check_provider`): a scripted function that does
-    not resolve is invalid input here too. A folder given in ``paths`` (the CLI passes a folder
-    that holds no ``*.yaml``/``*.yml`` as itself) is invalid input: nothing was checked.
+    Besides the tools, each workflow's model provider is checked: ``model_check="import"``
+    builds it once, as ``submit`` and ``run`` build it (a scripted function is imported: it
+    runs on the host by design, `runner.providers.base.check_provider`);
+    ``"static"`` (``check``) only finds a scripted function's module and its definition
+    (`runner.domain.toolstatic.read_function`). Either way a scripted function that does
+    not resolve is invalid input. A folder given in ``paths`` (the CLI passes a folder that
+    holds no ``*.yaml``/``*.yml`` as itself) is invalid input: nothing was checked.
 
     Args:
         paths: workflow files.
@@ -235,6 +252,9 @@ def check_eligibility(
         cwd: the command's current directory (scripted functions are looked up in the
             workflow's folder, then here); default the process's.
         settings: host settings for the ``openai`` provider.
+        describe: builds a loaded workflow's unfiltered registry (default: read from source,
+            nothing imported).
+        model_check: how the model provider is checked (above).
 
     Returns:
         The report; invalid workflow files are problems in it (exit 2), not exceptions.
@@ -245,8 +265,20 @@ def check_eligibility(
     if not isinstance(policy, Policy):
         policy = load_policy(policy)
     where = cwd if cwd is not None else Path.cwd()
-    checks = tuple(_check_one(str(path), policy, where, settings) for path in paths)
-    report = EligibilityReport(policy, checks)
+    checks = []
+    for path in map(str, paths):
+        loaded = _load(path)
+        if isinstance(loaded, WorkflowCheck):
+            checks.append(loaded)
+            continue
+        try:
+            registry = describe(loaded).restrict(policy)
+            _check_model(loaded, where, settings, static=model_check == "static")
+        except InputError as exc:
+            checks.append(WorkflowCheck(path, loaded, None, (_invalid(path, exc),)))
+            continue
+        checks.append(_walk(path, loaded, registry))
+    report = EligibilityReport(policy, tuple(checks))
     log.debug(
         "eligibility_checked",
         policy=policy.source,
@@ -257,19 +289,53 @@ def check_eligibility(
     return report
 
 
-def _check_one(path: str, policy: Policy, cwd: Path, settings: Any) -> WorkflowCheck:
+def recheck(report: EligibilityReport, describe: Describe) -> EligibilityReport:
+    """The checks of ``report``'s workflows again, each registry from ``describe``.
+
+    ``submit`` and ``run`` pass the sandbox's description here after the static reading
+    (`runner.episode.admission`); the workflows are the ones loaded then, the model
+    providers were checked then. A workflow that did not load stays as it was.
+    """
+    checks = []
+    for check in report.workflows:
+        if check.workflow is None:
+            checks.append(check)
+            continue
+        try:
+            registry = describe(check.workflow).restrict(report.policy)
+        except InputError as exc:
+            checks.append(
+                WorkflowCheck(check.path, check.workflow, None, (_invalid(check.path, exc),))
+            )
+            continue
+        checks.append(_walk(check.path, check.workflow, registry))
+    return EligibilityReport(report.policy, tuple(checks))
+
+
+def _load(path: str) -> WorkflowFile | WorkflowCheck:
+    """The loaded workflow, or the check of a file that did not load."""
     if Path(path).is_dir():
         empty = InputError("a folder with no workflow file (*.yaml, *.yml)", file=path)
         return WorkflowCheck(path, None, None, (_invalid(path, empty),))
     try:
-        workflow = load_workflow(path)
+        return load_workflow(path)
     except InputError as exc:
         return WorkflowCheck(path, None, None, (_invalid(path, exc),))
-    try:
-        registry = Registry.for_workflow(workflow).restrict(policy)
-        check_provider(workflow, cwd=cwd, settings=settings)
-    except InputError as exc:
-        return WorkflowCheck(path, workflow, None, (_invalid(path, exc),))
+
+
+def _check_model(workflow: WorkflowFile, cwd: Path, settings: Any, *, static: bool) -> None:
+    model = workflow.spec.model
+    if static and model is not None and model.provider == "scripted" and model.function:
+        try:
+            read_function(model.function, [workflow.folder, cwd])
+        except InputError as exc:
+            raise located_model_error(workflow, exc) from exc
+        return
+    check_provider(workflow, cwd=cwd, settings=settings)
+
+
+def _walk(path: str, workflow: WorkflowFile, registry: Registry) -> WorkflowCheck:
+    """Resolve every tool id of every step through the filtered ``registry``."""
     problems: list[Problem] = []
     for index, step in enumerate(workflow.spec.steps):
         if step.tool is not None:
@@ -294,7 +360,10 @@ def _check_one(path: str, policy: Policy, cwd: Path, settings: Any) -> WorkflowC
             try:
                 registry.resolve(tool_id)
             except ToolNotResolvable as exc:
-                problems.append(_unresolved(path, workflow, label, step.id, loc, exc))
+                denial = registry.denial(tool_id)
+                decided = denial.tool.unread is None if denial is not None else not registry.unread
+                problem = _unresolved(path, workflow, label, step.id, loc, exc)
+                problems.append(dataclasses.replace(problem, decided=decided))
     return WorkflowCheck(path, workflow, registry, tuple(problems))
 
 
@@ -330,44 +399,5 @@ def _invalid(path: str, exc: InputError) -> Problem:
         line=exc.fields.get("line"),
         field=exc.fields.get("field"),
         error=exc,
+        decided=not isinstance(exc, HostSyntaxError),  # the image's Python may read it
     )
-
-
-@dataclass(frozen=True)
-class Admission(Generic[B]):
-    """Workflows that passed the load gate, with the backend they may now run on.
-
-    Attributes:
-        report: the eligibility report (every workflow eligible).
-        backend: the backend, handed back only after the gate passed.
-    """
-
-    report: EligibilityReport
-    backend: B
-
-    def workflow(self, path: str | Path) -> tuple[WorkflowFile, Registry]:
-        """The loaded workflow of ``path`` and its filtered registry.
-
-        Raises:
-            KeyError: ``path`` was not admitted.
-        """
-        for check in self.report.workflows:
-            if check.path == str(path) and check.workflow and check.registry:
-                return check.workflow, check.registry
-        raise KeyError(str(path))
-
-
-def admit(paths: Iterable[str | Path], policy: Policy | str | Path, backend: B) -> Admission[B]:
-    """The load gate of ``submit`` and ``run``: check first, only then hand out the backend.
-
-    The backend is not called here, whatever the outcome: an ineligible or invalid workflow
-    raises before any sandbox exists (the acceptance test passes a spy backend).
-
-    Raises:
-        InputError: a workflow (or the policy) is invalid input (exit 2).
-        IneligibleError: a workflow calls a denied or unknown tool (exit 3), every problem
-            listed.
-    """
-    report = check_eligibility(paths, policy)
-    report.raise_for_problems()
-    return Admission(report, backend)

@@ -514,13 +514,18 @@ def check_provider(workflow: Any, *, cwd: Path, settings: Any = None) -> None:
     try:
         provider = provider_for_workflow(workflow, cwd=cwd, settings=settings)
     except InputError as exc:
-        field = str(exc.fields.get("field") or "model")
-        message = exc.message.removeprefix(f"{field}: ")
-        line = workflow.line_of(tuple(field.split("."))) or workflow.line_of(("model",))
-        raise InputError(message, file=str(workflow.path), line=line, field=field) from exc
+        raise located_model_error(workflow, exc) from exc
     close = getattr(provider, "close", None)
     if callable(close):
         close()
+
+
+def located_model_error(workflow: Any, exc: InputError) -> InputError:
+    """``exc`` about a workflow's ``model`` block, with the workflow file and line named."""
+    field = str(exc.fields.get("field") or "model")
+    message = exc.message.removeprefix(f"{field}: ")
+    line = workflow.line_of(tuple(field.split("."))) or workflow.line_of(("model",))
+    return InputError(message, file=str(workflow.path), line=line, field=field)
 
 
 def provider_for(

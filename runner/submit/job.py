@@ -3,12 +3,19 @@
 Sequence (`prepare` then `execute`):
 
 1. Load time, before anything starts: the policy, every variant through the eligibility check
-   (`runner.policy.eligibility`; any ineligible variant rejects the whole submission,
-   exit 3, with no backend call and no ledger row), the tasks, the judge; then the `Plan`.
-2. The caller prints the plan; ``--dry-run`` stops there.
+   over its tool modules read from source (`runner.episode.admission.read_gate`: nothing
+   of them is imported on the host; any variant it finds ineligible rejects the whole
+   submission, exit 3, with no backend call and no ledger row), the tasks, the judge; then the
+   `Plan`.
+2. The caller prints the plan; ``--dry-run`` stops there (what the reading could not decide
+   is left to step 3).
 3. The tool snapshot (`runner.episode.snapshot`): the variants' declared tool code and
    data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
-   again, whatever changed in the source files since). The job: a ledger row and
+   again, whatever changed in the source files since). The backend is made and each variant's
+   registry is described inside a sandbox from the snapshot, then checked again
+   (`runner.episode.admission.sandbox_gate`; kept by the snapshot's digest, so a resumed
+   job starts no describing sandbox again): the runs use that registry, and an ineligible
+   variant still stops everything before a job exists. The job: a ledger row and
    ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options, the owner process and the tool
    snapshot, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
 4. The reaper removes sandboxes of dead owners and charges their runs the seconds the engine
@@ -30,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +46,7 @@ import structlog
 from runner.backends import labels
 from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task, load_tasks
+from runner.episode import admission
 from runner.episode.limits import check_engine_limits, limits_in_effect
 from runner.episode.metered_run import run_sandbox_s
 from runner.episode.reaping import ledger_id, settle_reaped
@@ -47,7 +55,7 @@ from runner.episode.snapshot_sources import project_snapshot
 from runner.errors import InputError
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.policy import load_policy
-from runner.policy.eligibility import check_eligibility
+from runner.policy.eligibility import EligibilityReport, WorkflowCheck
 from runner.settings import Settings
 from runner.submit.interrupts import Interrupts, handled_signals
 from runner.submit.options import SubmitOptions, grading_seed, read_json_object
@@ -114,10 +122,9 @@ def prepare(
         IneligibleError: a variant calls a denied or unknown tool (exit 3; every problem named).
     """
     policy = load_policy(options.policy)
-    # the gate `check` runs: tools and each variant's model provider (a scripted function that
-    # does not import is exit 2, now)
-    report = check_eligibility(options.variants, policy, cwd=options.cwd, settings=settings)
-    report.raise_for_problems()
+    # the tools read from source, and each variant's model provider built (a scripted function
+    # that does not import is exit 2, now); the sandbox's description follows in `execute`
+    report = admission.read_gate(options.variants, policy, cwd=options.cwd, settings=settings)
     for check in report.workflows:
         model = check.workflow.spec.model if check.workflow is not None else None
         if model is not None and model.provider == "replay" and check.workflow is not None:
@@ -225,6 +232,33 @@ def _resumed_snapshot(settings: Settings, folder: Path) -> ToolSnapshot | None:
     return snapshot
 
 
+def described_plan(
+    plan: Plan, *, backend: Any, settings: Settings, image: str, snapshot: ToolSnapshot
+) -> Plan:
+    """``submit``'s plan with each variant's registry as a sandbox describes it.
+
+    The registries come from `runner.episode.admission.sandbox_gate` over the command's tool
+    snapshot.
+
+    Raises:
+        InputError: a module fails to import in the sandbox (exit 2).
+        IneligibleError: a variant calls a tool the sandbox's registry denies (exit 3).
+        InfrastructureError: the backend failed.
+    """
+    report = EligibilityReport(
+        plan.policy,
+        tuple(WorkflowCheck(str(v.path), v.workflow, v.registry, ()) for v in plan.variants),
+    )
+    described = admission.sandbox_gate(
+        report, backend=backend, settings=settings, image=image, snapshot=snapshot
+    )
+    variants = tuple(
+        replace(variant, registry=check.registry)
+        for variant, check in zip(plan.variants, described.workflows, strict=True)
+    )
+    return replace(plan, variants=variants)
+
+
 def execute(
     plan: Plan,
     options: SubmitOptions,
@@ -262,6 +296,41 @@ def execute(
             state_dir=settings.state_dir,
             exclude=[options.tasks],
         )
+    inner = backend_factory()  # Docker unusable: exit 6, no job row yet
+    try:
+        check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
+        plan = described_plan(
+            plan, backend=inner, settings=settings, image=image or settings.image, snapshot=snapshot
+        )
+        _write_job(folder, plan, options, snapshot, resume=resume)
+    except BaseException:
+        close_inner = getattr(inner, "close", None)
+        if callable(close_inner):
+            close_inner()
+        raise
+    interrupts = Interrupts()
+    # One handler from here until the report is written: a Ctrl-C (a second one too) never
+    # raises, so the job always ends with its report and, after an interruption, the hint.
+    with handled_signals(interrupts, enabled=handle_signals):
+        report = _run_job(
+            plan,
+            options,
+            settings,
+            inner=inner,
+            resume=resume,
+            on_change=on_change,
+            image=image,
+            interrupts=interrupts,
+            snapshot=snapshot,
+        )
+        write_report(folder, report)
+    return SubmitResult(plan, report, int(report["exit_code"]))
+
+
+def _write_job(
+    folder: Path, plan: Plan, options: SubmitOptions, snapshot: ToolSnapshot, *, resume: bool
+) -> None:
+    """``job.json`` (options, owner, tool snapshot) and, for a new job, ``plan.json``."""
     folder.mkdir(parents=True, exist_ok=True)
     owner = labels.current_owner()
     _write_json(
@@ -279,23 +348,6 @@ def execute(
     )
     if not resume:
         _write_json(folder / "plan.json", plan.to_json())
-    interrupts = Interrupts()
-    # One handler from here until the report is written: a Ctrl-C (a second one too) never
-    # raises, so the job always ends with its report and, after an interruption, the hint.
-    with handled_signals(interrupts, enabled=handle_signals):
-        report = _run_job(
-            plan,
-            options,
-            settings,
-            backend_factory=backend_factory,
-            resume=resume,
-            on_change=on_change,
-            image=image,
-            interrupts=interrupts,
-            snapshot=snapshot,
-        )
-        write_report(folder, report)
-    return SubmitResult(plan, report, int(report["exit_code"]))
 
 
 def _run_job(
@@ -303,7 +355,7 @@ def _run_job(
     options: SubmitOptions,
     settings: Settings,
     *,
-    backend_factory: Callable[[], Any],
+    inner: Any,
     resume: bool,
     on_change: Callable[[Sequence[PairOutcome]], None],
     image: str | None,
@@ -311,14 +363,6 @@ def _run_job(
     snapshot: ToolSnapshot,
 ) -> dict[str, Any]:
     """The body of `execute` under its signal handler: run, grade, build the report."""
-    inner = backend_factory()  # Docker unusable: exit 6, no job row yet
-    try:
-        check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
-    except BaseException:
-        close_inner = getattr(inner, "close", None)
-        if callable(close_inner):
-            close_inner()
-        raise
     backend = TrackingBackend(inner)
     runner: PairRunner | None = None
     try:

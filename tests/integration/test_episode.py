@@ -299,7 +299,9 @@ def test_cli_run_exit_codes(sandbox_image: str, tmp_path: Path) -> None:
         cwd=HELPDESK,
         env=env,
     )
-    assert infra.returncode == 6 and "infra_error" in infra.stdout
+    # the sandbox describing the tools is the first to need the image: exit 6, said in words
+    # (before issue 12 the episode's own sandbox failed, status infra_error)
+    assert infra.returncode == 6 and "No such image: sandbox-replay-no-such-image:0" in infra.stderr
     assert "Traceback" not in infra.stderr + bad_task.stderr + ineligible.stderr
 
 

@@ -145,7 +145,6 @@ PUBLIC: dict[str, list[str]] = {
         "run_key",
     ],
     "runner.policy": [
-        "Admission",
         "Ceiling",
         "Ceilings",
         "EligibilityReport",
@@ -154,7 +153,6 @@ PUBLIC: dict[str, list[str]] = {
         "PolicySpec",
         "Price",
         "ToolOverrides",
-        "admit",
         "check_eligibility",
         "decide",
         "disposition_for",

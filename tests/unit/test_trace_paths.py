@@ -246,8 +246,8 @@ def test_a_trace_cannot_make_the_host_read_a_json_file_outside_its_folder(
 
 
 def test_a_trace_cannot_mount_an_installed_package_or_a_plain_folder(tmp_path: Path) -> None:
+    from runner.domain.toollocate import locate_tools
     from runner.domain.workflow import load_workflow
-    from runner.episode.toolmanifest import locate_tools
 
     trace = _trace_folder(tmp_path, "[golden_tools, yaml]")
     workflow = load_workflow(trace.parent / "golden.yaml")
@@ -261,8 +261,8 @@ def test_a_trace_cannot_mount_an_installed_package_or_a_plain_folder(tmp_path: P
 
 
 def test_a_module_linked_from_outside_the_trace_folder_is_refused(tmp_path: Path) -> None:
+    from runner.domain.toollocate import locate_tools
     from runner.domain.workflow import load_workflow
-    from runner.episode.toolmanifest import locate_tools
 
     trace = _trace_folder(tmp_path, "[golden_tools, extra]")
     elsewhere = tmp_path / "elsewhere"
@@ -306,13 +306,13 @@ def test_a_file_the_sandbox_reports_is_a_host_path_only_inside_its_tool_folder(
 ) -> None:
     """What the describing sandbox says is untrusted: the packet packs and reproduce reads
     the host files it names, so a name leading out of the tool folder is no host path."""
-    from runner.episode.toolmanifest import _PathMap
+    from runner.episode.toolmanifest_answer import PathMap
 
     root = tmp_path / "tools"
     root.mkdir()
     (root / "ok.py").write_text("")
     (root / "out.py").symlink_to(tmp_path / "secret.py")
-    paths = _PathMap(["/sandbox/tools/0"], [root], [tmp_path / "state" / "copy"])
+    paths = PathMap(["/sandbox/tools/0"], [root], [tmp_path / "state" / "copy"])
     assert paths.file("/sandbox/tools/0/ok.py") == str(root / "ok.py")
     assert paths.file("/sandbox/tools/0/out.py").startswith("sandbox:")
     assert paths.file("/sandbox/tools/0/../../../etc/passwd") == "sandbox:/etc/passwd"

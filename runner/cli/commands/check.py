@@ -7,10 +7,16 @@ the policy's capability-filtered registry and reports every problem, one line ea
     policies/shadow.yaml (deny effect unsafe)                        (on one line)
 
 Exit codes (SPEC.md): 0 every workflow eligible; 3 a tool is denied or does not resolve; 2 bad
-input (invalid YAML, unknown key, a module that cannot be imported, a scripted model function
-that ``submit`` could not load, a folder holding no workflow: file, line and field named). With
-several workflows the worst wins. No sandbox is started: this is the same load path ``submit``
-runs (`runner.policy.eligibility`).
+input (invalid YAML, unknown key, a module that is not found or that the host's Python cannot
+parse, a declaration the runtime would refuse, a scripted model function that is not found, a
+folder holding no workflow: file, line and field named). With several workflows the worst wins.
+
+Nothing is run and no engine is needed: the tool modules are read from source
+(`runner.domain.toolstatic`), never imported, so their top-level code does not run on the
+host; a scripted model function is only located and found defined. A tool whose declaration is
+not literal (its effect, a parameter's type) counts as ``unsafe`` and the diagnostic says what
+could not be read and where (fail closed). ``submit`` and ``run`` take the same first step,
+then describe the tools inside a sandbox (`runner.episode.admission`).
 """
 
 from __future__ import annotations

@@ -41,6 +41,10 @@ def execute_run(
 ) -> EpisodeResult:
     """Load everything, check eligibility, run one episode charged under ``replay``.
 
+    The tool modules are never imported on the host: read from source first, then described
+    inside a sandbox (`runner.episode.admission`); only the scripted model function, the
+    user's own host-side code, is imported here (it runs on the host by design).
+
     Args:
         settings: host settings.
         workflow_path: the workflow file.
@@ -61,12 +65,12 @@ def execute_run(
     """
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
+    from runner.episode.admission import read_gate, sandbox_gate
     from runner.episode.driver import EpisodeRequest, run_episode
     from runner.episode.limits import check_engine_limits
     from runner.episode.metered_run import metered_run
     from runner.episode.snapshot_sources import project_snapshot
     from runner.policy import load_policy
-    from runner.policy.eligibility import check_eligibility
     from runner.providers.base import provider_for_workflow
     from runner.providers.metered import MeteredProvider, StopSignal
     from runner.submit.plan import DEFAULT_MAX_TOKENS
@@ -77,25 +81,16 @@ def execute_run(
     warn_skipped_lines(list(task_file.errors))
     task = task_file.get(task_id)
     policy = load_policy(policy_name)
-    # The load path `check` and `submit` share: nothing starts unless every tool resolves.
-    report = check_eligibility([workflow_path], policy)
-    report.raise_for_problems()
-    workflow, registry = report.workflows[0].workflow, report.workflows[0].registry
-    assert workflow is not None and registry is not None  # eligible: both loaded
+    # The load path `submit` shares (runner/episode/admission.py): the tools read from
+    # source first (nothing of them imported here), then described inside a sandbox below.
+    report = read_gate([workflow_path], policy, settings=settings)
+    workflow = report.workflows[0].workflow
+    assert workflow is not None  # it loaded, or read_gate raised
     model = workflow.spec.model
     provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
     # What the sandbox sees of the project: a copy of the declared tool code and data files,
     # taken now (runner/episode/snapshot.py); never the tasks file or the state folder.
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
-    request = EpisodeRequest(
-        workflow=workflow,
-        task=task,
-        policy=policy,
-        registry=registry,
-        image=image or settings.image,
-        mode=policy.mode,
-        snapshot=snapshot,
-    )
     variant = f"{workflow.spec.name}@{workflow.spec.version}"
     own_backend = backend is None
     if own_backend:
@@ -108,6 +103,25 @@ def execute_run(
             from runner.episode.reaping import reap_and_settle
 
             reap_and_settle(backend, settings.state_dir)
+        # the registry the run uses: described in a sandbox from the snapshot (kept by its
+        # digest: a second run over the same snapshot starts no describing sandbox)
+        report = sandbox_gate(
+            report,
+            backend=backend,
+            settings=settings,
+            image=image or settings.image,
+            snapshot=snapshot,
+        )
+        registry = report.workflows[0].registry
+        request = EpisodeRequest(
+            workflow=workflow,
+            task=task,
+            policy=policy,
+            registry=registry,
+            image=image or settings.image,
+            mode=policy.mode,
+            snapshot=snapshot,
+        )
         # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is
         # `replay`: the run (reserved before it starts) and each model call (reserved before it
         # is forwarded, as in submit), so the policy's replay ceilings hold here too.

@@ -99,7 +99,9 @@ def test_json_output() -> None:
 
 
 def test_a_folder_means_its_yaml_files(tmp_path: Path) -> None:
-    for name in ("safe.yaml", "unsafe_step.yaml", "hd_tools.py"):
+    # hd_model.py too: safe.yaml's model function lives there (the check used to find it only
+    # when an earlier test had imported it on the host)
+    for name in ("safe.yaml", "unsafe_step.yaml", "hd_tools.py", "hd_model.py"):
         (tmp_path / name).write_text((ROOT / FIX / name).read_text())
     code, out, _ = run(str(tmp_path))
     assert code == 3

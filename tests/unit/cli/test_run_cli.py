@@ -18,6 +18,7 @@ from runner.cli.app import _register_commands, app
 from runner.cli.commands import run as run_module
 from runner.episode.driver import EpisodeResult
 from runner.errors import InfrastructureError
+from tests.fakes import without_description
 from tests.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
@@ -168,6 +169,7 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
 
     monkeypatch.setattr("runner.backends.docker.DockerBackend.connect", lambda *a: _NoBackend())
     monkeypatch.setattr("runner.episode.driver.run_episode", fake_episode)
+    without_description(monkeypatch)  # the stub backend runs no sandbox
     tasks = _tasks_with_a_bad_line(tmp_path)
     out = _invoke(
         str(HELPDESK / "v2.yaml"), "--tasks", str(tasks), "--task", "ticket-1000", tmp_path=tmp_path

@@ -18,6 +18,7 @@ from runner.episode.metered_run import RUN_GRACE_S, metered_run
 from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.options import CeilingFlags, SubmitOptions
+from tests.fakes import without_description
 from tests.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
@@ -50,6 +51,7 @@ def test_submit_reserves_the_effective_timeout_plus_grace_per_run(
         raise _Captured
 
     monkeypatch.setattr(submit_module, "Scheduler", scheduler)
+    without_description(monkeypatch)  # the stub backend runs no sandbox
     settings = Settings(state_dir=tmp_path / "state", timeout_s=9.0)
     options = SubmitOptions(
         variants=(FIX / "a.yaml",),

@@ -25,6 +25,7 @@ from runner.submit import job as submit_module
 from runner.submit import pairs as pairs_module
 from runner.submit import report as report_module
 from runner.submit.options import SubmitOptions
+from tests.fakes import without_description
 from tests.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
@@ -59,6 +60,7 @@ def _stub_runs(monkeypatch: pytest.MonkeyPatch, during_report: Any) -> None:
         return "succeeded", None, Amount()
 
     monkeypatch.setattr(pairs_module.PairRunner, "run_pair", run_pair)
+    without_description(monkeypatch)  # the stub backend runs no sandbox
     real_build = report_module.build_report
 
     def build_report(*args: Any, **kwargs: Any) -> Any:

@@ -42,7 +42,7 @@ from runner.errors import (
     ToolNotResolvable,
     worst_exit_code,
 )
-from runner.policy import Policy, load_policy
+from runner.policy.loader import Policy, load_policy
 from runner.providers.base import check_provider, located_model_error
 
 __all__ = [

@@ -42,15 +42,20 @@ engine:
 image: setup engine
 	$(BIN)/sandbox-replay image build --offline
 
+# Rebuilt when absent or built from another images/ (the context digest label differs).
 ensure-image: setup engine
-	@docker image inspect "$(IMAGE)" >/dev/null 2>&1 || $(BIN)/sandbox-replay image build --offline
+	@want=$$($(BIN)/python -c 'from runner.backends.docker.image import context_digest; print(context_digest())'); \
+	  have=$$(docker image inspect -f '{{index .Config.Labels "io.sandbox-replay.context"}}' "$(IMAGE)" 2>/dev/null); \
+	  [ "$$want" = "$$have" ] || $(BIN)/sandbox-replay image build --offline
 
 # pip download on the host fills the cached wheelhouse; the image build has no network.
 sdk-image: setup engine ensure-image
 	$(BIN)/sandbox-replay image build --offline --tag "$(SDK_IMAGE)" --requirements $(SDK_REQUIREMENTS)
 
 ensure-sdk-image: setup engine ensure-image
-	@docker image inspect "$(SDK_IMAGE)" >/dev/null 2>&1 || $(MAKE) --no-print-directory sdk-image
+	@want=$$($(BIN)/python -c 'from runner.backends.docker.image import context_digest; print(context_digest())'); \
+	  have=$$(docker image inspect -f '{{index .Config.Labels "io.sandbox-replay.context"}}' "$(SDK_IMAGE)" 2>/dev/null); \
+	  [ "$$want" = "$$have" ] || $(MAKE) --no-print-directory sdk-image
 
 # CI semantics: an unusable Docker fails the docker tests instead of skipping them.
 test: setup ensure-image ensure-sdk-image

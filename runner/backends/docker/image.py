@@ -18,6 +18,7 @@ labelled ``io.sandbox-replay.wheelhouse`` with the staged packages' digest.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -39,6 +40,8 @@ log = structlog.get_logger(__name__)
 
 BaseSource = Literal["local", "pulled", "offline-present", "offline-built"]
 _LOG_TAIL = 30
+CONTEXT_LABEL = f"{L.PREFIX}.context"
+"""Image label: `context_digest` of the build context the image was built from."""
 WHEELHOUSE_LABEL = f"{L.PREFIX}.wheelhouse"
 """Image label: sha256 of the staged wheels' SHA256SUMS and requirements (absent: none)."""
 
@@ -219,7 +222,7 @@ def build_image(
         "offline-built": "offline base, built now with debootstrap",
     }[source]
     echo(f"base image: {base} ({how})")
-    labels = {L.VERSION: version, f"{L.PREFIX}.base": base}
+    labels = {L.VERSION: version, f"{L.PREFIX}.base": base, CONTEXT_LABEL: context_digest()}
     if packages is None:
         image_id = _build(api, image, images_dir(), base, version, labels)
         echo(f"built {image} ({image_id[:19]}) from {base}")
@@ -292,3 +295,20 @@ def _build(
     if not image_id:
         image_id = str(retrying(f"inspect image {image}", api.inspect_image, image)["Id"])
     return image_id
+
+
+def context_digest(folder: Path | None = None) -> str:
+    """sha256 hex over the build context's files (sorted relative paths and contents).
+
+    An image whose `CONTEXT_LABEL` differs was built from another Dockerfile: ``make
+    ensure-image`` rebuilds it (a changed Dockerfile must never leave a stale image in use).
+
+    Args:
+        folder: the build context (default: the packaged `runner.resources.images_dir`).
+    """
+    root = folder or images_dir()
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

@@ -230,7 +230,7 @@ def reproduce_command(
         from runner.cli.html import render_reproduce, write_page
 
         written = write_page(html, render_reproduce([r.to_dict() for r in reports]))
-        typer.echo(f"HTML report: {written}", err=True)
+        echo(f"HTML report: {written}", err=True)
     if as_json:
         payload: Any = [r.to_dict() for r in reports]
         echo(

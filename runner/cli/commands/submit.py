@@ -189,7 +189,7 @@ def run_submit(
             settings, result.report, job_dir(settings, plan.job_id) / "report.html"
         )
         if html is not None:
-            typer.echo(f"HTML report: {html}", err=as_json)
+            echo(f"HTML report: {html}", err=as_json)
     except KeyboardInterrupt:  # Ctrl-C while the report printed: the hint still follows
         code = EXIT_INTERRUPTED
     if code == EXIT_INTERRUPTED:
@@ -212,7 +212,7 @@ def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Pa
         return write_page(path, job_page(settings, report))
     except Exception as exc:  # the view must not hide the verdict
         structlog.get_logger(__name__).exception("html_report_not_written", path=str(path))
-        typer.echo(f"HTML report not written ({type(exc).__name__}: {exc})", err=True)
+        echo(f"HTML report not written ({type(exc).__name__}: {exc})", err=True)
         return None
 
 
@@ -385,7 +385,7 @@ def report_command(
         written = write_job_html(settings, report, html)
         if written is None:
             fail(InputError("cannot write the HTML report", file=str(html)))
-        typer.echo(f"HTML report: {written}", err=as_json)
+        echo(f"HTML report: {written}", err=as_json)
         if not as_json:
             return
     _print_report(report, as_json)

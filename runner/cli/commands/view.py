@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.terminal import echo
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
 
 
@@ -61,7 +62,7 @@ def view_command(
                 page_bytes(html),
                 content_security_policy_of(html),
                 port=port,
-                on_ready=lambda url: typer.echo(f"serving on {url} (Ctrl-C stops)"),
+                on_ready=lambda url: echo(f"serving on {url} (Ctrl-C stops)"),
             )
         except OSError as exc:
             raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc}", field="--port") from exc

@@ -79,12 +79,20 @@ def program_modules(
         if step.program is None:
             continue
         module = step.program.partition(":")[0]
-        root = module_root(module, search, installed=not self_contained)
+        # the user's own code: in the workflow's folder (or the current one), never a module of
+        # the standard library or the installed packages (``program: os:system`` is refused)
+        root = module_root(module, search, installed=False)
         if root is None:
             looked = ", ".join(str(p) for p in search)
             raise InputError(
                 f"program module {module!r} of step {step.id!r} is not found (looked in {looked}"
-                + (")" if self_contained else " and the installed packages)"),
+                + (
+                    ""
+                    if self_contained
+                    else "; a program is your own code, never a module of the"
+                    " standard library or the installed packages"
+                )
+                + ")",
                 file=str(workflow.path),
                 line=workflow.line_of(("steps", index, "program")),
                 field=f"steps[{index}].program",

@@ -260,3 +260,26 @@ def test_not_utf8_and_missing_file(tmp_path: Path) -> None:
     assert info.value.fields["line"] == 2
     with pytest.raises(InputError, match="cannot read workflow"):
         load_workflow(tmp_path / "absent.yaml")
+
+
+def test_a_program_module_is_the_users_own_code_never_the_standard_library(
+    tmp_path: Path,
+) -> None:
+    """``program: os:system`` passed ``check`` (attack review): a program resolves only in the
+    workflow's folder or the current one, never to the standard library or installed packages."""
+    from runner.domain.programs import program_modules
+    from runner.domain.workflow import load_workflow
+
+    (tmp_path / "agent.py").write_text("def run(task):\n    return task\n")
+    for program, ok in (("agent:run", True), ("os:system", False), ("json:loads", False)):
+        path = tmp_path / "wf.yaml"
+        path.write_text(
+            "name: a\nversion: '1'\ntools: []\nsteps:\n"
+            f"  - {{id: agent, program: '{program}', tools: []}}\n"
+        )
+        workflow = load_workflow(path)
+        if ok:
+            assert [(i, m) for i, m, _ in program_modules(workflow)] == [(0, "agent")]
+        else:
+            with pytest.raises(InputError, match="never a module of the standard library"):
+                program_modules(workflow)

@@ -93,7 +93,10 @@ def workflow_entries(
         entries.append(SnapshotEntry(root, _module_entry(name, root, where), where, required=True))
     for index, name, root in located.programs:  # program steps' modules: code like the tools'
         where = {**_where(workflow, "steps", index), "field": f"steps[{index}].program"}
-        entries.append(SnapshotEntry(root, _module_entry(name, root, where), where, required=True))
+        top = _module_entry(name, root, where)
+        entries.append(SnapshotEntry(root, top, where, required=True))
+        # and the modules of its own folder it imports (read from source, never imported)
+        entries.extend(SnapshotEntry(root, found, where) for found in local_imports(root, top))
     folder = workflow.folder
     for index, pattern in enumerate(workflow.spec.files):
         where = _where(workflow, "files", index)
@@ -278,3 +281,57 @@ def project_snapshot(
 
     located = [(workflow, locate_tools(workflow)) for workflow in workflows]
     return snapshot_for(located, state_dir=state_dir, exclude=exclude)
+
+
+MAX_LOCAL_IMPORTS = 200
+"""The most modules `local_imports` follows from one program (a bound on hostile code)."""
+
+
+def local_imports(root: Path, entry: str) -> list[str]:
+    """The top-level modules of ``root`` that ``entry`` imports, transitively, read with `ast`.
+
+    A program step's module is the user's agent code; SPEC.md puts "the packages it imports from
+    the workflow's folder" into the tool snapshot. Only ``import X`` / ``from X import ...``
+    whose ``X`` is a module file (``X.py``) or package (``X/__init__.py``) directly in ``root``
+    counts; nothing is imported or run. Unreadable or unparsable files are skipped (the sandbox
+    reports the import error).
+
+    Args:
+        root: the folder holding the program module.
+        entry: the module file or package folder name below ``root`` (`_module_entry`).
+
+    Returns:
+        Entry names (``X.py`` or ``X``), sorted, without ``entry`` itself; at most
+        `MAX_LOCAL_IMPORTS`.
+    """
+    import ast
+
+    seen = {entry}
+    queue = [entry]
+    while queue and len(seen) <= MAX_LOCAL_IMPORTS:
+        current = root / queue.pop()
+        files = sorted(current.rglob("*.py")) if current.is_dir() else [current]
+        for file in files:
+            try:
+                tree = ast.parse(file.read_bytes()[: 8 * 1024 * 1024], filename=str(file))
+            except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            for node in ast.walk(tree):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                for name in names:
+                    top = name.split(".")[0]
+                    for candidate in (f"{top}.py", top):
+                        path = root / candidate
+                        local = (
+                            path.is_file()
+                            if candidate.endswith(".py")
+                            else (path / "__init__.py").is_file()
+                        )
+                        if local and candidate not in seen and not path.is_symlink():
+                            seen.add(candidate)
+                            queue.append(candidate)
+    return sorted(seen - {entry})

@@ -355,3 +355,19 @@ def test_a_build_left_by_a_killed_command_is_removed_later(tmp_path: Path) -> No
     snapshot = _build(root, "pkg", state=tmp_path / "st")
     assert not stale.exists() and fresh.exists()  # a build of a running command is left alone
     assert sorted(p.name for p in home.iterdir()) == [".building-new", snapshot.digest]
+
+
+def test_a_program_brings_the_modules_of_its_folder_it_imports(tmp_path: Path) -> None:
+    """SPEC: a program's module "and the packages it imports from the workflow's folder" are
+    in the tool snapshot (examples/agent-program's agent imports its own ``agentloop``)."""
+    from runner.episode.snapshot_sources import local_imports
+
+    (tmp_path / "agent.py").write_text("import json\nfrom loop import run\nimport pkg.sub\n")
+    (tmp_path / "loop.py").write_text("from helpers import x\n")
+    (tmp_path / "helpers.py").write_text("x = 1\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub.py").write_text("import unused_elsewhere\n")
+    (tmp_path / "answers.json").write_text("{}")  # data is never picked up this way
+    (tmp_path / "unrelated.py").write_text("")
+    assert local_imports(tmp_path, "agent.py") == ["helpers.py", "loop.py", "pkg"]

@@ -22,10 +22,12 @@ Invariant: nothing here changes a body; the raw text is what the trace records.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+
+# one reading of event streams and bodies for the recorder and the host (sandbox-side, stdlib)
+from runner.trace.modelapi import sse_events, summarise
 
 __all__ = [
     "APIS",
@@ -86,81 +88,3 @@ class ApiCall:
     def with_body(self, body: Mapping[str, Any]) -> ApiCall:
         """The same call forwarding ``body`` instead."""
         return replace(self, body=dict(body))
-
-
-def sse_events(text: str) -> Iterator[tuple[str | None, str]]:
-    r"""``(event name, data)`` of each event of a server-sent event stream, in order.
-
-    Lines are split on ``\\n`` (``\\r\\n`` accepted); ``data:`` lines of one event are joined
-    with ``\\n``; comments (``:``) and other fields are skipped. At most `MAX_EVENTS` events.
-    """
-    event: str | None = None
-    data: list[str] = []
-    count = 0
-    for line in text.replace("\r\n", "\n").split("\n"):
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-                count += 1
-                if count >= MAX_EVENTS:
-                    return
-            event, data = None, []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)
-    if data:
-        yield event, "\n".join(data)
-
-
-def _object(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def summarise(api: str, body: str, stream: bool) -> tuple[str | None, dict[str, Any]]:
-    """The model id and the usage a raw response body states (None and {} when it does not).
-
-    Args:
-        api: one of `APIS`.
-        body: the raw body text.
-        stream: the body is a server-sent event stream.
-
-    Returns:
-        ``(model, usage)``; for Messages streams the usage of ``message_start`` updated by
-        each ``message_delta`` (its counts are cumulative).
-    """
-    if not stream:
-        parsed = _object(body) or {}
-        named, stated = parsed.get("model"), parsed.get("usage")
-        return (named if isinstance(named, str) else None), (
-            dict(stated) if isinstance(stated, dict) else {}
-        )
-    model: str | None = None
-    usage: dict[str, Any] = {}
-    for _, data in sse_events(body):
-        event = _object(data)
-        if event is None:
-            continue
-        if api == "chat_completions":
-            holder: Any = event
-        elif api == "responses":
-            holder = event.get("response")
-        else:
-            holder = event.get("message") if event.get("type") == "message_start" else event
-        if not isinstance(holder, dict):
-            continue
-        if isinstance(holder.get("model"), str):
-            model = model or holder["model"]
-        found = holder.get("usage")
-        if isinstance(found, dict):
-            usage.update(found)
-    return model, usage

@@ -376,6 +376,7 @@ def run_episode(
         try:
             with backend.sandbox(prepared.spec) as sandbox:
                 started = monotonic()
+                state.node = getattr(sandbox, "node", None)  # fakes may lack it
                 _drive(
                     sandbox,
                     state,

@@ -58,6 +58,7 @@ class EpisodeState:
     channel: Channel
     image_id: str | None = None
     backend_name: str = "docker"
+    node: str | None = None
     trace: TraceWriter | None = None
     hello: dict[str, Any] | None = None
     episode: dict[str, Any] | None = None
@@ -404,6 +405,7 @@ class EpisodeState:
             },
             purpose=request.purpose,
             backend=self.backend_name,
+            **({"node": self.node} if self.node is not None else {}),
             clock=run_spec["clock"],
             seed=run_spec["seed"],
             environment={

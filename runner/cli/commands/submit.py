@@ -11,6 +11,9 @@ waiting for runs to wind down) or one that lands while the report prints; a resu
 says how many runs are left. A reader of stdout that goes away (``| head``) changes nothing: the
 job's exit code stands, no traceback.
 
+``--backend ray`` (with ``--ray-address`` or ``RAY_ADDRESS``) runs the sandboxes on the nodes
+of a Ray cluster (`runner.backends.ray`); ledger, keys and traces stay here.
+
 One ``--variant`` is allowed: its episodes run, but tournament grading needs two variants, so
 the plan warns and every task is listed ungraded.
 
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state, stdout_gone
+from runner.cli.backend_choice import BackendName, BackendOption, RayAddressOption, backend_factory
 from runner.cli.terminal import echo
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
 
@@ -289,6 +293,8 @@ def submit_command(
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue an interrupted job.")
     ] = None,
+    backend: BackendOption = BackendName.docker,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
     from runner.submit.options import SubmitOptions, load_job_file
@@ -340,6 +346,7 @@ def submit_command(
             dry_run=dry_run,
             as_json=as_json,
             concurrency=concurrency,
+            backend_factory=backend_factory(settings, backend, ray_address),
         )
     except SandboxReplayError as exc:
         if as_json:

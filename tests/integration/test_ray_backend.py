@@ -46,8 +46,7 @@ def _project(root: Path, tasks: int, sleep_s: float) -> Path:
     root.mkdir(parents=True)
     root.chmod(0o755)
     lines = "".join(
-        json.dumps({"task_id": f"t{i}", "input": {"sleep_s": sleep_s}}) + "\n"
-        for i in range(tasks)
+        json.dumps({"task_id": f"t{i}", "input": {"sleep_s": sleep_s}}) + "\n" for i in range(tasks)
     )
     files = {"slow_tools.py": TOOLS, "v1.yaml": _workflow("1"), "v2.yaml": _workflow("2")}
     for name, text in {**files, "tasks.jsonl": lines}.items():
@@ -68,9 +67,9 @@ def cluster(sandbox_image: str) -> Iterator[RayCluster]:
 
 
 def _submit(work: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    import runner.cli.commands  # noqa: F401 - registers the commands on the app
     from typer.testing import CliRunner
 
+    import runner.cli.commands  # noqa: F401 - registers the commands on the app
     from runner.cli.app import app
 
     cwd = Path.cwd()

@@ -43,7 +43,7 @@ from runner.errors import (
     worst_exit_code,
 )
 from runner.policy.loader import Policy, load_policy
-from runner.providers.base import check_provider, located_model_error
+from runner.providers.workflows import check_provider, located_model_error
 
 __all__ = [
     "EligibilityReport",

@@ -343,7 +343,7 @@ def replay_through_agent_loop(out: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     import yaml
 
     import runner.runtime.steps.agent as agent_mod
-    from runner.providers.base import _first_difference, match_key
+    from runner.providers.replay import _first_difference, match_key
     from runner.runtime.registry import RuntimeRegistry, RuntimeTool
     from runner.runtime.replay.callrecords import message_of
 

@@ -46,7 +46,8 @@ from runner.episode.prepare import RUNTIME_COMMAND, prepare_run
 from runner.episode.request import EpisodeRequest, EpisodeResult
 from runner.episode.state import EpisodeState
 from runner.errors import InfrastructureError
-from runner.providers.base import DeadlineProvider, ModelProvider
+from runner.providers.base import ModelProvider
+from runner.providers.deadline import DeadlineProvider
 from runner.runtime import protocol
 from runner.settings import Settings
 from runner.trace.writer import TraceWriter

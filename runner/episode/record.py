@@ -110,7 +110,7 @@ def record_run(
     from runner.episode.metered_run import metered_run
     from runner.episode.request import EpisodeRequest
     from runner.policy import load_policy
-    from runner.providers.base import provider_for_workflow
+    from runner.providers.workflows import provider_for_workflow
 
     validate_id(task_id, kind="task id", field="--task")
     task = load_tasks(tasks_path).get(task_id)

@@ -58,7 +58,7 @@ from runner.episode.toolmanifest import locate_tools, sandbox_registry
 from runner.errors import InfrastructureError, InputError, ReplayRefused
 from runner.inputfile import open_input
 from runner.policy import load_policy
-from runner.providers.base import ReplayProvider
+from runner.providers.replay import ReplayProvider
 from runner.reproduce.inputs import (
     is_packet,
     packet_trace,

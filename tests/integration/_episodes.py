@@ -22,7 +22,7 @@ from runner.episode.prepare import RUNTIME_COMMAND
 from runner.episode.request import EpisodeResult
 from runner.episode.snapshot_sources import project_snapshot
 from runner.policy import load_policy
-from runner.providers.base import provider_for
+from runner.providers.factory import provider_for
 from runner.settings import Settings
 
 

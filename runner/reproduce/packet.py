@@ -172,7 +172,7 @@ def build_packet(
         InfrastructureError: the backend failed.
     """
     from runner.domain.workflow import load_workflow
-    from runner.episode.toolmanifest import sandbox_registry
+    from runner.episode.toolmanifest.registry import sandbox_registry
     from runner.policy import load_policy
 
     trace = load_well_formed_trace(trace_path)  # lint's reader and rules

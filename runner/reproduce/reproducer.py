@@ -48,13 +48,14 @@ import structlog
 
 from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task
+from runner.domain.toollocate import locate_tools
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.metered_run import metered_run
 from runner.episode.reaping import reap_and_settle
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot_sources import snapshot_for
-from runner.episode.toolmanifest import locate_tools, sandbox_registry
+from runner.episode.snapshot.sources import snapshot_for
+from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InfrastructureError, InputError, ReplayRefused
 from runner.inputfile import open_input
 from runner.policy import load_policy
@@ -213,7 +214,7 @@ class Reproducer:
         policy = load_policy(self.policy_name)
         try:
             # One snapshot for the description sandbox and the replay: both see the same code,
-            # copied now; never the trace itself (runner/episode/snapshot.py).
+            # copied now; never the trace itself (runner/episode/snapshot/toolsnapshot.py).
             snapshot = snapshot_for(
                 [(workflow, locate_tools(workflow, confined_to=folder))],
                 state_dir=self.settings.state_dir,
@@ -256,7 +257,7 @@ class Reproducer:
         ``--workflow``: the user's own file, resolved as ``check`` does (folder None). Else the
         trace's workflow: a file with its hash (its folder), or the trace's own copy written
         in ``scratch`` (the trace's folder; a packet's ``workflow/`` folder): never the
-        current directory, never the installed packages (`runner.episode.toolmanifest.
+        current directory, never the installed packages (`runner.domain.toollocate.
         locate_tools`).
         """
         if self.workflow is not None:

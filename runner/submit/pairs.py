@@ -18,7 +18,7 @@ from runner.domain.ids import timestamped_ids
 from runner.episode.driver import run_episode
 from runner.episode.limits import resource_limits
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot import ToolSnapshot
+from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.ledger import Amount, CeilingGuard
 from runner.providers.base import ModelProvider
 from runner.providers.metered import MeteredProvider, StopSignal

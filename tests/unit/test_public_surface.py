@@ -71,6 +71,22 @@ PUBLIC: dict[str, list[str]] = {
         "runner_mounts",
         "sandbox_registry",
     ],
+    "runner.episode.snapshot": [
+        "SnapshotEntry",
+        "ToolSnapshot",
+        "build_snapshot",
+        "project_snapshot",
+        "snapshot_for",
+        "tool_mounts",
+    ],
+    "runner.episode.toolmanifest": [
+        "MANIFEST_TIMEOUT_S",
+        "Admission",
+        "admit",
+        "read_gate",
+        "sandbox_gate",
+        "sandbox_registry",
+    ],
     "runner.errors": [
         "CapabilityDenied",
         "CeilingReached",

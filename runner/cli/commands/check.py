@@ -16,7 +16,7 @@ Nothing is run and no engine is needed: the tool modules are read from source
 host; a scripted model function is only located and found defined. A tool whose declaration is
 not literal (its effect, a parameter's type) counts as ``unsafe`` and the diagnostic says what
 could not be read and where (fail closed). ``submit`` and ``run`` take the same first step,
-then describe the tools inside a sandbox (`runner.episode.admission`).
+then describe the tools inside a sandbox (`runner.episode.toolmanifest.admission`).
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ def execute_run(
     """Load everything, check eligibility, run one episode charged under ``replay``.
 
     The tool modules are never imported on the host: read from source first, then described
-    inside a sandbox (`runner.episode.admission`); only the scripted model function, the
-    user's own host-side code, is imported here (it runs on the host by design).
+    inside a sandbox (`runner.episode.toolmanifest.admission`); only the scripted model
+    function, the user's own host-side code, is imported here (it runs on the host by design).
 
     Args:
         settings: host settings.
@@ -72,12 +72,12 @@ def execute_run(
     """
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
-    from runner.episode.admission import read_gate, sandbox_gate
     from runner.episode.driver import run_episode
     from runner.episode.limits import check_engine_limits
     from runner.episode.metered_run import metered_run
     from runner.episode.request import EpisodeRequest
-    from runner.episode.snapshot_sources import project_snapshot
+    from runner.episode.snapshot.sources import project_snapshot
+    from runner.episode.toolmanifest.admission import read_gate, sandbox_gate
     from runner.policy import load_policy
     from runner.providers.metered import MeteredProvider, StopSignal
     from runner.providers.workflows import provider_for_workflow
@@ -89,7 +89,7 @@ def execute_run(
     warn_skipped_lines(list(task_file.errors))
     task = task_file.get(task_id)
     policy = load_policy(policy_name)
-    # The load path `submit` shares (runner/episode/admission.py): the tools read from
+    # The load path `submit` shares (runner/episode/toolmanifest/admission.py): the tools read from
     # source first (nothing of them imported here), then described inside a sandbox below.
     report = read_gate([workflow_path], policy, settings=settings)
     workflow = report.workflows[0].workflow
@@ -97,7 +97,7 @@ def execute_run(
     model = workflow.spec.model
     provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
     # What the sandbox sees of the project: a copy of the declared tool code and data files,
-    # taken now (runner/episode/snapshot.py); never the tasks file or the state folder.
+    # taken now (runner/episode/snapshot/toolsnapshot.py); never the tasks file or the state folder.
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
     variant = f"{workflow.spec.name}@{workflow.spec.version}"
     own_backend = backend is None

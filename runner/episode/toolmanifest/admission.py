@@ -38,7 +38,7 @@ from runner.policy.eligibility import (
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
-    from runner.episode.snapshot import ToolSnapshot
+    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
 
 __all__ = ["Admission", "admit", "read_gate", "sandbox_gate"]
@@ -89,7 +89,7 @@ def sandbox_gate(
         IneligibleError: a tool the sandbox describes is denied, or an id does not resolve.
         InfrastructureError: the backend failed.
     """
-    from runner.episode.toolmanifest import sandbox_registry
+    from runner.episode.toolmanifest.registry import sandbox_registry
 
     def describe(workflow: WorkflowFile) -> Registry:
         return sandbox_registry(

@@ -2,7 +2,7 @@
 
 Every command that talks to an engine first removes the leftovers of dead owners
 (`runner.backends.base.Backend.reap`). Each reaped sandbox carries the ledger run it ran for
-(label ``io.sandbox-replay.ledger-key``, set by `runner.episode.driver.prepare_run`) and
+(label ``io.sandbox-replay.ledger-key``, set by `runner.episode.prepare.prepare_run`) and
 the seconds the engine recorded between its start and its finish; `settle_reaped` charges the
 run those seconds instead of its reservation (`runner.ledger.Ledger.settle_dead_run`). What
 the reaper cannot measure (a container already gone, a model call in flight) stays reserved

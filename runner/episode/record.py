@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from runner.domain.registry import Registry
-from runner.episode.driver import EpisodeResult
+from runner.episode.request import EpisodeResult
 from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -106,8 +106,9 @@ def record_run(
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
     from runner.domain.workflow import load_workflow
-    from runner.episode.driver import EpisodeRequest, run_episode
+    from runner.episode.driver import run_episode
     from runner.episode.metered_run import metered_run
+    from runner.episode.request import EpisodeRequest
     from runner.policy import load_policy
     from runner.providers.workflows import provider_for_workflow
 

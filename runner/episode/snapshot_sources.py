@@ -198,7 +198,7 @@ def tool_mounts(request: Any) -> tuple[list[Mount], list[str]]:
     """The read-only mounts of a run's tool code and their sandbox paths (``tool_paths``).
 
     Args:
-        request: the run (`runner.episode.driver.EpisodeRequest`).
+        request: the run (`runner.episode.request.EpisodeRequest`).
 
     Every sandboxed run mounts the copies in its command's snapshot. Only ``record`` (an
     unsandboxed local process that runs the project's own files on purpose, data files and all)

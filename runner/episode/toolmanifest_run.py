@@ -1,7 +1,7 @@
 """The sandbox run behind `runner.episode.toolmanifest.sandbox_registry`.
 
 One short sandbox per registry: the run folder and the `SandboxSpec` come from
-`runner.episode.driver.prepare_run` (the same mounts, environment, user and limits as an
+`runner.episode.prepare.prepare_run` (the same mounts, environment, user and limits as an
 episode, so the same hardening; the modules from the command's tool snapshot), with
 ``run.json`` ``mode: "manifest"`` and ``modules`` set to the modules asked for; the timeout is
 cut to the manifest's own. The host waits for ``hello``, sends ``start``, reads the one
@@ -31,7 +31,8 @@ from runner.domain.ids import timestamped_ids
 from runner.domain.registry import Registry
 from runner.domain.tasks import Task
 from runner.episode.channel import Channel
-from runner.episode.driver import EpisodeRequest, prepare_run
+from runner.episode.prepare import prepare_run
+from runner.episode.request import EpisodeRequest
 from runner.episode.toolmanifest_answer import clean_text
 from runner.errors import InputError
 from runner.runtime import protocol

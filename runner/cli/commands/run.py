@@ -32,7 +32,7 @@ from runner.errors import (
 )
 
 if TYPE_CHECKING:
-    from runner.episode.driver import EpisodeResult
+    from runner.episode.request import EpisodeResult
     from runner.settings import Settings
 
 
@@ -73,9 +73,10 @@ def execute_run(
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
     from runner.episode.admission import read_gate, sandbox_gate
-    from runner.episode.driver import EpisodeRequest, run_episode
+    from runner.episode.driver import run_episode
     from runner.episode.limits import check_engine_limits
     from runner.episode.metered_run import metered_run
+    from runner.episode.request import EpisodeRequest
     from runner.episode.snapshot_sources import project_snapshot
     from runner.policy import load_policy
     from runner.providers.metered import MeteredProvider, StopSignal

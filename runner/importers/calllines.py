@@ -141,7 +141,7 @@ class LineBuilder:
         """The conversation as the simulated user sees it.
 
         Its instructions as the system message, then the text messages with roles swapped
-        (tool traffic left out), as `runner.runtime.agent` builds a user turn.
+        (tool traffic left out), as `runner.runtime.steps.agent` builds a user turn.
         """
         system = self.run.user_system
         if system is None:

@@ -6,7 +6,7 @@ into `SourceRun` values; `build_run` turns each into the lines of one trace of t
 records). The shapes it writes are the contract with ``reproduce``:
 
 - model turn (``tool: "model"``): ``request = {"model", "messages", "tools"?, **settings}``,
-  built as `runner.runtime.agent` builds it so that ``reproduce`` can match it: ``messages`` =
+  built as `runner.runtime.steps.agent` builds it so that ``reproduce`` can match it: ``messages`` =
   ``system`` (the workflow's system prompt), the fixed messages, then the turns in order;
   ``tools`` = the run's offered tools exactly as the runtime offers them
   (`runner.runtime.registry.RuntimeTool.function_spec` of their manifest entries: the function

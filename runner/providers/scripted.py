@@ -2,7 +2,7 @@
 
 `load_function` is the one host-side importer of a user's ``module:function`` reference (the
 scripted model and the ``python`` judges of `runner.grading`); the sandbox side has its own,
-standard-library copy for program steps (`runner.runtime.program`), as it may import nothing of
+standard-library copy for program steps (`runner.runtime.steps.program`), as it may import nothing of
 the host.
 """
 

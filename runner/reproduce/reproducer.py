@@ -212,11 +212,9 @@ class Reproducer:
             if self.backend_factory is not None:
                 self._backend = self.backend_factory()
             else:
-                from runner.backends.docker import DockerBackend
-                from runner.episode.reaping import reap_and_settle
+                from runner.episode.reaping import connect_docker
 
-                self._backend = DockerBackend.connect(self.settings.docker_host)
-                reap_and_settle(self._backend, self.settings.state_dir)
+                self._backend = connect_docker(self.settings)
         return self._backend
 
     def reproduce(self, path: Path) -> ReproduceReport:

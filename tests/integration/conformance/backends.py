@@ -8,7 +8,7 @@ sandboxes of its session, and the `Capabilities` where it legitimately differs; 
 the flags and asserts the stronger property wherever a flag is set.
 
 `EXEMPT` names the backends that are not sandboxes by design, each with the reason; the
-registry test (`test_registry.py`) fails when a backend class of `runner.backends` is in
+registry test (`test_conformance_registry.py`) fails when a backend class of `runner.backends` is in
 neither list.
 """
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from runner.domain.ids import path_under
-from runner.domain.registry import ToolSpec
+from runner.domain.programs import program_roots
+from runner.domain.registry import Registry, ToolSpec
 from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.sdk import Effect, ToolDef, collect_tools, schema_hash
@@ -41,7 +42,13 @@ from runner.trace.strictjson import loads as strict_loads
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["load_manifest_tools", "load_module_tools", "load_tool_sources", "manifest_path"]
+__all__ = [
+    "load_manifest_tools",
+    "load_module_tools",
+    "load_tool_sources",
+    "manifest_path",
+    "registry_for_workflow",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -49,6 +56,25 @@ _ENTRY_KEYS = {"id", "effect", "description", "schema", "schema_hash", "metadata
 _IGNORED_KEYS = {"module", "qualname", "disposition"}
 _TOP_KEYS = {"tools", "policy", "source", "metadata"}
 _TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+def registry_for_workflow(workflow: WorkflowFile) -> Registry:
+    """The unfiltered registry of a workflow's ``tools`` entries.
+
+    This imports the tool modules on the host, so it is for ``record`` alone, the one
+    command that runs the tools live on the host by design. Every other command keeps the
+    code under evaluation off the host: ``check`` reads the modules from source
+    (`runner.domain.toolstatic.static_registry`); ``run``, ``submit``, ``reproduce``
+    and ``packet`` describe them inside a sandbox
+    (`runner.episode.toolmanifest.sandbox_registry`).
+
+    Raises:
+        InputError: a module that cannot be imported or defines an invalid tool, an
+            unreadable or invalid tool manifest (workflow file, line and entry named), or
+            a duplicate tool id (both definitions named).
+    """
+    tools, roots = load_tool_sources(workflow)
+    return Registry(tools, roots)
 
 
 def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path]]:
@@ -74,9 +100,7 @@ def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path
             found, root = load_module_tools(entry, search, where)
             tools.extend(found)
             roots.append(root)
-    from runner.domain.programs import program_roots  # located, never imported
-
-    roots.extend(program_roots(workflow))
+    roots.extend(program_roots(workflow))  # located, never imported
     return tools, list(dict.fromkeys(roots))
 
 

@@ -1,11 +1,12 @@
 """A workflow's registry built inside a sandbox: the host never imports the tool code.
 
-`Registry.for_workflow` imports the tool modules on the host (as pytest imports a project's
-tests). That is right for ``check``, ``submit``, ``run`` and ``record``: they run the user's
-own project, whose code the user runs anyway (``record`` even runs it unsandboxed, on
-purpose). It is wrong for ``reproduce``: a reviewer packet, or a trace from elsewhere whose
-workflow copy and tool modules sit beside it, is someone else's code, and importing a module
-runs it. So `sandbox_registry` (used by `runner.reproduce.reproducer`, always) does this:
+`runner.domain.toolsource.registry_for_workflow` imports the tool modules on the host (as
+pytest imports a project's tests). That is right for ``check``, ``submit``, ``run`` and
+``record``: they run the user's own project, whose code the user runs anyway (``record`` even
+runs it unsandboxed, on purpose). It is wrong for ``reproduce``: a reviewer packet, or a trace
+from elsewhere whose workflow copy and tool modules sit beside it, is someone else's code, and
+importing a module runs it. So `sandbox_registry` (used by `runner.reproduce.reproducer`,
+always) does this:
 
 1. on the host, *locate* every ``tools`` entry without running anything: a ``.json`` tool
    manifest is read as data (`runner.domain.toolsource.load_manifest_tools`); a module's

@@ -48,7 +48,7 @@ log = structlog.get_logger(__name__)
 B = TypeVar("B", bound="Backend")
 
 
-class check_describer:  # noqa: N801 - used as a function: describe = check_describer(...)
+class check_describer:  # used as a function: describe = check_describer(...)
     """``check``'s registry builder: read from source, except where only a sandbox can tell.
 
     A workflow naming an MCP stdio server (``tools: [{mcp: {command: [...]}}]``) has tools

@@ -2,8 +2,8 @@
 
 `load_function` is the one host-side importer of a user's ``module:function`` reference (the
 scripted model and the ``python`` judges of `runner.grading`); the sandbox side has its own,
-standard-library copy for program steps (`runner.runtime.steps.program`), as it may import nothing of
-the host.
+standard-library copy for program steps (`runner.runtime.steps.program`), as it may import
+nothing of the host.
 """
 
 from __future__ import annotations

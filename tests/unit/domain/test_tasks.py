@@ -121,6 +121,6 @@ def test_an_observation_body_without_encoding_is_text_in_the_call_records(tmp_pa
             }
         ],
     )
-    (task,) = load_tasks(path).tasks
+    task = load_tasks(path).get("t1")
     encodings = [obs.get("body_encoding") for obs in task.observations]
     assert encodings == ["text", "base64", None]

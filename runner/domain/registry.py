@@ -96,6 +96,8 @@ class ToolSpec:
             with its ``file:line``; the effect is then ``unsafe`` (fail closed). None when
             the tool was fully read, imported, or described by a sandbox. A tool whose
             parameters were not read has an empty ``schema`` and ``schema_hash``.
+        decided_by: what gave a tool without a declared class its class, in words (an MCP
+            tool's annotations, `runner.domain.mcptools`); None otherwise.
     """
 
     id: str
@@ -112,6 +114,7 @@ class ToolSpec:
     disposition: Disposition | None = None
     rule: str | None = None
     unread: str | None = None
+    decided_by: str | None = None
 
     @property
     def has_code(self) -> bool:
@@ -131,6 +134,8 @@ class ToolSpec:
         """The effect class for diagnostics, saying why when it defaulted to ``unsafe``."""
         if self.unread is not None:
             return f"{self.effect.value} (read without importing it: {self.unread})"
+        if self.decided_by is not None:
+            return f"{self.effect.value} ({self.decided_by})"
         if self.declared_effect is None:
             return f"{self.effect.value} (no effect class declared)"
         if self.declared_effect != self.effect.value:

@@ -236,6 +236,12 @@ def static_registry(workflow: WorkflowFile) -> Registry:
         module = read_module(name, root, tool_entry_where(workflow, index))
         tools[index] = module.tools
         gaps.extend(module.gaps)
+    for index, source, _ in located.mcp_servers:  # the challenger's code: never run here
+        where = tool_entry_where(workflow, index)
+        gaps.append(
+            f"{source.label()} at {where['file']}:{where['line']}: an MCP server's tools are"
+            " listed only inside a sandbox"
+        )
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     return Registry(ordered, located.roots(), unread=gaps)
 

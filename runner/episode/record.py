@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from runner.domain.registry import Registry
+from runner.domain.toolsource import registry_for_workflow
 from runner.episode.request import EpisodeResult
 from runner.settings import Settings
 
@@ -116,7 +117,7 @@ def record_run(
     task = load_tasks(tasks_path).get(task_id)
     workflow = load_workflow(workflow_path)
     policy = load_policy(policy_name)
-    registry = RecordRegistry(Registry.for_workflow(workflow), policy.hash)
+    registry = RecordRegistry(registry_for_workflow(workflow), policy.hash)
     provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
     request = EpisodeRequest(
         workflow=workflow,

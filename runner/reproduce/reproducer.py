@@ -52,7 +52,6 @@ from runner.domain.toollocate import locate_tools
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.metered_run import metered_run
-from runner.episode.reaping import reap_and_settle
 from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot.sources import snapshot_for
 from runner.episode.toolmanifest.registry import sandbox_registry
@@ -163,10 +162,9 @@ class Reproducer:
                 self._backend = self.backend_factory()
             else:
                 # the docker SDK is imported only when a backend is made (start-up speed)
-                from runner.backends.docker import DockerBackend
+                from runner.episode.reaping import connect_docker
 
-                self._backend = DockerBackend.connect(self.settings.docker_host)
-                reap_and_settle(self._backend, self.settings.state_dir)
+                self._backend = connect_docker(self.settings)
         return self._backend
 
     def reproduce(self, path: Path) -> ReproduceReport:

@@ -102,15 +102,11 @@ def execute_run(
     variant = f"{workflow.spec.name}@{workflow.spec.version}"
     own_backend = backend is None
     if own_backend:
-        from runner.backends.docker import DockerBackend
+        from runner.episode.reaping import connect_docker
 
-        backend = DockerBackend.connect(settings.docker_host)
+        backend = connect_docker(settings)
     try:
         check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
-        if own_backend:
-            from runner.episode.reaping import reap_and_settle
-
-            reap_and_settle(backend, settings.state_dir)
         # the registry the run uses: described in a sandbox from the snapshot (kept by its
         # digest: a second run over the same snapshot starts no describing sandbox)
         report = sandbox_gate(

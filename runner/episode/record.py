@@ -23,9 +23,17 @@ from typing import Any
 
 import structlog
 
+from runner.backends.unsandboxed import UnsandboxedProcessBackend
+from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.registry import Registry
+from runner.domain.tasks import load_tasks
 from runner.domain.toolsource import registry_for_workflow
-from runner.episode.request import EpisodeResult
+from runner.domain.workflow import load_workflow
+from runner.episode.driver import run_episode
+from runner.episode.metered_run import metered_run
+from runner.episode.request import EpisodeRequest, EpisodeResult
+from runner.policy import load_policy
+from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -103,16 +111,6 @@ def record_run(
         InputError: a bad workflow, task file, task id, policy or model function.
         CeilingReached: the ``live`` ceiling leaves no room for the run.
     """
-    from runner.backends.unsandboxed import UnsandboxedProcessBackend
-    from runner.domain.ids import timestamped_ids, validate_id
-    from runner.domain.tasks import load_tasks
-    from runner.domain.workflow import load_workflow
-    from runner.episode.driver import run_episode
-    from runner.episode.metered_run import metered_run
-    from runner.episode.request import EpisodeRequest
-    from runner.policy import load_policy
-    from runner.providers.workflows import provider_for_workflow
-
     validate_id(task_id, kind="task id", field="--task")
     task = load_tasks(tasks_path).get(task_id)
     workflow = load_workflow(workflow_path)

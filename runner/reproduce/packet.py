@@ -28,10 +28,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.domain.ids import path_under
 from runner.domain.mcptools import McpEntry
+from runner.domain.toolsource import manifest_path
+from runner.domain.workflow import load_workflow
 from runner.episode.snapshot.sources import mcp_server_files
+from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.inputfile import read_input
+from runner.policy import load_policy
 from runner.reproduce.inputs import recorded_workflow_file, tool_folder
 from runner.tracetools.lint import load_well_formed_trace
 
@@ -60,8 +65,6 @@ environment: python, platform, packages, tool schema hashes).
 
 def _source(root: Path, relative: str) -> Path | None:
     """``root/relative`` when it is a file inside ``root`` (no link leading out), else None."""
-    from runner.domain.ids import path_under
-
     try:
         path = path_under(root, relative, kind="tool source file")
     except InputError:
@@ -75,8 +78,6 @@ def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
     Every path is built with `runner.domain.ids.path_under` from a module name, a ``tools``
     entry or a file the sandbox reported, so nothing outside the tool folders is packed.
     """
-    from runner.domain.toolsource import manifest_path
-
     files: dict[str, Path] = {}
     roots = [Path(r).resolve() for r in registry.tool_roots()]
     modules = {t.module for t in registry if t.module}
@@ -179,10 +180,6 @@ def build_packet(
             found, failing to import in the sandbox, outside the workflow's folder).
         InfrastructureError: the backend failed.
     """
-    from runner.domain.workflow import load_workflow
-    from runner.episode.toolmanifest.registry import sandbox_registry
-    from runner.policy import load_policy
-
     trace = load_well_formed_trace(trace_path)  # lint's reader and rules
     run = trace.run
     found = workflow_path or recorded_workflow_file(

@@ -52,6 +52,7 @@ from runner.domain.toollocate import locate_tools
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.metered_run import metered_run
+from runner.episode.reaping import connect_docker
 from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot.sources import snapshot_for
 from runner.episode.toolmanifest.registry import sandbox_registry
@@ -161,9 +162,6 @@ class Reproducer:
             if self.backend_factory is not None:
                 self._backend = self.backend_factory()
             else:
-                # the docker SDK is imported only when a backend is made (start-up speed)
-                from runner.episode.reaping import connect_docker
-
                 self._backend = connect_docker(self.settings)
         return self._backend
 

@@ -52,6 +52,7 @@ from runner.episode.snapshot.sources import project_snapshot
 from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.episode.toolmanifest import admission
 from runner.errors import InputError
+from runner.grading import make_judge
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
@@ -136,8 +137,6 @@ def prepare(
     )
     tasks = _tasks(options.tasks)
     if options.judge != "rubric" and not options.judge.startswith("model:"):
-        from runner.grading import make_judge
-
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
     concurrency = options.concurrency or settings.concurrency
     cpu_cap = 2 * (os.cpu_count() or 1)

@@ -63,6 +63,7 @@ def check_command(
     Every problem is reported, each naming the workflow file, the step, the tool, its effect
     class and the policy rule. Exit 0 eligible, 3 ineligible, 2 invalid input.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.episode.toolmanifest.admission import check_describer
     from runner.policy.eligibility import check_eligibility
 

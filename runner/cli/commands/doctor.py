@@ -42,6 +42,7 @@ def run_checks(docker_host: str | None, image: str) -> list[Check]:
     An unreachable engine is the failed ``engine`` check; the checks that need the engine are
     listed as not run (``ran`` False), the local ones still run.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.backends.docker import DockerBackend
     from runner.backends.docker import checks as C
     from runner.backends.docker.client import ENGINE_FIX

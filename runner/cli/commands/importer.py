@@ -76,6 +76,7 @@ def _import(
     as_json: bool,
 ) -> None:
     """Read a source with ``read`` (an importer's reader), write it into ``out``, report."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.output import write_import
     from runner.importers.toolset import parse_effect_map
 
@@ -103,6 +104,7 @@ def tau2_command(
     as_json: _Json = False,
 ) -> None:
     """Import τ²-bench results: one trace per simulation, tasks with observations, manifest."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.tau2 import read_tau2
 
     _import(ctx, lambda: read_tau2(results, tools), out, map_, map_file, force, as_json)
@@ -125,6 +127,7 @@ def openai_messages_command(
     as_json: _Json = False,
 ) -> None:
     """Import OpenAI chat-message conversations (messages + tools): one trace per run."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.openai_messages import read_openai_messages
 
     _import(ctx, lambda: read_openai_messages(file, tools), out, map_, map_file, force, as_json)
@@ -151,6 +154,7 @@ def otel_command(
     as_json: _Json = False,
 ) -> None:
     """Import OpenTelemetry traces: one trace per agent session, tasks, manifest."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.otel import read_otel
 
     _import(ctx, lambda: read_otel(files, tools), out, map_, map_file, force, as_json)

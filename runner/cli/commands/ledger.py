@@ -35,6 +35,7 @@ def ledger_command(
     Runs, model calls, tokens, USD and sandbox seconds charged, and what is reserved but not
     yet settled. Exit 2 for an invalid or unknown --job.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.domain.ids import validate_id
     from runner.ledger import LEDGER_FILENAME
 
@@ -56,6 +57,7 @@ def ledger_command(
 
 
 def _read(path: Path, job: str | None) -> dict[str, Any]:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.ledger import PURPOSES, Ledger, PurposeTotals
 
     data: dict[str, Any] = {"ledger": str(path), "schema_version": None, "job": None}
@@ -76,6 +78,7 @@ def _read(path: Path, job: str | None) -> dict[str, Any]:
 
 
 def _render(data: dict[str, Any]) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 

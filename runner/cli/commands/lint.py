@@ -39,6 +39,7 @@ def lint_command(
     response (model calls), clock reading; per trace: the failure signature. Also says which
     calls carry raw I/O bodies and which only tool-level values.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.tracetools.lint import lint_traces
 
     results, code = lint_traces(traces)
@@ -67,6 +68,7 @@ def _cell(checks: list[str]) -> str:
 
 
 def _render(results: list[TraceLint], code: int) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 

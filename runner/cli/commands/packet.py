@@ -41,12 +41,14 @@ def packet_command(
     ] = None,
 ) -> None:
     """Pack a trace with its workflow and tool code into a packet that reproduce accepts."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.reproduce.packet import build_packet
 
     settings = state(ctx).settings()
     made: list[DockerBackend] = []
 
     def backend() -> DockerBackend:  # only when there is a module to describe
+        # imported on use, not at module top: start-up speed (`--help`, `check`)
         from runner.episode.reaping import connect_docker
 
         made.append(connect_docker(settings))

@@ -45,6 +45,7 @@ def record_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """Run one task live (real tools, no sandbox) and record its trace; charged as live."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.cli.commands.run import _render, warn_skipped_lines
     from runner.domain.tasks import load_tasks
     from runner.episode.record import record_run

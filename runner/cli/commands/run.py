@@ -70,6 +70,7 @@ def execute_run(
         CeilingReached: the policy's ``replay`` ceiling leaves no room for the run.
         InfrastructureError: Docker is unusable.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
     from runner.episode.driver import run_episode

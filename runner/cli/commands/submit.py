@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runner.cli.app import app, fail, state, stdout_gone
+from runner.cli.app import app, fail, state
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
@@ -39,7 +39,7 @@ from runner.cli.egress_gate import (
     gate_egress,
     outbound_of_trace,
 )
-from runner.cli.terminal import echo
+from runner.cli.terminal import echo, stdout_gone
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 
 def _flags(pairs: Sequence[tuple[str, str, Any]]) -> CeilingFlags:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.submit.options import CeilingFlags
 
     values = {dim: value for dim, _flag, value in pairs if value is not None}
@@ -60,6 +61,7 @@ class _Progress:
     """Counts per status on a rich progress bar (stderr, TTY only)."""
 
     def __init__(self, total: int, finished: int = 0) -> None:
+        # imported on use, not at module top: start-up speed (`--help`, `check`)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         from runner.cli.output import table_console
@@ -111,6 +113,7 @@ def _print_plan(lines: list[str], as_json: bool) -> None:
 
 def _finished_before(settings: Settings, job_id: str) -> int:
     """Pairs of ``job_id`` finished in earlier sessions (0 when there is no ledger)."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.ledger import LEDGER_FILENAME, Ledger
 
     path = settings.state_dir / LEDGER_FILENAME
@@ -139,6 +142,7 @@ def run_submit(
     Raises:
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.submit.job import execute, prepare
     from runner.submit.jobfolder import job_dir, load_resume
 
@@ -174,6 +178,7 @@ def run_submit(
     if backend_factory is None:
 
         def backend_factory() -> Any:
+            # imported on use, not at module top: start-up speed (`--help`, `check`)
             from runner.backends.docker import DockerBackend
 
             return DockerBackend.connect(settings.docker_host)
@@ -229,6 +234,7 @@ def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Pa
     The page is a view of ``report.json``, which is written first and is the record: a page
     that fails (a full disk, a bug) never changes the job's exit code.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     import structlog
 
     from runner.cli.html import write_page
@@ -319,6 +325,7 @@ def submit_command(
     write_egress_baseline: WriteEgressBaselineOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.submit.options import SubmitOptions, load_job_file
 
     settings = state(ctx).settings(quiet=True)
@@ -400,6 +407,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Show a submission's report again (from its job folder); --html writes it as a page."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.submit.jobfolder import job_dir
     from runner.submit.options import read_json_object
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import Mount
 from runner.domain.ids import path_under
+from runner.domain.toollocate import locate_tools
 from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
 from runner.episode.snapshot.tree import VENV_NAMES
 from runner.errors import InputError
@@ -302,8 +303,6 @@ def project_snapshot(
     Raises:
         InputError: see `snapshot_for`.
     """
-    from runner.domain.toollocate import locate_tools
-
     located = [(workflow, locate_tools(workflow)) for workflow in workflows]
     return snapshot_for(located, state_dir=state_dir, exclude=exclude)
 

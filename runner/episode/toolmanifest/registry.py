@@ -46,9 +46,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from runner.backends.base import Backend as BackendType
 from runner.domain.registry import Registry, ToolSpec
 from runner.domain.toollocate import locate_tools
+from runner.episode.snapshot.sources import snapshot_for
 from runner.episode.toolmanifest.answer import PathMap, mcp_tools, module_tools
+from runner.episode.toolmanifest.cache import description_slot, report_outbound
+from runner.episode.toolmanifest.run import ask_sandbox
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -103,20 +107,14 @@ def sandbox_registry(
             invalid tool, or a duplicate tool id (see the module docstring).
         InfrastructureError: the backend failed.
     """
-    from runner.episode.toolmanifest.cache import description_slot, report_outbound
-    from runner.episode.toolmanifest.run import ask_sandbox
-
     located = locate_tools(workflow, confined_to=confined_to)
     tools: dict[int, list[ToolSpec]] = dict(located.manifest_tools)
     if located.modules or located.mcp_servers:
         roots = located.roots()
         cache = cache and not located.mcp_servers  # a server's answer is not cached
         modules = [name for _, name, _ in located.modules]
-        from runner.backends.base import Backend as BackendType
 
         if snapshot is None:
-            from runner.episode.snapshot.sources import snapshot_for
-
             snapshot = snapshot_for(
                 [(workflow, located)], state_dir=settings.state_dir, exclude=exclude
             )

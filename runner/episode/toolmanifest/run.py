@@ -34,7 +34,7 @@ from runner.episode.channel import Channel
 from runner.episode.prepare import prepare_run
 from runner.episode.request import EpisodeRequest
 from runner.episode.toolmanifest.answer import clean_text
-from runner.errors import InputError
+from runner.errors import InfrastructureError, InputError
 from runner.runtime import protocol
 
 if TYPE_CHECKING:
@@ -196,7 +196,6 @@ def _drive(
 
 
 def _write(sandbox: Any, message: dict[str, Any]) -> None:
-    from runner.errors import InfrastructureError
 
     try:
         sandbox.write(protocol.encode(message), timeout_s=SHUTDOWN_GRACE_S)

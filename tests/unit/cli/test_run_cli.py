@@ -14,7 +14,8 @@ import pytest
 from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.cli.commands import run as run_module
 from runner.episode.request import EpisodeResult
 from runner.errors import InfrastructureError
@@ -22,8 +23,6 @@ from tests.fakes import without_description
 from tests.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
-
-_register_commands()
 
 
 def _invoke(*args: str, tmp_path: Path) -> Any:

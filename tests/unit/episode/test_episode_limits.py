@@ -183,10 +183,10 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
     from rich.console import Console
     from typer.testing import CliRunner
 
-    from runner.cli.app import _register_commands, app
+    from runner.cli import commands  # noqa: F401  (importing it registers every command)
+    from runner.cli.app import app
     from runner.cli.report_render import render_report
 
-    _register_commands()
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("SANDBOX_REPLAY_MAX_CALLS", "77")
     monkeypatch.chdir(TESTS / "fixtures" / "submit")

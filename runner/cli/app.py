@@ -8,6 +8,7 @@ inside the commands, for start-up speed: ``--help`` stays quick.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 
@@ -117,7 +118,18 @@ def state(ctx: typer.Context) -> CliState:
     return obj if isinstance(obj, CliState) else CliState()
 
 
-def fail(error: SandboxReplayError) -> NoReturn:
-    """Print one clear line for ``error`` on stderr and exit with its code."""
-    echo(f"error: {error}", err=True)
+def fail(error: SandboxReplayError, *, as_json: bool = False) -> NoReturn:
+    """Say ``error`` and exit with its code: the one error output of every command.
+
+    Args:
+        error: what went wrong (its message and fields come from input: printed inert).
+        as_json: the command was asked for ``--json``: one JSON object on stdout,
+            ``{"exit_code", "error", **error.fields}`` (a field that is not JSON as its
+            string); else one ``error:`` line on stderr.
+    """
+    if as_json:
+        body = {"exit_code": error.exit_code, "error": str(error), **error.fields}
+        echo(json.dumps(body, ensure_ascii=True, default=str))
+    else:
+        echo(f"error: {error}", err=True)
     raise typer.Exit(error.exit_code)

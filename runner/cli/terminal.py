@@ -77,7 +77,7 @@ def echo(text: object, *, err: bool = False) -> None:
     typer.echo(inert(text), err=err)
 
 
-__all__ = ["echo", "inert", "markup"]
+__all__ = ["echo", "inert", "markup", "stdout_gone"]
 
 
 def stdout_gone() -> None:

@@ -36,7 +36,6 @@ starts.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import tempfile
 from collections.abc import Callable
@@ -50,8 +49,7 @@ from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task
 from runner.domain.toollocate import locate_tools
 from runner.domain.workflow import load_workflow
-from runner.episode.driver import run_episode
-from runner.episode.metered_run import metered_run
+from runner.episode.metered_run import one_off_run
 from runner.episode.reaping import connect_docker
 from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot.sources import snapshot_for
@@ -308,20 +306,17 @@ class Reproducer:
             clock_start=run.clock.start,
             snapshot=snapshot,
         )
-        variant = f"{workflow.spec.name}@{workflow.spec.version}"
         try:
-            backend = self.backend()
-            with metered_run(
-                self.settings, "replay", "reproduce", variant, run.task_id, policy
-            ) as metered:
-                result = run_episode(
-                    dataclasses.replace(request, ledger_key=metered.key),
-                    backend=backend,
-                    settings=self.settings,
-                    provider=ReplayProvider(calls),
-                    id_factory=timestamped_ids(prefix="repro"),
-                )
-                metered.finish(result.status, result.end, str(result.trace_path), model_spend=False)
+            result = one_off_run(
+                request,
+                purpose="replay",
+                command="reproduce",
+                backend=self.backend(),
+                settings=self.settings,
+                provider=ReplayProvider(calls),
+                id_factory=timestamped_ids(prefix="repro"),
+                spend="none",
+            )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
         return compare(name, trace, registry, result, recorded)

@@ -46,7 +46,7 @@ import structlog
 from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
 from runner.episode.limits import check_engine_limits, limits_in_effect
-from runner.episode.metered_run import run_sandbox_s
+from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.reaping import ledger_id, settle_reaped
 from runner.episode.snapshot.sources import project_snapshot
 from runner.episode.snapshot.toolsnapshot import ToolSnapshot
@@ -67,7 +67,7 @@ from runner.submit.jobfolder import (
 )
 from runner.submit.options import SubmitOptions, grading_seed
 from runner.submit.pairs import PairRunner
-from runner.submit.plan import DEFAULT_MAX_TOKENS, Plan, build_plan
+from runner.submit.plan import Plan, build_plan
 from runner.submit.report import build_report, grade_job, write_report
 from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.submit.variants import make_variants
@@ -303,9 +303,7 @@ def _run_job(
                     image=image or settings.image,
                     search_root=options.cwd,
                     snapshot=snapshot,
-                    max_tokens=DEFAULT_MAX_TOKENS
-                    if replay.tokens is not None or replay.usd is not None
-                    else None,
+                    max_tokens=call_cap(replay),
                 )
                 scheduler = Scheduler(
                     ledger,

@@ -38,6 +38,7 @@ PUBLIC: dict[str, list[str]] = {
         "lint",
         "packet",
         "record",
+        "report",
         "reproduce",
         "run",
         "submit",

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
@@ -56,7 +57,7 @@ def check_command(
             metavar="NAME|FILE",
         ),
     ] = "shadow",
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Tell, before anything runs, whether workflows can be sandboxed under a policy.
 
@@ -74,10 +75,7 @@ def check_command(
                 _expand(workflows), policy, settings=settings, describe=describe
             )
     except SandboxReplayError as exc:  # the policy itself is bad input
-        if as_json:
-            echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
-            raise typer.Exit(exc.exit_code) from None
-        fail(exc)
+        fail(exc, as_json=as_json)
     if as_json:
         echo(json.dumps(report.to_json(), indent=2, ensure_ascii=True))
     else:

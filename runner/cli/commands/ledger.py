@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
 from runner.errors import InputError, SandboxReplayError
 
@@ -28,7 +29,7 @@ def ledger_command(
     job: Annotated[
         str | None, typer.Option("--job", help="Only this job's totals.", show_default=False)
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Show what was spent, by purpose (live, replay, judge).
 
@@ -46,10 +47,7 @@ def ledger_command(
             validate_id(job, kind="job id", field="--job")
         data = _read(path, job)
     except SandboxReplayError as exc:
-        if as_json:
-            echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
-            raise typer.Exit(exc.exit_code) from None
-        fail(exc)
+        fail(exc, as_json=as_json)
     if as_json:
         echo(json.dumps(data, indent=2, ensure_ascii=True))
         return

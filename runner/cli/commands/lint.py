@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app
+from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def lint_command(
             help="Trace files (JSONL) or folders of *.jsonl traces.", show_default=False
         ),
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Report which of the five seed fields each trace and each call is missing.
 

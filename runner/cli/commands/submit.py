@@ -1,4 +1,4 @@
-"""``sandbox-replay submit`` (shadow evaluation) and ``sandbox-replay report JOB_ID``.
+"""``sandbox-replay submit``: shadow evaluation (``report JOB_ID`` shows one again: ``report``).
 
 ``submit --variant A.yaml --variant B.yaml --tasks T.jsonl [flags]`` or ``submit job.yaml``
 (flags given as well win over the job file). The plan is printed first, always (on stderr with
@@ -39,6 +39,7 @@ from runner.cli.egress_gate import (
     gate_egress,
     outbound_of_trace,
 )
+from runner.cli.options import JsonOption
 from runner.cli.terminal import echo, stdout_gone
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
 
@@ -201,7 +202,7 @@ def run_submit(
     assert result.report is not None
     code = result.exit_code
     try:
-        _print_report(result.report, as_json)
+        print_report(result.report, as_json)
         html = write_job_html(
             settings, result.report, job_dir(settings, plan.job_id) / "report.html"
         )
@@ -248,8 +249,8 @@ def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Pa
         return None
 
 
-def _print_report(report: dict[str, Any], as_json: bool) -> None:
-    """The report on stdout; a reader that went away (``| head``) is not an error."""
+def print_report(report: dict[str, Any], as_json: bool) -> None:
+    """A job's report on stdout (a table, or JSON); a reader gone away (``| head``) is no error."""
     try:
         if as_json:
             echo(json.dumps(report, indent=2, ensure_ascii=True, default=str))
@@ -317,7 +318,7 @@ def submit_command(
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue an interrupted job.")
     ] = None,
@@ -379,51 +380,5 @@ def submit_command(
             egress=(egress_baseline, write_egress_baseline),
         )
     except SandboxReplayError as exc:
-        if as_json:
-            echo(
-                json.dumps(
-                    {
-                        "exit_code": exc.exit_code,
-                        "error": str(exc),
-                        **{k: str(v) for k, v in exc.fields.items()},
-                    }
-                )
-            )
-            raise typer.Exit(exc.exit_code) from None
-        fail(exc)
+        fail(exc, as_json=as_json)
     raise typer.Exit(code)
-
-
-@app.command("report")
-def report_command(
-    ctx: typer.Context,
-    job_id: Annotated[str, typer.Argument(help="The job id.", show_default=False)],
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html", help="Write the report as one self-contained HTML file.", metavar="FILE"
-        ),
-    ] = None,
-) -> None:
-    """Show a submission's report again (from its job folder); --html writes it as a page."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.submit.jobfolder import job_dir
-    from runner.submit.options import read_json_object
-
-    settings = state(ctx).settings(quiet=True)
-    try:
-        path = job_dir(settings, job_id) / "report.json"
-        if not path.exists():
-            raise InputError(f"no report for job {job_id!r} (looked for {path})")
-        report = read_json_object(path)
-    except SandboxReplayError as exc:
-        fail(exc)
-    if html is not None:
-        written = write_job_html(settings, report, html)
-        if written is None:
-            fail(InputError("cannot write the HTML report", file=str(html)))
-        echo(f"HTML report: {written}", err=as_json)
-        if not as_json:
-            return
-    _print_report(report, as_json)

@@ -167,7 +167,7 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
         return EpisodeResult("run-1", "succeeded", tmp_path / "t.jsonl", {"status": "succeeded"})
 
     monkeypatch.setattr("runner.backends.docker.DockerBackend.connect", lambda *a: _NoBackend())
-    monkeypatch.setattr("runner.episode.driver.run_episode", fake_episode)
+    monkeypatch.setattr("runner.episode.metered_run.run_episode", fake_episode)
     without_description(monkeypatch)  # the stub backend runs no sandbox
     tasks = _tasks_with_a_bad_line(tmp_path)
     out = _invoke(

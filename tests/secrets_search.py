@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import tarfile
 from pathlib import Path
@@ -50,10 +51,8 @@ def _base64_bodies(data: bytes) -> list[bytes]:
             item = stack.pop()
             if isinstance(item, dict):
                 if item.get("body_encoding") == "base64" and isinstance(item.get("body"), str):
-                    try:
+                    with contextlib.suppress(binascii.Error):
                         bodies.append(base64.b64decode(item["body"], validate=True))
-                    except binascii.Error:
-                        pass
                 stack.extend(item.values())
             elif isinstance(item, list):
                 stack.extend(item)

@@ -5,17 +5,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runner.trace.redact import PLACEHOLDER, Redactor
 from runner.trace.redact_rules import DETECTORS, parse_rules
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in  # noqa: E402
+from tests.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
 
 RULES = {"patterns": [SSN_RULE]}
 KEY = b"k" * 32

@@ -35,6 +35,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Pattern, Set, Tuple, Union
 
+from runner.trace import strictjson
 from runner.trace.redact_rules import Rules, parse_rules, path_matches
 
 __all__ = ["MIN_GLOBAL", "PLACEHOLDER", "Redactor"]
@@ -42,6 +43,7 @@ __all__ = ["MIN_GLOBAL", "PLACEHOLDER", "Redactor"]
 PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{8}\]")
 MIN_GLOBAL = 4
 _MAX_PARSE = 8 * 1024 * 1024  # JSON texts longer than this are scanned as text only
+_MAX_AT = 400  # locations deeper than this (JSON texts inside JSON texts ...) are not entered
 _SKIP_ROOT = ("v", "type", "redactions")
 
 Location = Tuple[Union[str, int], ...]
@@ -135,6 +137,8 @@ class Redactor:
         self._scan({k: v for k, v in record.items() if not _skipped(record, k)}, (), None)
 
     def _scan(self, value: Any, at: Location, parent: Any) -> None:
+        if len(at) > _MAX_AT:
+            return
         if isinstance(value, dict):
             for key, item in value.items():
                 if isinstance(key, str):
@@ -227,6 +231,8 @@ class Redactor:
         return _record(found, at, rule, secret, placeholder)
 
     def _replace(self, value: Any, at: Location, found: "_Found") -> Any:
+        if len(at) > _MAX_AT:
+            return value
         if isinstance(value, dict):
             out: Dict[str, Any] = {}
             for key, item in value.items():
@@ -270,7 +276,7 @@ class Redactor:
 
         out = self._regex.sub(swap, text)
         if text in self._escaped and text.lstrip()[:1] in ("{", "["):
-            value = json.loads(out)  # it parsed when learnt; placeholders keep it JSON
+            value = strictjson.loads(out)  # it parsed when learnt; placeholders keep it JSON
             redacted = self._replace(value, at, {})
             if redacted != value:  # still a secret, spelt with unusual escapes: re-encode it
                 for secret in _strings(value):
@@ -344,8 +350,8 @@ def _json_texts(text: str) -> List[Any]:
     start = text.lstrip()[:1]
     if start in ("{", "["):
         try:
-            return [json.loads(text)]
-        except ValueError:
+            return [strictjson.loads(text)]
+        except ValueError:  # StrictJSONError: not JSON, or nested too deeply
             return []
     if "data:" not in text:
         return []
@@ -353,7 +359,7 @@ def _json_texts(text: str) -> List[Any]:
     for line in text.splitlines():
         if line.startswith("data:"):
             try:
-                values.append(json.loads(line[5:]))
+                values.append(strictjson.loads(line[5:]))
             except ValueError:
                 continue
     return values

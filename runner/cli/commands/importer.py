@@ -1,6 +1,8 @@
 """``sandbox-replay import tau2|openai-messages|otel``: public agent traces → this project's files.
 
-Both commands write into ``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
+Traces and tasks are redacted before they are written (``--policy``'s ``redaction:`` rules, by
+default the built-in detectors; `runner.importers.redaction`). Both commands write into
+``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
 ``tools.manifest.json``, ``workflow.yaml`` (+ ``workflow.read-only.yaml``) and
 ``import-report.json`` (layout in `runner.importers.output`). Exit 0 when written, 2 on bad
 input (file, line and field named; nothing is written).
@@ -38,6 +40,14 @@ _MapFile = Annotated[
 ]
 _Force = Annotated[bool, typer.Option("--force", help="Write into a non-empty --out folder.")]
 _Json = Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")]
+_Policy = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        help="Policy whose redaction rules apply (default: the built-in detectors).",
+        metavar="NAME|FILE",
+    ),
+]
 
 
 def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
@@ -60,6 +70,8 @@ def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
         + (f"; unsafe: {', '.join(tools['unsafe'])}" if tools["unsafe"] else "")
     )
     missing = report["missing"]
+    if report.get("redactions"):
+        echo(f"redacted: {report['redactions']} values (placeholders in the traces and tasks)")
     if missing:
         echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
     for note in report.get("notes") or []:
@@ -74,15 +86,18 @@ def _import(
     map_file: Path | None,
     force: bool,
     as_json: bool,
+    policy: str | None = None,
 ) -> None:
     """Read a source with ``read`` (an importer's reader), write it into ``out``, report."""
     from runner.importers.output import write_import
     from runner.importers.toolset import parse_effect_map
+    from runner.policy import load_policy
 
     state(ctx).settings()
     try:
         effect_map = parse_effect_map(map_ or [], map_file)
-        report = write_import(read(), out, effect_map, force=force)
+        rules = load_policy(policy).redaction_rules if policy is not None else None
+        report = write_import(read(), out, effect_map, force=force, redaction_rules=rules)
     except SandboxReplayError as exc:
         fail(exc)
     _finish(report, out, as_json)
@@ -101,11 +116,12 @@ def tau2_command(
     map_file: _MapFile = None,
     force: _Force = False,
     as_json: _Json = False,
+    policy: _Policy = None,
 ) -> None:
     """Import τ²-bench results: one trace per simulation, tasks with observations, manifest."""
     from runner.importers.tau2 import read_tau2
 
-    _import(ctx, lambda: read_tau2(results, tools), out, map_, map_file, force, as_json)
+    _import(ctx, lambda: read_tau2(results, tools), out, map_, map_file, force, as_json, policy)
 
 
 @import_app.command("openai-messages")
@@ -123,11 +139,14 @@ def openai_messages_command(
     map_file: _MapFile = None,
     force: _Force = False,
     as_json: _Json = False,
+    policy: _Policy = None,
 ) -> None:
     """Import OpenAI chat-message conversations (messages + tools): one trace per run."""
     from runner.importers.openai_messages import read_openai_messages
 
-    _import(ctx, lambda: read_openai_messages(file, tools), out, map_, map_file, force, as_json)
+    _import(
+        ctx, lambda: read_openai_messages(file, tools), out, map_, map_file, force, as_json, policy
+    )
 
 
 @import_app.command("otel")
@@ -149,8 +168,9 @@ def otel_command(
     map_file: _MapFile = None,
     force: _Force = False,
     as_json: _Json = False,
+    policy: _Policy = None,
 ) -> None:
     """Import OpenTelemetry traces: one trace per agent session, tasks, manifest."""
     from runner.importers.otel import read_otel
 
-    _import(ctx, lambda: read_otel(files, tools), out, map_, map_file, force, as_json)
+    _import(ctx, lambda: read_otel(files, tools), out, map_, map_file, force, as_json, policy)

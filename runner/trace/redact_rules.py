@@ -37,22 +37,28 @@ Built-in detectors and the sources of their patterns (`DETECTORS`):
 - ``bearer``: the token after ``Bearer `` (RFC 6750 section 2.1, the ``b64token`` syntax).
 """
 
+import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Pattern, Tuple, Union
+
+from runner.trace import strictjson
 
 __all__ = [
     "DEFAULT_HEADERS",
     "DETECTORS",
+    "MAX_RULES_BYTES",
     "RULES_VERSION",
     "PathRule",
     "PatternRule",
     "Rules",
+    "load_rules",
     "parse_path",
     "parse_rules",
     "path_matches",
 ]
 
 RULES_VERSION = 1
+MAX_RULES_BYTES = 1024 * 1024  # a rules file longer than this is refused
 
 # name -> compiled pattern; a group named ``value`` (when present) is the secret
 DETECTORS: Dict[str, Pattern[str]] = {
@@ -208,6 +214,25 @@ def parse_rules(doc: Optional[Dict[str, Any]]) -> Rules:
         headers=tuple(h.lower() for h in (DEFAULT_HEADERS if headers is None else headers)),
         paths=tuple(paths),
     )
+
+
+def load_rules(source: Any) -> Rules:
+    """`parse_rules` of a rules document (dict), of a JSON file's path, or None (defaults).
+
+    Raises:
+        ValueError: a bad document, or a file over `MAX_RULES_BYTES` or not a JSON object.
+        OSError: the file cannot be read.
+    """
+    if source is None or isinstance(source, dict):
+        return parse_rules(source)
+    with open(os.fspath(source), "rb") as handle:
+        data = handle.read(MAX_RULES_BYTES + 1)
+    if len(data) > MAX_RULES_BYTES:
+        raise ValueError("[redaction] the rules file is over {} bytes".format(MAX_RULES_BYTES))
+    doc = strictjson.loads(data)
+    if not isinstance(doc, dict):
+        raise ValueError("[redaction] the rules file must hold a JSON object")
+    return parse_rules(doc)
 
 
 def path_matches(steps: Tuple[PathStep, ...], at: Tuple[Union[str, int], ...]) -> bool:

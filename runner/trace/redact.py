@@ -36,12 +36,15 @@ import re
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Pattern, Set, Tuple, Union
 
 from runner.trace import strictjson
-from runner.trace.redact_rules import Rules, parse_rules, path_matches
+from runner.trace.redact_rules import DETECTORS, PatternRule, Rules, parse_rules, path_matches
 
 __all__ = ["MIN_GLOBAL", "PLACEHOLDER", "Redactor"]
 
 PLACEHOLDER = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{8}\]")
 MIN_GLOBAL = 4
+MIN_SCAN = 4  # texts shorter than this are not searched by patterns
+_MAX_SEEN = 200_000
+_UNNAMED = re.compile(r"\(\?P<[A-Za-z_]+>")
 _MAX_PARSE = 8 * 1024 * 1024  # JSON texts longer than this are scanned as text only
 _MAX_AT = 400  # locations deeper than this (JSON texts inside JSON texts ...) are not entered
 _SKIP_ROOT = ("v", "type", "redactions")
@@ -99,6 +102,17 @@ class Redactor:
                 r"(?im)^[ \t]*(?:{}):[ \t]*(?P<value>[^\r\n]*?)[ \t]*\r?$".format(names)
             )
         self._escaped: Set[str] = set()  # JSON texts whose decoded values held a secret
+        self._located = False  # a header's or a path's value was seen (replaced where it is)
+        self._seen: Set[Tuple[int, int]] = set()  # (length, hash) of the texts scanned
+        # built-in detectors behind one combined search (most texts hold none); the user's own
+        # patterns run on their own (their groups and flags are theirs)
+        self._builtin = [r for r in self.rules.patterns if DETECTORS.get(r.name) is r.regex]
+        self._own = [r for r in self.rules.patterns if DETECTORS.get(r.name) is not r.regex]
+        self._prefilter = (
+            re.compile("|".join(_UNNAMED.sub("(?:", r.regex.pattern) for r in self._builtin))
+            if self._builtin
+            else None
+        )
         self.redactions = 0
 
     # -- placeholders and the secrets of the trace -------------------------------------------
@@ -137,51 +151,79 @@ class Redactor:
         self._scan({k: v for k, v in record.items() if not _skipped(record, k)}, (), None)
 
     def _scan(self, value: Any, at: Location, parent: Any) -> None:
+        # the hot loop of a recorded call: locations are built only when paths need them
         if len(at) > _MAX_AT:
             return
+        paths, headers = self.rules.paths, self.rules.headers
         if isinstance(value, dict):
             for key, item in value.items():
+                here = (*at, key) if paths else at
                 if isinstance(key, str):
                     self._scan_text(key, at, parse=False)
-                    if key.lower() in self.rules.headers and _scalar(item):
+                    if headers and key.lower() in headers and _scalar(item):
+                        self._located = True
                         self._learn("header", _text(item), searched=False)
-                here = (*at, key)
-                if self._on_path(here) and _scalar(item):
+                if paths and _scalar(item) and self._on_path(here):
+                    self._located = True
                     self._learn(self._path_rule(here), _text(item), searched=False)
-                if (
-                    key == "body"
-                    and isinstance(item, str)
-                    and value.get("body_encoding") == "base64"
-                ):
-                    decoded = _b64(item)
-                    if decoded is not None:
-                        self._scan_text(decoded.decode("utf-8", "replace"), here, parse=True)
-                    continue
-                self._scan(item, here, value)
+                if isinstance(item, str):
+                    if key == "body" and value.get("body_encoding") == "base64":
+                        decoded = _b64(item)
+                        if decoded is not None:
+                            self._scan_text(decoded.decode("utf-8", "replace"), here, parse=True)
+                    else:
+                        self._scan_text(item, here, parse=True)
+                elif isinstance(item, (dict, list)):
+                    self._scan(item, here if paths else (*at, 0), value)
         elif isinstance(value, list):
             for i, item in enumerate(value):
-                here = (*at, i)
-                if self._on_path(here) and _scalar(item):
+                here = (*at, i) if paths else at
+                if paths and _scalar(item) and self._on_path(here):
+                    self._located = True
                     self._learn(self._path_rule(here), _text(item), searched=False)
-                self._scan(item, here, value)
+                if isinstance(item, str):
+                    self._scan_text(item, here, parse=True)
+                elif isinstance(item, (dict, list)):
+                    self._scan(item, here if paths else (*at, 0), value)
         elif isinstance(value, str):
             self._scan_text(value, at, parse=True)
 
     def _scan_text(self, text: str, at: Location, parse: bool) -> None:
-        for rule in self.rules.patterns:
-            for match in rule.regex.finditer(text):
-                group = "value" if "value" in rule.regex.groupindex else 0
-                self._learn(rule.name, match.group(group) or "")
-        if self._header_line is not None and ":" in text:
-            for match in self._header_line.finditer(text):
-                self._learn("header", match.group("value"), searched=False)
-        if not parse or len(text) > _MAX_PARSE or not (self.rules.paths or "\\" in text):
-            return  # no escapes: the scan above saw every value of a JSON text as it is
+        first = len(text) >= MIN_SCAN and self._first_time(text)
+        if first:
+            if self._prefilter is None or self._prefilter.search(text):
+                for rule in self._builtin:
+                    self._find(rule, text)
+            for rule in self._own:
+                self._find(rule, text)
+            if self._header_line is not None and ":" in text:
+                for match in self._header_line.finditer(text):
+                    self._learn("header", match.group("value"), searched=False)
+        if not parse or len(text) > _MAX_PARSE:
+            return
+        # paths reach into every JSON text; escapes can hide a value only the first time seen
+        if not (self.rules.paths or (first and "\\" in text)):
+            return
         before = len(self._secrets)
         for part in _json_texts(text):
             self._scan(part, at, None)
         if len(self._secrets) > before and "\\" in text:
             self._escaped.add(text)  # a secret may hide behind escapes no encoder of ours makes
+
+    def _find(self, rule: PatternRule, text: str) -> None:
+        group = "value" if "value" in rule.regex.groupindex else 0
+        for match in rule.regex.finditer(text):
+            self._learn(rule.name, match.group(group) or "")
+
+    def _first_time(self, text: str) -> bool:
+        """False for a text scanned before (a conversation repeats in every later request)."""
+        key = (len(text), hash(text))
+        if key in self._seen:
+            return False
+        if len(self._seen) >= _MAX_SEEN:
+            self._seen.clear()
+        self._seen.add(key)
+        return True
 
     def _on_path(self, at: Location) -> bool:
         return any(path_matches(rule.steps, at) for rule in self.rules.paths)
@@ -193,6 +235,8 @@ class Redactor:
 
     def apply(self, record: Dict[str, Any]) -> Dict[str, Any]:
         """Return the line with every known secret replaced and its ``redactions`` added."""
+        if self._regex is None and not self._located:
+            return record  # no secret known, no header or path value seen: nothing to change
         found: _Found = {}
         replaced = self._replace(
             {k: v for k, v in record.items() if not _skipped(record, k)}, (), found

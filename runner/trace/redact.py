@@ -27,15 +27,15 @@ but not searched for elsewhere (it would match unrelated text).
 """
 
 import base64
-import binascii
 import hashlib
 import hmac
 import json
 import os
 import re
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Pattern, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Pattern, Set, Tuple, Union
 
 from runner.trace import strictjson
+from runner.trace.redact_forms import b64, forms, json_texts, scalar, strings, text_of
 from runner.trace.redact_rules import DETECTORS, PatternRule, Rules, parse_rules, path_matches
 
 __all__ = ["MIN_GLOBAL", "PLACEHOLDER", "Redactor"]
@@ -58,16 +58,6 @@ def _field(at: Location) -> str:
     for step in at:
         out += "[{}]".format(step) if isinstance(step, int) else ("." if out else "") + step
     return out
-
-
-def _forms(secret: str) -> List[str]:
-    """The secret as it can appear in a string: raw and JSON-escaped (once and twice)."""
-    forms = [secret]
-    for ascii_only in (True, False):
-        once = json.dumps(secret, ensure_ascii=ascii_only)[1:-1]
-        twice = json.dumps(once, ensure_ascii=ascii_only)[1:-1]
-        forms.extend((once, twice, once.replace("/", "\\/")))
-    return [f for i, f in enumerate(forms) if f and f not in forms[:i]]
 
 
 class Redactor:
@@ -136,7 +126,7 @@ class Redactor:
         if not searched and len(secret) < MIN_GLOBAL:
             return
         self._secrets[secret] = (rule, self.placeholder(rule, secret))
-        for form in _forms(secret):
+        for form in forms(secret):
             self._form_of.setdefault(form, secret)
         ordered = sorted(self._form_of, key=len, reverse=True)
         self._regex = re.compile("|".join(re.escape(f) for f in ordered))
@@ -160,15 +150,15 @@ class Redactor:
                 here = (*at, key) if paths else at
                 if isinstance(key, str):
                     self._scan_text(key, at, parse=False)
-                    if headers and key.lower() in headers and _scalar(item):
+                    if headers and key.lower() in headers and scalar(item):
                         self._located = True
-                        self._learn("header", _text(item), searched=False)
-                if paths and _scalar(item) and self._on_path(here):
+                        self._learn("header", text_of(item), searched=False)
+                if paths and scalar(item) and self._on_path(here):
                     self._located = True
-                    self._learn(self._path_rule(here), _text(item), searched=False)
+                    self._learn(self._path_rule(here), text_of(item), searched=False)
                 if isinstance(item, str):
                     if key == "body" and value.get("body_encoding") == "base64":
-                        decoded = _b64(item)
+                        decoded = b64(item)
                         if decoded is not None:
                             self._scan_text(decoded.decode("utf-8", "replace"), here, parse=True)
                     else:
@@ -178,9 +168,9 @@ class Redactor:
         elif isinstance(value, list):
             for i, item in enumerate(value):
                 here = (*at, i) if paths else at
-                if paths and _scalar(item) and self._on_path(here):
+                if paths and scalar(item) and self._on_path(here):
                     self._located = True
-                    self._learn(self._path_rule(here), _text(item), searched=False)
+                    self._learn(self._path_rule(here), text_of(item), searched=False)
                 if isinstance(item, str):
                     self._scan_text(item, here, parse=True)
                 elif isinstance(item, (dict, list)):
@@ -205,15 +195,18 @@ class Redactor:
         if not (self.rules.paths or (first and "\\" in text)):
             return
         before = len(self._secrets)
-        for part in _json_texts(text):
+        for part in json_texts(text):
             self._scan(part, at, None)
         if len(self._secrets) > before and "\\" in text:
             self._escaped.add(text)  # a secret may hide behind escapes no encoder of ours makes
 
     def _find(self, rule: PatternRule, text: str) -> None:
         group = "value" if "value" in rule.regex.groupindex else 0
+        kept = [m.span() for m in PLACEHOLDER.finditer(text)] if "[REDACTED:" in text else []
         for match in rule.regex.finditer(text):
-            self._learn(rule.name, match.group(group) or "")
+            start, end = match.span(group)
+            if not any(start < k_end and k_start < end for k_start, k_end in kept):
+                self._learn(rule.name, match.group(group) or "")  # never a placeholder's part
 
     def _first_time(self, text: str) -> bool:
         """False for a text scanned before (a conversation repeats in every later request)."""
@@ -270,7 +263,7 @@ class Redactor:
         return _record(found, at, rule, secret, placeholder)
 
     def _whole(self, found: "_Found", at: Location, rule: str, item: Any) -> str:
-        secret = _text(item)
+        secret = text_of(item)
         rule, placeholder = self._secrets.get(secret) or (rule, self.placeholder(rule, secret))
         return _record(found, at, rule, secret, placeholder)
 
@@ -282,7 +275,7 @@ class Redactor:
             for key, item in value.items():
                 here = (*at, key)
                 new_key = self._replace_text(key, at, found) if isinstance(key, str) else key
-                if _scalar(item) and not _is_placeholder(item):
+                if scalar(item) and not _is_placeholder(item):
                     if isinstance(key, str) and key.lower() in self.rules.headers:
                         out[new_key] = self._whole(found, here, "header", item)
                         continue
@@ -302,7 +295,7 @@ class Redactor:
             items = []
             for i, item in enumerate(value):
                 here = (*at, i)
-                if _scalar(item) and not _is_placeholder(item) and self._on_path(here):
+                if scalar(item) and not _is_placeholder(item) and self._on_path(here):
                     items.append(self._whole(found, here, self._path_rule(here), item))
                 else:
                     items.append(self._replace(item, here, found))
@@ -323,7 +316,7 @@ class Redactor:
             value = strictjson.loads(out)  # it parsed when learnt; placeholders keep it JSON
             redacted = self._replace(value, at, {})
             if redacted != value:  # still a secret, spelt with unusual escapes: re-encode it
-                for secret in _strings(value):
+                for secret in strings(value):
                     for form in self._secrets:
                         if form in secret:
                             self._note(found, at, form)
@@ -331,7 +324,7 @@ class Redactor:
         return out
 
     def _replace_b64(self, body: str, at: Location, found: "_Found") -> str:
-        data = _b64(body)
+        data = b64(body)
         if data is None or self._bytes_regex is None:
             return body
 
@@ -356,54 +349,5 @@ def _record(found: _Found, at: Location, rule: str, secret: str, placeholder: st
     return placeholder
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(key)
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-def _scalar(value: Any) -> bool:
-    return isinstance(value, str) or (
-        isinstance(value, (int, float)) and not isinstance(value, bool)
-    )
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 def _is_placeholder(value: Any) -> bool:
     return isinstance(value, str) and PLACEHOLDER.fullmatch(value) is not None
-
-
-def _b64(text: str) -> Optional[bytes]:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def _json_texts(text: str) -> List[Any]:
-    """The JSON values a string holds: itself, or an event stream's ``data:`` lines; or []."""
-    start = text.lstrip()[:1]
-    if start in ("{", "["):
-        try:
-            return [strictjson.loads(text)]
-        except ValueError:  # StrictJSONError: not JSON, or nested too deeply
-            return []
-    if "data:" not in text:
-        return []
-    values = []
-    for line in text.splitlines():
-        if line.startswith("data:"):
-            try:
-                values.append(strictjson.loads(line[5:]))
-            except ValueError:
-                continue
-    return values

@@ -189,3 +189,12 @@ def test_no_detectors_means_none_and_the_default_is_every_one() -> None:
     assert Redactor({"detectors": [], "headers": []}).redact(_call(body=OPENAI_KEY))["body"] == (
         OPENAI_KEY
     )
+
+
+def test_a_pattern_that_matches_inside_a_placeholder_leaves_placeholders_whole() -> None:
+    rules = {"patterns": [SSN_RULE, {"name": "hex", "regex": "[0-9a-f]{8}"}]}
+    redactor = Redactor(rules, key=KEY)
+    once = redactor.redact(_call(body=f"ssn {SSN}"))
+    again = redactor.redact(_call(index=1, body=once["body"]))
+    assert PLACEHOLDER.fullmatch(once["body"][4:])
+    assert again["body"] == once["body"] and "redactions" not in again

@@ -1,6 +1,8 @@
 """``sandbox-replay import tau2|openai-messages|otel``: public agent traces → this project's files.
 
-Both commands write into ``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
+Traces and tasks are redacted before they are written (``--policy``'s ``redaction:`` rules, by
+default the built-in detectors; `runner.importers.redaction`). Both commands write into
+``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
 ``tools.manifest.json``, ``workflow.yaml`` (+ ``workflow.read-only.yaml``) and
 ``import-report.json`` (layout in `runner.importers.output`). Exit 0 when written, 2 on bad
 input (file, line and field named; nothing is written).
@@ -39,6 +41,14 @@ _MapFile = Annotated[
 ]
 _Force = Annotated[bool, typer.Option("--force", help="Write into a non-empty --out folder.")]
 _Json = Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")]
+_Policy = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        help="Policy whose redaction rules apply (default: the built-in detectors).",
+        metavar="NAME|FILE",
+    ),
+]
 
 
 def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
@@ -60,6 +70,8 @@ def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
         f"tools: {tools['total']} ({', '.join(f'{k} {v}' for k, v in tools['by_effect'].items())})"
         + (f"; unsafe: {', '.join(tools['unsafe'])}" if tools["unsafe"] else "")
     )
+    if report.get("redactions"):
+        echo(f"redacted: {report['redactions']} values (placeholders in the traces and tasks)")
     missing = report["missing"]
     if missing:
         echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
@@ -75,16 +87,19 @@ def _import(
     map_file: Path | None,
     force: bool,
     as_json: bool,
+    policy: str | None = None,
 ) -> None:
     """Read a source with ``read`` (an importer's reader), write it into ``out``, report."""
     # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.output import write_import
     from runner.importers.toolset import parse_effect_map
+    from runner.policy import load_policy
 
     state(ctx).settings()
     try:
         effect_map = parse_effect_map(map_ or [], map_file)
-        report = write_import(read(), out, effect_map, force=force)
+        rules = load_policy(policy).redaction_rules if policy is not None else None
+        report = write_import(read(), out, effect_map, force=force, redaction_rules=rules)
     except SandboxReplayError as exc:
         fail(exc)
     _finish(report, out, as_json)
@@ -96,6 +111,7 @@ def _shared(
     map_file: _MapFile = None,
     force: _Force = False,
     as_json: _Json = False,
+    policy: _Policy = None,
 ) -> None:
     """The options every ``import`` command has (their declarations; never called)."""
 

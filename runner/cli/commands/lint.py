@@ -21,7 +21,13 @@ from runner.cli.terminal import echo
 if TYPE_CHECKING:
     from runner.tracetools.lint import TraceLint
 
-_STYLE = {"ok": "green", "missing": "yellow", "malformed": "red", "not_applicable": "dim"}
+_STYLE = {
+    "ok": "green",
+    "missing": "yellow",
+    "malformed": "red",
+    "not_applicable": "dim",
+    "redacted": "cyan",
+}
 
 
 @app.command("lint")
@@ -148,8 +154,20 @@ def _render(results: list[TraceLint], code: int) -> None:
                     )
         if not signature.ok and result.status is not None:  # no end line: reported above
             finding(result.file, "", "", "failure_signature", signature.status, signature.detail)
+        for item in result.redactions:  # where and by which rule; the value is not in the trace
+            finding(
+                f"{result.file}:{item['line']}",
+                "" if item["index"] is None else str(item["index"]),
+                "",
+                item["field"],
+                "redacted",
+                f"{item['rule']}, {item['length']} characters, now {item['placeholder']}",
+            )
     console.print(table)
     if findings.row_count:
         console.print(findings)
+    redacted = sum(len(r.redactions) for r in results)
+    if redacted:
+        console.print(f"{redacted} redactions (values replaced by placeholders when written)")
     summary = {0: "every trace complete", 1: "fields missing", 2: "unreadable trace(s)"}
     console.print(f"exit {code}: {summary.get(code, '')}")

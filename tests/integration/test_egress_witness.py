@@ -73,7 +73,7 @@ _I386_EXIT = b"\xb8\x01\x00\x00\x00\x31\xdb\xcd\x80"
 
 
 def _run_binaries(*programs: bytes) -> str:
-    """Python that runs each ELF from a memfd (the sandbox's tmpfs is noexec) and prints its exit."""
+    """Python running each ELF from a memfd (the sandbox tmpfs is noexec), printing its exit."""
     return (
         "import os, subprocess\n"
         f"for code in {list(programs)!r}:\n"
@@ -167,7 +167,7 @@ def test_gateway_port_and_local_sockets_go_through(
     result = _run(backend, sandbox_image, "python3", "-I", "-c", GATEWAY_AND_LOCAL, gateway=GATEWAY)
     out = result["stdout"]
     assert "gateway b'hi'" in out and "nonblocking True" in out and "unix ok" in out, out
-    assert f"other 101" in out and "undumpable 101" in out, out
+    assert "other 101" in out and "undumpable 101" in out, out
     _seen(result, "127.0.0.1", GATEWAY + 1, "connect")
     _seen(result, None, None, "connect")  # a caller whose memory cannot be read: no address
     assert not [a for a in result["attempts"] if a["port"] == GATEWAY], result

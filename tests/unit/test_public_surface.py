@@ -187,6 +187,7 @@ PUBLIC: dict[str, list[str]] = {
         "verdict",
     ],
     "runner.runtime": ["protocol"],
+    "runner.runtime.egress": ["seccomp", "witness"],
     "runner.sdk": [
         "Effect",
         "HttpResponse",

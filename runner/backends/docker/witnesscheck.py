@@ -96,8 +96,8 @@ def witness_check(probe: dict[str, Any]) -> Check:
             "witness",
             True,
             False,
-            "seccomp egress witness usable: outbound log coverage `full` "
-            f"(filter installed in {int(probe.get('install_us', 0)) / 1000:.1f} ms CPU)",
+            "seccomp egress witness usable: outbound log coverage `full` (worker bootstrap "
+            f"{int(probe.get('install_us', 0)) / 1000:.1f} ms CPU, imports included)",
         )
     reason = str(probe.get("reason") or "the self-test connect was not witnessed")[:300]
     return Check("witness", False, False, f"egress witness unusable: {reason}", WITNESS_FIX)

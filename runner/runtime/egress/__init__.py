@@ -8,6 +8,8 @@ Standard library only, Python 3.9+. Module map:
     seccomp    `install` (the worker, on itself) and `attach` (the runtime): the bootstrap
     witness    `Witness`: the runtime's thread that logs and answers trapped calls
     probe      ``python3 -m runner.runtime.egress.probe``: is the witness usable here, and why not
+
+May import: the standard library only (it runs in the sandbox, in the worker before user code).
 """
 
 __all__ = ["seccomp", "witness"]

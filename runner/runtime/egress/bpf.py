@@ -1,6 +1,7 @@
 """The egress witness's seccomp filter, assembled here (classic BPF; standard library only).
 
-What the program does, in order (``linux/seccomp.h``, ``Documentation/userspace-api/seccomp_filter``):
+What the program does, in order (``linux/seccomp.h``,
+``Documentation/userspace-api/seccomp_filter.rst``):
 
 1. ``seccomp_data.arch`` is not this machine's native ABI (i386 through ``int 0x80`` on x86_64,
    or any other): kill the process. The x32 ABI (x86_64 numbers with bit 30 set): kill. A

@@ -102,9 +102,7 @@ def syscall(name: str, *args: object) -> int:
 def no_new_privs() -> None:
     """``prctl(PR_SET_NO_NEW_PRIVS, 1)``: required for an unprivileged seccomp filter."""
     _check(
-        _libc.prctl(
-            PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), 0
-        )
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), 0)
     )
 
 

@@ -58,7 +58,7 @@ class Installed:
 
 
 def read_line(fd: int, deadline: float) -> str:
-    """One ``\\n``-ended ASCII line from ``fd`` (at most `MAX_LINE` bytes) before ``deadline``.
+    r"""One ``\n``-ended ASCII line from ``fd`` (at most `MAX_LINE` bytes) before ``deadline``.
 
     Raises:
         OSError: timeout (ETIMEDOUT), EOF (EPIPE), an over-long line (EPROTO).
@@ -78,7 +78,7 @@ def read_line(fd: int, deadline: float) -> str:
 
 
 def write_line(fd: int, text: str) -> None:
-    """Write ``text`` and ``\\n`` to ``fd`` (truncated to `MAX_LINE`), with ``write``."""
+    r"""Write ``text`` and ``\n`` to ``fd`` (truncated to `MAX_LINE`), with ``write``."""
     os.write(fd, text.encode("ascii", "replace")[: MAX_LINE - 1] + b"\n")
 
 
@@ -201,7 +201,9 @@ def _receive_listener(channel: int, deadline: float) -> Tuple[Optional[int], str
     return None, "no listener from the worker"
 
 
-def attach(pid: int, channel: int, timeout_s: float = BOOTSTRAP_TIMEOUT_S) -> Tuple[Optional[int], str]:
+def attach(
+    pid: int, channel: int, timeout_s: float = BOOTSTRAP_TIMEOUT_S
+) -> Tuple[Optional[int], str]:
     """The runtime's side of the bootstrap with worker ``pid`` (our child, running `install`).
 
     Args:

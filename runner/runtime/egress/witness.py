@@ -120,7 +120,8 @@ class Witness:
         notif_id, pid, _flags, nr, _arch, _ip = struct.unpack_from("<QIIiIQ", raw, 0)
         args = struct.unpack_from("<6Q", raw, 32)
         table = kernel.SYSCALLS[kernel.machine() or "x86_64"]
-        error, val, flags = -ENETUNREACH, 0, 0
+        error: Optional[int] = -ENETUNREACH
+        flags = 0
         try:
             if nr == table["connect"]:
                 error, flags = self._connect(notif_id, pid, args)
@@ -132,11 +133,11 @@ class Witness:
                 error, flags = self._sendmsg(notif_id, pid, args[1], args[2], "sendmmsg")
         except Exception as exc:  # an answer is always sent: deny
             self.errors.append("{}: {}".format(type(exc).__name__, exc)[:200])
-            error, val, flags = -ENETUNREACH, 0, 0
+            error, flags = -ENETUNREACH, 0
         if error is None:  # the notification went stale: nothing to answer
             return
         try:
-            kernel.send_response(self.listener, notif_id, val, error, flags)
+            kernel.send_response(self.listener, notif_id, 0, error, flags)
             self.answered += 1
         except OSError:  # the caller is gone (ENOENT)
             pass
@@ -188,7 +189,9 @@ class Witness:
             pass
         return -1
 
-    def _gateway(self, notif_id: int, pid: int, fd: int, data: bytes, family: str) -> Tuple[int, int]:
+    def _gateway(
+        self, notif_id: int, pid: int, fd: int, data: bytes, family: str
+    ) -> Tuple[int, int]:
         """Connect a socket of ours to the gateway and put it in the caller's place (``ADDFD``).
 
         Returns (error, flags): the connect's result, or CONTINUE when the caller's descriptor
@@ -208,9 +211,7 @@ class Witness:
             sock.close()
         return result, 0
 
-    def _connect(
-        self, notif_id: int, pid: int, args: Tuple[int, ...]
-    ) -> Tuple[Optional[int], int]:
+    def _connect(self, notif_id: int, pid: int, args: Tuple[int, ...]) -> Tuple[Optional[int], int]:
         error, data = self._address(notif_id, pid, args[1], args[2], "connect")
         if data is None:
             return error, 0
@@ -228,9 +229,7 @@ class Witness:
         self._log("connect", pid, decoded)
         return -ENETUNREACH, 0
 
-    def _sendto(
-        self, notif_id: int, pid: int, args: Tuple[int, ...]
-    ) -> Tuple[Optional[int], int]:
+    def _sendto(self, notif_id: int, pid: int, args: Tuple[int, ...]) -> Tuple[Optional[int], int]:
         error, data = self._address(notif_id, pid, args[4], args[5], "sendto")
         if data is None:
             return error, 0

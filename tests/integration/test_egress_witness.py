@@ -171,3 +171,42 @@ def test_gateway_port_and_local_sockets_go_through(
     _seen(result, "127.0.0.1", GATEWAY + 1, "connect")
     _seen(result, None, None, "connect")  # a caller whose memory cannot be read: no address
     assert not [a for a in result["attempts"] if a["port"] == GATEWAY], result
+
+
+RACE = f"""
+import ctypes, socket, struct, threading
+libc = ctypes.CDLL(None, use_errno=True)
+other = socket.socket(); other.bind(("127.0.0.1", {GATEWAY + 2})); other.listen(4096)
+other.setblocking(False)
+gw = socket.socket(); gw.bind(("127.0.0.1", {GATEWAY})); gw.listen(4096); gw.setblocking(False)
+def addr(port):
+    return struct.pack("=H", 2) + struct.pack("!H", port) + bytes([127, 0, 0, 1]) + bytes(8)
+buf = ctypes.create_string_buffer(addr({GATEWAY}), 16)
+stop = []
+def flip():
+    a, b = addr({GATEWAY}), addr({GATEWAY + 2})
+    while not stop:
+        ctypes.memmove(buf, b, 16); ctypes.memmove(buf, a, 16)
+threading.Thread(target=flip, daemon=True).start()
+held = []
+for _ in range(400):
+    s = socket.socket(); libc.connect(s.fileno(), buf, 16); held.append(s)
+stop.append(1)
+leaked = 0
+while True:
+    try:
+        other.accept()[0].close(); leaked += 1
+    except BlockingIOError:
+        break
+print("leaked", leaked)
+"""
+
+
+def test_a_racing_thread_cannot_redirect_a_gateway_connect(
+    backend: DockerBackend, sandbox_image: str
+) -> None:
+    # the address flips between the gateway's port and another loopback listener while the
+    # witness decides: a connect the witness let through must still reach only the gateway
+    result = _run(backend, sandbox_image, "python3", "-I", "-c", RACE, gateway=GATEWAY)
+    assert "leaked 0" in result["stdout"], result
+    assert any(a["port"] == GATEWAY + 2 for a in result["attempts"]), result

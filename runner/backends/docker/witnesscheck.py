@@ -77,9 +77,11 @@ def run_witness_probe(
                 break
         state = box.wait(max(0.1, deadline - time.monotonic()))
     lines = out.decode("utf-8", "replace").strip().splitlines()
-    try:
-        result: dict[str, Any] = json.loads(lines[-1])
+    try:  # hostile output: a summary object and attempt objects, or nothing
+        result = json.loads(lines[-1])
         attempts = [json.loads(line)["attempt"] for line in lines[:-1]]
+        if not isinstance(result, dict) or not all(isinstance(a, dict) for a in attempts):
+            raise TypeError("not objects")
     except (IndexError, ValueError, KeyError, TypeError) as exc:
         raise InfrastructureError(
             f"the witness probe printed no result (exit {state.exit_code}): "

@@ -190,31 +190,3 @@ def raw_connect(fd: int, address: bytes) -> int:
     if _libc.connect(fd, ctypes.cast(buf, ctypes.c_void_p), len(address)) < 0:
         return -ctypes.get_errno()
     return 0
-
-
-_libc.sendto.argtypes = [
-    ctypes.c_int,
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_void_p,
-    ctypes.c_uint,
-]
-_libc.sendto.restype = ctypes.c_ssize_t
-
-
-def raw_sendto(fd: int, data: bytes, flags: int, address: bytes) -> int:
-    """``sendto(fd, data, flags, address)`` with raw sockaddr bytes: bytes sent or -errno."""
-    buf = ctypes.create_string_buffer(data, max(len(data), 1))
-    addr = ctypes.create_string_buffer(address, len(address))
-    got = _libc.sendto(
-        fd,
-        ctypes.cast(buf, ctypes.c_void_p),
-        len(data),
-        flags,
-        ctypes.cast(addr, ctypes.c_void_p),
-        len(address),
-    )
-    if got < 0:
-        return -ctypes.get_errno()
-    return int(got)

@@ -29,6 +29,7 @@ _CHILD = (
     "os.close(int(sys.argv[1]))\n"
     "os.execvp(sys.argv[2],sys.argv[2:])\n"
 )
+MAX_ATTEMPTS = 10000  # attempts printed; a flood beyond is not
 SELF_TEST = [
     sys.executable,
     "-c",
@@ -55,10 +56,15 @@ def run(command: List[str], gateway: Optional[int] = None) -> Dict[str, Any]:
     )
     theirs.close()
     attempts: List[Dict[str, Any]] = []
+
+    def sink(attempt: Dict[str, Any]) -> None:
+        if len(attempts) < MAX_ATTEMPTS:
+            attempts.append(attempt)
+
     listener, reason = seccomp.attach(child.pid, ours.fileno())
     witness = None
     if listener is not None:
-        witness = Witness(listener, gateway, attempts.append).start()
+        witness = Witness(listener, gateway, sink).start()
     install_us = -1
     try:
         line = seccomp.read_line(ours.fileno(), time.monotonic() + 10)

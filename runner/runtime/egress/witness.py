@@ -4,7 +4,7 @@ Standard library only, Python 3.9+. It holds the listener `runner.runtime.egress
 took; every ``connect``, addressed ``sendto``, and ``sendmsg``/``sendmmsg`` of the worker or any
 of its descendants waits in the kernel until this thread answers. Per call:
 
-- The address is read from the caller's memory (``process_vm_readv``) and the notification is
+- The address is read from the caller's memory (``/proc/PID/mem``) and the notification is
   checked to be still valid afterwards (``SECCOMP_IOCTL_NOTIF_ID_VALID``), so a reply never goes
   to a different call that reused the slot.
 - ``connect`` to an IP address (any but the gateway's loopback port), and any addressed
@@ -42,21 +42,11 @@ from runner.runtime.egress import kernel, sockaddr
 ENETUNREACH = 101
 EINVAL = 22
 EFAULT = 14
-EMSGSIZE = 90
-EAFNOSUPPORT = 97
-MAX_EMULATED_SEND = 1 << 16  # bytes of a local-family sendto this thread copies and performs
+ENOTTY = 25
 MAX_MMSG = 1024  # UIO_MAXIOV: the kernel's own cap on sendmmsg's vlen
 _MSGHDR = 56
 _MMSGHDR = 64
 Sink = Callable[[Dict[str, Any]], None]
-
-
-def _tgid(tid: int) -> int:
-    with open("/proc/{}/status".format(tid), "rb") as handle:
-        for line in handle.read(4096).split(b"\n"):
-            if line.startswith(b"Tgid:"):
-                return int(line.split()[1])
-    raise OSError(3, "no Tgid")
 
 
 class Witness:
@@ -194,19 +184,22 @@ class Witness:
     ) -> Tuple[int, int]:
         """Connect a socket of ours to the gateway and put it in the caller's place (``ADDFD``).
 
-        Returns (error, flags): the connect's result, or CONTINUE when the caller's descriptor
-        cannot be read or replaced (the address read was the gateway's).
+        Returns (error, flags): the connect's result; ``ENETUNREACH`` when the caller's
+        descriptor cannot be read or replaced; CONTINUE only on a kernel without ``ADDFD``
+        (before 5.9: ``ENOTTY``/``EINVAL``), where the address read was the gateway's.
         """
         flags = self._fd_flags(pid, fd)
         if flags < 0:
-            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+            return -ENETUNREACH, 0
         sock = socket.socket(socket.AF_INET if family == "inet" else socket.AF_INET6)
         try:
             sock.setblocking(not flags & os.O_NONBLOCK)
             result = kernel.raw_connect(sock.fileno(), data)
             kernel.add_fd(self.listener, notif_id, sock.fileno(), fd, bool(flags & os.O_CLOEXEC))
-        except OSError:
-            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        except OSError as exc:
+            if exc.errno in (ENOTTY, EINVAL):
+                return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+            return -ENETUNREACH, 0
         finally:
             sock.close()
         return result, 0

@@ -210,3 +210,63 @@ def test_a_racing_thread_cannot_redirect_a_gateway_connect(
     result = _run(backend, sandbox_image, "python3", "-I", "-c", RACE, gateway=GATEWAY)
     assert "leaked 0" in result["stdout"], result
     assert any(a["port"] == GATEWAY + 2 for a in result["attempts"]), result
+
+
+FLIPS = f"""
+import ctypes, socket, struct, threading
+libc = ctypes.CDLL(None, use_errno=True)
+tcp = socket.socket(); tcp.bind(("127.0.0.1", {GATEWAY + 3})); tcp.listen(4096)
+tcp.setblocking(False)
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.bind(("127.0.0.1", {GATEWAY + 3}))
+udp.setblocking(False)
+inet = struct.pack("=H", 2) + struct.pack("!H", {GATEWAY + 3}) + bytes([127, 0, 0, 1]) + bytes(8)
+unix = struct.pack("=H", 1) + b"/tmp/none".ljust(14, b"\\0")
+buf = ctypes.create_string_buffer(unix, 16)
+stop = []
+def flip_family():
+    while not stop:
+        ctypes.memmove(buf, inet, 16); ctypes.memmove(buf, unix, 16)
+t = threading.Thread(target=flip_family, daemon=True); t.start()
+for _ in range(300):
+    s = socket.socket(); libc.connect(s.fileno(), buf, 16); s.close()
+stop.append(1); t.join()
+
+class Iov(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+class Msg(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.c_void_p),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p),
+                ("controllen", ctypes.c_size_t), ("flags", ctypes.c_int)]
+data = ctypes.create_string_buffer(b"x", 1)
+iov = Iov(ctypes.cast(data, ctypes.c_void_p), 1)
+msg = Msg(None, 0, ctypes.cast(ctypes.pointer(iov), ctypes.c_void_p), 1, None, 0, 0)
+name = ctypes.cast(ctypes.create_string_buffer(inet, 16), ctypes.c_void_p).value
+stop.clear()
+def flip_name():
+    while not stop:
+        msg.name, msg.namelen = name, 16
+        msg.name, msg.namelen = None, 0
+t = threading.Thread(target=flip_name, daemon=True); t.start()
+d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(300):
+    libc.sendmsg(d.fileno(), ctypes.byref(msg), 0)
+stop.append(1); t.join()
+leaked = 0
+for sock in (tcp, udp):
+    while True:
+        try:
+            got = sock.accept()[0] if sock is tcp else sock.recv(10)
+            leaked += 1
+        except BlockingIOError:
+            break
+print("leaked", leaked)
+"""
+
+
+def test_rewriting_the_address_meanwhile_leaks_nothing(
+    backend: DockerBackend, sandbox_image: str
+) -> None:
+    # a connect whose address flips between AF_UNIX (local) and AF_INET, and an unnamed
+    # sendmsg on a UDP socket whose header gains a name: nothing may reach the loopback peers
+    result = _run(backend, sandbox_image, "python3", "-I", "-c", FLIPS)
+    assert "leaked 0" in result["stdout"], result

@@ -10,8 +10,10 @@ What the program does, in order (``linux/seccomp.h``,
    performs connects and sends the filter never sees).
 3. ``socket`` with protocol ``IPPROTO_SCTP``: ``EPROTONOSUPPORT`` (SCTP connects through
    ``setsockopt``, which carries the address in memory the filter cannot match).
-4. ``connect``, ``sendmsg``, ``sendmmsg``: a user notification (their address is in memory).
-   ``sendto``: a notification when its address argument is not NULL, else allowed.
+4. ``connect``, ``sendmsg``, ``sendmmsg``: a user notification (their address is in memory);
+   ``sendmsg``/``sendmmsg`` with ``MSG_FASTOPEN`` (a TCP connect to the header's name, which
+   the witness could not hold still): ``EOPNOTSUPP``. ``sendto``: a notification when its
+   address argument is not NULL, else allowed.
 5. Everything else: allowed.
 """
 
@@ -24,6 +26,7 @@ from runner.runtime.egress import kernel
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
+_JSET_K = 0x45
 _RET_K = 0x06
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
@@ -31,6 +34,8 @@ RET_USER_NOTIF = 0x7FC00000
 RET_ALLOW = 0x7FFF0000
 ENOSYS = 38
 EPROTONOSUPPORT = 93
+EOPNOTSUPP = 95
+MSG_FASTOPEN = 0x20000000
 IPPROTO_SCTP = 132
 _OFF_NR = 0
 _OFF_ARCH = 4
@@ -95,14 +100,20 @@ def program(machine: str) -> bytes:
         lines.append((_JGE_K, kernel.X32_SYSCALL_BIT, "kill", None))
     lines += [
         (_JEQ_K, nr["connect"], "notify", None),
-        (_JEQ_K, nr["sendmsg"], "notify", None),
-        (_JEQ_K, nr["sendmmsg"], "notify", None),
+        (_JEQ_K, nr["sendmsg"], "sendmsg", None),
+        (_JEQ_K, nr["sendmmsg"], "sendmmsg", None),
         (_JEQ_K, nr["sendto"], "sendto", None),
         (_JEQ_K, nr["socket"], "socket", None),
         (_JEQ_K, nr["io_uring_setup"], "enosys", None),
         (_JEQ_K, nr["io_uring_enter"], "enosys", None),
         (_JEQ_K, nr["io_uring_register"], "enosys", None),
         (_RET_K, RET_ALLOW, None, None),
+        "sendmsg",
+        (_LD_W_ABS, _arg_lo(2), None, None),
+        (_JSET_K, MSG_FASTOPEN, "noop", "notify"),
+        "sendmmsg",
+        (_LD_W_ABS, _arg_lo(3), None, None),
+        (_JSET_K, MSG_FASTOPEN, "noop", "notify"),
         "sendto",
         (_LD_W_ABS, _arg_lo(4), None, None),
         (_JEQ_K, 0, None, "notify"),
@@ -115,6 +126,8 @@ def program(machine: str) -> bytes:
         (_RET_K, RET_ERRNO | EPROTONOSUPPORT, None, None),
         "allow",
         (_RET_K, RET_ALLOW, None, None),
+        "noop",
+        (_RET_K, RET_ERRNO | EOPNOTSUPP, None, None),
         "notify",
         (_RET_K, RET_USER_NOTIF, None, None),
         "enosys",

@@ -17,13 +17,19 @@ of its descendants waits in the kernel until this thread answers. Per call:
   rewrites after the read can make that socket go elsewhere (the kernel documents
   ``SECCOMP_USER_NOTIF_FLAG_CONTINUE`` as unsafe for such decisions). Socket options the
   caller set before ``connect`` are not carried over.
-- ``connect``/``sendto`` to local families (``AF_UNIX``, ``AF_NETLINK``, ``AF_UNSPEC``):
-  continued (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``); they never leave the sandbox's kernel.
-- ``sendmsg``/``sendmmsg`` without an address, or with only local-family addresses: continued.
-  Residual of every continue, documented: a second thread of the caller that rewrites the
-  address (or swaps the descriptor) between this read and the kernel's own can make one call
-  the log does not name; the namespace (``network_mode=none``) still contains it: off the
-  sandbox's loopback nothing is routed.
+- ``connect``/``sendto`` with a local-family address (``AF_UNIX``, ``AF_NETLINK``): continued
+  (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``) only when the descriptor is, at that moment, a socket
+  of that family (`procnet`), since the kernel refuses an address of another family than the
+  socket's; else ``EAFNOSUPPORT``. ``connect`` with ``AF_UNSPEC``: 0, nothing done.
+- ``sendmsg``/``sendmmsg``: any IP address in a header: logged, ``ENETUNREACH``. No address:
+  continued on a unix or hashed TCP socket (TCP ignores a name; ``MSG_FASTOPEN`` is refused by
+  the filter), else ``EDESTADDRREQ`` (no datagram socket has a destination: its connects were
+  denied). Local-family names: as ``sendto``.
+- Residual of every continue, documented: another thread of the caller that *replaces the
+  descriptor* (``dup2``) between this check and the kernel's own can make one call the log
+  does not name; rewriting the address alone cannot. The namespace (``network_mode=none``)
+  still contains it. Closing it needs ``pidfd_getfd`` (to act on the socket itself), which
+  Docker's default profile denies.
 
 Logged attempts have the outbound log's fields (`runner.runtime.audit`): ``kind`` (``connect``,
 ``sendto``, ``sendmsg``), ``host`` None, ``address``, ``port``, ``outcome`` ``denied``, ``pid``
@@ -37,12 +43,14 @@ import struct
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime.egress import kernel, sockaddr
+from runner.runtime.egress import kernel, procnet, sockaddr
 
 ENETUNREACH = 101
 EINVAL = 22
 EFAULT = 14
 ENOTTY = 25
+EAFNOSUPPORT = 97
+EDESTADDRREQ = 89
 MAX_MMSG = 1024  # UIO_MAXIOV: the kernel's own cap on sendmmsg's vlen
 _MSGHDR = 56
 _MMSGHDR = 64
@@ -118,9 +126,9 @@ class Witness:
             elif nr == table["sendto"]:
                 error, flags = self._sendto(notif_id, pid, args)
             elif nr == table["sendmsg"]:
-                error, flags = self._sendmsg(notif_id, pid, args[1], 1, "sendmsg")
+                error, flags = self._sendmsg(notif_id, pid, args[0], args[1], 1, "sendmsg")
             elif nr == table["sendmmsg"]:
-                error, flags = self._sendmsg(notif_id, pid, args[1], args[2], "sendmmsg")
+                error, flags = self._sendmsg(notif_id, pid, args[0], args[1], args[2], "sendmmsg")
         except Exception as exc:  # an answer is always sent: deny
             self.errors.append("{}: {}".format(type(exc).__name__, exc)[:200])
             error, flags = -ENETUNREACH, 0
@@ -210,8 +218,10 @@ class Witness:
             return error, 0
         decoded = sockaddr.decode(data)
         family = decoded["family"]
+        if family == "unspec":  # "dissolve the association": every association is ours
+            return 0, 0
         if family in sockaddr.LOCAL_FAMILIES:
-            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+            return self._local(pid, args[0], family)
         if (
             family in ("inet", "inet6")
             and self.gateway_port is not None
@@ -222,18 +232,29 @@ class Witness:
         self._log("connect", pid, decoded)
         return -ENETUNREACH, 0
 
+    def _local(self, pid: int, fd: int, family: str) -> Tuple[Optional[int], int]:
+        """Continue a call with a ``family`` address only on a socket of that family.
+
+        The kernel refuses an address of another family than the socket's, so rewriting the
+        address after this check cannot turn the call into an IP one; only replacing the
+        descriptor in that instant could (the documented residual).
+        """
+        if procnet.socket_kind(pid, fd & 0xFFFFFFFF) == family:
+            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        return -EAFNOSUPPORT, 0
+
     def _sendto(self, notif_id: int, pid: int, args: Tuple[int, ...]) -> Tuple[Optional[int], int]:
         error, data = self._address(notif_id, pid, args[4], args[5], "sendto")
         if data is None:
             return error, 0
         decoded = sockaddr.decode(data)
-        if decoded["family"] in sockaddr.LOCAL_FAMILIES:
-            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        if decoded["family"] in ("unix", "netlink"):
+            return self._local(pid, args[0], decoded["family"])
         self._log("sendto", pid, decoded)
         return -ENETUNREACH, 0
 
     def _sendmsg(
-        self, notif_id: int, pid: int, pointer: int, count: int, call: str
+        self, notif_id: int, pid: int, fd: int, pointer: int, count: int, call: str
     ) -> Tuple[Optional[int], int]:
         size = _MSGHDR if call == "sendmsg" else _MMSGHDR
         count = min(count, MAX_MMSG)
@@ -255,9 +276,17 @@ class Witness:
             named.append(sockaddr.decode(data))
         if not kernel.id_valid(self.listener, notif_id):
             return None, 0
-        remote = [d for d in named if d["family"] not in sockaddr.LOCAL_FAMILIES]
+        remote = [d for d in named if d["family"] not in ("unix", "netlink")]
         if remote:
             for decoded in remote:
                 self._log(call, pid, decoded)
             return -ENETUNREACH, 0
-        return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        kind = procnet.socket_kind(pid, fd & 0xFFFFFFFF)
+        families = {d["family"] for d in named}
+        if not families and kind in ("unix", "tcp"):  # TCP ignores a name (no MSG_FASTOPEN)
+            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        if families and families == {kind}:
+            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        # a datagram socket without a destination: every connect of one was denied, so the
+        # kernel's answer would be EDESTADDRREQ (unless a name appears meanwhile: refused here)
+        return (-EDESTADDRREQ if not families else -EAFNOSUPPORT), 0

@@ -28,8 +28,8 @@ def _run(
         if op == 0x20:
             acc = struct.unpack_from("<I", data, k)[0]
             pc += 1
-        elif op in (0x15, 0x35):
-            hit = acc == k if op == 0x15 else acc >= k
+        elif op in (0x15, 0x35, 0x45):
+            hit = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[op]
             pc += 1 + (jt if hit else jf)
         elif op == 0x06:
             return k
@@ -46,6 +46,9 @@ def test_network_calls_are_trapped_and_others_allowed(machine: str) -> None:
     assert _run(program, nr["sendto"], arch) == bpf.RET_ALLOW  # no address: send()
     assert _run(program, nr["sendto"], arch, (3, 0, 1, 0, 0x7FFF0000, 16)) == bpf.RET_USER_NOTIF
     assert _run(program, nr["sendto"], arch, (3, 0, 1, 0, 1 << 40, 16)) == bpf.RET_USER_NOTIF
+    fastopen = (3, 0, bpf.MSG_FASTOPEN, bpf.MSG_FASTOPEN, 0, 0)
+    for name in ("sendmsg", "sendmmsg"):
+        assert _run(program, nr[name], arch, fastopen) == bpf.RET_ERRNO | bpf.EOPNOTSUPP
     for name in ("io_uring_setup", "io_uring_enter", "io_uring_register"):
         assert _run(program, nr[name], arch) == bpf.RET_ERRNO | bpf.ENOSYS
     sctp = (2, 1, bpf.IPPROTO_SCTP, 0, 0, 0)

@@ -17,7 +17,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from runner.runtime.egress import seccomp
-from runner.runtime.egress.witness import Witness
+from runner.runtime.egress.witness import serve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 _CHILD = (
@@ -61,10 +61,8 @@ def run(command: List[str], gateway: Optional[int] = None) -> Dict[str, Any]:
         if len(attempts) < MAX_ATTEMPTS:
             attempts.append(attempt)
 
-    listener, reason = seccomp.attach(child.pid, ours.fileno())
-    witness = None
-    if listener is not None:
-        witness = Witness(listener, gateway, sink).start()
+    witness, coverage = serve(child.pid, ours.fileno(), gateway, sink)
+    reason = "" if coverage is None else str(coverage["reason"])
     install_us = -1
     try:
         line = seccomp.read_line(ours.fileno(), time.monotonic() + 10)
@@ -78,7 +76,7 @@ def run(command: List[str], gateway: Optional[int] = None) -> Dict[str, Any]:
         witness.stop()
     return {
         "attempts": attempts,
-        "usable": listener is not None,
+        "usable": witness is not None,
         "reason": reason,
         "exit": child.returncode,
         "install_us": install_us,

@@ -43,7 +43,7 @@ import struct
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime.egress import kernel, procnet, sockaddr
+from runner.runtime.egress import kernel, procnet, seccomp, sockaddr
 
 ENETUNREACH = 101
 EINVAL = 22
@@ -290,3 +290,29 @@ class Witness:
         # a datagram socket without a destination: every connect of one was denied, so the
         # kernel's answer would be EDESTADDRREQ (unless a name appears meanwhile: refused here)
         return (-EDESTADDRREQ if not families else -EAFNOSUPPORT), 0
+
+
+def serve(
+    pid: int, channel: int, gateway_port: Optional[int], sink: Sink
+) -> Tuple[Optional[Witness], Optional[Dict[str, Any]]]:
+    """The runtime's whole side for worker ``pid``: bootstrap, then a started `Witness`.
+
+    Args:
+        pid: the worker (our child, running `runner.runtime.egress.seccomp.install`).
+        channel: the runtime's end of the bootstrap socketpair.
+        gateway_port: the model gateway's loopback port (connected through), or None.
+        sink: where logged attempts go (the outbound-destination log).
+
+    Returns:
+        ``(witness, None)`` when every network call of the worker's tree is witnessed, else
+        ``(None, coverage)``: the ``coverage`` message (``partial``, with the reason) for the
+        outbound log.
+    """
+    listener, reason = seccomp.attach(pid, channel)
+    if listener is None:
+        return None, {
+            "type": "coverage",
+            "partial": True,
+            "reason": "egress witness unavailable: {}".format(reason)[:512],
+        }
+    return Witness(listener, gateway_port, sink).start(), None

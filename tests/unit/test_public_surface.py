@@ -187,7 +187,9 @@ PUBLIC: dict[str, list[str]] = {
         "verdict",
     ],
     "runner.runtime": ["protocol"],
-    "runner.runtime.egress": ["seccomp", "witness"],
+    "runner.runtime.egress": ["audit", "seccomp", "witness"],
+    "runner.runtime.replay": ["calls", "recordings"],
+    "runner.runtime.steps": ["engine"],
     "runner.sdk": [
         "Effect",
         "HttpResponse",

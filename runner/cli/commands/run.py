@@ -78,8 +78,8 @@ def execute_run(
     from runner.episode.metered_run import metered_run
     from runner.episode.snapshot_sources import project_snapshot
     from runner.policy import load_policy
-    from runner.providers.base import provider_for_workflow
     from runner.providers.metered import MeteredProvider, StopSignal
+    from runner.providers.workflows import provider_for_workflow
     from runner.submit.plan import DEFAULT_MAX_TOKENS
 
     validate_id(task_id, kind="task id", field="--task")

@@ -1,25 +1,33 @@
-"""The egress witness: a seccomp user-notification filter on the worker, answered by the runtime.
+"""What leaves the sandbox's tools: the outbound-destination log, its coverage, and its witness.
 
-Standard library only, Python 3.9+. Module map:
+Standard library only, Python 3.9+; mounted into sandboxes. Imported by every Python child at
+start-up (``site/sitecustomize.py``), so this file imports nothing.
 
-    kernel     ctypes wrappers: seccomp, /proc/PID/mem reads, the notification ioctls
-    bpf        the filter program (arch check, io_uring denied, network calls trapped)
-    sockaddr   decoding a sockaddr read from the caller's memory
-    procnet    which kind of socket a descriptor of the caller is (by inode, from /proc)
-    seccomp    `install` (the worker, on itself) and `attach` (the runtime): the bootstrap
-    witness    `Witness`: the runtime's thread that logs and answers trapped calls; `serve`
-    probe      ``python3 -m runner.runtime.egress.probe``: run a command under the witness
+The in-process log: ``audit`` (the audit hook: state, sinks, destinations, coverage; the host
+reads its cap and destination key), ``events`` (what each audited event names: a destination, a
+child program, a foreign library; pure functions), ``programs`` (which child processes escape
+the hook), ``childlog`` (the file Python children report to, forwarded by the runtime), and
+``site/`` (the ``sitecustomize.py`` that loads the hook and the run's clock in every Python
+child).
 
-Wiring into a worker process (issue 18): the runtime makes ``socket.socketpair()``, starts the
-worker with one end inherited; the worker calls ``seccomp.install(fd)`` first thing (a single
-thread, before any user code) and closes the end; the runtime calls
-``witness.serve(worker_pid, other_end, gateway_port, sink)`` at the same time, ``sink`` being
-the outbound-destination log's (``audit``'s in-memory queue). ``serve`` returns the coverage
-message to send when the witness is unavailable; when it is available, the hook's ``partial``
-notes for non-Python children and ctypes are covered by it. Docker 20.10's default profile
-(measured) denies ``process_vm_readv`` and ``pidfd_getfd``: the design needs neither.
+The witness outside the worker (issue 18): a seccomp user-notification filter the worker
+installs on itself, answered by the runtime. ``kernel`` (ctypes: seccomp, ``/proc/PID/mem``
+reads, the notification ioctls), ``bpf`` (the filter: arch check, io_uring denied, network calls
+trapped), ``sockaddr`` (decoding an address read from the caller), ``procnet`` (which kind of
+socket a descriptor of the caller is, by inode), ``seccomp`` (`install` in the worker, `attach`
+in the runtime: the bootstrap), ``witness`` (`Witness`, the runtime's thread that logs and
+answers; `serve`), ``probe`` (``python3 -m runner.runtime.egress.probe``: a command under the
+witness; ``doctor`` runs its self-test).
 
-May import: the standard library only (it runs in the sandbox, in the worker before user code).
+Wiring into the worker: the runtime makes ``socket.socketpair()`` and starts the worker with one
+end inherited; the worker calls ``seccomp.install(fd)`` first thing (a single thread, before any
+user code) and closes the end; the runtime calls ``witness.serve(worker_pid, other_end,
+gateway_port, sink)`` meanwhile, ``sink`` being the outbound-destination log's. ``serve``
+returns the coverage message to send when the witness is unavailable. Docker 20.10's default
+profile (measured) denies ``process_vm_readv`` and ``pidfd_getfd``: the design needs neither.
+
+May import: the standard library and `runner.sdk.wallclock` (the child's clock, from
+``site/``).
 """
 
-__all__ = ["seccomp", "witness"]
+__all__ = ["audit", "seccomp", "witness"]

@@ -31,9 +31,9 @@ of its descendants waits in the kernel until this thread answers. Per call:
   still contains it. Closing it needs ``pidfd_getfd`` (to act on the socket itself), which
   Docker's default profile denies.
 
-Logged attempts have the outbound log's fields (`runner.runtime.egress.audit`): ``kind`` (``connect``,
-``sendto``, ``sendmsg``), ``host`` None, ``address``, ``port``, ``outcome`` ``denied``, ``pid``
-(the calling thread), ``event`` ``seccomp.<call>``.
+Logged attempts have the outbound log's fields (`runner.runtime.egress.audit`): ``kind``
+(``connect``, ``sendto``, ``sendmsg``), ``host`` None, ``address``, ``port``, ``outcome``
+``denied``, ``pid`` (the calling thread), ``event`` ``seccomp.<call>``.
 """
 
 import os

@@ -270,3 +270,13 @@ def test_rewriting_the_address_meanwhile_leaks_nothing(
     # sendmsg on a UDP socket whose header gains a name: nothing may reach the loopback peers
     result = _run(backend, sandbox_image, "python3", "-I", "-c", FLIPS)
     assert "leaked 0" in result["stdout"], result
+
+
+def test_a_runtime_that_is_not_dumpable_still_witnesses(
+    backend: DockerBackend, sandbox_image: str
+) -> None:
+    # the PID-1 runtime makes itself not dumpable; its exec'ed worker is dumpable again, and
+    # the ptrace access check that /proc/PID/mem needs is about the target only
+    result = run_witness_probe(backend, sandbox_image, runner_mounts(), not_dumpable=True)
+    assert result["usable"], result
+    _seen(result, "203.0.113.1", 9, "connect")

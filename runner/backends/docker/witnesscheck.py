@@ -44,9 +44,12 @@ def run_witness_probe(
     mounts: Sequence[Mount],
     command: Sequence[str] = (),
     gateway: int | None = None,
+    not_dumpable: bool = False,
     timeout_s: float = 60.0,
 ) -> dict[str, Any]:
     """Run ``command`` (default: the probe's self-test) under the witness in a sandbox.
+
+    ``not_dumpable``: the probe (the runtime's stand-in) makes itself not dumpable first.
 
     Returns:
         The probe's summary (``usable``, ``reason``, ``exit``, ``install_us``, ``answered``,
@@ -56,6 +59,8 @@ def run_witness_probe(
         InfrastructureError: the sandbox could not run or printed no summary.
     """
     argv = ["python3", "-I", "-c", _ENTRY]
+    if not_dumpable:
+        argv.append("--not-dumpable")
     if gateway is not None:
         argv += ["--gateway", str(gateway)]
     spec = SandboxSpec(

@@ -5,9 +5,11 @@ self-test that connects to ``203.0.113.1:9``, TEST-NET-3, never routed) as a chi
 the filter on itself (`seccomp.install`) and then ``exec``s it, serves it with a `Witness`, and
 prints one JSON line per logged attempt, then a summary line ``{"usable", "reason", "exit",
 "install_ms", "answered"}``. ``doctor`` runs the self-test to say whether the witness works.
-``--gateway PORT`` lets connects to that loopback port through.
+``--gateway PORT`` lets connects to that loopback port through; ``--not-dumpable`` first makes
+this process not dumpable, as the PID-1 runtime is (the worker, an ``exec``ed child, is).
 """
 
+import ctypes
 import json
 import os
 import socket
@@ -29,6 +31,7 @@ _CHILD = (
     "os.close(int(sys.argv[1]))\n"
     "os.execvp(sys.argv[2],sys.argv[2:])\n"
 )
+PR_SET_DUMPABLE = 4
 MAX_ATTEMPTS = 10000  # attempts printed; a flood beyond is not
 SELF_TEST = [
     sys.executable,
@@ -89,6 +92,9 @@ def run(command: List[str], gateway: Optional[int] = None) -> Dict[str, Any]:
 def main(argv: List[str]) -> int:
     """Entry point: print the attempts and the summary as JSON lines; exit 0, or 1 unusable."""
     gateway = None
+    if argv[:1] == ["--not-dumpable"]:  # as the PID-1 runtime makes itself (prctl)
+        argv = argv[1:]
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     if argv[:1] == ["--gateway"]:
         gateway, argv = int(argv[1]), argv[2:]
     result = run(argv or SELF_TEST, gateway)

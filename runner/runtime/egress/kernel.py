@@ -10,7 +10,6 @@ raises `OSError` with the errno the kernel gave; none retries.
 """
 
 import ctypes
-import ctypes.util
 import os
 import platform
 import struct
@@ -64,7 +63,9 @@ ADDFD_FLAG_SETFD = 1
 NOTIF_SIZE = 80
 RESP_SIZE = 24
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# the interpreter's own namespace holds libc (no ``ctypes.util.find_library``: it runs
+# ``ldconfig -p`` in a subprocess, milliseconds at every worker start)
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
 _libc.ioctl.restype = ctypes.c_int

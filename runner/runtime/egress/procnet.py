@@ -5,13 +5,16 @@ caller's network namespace lists its sockets by inode in ``/proc/PID/net/unix`` 
 ``AF_UNIX`` socket, bound or not), ``netlink``, and ``tcp``/``tcp6`` (hashed TCP sockets:
 listening, connecting, connected, or bound). Reading either needs the same ptrace access the
 witness already has. Each table is read at most `MAX_TABLE_BYTES`; a socket not found in the
-table looked at is not of that kind.
+table looked at is not of that kind. A kind found is remembered by inode (at most `MAX_KNOWN`):
+the descriptor is still looked up every time, the tables only once per socket.
 """
 
 import os
-from typing import Optional
+from typing import Dict, Optional
 
 MAX_TABLE_BYTES = 4 << 20
+MAX_KNOWN = 4096  # sockets whose kind is remembered (a socket's kind never changes)
+_known: Dict[bytes, str] = {}
 # file -> 0-based column of the inode
 _TABLES = (("unix", ("unix",), 6), ("netlink", ("netlink",), 9), ("tcp", ("tcp", "tcp6"), 9))
 
@@ -49,7 +52,12 @@ def socket_kind(pid: int, fd: int) -> Optional[str]:
     inode = _inode(pid, fd)
     if inode is None:
         return None
+    if inode in _known:  # found before: a socket's inode is its own while it is open
+        return _known[inode]
     for kind, names, column in _TABLES:
         if any(_listed(pid, name, column, inode) for name in names):
+            if len(_known) >= MAX_KNOWN:
+                _known.clear()
+            _known[inode] = kind
             return kind
     return None

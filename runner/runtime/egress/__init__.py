@@ -22,7 +22,7 @@ witness; ``doctor`` runs its self-test).
 Wiring into the worker: the runtime makes ``socket.socketpair()`` and starts the worker with one
 end inherited; the worker calls ``seccomp.install(fd)`` first thing (a single thread, before any
 user code) and closes the end; the runtime calls ``witness.serve(worker_pid, other_end,
-gateway_port, sink)`` meanwhile, ``sink`` being the outbound-destination log's. ``serve``
+gateway_port, audit.record_witnessed)`` meanwhile (the outbound-destination log). ``serve``
 returns the coverage message to send when the witness is unavailable. Docker 20.10's default
 profile (measured) denies ``process_vm_readv`` and ``pidfd_getfd``: the design needs neither.
 

@@ -52,6 +52,7 @@ ENOTTY = 25
 EAFNOSUPPORT = 97
 EDESTADDRREQ = 89
 MAX_MMSG = 1024  # UIO_MAXIOV: the kernel's own cap on sendmmsg's vlen
+MAX_ERRORS = 100  # unexpected failures remembered (each is answered ENETUNREACH anyway)
 _MSGHDR = 56
 _MMSGHDR = 64
 Sink = Callable[[Dict[str, Any]], None]
@@ -67,7 +68,8 @@ class Witness:
 
     Attributes:
         answered: notifications answered so far.
-        errors: unexpected failures while answering (each answered ``ENETUNREACH``).
+        errors: unexpected failures while answering (each answered ``ENETUNREACH``; the first
+            `MAX_ERRORS`).
     """
 
     def __init__(self, listener: int, gateway_port: Optional[int], sink: Sink) -> None:
@@ -130,7 +132,8 @@ class Witness:
             elif nr == table["sendmmsg"]:
                 error, flags = self._sendmsg(notif_id, pid, args[0], args[1], args[2], "sendmmsg")
         except Exception as exc:  # an answer is always sent: deny
-            self.errors.append("{}: {}".format(type(exc).__name__, exc)[:200])
+            if len(self.errors) < MAX_ERRORS:
+                self.errors.append("{}: {}".format(type(exc).__name__, exc)[:200])
             error, flags = -ENETUNREACH, 0
         if error is None:  # the notification went stale: nothing to answer
             return

@@ -11,7 +11,6 @@ raises `OSError` with the errno the kernel gave; none retries.
 
 import ctypes
 import os
-import platform
 import struct
 from typing import Dict, Optional
 
@@ -76,7 +75,7 @@ _libc.connect.restype = ctypes.c_int
 
 def machine() -> Optional[str]:
     """``x86_64``/``aarch64`` when the witness knows this machine's numbers, else None."""
-    name = platform.machine().lower()
+    name = os.uname().machine.lower()  # not `platform`: ~6 ms to import
     name = {"amd64": "x86_64", "arm64": "aarch64"}.get(name, name)
     return name if name in SYSCALLS else None
 

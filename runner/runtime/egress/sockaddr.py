@@ -7,7 +7,6 @@ when it starts with a NUL, an abstract name. Anything shorter than its family ne
 ``truncated``.
 """
 
-import ipaddress
 import socket
 import struct
 from typing import Any, Dict, Optional
@@ -22,6 +21,7 @@ _FAMILIES = {
     AF_NETLINK: "netlink",
     17: "packet",
 }
+_V4_MAPPED = bytes(10) + b"\xff\xff"  # ::ffff:a.b.c.d
 LOCAL_FAMILIES = frozenset({"unix", "netlink", "unspec"})  # never leave the kernel
 
 
@@ -42,13 +42,15 @@ def decode(raw: bytes) -> Dict[str, Any]:
         if len(raw) < 8:
             return {"family": "truncated", "address": None, "port": None}
         port = struct.unpack_from("!H", raw, 2)[0]
-        address = str(ipaddress.IPv4Address(raw[4:8]))
+        address = socket.inet_ntop(socket.AF_INET, raw[4:8])
     elif family == "inet6":
         if len(raw) < 24:
             return {"family": "truncated", "address": None, "port": None}
         port = struct.unpack_from("!H", raw, 2)[0]
-        ip6 = ipaddress.IPv6Address(raw[8:24])
-        address = str(ip6.ipv4_mapped) if ip6.ipv4_mapped is not None else str(ip6)
+        if raw[8:20] == _V4_MAPPED:
+            address = socket.inet_ntop(socket.AF_INET, raw[20:24])
+        else:
+            address = socket.inet_ntop(socket.AF_INET6, raw[8:24])
     elif family == "unix":
         path = raw[2:]
         if path[:1] == b"\0":
@@ -59,10 +61,15 @@ def decode(raw: bytes) -> Dict[str, Any]:
 
 
 def is_loopback(address: Optional[str]) -> bool:
-    """Whether ``address`` (text from `decode`) is an IPv4 or IPv6 loopback address."""
+    """Whether ``address`` (text from `decode`) is an IPv4 (127/8) or the IPv6 loopback address.
+
+    Not `ipaddress`: it costs milliseconds to import, at every run's start.
+    """
     if not address:
         return False
+    if address == "::1":
+        return True
     try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
+        return socket.inet_pton(socket.AF_INET, address)[0] == 127
+    except OSError:
         return False

@@ -33,6 +33,7 @@ def backend(docker_client: Any) -> Iterator[DockerBackend]:
 
 
 def _run(backend: DockerBackend, image: str, *command: str, **kw: Any) -> dict[str, Any]:
+    kw.setdefault("timeout_s", 240.0)  # a loaded machine: the races below take seconds
     result = run_witness_probe(backend, image, runner_mounts(), command, **kw)
     assert result["usable"], result
     assert not result["errors"], result
@@ -174,7 +175,8 @@ def test_gateway_port_and_local_sockets_go_through(
 
 
 RACE = f"""
-import ctypes, socket, struct, threading
+import ctypes, socket, struct, sys, threading
+sys.setswitchinterval(0.0005)
 libc = ctypes.CDLL(None, use_errno=True)
 other = socket.socket(); other.bind(("127.0.0.1", {GATEWAY + 2})); other.listen(4096)
 other.setblocking(False)
@@ -213,7 +215,8 @@ def test_a_racing_thread_cannot_redirect_a_gateway_connect(
 
 
 FLIPS = f"""
-import ctypes, socket, struct, threading
+import ctypes, socket, struct, sys, threading
+sys.setswitchinterval(0.0005)
 libc = ctypes.CDLL(None, use_errno=True)
 tcp = socket.socket(); tcp.bind(("127.0.0.1", {GATEWAY + 3})); tcp.listen(4096)
 tcp.setblocking(False)
@@ -227,7 +230,7 @@ def flip_family():
     while not stop:
         ctypes.memmove(buf, inet, 16); ctypes.memmove(buf, unix, 16)
 t = threading.Thread(target=flip_family, daemon=True); t.start()
-for _ in range(300):
+for _ in range(200):
     s = socket.socket(); libc.connect(s.fileno(), buf, 16); s.close()
 stop.append(1); t.join()
 
@@ -248,7 +251,7 @@ def flip_name():
         msg.name, msg.namelen = None, 0
 t = threading.Thread(target=flip_name, daemon=True); t.start()
 d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for _ in range(300):
+for _ in range(200):
     libc.sendmsg(d.fileno(), ctypes.byref(msg), 0)
 stop.append(1); t.join()
 leaked = 0

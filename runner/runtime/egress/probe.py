@@ -32,6 +32,7 @@ _CHILD = (
     "os.execvp(sys.argv[2],sys.argv[2:])\n"
 )
 PR_SET_DUMPABLE = 4
+COMMAND_TIMEOUT_S = 600  # the sandbox's own lifetime cap ends it sooner
 MAX_ATTEMPTS = 10000  # attempts printed; a flood beyond is not
 SELF_TEST = [
     sys.executable,
@@ -72,7 +73,7 @@ def run(command: List[str], gateway: Optional[int] = None) -> Dict[str, Any]:
         install_us = int(line.split()[2])
     except (OSError, IndexError, ValueError):
         pass
-    out, _ = child.communicate(timeout=60)
+    out, _ = child.communicate(timeout=COMMAND_TIMEOUT_S)
     ours.close()
     if witness is not None:
         witness.join(5)

@@ -18,7 +18,7 @@ import pytest
 
 from runner.backends.docker import DockerBackend
 from runner.backends.docker.witnesscheck import run_witness_probe, witness_check
-from runner.episode.driver import runner_mounts
+from runner.episode.prepare import runner_mounts
 
 pytestmark = pytest.mark.docker
 

@@ -39,7 +39,7 @@ def _witness(backend: DockerBackend, image: str) -> Check:
     # lazy, as in run_checks: the docker SDK and the episode driver cost start-up time
     from runner.backends.docker import witnesscheck as W
     from runner.backends.docker.checks import Check
-    from runner.episode.driver import runner_mounts
+    from runner.episode.prepare import runner_mounts
 
     try:
         return W.witness_check(W.run_witness_probe(backend, image, runner_mounts()))

@@ -204,7 +204,7 @@ PUBLIC: dict[str, list[str]] = {
         "verdict",
     ],
     "runner.runtime": ["protocol"],
-    "runner.runtime.egress": ["audit"],
+    "runner.runtime.egress": ["audit", "seccomp", "witness"],
     "runner.runtime.replay": ["calls", "recordings"],
     "runner.runtime.steps": ["engine"],
     "runner.sdk": [

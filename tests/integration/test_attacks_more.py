@@ -180,7 +180,7 @@ def test_denied_tool_injected_into_the_runtime_registry_stays_unresolvable(
     strict=True,
     reason="open: the replay context lives in the runtime process only; a Python child that "
     "imports the tool module calls a denied tool unguarded (runner/sdk/__init__.py "
-    "_active_allowed is None in a fresh process; runner/runtime/site/sitecustomize.py "
+    "_active_allowed is None in a fresh process; runner/runtime/egress/site/sitecustomize.py "
     "installs only the audit hook)",
 )
 def test_denied_tool_called_from_a_python_child_is_denied(
@@ -216,11 +216,12 @@ def test_the_answer_key_is_not_inside_the_sandbox(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
     from runner.domain.ids import sequential_ids
-    from runner.domain.registry import Registry
     from runner.domain.tasks import Task
+    from runner.domain.toolsource import registry_for_workflow
     from runner.domain.workflow import load_workflow
-    from runner.episode.driver import EpisodeRequest, run_episode
-    from runner.episode.snapshot_sources import project_snapshot
+    from runner.episode.driver import run_episode
+    from runner.episode.request import EpisodeRequest
+    from runner.episode.snapshot.sources import project_snapshot
     from runner.policy import load_policy
     from runner.settings import Settings
 
@@ -232,7 +233,7 @@ def test_the_answer_key_is_not_inside_the_sandbox(
         workflow=wf,
         task=task,
         policy=policy,
-        registry=Registry.for_workflow(wf).restrict(policy),
+        registry=registry_for_workflow(wf).restrict(policy),
         image=sandbox_image,
         snapshot=project_snapshot([wf], state_dir=state),
     )
@@ -250,7 +251,7 @@ def test_the_answer_key_is_not_inside_the_sandbox(
 @pytest.mark.xfail(
     strict=True,
     reason="open: tool code in the runtime process disables the audit hook's handlers "
-    "(runner/runtime/audit.py _HANDLERS is a module dict) and its connect is never logged; "
+    "(runner/runtime/egress/audit.py _HANDLERS is a module dict) and its connect is never logged; "
     "coverage still says full",
 )
 def test_egress_cannot_be_hidden_in_process(
@@ -264,7 +265,7 @@ def test_egress_cannot_be_hidden_in_process(
 @pytest.mark.xfail(
     strict=True,
     reason="open: tool code truncates the child egress log before the runtime reads it; the "
-    "child's attempt vanishes and coverage stays full (runner/runtime/childlog.py read_new "
+    "child's attempt vanishes and coverage stays full (runner/runtime/egress/childlog.py read_new "
     "keeps its offset past the new end; documented there as 'evidence, not a guarantee')",
 )
 def test_egress_of_a_child_cannot_be_hidden_by_truncating_its_log(

@@ -1,0 +1,399 @@
+"""Every tool and model call of an episode goes through `Caller`: index, clock, record.
+
+Standard library only, Python 3.9+. For each call the caller advances the injected clock,
+executes or serves it, and sends one ``call`` message carrying the trace call record of
+docs/internals.md: ``index`` (0-based over every call), ``step_id``, ``tool`` (or ``model`` /
+``user``), ``effect``, ``args`` or ``request``, the body fields of
+`runner.trace.format.encode_body`, ``schema_hash``, ``model``, ``clock``, ``duration_s``,
+``source`` (``executed`` | ``observation`` | ``trace`` | ``provider``), ``raw_io`` and, for a
+failed call, ``error: {class, message}``. Errors are recorded first, then raised to the caller.
+
+Serving (see `runner.runtime.replay.recordings`): in ``shadow`` mode ``recorded`` tools are served
+from the task's observations; in ``reproduce`` mode from the trace by position, and ``pure``
+tools execute and their body is compared with the recorded one (a mismatch, or a call the
+trace never saw, is noted in the record's ``meta.divergence``; the executed result is used, so
+the episode goes on). A served call with no recording fails with `UnrecordedCall` and carries
+the same note (nearest recorded call, differing fields). Model and simulated-user turns are
+always answered by the host (``model_request``).
+
+Threads: a program step's calls may come from several threads at once (its own threads, the
+gateway's). Call indices are handed out under a lock and call records are sent in index order
+(a record waits until every earlier index has been sent; `Caller.flush` sends what is still
+waiting when the episode ends), so the trace stays strictly increasing.
+
+Clock: `runner.runtime.replay.clock.Clock`; `runner.sdk.now` and every wall-clock read of the
+process (`runner.sdk.wallclock`) return the reading of the call in progress, frozen for the
+whole call.
+"""
+
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
+from runner.runtime.registry import RuntimeTool
+from runner.runtime.replay import rawserve
+from runner.runtime.replay.callrecords import (
+    body_text,
+    brief,
+    message_of,
+    raw_body,
+    safe_tool_id,
+    same_body,
+    same_text,
+    short,
+    to_json_text,
+)
+from runner.runtime.replay.clock import Clock
+from runner.runtime.replay.recordings import (
+    ObservationStore,
+    TraceStore,
+    differing_fields,
+    value_of,
+)
+from runner.sdk import rawio
+from runner.trace.format import TRACE_VERSION, encode_body
+
+_BODY_KEYS = (*rawio.BODY_KEYS, "content_encoding")
+Send = Callable[..., None]
+Wait = Callable[[str], Dict[str, Any]]
+
+
+class Caller:
+    """Makes the episode's calls and reports each one.
+
+    Args:
+        send: ``send(type, **fields)`` of the channel.
+        request_model: sends a ``model_request`` and returns the matching ``model_response``.
+        mode: ``shadow`` or ``reproduce``.
+        observations: the task's observations (shadow).
+        trace: the trace's call records (reproduce).
+        clock: the injected clock.
+        after_call: run after each call, before its record is sent (forwards child egress).
+        request_api: sends a ``gateway_request`` and returns the matching
+            ``gateway_response`` (program steps; `runner.runtime.steps.apicall`).
+    """
+
+    def __init__(
+        self,
+        send: Send,
+        request_model: Callable[[Dict[str, Any]], Dict[str, Any]],
+        mode: str,
+        observations: ObservationStore,
+        trace: TraceStore,
+        clock: Clock,
+        after_call: Callable[[], None] = lambda: None,
+        request_api: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
+    ) -> None:
+        self._send = send
+        self.request_api = request_api
+        self._request_model = request_model
+        self.mode = mode
+        self._observations = observations
+        self._trace = trace
+        self.clock = clock
+        self._after_call = after_call
+        self.index = 0
+        self.failed: List[Tuple[BaseException, int, str]] = []
+        self.divergences = 0
+        self.served_text: Optional[str] = None
+        self._lock = threading.Lock()
+        self._pending: Dict[int, Dict[str, Any]] = {}
+        self._sent = 0
+
+    def _next(self) -> Tuple[int, float]:
+        with self._lock:
+            index = self.index
+            self.index += 1
+            return index, self.clock.advance(index)
+
+    def _finish(
+        self, record: Dict[str, Any], started: float, error: Optional[BaseException]
+    ) -> None:
+        record["duration_s"] = round(time.monotonic() - started, 6)
+        if error is not None:
+            record["error"] = error_record(error)
+            self.failed.append((error, record["index"], record["tool"]))
+        self._after_call()
+        with self._lock:
+            self._pending[record["index"]] = record
+            while self._sent in self._pending:
+                self._send("call", record=self._pending.pop(self._sent))
+                self._sent += 1
+
+    def flush(self) -> None:
+        """Send the records still waiting for an earlier call that never ended, in order."""
+        with self._lock:
+            for index in sorted(self._pending):
+                self._send("call", record=self._pending.pop(index))
+            self._sent = self.index
+
+    def divergence(self, record: Dict[str, Any], kind: str, message: str, **fields: Any) -> None:
+        """Annotate ``record`` with a difference from the recording; execution goes on.
+
+        The note ``{kind, index, tool, message, ...}`` is sent at once as a ``divergence``
+        message (the host lists them in the trace's end line) and kept in the call record's
+        ``meta.divergence``; the call's own fields (error, body) are what reproduce compares.
+        """
+        self.divergences += 1
+        note = {"kind": kind, "index": record["index"], "tool": record["tool"], "message": message}
+        note.update({k: v for k, v in fields.items() if v is not None})
+        record.setdefault("meta", {}).setdefault("divergence", []).append(note)
+        self._send("divergence", **note)
+
+    def call_tool(self, step_id: str, tool: RuntimeTool, args: Any) -> Any:
+        """Execute or serve one tool call and report it.
+
+        Returns:
+            The tool's return value (served values are the recorded body parsed as JSON).
+            After a served call whose recording has a text body (a value or an error's
+            text), ``served_text`` holds that body verbatim, the tool message a model sees;
+            otherwise it is None.
+
+        Raises:
+            Exception: whatever the call raised (tool errors, `UnrecordedCall`,
+                `RecordedError` carrying the recorded class, `CapabilityDenied`), after the
+                call record was sent.
+        """
+        self.served_text = None
+        index, reading = self._next()
+        record: Dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": index,
+            "step_id": step_id,
+            "tool": tool.id,
+            "effect": tool.effect,
+            "args": args if isinstance(args, dict) else {},
+            "schema_hash": tool.schema_hash,
+            "clock": reading,
+            "raw_io": False,
+        }
+        if not isinstance(args, dict):
+            record["meta"] = {"arguments": args}
+        started = time.monotonic()
+        error: Optional[BaseException] = None
+        value: Any = None
+        try:
+            if tool.disposition == "execute":
+                record["source"] = "executed"
+                value = self._execute(index, step_id, tool, args, record)
+            else:
+                served = self._serve(record, tool.id, args)
+                record["source"] = "trace" if self.mode == "reproduce" else "observation"
+                if self.mode == "reproduce" and rawio.is_raw(served):
+                    value = self._rerun_raw(tool, args, record, served)
+                else:
+                    record.update({k: served[k] for k in _BODY_KEYS if k in served})
+                    self.served_text = body_text(served)
+                    value = value_of(served)
+        except (Exception, SystemExit) as exc:  # a tool's sys.exit() is a tool error too
+            error = exc
+        if self.mode == "reproduce" and tool.disposition == "execute":
+            self._compare_pure(index, tool, args, record, error)
+        self._finish(record, started, error)
+        if error is not None:
+            raise error
+        return value
+
+    def _execute(
+        self, index: int, step_id: str, tool: RuntimeTool, args: Any, record: Dict[str, Any]
+    ) -> Any:
+        if not isinstance(args, dict):
+            raise TypeError(
+                "tool {!r} takes keyword arguments (a JSON object), not {}".format(
+                    tool.id, type(args).__name__
+                )
+            )
+        assert tool.func is not None
+        return rawio.run_capturing(tool.func, args, record, to_json_text)
+
+    def _rerun_raw(
+        self, tool: RuntimeTool, args: Any, record: Dict[str, Any], served: Dict[str, Any]
+    ) -> Any:
+        """Serve a raw I/O recording (`runner.sdk.rawio`): run the code again or the value.
+
+        A ``pure``/``read`` tool with code runs with its HTTP requests answered from the
+        recording; a result other than the recorded ``meta.result`` is a ``raw_io_result``
+        divergence (the tool's parsing changed). Other tools get the recorded value.
+        """
+        if tool.func is None or tool.effect not in rawio.RERUN_EFFECTS:
+            tool_level = rawio.tool_level_record(served)
+            record.update({k: tool_level[k] for k in _BODY_KEYS if k in tool_level})
+            return value_of(tool_level)
+        if not isinstance(args, dict):
+            raise TypeError("tool {!r} takes keyword arguments".format(tool.id))
+        with rawserve.served_by_code(served, tool.id):
+            value = rawio.run_capturing(tool.func, args, record, to_json_text)
+        recorded_text = rawio.result_text(served)
+        now_text = rawio.result_text(record) or ""
+        if isinstance(served.get("error"), dict) or (
+            recorded_text is not None and not same_text(recorded_text, now_text)
+        ):
+            error = served.get("error")
+            self.divergence(
+                record,
+                "raw_io_result",
+                "tool {!r} #{} parsed its recorded HTTP body into {} but the trace recorded "
+                "{}".format(
+                    tool.id,
+                    record["index"],
+                    short(now_text),
+                    "error {}".format(error.get("class"))
+                    if isinstance(error, dict)
+                    else short(recorded_text or ""),
+                ),
+                args=args,
+            )
+        return value
+
+    def _compare_pure(
+        self,
+        index: int,
+        tool: RuntimeTool,
+        args: Any,
+        record: Dict[str, Any],
+        error: Optional[BaseException],
+    ) -> None:
+        recorded = self._trace.at(index)
+        if recorded is None or recorded.get("tool") != tool.id:
+            self.divergence(
+                record,
+                "unrecorded_call",
+                "pure tool {!r} called at #{} where the trace has {}".format(
+                    tool.id,
+                    index,
+                    "no call" if recorded is None else "tool {!r}".format(recorded.get("tool")),
+                ),
+                args=args,
+            )
+            return
+        differing = differing_fields(args, recorded.get("args", {}))
+        if differing:
+            self.divergence(
+                record,
+                "arguments",
+                "pure tool {!r} #{}: arguments differ from the recording: {}".format(
+                    tool.id, index, "; ".join(differing)
+                ),
+                args=args,
+                differing=differing,
+            )
+        if error is not None:
+            now = {"error": error_record(error)}
+            same = (recorded.get("error") or {}).get("class") == now["error"]["class"]
+        else:
+            now = record
+            same = recorded.get("error") is None and same_body(recorded, record)
+        if not same:
+            mismatch = PureResultMismatch(
+                "pure tool {!r} #{} {} but the trace recorded {}".format(
+                    tool.id,
+                    index,
+                    ("raised " if error is not None else "returned ") + brief(now),
+                    brief(recorded),
+                ),
+                tool_id=tool.id,
+                index=index,
+            )
+            self.divergence(
+                record,
+                "pure_result",
+                mismatch.message,
+                args=args,
+                recorded={k: recorded[k] for k in (*_BODY_KEYS, "error") if k in recorded},
+            )
+
+    def _serve(self, record: Dict[str, Any], tool_id: str, args: Any) -> Dict[str, Any]:
+        try:
+            if self.mode == "reproduce":
+                return self._trace.serve(record["index"], tool_id, args)
+            return self._observations.serve(tool_id, args)
+        except Exception as exc:
+            fields = getattr(exc, "fields", {})
+            self.divergence(
+                record,
+                "unrecorded_call",
+                str(exc),
+                args=args,
+                nearest=fields.get("nearest"),
+                differing=fields.get("differing"),
+            )
+            raise
+
+    def record_failed(self, step_id: str, tool_id: str, args: Any, error: BaseException) -> None:
+        """Record a tool call that could not even start (unknown name, unparseable args)."""
+        index, reading = self._next()
+        record = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": index,
+            "step_id": step_id,
+            "tool": safe_tool_id(tool_id),
+            "effect": None,
+            "args": args if isinstance(args, dict) else {},
+            "clock": reading,
+            "source": "executed",
+            "raw_io": False,
+        }
+        meta: Dict[str, Any] = {}
+        if record["tool"] != tool_id:
+            meta["requested_tool"] = tool_id[:1024]
+        if not isinstance(args, dict):
+            meta["arguments"] = args if isinstance(args, (str, type(None))) else repr(args)
+        if meta:
+            record["meta"] = meta
+        self._finish(record, time.monotonic(), error)
+
+    def call_model(self, step_id: str, role: str, request: Dict[str, Any]) -> Dict[str, Any]:
+        """Ask the host for one model (``role="model"``) or simulated-user turn.
+
+        Returns:
+            ``choices[0].message`` of the chat completion in the raw response body.
+
+        Raises:
+            ModelCallError: the host answered with an error, or the body is not a chat
+                completion with a message (recorded first).
+        """
+        index, reading = self._next()
+        record: Dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "type": "call",
+            "index": index,
+            "step_id": step_id,
+            "tool": role,
+            "request": request,
+            "clock": reading,
+        }
+        started = time.monotonic()
+        error: Optional[BaseException] = None
+        message: Dict[str, Any] = {}
+        try:
+            response = self._request_model(
+                {"role": role, "request": request, "index": index, "step_id": step_id}
+            )
+            record["source"] = str(response.get("source") or "provider")
+            raw = raw_body(response)
+            if raw is not None:
+                record.update(encode_body(raw))
+            for key in ("model", "usage"):
+                if response.get(key) is not None:
+                    record[key] = response[key]
+            remote = response.get("error")
+            if remote:
+                remote = remote if isinstance(remote, dict) else {"message": str(remote)}
+                raise ModelCallError(
+                    "{} turn failed on the host: {}".format(role, remote.get("message", "")),
+                    remote_class=remote.get("class"),
+                )
+            message = message_of(raw, role)
+            if isinstance(message.get("_model"), str):
+                record["model"] = message["_model"]
+                record["model_source"] = "response"
+            message.pop("_model", None)
+        except Exception as exc:
+            error = exc
+        self._finish(record, started, error)
+        if error is not None:
+            raise error
+        return message

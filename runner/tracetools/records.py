@@ -134,6 +134,7 @@ class RunRecord(Record):
     purpose: Literal["live", "replay", "judge"]
     mode: str | None = None
     backend: str = Field(min_length=1)
+    node: str | None = Field(default=None, min_length=1)  # the Ray node id (--backend ray)
     clock: RunClock
     seed: int
     environment: Environment

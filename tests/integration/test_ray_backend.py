@@ -66,7 +66,7 @@ def cluster(sandbox_image: str) -> Iterator[RayCluster]:
             ray.shutdown()
 
 
-def _submit(work: Path, *args: str) -> tuple[int, dict[str, Any]]:
+def _submit(work: Path, *args: str, backend: str = "ray") -> tuple[int, dict[str, Any]]:
     from typer.testing import CliRunner
 
     import runner.cli.commands  # noqa: F401 - registers the commands on the app
@@ -77,7 +77,7 @@ def _submit(work: Path, *args: str) -> tuple[int, dict[str, Any]]:
     old = os.environ.get("SANDBOX_REPLAY_STATE_DIR")
     os.environ["SANDBOX_REPLAY_STATE_DIR"] = str(work / "state")
     try:
-        result = CliRunner().invoke(app, ["submit", *args, "--backend", "ray", "--json"])
+        result = CliRunner().invoke(app, ["submit", *args, "--backend", backend, "--json"])
     finally:
         os.chdir(cwd)
         if old is None:

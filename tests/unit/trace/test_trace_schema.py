@@ -271,7 +271,6 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
     assert lint.failure_signature.status == ("ok" if outcome == "failed" else "not_applicable")
 
 
-
 def test_a_run_line_naming_its_node_reads_and_validates() -> None:
     """A trace made by ``--backend ray`` names the Ray node in its run line (issue 15)."""
     name = sorted(p.name for p in TRACES.glob("*.jsonl"))[0]

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from runner.errors import InputError
-from runner.settings import Settings
+
+if TYPE_CHECKING:  # pydantic-settings stays out of CLI start-up (`--help`)
+    from runner.settings import Settings
 
 
 class BackendName(StrEnum):

@@ -169,14 +169,32 @@ class Runtime:
         channel: the channel (its reader not started yet).
         run_dir: where ``run.json`` and ``manifest.json`` are; None means `ENV_RUN_DIR` or
             `protocol.RUN_DIR`.
+        dumpable_problem: why this process could not be made not dumpable (`runner.runtime.
+            pid1.make_undumpable`), or None; ``hello``'s ``isolation`` says so.
     """
 
-    def __init__(self, channel: Channel, run_dir: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        run_dir: Optional[str] = None,
+        dumpable_problem: Optional[str] = None,
+    ) -> None:
         self.channel = channel
+        self.dumpable_problem = dumpable_problem
         self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR) or protocol.RUN_DIR
         self.started = time.monotonic()  # the run's deadline counts from here (watchdog)
         self.child_log: Optional[ChildLog] = None
         self._egress_lock = threading.Lock()  # pop + send atomically: records stay in order
+
+    def _isolation(self) -> Dict[str, Any]:
+        """``hello``'s ``isolation``: PID 1 (the namespace's init), not dumpable, and why not."""
+        found: Dict[str, Any] = {
+            "pid1": os.getpid() == 1,
+            "dumpable": self.dumpable_problem is not None,
+        }
+        if self.dumpable_problem is not None:
+            found["problem"] = self.dumpable_problem
+        return found
 
     def _pump(self) -> None:
         """Forward outbound-destination records while a call is still running.
@@ -236,6 +254,7 @@ class Runtime:
                 pid=os.getpid(),
                 platform=environment_platform(),
                 packages=installed_packages(),
+                isolation=self._isolation(),
             )
             # the clock before the audit hook: patching datetime looks a symbol up with ctypes
             datetime_problem = wallclock.install()

@@ -23,7 +23,9 @@ Runtime -> host:
                    ``linux-x86_64-glibc2.36`` and ``packages`` ``{dist name: version}`` of
                    the sandbox's interpreter (as importlib.metadata lists them; read by
                    runner.runtime.environment) go into the trace header's
-                   environment manifest; absent keys are recorded as null / {})
+                   environment manifest; absent keys are recorded as null / {});
+                   ``isolation`` {pid1, dumpable, problem?} (additive, issue 18): whether the
+                   runtime is the sandbox's init and not dumpable (runner.runtime.pid1)
     step           {step_id, state: started|finished|failed|not_run}  progress
     call           {record}                                           one trace ``call`` record
     model_request  {id, role: model|user, request}                    waits for model_response

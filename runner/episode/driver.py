@@ -291,7 +291,7 @@ def prepare_run(
         cap=LifetimeCap(
             limits.timeout_s, pool_lifetime_s=pool_lifetime_s, rate_limit_wait_s=rate_limit_wait_s
         ),
-        init=False,  # the runtime as PID 1 (runner.runtime.pid1) once tools run in the worker
+        init=tuple(command) == RUNTIME_COMMAND,  # the runtime is PID 1 (runner.runtime.pid1)
     )
     trace_path = path_for_id(state_dir / "traces", run_id, suffix=".jsonl", kind="run id")
     return PreparedRun(run_id, run_dir, trace_path, spec, manifest, run_spec)

@@ -1,11 +1,15 @@
 """The in-sandbox runtime. Standard library only, Python 3.9+: it runs inside the user's image.
 
-Started as ``python3 -u -m runner.runtime`` with the run folder (``run.json``, ``manifest.json``)
-mounted read-only at ``/sandbox/run`` (``SANDBOX_REPLAY_RUN_DIR`` overrides it for tests).
+Started as ``python3 -u -m runner.runtime`` (the sandbox's PID 1) with the run folder
+(``run.json``, ``manifest.json``) mounted read-only at ``/sandbox/run``
+(``SANDBOX_REPLAY_RUN_DIR`` overrides it for tests). Tool code and program steps never run in
+this process: they run in its worker (``worker/``), which holds no descriptor of the channel.
 
 Module map (imports flow downwards; nothing here imports the host side):
 
-    __main__    entry: isolate the channel's fds first, then run `main.Runtime`
+    __main__    entry: not dumpable and the hard cap first (pid1), isolate the channel's fds,
+                then run `main.Runtime`
+    pid1        the runtime as the sandbox's init: not dumpable, the lifetime cap, the reaper
     main        hello/start, load the run, egress pump, episode/error, exit codes (0 / 70)
     channel     private fds, whole-line writes, reader thread (shutdown/EOF exit at once)
     protocol    the NDJSON message contract shared with the host, the mounted packages
@@ -21,6 +25,8 @@ Module map (imports flow downwards; nothing here imports the host side):
     replay/     calls (every call: index, clock, execute or serve, the call record), clock,
                 callrecords (pure helpers), recordings (shadow observations, reproduce by
                 position), rawserve (a raw I/O record answering the HTTP helper again)
+    worker/     the worker process tools and programs run in: client (the runtime's end),
+                process (the worker's end, `before_user_code` hook), wire (what may cross)
     egress/     audit (the hook: outbound destinations and coverage, in-process and in
                 children), events (what each audited event names), programs (which children
                 escape the hook), childlog (the file Python children report to), site/

@@ -21,6 +21,11 @@ from runner.sdk import function_name, tool_def
 DISPOSITIONS = ("execute", "recorded")
 
 
+def IN_WORKER(**_: Any) -> Any:
+    """The ``func`` of a tool whose code is in the worker: never called in the runtime."""
+    raise RuntimeError("this tool's code runs in the worker process, not in the runtime")
+
+
 class RuntimeTool:
     """One resolvable tool.
 
@@ -105,8 +110,9 @@ class RuntimeRegistry:
         tool_paths: Iterable[str] = (),
         modules: Iterable[str] = (),
         source: str = "manifest.json",
+        code: Optional[FrozenSet[str]] = None,
     ) -> "RuntimeRegistry":
-        """Build the registry; import the code of ``execute`` tools.
+        """Build the registry; import the code of ``execute`` tools (or take the worker's word).
 
         Args:
             manifest: the parsed ``manifest.json``.
@@ -114,6 +120,9 @@ class RuntimeRegistry:
             tool_paths: folders put first on ``sys.path`` (read-only mounts of tool code).
             modules: module names imported before the tools are looked up.
             source: file name used in error messages.
+            code: the runtime's side: the ids the worker loaded code for
+                (`runner.runtime.worker.client.Worker.load`); nothing is imported here and
+                those tools' ``func`` is `IN_WORKER`. None: import here (the worker's side).
 
         Raises:
             InputError: a malformed manifest, a module that does not import, or code whose
@@ -121,11 +130,12 @@ class RuntimeRegistry:
         """
         if not isinstance(manifest, dict) or not isinstance(manifest.get("tools"), list):
             raise InputError("expected an object with a list 'tools'", file=source, field="tools")
-        for path in reversed(list(tool_paths)):
-            if path not in sys.path:
-                sys.path.insert(0, path)
-        for name in modules:
-            _import(name, source)
+        if code is None:
+            for path in reversed(list(tool_paths)):
+                if path not in sys.path:
+                    sys.path.insert(0, path)
+            for name in modules:
+                _import(name, source)
         tools = []
         for i, entry in enumerate(manifest["tools"]):
             field = "tools[{}]".format(i)
@@ -140,8 +150,20 @@ class RuntimeRegistry:
                 )
             if mode == "reproduce" and entry.get("effect") != "pure":
                 disposition = "recorded"
-            func = _load_function(entry, source, field) if disposition == "execute" else None
-            if func is None and mode == "reproduce" and entry.get("effect") == "read":
+            func: Optional[Callable[..., Any]] = None
+            if code is not None:
+                func = IN_WORKER if entry["id"] in code else None
+                if func is None and disposition == "execute":
+                    raise InputError(
+                        "tool {!r} is 'execute' but the worker has no code for it".format(
+                            entry["id"]
+                        ),
+                        file=source,
+                        field=field,
+                    )
+            elif disposition == "execute":
+                func = _load_function(entry, source, field)
+            elif mode == "reproduce" and entry.get("effect") == "read":
                 # a read tool's code may run again over its recorded raw HTTP bodies
                 # (runner.sdk.rawio); without importable code it is served as a value
                 func = _try_load_function(entry, source, field)

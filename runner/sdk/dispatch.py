@@ -19,6 +19,8 @@ import contextvars
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from runner.errors import CapabilityDenied
+
 # (ToolDef, args, kwargs) -> result
 Dispatcher = Callable[[Any, Tuple[Any, ...], Dict[str, Any]], Any]
 
@@ -57,3 +59,56 @@ def direct() -> Iterator[None]:
         yield
     finally:
         _DIRECT.reset(token)
+
+
+# --- the worker: code that may not run is never bound ----------------------------------------
+
+_WITHHOLD: List[Callable[[str], bool]] = []
+
+
+def deny_code(rule: Callable[[str], bool]) -> None:
+    """From now on, a ``@tool`` whose id ``rule`` names gets a stub instead of its code.
+
+    Called by the runtime's worker (`runner.runtime.worker.process`) before it imports tool
+    modules: the stub raises `runner.errors.CapabilityDenied`, and the bare function is dropped
+    (`withhold`), so no path to it is left in the process.
+    """
+    _WITHHOLD[:] = [rule]
+
+
+def withhold(definition: Any, wrapper: Any) -> None:
+    """Replace ``definition.func`` (and the wrapper's closure cell) by a stub when denied."""
+    if not _WITHHOLD or not _WITHHOLD[0](definition.id):
+        return
+    bare = definition.func
+    tool_id, effect = definition.id, getattr(definition.effect, "value", definition.effect)
+
+    def withheld(*args: Any, **kwargs: Any) -> Any:
+        raise CapabilityDenied(
+            "tool {!r} ({}) is denied in this episode: its code is not loaded".format(
+                tool_id, effect
+            ),
+            tool_id=tool_id,
+            effect=effect,
+        )
+
+    definition.func = withheld
+    for cell in getattr(wrapper, "__closure__", None) or ():
+        if cell.cell_contents is bare:
+            cell.cell_contents = withheld
+
+
+def inherit_context_in_threads() -> None:
+    """Run every thread started from now on in a copy of its starter's context (the guard)."""
+    original = threading.Thread.start
+    if getattr(original, "_sandbox_replay", False):
+        return
+
+    def start(self: threading.Thread) -> None:
+        context = contextvars.copy_context()
+        run = self.run
+        self.run = lambda: context.run(run)  # type: ignore[method-assign]
+        original(self)
+
+    start._sandbox_replay = True  # type: ignore[attr-defined]
+    threading.Thread.start = start  # type: ignore[method-assign]

@@ -190,6 +190,7 @@ PUBLIC: dict[str, list[str]] = {
     "runner.runtime.egress": ["audit"],
     "runner.runtime.replay": ["calls", "recordings"],
     "runner.runtime.steps": ["engine"],
+    "runner.runtime.worker": ["client", "process", "wire"],
     "runner.sdk": [
         "Effect",
         "HttpResponse",

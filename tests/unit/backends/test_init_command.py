@@ -1,4 +1,4 @@
-"""An init command (the runtime, `SandboxSpec.init`) runs as PID 1 with its cap in the environment."""
+"""An init command (the runtime, `SandboxSpec.init`) is PID 1, its cap in the environment."""
 
 from __future__ import annotations
 

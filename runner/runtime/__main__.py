@@ -17,6 +17,7 @@ from runner.runtime.channel import Channel, isolate_stdio
 
 def main() -> int:
     """Run the runtime; return its exit code (0, or 70 when the runtime itself failed)."""
+    pid1.drop_signal_handlers()
     dumpable = pid1.make_undumpable()
     try:
         cap_s = pid1.cap_of(os.environ)

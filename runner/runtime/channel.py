@@ -208,7 +208,8 @@ class Channel:
             with self._waiters_lock:
                 waiter = self._waiters.get((message["type"], message_id))
         if waiter is not None:
-            waiter.put(message)
+            with contextlib.suppress(queue.Full):  # answered already (the other end is gone)
+                waiter.put_nowait(message)
             return
         if self._on_message is not None:
             self._on_message(message)

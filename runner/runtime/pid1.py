@@ -8,13 +8,14 @@ which all run as the same uid without capabilities:
 
 - Signals: a signal sent from inside the namespace to its init is dropped unless init has a
   handler for it (``kernel/signal.c`` ``sig_task_ignored``: ``SIGNAL_UNKILLABLE`` and
-  ``SIG_DFL``); ``SIGKILL`` and ``SIGSTOP`` are never delivered from inside. The runtime installs
-  no handler, so no tool can kill, stop or interrupt it. The engine's ``SIGKILL`` (sent from
+  ``SIG_DFL``); ``SIGKILL`` and ``SIGSTOP`` are never delivered from inside. The runtime
+  installs no handler and removes Python's own for ``SIGINT`` (`drop_signal_handlers`), so no
+  tool can kill, stop or interrupt it. The engine's ``SIGKILL`` (sent from
   the parent namespace) still ends it, and with it the whole namespace.
 - Not dumpable (`make_undumpable`, ``prctl(PR_SET_DUMPABLE, 0)`` through ctypes, the very
-  first thing ``__main__`` does): ``/proc/1/*`` becomes owned by root (``fs/proc/base.c``
-  ``task_dump_owner``), so ``/proc/1/fd``, ``environ``, ``mem`` and ``maps`` cannot be opened by
-  the sandbox's uid; ``ptrace`` needs ``PTRACE_MODE_ATTACH``, which a non-dumpable target refuses
+  first thing ``__main__`` does): the entries of ``/proc/1`` become owned by root
+  (``fs/proc/base.c`` ``task_dump_owner``; the directory itself keeps the uid), so
+  ``/proc/1/fd``, ``environ``, ``mem`` and ``maps`` cannot be opened by the sandbox's uid; ``ptrace`` needs ``PTRACE_MODE_ATTACH``, which a non-dumpable target refuses
   to a caller without ``CAP_SYS_PTRACE`` (``kernel/ptrace.c`` ``__ptrace_may_access``).
   Children the runtime starts reset the flag at ``execve``; a fork that does not exec keeps it.
 - The hard cap (`arm_cap`): ``SANDBOX_REPLAY_HARD_CAP_S`` (set by the backend) seconds after
@@ -47,7 +48,26 @@ PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 REAP_INTERVAL_S = 0.1
 
-__all__ = ["ENV_HARD_CAP", "EXIT_CAP", "Reaper", "arm_cap", "cap_of", "make_undumpable"]
+__all__ = [
+    "ENV_HARD_CAP",
+    "EXIT_CAP",
+    "Reaper",
+    "arm_cap",
+    "cap_of",
+    "drop_signal_handlers",
+    "make_undumpable",
+]
+
+
+def drop_signal_handlers() -> None:
+    """Restore the default action of ``SIGINT``, the one signal Python handles by itself.
+
+    Python installs a handler for ``SIGINT`` (``KeyboardInterrupt``); with it a process of the
+    sandbox could interrupt PID 1. With ``SIG_DFL`` the kernel drops it, like every other
+    signal sent to a namespace's init from inside (``SIGPIPE`` and ``SIGXFSZ`` Python sets to
+    ``SIG_IGN``: ignored either way).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def make_undumpable() -> Optional[str]:

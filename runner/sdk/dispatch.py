@@ -16,6 +16,7 @@ nothing is dispatched.
 
 import contextlib
 import contextvars
+import os
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -63,7 +64,13 @@ def direct() -> Iterator[None]:
 
 # --- the worker: code that may not run is never bound ----------------------------------------
 
+ENV_WITHHOLD = "SANDBOX_REPLAY_WITHHOLD_TOOLS"
+"""Set by the worker for its children: in any process started from it, no tool code is bound
+(tools run in the worker, through the runtime; a child calling one gets `CapabilityDenied`)."""
+
 _WITHHOLD: List[Callable[[str], bool]] = []
+if os.environ.get(ENV_WITHHOLD):
+    _WITHHOLD.append(lambda _tool_id: True)
 
 
 def deny_code(rule: Callable[[str], bool]) -> None:
@@ -92,6 +99,8 @@ def withhold(definition: Any, wrapper: Any) -> None:
             effect=effect,
         )
 
+    withheld.__name__, withheld.__qualname__ = bare.__name__, bare.__qualname__
+    withheld.__module__ = bare.__module__
     definition.func = withheld
     for cell in getattr(wrapper, "__closure__", None) or ():
         if cell.cell_contents is bare:

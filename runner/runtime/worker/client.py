@@ -10,9 +10,10 @@ with this pid).
 
 Everything that comes back is checked (`runner.runtime.worker.wire`); a line that is not an
 answer the runtime is waiting for (a forged ``call`` or ``episode``, an unparseable or
-over-long line, a reply to nothing) is a violation: it is not believed, and after the step in
-progress the episode fails with `WorkerProtocolError` naming it (`check`). A worker that exits
-or closes its pipe fails the call in progress with `WorkerGone`.
+over-long line, a reply to nothing) is a violation: it is not believed, the request in progress
+fails at once with `WorkerProtocolError` naming it, the worker gets no more work, and the
+episode fails naming it (`check`, also run after every step). A worker that exits or closes its
+pipe fails the call in progress with `WorkerGone`.
 """
 
 import itertools
@@ -99,10 +100,13 @@ class Worker:
     # --- what the worker may send -------------------------------------------------------------
 
     def _violation(self, what: str) -> None:
+        """Note a line that is not believed; fail what is waiting (the worker is not trusted)."""
         with self._lock:
             self.violation_count += 1
             if len(self.violations) < MAX_VIOLATIONS:
                 self.violations.append(what[:300])
+        if self.pipe is not None:
+            self.pipe.fail_waiters({"violation": True})
 
     def _on_message(self, message: Dict[str, Any]) -> None:
         if message["type"] == "tool" and isinstance(message.get("id"), str):
@@ -150,10 +154,13 @@ class Worker:
     # --- requests -----------------------------------------------------------------------------
 
     def _request(self, type_: str, reply: str, **fields: Any) -> Dict[str, Any]:
+        self.check()  # a worker that broke the rules gets no more work
         if self.pipe is None or self.gone:
             raise wire.WorkerGone("the worker is not running")
         message_id = "w{}".format(next(self._ids))
         answer = self.pipe.request(type_, reply, message_id, **fields)
+        if answer.get("violation"):
+            self.check()
         if answer.get("gone"):
             code = self.exit_code()
             raise wire.WorkerGone(

@@ -51,7 +51,13 @@ BEFORE_USER_CODE: List[Callable[[], None]] = []
 
 
 def before_user_code() -> None:
-    """Prepare this process before user code: OOM-kill candidate, then `BEFORE_USER_CODE`."""
+    """Prepare this process before user code: OOM-kill candidate, then `BEFORE_USER_CODE`.
+
+    Also sets `runner.sdk.dispatch.ENV_WITHHOLD` for the worker's children: a process started
+    from here binds no tool code (a Python child importing a tool module and calling a tool
+    gets `CapabilityDenied`; tools run here, through the runtime).
+    """
+    os.environ[dispatch.ENV_WITHHOLD] = "1"
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
         handle.write("1000")
     for hook in BEFORE_USER_CODE:

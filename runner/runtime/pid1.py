@@ -15,8 +15,9 @@ which all run as the same uid without capabilities:
 - Not dumpable (`make_undumpable`, ``prctl(PR_SET_DUMPABLE, 0)`` through ctypes, the very
   first thing ``__main__`` does): the entries of ``/proc/1`` become owned by root
   (``fs/proc/base.c`` ``task_dump_owner``; the directory itself keeps the uid), so
-  ``/proc/1/fd``, ``environ``, ``mem`` and ``maps`` cannot be opened by the sandbox's uid; ``ptrace`` needs ``PTRACE_MODE_ATTACH``, which a non-dumpable target refuses
-  to a caller without ``CAP_SYS_PTRACE`` (``kernel/ptrace.c`` ``__ptrace_may_access``).
+  ``/proc/1/fd``, ``environ``, ``mem`` and ``maps`` cannot be opened by the sandbox's uid;
+  ``ptrace`` needs ``PTRACE_MODE_ATTACH``, which a non-dumpable target refuses to a caller
+  without ``CAP_SYS_PTRACE`` (``kernel/ptrace.c`` ``__ptrace_may_access``).
   Children the runtime starts reset the flag at ``execve``; a fork that does not exec keeps it.
 - The hard cap (`arm_cap`): ``SANDBOX_REPLAY_HARD_CAP_S`` (set by the backend) seconds after
   start a daemon thread kills every other process of the namespace (``kill(-1, SIGKILL)``) and

@@ -246,6 +246,9 @@ class Runtime:
             # the clock before the audit hook: patching datetime looks a symbol up with ctypes
             datetime_problem = wallclock.install()
             self._install_audit()
+            # the worker's interpreter starts while the host sends ``start`` (its environment:
+            # the audit hook's; the run's own, the gateway's, comes with ``load``)
+            self.worker.spawn()
             if datetime_problem is not None:
                 self.channel.send(
                     "coverage",
@@ -264,7 +267,6 @@ class Runtime:
             if deadline_s is not None:
                 watchdog.arm(deadline_s, self.started)
             if spec["mode"] == "manifest":
-                self.worker.spawn()
                 fields = self.worker.describe(spec)
                 self.flush_egress()
                 self.channel.send("manifest", **fields)
@@ -319,10 +321,10 @@ class Runtime:
             request_api=self._request_api,
             execute=self.worker.execute,
         )
-        gateway = self._start_gateway(spec["workflow"], caller)  # its environment: the worker's
-        self.worker.spawn()
+        gateway = self._start_gateway(spec["workflow"], caller)
         tool_paths, modules = spec.get("tool_paths") or [], spec.get("modules") or []
-        code = self.worker.load(manifest, mode, tool_paths, modules)
+        environment = gateway.environment() if gateway is not None else {}
+        code = self.worker.load(manifest, mode, tool_paths, modules, environment, clock())
         registry = RuntimeRegistry.from_manifest(
             manifest, mode, source=os.path.join(self.run_dir, "manifest.json"), code=code
         )

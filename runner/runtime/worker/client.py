@@ -28,7 +28,7 @@ from runner.runtime.pid1 import Reaper
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
 from runner.runtime.worker import wire
-from runner.sdk import rawio
+from runner.sdk import rawio, wallclock
 from runner.trace.format import encode_body
 from runner.trace.strictjson import loads as strict_loads
 
@@ -63,8 +63,13 @@ class Worker:
         """Start the worker; return its pid."""
         to_worker_r, to_worker_w = os.pipe()  # non-inheritable, passed explicitly below
         from_worker_r, from_worker_w = os.pipe()
+        # its sitecustomize installs the run's clock before the audit hook (as in every Python
+        # child): the reading until ``load`` brings the run's is the machine's time now
+        environment = dict(os.environ)
+        environment.setdefault(wallclock.ENV_CLOCK, repr(wallclock.real_time()))
         process = subprocess.Popen(
             [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)],
+            env=environment,
             stdin=subprocess.DEVNULL,
             close_fds=True,
             pass_fds=(to_worker_r, from_worker_w),
@@ -170,14 +175,37 @@ class Worker:
             )
         return answer
 
-    def load(self, manifest: Any, mode: str, tool_paths: Any, modules: Any) -> FrozenSet[str]:
+    def load(
+        self,
+        manifest: Any,
+        mode: str,
+        tool_paths: Any,
+        modules: Any,
+        environment: Optional[Dict[str, str]] = None,
+        clock: Optional[float] = None,
+    ) -> FrozenSet[str]:
         """Have the worker import the tool modules; return the ids it has code for.
+
+        Args:
+            manifest: the parsed ``manifest.json``.
+            mode: the run's mode.
+            tool_paths: folders the worker puts first on ``sys.path``.
+            modules: the tool modules it imports.
+            environment: variables the worker sets first (the model gateway's for the SDKs).
+            clock: the run's clock reading its wall clock is frozen at while modules import.
 
         Raises:
             Exception: the worker's error (a module that does not import: its class and text).
         """
         answer = self._request(
-            "load", "loaded", manifest=manifest, mode=mode, tool_paths=tool_paths, modules=modules
+            "load",
+            "loaded",
+            manifest=manifest,
+            mode=mode,
+            tool_paths=tool_paths,
+            modules=modules,
+            environment=environment or {},
+            clock=clock,
         )
         if answer.get("error") is not None:
             raise wire.error_of(answer["error"])

@@ -8,7 +8,8 @@ record itself from these answers (`runner.runtime.worker.wire` checks them).
 
 Requests (runtime -> worker; each answered by a message of the reply type with the same ``id``):
 
-    load      {manifest, mode, tool_paths, modules} -> loaded {code: [tool ids with code]}
+    load      {manifest, mode, tool_paths, modules,  -> loaded {code: [tool ids with code]}
+               environment, clock}
     call      {tool, args, clock, serve?}            -> result {text | error, exchanges}
     program   {step_id, program, task_input, clock}  -> result {text | error}
     manifest  {spec}                                  -> described {fields | error}
@@ -35,6 +36,7 @@ from typing import Any, Callable, Dict, FrozenSet, List
 from runner import sdk
 from runner.errors import ToolNotResolvable
 from runner.runtime.channel import Channel
+from runner.runtime.egress import audit
 from runner.runtime.manifest import answer
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay import rawserve
@@ -145,6 +147,11 @@ class WorkerProcess:
 
     def _load(self, message: Dict[str, Any]) -> Dict[str, Any]:
         manifest, mode = message.get("manifest"), str(message.get("mode"))
+        environment = message.get("environment")
+        if isinstance(environment, dict):
+            os.environ.update({str(k): str(v) for k, v in environment.items()})
+            audit.gateway_from_env()  # the gateway is the runtime, not egress
+        self._clock(message)  # import-time reads see the run's clock
         self.code_ids = _code_ids(manifest, mode)
         dispatch.deny_code(lambda tool_id: tool_id not in self.code_ids)
         with sdk.replay_context(frozenset()):  # module import runs no tool
@@ -226,7 +233,8 @@ def main(argv: List[str]) -> int:
     """The worker's entry: ``READ_FD WRITE_FD``; serve until the runtime goes away."""
     read_fd, write_fd = int(argv[0]), int(argv[1])
     dispatch.inherit_context_in_threads()
-    wallclock.install()
+    if not wallclock.installed():  # sitecustomize installs it (before the audit hook)
+        wallclock.install()
     before_user_code()
     WorkerProcess(read_fd, write_fd).serve()
     return 0

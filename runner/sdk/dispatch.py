@@ -16,6 +16,7 @@ nothing is dispatched.
 
 import contextlib
 import contextvars
+import inspect
 import os
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -101,6 +102,8 @@ def withhold(definition: Any, wrapper: Any) -> None:
 
     withheld.__name__, withheld.__qualname__ = bare.__name__, bare.__qualname__
     withheld.__module__ = bare.__module__
+    # a program's call of it still binds its arguments by name (what recordings match on)
+    withheld.__signature__ = inspect.signature(bare)  # type: ignore[attr-defined]
     definition.func = withheld
     for cell in getattr(wrapper, "__closure__", None) or ():
         if cell.cell_contents is bare:

@@ -48,5 +48,8 @@ def test_a_denied_tools_code_is_unreachable(withholding: None) -> None:
 
 
 def test_an_allowed_tool_keeps_its_code(withholding: None) -> None:
-    wrapper = tool("t.allowed", effect=Effect.PURE)(lambda x: x + 1)
-    assert sdk.tool_def(wrapper).func(1) == 2  # type: ignore[union-attr]
+    def add(x: int) -> int:
+        return x + 1
+
+    wrapper = tool("t.allowed", effect=Effect.PURE)(add)
+    assert sdk.tool_def(wrapper).func is add  # type: ignore[union-attr]

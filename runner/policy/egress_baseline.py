@@ -9,7 +9,7 @@ itself is the new outbound dependency). The file is JSON::
 ``host`` and ``port`` may be shell-style globs (`fnmatch`: ``*.example.com``, ``*``, ``44?``),
 matched case-insensitively against the attempt's host (or, when it has none, its address) and
 its port as text; ``kind`` (``connect``, ``getaddrinfo``, ``sendto``, ... as the outbound log
-names them; `runner.runtime.audit`) may be a glob too and defaults to ``*``.
+names them; `runner.runtime.egress`) may be a glob too and defaults to ``*``.
 
 Attempts come from the ``end`` line's ``outbound`` list (`runner.tracetools.records.EndRecord`):
 hostile input, so only their scalar fields are read and nothing of them is executed.
@@ -75,7 +75,7 @@ def destination_of(attempt: Mapping[str, Any]) -> dict[str, str]:
     """An outbound-log entry as ``{"kind", "host", "port"}`` text, lower-cased for matching.
 
     The host is the entry's ``host``, else its ``address`` (the destination key of
-    `runner.runtime.audit.destination_key`); a missing field is the empty string.
+    `runner.runtime.egress.events.destination_key`); a missing field is the empty string.
     """
     host = attempt.get("host")
     if host is None:

@@ -34,10 +34,10 @@ import httpx
 import structlog
 import tenacity
 
-from runner.errors import InputError
-from runner.ledger.pricing import estimate_usd
 from runner.providers.apis import ENDPOINT, ApiCall
-from runner.providers.base import ProviderResponse, response_from_body, unsupported
+from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
+from runner.providers.endpoints import client, endpoint
+from runner.providers.httpcall import post_api
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -89,19 +89,19 @@ class OpenAIProvider:
         attempts: int = 4,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise InputError(f"{base_url!r} is not an http(s) URL", field="openai_base_url")
-        if attempts < 1:
-            raise InputError("must be >= 1", field="attempts")
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.attempts = attempts
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(
-            headers=headers, timeout=timeout_s, transport=transport, trust_env=False
+        self.base_url, self._client = client(
+            base_url,
+            headers,
+            field="openai_base_url",
+            attempts=attempts,
+            timeout_s=timeout_s,
+            transport=transport,
         )
+        self.model = model
+        self.attempts = attempts
 
     @classmethod
     def from_settings(
@@ -123,12 +123,14 @@ class OpenAIProvider:
         Raises:
             InputError: a malformed base URL.
         """
-        env = os.environ if environ is None else environ
-        base_url = (settings.openai_base_url if settings else None) or env.get(
-            "OPENAI_BASE_URL", DEFAULT_BASE_URL
+        base_url, key = endpoint(
+            settings.openai_base_url if settings else None,
+            settings.openai_api_key if settings else None,
+            env_prefix="OPENAI",
+            default_base_url=DEFAULT_BASE_URL,
+            environ=environ,
         )
-        secret = settings.openai_api_key if settings else None
-        key = secret.get_secret_value() if secret is not None else env.get("OPENAI_API_KEY")
+        env = os.environ if environ is None else environ
         chosen = model or (settings.openai_model if settings else None) or env.get("OPENAI_MODEL")
         return cls(base_url, key, model=chosen, **kwargs)
 
@@ -160,7 +162,7 @@ class OpenAIProvider:
         payload = dict(request)
         if not payload.get("model"):
             if self.model is None:
-                return _error("ProviderError", "the request names no model and none is set")
+                return error_response("ProviderError", "the request names no model and none is set")
             payload["model"] = self.model
         retryer = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_Transient),
@@ -180,13 +182,13 @@ class OpenAIProvider:
             if exc.response is not None:
                 detail += ": " + _decode(exc.response.content)[:_ERROR_TEXT_LIMIT]
             log.warning("openai_call_failed", role=role, attempts=self.attempts, error=detail)
-            return _error(
+            return error_response(
                 "ProviderUnavailable", f"{self.base_url}: {detail} (after {self.attempts} tries)"
             )
         body = _decode(response.content)
         if response.status_code >= 400:
             log.warning("openai_call_rejected", role=role, status=response.status_code)
-            return _error(
+            return error_response(
                 "ProviderHTTPError",
                 f"{self.base_url}: HTTP {response.status_code}: {body[:_ERROR_TEXT_LIMIT]}",
             )
@@ -206,8 +208,6 @@ class OpenAIProvider:
             error is the API's own error body with ``error`` set, a transport failure an
             error with no body. Never raises.
         """
-        from runner.providers.httpcall import post_api
-
         if call.api not in ("chat_completions", "responses"):
             return unsupported(self.name, f"the {call.api} API")
         if not call.body.get("model") and self.model is not None:
@@ -219,31 +219,3 @@ class OpenAIProvider:
     def __call__(self, request: dict[str, Any]) -> ProviderResponse:
         """Answer a ``model`` turn: the ``request -> response`` shape model judges call."""
         return self.complete(request, "model")
-
-
-def _error(cls: str, message: str) -> ProviderResponse:
-    return ProviderResponse(body=None, error={"class": cls, "message": message})
-
-
-def response_usd(
-    prices: Mapping[str, Any], response: ProviderResponse, asked: str | None
-) -> float | None:
-    """USD of one answered call from the price table, or None when neither model is priced.
-
-    The model id read from the response wins; when the table has no price for it (a dated
-    snapshot the table does not list), the model asked is priced instead.
-
-    Args:
-        prices: the policy's price table.
-        response: the answered call (its ``usage`` and ``model``).
-        asked: the model named in the request.
-    """
-    tokens_in, tokens_out = response.tokens()
-    for model in (response.model, asked):
-        if not model:
-            continue
-        try:
-            return estimate_usd(prices, model, tokens_in, tokens_out)
-        except InputError:
-            continue
-    return None

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import timestamped_ids
-from runner.episode.driver import EpisodeRequest, run_episode
+from runner.episode.driver import run_episode
 from runner.episode.limits import resource_limits
+from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot import ToolSnapshot
 from runner.ledger import Amount, CeilingGuard
-from runner.providers.base import ModelProvider, provider_for_workflow
+from runner.providers.base import ModelProvider
 from runner.providers.metered import MeteredProvider, StopSignal
+from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
 from runner.submit.plan import Plan
 

@@ -131,7 +131,7 @@ def install_from_env() -> bool:
         return False
     gateway_from_env()
     install(path, in_memory=False)
-    atexit.register(_flush_child)
+    atexit.register(flush_child)
     return True
 
 
@@ -239,8 +239,8 @@ def _write_lines(messages: List[Dict[str, Any]]) -> None:
         os.close(fd)
 
 
-def _flush_child() -> None:
-    """Write this (child) process's unreported repeat counts and drops to the child log."""
+def flush_child() -> None:
+    """Write this child's unreported repeat counts and drops (at exit; the worker: per request)."""
     try:
         if _state["owner_pid"] != os.getpid():
             _write_lines(_take_pending())

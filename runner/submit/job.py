@@ -35,7 +35,6 @@ Sequence (`prepare` then `execute`):
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,6 +56,7 @@ from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
 from runner.settings import Settings
+from runner.submit.concurrency import admit_concurrency, readmit
 from runner.submit.interrupts import Interrupts, handled_signals
 from runner.submit.options import SubmitOptions, grading_seed, read_json_object
 from runner.submit.pairs import PairRunner
@@ -114,8 +114,12 @@ def prepare(
     settings: Settings,
     *,
     job_id: str | None = None,
+    engine: Any = None,
 ) -> Plan:
     """Load and check everything and build the plan; nothing runs, nothing is written.
+
+    ``engine`` (a backend, or None) is asked for its memory, the concurrency's budget
+    (`runner.submit.concurrency`); without one the job weighs it when its backend exists.
 
     Raises:
         InputError: a bad policy, workflow, task file, judge or flag (exit 2).
@@ -148,10 +152,10 @@ def prepare(
         from runner.grading import make_judge
 
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
-    concurrency = options.concurrency or settings.concurrency
-    cpu_cap = 2 * (os.cpu_count() or 1)
-    if concurrency > cpu_cap:
-        raise InputError(f"{concurrency} is more than 2x CPUs ({cpu_cap})", field="--concurrency")
+    # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity)
+    capacity = admit_concurrency(
+        options.concurrency or settings.concurrency, policy, settings, engine=engine
+    )
     ceilings = {
         "replay": ceiling_in_effect("replay", policy, options.replay_ceiling),
         "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
@@ -168,7 +172,8 @@ def prepare(
         variants,
         tasks,
         judge=options.judge,
-        concurrency=concurrency,
+        concurrency=capacity.admitted,
+        capacity=capacity,
         ceilings=ceilings,
         history=history,
         limits=limits_in_effect(policy, settings),
@@ -299,6 +304,7 @@ def execute(
     inner = backend_factory()  # Docker unusable: exit 6, no job row yet
     try:
         check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
+        plan = readmit(plan, inner, settings)  # the engine's memory, when the plan had none
         plan = described_plan(
             plan, backend=inner, settings=settings, image=image or settings.image, snapshot=snapshot
         )

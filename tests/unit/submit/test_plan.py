@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.backends.capacity import HostResources
 from runner.errors import InputError
 from runner.ledger import Amount, RunHistory
 from runner.settings import Settings
@@ -136,9 +137,35 @@ def test_same_variant_name_twice_is_an_error(settings: Settings) -> None:
         prepare(options("a.yaml", "a.yaml"), settings, job_id="j")
 
 
-def test_concurrency_above_twice_the_cpus_is_an_error(settings: Settings) -> None:
-    with pytest.raises(InputError, match="--concurrency"):
-        prepare(options("a.yaml", concurrency=10_000), settings, job_id="j")
+class _Engine:
+    """An engine that tells its memory (what ``docker info`` gives as ``MemTotal``)."""
+
+    address = "unix:///var/run/docker.sock"
+
+    def __init__(self, memory_bytes: int) -> None:
+        self.memory_bytes = memory_bytes
+
+    def engine_memory_bytes(self) -> int:
+        return self.memory_bytes
+
+
+def test_concurrency_above_the_cpus_is_admitted_within_the_memory_budget(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 128 on a 2-core machine was refused (2x CPUs); now the engine's memory bounds it
+    roomy = HostResources(pids_free=10**7, nproc_free=None, fds_free=10**6)
+    monkeypatch.setattr(HostResources, "read", classmethod(lambda cls: roomy))
+    engine = _Engine(24 * 1024**3)
+    small = settings.model_copy(update={"memory_mb": 96})
+    plan = prepare(options("a.yaml", concurrency=128), small, job_id="j", engine=engine)
+    assert plan.concurrency == 128 and plan.capacity is not None
+    assert plan.capacity.bounds[0].runs == int(0.75 * 24 * 1024 / 96)  # 192
+    # at the default 512 MiB the budget admits fewer, and the plan says which bound and why
+    plan = prepare(options("a.yaml", concurrency=128), settings, job_id="j", engine=engine)
+    assert plan.concurrency == 36  # floor(0.75 x 24 GiB / 512 MiB)
+    line = next(x for x in plan.lines() if x.startswith("  concurrency:"))
+    assert "36 at once (asked 128; bound by memory: 0.75 x 24.0 GiB engine memory / 512 MiB" in line
+    assert plan.to_json()["concurrency_bound"]["binding"] == "memory"
 
 
 def test_job_file_paths_names_and_ceiling_sources() -> None:

@@ -60,13 +60,14 @@ from runner.backends.labels import LEDGER, LEDGER_KEY
 from runner.domain.ids import IdFactory, new_run_id, path_for_id
 from runner.domain.tasks import Task
 from runner.episode.channel import Channel
-from runner.episode.limits import resource_limits
+from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.reaping import ledger_id
 from runner.episode.snapshot import ToolSnapshot
 from runner.episode.snapshot_sources import tool_mounts
 from runner.episode.state import EpisodeState
 from runner.errors import InfrastructureError
 from runner.providers.base import DeadlineProvider, ModelProvider
+from runner.providers.ratelimit import WaitAccount
 from runner.runtime import protocol
 from runner.settings import Settings
 from runner.trace.writer import TraceWriter
@@ -204,7 +205,7 @@ def prepare_run(
     *,
     command: Sequence[str] = RUNTIME_COMMAND,
     pool_lifetime_s: float = 0.0,
-    rate_limit_wait_s: float = 0.0,
+    rate_limit_wait_s: float | None = None,
 ) -> PreparedRun:
     """Create the run folder (manifest.json, run.json) and the sandbox spec.
 
@@ -217,8 +218,9 @@ def prepare_run(
         command: the sandbox command.
         pool_lifetime_s: how long the sandbox may wait for its run (0: no warm pool yet); a
             term of its `LifetimeCap`.
-        rate_limit_wait_s: the longest rate-limit wait a run may have past its timeout (0:
-            none yet); a term of its `LifetimeCap`.
+        rate_limit_wait_s: the longest rate-limit wait a run may have past its timeout
+            (default: the policy's ``rate_limits.max_wait_s``, `max_rate_limit_wait_s`); a
+            term of its `LifetimeCap` and of the runtime's own deadline (``deadline_s``).
 
     Raises:
         InputError: the id factory produced an invalid run id, or a tool folder of the run is
@@ -234,6 +236,8 @@ def prepare_run(
     manifest = request.registry.manifest(request.policy)
     mounted_tools, tool_paths = tool_mounts(request)
     limits = resource_limits(request.policy, settings)
+    if rate_limit_wait_s is None:
+        rate_limit_wait_s = max_rate_limit_wait_s(request.policy)
     start = request.clock_start
     if start is None:
         start = (
@@ -254,7 +258,9 @@ def prepare_run(
         "recorded_calls": [dict(c) for c in request.recorded_calls],
         "tool_paths": tool_paths,
         "modules": _modules(manifest),
-        "deadline_s": limits.timeout_s,
+        # the host's deadline moves by the rate-limit waits, at most this far: the runtime's
+        # watchdog (its backstop) must not end a run the host still lets wait
+        "deadline_s": limits.timeout_s + rate_limit_wait_s,
     }
     assert set(run_spec) == set(protocol.RUN_SPEC_KEYS)
     _write_json(run_dir / "manifest.json", manifest)
@@ -330,6 +336,7 @@ def run_episode(
     hello_timeout_s: float = HELLO_TIMEOUT_S,
     command: Sequence[str] = RUNTIME_COMMAND,
     channel_factory: Callable[[], Channel] = Channel,
+    waits: WaitAccount | None = None,
 ) -> EpisodeResult:
     """Run one episode in a sandbox and write its trace.
 
@@ -344,6 +351,9 @@ def run_episode(
         hello_timeout_s: how long the runtime has to say hello.
         command: the sandbox command (the runtime; tests may substitute).
         channel_factory: makes the output decoder (tests use smaller caps).
+        waits: the episode's rate-limit waits (the provider's `RateLimitedProvider` charges
+            them): the deadline moves by what was waited, and the trace's ``end`` meter says
+            how long (``rate_limit_wait_s``).
 
     Returns:
         The result; the trace is written whatever the status.
@@ -384,6 +394,7 @@ def run_episode(
                     started,
                     limits.timeout_s,
                     min(hello_timeout_s, limits.timeout_s),
+                    waits,
                 )
                 exit_state = sandbox.wait(SHUTDOWN_GRACE_S)
         except InfrastructureError as exc:
@@ -396,9 +407,11 @@ def run_episode(
             # The backend's context has killed and removed the sandbox; the trace still ends.
             state.infra_error = "interrupted (Ctrl-C): the host stopped the sandbox"
             state.sandbox_s = monotonic() - started
+            state.rate_limit_wait_s = waits.waited_s if waits is not None else 0.0
             state.finish(exit_state)
             raise
         state.sandbox_s = monotonic() - started
+        state.rate_limit_wait_s = waits.waited_s if waits is not None else 0.0
         result = state.finish(exit_state)
     log.info(
         "episode_finished", run_id=result.run_id, status=result.status, trace=str(result.trace_path)
@@ -414,15 +427,22 @@ def _drive(
     started: float,
     timeout_s: float,
     hello_timeout_s: float,
+    waits: WaitAccount | None = None,
 ) -> None:
-    """Pump frames until end of output, answering the runtime; kill on a passed deadline."""
-    deadline = started + timeout_s
+    """Pump frames until end of output, answering the runtime; kill on a passed deadline.
+
+    The deadline is ``timeout_s`` after start plus what the run waited on rate limits.
+    """
+
+    def deadline() -> float:
+        return started + timeout_s + (waits.waited_s if waits is not None else 0.0)
+
     if provider is not None:
 
         def provider_timed_out() -> None:
             state.provider_timed_out = True
 
-        provider = DeadlineProvider(provider, lambda: deadline - monotonic(), provider_timed_out)
+        provider = DeadlineProvider(provider, lambda: deadline() - monotonic(), provider_timed_out)
     hello_deadline = started + hello_timeout_s
     shutdown_deadline: float | None = None
     killed_at: float | None = None
@@ -431,7 +451,7 @@ def _drive(
             for event in state.channel.feed(*frame):
                 reply = state.on_event(event, provider)
                 for message in reply:
-                    _send(sandbox, state, message, deadline - monotonic())
+                    _send(sandbox, state, message, deadline() - monotonic())
         now = monotonic()
         if state.shutdown_sent and shutdown_deadline is None:
             shutdown_deadline = now + SHUTDOWN_GRACE_S
@@ -443,7 +463,7 @@ def _drive(
             continue
         if state.wants_kill:
             _kill(sandbox, state, state.wants_kill)
-        elif now > deadline:
+        elif now > deadline():
             _kill(sandbox, state, "timeout")
         elif state.hello is None and now > hello_deadline:
             _kill(sandbox, state, "no_hello")

@@ -24,7 +24,7 @@ from runner.episode.driver import (
     POLL_S,
     SHUTDOWN_GRACE_S,
 )
-from runner.episode.limits import resource_limits
+from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger, Purpose, run_key
 from runner.settings import Settings
 
@@ -42,9 +42,11 @@ def run_sandbox_s(policy: Any, settings: Settings) -> float:
         settings: host settings; a set ``timeout_s`` overrides the policy's.
 
     Returns:
-        The effective timeout plus `RUN_GRACE_S`.
+        The effective timeout, plus the policy's longest rate-limit wait (it does not count
+        against the timeout: `runner.providers.ratelimit`), plus `RUN_GRACE_S`.
     """
-    return float(resource_limits(policy, settings).timeout_s) + RUN_GRACE_S
+    timeout_s = float(resource_limits(policy, settings).timeout_s)
+    return timeout_s + max_rate_limit_wait_s(policy) + RUN_GRACE_S
 
 
 @dataclass

@@ -92,6 +92,7 @@ class EpisodeState:
     ceiling_refusals: list[dict[str, Any]] = field(default_factory=list)
     runtime_meter: dict[str, int] = field(default_factory=dict)
     sandbox_s: float = 0.0
+    rate_limit_wait_s: float = 0.0
     channel_events: list[dict[str, Any]] = field(default_factory=list)
     _known_steps: frozenset[str] | None = None
 
@@ -487,6 +488,7 @@ class EpisodeState:
                 "model_calls": self.model_calls,
                 "usd": round(self.usd, 6),
                 "sandbox_s": round(self.sandbox_s, 3),
+                "rate_limit_wait_s": round(self.rate_limit_wait_s, 3),
             },
             "sandbox": None
             if exit_state is None

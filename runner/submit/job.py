@@ -435,6 +435,7 @@ def _run_job(
                 interrupted=interrupted,
                 grading=grading,
                 resumed=resume,
+                waits=runner.waits,
             )
             ledger.set_job_status(plan.job_id, report["status"])
     finally:

@@ -16,11 +16,12 @@ from typing import Any
 
 from runner.domain.ids import timestamped_ids
 from runner.episode.driver import EpisodeRequest, run_episode
-from runner.episode.limits import resource_limits
+from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.snapshot import ToolSnapshot
 from runner.ledger import Amount, CeilingGuard
 from runner.providers.base import ModelProvider, provider_for_workflow
 from runner.providers.metered import MeteredProvider, StopSignal
+from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.settings import Settings
 from runner.submit.plan import Plan
 
@@ -76,6 +77,11 @@ class PairRunner:
                 variant.workflow, cwd=search_root, settings=settings
             )
         self._ids = timestamped_ids()
+        # one limiter for every run of the submission: the policy's rate limits hold across
+        # all sandboxes, and a provider's 429 pauses that model for all of them
+        self.limiter = RateLimiter(plan.policy.rate_limits)
+        self.max_wait_s = max_rate_limit_wait_s(plan.policy)
+        self.waits: dict[str, float] = {}  # run key -> seconds it waited on rate limits
 
     def close(self) -> None:
         """Close providers that hold connections."""
@@ -103,9 +109,11 @@ class PairRunner:
         )
         base = self._providers[variant_name]
         metered = None
+        waits = WaitAccount(self.max_wait_s)
         if base is not None:
+            limited = RateLimitedProvider(base, self.limiter, waits, model=variant.model)
             metered = MeteredProvider(
-                base,
+                limited,
                 self.guard,
                 self.stop,
                 self.plan.policy.prices,
@@ -121,7 +129,9 @@ class PairRunner:
             settings=self.settings,
             provider=metered,
             id_factory=self._ids,
+            waits=waits,
         )
+        self.waits[key] = waits.waited_s
         status = result.status  # a refused model call: ``ceiling_reached`` (episode_state)
         meter = result.end.get("meter") or {}
         sandbox_s = meter.get("sandbox_s")

@@ -18,8 +18,8 @@ from runner.domain.workflow import load_workflow
 from runner.episode.driver import EpisodeRequest, run_episode
 from runner.episode.snapshot import SnapshotEntry, build_snapshot
 from runner.policy.models import RateLimit, RateLimits
-from runner.providers.base import ScriptedProvider
 from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
+from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
 from tests.fakes import SubprocessBackend
 from tests.unit.episode.test_episode_host import (

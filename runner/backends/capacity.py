@@ -227,6 +227,7 @@ def bound_concurrency(
     engine_memory_bytes: int | None,
     host: HostResources,
     engine_is_local: bool = True,
+    extra: tuple[Bound, ...] = (),
 ) -> ConcurrencyBound:
     """Admit at most ``asked`` runs at once, within every bound of the module docstring.
 
@@ -237,6 +238,7 @@ def bound_concurrency(
         engine_memory_bytes: the engine's memory (``docker info`` ``MemTotal``), or None.
         host: this host's free resources (`HostResources.read`).
         engine_is_local: the engine runs on this kernel (its pids are this kernel's).
+        extra: the caller's own bounds, weighed with these (a ceiling's, say).
 
     Returns:
         The admitted concurrency (never below 1: one run always fits its own limits) with
@@ -273,6 +275,7 @@ def bound_concurrency(
             *_share_of(host.fds_free, HOST_FDS_PER_SANDBOX, SHARE, "RLIMIT_NOFILE descriptors"),
         )
     )
+    bounds.extend(extra)
     known = [b.runs for b in bounds if b.runs is not None]
     admitted = max(1, min([asked, *known]))
     return ConcurrencyBound(asked, admitted, tuple(bounds))

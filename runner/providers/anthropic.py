@@ -27,7 +27,7 @@ import httpx
 from runner.errors import InputError
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, unsupported
-from runner.providers.httpcall import post_api
+from runner.providers.httpcall import CLIENT_LIMITS, post_api
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -75,7 +75,11 @@ class AnthropicProvider:
         if api_key:
             headers["x-api-key"] = api_key
         self._client = httpx.Client(
-            headers=headers, timeout=timeout_s, transport=transport, trust_env=False
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            trust_env=False,
+            limits=CLIENT_LIMITS,
         )
 
     @classmethod

@@ -38,7 +38,7 @@ from runner.errors import InputError
 from runner.ledger.pricing import estimate_usd
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
-from runner.providers.httpcall import post_api
+from runner.providers.httpcall import CLIENT_LIMITS, post_api
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
 from runner.providers.retries import provider_retrying, retry_after_s
 
@@ -107,7 +107,11 @@ class OpenAIProvider:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.Client(
-            headers=headers, timeout=timeout_s, transport=transport, trust_env=False
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            trust_env=False,
+            limits=CLIENT_LIMITS,
         )
 
     @classmethod

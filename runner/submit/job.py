@@ -152,14 +152,19 @@ def prepare(
         from runner.grading import make_judge
 
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
-    # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity)
-    capacity = admit_concurrency(
-        options.concurrency or settings.concurrency, policy, settings, engine=engine
-    )
     ceilings = {
         "replay": ceiling_in_effect("replay", policy, options.replay_ceiling),
         "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
     }
+    # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity)
+    # and the sandbox-seconds the replay ceiling can hold reservations for
+    capacity = admit_concurrency(
+        options.concurrency or settings.concurrency,
+        policy,
+        settings,
+        engine=engine,
+        ceiling_sandbox_s=ceilings["replay"].ceiling.sandbox_s,
+    )
     history = None
     ledger_path = settings.state_dir / LEDGER_FILENAME
     if ledger_path.exists():  # never create the ledger just to plan

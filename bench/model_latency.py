@@ -1,0 +1,326 @@
+"""Benchmark: runs that wait on a model API, at concurrency far above the CPU count.
+
+A fake OpenAI server on loopback (tests/fake_openai.py) answers every Chat Completions call
+after a fixed delay; ``submit`` runs N tasks (default 200) of one agent step with two model calls
+(a call of the pure ``bench.noop`` tool, then an answer: bench/latency/agent.yaml, under
+bench/latency/policy.yaml: no sandbox-seconds ceiling to bound the runs at once) through the
+whole path (`runner.submit.job.execute`: plan, admission, reservations, hardened containers,
+the openai provider, the rate limiter, traces, ledger, grading, report). Printed per
+concurrency level (default 4, 32, 128):
+
+- wall time ÷ the ideal, where ideal = runs × model turns × latency ÷ concurrency + runs ×
+  (engine CPU per container, measured in the same run: dockerd + containerd, the
+  ``containerd-shim`` processes with the ``runc`` runs they reaped (what PID 1 reaped, less
+  its rate over 5 s before the level: other sessions' orphans land there too), and the
+  containers' own cgroup CPU, ÷ runs) ÷ cores: the model waits overlap perfectly, and the
+  engine's CPU work per container is spread over every core. ``ideal_without_shims_s`` leaves
+  the shims out (a lower bound of the engine's work, so an upper bound of the ratio);
+- host RSS and threads at peak (this process: ``VmHWM``, reset per level, and the most
+  ``Threads`` sampled);
+- the ledger check: every run charged once (one ``run`` charge per run key, settled, and two
+  ``model_call`` charges per run).
+
+``--idle-probe K`` first holds K sandboxes waiting on a slow model (10 s a call) and measures
+what each waiting sandbox costs the host: threads, RSS and CPU of this process per sandbox.
+
+Usage: ``SANDBOX_REPLAY_MEMORY_MB=96 .venv/bin/python bench/model_latency.py [--runs 200]
+[--latency 1.0] [--concurrency 4,32,128] [--idle-probe 32] [--json]``. The machine is shared:
+the load average is printed with each level (DOCKER-NOTES.md: compare ratios in one run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_submit import CpuMeter  # noqa: E402
+
+from runner.backends.docker import DockerBackend  # noqa: E402
+from runner.cli.log import configure_logging  # noqa: E402
+from runner.ledger import Ledger  # noqa: E402
+from runner.settings import Settings  # noqa: E402
+from runner.submit.job import execute, prepare  # noqa: E402
+from runner.submit.options import SubmitOptions  # noqa: E402
+from tests.fake_openai import FakeOpenAI, serve  # noqa: E402
+
+HERE = Path(__file__).resolve().parent / "latency"
+MODEL_TURNS = 2
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
+    """First turn: call bench.noop; after the tool's answer: the final text."""
+    if any(m.get("role") == "tool" for m in request.get("messages") or []):
+        return {"role": "assistant", "content": "done"}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "bench.noop", "arguments": json.dumps({"value": "x"})},
+            }
+        ],
+    }
+
+
+class Model(FakeOpenAI):
+    """The fake model, counting the calls it is holding (waiting sandboxes)."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(delay_s=delay_s, answer=_answer)
+        self.inflight = 0
+        self.peak_inflight = 0
+
+    def handle(self, raw: bytes, headers: dict[str, str], path: str = "") -> tuple[int, bytes]:
+        with self.lock:
+            self.inflight += 1
+            self.peak_inflight = max(self.peak_inflight, self.inflight)
+        try:
+            return super().handle(raw, headers, path or "/v1/chat/completions")
+        finally:
+            with self.lock:
+                self.inflight -= 1
+
+
+def _status() -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "Threads"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def _reaped_by_init_s() -> float:
+    """CPU seconds of the orphans PID 1 reaped (cutime + cstime of /proc/1/stat).
+
+    A ``containerd-shim`` is re-parented to PID 1, and it reaps the ``runc`` runs of its
+    container: when it exits, its CPU and theirs land here. Orphans of other sessions reaped
+    meanwhile land here too (the machine is shared): an upper bound of ours.
+    """
+    fields = Path("/proc/1/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+class Sampler:
+    """Samples this process (threads, RSS, CPU) and the model's held calls every 0.1 s."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.samples: list[tuple[float, float, int, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            t = os.times()
+            status = _status()
+            self.samples.append(
+                (
+                    time.monotonic(),
+                    t.user + t.system,
+                    self.model.inflight,
+                    status["Threads"],
+                    status["VmRSS"],
+                )
+            )
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _tasks(folder: Path, runs: int) -> Path:
+    path = folder / "tasks.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"task_id": f"t{i:04d}", "input": {"n": str(i)}}) + "\n" for i in range(runs)
+        )
+    )
+    return path
+
+
+def _submit(
+    model: Model,
+    folder: Path,
+    runs: int,
+    concurrency: int,
+    image: str,
+    memory_mb: int,
+) -> tuple[Any, Any, Settings, float]:
+    settings = Settings(
+        state_dir=folder / "state",
+        image=image,
+        concurrency=concurrency,
+        memory_mb=memory_mb,
+        openai_base_url=model.url,
+        openai_api_key="bench",
+        log_format="json",
+    )
+    options = SubmitOptions(
+        variants=(HERE / "agent.yaml",),
+        names=(None,),
+        tasks=_tasks(folder, runs),
+        cwd=HERE,
+        concurrency=concurrency,
+        policy=str(HERE / "policy.yaml"),
+    )
+    started = time.monotonic()
+    backend = DockerBackend.connect(settings.docker_host)
+    plan = prepare(options, settings, engine=backend)
+    result = execute(plan, options, settings, backend_factory=lambda: backend, handle_signals=False)
+    return plan, result, settings, time.monotonic() - started
+
+
+def _ledger_check(settings: Settings, job_id: str, runs: int) -> dict[str, Any]:
+    """Every run charged once: one settled ``run`` charge per run key, two model calls each."""
+    with Ledger.for_state_dir(settings.state_dir) as ledger:
+        rows = ledger.runs(job_id)
+        charges = ledger.charges(job_id)
+    run_charges = [c for c in charges if c.kind == "run"]
+    keys = [c.run_key for c in run_charges]
+    calls = [c for c in charges if c.kind == "model_call"]
+    ok = (
+        len(rows) == runs
+        and all(r.status == "succeeded" and r.attempt == 1 for r in rows)
+        and len(run_charges) == runs == len(set(keys))
+        and all(c.state == "settled" for c in charges)
+        and len(calls) == MODEL_TURNS * runs
+    )
+    return {
+        "runs": len(rows),
+        "run_charges": len(run_charges),
+        "distinct_run_keys": len(set(keys)),
+        "model_call_charges": len(calls),
+        "all_settled": all(c.state == "settled" for c in charges),
+        "charged_once": ok,
+    }
+
+
+def level(args: argparse.Namespace, concurrency: int, folder: Path) -> dict[str, Any]:
+    """One concurrency level: wall ÷ ideal, peak RSS and threads, the ledger check."""
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM: this level's own peak
+    load = os.getloadavg()
+    quiet = _reaped_by_init_s()
+    time.sleep(5.0)  # what PID 1 reaps of other sessions meanwhile, per second
+    background = (_reaped_by_init_s() - quiet) / 5.0
+    with serve(Model(args.latency)) as model, Sampler(model) as sampler:
+        meter = CpuMeter()
+        reaped = _reaped_by_init_s()
+        plan, result, settings, wall = _submit(
+            model, folder, args.runs, concurrency, args.image, args.memory_mb
+        )
+        cpu = meter.delta()
+        cpu["shims"] = max(0.0, _reaped_by_init_s() - reaped - background * wall)
+    report = result.report or {}
+    admitted = plan.concurrency
+    cores = os.cpu_count() or 1
+    engine_per_run = (cpu["engine"] + cpu["shims"] + cpu["containers"]) / args.runs
+    waits = args.runs * MODEL_TURNS * args.latency / admitted
+    ideal = waits + args.runs * engine_per_run / cores
+    lower = waits + (cpu["engine"] + cpu["containers"]) / cores
+    return {
+        "concurrency_asked": concurrency,
+        "concurrency_admitted": admitted,
+        "bound": plan.capacity.describe() if plan.capacity else None,
+        "wall_s": round(wall, 2),
+        "ideal_s": round(ideal, 2),
+        "wall_over_ideal": round(wall / ideal, 2),
+        "ideal_without_shims_s": round(lower, 2),
+        "wall_over_ideal_without_shims": round(wall / lower, 2),
+        "init_reaped_background_cpu_per_s": round(background, 3),
+        "engine_cpu_ms_per_container": round(1000 * engine_per_run, 1),
+        "cpu_ms_per_run": {k: round(1000 * v / args.runs, 1) for k, v in cpu.items()},
+        "peak_rss_mb": round(_status()["VmHWM"] / 1024, 1),
+        "peak_threads": max((s[3] for s in sampler.samples), default=0),
+        "peak_model_calls_waiting": model.peak_inflight,
+        "runs_by_status": report.get("runs_by_status"),
+        "rate_limit_wait_s": report.get("rate_limit_wait_s"),
+        "ledger": _ledger_check(settings, plan.job_id, args.runs),
+        "loadavg_before": [round(x, 2) for x in load],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def idle_probe(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """What one sandbox waiting on a model costs this process: threads, RSS, CPU."""
+    k = args.idle_probe
+    before = _status()
+    with serve(Model(10.0)) as model, Sampler(model) as sampler:
+        _submit(model, folder, k, k, args.image, args.memory_mb)
+    waiting = [s for s in sampler.samples if s[2] >= k]
+    if len(waiting) < 2:
+        return {"sandboxes": k, "error": "never were all sandboxes waiting at once"}
+    (t0, c0, _, _, _), (t1, c1, _, _, _) = waiting[0], waiting[-1]
+    threads = max(s[3] for s in waiting)
+    rss = max(s[4] for s in waiting)
+    return {
+        "sandboxes": k,
+        "window_s": round(t1 - t0, 1),
+        "threads_per_sandbox": round((threads - before["Threads"]) / k, 2),
+        "rss_kb_per_sandbox": round((rss - before["VmRSS"]) / k, 1),
+        "cpu_ms_per_s_per_sandbox": round(1000 * (c1 - c0) / max(t1 - t0, 1e-9) / k, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--latency", type=float, default=1.0, help="seconds per model call")
+    parser.add_argument("--concurrency", default="4,32,128")
+    parser.add_argument("--idle-probe", type=int, default=0, metavar="K")
+    parser.add_argument(
+        "--memory-mb", type=int, default=int(os.environ.get("SANDBOX_REPLAY_MEMORY_MB", "96"))
+    )
+    parser.add_argument(
+        "--image", default=os.environ.get("SANDBOX_REPLAY_IMAGE", "sandbox-replay:latest")
+    )
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    import logging
+
+    configure_logging("json", level=logging.WARNING)
+    out: dict[str, Any] = {"runs": args.runs, "latency_s": args.latency, "levels": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.idle_probe:
+            out["idle_probe"] = idle_probe(args, Path(tmp) / "idle")
+            if not args.json:
+                print(f"idle probe: {json.dumps(out['idle_probe'])}", flush=True)
+        for concurrency in [int(c) for c in args.concurrency.split(",")]:
+            folder = Path(tmp) / f"c{concurrency}"
+            folder.mkdir()
+            result = level(args, concurrency, folder)
+            out["levels"][concurrency] = result
+            if not args.json:
+                print(
+                    f"concurrency {concurrency} (admitted {result['concurrency_admitted']}):"
+                    f" wall {result['wall_s']} s / ideal {result['ideal_s']} s ="
+                    f" {result['wall_over_ideal']}; engine CPU"
+                    f" {result['engine_cpu_ms_per_container']} ms/container; peak RSS"
+                    f" {result['peak_rss_mb']} MB, threads {result['peak_threads']};"
+                    f" ledger charged once: {result['ledger']['charged_once']};"
+                    f" load {result['loadavg_before']} -> {result['loadavg_after']}",
+                    flush=True,
+                )
+    if args.json:
+        print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

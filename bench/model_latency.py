@@ -261,6 +261,7 @@ def level(args: argparse.Namespace, concurrency: int, folder: Path) -> dict[str,
 def idle_probe(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """What one sandbox waiting on a model costs this process: threads, RSS, CPU."""
     k = args.idle_probe
+    folder.mkdir()
     before = _status()
     with serve(Model(10.0)) as model, Sampler(model) as sampler:
         _submit(model, folder, k, k, args.image, args.memory_mb)

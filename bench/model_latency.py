@@ -11,12 +11,12 @@ concurrency level (default 4, 32, 128):
 - wall time ÷ the ideal, where ideal = runs × model turns × latency ÷ concurrency + runs ×
   (engine CPU per container, measured in the same run: dockerd + containerd, the
   ``containerd-shim`` processes with the ``runc`` runs they reaped (what PID 1 reaped, less
-  its rate over 5 s before the level: other sessions' orphans land there too), and the
+  its quietest second of 5 before the level: other sessions' orphans land there too), and the
   containers' own cgroup CPU, ÷ runs) ÷ cores: the model waits overlap perfectly, and the
   engine's CPU work per container is spread over every core. ``ideal_without_shims_s`` leaves
   the shims out (a lower bound of the engine's work, so an upper bound of the ratio);
 - host RSS and threads at peak (this process: ``VmHWM``, reset per level, and the most
-  ``Threads`` sampled);
+  ``Threads`` sampled; the fake model runs in a process of its own, so these are the host's);
 - the ledger check: every run charged once (one ``run`` charge per run key, settled, and two
   ``model_call`` charges per run).
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -76,22 +77,65 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
 
 
 class Model(FakeOpenAI):
-    """The fake model, counting the calls it is holding (waiting sandboxes)."""
+    """The fake model, counting the calls it is holding (waiting sandboxes) in shared memory."""
 
-    def __init__(self, delay_s: float) -> None:
+    def __init__(self, delay_s: float, inflight: Any, peak: Any) -> None:
         super().__init__(delay_s=delay_s, answer=_answer)
-        self.inflight = 0
-        self.peak_inflight = 0
+        self.held = inflight
+        self.peak = peak
 
     def handle(self, raw: bytes, headers: dict[str, str], path: str = "") -> tuple[int, bytes]:
-        with self.lock:
-            self.inflight += 1
-            self.peak_inflight = max(self.peak_inflight, self.inflight)
+        with self.held.get_lock():
+            self.held.value += 1
+            self.peak.value = max(self.peak.value, self.held.value)
         try:
             return super().handle(raw, headers, path or "/v1/chat/completions")
         finally:
-            with self.lock:
-                self.inflight -= 1
+            with self.held.get_lock():
+                self.held.value -= 1
+
+
+def _serve_model(delay_s: float, inflight: Any, peak: Any, conn: Any) -> None:
+    """The child process: serve the fake model until the parent says stop."""
+    with serve(Model(delay_s, inflight, peak)) as model:
+        conn.send(model.url)
+        conn.recv()
+
+
+class ModelProcess:
+    """The fake model in a process of its own, so that this process's figures are the host's.
+
+    Attributes:
+        url: its ``/v1`` base URL.
+        inflight: calls it holds now; peak_inflight: the most it held.
+    """
+
+    def __init__(self, delay_s: float) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._held = ctx.Value("i", 0)
+        self._peak = ctx.Value("i", 0)
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(
+            target=_serve_model, args=(delay_s, self._held, self._peak, child), daemon=True
+        )
+        self.url = ""
+
+    @property
+    def inflight(self) -> int:
+        return int(self._held.value)
+
+    @property
+    def peak_inflight(self) -> int:
+        return int(self._peak.value)
+
+    def __enter__(self) -> ModelProcess:
+        self._proc.start()
+        self.url = self._conn.recv()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._conn.send("stop")
+        self._proc.join(10)
 
 
 def _status() -> dict[str, int]:
@@ -117,7 +161,7 @@ def _reaped_by_init_s() -> float:
 class Sampler:
     """Samples this process (threads, RSS, CPU) and the model's held calls every 0.1 s."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: ModelProcess) -> None:
         self.model = model
         self.samples: list[tuple[float, float, int, int, int]] = []
         self._stop = threading.Event()
@@ -157,7 +201,7 @@ def _tasks(folder: Path, runs: int) -> Path:
 
 
 def _submit(
-    model: Model,
+    model: ModelProcess,
     folder: Path,
     runs: int,
     concurrency: int,
@@ -217,10 +261,13 @@ def level(args: argparse.Namespace, concurrency: int, folder: Path) -> dict[str,
     """One concurrency level: wall ÷ ideal, peak RSS and threads, the ledger check."""
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM: this level's own peak
     load = os.getloadavg()
-    quiet = _reaped_by_init_s()
-    time.sleep(5.0)  # what PID 1 reaps of other sessions meanwhile, per second
-    background = (_reaped_by_init_s() - quiet) / 5.0
-    with serve(Model(args.latency)) as model, Sampler(model) as sampler:
+    rates = []
+    for _ in range(5):  # what PID 1 reaps of other sessions meanwhile: the quietest second
+        quiet = _reaped_by_init_s()
+        time.sleep(1.0)
+        rates.append(_reaped_by_init_s() - quiet)
+    background = min(rates)
+    with ModelProcess(args.latency) as model, Sampler(model) as sampler:
         meter = CpuMeter()
         reaped = _reaped_by_init_s()
         plan, result, settings, wall = _submit(
@@ -263,7 +310,7 @@ def idle_probe(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     k = args.idle_probe
     folder.mkdir()
     before = _status()
-    with serve(Model(10.0)) as model, Sampler(model) as sampler:
+    with ModelProcess(10.0) as model, Sampler(model) as sampler:
         _submit(model, folder, k, k, args.image, args.memory_mb)
     waiting = [s for s in sampler.samples if s[2] >= k]
     if len(waiting) < 2:

@@ -43,11 +43,13 @@ __all__ = [
     "HOST_THREADS_PER_SANDBOX",
     "MEMORY_SHARE",
     "SHARE",
+    "STARTS_PER_ENGINE_CPU",
     "Bound",
     "ConcurrencyBound",
     "HostResources",
     "bound_concurrency",
     "raise_nofile",
+    "starts_at_once",
 ]
 
 # The engine's memory the sandboxes' limits may add up to: a quarter stays for the engine,
@@ -66,7 +68,22 @@ HOST_THREADS_PER_SANDBOX = 3
 # connection, the trace file, a model API connection, and one to spare.
 HOST_FDS_PER_SANDBOX = 5
 
+# Sandboxes being started at once per engine CPU: a start is CPU work of the engine, and its
+# throughput saturates at about 2 per core (DOCKER-NOTES.md: ~7 runs/s from concurrency 4 on 2
+# cores); more at once only make each start slower.
+STARTS_PER_ENGINE_CPU = 2
+
 _MIB = 1024 * 1024
+
+
+def starts_at_once(engine_cpus: float | None) -> int:
+    """How many sandboxes may be starting at once on an engine of ``engine_cpus`` CPUs.
+
+    `STARTS_PER_ENGINE_CPU` per CPU (at least 2); 4 when the engine's CPUs are unknown.
+    """
+    if engine_cpus is None or engine_cpus <= 0:
+        return 4
+    return max(2, math.ceil(STARTS_PER_ENGINE_CPU * engine_cpus))
 
 
 @dataclass(frozen=True)

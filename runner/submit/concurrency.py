@@ -30,7 +30,14 @@ from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["admit_concurrency", "close_backend", "engine_memory", "probe_engine", "readmit"]
+__all__ = [
+    "admit_concurrency",
+    "close_backend",
+    "engine_cpus",
+    "engine_memory",
+    "probe_engine",
+    "readmit",
+]
 
 
 def engine_memory(backend: Any) -> int | None:
@@ -44,6 +51,19 @@ def engine_memory(backend: Any) -> int | None:
         log.warning("engine_memory_unknown", error=str(exc))
         return None
     return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def engine_cpus(backend: Any) -> float | None:
+    """The engine's CPU count, when ``backend`` can tell (else None, never raises)."""
+    ask = getattr(backend, "engine_cpus", None)
+    if not callable(ask):
+        return None
+    try:
+        value = ask()
+    except InfrastructureError as exc:
+        log.warning("engine_cpus_unknown", error=str(exc))
+        return None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def _is_local(backend: Any) -> bool:

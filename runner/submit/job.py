@@ -43,6 +43,7 @@ from typing import Any
 import structlog
 
 from runner.backends import labels
+from runner.backends.capacity import starts_at_once
 from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task, load_tasks
 from runner.episode import admission
@@ -56,7 +57,7 @@ from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
 from runner.settings import Settings
-from runner.submit.concurrency import admit_concurrency, readmit
+from runner.submit.concurrency import admit_concurrency, engine_cpus, readmit
 from runner.submit.interrupts import Interrupts, handled_signals
 from runner.submit.options import SubmitOptions, grading_seed, read_json_object
 from runner.submit.pairs import PairRunner
@@ -374,7 +375,7 @@ def _run_job(
     snapshot: ToolSnapshot,
 ) -> dict[str, Any]:
     """The body of `execute` under its signal handler: run, grade, build the report."""
-    backend = TrackingBackend(inner)
+    backend = TrackingBackend(inner, starts=starts_at_once(engine_cpus(inner)))
     runner: PairRunner | None = None
     try:
         with Ledger.for_state_dir(settings.state_dir) as ledger:

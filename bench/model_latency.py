@@ -9,18 +9,20 @@ the openai provider, the rate limiter, traces, ledger, grading, report). Printed
 concurrency level (default 4, 32, 128):
 
 - wall time ÷ the ideal, where ideal = runs × model turns × latency ÷ concurrency + runs ×
-  (engine CPU per container, measured in the same run: dockerd + containerd, the
-  ``containerd-shim`` processes with the ``runc`` runs they reaped (what PID 1 reaped, less
-  its quietest second of 5 before the level: other sessions' orphans land there too), and the
-  containers' own cgroup CPU, ÷ runs) ÷ cores: the model waits overlap perfectly, and the
-  engine's CPU work per container is spread over every core. ``ideal_without_shims_s`` leaves
-  the shims out (a lower bound of the engine's work, so an upper bound of the ratio);
+  (engine CPU per container) ÷ cores: the model waits overlap perfectly, and the engine's CPU
+  work per container is spread over every core. The engine CPU per container is measured in
+  the same run: the machine's busy time during the level (/proc/stat), less this process's,
+  less the other sessions' busy rate of the 5 s before the level times the wall time, ÷ runs;
+  that includes the ``containerd-shim`` and ``runc`` work of each container, which no
+  per-process counter catches (shims are re-parented to PID 1). ``ideal_counted_s`` uses only
+  what per-process counters see (dockerd + containerd + the containers' cgroup): a lower bound
+  of the engine's work, so ``wall_over_ideal_counted`` is an upper bound of the ratio;
 - host RSS and threads at peak (this process: ``VmHWM``, reset per level, and the most
   ``Threads`` sampled; the fake model runs in a process of its own, so these are the host's);
 - the ledger check: every run charged once (one ``run`` charge per run key, settled, and two
   ``model_call`` charges per run).
 
-``--idle-probe K`` first holds K sandboxes waiting on a slow model (10 s a call) and measures
+``--idle-probe K`` first holds K sandboxes waiting on a slow model (30 s a call) and measures
 what each waiting sandbox costs the host: threads, RSS and CPU of this process per sandbox.
 
 Usage: ``SANDBOX_REPLAY_MEMORY_MB=96 .venv/bin/python bench/model_latency.py [--runs 200]
@@ -147,15 +149,10 @@ def _status() -> dict[str, int]:
     return out
 
 
-def _reaped_by_init_s() -> float:
-    """CPU seconds of the orphans PID 1 reaped (cutime + cstime of /proc/1/stat).
-
-    A ``containerd-shim`` is re-parented to PID 1, and it reaps the ``runc`` runs of its
-    container: when it exits, its CPU and theirs land here. Orphans of other sessions reaped
-    meanwhile land here too (the machine is shared): an upper bound of ours.
-    """
-    fields = Path("/proc/1/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+def _machine_busy_s() -> float:
+    """Busy CPU seconds of the whole machine since boot (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 class Sampler:
@@ -261,24 +258,21 @@ def level(args: argparse.Namespace, concurrency: int, folder: Path) -> dict[str,
     """One concurrency level: wall ÷ ideal, peak RSS and threads, the ledger check."""
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM: this level's own peak
     load = os.getloadavg()
-    rates = []
-    for _ in range(5):  # what PID 1 reaps of other sessions meanwhile: the quietest second
-        quiet = _reaped_by_init_s()
-        time.sleep(1.0)
-        rates.append(_reaped_by_init_s() - quiet)
-    background = min(rates)
+    before = _machine_busy_s()
+    time.sleep(5.0)  # the machine's busy rate without this level: the other sessions'
+    background = (_machine_busy_s() - before) / 5.0
     with ModelProcess(args.latency) as model, Sampler(model) as sampler:
         meter = CpuMeter()
-        reaped = _reaped_by_init_s()
         plan, result, settings, wall = _submit(
             model, folder, args.runs, concurrency, args.image, args.memory_mb
         )
         cpu = meter.delta()
-        cpu["shims"] = max(0.0, _reaped_by_init_s() - reaped - background * wall)
     report = result.report or {}
     admitted = plan.concurrency
     cores = os.cpu_count() or 1
-    engine_per_run = (cpu["engine"] + cpu["shims"] + cpu["containers"]) / args.runs
+    # everything the machine did in the level but this process and the other sessions' rate
+    ours = max(0.0, cpu["machine"] - cpu["host_process"] - background * wall)
+    engine_per_run = ours / args.runs
     waits = args.runs * MODEL_TURNS * args.latency / admitted
     ideal = waits + args.runs * engine_per_run / cores
     lower = waits + (cpu["engine"] + cpu["containers"]) / cores
@@ -289,9 +283,9 @@ def level(args: argparse.Namespace, concurrency: int, folder: Path) -> dict[str,
         "wall_s": round(wall, 2),
         "ideal_s": round(ideal, 2),
         "wall_over_ideal": round(wall / ideal, 2),
-        "ideal_without_shims_s": round(lower, 2),
-        "wall_over_ideal_without_shims": round(wall / lower, 2),
-        "init_reaped_background_cpu_per_s": round(background, 3),
+        "ideal_counted_s": round(lower, 2),
+        "wall_over_ideal_counted": round(wall / lower, 2),
+        "other_sessions_busy_cores": round(background, 2),
         "engine_cpu_ms_per_container": round(1000 * engine_per_run, 1),
         "cpu_ms_per_run": {k: round(1000 * v / args.runs, 1) for k, v in cpu.items()},
         "peak_rss_mb": round(_status()["VmHWM"] / 1024, 1),
@@ -310,7 +304,7 @@ def idle_probe(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     k = args.idle_probe
     folder.mkdir()
     before = _status()
-    with ModelProcess(10.0) as model, Sampler(model) as sampler:
+    with ModelProcess(30.0) as model, Sampler(model) as sampler:
         _submit(model, folder, k, k, args.image, args.memory_mb)
     waiting = [s for s in sampler.samples if s[2] >= k]
     if len(waiting) < 2:

@@ -93,14 +93,14 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from runner.submit.plan import _num, describe_limits
+    from runner.submit.ceilings import describe_limits, figure
 
     console.print(
         f"[bold]job {escape(str(report['job_id']))}[/bold]: {escape(str(report['status']))}"
         f" (exit {escape(str(report['exit_code']))}) — {escape(str(report['plan']['formula']))}"
     )
     for purpose, dims in report["ceilings"].items():
-        text = ", ".join(f"{d} {_num(v['value'])} ({v['source']})" for d, v in dims.items())
+        text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())
         console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"))
     if report.get("limits"):
         console.print(escape(f"limits per run: {describe_limits(report['limits'])}"))

@@ -13,16 +13,11 @@ in), `runner.ledger`, `runner.policy`, `runner.domain`, `runner.tracetools`, `ru
 never submit, reproduce, importers or cli.
 """
 
-from runner.episode.driver import (
-    EpisodeRequest,
-    EpisodeResult,
-    PreparedRun,
-    prepare_run,
-    run_episode,
-    runner_mounts,
-)
+from runner.episode.driver import run_episode
 from runner.episode.metered_run import MeteredRun
+from runner.episode.prepare import prepare_run, runner_mounts
 from runner.episode.record import record_run
+from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
 from runner.episode.toolmanifest import locate_tools, sandbox_registry
 
 __all__ = [

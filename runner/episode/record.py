@@ -24,7 +24,8 @@ from typing import Any
 import structlog
 
 from runner.domain.registry import Registry
-from runner.episode.driver import EpisodeResult
+from runner.domain.toolsource import registry_for_workflow
+from runner.episode.request import EpisodeResult
 from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -106,8 +107,9 @@ def record_run(
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
     from runner.domain.workflow import load_workflow
-    from runner.episode.driver import EpisodeRequest, run_episode
+    from runner.episode.driver import run_episode
     from runner.episode.metered_run import metered_run
+    from runner.episode.request import EpisodeRequest
     from runner.policy import load_policy
     from runner.providers.workflows import provider_for_workflow
 
@@ -115,7 +117,7 @@ def record_run(
     task = load_tasks(tasks_path).get(task_id)
     workflow = load_workflow(workflow_path)
     policy = load_policy(policy_name)
-    registry = RecordRegistry(Registry.for_workflow(workflow), policy.hash)
+    registry = RecordRegistry(registry_for_workflow(workflow), policy.hash)
     provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
     request = EpisodeRequest(
         workflow=workflow,

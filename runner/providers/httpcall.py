@@ -25,12 +25,7 @@ from runner.providers.retries import provider_retrying, retry_after_s
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["CLIENT_LIMITS", "MAX_RESPONSE_BYTES", "TRANSIENT_STATUSES", "post_api"]
-
-# The providers' connection pool: one call in flight per running sandbox at most, so the
-# submission's concurrency bounds the connections; httpx's default pool (100, 20 kept alive)
-# would queue calls above 100 sandboxes and reconnect (TLS again) above 20.
-CLIENT_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+__all__ = ["MAX_RESPONSE_BYTES", "TRANSIENT_STATUSES", "post_api"]
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.domain.mcptools import McpEntry
+from runner.episode.snapshot_sources import mcp_server_files
 from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.reproduce.inputs import recorded_workflow_file, tool_folder
@@ -114,12 +116,18 @@ def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
             if source is not None:
                 files.setdefault(relative, source)
     for index, entry in enumerate(workflow.spec.tools):
-        if entry.endswith(".json"):
-            where = {
-                "file": str(workflow.path),
-                "line": workflow.line_of(("tools", index)),
-                "field": f"tools[{index}]",
-            }
+        where = {
+            "file": str(workflow.path),
+            "line": workflow.line_of(("tools", index)),
+            "field": f"tools[{index}]",
+        }
+        if isinstance(entry, McpEntry):  # a saved tools/list, or the files a server names
+            named = [entry.mcp.tools_list] if entry.mcp.tools_list else []
+            named += mcp_server_files(workflow.folder, entry.mcp.command or (), where)
+            for relative in named:
+                path = manifest_path(workflow.folder, relative, where)
+                files[path.relative_to(workflow.folder).as_posix()] = path
+        elif entry.endswith(".json"):
             path = manifest_path(workflow.folder, entry, where)
             files[path.relative_to(workflow.folder).as_posix()] = path
     return files

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import timestamped_ids
-from runner.episode.driver import EpisodeRequest, run_episode
+from runner.episode.driver import run_episode
 from runner.episode.limits import max_rate_limit_wait_s, resource_limits
+from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot import ToolSnapshot
 from runner.ledger import Amount, CeilingGuard
 from runner.providers.base import ModelProvider

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from runner.cli.commands.run import execute_run
-from runner.episode.driver import EpisodeResult
+from runner.episode.request import EpisodeResult
 from runner.errors import IneligibleError
 from runner.settings import Settings
 from tests import fake_anthropic, fake_openai

@@ -280,7 +280,7 @@ def test_a_policy_cannot_ask_for_record_mode(tmp_path: Path) -> None:
 
 
 def test_unsafe_allow_in_shadow_serves_from_recordings_never_executes(tmp_path: Path) -> None:
-    from runner.domain.registry import Registry
+    from runner.domain.toolsource import registry_for_workflow
     from runner.domain.workflow import load_workflow
     from runner.policy import load_policy
 
@@ -288,7 +288,7 @@ def test_unsafe_allow_in_shadow_serves_from_recordings_never_executes(tmp_path: 
     path.write_text("name: p\nmode: shadow\ntools:\n  unsafe_allow: [ticket.close]\n")
     policy = load_policy(str(path))
     manifest = (
-        Registry.for_workflow(load_workflow(HELPDESK / "unsafe_step.yaml"))
+        registry_for_workflow(load_workflow(HELPDESK / "unsafe_step.yaml"))
         .restrict(policy)
         .manifest(policy)
     )

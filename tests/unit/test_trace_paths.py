@@ -342,7 +342,7 @@ def test_a_tau2_domain_name_cannot_name_a_tools_file_outside_the_results_folder(
 
 
 def test_job_and_run_folders_are_named_through_the_id_rules(tmp_path: Path) -> None:
-    from runner.submit.job import job_dir
+    from runner.submit.jobfolder import job_dir
 
     settings = Settings(state_dir=tmp_path / "state")
     assert job_dir(settings, "job-1") == (tmp_path / "state").resolve() / "jobs" / "job-1"

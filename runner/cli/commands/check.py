@@ -16,7 +16,10 @@ Nothing is run and no engine is needed: the tool modules are read from source
 host; a scripted model function is only located and found defined. A tool whose declaration is
 not literal (its effect, a parameter's type) counts as ``unsafe`` and the diagnostic says what
 could not be read and where (fail closed). ``submit`` and ``run`` take the same first step,
-then describe the tools inside a sandbox (`runner.episode.admission`).
+then describe the tools inside a sandbox (`runner.episode.admission`). The one exception: an
+MCP stdio server (``tools: [{mcp: {command: [...]}}]``) is asked for its tools inside a sandbox
+(it is the challenger's code), so a workflow naming one needs the engine and the image; each
+MCP tool's class comes from its annotations, shown as ``decided_by``.
 """
 
 from __future__ import annotations
@@ -60,11 +63,15 @@ def check_command(
     Every problem is reported, each naming the workflow file, the step, the tool, its effect
     class and the policy rule. Exit 0 eligible, 3 ineligible, 2 invalid input.
     """
+    from runner.episode.admission import check_describer
     from runner.policy.eligibility import check_eligibility
 
     settings = state(ctx).settings()  # configures logging once, like every command
     try:
-        report = check_eligibility(_expand(workflows), policy, settings=settings)
+        with check_describer(settings, policy) as describe:
+            report = check_eligibility(
+                _expand(workflows), policy, settings=settings, describe=describe
+            )
     except SandboxReplayError as exc:  # the policy itself is bad input
         if as_json:
             echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))

@@ -47,11 +47,9 @@ def packet_command(
     made: list[DockerBackend] = []
 
     def backend() -> DockerBackend:  # only when there is a module to describe
-        from runner.backends.docker import DockerBackend
-        from runner.episode.reaping import reap_and_settle
+        from runner.episode.reaping import connect_docker
 
-        made.append(DockerBackend.connect(settings.docker_host))
-        reap_and_settle(made[-1], settings.state_dir)
+        made.append(connect_docker(settings))
         return made[-1]
 
     try:

@@ -28,7 +28,7 @@ from runner.cli.terminal import echo, markup
 from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
-    from runner.reproduce.reproducer import ReproduceReport
+    from runner.reproduce.report import ReproduceReport
 
 
 def _outcome_text(outcome: dict[str, Any]) -> str:

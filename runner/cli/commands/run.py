@@ -32,7 +32,7 @@ from runner.errors import (
 )
 
 if TYPE_CHECKING:
-    from runner.episode.driver import EpisodeResult
+    from runner.episode.request import EpisodeResult
     from runner.settings import Settings
 
 
@@ -73,9 +73,10 @@ def execute_run(
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
     from runner.episode.admission import read_gate, sandbox_gate
-    from runner.episode.driver import EpisodeRequest, run_episode
+    from runner.episode.driver import run_episode
     from runner.episode.limits import check_engine_limits
     from runner.episode.metered_run import metered_run
+    from runner.episode.request import EpisodeRequest
     from runner.episode.snapshot_sources import project_snapshot
     from runner.policy import load_policy
     from runner.providers.metered import MeteredProvider, StopSignal
@@ -101,15 +102,11 @@ def execute_run(
     variant = f"{workflow.spec.name}@{workflow.spec.version}"
     own_backend = backend is None
     if own_backend:
-        from runner.backends.docker import DockerBackend
+        from runner.episode.reaping import connect_docker
 
-        backend = DockerBackend.connect(settings.docker_host)
+        backend = connect_docker(settings)
     try:
         check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
-        if own_backend:
-            from runner.episode.reaping import reap_and_settle
-
-            reap_and_settle(backend, settings.state_dir)
         # the registry the run uses: described in a sandbox from the snapshot (kept by its
         # digest: a second run over the same snapshot starts no describing sandbox)
         report = sandbox_gate(

@@ -140,7 +140,8 @@ def run_submit(
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
     """
     from runner.submit.concurrency import close_backend, probe_engine
-    from runner.submit.job import execute, job_dir, load_resume, prepare
+    from runner.submit.job import execute, prepare
+    from runner.submit.jobfolder import job_dir, load_resume
 
     if resume is not None:
         options = load_resume(settings, resume)
@@ -406,7 +407,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Show a submission's report again (from its job folder); --html writes it as a page."""
-    from runner.submit.job import job_dir
+    from runner.submit.jobfolder import job_dir
     from runner.submit.options import read_json_object
 
     settings = state(ctx).settings(quiet=True)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from runner.cli.app import _register_commands, app
 from runner.cli.commands import run as run_module
-from runner.episode.driver import EpisodeResult
+from runner.episode.request import EpisodeResult
 from runner.errors import InfrastructureError
 from tests.fakes import without_description
 from tests.paths import REPO

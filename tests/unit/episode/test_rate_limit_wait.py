@@ -15,7 +15,8 @@ from types import SimpleNamespace
 from runner.domain.ids import sequential_ids
 from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
-from runner.episode.driver import EpisodeRequest, run_episode
+from runner.episode.driver import run_episode
+from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot import SnapshotEntry, build_snapshot
 from runner.policy.models import RateLimit, RateLimits
 from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount

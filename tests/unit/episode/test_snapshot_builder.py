@@ -315,7 +315,8 @@ def test_a_sandboxed_run_never_mounts_a_live_tool_folder(tmp_path: Path) -> None
 
     from runner.domain.ids import sequential_ids
     from runner.domain.tasks import Task
-    from runner.episode.driver import EpisodeRequest, prepare_run
+    from runner.episode.prepare import prepare_run
+    from runner.episode.request import EpisodeRequest
     from runner.settings import Settings
 
     root = tmp_path / "proj"

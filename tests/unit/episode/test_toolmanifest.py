@@ -20,6 +20,7 @@ import pytest
 from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Reaped, Sandbox, SandboxSpec
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
+from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from runner.episode.toolmanifest import locate_tools, sandbox_registry
 from runner.errors import InputError
@@ -219,7 +220,7 @@ def test_no_answer_is_an_input_error_with_the_sandboxs_last_words(tmp_path: Path
 def test_the_runtime_side_describes_like_the_host_import_did(tmp_path: Path) -> None:
     """Trusted fixture, local process: the same tools, hashes, files and lines as before."""
     registry = _describe(tmp_path, UnsandboxedProcessBackend(), GOLDEN / "golden.yaml")
-    before = Registry.for_workflow(load_workflow(GOLDEN / "golden.yaml"))
+    before = registry_for_workflow(load_workflow(GOLDEN / "golden.yaml"))
     assert [t.manifest_entry() for t in registry] == [t.manifest_entry() for t in before]
     assert [(t.file, t.line, t.declared_effect) for t in registry] == [
         (t.file, t.line, t.declared_effect) for t in before

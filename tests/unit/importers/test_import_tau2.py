@@ -1,13 +1,13 @@
 """`sandbox-replay import tau2`: a small fixture of our own and the public τ² retail results.
 
 The real results live outside the repository (../shared/realdata, setting ``realdata_dir``,
-env ``SANDBOX_REPLAY_REALDATA_DIR``): absent, their tests skip, or fail under CI=true.
+env ``SANDBOX_REPLAY_REALDATA_DIR``, `tests.realdata`): absent, their tests skip, or fail under
+CI=true.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,10 @@ from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.importers.toolset import parse_effect_map
 from runner.sdk import canonical_json, schema_hash
-from runner.settings import Settings
 from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
 from tests.paths import REPO
+from tests.realdata import realdata
 
 ROOT = REPO
 MINI = ROOT / "tests" / "fixtures" / "import" / "tau2-mini" / "results.json"
@@ -41,23 +41,9 @@ def _fresh_logging() -> Any:
     structlog.reset_defaults()
 
 
-def realdata_dir() -> Path:
-    folder = Settings().realdata_dir
-    return folder if folder.is_absolute() else (ROOT / folder).resolve()
-
-
 @pytest.fixture(scope="module")
 def tau2_results() -> Path:
-    path = realdata_dir() / "tau2-retail" / "results.json"
-    if not path.is_file():
-        message = (
-            f"τ² retail results not found at {path}: set SANDBOX_REPLAY_REALDATA_DIR to the "
-            "realdata folder (default ../shared/realdata relative to the project root)"
-        )
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return realdata("tau2-retail", "results.json")
 
 
 def lines_of(path: Path) -> list[dict[str, Any]]:

@@ -15,9 +15,11 @@ from typer.testing import CliRunner
 from runner.backends.base import SandboxSpec
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.errors import InfrastructureError, InputError
-from runner.reproduce.diff import environment_diff, first_difference, verdict
+from runner.reproduce.diff import first_difference, verdict
+from runner.reproduce.envdiff import environment_diff
 from runner.reproduce.inputs import expand_inputs, safe_extract
-from runner.reproduce.reproducer import Reproducer, ReproduceReport
+from runner.reproduce.report import ReproduceReport
+from runner.reproduce.reproducer import Reproducer
 from runner.settings import Settings
 from runner.trace.format import failure_signature
 from tests.paths import TESTS

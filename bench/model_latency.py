@@ -12,11 +12,13 @@ concurrency level (default 4, 32, 128):
   (engine CPU per container) ÷ cores: the model waits overlap perfectly, and the engine's CPU
   work per container is spread over every core. The engine CPU per container is measured in
   the same run: the machine's busy time during the level (/proc/stat), less this process's,
-  less the other sessions' busy rate of the 5 s before the level times the wall time, ÷ runs;
-  that includes the ``containerd-shim`` and ``runc`` work of each container, which no
-  per-process counter catches (shims are re-parented to PID 1). ``ideal_counted_s`` uses only
-  what per-process counters see (dockerd + containerd + the containers' cgroup): a lower bound
-  of the engine's work, so ``wall_over_ideal_counted`` is an upper bound of the ratio;
+  less the other sessions' busy rate of the 5 s before the level times the wall time, ÷ runs
+  (never below what the counters below see: when other sessions keep the machine busy the
+  difference says nothing); that includes the ``containerd-shim`` and ``runc`` work of each
+  container, which no per-process counter catches (shims are re-parented to PID 1).
+  ``ideal_counted_s`` uses only what per-process counters see (dockerd + containerd + the
+  containers' cgroup): a lower bound of the engine's work, so ``wall_over_ideal_counted`` is
+  an upper bound of the ratio;
 - host RSS and threads at peak (this process: ``VmHWM``, reset per level, and the most
   ``Threads`` sampled; the fake model runs in a process of its own, so these are the host's);
 - the ledger check: every run charged once (one ``run`` charge per run key, settled, and two
@@ -272,10 +274,13 @@ def level(args: argparse.Namespace, concurrency: int, folder: Path) -> dict[str,
     cores = os.cpu_count() or 1
     # everything the machine did in the level but this process and the other sessions' rate
     ours = max(0.0, cpu["machine"] - cpu["host_process"] - background * wall)
-    engine_per_run = ours / args.runs
+    counted = cpu["engine"] + cpu["containers"]
+    # on a machine the other sessions keep busy the difference says nothing: never below
+    # what the per-process counters saw
+    engine_per_run = max(ours, counted) / args.runs
     waits = args.runs * MODEL_TURNS * args.latency / admitted
     ideal = waits + args.runs * engine_per_run / cores
-    lower = waits + (cpu["engine"] + cpu["containers"]) / cores
+    lower = waits + counted / cores
     return {
         "concurrency_asked": concurrency,
         "concurrency_admitted": admitted,

@@ -1,4 +1,4 @@
-"""The policy file's model: which tools a run may resolve, how, within which limits and budgets.
+r"""The policy file's model: which tools a run may resolve, how, within which limits and budgets.
 
 A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. Shape::
 
@@ -19,6 +19,8 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
     rate_limits:                 # optional; enforced on the host across every sandbox
       max_wait_s: 120            # per episode, in total; not counted against timeout_s
       models: {"gpt-4.1*": {requests_per_min: 500, tokens_per_min: 30000}}
+    redaction:                   # secrets never written (`runner.policy.redaction`)
+      patterns: [{name: ssn, regex: '\b\d{3}-\d{2}-\d{4}\b'}]
 
 Invariants: a ``shadow`` policy always denies ``unsafe`` (single tools may be let in only by
 ``unsafe_allow``); every number carries its unit in its name; limits and ceilings are
@@ -55,6 +57,7 @@ from runner.limitbounds import (
     TimeoutS,
     TmpfsMb,
 )
+from runner.policy.redaction import RedactionSpec
 from runner.sdk import Effect
 
 __all__ = [
@@ -271,6 +274,7 @@ class PolicySpec(_Frozen):
     ceilings: Ceilings = Field(default_factory=Ceilings)
     prices: dict[str, Price] = Field(default_factory=dict)
     rate_limits: RateLimits = Field(default_factory=RateLimits)
+    redaction: RedactionSpec | None = None
 
     @field_validator("name")
     @classmethod

@@ -23,6 +23,7 @@ from typing import Any
 
 from runner.backends.capacity import ConcurrencyBound
 from runner.domain.tasks import Task
+from runner.episode.metered_run import DEFAULT_MAX_TOKENS
 from runner.errors import InputError
 from runner.ledger import Amount, RunHistory, price_of
 from runner.submit.ceilings import CeilingInEffect, describe_limits
@@ -30,7 +31,6 @@ from runner.submit.variants import Variant
 
 __all__ = ["DEFAULT_MAX_TOKENS", "Plan", "build_plan"]
 
-DEFAULT_MAX_TOKENS = 1024  # completion-token cap of a forwarded call when a ceiling bounds spend
 NOMINAL_PROMPT_TOKENS = 2000  # prompt tokens per model call assumed without history
 NOMINAL_SANDBOX_S = 1.0  # sandbox seconds per run assumed without history
 JUDGE_MAX_TOKENS = 512  # runner.grading.judges.ModelJudge's default answer cap

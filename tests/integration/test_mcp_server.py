@@ -5,18 +5,16 @@ it is ineligible with the tool named, and the server never runs on the host."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli import run_cli, run_cli_json
 from tests.paths import REPO
 
-CLI = str(Path(sys.executable).parent / "sandbox-replay")
 SERVER = REPO / "tests" / "fixtures" / "mcp" / "docs_server.py"
 
 pytestmark = pytest.mark.docker
@@ -50,21 +48,7 @@ def _project(root: Path, tool: str) -> Path:
 
 
 def _check(workflow: Path, image: str) -> tuple[int, Any, str]:
-    env = dict(os.environ)
-    env.update(
-        {"SANDBOX_REPLAY_STATE_DIR": str(workflow.parent / "state"), "SANDBOX_REPLAY_IMAGE": image}
-    )
-    done = subprocess.run(
-        [CLI, "check", str(workflow), "--json"],
-        cwd=workflow.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.stdout.strip(), done.stderr
-    return done.returncode, json.loads(done.stdout), done.stderr
+    return run_cli_json(["check", str(workflow)], workflow.parent, image)
 
 
 def test_the_server_is_listed_in_a_sandbox_and_its_annotations_decide(
@@ -125,14 +109,6 @@ def test_the_server_cannot_reach_the_network_while_listing(
     shutil.rmtree(workflow.parent / "state", ignore_errors=True)
 
 
-def _cli(args: list[str], cwd: Path, image: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update({"SANDBOX_REPLAY_STATE_DIR": str(cwd / "state"), "SANDBOX_REPLAY_IMAGE": image})
-    return subprocess.run(
-        [CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-
-
 def test_a_run_serves_the_mcp_tool_from_the_tasks_recording(
     tmp_path: Path, sandbox_image: str
 ) -> None:
@@ -144,21 +120,10 @@ def test_a_run_serves_the_mcp_tool_from_the_tasks_recording(
     observation = {"tool": "docs.search_docs", "args": {"query": "refund"}, "body": '"policy 7"'}
     task = {"task_id": "t1", "input": {"q": "refund"}, "observations": [observation]}
     (workflow.parent / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
-    env = dict(os.environ)
-    env.update(
-        {
-            "SANDBOX_REPLAY_STATE_DIR": str(workflow.parent / "state"),
-            "SANDBOX_REPLAY_IMAGE": sandbox_image,
-        }
-    )
-    done = subprocess.run(
-        [CLI, "run", "wf.yaml", "--tasks", "tasks.jsonl", "--task", "t1", "--json"],
-        cwd=workflow.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = run_cli(
+        ["run", "wf.yaml", "--tasks", "tasks.jsonl", "--task", "t1", "--json"],
+        workflow.parent,
+        sandbox_image,
     )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
@@ -171,13 +136,11 @@ def test_a_run_serves_the_mcp_tool_from_the_tasks_recording(
 
     # the packet carries the server's file; reproduce of it lists the server in a sandbox again
     packet = tmp_path / "run.tar.gz"
-    done = _cli(["packet", summary["trace"], "-o", str(packet)], workflow.parent, sandbox_image)
+    done = run_cli(["packet", summary["trace"], "-o", str(packet)], workflow.parent, sandbox_image)
     assert done.returncode == 0, done.stderr
-    import tarfile
-
     with tarfile.open(packet) as archive:
         names = archive.getnames()
     assert any(name.endswith("docs_server.py") for name in names), names
-    done = _cli(["reproduce", str(packet), "--json"], tmp_path, sandbox_image)
+    done = run_cli(["reproduce", str(packet), "--json"], tmp_path, sandbox_image)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["outcome"] == "reproduced"

@@ -25,7 +25,7 @@ from runner.domain.registry import Decision, ToolSpec
 from runner.domain.yamlsource import load_yaml, validation_error
 from runner.errors import InputError
 from runner.policy.decisions import decide
-from runner.policy.models import Ceilings, Limits, PolicySpec, Price
+from runner.policy.models import Ceilings, Limits, PolicySpec, Price, RateLimits
 from runner.policy.redaction import rules_document
 from runner.sdk import canonical_json
 
@@ -75,6 +75,11 @@ class Policy:
     def prices(self) -> dict[str, Price]:
         """Model id (or glob) -> price in USD per million input/output tokens."""
         return self.spec.prices
+
+    @property
+    def rate_limits(self) -> RateLimits:
+        """Provider rate limits per model, and the longest wait an episode may have on them."""
+        return self.spec.rate_limits
 
     @property
     def redaction_rules(self) -> dict[str, Any]:

@@ -196,6 +196,12 @@ class DockerBackend(Backend):
         value = info.get("NCPU") if isinstance(info, dict) else None
         return float(value) if isinstance(value, int) and value > 0 else None
 
+    def engine_memory_bytes(self) -> int | None:
+        """``MemTotal`` of ``GET /info``, bytes (the concurrency's budget); may raise as above."""
+        info = retrying("engine info", self.api.info)
+        value = info.get("MemTotal") if isinstance(info, dict) else None
+        return value if isinstance(value, int) and value > 0 else None
+
     # -- create ------------------------------------------------------------------------------
 
     def create_kwargs(self, spec: SandboxSpec) -> dict[str, Any]:

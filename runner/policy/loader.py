@@ -26,6 +26,7 @@ from runner.domain.yamlsource import load_yaml, validation_error
 from runner.errors import InputError
 from runner.policy.decisions import decide
 from runner.policy.models import Ceilings, Limits, PolicySpec, Price
+from runner.runtime.argrules import RuleSet
 from runner.sdk import canonical_json
 
 __all__ = ["Policy", "load_policy", "policy_from_spec"]
@@ -43,12 +44,14 @@ class Policy:
             when inside it, e.g. ``policies/shadow.yaml``).
         path: the file, or None for a policy built in code.
         hash: sha256 hex of the canonical JSON of ``spec``.
+        rules: ``spec.rules`` compiled by the call-time evaluator (`runner.runtime.argrules`).
     """
 
     spec: PolicySpec
     source: str
     path: Path | None = None
     hash: str = field(default="")
+    rules: RuleSet = field(default_factory=RuleSet, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -83,11 +86,19 @@ class Policy:
         """``{"name", "mode", "hash"}``: the policy as the manifest and traces name it."""
         return {"name": self.name, "mode": self.mode, "hash": self.hash}
 
+    def argument_rules(self) -> list[dict[str, Any]]:
+        """The argument rules in the evaluator's JSON form (the manifest's ``policy.rules``)."""
+        return [rule.to_json() for rule in self.spec.rules]
+
 
 def policy_from_spec(spec: PolicySpec, source: str, path: Path | None = None) -> Policy:
     """A `Policy` of an already validated ``spec``, with its hash computed."""
-    digest = hashlib.sha256(canonical_json(spec.model_dump(mode="json")).encode("utf-8"))
-    return Policy(spec=spec, source=source, path=path, hash=digest.hexdigest())
+    data = spec.model_dump(mode="json")
+    if not data["rules"]:  # a policy without rules hashes as before rules existed
+        del data["rules"]
+    digest = hashlib.sha256(canonical_json(data).encode("utf-8"))
+    rules = RuleSet.from_json([rule.to_json() for rule in spec.rules], source, "rules")
+    return Policy(spec=spec, source=source, path=path, hash=digest.hexdigest(), rules=rules)
 
 
 def _display(path: Path) -> str:

@@ -16,6 +16,8 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
       judge: {runs: 400, tokens: 1000000, usd: 2.0}
     prices:                      # model id or glob -> USD per million tokens
       gpt-4.1: {input_usd_per_mtok: 2.0, output_usd_per_mtok: 8.0}
+    rules:                       # argument rules, decided at call time (runner.policy.rules)
+      - {name: no-rm, tool: shell.run, action: deny, when: {command: {matches: 'rm\\s+-rf'}}}
 
 Invariants: a ``shadow`` policy always denies ``unsafe`` (single tools may be let in only by
 ``unsafe_allow``); every number carries its unit in its name; limits and ceilings are
@@ -52,6 +54,7 @@ from runner.limitbounds import (
     TimeoutS,
     TmpfsMb,
 )
+from runner.policy.rules import ArgRule
 from runner.sdk import Effect
 
 __all__ = [
@@ -213,6 +216,16 @@ class PolicySpec(_Frozen):
     limits: Limits = Field(default_factory=Limits)
     ceilings: Ceilings = Field(default_factory=Ceilings)
     prices: dict[str, Price] = Field(default_factory=dict)
+    rules: list[ArgRule] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_rules(cls, rules: list[ArgRule]) -> list[ArgRule]:
+        names = [rule.name for rule in rules]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"two rules named {twice[0]!r}: rule names are unique")
+        return rules
 
     @field_validator("name")
     @classmethod

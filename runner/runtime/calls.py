@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime import rawio, wallclock
+from runner.runtime import argrules, rawio, wallclock
 from runner.runtime.callrecords import (
     body_text,
     brief,
@@ -223,6 +223,7 @@ class Caller:
         error: Optional[BaseException] = None
         value: Any = None
         try:
+            argrules.guard(tool.rules, tool.id, args, record)  # the policy's argument rules
             if tool.disposition == "execute":
                 record["source"] = "executed"
                 value = self._execute(index, step_id, tool, args, record)

@@ -141,7 +141,11 @@ class ProgramStep:
             self.caller.record_failed(self.step_id, tool_id, arguments, error)
             raise error
         with dispatch.direct():
-            return self.caller.call_tool(self.step_id, tool, arguments)
+            try:
+                return self.caller.call_tool(self.step_id, tool, arguments)
+            except CapabilityDenied as exc:  # an argument rule: denied even if caught
+                self.denied.append(exc)
+                raise
 
 
 def _arguments(definition: Any, args: tuple, kwargs: dict) -> Any:  # type: ignore[type-arg]

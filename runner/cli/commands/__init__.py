@@ -17,6 +17,7 @@ from runner.cli.commands import reproduce
 from runner.cli.commands import tasks
 from runner.cli.commands import packet
 from runner.cli.commands import view
+from runner.cli.commands import policy
 
 __all__ = [
     "check",
@@ -26,6 +27,7 @@ __all__ = [
     "ledger",
     "lint",
     "packet",
+    "policy",
     "record",
     "reproduce",
     "run",

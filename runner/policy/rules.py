@@ -54,6 +54,16 @@ class ArgCondition(BaseModel):
     in_: list[Any] | None = Field(default=None, alias="in")
     host_in: list[str] | None = None
 
+    @field_validator("matches")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
     @model_validator(mode="after")
     def _exactly_one(self) -> ArgCondition:
         if len(self.model_fields_set) != 1:
@@ -105,8 +115,8 @@ class ArgRule(BaseModel):
     def _compiles(self) -> ArgRule:
         try:
             Rule(self.to_json(), "policy", "rule")
-        except InputError as exc:  # a bad regular expression, named by its field
-            raise ValueError(f"{exc.fields.get('field', 'rule')}: {exc}") from None
+        except InputError as exc:  # what the evaluator refuses beyond the checks above
+            raise ValueError(f"{exc.fields.get('field', 'rule')}: {exc.message}") from None
         return self
 
     def to_json(self) -> dict[str, Any]:

@@ -67,9 +67,9 @@ def write_junit_cases(suite_name: str, cases: Sequence[JUnitCase], path: Path) -
         )
         text = xml_text(case.text)
         if case.failure is not None:
-            ElementTree.SubElement(element, "failure", message=xml_text(case.failure[:500])).text = (
-                text
-            )
+            ElementTree.SubElement(
+                element, "failure", message=xml_text(case.failure[:500])
+            ).text = text
         elif case.error is not None:
             kind, message = case.error
             ElementTree.SubElement(

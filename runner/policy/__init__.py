@@ -8,7 +8,8 @@ admit through `runner.episode.admission`, which also describes the tools in a sa
 
 May import: `runner.domain`, `runner.tracetools` (``policy diff`` reads traces),
 `runner.resources`, `runner.runtime.argrules` (the call-time evaluator, shared with the sandbox),
-`runner.sdk`, `runner.errors` and pydantic / PyYAML; never a backend, the ledger or anything above (the gate starts no sandbox).
+`runner.sdk`, `runner.errors` and pydantic / PyYAML; never a backend, the ledger or anything
+above (the gate starts no sandbox).
 """
 
 from runner.policy.calldecision import CallVerdict, decide_call
@@ -27,9 +28,9 @@ __all__ = [
     "EligibilityReport",
     "Limits",
     "Policy",
+    "PolicyDiff",
     "PolicySpec",
     "Price",
-    "PolicyDiff",
     "ToolOverrides",
     "check_eligibility",
     "decide",

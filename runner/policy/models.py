@@ -1,4 +1,4 @@
-"""The policy file's model: which tools a run may resolve, how, within which limits and budgets.
+r"""The policy file's model: which tools a run may resolve, how, within which limits and budgets.
 
 A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. Shape::
 
@@ -17,7 +17,7 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
     prices:                      # model id or glob -> USD per million tokens
       gpt-4.1: {input_usd_per_mtok: 2.0, output_usd_per_mtok: 8.0}
     rules:                       # argument rules, decided at call time (runner.policy.rules)
-      - {name: no-rm, tool: shell.run, action: deny, when: {command: {matches: 'rm\\s+-rf'}}}
+      - {name: no-rm, tool: shell.run, action: deny, when: {command: {matches: 'rm\s+-rf'}}}
 
 Invariants: a ``shadow`` policy always denies ``unsafe`` (single tools may be let in only by
 ``unsafe_allow``); every number carries its unit in its name; limits and ceilings are

@@ -254,8 +254,9 @@ class PolicyDiff:
             )
         for side, label in ((self.old, "old"), (self.new, "new")):
             for tool, u in sorted(side.unresolvable.items()):
-                out.append(f"unresolvable under the {label} policy: {tool}: {u.count} call(s)"
-                           f" ({u.rule})")
+                out.append(
+                    f"unresolvable under the {label} policy: {tool}: {u.count} call(s) ({u.rule})"
+                )
             for name in side.unused():
                 out.append(f"unused rule of the {label} policy: {name} (matched no call)")
         out.append("changed" if self.changed else "no change")

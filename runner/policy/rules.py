@@ -1,4 +1,4 @@
-"""The ``rules:`` of a policy file: argument rules, decided at call time (docs/policy-format.md).
+r"""The ``rules:`` of a policy file: argument rules, decided at call time (docs/policy-format.md).
 
 Shape (one entry)::
 
@@ -7,7 +7,7 @@ Shape (one entry)::
         tool: shell.run                # id or glob
         action: deny                   # deny | allow
         when:                          # every condition must hold; {} holds for every call
-          command: {matches: '\\brm\\s+-[a-z]*r'}
+          command: {matches: '\brm\s+-[a-z]*r'}
       - name: api-hosts
         tool: http.get
         action: allow                  # an allow rule makes the tool's calls an allow list

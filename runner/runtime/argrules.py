@@ -1,4 +1,4 @@
-"""Argument rules: a policy's call-time decisions on a tool's arguments.
+r"""Argument rules: a policy's call-time decisions on a tool's arguments.
 
 Standard library only, Python 3.9+: the same code decides in the sandbox (the runtime's guard
 in `runner.runtime.calls.Caller.call_tool`, the rules read from ``manifest.json`` ->

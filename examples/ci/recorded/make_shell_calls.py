@@ -97,32 +97,73 @@ def lines() -> list[dict[str, object]]:
             "run_id": "run-shell-calls",
             "task_id": "fix-build",
             "task_input": {"question": "Make the build green."},
-            "workflow": {"name": "coding-agent", "version": "1", "hash": digest,
-                         "content": WORKFLOW},
+            "workflow": {
+                "name": "coding-agent",
+                "version": "1",
+                "hash": digest,
+                "content": WORKFLOW,
+            },
             "purpose": "live",
             "backend": "docker",
             "clock": {"start": START, "step_s": 1.0},
             "seed": 0,
-            "environment": {"python": "3.11.2", "platform": "linux",
-                            "tools": {"shell.run": SCHEMA_HASH}},
+            "environment": {
+                "python": "3.11.2",
+                "platform": "linux",
+                "tools": {"shell.run": SCHEMA_HASH},
+            },
             "policy": {"name": "shadow", "mode": "shadow", "hash": "c" * 64},
         }
     ]
     index = 0
     for number, (command, _) in enumerate(COMMANDS):
-        out.append({"v": 1, "type": "call", "index": index, "step_id": "work", "tool": "model",
-                    "request": {"messages": [{"role": "user", "content": f"step {number}"}]},
-                    "body": "{}", "body_encoding": "text", "model": "scripted-model-1",
-                    "model_source": "response", "clock": START + index + 1})
+        out.append(
+            {
+                "v": 1,
+                "type": "call",
+                "index": index,
+                "step_id": "work",
+                "tool": "model",
+                "request": {"messages": [{"role": "user", "content": f"step {number}"}]},
+                "body": "{}",
+                "body_encoding": "text",
+                "model": "scripted-model-1",
+                "model_source": "response",
+                "clock": START + index + 1,
+            }
+        )
         index += 1
-        out.append({"v": 1, "type": "call", "index": index, "step_id": "work",
-                    "tool": "shell.run", "effect": "local", "args": {"command": command},
-                    "body": json.dumps({"exit_code": 0}), "body_encoding": "text",
-                    "schema_hash": SCHEMA_HASH, "clock": START + index + 1,
-                    "source": "executed", "raw_io": False})
+        out.append(
+            {
+                "v": 1,
+                "type": "call",
+                "index": index,
+                "step_id": "work",
+                "tool": "shell.run",
+                "effect": "local",
+                "args": {"command": command},
+                "body": json.dumps({"exit_code": 0}),
+                "body_encoding": "text",
+                "schema_hash": SCHEMA_HASH,
+                "clock": START + index + 1,
+                "source": "executed",
+                "raw_io": False,
+            }
+        )
         index += 1
-    out.append({"v": 1, "type": "end", "status": "succeeded", "exit_code": 0, "failure": None,
-                "failure_signature": None, "output": "done", "not_run": [], "outbound": []})
+    out.append(
+        {
+            "v": 1,
+            "type": "end",
+            "status": "succeeded",
+            "exit_code": 0,
+            "failure": None,
+            "failure_signature": None,
+            "output": "done",
+            "not_run": [],
+            "outbound": [],
+        }
+    )
     return out
 
 

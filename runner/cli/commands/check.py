@@ -85,7 +85,9 @@ def check_command(
             raise typer.Exit(exc.exit_code) from None
         fail(exc)
     if junit is not None:
-        write_junit_cases("sandbox-replay check", [_case(report, c) for c in report.workflows], junit)
+        write_junit_cases(
+            "sandbox-replay check", [_case(report, c) for c in report.workflows], junit
+        )
     if as_json:
         echo(json.dumps(_with_conditional(report), indent=2, ensure_ascii=True))
     else:

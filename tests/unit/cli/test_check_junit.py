@@ -50,7 +50,11 @@ def test_junit_one_case_per_workflow_pass_fail_error(tmp_path: Path) -> None:
     assert suite is not None
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
     cases = {case.get("name"): case for case in suite.iter("testcase")}
-    safe, unsafe, bad = cases[f"{FIX}/safe.yaml"], cases[f"{FIX}/unsafe_step.yaml"], cases[str(broken)]
+    safe, unsafe, bad = (
+        cases[f"{FIX}/safe.yaml"],
+        cases[f"{FIX}/unsafe_step.yaml"],
+        cases[str(broken)],
+    )
     assert safe.find("failure") is None and safe.find("error") is None
     failure = unsafe.find("failure")
     assert failure is not None and 'tool "ticket.close" is unsafe' in str(failure.get("message"))

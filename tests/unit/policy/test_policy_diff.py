@@ -29,7 +29,9 @@ _register_commands()
 
 
 def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("make_shell_calls", CI / "recorded" / "make_shell_calls.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_shell_calls", CI / "recorded" / "make_shell_calls.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -168,7 +170,9 @@ def test_a_structural_denial_is_reported_as_unresolvable_and_newly_denied(tmp_pa
     assert data["new"]["unresolvable"]["shell.run"] == {
         "count": 200,
         "rule": 'deny "shell.*"',
-        "reason": 'tool "shell.run" is local: denied by ' + str(strict.source) + ' (deny "shell.*")',
+        "reason": 'tool "shell.run" is local: denied by '
+        + str(strict.source)
+        + ' (deny "shell.*")',
     }
 
 

@@ -84,7 +84,12 @@ def test_conditions_equals_in_and_non_string_values() -> None:
             "action": "deny",
             "when": {"opts.table": {"in": ["users", 7]}},
         },
-        {"name": "list", "tool": "shell.argv", "action": "deny", "when": {"argv": {"matches": "rm"}}},
+        {
+            "name": "list",
+            "tool": "shell.argv",
+            "action": "deny",
+            "when": {"argv": {"matches": "rm"}},
+        },
     )
     assert rules.decide("db.query", {"env": "prod"}).rule == "prod"
     assert rules.decide("db.query", {"env": "dev"}).allowed
@@ -109,12 +114,18 @@ def test_a_value_too_long_to_search_is_denied_unread_even_by_an_allow_rule() -> 
         ([{"name": "x", "tool": "t", "action": "block"}], "rules[0].action"),
         ([{"name": "bad name", "tool": "t", "action": "deny"}], "rules[0].name"),
         ([{"name": "x", "tool": "t", "action": "deny", "extra": 1}], "rules[0]"),
-        ([{"name": "x", "tool": "t", "action": "deny", "when": {"a": {"matches": "("}}}],
-         "rules[0].when.a.matches"),
-        ([{"name": "x", "tool": "t", "action": "deny", "when": {"a": {"like": "x"}}}],
-         "rules[0].when.a"),
-        ([{"name": "x", "tool": "t", "action": "deny", "when": {"a": {"host_in": "x"}}}],
-         "rules[0].when.a.host_in"),
+        (
+            [{"name": "x", "tool": "t", "action": "deny", "when": {"a": {"matches": "("}}}],
+            "rules[0].when.a.matches",
+        ),
+        (
+            [{"name": "x", "tool": "t", "action": "deny", "when": {"a": {"like": "x"}}}],
+            "rules[0].when.a",
+        ),
+        (
+            [{"name": "x", "tool": "t", "action": "deny", "when": {"a": {"host_in": "x"}}}],
+            "rules[0].when.a.host_in",
+        ),
         ([NO_RM, NO_RM], "rules[1].name"),
     ],
 )

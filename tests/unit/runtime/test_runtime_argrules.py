@@ -86,8 +86,14 @@ def test_an_agent_cannot_recover_from_a_denied_call(tmp_path: Path) -> None:
 
 def test_a_program_that_catches_the_refusal_is_denied_all_the_same() -> None:
     rules = RuleSet.from_json(
-        [{"name": "no-abc", "tool": "text.count", "action": "deny",
-          "when": {"text": {"matches": "abc"}}}]
+        [
+            {
+                "name": "no-abc",
+                "tool": "text.count",
+                "action": "deny",
+                "when": {"text": {"matches": "abc"}},
+            }
+        ]
     )
     definition = sdk.tool_def(program_tools.count)
     assert definition is not None

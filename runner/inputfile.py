@@ -32,6 +32,7 @@ LIMITS: Dict[str, int] = {
     "tool manifest": 16 * _MIB,
     "tool source": 16 * _MIB,
     "effect map": 4 * _MIB,
+    "egress baseline": 4 * _MIB,
     "job record": 64 * _MIB,
     "task file": 512 * _MIB,
     "import source": 512 * _MIB,

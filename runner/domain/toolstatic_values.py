@@ -40,9 +40,12 @@ __all__ = [
     "Opaque",
     "ToolBinding",
     "class_binding",
+    "dynamic_call",
     "evaluate",
     "import_binding",
+    "literal_test",
     "typeddict_class",
+    "value_binding",
 ]
 
 MAX_DEPTH = 50  # nested forward references and subscripts; deeper is not literal
@@ -330,3 +333,67 @@ def class_binding(node: ast.ClassDef, ns: Namespace) -> Known | Opaque:
         return Known(typeddict_class(node.name, parents, fields, total, ns.module))
     except Exception as exc:  # typing refused the class (the import would fail too)
         return Opaque(f"a TypedDict typing refused ({type(exc).__name__})", node.lineno)
+
+
+def literal_test(test: ast.expr, ns: Namespace) -> bool | None:
+    """True/False for an ``if`` test known at import time (``TYPE_CHECKING``, ``__main__``).
+
+    Args:
+        test: the test expression.
+        ns: the module's names so far.
+
+    Returns:
+        The test's value when it is a literal bool (a module is never ``__main__`` on
+        import), else None.
+    """
+    if (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq | ast.NotEq)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    ):
+        return isinstance(test.ops[0], ast.NotEq)  # a module is never __main__ on import
+    try:
+        value = evaluate(test, ns, as_type=False)
+    except NotLiteral:
+        return None
+    return value if isinstance(value, bool) else None
+
+
+def value_binding(value: ast.expr, ns: Namespace, line: int) -> Known | Opaque:
+    """What an assigned expression binds: `Known` when literal, else `Opaque` with the reason."""
+    try:
+        return Known(evaluate(value, ns, as_type=False))
+    except NotLiteral as exc:
+        try:
+            return Known(ast.literal_eval(value))
+        except Exception:
+            return Opaque(f"assigned something not followed ({exc.what})", line)
+
+
+_DYNAMIC = frozenset({"globals", "vars", "exec", "eval", "setattr", "delattr", "__import__"})
+
+
+def dynamic_call(node: ast.AST, ns: Namespace, sys_names: set[str]) -> str:
+    """``globals()``, ``exec()``, ``sys.modules``...: how ``node`` may rewrite a namespace, or "".
+
+    Args:
+        node: any node of the module.
+        ns: the module's names (a builtin rebound by the module is not the builtin).
+        sys_names: the names ``sys`` is imported as.
+    """
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        name = node.func.id
+        if name in _DYNAMIC and name not in ns.names:
+            return f"{name}()"
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr == "modules"
+        and isinstance(node.value, ast.Name)
+        and node.value.id in sys_names
+    ):
+        return "sys.modules"
+    return ""

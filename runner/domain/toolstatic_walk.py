@@ -28,14 +28,16 @@ from runner.domain.toolstatic_values import (
     Opaque,
     ToolBinding,
     class_binding,
+    dynamic_call,
     evaluate,
     import_binding,
+    literal_test,
+    value_binding,
 )
 
 __all__ = ["ModuleWalk", "StaticTool"]
 
 BARE = object()  # the tool id of a bare ``@tool``: runner.sdk.tool gets the function itself
-_DYNAMIC = frozenset({"globals", "vars", "exec", "eval", "setattr", "delattr", "__import__"})
 
 
 class ModuleWalk:
@@ -123,7 +125,7 @@ class ModuleWalk:
 
     def _if(self, node: ast.If, cond: str | None) -> None:
         self._scan([node.test])
-        known = self._literal_test(node.test)
+        known = literal_test(node.test, self.ns)
         if known is not None:
             for child in node.body if known else node.orelse:
                 self.statement(child, cond)
@@ -131,24 +133,6 @@ class ModuleWalk:
         inner = cond or f"under the condition at {self.at(node.lineno)}"
         for child in [*node.body, *node.orelse]:
             self.statement(child, inner)
-
-    def _literal_test(self, test: ast.expr) -> bool | None:
-        """True/False for a test known at import time (``TYPE_CHECKING``, ``__main__``)."""
-        if (
-            isinstance(test, ast.Compare)
-            and isinstance(test.left, ast.Name)
-            and test.left.id == "__name__"
-            and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.Eq | ast.NotEq)
-            and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value == "__main__"
-        ):
-            return isinstance(test.ops[0], ast.NotEq)  # a module is never __main__ on import
-        try:
-            value = evaluate(test, self.ns, as_type=False)
-        except NotLiteral:
-            return None
-        return value if isinstance(value, bool) else None
 
     # --- bindings ---------------------------------------------------------------------------
 
@@ -293,7 +277,7 @@ class ModuleWalk:
             binding = self.ns.names[value.id]  # another name of the same tool
         else:
             self._scan([value])
-            binding = self._value(value, line)
+            binding = value_binding(value, self.ns, line)
         self._targets(targets, binding, cond)
 
     def _call_form(
@@ -323,15 +307,6 @@ class ModuleWalk:
         )
         return Opaque("a tool(...) application not followed", line)
 
-    def _value(self, value: ast.expr, line: int) -> Any:
-        try:
-            return Known(evaluate(value, self.ns, as_type=False))
-        except NotLiteral as exc:
-            try:
-                return Known(ast.literal_eval(value))
-            except Exception:
-                return Opaque(f"assigned something not followed ({exc.what})", line)
-
     # --- what later code may change ---------------------------------------------------------
 
     def _tool_reference(self, node: ast.AST) -> bool:
@@ -357,18 +332,7 @@ class ModuleWalk:
                     )
 
     def _dynamic_call(self, node: ast.AST) -> str:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            name = node.func.id
-            if name in _DYNAMIC and name not in self.ns.names:
-                return f"{name}()"
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr == "modules"
-            and isinstance(node.value, ast.Name)
-            and node.value.id in self._sys_names
-        ):
-            return "sys.modules"
-        return ""
+        return dynamic_call(node, self.ns, self._sys_names)
 
     def _finish(self, tree: ast.Module) -> None:
         seen: set[int] = set()

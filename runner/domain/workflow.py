@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -32,7 +32,8 @@ from pydantic import (
     model_validator,
 )
 
-from runner.domain.agentspec import TOOL_ID, AgentSpec, FixedMessage, Frozen, UserSpec
+from runner.domain.agentspec import AgentSpec, FixedMessage, Frozen, UserSpec
+from runner.domain.stepspec import ModelSpec, Step
 from runner.domain.yamlsource import (
     Loc,
     YamlDocument,
@@ -56,16 +57,13 @@ __all__ = [
     "workflow_problems",
 ]
 
-STEP_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 WORKFLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
 _TASK_REF = re.compile(r"^task\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _STEP_REF = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.output(\.[A-Za-z0-9_-]+)*$")
 
 
-_Frozen = Frozen
 _GLOB_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -96,145 +94,7 @@ def _file_glob(value: str) -> str:
 FileGlob = Annotated[str, AfterValidator(_file_glob)]
 
 
-class ModelSpec(_Frozen):
-    """Which model provider drives agent steps, and its settings.
-
-    Attributes:
-        provider: ``scripted`` (a function ``request -> response`` run on the host),
-            ``replay`` (served from a trace), ``openai`` (an OpenAI-compatible endpoint) or
-            ``anthropic`` (the Messages API). For a program step the API a request arrives
-            on picks the family (OpenAI endpoints: ``openai``, Messages: ``anthropic``); a
-            ``scripted`` function answers every API (`runner.providers.gateway`).
-        function: ``module:function`` of a scripted provider (required for ``scripted``).
-        name: the model name asked of an ``openai`` provider (required for ``openai``); for a
-            program step, when set, it replaces the ``model`` of the requests routed to this
-            provider's family (both are recorded).
-        settings: request settings passed through (temperature, max_tokens, ...).
-    """
-
-    provider: Literal["scripted", "replay", "openai", "anthropic"]
-    function: str | None = None
-    name: str | None = None
-    settings: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _provider_fields(self) -> ModelSpec:
-        if self.provider == "scripted":
-            if self.function is None:
-                raise ValueError("a scripted provider needs 'function: module:function'")
-            if not FUNCTION_REF.match(self.function):
-                raise ValueError(f"function {self.function!r} is not of the form module:function")
-        elif self.function is not None:
-            raise ValueError(f"'function' belongs to the scripted provider, not {self.provider}")
-        return self
-
-
-class Step(_Frozen):
-    """One step: exactly one of a tool call (``tool`` + ``args``), an agent loop or a program.
-
-    Attributes:
-        id: ASCII letters, digits, ``_`` and ``-`` (1-64 characters), unique in the workflow.
-        tool: the tool id a tool step calls.
-        args: the tool step's arguments; values may hold ``${task.x}`` and
-            ``${steps.ID.output[.path]}`` references.
-        agent: the agent loop of an agent step.
-        program: ``module:function`` of a program step: imported inside the sandbox only
-            (never on the host), called with the task input (a dict), its return value
-            (JSON-serialisable) is the step's output.
-        tools: a program step's declared toolset (the capability set, resolved at load time
-            like any step's tools); only these tools are resolvable while it runs.
-        model: a program step's own model provider (None: the workflow's ``model``).
-    """
-
-    id: str
-    tool: str | None = None
-    args: dict[str, Any] | None = None
-    agent: AgentSpec | None = None
-    program: str | None = None
-    tools: list[str] | None = None
-    model: ModelSpec | None = None
-
-    @field_validator("id")
-    @classmethod
-    def _step_id(cls, value: str) -> str:
-        if not STEP_ID.match(value):
-            raise ValueError(f"step id {value!r} must be 1-64 ASCII letters, digits, '_' or '-'")
-        return value
-
-    @field_validator("tool")
-    @classmethod
-    def _tool_id(cls, value: str | None) -> str | None:
-        if value is not None and not TOOL_ID.match(value):
-            raise ValueError(f"{value!r} is not a tool id (dotted names like ticket.get)")
-        return value
-
-    @field_validator("program")
-    @classmethod
-    def _program(cls, value: str | None) -> str | None:
-        if value is not None and not FUNCTION_REF.match(value):
-            raise ValueError(f"program {value!r} is not of the form module:function")
-        return value
-
-    @field_validator("tools")
-    @classmethod
-    def _declared_tools(cls, tools: list[str] | None) -> list[str] | None:
-        if tools is None:
-            return None
-        seen: set[str] = set()
-        for tool_id in tools:
-            if not TOOL_ID.match(tool_id):
-                raise ValueError(f"{tool_id!r} is not a tool id (dotted names like ticket.get)")
-            if tool_id in seen:
-                raise ValueError(f"tool {tool_id!r} is listed twice")
-            seen.add(tool_id)
-        return tools
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Step:
-        kinds = [k for k in ("tool", "agent", "program") if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            raise ValueError(
-                f"step {self.id!r} needs exactly one of 'tool', 'agent' or 'program'"
-                + (f" (has {', '.join(kinds)})" if kinds else "")
-            )
-        if self.tool is None and self.args is not None:
-            raise ValueError(f"step {self.id!r}: 'args' belongs to tool steps")
-        if self.program is None:
-            for key in ("tools", "model"):
-                if getattr(self, key) is not None:
-                    raise ValueError(
-                        f"step {self.id!r}: '{key}' belongs to program steps (an agent step "
-                        "declares its tools under 'agent')"
-                    )
-        return self
-
-    def tool_ids(self) -> list[str]:
-        """The tool ids this step may call: its tool, its agent's or its program's toolset."""
-        if self.tool is not None:
-            return [self.tool]
-        if self.program is not None:
-            return list(self.tools or [])
-        return list(self.agent.tools) if self.agent is not None else []
-
-    def normalised(self) -> dict[str, Any]:
-        """The step in the normalised JSON shape of docs/internals.md."""
-        if self.agent is not None:
-            agent = self.agent.model_dump(mode="json")
-            if not agent["unlisted_tools"]:  # optional (issue 12): absent unless used
-                del agent["unlisted_tools"]
-            return {"id": self.id, "agent": agent}
-        if self.program is not None:
-            model = self.model.model_dump(mode="json", exclude_none=True) if self.model else None
-            return {
-                "id": self.id,
-                "program": self.program,
-                "tools": list(self.tools or []),
-                "model": model,
-            }
-        return {"id": self.id, "tool": self.tool, "args": dict(self.args or {})}
-
-
-class Workflow(_Frozen):
+class Workflow(Frozen):
     """A named, versioned agent definition (the validated content of a workflow file).
 
     Attributes:

@@ -66,7 +66,8 @@ from runner.episode.snapshot import ToolSnapshot
 from runner.episode.snapshot_sources import tool_mounts
 from runner.episode.state import EpisodeState
 from runner.errors import InfrastructureError
-from runner.providers.base import DeadlineProvider, ModelProvider
+from runner.providers.base import ModelProvider
+from runner.providers.deadline import DeadlineProvider
 from runner.runtime import protocol
 from runner.settings import Settings
 from runner.trace.writer import TraceWriter

@@ -109,7 +109,7 @@ def record_run(
     from runner.episode.driver import EpisodeRequest, run_episode
     from runner.episode.metered_run import metered_run
     from runner.policy import load_policy
-    from runner.providers.base import provider_for_workflow
+    from runner.providers.workflows import provider_for_workflow
 
     validate_id(task_id, kind="task id", field="--task")
     task = load_tasks(tasks_path).get(task_id)

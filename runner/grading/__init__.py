@@ -12,8 +12,9 @@ May import: `runner.ledger` (model judges are charged), `runner.errors`, openski
 the episode or anything above it.
 """
 
-from runner.grading.judges import FunctionJudge, Judge, ModelJudge, Provider, make_judge
+from runner.grading.judges import FunctionJudge, Judge, make_judge
 from runner.grading.model import Group, Ranking, Result, ToolCall
+from runner.grading.modeljudge import ModelJudge, Provider
 from runner.grading.rubric import rubric_judge
 from runner.grading.tournament import Standing, TournamentReport, aggregate, grade
 

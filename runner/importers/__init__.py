@@ -1,6 +1,6 @@
 """Importers of public agent traces: τ²-bench results and OpenAI chat-message datasets.
 
-Each adapter reads its source into an `ImportSource` (`runner.importers.output`); the shared
+Each adapter reads its source into an `ImportSource` (`runner.importers.imported`); the shared
 builder (`runner.importers.conversation`) turns every conversation into a trace of this project
 and the task's observations; `write_import` writes traces, tasks, the registry manifest of the
 source's tools (`runner.importers.toolset`), the generic agent workflow and an import report.
@@ -13,8 +13,9 @@ May import: `runner.domain`, `runner.trace`, `runner.sdk`, `runner.errors`; neve
 submit, reproduce or cli (an import never starts a sandbox).
 """
 
+from runner.importers.imported import ImportSource, WorkflowShape
 from runner.importers.openai_messages import read_openai_messages, read_tools_file
-from runner.importers.output import ImportSource, WorkflowShape, write_import
+from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2, read_tau2_tools
 
 __all__ = [

@@ -41,7 +41,7 @@ from typing import Any
 
 from runner.domain.ids import IdSet
 from runner.errors import InputError
-from runner.importers.output import ImportSource, WorkflowShape
+from runner.importers.imported import ImportSource, WorkflowShape
 from runner.importers.source import (
     SourceMessage,
     SourceRun,

@@ -37,18 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import IdSet, path_for_id
-from runner.domain.tasks import parse_clock_start
 from runner.errors import InputError
-from runner.importers.output import ImportSource, WorkflowShape
+from runner.importers.imported import ImportSource, WorkflowShape
 from runner.importers.source import (
-    SourceMessage,
     SourceRun,
-    SourceToolCall,
     derive_id,
     load_json,
-    parse_arguments,
 )
-from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
+from runner.importers.tau2_messages import clock_of, message, need
+from runner.importers.toolset import ImportedTool, tool_from_openai
 from runner.inputfile import read_input
 from runner.sdk import canonical_json
 from runner.trace.strictjson import StrictJSONError
@@ -73,22 +70,6 @@ def _load_json(path: Path, what: str) -> Any:
         raise InputError(
             f"invalid JSON: {exc.detail}", file=name, line=exc.line, field=exc.field
         ) from None
-
-
-def _need(obj: Any, key: str, kind: type | tuple[type, ...], where: str, file: str) -> Any:
-    if not isinstance(obj, dict):
-        raise InputError("must be an object", file=file, field=where)
-    if key not in obj:
-        raise InputError("required", file=file, field=f"{where}.{key}" if where else key)
-    value = obj[key]
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise InputError(
-            f"must be {names}, not {type(value).__name__}",
-            file=file,
-            field=f"{where}.{key}" if where else key,
-        )
-    return value
 
 
 def read_tau2_tools(path: Path) -> list[ImportedTool]:
@@ -122,78 +103,6 @@ def read_tau2_tools(path: Path) -> list[ImportedTool]:
         seen.add(tool.id)
         tools.append(tool)
     return tools
-
-
-def _clock(value: Any) -> float | None:
-    try:
-        return parse_clock_start(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _tool_calls(msg: dict[str, Any], where: str, file: str) -> tuple[SourceToolCall, ...]:
-    raw = msg.get("tool_calls") or []
-    if not isinstance(raw, list):
-        raise InputError("must be a list", file=file, field=f"{where}.tool_calls")
-    sent: list[Any] = []
-    raw_data = msg.get("raw_data")
-    if isinstance(raw_data, dict) and isinstance(raw_data.get("message"), dict):
-        sent = raw_data["message"].get("tool_calls") or []
-    calls = []
-    for i, call in enumerate(raw):
-        here = f"{where}.tool_calls[{i}]"
-        name = check_tool_id(_need(call, "name", str, here, file), file=file, field=f"{here}.name")
-        args, text, ok = parse_arguments(call.get("arguments"))
-        # the exact text the model produced, when the provider's choice has it at this position
-        if i < len(sent) and isinstance(sent[i], dict):
-            function = sent[i].get("function") or {}
-            if function.get("name") == name and isinstance(function.get("arguments"), str):
-                parsed, exact, exact_ok = parse_arguments(function["arguments"])
-                if exact_ok and parsed == args:
-                    text = exact
-        call_id = call.get("id")
-        calls.append(
-            SourceToolCall(
-                id=call_id if isinstance(call_id, str) else None,
-                name=name,
-                args=args,
-                arguments_text=text,
-                args_ok=ok,
-            )
-        )
-    return tuple(calls)
-
-
-def _message(msg: Any, where: str, file: str) -> SourceMessage:
-    role = _need(msg, "role", str, where, file)
-    meta = {k: msg[k] for k in ("turn_idx", "cost") if msg.get(k) is not None}
-    clock = _clock(msg.get("timestamp"))
-    usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else None
-    body = msg.get("raw_data")
-    if role == "tool":
-        call_id = msg.get("id")
-        return SourceMessage(
-            role="tool",
-            content=msg.get("content"),
-            where=where,
-            tool_call_id=call_id if isinstance(call_id, str) else None,
-            error=bool(msg.get("error")),
-            clock=clock,
-            meta=meta,
-        )
-    calls = _tool_calls(msg, where, file) if role == "assistant" else ()
-    fixed = role == "assistant" and usage is None and body is None and not calls
-    return SourceMessage(
-        role=role,
-        content=msg.get("content"),
-        where=where,
-        tool_calls=calls,
-        body=body,
-        usage=usage,
-        clock=clock,
-        fixed=fixed,
-        meta=meta,
-    )
 
 
 def _instructions_text(scenario: dict[str, Any]) -> str | None:
@@ -253,9 +162,9 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
     """
     file = str(path)
     data = _load_json(path, "τ² results")
-    info = _need(data, "info", dict, "", file)
-    simulations = _need(data, "simulations", list, "", file)
-    task_list = _need(data, "tasks", list, "", file)
+    info = need(data, "info", dict, "", file)
+    simulations = need(data, "simulations", list, "", file)
+    task_list = need(data, "tasks", list, "", file)
     env = info.get("environment_info") or {}
     domain = str(env.get("domain_name") or "tau2")
     agent = info.get("agent_info") or {}
@@ -281,7 +190,7 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
     expected: dict[str, dict[str, Any]] = {}
     outputs: dict[str, list[Any]] = {}
     for i, task in enumerate(task_list):
-        source_id = str(_need(task, "id", (str, int), f"tasks[{i}]", file))
+        source_id = str(need(task, "id", (str, int), f"tasks[{i}]", file))
         tid = derive_id(f"tau2-{domain}-{source_id}", task_ids)
         tasks[source_id] = {"task_id": tid, "task": task}
         exp, outs = _expected(task, missing)
@@ -300,7 +209,7 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
     known = {t.id for t in tools}
     for i, sim in enumerate(simulations):
         where = f"simulations[{i}]"
-        source_task = str(_need(sim, "task_id", (str, int), where, file))
+        source_task = str(need(sim, "task_id", (str, int), where, file))
         if source_task not in tasks:
             raise InputError(
                 f"task {source_task!r} is not among the results' tasks",
@@ -308,9 +217,9 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
                 field=f"{where}.task_id",
             )
         entry = tasks[source_task]
-        raw_messages = _need(sim, "messages", list, where, file)
+        raw_messages = need(sim, "messages", list, where, file)
         messages = tuple(
-            _message(m, f"{where}.messages[{j}]", file) for j, m in enumerate(raw_messages)
+            message(m, f"{where}.messages[{j}]", file) for j, m in enumerate(raw_messages)
         )
         for msg in messages:
             for call in msg.tool_calls:
@@ -363,7 +272,7 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
                 model_alias=agent.get("llm") if isinstance(agent.get("llm"), str) else None,
                 user_alias=user.get("llm") if isinstance(user.get("llm"), str) else None,
                 failed_reason=failed,
-                clock_start=_clock(sim.get("start_time")),
+                clock_start=clock_of(sim.get("start_time")),
                 seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
                 usd=usd,
                 meta=meta,

@@ -1,30 +1,27 @@
 """Model providers on the host, in the OpenAI Chat Completions shape (SPEC.md "Model access").
 
 The sandbox asks the host for a model (or simulated-user) turn; the host answers through a
-`ModelProvider`: `ScriptedProvider` (the user's ``module:function``), `ReplayProvider` (a
-trace's recorded turns), `OpenAIProvider` (any OpenAI-compatible endpoint, httpx), wrapped in
-`DeadlineProvider` (the run's deadline) and `MeteredProvider` (reserve and settle each call
-under the ``replay`` ceiling). `provider_for` / `provider_for_workflow` build one from a
-workflow's ``model``.
+`ModelProvider` (``base``: the answer and the protocol): `ScriptedProvider` (``scripted``: the
+user's ``module:function``), `ReplayProvider` (``replay``: a trace's recorded turns),
+`OpenAIProvider` and ``AnthropicProvider`` (``openai``, ``anthropic``: HTTP endpoints, httpx,
+through ``httpcall``), ``GatewayRouter`` (``gateway``: program steps' requests), wrapped in
+`DeadlineProvider` (``deadline``: the run's deadline) and `MeteredProvider` (``metered``:
+reserve and settle each call under the ``replay`` ceiling). `provider_for` (``factory``) builds
+one from a ``model`` block, `provider_for_workflow` (``workflows``) the one of a workflow.
 
 May import: `runner.ledger` (prices, ceilings), `runner.settings`, `runner.sdk`,
 `runner.trace`, `runner.errors` and third-party libraries (httpx, tenacity, structlog); never
 the episode, submit, reproduce or cli packages.
 """
 
-from runner.providers.base import (
-    DeadlineProvider,
-    ModelProvider,
-    ProviderResponse,
-    ReplayProvider,
-    ScriptedProvider,
-    load_function,
-    provider_for,
-    provider_for_workflow,
-    response_from_body,
-)
+from runner.providers.base import ModelProvider, ProviderResponse, response_from_body
+from runner.providers.deadline import DeadlineProvider
+from runner.providers.factory import provider_for
 from runner.providers.metered import CEILING_ERROR_CLASS, MeteredProvider, StopSignal
 from runner.providers.openai import OpenAIProvider
+from runner.providers.replay import ReplayProvider
+from runner.providers.scripted import ScriptedProvider, load_function
+from runner.providers.workflows import provider_for_workflow
 
 __all__ = [
     "CEILING_ERROR_CLASS",

@@ -27,6 +27,7 @@ import httpx
 from runner.errors import InputError
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, unsupported
+from runner.providers.httpcall import post_api
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -118,8 +119,6 @@ class AnthropicProvider:
             The raw body (or event stream) with the model id and usage read from it; an HTTP
             error is the API's own error body with ``error`` set. Never raises.
         """
-        from runner.providers.httpcall import post_api
-
         if call.api != "messages":
             return unsupported(self.name, f"the {call.api} API")
         headers = {k: v for k, v in (call.headers or {}).items() if k in _PASSED_HEADERS}

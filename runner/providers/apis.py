@@ -1,6 +1,6 @@
 """The three model HTTP APIs a program step's gateway speaks, as the host sees them.
 
-A program running in the sandbox calls the gateway of the runtime (`runner.runtime.gateway`)
+A program running in the sandbox calls the gateway of the runtime (`runner.runtime.steps.gateway`)
 with the official SDKs' requests; each arrives here as an `ApiCall`: which API (``api``), the
 path it was sent to, the program's request body (what the trace keeps and ``reproduce``
 matches) and the body to forward (the request with the step's model name and the token caps

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.providers.apis import ApiCall
-from runner.providers.base import ModelProvider, ProviderResponse, provider_for
+from runner.providers.base import ModelProvider, ProviderResponse, error_response
+from runner.providers.factory import provider_for
 
 __all__ = ["GatewayRouter", "model_override"]
 
@@ -45,7 +46,7 @@ def model_override(spec: Mapping[str, Any] | None, api_family: str) -> str | Non
 
 
 def _error(message: str) -> ProviderResponse:
-    return ProviderResponse(body=None, error={"class": "ProviderError", "message": message})
+    return error_response("ProviderError", message)
 
 
 class GatewayRouter:

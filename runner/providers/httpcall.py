@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 import httpx
 import structlog
 import tenacity
 
 from runner.providers.apis import ApiCall
-from runner.providers.base import ProviderResponse, response_from_api
+from runner.providers.base import ProviderResponse, error_response, response_from_api
 
 log = structlog.get_logger(__name__)
 
@@ -53,10 +52,6 @@ def _read(response: httpx.Response) -> bytes:
         if len(data) > MAX_RESPONSE_BYTES:
             raise _TooLarge(f"the response passed {MAX_RESPONSE_BYTES} bytes")
     return bytes(data)
-
-
-def _error(cls: str, message: str, **fields: Any) -> ProviderResponse:
-    return ProviderResponse(body=None, error={"class": cls, "message": message}, **fields)
 
 
 def post_api(
@@ -113,14 +108,14 @@ def post_api(
     try:
         status, raw, content_type = retryer(once)
     except _TooLarge as exc:
-        return _error("ProviderError", f"{who}: {exc}", forwarded=dict(call.body))
+        return error_response("ProviderError", f"{who}: {exc}", forwarded=dict(call.body))
     except _Transient as exc:
         if exc.status is not None:  # the provider's own answer after every try: pass it on
             log.warning("model_api_failed", provider=who, status=exc.status, attempts=attempts)
             response = response_from_api(call, exc.body, status=exc.status)
             return _with_http_error(response, who, exc.status, exc.body)
         log.warning("model_api_unavailable", provider=who, attempts=attempts, error=str(exc))
-        return _error(
+        return error_response(
             "ProviderUnavailable",
             f"{who}: {exc} (after {attempts} tries)",
             forwarded=dict(call.body),

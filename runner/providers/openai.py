@@ -37,7 +37,8 @@ import tenacity
 from runner.errors import InputError
 from runner.ledger.pricing import estimate_usd
 from runner.providers.apis import ENDPOINT, ApiCall
-from runner.providers.base import ProviderResponse, response_from_body, unsupported
+from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
+from runner.providers.httpcall import post_api
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -160,7 +161,7 @@ class OpenAIProvider:
         payload = dict(request)
         if not payload.get("model"):
             if self.model is None:
-                return _error("ProviderError", "the request names no model and none is set")
+                return error_response("ProviderError", "the request names no model and none is set")
             payload["model"] = self.model
         retryer = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_Transient),
@@ -180,13 +181,13 @@ class OpenAIProvider:
             if exc.response is not None:
                 detail += ": " + _decode(exc.response.content)[:_ERROR_TEXT_LIMIT]
             log.warning("openai_call_failed", role=role, attempts=self.attempts, error=detail)
-            return _error(
+            return error_response(
                 "ProviderUnavailable", f"{self.base_url}: {detail} (after {self.attempts} tries)"
             )
         body = _decode(response.content)
         if response.status_code >= 400:
             log.warning("openai_call_rejected", role=role, status=response.status_code)
-            return _error(
+            return error_response(
                 "ProviderHTTPError",
                 f"{self.base_url}: HTTP {response.status_code}: {body[:_ERROR_TEXT_LIMIT]}",
             )
@@ -206,8 +207,6 @@ class OpenAIProvider:
             error is the API's own error body with ``error`` set, a transport failure an
             error with no body. Never raises.
         """
-        from runner.providers.httpcall import post_api
-
         if call.api not in ("chat_completions", "responses"):
             return unsupported(self.name, f"the {call.api} API")
         if not call.body.get("model") and self.model is not None:
@@ -219,10 +218,6 @@ class OpenAIProvider:
     def __call__(self, request: dict[str, Any]) -> ProviderResponse:
         """Answer a ``model`` turn: the ``request -> response`` shape model judges call."""
         return self.complete(request, "model")
-
-
-def _error(cls: str, message: str) -> ProviderResponse:
-    return ProviderResponse(body=None, error={"class": cls, "message": message})
 
 
 def response_usd(

@@ -358,7 +358,7 @@ class Reproducer:
         from runner.domain.tasks import Task
         from runner.episode.driver import EpisodeRequest, run_episode
         from runner.episode.metered_run import metered_run
-        from runner.providers.base import ReplayProvider
+        from runner.providers.replay import ReplayProvider
         from runner.reproduce.diff import (
             apply_source_verdict,
             environment_diff,

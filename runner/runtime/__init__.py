@@ -7,23 +7,27 @@ Module map (imports flow downwards; nothing here imports the host side):
 
     __main__    entry: isolate the channel's fds first, then run `main.Runtime`
     main        hello/start, load the run, egress pump, episode/error, exit codes (0 / 70)
-    environment hello's platform and installed packages (cheap: no importlib.metadata)
     channel     private fds, whole-line writes, reader thread (shutdown/EOF exit at once)
-    engine      steps in order, step progress, episode status (succeeded|failed|denied)
-    agent       agent steps: model loop through the host, tool dispatch, simulated user
-    calls       every call: index, injected clock, execute or serve, the trace call record
-    wallclock   the run's clock as every wall-clock read's (time.time, datetime.now, ...)
-    callrecords pure helpers of call records (JSON bodies, tool ids, model bodies, comparison)
-    rawio       tools doing HTTP through the SDK helper: raw bodies recorded and re-served
-    recordings  observation matching (shadow) and serving by position (reproduce)
+    protocol    the NDJSON message contract shared with the host, the mounted packages
+    environment hello's platform and installed packages (cheap: no importlib.metadata)
+    manifest    the ``manifest`` answer: the tools the sandbox describes
+    watchdog    the run's own deadline inside the sandbox
     registry    the registry built from the capability-filtered manifest only
     template    ``${task.x}`` / ``${steps.ID.output.path}``
-    audit       audit hook: outbound destinations and coverage, in-process and in children
-    programs    which child processes escape the hook (coverage rules)
-    childlog    the file Python children report to, forwarded by the runtime
     errors      RecordedError, UnrecordedCall, PureResultMismatch, ModelCallError, ...
-    protocol    the NDJSON message contract shared with the host
-    site/       ``sitecustomize.py`` that loads the hook in every Python child
+    steps/      engine (steps in order, episode status), agent (model loop, tool dispatch,
+                simulated user), program (a user's own agent code), gateway + apicall (the
+                loopback model gateway a program calls)
+    replay/     calls (every call: index, clock, execute or serve, the call record), clock,
+                callrecords (pure helpers), recordings (shadow observations, reproduce by
+                position), rawserve (a raw I/O record answering the HTTP helper again)
+    egress/     audit (the hook: outbound destinations and coverage, in-process and in
+                children), events (what each audited event names), programs (which children
+                escape the hook), childlog (the file Python children report to), site/
+                (``sitecustomize.py`` that loads the hook in every Python child)
+
+The wall clock (`runner.sdk.wallclock`) and raw I/O capture (`runner.sdk.rawio`) are the SDK's:
+record mode in a user's own process uses them too.
 
 May import: the standard library, `runner.sdk`, `runner.trace` and `runner.errors`. The host
 imports only `protocol` (the message contract, the run folder and the mounted packages); the

@@ -4,11 +4,11 @@ Standard library only, Python 3.9+. ``python3 -u -m runner.runtime`` (`runner.ru
 isolates the channel first, then calls `serve`. Sequence:
 
 1. send ``hello`` ``{protocol, python, pid, platform, packages}``;
-2. install the run's wall clock (`runner.runtime.wallclock`; real time until the run's
+2. install the run's wall clock (`runner.sdk.wallclock`; real time until the run's
    reading is known), then the outbound-destination hook in this process
-   (`runner.runtime.audit`) and set the
+   (`runner.runtime.egress.audit`) and set the
    environment that makes every Python child load it (``sitecustomize``) and report to the
-   child log (`runner.runtime.childlog`; without a writable ``TMPDIR`` a ``coverage`` message
+   child log (`runner.runtime.egress.childlog`; without a writable ``TMPDIR`` a ``coverage`` message
    says children cannot report); then wait for ``start`` (``shutdown`` or EOF on stdin end the
    process at once, at any time);
 3. read ``run.json`` and ``manifest.json`` from ``RUN_DIR`` (`ENV_RUN_DIR` overrides it, for
@@ -17,7 +17,7 @@ isolates the channel first, then calls `serve`. Sequence:
    deadline watchdog with ``run.json``'s ``deadline_s`` (`runner.runtime.watchdog`: exit
    124 a grace after the run's deadline, counted from this process's start, when the host
    has not ended the run); build the registry from the manifest alone;
-4. with program steps, start the model gateway (`runner.runtime.gateway`) and point the
+4. with program steps, start the model gateway (`runner.runtime.steps.gateway`) and point the
    SDKs at it; inside ``runner.sdk.replay_context(execute ids)`` run the episode; send
    ``episode``.
    In mode ``manifest`` (`runner.runtime.manifest`) steps 3-4 are instead: import the tool
@@ -42,15 +42,18 @@ from typing import Any, Dict, Optional
 
 from runner import sdk
 from runner.errors import InputError
-from runner.runtime import audit, protocol, wallclock, watchdog
-from runner.runtime.calls import Caller, Clock
+from runner.runtime import protocol, watchdog
 from runner.runtime.channel import Channel
-from runner.runtime.childlog import ChildLog
-from runner.runtime.engine import Episode
+from runner.runtime.egress import audit
+from runner.runtime.egress.childlog import ChildLog
 from runner.runtime.environment import environment_platform, installed_packages
 from runner.runtime.errors import error_class_name
-from runner.runtime.recordings import ObservationStore, TraceStore
 from runner.runtime.registry import RuntimeRegistry
+from runner.runtime.replay.calls import Caller
+from runner.runtime.replay.clock import Clock
+from runner.runtime.replay.recordings import ObservationStore, TraceStore
+from runner.runtime.steps.engine import Episode
+from runner.sdk import wallclock
 from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 
 ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
@@ -337,11 +340,11 @@ class Runtime:
         Its environment (base URLs, placeholder keys, no trace export) is set in this
         process before any program is imported, so the SDKs and every child see it.
         """
-        from runner.runtime.program import program_steps
+        from runner.runtime.steps.program import program_steps
 
         if not program_steps(workflow):
             return None
-        from runner.runtime.gateway import Gateway
+        from runner.runtime.steps.gateway import Gateway
 
         gateway = Gateway(
             caller, lambda kind, **fields: self.channel.send("gateway_note", kind=kind, **fields)

@@ -75,7 +75,7 @@ Addition (H18): run.json ``mode`` may be ``manifest``: after ``start`` the runti
 (runner/runtime/manifest.py); the host builds the registry from it without importing tool code.
 
 Addition (issue 13, program steps; additive): the model gateway of a program step
-(runner/runtime/gateway.py) sends each model request the program makes as
+(runner/runtime/steps/gateway.py) sends each model request the program makes as
     gateway_request  {id, index, step_id, api, path, request, headers}   waits for
     gateway_response {id, status, body, body_encoding?, content_type?, model, usage, error?,
                       source?}

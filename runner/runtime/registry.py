@@ -164,7 +164,7 @@ class RuntimeRegistry:
             func = _load_function(entry, source, field) if disposition == "execute" else None
             if func is None and mode == "reproduce" and entry.get("effect") == "read":
                 # a read tool's code may run again over its recorded raw HTTP bodies
-                # (runner.runtime.rawio); without importable code it is served as a value
+                # (runner.sdk.rawio); without importable code it is served as a value
                 func = _try_load_function(entry, source, field)
             tools.append(RuntimeTool(entry, disposition, func, rules.for_tool(entry["id"])))
         return cls(tools, policy)

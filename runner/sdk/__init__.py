@@ -2,13 +2,13 @@
 
 Standard library only and importable on Python 3.9: this package is mounted into sandboxes and
 imported by the in-sandbox runtime and by the user's tool code. Its modules: ``toolschema``
-(argument schemas, canonical JSON, the schema hash), ``httpio`` (the recording HTTP helper),
-``recorder`` (`record`: record mode in a user's own process), ``exchange`` (one model HTTP call
-being recorded) and ``httpxrecord`` (record mode's httpx transports for the official SDKs: the
-one module that uses a third-party package, httpx2 or httpx, imported by name only when a
-recording asks for it, never in a sandbox). May import: the standard library,
-`runner.trace` and `runner.errors`. Known exception (pyproject.toml, import-linter): the
-recorder reuses the runtime's raw I/O capture (`runner.runtime.rawio`) until it moves here.
+(argument schemas, the schema hash; canonical JSON is `runner.trace.strictjson`'s), ``httpio``
+(the recording HTTP helper), ``rawio`` (raw I/O capture of a tool's HTTP), ``wallclock`` (the
+run's clock as every wall-clock read's), ``recorder`` (`record`: record mode in a user's own
+process), ``exchange`` (one model HTTP call being recorded) and ``httpxrecord`` (record mode's
+httpx transports for the official SDKs: the one module that uses a third-party package, httpx2
+or httpx, imported by name only when a recording asks for it, never in a sandbox). May import:
+the standard library, `runner.trace` and `runner.errors`.
 
     from runner.sdk import Effect, tool
 

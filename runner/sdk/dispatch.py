@@ -1,7 +1,7 @@
 """Program steps: a direct call of a ``@tool`` function, handed to the runtime.
 
 Standard library only, Python 3.9+. While the in-sandbox runtime runs a program step (the
-user's own agent code, `runner.runtime.program`), every call of a guarded tool function goes
+user's own agent code, `runner.runtime.steps.program`), every call of a guarded tool function goes
 to the runtime's dispatcher instead of running on its own: the dispatcher resolves the tool in
 the step's declared toolset (an undeclared tool is denied and recorded) and makes the call
 through the episode's caller, so that it obeys its effect class (``read``: served from the

@@ -4,7 +4,7 @@ Tools that do their I/O through it get the raw HTTP body into the trace, and on 
 own parsing runs again on the recorded body.
 
 Standard library only, Python 3.9+ (imported inside sandboxes; `runner.sdk` re-exports
-`http_request`, `http_get` and `HttpResponse`). The runtime (runner.runtime.rawio) and record
+`http_request`, `http_get` and `HttpResponse`). The runtime (runner.sdk.rawio) and record
 mode (runner.sdk.recorder) set `HTTP_SINK` / `HTTP_SOURCE`.
 """
 
@@ -17,7 +17,7 @@ __all__ = ["HTTP_SINK", "HTTP_SOURCE", "HttpResponse", "http_get", "http_request
 
 # ``HTTP_SINK``: a list that receives one exchange dict per request (set while a call is
 # recorded); ``HTTP_SOURCE``: a callable serving requests from a recording (reproduce) instead
-# of doing I/O. Both are set by the runtime (runner.runtime.rawio) and by runner.sdk.recorder.
+# of doing I/O. Both are set by the runtime (runner.sdk.rawio) and by runner.sdk.recorder.
 HTTP_SINK: "contextvars.ContextVar[Optional[List[Dict[str, Any]]]]" = contextvars.ContextVar(
     "sandbox_replay_http_sink", default=None
 )

@@ -12,13 +12,13 @@ reading, and on the ``end`` line the failure signature), and an ``end`` line.
 
 Invariants:
 - the raw body of a tool that used `runner.sdk.http_request` is its HTTP body (``raw_io:
-  true``, `runner.runtime.rawio`); otherwise the tool's return value as JSON text;
+  true``, `runner.sdk.rawio`); otherwise the tool's return value as JSON text;
 - the model id is read from the response body's ``model`` field, never from configuration;
 - an exception that leaves the ``with`` block ends the run ``failed`` (exit code 1) with the
   failure of the call that raised it (or ``workflow``); it is never swallowed;
 - clock readings are the machine's time (or the ``clock`` given) when each call starts, also
   installed as `runner.sdk.now`; while a tool call runs, every wall-clock read in its context
-  (``time.time``, ``datetime.now``, ... `runner.runtime.wallclock`) returns that call's
+  (``time.time``, ``datetime.now``, ... `runner.sdk.wallclock`) returns that call's
   reading, so that ``reproduce``, which serves the same reading, sees what the tool saw.
   Entering a recorder installs the wall clock in the process once; outside recorded calls,
   and in threads a tool starts, reads stay the machine's.
@@ -44,10 +44,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from runner import sdk
-from runner.runtime import wallclock
-from runner.runtime.rawio import apply_exchanges, capture
+from runner.sdk import wallclock
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
+from runner.sdk.rawio import apply_exchanges, capture
 from runner.trace.format import TRACE_VERSION, encode_body, episode_exit_code, failure_signature
 from runner.trace.modelapi import usage_tokens
 
@@ -92,7 +92,7 @@ class Recorder(ModelCallRecording):
         workflow_name, workflow_version: shown when no workflow file is given.
         seed: the run's seed.
         clock: a ``() -> epoch seconds`` source (default: the machine's clock,
-            `runner.runtime.wallclock.real_time`).
+            `runner.sdk.wallclock.real_time`).
         run_id: the run id (default ``rec-<UTC time>-<6 hex>``).
         capture_httpx: also record the model calls of httpx clients the SDKs made themselves
             (their default transports), not only those of `http_client` clients.

@@ -13,12 +13,12 @@ argument schema only, never the description (issue 3).
 
 import hashlib
 import inspect
-import json
 import types
 import typing
 from typing import Any, Callable, Dict, List, Tuple
 
 from runner.errors import InputError
+from runner.trace.strictjson import canonical_json
 
 __all__ = ["ToolDefinitionError", "canonical_json", "derive_schema", "schema_hash"]
 
@@ -28,23 +28,6 @@ class ToolDefinitionError(InputError):
 
     An `InputError`: the user fixes the tool's source file.
     """
-
-
-def canonical_json(value: Any) -> str:
-    """Serialise ``value`` as canonical JSON: sorted keys, no whitespace, non-ASCII kept.
-
-    Raises:
-        TypeError: ``value`` holds something JSON cannot represent.
-        ValueError: ``value`` holds NaN or an infinity, or is nested too deeply for the
-            interpreter's stack (hashing a hostile value is an error, never a crash).
-
-    """
-    try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-    except RecursionError:
-        raise ValueError("value nested too deeply to serialise") from None
 
 
 def schema_hash(schema: Dict[str, Any]) -> str:

@@ -19,8 +19,9 @@ from runner.episode.driver import EpisodeRequest, run_episode
 from runner.episode.limits import resource_limits
 from runner.episode.snapshot import ToolSnapshot
 from runner.ledger import Amount, CeilingGuard
-from runner.providers.base import ModelProvider, provider_for_workflow
+from runner.providers.base import ModelProvider
 from runner.providers.metered import MeteredProvider, StopSignal
+from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
 from runner.submit.plan import Plan
 

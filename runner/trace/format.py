@@ -11,7 +11,7 @@ import base64
 import hashlib
 from typing import Any, Dict, Optional, Union
 
-from runner.sdk import canonical_json
+from runner.trace.strictjson import canonical_json
 
 TRACE_VERSION = 1
 

@@ -2,7 +2,7 @@
 
 Standard library only, Python 3.9+: the host (`runner.tracetools.reader`, `runner.domain.tasks`,
 `runner.domain.toolsource`, the importers, `runner.episode.channel`) and the in-sandbox
-runtime (`runner.runtime.protocol`, `runner.runtime.callrecords`) use the same rules.
+runtime (`runner.runtime.protocol`, `runner.runtime.replay.callrecords`) use the same rules.
 
 What `loads` refuses, each as a `StrictJSONError` (a `ValueError`) that says why:
 
@@ -16,6 +16,9 @@ What `loads` refuses, each as a `StrictJSONError` (a `ValueError`) that says why
 - ``NaN``, ``Infinity``, ``-Infinity`` and numbers that overflow to an infinity (``1e400``):
   JSON has no such values and a trace could not record them as they ran;
 - integers longer than the interpreter's digit limit, and anything `json` itself rejects.
+
+`canonical_json` is the one canonical form (sorted keys, no whitespace) that hashes and
+matching use, in the trace format, the SDK and on the host.
 
 `check_depth` applies the same limit to a value built in Python (a tool's return value), and
 `depth_of` measures one, both without recursion.
@@ -38,6 +41,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_VALUE_DEPTH",
     "StrictJSONError",
+    "canonical_json",
     "check_depth",
     "depth_of",
     "dumps_value",
@@ -266,3 +270,19 @@ def dumps_value(value: Any, max_depth: int = MAX_VALUE_DEPTH) -> str:
     if _too_deep(text.encode("utf-8", "surrogatepass"), max_depth):
         raise too_deep
     return text
+
+
+def canonical_json(value: Any) -> str:
+    """Serialise ``value`` as canonical JSON: sorted keys, no whitespace, non-ASCII kept.
+
+    Raises:
+        TypeError: ``value`` holds something JSON cannot represent.
+        ValueError: ``value`` holds NaN or an infinity, or is nested too deeply for the
+            interpreter's stack (hashing a hostile value is an error, never a crash).
+    """
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except RecursionError:
+        raise ValueError("value nested too deeply to serialise") from None

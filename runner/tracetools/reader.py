@@ -28,17 +28,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
 
-from pydantic import ValidationError
-
-from runner.errors import InputError, ReplayRefused
+from runner.errors import InputError
 from runner.inputfile import open_input
-from runner.trace.format import TRACE_VERSION
-from runner.trace.strictjson import MAX_DEPTH, StrictJSONError
-from runner.trace.strictjson import loads as strict_loads
+from runner.trace.strictjson import MAX_DEPTH
+from runner.tracetools.lines import (
+    TraceVersionError,
+    UnparsableLine,
+    check_head,
+    parse_line,
+    validate_line,
+    validate_record,
+)
 from runner.tracetools.records import (
-    MODELS,
     PROVIDER_ROLES,
     CallError,
     CallRecord,
@@ -70,24 +73,6 @@ __all__ = [
 # A call line crosses the sandbox channel (at most 16 MiB, runner.runtime.protocol) plus a few
 # host-side fields; four times that leaves room and still bounds memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
-
-
-class TraceVersionError(ReplayRefused):
-    """A trace line carries a format version this reader does not know (reproduce: refused).
-
-    Attributes:
-        version: the ``v`` found on the line.
-    """
-
-    def __init__(self, version: int, *, file: str, line: int) -> None:
-        super().__init__(
-            f"{file}:{line}: v: trace format version {version} is not supported (this reader "
-            f"knows version {TRACE_VERSION}); use a sandbox-replay that knows it",
-            file=file,
-            line=line,
-            field="v",
-        )
-        self.version = version
 
 
 @dataclass(frozen=True)
@@ -259,8 +244,8 @@ class TraceLines:
             if self.end is not None:
                 raise InputError("a line after the end line", file=file, line=lineno)
             try:
-                obj = _parse_line(raw.rstrip(b"\n").removesuffix(b"\r"))
-            except _Unparsable as exc:
+                obj = parse_line(raw.rstrip(b"\n").removesuffix(b"\r"))
+            except UnparsableLine as exc:
                 if has_newline or self.run is None:  # without a newline: the last line
                     raise InputError(str(exc), file=file, line=lineno, field=exc.field) from None
                 self.problems.append(
@@ -269,7 +254,7 @@ class TraceLines:
                     )
                 )
                 break
-            kind = _check_head(obj, file, lineno)
+            kind = check_head(obj, file, lineno)
             if lineno == 1 and kind != "run":
                 raise InputError(
                     f"the first line must be the run line, not {kind!r}",
@@ -279,7 +264,7 @@ class TraceLines:
                 )
             if lineno > 1 and kind == "run":
                 raise InputError("a second run line", file=file, line=lineno, field="type")
-            record = _validate(obj, kind, file, lineno)
+            record = validate_line(obj, kind, file, lineno)
             if isinstance(record, RunRecord):
                 self.run = record
             elif isinstance(record, CallRecord):
@@ -314,93 +299,3 @@ class TraceLines:
             )
         self.last_index, self._last_call_line = record.index, lineno
         self.calls += 1
-
-
-class _Unparsable(Exception):
-    """A line that is not one JSON object; ``field`` names a duplicated key."""
-
-    def __init__(self, reason: str, field: str | None = None) -> None:
-        super().__init__(reason)
-        self.field = field
-
-
-def _parse_line(data: bytes) -> dict[str, Any]:
-    if not data.strip():
-        raise _Unparsable("empty line: every line of a trace is one JSON object")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Unparsable(
-            f"not UTF-8 text (byte {exc.start} of the line); binary bodies are stored as base64"
-        ) from None
-    try:
-        value = strict_loads(data)
-    except StrictJSONError as exc:  # too deep, NaN/Infinity, duplicate key, not JSON
-        raise _Unparsable(exc.reason, field=exc.field) from None
-    if not isinstance(value, dict):
-        raise _Unparsable(f"a trace line must be a JSON object, not {type(value).__name__}")
-    return value
-
-
-def validate_record(
-    obj: dict[str, Any], *, file: str = "<trace>", line: int = 1
-) -> RunRecord | CallRecord | EndRecord:
-    """Validate one decoded trace line (a writer or importer can check what it writes).
-
-    Only the line's own rules apply; the file-level ones (order, indices) are `read_trace`'s.
-
-    Raises:
-        InputError: the line breaks the format (``file``, ``line`` and the field named).
-        TraceVersionError: an unknown ``v``.
-    """
-    record = _validate(obj, _check_head(obj, file, line), file, line)
-    assert isinstance(record, RunRecord | CallRecord | EndRecord)
-    return record
-
-
-def _check_head(obj: dict[str, Any], file: str, line: int) -> str:
-    if "v" not in obj:
-        raise InputError(
-            "missing: every trace line carries the format version", file=file, line=line, field="v"
-        )
-    version = obj["v"]
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise InputError(
-            f"must be an integer version, not {version!r}"[:200], file=file, line=line, field="v"
-        )
-    if version != TRACE_VERSION:
-        raise TraceVersionError(version, file=file, line=line)
-    kind = obj.get("type")
-    if not isinstance(kind, str) or kind not in MODELS:
-        shown = "missing" if "type" not in obj else f"{kind!r} is not one of run, call, end"
-        raise InputError(shown[:200], file=file, line=line, field="type")
-    return kind
-
-
-def _validate(obj: dict[str, Any], kind: str, file: str, line: int) -> Record:
-    try:
-        return MODELS[kind].model_validate(obj)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = _field_path(err["loc"])
-        message = str(err["msg"]).removeprefix("Value error, ")
-        if message.startswith("[") and "] " in message:  # a cross-field rule names its key
-            key, message = message[1:].split("] ", 1)
-            field = key
-        elif err["type"] == "extra_forbidden":
-            message = f"unknown key on a {kind} line (trace format v{TRACE_VERSION})"
-        elif err["type"] == "missing":
-            message = f"missing (required on a {kind} line)"
-        raise InputError(message, file=file, line=line, field=field or None) from None
-
-
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part == "[key]":
-            path += " (key)"
-        else:
-            path += ("." if path else "") + part
-    return path

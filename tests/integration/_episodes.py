@@ -20,7 +20,7 @@ from runner.domain.workflow import load_workflow
 from runner.episode.driver import RUNTIME_COMMAND, EpisodeResult, run_episode
 from runner.episode.snapshot_sources import project_snapshot
 from runner.policy import load_policy
-from runner.providers.base import provider_for
+from runner.providers.factory import provider_for
 from runner.settings import Settings
 
 

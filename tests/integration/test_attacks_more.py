@@ -180,7 +180,7 @@ def test_denied_tool_injected_into_the_runtime_registry_stays_unresolvable(
     strict=True,
     reason="open: the replay context lives in the runtime process only; a Python child that "
     "imports the tool module calls a denied tool unguarded (runner/sdk/__init__.py "
-    "_active_allowed is None in a fresh process; runner/runtime/site/sitecustomize.py "
+    "_active_allowed is None in a fresh process; runner/runtime/egress/site/sitecustomize.py "
     "installs only the audit hook)",
 )
 def test_denied_tool_called_from_a_python_child_is_denied(
@@ -250,7 +250,7 @@ def test_the_answer_key_is_not_inside_the_sandbox(
 @pytest.mark.xfail(
     strict=True,
     reason="open: tool code in the runtime process disables the audit hook's handlers "
-    "(runner/runtime/audit.py _HANDLERS is a module dict) and its connect is never logged; "
+    "(runner/runtime/egress/audit.py _HANDLERS is a module dict) and its connect is never logged; "
     "coverage still says full",
 )
 def test_egress_cannot_be_hidden_in_process(
@@ -264,7 +264,7 @@ def test_egress_cannot_be_hidden_in_process(
 @pytest.mark.xfail(
     strict=True,
     reason="open: tool code truncates the child egress log before the runtime reads it; the "
-    "child's attempt vanishes and coverage stays full (runner/runtime/childlog.py read_new "
+    "child's attempt vanishes and coverage stays full (runner/runtime/egress/childlog.py read_new "
     "keeps its offset past the new end; documented there as 'evidence, not a guarantee')",
 )
 def test_egress_of_a_child_cannot_be_hidden_by_truncating_its_log(

@@ -193,6 +193,9 @@ PUBLIC: dict[str, list[str]] = {
         "verdict",
     ],
     "runner.runtime": ["protocol"],
+    "runner.runtime.egress": ["audit"],
+    "runner.runtime.replay": ["calls", "recordings"],
+    "runner.runtime.steps": ["engine"],
     "runner.sdk": [
         "Effect",
         "HttpResponse",

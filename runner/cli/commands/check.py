@@ -39,7 +39,7 @@ from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
-    from runner.policy.eligibility import EligibilityReport, WorkflowCheck
+    from runner.policy.report import EligibilityReport, WorkflowCheck
     from runner.policy.loader import Policy
 
 

@@ -16,6 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.egress_gate import (
+    EgressBaselineOption,
+    WriteEgressBaselineOption,
+    check_baseline_file,
+    gate_egress,
+)
 from runner.cli.junit import JUnitCase, write_junit_cases
 from runner.cli.terminal import echo, markup
 from runner.errors import SandboxReplayError, worst_exit_code
@@ -175,12 +181,18 @@ def reproduce_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+    egress_baseline: EgressBaselineOption = None,
+    write_egress_baseline: WriteEgressBaselineOption = None,
 ) -> None:
-    """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5)."""
+    """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5).
+
+    With --egress-baseline, a replay that tries a destination the file lacks also exits 1.
+    """
     from runner.reproduce.inputs import expand_inputs
     from runner.reproduce.reproducer import Reproducer
 
     try:
+        check_baseline_file(egress_baseline)
         paths = expand_inputs(list(traces))
         if workflow is not None and not workflow.is_file():
             from runner.errors import InputError
@@ -215,4 +227,13 @@ def reproduce_command(
         )
     else:
         print_reports(reports)
-    raise typer.Exit(worst_exit_code(*(r.exit_code for r in reports)))
+    try:
+        egress = gate_egress(
+            [(r.input, r.outbound) for r in reports],
+            baseline=egress_baseline,
+            write=write_egress_baseline,
+            err=as_json,
+        )
+    except SandboxReplayError as exc:
+        fail(exc)
+    raise typer.Exit(worst_exit_code(egress, *(r.exit_code for r in reports)))

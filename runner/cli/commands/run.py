@@ -17,11 +17,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.egress_gate import (
+    EgressBaselineOption,
+    WriteEgressBaselineOption,
+    check_baseline_file,
+    gate_egress,
+)
 from runner.cli.terminal import echo
 from runner.errors import (
     EXIT_INFRA,
     EXIT_OK,
     SandboxReplayError,
+    worst_exit_code,
 )
 
 if TYPE_CHECKING:
@@ -71,8 +78,8 @@ def execute_run(
     from runner.episode.metered_run import metered_run
     from runner.episode.snapshot_sources import project_snapshot
     from runner.policy import load_policy
-    from runner.providers.base import provider_for_workflow
     from runner.providers.metered import MeteredProvider, StopSignal
+    from runner.providers.workflows import provider_for_workflow
     from runner.submit.plan import DEFAULT_MAX_TOKENS
 
     validate_id(task_id, kind="task id", field="--task")
@@ -241,14 +248,17 @@ def run_command(
         ),
     ] = "shadow",
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    egress_baseline: EgressBaselineOption = None,
+    write_egress_baseline: WriteEgressBaselineOption = None,
 ) -> None:
     """Run one task of a workflow in a sandbox; print the summary and the trace path.
 
-    Exits 0 whenever the episode ran (its status is in the output), 6 on infrastructure
-    failure.
+    Exits 0 whenever the episode ran (its status is in the output), 1 when it tried an
+    outbound destination the --egress-baseline file lacks, 6 on infrastructure failure.
     """
     settings = state(ctx).settings()
     try:
+        check_baseline_file(egress_baseline)
         result = execute_run(settings, workflow, tasks, task, image=image, policy_name=policy)
     except SandboxReplayError as exc:
         fail(exc)
@@ -256,4 +266,14 @@ def run_command(
         echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
     else:
         _render(result)
-    raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)
+    try:
+        egress = gate_egress(
+            [(result.run_id, result.end.get("outbound") or [])],
+            baseline=egress_baseline,
+            write=write_egress_baseline,
+            err=as_json,
+        )
+    except SandboxReplayError as exc:
+        fail(exc)
+    ran = EXIT_INFRA if result.infrastructure_failed else EXIT_OK
+    raise typer.Exit(worst_exit_code(ran, egress))

@@ -32,8 +32,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state, stdout_gone
+from runner.cli.egress_gate import (
+    EgressBaselineOption,
+    WriteEgressBaselineOption,
+    check_baseline_file,
+    gate_egress,
+    outbound_of_trace,
+)
 from runner.cli.terminal import echo
-from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
+from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -122,8 +129,12 @@ def run_submit(
     as_json: bool,
     concurrency: int | None = None,
     backend_factory: Any = None,
+    egress: tuple[Path | None, Path | None] = (None, None),
 ) -> int:
     """Plan, print the plan, run, print the report; return the exit code.
+
+    ``egress``: the ``--egress-baseline`` and ``--write-egress-baseline`` files (or None),
+    applied to every episode's trace once the job ran (`runner.cli.egress_gate`).
 
     Raises:
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
@@ -190,11 +201,25 @@ def run_submit(
         )
         if html is not None:
             echo(f"HTML report: {html}", err=as_json)
+        if egress != (None, None):
+            code = worst_exit_code(code, _gate_egress(result.report, egress, as_json))
     except KeyboardInterrupt:  # Ctrl-C while the report printed: the hint still follows
         code = EXIT_INTERRUPTED
     if code == EXIT_INTERRUPTED:
         echo(hint, err=True)
     return code
+
+
+def _gate_egress(
+    report: dict[str, Any], egress: tuple[Path | None, Path | None], as_json: bool
+) -> int:
+    """`gate_egress` over the traces of the report's episodes (those that have one)."""
+    episodes = [
+        (f"{pair['variant']}/{pair['task_id']}#{pair['repeat']}", outbound_of_trace(pair["trace"]))
+        for pair in report.get("pairs", [])
+        if pair.get("trace")
+    ]
+    return gate_egress(episodes, baseline=egress[0], write=egress[1], err=as_json)
 
 
 def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Path | None:
@@ -289,6 +314,8 @@ def submit_command(
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue an interrupted job.")
     ] = None,
+    egress_baseline: EgressBaselineOption = None,
+    write_egress_baseline: WriteEgressBaselineOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
     from runner.submit.options import SubmitOptions, load_job_file
@@ -308,6 +335,7 @@ def submit_command(
         ]
     )
     try:
+        check_baseline_file(egress_baseline)
         options: SubmitOptions | None = None
         if resume is None:
             if job_file is not None:
@@ -340,6 +368,7 @@ def submit_command(
             dry_run=dry_run,
             as_json=as_json,
             concurrency=concurrency,
+            egress=(egress_baseline, write_egress_baseline),
         )
     except SandboxReplayError as exc:
         if as_json:

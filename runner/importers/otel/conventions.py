@@ -11,12 +11,7 @@ Kinds (`span_kind`), first match wins:
   model together with messages or usage (framework wrappers such as ADK's ``call_llm``);
 - otherwise None (chains, HTTP spans, roots without attributes): structure only.
 
-`model_call` reads a model span: system prompt, input messages, the first output message,
-requested and response model ids, usage, tool definitions, error. Each field comes from the
-first convention that has it (`runner.importers.otel.messages` lists them); span events and
-log records tied to the span (``gen_ai.client.inference.operation.details``, the older
-``gen_ai.{system,user,assistant,tool}.message`` and ``gen_ai.choice``,
-``gen_ai.content.prompt`` / ``gen_ai.content.completion``) are read too. `tool_call` reads a
+A model span is read by `runner.importers.otel.modelspans.model_call`. `tool_call` reads a
 tool span: name, call id, arguments, result, error (span status ``ERROR``, ``error.type``,
 the ``exception`` event).
 
@@ -26,26 +21,18 @@ a warning naming span, file and attribute; the value counts as absent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from runner.importers.otel.messages import (
     PLACEHOLDERS,
-    Msg,
-    ToolDef,
-    adk_request,
-    adk_response,
-    chat_message,
-    flattened,
-    parts_messages,
-    parts_text,
-    tool_def,
 )
-from runner.importers.otel.shapes import Event, Span
-from runner.importers.otel.values import as_dict, as_int, json_value
+from runner.importers.otel.shapes import Span
+from runner.importers.otel.values import as_int, json_value
 
-__all__ = ["ModelCall", "ToolCall", "model_call", "span_error", "span_kind", "tool_call"]
+__all__ = ["ToolCall", "Warn", "attr_int", "attr_str", "span_error", "span_kind", "tool_call"]
 
 Warn = Callable[[Span, str, str], None]
 
@@ -96,22 +83,6 @@ def span_kind(span: Span) -> str | None:
 
 
 @dataclass
-class ModelCall:
-    """What a model span records (None: the span does not say)."""
-
-    system: str | None = None
-    input: list[Msg] | None = None
-    output: Msg | None = None
-    request_model: str | None = None
-    response_model: str | None = None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    tools: list[ToolDef] = field(default_factory=list)
-    error: tuple[str, str] | None = None
-    content_source: str | None = None
-
-
-@dataclass
 class ToolCall:
     """What a tool span records. ``result_known`` False: the result was not captured."""
 
@@ -125,7 +96,11 @@ class ToolCall:
     description: str | None = None
 
 
-def _str(span: Span, key: str, warn: Warn) -> str | None:
+def attr_str(span: Span, key: str, warn: Warn) -> str | None:
+    """The span's text attribute ``key`` stripped; None when absent, empty or a placeholder.
+
+    A value of another type is a warning (`Warn`) and counts as absent.
+    """
     value = span.attrs.get(key)
     if value is None:
         return None
@@ -136,7 +111,8 @@ def _str(span: Span, key: str, warn: Warn) -> str | None:
     return value if value and value not in PLACEHOLDERS else None
 
 
-def _int(span: Span, keys: tuple[str, ...], warn: Warn) -> int | None:
+def attr_int(span: Span, keys: tuple[str, ...], warn: Warn) -> int | None:
+    """The first of ``keys`` holding a non-negative integer; others are warnings, None if none."""
     for key in keys:
         if key not in span.attrs:
             continue
@@ -146,205 +122,6 @@ def _int(span: Span, keys: tuple[str, ...], warn: Warn) -> int | None:
             continue
         return value
     return None
-
-
-def _merged(span: Span) -> dict[str, Any]:
-    """The span's attributes plus those of its inference-details events and log records."""
-    attrs = dict(span.attrs)
-    for event in [*span.events, *span.logs]:
-        if event.name == _DETAILS:
-            for key, value in event.attrs.items():
-                attrs.setdefault(key, value)
-    return attrs
-
-
-def _event_body(event: Event) -> dict[str, Any] | None:
-    if isinstance(event.body, dict):
-        return event.body
-    ok, body = json_value(event.body) if isinstance(event.body, str) else (False, None)
-    if ok and isinstance(body, dict):
-        return body
-    raw = event.attrs.get("gen_ai.event.content")
-    ok, body = json_value(raw)
-    if ok and isinstance(body, dict):
-        return body
-    flat = {k: v for k, v in event.attrs.items() if not k.startswith("gen_ai.")}
-    for key in ("tool_calls", "message", "content"):
-        if isinstance(flat.get(key), str) and flat[key].lstrip()[:1] in ("[", "{"):
-            ok, parsed = json_value(flat[key])
-            if ok:
-                flat[key] = parsed
-    return flat or None
-
-
-def _event_messages(span: Span) -> tuple[list[Msg] | None, Msg | None]:
-    inputs: list[Msg] = []
-    output: Msg | None = None
-    for event in sorted([*span.events, *span.logs], key=lambda e: e.time_ns or 0):
-        name = event.name
-        if name in _INPUT_EVENTS:
-            body = _event_body(event) or {}
-            msg = chat_message({**body, "role": _INPUT_EVENTS[name]})
-            if "content" not in body and not msg.tool_calls and msg.role != "tool":
-                msg.known = False
-            inputs.append(msg)
-        elif name == "gen_ai.choice" and output is None:
-            body = _event_body(event) or {}
-            if as_int(body.get("index")) in (None, 0):
-                message = as_dict(body.get("message"), body)
-                output = chat_message({**message, "role": "assistant"})
-                if "content" not in message and not output.tool_calls:
-                    output.known = False
-        elif name == "gen_ai.content.prompt":
-            found = parts_messages(event.attrs.get("gen_ai.prompt"))
-            inputs.extend(found or [])
-        elif name == "gen_ai.content.completion" and output is None:
-            found = parts_messages(event.attrs.get("gen_ai.completion"))
-            output = found[0] if found else None
-    return (inputs or None), output
-
-
-def _informative(messages: list[Msg] | None) -> bool:
-    return bool(messages) and any(m.known and (m.text or m.tool_calls) for m in messages or [])
-
-
-def _openai_json(span: Span, key: str) -> Any:
-    ok, value = json_value(span.attrs.get(key))
-    return value if ok and isinstance(value, dict) else None
-
-
-def model_call(span: Span, warn: Warn) -> ModelCall:
-    """Read a model span (see the module docstring)."""
-    attrs = _merged(span)
-    info = ModelCall()
-    candidates_in: list[tuple[str, list[Msg] | None]] = []
-    candidates_out: list[tuple[str, list[Msg] | None]] = []
-    for key, target in (
-        ("gen_ai.input.messages", candidates_in),
-        ("gen_ai.output.messages", candidates_out),
-    ):
-        if key in attrs:
-            found = parts_messages(attrs[key])
-            if found is None:
-                warn(span, key, "is not a JSON list of messages: ignored")
-            target.append(("gen_ai.messages", found))
-    system_raw = attrs.get("gen_ai.system_instructions")
-    if system_raw is not None:
-        ok, value = json_value(system_raw)
-        info.system, _ = parts_text(value if ok else system_raw)
-    candidates_in.append(("openinference", flattened(attrs, "llm.input_messages")))
-    candidates_out.append(("openinference", flattened(attrs, "llm.output_messages")))
-    candidates_in.append(("gen_ai.prompt", flattened(attrs, "gen_ai.prompt")))
-    candidates_out.append(("gen_ai.completion", flattened(attrs, "gen_ai.completion")))
-    events_in, events_out = _event_messages(span)
-    candidates_in.append(("events", events_in))
-    candidates_out.append(("events", [events_out] if events_out is not None else None))
-    request = _openai_json(span, "input.value")
-    if request is not None and isinstance(request.get("messages"), list):
-        candidates_in.append(
-            ("input.value", [chat_message(m) for m in request["messages"] if isinstance(m, dict)])
-        )
-    response = _openai_json(span, "output.value")
-    if response is not None and isinstance(response.get("choices"), list) and response["choices"]:
-        first = response["choices"][0]
-        if isinstance(first, dict) and isinstance(first.get("message"), dict):
-            candidates_out.append(("output.value", [chat_message(first["message"])]))
-    adk_in = adk_request(attrs.get("gcp.vertex.agent.llm_request"))
-    adk_out = adk_response(attrs.get("gcp.vertex.agent.llm_response"))
-    if adk_in is not None:
-        candidates_in.append(("adk", adk_in[1]))
-        info.system = info.system or adk_in[0]
-        info.tools.extend(adk_in[2])
-    if adk_out is not None and adk_out[0] is not None:
-        candidates_out.append(("adk", [adk_out[0]]))
-    source, chosen = _choose(candidates_in)
-    info.input = chosen
-    out_source, out = _choose(candidates_out)
-    info.output = out[0] if out else None
-    info.content_source = out_source or source
-    if info.input and info.system is None:
-        systems = [m for m in info.input if m.role in ("system", "developer")]
-        if systems and systems[0].known:
-            info.system = systems[0].text
-    params = _openai_json(span, "llm.invocation_parameters") or {}
-    requested = params.get("model") if isinstance(params.get("model"), str) else None
-    info.request_model = (
-        _str(span, "gen_ai.request.model", warn)
-        or _str(span, "llm.request.model_name", warn)
-        or requested
-        or _str(span, "llm.model_name", warn)
-    )
-    info.response_model = _str(span, "gen_ai.response.model", warn) or _str(
-        span, "llm.response.model_name", warn
-    )
-    if info.response_model is None and response is not None:
-        model = response.get("model")
-        info.response_model = model if isinstance(model, str) and model else None
-    if info.response_model is None and adk_out is not None:
-        info.response_model = adk_out[1]
-    info.tokens_in = _int(
-        span,
-        ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
-        warn,
-    )
-    info.tokens_out = _int(
-        span,
-        (
-            "gen_ai.usage.output_tokens",
-            "gen_ai.usage.completion_tokens",
-            "llm.token_count.completion",
-        ),
-        warn,
-    )
-    if info.tokens_in is None and info.tokens_out is None and adk_out is not None:
-        usage = adk_out[2]
-        info.tokens_in = as_int(usage.get("prompt_token_count"))
-        info.tokens_out = as_int(usage.get("candidates_token_count"))
-    info.tools.extend(_tool_defs(span, attrs, warn))
-    info.error = span_error(span)
-    return info
-
-
-def _choose(candidates: list[tuple[str, list[Msg] | None]]) -> tuple[str | None, list[Msg] | None]:
-    present = [(s, m) for s, m in candidates if m]
-    for source, messages in present:
-        if _informative(messages):
-            return source, messages
-    return (present[0][0], present[0][1]) if present else (None, None)
-
-
-def _tool_defs(span: Span, attrs: dict[str, Any], warn: Warn) -> list[ToolDef]:
-    out: list[ToolDef] = []
-    raw = attrs.get("gen_ai.tool.definitions")
-    if raw is not None:
-        ok, value = json_value(raw)
-        if ok and isinstance(value, list):
-            out.extend(d for d in (tool_def(v) for v in value) if d is not None)
-        else:
-            warn(span, "gen_ai.tool.definitions", "is not a JSON list of tools: ignored")
-    index = 0
-    while f"llm.tools.{index}.tool.json_schema" in attrs:
-        found = tool_def(attrs[f"llm.tools.{index}.tool.json_schema"])
-        if found is None:
-            warn(span, f"llm.tools.{index}.tool.json_schema", "is not a tool definition: ignored")
-        else:
-            out.append(found)
-        index += 1
-    index = 0
-    while f"llm.request.functions.{index}.name" in attrs:
-        prefix = f"llm.request.functions.{index}."
-        ok, params = json_value(attrs.get(prefix + "parameters"))
-        found = tool_def(
-            {
-                "name": attrs.get(prefix + "name"),
-                "description": attrs.get(prefix + "description"),
-                "parameters": params if ok else None,
-            }
-        )
-        if found is not None:
-            out.append(found)
-        index += 1
-    return out
 
 
 def span_error(span: Span) -> tuple[str, str] | None:
@@ -372,19 +149,19 @@ def span_error(span: Span) -> tuple[str, str] | None:
 def tool_call(span: Span, warn: Warn) -> ToolCall:
     """Read a tool span (see the module docstring)."""
     info = ToolCall()
-    name = _str(span, "gen_ai.tool.name", warn) or _str(span, "tool.name", warn)
+    name = attr_str(span, "gen_ai.tool.name", warn) or attr_str(span, "tool.name", warn)
     if name is None and span.name.startswith("execute_tool "):
         name = span.name[len("execute_tool ") :].strip() or None
     if name is None and span.attrs.get("openinference.span.kind") == "TOOL":
         name = span.name or None
     info.name = name
-    info.description = _str(span, "gen_ai.tool.description", warn) or _str(
+    info.description = attr_str(span, "gen_ai.tool.description", warn) or attr_str(
         span, "tool.description", warn
     )
     info.call_id = (
-        _str(span, "gen_ai.tool.call.id", warn)
-        or _str(span, "tool_call.id", warn)
-        or _str(span, "tool.id", warn)
+        attr_str(span, "gen_ai.tool.call.id", warn)
+        or attr_str(span, "tool_call.id", warn)
+        or attr_str(span, "tool.id", warn)
     )
     for key in ("gen_ai.tool.call.arguments", "input.value", "gcp.vertex.agent.tool_call_args"):
         if key in span.attrs:
@@ -420,6 +197,4 @@ def _placeholder_result(value: Any) -> bool:
 
 
 def _dumps(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False)

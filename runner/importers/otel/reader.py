@@ -26,7 +26,9 @@ import structlog
 
 from runner.domain.ids import IdSet
 from runner.errors import InputError
+from runner.importers.imported import ImportSource, WorkflowShape
 from runner.importers.openai_messages import read_tools_file
+from runner.importers.otel.files import read_file
 from runner.importers.otel.messages import ToolDef, tool_def
 from runner.importers.otel.sessions import (
     LogicalCall,
@@ -35,9 +37,8 @@ from runner.importers.otel.sessions import (
     build_sessions,
     tool_defs_of,
 )
-from runner.importers.otel.shapes import Notes, read_file
+from runner.importers.otel.shapes import Notes
 from runner.importers.otel.turns import Assembler, place, seconds, session_messages, tokens_of
-from runner.importers.output import ImportSource, WorkflowShape
 from runner.importers.source import (
     SourceRun,
     derive_id,

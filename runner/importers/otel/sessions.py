@@ -32,16 +32,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from runner.importers.otel.conventions import (
-    ModelCall,
-    ToolCall,
-    Warn,
-    model_call,
-    span_error,
-    span_kind,
-    tool_call,
-)
+from runner.importers.otel.conventions import ToolCall, Warn, span_error, span_kind, tool_call
 from runner.importers.otel.messages import ToolDef
+from runner.importers.otel.modelspans import ModelCall, model_call
 from runner.importers.otel.shapes import LogRecord, Notes, Span
 
 __all__ = ["LogicalCall", "Session", "ToolExec", "build_sessions"]

@@ -23,8 +23,8 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import EpisodeRequest, run_episode
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
-from runner.providers.base import ScriptedProvider
 from runner.providers.metered import MeteredProvider, StopSignal
+from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
 from runner.trace.format import episode_exit_code, failure_signature
 from tests.fakes import SubprocessBackend

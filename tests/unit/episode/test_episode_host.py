@@ -20,7 +20,7 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import EpisodeRequest, run_episode
 from runner.episode.snapshot import SnapshotEntry, build_snapshot
-from runner.providers.base import ScriptedProvider
+from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
 from runner.trace.format import failure_signature
 from tests.fakes import SubprocessBackend

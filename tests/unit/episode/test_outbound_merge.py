@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from runner.episode.outbound import MAX_COUNT, MAX_OUTBOUND, OutboundLog
-from runner.runtime.audit import MAX_DESTINATIONS
+from runner.runtime.egress.audit import MAX_DESTINATIONS
 
 
 def _egress(kind: str, host: Any, port: Any, count: Any = 1, **extra: Any) -> dict[str, Any]:

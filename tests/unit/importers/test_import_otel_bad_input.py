@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from runner.cli.app import _register_commands, app
 from runner.errors import InputError
+from runner.importers.otel import files as files_module
 from runner.importers.otel import read_otel
-from runner.importers.otel import shapes as shapes_module
 from tests.otel_shapes import render
 from tests.unit.importers.test_import_otel import (
     EXPECTED,
@@ -93,7 +93,7 @@ def test_a_document_over_the_size_limit_says_the_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = render(genai_session(), "otlp", tmp_path / "big.json")
-    monkeypatch.setattr(shapes_module, "MAX_DOCUMENT_BYTES", 1000)
+    monkeypatch.setattr(files_module, "MAX_DOCUMENT_BYTES", 1000)
     with pytest.raises(InputError, match="at most 1000 are read whole"):
         read_otel([source])
 

@@ -334,7 +334,7 @@ def test_realdata_workflows_check(retail: Path) -> None:
 
 
 def replay_through_agent_loop(out: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Drive `runner.runtime.agent.AgentStep` over every imported trace, serving each turn and
+    """Drive `runner.runtime.steps.agent.AgentStep` over every imported trace, serving each turn and
     tool result from the trace; a request that differs from its recording is a divergence.
 
     The runtime itself inserts the fixed messages, takes a bare choice body, serves a recorded
@@ -342,10 +342,10 @@ def replay_through_agent_loop(out: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     """
     import yaml
 
-    import runner.runtime.agent as agent_mod
-    from runner.providers.base import _first_difference, match_key
-    from runner.runtime.callrecords import message_of
+    import runner.runtime.steps.agent as agent_mod
+    from runner.providers.replay import _first_difference, match_key
     from runner.runtime.registry import RuntimeRegistry, RuntimeTool
+    from runner.runtime.replay.callrecords import message_of
 
     class Diverged(Exception):
         pass

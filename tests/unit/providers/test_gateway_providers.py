@@ -16,10 +16,11 @@ import pytest
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
 from runner.providers.anthropic import AnthropicProvider
 from runner.providers.apis import ApiCall, sse_events, summarise
-from runner.providers.base import ProviderResponse, ReplayProvider
+from runner.providers.base import ProviderResponse
 from runner.providers.gateway import GatewayRouter, model_override
 from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.openai import OpenAIProvider
+from runner.providers.replay import ReplayProvider
 from runner.providers.replay_api import first_differing_field
 from tests import fake_anthropic, fake_openai
 
@@ -163,7 +164,7 @@ def test_routing_picks_the_family_by_api_and_overrides_only_the_steps_family(
 
 
 def test_a_scripted_model_receives_api_path_and_body_and_returns_the_raw_body() -> None:
-    from runner.providers.base import ScriptedProvider
+    from runner.providers.scripted import ScriptedProvider
 
     seen: list[dict[str, Any]] = []
 

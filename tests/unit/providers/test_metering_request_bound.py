@@ -163,7 +163,7 @@ def test_the_reservation_is_never_below_the_bytes_of_the_forwarded_request(
 
 def test_a_judge_call_reserves_its_whole_request_too(ledger: Ledger) -> None:
     from runner.grading import Group, Result
-    from runner.grading.judges import ModelJudge
+    from runner.grading.modeljudge import ModelJudge
 
     guard = CeilingGuard(ledger, "job", {"judge": Ceiling(tokens=10**9)})
     judge = ModelJudge(

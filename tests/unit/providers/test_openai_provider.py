@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 
 from runner.errors import InputError
-from runner.providers.base import provider_for
+from runner.providers.factory import provider_for
 from runner.providers.openai import OpenAIProvider, response_usd
 from runner.settings import Settings
 from tests.fake_openai import MODEL_ID, FakeOpenAI, serve

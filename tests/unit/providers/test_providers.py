@@ -9,12 +9,10 @@ from typing import Any
 import pytest
 
 from runner.errors import InputError
-from runner.providers.base import (
-    ReplayProvider,
-    ScriptedProvider,
-    provider_for,
-    response_from_body,
-)
+from runner.providers.base import response_from_body
+from runner.providers.factory import provider_for
+from runner.providers.replay import ReplayProvider
+from runner.providers.scripted import ScriptedProvider
 
 REQUEST = {
     "model": "cfg-model",
@@ -147,7 +145,7 @@ def test_response_from_body_tolerates_garbage() -> None:
 def test_deadline_provider_answers_in_time_or_with_timeout_error() -> None:
     import threading
 
-    from runner.providers.base import DeadlineProvider
+    from runner.providers.deadline import DeadlineProvider
 
     quick = DeadlineProvider(ScriptedProvider(lambda r: {"model": "m"}), lambda: 5.0)
     assert quick.complete(REQUEST, "model").model == "m"
@@ -165,7 +163,7 @@ def test_deadline_provider_answers_in_time_or_with_timeout_error() -> None:
 
 
 def test_deadline_provider_starts_no_call_after_the_deadline() -> None:
-    from runner.providers.base import DeadlineProvider
+    from runner.providers.deadline import DeadlineProvider
 
     calls: list[dict[str, Any]] = []
     timeouts: list[bool] = []

@@ -19,8 +19,8 @@ from tests.paths import TESTS
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import Result, manifest_for, run_runtime, write_run_dir
 
-from runner.runtime import audit
-from runner.runtime.childlog import ChildLog
+from runner.runtime.egress import audit
+from runner.runtime.egress.childlog import ChildLog
 
 
 def _run(tmp_path: Path, tool: str, args: dict[str, Any] | None = None) -> Result:
@@ -163,8 +163,8 @@ def test_a_python_child_with_an_environment_without_the_hook_is_partial(
 
 
 def test_resolved_from_names_the_looked_up_host(captured: list[dict[str, Any]]) -> None:
-    audit._on_lookup("socket.getaddrinfo", ("db.internal", 5432, 0, 1, 0))
-    audit._on_address("socket.connect", (None, ("10.1.2.3", 5432)))
+    audit._on_network("socket.getaddrinfo", ("db.internal", 5432, 0, 1, 0))
+    audit._on_network("socket.connect", (None, ("10.1.2.3", 5432)))
     lookup, connect = (m["attempt"] for m in audit.drain())
     assert (lookup["kind"], lookup["host"], lookup["address"]) == ("dns", "db.internal", None)
     assert (connect["host"], connect["address"], connect["resolved_from"]) == (
@@ -175,8 +175,8 @@ def test_resolved_from_names_the_looked_up_host(captured: list[dict[str, Any]]) 
 
 
 def test_urls_and_http_connections_are_parsed(captured: list[dict[str, Any]]) -> None:
-    audit._on_url("urllib.Request", ("https://api.example.com/v1?q=1", None, {}, "POST"))
-    audit._on_http("http.client.connect", (None, "127.0.0.1", 8080))
+    audit._on_network("urllib.Request", ("https://api.example.com/v1?q=1", None, {}, "POST"))
+    audit._on_network("http.client.connect", (None, "127.0.0.1", 8080))
     url, http = (m["attempt"] for m in audit.drain())
     assert (url["host"], url["port"], url["method"]) == ("api.example.com", 443, "POST")
     assert (http["kind"], http["address"], http["port"]) == ("http", "127.0.0.1", 8080)
@@ -216,7 +216,7 @@ def test_the_child_log_forwards_only_complete_valid_lines(tmp_path: Path) -> Non
 
 
 def test_the_child_log_is_capped_visibly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("runner.runtime.childlog.MAX_RECORDS", 3)
+    monkeypatch.setattr("runner.runtime.egress.childlog.MAX_RECORDS", 3)
     log = ChildLog(str(tmp_path))
     line = json.dumps({"type": "egress", "attempt": {"kind": "dns", "host": "h"}}) + "\n"
     Path(log.path).write_text(line * 5)
@@ -306,7 +306,7 @@ def test_outside_a_run_sitecustomize_installs_nothing(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != audit.ENV_LOG}
     env["PYTHONPATH"] = os.pathsep.join([audit.SITE_DIR, audit.RUNTIME_ROOT])
     out = subprocess.run(
-        [sys.executable, "-c", "import sys; print('runner.runtime.audit' in sys.modules)"],
+        [sys.executable, "-c", "import sys; print('runner.runtime.egress.audit' in sys.modules)"],
         env=env,
         check=True,
         capture_output=True,
@@ -322,13 +322,13 @@ def test_repeats_are_counted_and_a_later_connect_survives_a_decoy_flood(
     captured: list[dict[str, Any]],
 ) -> None:
     for i in range(1500):
-        audit._on_lookup("socket.getaddrinfo", (f"decoy-{i % 3}.invalid", 443, 0, 1, 0))
-    audit._on_address("socket.connect", (None, ("192.0.2.1", 8443)))
+        audit._on_network("socket.getaddrinfo", (f"decoy-{i % 3}.invalid", 443, 0, 1, 0))
+    audit._on_network("socket.connect", (None, ("192.0.2.1", 8443)))
     found = audit.drain()
     assert [m["count"] for m in found] == [500, 500, 500, 1]  # one message per destination
     assert found[-1]["attempt"]["kind"] == "connect"
     assert found[0]["attempt"]["event"] == "socket.getaddrinfo"  # the first attempt in full
-    audit._on_lookup("socket.getaddrinfo", ("decoy-0.invalid", 443, 0, 1, 0))
+    audit._on_network("socket.getaddrinfo", ("decoy-0.invalid", 443, 0, 1, 0))
     (again,) = audit.drain()  # a repeat after a drain: the destination and its new count
     assert again["count"] == 1 and again["attempt"]["host"] == "decoy-0.invalid"
 
@@ -338,8 +338,8 @@ def test_distinct_destinations_past_the_cap_are_counted_as_dropped(
 ) -> None:
     monkeypatch.setattr(audit, "MAX_DESTINATIONS", 5)
     for i in range(8):
-        audit._on_lookup("socket.getaddrinfo", (f"d{i}.invalid", 443, 0, 1, 0))
-    audit._on_lookup("socket.getaddrinfo", ("d0.invalid", 443, 0, 1, 0))  # known: counted
+        audit._on_network("socket.getaddrinfo", (f"d{i}.invalid", 443, 0, 1, 0))
+    audit._on_network("socket.getaddrinfo", ("d0.invalid", 443, 0, 1, 0))  # known: counted
     found = audit.drain()
     assert len([m for m in found if "attempt" in m]) == 5
     assert found[0]["count"] == 2
@@ -348,8 +348,8 @@ def test_distinct_destinations_past_the_cap_are_counted_as_dropped(
 
 
 def test_unix_paths_are_distinct_destinations(captured: list[dict[str, Any]]) -> None:
-    audit._on_address("socket.connect", (None, "/run/a.sock"))
-    audit._on_address("socket.connect", (None, "/run/b.sock"))
+    audit._on_network("socket.connect", (None, "/run/a.sock"))
+    audit._on_network("socket.connect", (None, "/run/b.sock"))
     assert [m["attempt"]["address"] for m in audit.drain()] == ["/run/a.sock", "/run/b.sock"]
 
 

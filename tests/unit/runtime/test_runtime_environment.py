@@ -127,7 +127,7 @@ def test_the_child_log_goes_to_tmpdir_without_importing_tempfile(
 ) -> None:
     import tempfile
 
-    from runner.runtime import childlog
+    from runner.runtime.egress import childlog
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     assert childlog._temp_dir() == str(tmp_path)

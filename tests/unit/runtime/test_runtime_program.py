@@ -18,12 +18,13 @@ import pytest
 
 from runner import sdk
 from runner.errors import CapabilityDenied
-from runner.runtime import audit
-from runner.runtime.calls import Caller, Clock
-from runner.runtime.gateway import PLACEHOLDER_KEY, Gateway, error_body
-from runner.runtime.program import ProgramStep
-from runner.runtime.recordings import ObservationStore, TraceStore
+from runner.runtime.egress import audit
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
+from runner.runtime.replay.calls import Caller
+from runner.runtime.replay.clock import Clock
+from runner.runtime.replay.recordings import ObservationStore, TraceStore
+from runner.runtime.steps.gateway import PLACEHOLDER_KEY, Gateway, error_body
+from runner.runtime.steps.program import ProgramStep
 from tests.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "program"))

@@ -22,7 +22,7 @@ from fakehost import (
 )
 
 from runner.runtime.errors import RecordedError, UnrecordedCall
-from runner.runtime.recordings import (
+from runner.runtime.replay.recordings import (
     ObservationStore,
     TraceStore,
     differing_fields,

@@ -1,6 +1,6 @@
 """The run's wall clock (issue 12): every wall-clock read is the run's reading, frozen per call.
 
-`runner.runtime.wallclock.install` patches a whole interpreter, so each check runs in a fresh
+`runner.sdk.wallclock.install` patches a whole interpreter, so each check runs in a fresh
 one (this interpreter and, when present, Python 3.9, the oldest the sandbox side supports).
 """
 
@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from runner.runtime import audit, programs, wallclock
-from runner.runtime.calls import Clock
+from runner.runtime.egress import audit, programs
+from runner.runtime.replay.clock import Clock
+from runner.sdk import wallclock
 from tests.paths import REPO
 
 ROOT = REPO
@@ -44,7 +45,7 @@ def _run(python: str, script: str, **env: str) -> dict[str, Any]:
 EVERY_READ = f"""
 import io, json, logging, pickle, time
 from datetime import datetime as taken_before
-from runner.runtime import wallclock
+from runner.sdk import wallclock
 out = {{"problem": wallclock.install()}}
 wallclock.set_reading({READING}, export=False)
 import datetime as dt
@@ -128,7 +129,7 @@ def test_without_a_reading_the_replaced_functions_read_the_machines_clock() -> N
         sys.executable,
         """
         import json, time
-        from runner.runtime import wallclock
+        from runner.sdk import wallclock
         before = time.time()
         wallclock.install()
         from datetime import datetime
@@ -145,7 +146,7 @@ def test_python_children_start_at_the_reading_of_the_call_that_started_them() ->
         sys.executable,
         f"""
         import json, subprocess, sys
-        from runner.runtime import wallclock
+        from runner.sdk import wallclock
         wallclock.install()
         child = ("import datetime, json, time; print(json.dumps([time.time(), "
                  "datetime.datetime.now().isoformat()]))")

@@ -22,7 +22,8 @@ from loopback import loopback_server  # noqa: E402
 
 from runner import sdk  # noqa: E402
 from runner.errors import ReplayDivergence  # noqa: E402
-from runner.runtime import rawio  # noqa: E402
+from runner.runtime.replay import rawserve  # noqa: E402
+from runner.sdk import rawio  # noqa: E402
 from runner.trace.format import failure_signature  # noqa: E402
 from runner.tracetools.reader import load_trace  # noqa: E402
 
@@ -122,14 +123,14 @@ def test_the_helper_serves_recorded_bodies_so_the_parsing_runs_again() -> None:
     ]
     rawio.apply_exchanges(record, exchanges, '{"x":1}')
     assert record["content_encoding"] == "gzip" and record["meta"]["http"][1]["body"] == ""
-    with rawio.served_by_code(record, "t.fetch"):
+    with rawserve.served_by_code(record, "t.fetch"):
         first = sdk.http_get("http://api/x")
         second = sdk.http_get("http://api/empty")
         with pytest.raises(ReplayDivergence, match="unrecorded HTTP request #2"):
             sdk.http_get("http://api/x")
     assert (first.json(), first.content_encoding, second.body) == ({"a": 1}, "gzip", b"")
     with (
-        rawio.served_by_code(record, "t.fetch"),
+        rawserve.served_by_code(record, "t.fetch"),
         pytest.raises(ReplayDivergence, match="recording has GET"),
     ):
         sdk.http_get("http://elsewhere/x")

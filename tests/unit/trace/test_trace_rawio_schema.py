@@ -1,6 +1,6 @@
 """Raw I/O call records (``meta.http``, ``meta.result``): documented, and the schema accepts them.
 
-The records come from the writer itself (`runner.runtime.rawio.apply_exchanges`, used by the
+The records come from the writer itself (`runner.sdk.rawio.apply_exchanges`, used by the
 runtime and by record mode), from the golden recorded trace, and from the example in
 docs/trace-format.md; each must validate against docs/trace.schema.json and the reader.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from runner.runtime.rawio import apply_exchanges, is_raw, result_text
+from runner.sdk.rawio import apply_exchanges, is_raw, result_text
 from runner.tracetools.reader import validate_record
 from tests.paths import REPO
 

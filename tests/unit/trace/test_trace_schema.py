@@ -211,7 +211,7 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
     from runner.domain.workflow import load_workflow
     from runner.episode.driver import EpisodeRequest, run_episode
     from runner.episode.snapshot import SnapshotEntry, build_snapshot
-    from runner.providers.base import ScriptedProvider
+    from runner.providers.scripted import ScriptedProvider
     from runner.sdk import schema_hash
     from runner.settings import Settings
     from runner.tracetools.lint import lint_trace

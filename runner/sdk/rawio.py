@@ -1,7 +1,8 @@
 """Raw I/O calls: tools that do their HTTP through `runner.sdk.http_request`.
 
-Standard library only, Python 3.9+. Used by the runtime (`runner.runtime.calls`) and by
-record mode in a user's own process (`runner.sdk.recorder`).
+Standard library only, Python 3.9+. Used by the runtime (`runner.runtime.replay.calls`) and by
+record mode in a user's own process (`runner.sdk.recorder`); serving a raw record again in
+reproduce is the runtime's (`runner.runtime.replay.rawserve`).
 
 The call record of a tool that made HTTP requests through the SDK helper (SPEC.md "What raw
 means"):
@@ -13,7 +14,8 @@ means"):
   content_encoding?}``, and for the second and later requests their own body fields;
 - ``meta.result``: the tool's return value as JSON text (the tool-level value).
 
-Serving such a record in reproduce (`served_by_code`): a ``pure`` or ``read`` tool whose code is
+Serving such a record in reproduce (`runner.runtime.replay.rawserve.served_by_code`): a ``pure``
+or ``read`` tool whose code is
 available runs again with the helper answering each request from ``meta.http`` in order (a
 request the record does not hold, or with another method or URL, raises `UnrecordedCall`):
 the tool's own parsing runs again and its result is compared with ``meta.result``. ``local``
@@ -21,15 +23,13 @@ and ``unsafe`` tools never run in reproduce: they get ``meta.result`` (`tool_lev
 """
 
 import contextlib
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from runner import sdk
-from runner.runtime.errors import UnrecordedCall
 from runner.sdk import httpio
-from runner.trace.format import decode_body, encode_body
+from runner.trace.format import encode_body
 
 RERUN_EFFECTS = ("pure", "read")
-_BODY_KEYS = ("body", "body_encoding", "truncated", "original_length", "sha256")
+BODY_KEYS = ("body", "body_encoding", "truncated", "original_length", "sha256")
 
 
 @contextlib.contextmanager
@@ -53,7 +53,7 @@ def apply_exchanges(
         exchanges: what `capture` collected (non-empty).
         result_text: the tool's return value as JSON text, or None when it raised.
     """
-    for key in (*_BODY_KEYS, "content_encoding"):
+    for key in (*BODY_KEYS, "content_encoding"):
         record.pop(key, None)
     record["raw_io"] = True
     first = exchanges[0]
@@ -80,10 +80,11 @@ def is_raw(record: Optional[Dict[str, Any]]) -> bool:
     """True for a raw I/O call record."""
     if not record or record.get("raw_io") is not True:
         return False
-    return _entries(record) is not None
+    return entries_of(record) is not None
 
 
-def _entries(record: Dict[str, Any]) -> Optional[List[Dict[str, Any]]]:
+def entries_of(record: Dict[str, Any]) -> Optional[List[Dict[str, Any]]]:
+    """The ``meta.http`` entries of a raw I/O ``record`` (None when it has none)."""
     meta = record.get("meta")
     http = meta.get("http") if isinstance(meta, dict) else None
     if isinstance(http, list) and http and all(isinstance(e, dict) for e in http):
@@ -108,74 +109,38 @@ def tool_level_record(record: Dict[str, Any]) -> Dict[str, Any]:
     text = result_text(record)
     if text is None:
         return record
-    served = {k: v for k, v in record.items() if k not in _BODY_KEYS}
+    served = {k: v for k, v in record.items() if k not in BODY_KEYS}
     served.update(encode_body(text))
     return served
 
 
-@contextlib.contextmanager
-def served_by_code(record: Dict[str, Any], tool_id: str) -> Iterator[None]:
-    """Answer the SDK helper's requests from ``record`` while the tool's code runs again.
+def run_capturing(
+    func: Callable[..., Any],
+    args: Dict[str, Any],
+    record: Dict[str, Any],
+    to_text: Callable[[Any], str],
+) -> Any:
+    """Call ``func(**args)``; ``record``'s body is its value as JSON, or its raw HTTP bodies.
 
-    The tool id is added to the replay context's allowed set for the block (its code runs, its
-    I/O is served).
+    Args:
+        func: the tool function.
+        args: its keyword arguments.
+        record: the call record being built (body fields set here).
+        to_text: the tool's return value as JSON text (raises on a value JSON cannot hold).
+
+    Returns:
+        The tool's return value (its exception propagates, with the raw bodies recorded).
     """
-    entries = _entries(record) or []
-    position = [0]
-
-    def source(method: str, url: str) -> Dict[str, Any]:
-        index = position[0]
-        position[0] += 1
-        if index >= len(entries):
-            raise UnrecordedCall(
-                "unrecorded HTTP request #{} of tool {!r}: {} {}: the call recorded {} "
-                "request(s)".format(index, tool_id, method, url, len(entries)),
-                tool_id=tool_id,
-                args={"method": method, "url": url},
-                index=record.get("index"),
-            )
-        entry = entries[index]
-        for key, value in (("method", method), ("url", url)):
-            if entry.get(key) is not None and entry[key] != value:
-                raise UnrecordedCall(
-                    "unrecorded HTTP request #{} of tool {!r}: {} {}: the recording has {} "
-                    "{}".format(index, tool_id, method, url, entry.get("method"), entry.get("url")),
-                    tool_id=tool_id,
-                    args={"method": method, "url": url},
-                    index=record.get("index"),
-                    differing=[key],
-                )
-        holder = record if index == 0 else entry
-        if holder.get("truncated"):
-            raise UnrecordedCall(
-                "recorded HTTP body #{} of tool {!r} is truncated: it cannot be served".format(
-                    index, tool_id
-                ),
-                tool_id=tool_id,
-                args={"method": method, "url": url},
-                index=record.get("index"),
-            )
-        body = decode_body(holder) or b""
-        headers = {}
-        if entry.get("content_type"):
-            headers["content-type"] = str(entry["content_type"])
-        encoding = entry.get("content_encoding") or (
-            record.get("content_encoding") if index == 0 else None
-        )
-        return {
-            "status": entry.get("status", 200),
-            "headers": headers,
-            "body": body,
-            "content_encoding": encoding,
-        }
-
-    allowed = sdk._active_allowed()
-    token = httpio.HTTP_SOURCE.set(source)
-    try:
-        if allowed is None:
-            yield
-        else:
-            with sdk.replay_context(allowed | {tool_id}):
-                yield
-    finally:
-        httpio.HTTP_SOURCE.reset(token)
+    with capture() as exchanges:
+        try:
+            value = func(**args)
+        except BaseException:
+            if exchanges:
+                apply_exchanges(record, exchanges, None)
+            raise
+    text = to_text(value)
+    if exchanges:
+        apply_exchanges(record, exchanges, text)
+    else:
+        record.update(encode_body(text))
+    return value

@@ -277,7 +277,7 @@ def _patch_datetime() -> Optional[str]:
 def install() -> Optional[str]:
     """Replace the wall-clock functions of this process (once; idempotent).
 
-    Install it before the audit hook (`runner.runtime.audit`): patching ``datetime`` looks a
+    Install it before the audit hook (`runner.runtime.egress.audit`): patching ``datetime`` looks a
     symbol up through ctypes, which the hook would report.
 
     Returns:

@@ -8,7 +8,7 @@ docs/internals.md: ``index`` (0-based over every call), ``step_id``, ``tool`` (o
 ``source`` (``executed`` | ``observation`` | ``trace`` | ``provider``), ``raw_io`` and, for a
 failed call, ``error: {class, message}``. Errors are recorded first, then raised to the caller.
 
-Serving (see `runner.runtime.recordings`): in ``shadow`` mode ``recorded`` tools are served
+Serving (see `runner.runtime.replay.recordings`): in ``shadow`` mode ``recorded`` tools are served
 from the task's observations; in ``reproduce`` mode from the trace by position, and ``pure``
 tools execute and their body is compared with the recorded one (a mismatch, or a call the
 trace never saw, is noted in the record's ``meta.divergence``; the executed result is used, so
@@ -21,19 +21,20 @@ gateway's). Call indices are handed out under a lock and call records are sent i
 (a record waits until every earlier index has been sent; `Caller.flush` sends what is still
 waiting when the episode ends), so the trace stays strictly increasing.
 
-Clock: call *i* reads ``start + (i + 1) * step_s`` in shadow; in reproduce the recorded reading
-of call *i* (falling back to the previous reading plus ``step_s``); in record the machine's
-time when the call starts (never earlier than the previous reading). `runner.sdk.now` and every
-wall-clock read of the process (`runner.runtime.wallclock`: ``time.time``, ``datetime.now``,
-...) return the reading of the call in progress, frozen for the whole call.
+Clock: `runner.runtime.replay.clock.Clock`; `runner.sdk.now` and every wall-clock read of the
+process (`runner.sdk.wallclock`) return the reading of the call in progress, frozen for the
+whole call.
 """
 
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime import argrules, rawio, wallclock
-from runner.runtime.callrecords import (
+from runner.runtime import argrules
+from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
+from runner.runtime.registry import RuntimeTool
+from runner.runtime.replay import rawserve
+from runner.runtime.replay.callrecords import (
     body_text,
     brief,
     message_of,
@@ -44,67 +45,19 @@ from runner.runtime.callrecords import (
     short,
     to_json_text,
 )
-from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
-from runner.runtime.recordings import ObservationStore, TraceStore, differing_fields, value_of
-from runner.runtime.registry import RuntimeTool
+from runner.runtime.replay.clock import Clock
+from runner.runtime.replay.recordings import (
+    ObservationStore,
+    TraceStore,
+    differing_fields,
+    value_of,
+)
+from runner.sdk import rawio
 from runner.trace.format import TRACE_VERSION, encode_body
 
-_BODY_KEYS = (
-    "body",
-    "body_encoding",
-    "truncated",
-    "original_length",
-    "sha256",
-    "content_encoding",
-)
+_BODY_KEYS = (*rawio.BODY_KEYS, "content_encoding")
 Send = Callable[..., None]
 Wait = Callable[[str], Dict[str, Any]]
-
-
-class Clock:
-    """The run's injected clock (installed with `runner.sdk.set_clock`).
-
-    Args:
-        start: the reading before the first call, epoch seconds.
-        step_s: seconds between two calls' readings (shadow), or the fallback step of a
-            reproduce whose trace lacks a reading.
-        trace: the trace's call records (reproduce: readings served from it).
-        live: record mode: each call reads the machine's clock when it starts.
-        publish: called with every new reading (the runtime freezes the process's wall clock
-            there, `runner.runtime.wallclock.set_reading`).
-    """
-
-    def __init__(
-        self,
-        start: float,
-        step_s: float,
-        trace: Optional[TraceStore] = None,
-        *,
-        live: bool = False,
-        publish: Callable[[float], None] = lambda _: None,
-    ) -> None:
-        self.value = float(start)
-        self.step_s = float(step_s)
-        self._trace = trace
-        self._live = live
-        self._publish = publish
-        publish(self.value)
-
-    def advance(self, index: int) -> float:
-        """Move to the reading of call ``index`` and return it."""
-        recorded = self._trace.clock_at(index) if self._trace is not None else None
-        if recorded is not None:
-            self.value = recorded
-        elif self._live:
-            self.value = max(self.value, round(wallclock.real_time(), 6))
-        else:
-            self.value = self.value + self.step_s
-        self._publish(self.value)
-        return self.value
-
-    def __call__(self) -> float:
-        """The current reading, epoch seconds."""
-        return self.value
 
 
 class Caller:
@@ -119,7 +72,7 @@ class Caller:
         clock: the injected clock.
         after_call: run after each call, before its record is sent (forwards child egress).
         request_api: sends a ``gateway_request`` and returns the matching
-            ``gateway_response`` (program steps; `runner.runtime.apicall`).
+            ``gateway_response`` (program steps; `runner.runtime.steps.apicall`).
     """
 
     def __init__(
@@ -255,12 +208,12 @@ class Caller:
                 )
             )
         assert tool.func is not None
-        return _run_capturing(tool, args, record)
+        return rawio.run_capturing(tool.func, args, record, to_json_text)
 
     def _rerun_raw(
         self, tool: RuntimeTool, args: Any, record: Dict[str, Any], served: Dict[str, Any]
     ) -> Any:
-        """Serve a raw I/O recording (`runner.runtime.rawio`): run the code again or the value.
+        """Serve a raw I/O recording (`runner.sdk.rawio`): run the code again or the value.
 
         A ``pure``/``read`` tool with code runs with its HTTP requests answered from the
         recording; a result other than the recorded ``meta.result`` is a ``raw_io_result``
@@ -272,8 +225,8 @@ class Caller:
             return value_of(tool_level)
         if not isinstance(args, dict):
             raise TypeError("tool {!r} takes keyword arguments".format(tool.id))
-        with rawio.served_by_code(served, tool.id):
-            value = _run_capturing(tool, args, record)
+        with rawserve.served_by_code(served, tool.id):
+            value = rawio.run_capturing(tool.func, args, record, to_json_text)
         recorded_text = rawio.result_text(served)
         now_text = rawio.result_text(record) or ""
         if isinstance(served.get("error"), dict) or (
@@ -446,21 +399,3 @@ class Caller:
         if error is not None:
             raise error
         return message
-
-
-def _run_capturing(tool: RuntimeTool, args: Dict[str, Any], record: Dict[str, Any]) -> Any:
-    """Call the tool; its body is the return value, or its raw HTTP bodies (rawio)."""
-    assert tool.func is not None
-    with rawio.capture() as exchanges:
-        try:
-            value = tool.func(**args)
-        except BaseException:
-            if exchanges:
-                rawio.apply_exchanges(record, exchanges, None)
-            raise
-    text = to_json_text(value)
-    if exchanges:
-        rawio.apply_exchanges(record, exchanges, text)
-    else:
-        record.update(encode_body(text))
-    return value

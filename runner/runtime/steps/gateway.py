@@ -5,7 +5,7 @@ Standard library only, Python 3.9+. A workflow with program steps gets one `Gate
 container's own network namespace (``network_mode`` stays ``none``: only ``lo`` exists). The
 runtime points the SDKs at it (`Gateway.environment`: ``OPENAI_BASE_URL``,
 ``ANTHROPIC_BASE_URL``, placeholder keys that are not keys, ``OPENAI_AGENTS_DISABLE_TRACING``)
-and the outbound-destination log leaves it out (`runner.runtime.audit.set_gateway`).
+and the outbound-destination log leaves it out (`runner.runtime.egress.audit.set_gateway`).
 
 Routes (a query string is kept in the path recorded, ignored for routing):
 
@@ -18,7 +18,8 @@ Routes (a query string is kept in the path recorded, ignored for routing):
 | anything else                             | 404 in the API's error shape                 |
 
 A model request must be a JSON object (no NaN, no duplicate keys, at most
-`MAX_REQUEST_BYTES`); it is sent to the host over the channel (`runner.runtime.apicall`), which
+`MAX_REQUEST_BYTES`); it is sent to the host over the channel (`runner.runtime.steps.apicall`),
+which
 meters, forwards and records it; the host's answer is written back as it came: the raw body
 (for a stream the raw event stream, ``text/event-stream``) and the HTTP status. An answer with
 no body (a ceiling refused the call, the deadline passed, no model is configured) becomes the
@@ -35,8 +36,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from runner.runtime import apicall
-from runner.runtime.calls import Caller
+from runner.runtime.replay.calls import Caller
+from runner.runtime.steps import apicall
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 PLACEHOLDER_KEY = "sandbox-replay-placeholder-not-a-key"
@@ -200,7 +201,7 @@ class Gateway:
         return self._answer(api, response)
 
     def _answer(self, api: str, response: Dict[str, Any]) -> Answer:
-        from runner.runtime.callrecords import raw_body
+        from runner.runtime.replay.callrecords import raw_body
 
         error = response.get("error") if isinstance(response.get("error"), dict) else None
         status = response.get("status")

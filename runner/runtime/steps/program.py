@@ -11,7 +11,8 @@ Standard library only, Python 3.9+. Step shape (normalised workflow, docs/intern
 - The function is called with a copy of the task input (a dict); a coroutine it returns is run
   to completion (`asyncio.run`). Its return value, which must be JSON-serialisable, is the
   step's output.
-- While it runs, its model calls go to the gateway (`runner.runtime.gateway`) and every call of
+- While it runs, its model calls go to the gateway (`runner.runtime.steps.gateway`) and every
+  call of
   a ``@tool`` function is dispatched here (`runner.sdk.dispatch`): a declared tool is called
   through the episode's caller and obeys its effect class as in any step (``read``: served
   from the recordings; ``pure``/``local``: executed; absent tools cannot be declared); an
@@ -24,10 +25,10 @@ import importlib
 from typing import Any, Dict, List
 
 from runner.errors import CapabilityDenied
-from runner.runtime.callrecords import to_json_text
-from runner.runtime.calls import Caller
 from runner.runtime.errors import WorkflowError
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
+from runner.runtime.replay.callrecords import to_json_text
+from runner.runtime.replay.calls import Caller
 from runner.sdk import dispatch
 
 
@@ -39,7 +40,7 @@ class ProgramStep:
         registry: the runtime registry.
         caller: the episode's caller.
         task_input: the task's ``input``.
-        gateway: the running gateway (`runner.runtime.gateway.Gateway`), or None.
+        gateway: the running gateway (`runner.runtime.steps.gateway.Gateway`), or None.
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """Forward what Python children of the sandbox logged to the channel.
 
 Standard library only, Python 3.9+. Children are not connected to the channel: their audit hook
-(`runner.runtime.audit`) appends one JSON line per record, with one ``O_APPEND`` write, to a
+(`runner.runtime.egress.audit`) appends one JSON line per record, with one ``O_APPEND`` write, to a
 file under ``$TMPDIR`` whose name carries a random nonce. The runtime creates the file, reads
 what was appended at the end of each call and at exit, and forwards it.
 

@@ -1,7 +1,7 @@
 """One model request of a program step: over the channel to the host, recorded as a call.
 
-Standard library only, Python 3.9+. The gateway (`runner.runtime.gateway`) hands each request
-it accepted to `call_api`, which takes the next call index (`runner.runtime.calls.Caller`),
+Standard library only, Python 3.9+. The gateway (`runner.runtime.steps.gateway`) hands each request
+it accepted to `call_api`, which takes the next call index (`runner.runtime.replay.calls.Caller`),
 sends ``gateway_request`` ``{id, index, step_id, api, path, request, headers}`` and waits for
 the host's ``gateway_response`` ``{id, status, body, body_encoding?, content_type, model,
 usage, error?, source?}``. The call record (``tool: model``) keeps the program's ``request``
@@ -12,9 +12,9 @@ forwarded request with what it witnessed (`runner.episode.state`).
 import time
 from typing import Any, Dict, Optional
 
-from runner.runtime.callrecords import raw_body
-from runner.runtime.calls import Caller
 from runner.runtime.errors import ModelCallError
+from runner.runtime.replay.callrecords import raw_body
+from runner.runtime.replay.calls import Caller
 from runner.trace.format import TRACE_VERSION, encode_body
 
 

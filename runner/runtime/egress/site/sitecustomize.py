@@ -2,9 +2,9 @@
 
 Standard library only, Python 3.9+. The runtime puts this folder first on the children's
 ``PYTHONPATH`` and names its child log in ``SANDBOX_REPLAY_EGRESS_LOG``
-(`runner.runtime.audit.child_environment`); Python imports ``sitecustomize`` at start-up, so
+(`runner.runtime.egress.audit.child_environment`); Python imports ``sitecustomize`` at start-up, so
 the hook is installed before any of the child's own code runs. Without that variable (a Python
-started outside a run) nothing is installed. The run's clock (`runner.runtime.wallclock`) is
+started outside a run) nothing is installed. The run's clock (`runner.sdk.wallclock`) is
 installed the same way, frozen at the reading the parent exported in ``SANDBOX_REPLAY_CLOCK``
 when it started the child (the reading of the call in progress). A ``python -I``/``-E``/``-S``
 child skips this file; the parent's hook reports such a child as partial coverage.
@@ -20,7 +20,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _runtime_on_path() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
     if root not in sys.path:
         sys.path.append(root)
 
@@ -30,7 +30,7 @@ def _install_hook() -> None:
         return
     _runtime_on_path()
     try:
-        from runner.runtime import audit
+        from runner.runtime.egress import audit
 
         audit.install_from_env()
     except Exception as exc:  # never break the child's start-up; say why coverage is missing
@@ -43,7 +43,7 @@ def _install_clock() -> None:
         return
     _runtime_on_path()
     try:
-        from runner.runtime import wallclock
+        from runner.sdk import wallclock
 
         wallclock.install_from_env()
     except Exception as exc:  # never break the child's start-up; say why the clock is real
@@ -51,9 +51,9 @@ def _install_clock() -> None:
 
 
 def _report_clock() -> None:
-    module = sys.modules.get("runner.runtime.wallclock")
+    module = sys.modules.get("runner.sdk.wallclock")
     problem = module.datetime_problem() if module is not None else None
-    audit = sys.modules.get("runner.runtime.audit")
+    audit = sys.modules.get("runner.runtime.egress.audit")
     if problem is not None and audit is not None:
         audit.coverage_note(
             ("clock",), reason="datetime.now() reads the machine's clock: " + problem

@@ -1,7 +1,7 @@
 """The outbound-destination log: an audit hook in the runtime and in every Python child.
 
 Standard library only, Python 3.9+. `install` is called explicitly by the runtime (its own
-interpreter may run with ``-I``); ``runner/runtime/site/sitecustomize.py`` calls
+interpreter may run with ``-I``); ``runner/runtime/egress/site/sitecustomize.py`` calls
 `install_from_env` in every Python child, because the runtime puts that folder first on the
 children's ``PYTHONPATH`` (`child_environment`).
 
@@ -35,7 +35,7 @@ Decisions, documented because a hook cannot see everything:
   as ``{"type": "egress", "dropped": n, "cap": MAX_DESTINATIONS}``, which makes the log's
   coverage ``partial``. The host applies the same cap to the union of all processes.
 
-The model gateway (`runner.runtime.gateway`) is not egress: it is the runtime itself, on the
+The model gateway (`runner.runtime.steps.gateway`) is not egress: it is the runtime itself, on the
 sandbox's own loopback. Attempts at its address (``127.0.0.1`` or ``localhost`` and its port;
 `set_gateway`, ``SANDBOX_REPLAY_GATEWAY`` in children) are not reported; any other address,
 the loopback's other ports included, is.
@@ -55,17 +55,19 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from runner.runtime import programs
+from runner.runtime.egress import events, programs
+from runner.runtime.egress.events import destination_key as destination_key  # the host reads it
 
 ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
-ENV_CLOCK = "SANDBOX_REPLAY_CLOCK"  # runner.runtime.wallclock.ENV_CLOCK (not imported: children
+ENV_CLOCK = "SANDBOX_REPLAY_CLOCK"  # runner.sdk.wallclock.ENV_CLOCK (not imported: children
 # import this module at start-up and most never need the clock's machinery)
 ENV_GATEWAY = "SANDBOX_REPLAY_GATEWAY"
 _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
-RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNTIME_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
 
-MAX_FIELD_CHARS = 512
 # Distinct destinations kept per process (and by the host over all of them): issue 10 item 11.
 MAX_DESTINATIONS = 1000
 MAX_COVERAGE_KEYS = 1000  # distinct coverage reasons remembered (each is reported once)
@@ -243,19 +245,9 @@ def _flush_child() -> None:
         pass
 
 
-def destination_key(attempt: Dict[str, Any]) -> Tuple[Any, Any, Any]:
-    """What makes two attempts the same destination: (kind, host or else address, port)."""
-    host = attempt.get("host")
-    return (
-        attempt.get("kind"),
-        host if host is not None else attempt.get("address"),
-        attempt.get("port"),
-    )
-
-
 def _log_attempt(attempt: Dict[str, Any]) -> None:
     """Count ``attempt`` against its destination; a new destination is reported in full."""
-    key = destination_key(attempt)
+    key = events.destination_key(attempt)
     child = _state["owner_pid"] != os.getpid()
     with _lock:
         seen = _destinations.get(key)
@@ -277,36 +269,6 @@ def _log_attempt(attempt: Dict[str, Any]) -> None:
             flush = child and (seen + 1) % CHILD_FLUSH_REPEATS == 0
     if flush:
         _write_lines(_take_pending())
-
-
-def _text(value: Any) -> Optional[str]:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "backslashreplace")
-    text = value if isinstance(value, str) else str(value)
-    return text[:MAX_FIELD_CHARS]
-
-
-def _port(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return _text(value)
-
-
-def _is_ip(host: Optional[str]) -> bool:
-    if not host:
-        return False
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-        return True
-    except ValueError:
-        return False
 
 
 def _attempt(
@@ -334,72 +296,16 @@ def _attempt(
     _log_attempt(attempt)
 
 
-def _on_lookup(event: str, args: Tuple[Any, ...]) -> None:
-    host = _text(args[0]) if args else None
-    port = _port(args[1]) if event == "socket.getaddrinfo" and len(args) > 1 else None
-    _local.last_lookup = (host, port)
-    _attempt(event, "dns", host, host if _is_ip(host) else None, port)
-
-
-def _transport(sock: Any) -> Optional[str]:
-    import socket
-
-    kind = getattr(sock, "type", None)
-    if kind == socket.SOCK_STREAM:
-        return "tcp"
-    if kind == socket.SOCK_DGRAM:
-        return "udp"
-    return None if kind is None else _text(kind)
-
-
-def _on_address(event: str, args: Tuple[Any, ...]) -> None:
-    sock = args[0] if args else None
-    address = args[1] if len(args) > 1 else None
-    if address is None:  # sendmsg on a connected socket: its connect was reported
+def _on_network(event: str, args: Tuple[Any, ...]) -> None:
+    if event in events.LOOKUP_EVENTS:
+        host, port = events.lookup(event, args)
+        _local.last_lookup = (host, port)
+        _attempt(event, "dns", host, host if events.is_ip(host) else None, port)
         return
-    kind = event.split(".", 1)[1]
-    if isinstance(address, (str, bytes)):  # AF_UNIX path (or abstract name)
-        _attempt(event, kind, None, _text(address), None, family="unix")
-        return
-    if isinstance(address, tuple) and len(address) >= 2:
-        addr, port = _text(address[0]), _port(address[1])
-        resolved_from = None
-        last = getattr(_local, "last_lookup", None)
-        if last and last[1] == port and last[0] and last[0] != addr and not _is_ip(last[0]):
-            resolved_from = last[0]
-        _attempt(
-            event,
-            kind,
-            resolved_from or addr,
-            addr,
-            port,
-            resolved_from,
-            transport=_transport(sock),
-        )
-        return
-    _attempt(event, kind, None, _text(address), None)
-
-
-def _on_http(event: str, args: Tuple[Any, ...]) -> None:
-    host = _text(args[1]) if len(args) > 1 else None
-    port = _port(args[2]) if len(args) > 2 else None
-    _attempt(event, "http", host, host if _is_ip(host) else None, port)
-
-
-def _on_url(event: str, args: Tuple[Any, ...]) -> None:
-    from urllib.parse import urlsplit
-
-    url = _text(args[0]) if args else None
-    host, port = None, None
-    if url:
-        parts = urlsplit(url)
-        host = parts.hostname
-        try:
-            port = parts.port or {"http": 80, "https": 443, "ftp": 21}.get(parts.scheme)
-        except ValueError:
-            port = None
-    method = _text(args[3]) if len(args) > 3 else None
-    _attempt(event, "url", host, host if _is_ip(host) else None, port, url=url, method=method)
+    found = events.destination(event, args, getattr(_local, "last_lookup", None))
+    if found is not None:
+        kind, host, address, port, resolved_from, extra = found
+        _attempt(event, kind, host, address, port, resolved_from, **extra)
 
 
 # --- child processes and ctypes ----------------------------------------------------------------
@@ -412,7 +318,7 @@ def _coverage(key: Tuple[Any, ...], **fields: Any) -> None:
         return
     _seen_coverage.add(key)
     message = {"type": "coverage", "partial": True, "pid": os.getpid()}
-    message.update({k: _text(v) for k, v in fields.items() if v is not None})
+    message.update({k: events.text(v) for k, v in fields.items() if v is not None})
     _emit(message)
 
 
@@ -422,17 +328,6 @@ def coverage_note(key: Tuple[Any, ...], reason: str) -> None:
     The note carries ``clock: "machine"``: what it reports reads the machine's clock.
     """
     _coverage(key, reason=reason, clock=programs.MACHINE_CLOCK)
-
-
-def _argv_of(value: Any) -> List[str]:
-    if value is None:
-        return []
-    if isinstance(value, (str, bytes)):
-        return [_text(value) or ""]
-    try:
-        return [_text(os.fspath(v)) or "" for v in value]
-    except TypeError:
-        return [_text(v) or "" for v in value]
 
 
 def _env_clock() -> Optional[str]:
@@ -455,67 +350,48 @@ def _classify_command(event: str, command: str, env: Any) -> None:
 
 
 def _on_popen(event: str, args: Tuple[Any, ...]) -> None:
-    executable = _text(os.fspath(args[0])) if args and args[0] is not None else None
-    argv = _argv_of(args[1] if len(args) > 1 else None)
+    executable = events.text(os.fspath(args[0])) if args and args[0] is not None else None
+    argv = events.argv_of(args[1] if len(args) > 1 else None)
     env = args[3] if len(args) > 3 else None
     _classify_child(event, executable, argv, env)
 
 
 def _on_system(event: str, args: Tuple[Any, ...]) -> None:
-    _classify_command(event, _text(args[0]) or "", None)
+    _classify_command(event, events.text(args[0]) or "", None)
 
 
 def _on_exec(event: str, args: Tuple[Any, ...]) -> None:
     # os.exec: (path, args, env); os.posix_spawn: (path, argv, env);
     # os.spawn: (mode, path, args, env)
     offset = 1 if event == "os.spawn" else 0
-    path = _text(os.fspath(args[offset])) if len(args) > offset else None
-    argv = _argv_of(args[offset + 1] if len(args) > offset + 1 else None)
+    path = events.text(os.fspath(args[offset])) if len(args) > offset else None
+    argv = events.argv_of(args[offset + 1] if len(args) > offset + 1 else None)
     env = args[offset + 2] if len(args) > offset + 2 else None
     _classify_child(event, path, argv, env)
 
 
-def _on_dlopen(event: str, args: Tuple[Any, ...]) -> None:
-    name = args[0] if args else None
-    if name is None:  # `import ctypes` opens the main program: not a foreign library yet
-        return
-    library = _text(name)
-    _coverage(
-        ("library", library),
-        reason="ctypes library load",
-        library=library,
-        clock=programs.MACHINE_CLOCK,
-    )
-
-
-def _on_dlsym(event: str, args: Tuple[Any, ...]) -> None:
-    handle = args[0] if args else None
-    library = _text(getattr(handle, "_name", None)) or "<main program>"
-    symbol = _text(args[1]) if len(args) > 1 else None
-    _coverage(
-        ("symbol", library, symbol),
-        reason="ctypes symbol lookup (a foreign call can bypass the socket module)",
-        library=library,
-        symbol=symbol,
-        clock=programs.MACHINE_CLOCK,
-    )
+def _on_ctypes(event: str, args: Tuple[Any, ...]) -> None:
+    found = events.foreign_code(event, args)
+    if found is not None:
+        key, fields = found
+        _coverage(key, clock=programs.MACHINE_CLOCK, **fields)
 
 
 _HANDLERS: Dict[str, Callable[[str, Tuple[Any, ...]], None]] = {
-    "socket.getaddrinfo": _on_lookup,
-    "socket.gethostbyname": _on_lookup,
-    "socket.gethostbyname_ex": _on_lookup,
-    "socket.gethostbyaddr": _on_lookup,
-    "socket.connect": _on_address,
-    "socket.sendto": _on_address,
-    "socket.sendmsg": _on_address,
-    "http.client.connect": _on_http,
-    "urllib.Request": _on_url,
+    "socket.getaddrinfo": _on_network,
+    "socket.gethostbyname": _on_network,
+    "socket.gethostbyname_ex": _on_network,
+    "socket.gethostbyaddr": _on_network,
+    "socket.connect": _on_network,
+    "socket.sendto": _on_network,
+    "socket.sendmsg": _on_network,
+    "http.client.connect": _on_network,
+    "urllib.Request": _on_network,
     "subprocess.Popen": _on_popen,
     "os.system": _on_system,
     "os.exec": _on_exec,
     "os.posix_spawn": _on_exec,
     "os.spawn": _on_exec,
-    "ctypes.dlopen": _on_dlopen,
-    "ctypes.dlsym": _on_dlsym,
+    "ctypes.dlopen": _on_ctypes,
+    "ctypes.dlsym": _on_ctypes,
 }

@@ -3,8 +3,9 @@
 Standard library only, Python 3.9+. Steps run in order; each sends ``step`` progress
 (``started`` then ``finished`` or ``failed``; steps never reached are sent as ``not_run``).
 A ``tool`` step templates its ``args`` and makes one call; an ``agent`` step runs
-`runner.runtime.agent.AgentStep`; a ``program`` step runs the user's own agent code
-(`runner.runtime.program.ProgramStep`). Execution continues past divergences from the recording
+`runner.runtime.steps.agent.AgentStep`; a ``program`` step runs the user's own agent code
+(`runner.runtime.steps.program.ProgramStep`). Execution continues past divergences from the
+recording
 (they are noted in the call record's ``meta.divergence`` and, for a served call that has no
 recording, as that call's error); only an error escaping a step ends the episode:
 
@@ -20,11 +21,11 @@ when no call failed, the last call index (-1 before any call) with the denied to
 from typing import Any, Callable, Dict, List, Optional
 
 from runner.errors import CapabilityDenied, ToolNotResolvable
-from runner.runtime.agent import AgentStep, caused_by
-from runner.runtime.calls import Caller
 from runner.runtime.errors import WorkflowError, error_class_name, error_record
-from runner.runtime.program import ProgramStep
 from runner.runtime.registry import RuntimeRegistry
+from runner.runtime.replay.calls import Caller
+from runner.runtime.steps.agent import AgentStep, caused_by
+from runner.runtime.steps.program import ProgramStep
 from runner.runtime.template import render
 
 Send = Callable[..., None]
@@ -39,7 +40,7 @@ class Episode:
         registry: the runtime registry.
         caller: makes and reports the calls.
         send: ``send(type, **fields)`` of the channel (step progress).
-        gateway: the model gateway of program steps (`runner.runtime.gateway`), or None.
+        gateway: the model gateway of program steps (`runner.runtime.steps.gateway`), or None.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Which child processes escape the outbound-destination hook (used by `runner.runtime.audit`).
+"""Which child processes escape the outbound-destination hook (`runner.runtime.egress.audit`).
 
 Standard library only, Python 3.9+; no side effects, so that every rule is testable on its own.
 A child is covered when it is a Python interpreter that will load ``sitecustomize`` (no ``-I``,
@@ -7,7 +7,7 @@ Anything else makes coverage partial. A shell ``-c`` command is judged by its fi
 (after ``VAR=value`` prefixes): a plain ``python3 ...`` command is a Python child; a command
 with ``;``, ``&``, ``|``, backquotes or ``$(`` may run anything and counts as non-Python.
 
-The same ``sitecustomize`` installs the run's clock (`runner.runtime.wallclock`), so every
+The same ``sitecustomize`` installs the run's clock (`runner.sdk.wallclock`), so every
 finding also says ``clock: "machine"``: that child reads the machine's clock, not the run's. A
 Python child that loads the hook but gets an explicit environment without the clock variable
 is a finding of its own (``clock`` only).

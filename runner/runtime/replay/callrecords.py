@@ -1,6 +1,6 @@
 """Helpers of call records: JSON bodies, tool ids, model response bodies, body comparison.
 
-Standard library only, Python 3.9+. Pure functions used by `runner.runtime.calls` (and the
+Standard library only, Python 3.9+. Pure functions used by `runner.runtime.replay.calls` (and the
 agent loop); no state.
 """
 
@@ -9,8 +9,8 @@ import json
 import re
 from typing import Any, Dict, Optional
 
-from runner.runtime import rawio
 from runner.runtime.errors import ModelCallError
+from runner.sdk import rawio
 from runner.trace.format import decode_body
 from runner.trace.strictjson import dumps_value
 

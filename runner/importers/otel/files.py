@@ -1,0 +1,205 @@
+"""Read telemetry files into spans and log records, whatever document shape the exporter wrote.
+
+Accepted shapes (one file may hold one document, or one JSON value per line):
+
+- OTLP/JSON: ``{"resourceSpans": [{"resource", "scopeSpans": [{"scope", "spans": [...]}]}],
+  "resourceLogs": [{"resource", "scopeLogs": [{"scope", "logRecords": [...]}]}]}``, also in
+  the older spelling ``batches`` / ``instrumentationLibrarySpans`` / ``instrumentationLibraryLogs``
+  and protobuf's snake_case (``resource_spans`` ...), and wrapped as ``{"trace": {...}}``;
+- Jaeger JSON exports: ``{"data": [{"traceID", "spans": [{"spanID", "operationName",
+  "references", "startTime" (µs), "duration" (µs), "tags", "logs"}], "processes"}]}``;
+- span objects (OTLP-shaped, Jaeger-shaped, or the Python SDK's ``to_json``: ``context``,
+  ``parent_id``, ISO times, plain ``attributes``), as a JSON list or one per line (JSONL);
+- JSONL whose lines are whole OTLP documents (the OpenTelemetry Collector's file exporter).
+
+Memory: JSONL is read line by line (each line at most `MAX_LINE_BYTES`); a file that is one
+JSON document (several lines, or one line) is parsed whole and may be at most
+`MAX_DOCUMENT_BYTES`. Only the attributes a convention reads (`KEEP_PREFIXES`) are kept.
+
+Errors: unreadable or invalid JSON (truncated files included) is an `InputError` naming file
+and line; a span without ids is skipped with a warning naming file and place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from runner.errors import InputError
+from runner.importers.otel.shapes import (
+    LogRecord,
+    Notes,
+    Span,
+    jaeger_span,
+    log_record,
+    otlp_span,
+    pick,
+)
+from runner.importers.source import load_json
+from runner.trace.strictjson import StrictJSONError
+from runner.trace.strictjson import loads as strict_loads
+
+__all__ = ["MAX_DOCUMENT_BYTES", "MAX_LINE_BYTES", "Item", "read_file"]
+
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+MAX_LINE_BYTES = 64 * 1024 * 1024
+_RESOURCE_KEYS = ("resourceSpans", "resource_spans", "batches")
+_SCOPE_KEYS = (
+    "scopeSpans",
+    "scope_spans",
+    "instrumentationLibrarySpans",
+    "instrumentation_library_spans",
+)
+_LOG_RESOURCE_KEYS = ("resourceLogs", "resource_logs")
+_LOG_SCOPE_KEYS = (
+    "scopeLogs",
+    "scope_logs",
+    "instrumentationLibraryLogs",
+    "instrumentation_library_logs",
+)
+
+Item = Span | LogRecord
+
+
+def _document(doc: Any, file: str, prefix: str, notes: Notes) -> Iterator[Item]:
+    """Every span and log record of one JSON value (document, span object or list)."""
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            yield from _document(item, file, f"{prefix}[{i}]", notes)
+        return
+    if not isinstance(doc, dict):
+        notes.add(f"{file}: {prefix or 'document'}: not an object: skipped")
+        return
+    if isinstance(doc.get("trace"), dict):
+        doc = doc["trace"]
+    known = False
+    for rkey in _RESOURCE_KEYS:
+        for i, res in enumerate(doc.get(rkey) or []):
+            known = True
+            for skey in _SCOPE_KEYS:
+                for j, scope in enumerate(res.get(skey) or [] if isinstance(res, dict) else []):
+                    spans = scope.get("spans") if isinstance(scope, dict) else None
+                    for k, obj in enumerate(spans or []):
+                        where = f"{prefix}{rkey}[{i}].{skey}[{j}].spans[{k}]"
+                        if isinstance(obj, dict):
+                            span = otlp_span(obj, file, where, notes)
+                            if span is not None:
+                                yield span
+    for rkey in _LOG_RESOURCE_KEYS:
+        for i, res in enumerate(doc.get(rkey) or []):
+            known = True
+            for skey in _LOG_SCOPE_KEYS:
+                for j, scope in enumerate(res.get(skey) or [] if isinstance(res, dict) else []):
+                    records = pick(scope, "logRecords", "log_records", "logs") or []
+                    for k, obj in enumerate(records if isinstance(records, list) else []):
+                        if isinstance(obj, dict):
+                            yield log_record(
+                                obj, file, f"{prefix}{rkey}[{i}].{skey}[{j}].logRecords[{k}]"
+                            )
+    if isinstance(doc.get("data"), list):  # Jaeger
+        known = True
+        for i, trace in enumerate(doc["data"]):
+            for k, obj in enumerate(trace.get("spans") or [] if isinstance(trace, dict) else []):
+                if isinstance(obj, dict):
+                    span = jaeger_span(obj, file, f"{prefix}data[{i}].spans[{k}]", notes)
+                    if span is not None:
+                        yield span
+    if known:
+        return
+    if "spanID" in doc:
+        span = jaeger_span(doc, file, prefix or "span", notes)
+    elif any(k in doc for k in ("spanId", "span_id", "context")):
+        span = otlp_span(doc, file, prefix or "span", notes)
+    elif isinstance(doc.get("spans"), list):
+        yield from _document(doc["spans"], file, f"{prefix}spans", notes)
+        return
+    elif any(k in doc for k in ("body", "eventName", "severityNumber")):
+        yield log_record(doc, file, prefix or "log record")
+        return
+    else:
+        notes.add(f"{file}: {prefix or 'document'}: neither spans, log records nor an export")
+        return
+    if span is not None:
+        yield span
+
+
+def read_file(path: Path, notes: Notes) -> Iterator[Item]:
+    """Every span and log record of ``path``, streamed when the file is JSONL.
+
+    Raises:
+        InputError: unreadable, not UTF-8, invalid or truncated JSON, a line or document over
+            its size limit (file and line named).
+    """
+    name = str(path)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", file=name) from None
+    with handle:
+        first: bytes | None = None
+        number = 0
+        for raw in handle:
+            number += 1
+            if raw.strip():
+                first = raw
+                break
+        if first is None:
+            raise InputError("empty file: no spans", file=name)
+        value = _try_line(first, name, number)
+        if value is None:  # not one JSON value per line: the whole file is one document
+            yield from _whole(path, notes)
+            return
+        yield from _document(value, name, _line_prefix(number), notes)
+        for raw in handle:
+            number += 1
+            if not raw.strip():
+                continue
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputError(f"line longer than {MAX_LINE_BYTES} bytes", file=name, line=number)
+            text = _decode(raw, name, number)
+            try:
+                value = load_json(text, file=name, line=number)
+            except ValueError as exc:
+                raise InputError(
+                    f"invalid JSON (truncated?): {exc}", file=name, line=number
+                ) from None
+            yield from _document(value, name, _line_prefix(number), notes)
+
+
+def _line_prefix(number: int) -> str:
+    return f"line {number}: "
+
+
+def _decode(raw: bytes, name: str, number: int | None) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 (byte {exc.start})", file=name, line=number) from None
+
+
+def _try_line(raw: bytes, name: str, number: int) -> Any:
+    if len(raw) > MAX_LINE_BYTES:
+        return None
+    try:
+        return strict_loads(_decode(raw, name, number))
+    except ValueError:  # StrictJSONError included
+        return None
+
+
+def _whole(path: Path, notes: Notes) -> Iterator[Item]:
+    name = str(path)
+    size = path.stat().st_size
+    if size > MAX_DOCUMENT_BYTES:
+        raise InputError(
+            f"one JSON document of {size} bytes; at most {MAX_DOCUMENT_BYTES} are read whole "
+            "(export as JSONL, one document or span per line, to stream larger files)",
+            file=name,
+        )
+    text = _decode(path.read_bytes(), name, None)
+    try:
+        doc = load_json(text, file=name)
+    except StrictJSONError as exc:
+        what = "invalid JSON (truncated?)" if exc.kind == "syntax" else "not strict JSON"
+        raise InputError(f"{what}: {exc.detail}", file=name, line=exc.line) from None
+    yield from _document(doc, name, "", notes)

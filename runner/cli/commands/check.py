@@ -39,8 +39,8 @@ from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
-    from runner.policy.report import EligibilityReport, WorkflowCheck
     from runner.policy.loader import Policy
+    from runner.policy.report import EligibilityReport, WorkflowCheck
 
 
 @app.command("check")

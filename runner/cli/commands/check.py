@@ -80,6 +80,11 @@ def check_command(
     try:
         report = check_eligibility(_expand(workflows), policy, settings=settings)
     except SandboxReplayError as exc:  # the policy itself is bad input
+        if junit is not None:  # CI publishes the file: it says why nothing was checked
+            error = (exc.__class__.__name__, str(exc))
+            write_junit_cases(
+                "sandbox-replay check", [JUnitCase(policy, "check", str(exc), error=error)], junit
+            )
         if as_json:
             echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
             raise typer.Exit(exc.exit_code) from None

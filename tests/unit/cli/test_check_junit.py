@@ -88,3 +88,15 @@ def test_junit_text_from_hostile_names_still_parses(tmp_path: Path) -> None:
     assert code == 2
     case = next(ElementTree.parse(out).getroot().iter("testcase"))
     assert "\\x1b[2J" in str(case.get("name"))
+
+
+def test_a_policy_that_does_not_load_is_one_error_case(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nmode: shadow\nrules: [{name: r}]\n", encoding="utf-8")
+    out = tmp_path / "check.xml"
+    code, _ = _check(f"{FIX}/safe.yaml", "--policy", str(bad), "--junit", str(out))
+    assert code == 2
+    (case,) = ElementTree.parse(out).getroot().iter("testcase")
+    error = case.find("error")
+    assert error is not None and error.get("type") == "InputError"
+    assert "bad.yaml" in str(error.get("message"))

@@ -140,7 +140,7 @@ STILL_ACTIVE = 259
 def _win32_api() -> tuple[Any, Callable[[], int]]:  # pragma: no cover - Windows only
     """kernel32 (handle-typed) and the thread's last error; tests replace this."""
     if sys.platform == "win32":
-        import ctypes
+        import ctypes  # lazy: Windows only (ctypes.WinDLL exists there alone)
         from ctypes import wintypes
 
         kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
@@ -155,7 +155,7 @@ def _win32_api() -> tuple[Any, Callable[[], int]]:  # pragma: no cover - Windows
 
 def _pid_exists_win32(pid: int) -> bool:
     """Liveness through OpenProcess: ``os.kill(pid, 0)`` there sends CTRL_C_EVENT to a group."""
-    import ctypes
+    import ctypes  # lazy: Windows only, like _win32_api
 
     kernel32, last_error = _win32_api()
     handle = kernel32.OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, False, pid)

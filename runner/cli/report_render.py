@@ -90,17 +90,18 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
         report: ``report.json``'s content (older reports without the newer keys render too).
         console: where to print.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 
-    from runner.submit.plan import _num, describe_limits
+    from runner.submit.ceilings import describe_limits, figure
 
     console.print(
         f"[bold]job {escape(str(report['job_id']))}[/bold]: {escape(str(report['status']))}"
         f" (exit {escape(str(report['exit_code']))}) — {escape(str(report['plan']['formula']))}"
     )
     for purpose, dims in report["ceilings"].items():
-        text = ", ".join(f"{d} {_num(v['value'])} ({v['source']})" for d, v in dims.items())
+        text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())
         console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"))
     if report.get("limits"):
         console.print(escape(f"limits per run: {describe_limits(report['limits'])}"))
@@ -135,6 +136,7 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 
@@ -207,6 +209,7 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_unrecorded(unrecorded: Mapping[str, Any], console: Any) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 
@@ -229,6 +232,7 @@ def _render_unrecorded(unrecorded: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_groups(report: Mapping[str, Any], grading: Any, console: Any) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
 
     not_run = report.get("not_run") or []

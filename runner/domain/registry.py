@@ -2,7 +2,7 @@
 
 A `Registry` is built from a workflow's ``tools`` entries: dotted Python modules (read from
 source by ``check``, described inside a sandbox by the commands that run sandboxes, imported on
-the host by ``record`` alone: `Registry.for_workflow`, `runner.domain.toolsource`), and tool
+the host by ``record`` alone: `runner.domain.toolsource.registry_for_workflow`), and tool
 manifests without code (``.json``; their tools are
 recorded-only). `Registry.restrict` returns the capability-filtered view of a policy: denied
 tools are *absent* from it (structural denial), every remaining tool carries its disposition
@@ -27,7 +27,7 @@ from runner.errors import InputError, ToolNotResolvable
 from runner.sdk import Effect
 
 if TYPE_CHECKING:
-    from runner.domain.workflow import WorkflowFile
+    pass
 
 __all__ = ["CapabilityPolicy", "Decision", "Denial", "Disposition", "Registry", "ToolSpec"]
 
@@ -99,6 +99,8 @@ class ToolSpec:
             with its ``file:line``; the effect is then ``unsafe`` (fail closed). None when
             the tool was fully read, imported, or described by a sandbox. A tool whose
             parameters were not read has an empty ``schema`` and ``schema_hash``.
+        decided_by: what gave a tool without a declared class its class, in words (an MCP
+            tool's annotations, `runner.domain.mcptools`); None otherwise.
     """
 
     id: str
@@ -115,6 +117,7 @@ class ToolSpec:
     disposition: Disposition | None = None
     rule: str | None = None
     unread: str | None = None
+    decided_by: str | None = None
 
     @property
     def has_code(self) -> bool:
@@ -134,6 +137,8 @@ class ToolSpec:
         """The effect class for diagnostics, saying why when it defaulted to ``unsafe``."""
         if self.unread is not None:
             return f"{self.effect.value} (read without importing it: {self.unread})"
+        if self.decided_by is not None:
+            return f"{self.effect.value} ({self.decided_by})"
         if self.declared_effect is None:
             return f"{self.effect.value} (no effect class declared)"
         if self.declared_effect != self.effect.value:
@@ -216,27 +221,6 @@ class Registry:
         self.policy = policy
         self._denied: dict[str, Denial] = dict(denied or {})
         self.unread: tuple[str, ...] = tuple(dict.fromkeys(unread))
-
-    @classmethod
-    def for_workflow(cls, workflow: WorkflowFile) -> Registry:
-        """The unfiltered registry of a workflow's ``tools`` entries.
-
-        This imports the tool modules on the host, so it is for ``record`` alone, the one
-        command that runs the tools live on the host by design. Every other command keeps the
-        code under evaluation off the host: ``check`` reads the modules from source
-        (`runner.domain.toolstatic.static_registry`); ``run``, ``submit``, ``reproduce``
-        and ``packet`` describe them inside a sandbox
-        (`runner.episode.toolmanifest.sandbox_registry`).
-
-        Raises:
-            InputError: a module that cannot be imported or defines an invalid tool, an
-                unreadable or invalid tool manifest (workflow file, line and entry named), or
-                a duplicate tool id (both definitions named).
-        """
-        from runner.domain.toolsource import load_tool_sources
-
-        tools, roots = load_tool_sources(workflow)
-        return cls(tools, roots)
 
     def restrict(self, policy: CapabilityPolicy) -> Registry:
         """The view of ``policy``: denied tools absent, the others with their disposition.

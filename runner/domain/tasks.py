@@ -233,6 +233,14 @@ def parse_task(record: Any, *, file: str = "<tasks>", line: int = 0) -> Task:
             raise _Bad("observations", "must be a list of call records")
         for i, obs in enumerate(observations):
             _check_observation(obs, f"observations[{i}]")
+        # a body's encoding defaults to text here, so the call records served from it (and the
+        # trace they are written to) carry it as every trace reader requires
+        observations = [
+            {**obs, "body_encoding": "text"}
+            if isinstance(obs.get("body"), str) and "body_encoding" not in obs
+            else obs
+            for obs in observations
+        ]
         expected = record.get("expected")
         if expected is not None:
             _check_expected(expected)

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
+from runner.domain.mcptools import McpEntry, McpSource
 from runner.domain.programs import module_root, program_modules
 from runner.domain.registry import ToolSpec
-from runner.domain.toolsource import load_manifest_tools, manifest_path
+from runner.domain.toolsource import load_manifest_tools, load_mcp_tools_list, manifest_path
 from runner.errors import InputError
 
 if TYPE_CHECKING:
@@ -44,16 +45,21 @@ class ToolLocations:
         programs: ``(step index, module name, host root folder)`` of the program steps'
             modules (`runner.domain.programs.program_modules`): located like tool modules,
             copied into the snapshot and mounted with them, imported only in the sandbox.
+        mcp_servers: ``(entry index, source, folder)`` of the ``{mcp: {command}}`` entries:
+            stdio servers whose ``tools/list`` only a sandbox asks (the folder, the
+            workflow's or the confining one, is their working folder and mounted).
     """
 
     manifest_tools: dict[int, list[ToolSpec]]
     modules: list[tuple[int, str, Path]]
     search: list[Path]
     programs: list[tuple[int, str, Path]] = field(default_factory=list)
+    mcp_servers: list[tuple[int, McpSource, Path]] = field(default_factory=list)
 
     def roots(self) -> list[Path]:
-        """The distinct host folders to mount: tool modules' in entry order, then programs'."""
+        """The distinct host folders to mount: tool modules', programs', MCP servers'."""
         found = [root for _, _, root in self.modules] + [root for _, _, root in self.programs]
+        found += [folder for _, _, folder in self.mcp_servers]
         return list(dict.fromkeys(found))
 
 
@@ -135,6 +141,12 @@ def locate_tools(workflow: WorkflowFile, *, confined_to: Path | None = None) -> 
     found = ToolLocations({}, [], search)
     for index, entry in enumerate(workflow.spec.tools):
         where = tool_entry_where(workflow, index)
+        if isinstance(entry, McpEntry):
+            if entry.mcp.command is None:
+                found.manifest_tools[index] = load_mcp_tools_list(manifests, entry.mcp, where)
+            else:
+                found.mcp_servers.append((index, entry.mcp, manifests))
+            continue
         if entry.endswith(".json"):
             path = manifest_path(manifests, entry, where)
             found.manifest_tools[index] = load_manifest_tools(path, entry, where)

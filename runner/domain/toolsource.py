@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from runner.domain.ids import path_under
-from runner.domain.registry import ToolSpec
+from runner.domain.mcptools import McpEntry, McpSource, listed_tools
+from runner.domain.programs import program_roots
+from runner.domain.registry import Registry, ToolSpec
 from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.sdk import Effect, ToolDef, collect_tools, schema_hash
@@ -41,7 +43,16 @@ from runner.trace.strictjson import loads as strict_loads
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["load_manifest_tools", "load_module_tools", "load_tool_sources", "manifest_path"]
+__all__ = [
+    "load_manifest_tools",
+    "load_mcp_tools_list",
+    "load_module_tools",
+    "load_tool_sources",
+    "manifest_path",
+    "mcp_tool_specs",
+    "read_json_document",
+    "registry_for_workflow",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -49,6 +60,25 @@ _ENTRY_KEYS = {"id", "effect", "description", "schema", "schema_hash", "metadata
 _IGNORED_KEYS = {"module", "qualname", "disposition"}
 _TOP_KEYS = {"tools", "policy", "source", "metadata"}
 _TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+def registry_for_workflow(workflow: WorkflowFile) -> Registry:
+    """The unfiltered registry of a workflow's ``tools`` entries.
+
+    This imports the tool modules on the host, so it is for ``record`` alone, the one
+    command that runs the tools live on the host by design. Every other command keeps the
+    code under evaluation off the host: ``check`` reads the modules from source
+    (`runner.domain.toolstatic.static_registry`); ``run``, ``submit``, ``reproduce``
+    and ``packet`` describe them inside a sandbox
+    (`runner.episode.toolmanifest.sandbox_registry`).
+
+    Raises:
+        InputError: a module that cannot be imported or defines an invalid tool, an
+            unreadable or invalid tool manifest (workflow file, line and entry named), or
+            a duplicate tool id (both definitions named).
+    """
+    tools, roots = load_tool_sources(workflow)
+    return Registry(tools, roots)
 
 
 def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path]]:
@@ -61,12 +91,20 @@ def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path
     roots: list[Path] = []
     search = list(dict.fromkeys([workflow.folder, Path.cwd().resolve()]))
     for index, entry in enumerate(workflow.spec.tools):
-        where = {
+        where: dict[str, Any] = {
             "file": str(workflow.path),
             "line": workflow.line_of(("tools", index)),
             "field": f"tools[{index}]",
         }
-        if entry.endswith(".json"):
+        if isinstance(entry, McpEntry):
+            if entry.mcp.command is not None:  # the challenger's code: listed in a sandbox only
+                raise InputError(
+                    "an MCP server is listed inside a sandbox, not by a host import (use run,"
+                    " submit or reproduce, or a saved tools_list)",
+                    **where,
+                )
+            tools.extend(load_mcp_tools_list(workflow.folder, entry.mcp, where))
+        elif entry.endswith(".json"):
             tools.extend(
                 load_manifest_tools(manifest_path(workflow.folder, entry, where), entry, where)
             )
@@ -74,9 +112,7 @@ def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path
             found, root = load_module_tools(entry, search, where)
             tools.extend(found)
             roots.append(root)
-    from runner.domain.programs import program_roots  # located, never imported
-
-    roots.extend(program_roots(workflow))
+    roots.extend(program_roots(workflow))  # located, never imported
     return tools, list(dict.fromkeys(roots))
 
 
@@ -211,20 +247,7 @@ def load_manifest_tools(path: Path, entry: str, where: dict[str, Any]) -> list[T
         InputError: the file is missing, not JSON, or an entry is invalid (the manifest file,
             the entry's line and the key named).
     """
-    try:
-        raw = read_input(path, "tool manifest")  # regular files only, size-limited
-    except InputError as exc:
-        reason = exc.fields.get("reason", exc.message)
-        raise InputError(f"cannot read tool manifest {entry!r}: {reason}", **where) from None
-    try:
-        text = raw.decode("utf-8")
-        data = strict_loads(raw)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
-    except StrictJSONError as exc:  # too deep, NaN, a duplicate key, not JSON
-        raise InputError(
-            f"not JSON: {exc.detail}", file=str(path), line=exc.line, field=exc.field
-        ) from None
+    text, data = read_json_document(path, entry, where)
     if isinstance(data, dict):
         unknown = sorted(set(data) - _TOP_KEYS)
         if unknown or "tools" not in data:
@@ -234,6 +257,75 @@ def load_manifest_tools(path: Path, entry: str, where: dict[str, Any]) -> list[T
     if not isinstance(data, list):
         raise InputError("tool manifest: 'tools' must be a list", file=str(path), line=1)
     return [_manifest_tool(item, index, path, text, entry) for index, item in enumerate(data)]
+
+
+def read_json_document(path: Path, entry: str, where: dict[str, Any]) -> tuple[str, Any]:
+    """The text and strict JSON value of a tool manifest or a saved MCP ``tools/list``.
+
+    Raises:
+        InputError: unreadable or too large (named by ``entry`` at ``where``), not UTF-8, or
+            not strict JSON (too deep, NaN, a duplicate key; the file, line and key named).
+    """
+    try:
+        raw = read_input(path, "tool manifest")  # regular files only, size-limited
+    except InputError as exc:
+        reason = exc.fields.get("reason", exc.message)
+        raise InputError(f"cannot read tool manifest {entry!r}: {reason}", **where) from None
+    try:
+        return raw.decode("utf-8"), strict_loads(raw)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
+    except StrictJSONError as exc:  # too deep, NaN, a duplicate key, not JSON
+        raise InputError(
+            f"not JSON: {exc.detail}", file=str(path), line=exc.line, field=exc.field
+        ) from None
+
+
+def load_mcp_tools_list(folder: Path, source: McpSource, where: dict[str, Any]) -> list[ToolSpec]:
+    """The tools of a saved MCP ``tools/list`` result (``{mcp: {tools_list: FILE}}``).
+
+    Args:
+        folder: the folder ``source.tools_list`` is relative to (`manifest_path`'s rules).
+        source: the entry's ``mcp`` mapping.
+        where: ``file``/``line``/``field`` of the entry.
+
+    Raises:
+        InputError: a path leaving the folder, an unreadable file, or not a tools/list result.
+    """
+    assert source.tools_list is not None
+    path = manifest_path(folder, source.tools_list, where)
+    _, data = read_json_document(path, source.tools_list, where)
+    return mcp_tool_specs(data, file=str(path), source=source)
+
+
+def mcp_tool_specs(data: Any, *, file: str, source: McpSource) -> list[ToolSpec]:
+    """Recorded-only tool specs of a ``tools/list`` result (`runner.domain.mcptools`).
+
+    Args:
+        data: the decoded ``tools/list`` result (hostile).
+        file: where it came from (the saved file, or the server's label), for errors.
+        source: the workflow entry's ``mcp`` mapping (its label is the tools' origin).
+
+    Raises:
+        InputError: see `runner.domain.mcptools.listed_tools`.
+    """
+    return [
+        ToolSpec(
+            id=tool["id"],
+            effect=tool["effect"],
+            declared_effect=tool["effect"].value,
+            description=tool["description"],
+            schema=tool["schema"],
+            schema_hash=schema_hash(tool["schema"]),
+            module=None,
+            qualname=None,
+            file=file,
+            line=None,
+            origin=source.label(),
+            decided_by=tool["decided_by"],
+        )
+        for tool in listed_tools(data, file=file, prefix=source.prefix)
+    ]
 
 
 def _manifest_tool(item: Any, index: int, path: Path, text: str, entry: str) -> ToolSpec:

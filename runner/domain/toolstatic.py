@@ -5,7 +5,7 @@ evaluation (a module's top-level code would run on the host, with the network). 
 ``tools`` module with `ast` (`static_registry`), where ``submit`` and ``run`` describe the
 modules inside a sandbox (`runner.episode.toolmanifest.sandbox_registry`):
 
-- modules are located as the sandbox finds them (`runner.episode.toolmanifest.
+- modules are located as the sandbox finds them (`runner.domain.toollocate.
   locate_tools`: workflow folder, current directory, installed packages; no import), ``.json``
   tool manifests read as data, as everywhere;
 - the module's top-level statements are walked in order (`runner.domain.toolstatic_values`
@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import importlib.machinery
 import inspect
+import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner import sdk
 from runner.domain.registry import Registry, ToolSpec
+from runner.domain.toollocate import locate_tools, tool_entry_where
 from runner.domain.toolstatic_decl import BARE, StaticTool
 from runner.domain.toolstatic_walk import ModuleWalk
 from runner.errors import InputError
@@ -227,8 +229,6 @@ def static_registry(workflow: WorkflowFile) -> Registry:
             runtime would refuse, or a duplicate tool id (see `read_module`).
         HostSyntaxError: a module the host's Python cannot parse.
     """
-    from runner.domain.toollocate import locate_tools, tool_entry_where
-
     located = locate_tools(workflow)
     tools: dict[int, list[ToolSpec]] = dict(located.manifest_tools)
     gaps: list[str] = []
@@ -236,6 +236,12 @@ def static_registry(workflow: WorkflowFile) -> Registry:
         module = read_module(name, root, tool_entry_where(workflow, index))
         tools[index] = module.tools
         gaps.extend(module.gaps)
+    for index, source, _ in located.mcp_servers:  # the challenger's code: never run here
+        where = tool_entry_where(workflow, index)
+        gaps.append(
+            f"{source.label()} at {where['file']}:{where['line']}: an MCP server's tools are"
+            " listed only inside a sandbox"
+        )
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     return Registry(ordered, located.roots(), unread=gaps)
 
@@ -280,8 +286,6 @@ def read_function(ref: str, search_paths: list[Path]) -> None:
             parse, or no module-level binding of the function's (first) name (field
             ``model.function``).
     """
-    import sys
-
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise InputError(f"{ref!r} is not 'module:function'", field="model.function")

@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from runner.domain.agentspec import AgentSpec, FixedMessage, Frozen, UserSpec
+from runner.domain.mcptools import McpEntry
 from runner.domain.stepspec import ModelSpec, Step
 from runner.domain.yamlsource import (
     Loc,
@@ -100,7 +101,9 @@ class Workflow(Frozen):
     Attributes:
         name: workflow name (ASCII letters, digits, ``_ . -``; starts alphanumeric).
         version: version label; an integer in the file is accepted and kept as its text.
-        tools: dotted module names, or ``.json`` tool-manifest paths relative to the file.
+        tools: dotted module names, ``.json`` tool-manifest paths relative to the file, or
+            MCP sources (``{mcp: {command: [...]}}`` / ``{mcp: {tools_list: FILE}}``,
+            `runner.domain.mcptools.McpEntry`).
         files: globs (relative to the file, inside its folder) of data files the tool code
             reads; they are copied into the tool snapshot beside the modules.
         model: the model provider of agent steps; None when the workflow has none.
@@ -109,7 +112,7 @@ class Workflow(Frozen):
 
     name: str
     version: str
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str | McpEntry] = Field(default_factory=list)
     files: list[FileGlob] = Field(default_factory=list, max_length=1000)
     model: ModelSpec | None = None
     steps: list[Step] = Field(min_length=1)
@@ -139,10 +142,12 @@ class Workflow(Frozen):
 
     @field_validator("tools")
     @classmethod
-    def _tools(cls, tools: list[str]) -> list[str]:
-        seen: set[str] = set()
+    def _tools(cls, tools: list[str | McpEntry]) -> list[str | McpEntry]:
+        seen: set[str | McpEntry] = set()
         for entry in tools:
-            if not (entry.endswith(".json") or MODULE_NAME.match(entry)):
+            if isinstance(entry, McpEntry):
+                pass
+            elif not (entry.endswith(".json") or MODULE_NAME.match(entry)):
                 raise ValueError(
                     f"{entry!r} is neither a dotted module name nor a path ending in .json"
                 )
@@ -176,7 +181,10 @@ class Workflow(Frozen):
         return {
             "name": self.name,
             "version": self.version,
-            "tools": list(self.tools),
+            "tools": [
+                t if isinstance(t, str) else t.model_dump(mode="json", exclude_none=True)
+                for t in self.tools
+            ],
             "model": model,
             "steps": [step.normalised() for step in self.steps],
         }

@@ -1,14 +1,10 @@
 """Run one episode: prepare the run folder, start the sandbox, drive the protocol, classify.
 
-Sequence: `prepare_run` writes ``<state>/runs/<run_id>/{manifest.json,run.json}`` and builds the
-`SandboxSpec` (the sandbox side of runner (`runner_mounts`), the run folder and the command's
-tool snapshot mounted read-only: no user folder is mounted live, `runner.episode.snapshot`;
-fixed env; limits from the policy overridden by settings; the hard lifetime cap `LifetimeCap`
-from the run timeout, and the same timeout as ``run.json`` ``deadline_s`` for the runtime's
-watchdog). `run_episode` starts the sandbox, waits for ``hello`` (with a deadline), sends
-``start``, answers ``model_request`` through the provider, collects the other messages, sends
+Sequence: `runner.episode.prepare.prepare_run` writes the run folder and the `SandboxSpec`;
+`run_episode` starts the sandbox, waits for ``hello`` (with a deadline), sends ``start``,
+answers ``model_request`` through the provider, collects the other messages, sends
 ``shutdown`` after ``episode``, reads the exit state before removal and writes the trace
-(`runner.trace.writer`).
+(`runner.trace.writer`); what it learns is kept by `runner.episode.state.EpisodeState`.
 
 Status rules (issue 4), first match wins:
 1. the backend failed (start, attach, engine) or the runtime reported its own ``error`` or a
@@ -37,264 +33,35 @@ A dead sandbox is never a success; steps never started are ``not_run``.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
 
-from runner import resources
-from runner.backends.base import (
-    Backend,
-    ExitState,
-    LifetimeCap,
-    Mount,
-    Sandbox,
-    SandboxSpec,
-    sandbox_user,
-)
-from runner.backends.labels import LEDGER, LEDGER_KEY
-from runner.domain.ids import IdFactory, new_run_id, path_for_id
-from runner.domain.tasks import Task
+from runner.backends.base import Backend, ExitState, Sandbox
+from runner.domain.ids import IdFactory
 from runner.episode.channel import Channel
-from runner.episode.limits import resource_limits
-from runner.episode.reaping import ledger_id
-from runner.episode.snapshot import ToolSnapshot
-from runner.episode.snapshot_sources import tool_mounts
+from runner.episode.prepare import RUNTIME_COMMAND, prepare_run
+from runner.episode.request import EpisodeRequest, EpisodeResult
 from runner.episode.state import EpisodeState
 from runner.errors import InfrastructureError
 from runner.providers.base import ModelProvider
 from runner.providers.deadline import DeadlineProvider
 from runner.runtime import protocol
 from runner.settings import Settings
+from runner.trace.redact import Redactor
 from runner.trace.writer import TraceWriter
+
+__all__ = ["lookup_image_id", "run_episode"]
 
 log = structlog.get_logger(__name__)
 
-RUNTIME_COMMAND = ("python3", "-u", "-m", "runner.runtime")
-DEFAULT_CLOCK_START = 1767225600.0  # 2026-01-01T00:00:00Z: a fixed start when none is recorded
-CLOCK_STEP_S = 1.0
-SEED = 0
 HELLO_TIMEOUT_S = 30.0
 SHUTDOWN_GRACE_S = 5.0
 KILL_DRAIN_S = 10.0
 POLL_S = 0.2
 MIN_WRITE_S = 0.5  # a write past the deadline still gets this long (a shutdown, say)
-
-
-@dataclass(frozen=True)
-class EpisodeRequest:
-    """What to run.
-
-    Attributes:
-        workflow: a loaded workflow file (`runner.domain.workflow.WorkflowFile`).
-        task: the task.
-        policy: the loaded policy (`runner.policy.Policy`).
-        registry: the workflow's registry (`runner.domain.registry.Registry`); the manifest
-            mounted into the sandbox is ``registry.manifest(policy)``.
-        image: the sandbox image.
-        mode: ``shadow`` or ``reproduce``.
-        purpose: the trace's purpose (``replay`` for sandboxed runs).
-        recorded_calls: reproduce: the trace's call records; else empty.
-        clock_start: overrides the task's ``clock_start`` (reproduce: the trace's).
-        ledger_key: the ledger run this episode is charged to (`runner.ledger.run_key`), put
-            on the sandbox as a label so that the reaper can settle it after a crash.
-        snapshot: the command's tool snapshot, mounted in place of the tool folders (required
-            whenever the run has tool folders, except in ``record`` mode, which runs the
-            project's own files live and unsandboxed on purpose).
-    """
-
-    workflow: Any
-    task: Task
-    policy: Any
-    registry: Any
-    image: str
-    mode: str = "shadow"
-    purpose: str = "replay"
-    recorded_calls: Sequence[Mapping[str, Any]] = ()
-    clock_start: float | None = None
-    ledger_key: str | None = None
-    snapshot: ToolSnapshot | None = None
-
-
-@dataclass
-class PreparedRun:
-    """A run folder written to disk and the spec to start its sandbox.
-
-    Attributes:
-        run_id: the run id.
-        run_dir: ``<state>/runs/<run_id>`` (mounted at ``/sandbox/run``).
-        trace_path: ``<state>/traces/<run_id>.jsonl``.
-        spec: the sandbox spec.
-        manifest: the manifest written.
-        run_spec: the ``run.json`` written.
-    """
-
-    run_id: str
-    run_dir: Path
-    trace_path: Path
-    spec: SandboxSpec
-    manifest: dict[str, Any]
-    run_spec: dict[str, Any]
-
-
-@dataclass
-class EpisodeResult:
-    """How an episode ended (also the content of the trace's ``end`` line).
-
-    Attributes:
-        run_id: the run id.
-        status: one of `runner.trace.format.STATUSES`.
-        trace_path: the written trace.
-        end: the trace's ``end`` record.
-        infrastructure_failed: True when the status is ``infra_error`` (CLI exit 6).
-    """
-
-    run_id: str
-    status: str
-    trace_path: Path
-    end: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def infrastructure_failed(self) -> bool:
-        """True when infrastructure, not the workflow, ended the run."""
-        return self.status == "infra_error"
-
-    def summary(self) -> dict[str, Any]:
-        """Return a JSON-able summary: run id, status, trace path and the ``end`` fields."""
-        return {"run_id": self.run_id, "trace": str(self.trace_path), **self.end}
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, ensure_ascii=True, indent=1) + "\n", encoding="ascii")
-    path.chmod(0o644)
-
-
-def _modules(manifest: Mapping[str, Any]) -> list[str]:
-    seen: dict[str, None] = {}
-    for entry in manifest.get("tools", []):
-        module = entry.get("module")
-        if module and entry.get("disposition", "execute") == "execute":
-            seen.setdefault(module, None)
-    return list(seen)
-
-
-def runner_mounts(package: Path | None = None) -> list[Mount]:
-    """Read-only mounts of the sandbox side of ``runner``: its ``__init__.py`` and packages.
-
-    Only `runner.runtime.protocol.SANDBOX_PACKAGES` (standard library only) go into a
-    sandbox, under ``RUNTIME_ROOT/runner``; the host side (CLI, ledger, this driver) does not.
-
-    Args:
-        package: the installed ``runner`` folder (default `runner.resources.package_dir`).
-    """
-    package = package or resources.package_dir()
-    target = f"{protocol.RUNTIME_ROOT}/runner"
-    mounts = [Mount(package / "__init__.py", f"{target}/__init__.py")]
-    mounts += [Mount(package / name, f"{target}/{name}") for name in protocol.SANDBOX_PACKAGES]
-    return mounts
-
-
-def prepare_run(
-    request: EpisodeRequest,
-    settings: Settings,
-    id_factory: IdFactory,
-    *,
-    command: Sequence[str] = RUNTIME_COMMAND,
-    pool_lifetime_s: float = 0.0,
-    rate_limit_wait_s: float = 0.0,
-) -> PreparedRun:
-    """Create the run folder (manifest.json, run.json) and the sandbox spec.
-
-    The tool code is mounted from ``request.snapshot`` (`tool_mounts`).
-
-    Args:
-        request: what to run.
-        settings: host settings (state folder, limit overrides).
-        id_factory: makes the run id.
-        command: the sandbox command.
-        pool_lifetime_s: how long the sandbox may wait for its run (0: no warm pool yet); a
-            term of its `LifetimeCap`.
-        rate_limit_wait_s: the longest rate-limit wait a run may have past its timeout (0:
-            none yet); a term of its `LifetimeCap`.
-
-    Raises:
-        InputError: the id factory produced an invalid run id, or a tool folder of the run is
-            not in the snapshot.
-        ValueError: the run has tool folders but no snapshot (a caller's bug).
-        FileExistsError: the run folder exists already (a run id is used once).
-    """
-    run_id = new_run_id(id_factory)
-    state_dir = settings.state_dir.resolve()
-    run_dir = path_for_id(state_dir / "runs", run_id, kind="run id")
-    run_dir.mkdir(parents=True)
-    run_dir.chmod(0o755)
-    manifest = request.registry.manifest(request.policy)
-    mounted_tools, tool_paths = tool_mounts(request)
-    limits = resource_limits(request.policy, settings)
-    start = request.clock_start
-    if start is None:
-        start = (
-            request.task.clock_start
-            if request.task.clock_start is not None
-            else (DEFAULT_CLOCK_START)
-        )
-    run_spec = {
-        "run_id": run_id,
-        "mode": request.mode,
-        "workflow": request.workflow.normalised(),
-        "workflow_source": request.workflow.source,
-        # the rubric's answer key stays on the host: code under evaluation must not read it
-        "task": {k: v for k, v in request.task.record().items() if k != "expected"},
-        # record: each call reads the machine's clock (a live wall clock has no step)
-        "clock": {"start": start, "step_s": 0.0 if request.mode == "record" else CLOCK_STEP_S},
-        "seed": SEED,
-        "recorded_calls": [dict(c) for c in request.recorded_calls],
-        "tool_paths": tool_paths,
-        "modules": _modules(manifest),
-        "deadline_s": limits.timeout_s,
-    }
-    assert set(run_spec) == set(protocol.RUN_SPEC_KEYS)
-    _write_json(run_dir / "manifest.json", manifest)
-    _write_json(run_dir / "run.json", run_spec)
-    mounts = runner_mounts()
-    mounts += mounted_tools
-    mounts.append(Mount(run_dir, protocol.RUN_DIR))
-    env = {
-        "TZ": "UTC",
-        "PYTHONHASHSEED": str(SEED),
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": protocol.RUNTIME_ROOT,
-        "HOME": "/tmp",  # noqa: S108 - the sandbox's own tmpfs
-        "TMPDIR": "/tmp",  # noqa: S108
-        "LANG": "C.UTF-8",
-    }
-    spec = SandboxSpec(
-        run_id=run_id,
-        image=request.image,
-        command=tuple(command),
-        mounts=tuple(mounts),
-        env=env,
-        limits=limits,
-        labels={
-            "io.sandbox-replay.task": request.task.task_id[:63],
-            **(
-                {LEDGER_KEY: request.ledger_key, LEDGER: ledger_id(settings.state_dir)}
-                if request.ledger_key
-                else {}
-            ),
-        },
-        user=sandbox_user(),
-        cap=LifetimeCap(
-            limits.timeout_s, pool_lifetime_s=pool_lifetime_s, rate_limit_wait_s=rate_limit_wait_s
-        ),
-    )
-    trace_path = path_for_id(state_dir / "traces", run_id, suffix=".jsonl", kind="run id")
-    return PreparedRun(run_id, run_dir, trace_path, spec, manifest, run_spec)
 
 
 def lookup_image_id(backend: Backend, image: str) -> str | None:
@@ -318,6 +85,19 @@ def lookup_image_id(backend: Backend, image: str) -> str | None:
         log.warning("image_id_unavailable", image=image, error=str(exc))
         return None
     return str(value) if value else None
+
+
+def trace_redactor(request: EpisodeRequest) -> Redactor | None:
+    """The redactor of a ``live`` run's trace (record mode): the policy's rules, a fresh key.
+
+    A live run sees real data, so its trace is redacted as it is written (issue 18,
+    `runner.trace.redact`). Replay and judge runs are written as they come: what they are
+    served comes from traces and tasks that were redacted when recorded, imported or packed,
+    and a fresh key would make a served placeholder differ from the recording's.
+    """
+    if request.purpose != "live":
+        return None
+    return Redactor(getattr(request.policy, "redaction_rules", None))
 
 
 def run_episode(
@@ -370,7 +150,11 @@ def run_episode(
         timeout_s=limits.timeout_s,
         memory_mb=limits.memory_mb,
     )
-    with TraceWriter(prepared.trace_path, max_bytes=limits.max_trace_mb * 1024 * 1024) as trace:
+    with TraceWriter(
+        prepared.trace_path,
+        max_bytes=limits.max_trace_mb * 1024 * 1024,
+        redactor=trace_redactor(request),
+    ) as trace:
         state.trace = trace
         exit_state: ExitState | None = None
         started = monotonic()

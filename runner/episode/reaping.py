@@ -2,7 +2,7 @@
 
 Every command that talks to an engine first removes the leftovers of dead owners
 (`runner.backends.base.Backend.reap`). Each reaped sandbox carries the ledger run it ran for
-(label ``io.sandbox-replay.ledger-key``, set by `runner.episode.driver.prepare_run`) and
+(label ``io.sandbox-replay.ledger-key``, set by `runner.episode.prepare.prepare_run`) and
 the seconds the engine recorded between its start and its finish; `settle_reaped` charges the
 run those seconds instead of its reservation (`runner.ledger.Ledger.settle_dead_run`). What
 the reaper cannot measure (a container already gone, a model call in flight) stays reserved
@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -26,9 +27,13 @@ from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped
 from runner.ledger import LEDGER_FILENAME, Ledger
 
+if TYPE_CHECKING:
+    from runner.backends.docker import DockerBackend
+    from runner.settings import Settings
+
 log = structlog.get_logger(__name__)
 
-__all__ = ["ledger_id", "reap_and_settle", "settle_reaped"]
+__all__ = ["connect_docker", "ledger_id", "reap_and_settle", "settle_reaped"]
 
 MAX_KEY_CHARS = 1024
 
@@ -77,3 +82,29 @@ def reap_and_settle(backend: Backend, state_dir: Path) -> list[Reaped]:
             with Ledger(path) as ledger:
                 settle_reaped(ledger, reaped)
     return reaped
+
+
+def connect_docker(settings: Settings) -> DockerBackend:
+    """The Docker backend of a command: connected, then the leftovers of dead owners reaped.
+
+    The one way ``run``, ``reproduce`` and ``packet`` open the engine (``submit`` reaps with
+    its job's open ledger, `runner.submit.job`). The backend is closed again when reaping
+    fails.
+
+    Args:
+        settings: the command's settings (``docker_host``; ``state_dir``: whose ledger the
+            reaped runs are settled in).
+
+    Raises:
+        InfrastructureError: the engine is unreachable, or failed while listing.
+    """
+    # lazy for start-up speed: the docker SDK is imported only by commands that use an engine
+    from runner.backends.docker import DockerBackend
+
+    backend = DockerBackend.connect(settings.docker_host)
+    try:
+        reap_and_settle(backend, settings.state_dir)
+    except BaseException:
+        backend.close()
+        raise
+    return backend

@@ -3,14 +3,15 @@
 `EpisodeState` consumes `runner.episode.channel.ChannelEvent`s (answering ``hello`` with
 ``start``, ``model_request`` with ``model_response`` and ``episode`` with ``shutdown``), writes
 the trace header and call lines as they come, and at the end (`EpisodeState.finish`) classifies
-the status (`runner.episode.status`; the rules are in `runner.episode.driver`)
-and writes the ``end`` line. Memory stays bounded: calls go straight to the trace file; outbound
-destinations and coverage reasons are capped (`runner.episode.outbound.MAX_OUTBOUND`,
-`MAX_COVERAGE`), with the number dropped recorded. Disk stays bounded too: past the policy's
-``max_calls`` call lines, or at a call line that would make the trace longer than
-``max_trace_mb``, the host accepts no further call (nor model request), kills the sandbox and
-the run ends ``limit_exceeded`` with ``end.limit: {name, value}`` (issue 10: a sandbox forging a
-million call lines cost the host gigabytes).
+the status (`runner.episode.status`; the rules are in `runner.episode.driver`) and writes the
+``end`` line (both built by `runner.episode.tracelines`). Memory stays bounded: calls go
+straight to the trace file; outbound destinations and coverage reasons are capped
+(`runner.episode.outbound.MAX_OUTBOUND`, `runner.episode.tracelines.MAX_COVERAGE`), with the
+number dropped recorded. Disk stays bounded too: past the policy's ``max_calls`` call lines, or
+at a call line that would make the trace longer than ``max_trace_mb``, the host accepts no
+further call (nor model request), kills the sandbox and the run ends ``limit_exceeded`` with
+``end.limit: {name, value}`` (issue 10: a sandbox forging a million call lines cost the host
+gigabytes).
 
 The outbound log (`runner.episode.outbound.OutboundLog`) holds distinct destinations with
 the count of their attempts; attempts past its cap are ``outbound_dropped`` and make
@@ -19,7 +20,6 @@ the count of their attempts; attempts past its cap are ``outbound_dropped`` and 
 
 from __future__ import annotations
 
-import platform as host_platform
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,24 +28,25 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from runner.backends.base import ExitState
+from runner.episode import gatewayhost
 from runner.episode.channel import Channel, ChannelEvent
 from runner.episode.outbound import MAX_OUTBOUND, OutboundLog
-from runner.episode.status import classify, failure_of
+from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
+from runner.episode.status import classify
+from runner.episode.tracelines import MAX_COVERAGE, end_line, write_header
 from runner.errors import InputError
 from runner.ledger.pricing import estimate_usd
 from runner.providers.base import ModelProvider, ProviderResponse
 from runner.providers.metered import CEILING_ERROR_CLASS
 from runner.runtime import protocol
-from runner.trace.format import encode_body, episode_exit_code, failure_signature
+from runner.trace.format import encode_body
 from runner.trace.writer import TraceFull
 
 if TYPE_CHECKING:
-    from runner.episode.driver import EpisodeRequest, EpisodeResult, PreparedRun
     from runner.trace.writer import TraceWriter
 
 log = structlog.get_logger(__name__)
 
-MAX_COVERAGE = 100
 _BODY_FIELDS = ("body", "body_encoding", "truncated", "original_length", "sha256")
 
 
@@ -175,9 +176,8 @@ class EpisodeState:
         index = record.get("index")
         witnessed = self.served_at.pop(index, None) if isinstance(index, int) else None
         if record.get("tool") == "model" and witnessed is not None:
-            from runner.episode.gatewayhost import witnessed_record
-
-            record = witnessed_record(self._host_recorded(record, witnessed[0]), *witnessed)
+            host_recorded = self._host_recorded(record, witnessed[0])
+            record = gatewayhost.witnessed_record(host_recorded, *witnessed)
         elif record.get("tool") in ("model", "user") and self.served:
             record = self._host_recorded(record, self.served.popleft())
         assert self.trace is not None
@@ -226,8 +226,6 @@ class EpisodeState:
     def _on_gateway_request(
         self, message: dict[str, Any], provider: ModelProvider | None
     ) -> list[dict[str, Any]]:
-        from runner.episode import gatewayhost
-
         message_id = gatewayhost.message_id(message)
         if message_id is None:
             self.protocol_error = "gateway_request without a usable id"
@@ -268,9 +266,7 @@ class EpisodeState:
         if len(self.gateway_notes) >= MAX_COVERAGE:
             self.gateway_notes_dropped += 1
             return []
-        from runner.episode.gatewayhost import clean_note
-
-        note = clean_note(message)
+        note = gatewayhost.clean_note(message)
         log.info("gateway_answered_itself", run_id=self.prepared.run_id, **note)
         self.gateway_notes.append(note)
         return []
@@ -383,57 +379,7 @@ class EpisodeState:
     # -- trace -------------------------------------------------------------------------------
 
     def _write_header(self) -> None:
-        if self.trace is None or self.trace.header_written:
-            return
-        request, run_spec = self.request, self.prepared.run_spec
-        hello = self.hello or {}
-        manifest = self.prepared.manifest
-        policy = manifest.get("policy", {})
-        wf = request.workflow
-        spec = wf.spec
-        limits = self.prepared.spec.limits
-        self.trace.header(
-            run_id=self.prepared.run_id,
-            task_id=request.task.task_id,
-            task_input=dict(request.task.input),
-            workflow={
-                "name": spec.name,
-                "version": spec.version,
-                "hash": wf.content_hash,
-                "content": wf.source,
-            },
-            purpose=request.purpose,
-            backend=self.backend_name,
-            clock=run_spec["clock"],
-            seed=run_spec["seed"],
-            environment={
-                "python": hello.get("python"),
-                "platform": hello.get("platform"),
-                "packages": hello.get("packages", {}),
-                "image": request.image,
-                "image_id": self.image_id,
-                "tools": {t["id"]: t.get("schema_hash") for t in manifest.get("tools", [])},
-                "policy_hash": policy.get("hash"),
-                "host": {"python": host_platform.python_version()},
-                **(
-                    {"tool_snapshot": request.snapshot.digest}
-                    if request.snapshot is not None
-                    else {}
-                ),
-            },
-            mode=request.mode,
-            policy=policy,
-            limits={
-                "memory_mb": limits.memory_mb,
-                "pids_limit": limits.pids_limit,
-                "cpus": limits.cpus,
-                "tmpfs_mb": limits.tmpfs_mb,
-                "timeout_s": limits.timeout_s,
-                "max_calls": limits.max_calls,
-                "max_trace_mb": limits.max_trace_mb,
-                "hard_cap_s": self.prepared.spec.hard_cap.whole_s,
-            },
-        )
+        write_header(self)
 
     # -- classification ----------------------------------------------------------------------
 
@@ -443,87 +389,9 @@ class EpisodeState:
 
     def finish(self, exit_state: ExitState | None) -> EpisodeResult:
         """Classify, write the header (if still missing) and the ``end`` line."""
-        from runner.episode.driver import EpisodeResult
-
         status, reason = self.classify(exit_state)
         self._write_header()
-        episode = self.episode or {}
-        exit_code = episode_exit_code(status)
-        failure: dict[str, Any] | None = None
-        signature: str | None = None
-        if status != "succeeded":
-            failure = failure_of(self, status, episode)
-            failure["exit_code"] = exit_code
-            signature = failure_signature(
-                failure["call_index"], failure["tool"], failure["error_class"], exit_code
-            )
-        step_ids = [s["id"] for s in self.prepared.run_spec["workflow"].get("steps", [])]
-        not_run = episode.get("not_run") if self.episode is not None else None
-        if not isinstance(not_run, list):
-            not_run = [s for s in step_ids if s not in self.steps]
-        end: dict[str, Any] = {
-            "status": status,
-            "exit_code": exit_code,
-            "failure": failure,
-            "failure_signature": signature,
-            "output": episode.get("output"),
-            "error": episode.get("error") or self.runtime_error,
-            "reason": reason,
-            "not_run": not_run,
-            "outbound": self.outbound.entries,
-            "outbound_dropped": self.outbound.dropped,
-            "coverage": "partial"
-            if self.coverage or self.coverage_dropped or self.outbound.partial
-            else "full",
-            "coverage_detail": [
-                *filter(None, [self.outbound.coverage_reason()]),
-                *self.coverage,
-            ],
-            "divergences": self.divergences,
-            "divergences_dropped": self.divergences_dropped,
-            "meter": {
-                "tokens_in": self.tokens_in,
-                "tokens_out": self.tokens_out,
-                "model_calls": self.model_calls,
-                "usd": round(self.usd, 6),
-                "sandbox_s": round(self.sandbox_s, 3),
-            },
-            "sandbox": None
-            if exit_state is None
-            else {
-                "exit_code": exit_state.exit_code,
-                "oom_killed": exit_state.oom_killed,
-                "killed_by_host": exit_state.killed_by_host,
-                "killed_for": self.killed_for,
-                "ran_s": None if exit_state.ran_s is None else round(exit_state.ran_s, 3),
-                "error": exit_state.error,
-                "teardown_error": self.teardown_error,
-            },
-            "channel": {
-                "stdout_bytes": self.channel.stdout_bytes,
-                "stderr_bytes": self.channel.stderr_bytes,
-                "too_large": self.channel.too_large[:MAX_COVERAGE],
-                "invalid_lines": self.channel.invalid,
-                "truncated": self.channel.truncated,
-                "dropped_bytes": self.channel.dropped_bytes,
-                "events": self.channel_events,
-            },
-        }
-        if self.limit is not None:
-            end["limit"] = dict(self.limit)
-            end["channel"]["calls_refused"] = self.calls_refused
-        meta: dict[str, Any] = {}
-        if self.unpriced_models:  # the meter is a closed record: say here what it could not price
-            meta["unpriced_models"] = self.unpriced_models
-        if self.gateway_notes or self.gateway_notes_dropped:  # answered in the sandbox itself
-            meta["gateway"] = {
-                "answered_in_sandbox": self.gateway_notes,
-                "dropped": self.gateway_notes_dropped,
-            }
-        if meta:
-            end["meta"] = meta
-        if status != "succeeded":
-            end["stderr_tail"] = self.channel.stderr_tail()
+        end = end_line(self, exit_state, status, reason)
         assert self.trace is not None
         self.trace.end(end)
         return EpisodeResult(self.prepared.run_id, status, self.prepared.trace_path, end)

@@ -1,6 +1,7 @@
 """The status of an ended episode and the failure its ``end`` line names.
 
-Pure functions over an `runner.episode.state.EpisodeState`; the rules, first match
+Pure functions over what the host learned of an episode (`StatusFacts`, the part of
+`runner.episode.state.EpisodeState` they read); the rules, first match
 wins, are listed in `runner.episode.driver`'s docstring. Invariant: ``ceiling_reached``
 comes only from a refusal the host itself witnessed (a model or user turn its metering refused),
 never from what the sandbox reports.
@@ -8,13 +9,13 @@ never from what the sandbox reports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from runner.backends.base import ExitState
+from runner.episode.request import PreparedRun
 from runner.providers.metered import CEILING_ERROR_CLASS
 
-if TYPE_CHECKING:
-    from runner.episode.state import EpisodeState
+__all__ = ["RUNTIME_STATUSES", "StatusFacts", "classify", "failure_of"]
 
 RUNTIME_STATUSES = ("succeeded", "failed", "denied")
 # How a sandbox that ended itself at its deadline exits: the runtime's watchdog
@@ -23,7 +24,25 @@ EXIT_WATCHDOG = 124
 EXIT_CAP = 137
 
 
-def _ended_itself_at_deadline(state: EpisodeState, exit_state: ExitState) -> str | None:
+class StatusFacts(Protocol):
+    """What the status rules read of an episode's state (`runner.episode.state.EpisodeState`)."""
+
+    prepared: PreparedRun
+    hello: dict[str, Any] | None
+    episode: dict[str, Any] | None
+    runtime_error: dict[str, Any] | None
+    protocol_error: str | None
+    invalid_message: str | None
+    infra_error: str | None
+    killed_for: str | None
+    provider_timed_out: bool
+    limit: dict[str, Any] | None
+    last_call_index: int
+    ceiling_refusals: list[dict[str, Any]]
+    sandbox_s: float
+
+
+def _ended_itself_at_deadline(state: StatusFacts, exit_state: ExitState) -> str | None:
     """Why the sandbox's own deadline ended it, or None when it did not.
 
     True only for a sandbox that sent no episode, was not killed by the host, exited the way
@@ -49,7 +68,7 @@ def _ended_itself_at_deadline(state: EpisodeState, exit_state: ExitState) -> str
     )
 
 
-def classify(state: EpisodeState, exit_state: ExitState | None) -> tuple[str, str | None]:
+def classify(state: StatusFacts, exit_state: ExitState | None) -> tuple[str, str | None]:
     """Return ``(status, reason)`` of an ended episode (rules: `runner.episode.driver`)."""
     episode = state.episode or {}
     if state.infra_error is not None:
@@ -105,7 +124,7 @@ def classify(state: EpisodeState, exit_state: ExitState | None) -> tuple[str, st
     return str(status), None
 
 
-def failure_of(state: EpisodeState, status: str, episode: dict[str, Any]) -> dict[str, Any]:
+def failure_of(state: StatusFacts, status: str, episode: dict[str, Any]) -> dict[str, Any]:
     """The ``failure`` of the ``end`` line (without ``exit_code``) for a non-success."""
     if status == "ceiling_reached":
         first = state.ceiling_refusals[0]

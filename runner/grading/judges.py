@@ -13,10 +13,7 @@ A judge is a callable ``Group -> Ranking`` (listwise: the whole group at once).
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,46 +25,11 @@ from runner.grading.modeljudge import ModelJudge, Provider
 from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import rubric_judge
 from runner.ledger import CeilingGuard
+from runner.providers.scripted import load_function
 
 log = structlog.get_logger(__name__)
 
 Judge = Callable[[Group], Ranking]
-
-
-@contextmanager
-def _on_path(folders: Sequence[Path]) -> Iterator[None]:
-    added = [str(f) for f in folders if str(f) not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for folder in added:
-            sys.path.remove(folder)
-
-
-def load_function(spec: str, search_paths: Sequence[Path] = ()) -> Callable[..., Any]:
-    """Import ``module:function``.
-
-    Args:
-        spec: ``package.module:function``.
-        search_paths: folders put first on the import path while importing.
-
-    Raises:
-        InputError: a malformed spec, a module that cannot be imported or a missing or
-            non-callable attribute (field ``judge``).
-    """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise InputError(f"expected module:function, got {spec!r}", field="judge")
-    try:
-        with _on_path(search_paths):
-            module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise InputError(f"cannot import {module_name!r}: {exc}", field="judge") from exc
-    func = getattr(module, attr, None)
-    if not callable(func):
-        raise InputError(f"{module_name!r} has no callable {attr!r}", field="judge")
-    return func  # type: ignore[no-any-return]
 
 
 def _per_variant(group: Group, value: Any, key: str, judge: str) -> dict[str, float]:
@@ -106,7 +68,7 @@ class FunctionJudge:
 
     def __init__(self, spec: str, search_paths: Sequence[Path] = ()) -> None:
         self.name = spec
-        self._func = load_function(spec, search_paths)
+        self._func = load_function(spec, search_paths, field="judge")
 
     def __call__(self, group: Group) -> Ranking:
         """Rank ``group`` with the user's function.

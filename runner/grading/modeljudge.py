@@ -19,6 +19,7 @@ import structlog
 from runner.errors import GradingError, InputError, SandboxReplayError
 from runner.grading.model import Group, Ranking, normalise_ranks
 from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
+from runner.ledger.pricing import call_usd
 from runner.trace.strictjson import loads as strict_loads
 
 __all__ = ["ModelJudge", "Provider"]
@@ -147,12 +148,9 @@ class ModelJudge:
             self._guard.settle(reservation, reservation.estimate)
             raise
         tokens_in, tokens_out = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
-        try:
-            usd = estimate_usd(self._prices, answered_by, tokens_in, tokens_out)
-        except InputError:
-            # The endpoint answered with a model id the table lacks: price as the one asked.
-            log.warning("judge_model_unpriced", asked=self.model, answered_by=answered_by)
-            usd = estimate_usd(self._prices, self.model, tokens_in, tokens_out)
+        # a model id the table lacks is priced as the one asked (priced: checked in __init__)
+        usd = call_usd(self._prices, tokens_in, tokens_out, answered_by, self.model)
+        assert usd is not None
         self._guard.settle(
             reservation,
             Amount(runs=1, tokens_in=tokens_in, tokens_out=tokens_out, usd=usd),

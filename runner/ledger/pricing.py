@@ -94,3 +94,38 @@ def estimate_usd(prices: Mapping[str, Any], model: str, tokens_in: int, tokens_o
         raise ValueError(f"token counts must be >= 0, got {tokens_in} and {tokens_out}")
     price = price_of(prices, model)
     return (tokens_in * price.input_usd_per_mtok + tokens_out * price.output_usd_per_mtok) / 1e6
+
+
+def call_usd(
+    prices: Mapping[str, Any],
+    tokens_in: int,
+    tokens_out: int,
+    answered_by: str | None,
+    asked: str | None,
+) -> float | None:
+    """USD of one answered model call: the one rule every metered call is priced by.
+
+    The model id the answer names wins; when the table has no price for it (a dated snapshot
+    the table does not list), the model asked is priced instead.
+
+    Args:
+        prices: the policy's price table (see `price_of`).
+        tokens_in: input tokens of the call, >= 0.
+        tokens_out: output tokens of the call, >= 0.
+        answered_by: the model id read from the answer, or None.
+        asked: the model named in the request, or None.
+
+    Returns:
+        US dollars, or None when neither model is priced.
+
+    Raises:
+        ValueError: a negative token count.
+    """
+    for model in (answered_by, asked):
+        if not model:
+            continue
+        try:
+            return estimate_usd(prices, model, tokens_in, tokens_out)
+        except InputError:
+            continue
+    return None

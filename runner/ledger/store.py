@@ -24,14 +24,13 @@ from typing import Any
 
 import structlog
 
-from runner.ledger import orphans, reports
+from runner.ledger import orphans, reports, reservations
 from runner.ledger.amounts import (
     UNBOUNDED,
     ZERO,
     Amount,
     Ceiling,
     Purpose,
-    check_fits,
     check_purpose,
 )
 from runner.ledger.db import Database
@@ -324,46 +323,20 @@ class Ledger:
         """Reserve ``estimate`` under ``ceiling`` atomically; idempotent on ``key``.
 
         The committed total of (job, purpose) is read and the reservation inserted in one
-        write transaction. A key that exists returns the stored reservation without a second
-        check or charge.
+        write transaction (`runner.ledger.reservations.reserve`). A key that exists returns the
+        stored reservation without a second check or charge.
 
         Raises:
             CeilingReached: the reservation would exceed ``ceiling`` (nothing is written).
 
         """
-        check_purpose(purpose)
-        with self._db.transaction() as conn:
-            existing = conn.execute(
-                "SELECT * FROM charges WHERE idempotency_key = ?", (key,)
-            ).fetchone()
-            if existing is not None:
-                return Reservation.from_row(existing)
-            check_fits(purpose, ceiling, self.committed(job_id, purpose), estimate)
-            now = self._clock()
-            conn.execute(
-                "INSERT INTO charges (idempotency_key, job_id, purpose, kind, state, variant,"
-                " task_id, run_key, model, est_runs, est_tokens_in, est_tokens_out, est_usd,"
-                " est_sandbox_s, created, updated)"
-                " VALUES (?, ?, ?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    job_id,
-                    purpose,
-                    kind,
-                    variant,
-                    task_id,
-                    run_key,
-                    model,
-                    estimate.runs,
-                    estimate.tokens_in,
-                    estimate.tokens_out,
-                    estimate.usd,
-                    estimate.sandbox_s,
-                    now,
-                    now,
-                ),
-            )
-            return self._charge(conn, key)
+        return reservations.reserve(
+            self._db,
+            self._clock,
+            reservations.Charge(key, job_id, purpose, kind, variant, task_id, run_key, model),
+            estimate,
+            ceiling,
+        )
 
     def settle(self, key: str, actual: Amount, model: str | None = None) -> Reservation:
         """Replace a reservation's estimate by its actual spend; idempotent.
@@ -376,29 +349,7 @@ class Ledger:
             ValueError: the reservation was released.
 
         """
-        with self._db.transaction() as conn:
-            current = self._charge(conn, key)
-            if current.state == "released":
-                raise ValueError(f"reservation {key!r} was released and cannot be settled")
-            if current.state == "settled":
-                return current
-            conn.execute(
-                "UPDATE charges SET state = 'settled', act_runs = ?, act_tokens_in = ?,"
-                " act_tokens_out = ?, act_usd = ?, act_sandbox_s = ?,"
-                " model = COALESCE(?, model), updated = ? WHERE idempotency_key = ?",
-                (
-                    actual.runs,
-                    actual.tokens_in,
-                    actual.tokens_out,
-                    actual.usd,
-                    actual.sandbox_s,
-                    model,
-                    self._clock(),
-                    key,
-                ),
-            )
-            settled = self._charge(conn, key)
-        return settled
+        return reservations.settle(self._db, self._clock, key, actual, model)
 
     def release(self, key: str) -> Reservation:
         """Give a reservation back (the run never started, the call never went out).
@@ -409,19 +360,7 @@ class Ledger:
             KeyError: no reservation with this key.
 
         """
-        with self._db.transaction() as conn:
-            conn.execute(
-                "UPDATE charges SET state = 'released', updated = ?"
-                " WHERE idempotency_key = ? AND state = 'reserved'",
-                (self._clock(), key),
-            )
-            return self._charge(conn, key)
-
-    def _charge(self, conn: sqlite3.Connection, key: str) -> Reservation:
-        row = conn.execute("SELECT * FROM charges WHERE idempotency_key = ?", (key,)).fetchone()
-        if row is None:
-            raise KeyError(f"no reservation {key!r} in {self.path}")
-        return Reservation.from_row(row)
+        return reservations.release(self._db, self._clock, key)
 
     def charges(self, job_id: str | None = None) -> list[Reservation]:
         """Charge rows (of one job, or all), oldest first."""

@@ -4,7 +4,7 @@ Public surface: `load_policy`, `Policy`, `PolicySpec` and its parts (`ArgRule`: 
 rules, docs/policy-format.md), `decide` (a tool) and `decide_call` (a call: the tool, then the
 argument rules with the sandbox's evaluator), `diff_policies` (``policy diff``); the load-time
 gate that ``check``, ``submit`` and ``run`` pass (`check_eligibility`; ``run`` and ``submit``
-admit through `runner.episode.admission`, which also describes the tools in a sandbox).
+admit through `runner.episode.toolmanifest.admission`, which also describes the tools in a sandbox).
 
 May import: `runner.domain`, `runner.tracetools` (``policy diff`` reads traces),
 `runner.resources`, `runner.runtime.argrules` (the call-time evaluator, shared with the sandbox),

@@ -26,6 +26,7 @@ from runner.domain.yamlsource import load_yaml, validation_error
 from runner.errors import InputError
 from runner.policy.decisions import decide
 from runner.policy.models import Ceilings, Limits, PolicySpec, Price
+from runner.policy.redaction import rules_document
 from runner.runtime.argrules import RuleSet
 from runner.sdk import canonical_json
 
@@ -78,6 +79,11 @@ class Policy:
         """Model id (or glob) -> price in USD per million input/output tokens."""
         return self.spec.prices
 
+    @property
+    def redaction_rules(self) -> dict[str, Any]:
+        """The redaction rules document of the policy (`runner.policy.redaction`)."""
+        return rules_document(self.spec.redaction)
+
     def decide(self, tool: ToolSpec) -> Decision:
         """Present or absent, executed or recorded: see `runner.policy.decisions`."""
         return decide(self.spec, self.source, tool)
@@ -93,8 +99,12 @@ class Policy:
 
 def policy_from_spec(spec: PolicySpec, source: str, path: Path | None = None) -> Policy:
     """A `Policy` of an already validated ``spec``, with its hash computed."""
+    # a policy without a redaction section or argument rules keeps the hash it had before
+    # those existed
     data = spec.model_dump(mode="json")
-    if not data["rules"]:  # a policy without rules hashes as before rules existed
+    if spec.redaction is None:
+        del data["redaction"]
+    if not data["rules"]:
         del data["rules"]
     digest = hashlib.sha256(canonical_json(data).encode("utf-8"))
     rules = RuleSet.from_json([rule.to_json() for rule in spec.rules], source, "rules")

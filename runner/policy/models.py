@@ -16,6 +16,8 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
       judge: {runs: 400, tokens: 1000000, usd: 2.0}
     prices:                      # model id or glob -> USD per million tokens
       gpt-4.1: {input_usd_per_mtok: 2.0, output_usd_per_mtok: 8.0}
+    redaction:                   # secrets never written (`runner.policy.redaction`)
+      patterns: [{name: ssn, regex: '\b\d{3}-\d{2}-\d{4}\b'}]
     rules:                       # argument rules, decided at call time (runner.policy.rules)
       - {name: no-rm, tool: shell.run, action: deny, when: {command: {matches: 'rm\s+-rf'}}}
 
@@ -54,6 +56,7 @@ from runner.limitbounds import (
     TimeoutS,
     TmpfsMb,
 )
+from runner.policy.redaction import RedactionSpec
 from runner.policy.rules import ArgRule
 from runner.sdk import Effect
 
@@ -216,6 +219,7 @@ class PolicySpec(_Frozen):
     limits: Limits = Field(default_factory=Limits)
     ceilings: Ceilings = Field(default_factory=Ceilings)
     prices: dict[str, Price] = Field(default_factory=dict)
+    redaction: RedactionSpec | None = None
     rules: list[ArgRule] = Field(default_factory=list, max_length=1000)
 
     @field_validator("rules")

@@ -117,6 +117,7 @@ class WorkflowCheck:
                             "effect": spec.effect.value,
                             "disposition": spec.disposition,
                             "schema_hash": spec.schema_hash or None,
+                            **({"decided_by": spec.decided_by} if spec.decided_by else {}),
                         }
                     )
             data["tools"] = tools

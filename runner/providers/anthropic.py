@@ -18,15 +18,14 @@ exactly; a failure is an answer (`runner.providers.httpcall.post_api`), never ra
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from runner.errors import InputError
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, unsupported
+from runner.providers.endpoints import client, endpoint
 from runner.providers.httpcall import post_api
 
 if TYPE_CHECKING:
@@ -65,18 +64,18 @@ class AnthropicProvider:
         attempts: int = 4,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise InputError(f"{base_url!r} is not an http(s) URL", field="anthropic_base_url")
-        if attempts < 1:
-            raise InputError("must be >= 1", field="attempts")
-        self.base_url = base_url.rstrip("/")
-        self.attempts = attempts
         headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        self._client = httpx.Client(
-            headers=headers, timeout=timeout_s, transport=transport, trust_env=False
+        self.base_url, self._client = client(
+            base_url,
+            headers,
+            field="anthropic_base_url",
+            attempts=attempts,
+            timeout_s=timeout_s,
+            transport=transport,
         )
+        self.attempts = attempts
 
     @classmethod
     def from_settings(
@@ -96,12 +95,13 @@ class AnthropicProvider:
         Raises:
             InputError: a malformed base URL.
         """
-        env = os.environ if environ is None else environ
-        base_url = (settings.anthropic_base_url if settings else None) or env.get(
-            "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL
+        base_url, key = endpoint(
+            settings.anthropic_base_url if settings else None,
+            settings.anthropic_api_key if settings else None,
+            env_prefix="ANTHROPIC",
+            default_base_url=DEFAULT_BASE_URL,
+            environ=environ,
         )
-        secret = settings.anthropic_api_key if settings else None
-        key = secret.get_secret_value() if secret is not None else env.get("ANTHROPIC_API_KEY")
         return cls(base_url, key, **kwargs)
 
     def close(self) -> None:

@@ -32,9 +32,9 @@ import structlog
 
 from runner.errors import CeilingReached, InputError
 from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
+from runner.ledger.pricing import call_usd
 from runner.providers.apis import CAP_FIELDS, ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
-from runner.providers.openai import response_usd
 
 log = structlog.get_logger(__name__)
 
@@ -311,3 +311,17 @@ class MeteredProvider:
         self.guard.settle(reservation, actual, model=served.model)
         self.charged = self.charged + actual
         return served
+
+
+def response_usd(
+    prices: Mapping[str, Any], response: ProviderResponse, asked: str | None
+) -> float | None:
+    """USD of one answered call (`runner.ledger.pricing.call_usd` of its usage and model).
+
+    Args:
+        prices: the policy's price table.
+        response: the answered call (its ``usage`` and ``model``).
+        asked: the model named in the request.
+    """
+    tokens_in, tokens_out = response.tokens()
+    return call_usd(prices, tokens_in, tokens_out, response.model, asked)

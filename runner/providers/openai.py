@@ -34,10 +34,9 @@ import httpx
 import structlog
 import tenacity
 
-from runner.errors import InputError
-from runner.ledger.pricing import estimate_usd
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
+from runner.providers.endpoints import client, endpoint
 from runner.providers.httpcall import post_api
 
 if TYPE_CHECKING:
@@ -90,19 +89,19 @@ class OpenAIProvider:
         attempts: int = 4,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise InputError(f"{base_url!r} is not an http(s) URL", field="openai_base_url")
-        if attempts < 1:
-            raise InputError("must be >= 1", field="attempts")
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.attempts = attempts
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(
-            headers=headers, timeout=timeout_s, transport=transport, trust_env=False
+        self.base_url, self._client = client(
+            base_url,
+            headers,
+            field="openai_base_url",
+            attempts=attempts,
+            timeout_s=timeout_s,
+            transport=transport,
         )
+        self.model = model
+        self.attempts = attempts
 
     @classmethod
     def from_settings(
@@ -124,12 +123,14 @@ class OpenAIProvider:
         Raises:
             InputError: a malformed base URL.
         """
-        env = os.environ if environ is None else environ
-        base_url = (settings.openai_base_url if settings else None) or env.get(
-            "OPENAI_BASE_URL", DEFAULT_BASE_URL
+        base_url, key = endpoint(
+            settings.openai_base_url if settings else None,
+            settings.openai_api_key if settings else None,
+            env_prefix="OPENAI",
+            default_base_url=DEFAULT_BASE_URL,
+            environ=environ,
         )
-        secret = settings.openai_api_key if settings else None
-        key = secret.get_secret_value() if secret is not None else env.get("OPENAI_API_KEY")
+        env = os.environ if environ is None else environ
         chosen = model or (settings.openai_model if settings else None) or env.get("OPENAI_MODEL")
         return cls(base_url, key, model=chosen, **kwargs)
 
@@ -218,27 +219,3 @@ class OpenAIProvider:
     def __call__(self, request: dict[str, Any]) -> ProviderResponse:
         """Answer a ``model`` turn: the ``request -> response`` shape model judges call."""
         return self.complete(request, "model")
-
-
-def response_usd(
-    prices: Mapping[str, Any], response: ProviderResponse, asked: str | None
-) -> float | None:
-    """USD of one answered call from the price table, or None when neither model is priced.
-
-    The model id read from the response wins; when the table has no price for it (a dated
-    snapshot the table does not list), the model asked is priced instead.
-
-    Args:
-        prices: the policy's price table.
-        response: the answered call (its ``usage`` and ``model``).
-        asked: the model named in the request.
-    """
-    tokens_in, tokens_out = response.tokens()
-    for model in (response.model, asked):
-        if not model:
-            continue
-        try:
-            return estimate_usd(prices, model, tokens_in, tokens_out)
-        except InputError:
-            continue
-    return None

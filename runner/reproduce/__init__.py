@@ -9,10 +9,12 @@ writes a reviewer packet.
 May import: `runner.episode` and everything below it; never submit, importers or cli.
 """
 
-from runner.reproduce.diff import environment_diff, first_difference, verdict
+from runner.reproduce.diff import first_difference, verdict
+from runner.reproduce.envdiff import environment_diff
 from runner.reproduce.inputs import expand_inputs, is_packet
 from runner.reproduce.packet import build_packet
-from runner.reproduce.reproducer import Reproducer, ReproduceReport, refusals
+from runner.reproduce.report import ReproduceReport
+from runner.reproduce.reproducer import Reproducer, refusals
 
 __all__ = [
     "ReproduceReport",

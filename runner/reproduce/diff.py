@@ -22,16 +22,13 @@ with the recorded call sequence that ends ``succeeded`` keeps that verdict
 (`apply_source_verdict`: ``failed``, failure at the replay's last call), so the signatures
 compare; a replay whose calls differ does not inherit it.
 
-`environment_diff` lists what changed between the recorded and the replayed environment
-manifest: python, platform, tool schema hashes, workflow hash, model ids, and the packages that
-matter (on both sides with another version, or imported by the tool modules); the many packages
-only one side has (a host virtualenv against a sandbox image) are one summary line.
+What changed in the environment is `runner.reproduce.envdiff`'s.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runner.sdk import canonical_json
@@ -41,7 +38,6 @@ SOURCE_VERDICT_CLASS = "task_failed"
 
 _MESSAGE_DIFF = re.compile(r"first differing message index (\d+): (.*)$", re.S)
 _SHOW = 300
-_NON_ALNUM = re.compile(r"[-_.]+")
 
 
 def _short(value: Any) -> str:
@@ -280,138 +276,3 @@ def _failure_text(failure: Any) -> str:
     if not isinstance(failure, Mapping):
         return ""
     return f"(call #{failure.get('call_index')} {failure.get('tool')} {failure.get('error_class')})"
-
-
-def _model_ids(calls: Sequence[Mapping[str, Any]]) -> list[str]:
-    return sorted({str(c["model"]) for c in calls if c.get("tool") == "model" and c.get("model")})
-
-
-def environment_diff(
-    recorded_env: Mapping[str, Any],
-    replayed_env: Mapping[str, Any],
-    recorded_workflow_hash: str,
-    replayed_workflow_hash: str,
-    recorded_calls: Sequence[Mapping[str, Any]],
-    replayed_calls: Sequence[Mapping[str, Any]],
-    imports: Collection[str] = (),
-) -> list[dict[str, Any]]:
-    """What differs between the two environment manifests.
-
-    Args:
-        recorded_env: the recording's environment manifest.
-        replayed_env: the replay's.
-        recorded_workflow_hash: the recorded workflow's content hash.
-        replayed_workflow_hash: the replayed one's.
-        recorded_calls: the recording's call records (model ids).
-        replayed_calls: the replay's.
-        imports: distribution or import names the tool modules import (`packages_diff`).
-
-    Returns:
-        ``[{field, recorded, now}]`` for python, platform, workflow hash, model ids, each tool
-        schema hash that changed (``tools.<id>``), packages that matter (``packages.<name>``)
-        and one ``packages`` line summarising the rest (`packages_diff`).
-    """
-    diff: list[dict[str, Any]] = []
-    for field in ("python", "platform"):
-        if recorded_env.get(field) != replayed_env.get(field):
-            diff.append(
-                {
-                    "field": field,
-                    "recorded": recorded_env.get(field),
-                    "now": replayed_env.get(field),
-                }
-            )
-    if recorded_workflow_hash != replayed_workflow_hash:
-        diff.append(
-            {
-                "field": "workflow.hash",
-                "recorded": recorded_workflow_hash,
-                "now": replayed_workflow_hash,
-            }
-        )
-    models_then, models_now = _model_ids(recorded_calls), _model_ids(replayed_calls)
-    if models_then != models_now:
-        diff.append({"field": "model", "recorded": models_then, "now": models_now})
-    tools_then = recorded_env.get("tools") or {}
-    tools_now = replayed_env.get("tools") or {}
-    for tool_id in sorted(set(tools_then) | set(tools_now)):
-        if tools_then.get(tool_id) != tools_now.get(tool_id):
-            diff.append(
-                {
-                    "field": f"tools.{tool_id}",
-                    "recorded": tools_then.get(tool_id),
-                    "now": tools_now.get(tool_id),
-                }
-            )
-    diff.extend(packages_diff(recorded_env.get("packages"), replayed_env.get("packages"), imports))
-    return diff
-
-
-def normalise_package(name: str) -> str:
-    """PEP 503 form of a package or import name: ``Pydantic_Settings`` is ``pydantic-settings``."""
-    return _NON_ALNUM.sub("-", name).lower()
-
-
-def packages_diff(
-    recorded: Mapping[str, Any] | None,
-    replayed: Mapping[str, Any] | None,
-    imports: Collection[str] = (),
-) -> list[dict[str, Any]]:
-    """The packages part of the environment diff: what matters named, the rest in one line.
-
-    A recording made on a host (its virtualenv) and a replay in a sandbox image list very
-    different package sets; most of that says nothing about the run. Named one by one
-    (``packages.<name>``, with ``why``): a package on both sides whose version differs, and a
-    package the tool modules import (``imports``) that is missing on one side or differs.
-    Everything else (only on one side, not imported by the tools) is counted in one ``packages``
-    entry with a ``summary`` line. Names compare in PEP 503 form (``pydantic_settings`` and
-    ``pydantic-settings`` are one package).
-
-    Args:
-        recorded: the recording's ``{name: version}``.
-        replayed: the replay's ``{name: version}``.
-        imports: distribution or import names of the modules the tool modules import.
-    """
-    then = {normalise_package(k): (k, v) for k, v in (recorded or {}).items()}
-    now = {normalise_package(k): (k, v) for k, v in (replayed or {}).items()}
-    wanted = {normalise_package(i) for i in imports}
-    diff: list[dict[str, Any]] = []
-    only_then = only_now = 0
-    for key in sorted(set(then) | set(now)):
-        old, new = then.get(key), now.get(key)
-        if old is not None and new is not None and old[1] == new[1]:
-            continue
-        if key in wanted:
-            why = "imported by the tools"
-        elif old is not None and new is not None:
-            why = "on both sides"
-        else:
-            only_then += 1 if new is None else 0
-            only_now += 1 if old is None else 0
-            continue
-        name = (old or new or (key, None))[0]
-        diff.append(
-            {
-                "field": f"packages.{name}",
-                "recorded": old[1] if old else None,
-                "now": new[1] if new else None,
-                "why": why,
-            }
-        )
-    if only_then or only_now:
-        diff.append(
-            {
-                "field": "packages",
-                "recorded": f"{len(then)} packages",
-                "now": f"{len(now)} packages",
-                "recorded_count": len(then),
-                "now_count": len(now),
-                "only_recorded": only_then,
-                "only_now": only_now,
-                "summary": (
-                    f"{only_then} only in the recording, {only_now} only in the replay; none of"
-                    " them imported by the tool modules"
-                ),
-            }
-        )
-    return diff

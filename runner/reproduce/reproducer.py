@@ -6,7 +6,7 @@ the recorded workflow (or ``--workflow``) in the Docker sandbox under the ``repr
 ``pure`` tools execute and are compared, every other tool call and every model and user turn
 is served from the trace by position, the clock readings are the trace's, there is no network.
 The replay is charged under purpose ``replay`` (never ``live``). The verdict
-(`runner.reproduce.diff`) is one of:
+(`runner.reproduce.diff`, put together by `runner.reproduce.report`) is one of:
 
 | outcome          | exit | meaning                                                        |
 |------------------|------|----------------------------------------------------------------|
@@ -36,28 +36,28 @@ starts.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import tempfile
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from runner.domain.ids import path_for_id
-from runner.errors import (
-    EXIT_INFRA,
-    EXIT_INPUT,
-    EXIT_NEGATIVE,
-    EXIT_OK,
-    EXIT_REFUSED,
-    InfrastructureError,
-    InputError,
-    ReplayRefused,
-)
-from runner.inputfile import open_input, read_input
+from runner.domain.ids import path_for_id, timestamped_ids
+from runner.domain.tasks import Task
+from runner.domain.toollocate import locate_tools
+from runner.domain.workflow import load_workflow
+from runner.episode.metered_run import one_off_run
+from runner.episode.reaping import connect_docker
+from runner.episode.request import EpisodeRequest
+from runner.episode.snapshot.sources import snapshot_for
+from runner.episode.toolmanifest.registry import sandbox_registry
+from runner.errors import InfrastructureError, InputError, ReplayRefused
+from runner.inputfile import open_input
+from runner.policy import load_policy
+from runner.providers.replay import ReplayProvider
 from runner.reproduce.inputs import (
     is_packet,
     packet_trace,
@@ -65,6 +65,7 @@ from runner.reproduce.inputs import (
     safe_extract,
     tool_folder,
 )
+from runner.reproduce.report import ReproduceReport, compare, recorded_outcome
 from runner.settings import Settings
 from runner.tracetools.reader import Trace, TraceVersionError, read_trace
 
@@ -72,59 +73,6 @@ log = structlog.get_logger(__name__)
 
 # What to do when the recorded workflow's tool modules are not found (as `packet` says).
 WORKFLOW_HINT = "run it from the project folder, or pass --workflow FILE"
-
-EXIT_OF = {
-    "reproduced": EXIT_OK,
-    "not_reproduced": EXIT_NEGATIVE,
-    "refused": EXIT_REFUSED,
-    "invalid": EXIT_INPUT,
-    "infra_error": EXIT_INFRA,
-}
-
-
-@dataclass
-class ReproduceReport:
-    """The verdict on one trace (also the ``--json`` object and the JUnit test case).
-
-    Attributes:
-        input: the argument as given (trace file or packet).
-        outcome: ``reproduced``, ``not_reproduced``, ``refused``, ``invalid``, ``infra_error``.
-        exit_code: the outcome's exit code (`EXIT_OF`).
-        reason: one line saying why.
-        first_difference: not_reproduced: the first unrecorded or differing call ``{index,
-            tool, args?, kind, message, summary}``; else None.
-        outbound: destinations code in the sandbox tried to reach during the replay.
-        environment_diff: ``[{field, recorded, now}]`` (python, tool schema hashes, workflow
-            hash, model ids, packages that matter; the other packages in one summary line).
-        recorded, replayed: ``{status, failure, failure_signature, output}`` of each run.
-        replay_trace: the replay's own trace file, when it ran.
-        trace_sha256: sha256 of the trace file (the same before and after: never modified).
-        refusals: every reason strict replay would not start (refused only).
-        difference_calls: not_reproduced: ``{"recorded", "replayed"}``, the two calls at the
-            first difference's index (trace call lines, None for a side without one; bodies
-            capped at `CALL_CHARS` characters), for the side-by-side view.
-    """
-
-    input: str
-    outcome: str
-    reason: str
-    exit_code: int = 0
-    first_difference: dict[str, Any] | None = None
-    outbound: list[dict[str, Any]] = field(default_factory=list)
-    environment_diff: list[dict[str, Any]] = field(default_factory=list)
-    recorded: dict[str, Any] = field(default_factory=dict)
-    replayed: dict[str, Any] = field(default_factory=dict)
-    replay_trace: str | None = None
-    trace_sha256: str | None = None
-    refusals: list[str] = field(default_factory=list)
-    difference_calls: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        self.exit_code = EXIT_OF[self.outcome]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as a JSON object."""
-        return asdict(self)
 
 
 def _sha256(path: Path) -> str:
@@ -212,11 +160,7 @@ class Reproducer:
             if self.backend_factory is not None:
                 self._backend = self.backend_factory()
             else:
-                from runner.backends.docker import DockerBackend
-                from runner.episode.reaping import reap_and_settle
-
-                self._backend = DockerBackend.connect(self.settings.docker_host)
-                reap_and_settle(self._backend, self.settings.state_dir)
+                self._backend = connect_docker(self.settings)
         return self._backend
 
     def reproduce(self, path: Path) -> ReproduceReport:
@@ -243,7 +187,7 @@ class Reproducer:
             return ReproduceReport(name, "refused", str(exc), refusals=[str(exc)])
         except InputError as exc:
             return ReproduceReport(name, "invalid", str(exc))
-        recorded = _outcome(trace)
+        recorded = recorded_outcome(trace)
         try:
             workflow, folder = self._workflow(trace, trace_path, scratch, is_packet(path))
         except ReplayRefused as exc:
@@ -261,14 +205,10 @@ class Reproducer:
                 recorded=recorded,
                 refusals=early,
             )
-        from runner.episode.snapshot_sources import snapshot_for
-        from runner.episode.toolmanifest import locate_tools, sandbox_registry
-        from runner.policy import load_policy
-
         policy = load_policy(self.policy_name)
         try:
             # One snapshot for the description sandbox and the replay: both see the same code,
-            # copied now; never the trace itself (runner/episode/snapshot.py).
+            # copied now; never the trace itself (runner/episode/snapshot/toolsnapshot.py).
             snapshot = snapshot_for(
                 [(workflow, locate_tools(workflow, confined_to=folder))],
                 state_dir=self.settings.state_dir,
@@ -311,11 +251,9 @@ class Reproducer:
         ``--workflow``: the user's own file, resolved as ``check`` does (folder None). Else the
         trace's workflow: a file with its hash (its folder), or the trace's own copy written
         in ``scratch`` (the trace's folder; a packet's ``workflow/`` folder): never the
-        current directory, never the installed packages (`runner.episode.toolmanifest.
+        current directory, never the installed packages (`runner.domain.toollocate.
         locate_tools`).
         """
-        from runner.domain.workflow import load_workflow
-
         if self.workflow is not None:
             return load_workflow(self.workflow), None
         recorded = trace.run.workflow
@@ -354,18 +292,6 @@ class Reproducer:
         policy: Any,
         snapshot: Any,
     ) -> ReproduceReport:
-        from runner.domain.ids import timestamped_ids
-        from runner.domain.tasks import Task
-        from runner.episode.driver import EpisodeRequest, run_episode
-        from runner.episode.metered_run import metered_run
-        from runner.providers.replay import ReplayProvider
-        from runner.reproduce.diff import (
-            apply_source_verdict,
-            environment_diff,
-            outcome_of,
-            verdict,
-        )
-
         run = trace.run
         calls = [c.to_json() for c in trace.calls]
         request = EpisodeRequest(
@@ -380,101 +306,17 @@ class Reproducer:
             clock_start=run.clock.start,
             snapshot=snapshot,
         )
-        variant = f"{workflow.spec.name}@{workflow.spec.version}"
         try:
-            backend = self.backend()
-            with metered_run(
-                self.settings, "replay", "reproduce", variant, run.task_id, policy
-            ) as metered:
-                result = run_episode(
-                    dataclasses.replace(request, ledger_key=metered.key),
-                    backend=backend,
-                    settings=self.settings,
-                    provider=ReplayProvider(calls),
-                    id_factory=timestamped_ids(prefix="repro"),
-                )
-                metered.finish(result.status, result.end, str(result.trace_path), model_spend=False)
+            result = one_off_run(
+                request,
+                purpose="replay",
+                command="reproduce",
+                backend=self.backend(),
+                settings=self.settings,
+                provider=ReplayProvider(calls),
+                id_factory=timestamped_ids(prefix="repro"),
+                spend="none",
+            )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
-        replay = read_trace(result.trace_path)
-        replayed_calls = [c.to_json() for c in replay.calls]
-        recorded_end = trace.end.to_json() if trace.end is not None else {}
-        end = apply_source_verdict(calls, recorded_end, replayed_calls, result.end)
-        base: dict[str, Any] = {
-            "outbound": list(end.get("outbound") or []),
-            "environment_diff": environment_diff(
-                run.environment.to_json(),
-                replay.run.environment.to_json(),
-                run.workflow.hash,
-                replay.run.workflow.hash,
-                calls,
-                replayed_calls,
-                imports=tool_imports(t.file for t in registry if t.has_code),
-            ),
-            "recorded": recorded,
-            "replayed": {
-                "run_id": result.run_id,
-                **outcome_of(end),
-                **({"source_verdict": True} if end.get("source_verdict") else {}),
-            },
-            "replay_trace": str(result.trace_path),
-        }
-        if result.status == "infra_error":
-            return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
-        outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
-        pair = None
-        if difference is not None and isinstance(difference.get("index"), int):
-            pair = {
-                "recorded": _capped(trace.call(difference["index"])),
-                "replayed": _capped(replay.call(difference["index"])),
-            }
-        return ReproduceReport(
-            name, outcome, reason, first_difference=difference, difference_calls=pair, **base
-        )
-
-
-CALL_CHARS = 20_000
-
-
-def _capped(call: Any) -> dict[str, Any] | None:
-    """A call line for the report, its long text fields cut to `CALL_CHARS` (cut said)."""
-    if call is None:
-        return None
-    out: dict[str, Any] = call.to_json()
-    for key in ("body",):
-        value = out.get(key)
-        if isinstance(value, str) and len(value) > CALL_CHARS:
-            out[key] = value[:CALL_CHARS]
-            out[f"{key}_shown_of"] = len(value)
-    return out
-
-
-def tool_imports(files: Iterable[str | Path]) -> set[str]:
-    """Top-level modules the tool modules import, and the host's distributions providing them.
-
-    Read with the AST (nothing runs); an unreadable file adds nothing. The distribution names
-    come from the host's ``importlib.metadata.packages_distributions()`` (``yaml`` -> ``PyYAML``).
-    """
-    import ast
-    import importlib.metadata
-
-    names: set[str] = set()
-    for path in set(files):
-        try:
-            source = read_input(path, "tool source")  # a packet's file: bounded, regular
-            tree = ast.parse(source.decode("utf-8"), filename=str(path))
-        except (InputError, SyntaxError, ValueError, RecursionError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
-    providers = importlib.metadata.packages_distributions()
-    return names | {dist for name in names for dist in providers.get(name, ())}
-
-
-def _outcome(trace: Trace) -> dict[str, Any]:
-    from runner.reproduce.diff import outcome_of
-
-    return outcome_of(trace.end.to_json() if trace.end is not None else None)
+        return compare(name, trace, registry, result, recorded)

@@ -10,6 +10,8 @@ no tool), collects its tools with `runner.sdk.collect_tools` and answers with on
     manifest  {"modules": [{"module", "file", "tools": [entry, ...]}, ...]}
               or {"modules": [...the ones before...], "error": {"module", "index", "kind",
               "message", "missing"?, "file"?, "line"?}}
+              plus "mcp": [{"tools": [...]} or {"error": "..."}, ...] when ``run.json`` has
+              ``mcp_servers`` ([{"command", "cwd"}]): their tools/list (`runner.runtime.mcplist`)
 
 An entry is ``{id, effect, declared_effect, description, schema, schema_hash, module,
 qualname, file, line}`` (``declared_effect`` is None when the effect defaulted to unsafe).
@@ -23,6 +25,7 @@ from typing import Any, Dict, List, Sequence
 
 from runner import sdk
 from runner.errors import InputError
+from runner.runtime import mcplist
 
 ERROR_KINDS = ("not_found", "missing_dependency", "definition", "syntax", "exception")
 
@@ -97,4 +100,7 @@ def answer(spec: Dict[str, Any]) -> Dict[str, Any]:
     for key, value in (("tool_paths", paths), ("modules", modules)):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise InputError("expected a list of strings", file="run.json", field=key)
-    return tool_manifest(paths, modules)
+    found = tool_manifest(paths, modules)
+    if spec.get("mcp_servers"):
+        found["mcp"] = mcplist.answer(spec["mcp_servers"])
+    return found

@@ -10,11 +10,13 @@ May import: `runner.episode` and everything below it (providers, backends, ledge
 policy, domain, tracetools, settings, sdk, trace, errors); never reproduce, importers or cli.
 """
 
-from runner.submit.job import SubmitResult, execute, job_dir, prepare
+from runner.submit.job import SubmitResult, execute, prepare
+from runner.submit.jobfolder import job_dir
 from runner.submit.options import SubmitOptions, load_job_file
-from runner.submit.plan import Plan, Variant, build_plan
+from runner.submit.plan import Plan, build_plan
 from runner.submit.report import build_report, grade_job, write_report
 from runner.submit.scheduler import PairOutcome, Scheduler
+from runner.submit.variants import Variant
 
 __all__ = [
     "PairOutcome",

@@ -3,8 +3,8 @@
 Sequence (`prepare` then `execute`):
 
 1. Load time, before anything starts: the policy, every variant through the eligibility check
-   over its tool modules read from source (`runner.episode.admission.read_gate`: nothing
-   of them is imported on the host; any variant it finds ineligible rejects the whole
+   over its tool modules read from source (`runner.episode.toolmanifest.admission.read_gate`:
+   nothing of them is imported on the host; any variant it finds ineligible rejects the whole
    submission, exit 3, with no backend call and no ledger row), the tasks, the judge; then the
    `Plan`.
 2. The caller prints the plan; ``--dry-run`` stops there (what the reading could not decide
@@ -13,11 +13,12 @@ Sequence (`prepare` then `execute`):
    data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
    again, whatever changed in the source files since). The backend is made and each variant's
    registry is described inside a sandbox from the snapshot, then checked again
-   (`runner.episode.admission.sandbox_gate`; kept by the snapshot's digest, so a resumed
-   job starts no describing sandbox again): the runs use that registry, and an ineligible
+   (`runner.episode.toolmanifest.admission.sandbox_gate`; kept by the snapshot's digest, so a
+   resumed job starts no describing sandbox again): the runs use that registry, and an ineligible
    variant still stops everything before a job exists. The job: a ledger row and
-   ``<state_dir>/jobs/<job_id>/`` (``job.json``: the options, the owner process and the tool
-   snapshot, so ``--resume`` can continue; ``plan.json``; ``report.json`` at the end).
+   ``<state_dir>/jobs/<job_id>/`` (`runner.submit.jobfolder`; ``job.json``: the options, the
+   owner process and the tool snapshot, so ``--resume`` can continue; ``plan.json``;
+   ``report.json`` at the end).
 4. The reaper removes sandboxes of dead owners and charges their runs the seconds the engine
    recorded (`runner.episode.reaping`); a resumed job's remaining open rows are closed at
    their reservation, marked ``estimated`` (`Ledger.close_orphans`), and its finished pairs
@@ -34,7 +35,6 @@ Sequence (`prepare` then `execute`):
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -43,46 +43,38 @@ from typing import Any
 
 import structlog
 
-from runner.backends import labels
-from runner.domain.ids import path_for_id, timestamped_ids
+from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
-from runner.episode import admission
 from runner.episode.limits import check_engine_limits, limits_in_effect
-from runner.episode.metered_run import run_sandbox_s
+from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.reaping import ledger_id, settle_reaped
-from runner.episode.snapshot import ToolSnapshot
-from runner.episode.snapshot_sources import project_snapshot
+from runner.episode.snapshot.sources import project_snapshot
+from runner.episode.snapshot.toolsnapshot import ToolSnapshot
+from runner.episode.toolmanifest import admission
 from runner.errors import InputError
+from runner.grading import make_judge
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
 from runner.settings import Settings
+from runner.submit.ceilings import ceiling_in_effect
 from runner.submit.interrupts import Interrupts, handled_signals
-from runner.submit.options import SubmitOptions, grading_seed, read_json_object
-from runner.submit.pairs import PairRunner
-from runner.submit.plan import (
-    DEFAULT_MAX_TOKENS,
-    Plan,
-    build_plan,
-    ceiling_in_effect,
-    make_variants,
+from runner.submit.jobfolder import (
+    check_unchanged,
+    job_dir,
+    resumed_snapshot,
+    write_job,
 )
+from runner.submit.options import SubmitOptions, grading_seed
+from runner.submit.pairs import PairRunner
+from runner.submit.plan import Plan, build_plan
 from runner.submit.report import build_report, grade_job, write_report
 from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
+from runner.submit.variants import make_variants
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["SubmitResult", "execute", "job_dir", "prepare"]
-
-
-def job_dir(settings: Settings, job_id: str) -> Path:
-    """``<state_dir>/jobs/<job_id>`` (the id validated: it becomes a path).
-
-    Raises:
-        InputError: ``job_id`` breaks an id rule (`runner.domain.ids.path_for_id`).
-    """
-    jobs = settings.state_dir.resolve() / "jobs"
-    return path_for_id(jobs, job_id, kind="job id", field="--resume")
+__all__ = ["SubmitResult", "execute", "prepare"]
 
 
 @dataclass
@@ -145,8 +137,6 @@ def prepare(
     )
     tasks = _tasks(options.tasks)
     if options.judge != "rubric" and not options.judge.startswith("model:"):
-        from runner.grading import make_judge
-
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
     concurrency = options.concurrency or settings.concurrency
     cpu_cap = 2 * (os.cpu_count() or 1)
@@ -177,68 +167,13 @@ def prepare(
     )
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-    tmp.replace(path)
-
-
-def load_resume(settings: Settings, job_id: str) -> SubmitOptions:
-    """The options of an earlier job, for ``--resume``.
-
-    Raises:
-        InputError: no such job, or its orchestrator is still alive.
-    """
-    folder = job_dir(settings, job_id)
-    path = folder / "job.json"
-    if not path.exists():
-        raise InputError(f"no job {job_id!r} in {folder.parent}", field="--resume")
-    data = read_json_object(path)
-    owner = labels.owner_from_labels(data.get("owner") or {})
-    me = labels.current_owner()
-    if owner is not None and owner != me and not labels.owner_is_dead(owner, this_host=me.host):
-        raise InputError(
-            f"job {job_id} is still running (pid {owner.pid}); stop it before resuming",
-            field="--resume",
-        )
-    return SubmitOptions.from_json(data.get("options") or {}, where=str(path))
-
-
-def _check_unchanged(plan: Plan, folder: Path) -> None:
-    old = read_json_object(folder / "plan.json")
-    before = {v["name"]: v.get("content_hash") for v in old.get("variants", [])}
-    for variant in plan.variants:
-        if before.get(variant.name) not in (None, variant.workflow.content_hash):
-            raise InputError(
-                f"variant {variant.name} changed since the job started; submit a new job",
-                file=str(variant.path),
-                field="--resume",
-            )
-
-
-def _resumed_snapshot(settings: Settings, folder: Path) -> ToolSnapshot | None:
-    """The tool snapshot the job's runs used, checked; None for a job that recorded none.
-
-    Raises:
-        InputError: the recorded snapshot is missing or damaged (the job file named).
-    """
-    path = folder / "job.json"
-    record = read_json_object(path).get("tool_snapshot")
-    if record is None:
-        log.warning("resume_without_tool_snapshot", job=folder.name)
-        return None
-    snapshot = ToolSnapshot.load(settings.state_dir, record, where=str(path))
-    log.info("tool_snapshot_reused", digest=snapshot.digest, job=folder.name)
-    return snapshot
-
-
 def described_plan(
     plan: Plan, *, backend: Any, settings: Settings, image: str, snapshot: ToolSnapshot
 ) -> Plan:
     """``submit``'s plan with each variant's registry as a sandbox describes it.
 
-    The registries come from `runner.episode.admission.sandbox_gate` over the command's tool
-    snapshot.
+    The registries come from `runner.episode.toolmanifest.admission.sandbox_gate` over the
+    command's tool snapshot.
 
     Raises:
         InputError: a module fails to import in the sandbox (exit 2).
@@ -288,8 +223,8 @@ def execute(
     folder = job_dir(settings, plan.job_id)
     snapshot = None
     if resume:
-        _check_unchanged(plan, folder)
-        snapshot = _resumed_snapshot(settings, folder)
+        check_unchanged(plan, folder)
+        snapshot = resumed_snapshot(settings, folder)
     if snapshot is None:  # before anything of the job is written: a bad glob leaves nothing
         snapshot = project_snapshot(
             [v.workflow for v in plan.variants],
@@ -302,7 +237,7 @@ def execute(
         plan = described_plan(
             plan, backend=inner, settings=settings, image=image or settings.image, snapshot=snapshot
         )
-        _write_job(folder, plan, options, snapshot, resume=resume)
+        write_job(folder, plan, options, snapshot, resume=resume)
     except BaseException:
         close_inner = getattr(inner, "close", None)
         if callable(close_inner):
@@ -325,29 +260,6 @@ def execute(
         )
         write_report(folder, report)
     return SubmitResult(plan, report, int(report["exit_code"]))
-
-
-def _write_job(
-    folder: Path, plan: Plan, options: SubmitOptions, snapshot: ToolSnapshot, *, resume: bool
-) -> None:
-    """``job.json`` (options, owner, tool snapshot) and, for a new job, ``plan.json``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    owner = labels.current_owner()
-    _write_json(
-        folder / "job.json",
-        {
-            "job_id": plan.job_id,
-            "options": options.to_json(),
-            "owner": {
-                labels.OWNER_HOST: owner.host,
-                labels.OWNER_PID: str(owner.pid),
-                labels.OWNER_START: owner.start,
-            },
-            "tool_snapshot": snapshot.to_json(),
-        },
-    )
-    if not resume:
-        _write_json(folder / "plan.json", plan.to_json())
 
 
 def _run_job(
@@ -391,9 +303,7 @@ def _run_job(
                     image=image or settings.image,
                     search_root=options.cwd,
                     snapshot=snapshot,
-                    max_tokens=DEFAULT_MAX_TOKENS
-                    if replay.tokens is not None or replay.usd is not None
-                    else None,
+                    max_tokens=call_cap(replay),
                 )
                 scheduler = Scheduler(
                     ledger,

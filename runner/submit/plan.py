@@ -1,6 +1,7 @@
 """The plan of a submission: N variants × M tasks × K repeats, the judge, the ceilings, the cost.
 
-`build_plan` turns admitted workflows, the tasks and the options into a `Plan`, which the CLI
+`build_plan` turns the admitted variants (`runner.submit.variants`), the tasks, the ceilings in
+effect (`runner.submit.ceilings`) and the options into a `Plan`, which the CLI
 prints before anything starts (``--dry-run`` stops there). The cost estimate reads the policy's
 price table and, when earlier jobs settled runs, their mean spend per run
 (`runner.ledger.Ledger.per_run_history`); without history it is an upper bound from each
@@ -18,125 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from runner.domain.tasks import Task
+from runner.episode.metered_run import DEFAULT_MAX_TOKENS
 from runner.errors import InputError
-from runner.ledger import Amount, Ceiling, RunHistory, price_of
-from runner.submit.options import DIMENSIONS, CeilingFlags
+from runner.ledger import Amount, RunHistory, price_of
+from runner.submit.ceilings import CeilingInEffect, describe_limits
+from runner.submit.variants import Variant
 
-__all__ = [
-    "CeilingInEffect",
-    "Plan",
-    "Variant",
-    "build_plan",
-    "ceiling_in_effect",
-    "describe_limits",
-]
+__all__ = ["DEFAULT_MAX_TOKENS", "Plan", "build_plan"]
 
-DEFAULT_MAX_TOKENS = 1024  # completion-token cap of a forwarded call when a ceiling bounds spend
 NOMINAL_PROMPT_TOKENS = 2000  # prompt tokens per model call assumed without history
 NOMINAL_SANDBOX_S = 1.0  # sandbox seconds per run assumed without history
 JUDGE_MAX_TOKENS = 512  # runner.grading.judges.ModelJudge's default answer cap
 ENGINE_CPU_S_PER_RUN = 0.27  # DOCKER-NOTES.md: dockerd/containerd/runc CPU per container
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One workflow version taking part.
-
-    Attributes:
-        name: the variant's name in the ledger and the report (default ``name@version``).
-        path: the workflow file.
-        workflow: the loaded workflow (`runner.domain.workflow.WorkflowFile`).
-        registry: its capability-filtered registry.
-        provider: the model provider kind (``scripted``, ``openai``), or None without a model.
-        model: the model asked in requests (``name``, else the provider kind), or None.
-        max_model_calls: model (and simulated-user) turns of one run at most.
-    """
-
-    name: str
-    path: Path
-    workflow: Any
-    registry: Any
-    provider: str | None
-    model: str | None
-    max_model_calls: int
-
-    def to_json(self) -> dict[str, Any]:
-        """Name, file, workflow name and version, provider, model, model calls per run."""
-        spec = self.workflow.spec
-        return {
-            "name": self.name,
-            "path": str(self.path),
-            "workflow": spec.name,
-            "version": spec.version,
-            "content_hash": self.workflow.content_hash,
-            "provider": self.provider,
-            "model": self.model,
-            "max_model_calls_per_run": self.max_model_calls,
-        }
-
-
-@dataclass(frozen=True)
-class CeilingInEffect:
-    """A purpose's ceiling after flags overrode the policy, with each value's source.
-
-    Attributes:
-        purpose: ``replay`` or ``judge``.
-        ceiling: the limits enforced.
-        sources: dimension -> ``policy NAME``, ``--ceiling-usd``, a job file name, ...
-    """
-
-    purpose: str
-    ceiling: Ceiling
-    sources: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """``{dimension: {"value", "source"}}`` for every bounded dimension."""
-        limits = self.ceiling.to_dict()
-        return {
-            dim: {"value": limits[dim], "source": self.sources.get(dim, "")}
-            for dim in DIMENSIONS
-            if limits[dim] is not None
-        }
-
-    def describe(self) -> str:
-        """``runs 5 (--ceiling-runs), usd 10 (policy shadow)`` or ``unbounded``."""
-        parts = [f"{dim} {_num(v['value'])} ({v['source']})" for dim, v in self.to_json().items()]
-        return ", ".join(parts) or "unbounded"
-
-
-def _num(value: float) -> str:
-    """A limit for people: ``5,000,000`` rather than ``5e+06``; ``0.5`` stays ``0.5``."""
-    return f"{value:,}" if float(value).is_integer() and value >= 1e4 else f"{value:g}"
-
-
-def describe_limits(limits: Mapping[str, Mapping[str, Any]]) -> str:
-    """``timeout_s 300 (policy shadow), max_calls 50 (SANDBOX_REPLAY_MAX_CALLS), ...``."""
-    return ", ".join(f"{name} {_num(v['value'])} ({v['source']})" for name, v in limits.items())
-
-
-def ceiling_in_effect(purpose: str, policy: Any, flags: CeilingFlags) -> CeilingInEffect:
-    """Merge the policy's ceiling of ``purpose`` with user values (the user's win).
-
-    Raises:
-        InputError: a negative value (field named after the dimension).
-    """
-    base = policy.ceilings.for_purpose(purpose)
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for dim in DIMENSIONS:
-        value = getattr(base, dim)
-        if value is not None:
-            values[dim], sources[dim] = value, f"policy {policy.name}"
-        if dim in flags.values:
-            values[dim], sources[dim] = flags.values[dim], flags.sources.get(dim, "flag")
-    try:
-        return CeilingInEffect(purpose, Ceiling(**values), sources)
-    except ValueError as exc:
-        raise InputError(str(exc), field=f"ceilings.{purpose}") from None
 
 
 @dataclass(frozen=True)
@@ -322,52 +219,12 @@ class Plan:
         return out
 
 
-def _model_of(workflow: Any) -> tuple[str | None, str | None, int]:
-    spec = workflow.spec
-    model = spec.model
-    calls = 0
-    for step in spec.steps:
-        agent = getattr(step, "agent", None)
-        if agent is not None:
-            calls += agent.max_turns * (2 if agent.user else 1)
-    if model is None:  # a program step's own model names the variant's model
-        model = next((s.model for s in spec.steps if getattr(s, "model", None)), None)
-    if model is None:
-        return None, None, calls
-    asked = model.name or model.settings.get("model") or model.provider
-    return model.provider, str(asked), calls
-
-
 def _price(prices: Mapping[str, Any], model: str) -> tuple[float, float] | None:
     try:
         price = price_of(prices, model)
     except InputError:
         return None
     return price.input_usd_per_mtok, price.output_usd_per_mtok
-
-
-def make_variants(
-    checks: Sequence[tuple[Path, str | None, Any, Any]],
-) -> tuple[Variant, ...]:
-    """Build variants from admitted ``(path, name or None, workflow, registry)``.
-
-    Raises:
-        InputError: two variants end up with the same name (field ``variants``).
-    """
-    variants: list[Variant] = []
-    seen: dict[str, Path] = {}
-    for path, name, workflow, registry in checks:
-        chosen = name or f"{workflow.spec.name}@{workflow.spec.version}"
-        if chosen in seen:
-            raise InputError(
-                f"variants {seen[chosen]} and {path} are both named {chosen!r}; give them"
-                " different versions or names (job file: {name, workflow})",
-                field="variants",
-            )
-        seen[chosen] = path
-        provider, model, calls = _model_of(workflow)
-        variants.append(Variant(chosen, path, workflow, registry, provider, model, calls))
-    return tuple(variants)
 
 
 def build_plan(

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import sequential_ids
-from runner.domain.registry import Registry
 from runner.domain.tasks import Task
+from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
-from runner.episode.driver import RUNTIME_COMMAND, EpisodeResult, run_episode
-from runner.episode.snapshot_sources import project_snapshot
+from runner.episode.driver import run_episode
+from runner.episode.prepare import RUNTIME_COMMAND
+from runner.episode.request import EpisodeResult
+from runner.episode.snapshot.sources import project_snapshot
 from runner.policy import load_policy
 from runner.providers.factory import provider_for
 from runner.settings import Settings
@@ -89,8 +91,8 @@ class Project:
     ) -> Outcome:
         wf = load_workflow(workflow)
         pol = load_policy(policy)
-        registry = Registry.for_workflow(wf).restrict(pol)  # no eligibility check: on purpose
-        from runner.episode.driver import EpisodeRequest
+        registry = registry_for_workflow(wf).restrict(pol)  # no eligibility check: on purpose
+        from runner.episode.request import EpisodeRequest
 
         request = EpisodeRequest(
             workflow=wf,

@@ -216,11 +216,12 @@ def test_the_answer_key_is_not_inside_the_sandbox(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
     from runner.domain.ids import sequential_ids
-    from runner.domain.registry import Registry
     from runner.domain.tasks import Task
+    from runner.domain.toolsource import registry_for_workflow
     from runner.domain.workflow import load_workflow
-    from runner.episode.driver import EpisodeRequest, run_episode
-    from runner.episode.snapshot_sources import project_snapshot
+    from runner.episode.driver import run_episode
+    from runner.episode.request import EpisodeRequest
+    from runner.episode.snapshot.sources import project_snapshot
     from runner.policy import load_policy
     from runner.settings import Settings
 
@@ -232,7 +233,7 @@ def test_the_answer_key_is_not_inside_the_sandbox(
         workflow=wf,
         task=task,
         policy=policy,
-        registry=Registry.for_workflow(wf).restrict(policy),
+        registry=registry_for_workflow(wf).restrict(policy),
         image=sandbox_image,
         snapshot=project_snapshot([wf], state_dir=state),
     )

@@ -10,16 +10,14 @@ reads the clock is a coverage note saying so.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-CLI = str(Path(sys.executable).parent / "sandbox-replay")
+from tests.cli import run_cli_json
+
 START = 1551675967.0  # 2019-03-04T05:06:07Z
 
 pytestmark = pytest.mark.docker
@@ -86,19 +84,8 @@ def _project(root: Path) -> Path:
 
 
 def _cli(args: list[str], cwd: Path, image: str) -> Any:
-    env = dict(os.environ)
-    env.update({"SANDBOX_REPLAY_STATE_DIR": str(cwd / "state"), "SANDBOX_REPLAY_IMAGE": image})
-    done = subprocess.run(
-        [CLI, "--log-format", "json", *args, "--json"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.stdout.strip(), done.stderr
-    return done.returncode, json.loads(done.stdout)
+    code, summary, _ = run_cli_json(["--log-format", "json", *args], cwd, image)
+    return code, summary
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from tests.integration._episodes import Project
 
 pytestmark = pytest.mark.docker
 
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 
 TOOLS = """
 import re, subprocess, sys, time
@@ -218,26 +218,6 @@ def test_a_sandbox_ignoring_stdin_still_dies_at_its_cap_after_its_owner_is_kille
     print(f"stdin-ignoring sandbox ended by its 4 s cap after {ran_s:.2f} s")
     assert ran_s is not None and 3.8 < ran_s < 6
     docker_client.api.remove_container(found["Id"], force=True)
-
-
-def test_cap_ends_a_sandbox_the_host_waits_on_and_the_exit_state_says_so(
-    backend: DockerBackend, sandbox_image: str
-) -> None:
-    from runner.backends.base import LifetimeCap
-
-    spec = SandboxSpec(
-        run_id=f"cap-{uuid.uuid4().hex[:10]}",
-        image=sandbox_image,
-        command=("python3", "-c", "import time; time.sleep(3600)"),
-        cap=LifetimeCap(2.0, grace_s=1.0),
-    )
-    started = time.monotonic()
-    with backend.sandbox(spec) as box:
-        state = box.wait(60)  # the host would kill only after a minute
-    elapsed = time.monotonic() - started
-    assert not state.killed_by_host and state.exit_code == 137 and not state.oom_killed
-    assert state.ran_s is not None and 2.5 < state.ran_s < 6, state
-    assert elapsed < 15, elapsed
 
 
 def _slow_host_clock() -> Any:

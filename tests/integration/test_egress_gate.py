@@ -9,16 +9,13 @@ that does not try it lists no such host: ``run --egress-baseline`` then exits 0 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-CLI = str(Path(sys.executable).parent / "sandbox-replay")
+from tests.cli import run_cli, run_cli_json
 
 pytestmark = pytest.mark.docker
 
@@ -67,19 +64,7 @@ def _project(root: Path) -> Path:
 
 
 def _cli(args: list[str], cwd: Path, image: str) -> tuple[int, Any, str]:
-    env = dict(os.environ)
-    env.update({"SANDBOX_REPLAY_STATE_DIR": str(cwd / "state"), "SANDBOX_REPLAY_IMAGE": image})
-    done = subprocess.run(
-        [CLI, *args, "--json"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.stdout.strip(), done.stderr
-    return done.returncode, json.loads(done.stdout), done.stderr
+    return run_cli_json(args, cwd, image)
 
 
 def test_a_new_host_fails_the_gate_and_the_same_episode_without_it_passes(
@@ -133,13 +118,8 @@ def test_a_bad_baseline_is_refused_before_any_sandbox_starts(
     work = _project(tmp_path / "bad")
     bad = work / "bad.json"
     bad.write_text('{"v": 1, "destinations": [{"host": "x", "colour": "red"}]}', encoding="utf-8")
-    env = dict(os.environ)
-    env.update(
-        {"SANDBOX_REPLAY_STATE_DIR": str(work / "state"), "SANDBOX_REPLAY_IMAGE": sandbox_image}
-    )
-    done = subprocess.run(
+    done = run_cli(
         [
-            CLI,
             "run",
             "egress.yaml",
             "--tasks",
@@ -149,12 +129,9 @@ def test_a_bad_baseline_is_refused_before_any_sandbox_starts(
             "--egress-baseline",
             str(bad),
         ],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
+        work,
+        sandbox_image,
         timeout=120,
-        check=False,
     )
     assert done.returncode == 2, done.stderr
     assert "destinations.0.colour" in done.stderr and "Traceback" not in done.stderr

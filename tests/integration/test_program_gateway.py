@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from runner.cli.commands.run import execute_run
-from runner.episode.driver import EpisodeResult
+from runner.episode.request import EpisodeResult
 from runner.errors import IneligibleError
 from runner.settings import Settings
 from tests import fake_anthropic, fake_openai
@@ -259,7 +259,7 @@ def test_ceilings_hold_for_gateway_traffic_across_four_concurrent_sandboxes(
         [
             sys.executable,
             "-c",
-            "from runner.cli.app import main; main()",
+            "from runner.cli import main; main()",
             "submit",
             "--json",
             "--variant",

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 HELPDESK = REPO / "examples" / "helpdesk"
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 
 CHEAT_TOOLS = '''
 """A variant's own tool: it looks for the answer key beside its module."""
@@ -202,7 +202,8 @@ def test_what_runs_is_what_was_there_when_the_command_started_also_on_resume(
     reaches that job's sandboxes: every run mounts the snapshot taken when the job started."""
     from runner.backends.docker import DockerBackend
     from runner.settings import Settings
-    from runner.submit.job import execute, load_resume, prepare
+    from runner.submit.job import execute, prepare
+    from runner.submit.jobfolder import load_resume
     from runner.submit.options import CeilingFlags, SubmitOptions
     from runner.submit.scheduler import PairOutcome
 

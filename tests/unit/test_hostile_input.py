@@ -79,7 +79,7 @@ def test_hostile_packet_control_its_code_runs_when_imported(tmp_path: Path) -> N
 
 
 def test_reproducing_a_packet_never_runs_its_code_on_the_host(tmp_path: Path) -> None:
-    """The registry is described by a sandbox (runner/episode/toolmanifest.py): with no
+    """The registry is described by a sandbox (runner/episode/toolmanifest/registry.py): with no
     engine reproduce stops at asking for one (exit 6), and no packet code ran before that.
     With Docker: tests/integration/test_reproduce_manifest.py."""
     marker = tmp_path / "MARKER"
@@ -280,7 +280,7 @@ def test_a_policy_cannot_ask_for_record_mode(tmp_path: Path) -> None:
 
 
 def test_unsafe_allow_in_shadow_serves_from_recordings_never_executes(tmp_path: Path) -> None:
-    from runner.domain.registry import Registry
+    from runner.domain.toolsource import registry_for_workflow
     from runner.domain.workflow import load_workflow
     from runner.policy import load_policy
 
@@ -288,7 +288,7 @@ def test_unsafe_allow_in_shadow_serves_from_recordings_never_executes(tmp_path: 
     path.write_text("name: p\nmode: shadow\ntools:\n  unsafe_allow: [ticket.close]\n")
     policy = load_policy(str(path))
     manifest = (
-        Registry.for_workflow(load_workflow(HELPDESK / "unsafe_step.yaml"))
+        registry_for_workflow(load_workflow(HELPDESK / "unsafe_step.yaml"))
         .restrict(policy)
         .manifest(policy)
     )

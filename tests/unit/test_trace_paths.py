@@ -306,7 +306,7 @@ def test_a_file_the_sandbox_reports_is_a_host_path_only_inside_its_tool_folder(
 ) -> None:
     """What the describing sandbox says is untrusted: the packet packs and reproduce reads
     the host files it names, so a name leading out of the tool folder is no host path."""
-    from runner.episode.toolmanifest_answer import PathMap
+    from runner.episode.toolmanifest.answer import PathMap
 
     root = tmp_path / "tools"
     root.mkdir()
@@ -342,7 +342,7 @@ def test_a_tau2_domain_name_cannot_name_a_tools_file_outside_the_results_folder(
 
 
 def test_job_and_run_folders_are_named_through_the_id_rules(tmp_path: Path) -> None:
-    from runner.submit.job import job_dir
+    from runner.submit.jobfolder import job_dir
 
     settings = Settings(state_dir=tmp_path / "state")
     assert job_dir(settings, "job-1") == (tmp_path / "state").resolve() / "jobs" / "job-1"

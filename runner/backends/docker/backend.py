@@ -50,6 +50,7 @@ from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped, SandboxSpec
 from runner.backends.docker.client import call, connect, engine_address, retrying
+from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.sandbox import DockerSandbox
 from runner.errors import InfrastructureError, TransientInfrastructureError
 
@@ -387,8 +388,6 @@ class DockerBackend(Backend):
         Raises:
             InfrastructureError: the engine failed while listing.
         """
-        from runner.backends.docker.reaper import reap_dead
-
         return reap_dead(self.api, self.containers(), self.owner.host, ledger=ledger)
 
 

@@ -27,7 +27,7 @@ from runner.cli.terminal import echo, markup
 from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
-    from runner.reproduce.reproducer import ReproduceReport
+    from runner.reproduce.report import ReproduceReport
 
 
 def _outcome_text(outcome: dict[str, Any]) -> str:
@@ -95,6 +95,7 @@ def _details(report: ReproduceReport) -> list[str]:
 
 
 def _table(reports: list[ReproduceReport]) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.table import Table
 
     from runner.cli.output import table_console
@@ -188,6 +189,7 @@ def reproduce_command(
 
     With --egress-baseline, a replay that tries a destination the file lacks also exits 1.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.reproduce.inputs import expand_inputs
     from runner.reproduce.reproducer import Reproducer
 

@@ -46,7 +46,8 @@ def test_the_cap_is_pool_lifetime_plus_run_timeout_plus_rate_limit_wait_plus_gra
 def test_prepare_run_fixes_the_cap_and_the_watchdog_deadline(tmp_path: Path) -> None:
     from runner.domain.ids import sequential_ids
     from runner.domain.tasks import Task
-    from runner.episode.driver import EpisodeRequest, prepare_run
+    from runner.episode.prepare import prepare_run
+    from runner.episode.request import EpisodeRequest
     from runner.settings import Settings
 
     registry = SimpleNamespace(manifest=lambda policy: {"tools": []}, tool_roots=lambda: [])

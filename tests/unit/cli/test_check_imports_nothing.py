@@ -3,8 +3,8 @@
 The module writes a file and connects to a loopback listener this test starts, at import.
 ``check`` (a real CLI process, DOCKER_HOST pointing at a socket that does not exist) still
 gives the right verdict, and neither the file nor the connection happens on the host. A
-control run of the old path (`Registry.for_workflow`, the host import ``record`` keeps) shows
-the probe would see both.
+control run of the old path (`runner.domain.toolsource.registry_for_workflow`, the host import
+``record`` keeps) shows the probe would see both.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from runner.domain.registry import Registry
+from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from tests.import_time import loopback_listener, write_project
 
@@ -72,7 +72,7 @@ def test_control_the_host_import_would_be_seen(tmp_path: Path) -> None:
     """The probe works: importing the module on the host (record's path) is detected."""
     with loopback_listener() as listener:
         workflow, _, marker = write_project(tmp_path / "project", listener.port)
-        Registry.for_workflow(load_workflow(workflow))
+        registry_for_workflow(load_workflow(workflow))
         deadline = time.monotonic() + 5
         while not listener.accepted and time.monotonic() < deadline:
             time.sleep(0.05)

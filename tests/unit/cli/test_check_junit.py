@@ -9,7 +9,8 @@ from xml.etree import ElementTree
 import pytest
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from tests.paths import REPO
 
 FIX = "tests/fixtures/helpdesk"
@@ -24,8 +25,6 @@ rules:
     tool: shell.*
     action: deny
 """
-
-_register_commands()
 
 
 @pytest.fixture(autouse=True)

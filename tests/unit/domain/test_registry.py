@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from runner.domain.registry import Registry
+from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from runner.errors import InputError, ToolNotResolvable
 from runner.policy import PolicySpec, load_policy, policy_from_spec
@@ -30,7 +31,7 @@ MANIFEST_KEYS = {
 
 
 def _registry(name: str = "safe.yaml") -> Registry:
-    return Registry.for_workflow(load_workflow(FIXTURES / name))
+    return registry_for_workflow(load_workflow(FIXTURES / name))
 
 
 def test_registry_of_a_module_has_every_tool_with_schema_and_hash() -> None:
@@ -172,7 +173,7 @@ def test_module_with_an_invalid_tool_is_an_input_error() -> None:
 
 def test_each_workflow_gets_the_module_of_its_own_folder() -> None:
     first = _registry()
-    other = Registry.for_workflow(
+    other = registry_for_workflow(
         load_workflow(ROOT / "tests" / "fixtures" / "helpdesk_other" / "other.yaml")
     )
     assert other.ids() == ["weather.get"]
@@ -204,7 +205,7 @@ def _manifest_workflow(tmp_path: Path, manifest: object | str) -> Path:
 )
 def test_bad_manifests_are_input_errors(tmp_path: Path, manifest: object, needle: str) -> None:
     with pytest.raises(InputError, match=needle) as info:
-        Registry.for_workflow(load_workflow(_manifest_workflow(tmp_path, manifest)))
+        registry_for_workflow(load_workflow(_manifest_workflow(tmp_path, manifest)))
     assert info.value.fields["file"] == str(tmp_path / "tools.json")
 
 
@@ -212,13 +213,13 @@ def test_missing_manifest_names_the_workflow_entry(tmp_path: Path) -> None:
     wf = tmp_path / "wf.yaml"
     wf.write_text("name: w\nversion: '1'\ntools:\n  - gone.json\nsteps: [{id: a, tool: a.b}]\n")
     with pytest.raises(InputError, match=r"cannot read tool manifest 'gone\.json'") as info:
-        Registry.for_workflow(load_workflow(wf))
+        registry_for_workflow(load_workflow(wf))
     assert (info.value.fields["file"], info.value.fields["line"]) == (str(wf), 4)
 
 
 def test_copied_registry_manifest_is_accepted_as_code_free(tmp_path: Path) -> None:
     manifest = _registry().manifest(load_policy("reproduce"))
-    registry = Registry.for_workflow(load_workflow(_manifest_workflow(tmp_path, manifest)))
+    registry = registry_for_workflow(load_workflow(_manifest_workflow(tmp_path, manifest)))
     assert all(not tool.has_code for tool in registry)
     assert (
         registry.schema_hashes() == _registry().restrict(load_policy("reproduce")).schema_hashes()

@@ -103,3 +103,24 @@ def test_record_round_trip(tmp_path: Path) -> None:
         "clock_start": 5.0,
         "observations": [],
     }
+
+
+def test_an_observation_body_without_encoding_is_text_in_the_call_records(tmp_path: Path) -> None:
+    """A trace written from these observations must pass every trace reader (lint, packet)."""
+    path = _write(
+        tmp_path,
+        [
+            {
+                "task_id": "t1",
+                "input": {},
+                "observations": [
+                    {"tool": "kb.get", "args": {}, "body": "x"},
+                    {"tool": "kb.get", "args": {"n": 2}, "body": "eA==", "body_encoding": "base64"},
+                    {"tool": "kb.get", "args": {"n": 3}, "error": {"class": "E", "message": "m"}},
+                ],
+            }
+        ],
+    )
+    task = load_tasks(path).get("t1")
+    encodings = [obs.get("body_encoding") for obs in task.observations]
+    assert encodings == ["text", "base64", None]

@@ -21,7 +21,8 @@ import pytest
 from runner.domain.ids import sequential_ids
 from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
-from runner.episode.driver import EpisodeRequest, run_episode
+from runner.episode.driver import run_episode
+from runner.episode.request import EpisodeRequest
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
 from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.scripted import ScriptedProvider

@@ -1,13 +1,13 @@
 """`sandbox-replay import tau2`: a small fixture of our own and the public τ² retail results.
 
 The real results live outside the repository (../shared/realdata, setting ``realdata_dir``,
-env ``SANDBOX_REPLAY_REALDATA_DIR``): absent, their tests skip, or fail under CI=true.
+env ``SANDBOX_REPLAY_REALDATA_DIR``, `tests.realdata`): absent, their tests skip, or fail under
+CI=true.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,8 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.domain.tasks import load_tasks
 from runner.domain.toolsource import load_manifest_tools
 from runner.errors import InputError
@@ -24,10 +25,10 @@ from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.importers.toolset import parse_effect_map
 from runner.sdk import canonical_json, schema_hash
-from runner.settings import Settings
 from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
 from tests.paths import REPO
+from tests.realdata import realdata
 
 ROOT = REPO
 MINI = ROOT / "tests" / "fixtures" / "import" / "tau2-mini" / "results.json"
@@ -41,23 +42,9 @@ def _fresh_logging() -> Any:
     structlog.reset_defaults()
 
 
-def realdata_dir() -> Path:
-    folder = Settings().realdata_dir
-    return folder if folder.is_absolute() else (ROOT / folder).resolve()
-
-
 @pytest.fixture(scope="module")
 def tau2_results() -> Path:
-    path = realdata_dir() / "tau2-retail" / "results.json"
-    if not path.is_file():
-        message = (
-            f"τ² retail results not found at {path}: set SANDBOX_REPLAY_REALDATA_DIR to the "
-            "realdata folder (default ../shared/realdata relative to the project root)"
-        )
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return realdata("tau2-retail", "results.json")
 
 
 def lines_of(path: Path) -> list[dict[str, Any]]:
@@ -222,7 +209,6 @@ def test_bad_results_name_the_field(tmp_path: Path, mutate: Any, field: str) -> 
 
 
 def test_cli_imports_and_rejects_bad_input(tmp_path: Path) -> None:
-    _register_commands()
     runner = CliRunner()
     out = tmp_path / "out"
     result = runner.invoke(

@@ -25,6 +25,7 @@ from runner.episode.reaping import reap_and_settle, settle_reaped
 from runner.ledger import Amount, Ledger, run_key, schema
 from runner.settings import Settings
 from runner.submit import job as submit_module
+from runner.submit.jobfolder import job_dir
 from runner.submit.options import SubmitOptions
 from tests.paths import TESTS
 
@@ -99,7 +100,7 @@ def _crashed_job(settings: Settings, job_id: str) -> tuple[Any, SubmitOptions, d
         variants=(FIX / "a.yaml",), names=(None,), tasks=FIX / "tasks.jsonl", cwd=FIX
     )
     plan = submit_module.prepare(options, settings, job_id=job_id)
-    folder = submit_module.job_dir(settings, job_id)
+    folder = job_dir(settings, job_id)
     folder.mkdir(parents=True)
     (folder / "plan.json").write_text(json.dumps(plan.to_json(), default=str))
     job = {"job_id": job_id, "options": options.to_json(), "owner": {}}  # no snapshot: taken anew

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.domain.registry import Registry
 from runner.errors import CapabilityDenied
 from runner.policy import decide_call, diff_policies, load_policy
@@ -24,8 +25,6 @@ from tests.paths import REPO
 CI = REPO / "examples" / "ci"
 SHELL_TRACE = CI / "recorded" / "shell-calls.jsonl"
 GATE = CI / "policy.yaml"
-
-_register_commands()
 
 
 def _generator() -> Any:
@@ -65,7 +64,7 @@ def test_the_committed_trace_is_what_its_generator_writes() -> None:
 
 
 def test_a_tightened_rule_denies_exactly_the_calls_labelled_destructive() -> None:
-    commands = _generator().COMMANDS
+    labelled = _generator().COMMANDS
     report = diff_policies(load_policy("shadow"), load_policy(GATE), [SHELL_TRACE])
     data = report.to_json()
     assert data["calls"] == 200 and report.exit_code == 1
@@ -78,7 +77,7 @@ def test_a_tightened_rule_denies_exactly_the_calls_labelled_destructive() -> Non
         for call in recorded_calls([SHELL_TRACE])
         if not decide_call(new, call.tool, call.effect, call.args).allowed
     ]
-    assert denied == [command for command, destructive in commands if destructive]
+    assert denied == [command for command, destructive in labelled if destructive]
     assert data["new"]["unused_rules"] == ["github-api-only"]  # no http.get was recorded
     assert data["old"]["unused_rules"] == [] and data["old"]["rules"] == []
     for example in data["newly_denied"]["shell.run"]["examples"]:

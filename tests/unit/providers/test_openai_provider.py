@@ -10,7 +10,8 @@ from pydantic import SecretStr
 
 from runner.errors import InputError
 from runner.providers.factory import provider_for
-from runner.providers.openai import OpenAIProvider, response_usd
+from runner.providers.metered import response_usd
+from runner.providers.openai import OpenAIProvider
 from runner.settings import Settings
 from tests.fake_openai import MODEL_ID, FakeOpenAI, serve
 

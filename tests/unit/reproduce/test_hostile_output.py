@@ -20,7 +20,7 @@ def test_reproduce_table_with_markup_in_names_and_reasons_does_not_crash(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from runner.cli.commands.reproduce import _table
-    from runner.reproduce.reproducer import ReproduceReport
+    from runner.reproduce.report import ReproduceReport
 
     reports = [
         ReproduceReport(input="traces[/]a.jsonl", outcome="refused", reason="tool [/red] gone"),
@@ -46,7 +46,7 @@ def test_escape_sequences_from_the_sandbox_never_reach_the_terminal(
 ) -> None:
     """Destinations tool code tried, error messages: shown, but inert (no ESC, BEL, C1, NUL)."""
     from runner.cli.commands.reproduce import print_reports
-    from runner.reproduce.reproducer import ReproduceReport
+    from runner.reproduce.report import ReproduceReport
 
     report = ReproduceReport(
         input="t.jsonl",
@@ -82,7 +82,7 @@ def test_junit_file_parses_whatever_the_reports_quote(tmp_path: Path) -> None:
     from xml.etree import ElementTree
 
     from runner.cli.commands.reproduce import write_junit
-    from runner.reproduce.reproducer import ReproduceReport
+    from runner.reproduce.report import ReproduceReport
 
     report = ReproduceReport(
         input="t\x1b.jsonl",
@@ -107,7 +107,7 @@ def test_run_summary_with_surrogates_and_escapes_prints_inert(
 ) -> None:
     """A tool returning os.fsdecode()d bytes (lone surrogates) crashed `run` with a traceback."""
     from runner.cli.commands.run import _render
-    from runner.episode.driver import EpisodeResult
+    from runner.episode.request import EpisodeResult
 
     end = {
         "status": "crashed",

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.cli.commands.reproduce import _details
-from runner.reproduce.diff import environment_diff, packages_diff
-from runner.reproduce.reproducer import ReproduceReport, tool_imports
+from runner.reproduce.envdiff import environment_diff, packages_diff, tool_imports
+from runner.reproduce.report import ReproduceReport
 
 HOST_VENV = {
     "PyYAML": "6.0.4",

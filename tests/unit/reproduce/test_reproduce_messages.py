@@ -85,7 +85,7 @@ def test_tool_modules_not_found_is_refused_once_with_what_to_do(
 def test_outcome_lines_say_no_failure_and_have_no_stray_space() -> None:
     from runner.cli.commands.reproduce import _details
     from runner.reproduce.diff import verdict
-    from runner.reproduce.reproducer import ReproduceReport
+    from runner.reproduce.report import ReproduceReport
 
     recorded_end = {"status": "succeeded", "failure_signature": None, "output": "ok"}
     replayed_end = {

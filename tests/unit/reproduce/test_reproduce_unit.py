@@ -15,9 +15,11 @@ from typer.testing import CliRunner
 from runner.backends.base import SandboxSpec
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.errors import InfrastructureError, InputError
-from runner.reproduce.diff import environment_diff, first_difference, verdict
+from runner.reproduce.diff import first_difference, verdict
+from runner.reproduce.envdiff import environment_diff
 from runner.reproduce.inputs import expand_inputs, safe_extract
-from runner.reproduce.reproducer import Reproducer, ReproduceReport
+from runner.reproduce.report import ReproduceReport
+from runner.reproduce.reproducer import Reproducer
 from runner.settings import Settings
 from runner.trace.format import failure_signature
 from tests.paths import TESTS
@@ -43,7 +45,7 @@ class _ManifestOnly(UnsandboxedProcessBackend):
 
 
 def _reproducer(tmp_path: Path, **kwargs: Any) -> Reproducer:
-    # The registry is built by a sandbox (runner/episode/toolmanifest.py): here a local
+    # The registry is built by a sandbox (runner/episode/toolmanifest/registry.py): here a local
     # process stands in for it, and nothing else may start.
     return Reproducer(
         Settings(state_dir=tmp_path / "state"), backend_factory=_ManifestOnly, **kwargs

@@ -1,11 +1,12 @@
 """A workflow's registry built inside a sandbox: the host never imports the tool code.
 
-`Registry.for_workflow` imports the tool modules on the host (as pytest imports a project's
-tests). That is right for ``check``, ``submit``, ``run`` and ``record``: they run the user's
-own project, whose code the user runs anyway (``record`` even runs it unsandboxed, on
-purpose). It is wrong for ``reproduce``: a reviewer packet, or a trace from elsewhere whose
-workflow copy and tool modules sit beside it, is someone else's code, and importing a module
-runs it. So `sandbox_registry` (used by `runner.reproduce.reproducer`, always) does this:
+`runner.domain.toolsource.registry_for_workflow` imports the tool modules on the host (as
+pytest imports a project's tests). That is right for ``check``, ``submit``, ``run`` and
+``record``: they run the user's own project, whose code the user runs anyway (``record`` even
+runs it unsandboxed, on purpose). It is wrong for ``reproduce``: a reviewer packet, or a trace
+from elsewhere whose workflow copy and tool modules sit beside it, is someone else's code, and
+importing a module runs it. So `sandbox_registry` (used by `runner.reproduce.reproducer`,
+always) does this:
 
 1. on the host, *locate* every ``tools`` entry without running anything: a ``.json`` tool
    manifest is read as data (`runner.domain.toolsource.load_manifest_tools`); a module's
@@ -45,25 +46,23 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from runner.backends.base import Backend as BackendType
 from runner.domain.registry import Registry, ToolSpec
-from runner.domain.toollocate import ToolLocations, locate_tools, tool_entry_where
-from runner.episode.toolmanifest_answer import PathMap, module_tools
+from runner.domain.toollocate import locate_tools
+from runner.episode.snapshot.sources import snapshot_for
+from runner.episode.toolmanifest.answer import PathMap, mcp_tools, module_tools
+from runner.episode.toolmanifest.cache import description_slot, report_outbound
+from runner.episode.toolmanifest.run import ask_sandbox
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
-    from runner.episode.snapshot import ToolSnapshot
+    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
 
-__all__ = [
-    "MANIFEST_TIMEOUT_S",
-    "ToolLocations",
-    "locate_tools",
-    "sandbox_registry",
-    "tool_entry_where",
-]
+__all__ = ["MANIFEST_TIMEOUT_S", "sandbox_registry"]
 
 log = structlog.get_logger(__name__)
 
@@ -100,7 +99,7 @@ def sandbox_registry(
             modules located (the files in ``exclude`` never copied).
         exclude: files never copied into a snapshot built here (the trace read, by real path).
         cache: reuse (and keep) the description of the same snapshot, image, policy and
-            modules in the state folder (`runner.episode.toolmanifest_cache`): no
+            modules in the state folder (`runner.episode.toolmanifest.cache`): no
             sandbox starts for one described before (``run``, ``submit``).
 
     Raises:
@@ -108,19 +107,14 @@ def sandbox_registry(
             invalid tool, or a duplicate tool id (see the module docstring).
         InfrastructureError: the backend failed.
     """
-    from runner.episode.toolmanifest_cache import description_slot, report_outbound
-    from runner.episode.toolmanifest_run import ask_sandbox
-
     located = locate_tools(workflow, confined_to=confined_to)
     tools: dict[int, list[ToolSpec]] = dict(located.manifest_tools)
-    if located.modules:
+    if located.modules or located.mcp_servers:
         roots = located.roots()
+        cache = cache and not located.mcp_servers  # a server's answer is not cached
         modules = [name for _, name, _ in located.modules]
-        from runner.backends.base import Backend as BackendType
 
         if snapshot is None:
-            from runner.episode.snapshot_sources import snapshot_for
-
             snapshot = snapshot_for(
                 [(workflow, located)], state_dir=settings.state_dir, exclude=exclude
             )
@@ -148,11 +142,15 @@ def sandbox_registry(
             policy=policy,
             timeout_s=timeout_s,
             snapshot=snapshot,
+            mcp_servers=[
+                (source.command or (), folder) for _, source, folder in located.mcp_servers
+            ],
         )
         log.info("tool_description", modules=len(modules), reused=kept is not None)
         report_outbound(workflow, described.outbound, cached=kept is not None)
         paths = PathMap(described.tool_paths, roots, [snapshot.copy_of(root) for root in roots])
         tools.update(module_tools(workflow, located, described.answer, paths, image))
+        tools.update(mcp_tools(workflow, located, described.answer))
         if slot is not None and kept is None:
             slot.put(described)  # checked, and without an import error
     ordered = [tool for index in sorted(tools) for tool in tools[index]]

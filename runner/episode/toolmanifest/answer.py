@@ -1,7 +1,7 @@
 """The sandbox's description of the tool modules, checked on the host as untrusted data.
 
 `runner.episode.toolmanifest.sandbox_registry` asks a sandbox to import the modules
-(`runner.episode.toolmanifest_run`); everything of its answer is checked here: types,
+(`runner.episode.toolmanifest.run`); everything of its answer is checked here: types,
 ids, qualnames, that each entry belongs to the module asked for; schema hashes are computed
 again on the host; sandbox paths (``/sandbox/tools/i/...``) are mapped back to the host files
 they copy (`PathMap`), anything else is shown as ``sandbox:...``; text is cut and stripped of
@@ -20,6 +20,7 @@ import structlog
 
 from runner.domain.ids import path_under
 from runner.domain.registry import ToolSpec
+from runner.domain.toolsource import mcp_tool_specs
 from runner.errors import InputError
 from runner.sdk import Effect, schema_hash
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from runner.domain.toollocate import ToolLocations
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["MAX_TEXT", "MAX_TOOLS", "PathMap", "clean_text", "module_tools"]
+__all__ = ["MAX_TEXT", "MAX_TOOLS", "PathMap", "clean_text", "mcp_tools", "module_tools"]
 
 log = structlog.get_logger(__name__)
 
@@ -159,6 +160,39 @@ def module_tools(
             log.warning("tool_module_without_tools", module=name, file=paths.file(item.get("file")))
         where = _where(workflow, index)
         result[index] = [_tool(entry, name, paths, where) for entry in entries]
+    return result
+
+
+def mcp_tools(
+    workflow: WorkflowFile, located: ToolLocations, answer: dict[str, Any]
+) -> dict[int, list[ToolSpec]]:
+    """The tools of each MCP stdio server the sandbox asked, by entry index.
+
+    The answer's ``mcp`` list (`runner.runtime.mcplist`) is untrusted: each server's tools go
+    through `runner.domain.toolsource.mcp_tool_specs` (names, schemas, annotations checked).
+
+    Raises:
+        InputError: a server that could not be asked (its error, made inert, at its entry) or
+            an answer that is not what was asked.
+    """
+    if not located.mcp_servers:
+        return {}
+    answers = answer.get("mcp")
+    if not isinstance(answers, list) or len(answers) != len(located.mcp_servers):
+        raise _bad_answer(workflow, "'mcp' is not the list of servers asked for")
+    result: dict[int, list[ToolSpec]] = {}
+    for (index, source, _), item in zip(located.mcp_servers, answers, strict=True):
+        where = _where(workflow, index)
+        if not isinstance(item, dict) or "tools" not in item:
+            problem = item.get("error") if isinstance(item, dict) else None
+            raise InputError(
+                f"{clean_text(source.label())}: could not list its tools in the sandbox:"
+                f" {clean_text(problem)}",
+                **where,
+            )
+        result[index] = mcp_tool_specs(
+            {"tools": item["tools"]}, file=clean_text(source.label()), source=source
+        )
     return result
 
 

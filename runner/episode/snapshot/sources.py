@@ -1,7 +1,7 @@
 """What of a workflow goes into the tool snapshot (`runner.episode.snapshot`).
 
 For each ``tools`` module: its top-level module file or package folder, in the ``sys.path``
-folder it resolves from (`runner.episode.toolmanifest.locate_tools` finds it without
+folder it resolves from (`runner.domain.toollocate.locate_tools` finds it without
 importing: the workflow's folder and the current directory as for the host import, then the
 installed packages; ``reproduce`` of a packet only inside the packet). Tool manifests without
 code need nothing in the sandbox: their tools are served from recordings. The scripted model
@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import Mount
-from runner.episode.snapshot import SnapshotEntry, ToolSnapshot, build_snapshot
-from runner.episode.snapshot_tree import VENV_NAMES
+from runner.domain.ids import path_under
+from runner.domain.toollocate import locate_tools
+from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
+from runner.episode.snapshot.tree import VENV_NAMES
 from runner.errors import InputError
 from runner.runtime import protocol
 
@@ -81,7 +83,7 @@ def workflow_entries(
 
     Args:
         workflow: the loaded workflow.
-        located: where its modules resolve (`runner.episode.toolmanifest.locate_tools`).
+        located: where its modules resolve (`runner.domain.toollocate.locate_tools`).
         state_dir: the state folder (never matched by a glob).
 
     Raises:
@@ -97,6 +99,12 @@ def workflow_entries(
         entries.append(SnapshotEntry(root, top, where, required=True))
         # and the modules of its own folder it imports (read from source, never imported)
         entries.extend(SnapshotEntry(root, found, where) for found in local_imports(root, top))
+    for index, source, folder in located.mcp_servers:  # an MCP server's files it names
+        where = _where(workflow, "tools", index)
+        entries.extend(
+            SnapshotEntry(folder, part, where, required=True)
+            for part in mcp_server_files(folder, source.command or (), where)
+        )
     folder = workflow.folder
     for index, pattern in enumerate(workflow.spec.files):
         where = _where(workflow, "files", index)
@@ -109,6 +117,24 @@ def workflow_entries(
             )
         entries.extend(SnapshotEntry(folder, match, where) for match in matches)
     return entries
+
+
+def mcp_server_files(folder: Path, command: Sequence[str], where: dict[str, Any]) -> list[str]:
+    """The parts of an MCP server's command that name a file below ``folder`` (relative).
+
+    A part that is not a relative path to a regular file there (``python3``, ``--flag``) is
+    not a file of the server's. A part naming a file through a link leading out of ``folder``
+    is an `InputError` (`runner.domain.ids.path_under`).
+    """
+    found = []
+    for part in command:
+        if part.startswith("-") or ("/" not in part and "." not in part):
+            continue
+        candidate = folder / part
+        if not os.path.isabs(part) and candidate.is_file():
+            path_under(folder, part, kind="MCP server file", **where)
+            found.append(Path(part).as_posix())
+    return found
 
 
 def match_files(
@@ -198,7 +224,7 @@ def tool_mounts(request: Any) -> tuple[list[Mount], list[str]]:
     """The read-only mounts of a run's tool code and their sandbox paths (``tool_paths``).
 
     Args:
-        request: the run (`runner.episode.driver.EpisodeRequest`).
+        request: the run (`runner.episode.request.EpisodeRequest`).
 
     Every sandboxed run mounts the copies in its command's snapshot. Only ``record`` (an
     unsandboxed local process that runs the project's own files on purpose, data files and all)
@@ -218,7 +244,7 @@ def tool_mounts(request: Any) -> tuple[list[Mount], list[str]]:
         if roots:
             raise ValueError(
                 "a sandboxed run with tool folders needs the command's tool snapshot "
-                "(runner.episode.snapshot_sources.snapshot_for)"
+                "(runner.episode.snapshot.sources.snapshot_for)"
             )
         return [], []
     return snapshot.mounts(roots)
@@ -277,8 +303,6 @@ def project_snapshot(
     Raises:
         InputError: see `snapshot_for`.
     """
-    from runner.domain.toollocate import locate_tools
-
     located = [(workflow, locate_tools(workflow)) for workflow in workflows]
     return snapshot_for(located, state_dir=state_dir, exclude=exclude)
 

@@ -1,7 +1,7 @@
 """The sandbox run behind `runner.episode.toolmanifest.sandbox_registry`.
 
 One short sandbox per registry: the run folder and the `SandboxSpec` come from
-`runner.episode.driver.prepare_run` (the same mounts, environment, user and limits as an
+`runner.episode.prepare.prepare_run` (the same mounts, environment, user and limits as an
 episode, so the same hardening; the modules from the command's tool snapshot), with
 ``run.json`` ``mode: "manifest"`` and ``modules`` set to the modules asked for; the timeout is
 cut to the manifest's own. The host waits for ``hello``, sends ``start``, reads the one
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,15 +31,16 @@ from runner.domain.ids import timestamped_ids
 from runner.domain.registry import Registry
 from runner.domain.tasks import Task
 from runner.episode.channel import Channel
-from runner.episode.driver import EpisodeRequest, prepare_run
-from runner.episode.toolmanifest_answer import clean_text
-from runner.errors import InputError
+from runner.episode.prepare import prepare_run
+from runner.episode.request import EpisodeRequest
+from runner.episode.toolmanifest.answer import clean_text
+from runner.errors import InfrastructureError, InputError
 from runner.runtime import protocol
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
-    from runner.episode.snapshot import ToolSnapshot
+    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -79,6 +80,7 @@ def ask_sandbox(
     timeout_s: float,
     snapshot: ToolSnapshot,
     monotonic: Callable[[], float] = time.monotonic,
+    mcp_servers: Sequence[tuple[Sequence[str], Path]] = (),
 ) -> SandboxAnswer:
     """Run the runtime in mode ``manifest`` for ``modules`` and return its answer.
 
@@ -93,6 +95,9 @@ def ask_sandbox(
         timeout_s: the most the sandbox may take, seconds.
         snapshot: the command's tool snapshot (holds ``roots``).
         monotonic: the deadline clock.
+        mcp_servers: (command, folder) of each MCP stdio server to ask for its tools
+            (`runner.runtime.mcplist`); ``folder`` is one of ``roots``, the server's working
+            folder. The answer's ``mcp`` list follows this order.
 
     Returns:
         The answer, the ``tool_paths`` used and the outbound-destination log.
@@ -117,6 +122,12 @@ def ask_sandbox(
         limits = prepared.spec.limits
         limits = replace(limits, timeout_s=min(limits.timeout_s, timeout_s))
         run_spec = dict(prepared.run_spec, modules=list(modules), deadline_s=limits.timeout_s)
+        if mcp_servers:
+            paths = list(run_spec["tool_paths"])
+            run_spec["mcp_servers"] = [
+                {"command": list(command), "cwd": paths[roots.index(folder)]}
+                for command, folder in mcp_servers
+            ]
         (prepared.run_dir / "run.json").write_text(
             json.dumps(run_spec, ensure_ascii=True, indent=1) + "\n", encoding="ascii"
         )
@@ -185,7 +196,6 @@ def _drive(
 
 
 def _write(sandbox: Any, message: dict[str, Any]) -> None:
-    from runner.errors import InfrastructureError
 
     try:
         sandbox.write(protocol.encode(message), timeout_s=SHUTDOWN_GRACE_S)

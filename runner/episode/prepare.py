@@ -1,0 +1,164 @@
+"""Prepare one run: the run folder (``manifest.json``, ``run.json``) and its `SandboxSpec`.
+
+`prepare_run` writes ``<state>/runs/<run_id>/{manifest.json,run.json}`` and builds the spec: the
+sandbox side of runner (`runner_mounts`), the run folder and the command's tool snapshot mounted
+read-only (no user folder is mounted live, `runner.episode.snapshot`); a fixed environment;
+limits from the policy overridden by settings (`runner.episode.limits`); the hard lifetime cap
+`LifetimeCap` from the run timeout, and the same timeout as ``run.json`` ``deadline_s`` for the
+runtime's watchdog. The describing sandbox of `runner.episode.toolmanifest` is prepared here
+too, so that it has the same mounts, environment, user and limits as an episode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from runner import resources
+from runner.backends.base import LifetimeCap, Mount, SandboxSpec, sandbox_user
+from runner.backends.labels import LEDGER, LEDGER_KEY
+from runner.domain.ids import IdFactory, new_run_id, path_for_id
+from runner.episode.limits import resource_limits
+from runner.episode.reaping import ledger_id
+from runner.episode.request import EpisodeRequest, PreparedRun
+from runner.episode.snapshot.sources import tool_mounts
+from runner.runtime import protocol
+from runner.settings import Settings
+
+__all__ = ["RUNTIME_COMMAND", "prepare_run", "runner_mounts"]
+
+RUNTIME_COMMAND = ("python3", "-u", "-m", "runner.runtime")
+DEFAULT_CLOCK_START = 1767225600.0  # 2026-01-01T00:00:00Z: a fixed start when none is recorded
+CLOCK_STEP_S = 1.0
+SEED = 0
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, ensure_ascii=True, indent=1) + "\n", encoding="ascii")
+    path.chmod(0o644)
+
+
+def _modules(manifest: Mapping[str, Any]) -> list[str]:
+    seen: dict[str, None] = {}
+    for entry in manifest.get("tools", []):
+        module = entry.get("module")
+        if module and entry.get("disposition", "execute") == "execute":
+            seen.setdefault(module, None)
+    return list(seen)
+
+
+def runner_mounts(package: Path | None = None) -> list[Mount]:
+    """Read-only mounts of the sandbox side of ``runner``: its ``__init__.py`` and packages.
+
+    Only `runner.runtime.protocol.SANDBOX_PACKAGES` (standard library only) go into a
+    sandbox, under ``RUNTIME_ROOT/runner``; the host side (CLI, ledger, this driver) does not.
+
+    Args:
+        package: the installed ``runner`` folder (default `runner.resources.package_dir`).
+    """
+    package = package or resources.package_dir()
+    target = f"{protocol.RUNTIME_ROOT}/runner"
+    mounts = [Mount(package / "__init__.py", f"{target}/__init__.py")]
+    mounts += [Mount(package / name, f"{target}/{name}") for name in protocol.SANDBOX_PACKAGES]
+    return mounts
+
+
+def prepare_run(
+    request: EpisodeRequest,
+    settings: Settings,
+    id_factory: IdFactory,
+    *,
+    command: Sequence[str] = RUNTIME_COMMAND,
+    pool_lifetime_s: float = 0.0,
+    rate_limit_wait_s: float = 0.0,
+) -> PreparedRun:
+    """Create the run folder (manifest.json, run.json) and the sandbox spec.
+
+    The tool code is mounted from ``request.snapshot`` (`tool_mounts`).
+
+    Args:
+        request: what to run.
+        settings: host settings (state folder, limit overrides).
+        id_factory: makes the run id.
+        command: the sandbox command.
+        pool_lifetime_s: how long the sandbox may wait for its run (0: no warm pool yet); a
+            term of its `LifetimeCap`.
+        rate_limit_wait_s: the longest rate-limit wait a run may have past its timeout (0:
+            none yet); a term of its `LifetimeCap`.
+
+    Raises:
+        InputError: the id factory produced an invalid run id, or a tool folder of the run is
+            not in the snapshot.
+        ValueError: the run has tool folders but no snapshot (a caller's bug).
+        FileExistsError: the run folder exists already (a run id is used once).
+    """
+    run_id = new_run_id(id_factory)
+    state_dir = settings.state_dir.resolve()
+    run_dir = path_for_id(state_dir / "runs", run_id, kind="run id")
+    run_dir.mkdir(parents=True)
+    run_dir.chmod(0o755)
+    manifest = request.registry.manifest(request.policy)
+    mounted_tools, tool_paths = tool_mounts(request)
+    limits = resource_limits(request.policy, settings)
+    start = request.clock_start
+    if start is None:
+        start = (
+            request.task.clock_start
+            if request.task.clock_start is not None
+            else (DEFAULT_CLOCK_START)
+        )
+    run_spec = {
+        "run_id": run_id,
+        "mode": request.mode,
+        "workflow": request.workflow.normalised(),
+        "workflow_source": request.workflow.source,
+        # the rubric's answer key stays on the host: code under evaluation must not read it
+        "task": {k: v for k, v in request.task.record().items() if k != "expected"},
+        # record: each call reads the machine's clock (a live wall clock has no step)
+        "clock": {"start": start, "step_s": 0.0 if request.mode == "record" else CLOCK_STEP_S},
+        "seed": SEED,
+        "recorded_calls": [dict(c) for c in request.recorded_calls],
+        "tool_paths": tool_paths,
+        "modules": _modules(manifest),
+        "deadline_s": limits.timeout_s,
+    }
+    assert set(run_spec) == set(protocol.RUN_SPEC_KEYS)
+    _write_json(run_dir / "manifest.json", manifest)
+    _write_json(run_dir / "run.json", run_spec)
+    mounts = runner_mounts()
+    mounts += mounted_tools
+    mounts.append(Mount(run_dir, protocol.RUN_DIR))
+    env = {
+        "TZ": "UTC",
+        "PYTHONHASHSEED": str(SEED),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": protocol.RUNTIME_ROOT,
+        "HOME": "/tmp",  # noqa: S108 - the sandbox's own tmpfs
+        "TMPDIR": "/tmp",  # noqa: S108
+        "LANG": "C.UTF-8",
+    }
+    spec = SandboxSpec(
+        run_id=run_id,
+        image=request.image,
+        command=tuple(command),
+        mounts=tuple(mounts),
+        env=env,
+        limits=limits,
+        labels={
+            "io.sandbox-replay.task": request.task.task_id[:63],
+            **(
+                {LEDGER_KEY: request.ledger_key, LEDGER: ledger_id(settings.state_dir)}
+                if request.ledger_key
+                else {}
+            ),
+        },
+        user=sandbox_user(),
+        cap=LifetimeCap(
+            limits.timeout_s, pool_lifetime_s=pool_lifetime_s, rate_limit_wait_s=rate_limit_wait_s
+        ),
+    )
+    trace_path = path_for_id(state_dir / "traces", run_id, suffix=".jsonl", kind="run id")
+    return PreparedRun(run_id, run_dir, trace_path, spec, manifest, run_spec)

@@ -1,0 +1,149 @@
+"""The report of one reproduce: the replay compared with its recording, as a `ReproduceReport`.
+
+`compare` reads the replay's trace and puts together what the verdict (`runner.reproduce.diff`)
+and the environment diff (`runner.reproduce.envdiff`) say: the outcome and its exit code
+(`EXIT_OF`), the first difference with the two calls at its index (bodies capped at
+`CALL_CHARS`), the outbound destinations, and both runs' outcomes. The same object is the
+``--json`` output and a JUnit test case (`runner.cli.commands.reproduce`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from runner.episode.request import EpisodeResult
+from runner.errors import EXIT_INFRA, EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED
+from runner.reproduce.diff import apply_source_verdict, outcome_of, verdict
+from runner.reproduce.envdiff import environment_diff, tool_imports
+from runner.tracetools.reader import Trace, read_trace
+
+__all__ = ["CALL_CHARS", "EXIT_OF", "ReproduceReport", "compare", "recorded_outcome"]
+
+EXIT_OF = {
+    "reproduced": EXIT_OK,
+    "not_reproduced": EXIT_NEGATIVE,
+    "refused": EXIT_REFUSED,
+    "invalid": EXIT_INPUT,
+    "infra_error": EXIT_INFRA,
+}
+
+
+@dataclass
+class ReproduceReport:
+    """The verdict on one trace (also the ``--json`` object and the JUnit test case).
+
+    Attributes:
+        input: the argument as given (trace file or packet).
+        outcome: ``reproduced``, ``not_reproduced``, ``refused``, ``invalid``, ``infra_error``.
+        exit_code: the outcome's exit code (`EXIT_OF`).
+        reason: one line saying why.
+        first_difference: not_reproduced: the first unrecorded or differing call ``{index,
+            tool, args?, kind, message, summary}``; else None.
+        outbound: destinations code in the sandbox tried to reach during the replay.
+        environment_diff: ``[{field, recorded, now}]`` (python, tool schema hashes, workflow
+            hash, model ids, packages that matter; the other packages in one summary line).
+        recorded, replayed: ``{status, failure, failure_signature, output}`` of each run.
+        replay_trace: the replay's own trace file, when it ran.
+        trace_sha256: sha256 of the trace file (the same before and after: never modified).
+        refusals: every reason strict replay would not start (refused only).
+        difference_calls: not_reproduced: ``{"recorded", "replayed"}``, the two calls at the
+            first difference's index (trace call lines, None for a side without one; bodies
+            capped at `CALL_CHARS` characters), for the side-by-side view.
+    """
+
+    input: str
+    outcome: str
+    reason: str
+    exit_code: int = 0
+    first_difference: dict[str, Any] | None = None
+    outbound: list[dict[str, Any]] = field(default_factory=list)
+    environment_diff: list[dict[str, Any]] = field(default_factory=list)
+    recorded: dict[str, Any] = field(default_factory=dict)
+    replayed: dict[str, Any] = field(default_factory=dict)
+    replay_trace: str | None = None
+    trace_sha256: str | None = None
+    refusals: list[str] = field(default_factory=list)
+    difference_calls: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.exit_code = EXIT_OF[self.outcome]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON object."""
+        return asdict(self)
+
+
+CALL_CHARS = 20_000
+
+
+def _capped(call: Any) -> dict[str, Any] | None:
+    """A call line for the report, its long text fields cut to `CALL_CHARS` (cut said)."""
+    if call is None:
+        return None
+    out: dict[str, Any] = call.to_json()
+    for key in ("body",):
+        value = out.get(key)
+        if isinstance(value, str) and len(value) > CALL_CHARS:
+            out[key] = value[:CALL_CHARS]
+            out[f"{key}_shown_of"] = len(value)
+    return out
+
+
+def recorded_outcome(trace: Trace) -> dict[str, Any]:
+    """``{status, failure, failure_signature, output}`` of the recorded run (`outcome_of`)."""
+    return outcome_of(trace.end.to_json() if trace.end is not None else None)
+
+
+def compare(
+    name: str, trace: Trace, registry: Any, result: EpisodeResult, recorded: dict[str, Any]
+) -> ReproduceReport:
+    """The report on ``trace`` after its replay ended with ``result``.
+
+    Args:
+        name: the input as given (trace file or packet).
+        trace: the recorded trace.
+        registry: the registry the replay ran with (its tool files: `tool_imports`).
+        result: the replay's episode result (its trace is read here).
+        recorded: `recorded_outcome` of ``trace``.
+
+    Raises:
+        InputError: the replay's own trace cannot be read.
+    """
+    run = trace.run
+    calls = [c.to_json() for c in trace.calls]
+    replay = read_trace(result.trace_path)
+    replayed_calls = [c.to_json() for c in replay.calls]
+    recorded_end = trace.end.to_json() if trace.end is not None else {}
+    end = apply_source_verdict(calls, recorded_end, replayed_calls, result.end)
+    base: dict[str, Any] = {
+        "outbound": list(end.get("outbound") or []),
+        "environment_diff": environment_diff(
+            run.environment.to_json(),
+            replay.run.environment.to_json(),
+            run.workflow.hash,
+            replay.run.workflow.hash,
+            calls,
+            replayed_calls,
+            imports=tool_imports(t.file for t in registry if t.has_code),
+        ),
+        "recorded": recorded,
+        "replayed": {
+            "run_id": result.run_id,
+            **outcome_of(end),
+            **({"source_verdict": True} if end.get("source_verdict") else {}),
+        },
+        "replay_trace": str(result.trace_path),
+    }
+    if result.status == "infra_error":
+        return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
+    outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
+    pair = None
+    if difference is not None and isinstance(difference.get("index"), int):
+        pair = {
+            "recorded": _capped(trace.call(difference["index"])),
+            "replayed": _capped(replay.call(difference["index"])),
+        }
+    return ReproduceReport(
+        name, outcome, reason, first_difference=difference, difference_calls=pair, **base
+    )

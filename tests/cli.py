@@ -1,0 +1,39 @@
+"""Run the installed ``sandbox-replay`` command the way a user does, for integration tests.
+
+One helper for every test that runs the CLI in a subprocess: the state folder inside the
+test's project (``SANDBOX_REPLAY_STATE_DIR``), the sandbox image under test
+(``SANDBOX_REPLAY_IMAGE``), a timeout, and ``--json`` output decoded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+CLI = str(Path(sys.executable).parent / "sandbox-replay")
+
+
+def run_cli(
+    args: list[str], cwd: Path, image: str, *, state: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``sandbox-replay ARGS`` in ``cwd`` with its state in ``state`` (default ``cwd/state``)."""
+    env = dict(os.environ)
+    env.update(
+        {"SANDBOX_REPLAY_STATE_DIR": str(state or cwd / "state"), "SANDBOX_REPLAY_IMAGE": image}
+    )
+    return subprocess.run(
+        [CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def run_cli_json(
+    args: list[str], cwd: Path, image: str, *, state: Path | None = None, timeout: float = 300
+) -> tuple[int, Any, str]:
+    """`run_cli` with ``--json`` appended: (exit code, the decoded stdout, stderr)."""
+    done = run_cli([*args, "--json"], cwd, image, state=state, timeout=timeout)
+    assert done.stdout.strip(), done.stderr
+    return done.returncode, json.loads(done.stdout), done.stderr

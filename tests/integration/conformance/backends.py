@@ -1,0 +1,112 @@
+"""The one list of sandboxing backends the conformance suite runs against (the Inspect pattern).
+
+Every backend that isolates a run (a `runner.backends.base.Backend` other than the exempt ones)
+has one `SandboxingBackend` entry in `BACKENDS`; `test_conformance.py` runs each of its tests
+once per entry. A new backend joins by appending an entry: how to connect it (failing, never
+skipping, under ``CI=true`` when its engine is unusable), the image it runs, how to list the
+sandboxes of its session, and the `Capabilities` where it legitimately differs; the suite reads
+the flags and asserts the stronger property wherever a flag is set.
+
+`EXEMPT` names the backends that are not sandboxes by design, each with the reason; the
+registry test (`test_conformance_registry.py`) fails when a backend class of `runner.backends` is in
+neither list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from runner.backends.base import Backend, Sandbox
+from runner.backends.unsandboxed import UnsandboxedProcessBackend
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Where a sandboxing backend may legitimately differ; the suite reads these flags.
+
+    Attributes:
+        reports_oom: a run killed by its memory limit has ``ExitState.oom_killed`` set (without
+            it the suite still asserts that the allocation fails).
+        pids_limit: ``ResourceLimits.pids_limit`` is enforced (threads and processes count).
+        cpu_limit: ``ResourceLimits.cpus`` is enforced as a CFS quota the sandbox's cgroup shows.
+    """
+
+    reports_oom: bool = True
+    pids_limit: bool = True
+    cpu_limit: bool = True
+
+
+# (destination, source on the host, read-only) of each mount of a started sandbox
+MountSeen = tuple[str, str, bool]
+
+
+@dataclass(frozen=True)
+class SandboxingBackend:
+    """One backend of the suite.
+
+    Attributes:
+        name: the backend's ``name`` (the test id).
+        connect: ``(request, session_id) -> Backend``; asks the fixtures its engine needs, so an
+            unusable engine fails under ``CI=true`` (tests/conftest.py) and skips otherwise.
+        image: ``request -> image`` the sandboxes run (the real sandbox image).
+        leftovers: ``backend -> names`` of the sandboxes of the backend's session still there.
+        connect_code: Python source run in a child process that binds ``backend`` for the
+            session id ``sys.argv[1]`` (the reaper test kills that process).
+        mounts_of: ``(backend, sandbox) -> mounts`` of a started sandbox as its engine reports
+            them, or None when the engine reports none (the in-sandbox view is checked anyway).
+        capabilities: see `Capabilities`.
+        marks: pytest marks of the entry's tests (``docker`` for an engine of Docker).
+    """
+
+    name: str
+    connect: Callable[[pytest.FixtureRequest, str], Backend]
+    image: Callable[[pytest.FixtureRequest], str]
+    leftovers: Callable[[Backend], list[str]]
+    connect_code: str
+    mounts_of: Callable[[Backend, Sandbox], list[MountSeen]] | None = None
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    marks: tuple[Any, ...] = ()
+
+
+def _docker_connect(request: pytest.FixtureRequest, session_id: str) -> Backend:
+    request.getfixturevalue("docker_client")  # unusable engine: fail under CI, else skip
+    from runner.backends.docker import DockerBackend
+
+    return DockerBackend.connect(session_id=session_id)
+
+
+def _docker_leftovers(backend: Backend) -> list[str]:
+    return [str(c["Names"][0]) for c in backend.containers(session_only=True)]  # type: ignore[attr-defined]
+
+
+def _docker_mounts(backend: Backend, sandbox: Sandbox) -> list[MountSeen]:
+    info = backend.api.inspect_container(sandbox.container_id)  # type: ignore[attr-defined]
+    return [(m["Destination"], m["Source"], not m["RW"]) for m in info["Mounts"]]
+
+
+DOCKER = SandboxingBackend(
+    name="docker",
+    connect=_docker_connect,
+    image=lambda request: str(request.getfixturevalue("sandbox_image")),
+    leftovers=_docker_leftovers,
+    connect_code=(
+        "from runner.backends.docker import DockerBackend\n"
+        "backend = DockerBackend.connect(session_id=sys.argv[1])\n"
+    ),
+    mounts_of=_docker_mounts,
+    marks=(pytest.mark.docker,),
+)
+
+# Append the namespace and Ray backends here when they land.
+BACKENDS: list[SandboxingBackend] = [DOCKER]
+
+# Backends that are not sandboxes, by name, with the reason: the suite does not run them.
+EXEMPT: dict[str, str] = {
+    UnsandboxedProcessBackend.name: (
+        "record's local process backend: runs the user's own tools unsandboxed, by design"
+    ),
+}

@@ -21,6 +21,8 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
       models: {"gpt-4.1*": {requests_per_min: 500, tokens_per_min: 30000}}
     redaction:                   # secrets never written (`runner.policy.redaction`)
       patterns: [{name: ssn, regex: '\b\d{3}-\d{2}-\d{4}\b'}]
+    rules:                       # argument rules, decided at call time (runner.policy.rules)
+      - {name: no-rm, tool: shell.run, action: deny, when: {command: {matches: 'rm\s+-rf'}}}
 
 Invariants: a ``shadow`` policy always denies ``unsafe`` (single tools may be let in only by
 ``unsafe_allow``); every number carries its unit in its name; limits and ceilings are
@@ -58,6 +60,7 @@ from runner.limitbounds import (
     TmpfsMb,
 )
 from runner.policy.redaction import RedactionSpec
+from runner.policy.rules import ArgRule
 from runner.sdk import Effect
 
 __all__ = [
@@ -275,6 +278,16 @@ class PolicySpec(_Frozen):
     prices: dict[str, Price] = Field(default_factory=dict)
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     redaction: RedactionSpec | None = None
+    rules: list[ArgRule] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_rules(cls, rules: list[ArgRule]) -> list[ArgRule]:
+        names = [rule.name for rule in rules]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"two rules named {twice[0]!r}: rule names are unique")
+        return rules
 
     @field_validator("name")
     @classmethod

@@ -135,6 +135,9 @@ class SandboxSpec:
         user: ``uid:gid`` the command runs as; never root (`sandbox_user` picks it).
         cap: the hard lifetime cap; None means `LifetimeCap` of ``limits.timeout_s`` with the
             other terms at their defaults (see `hard_cap`).
+        init: the command is the sandbox's init and enforces the lifetime cap itself (the
+            runtime, `runner.runtime.pid1`): a backend runs it as PID 1 and passes the cap in
+            `CAP_ENV` instead of wrapping it.
     """
 
     run_id: str
@@ -147,6 +150,7 @@ class SandboxSpec:
     workdir: str = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
     user: str = DEFAULT_SANDBOX_USER
     cap: LifetimeCap | None = None
+    init: bool = False
 
     def __post_init__(self) -> None:
         uid = self.user.split(":", 1)[0]

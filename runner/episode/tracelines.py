@@ -49,6 +49,7 @@ class EpisodeFacts(StatusFacts, Protocol):
     tokens_out: int
     model_calls: int
     usd: float
+    rate_limit_wait_s: float
     gateway_notes: list[dict[str, Any]]
     gateway_notes_dropped: int
     unpriced_models: list[str]
@@ -162,6 +163,7 @@ def end_line(
             "model_calls": state.model_calls,
             "usd": round(state.usd, 6),
             "sandbox_s": round(state.sandbox_s, 3),
+            "rate_limit_wait_s": round(state.rate_limit_wait_s, 3),
         },
         "sandbox": None
         if exit_state is None

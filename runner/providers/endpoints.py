@@ -76,7 +76,14 @@ def client(
         raise InputError(f"{base_url!r} is not an http(s) URL", field=field)
     if attempts < 1:
         raise InputError("must be >= 1", field="attempts")
+    # one call in flight per running sandbox at most, so the submission's concurrency bounds
+    # the connections; httpx's default pool (100, 20 kept alive) would queue calls above 100
+    # sandboxes and reconnect (TLS again) above 20
     made = httpx.Client(
-        headers=dict(headers), timeout=timeout_s, transport=transport, trust_env=False
+        headers=dict(headers),
+        timeout=timeout_s,
+        transport=transport,
+        trust_env=False,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
     )
     return base_url.rstrip("/"), made

@@ -4,7 +4,8 @@ Shared by the ``openai`` and ``anthropic`` providers' gateway path (`post_api`).
 body is read as bytes up to `MAX_RESPONSE_BYTES` (a stream is read to its end: the host
 records the whole raw event stream and hands it to the sandbox in one message), decoded as
 UTF-8 with ``surrogateescape`` so that it round-trips. Transient failures (connection errors,
-timeouts, HTTP 408, 409, 429 and 5xx) are retried with exponential backoff (tenacity), at most
+timeouts, HTTP 408, 409, 429 and 5xx) are retried (tenacity, `runner.providers.retries.
+provider_retrying`: a 429's ``Retry-After`` honoured, else exponential backoff), at most
 ``attempts`` tries, each logged; a POST that reached the server may be billed twice by a retry
 after a read timeout, which is why the tries are few.
 """
@@ -16,10 +17,11 @@ from dataclasses import replace
 
 import httpx
 import structlog
-import tenacity
 
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_api
+from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
+from runner.providers.retries import provider_retrying, retry_after_s
 
 log = structlog.get_logger(__name__)
 
@@ -31,10 +33,17 @@ _ERROR_TEXT_LIMIT = 500
 
 
 class _Transient(Exception):
-    def __init__(self, message: str, status: int | None = None, body: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        body: str = "",
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
+        self.retry_after_s = retry_after_s
 
 
 class _TooLarge(Exception):
@@ -87,26 +96,18 @@ def post_api(
                 body = _read(response)
                 status = response.status_code
                 content_type = response.headers.get("content-type")
+                after = retry_after_s(response.headers) if status == 429 else None
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise _Transient(f"{type(exc).__name__}: {exc}") from exc
         if status in TRANSIENT_STATUSES:
-            raise _Transient(f"HTTP {status}", status, _decode(body))
+            raise _Transient(f"HTTP {status}", status, _decode(body), after)
         return status, body, content_type
 
-    retryer = tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type(_Transient),
-        stop=tenacity.stop_after_attempt(attempts),
-        wait=tenacity.wait_exponential(multiplier=0.2, max=5.0),
-        before_sleep=lambda state: log.warning(
-            "model_api_retry",
-            provider=who,
-            attempt=state.attempt_number,
-            error=str(state.outcome.exception()) if state.outcome else None,
-        ),
-        reraise=True,
-    )
+    retryer = provider_retrying(_Transient, attempts, event="model_api_retry", provider=who)
     try:
         status, raw, content_type = retryer(once)
+    except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
+        return error_response(RATE_LIMITED_ERROR_CLASS, f"{who}: {exc}", forwarded=dict(call.body))
     except _TooLarge as exc:
         return error_response("ProviderError", f"{who}: {exc}", forwarded=dict(call.body))
     except _Transient as exc:

@@ -1,11 +1,15 @@
 """The in-sandbox runtime. Standard library only, Python 3.9+: it runs inside the user's image.
 
-Started as ``python3 -u -m runner.runtime`` with the run folder (``run.json``, ``manifest.json``)
-mounted read-only at ``/sandbox/run`` (``SANDBOX_REPLAY_RUN_DIR`` overrides it for tests).
+Started as ``python3 -u -m runner.runtime`` (the sandbox's PID 1) with the run folder
+(``run.json``, ``manifest.json``) mounted read-only at ``/sandbox/run``
+(``SANDBOX_REPLAY_RUN_DIR`` overrides it for tests). Tool code and program steps never run in
+this process: they run in its worker (``worker/``), which holds no descriptor of the channel.
 
 Module map (imports flow downwards; nothing here imports the host side):
 
-    __main__    entry: isolate the channel's fds first, then run `main.Runtime`
+    __main__    entry: not dumpable and the hard cap first (pid1), isolate the channel's fds,
+                then run `main.Runtime`
+    pid1        the runtime as the sandbox's init: not dumpable, the lifetime cap, the reaper
     main        hello/start, load the run, egress pump, episode/error, exit codes (0 / 70)
     channel     private fds, whole-line writes, reader thread (shutdown/EOF exit at once)
     protocol    the NDJSON message contract shared with the host, the mounted packages
@@ -13,6 +17,7 @@ Module map (imports flow downwards; nothing here imports the host side):
     manifest    the ``manifest`` answer: the tools the sandbox describes
     watchdog    the run's own deadline inside the sandbox
     registry    the registry built from the capability-filtered manifest only
+    argrules    the policy's argument rules: the call-time guard (also the host's evaluator)
     template    ``${task.x}`` / ``${steps.ID.output.path}``
     errors      RecordedError, UnrecordedCall, PureResultMismatch, ModelCallError, ...
     steps/      engine (steps in order, episode status), agent (model loop, tool dispatch,
@@ -21,6 +26,8 @@ Module map (imports flow downwards; nothing here imports the host side):
     replay/     calls (every call: index, clock, execute or serve, the call record), clock,
                 callrecords (pure helpers), recordings (shadow observations, reproduce by
                 position), rawserve (a raw I/O record answering the HTTP helper again)
+    worker/     the worker process tools and programs run in: client (the runtime's end),
+                process (the worker's end, `before_user_code` hook), wire (what may cross)
     egress/     audit (the hook: outbound destinations and coverage, in-process and in
                 children), events (what each audited event names), programs (which children
                 escape the hook), childlog (the file Python children report to), site/
@@ -30,7 +37,8 @@ The wall clock (`runner.sdk.wallclock`) and raw I/O capture (`runner.sdk.rawio`)
 record mode in a user's own process uses them too.
 
 May import: the standard library, `runner.sdk`, `runner.trace` and `runner.errors`. The host
-imports only `protocol` (the message contract, the run folder and the mounted packages); the
+imports only `protocol` (the message contract, the run folder and the mounted packages) and
+`argrules` (``policy diff`` decides recorded calls with the sandbox's own evaluator); the
 runtime is started, never imported, by the host.
 """
 

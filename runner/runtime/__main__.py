@@ -1,8 +1,9 @@
 """Entry point of the in-sandbox runtime: ``python3 -u -m runner.runtime``.
 
-The very first thing it does is move the channel out of tool code's reach
-(`runner.runtime.channel.isolate_stdio`); then `runner.runtime.main.Runtime` speaks the
-protocol. The process ends with ``os._exit`` so that threads left behind by tool code cannot
+The very first things it does: become not dumpable and arm the sandbox's hard lifetime cap
+(`runner.runtime.pid1`: the runtime is the container's PID 1), then move the channel to private
+descriptors (`runner.runtime.channel.isolate_stdio`); then `runner.runtime.main.Runtime` speaks
+the protocol. The process ends with ``os._exit`` so that threads left behind by tool code cannot
 keep it alive after the ``episode`` message.
 """
 
@@ -10,15 +11,25 @@ import contextlib
 import os
 import sys
 
+from runner.runtime import pid1
 from runner.runtime.channel import Channel, isolate_stdio
 
 
 def main() -> int:
     """Run the runtime; return its exit code (0, or 70 when the runtime itself failed)."""
+    pid1.drop_signal_handlers()
+    dumpable = pid1.make_undumpable()
+    try:
+        cap_s = pid1.cap_of(os.environ)
+    except ValueError as exc:
+        sys.stderr.write("sandbox-replay runtime: {}\n".format(exc))
+        return 70
+    if cap_s is not None:
+        pid1.arm_cap(cap_s)
     read_fd, write_fd = isolate_stdio()
-    from runner.runtime.main import Runtime
+    from runner.runtime.main import Runtime  # after the channel is private: nothing sees it
 
-    return Runtime(Channel(read_fd, write_fd)).serve()
+    return Runtime(Channel(read_fd, write_fd), dumpable_problem=dumpable).serve()
 
 
 if __name__ == "__main__":

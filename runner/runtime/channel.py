@@ -81,7 +81,14 @@ class Channel:
             uses it to flush pending outbound-destination records first, so that they precede
             the call record they belong to.
         exit: how to end the process on ``shutdown``/EOF (``os._exit`` by default; tests of
-            the class itself may pass something else).
+            the class itself may pass something else). The worker pipe
+            (`runner.runtime.worker`) passes what to do when the other end is gone.
+        on_message: where messages that answer no `request` go (default: the queue of
+            `wait_for`); the worker pipe handles requests from the other side there.
+        max_bytes: the largest line sent or accepted (the host channel's:
+            `protocol.MAX_MESSAGE_BYTES`).
+        max_inbound: an inbound line longer than this is discarded unparsed, never buffered.
+        on_invalid: told (a reason) of every line discarded: unparseable or over-long.
     """
 
     def __init__(
@@ -90,7 +97,15 @@ class Channel:
         write_fd: int,
         before_send: Optional[Callable[[], None]] = None,
         exit: Callable[[int], Any] = os._exit,
+        on_message: Optional[Callable[[Dict[str, Any]], None]] = None,
+        max_bytes: int = protocol.MAX_MESSAGE_BYTES,
+        max_inbound: int = MAX_INBOUND_BYTES,
+        on_invalid: Optional[Callable[[str], None]] = None,
     ) -> None:
+        self._on_invalid = on_invalid
+        self._on_message = on_message
+        self.max_bytes = max_bytes
+        self.max_inbound = max_inbound
         self._read_fd = read_fd
         self._write_fd = write_fd
         self._lock = threading.Lock()
@@ -100,6 +115,7 @@ class Channel:
         self._reader: Optional[threading.Thread] = None
         self._waiters: Dict[Tuple[str, str], "queue.Queue[Dict[str, Any]]"] = {}
         self._waiters_lock = threading.Lock()
+        self.closed = False  # set on end-of-file (what `exit` is then called for)
 
     # --- sending --------------------------------------------------------------------------
 
@@ -121,10 +137,10 @@ class Channel:
             ValueError: the message cannot be encoded or exceeds `protocol.MAX_MESSAGE_BYTES`.
         """
         data = protocol.encode(message)
-        if len(data) > protocol.MAX_MESSAGE_BYTES:
+        if len(data) > self.max_bytes:
             raise ValueError(
                 "protocol message {!r} of {} bytes exceeds the {} byte limit".format(
-                    message.get("type"), len(data), protocol.MAX_MESSAGE_BYTES
+                    message.get("type"), len(data), self.max_bytes
                 )
             )
         view = memoryview(data)
@@ -157,14 +173,15 @@ class Channel:
             except OSError:
                 chunk = b""
             if not chunk:
+                self.closed = True
                 self._exit(0)  # end-of-file on stdin ends the runtime, like shutdown
                 return
             buffer.extend(chunk)
             while True:
                 newline = buffer.find(b"\n")
                 if newline < 0:
-                    if len(buffer) > MAX_INBOUND_BYTES:
-                        _warn("host message over {} bytes discarded".format(MAX_INBOUND_BYTES))
+                    if len(buffer) > self.max_inbound:
+                        self._invalid("a line over {} bytes discarded".format(self.max_inbound))
                         buffer.clear()
                         discarding = True
                     break
@@ -180,7 +197,7 @@ class Channel:
         try:
             message = protocol.decode(line)
         except ValueError as exc:
-            _warn("unparseable host message ignored: {}".format(exc))
+            self._invalid("an unparseable line ignored: {}".format(exc))
             return
         if message["type"] == "shutdown":
             self._exit(0)
@@ -191,9 +208,26 @@ class Channel:
             with self._waiters_lock:
                 waiter = self._waiters.get((message["type"], message_id))
         if waiter is not None:
-            waiter.put(message)
+            with contextlib.suppress(queue.Full):  # answered already (the other end is gone)
+                waiter.put_nowait(message)
+            return
+        if self._on_message is not None:
+            self._on_message(message)
             return
         self._inbox.put(message)
+
+    def _invalid(self, reason: str) -> None:
+        _warn(reason)
+        if self._on_invalid is not None:
+            self._on_invalid(reason)
+
+    def fail_waiters(self, answer: Dict[str, Any]) -> None:
+        """Give every waiting `request` ``answer`` (with its own id): the other end is gone."""
+        with self._waiters_lock:
+            waiting = list(self._waiters.items())
+        for (reply_type, message_id), waiter in waiting:
+            with contextlib.suppress(queue.Full):
+                waiter.put_nowait(dict(answer, type=reply_type, id=message_id))
 
     def request(
         self, type_: str, reply_type: str, message_id: str, **fields: Any
@@ -212,6 +246,8 @@ class Channel:
             self._waiters[key] = waiter
         try:
             self.send(type_, id=message_id, **fields)
+            if self.closed:  # the other end went away before the answer could come
+                return {"type": reply_type, "id": message_id, "gone": True}
             return waiter.get()
         finally:
             with self._waiters_lock:

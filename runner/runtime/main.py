@@ -32,7 +32,6 @@ Threads that tool code starts inherit the replay context (``threading.Thread.sta
 to run the thread in a copy of the starter's context), so the call-time guard holds in them too.
 """
 
-import contextvars
 import json
 import os
 import sys
@@ -42,7 +41,7 @@ from typing import Any, Dict, Optional
 
 from runner import sdk
 from runner.errors import InputError
-from runner.runtime import protocol, watchdog
+from runner.runtime import pid1, protocol, watchdog
 from runner.runtime.channel import Channel
 from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
@@ -53,7 +52,8 @@ from runner.runtime.replay.calls import Caller
 from runner.runtime.replay.clock import Clock
 from runner.runtime.replay.recordings import ObservationStore, TraceStore
 from runner.runtime.steps.engine import Episode
-from runner.sdk import wallclock
+from runner.runtime.worker.client import Worker
+from runner.sdk import dispatch, wallclock
 from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 
 ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
@@ -61,21 +61,6 @@ EXIT_RUNTIME_ERROR = 70
 PUMP_INTERVAL_S = 0.2
 # record: every tool with code executes; manifest: only describe the tools (runtime/manifest.py)
 MODES = ("shadow", "reproduce", "record", "manifest")
-
-
-def _inherit_context_in_threads() -> None:
-    original = threading.Thread.start
-    if getattr(original, "_sandbox_replay", False):
-        return
-
-    def start(self: threading.Thread) -> None:
-        context = contextvars.copy_context()
-        run = self.run
-        self.run = lambda: context.run(run)  # type: ignore[method-assign]
-        original(self)
-
-    start._sandbox_replay = True  # type: ignore[attr-defined]
-    threading.Thread.start = start  # type: ignore[method-assign]
 
 
 def _load_json(run_dir: str, name: str) -> Any:
@@ -169,14 +154,34 @@ class Runtime:
         channel: the channel (its reader not started yet).
         run_dir: where ``run.json`` and ``manifest.json`` are; None means `ENV_RUN_DIR` or
             `protocol.RUN_DIR`.
+        dumpable_problem: why this process could not be made not dumpable (`runner.runtime.
+            pid1.make_undumpable`), or None; ``hello``'s ``isolation`` says so.
     """
 
-    def __init__(self, channel: Channel, run_dir: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        run_dir: Optional[str] = None,
+        dumpable_problem: Optional[str] = None,
+    ) -> None:
         self.channel = channel
+        self.dumpable_problem = dumpable_problem
         self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR) or protocol.RUN_DIR
         self.started = time.monotonic()  # the run's deadline counts from here (watchdog)
         self.child_log: Optional[ChildLog] = None
+        self.reaper = pid1.Reaper()
+        self.worker = Worker(self.reaper)
         self._egress_lock = threading.Lock()  # pop + send atomically: records stay in order
+
+    def _isolation(self) -> Dict[str, Any]:
+        """``hello``'s ``isolation``: PID 1 (the namespace's init), not dumpable, and why not."""
+        found: Dict[str, Any] = {
+            "pid1": os.getpid() == 1,
+            "dumpable": self.dumpable_problem is not None,
+        }
+        if self.dumpable_problem is not None:
+            found["problem"] = self.dumpable_problem
+        return found
 
     def _pump(self) -> None:
         """Forward outbound-destination records while a call is still running.
@@ -236,10 +241,14 @@ class Runtime:
                 pid=os.getpid(),
                 platform=environment_platform(),
                 packages=installed_packages(),
+                isolation=self._isolation(),
             )
             # the clock before the audit hook: patching datetime looks a symbol up with ctypes
             datetime_problem = wallclock.install()
             self._install_audit()
+            # the worker's interpreter starts while the host sends ``start`` (its environment:
+            # the audit hook's; the run's own, the gateway's, comes with ``load``)
+            self.worker.spawn()
             if datetime_problem is not None:
                 self.channel.send(
                     "coverage",
@@ -248,6 +257,7 @@ class Runtime:
                     clock="machine",
                 )
             self.channel.start_reader()
+            self.reaper.start()
             self.channel.wait_for("start")
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
             spec = load_run_spec(self.run_dir)
@@ -257,9 +267,7 @@ class Runtime:
             if deadline_s is not None:
                 watchdog.arm(deadline_s, self.started)
             if spec["mode"] == "manifest":
-                from runner.runtime.manifest import answer
-
-                fields = answer(spec)
+                fields = self.worker.describe(spec)
                 self.flush_egress()
                 self.channel.send("manifest", **fields)
                 return 0
@@ -300,16 +308,8 @@ class Runtime:
             live=mode == "record",
             publish=wallclock.set_reading,
         )
-        _inherit_context_in_threads()
+        dispatch.inherit_context_in_threads()
         sdk.set_clock(clock)
-        with sdk.replay_context(frozenset()):  # module import runs no tool
-            registry = RuntimeRegistry.from_manifest(
-                manifest,
-                mode,
-                spec.get("tool_paths") or [],
-                spec.get("modules") or [],
-                source=os.path.join(self.run_dir, "manifest.json"),
-            )
         caller = Caller(
             self.channel.send,
             self._request_model,
@@ -319,8 +319,15 @@ class Runtime:
             clock,
             after_call=self.flush_egress,
             request_api=self._request_api,
+            execute=self.worker.execute,
         )
         gateway = self._start_gateway(spec["workflow"], caller)
+        tool_paths, modules = spec.get("tool_paths") or [], spec.get("modules") or []
+        environment = gateway.environment() if gateway is not None else {}
+        code = self.worker.load(manifest, mode, tool_paths, modules, environment, clock())
+        registry = RuntimeRegistry.from_manifest(
+            manifest, mode, source=os.path.join(self.run_dir, "manifest.json"), code=code
+        )
         try:
             with sdk.replay_context(registry.execute_ids):
                 return Episode(
@@ -330,6 +337,7 @@ class Runtime:
                     caller,
                     self.channel.send,
                     gateway=gateway,
+                    worker=self.worker,
                 ).run()
         finally:
             caller.flush()

@@ -7,6 +7,7 @@ as stdin and stderr as stdout, so nothing it prints or reads touches the channel
 Files mounted read-only into the sandbox (``RUN_DIR``):
     ``manifest.json``  the capability-filtered registry manifest:
                        ``{"tools": [manifest entries of runner.sdk.ToolDef], "policy": {...}}``
+                       (``policy.rules``: the argument rules, `runner.runtime.argrules`)
     ``run.json``       the run spec (`RUN_SPEC_KEYS`): ``run_id``, ``mode`` (``shadow`` |
                        ``reproduce``), ``workflow`` (the normalised workflow as JSON),
                        ``workflow_source`` (file content), ``task`` (the task record),
@@ -23,7 +24,9 @@ Runtime -> host:
                    ``linux-x86_64-glibc2.36`` and ``packages`` ``{dist name: version}`` of
                    the sandbox's interpreter (as importlib.metadata lists them; read by
                    runner.runtime.environment) go into the trace header's
-                   environment manifest; absent keys are recorded as null / {})
+                   environment manifest; absent keys are recorded as null / {});
+                   ``isolation`` {pid1, dumpable, problem?} (additive, issue 18): whether the
+                   runtime is the sandbox's init and not dumpable (runner.runtime.pid1)
     step           {step_id, state: started|finished|failed|not_run}  progress
     call           {record}                                           one trace ``call`` record
     model_request  {id, role: model|user, request}                    waits for model_response

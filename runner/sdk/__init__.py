@@ -43,7 +43,13 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Opt
 from runner.errors import CapabilityDenied
 from runner.sdk import dispatch
 from runner.sdk.httpio import HttpResponse, http_get, http_request
-from runner.sdk.toolschema import ToolDefinitionError, canonical_json, derive_schema, schema_hash
+from runner.sdk.toolschema import (
+    ToolDefinitionError,
+    canonical_json,
+    check_tool_id,
+    derive_schema,
+    schema_hash,
+)
 
 __all__ = [
     "Effect",
@@ -305,26 +311,6 @@ def set_clock(source: Optional[Callable[[], float]]) -> None:
     _clock_source = source
 
 
-def _check_tool_id(tool_id: Any) -> None:
-    if callable(tool_id):
-        raise ToolDefinitionError(
-            '@tool needs a tool id: write @tool("ticket.get", effect=Effect.READ), '
-            "not a bare @tool (on {})".format(getattr(tool_id, "__qualname__", tool_id))
-        )
-    ok = (
-        isinstance(tool_id, str)
-        and 0 < len(tool_id) <= 128
-        and all(
-            part and all(c.isalnum() or c in "_-" for c in part) and part.isascii()
-            for part in tool_id.split(".")
-        )
-    )
-    if not ok:
-        raise ToolDefinitionError(
-            "invalid tool id {!r}: use dotted ASCII names like 'ticket.get'".format(tool_id)
-        )
-
-
 def tool(
     tool_id: str, effect: Optional[Effect] = None, description: str = ""
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -344,7 +330,7 @@ def tool(
         ToolDefinitionError: invalid id, effect or parameter types.
 
     """
-    _check_tool_id(tool_id)
+    check_tool_id(tool_id)
     if effect is not None and not isinstance(effect, Effect):
         try:
             effect = Effect(effect)
@@ -362,7 +348,9 @@ def tool(
             derive_schema(func),
             func,
         )
-        return _guarded(definition)
+        wrapper = _guarded(definition)
+        dispatch.withhold(definition, wrapper)  # the worker: a tool whose code may not run
+        return wrapper
 
     return decorate
 

@@ -16,8 +16,12 @@ nothing is dispatched.
 
 import contextlib
 import contextvars
+import inspect
+import os
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from runner.errors import CapabilityDenied
 
 # (ToolDef, args, kwargs) -> result
 Dispatcher = Callable[[Any, Tuple[Any, ...], Dict[str, Any]], Any]
@@ -57,3 +61,66 @@ def direct() -> Iterator[None]:
         yield
     finally:
         _DIRECT.reset(token)
+
+
+# --- the worker: code that may not run is never bound ----------------------------------------
+
+ENV_WITHHOLD = "SANDBOX_REPLAY_WITHHOLD_TOOLS"
+"""Set by the worker for its children: in any process started from it, no tool code is bound
+(tools run in the worker, through the runtime; a child calling one gets `CapabilityDenied`)."""
+
+_WITHHOLD: List[Callable[[str], bool]] = []
+if os.environ.get(ENV_WITHHOLD):
+    _WITHHOLD.append(lambda _tool_id: True)
+
+
+def deny_code(rule: Callable[[str], bool]) -> None:
+    """From now on, a ``@tool`` whose id ``rule`` names gets a stub instead of its code.
+
+    Called by the runtime's worker (`runner.runtime.worker.process`) before it imports tool
+    modules: the stub raises `runner.errors.CapabilityDenied`, and the bare function is dropped
+    (`withhold`), so no path to it is left in the process.
+    """
+    _WITHHOLD[:] = [rule]
+
+
+def withhold(definition: Any, wrapper: Any) -> None:
+    """Replace ``definition.func`` (and the wrapper's closure cell) by a stub when denied."""
+    if not _WITHHOLD or not _WITHHOLD[0](definition.id):
+        return
+    bare = definition.func
+    tool_id, effect = definition.id, getattr(definition.effect, "value", definition.effect)
+
+    def withheld(*args: Any, **kwargs: Any) -> Any:
+        raise CapabilityDenied(
+            "tool {!r} ({}) is denied in this episode: its code is not loaded".format(
+                tool_id, effect
+            ),
+            tool_id=tool_id,
+            effect=effect,
+        )
+
+    withheld.__name__, withheld.__qualname__ = bare.__name__, bare.__qualname__
+    withheld.__module__ = bare.__module__
+    # a program's call of it still binds its arguments by name (what recordings match on)
+    withheld.__signature__ = inspect.signature(bare)  # type: ignore[attr-defined]
+    definition.func = withheld
+    for cell in getattr(wrapper, "__closure__", None) or ():
+        if cell.cell_contents is bare:
+            cell.cell_contents = withheld
+
+
+def inherit_context_in_threads() -> None:
+    """Run every thread started from now on in a copy of its starter's context (the guard)."""
+    original = threading.Thread.start
+    if getattr(original, "_sandbox_replay", False):
+        return
+
+    def start(self: threading.Thread) -> None:
+        context = contextvars.copy_context()
+        run = self.run
+        self.run = lambda: context.run(run)  # type: ignore[method-assign]
+        original(self)
+
+    start._sandbox_replay = True  # type: ignore[attr-defined]
+    threading.Thread.start = start  # type: ignore[method-assign]

@@ -20,7 +20,13 @@ from typing import Any, Callable, Dict, List, Tuple
 from runner.errors import InputError
 from runner.trace.strictjson import canonical_json
 
-__all__ = ["ToolDefinitionError", "canonical_json", "derive_schema", "schema_hash"]
+__all__ = [
+    "ToolDefinitionError",
+    "canonical_json",
+    "check_tool_id",
+    "derive_schema",
+    "schema_hash",
+]
 
 
 class ToolDefinitionError(InputError):
@@ -191,3 +197,28 @@ def derive_schema(func: Callable[..., Any]) -> Dict[str, Any]:
         "required": sorted(required),
         "additionalProperties": False,
     }
+
+
+def check_tool_id(tool_id: Any) -> None:
+    """Refuse a bare ``@tool`` or an id that is not dotted ASCII (at most 128 characters).
+
+    Raises:
+        ToolDefinitionError: what is wrong with ``tool_id``.
+    """
+    if callable(tool_id):
+        raise ToolDefinitionError(
+            '@tool needs a tool id: write @tool("ticket.get", effect=Effect.READ), '
+            "not a bare @tool (on {})".format(getattr(tool_id, "__qualname__", tool_id))
+        )
+    ok = (
+        isinstance(tool_id, str)
+        and 0 < len(tool_id) <= 128
+        and all(
+            part and all(c.isalnum() or c in "_-" for c in part) and part.isascii()
+            for part in tool_id.split(".")
+        )
+    )
+    if not ok:
+        raise ToolDefinitionError(
+            "invalid tool id {!r}: use dotted ASCII names like 'ticket.get'".format(tool_id)
+        )

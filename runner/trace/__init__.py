@@ -9,8 +9,7 @@ Modules: ``format`` (version, statuses, exit codes, bodies, failure signature; i
 re-exported), ``writer`` (the JSONL writer: ``run`` header, ``call`` lines, ``end`` line; a
 submodule of the surface, not imported here: the runtime's start path stays free of pathlib).
 
-May import: the standard library and `runner.errors`. Known exception (pyproject.toml,
-import-linter): ``format`` takes canonical JSON from `runner.sdk` until it moves here.
+May import: the standard library and `runner.errors`. Canonical JSON is ``strictjson``'s.
 """
 
 from runner.trace.format import (

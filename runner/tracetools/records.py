@@ -273,6 +273,8 @@ class Meter(Record):
     model_calls: int = Field(default=0, ge=0)
     usd: float = Field(default=0.0, ge=0)
     sandbox_s: float = Field(default=0.0, ge=0)
+    # seconds held waiting on provider rate limits, not counted against the run's timeout
+    rate_limit_wait_s: float = Field(default=0.0, ge=0)
 
 
 class EndRecord(Record):

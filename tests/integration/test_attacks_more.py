@@ -22,22 +22,19 @@ from tests.integration._episodes import Project
 from tests.integration._hostile import backend, project, run_steps, stderr_of
 
 pytestmark = pytest.mark.docker
+# what the runtime names when the worker writes a line it does not accept (runner/runtime/worker)
+PROTOCOL_ERROR = "runner.runtime.worker.wire.WorkerProtocolError"
 __all__ = ["backend", "project"]  # fixtures
 
 
 # --- forging and stealing protocol messages --------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: tool code in the runtime process finds the private channel fd (same pipe as "
-    "/proc/1/fd/1) and writes a forged episode; the host takes the first episode message "
-    "(runner/runtime/channel.py:10-11 accepts this, runner/episode/state.py "
-    "_on_episode)",
-)
 def test_forged_episode_on_the_private_fd_is_not_believed(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """The tool runs in the worker, which holds no descriptor of the channel (PID 1's /proc/1/fd
+    is root's: the runtime is not dumpable): the only pipe it finds is its own to the runtime."""
     out = run_steps(
         project, backend, sandbox_image, tmp_path, "- {id: f, tool: forge.private_fd}\n"
     )
@@ -45,26 +42,22 @@ def test_forged_episode_on_the_private_fd_is_not_believed(
     assert out.end["status"] == "failed", out.end
 
 
-def test_forging_tool_really_reached_the_private_fd(
+def test_forging_tool_reached_only_the_worker_pipe_and_is_named(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
-    """Control for the xfail above: the forged line reached the host (so the xfail is real)."""
+    """Control for the test above: the forged line was written (to the worker's pipe), was not
+    believed, and the episode names it."""
     out = run_steps(
         project, backend, sandbox_image, tmp_path, "- {id: f, tool: forge.private_fd}\n"
     )
-    assert out.end["status"] == "succeeded" and out.end["output"] == "FORGED"
-    # (the real call failed; its record may or may not arrive before the host's shutdown)
+    assert out.end["failure"]["error_class"] == "runner.runtime.worker.wire.WorkerProtocolError", (
+        out.end
+    )
+    assert "'episode' line that answers nothing" in out.end["error"]["message"], out.end
+    assert [c["tool"] for c in out.calls] == ["forge.private_fd"]
+    assert out.calls[0]["error"]["class"] == PROTOCOL_ERROR
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a child process opens /proc/1/fd/1 and /proc/1/fd/0 (PID 1's stdio, same "
-    "uid; or, when PID 1 is the execute-only lifetime cap and not dumpable, the runtime's own "
-    "private copies under /proc/RUNTIME/fd) and speaks the protocol: it stops the runtime, has "
-    "the host answer a "
-    "model request the workflow never made, reads the reply and forges the episode "
-    "(runner/runtime/channel.py isolate_stdio only hides the fds of the runtime itself)",
-)
 def test_child_process_cannot_speak_the_protocol_through_proc_1_fd(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
@@ -82,10 +75,12 @@ def test_child_process_cannot_speak_the_protocol_through_proc_1_fd(
     assert out.end["status"] == "failed", out.end
 
 
-def test_child_takeover_control_the_host_served_the_child(
+def test_child_takeover_reached_only_the_worker_pipe_and_is_named(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
-    """Control for the xfail above: the child really got a host-served model reply."""
+    """Control for the test above: the child ran (it stopped its parent, the worker, and wrote
+    its model request on the only channel-like pipe it found: the worker's); the runtime did
+    not believe it and the episode names it."""
     out = run_steps(
         project,
         backend,
@@ -95,74 +90,66 @@ def test_child_takeover_control_the_host_served_the_child(
         model="attack_model:respond",
         timeout_s=30,
     )
-    assert out.end["status"] == "succeeded", out.end
-    assert "HOST-SERVED" in out.end["output"] and "child-asks" in out.end["output"]
-    assert out.end["meter"]["model_calls"] == 1
+    assert out.end["status"] == "failed", out.end
+    assert out.end["failure"]["error_class"] == "runner.runtime.worker.wire.WorkerProtocolError", (
+        out.end
+    )
+    assert "'model_request' line that answers nothing" in out.end["error"]["message"]
+    assert out.end["meter"]["model_calls"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: tool code finds the runtime's Channel with gc.get_objects() and sends a "
-    "forged episode through it (runner/runtime/channel.py Channel is reachable in-process)",
-)
 def test_forged_episode_through_the_channel_object_is_not_believed(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """The only Channel in the worker is its pipe to the runtime: the forged episode sent through
+    it is not believed, and named."""
     out = run_steps(
         project, backend, sandbox_image, tmp_path, "- {id: g, tool: forge.via_gc_channel}\n"
     )
     assert out.end["output"] != "FORGED", out.end
+    assert out.end["failure"]["error_class"] == "runner.runtime.worker.wire.WorkerProtocolError", (
+        out.end
+    )
 
 
 # --- escaping the tool registry ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: runner.sdk.tool_def(fn).func is the unguarded function "
-    "(runner/sdk/__init__.py ToolDef.func, set in ToolDef.__init__): a denied tool's code runs",
-)
 def test_denied_tool_through_tooldef_func_is_denied(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """In the worker a denied tool's code is never bound: ToolDef.func is a stub that denies."""
     out = run_steps(
         project, backend, sandbox_image, tmp_path, "- {id: e, tool: escape.tooldef_func}\n"
     )
     assert "UNSAFE CODE RAN" not in stderr_of(out)
+    assert all("LAUNCHED" not in str(c.get("body")) for c in out.calls), out.calls
+    assert out.calls[0]["error"]["class"] == "runner.errors.CapabilityDenied", out.calls
     assert out.end["status"] == "denied", out.end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the guarded wrapper's __closure__ holds the bare function "
-    "(runner/sdk/__init__.py _guarded: `func = definition.func` is a closure cell)",
-)
 def test_denied_tool_through_the_wrappers_closure_is_denied(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """The wrapper's closure cell holds the same denying stub, not the bare function."""
     out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: e, tool: escape.closure}\n")
+    assert "UNSAFE CODE RAN" not in stderr_of(out)
+    assert all("LAUNCHED" not in str(c.get("body")) for c in out.calls), out.calls
     assert out.end["status"] == "denied", out.end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: tool code replaces runner.sdk._active_allowed (looked up by name at each "
-    "call by the guard in runner/sdk/__init__.py _guarded) and every denied tool runs",
-)
 def test_denied_tool_after_patching_the_guard_is_denied(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """Patching the worker's guard changes nothing: the code it would reach is the stub."""
     out = run_steps(
         project, backend, sandbox_image, tmp_path, "- {id: e, tool: escape.reset_context}\n"
     )
+    assert "UNSAFE CODE RAN" not in stderr_of(out)
+    assert all("LAUNCHED" not in str(c.get("body")) for c in out.calls), out.calls
     assert out.end["status"] == "denied", out.end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: tool code adds the denied tool to the RuntimeRegistry found with gc; a later "
-    "step naming it then resolves and executes (runner/runtime/registry.py _tools is mutable)",
-)
 def test_denied_tool_injected_into_the_runtime_registry_stays_unresolvable(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
@@ -173,19 +160,15 @@ def test_denied_tool_injected_into_the_runtime_registry_stays_unresolvable(
         tmp_path,
         "- {id: inject, tool: escape.inject_registry}\n- {id: launch, tool: world.launch}\n",
     )
+    assert out.body("inject") == 0  # the registry is the runtime's: none in the worker
+    assert [c["tool"] for c in out.calls] == ["escape.inject_registry"]  # launch never ran
     assert out.end["status"] == "denied", out.end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the replay context lives in the runtime process only; a Python child that "
-    "imports the tool module calls a denied tool unguarded (runner/sdk/__init__.py "
-    "_active_allowed is None in a fresh process; runner/runtime/egress/site/sitecustomize.py "
-    "installs only the audit hook)",
-)
 def test_denied_tool_called_from_a_python_child_is_denied(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """A process started from the worker binds no tool code (runner.sdk.dispatch.ENV_WITHHOLD)."""
     out = run_steps(
         project, backend, sandbox_image, tmp_path, "- {id: c, tool: escape.child_process}\n"
     )
@@ -250,9 +233,10 @@ def test_the_answer_key_is_not_inside_the_sandbox(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="open: tool code in the runtime process disables the audit hook's handlers "
+    reason="open: tool code in the worker disables the worker's own audit hook handlers "
     "(runner/runtime/egress/audit.py _HANDLERS is a module dict) and its connect is never logged; "
-    "coverage still says full",
+    "coverage still says full. Closed by the egress witness outside the worker (issue 18, "
+    "runner.runtime.worker.process.BEFORE_USER_CODE is its hook point)",
 )
 def test_egress_cannot_be_hidden_in_process(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
@@ -262,12 +246,6 @@ def test_egress_cannot_be_hidden_in_process(
     assert "203.0.113.77" in logged or out.end["coverage"] == "partial", out.end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: tool code truncates the child egress log before the runtime reads it; the "
-    "child's attempt vanishes and coverage stays full (runner/runtime/egress/childlog.py read_new "
-    "keeps its offset past the new end; documented there as 'evidence, not a guarantee')",
-)
 def test_egress_of_a_child_cannot_be_hidden_by_truncating_its_log(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:

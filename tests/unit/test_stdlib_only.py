@@ -32,7 +32,11 @@ ALLOWED_FILES = {
 }
 STARTS = sorted(ALLOWED_FILES - {PACKAGE / "__init__.py"})
 # Importing these runs something (the runtime's entry point, the audit hook of children).
-NOT_IMPORTED = {"runner.runtime.__main__", "runner.runtime.egress.site.sitecustomize"}
+NOT_IMPORTED = {
+    "runner.runtime.__main__",
+    "runner.runtime.worker.__main__",
+    "runner.runtime.egress.site.sitecustomize",
+}
 
 
 def _module_file(name: str) -> Path | None:

@@ -15,7 +15,10 @@ host environment (only the spec's ``env``; docker-py's proxy injection is off); 
 the structured form with ``read_only`` (paths with spaces, colons, non-ASCII work).
 
 Containment when the host is gone (issue 10 item 9; DOCKER-NOTES.md "Lifecycle traps"):
-- The command runs under the sandbox's hard lifetime cap (`capped_command`): PID 1 is
+- The runtime (``SandboxSpec.init``) is itself PID 1 and enforces the cap, read from
+  `CAP_ENV` (`runner.runtime.pid1`: not dumpable, no handler for any signal, orphans reaped):
+  the process holding the channel is then the one the kernel protects.
+- Any other command runs under the sandbox's hard lifetime cap (`capped_command`): PID 1 is
   coreutils ``timeout -s KILL N`` (the image's execute-only copy `CAP_PROGRAM` when present,
   else ``timeout``), its only child the spec's command. The kernel lets no process of the
   container stop, kill or (execute-only: not dumpable) ptrace a namespace's PID 1, so tool
@@ -53,6 +56,7 @@ from runner.backends.docker.client import call, connect, engine_address, retryin
 from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.sandbox import DockerSandbox
 from runner.errors import InfrastructureError, TransientInfrastructureError
+from runner.runtime import pid1
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +66,8 @@ SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
 # it. Images built before it existed fall back to ``timeout`` (the cap still holds against
 # signals, not against ptrace).
 CAP_PROGRAM = "/usr/local/sbin/sandbox-replay-cap"
+# The variable an init command reads its cap from (runner.runtime.pid1.ENV_HARD_CAP).
+CAP_ENV = pid1.ENV_HARD_CAP
 _CAP_SCRIPT = (
     f'c={CAP_PROGRAM}; [ -x "$c" ] || c=timeout; '
     'command -v "$c" >/dev/null 2>&1 || { echo "sandbox-replay: the sandbox image has no'
@@ -90,7 +96,7 @@ def host_config(api_version: str, spec: SandboxSpec) -> HostConfig:
         mem_limit=f"{limits.memory_mb}m",
         memswap_limit=f"{limits.memory_mb}m",
         nano_cpus=round(limits.cpus * 1e9),
-        init=False,  # PID 1 is the lifetime cap (`capped_command`), not docker's init
+        init=False,  # PID 1 is the runtime or the lifetime cap (`capped_command`), never docker's
         log_config=LogConfig(type="none"),
         mounts=[
             Mount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only)
@@ -105,14 +111,23 @@ def capped_command(spec: SandboxSpec) -> list[str]:
     ``/bin/sh`` picks the cap program (`CAP_PROGRAM`, else ``timeout``) and ``exec``s it
     through ``env -u`` (which drops the variables the shell itself set), so PID 1 is the cap
     itself and the command its only child: ``timeout -s KILL N COMMAND...`` with ``N`` =
-    ``spec.hard_cap.whole_s``. An image without either exits 125 with a message.
+    ``spec.hard_cap.whole_s``. An image without either exits 125 with a message. A command
+    that is the sandbox's init (``spec.init``) runs as it is: it enforces the cap itself.
     """
+    if spec.init:
+        return list(spec.command)
     return ["/bin/sh", "-c", _CAP_SCRIPT, str(spec.hard_cap.whole_s), *spec.command]
 
 
 def sandbox_environment(spec: SandboxSpec) -> dict[str, str]:
-    """The complete environment inside: HOME and TMPDIR on the tmpfs, then the spec's."""
-    return {"HOME": SANDBOX_TMP, "TMPDIR": SANDBOX_TMP, **spec.env}
+    """The complete environment inside: HOME and TMPDIR on the tmpfs, then the spec's.
+
+    An init command (``spec.init``) also gets its lifetime cap in `CAP_ENV` (whole seconds).
+    """
+    env = {"HOME": SANDBOX_TMP, "TMPDIR": SANDBOX_TMP, **spec.env}
+    if spec.init:
+        env[CAP_ENV] = str(spec.hard_cap.whole_s)
+    return env
 
 
 class DockerBackend(Backend):
@@ -180,6 +195,12 @@ class DockerBackend(Backend):
         info = retrying("engine info", self.api.info)
         value = info.get("NCPU") if isinstance(info, dict) else None
         return float(value) if isinstance(value, int) and value > 0 else None
+
+    def engine_memory_bytes(self) -> int | None:
+        """``MemTotal`` of ``GET /info``, bytes (the concurrency's budget); may raise as above."""
+        info = retrying("engine info", self.api.info)
+        value = info.get("MemTotal") if isinstance(info, dict) else None
+        return value if isinstance(value, int) and value > 0 else None
 
     # -- create ------------------------------------------------------------------------------
 
@@ -391,4 +412,11 @@ class DockerBackend(Backend):
         return reap_dead(self.api, self.containers(), self.owner.host, ledger=ledger)
 
 
-__all__ = ["CAP_PROGRAM", "DockerBackend", "capped_command", "host_config", "sandbox_environment"]
+__all__ = [
+    "CAP_ENV",
+    "CAP_PROGRAM",
+    "DockerBackend",
+    "capped_command",
+    "host_config",
+    "sandbox_environment",
+]

@@ -148,6 +148,7 @@ def run_submit(
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.submit.concurrency import close_backend, probe_engine
     from runner.submit.job import execute, prepare
     from runner.submit.jobfolder import job_dir, load_resume
 
@@ -156,7 +157,12 @@ def run_submit(
         if concurrency:
             options = options.with_overrides(concurrency=concurrency)
     assert options is not None
-    plan = prepare(options, settings, job_id=resume)
+    engine = probe_engine(settings) if backend_factory is None else None
+    try:
+        plan = prepare(options, settings, job_id=resume, engine=engine)
+    except BaseException:
+        close_backend(engine)
+        raise
     lines = plan.lines()
     finished = 0
     if dry_run and resume is None:  # no job is created: an id would name nothing to report
@@ -172,6 +178,7 @@ def run_submit(
     try:
         _print_plan(lines, as_json)
         if dry_run:
+            close_backend(engine)
             if as_json:
                 data = {**plan.to_json(), "dry_run": True}
                 if resume is None:
@@ -186,7 +193,7 @@ def run_submit(
             # imported on use, not at module top: start-up speed (`--help`, `check`)
             from runner.backends.docker import DockerBackend
 
-            return DockerBackend.connect(settings.docker_host)
+            return engine or DockerBackend.connect(settings.docker_host)
 
     hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
     try:

@@ -24,8 +24,7 @@ Decisions, documented because a hook cannot see everything:
   when the connect address differs from it (``socket.create_connection`` does exactly that).
 - A ``os.system``/``sh -c`` command is classified by its first word: ``sh -c "python3 x.py"``
   counts as a Python child; anything else is reported with the command as ``program``.
-- The hook never raises (an exception in a hook would fail the audited operation) and ignores
-  events raised while it runs.
+- The hook never raises (that would fail the audited operation), ignores its own events.
 - Destinations, not attempts, are logged (issue 10 item 11: a flood of decoy lookups must not
   push a real connect out of a capped log). A destination is (kind, host — or the address when
   there is no host name —, port); its first attempt is logged with all its fields, later ones
@@ -45,8 +44,7 @@ channel; in any other process (Python children, and forks of the runtime) each r
 appended as one JSON line with one ``os.write`` to the file named by `ENV_LOG` (``O_APPEND``),
 which the runtime forwards with `ChildLog`: a new destination at once, the repeat counts when
 the next new destination is written, every `CHILD_FLUSH_REPEATS` repeats and at exit. Tool code
-can write to that file too: the child log is evidence, not a guarantee (the sandbox is the
-guarantee).
+can write to that file too: it is evidence, not a guarantee (the sandbox is the guarantee).
 """
 
 import atexit
@@ -131,12 +129,17 @@ def install_from_env() -> bool:
     path = os.environ.get(ENV_LOG)
     if not path:
         return False
+    gateway_from_env()
+    install(path, in_memory=False)
+    atexit.register(flush_child)
+    return True
+
+
+def gateway_from_env() -> None:
+    """`set_gateway` from ``SANDBOX_REPLAY_GATEWAY`` (``host:port``), when it is set."""
     host, _, port = os.environ.get(ENV_GATEWAY, "").rpartition(":")
     if host and port.isdigit():
         set_gateway(host, int(port))
-    install(path, in_memory=False)
-    atexit.register(_flush_child)
-    return True
 
 
 def set_gateway(host: str, port: int) -> None:
@@ -236,8 +239,8 @@ def _write_lines(messages: List[Dict[str, Any]]) -> None:
         os.close(fd)
 
 
-def _flush_child() -> None:
-    """Write this (child) process's unreported repeat counts and drops to the child log."""
+def flush_child() -> None:
+    """Write this child's unreported repeat counts and drops (at exit; the worker: per request)."""
     try:
         if _state["owner_pid"] != os.getpid():
             _write_lines(_take_pending())

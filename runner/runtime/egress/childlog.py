@@ -33,7 +33,7 @@ _EGRESS_KEYS = (
     "url",
     "method",
 )
-_COVERAGE_KEYS = ("reason", "program", "argv", "library", "symbol", "pid")
+_COVERAGE_KEYS = ("reason", "program", "argv", "library", "symbol", "pid", "clock")
 
 
 def _count(value: Any) -> int:
@@ -77,6 +77,7 @@ class ChildLog:
         fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
         self._offset = 0
+        self._mtime_ns = os.stat(self.path).st_mtime_ns
         self._partial = b""
         self.forwarded = 0
         self.malformed = 0
@@ -84,10 +85,28 @@ class ChildLog:
 
     def read_new(self) -> List[Dict[str, Any]]:
         """Messages (dicts with a ``type``) appended since the last read, validated."""
+        truncated: List[Dict[str, Any]] = []
         try:
             with open(self.path, "rb") as handle:
+                found = os.fstat(handle.fileno())
+                # cut by code in the sandbox: shorter than what was read, or written to since
+                # the last read without growing (a child's record, then the truncation)
+                if found.st_size < self._offset or (
+                    found.st_size == self._offset and found.st_mtime_ns != self._mtime_ns
+                ):
+                    self._offset, self._partial = 0, b""
+                    truncated.append(
+                        {
+                            "type": "coverage",
+                            "partial": True,
+                            "reason": "child egress log truncated by code in the sandbox",
+                        }
+                    )
                 handle.seek(self._offset)
                 data = handle.read(_READ_CHUNK * 16)
+                after = os.fstat(handle.fileno())
+                if after.st_size == self._offset + len(data):  # all read: remember its mtime
+                    self._mtime_ns = after.st_mtime_ns
         except OSError as exc:  # deleted or replaced by tool code: say so, once
             if not self._capped:
                 self._capped = True
@@ -106,7 +125,7 @@ class ChildLog:
         if len(self._partial) > _MAX_LINE:
             self.malformed += 1
             self._partial = b""
-        out: List[Dict[str, Any]] = []
+        out: List[Dict[str, Any]] = truncated
         for line in lines:
             message = self._parse(line)
             if message is None:

@@ -16,20 +16,19 @@ the episode goes on). A served call with no recording fails with `UnrecordedCall
 the same note (nearest recorded call, differing fields). Model and simulated-user turns are
 always answered by the host (``model_request``).
 
-Threads: a program step's calls may come from several threads at once (its own threads, the
-gateway's). Call indices are handed out under a lock and call records are sent in index order
-(a record waits until every earlier index has been sent; `Caller.flush` sends what is still
-waiting when the episode ends), so the trace stays strictly increasing.
+Threads: a program step's calls may come from several threads at once. Indices are handed out
+under a lock and records sent in index order (a record waits for every earlier index;
+`Caller.flush` sends what still waits at the end), so the trace stays strictly increasing.
 
-Clock: `runner.runtime.replay.clock.Clock`; `runner.sdk.now` and every wall-clock read of the
-process (`runner.sdk.wallclock`) return the reading of the call in progress, frozen for the
-whole call.
+Where a tool runs: in the worker process (`runner.runtime.worker`, the ``execute`` argument);
+the record is built here from what came back. Clock: `runner.runtime.replay.clock.Clock`.
 """
 
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from runner.runtime import argrules
 from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay import rawserve
@@ -42,7 +41,6 @@ from runner.runtime.replay.callrecords import (
     same_body,
     same_text,
     short,
-    to_json_text,
 )
 from runner.runtime.replay.clock import Clock
 from runner.runtime.replay.recordings import (
@@ -56,6 +54,8 @@ from runner.trace.format import TRACE_VERSION, encode_body
 
 _BODY_KEYS = (*rawio.BODY_KEYS, "content_encoding")
 Send = Callable[..., None]
+# (tool, args, the call record being built, the raw record to serve again or None) -> value
+Execute = Callable[[RuntimeTool, Dict[str, Any], Dict[str, Any], Optional[Dict[str, Any]]], Any]
 Wait = Callable[[str], Dict[str, Any]]
 
 
@@ -72,6 +72,8 @@ class Caller:
         after_call: run after each call, before its record is sent (forwards child egress).
         request_api: sends a ``gateway_request`` and returns the matching
             ``gateway_response`` (program steps; `runner.runtime.steps.apicall`).
+        execute: runs a tool and fills the record's body (the worker's, `runner.runtime.worker.
+            client.Worker.execute`); default `runner.runtime.replay.rawserve.run_here`.
     """
 
     def __init__(
@@ -84,7 +86,9 @@ class Caller:
         clock: Clock,
         after_call: Callable[[], None] = lambda: None,
         request_api: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
+        execute: Optional[Execute] = None,
     ) -> None:
+        self._run = execute or rawserve.run_here
         self._send = send
         self.request_api = request_api
         self._request_model = request_model
@@ -175,6 +179,7 @@ class Caller:
         error: Optional[BaseException] = None
         value: Any = None
         try:
+            argrules.guard(tool.rules, tool.id, args, record)  # the policy's argument rules
             if tool.disposition == "execute":
                 record["source"] = "executed"
                 value = self._execute(index, step_id, tool, args, record)
@@ -200,13 +205,9 @@ class Caller:
         self, index: int, step_id: str, tool: RuntimeTool, args: Any, record: Dict[str, Any]
     ) -> Any:
         if not isinstance(args, dict):
-            raise TypeError(
-                "tool {!r} takes keyword arguments (a JSON object), not {}".format(
-                    tool.id, type(args).__name__
-                )
-            )
-        assert tool.func is not None
-        return rawio.run_capturing(tool.func, args, record, to_json_text)
+            kind = type(args).__name__
+            raise TypeError("tool {!r} takes keyword arguments, not {}".format(tool.id, kind))
+        return self._run(tool, args, record, None)
 
     def _rerun_raw(
         self, tool: RuntimeTool, args: Any, record: Dict[str, Any], served: Dict[str, Any]
@@ -223,8 +224,7 @@ class Caller:
             return value_of(tool_level)
         if not isinstance(args, dict):
             raise TypeError("tool {!r} takes keyword arguments".format(tool.id))
-        with rawserve.served_by_code(served, tool.id):
-            value = rawio.run_capturing(tool.func, args, record, to_json_text)
+        value = self._run(tool, args, record, served)
         recorded_text = rawio.result_text(served)
         now_text = rawio.result_text(record) or ""
         if isinstance(served.get("error"), dict) or (

@@ -5,14 +5,16 @@ record does not hold, or with another method or URL, raises `UnrecordedCall`.
 """
 
 import contextlib
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Optional
 
 from runner import sdk
 from runner.runtime.errors import UnrecordedCall
+from runner.runtime.registry import RuntimeTool
+from runner.runtime.replay.callrecords import to_json_text
 from runner.sdk import httpio, rawio
 from runner.trace.format import decode_body
 
-__all__ = ["served_by_code"]
+__all__ = ["run_here", "served_by_code"]
 
 
 @contextlib.contextmanager
@@ -81,3 +83,17 @@ def served_by_code(record: Dict[str, Any], tool_id: str) -> Iterator[None]:
                 yield
     finally:
         httpio.HTTP_SOURCE.reset(token)
+
+
+def run_here(
+    tool: RuntimeTool,
+    args: Dict[str, Any],
+    record: Dict[str, Any],
+    served: Optional[Dict[str, Any]],
+) -> Any:
+    """Run ``tool`` in this process (tests; the runtime runs tools in its worker instead)."""
+    assert tool.func is not None
+    if served is None:
+        return rawio.run_capturing(tool.func, args, record, to_json_text)
+    with served_by_code(served, tool.id):
+        return rawio.run_capturing(tool.func, args, record, to_json_text)

@@ -41,6 +41,9 @@ class Episode:
         caller: makes and reports the calls.
         send: ``send(type, **fields)`` of the channel (step progress).
         gateway: the model gateway of program steps (`runner.runtime.steps.gateway`), or None.
+        worker: the worker process (`runner.runtime.worker.client.Worker`) program steps run
+            in; after every step its ``check`` raises when it broke the pipe's rules (a forged
+            or malformed line), so that the episode names it.
     """
 
     def __init__(
@@ -51,8 +54,10 @@ class Episode:
         caller: Caller,
         send: Send,
         gateway: Any = None,
+        worker: Any = None,
     ) -> None:
         self.gateway = gateway
+        self.worker = worker
         self.workflow = workflow
         self.task_input = task_input
         self.registry = registry
@@ -77,6 +82,8 @@ class Episode:
                 if not isinstance(step, dict):
                     raise WorkflowError("step #{} is not an object".format(position))
                 result = self._run_step(step_id, step)
+                if self.worker is not None:
+                    self.worker.check()
             except (Exception, SystemExit) as exc:  # a tool may sys.exit()
                 self.send("step", step_id=step_id, state="failed", error=error_record(exc))
                 not_run = [
@@ -109,7 +116,7 @@ class Episode:
             ).run()
         if "program" in step:
             return ProgramStep(
-                step, self.registry, self.caller, self.task_input, self.gateway
+                step, self.registry, self.caller, self.task_input, self.gateway, self.worker
             ).run()
         raise WorkflowError(
             "step {!r} has neither 'tool', 'agent' nor 'program'".format(step_id), step=step_id

@@ -11,9 +11,10 @@ Standard library only, Python 3.9+. Step shape (normalised workflow, docs/intern
 - The function is called with a copy of the task input (a dict); a coroutine it returns is run
   to completion (`asyncio.run`). Its return value, which must be JSON-serialisable, is the
   step's output.
-- While it runs, its model calls go to the gateway (`runner.runtime.steps.gateway`) and every
-  call of
-  a ``@tool`` function is dispatched here (`runner.sdk.dispatch`): a declared tool is called
+- It runs in the worker process (`runner.runtime.worker`), never in the runtime. While it runs,
+  its model calls go to the gateway (`runner.runtime.steps.gateway`) and every call of a
+  ``@tool`` function comes back over the worker pipe to `ProgramStep.call`, on the runtime's
+  side (`runner.sdk.dispatch` in the worker hands it over): a declared tool is called
   through the episode's caller and obeys its effect class as in any step (``read``: served
   from the recordings; ``pure``/``local``: executed; absent tools cannot be declared); an
   undeclared tool is denied: the call is recorded with a `CapabilityDenied` error naming it,
@@ -30,6 +31,7 @@ from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
 from runner.runtime.replay.calls import Caller
 from runner.sdk import dispatch
+from runner.trace.strictjson import loads as strict_loads
 
 
 class ProgramStep:
@@ -41,6 +43,8 @@ class ProgramStep:
         caller: the episode's caller.
         task_input: the task's ``input``.
         gateway: the running gateway (`runner.runtime.steps.gateway.Gateway`), or None.
+        worker: runs the program (`runner.runtime.worker.client.Worker.run_program`); its
+            ``@tool`` calls come back to `call`.
     """
 
     def __init__(
@@ -50,7 +54,9 @@ class ProgramStep:
         caller: Caller,
         task_input: Dict[str, Any],
         gateway: Any = None,
+        worker: Any = None,
     ) -> None:
+        self.worker = worker
         self.step_id = str(step["id"])
         self.ref = str(step.get("program") or "")
         self.declared: List[str] = [str(t) for t in step.get("tools") or []]
@@ -62,78 +68,46 @@ class ProgramStep:
         self.denied: List[CapabilityDenied] = []
 
     def run(self) -> Any:
-        """Run the program; return its output.
+        """Run the program in the worker; return its output.
 
         Raises:
             ToolNotResolvable: a declared tool is not in the registry.
             CapabilityDenied: the program called an undeclared tool (first such call).
             WorkflowError: the module or function does not load, or the output is not JSON.
-            Exception: whatever the program raised.
+            Exception: whatever the program raised (as the worker named it).
         """
         self.tools = {tool_id: self.registry.resolve(tool_id) for tool_id in self.declared}
         if self.gateway is not None:
             self.gateway.activate(self.step_id)
         try:
-            with dispatch.dispatching(self._dispatch):
-                try:
-                    result = self._load()(dict(self.task_input))
-                    if hasattr(result, "__await__"):
-                        import asyncio  # only for a program that is a coroutine function
-
-                        result = asyncio.run(_awaited(result))
-                except BaseException as exc:
-                    if self.denied and self.denied[0] is not exc:
-                        raise self.denied[0] from exc
-                    raise
+            try:
+                if self.worker is not None:
+                    result = self.worker.run_program(self)
+                else:
+                    result = run_here(self)
+            except BaseException as exc:
+                if self.denied and self.denied[0] is not exc:
+                    raise self.denied[0] from exc
+                raise
         finally:
             if self.gateway is not None:
                 self.gateway.deactivate(self.step_id)
         if self.denied:
             raise self.denied[0]
-        try:
-            to_json_text(result)
-        except (TypeError, ValueError) as exc:
-            raise WorkflowError(
-                "program {} of step {!r} returned a value that is not JSON-serialisable: {}".format(
-                    self.ref, self.step_id, exc
-                ),
-                step=self.step_id,
-            ) from exc
         return result
 
-    def _load(self) -> Any:
-        module_name, _, attr = self.ref.partition(":")
-        try:
-            target: Any = importlib.import_module(module_name)
-        except Exception as exc:
-            raise WorkflowError(
-                "cannot import program module {!r} of step {!r} inside the sandbox: {}: {}".format(
-                    module_name, self.step_id, type(exc).__name__, exc
-                ),
-                step=self.step_id,
-            ) from exc
-        for part in attr.split("."):
-            target = getattr(target, part, None)
-        if not callable(target):
-            raise WorkflowError(
-                "program {!r} of step {!r} is not a function".format(self.ref, self.step_id),
-                step=self.step_id,
-            )
-        return target
+    def call(self, tool_id: str, arguments: Any) -> Any:
+        """A ``@tool`` call the program made (in the worker): the guard is here, on this side.
 
-    def _dispatch(self, definition: Any, args: tuple, kwargs: dict) -> Any:  # type: ignore[type-arg]
-        """A direct ``@tool`` call of the program: declared ones go through the caller."""
-        tool_id = str(definition.id)
-        arguments = _arguments(definition, args, kwargs)
+        A tool outside the step's declared toolset is denied and recorded (nothing runs);
+        a declared one goes through the episode's caller (served, or executed in the worker).
+        """
         tool = self.tools.get(tool_id)
         if tool is None:
             error = CapabilityDenied(
-                "tool {!r} ({}) is not in the declared toolset of program step {!r} (declared: "
+                "tool {!r} is not in the declared toolset of program step {!r} (declared: "
                 "{}): nothing executed".format(
-                    tool_id,
-                    getattr(definition.effect, "value", definition.effect),
-                    self.step_id,
-                    ", ".join(self.declared) or "none",
+                    tool_id, self.step_id, ", ".join(self.declared) or "none"
                 ),
                 tool_id=tool_id,
                 step=self.step_id,
@@ -141,11 +115,81 @@ class ProgramStep:
             self.denied.append(error)
             self.caller.record_failed(self.step_id, tool_id, arguments, error)
             raise error
-        with dispatch.direct():
+        try:
             return self.caller.call_tool(self.step_id, tool, arguments)
+        except CapabilityDenied as exc:  # an argument rule: denied even if caught
+            self.denied.append(exc)
+            raise
 
 
-def _arguments(definition: Any, args: tuple, kwargs: dict) -> Any:  # type: ignore[type-arg]
+def load_program(ref: str, step_id: str) -> Any:
+    """The program function ``module:function`` (imported in the worker).
+
+    Raises:
+        WorkflowError: the module does not import or the name is not a function.
+    """
+    module_name, _, attr = ref.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise WorkflowError(
+            "cannot import program module {!r} of step {!r} inside the sandbox: {}: {}".format(
+                module_name, step_id, type(exc).__name__, exc
+            ),
+            step=step_id,
+        ) from exc
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise WorkflowError(
+            "program {!r} of step {!r} is not a function".format(ref, step_id), step=step_id
+        )
+    return target
+
+
+def run_program(ref: str, step_id: str, task_input: Any, dispatcher: Any) -> str:
+    """Call the program with ``task_input``; its ``@tool`` calls go to ``dispatcher``.
+
+    Returns:
+        The program's output as JSON text.
+
+    Raises:
+        WorkflowError: it does not load, or its output is not JSON-serialisable.
+        Exception: what the program raised.
+    """
+    target = load_program(ref, step_id)
+    with dispatch.dispatching(dispatcher):
+        result = target(dict(task_input) if isinstance(task_input, dict) else {})
+        if hasattr(result, "__await__"):
+            import asyncio  # only for a program that is a coroutine function
+
+            result = asyncio.run(_awaited(result))
+    try:
+        return to_json_text(result)
+    except (TypeError, ValueError) as exc:
+        raise WorkflowError(
+            "program {} of step {!r} returned a value that is not JSON-serialisable: {}".format(
+                ref, step_id, exc
+            ),
+            step=step_id,
+        ) from exc
+
+
+def run_here(step: ProgramStep) -> Any:
+    """Run ``step``'s program in this process (unit tests; the runtime uses its worker)."""
+
+    def local(definition: Any, args: tuple, kwargs: dict) -> Any:  # type: ignore[type-arg]
+        with dispatch.direct():
+            return step.call(str(definition.id), arguments_of(definition, args, kwargs))
+
+    return strict_loads(run_program(step.ref, step.step_id, step.task_input, local))
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def arguments_of(definition: Any, args: tuple, kwargs: dict) -> Any:  # type: ignore[type-arg]
     """The call's arguments by name (what the record and the recordings match on)."""
     import inspect  # only when a program calls a tool
 
@@ -154,10 +198,6 @@ def _arguments(definition: Any, args: tuple, kwargs: dict) -> Any:  # type: igno
     except TypeError:
         return dict(kwargs) if not args else {"args": list(args), **kwargs}
     return dict(bound.arguments)
-
-
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def program_steps(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:

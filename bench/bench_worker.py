@@ -1,0 +1,154 @@
+"""Benchmark: what the worker process costs (issue 18), measured in a real container.
+
+Two figures, each against its in-process baseline measured in the same container, in the same
+run (printed, not asserted):
+
+- per call: 1,000 trivial tool calls through the episode's `Caller`, executed in-process
+  (`runner.runtime.replay.rawserve.run_here`, how tools ran before the worker) and through the
+  worker pipe (`runner.runtime.worker.client.Worker.execute`); µs per call;
+- start-up CPU: a fresh runtime interpreter that imports the runtime and loads the tool module
+  itself (before) against one that also spawns the worker and has it load the module (after),
+  counting the worker's CPU (``/proc/PID/stat``); ms of CPU.
+
+Usage: ``.venv/bin/python bench/bench_worker.py [--calls 1000] [--image sandbox-replay:latest]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runner.backends.base import STDOUT, LifetimeCap, Mount, SandboxSpec  # noqa: E402
+from runner.backends.docker import DockerBackend  # noqa: E402
+from runner.episode.prepare import runner_mounts  # noqa: E402
+from runner.runtime import protocol  # noqa: E402
+
+TOOLS = """
+from runner.sdk import Effect, tool
+
+@tool("bench.echo", effect=Effect.PURE)
+def echo(x: int) -> int:
+    return x
+"""
+
+INNER = r"""
+import json, os, resource, subprocess, sys, time
+sys.path.insert(0, "/bench")
+CALLS = int(sys.argv[1])
+from runner.sdk import tool_def
+import benchtools
+entry = dict(tool_def(benchtools.echo).manifest_entry(), disposition="execute")
+MANIFEST = {"tools": [entry], "policy": {"name": "bench"}}
+
+def caller(execute=None):
+    from runner.runtime.replay.calls import Caller
+    from runner.runtime.replay.clock import Clock
+    from runner.runtime.replay.recordings import ObservationStore, TraceStore
+    return Caller(lambda *a, **k: None, lambda f: {}, "shadow", ObservationStore(None),
+                  TraceStore(None), Clock(0.0, 1.0), execute=execute)
+
+def per_call(execute, tool):
+    c = caller(execute)
+    for i in range(50):
+        c.call_tool("s", tool, {"x": i})
+    start = time.perf_counter()
+    for i in range(CALLS):
+        c.call_tool("s", tool, {"x": i})
+    return (time.perf_counter() - start) / CALLS * 1e6
+
+from runner.runtime.registry import RuntimeRegistry
+local = RuntimeRegistry.from_manifest(MANIFEST, "shadow", ["/bench"], ["benchtools"])
+in_process_us = per_call(None, local.resolve("bench.echo"))
+
+from runner.runtime.pid1 import Reaper
+from runner.runtime.worker.client import Worker
+reaper = Reaper(); reaper.start()
+worker = Worker(reaper); worker.spawn()
+code = worker.load(MANIFEST, "shadow", ["/bench"], ["benchtools"])
+remote = RuntimeRegistry.from_manifest(MANIFEST, "shadow", code=code)
+pipe_us = per_call(worker.execute, remote.resolve("bench.echo"))
+
+BEFORE = ("import runner.runtime.main\nfrom runner.runtime.registry import RuntimeRegistry\n"
+          "RuntimeRegistry.from_manifest(%r, 'shadow', ['/bench'], ['benchtools'])\n" % MANIFEST)
+AFTER = ("import os, sys\nimport runner.runtime.main\nfrom runner.runtime.pid1 import Reaper\n"
+         "from runner.runtime.worker.client import Worker\n"
+         "w = Worker(Reaper()); w.spawn(); w.load(%r, 'shadow', ['/bench'], ['benchtools'])\n"
+         "f = open('/proc/%%d/stat' %% w.pid).read().rsplit(')', 1)[1].split()\n"
+         "sys.stdout.write(str((int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')))\n" % MANIFEST)
+
+def cpu_ms(code, runs=5):
+    best = None
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        spent += float(out or 0)
+        best = spent if best is None else min(best, spent)
+    return best * 1000
+
+print(json.dumps({"calls": CALLS, "in_process_us": in_process_us, "pipe_us": pipe_us,
+                  "startup_before_ms": cpu_ms(BEFORE), "startup_after_ms": cpu_ms(AFTER)}))
+"""
+
+
+def main() -> int:
+    """Run the measurement in one container; print the figures and the ratios."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--image", default="sandbox-replay:latest")
+    options = parser.parse_args()
+    bench = Path("/tmp") / f"bench-worker-{uuid.uuid4().hex[:8]}"
+    bench.mkdir(mode=0o755)
+    (bench / "benchtools.py").write_text(TOOLS)
+    (bench / "benchtools.py").chmod(0o644)
+    spec = SandboxSpec(
+        run_id=f"bench-worker-{uuid.uuid4().hex[:10]}",
+        image=options.image,
+        command=("python3", "-c", INNER, str(options.calls)),
+        mounts=(*runner_mounts(), Mount(bench, "/bench")),
+        env={"PYTHONPATH": protocol.RUNTIME_ROOT},
+        cap=LifetimeCap(300.0),
+    )
+    backend = DockerBackend.connect()
+    out = bytearray()
+    try:
+        with backend.sandbox(spec) as box:
+            for frame in box.frames(0.5):
+                if frame is not None and frame[0] == STDOUT:
+                    out.extend(frame[1])
+            state = box.wait(300)
+    finally:
+        backend.close()
+    if state.exit_code != 0 or not out:
+        print(f"the benchmark container failed: {state}", file=sys.stderr)
+        return 1
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    print(
+        "per call, {calls} trivial tool calls: in-process {in_process_us:.1f} µs, "
+        "through the worker pipe {pipe_us:.1f} µs (x{ratio:.2f}, +{extra:.1f} µs)".format(
+            ratio=result["pipe_us"] / result["in_process_us"],
+            extra=result["pipe_us"] - result["in_process_us"],
+            **result,
+        )
+    )
+    print(
+        "start-up CPU: runtime loading tools itself {startup_before_ms:.1f} ms, runtime + "
+        "worker {startup_after_ms:.1f} ms (x{ratio:.2f}, +{extra:.1f} ms)".format(
+            ratio=result["startup_after_ms"] / result["startup_before_ms"],
+            extra=result["startup_after_ms"] - result["startup_before_ms"],
+            **result,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""The worker process: tool functions and program steps run there, never in the runtime.
+
+Standard library only, Python 3.9+; mounted into sandboxes. The runtime (PID 1 of the sandbox,
+`runner.runtime.pid1`) keeps the host channel and the episode record; it starts one worker per
+run (same uid, no capability) and talks to it over two pipes with the channel's own framing
+(`runner.runtime.channel.Channel`: whole lines, strict decoding, a bounded reader). The
+call-time guard (the registry, the declared toolsets of program steps) and every call record
+are on the runtime's side; what the worker answers is checked and only then used.
+
+Modules: ``client`` (the runtime's end: spawn, requests, violations), ``process`` (the worker's
+end: imports tool modules, runs tools and programs), ``wire`` (what may cross: results, errors,
+raw HTTP exchanges).
+
+Hook point for the egress witness (issue 18, i18-witness): `process.before_user_code` runs in
+the worker, on itself, before any user module is imported; a function appended to
+`process.BEFORE_USER_CODE` runs there (e.g. install a seccomp user-notification filter and hand
+its listener to the runtime). On the runtime's side `client.Worker.pid` is the worker's pid
+once `client.Worker.spawn` returned (before any user code is loaded: that waits for ``load``).
+
+May import: the standard library, the runtime's modules, `runner.sdk`, `runner.trace` and
+`runner.errors`.
+"""
+
+__all__ = ["client", "process", "wire"]

@@ -1,0 +1,141 @@
+"""Tool code in the worker against the runtime, PID 1 of the sandbox (real containers).
+
+The runtime holds the channel and the record; tools run in its worker (runner/runtime/worker/),
+same uid, no capability. Each attack here is what the worker can do, and each test asserts what
+the host witnesses: the runtime is untouched (the episode arrives, its record is the runtime's)
+and the attack is contained and, when it touches the pipe, named in the episode. The kernel's
+rules behind it (runner/runtime/pid1.py): signals from inside a namespace to its init are
+dropped without a handler; /proc of a non-dumpable process is root-owned; ptrace needs
+PTRACE_MODE_ATTACH. Each probe runs the same attack on a same-uid process of its own as the
+control, so a pass is not an attack that never worked. Hostile tools:
+tests/fixtures/attacks/hostile_tools.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration._episodes import Project
+from tests.integration._hostile import backend, project, run_steps
+
+pytestmark = pytest.mark.docker
+__all__ = ["backend", "project"]  # fixtures
+
+
+def test_the_runtime_is_pid_1_and_not_dumpable(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: p, tool: pid1.probe}\n")
+    assert out.end["status"] == "succeeded", out.end
+    report = out.call("p")
+    probe = json.loads(report["body"])
+    pid1, control = probe["pid1"], probe["control"]
+    assert probe["uid"] != 0
+    # the control: the same attacks on a same-uid, dumpable process of the tool's own all work
+    assert control["fd"].startswith("listed") and control["environ"] == "read", control
+    assert control["ptrace"] == "attached" and control["owner"] == probe["uid"], control
+    # PID 1 (the runtime, not dumpable): its /proc is root's, nothing opens, no ptrace
+    assert pid1["owner"] == 0, pid1
+    assert pid1["fd"] == "EACCES" and pid1["fd1"] == "EACCES", pid1
+    assert pid1["environ"] == "EACCES" and pid1["mem"] == "EACCES", pid1
+    assert pid1["ptrace"] == "EPERM", pid1
+
+
+def test_signals_from_the_worker_do_not_reach_pid_1(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    steps = "- {id: s, tool: pid1.signals}\n- {id: after, tool: pid1.orphans, args: {count: 1}}\n"
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    sent = json.loads(out.call("s")["body"])
+    assert sent["child_exit"] == 0  # kill() "succeeded": the kernel drops them silently
+    assert sent["pid1_state"] in ("S", "R"), sent  # not stopped (T), not gone
+    assert sent["me"] != 1  # the tool ran in the worker, not in PID 1
+    # the runtime lived on: the next step ran, the episode and its record arrived
+    assert out.end["status"] == "succeeded", out.end
+    assert [c["tool"] for c in out.calls] == ["pid1.signals", "pid1.orphans"]
+
+
+def test_orphans_are_reaped_by_pid_1(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(
+        project,
+        backend,
+        sandbox_image,
+        tmp_path,
+        "- {id: o, tool: pid1.orphans, args: {count: 30}}\n",
+    )
+    assert out.end["status"] == "succeeded", out.end
+    assert json.loads(out.call("o")["body"]) == {"zombies": 0}
+
+
+def test_a_forged_call_line_on_the_pipe_is_not_believed_and_named(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: f, tool: pipe.forge}\n")
+    assert all(c.get("tool") != "world.launch" for c in out.calls), out.calls
+    assert out.end["output"] != "FORGED", out.end
+    assert out.end["status"] == "failed", out.end
+    assert out.end["failure"]["error_class"] == "runner.runtime.worker.wire.WorkerProtocolError"
+    assert "answers nothing" in out.end["error"]["message"], out.end["error"]
+
+
+def test_a_flood_on_the_pipe_is_bounded_and_named(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: f, tool: pipe.flood}\n")
+    assert out.end["status"] == "failed", out.end
+    assert out.end["failure"]["error_class"] == "runner.runtime.worker.wire.WorkerProtocolError"
+    assert "discarded" in out.end["error"]["message"], out.end["error"]
+
+
+def test_a_worker_that_closes_its_pipe_fails_the_call_not_the_runtime(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: c, tool: pipe.close}\n")
+    assert out.end["status"] == "failed", out.end
+    assert out.call("c")["error"]["class"] == "runner.runtime.worker.wire.WorkerGone"
+    assert out.end["failure"]["tool"] == "pipe.close"
+
+
+def test_a_child_that_outlives_the_worker_is_killed_with_the_sandbox(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The worker exits, its daemon child (own session) lingers: the episode still ends, and
+    the sandbox goes with PID 1 (the kernel kills a namespace whose init exits)."""
+    started = time.monotonic()
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: d, tool: pipe.orphan_exit}\n"
+    )
+    assert out.end["status"] == "failed", out.end
+    assert out.call("d")["error"]["class"] == "runner.runtime.worker.wire.WorkerGone"
+    assert time.monotonic() - started < 60
+
+
+def test_the_runtime_as_pid_1_enforces_the_cap_itself(
+    backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """No host: the runtime waits for ``start`` that never comes; its own cap ends it (137)."""
+    from runner.backends.base import LifetimeCap, SandboxSpec
+    from runner.episode.prepare import RUNTIME_COMMAND, runner_mounts
+    from runner.runtime import protocol
+
+    spec = SandboxSpec(
+        run_id=f"selfcap-{uuid.uuid4().hex[:10]}",
+        image=sandbox_image,
+        command=RUNTIME_COMMAND,
+        mounts=tuple(runner_mounts()),
+        env={"PYTHONPATH": protocol.RUNTIME_ROOT},
+        cap=LifetimeCap(2.0, grace_s=1.0),
+        init=True,
+    )
+    with backend.sandbox(spec) as box:
+        state = box.wait(60)  # the host would kill only after a minute
+    assert not state.killed_by_host and state.exit_code == 137, state
+    assert state.ran_s is not None and 2.5 < state.ran_s < 8, state

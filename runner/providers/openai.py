@@ -36,8 +36,7 @@ import structlog
 
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
-from runner.providers.endpoints import client, endpoint
-from runner.providers.httpcall import post_api
+from runner.providers.httpcall import client, endpoint, post_api
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
 from runner.providers.retries import provider_retrying, retry_after_s
 

@@ -20,7 +20,8 @@ import pytest
 from docker.types import ContainerConfig
 
 from runner.backends.base import CAP_GRACE_S, ExitState, LifetimeCap, ResourceLimits, SandboxSpec
-from runner.backends.docker.backend import DockerBackend, capped_command
+from runner.backends.docker.backend import DockerBackend
+from runner.backends.docker.hardening import capped_command
 from runner.backends.docker.sandbox import ran_seconds
 from runner.episode.status import classify
 from runner.errors import InputError

@@ -5,10 +5,10 @@ Every line the host reads from a sandbox, and every line the runtime reads from 
 goes through the one strict decoder (runner/trace/strictjson.py). Tool code holds only the
 worker's pipe (issue 18): a line it forges there is refused by the runtime, the episode
 ``failed`` with `WorkerProtocolError` naming why, and the trace still ends with its ``end`` line
-(the host-side refusal of a channel line is tested in tests/unit/episode). A tool's own deep value is
-refused where it is made (the runtime writes results with `runner.trace.strictjson.dumps_value`):
-the call
-fails like one returning NaN. Hostile tools: tests/fixtures/attacks/hostile_tools.py.
+(the host-side refusal of a channel line is tested in tests/unit/episode). A tool's own deep
+value is refused where it is made (the runtime writes results with
+`runner.trace.strictjson.dumps_value`): the call fails like one returning NaN. Hostile tools:
+tests/fixtures/attacks/hostile_tools.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``python -m runner`` runs the CLI."""
 
-from runner.cli.app import main
+from runner.cli.entry import main
 
 main()

@@ -9,7 +9,7 @@ May import: every other package of runner. Heavy libraries (docker, pydantic-set
 are imported inside the commands, so that ``--help`` stays quick.
 """
 
-from runner.cli.app import main
+from runner.cli.entry import main
 
 # `app` is not re-exported: the name would hide the module runner.cli.app
 __all__ = ["main"]

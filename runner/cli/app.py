@@ -1,13 +1,14 @@
-"""The ``sandbox-replay`` command: the one boundary where exceptions become exit codes.
+"""The typer `app` of ``sandbox-replay``, its global options and the helpers every command uses.
 
-Each command lives in its own module under ``runner.cli`` and registers itself on `app`.
-Heavy libraries (docker, pydantic-settings, rich) are imported inside the commands so that
-``--help`` stays quick.
+Each command lives in its own module under ``runner.cli.commands`` and registers itself on `app`
+(importing `app` from here); `runner.cli.entry.main` imports them all and runs `app`. This
+module imports no command. Heavy libraries (docker, pydantic-settings, rich) are imported
+inside the commands, for start-up speed: ``--help`` stays quick.
 """
 
 from __future__ import annotations
 
-import sys
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 
@@ -48,6 +49,7 @@ class CliState:
             InputError: an environment variable holds an invalid value (named, with the
                 reason), exit 2 -- never a traceback.
         """
+        # imported on use, not at module top: start-up speed (`--help`, `check`)
         from pydantic import ValidationError
 
         from runner.cli.log import configure_logging
@@ -116,44 +118,18 @@ def state(ctx: typer.Context) -> CliState:
     return obj if isinstance(obj, CliState) else CliState()
 
 
-def fail(error: SandboxReplayError) -> NoReturn:
-    """Print one clear line for ``error`` on stderr and exit with its code."""
-    echo(f"error: {error}", err=True)
+def fail(error: SandboxReplayError, *, as_json: bool = False) -> NoReturn:
+    """Say ``error`` and exit with its code: the one error output of every command.
+
+    Args:
+        error: what went wrong (its message and fields come from input: printed inert).
+        as_json: the command was asked for ``--json``: one JSON object on stdout,
+            ``{"exit_code", "error", **error.fields}`` (a field that is not JSON as its
+            string); else one ``error:`` line on stderr.
+    """
+    if as_json:
+        body = {"exit_code": error.exit_code, "error": str(error), **error.fields}
+        echo(json.dumps(body, ensure_ascii=True, default=str))
+    else:
+        echo(f"error: {error}", err=True)
     raise typer.Exit(error.exit_code)
-
-
-def stdout_gone() -> None:
-    """Point stdout at /dev/null after its reader went away (``| head``).
-
-    Later writes and the interpreter's final flush then neither fail nor print a traceback.
-    """
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # no real stdout (tests): nothing to redirect
-        pass
-
-
-def _register_commands() -> None:
-    # Imported for their side effect of adding commands to `app`.
-    from runner.cli import commands  # noqa: F401
-
-
-def main() -> None:
-    """Entry point of the console script; exits with SPEC.md's exit code.
-
-    Typer itself maps usage errors to 2 and Ctrl-C to 130; a `SandboxReplayError` that reaches
-    this boundary becomes one ``error:`` line on stderr and its family's exit code.
-    """
-    _register_commands()
-    try:
-        app(prog_name="sandbox-replay")
-    except BrokenPipeError:  # stdout's reader left (``| head``): no traceback, no noise
-        stdout_gone()
-        sys.exit(1)
-    except SandboxReplayError as exc:
-        echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)

@@ -14,6 +14,8 @@ from typing import Literal
 
 import structlog
 
+from runner.cli.terminal import inert
+
 
 def _encodable(value: object) -> object:
     if isinstance(value, str):
@@ -38,8 +40,6 @@ def _inert_text(
     _logger: object, _method: str, event_dict: structlog.typing.EventDict
 ) -> structlog.typing.EventDict:
     """Console logs: every string value (and the event name) without terminal controls."""
-    from runner.cli.terminal import inert
-
     return {
         key: inert(value) if isinstance(value, str) else value for key, value in event_dict.items()
     }

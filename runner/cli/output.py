@@ -20,6 +20,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from runner.cli.terminal import inert, stdout_gone
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
@@ -36,14 +38,10 @@ def table_console(*, stderr: bool = False, file: TextIO | None = None) -> Consol
         stderr: write to stderr instead of stdout.
         file: write there instead (its ``isatty`` decides the width).
     """
-    from rich.console import Console
-
-    from runner.cli.terminal import inert
+    from rich.console import Console  # rich on first use only: start-up speed (``--help``)
 
     class _InertConsole(Console):
         def on_broken_pipe(self) -> None:
-            from runner.cli.app import stdout_gone
-
             stdout_gone()
             self.quiet = True  # the rest of the output goes nowhere; the exit code stands
 

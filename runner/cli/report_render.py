@@ -90,6 +90,7 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
         report: ``report.json``'s content (older reports without the newer keys render too).
         console: where to print.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 
@@ -135,6 +136,7 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 
@@ -207,6 +209,7 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_unrecorded(unrecorded: Mapping[str, Any], console: Any) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 
@@ -229,6 +232,7 @@ def _render_unrecorded(unrecorded: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_groups(report: Mapping[str, Any], grading: Any, console: Any) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
 
     not_run = report.get("not_run") or []

@@ -22,7 +22,9 @@ so nothing is hidden either. It does not touch ``[``: markup is escaped where ma
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 import typer
 
@@ -64,6 +66,7 @@ def inert(text: object) -> str:
 
 def markup(text: object) -> str:
     """`inert` text escaped for rich markup: data shown as it is, never as styles or links."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
 
     return escape(inert(text))
@@ -74,4 +77,17 @@ def echo(text: object, *, err: bool = False) -> None:
     typer.echo(inert(text), err=err)
 
 
-__all__ = ["echo", "inert", "markup"]
+__all__ = ["echo", "inert", "markup", "stdout_gone"]
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null after its reader went away (``| head``).
+
+    Later writes and the interpreter's final flush then neither fail nor print a traceback.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (tests): nothing to redirect
+        pass

@@ -5,7 +5,7 @@ evaluation (a module's top-level code would run on the host, with the network). 
 ``tools`` module with `ast` (`static_registry`), where ``submit`` and ``run`` describe the
 modules inside a sandbox (`runner.episode.toolmanifest.sandbox_registry`):
 
-- modules are located as the sandbox finds them (`runner.episode.toolmanifest.
+- modules are located as the sandbox finds them (`runner.domain.toollocate.
   locate_tools`: workflow folder, current directory, installed packages; no import), ``.json``
   tool manifests read as data, as everywhere;
 - the module's top-level statements are walked in order (`runner.domain.toolstatic_values`

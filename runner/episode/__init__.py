@@ -1,11 +1,15 @@
 """The host side of one sandbox run: prepare, drive the channel, classify, write the trace.
 
-`prepare_run` writes the run folder and the `SandboxSpec` (only the sandbox-side packages of
-runner are mounted: `runner_mounts`); `run_episode` drives the NDJSON channel (``channel``),
-keeps what the host learns (``state``) and classifies the status (``status``);
-``metered_run.metered_run`` is the reservation, run and settlement of one run that commands
-compose; `sandbox_registry` describes the tools of a workflow by asking a sandbox
-(``toolmanifest``); `record_run` runs a workflow live, unsandboxed (``record``).
+`prepare_run` writes the run folder and the `SandboxSpec` of an `EpisodeRequest` (``prepare``,
+``request``; only the sandbox-side packages of runner are mounted: `runner_mounts`);
+`run_episode` drives the NDJSON channel (``driver``, ``channel``), keeps what the host learns
+(``state``: the gateway's requests ``gatewayhost``, the egress log ``outbound``), classifies the
+status (``status``) and writes the header and end line (``tracelines``);
+``metered_run`` is the reservation, run and settlement of one run that every command
+composes; ``limits`` the per-run limits in effect; ``reaping`` the ledger side of the reaper.
+Subpackages: ``snapshot/`` (the tool snapshot, the only user files a sandbox sees) and
+``toolmanifest/`` (`sandbox_registry`: the tools of a workflow described by a sandbox, and the
+load gate built on it); `record_run` runs a workflow live, unsandboxed (``record``).
 
 May import: `runner.providers`, `runner.backends` (the interface; the Docker backend is passed
 in), `runner.ledger`, `runner.policy`, `runner.domain`, `runner.tracetools`, `runner.settings`,
@@ -13,12 +17,13 @@ in), `runner.ledger`, `runner.policy`, `runner.domain`, `runner.tracetools`, `ru
 never submit, reproduce, importers or cli.
 """
 
+from runner.domain.toollocate import locate_tools
 from runner.episode.driver import run_episode
 from runner.episode.metered_run import MeteredRun
 from runner.episode.prepare import prepare_run, runner_mounts
 from runner.episode.record import record_run
 from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
-from runner.episode.toolmanifest import locate_tools, sandbox_registry
+from runner.episode.toolmanifest.registry import sandbox_registry
 
 __all__ = [
     "EpisodeRequest",

@@ -50,6 +50,7 @@ from runner.providers.base import ModelProvider
 from runner.providers.deadline import DeadlineProvider
 from runner.runtime import protocol
 from runner.settings import Settings
+from runner.trace.redact import Redactor
 from runner.trace.writer import TraceWriter
 
 __all__ = ["lookup_image_id", "run_episode"]
@@ -84,6 +85,19 @@ def lookup_image_id(backend: Backend, image: str) -> str | None:
         log.warning("image_id_unavailable", image=image, error=str(exc))
         return None
     return str(value) if value else None
+
+
+def trace_redactor(request: EpisodeRequest) -> Redactor | None:
+    """The redactor of a ``live`` run's trace (record mode): the policy's rules, a fresh key.
+
+    A live run sees real data, so its trace is redacted as it is written (issue 18,
+    `runner.trace.redact`). Replay and judge runs are written as they come: what they are
+    served comes from traces and tasks that were redacted when recorded, imported or packed,
+    and a fresh key would make a served placeholder differ from the recording's.
+    """
+    if request.purpose != "live":
+        return None
+    return Redactor(getattr(request.policy, "redaction_rules", None))
 
 
 def run_episode(
@@ -136,7 +150,11 @@ def run_episode(
         timeout_s=limits.timeout_s,
         memory_mb=limits.memory_mb,
     )
-    with TraceWriter(prepared.trace_path, max_bytes=limits.max_trace_mb * 1024 * 1024) as trace:
+    with TraceWriter(
+        prepared.trace_path,
+        max_bytes=limits.max_trace_mb * 1024 * 1024,
+        redactor=trace_redactor(request),
+    ) as trace:
         state.trace = trace
         exit_state: ExitState | None = None
         started = monotonic()

@@ -1,9 +1,19 @@
-"""Metering of one-off runs (``record``, ``reproduce``): one ledger job, one run, one charge.
+"""The metered run: a request, its provider, its ledger entries and one episode, composed once.
 
-``record`` charges its run under purpose ``live``; ``reproduce`` under ``replay`` (it never
-charges ``live``: SPEC.md, issue 6). The run is reserved before it starts (against the
-policy's ceiling of that purpose) and settled with the episode's actual spend when it ends;
-a run that never started is released, so nothing is charged for it.
+Every command that runs an episode composes it here: `metered_episode` is the one composition
+(the request charged to its ledger run, the provider metered call by call under the run's
+guard when its model turns are paid for, one `runner.episode.driver.run_episode`), used by
+``submit``'s pairs (whose job, reservations and settlement are the scheduler's) and, through
+`one_off_run`, by ``run``, ``record`` and ``reproduce``: one ledger job, one run, one charge
+(`metered_run`). How model turns are charged (`ModelSpend`): ``per_call`` (``submit``,
+``run``: each call reserved before it is forwarded, `runner.providers.metered`),
+``from_meter`` (``record``: the end line's meter, on the run's charge) or ``none``
+(``reproduce``: served from the trace, free).
+
+``record`` charges its run under purpose ``live``; ``run`` and ``reproduce`` under ``replay``
+(reproduce never charges ``live``: SPEC.md, issue 6). The run is reserved before it starts
+(against the policy's ceiling of that purpose) and settled with the episode's actual spend when
+it ends; a run that never started is released, so nothing is charged for it.
 
 A run's sandbox seconds are charged from container start until after its teardown, so its
 reservation (`run_sandbox_s`) is the effective timeout (a settings override wins over the
@@ -12,21 +22,46 @@ policy) plus the host's grace past the deadline (`RUN_GRACE_S`).
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from runner.domain.ids import timestamped_ids
+from runner.backends.base import Backend
+from runner.domain.ids import IdFactory, timestamped_ids
 from runner.episode.driver import (
     KILL_DRAIN_S,
     MIN_WRITE_S,
     POLL_S,
     SHUTDOWN_GRACE_S,
+    run_episode,
 )
 from runner.episode.limits import resource_limits
+from runner.episode.request import EpisodeRequest, EpisodeResult
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger, Purpose, run_key
+from runner.providers.base import ModelProvider
+from runner.providers.metered import MeteredProvider, StopSignal
 from runner.settings import Settings
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "MeteredEpisode",
+    "MeteredRun",
+    "ModelSpend",
+    "call_cap",
+    "metered_episode",
+    "metered_run",
+    "one_off_run",
+    "run_sandbox_s",
+]
+
+DEFAULT_MAX_TOKENS = 1024  # completion-token cap of a forwarded call when a ceiling bounds spend
+
+# How a run's model turns are charged (module docstring).
+ModelSpend = Literal["per_call", "from_meter", "none"]
 
 # Seconds a run may be charged past its timeout: the deadline is checked once a poll, a write
 # past it still gets MIN_WRITE_S, the killed sandbox's output is drained up to KILL_DRAIN_S and
@@ -155,3 +190,174 @@ def metered_run(
             ledger.set_job_status(job_id, "interrupted")
             raise
         ledger.set_job_status(job_id, "complete")
+
+
+def call_cap(ceiling: Any) -> int | None:
+    """The completion-token cap of forwarded model calls under ``ceiling``.
+
+    Args:
+        ceiling: the replay ceiling in effect (its ``tokens`` and ``usd``, None: unbounded).
+
+    Returns:
+        `DEFAULT_MAX_TOKENS` when the ceiling bounds tokens or USD (a call's reservation needs a
+        bound), else None (requests forwarded unchanged).
+    """
+    return DEFAULT_MAX_TOKENS if ceiling.tokens is not None or ceiling.usd is not None else None
+
+
+@dataclass(frozen=True)
+class MeteredEpisode:
+    """One episode run by `metered_episode`.
+
+    Attributes:
+        result: the episode's result (its trace written).
+        calls_charged: what its model calls were charged one by one (a `MeteredProvider`);
+            None when they were not metered call by call (no model, or ``from_meter``/``none``).
+    """
+
+    result: EpisodeResult
+    calls_charged: Amount | None
+
+    def usage(self) -> Amount:
+        """Tokens and USD its calls were charged, and the end line's sandbox seconds."""
+        charged = self.calls_charged if self.calls_charged is not None else Amount()
+        sandbox_s = (self.result.end.get("meter") or {}).get("sandbox_s")
+        return Amount(
+            tokens_in=charged.tokens_in,
+            tokens_out=charged.tokens_out,
+            usd=charged.usd,
+            sandbox_s=float(sandbox_s) if isinstance(sandbox_s, int | float) else 0.0,
+        )
+
+
+def metered_episode(
+    request: EpisodeRequest,
+    *,
+    run_key: str,
+    guard: CeilingGuard,
+    backend: Backend,
+    settings: Settings,
+    provider: ModelProvider | None,
+    id_factory: IdFactory,
+    variant: str,
+    model: str | None = None,
+    stop: StopSignal | None = None,
+    max_tokens: int | None = None,
+    per_call: bool = True,
+) -> MeteredEpisode:
+    """Run ``request`` as the ledger run ``run_key``, its model calls metered under ``guard``.
+
+    Args:
+        request: what to run (its ``ledger_key`` becomes ``run_key``: the reaper can settle it).
+        run_key: the ledger run the episode is charged to (its reservation is the caller's).
+        guard: the job's ceiling guard (each model call reserved and settled under it).
+        backend: the sandbox backend.
+        settings: host settings.
+        provider: answers model turns; None when the workflow has no model.
+        id_factory: makes the run id.
+        variant: the variant's name (attribution of the call charges).
+        model: the model the variant asks (a call's estimate when the request names none).
+        stop: the job's stop signal (default: one of this run's own).
+        max_tokens: the completion-token cap of forwarded calls (`call_cap`).
+        per_call: meter the model calls one by one (False: ``provider`` answers unmetered;
+            the caller charges its turns from the end line's meter, or not at all).
+
+    Returns:
+        The result and what the calls were charged.
+
+    Raises:
+        InputError: invalid run id.
+    """
+    metered = None
+    if provider is not None and per_call:
+        metered = MeteredProvider(
+            provider,
+            guard,
+            stop or StopSignal(),
+            request.policy.prices,
+            model=model,
+            variant=variant,
+            task_id=request.task.task_id,
+            run_key=run_key,
+            max_tokens=max_tokens,
+        )
+    result = run_episode(
+        dataclasses.replace(request, ledger_key=run_key),
+        backend=backend,
+        settings=settings,
+        provider=metered if per_call else provider,
+        id_factory=id_factory,
+    )
+    return MeteredEpisode(result, metered.charged if metered is not None else None)
+
+
+def one_off_run(
+    request: EpisodeRequest,
+    *,
+    purpose: Purpose,
+    command: str,
+    backend: Backend,
+    settings: Settings,
+    provider: ModelProvider | None,
+    id_factory: IdFactory,
+    spend: ModelSpend,
+    model: str | None = None,
+    max_tokens: int | None = None,
+    keep_trace_at: Path | None = None,
+) -> EpisodeResult:
+    """One run of a command of its own (``run``, ``record``, ``reproduce``), metered end to end.
+
+    A ledger job of ``command`` with one run of ``purpose`` reserved (`metered_run`), the
+    episode (`metered_episode`), then the charge settled as ``spend`` says.
+
+    Args:
+        request: what to run.
+        purpose: ``replay`` (``run``, ``reproduce``) or ``live`` (``record``).
+        command: the job id's prefix and the job's ``command``.
+        backend: the sandbox backend.
+        settings: host settings.
+        provider: answers model turns; None without a model.
+        id_factory: makes the run id.
+        spend: how model turns are charged (`ModelSpend`).
+        model: the model asked (``per_call`` estimates).
+        max_tokens: the completion-token cap of forwarded calls (``per_call``).
+        keep_trace_at: a file the trace is copied to; the ledger and the result name the copy
+            (``record --output``).
+
+    Returns:
+        The episode result.
+
+    Raises:
+        CeilingReached: the policy's ceiling of ``purpose`` leaves no room for the run.
+        InputError: invalid run id.
+    """
+    spec = request.workflow.spec
+    variant = f"{spec.name}@{spec.version}"
+    task_id = request.task.task_id
+    with metered_run(settings, purpose, command, variant, task_id, request.policy) as metered:
+        episode = metered_episode(
+            request,
+            run_key=metered.key,
+            guard=metered.guard,
+            backend=backend,
+            settings=settings,
+            provider=provider,
+            id_factory=id_factory,
+            variant=variant,
+            model=model,
+            max_tokens=max_tokens,
+            per_call=spend == "per_call",
+        )
+        result = episode.result
+        if keep_trace_at is not None:
+            keep_trace_at.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(result.trace_path, keep_trace_at)
+            result = EpisodeResult(result.run_id, result.status, keep_trace_at, result.end)
+        metered.finish(
+            result.status,
+            result.end,
+            str(result.trace_path),
+            model_spend=spend != "none",
+            calls_charged=episode.calls_charged,
+        )
+    return result

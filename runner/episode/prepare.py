@@ -23,7 +23,7 @@ from runner.domain.ids import IdFactory, new_run_id, path_for_id
 from runner.episode.limits import resource_limits
 from runner.episode.reaping import ledger_id
 from runner.episode.request import EpisodeRequest, PreparedRun
-from runner.episode.snapshot_sources import tool_mounts
+from runner.episode.snapshot.sources import tool_mounts
 from runner.runtime import protocol
 from runner.settings import Settings
 

@@ -15,7 +15,6 @@ end line the failure signature); the registry manifest of a record run names pol
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +22,16 @@ from typing import Any
 
 import structlog
 
+from runner.backends.unsandboxed import UnsandboxedProcessBackend
+from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.registry import Registry
+from runner.domain.tasks import load_tasks
 from runner.domain.toolsource import registry_for_workflow
-from runner.episode.request import EpisodeResult
+from runner.domain.workflow import load_workflow
+from runner.episode.metered_run import one_off_run
+from runner.episode.request import EpisodeRequest, EpisodeResult
+from runner.policy import load_policy
+from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -103,16 +109,6 @@ def record_run(
         InputError: a bad workflow, task file, task id, policy or model function.
         CeilingReached: the ``live`` ceiling leaves no room for the run.
     """
-    from runner.backends.unsandboxed import UnsandboxedProcessBackend
-    from runner.domain.ids import timestamped_ids, validate_id
-    from runner.domain.tasks import load_tasks
-    from runner.domain.workflow import load_workflow
-    from runner.episode.driver import run_episode
-    from runner.episode.metered_run import metered_run
-    from runner.episode.request import EpisodeRequest
-    from runner.policy import load_policy
-    from runner.providers.workflows import provider_for_workflow
-
     validate_id(task_id, kind="task id", field="--task")
     task = load_tasks(tasks_path).get(task_id)
     workflow = load_workflow(workflow_path)
@@ -129,20 +125,16 @@ def record_run(
         purpose="live",
         clock_start=clock_start if clock_start is not None else round(time.time(), 3),
     )
-    variant = f"{workflow.spec.name}@{workflow.spec.version}"
-    with metered_run(settings, "live", "record", variant, task.task_id, policy) as metered:
-        result = run_episode(
-            request,
-            backend=backend or UnsandboxedProcessBackend(env=env),
-            settings=settings,
-            provider=provider,
-            id_factory=timestamped_ids(prefix="rec"),
-        )
-        trace_path = result.trace_path
-        if output is not None:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(result.trace_path, output)
-            trace_path = output
-        metered.finish(result.status, result.end, str(trace_path))
-    log.info("recorded", run_id=result.run_id, status=result.status, trace=str(trace_path))
-    return EpisodeResult(result.run_id, result.status, trace_path, result.end)
+    result = one_off_run(
+        request,
+        purpose="live",
+        command="record",
+        backend=backend or UnsandboxedProcessBackend(env=env),
+        settings=settings,
+        provider=provider,
+        id_factory=timestamped_ids(prefix="rec"),
+        spend="from_meter",
+        keep_trace_at=output,
+    )
+    log.info("recorded", run_id=result.run_id, status=result.status, trace=str(result.trace_path))
+    return result

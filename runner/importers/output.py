@@ -49,6 +49,7 @@ from runner.domain.ids import IdSet, path_for_id, validate_id
 from runner.errors import InputError
 from runner.importers.conversation import BuiltRun, ToolIndex, build_run
 from runner.importers.imported import ImportSource, WorkflowShape
+from runner.importers.redaction import redact_import
 from runner.importers.source import SourceRun
 from runner.importers.toolset import (
     MANIFEST_NAME,
@@ -181,7 +182,12 @@ def _user(shape: WorkflowShape, run: SourceRun, built: BuiltRun) -> str | dict[s
 
 
 def write_import(
-    source: ImportSource, out: Path, effect_map: Mapping[str, str], *, force: bool = False
+    source: ImportSource,
+    out: Path,
+    effect_map: Mapping[str, str],
+    *,
+    force: bool = False,
+    redaction_rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build every run of ``source`` and write the import folder.
 
@@ -190,6 +196,8 @@ def write_import(
         out: the output folder (created when missing).
         effect_map: tool -> effect overrides (``--map`` / ``--map-file``).
         force: write into a non-empty folder (earlier traces there are removed).
+        redaction_rules: the redaction rules document for the traces and tasks
+            (`runner.importers.redaction`; None: the built-in detectors).
 
     Returns:
         The import report (also written as ``import-report.json``).
@@ -268,6 +276,7 @@ def write_import(
         if run.task_id in source.expected:
             task["expected"] = source.expected[run.task_id]
 
+    redactions = redact_import(traces, tasks, redaction_rules)
     out.mkdir(parents=True, exist_ok=True)
     trace_dir = out / "traces"
     trace_dir.mkdir(exist_ok=True)
@@ -293,6 +302,7 @@ def write_import(
     )
     report = _report(source, manifest, built_runs, missing, workflows, read_only, len(tasks))
     report["notes"] = notes
+    report["redactions"] = redactions
     (out / REPORT_NAME).write_text(
         json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )

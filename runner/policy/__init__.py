@@ -2,7 +2,7 @@
 
 Public surface: `load_policy`, `Policy`, `PolicySpec` and its parts, `decide`; the load-time
 gate that ``check``, ``submit`` and ``run`` pass (`check_eligibility`; ``run`` and ``submit``
-admit through `runner.episode.admission`, which also describes the tools in a sandbox).
+admit through `runner.episode.toolmanifest.admission`, which also describes the tools in a sandbox).
 
 May import: `runner.domain`, `runner.resources`, `runner.sdk`, `runner.errors` and pydantic /
 PyYAML; never a backend, the ledger or anything above (the gate starts no sandbox).

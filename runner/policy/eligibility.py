@@ -10,10 +10,10 @@ names the workflow file, the step, the tool, its effect class and the rule.
 Where the registry comes from is the caller's (``describe``): by default the tool modules are
 read from source (`runner.domain.toolstatic.static_registry`: ``check`` imports and runs
 nothing, and needs no engine); ``submit`` and ``run`` check again with the registry a sandbox
-described (`recheck`, `runner.episode.admission`). A problem the static reading could not
-decide (a tool it could not read literally, so ``unsafe``; an id missing from a module it could
-not fully follow; a module the host's Python cannot parse) is marked ``decided=False``: ``check``
-fails on it all the same (fail closed), ``submit`` and ``run`` leave it to the sandbox.
+described (`recheck`, `runner.episode.toolmanifest.admission`). A problem the static reading
+could not decide (a tool it could not read literally, so ``unsafe``; an id missing from a module
+it could not fully follow; a module the host's Python cannot parse) is marked ``decided=False``:
+``check`` fails on it all the same (fail closed), ``submit`` and ``run`` leave it to the sandbox.
 
 Invariants: nothing here creates a sandbox, touches a backend or writes a ledger row (the
 module does not import one) unless ``describe`` does; a workflow is eligible only when every
@@ -121,7 +121,7 @@ def recheck(report: EligibilityReport, describe: Describe) -> EligibilityReport:
     """The checks of ``report``'s workflows again, each registry from ``describe``.
 
     ``submit`` and ``run`` pass the sandbox's description here after the static reading
-    (`runner.episode.admission`); the workflows are the ones loaded then, the model
+    (`runner.episode.toolmanifest.admission`); the workflows are the ones loaded then, the model
     providers were checked then. A workflow that did not load stays as it was.
     """
     checks = []

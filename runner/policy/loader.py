@@ -26,6 +26,7 @@ from runner.domain.yamlsource import load_yaml, validation_error
 from runner.errors import InputError
 from runner.policy.decisions import decide
 from runner.policy.models import Ceilings, Limits, PolicySpec, Price
+from runner.policy.redaction import rules_document
 from runner.sdk import canonical_json
 
 __all__ = ["Policy", "load_policy", "policy_from_spec"]
@@ -75,6 +76,11 @@ class Policy:
         """Model id (or glob) -> price in USD per million input/output tokens."""
         return self.spec.prices
 
+    @property
+    def redaction_rules(self) -> dict[str, Any]:
+        """The redaction rules document of the policy (`runner.policy.redaction`)."""
+        return rules_document(self.spec.redaction)
+
     def decide(self, tool: ToolSpec) -> Decision:
         """Present or absent, executed or recorded: see `runner.policy.decisions`."""
         return decide(self.spec, self.source, tool)
@@ -86,7 +92,9 @@ class Policy:
 
 def policy_from_spec(spec: PolicySpec, source: str, path: Path | None = None) -> Policy:
     """A `Policy` of an already validated ``spec``, with its hash computed."""
-    digest = hashlib.sha256(canonical_json(spec.model_dump(mode="json")).encode("utf-8"))
+    # a policy without a redaction section keeps the hash it had before sections existed
+    dumped = spec.model_dump(mode="json", exclude={"redaction"} if spec.redaction is None else None)
+    digest = hashlib.sha256(canonical_json(dumped).encode("utf-8"))
     return Policy(spec=spec, source=source, path=path, hash=digest.hexdigest())
 
 

@@ -1,4 +1,4 @@
-"""The policy file's model: which tools a run may resolve, how, within which limits and budgets.
+r"""The policy file's model: which tools a run may resolve, how, within which limits and budgets.
 
 A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. Shape::
 
@@ -16,6 +16,8 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
       judge: {runs: 400, tokens: 1000000, usd: 2.0}
     prices:                      # model id or glob -> USD per million tokens
       gpt-4.1: {input_usd_per_mtok: 2.0, output_usd_per_mtok: 8.0}
+    redaction:                   # secrets never written (`runner.policy.redaction`)
+      patterns: [{name: ssn, regex: '\b\d{3}-\d{2}-\d{4}\b'}]
 
 Invariants: a ``shadow`` policy always denies ``unsafe`` (single tools may be let in only by
 ``unsafe_allow``); every number carries its unit in its name; limits and ceilings are
@@ -52,6 +54,7 @@ from runner.limitbounds import (
     TimeoutS,
     TmpfsMb,
 )
+from runner.policy.redaction import RedactionSpec
 from runner.sdk import Effect
 
 __all__ = [
@@ -213,6 +216,7 @@ class PolicySpec(_Frozen):
     limits: Limits = Field(default_factory=Limits)
     ceilings: Ceilings = Field(default_factory=Ceilings)
     prices: dict[str, Price] = Field(default_factory=dict)
+    redaction: RedactionSpec | None = None
 
     @field_validator("name")
     @classmethod

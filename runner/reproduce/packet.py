@@ -4,7 +4,8 @@ Layout (every member a regular file, paths relative, written in sorted order wit
 metadata so that one trace gives the same bytes)::
 
     README.md            what this is and the one command: sandbox-replay reproduce FILE
-    trace.jsonl          the trace, byte for byte
+    trace.jsonl          the trace, redacted (`runner.trace.redact`: the rules given, by
+                         default the built-in detectors; byte for byte when nothing matched)
     workflow/NAME.yaml   the recorded workflow (the trace's own copy: its sha256 is the
                          trace's workflow hash, which is how reproduce finds it)
     workflow/...         the source of the tool modules the workflow uses (and of its
@@ -28,11 +29,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.domain.ids import path_under
 from runner.domain.mcptools import McpEntry
-from runner.episode.snapshot_sources import mcp_server_files
+from runner.domain.toolsource import manifest_path
+from runner.domain.workflow import load_workflow
+from runner.episode.snapshot.sources import mcp_server_files
+from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.inputfile import read_input
+from runner.policy import load_policy
 from runner.reproduce.inputs import recorded_workflow_file, tool_folder
+from runner.trace import strictjson
+from runner.trace.redact import Redactor
+from runner.trace.writer import dumps_line
 from runner.tracetools.lint import load_well_formed_trace
 
 if TYPE_CHECKING:
@@ -60,8 +69,6 @@ environment: python, platform, packages, tool schema hashes).
 
 def _source(root: Path, relative: str) -> Path | None:
     """``root/relative`` when it is a file inside ``root`` (no link leading out), else None."""
-    from runner.domain.ids import path_under
-
     try:
         path = path_under(root, relative, kind="tool source file")
     except InputError:
@@ -75,8 +82,6 @@ def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
     Every path is built with `runner.domain.ids.path_under` from a module name, a ``tools``
     entry or a file the sandbox reported, so nothing outside the tool folders is packed.
     """
-    from runner.domain.toolsource import manifest_path
-
     files: dict[str, Path] = {}
     roots = [Path(r).resolve() for r in registry.tool_roots()]
     modules = {t.module for t in registry if t.module}
@@ -142,6 +147,20 @@ def _add(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     archive.addfile(info, io.BytesIO(data))
 
 
+def _redacted(data: bytes, rules: dict[str, Any] | None) -> tuple[bytes, dict[str, Any]]:
+    """The trace's bytes redacted (the same bytes when nothing matched) and its environment.
+
+    ``data`` is a trace `load_well_formed_trace` accepted: every line decodes strictly.
+    """
+    lines = [strictjson.loads(line) for line in data.splitlines()]
+    redactor = Redactor(rules)
+    redacted = redactor.redact_all(lines)
+    environment: dict[str, Any] = redacted[0].get("environment") or {}
+    if not redactor.redactions:
+        return data, environment
+    return "".join(dumps_line(line) for line in redacted).encode("ascii"), environment
+
+
 def build_packet(
     trace_path: Path,
     output: Path,
@@ -150,8 +169,9 @@ def build_packet(
     settings: Settings,
     backend: Backend | Callable[[], Backend],
     image: str | None = None,
+    redaction_rules: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Write the reviewer packet of one trace.
+    """Write the reviewer packet of one trace, its secrets redacted.
 
     The filtered manifest comes from a registry described inside a sandbox, exactly as
     ``reproduce`` builds it (`runner.episode.toolmanifest.sandbox_registry`): the trace
@@ -168,6 +188,9 @@ def build_packet(
         backend: the sandbox backend, or a function making it (called only when there is a
             module to describe).
         image: the sandbox image (default: the settings').
+        redaction_rules: the redaction rules document (a policy's ``redaction_rules``; None:
+            the built-in detectors and header names). A secret found anywhere in the trace is
+            replaced in every line, and in ``environment.json``; the key is never stored.
 
     Returns:
         The member names written.
@@ -179,10 +202,6 @@ def build_packet(
             found, failing to import in the sandbox, outside the workflow's folder).
         InfrastructureError: the backend failed.
     """
-    from runner.domain.workflow import load_workflow
-    from runner.episode.toolmanifest import sandbox_registry
-    from runner.policy import load_policy
-
     trace = load_well_formed_trace(trace_path)  # lint's reader and rules
     run = trace.run
     found = workflow_path or recorded_workflow_file(
@@ -205,13 +224,14 @@ def build_packet(
         # the user's own --workflow resolves as check does; a trace's, in its folder alone
         confined_to=None if workflow_path is not None else tool_folder(found, trace_path),
     )
+    trace_bytes, environment = _redacted(read_input(trace_path, "trace"), redaction_rules)
     members: dict[str, bytes] = {
-        "trace.jsonl": read_input(trace_path, "trace"),
+        "trace.jsonl": trace_bytes,
         f"workflow/{found.name}": run.workflow.content.encode("utf-8"),
         "manifest.json": (json.dumps(registry.manifest(policy), indent=1) + "\n").encode("utf-8"),
-        "environment.json": (
-            json.dumps(run.environment.to_json(), indent=1, sort_keys=True) + "\n"
-        ).encode("utf-8"),
+        "environment.json": (json.dumps(environment, indent=1, sort_keys=True) + "\n").encode(
+            "utf-8"
+        ),
     }
     for name, source in _module_files(registry, workflow).items():
         members.setdefault(f"workflow/{name}", read_input(source, "tool source"))

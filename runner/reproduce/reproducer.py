@@ -36,7 +36,6 @@ starts.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import tempfile
 from collections.abc import Callable
@@ -48,12 +47,13 @@ import structlog
 
 from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task
+from runner.domain.toollocate import locate_tools
 from runner.domain.workflow import load_workflow
-from runner.episode.driver import run_episode
-from runner.episode.metered_run import metered_run
+from runner.episode.metered_run import one_off_run
+from runner.episode.reaping import connect_docker
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot_sources import snapshot_for
-from runner.episode.toolmanifest import locate_tools, sandbox_registry
+from runner.episode.snapshot.sources import snapshot_for
+from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InfrastructureError, InputError, ReplayRefused
 from runner.inputfile import open_input
 from runner.policy import load_policy
@@ -160,9 +160,6 @@ class Reproducer:
             if self.backend_factory is not None:
                 self._backend = self.backend_factory()
             else:
-                # the docker SDK is imported only when a backend is made (start-up speed)
-                from runner.episode.reaping import connect_docker
-
                 self._backend = connect_docker(self.settings)
         return self._backend
 
@@ -211,7 +208,7 @@ class Reproducer:
         policy = load_policy(self.policy_name)
         try:
             # One snapshot for the description sandbox and the replay: both see the same code,
-            # copied now; never the trace itself (runner/episode/snapshot.py).
+            # copied now; never the trace itself (runner/episode/snapshot/toolsnapshot.py).
             snapshot = snapshot_for(
                 [(workflow, locate_tools(workflow, confined_to=folder))],
                 state_dir=self.settings.state_dir,
@@ -254,7 +251,7 @@ class Reproducer:
         ``--workflow``: the user's own file, resolved as ``check`` does (folder None). Else the
         trace's workflow: a file with its hash (its folder), or the trace's own copy written
         in ``scratch`` (the trace's folder; a packet's ``workflow/`` folder): never the
-        current directory, never the installed packages (`runner.episode.toolmanifest.
+        current directory, never the installed packages (`runner.domain.toollocate.
         locate_tools`).
         """
         if self.workflow is not None:
@@ -309,20 +306,17 @@ class Reproducer:
             clock_start=run.clock.start,
             snapshot=snapshot,
         )
-        variant = f"{workflow.spec.name}@{workflow.spec.version}"
         try:
-            backend = self.backend()
-            with metered_run(
-                self.settings, "replay", "reproduce", variant, run.task_id, policy
-            ) as metered:
-                result = run_episode(
-                    dataclasses.replace(request, ledger_key=metered.key),
-                    backend=backend,
-                    settings=self.settings,
-                    provider=ReplayProvider(calls),
-                    id_factory=timestamped_ids(prefix="repro"),
-                )
-                metered.finish(result.status, result.end, str(result.trace_path), model_spend=False)
+            result = one_off_run(
+                request,
+                purpose="replay",
+                command="reproduce",
+                backend=self.backend(),
+                settings=self.settings,
+                provider=ReplayProvider(calls),
+                id_factory=timestamped_ids(prefix="repro"),
+                spend="none",
+            )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
         return compare(name, trace, registry, result, recorded)

@@ -27,6 +27,8 @@ Invariants:
   httpx transport of the process while the recorder is active (`runner.sdk.httpxrecord`): a
   ``model`` call line with ``api``, the request body, ``http_status``, the raw response body
   (a stream's raw event stream) and the model id read from it (`runner.sdk.exchange`);
+- the trace is redacted before it is written (``redaction``: `runner.trace.redact`): a secret
+  found by a rule becomes the same keyed placeholder wherever it appears in the trace;
 - nothing is exported to a tracing service: ``OPENAI_AGENTS_DISABLE_TRACING=1`` is set while
   recording and, from the first recording on, a request to a tracing-ingest path over httpx
   is answered in this process and never sent (listed in ``end.outbound`` as refused).
@@ -50,6 +52,8 @@ from runner.sdk.exchange import error_class as _error_class
 from runner.sdk.rawio import apply_exchanges, capture
 from runner.trace.format import TRACE_VERSION, encode_body, episode_exit_code, failure_signature
 from runner.trace.modelapi import usage_tokens
+from runner.trace.redact import Redactor
+from runner.trace.redact_rules import load_rules
 
 __all__ = ["IN_TOOL", "TRACING_ENV", "Recorder"]
 
@@ -96,10 +100,14 @@ class Recorder(ModelCallRecording):
         run_id: the run id (default ``rec-<UTC time>-<6 hex>``).
         capture_httpx: also record the model calls of httpx clients the SDKs made themselves
             (their default transports), not only those of `http_client` clients.
+        redaction: the redaction rules (`runner.trace.redact_rules`): a rules document (dict),
+            or the path of a JSON file holding one; None: the built-in detectors and header
+            names. The trace is redacted when it is written (`runner.trace.redact`), under a
+            key made for this trace and never stored.
 
     Raises:
-        ValueError: an invalid ``task_id``.
-        OSError: the workflow file cannot be read.
+        ValueError: an invalid ``task_id`` or redaction rules document (the field in brackets).
+        OSError: the workflow file or the redaction rules file cannot be read.
     """
 
     def __init__(
@@ -114,10 +122,12 @@ class Recorder(ModelCallRecording):
         clock: Optional[Callable[[], float]] = None,
         run_id: Optional[str] = None,
         capture_httpx: bool = True,
+        redaction: Any = None,
     ) -> None:
         if not task_id or any(c in task_id for c in "/\\") or task_id in (".", ".."):
             raise ValueError("task_id {!r} is not a path-safe id".format(task_id))
         self.path = os.fspath(path)
+        self._redaction = load_rules(redaction)
         self.task_id = task_id
         self.task_input = dict(task_input or {})
         self.seed = seed
@@ -366,7 +376,8 @@ class Recorder(ModelCallRecording):
         }
 
     def _write(self) -> None:
-        lines = [self._run_line(), *self.calls, self.end]
+        assert self.end is not None  # set by __exit__, which writes
+        lines = Redactor(self._redaction).redact_all([self._run_line(), *self.calls, self.end])
         part = self.path + ".part"
         with open(part, "w", encoding="utf-8") as handle:
             for line in lines:

@@ -3,8 +3,8 @@
 Sequence (`prepare` then `execute`):
 
 1. Load time, before anything starts: the policy, every variant through the eligibility check
-   over its tool modules read from source (`runner.episode.admission.read_gate`: nothing
-   of them is imported on the host; any variant it finds ineligible rejects the whole
+   over its tool modules read from source (`runner.episode.toolmanifest.admission.read_gate`:
+   nothing of them is imported on the host; any variant it finds ineligible rejects the whole
    submission, exit 3, with no backend call and no ledger row), the tasks, the judge; then the
    `Plan`.
 2. The caller prints the plan; ``--dry-run`` stops there (what the reading could not decide
@@ -13,8 +13,8 @@ Sequence (`prepare` then `execute`):
    data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
    again, whatever changed in the source files since). The backend is made and each variant's
    registry is described inside a sandbox from the snapshot, then checked again
-   (`runner.episode.admission.sandbox_gate`; kept by the snapshot's digest, so a resumed
-   job starts no describing sandbox again): the runs use that registry, and an ineligible
+   (`runner.episode.toolmanifest.admission.sandbox_gate`; kept by the snapshot's digest, so a
+   resumed job starts no describing sandbox again): the runs use that registry, and an ineligible
    variant still stops everything before a job exists. The job: a ledger row and
    ``<state_dir>/jobs/<job_id>/`` (`runner.submit.jobfolder`; ``job.json``: the options, the
    owner process and the tool snapshot, so ``--resume`` can continue; ``plan.json``;
@@ -45,13 +45,14 @@ import structlog
 
 from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
-from runner.episode import admission
 from runner.episode.limits import check_engine_limits, limits_in_effect
-from runner.episode.metered_run import run_sandbox_s
+from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.reaping import ledger_id, settle_reaped
-from runner.episode.snapshot import ToolSnapshot
-from runner.episode.snapshot_sources import project_snapshot
+from runner.episode.snapshot.sources import project_snapshot
+from runner.episode.snapshot.toolsnapshot import ToolSnapshot
+from runner.episode.toolmanifest import admission
 from runner.errors import InputError
+from runner.grading import make_judge
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
@@ -66,7 +67,7 @@ from runner.submit.jobfolder import (
 )
 from runner.submit.options import SubmitOptions, grading_seed
 from runner.submit.pairs import PairRunner
-from runner.submit.plan import DEFAULT_MAX_TOKENS, Plan, build_plan
+from runner.submit.plan import Plan, build_plan
 from runner.submit.report import build_report, grade_job, write_report
 from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.submit.variants import make_variants
@@ -136,8 +137,6 @@ def prepare(
     )
     tasks = _tasks(options.tasks)
     if options.judge != "rubric" and not options.judge.startswith("model:"):
-        from runner.grading import make_judge
-
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
     concurrency = options.concurrency or settings.concurrency
     cpu_cap = 2 * (os.cpu_count() or 1)
@@ -173,8 +172,8 @@ def described_plan(
 ) -> Plan:
     """``submit``'s plan with each variant's registry as a sandbox describes it.
 
-    The registries come from `runner.episode.admission.sandbox_gate` over the command's tool
-    snapshot.
+    The registries come from `runner.episode.toolmanifest.admission.sandbox_gate` over the
+    command's tool snapshot.
 
     Raises:
         InputError: a module fails to import in the sandbox (exit 2).
@@ -304,9 +303,7 @@ def _run_job(
                     image=image or settings.image,
                     search_root=options.cwd,
                     snapshot=snapshot,
-                    max_tokens=DEFAULT_MAX_TOKENS
-                    if replay.tokens is not None or replay.usd is not None
-                    else None,
+                    max_tokens=call_cap(replay),
                 )
                 scheduler = Scheduler(
                     ledger,

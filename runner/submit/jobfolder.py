@@ -17,7 +17,7 @@ import structlog
 
 from runner.backends import labels
 from runner.domain.ids import path_for_id
-from runner.episode.snapshot import ToolSnapshot
+from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.errors import InputError
 from runner.settings import Settings
 from runner.submit.options import SubmitOptions, read_json_object

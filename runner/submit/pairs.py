@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import timestamped_ids
-from runner.episode.driver import run_episode
 from runner.episode.limits import resource_limits
+from runner.episode.metered_run import metered_episode
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot import ToolSnapshot
+from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.ledger import Amount, CeilingGuard
 from runner.providers.base import ModelProvider
-from runner.providers.metered import MeteredProvider, StopSignal
+from runner.providers.metered import StopSignal
 from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
 from runner.submit.plan import Plan
@@ -100,38 +100,20 @@ class PairRunner:
             registry=variant.registry,
             image=self.image,
             mode=self.plan.policy.mode,
-            ledger_key=key,
             snapshot=self.snapshot,
         )
-        base = self._providers[variant_name]
-        metered = None
-        if base is not None:
-            metered = MeteredProvider(
-                base,
-                self.guard,
-                self.stop,
-                self.plan.policy.prices,
-                model=variant.model,
-                variant=variant_name,
-                task_id=task_id,
-                run_key=key,
-                max_tokens=self.max_tokens,
-            )
-        result = run_episode(
+        episode = metered_episode(
             request,
+            run_key=key,
+            guard=self.guard,
             backend=self.backend,
             settings=self.settings,
-            provider=metered,
+            provider=self._providers[variant_name],
             id_factory=self._ids,
+            variant=variant_name,
+            model=variant.model,
+            stop=self.stop,
+            max_tokens=self.max_tokens,
         )
-        status = result.status  # a refused model call: ``ceiling_reached`` (episode_state)
-        meter = result.end.get("meter") or {}
-        sandbox_s = meter.get("sandbox_s")
-        charged = metered.charged if metered is not None else Amount()
-        usage = Amount(
-            tokens_in=charged.tokens_in,
-            tokens_out=charged.tokens_out,
-            usd=charged.usd,
-            sandbox_s=float(sandbox_s) if isinstance(sandbox_s, int | float) else 0.0,
-        )
-        return status, str(result.trace_path), usage
+        result = episode.result  # a refused model call: ``ceiling_reached`` (episode.state)
+        return result.status, str(result.trace_path), episode.usage()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.domain.tasks import Task
+from runner.episode.metered_run import DEFAULT_MAX_TOKENS
 from runner.errors import InputError
 from runner.ledger import Amount, RunHistory, price_of
 from runner.submit.ceilings import CeilingInEffect, describe_limits
@@ -29,7 +30,6 @@ from runner.submit.variants import Variant
 
 __all__ = ["DEFAULT_MAX_TOKENS", "Plan", "build_plan"]
 
-DEFAULT_MAX_TOKENS = 1024  # completion-token cap of a forwarded call when a ceiling bounds spend
 NOMINAL_PROMPT_TOKENS = 2000  # prompt tokens per model call assumed without history
 NOMINAL_SANDBOX_S = 1.0  # sandbox seconds per run assumed without history
 JUDGE_MAX_TOKENS = 512  # runner.grading.judges.ModelJudge's default answer cap

@@ -44,9 +44,11 @@ from runner.errors import (
     InputError,
     worst_exit_code,
 )
+from runner.grading import Group, Result, grade, make_judge
 from runner.inputfile import open_input
 from runner.ledger import CeilingGuard, Ledger, RunRecord
 from runner.providers.metered import StopSignal
+from runner.providers.openai import OpenAIProvider
 from runner.runtime.errors import UnrecordedCall, class_name
 from runner.settings import Settings
 from runner.submit.plan import Plan
@@ -112,12 +114,8 @@ def grade_job(
     Raises:
         InputError: the judge cannot be built (a bad spec or import).
     """
-    from runner.grading import Group, Result, grade, make_judge
-
     provider = None
     if plan.judge.startswith("model:"):
-        from runner.providers.openai import OpenAIProvider
-
         provider = OpenAIProvider.from_settings(settings, model=plan.judge.removeprefix("model:"))
     judge = make_judge(
         plan.judge, provider=provider, guard=guard, prices=plan.policy.prices, search_paths=[cwd]

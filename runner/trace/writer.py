@@ -11,6 +11,8 @@ Invariants:
   re-encoded with `runner.trace.format.encode_body` (base64 of the exact bytes), and bodies over
   `runner.trace.format.MAX_BODY_BYTES` are truncated with length and sha256 kept;
 - each line is flushed when written, so a crash of the host leaves a readable prefix;
+- with a ``redactor`` (`runner.trace.redact`), every line is redacted before it is written,
+  a call's body before it is cut (so a cut body's sha256 is of the redacted body);
 - with ``max_bytes``, a ``call`` line that would make the file longer than that is not written
   (`TraceFull`): the header and the ``end`` line are always written, so a cut trace still
   ends (the episode ends ``limit_exceeded``, `runner.episode.state`).
@@ -27,6 +29,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from runner.trace.format import MAX_BODY_BYTES, TRACE_VERSION, encode_body
+from runner.trace.redact import Redactor
 
 _BODY_FIELDS = ("body", "body_encoding", "truncated", "original_length", "sha256")
 
@@ -118,6 +121,7 @@ class TraceWriter:
         path: the ``.jsonl`` file to create (its folder is created).
         max_bytes: the most bytes the header and call lines may take (None: no bound); the
             ``end`` line is written whatever it is.
+        redactor: redacts every line before it is written (None: lines are written as given).
 
     Attributes:
         calls: call lines written.
@@ -128,9 +132,12 @@ class TraceWriter:
 
     """
 
-    def __init__(self, path: Path, *, max_bytes: int | None = None) -> None:
+    def __init__(
+        self, path: Path, *, max_bytes: int | None = None, redactor: Redactor | None = None
+    ) -> None:
         self.path = path
         self.max_bytes = max_bytes
+        self.redactor = redactor
         self._file: IO[str] | None = None
         self.calls = 0
         self.bytes = 0
@@ -151,6 +158,10 @@ class TraceWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+    def _redacted(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        fields: dict[str, Any] = jsonable(record)
+        return fields if self.redactor is None else self.redactor.redact(fields)
 
     def _write(self, record: Mapping[str, Any], *, budgeted: bool = False) -> None:
         if self._file is None:
@@ -198,19 +209,21 @@ class TraceWriter:
         if self.header_written:
             raise RuntimeError("trace header written twice")
         self._write(
-            {
-                "type": "run",
-                "run_id": run_id,
-                "task_id": task_id,
-                "task_input": task_input,
-                "workflow": workflow,
-                "purpose": purpose,
-                "backend": backend,
-                "clock": clock,
-                "seed": seed,
-                "environment": environment,
-                **extra,
-            }
+            self._redacted(
+                {
+                    "type": "run",
+                    "run_id": run_id,
+                    "task_id": task_id,
+                    "task_input": task_input,
+                    "workflow": workflow,
+                    "purpose": purpose,
+                    "backend": backend,
+                    "clock": clock,
+                    "seed": seed,
+                    "environment": environment,
+                    **extra,
+                }
+            )
         )
         self.header_written = True
 
@@ -220,11 +233,11 @@ class TraceWriter:
         Raises:
             TraceFull: the line would pass ``max_bytes``; nothing was written.
         """
-        fields = {k: v for k, v in dict(record).items() if k not in ("v", "type")}
+        fields = self._redacted({k: v for k, v in dict(record).items() if k not in ("v", "type")})
         self._write({"type": "call", **normalise_body(fields)}, budgeted=True)
         self.calls += 1
 
     def end(self, summary: Mapping[str, Any]) -> None:
         """Write the ``end`` line (status, exit code, failure, signature, outbound, ...)."""
         self.ended = True
-        self._write({"type": "end", **summary})
+        self._write(self._redacted({"type": "end", **summary}))

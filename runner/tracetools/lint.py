@@ -37,6 +37,7 @@ from runner.tracetools.lint_rules import (
 )
 from runner.tracetools.reader import (
     CallRecord,
+    EndRecord,
     RunRecord,
     Trace,
     TraceLines,
@@ -125,6 +126,9 @@ class TraceLint:
         failure_signature: the per-trace verdict (missing when the end line is).
         missing_indices: call indices with no call line (a removed call).
         run_id, status: from the run and end lines, when read.
+        redactions: the values the writer redacted (issue 18), in line order: ``{line,
+            index, field, rule, length, placeholder}`` (``index`` None on the run and end
+            lines); never a value.
     """
 
     file: str
@@ -136,6 +140,7 @@ class TraceLint:
     missing_indices: tuple[int, ...] = ()
     run_id: str | None = None
     status: str | None = None
+    redactions: tuple[dict[str, Any], ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -174,6 +179,7 @@ class TraceLint:
             "tool_level": sum(not c.raw_io for c in self.calls),
             "incomplete_calls": sum(not c.complete for c in self.calls),
             "fields": per_field,
+            "redactions": len(self.redactions),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -189,6 +195,7 @@ class TraceLint:
             "missing_call_indices": list(self.missing_indices),
             "summary": self.summary(),
             "calls": [c.to_json() for c in self.calls],
+            "redactions": list(self.redactions),
         }
 
 
@@ -229,10 +236,16 @@ def lint_trace(path: Path | str) -> TraceLint:
     calls: list[CallLint] = []
     seen = CallsSeen()
     unlisted = UnlistedCalls()
+    redactions: list[dict[str, Any]] = []
     try:
         with open_input(path, "trace") as stream:  # regular files only, size-limited
             lines = TraceLines(stream, file=name)
             for number, record in lines:
+                index = record.index if isinstance(record, CallRecord) else None
+                redactions += [
+                    {"line": number, "index": index, **r.to_json()}
+                    for r in (record.redactions if isinstance(record, _LINES) else None) or ()
+                ]
                 if isinstance(record, CallRecord):
                     assert lines.run is not None  # the run line comes first
                     calls.append(_lint_call(lines.run, record, number, unlisted.see(record)))
@@ -263,8 +276,11 @@ def lint_trace(path: Path | str) -> TraceLint:
         missing_indices=seen.missing(),
         run_id=lines.run.run_id,
         status=lines.end.status if lines.end else None,
+        redactions=tuple(redactions),
     )
 
+
+_LINES = (RunRecord, CallRecord, EndRecord)  # each may carry ``redactions``
 
 # lint's field names -> the trace keys they judge
 _TRACE_KEY = {"body": "body", "schema_hash": "schema_hash", "model_id": "model", "clock": "clock"}

@@ -32,6 +32,7 @@ __all__ = [
     "Meter",
     "OutboundAttempt",
     "Record",
+    "Redaction",
     "RunClock",
     "RunRecord",
     "WorkflowRef",
@@ -66,6 +67,25 @@ class Record(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The record as the JSON object it was read from (only the keys the line had)."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class Redaction(Record):
+    """One redacted value of a line (issue 18): where, by which rule, how long; never the value.
+
+    Attributes:
+        field: the location in the line (``body``, ``args.token``, ``meta.http[1].body``).
+        rule: the rule that found it (a detector, a pattern or path name, ``header``).
+        length: the value's length in characters.
+        placeholder: what the trace holds instead (`runner.trace.redact.PLACEHOLDER`).
+    """
+
+    field: str = Field(min_length=1, max_length=2000)
+    rule: str = Field(pattern=r"^[a-z0-9_]{1,40}$")
+    length: int = Field(ge=0)
+    placeholder: str = Field(pattern=r"^\[REDACTED:[a-z0-9_]{1,40}:[0-9a-f]{8}\]$")
+
+
+Redactions = tuple[Redaction, ...]
 
 
 class WorkflowRef(Record):
@@ -119,6 +139,7 @@ class RunRecord(Record):
     environment: Environment
     policy: dict[str, Any] | None = None
     limits: dict[str, Any] | None = None
+    redactions: Redactions | None = Field(default=None, strict=False)  # a JSON list
     meta: dict[str, Any] | None = None
 
     @field_validator("run_id", "task_id")
@@ -178,6 +199,7 @@ class CallRecord(Record):
     source: Literal["executed", "observation", "trace", "provider"] | None = None
     raw_io: bool | None = None
     error: CallError | None = None
+    redactions: Redactions | None = Field(default=None, strict=False)  # a JSON list
     meta: dict[str, Any] | None = None
 
     @property
@@ -276,6 +298,7 @@ class EndRecord(Record):
     sandbox: dict[str, Any] | None = None
     channel: dict[str, Any] | None = None
     stderr_tail: list[str] | None = None
+    redactions: Redactions | None = Field(default=None, strict=False)  # a JSON list
     meta: dict[str, Any] | None = None
 
 

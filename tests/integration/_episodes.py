@@ -20,7 +20,7 @@ from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.prepare import RUNTIME_COMMAND
 from runner.episode.request import EpisodeResult
-from runner.episode.snapshot_sources import project_snapshot
+from runner.episode.snapshot.sources import project_snapshot
 from runner.policy import load_policy
 from runner.providers.factory import provider_for
 from runner.settings import Settings

@@ -204,7 +204,7 @@ def test_the_answer_key_is_not_inside_the_sandbox(
     from runner.domain.workflow import load_workflow
     from runner.episode.driver import run_episode
     from runner.episode.request import EpisodeRequest
-    from runner.episode.snapshot_sources import project_snapshot
+    from runner.episode.snapshot.sources import project_snapshot
     from runner.policy import load_policy
     from runner.settings import Settings
 

@@ -29,7 +29,7 @@ from tests.integration._episodes import Project
 
 pytestmark = pytest.mark.docker
 
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 
 TOOLS = """
 import re, subprocess, sys, time

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "html"
 HELPDESK = ROOT / "examples" / "helpdesk"
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 HOSTILE_ID = "t9' onerror='window.__pwned=7' &lt;b&gt;x"
 PAYLOAD_START = "<script>window.__pwned=1</script> </script><script>window.__pwned=2</script>"
 VARIANTS = ["hostile@1", "hostile@2", "hostile@3"]

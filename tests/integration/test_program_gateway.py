@@ -259,7 +259,7 @@ def test_ceilings_hold_for_gateway_traffic_across_four_concurrent_sandboxes(
         [
             sys.executable,
             "-c",
-            "from runner.cli.app import main; main()",
+            "from runner.cli import main; main()",
             "submit",
             "--json",
             "--variant",

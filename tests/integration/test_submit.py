@@ -22,7 +22,7 @@ from tests.fake_openai import FakeOpenAI, serve
 pytestmark = pytest.mark.docker
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "submit"
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 DEAD_URL = "http://127.0.0.1:9/v1"  # discard port on loopback: refused at once
 
 

@@ -15,7 +15,7 @@ from runner.ledger import Ledger
 pytestmark = pytest.mark.docker
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "submit"
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 
 
 def test_repeats_run_fresh_episodes_each_charged_and_graded_per_repeat(

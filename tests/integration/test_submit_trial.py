@@ -20,7 +20,7 @@ pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
 HELPDESK = REPO / "examples" / "helpdesk"
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "submit"
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 
 
 def _env(state: Path, image: str) -> dict[str, str]:

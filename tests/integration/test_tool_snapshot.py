@@ -26,7 +26,7 @@ pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 HELPDESK = REPO / "examples" / "helpdesk"
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 
 CHEAT_TOOLS = '''
 """A variant's own tool: it looks for the answer key beside its module."""

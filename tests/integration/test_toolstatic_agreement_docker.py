@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from runner.domain.registry import Registry
-from runner.episode.toolmanifest import sandbox_registry
+from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.policy import load_policy
 from runner.settings import Settings
 from tests.toolviews import (

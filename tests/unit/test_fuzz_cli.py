@@ -46,11 +46,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 
 jsonschema = pytest.importorskip("jsonschema")
-
-_register_commands()
 
 SEED = 20261201
 BOUND_S = 20

@@ -46,9 +46,9 @@ def cli(*args: str, cwd: Path) -> Ran:
 
     from typer.testing import CliRunner
 
-    from runner.cli.app import _register_commands, app
+    from runner.cli import commands  # noqa: F401  (importing it registers every command)
+    from runner.cli.app import app
 
-    _register_commands()
     previous = Path.cwd()
     os.chdir(cwd)
     try:

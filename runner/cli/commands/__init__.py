@@ -13,6 +13,7 @@ from runner.cli.commands import ledger
 from runner.cli.commands import importer
 from runner.cli.commands import record
 from runner.cli.commands import submit
+from runner.cli.commands import report
 from runner.cli.commands import reproduce
 from runner.cli.commands import tasks
 from runner.cli.commands import packet
@@ -27,6 +28,7 @@ __all__ = [
     "lint",
     "packet",
     "record",
+    "report",
     "reproduce",
     "run",
     "submit",

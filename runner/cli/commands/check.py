@@ -16,10 +16,10 @@ Nothing is run and no engine is needed: the tool modules are read from source
 host; a scripted model function is only located and found defined. A tool whose declaration is
 not literal (its effect, a parameter's type) counts as ``unsafe`` and the diagnostic says what
 could not be read and where (fail closed). ``submit`` and ``run`` take the same first step,
-then describe the tools inside a sandbox (`runner.episode.admission`). The one exception: an
-MCP stdio server (``tools: [{mcp: {command: [...]}}]``) is asked for its tools inside a sandbox
-(it is the challenger's code), so a workflow naming one needs the engine and the image; each
-MCP tool's class comes from its annotations, shown as ``decided_by``.
+then describe the tools inside a sandbox (`runner.episode.toolmanifest.admission`). The one
+exception: an MCP stdio server (``tools: [{mcp: {command: [...]}}]``) is asked for its tools
+inside a sandbox (it is the challenger's code), so a workflow naming one needs the engine and
+the image; each MCP tool's class comes from its annotations, shown as ``decided_by``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
@@ -56,14 +57,15 @@ def check_command(
             metavar="NAME|FILE",
         ),
     ] = "shadow",
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Tell, before anything runs, whether workflows can be sandboxed under a policy.
 
     Every problem is reported, each naming the workflow file, the step, the tool, its effect
     class and the policy rule. Exit 0 eligible, 3 ineligible, 2 invalid input.
     """
-    from runner.episode.admission import check_describer
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.episode.toolmanifest.admission import check_describer
     from runner.policy.eligibility import check_eligibility
 
     settings = state(ctx).settings()  # configures logging once, like every command
@@ -73,10 +75,7 @@ def check_command(
                 _expand(workflows), policy, settings=settings, describe=describe
             )
     except SandboxReplayError as exc:  # the policy itself is bad input
-        if as_json:
-            echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
-            raise typer.Exit(exc.exit_code) from None
-        fail(exc)
+        fail(exc, as_json=as_json)
     if as_json:
         echo(json.dumps(report.to_json(), indent=2, ensure_ascii=True))
     else:

@@ -2,8 +2,9 @@
 
 Required checks (exit 6 when any fails): engine reachable; sandbox image present; a probe
 sandbox with the production hardening runs python3 >= 3.9, non-root, read-only, without
-capabilities, and has no route out (checked from inside only). Informational: user namespaces,
-leftover containers. An unreachable engine is the failed ``engine`` check with its fix; the
+capabilities, and has no route out (checked from inside only). Informational: the seccomp
+egress witness (`runner.backends.docker.witnesscheck`), user namespaces, leftover containers.
+An unreachable engine is the failed ``engine`` check with its fix; the
 checks that need the engine are listed as not run.
 """
 
@@ -19,6 +20,7 @@ from runner.cli.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError
 
 if TYPE_CHECKING:
+    from runner.backends.docker import DockerBackend
     from runner.backends.docker.checks import Check
 
 
@@ -32,6 +34,19 @@ def _render(check: Check) -> str:
     return line
 
 
+def _witness(backend: DockerBackend, image: str) -> Check:
+    """The informational ``witness`` check: the seccomp egress witness, probed in a sandbox."""
+    # lazy, as in run_checks: the docker SDK and the episode driver cost start-up time
+    from runner.backends.docker import witnesscheck as W
+    from runner.backends.docker.checks import Check
+    from runner.episode.prepare import runner_mounts
+
+    try:
+        return W.witness_check(W.run_witness_probe(backend, image, runner_mounts()))
+    except InfrastructureError as exc:
+        return Check("witness", False, False, f"the witness probe failed: {exc}", W.WITNESS_FIX)
+
+
 def run_checks(docker_host: str | None, image: str) -> list[Check]:
     """Run every doctor check in order.
 
@@ -42,6 +57,7 @@ def run_checks(docker_host: str | None, image: str) -> list[Check]:
     An unreachable engine is the failed ``engine`` check; the checks that need the engine are
     listed as not run (``ran`` False), the local ones still run.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.backends.docker import DockerBackend
     from runner.backends.docker import checks as C
     from runner.backends.docker.client import ENGINE_FIX
@@ -79,6 +95,7 @@ def run_checks(docker_host: str | None, image: str) -> list[Check]:
                         "see the engine's error above; `docker info` shows the engine's state",
                     )
                 )
+            results.append(_witness(backend, image))
         else:
             results.append(C.Check("hardening", False, True, "not probed: the image is missing"))
         results.append(C.userns_check())

@@ -62,6 +62,7 @@ def build(
     --wheelhouse your packages are added from wheels this host downloaded: the build itself
     never reaches a registry. Exit 2 for a missing file or an empty wheelhouse, 6 on failure.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.backends.docker import DockerBackend
     from runner.backends.docker.image import ImagePackages, build_image
     from runner.backends.docker.wheelhouse import probe_target
@@ -104,6 +105,7 @@ def smoke(
     Removes leftover sandboxes of dead owners first (the reaper). Exit 6 when the sandbox
     could not run or did not exit 0.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.backends.docker import DockerBackend
     from runner.backends.docker.checks import smoke_run
     from runner.episode.reaping import reap_and_settle

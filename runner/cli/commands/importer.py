@@ -1,6 +1,8 @@
 """``sandbox-replay import tau2|openai-messages|otel``: public agent traces → this project's files.
 
-Both commands write into ``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
+Traces and tasks are redacted before they are written (``--policy``'s ``redaction:`` rules, by
+default the built-in detectors; `runner.importers.redaction`). Both commands write into
+``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
 ``tools.manifest.json``, ``workflow.yaml`` (+ ``workflow.read-only.yaml``) and
 ``import-report.json`` (layout in `runner.importers.output`). Exit 0 when written, 2 on bad
 input (file, line and field named; nothing is written).
@@ -8,6 +10,7 @@ input (file, line and field named; nothing is written).
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +41,14 @@ _MapFile = Annotated[
 ]
 _Force = Annotated[bool, typer.Option("--force", help="Write into a non-empty --out folder.")]
 _Json = Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")]
+_Policy = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        help="Policy whose redaction rules apply (default: the built-in detectors).",
+        metavar="NAME|FILE",
+    ),
+]
 
 
 def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
@@ -59,6 +70,8 @@ def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
         f"tools: {tools['total']} ({', '.join(f'{k} {v}' for k, v in tools['by_effect'].items())})"
         + (f"; unsafe: {', '.join(tools['unsafe'])}" if tools["unsafe"] else "")
     )
+    if report.get("redactions"):
+        echo(f"redacted: {report['redactions']} values (placeholders in the traces and tasks)")
     missing = report["missing"]
     if missing:
         echo("missing in the source: " + ", ".join(f"{k} ({v})" for k, v in missing.items()))
@@ -74,65 +87,99 @@ def _import(
     map_file: Path | None,
     force: bool,
     as_json: bool,
+    policy: str | None = None,
 ) -> None:
     """Read a source with ``read`` (an importer's reader), write it into ``out``, report."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.output import write_import
     from runner.importers.toolset import parse_effect_map
+    from runner.policy import load_policy
 
     state(ctx).settings()
     try:
         effect_map = parse_effect_map(map_ or [], map_file)
-        report = write_import(read(), out, effect_map, force=force)
+        rules = load_policy(policy).redaction_rules if policy is not None else None
+        report = write_import(read(), out, effect_map, force=force, redaction_rules=rules)
     except SandboxReplayError as exc:
         fail(exc)
     _finish(report, out, as_json)
 
 
-@import_app.command("tau2")
-def tau2_command(
-    ctx: typer.Context,
-    results: Annotated[Path, typer.Argument(help="τ²-bench results.json.", show_default=False)],
+def _shared(
     out: _Out,
+    map_: _Map = None,
+    map_file: _MapFile = None,
+    force: _Force = False,
+    as_json: _Json = False,
+    policy: _Policy = None,
+) -> None:
+    """The options every ``import`` command has (their declarations; never called)."""
+
+
+def _import_command(name: str) -> Callable[[Callable[..., Callable[[], Any]]], None]:
+    """Register ``import NAME`` from a function of the source's own arguments to its reader.
+
+    The command's parameters are the context, the source's arguments, ``--out``, the source's
+    options, then the options every import shares (`_shared`), in that order (as ``--help``
+    lists them); its help is the function's docstring.
+    """
+
+    def register(source: Callable[..., Callable[[], Any]]) -> None:
+        own = list(inspect.signature(source, eval_str=True).parameters.values())
+        shared = list(inspect.signature(_shared, eval_str=True).parameters.values())
+        context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        context = context.replace(annotation=typer.Context)
+        required = [p for p in own if p.default is inspect.Parameter.empty]
+        optional = [p for p in own if p.default is not inspect.Parameter.empty]
+        parameters = [context, *required, shared[0], *optional, *shared[1:]]
+
+        def command(ctx: typer.Context, **values: Any) -> None:
+            reader = source(**{p.name: values.pop(p.name) for p in own})
+            _import(ctx, reader, **values)
+
+        command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in parameters}
+        command.__doc__ = source.__doc__
+        command.__name__ = command.__qualname__ = source.__name__
+        import_app.command(name)(command)
+
+    return register
+
+
+@_import_command("tau2")
+def tau2_command(
+    results: Annotated[Path, typer.Argument(help="τ²-bench results.json.", show_default=False)],
     tools: Annotated[
         Path | None,
         typer.Option("--tools", help="Tools file (default: <domain>_tools.json beside RESULTS)."),
     ] = None,
-    map_: _Map = None,
-    map_file: _MapFile = None,
-    force: _Force = False,
-    as_json: _Json = False,
-) -> None:
+) -> Callable[[], Any]:
     """Import τ²-bench results: one trace per simulation, tasks with observations, manifest."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.tau2 import read_tau2
 
-    _import(ctx, lambda: read_tau2(results, tools), out, map_, map_file, force, as_json)
+    return lambda: read_tau2(results, tools)
 
 
-@import_app.command("openai-messages")
+@_import_command("openai-messages")
 def openai_messages_command(
-    ctx: typer.Context,
     file: Annotated[
         Path, typer.Argument(help="JSONL or JSON of chat conversations.", show_default=False)
     ],
-    out: _Out,
     tools: Annotated[
         Path | None,
         typer.Option("--tools", help="Tools (OpenAI function format) for runs without their own."),
     ] = None,
-    map_: _Map = None,
-    map_file: _MapFile = None,
-    force: _Force = False,
-    as_json: _Json = False,
-) -> None:
+) -> Callable[[], Any]:
     """Import OpenAI chat-message conversations (messages + tools): one trace per run."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.openai_messages import read_openai_messages
 
-    _import(ctx, lambda: read_openai_messages(file, tools), out, map_, map_file, force, as_json)
+    return lambda: read_openai_messages(file, tools)
 
 
-@import_app.command("otel")
+@_import_command("otel")
 def otel_command(
-    ctx: typer.Context,
     files: Annotated[
         list[Path],
         typer.Argument(
@@ -140,17 +187,13 @@ def otel_command(
             show_default=False,
         ),
     ],
-    out: _Out,
     tools: Annotated[
         Path | None,
         typer.Option("--tools", help="Tools (OpenAI function format) the telemetry lacks."),
     ] = None,
-    map_: _Map = None,
-    map_file: _MapFile = None,
-    force: _Force = False,
-    as_json: _Json = False,
-) -> None:
+) -> Callable[[], Any]:
     """Import OpenTelemetry traces: one trace per agent session, tasks, manifest."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.importers.otel import read_otel
 
-    _import(ctx, lambda: read_otel(files, tools), out, map_, map_file, force, as_json)
+    return lambda: read_otel(files, tools)

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
 from runner.errors import InputError, SandboxReplayError
 
@@ -28,13 +29,14 @@ def ledger_command(
     job: Annotated[
         str | None, typer.Option("--job", help="Only this job's totals.", show_default=False)
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Show what was spent, by purpose (live, replay, judge).
 
     Runs, model calls, tokens, USD and sandbox seconds charged, and what is reserved but not
     yet settled. Exit 2 for an invalid or unknown --job.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.domain.ids import validate_id
     from runner.ledger import LEDGER_FILENAME
 
@@ -45,10 +47,7 @@ def ledger_command(
             validate_id(job, kind="job id", field="--job")
         data = _read(path, job)
     except SandboxReplayError as exc:
-        if as_json:
-            echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
-            raise typer.Exit(exc.exit_code) from None
-        fail(exc)
+        fail(exc, as_json=as_json)
     if as_json:
         echo(json.dumps(data, indent=2, ensure_ascii=True))
         return
@@ -56,6 +55,7 @@ def ledger_command(
 
 
 def _read(path: Path, job: str | None) -> dict[str, Any]:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.ledger import PURPOSES, Ledger, PurposeTotals
 
     data: dict[str, Any] = {"ledger": str(path), "schema_version": None, "job": None}
@@ -76,6 +76,7 @@ def _read(path: Path, job: str | None) -> dict[str, Any]:
 
 
 def _render(data: dict[str, Any]) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 

@@ -15,12 +15,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app
+from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
 
 if TYPE_CHECKING:
     from runner.tracetools.lint import TraceLint
 
-_STYLE = {"ok": "green", "missing": "yellow", "malformed": "red", "not_applicable": "dim"}
+_STYLE = {
+    "ok": "green",
+    "missing": "yellow",
+    "malformed": "red",
+    "not_applicable": "dim",
+    "redacted": "cyan",
+}
 
 
 @app.command("lint")
@@ -31,7 +38,7 @@ def lint_command(
             help="Trace files (JSONL) or folders of *.jsonl traces.", show_default=False
         ),
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Report which of the five seed fields each trace and each call is missing.
 
@@ -39,6 +46,7 @@ def lint_command(
     response (model calls), clock reading; per trace: the failure signature. Also says which
     calls carry raw I/O bodies and which only tool-level values.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.tracetools.lint import lint_traces
 
     results, code = lint_traces(traces)
@@ -67,6 +75,7 @@ def _cell(checks: list[str]) -> str:
 
 
 def _render(results: list[TraceLint], code: int) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.markup import escape
     from rich.table import Table
 
@@ -145,8 +154,20 @@ def _render(results: list[TraceLint], code: int) -> None:
                     )
         if not signature.ok and result.status is not None:  # no end line: reported above
             finding(result.file, "", "", "failure_signature", signature.status, signature.detail)
+        for item in result.redactions:  # where and by which rule; the value is not in the trace
+            finding(
+                f"{result.file}:{item['line']}",
+                "" if item["index"] is None else str(item["index"]),
+                "",
+                item["field"],
+                "redacted",
+                f"{item['rule']}, {item['length']} characters, now {item['placeholder']}",
+            )
     console.print(table)
     if findings.row_count:
         console.print(findings)
+    redacted = sum(len(r.redactions) for r in results)
+    if redacted:
+        console.print(f"{redacted} redactions (values replaced by placeholders when written)")
     summary = {0: "every trace complete", 1: "fields missing", 2: "unreadable trace(s)"}
     console.print(f"exit {code}: {summary.get(code, '')}")

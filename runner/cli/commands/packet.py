@@ -1,7 +1,8 @@
 """``sandbox-replay packet TRACE -o FILE.tar.gz [--workflow F]``: a reviewer packet.
 
-The packet holds the trace, the workflow file, the source of its tool modules, the filtered
-manifest, the environment manifest and a README with the one command that re-runs it
+The packet holds the trace (redacted: ``--policy``'s ``redaction:`` rules, by default the
+built-in detectors; `runner.trace.redact`), the workflow file, the source of its tool modules,
+the filtered manifest, the environment manifest and a README with the one command that re-runs it
 (`runner.reproduce.packet`); ``sandbox-replay reproduce FILE.tar.gz`` accepts it. The tool
 modules are described in a short sandbox, as ``reproduce`` does: never imported here. Exit codes:
 0 written, 2 invalid input (unreadable trace, workflow file not found, tools that cannot be
@@ -39,21 +40,38 @@ def packet_command(
             "--workflow", help="The workflow file (default: found by its hash).", metavar="FILE"
         ),
     ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            help="Policy whose redaction rules apply (default: the built-in detectors).",
+            metavar="NAME|FILE",
+        ),
+    ] = None,
 ) -> None:
     """Pack a trace with its workflow and tool code into a packet that reproduce accepts."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.policy import load_policy
     from runner.reproduce.packet import build_packet
 
     settings = state(ctx).settings()
+    try:
+        rules = load_policy(policy).redaction_rules if policy is not None else None
+    except SandboxReplayError as exc:
+        fail(exc)
     made: list[DockerBackend] = []
 
     def backend() -> DockerBackend:  # only when there is a module to describe
+        # imported on use, not at module top: start-up speed (`--help`, `check`)
         from runner.episode.reaping import connect_docker
 
         made.append(connect_docker(settings))
         return made[-1]
 
     try:
-        members = build_packet(trace, output, workflow, settings=settings, backend=backend)
+        members = build_packet(
+            trace, output, workflow, settings=settings, backend=backend, redaction_rules=rules
+        )
     except SandboxReplayError as exc:
         fail(exc)
     finally:

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgument
 from runner.cli.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError
 
@@ -23,13 +24,9 @@ from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError
 @app.command("record")
 def record_command(
     ctx: typer.Context,
-    workflow: Annotated[Path, typer.Argument(help="The workflow YAML file.", show_default=False)],
-    tasks: Annotated[
-        Path, typer.Option("--tasks", help="Task file (JSONL).", metavar="FILE", show_default=False)
-    ],
-    task: Annotated[
-        str, typer.Option("--task", help="Id of the task to run.", metavar="ID", show_default=False)
-    ],
+    workflow: WorkflowArgument,
+    tasks: TasksOption,
+    task: TaskOption,
     output: Annotated[
         Path | None,
         typer.Option("-o", "--output", help="Write the trace here (JSONL).", metavar="FILE"),
@@ -42,9 +39,10 @@ def record_command(
             metavar="NAME|FILE",
         ),
     ] = "shadow",
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Run one task live (real tools, no sandbox) and record its trace; charged as live."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.cli.commands.run import _render, warn_skipped_lines
     from runner.domain.tasks import load_tasks
     from runner.episode.record import record_run

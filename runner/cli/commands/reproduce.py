@@ -96,6 +96,7 @@ def _details(report: ReproduceReport) -> list[str]:
 
 
 def _table(reports: list[ReproduceReport]) -> None:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.table import Table
 
     from runner.cli.output import table_console
@@ -216,6 +217,7 @@ def reproduce_command(
 
     With --egress-baseline, a replay that tries a destination the file lacks also exits 1.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.reproduce.inputs import expand_inputs
     from runner.reproduce.reproducer import Reproducer
 

@@ -9,7 +9,6 @@ could not start, the runtime could not run: status ``infra_error``).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -23,6 +22,7 @@ from runner.cli.egress_gate import (
     check_baseline_file,
     gate_egress,
 )
+from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgument
 from runner.cli.terminal import echo
 from runner.errors import (
     EXIT_INFRA,
@@ -49,8 +49,8 @@ def execute_run(
     """Load everything, check eligibility, run one episode charged under ``replay``.
 
     The tool modules are never imported on the host: read from source first, then described
-    inside a sandbox (`runner.episode.admission`); only the scripted model function, the
-    user's own host-side code, is imported here (it runs on the host by design).
+    inside a sandbox (`runner.episode.toolmanifest.admission`); only the scripted model
+    function, the user's own host-side code, is imported here (it runs on the host by design).
 
     Args:
         settings: host settings.
@@ -70,18 +70,16 @@ def execute_run(
         CeilingReached: the policy's ``replay`` ceiling leaves no room for the run.
         InfrastructureError: Docker is unusable.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
-    from runner.episode.admission import read_gate, sandbox_gate
-    from runner.episode.driver import run_episode
     from runner.episode.limits import check_engine_limits
-    from runner.episode.metered_run import metered_run
+    from runner.episode.metered_run import call_cap, one_off_run
     from runner.episode.request import EpisodeRequest
-    from runner.episode.snapshot_sources import project_snapshot
+    from runner.episode.snapshot.sources import project_snapshot
+    from runner.episode.toolmanifest.admission import read_gate, sandbox_gate
     from runner.policy import load_policy
-    from runner.providers.metered import MeteredProvider, StopSignal
     from runner.providers.workflows import provider_for_workflow
-    from runner.submit.plan import DEFAULT_MAX_TOKENS
 
     validate_id(task_id, kind="task id", field="--task")
     task_file = load_tasks(tasks_path)
@@ -89,7 +87,7 @@ def execute_run(
     warn_skipped_lines(list(task_file.errors))
     task = task_file.get(task_id)
     policy = load_policy(policy_name)
-    # The load path `submit` shares (runner/episode/admission.py): the tools read from
+    # The load path `submit` shares (runner/episode/toolmanifest/admission.py): the tools read from
     # source first (nothing of them imported here), then described inside a sandbox below.
     report = read_gate([workflow_path], policy, settings=settings)
     workflow = report.workflows[0].workflow
@@ -97,9 +95,8 @@ def execute_run(
     model = workflow.spec.model
     provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
     # What the sandbox sees of the project: a copy of the declared tool code and data files,
-    # taken now (runner/episode/snapshot.py); never the tasks file or the state folder.
+    # taken now (runner/episode/snapshot/toolsnapshot.py); never the tasks file or the state folder.
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
-    variant = f"{workflow.spec.name}@{workflow.spec.version}"
     own_backend = backend is None
     if own_backend:
         from runner.episode.reaping import connect_docker
@@ -129,37 +126,18 @@ def execute_run(
         # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is
         # `replay`: the run (reserved before it starts) and each model call (reserved before it
         # is forwarded, as in submit), so the policy's replay ceilings hold here too.
-        with metered_run(settings, "replay", "run", variant, task.task_id, policy) as metered:
-            calls = None
-            if provider is not None:
-                bounded = policy.ceilings.replay
-                calls = MeteredProvider(
-                    provider,
-                    metered.guard,
-                    StopSignal(),
-                    policy.prices,
-                    model=(model.name or model.provider) if model is not None else None,
-                    variant=variant,
-                    task_id=task.task_id,
-                    run_key=metered.key,
-                    max_tokens=DEFAULT_MAX_TOKENS
-                    if bounded.tokens is not None or bounded.usd is not None
-                    else None,
-                )
-            result = run_episode(
-                dataclasses.replace(request, ledger_key=metered.key),
-                backend=backend,
-                settings=settings,
-                provider=calls,
-                id_factory=timestamped_ids(),
-            )
-            metered.finish(
-                result.status,
-                result.end,
-                str(result.trace_path),
-                calls_charged=calls.charged if calls is not None else None,
-            )
-        return result
+        return one_off_run(
+            request,
+            purpose="replay",
+            command="run",
+            backend=backend,
+            settings=settings,
+            provider=provider,
+            id_factory=timestamped_ids(),
+            spend="per_call",
+            model=(model.name or model.provider) if model is not None else None,
+            max_tokens=call_cap(policy.ceilings.replay),
+        )
     finally:
         if own_backend:
             backend.close()
@@ -225,13 +203,9 @@ def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
 @app.command("run")
 def run_command(
     ctx: typer.Context,
-    workflow: Annotated[Path, typer.Argument(help="The workflow YAML file.", show_default=False)],
-    tasks: Annotated[
-        Path, typer.Option("--tasks", help="Task file (JSONL).", metavar="FILE", show_default=False)
-    ],
-    task: Annotated[
-        str, typer.Option("--task", help="Id of the task to run.", metavar="ID", show_default=False)
-    ],
+    workflow: WorkflowArgument,
+    tasks: TasksOption,
+    task: TaskOption,
     image: Annotated[
         str | None,
         typer.Option("--image", help="Sandbox image (default: the settings').", metavar="IMAGE"),
@@ -244,7 +218,7 @@ def run_command(
             metavar="NAME|FILE",
         ),
     ] = "shadow",
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
 ) -> None:

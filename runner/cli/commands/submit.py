@@ -1,4 +1,4 @@
-"""``sandbox-replay submit`` (shadow evaluation) and ``sandbox-replay report JOB_ID``.
+"""``sandbox-replay submit``: shadow evaluation (``report JOB_ID`` shows one again: ``report``).
 
 ``submit --variant A.yaml --variant B.yaml --tasks T.jsonl [flags]`` or ``submit job.yaml``
 (flags given as well win over the job file). The plan is printed first, always (on stderr with
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runner.cli.app import app, fail, state, stdout_gone
+from runner.cli.app import app, fail, state
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
@@ -39,7 +39,8 @@ from runner.cli.egress_gate import (
     gate_egress,
     outbound_of_trace,
 )
-from runner.cli.terminal import echo
+from runner.cli.options import JsonOption
+from runner.cli.terminal import echo, stdout_gone
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 
 def _flags(pairs: Sequence[tuple[str, str, Any]]) -> CeilingFlags:
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.submit.options import CeilingFlags
 
     values = {dim: value for dim, _flag, value in pairs if value is not None}
@@ -60,6 +62,7 @@ class _Progress:
     """Counts per status on a rich progress bar (stderr, TTY only)."""
 
     def __init__(self, total: int, finished: int = 0) -> None:
+        # imported on use, not at module top: start-up speed (`--help`, `check`)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         from runner.cli.output import table_console
@@ -111,6 +114,7 @@ def _print_plan(lines: list[str], as_json: bool) -> None:
 
 def _finished_before(settings: Settings, job_id: str) -> int:
     """Pairs of ``job_id`` finished in earlier sessions (0 when there is no ledger)."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.ledger import LEDGER_FILENAME, Ledger
 
     path = settings.state_dir / LEDGER_FILENAME
@@ -139,6 +143,7 @@ def run_submit(
     Raises:
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.submit.job import execute, prepare
     from runner.submit.jobfolder import job_dir, load_resume
 
@@ -174,6 +179,7 @@ def run_submit(
     if backend_factory is None:
 
         def backend_factory() -> Any:
+            # imported on use, not at module top: start-up speed (`--help`, `check`)
             from runner.backends.docker import DockerBackend
 
             return DockerBackend.connect(settings.docker_host)
@@ -196,7 +202,7 @@ def run_submit(
     assert result.report is not None
     code = result.exit_code
     try:
-        _print_report(result.report, as_json)
+        print_report(result.report, as_json)
         html = write_job_html(
             settings, result.report, job_dir(settings, plan.job_id) / "report.html"
         )
@@ -229,6 +235,7 @@ def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Pa
     The page is a view of ``report.json``, which is written first and is the record: a page
     that fails (a full disk, a bug) never changes the job's exit code.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     import structlog
 
     from runner.cli.html import write_page
@@ -242,8 +249,8 @@ def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Pa
         return None
 
 
-def _print_report(report: dict[str, Any], as_json: bool) -> None:
-    """The report on stdout; a reader that went away (``| head``) is not an error."""
+def print_report(report: dict[str, Any], as_json: bool) -> None:
+    """A job's report on stdout (a table, or JSON); a reader gone away (``| head``) is no error."""
     try:
         if as_json:
             echo(json.dumps(report, indent=2, ensure_ascii=True, default=str))
@@ -311,7 +318,7 @@ def submit_command(
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
     resume: Annotated[
         str | None, typer.Option("--resume", help="Continue an interrupted job.")
     ] = None,
@@ -319,6 +326,7 @@ def submit_command(
     write_egress_baseline: WriteEgressBaselineOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.submit.options import SubmitOptions, load_job_file
 
     settings = state(ctx).settings(quiet=True)
@@ -372,50 +380,5 @@ def submit_command(
             egress=(egress_baseline, write_egress_baseline),
         )
     except SandboxReplayError as exc:
-        if as_json:
-            echo(
-                json.dumps(
-                    {
-                        "exit_code": exc.exit_code,
-                        "error": str(exc),
-                        **{k: str(v) for k, v in exc.fields.items()},
-                    }
-                )
-            )
-            raise typer.Exit(exc.exit_code) from None
-        fail(exc)
+        fail(exc, as_json=as_json)
     raise typer.Exit(code)
-
-
-@app.command("report")
-def report_command(
-    ctx: typer.Context,
-    job_id: Annotated[str, typer.Argument(help="The job id.", show_default=False)],
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html", help="Write the report as one self-contained HTML file.", metavar="FILE"
-        ),
-    ] = None,
-) -> None:
-    """Show a submission's report again (from its job folder); --html writes it as a page."""
-    from runner.submit.jobfolder import job_dir
-    from runner.submit.options import read_json_object
-
-    settings = state(ctx).settings(quiet=True)
-    try:
-        path = job_dir(settings, job_id) / "report.json"
-        if not path.exists():
-            raise InputError(f"no report for job {job_id!r} (looked for {path})")
-        report = read_json_object(path)
-    except SandboxReplayError as exc:
-        fail(exc)
-    if html is not None:
-        written = write_job_html(settings, report, html)
-        if written is None:
-            fail(InputError("cannot write the HTML report", file=str(html)))
-        echo(f"HTML report: {written}", err=as_json)
-        if not as_json:
-            return
-    _print_report(report, as_json)

@@ -49,6 +49,7 @@ def extract_command(
     ] = False,
 ) -> None:
     """Turn recorded production runs into tasks: input, observations, expected outcome."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.reproduce.inputs import expand_inputs
     from runner.tracetools.tasks_extract import extract_tasks
 

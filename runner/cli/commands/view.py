@@ -41,6 +41,7 @@ def view_command(
     ] = 0,
 ) -> None:
     """Serve a job's or a trace's report page on 127.0.0.1 and print its address."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.cli.html.job import job_page
     from runner.cli.html.render import content_security_policy_of, page_bytes, render_trace
     from runner.cli.html.serve import serve_page

@@ -182,6 +182,7 @@ def job_data(
     Returns:
         ``{"kind": "job", "job_id", "episodes": {pair number: episode}}``.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.ledger import run_key
 
     episodes: dict[str, Any] = {}
@@ -209,6 +210,7 @@ def render_job(
         report: the report.
         usd: per run key, the USD of each model turn (from the ledger), when known.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.cli.html.render import render_page
 
     data = job_data(report, usd)
@@ -222,6 +224,7 @@ def job_page(settings: Any, report: Mapping[str, Any]) -> str:
         settings: host settings (`runner.settings.Settings`: where the ledger is).
         report: the job's ``report.json``.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.ledger import LEDGER_FILENAME, Ledger
 
     usd = None

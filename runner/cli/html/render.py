@@ -79,6 +79,7 @@ def render_page(template: str, context: Mapping[str, Any], data: Any) -> str:
         context: the template's values (escaped where shown).
         data: the page script's data (``tojson`` into ``#report-data``).
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.cli.html.episodes import SOURCES
 
     css, js = _static("report.css"), _static("report.js")
@@ -105,6 +106,7 @@ def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
     Args:
         reports: ``ReproduceReport.to_dict()`` of each trace.
     """
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.cli.html.diff import side_by_side
 
     items = []
@@ -122,6 +124,7 @@ def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
 
 def render_trace(path: Path) -> str:
     """The page of one trace file: its run, calls, model turns, outbound, status."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.cli.html.episodes import read_episode
 
     episode = read_episode(path)

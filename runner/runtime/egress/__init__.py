@@ -1,17 +1,33 @@
-"""What leaves the sandbox's tools: the outbound-destination log and its coverage.
+"""What leaves the sandbox's tools: the outbound-destination log, its coverage, and its witness.
 
 Standard library only, Python 3.9+; mounted into sandboxes. Imported by every Python child at
 start-up (``site/sitecustomize.py``), so this file imports nothing.
 
-Modules: ``audit`` (the audit hook: state, sinks, destinations, coverage; the host reads its
-cap and destination key), ``events`` (what each audited event names: a destination, a child
-program, a foreign library; pure functions), ``programs`` (which child processes escape the
-hook), ``childlog`` (the file Python children report to, forwarded by the runtime), and
+The in-process log: ``audit`` (the audit hook: state, sinks, destinations, coverage; the host
+reads its cap and destination key), ``events`` (what each audited event names: a destination, a
+child program, a foreign library; pure functions), ``programs`` (which child processes escape
+the hook), ``childlog`` (the file Python children report to, forwarded by the runtime), and
 ``site/`` (the ``sitecustomize.py`` that loads the hook and the run's clock in every Python
 child).
+
+The witness outside the worker (issue 18): a seccomp user-notification filter the worker
+installs on itself, answered by the runtime. ``kernel`` (ctypes: seccomp, ``/proc/PID/mem``
+reads, the notification ioctls), ``bpf`` (the filter: arch check, io_uring denied, network calls
+trapped), ``sockaddr`` (decoding an address read from the caller), ``procnet`` (which kind of
+socket a descriptor of the caller is, by inode), ``seccomp`` (`install` in the worker, `attach`
+in the runtime: the bootstrap), ``witness`` (`Witness`, the runtime's thread that logs and
+answers; `serve`), ``probe`` (``python3 -m runner.runtime.egress.probe``: a command under the
+witness; ``doctor`` runs its self-test).
+
+Wiring into the worker: the runtime makes ``socket.socketpair()`` and starts the worker with one
+end inherited; the worker calls ``seccomp.install(fd)`` first thing (a single thread, before any
+user code) and closes the end; the runtime calls ``witness.serve(worker_pid, other_end,
+gateway_port, audit.record_witnessed)`` meanwhile (the outbound-destination log). ``serve``
+returns the coverage message to send when the witness is unavailable. Docker 20.10's default
+profile (measured) denies ``process_vm_readv`` and ``pidfd_getfd``: the design needs neither.
 
 May import: the standard library and `runner.sdk.wallclock` (the child's clock, from
 ``site/``).
 """
 
-__all__ = ["audit"]
+__all__ = ["audit", "seccomp", "witness"]

@@ -274,6 +274,14 @@ def _log_attempt(attempt: Dict[str, Any]) -> None:
         _write_lines(_take_pending())
 
 
+def record_witnessed(attempt: Dict[str, Any]) -> None:
+    """Log an attempt the egress witness saw (`runner.runtime.egress.witness`; any thread).
+
+    Same destinations, counts and cap as the hook's own attempts.
+    """
+    _log_attempt(attempt)
+
+
 def _attempt(
     event: str,
     kind: str,

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from tests.paths import REPO
 
 ROOT = REPO
 FIX = "tests/fixtures/helpdesk"
-
-_register_commands()
 
 
 @pytest.fixture(autouse=True)

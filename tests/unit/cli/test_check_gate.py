@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from tests.paths import REPO
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures" / "helpdesk"
-
-_register_commands()
 
 
 def run(*args: str) -> tuple[int, str, str]:

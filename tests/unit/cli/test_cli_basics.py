@@ -59,7 +59,7 @@ def test_usage_errors_exit_2_without_traceback(args: tuple[str, ...]) -> None:
 
 def test_help_does_not_import_heavy_libraries() -> None:
     code = (
-        "import sys; import runner.cli.app as a; a._register_commands(); "
+        "import sys; import runner.cli.entry; "
         "heavy = [m for m in ('docker', 'requests', 'pydantic_settings', 'httpx') "
         "if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)"
     )

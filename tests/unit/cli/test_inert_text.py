@@ -29,7 +29,7 @@ from tests.paths import REPO
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures"
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 
 HOSTILE = (
     "\x1b[2J\x1b[31mRED\x1b]0;pwned-title\x07\x9b1m\u202egnp.exe\u2066iso\u2069"

@@ -14,7 +14,8 @@ import pytest
 from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.cli.commands import run as run_module
 from runner.episode.request import EpisodeResult
 from runner.errors import InfrastructureError
@@ -22,8 +23,6 @@ from tests.fakes import without_description
 from tests.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
-
-_register_commands()
 
 
 def _invoke(*args: str, tmp_path: Path) -> Any:
@@ -168,7 +167,7 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
         return EpisodeResult("run-1", "succeeded", tmp_path / "t.jsonl", {"status": "succeeded"})
 
     monkeypatch.setattr("runner.backends.docker.DockerBackend.connect", lambda *a: _NoBackend())
-    monkeypatch.setattr("runner.episode.driver.run_episode", fake_episode)
+    monkeypatch.setattr("runner.episode.metered_run.run_episode", fake_episode)
     without_description(monkeypatch)  # the stub backend runs no sandbox
     tasks = _tasks_with_a_bad_line(tmp_path)
     out = _invoke(

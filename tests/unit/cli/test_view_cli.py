@@ -17,7 +17,7 @@ from runner.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = ROOT / "examples" / "helpdesk" / "traces" / "failing.jsonl"
-CLI = [sys.executable, "-c", "from runner.cli.app import main; main()"]
+CLI = [sys.executable, "-c", "from runner.cli import main; main()"]
 
 
 def _env(state: Path) -> dict[str, str]:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.domain.mcptools import McpEntry, effect_of, listed_tools
 from runner.errors import InputError
 from runner.runtime import mcplist
@@ -19,8 +20,6 @@ from runner.sdk import Effect
 from tests.paths import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "mcp"
-
-_register_commands()
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
-from runner.episode.toolmanifest import sandbox_registry
+from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.policy import load_policy
 from runner.settings import Settings
 from tests.toolviews import (

@@ -24,7 +24,7 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot import SnapshotEntry, build_snapshot
+from runner.episode.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.settings import Settings
 from runner.trace.format import episode_exit_code, failure_signature
 from runner.tracetools.lint import lint_trace
@@ -183,10 +183,10 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
     from rich.console import Console
     from typer.testing import CliRunner
 
-    from runner.cli.app import _register_commands, app
+    from runner.cli import commands  # noqa: F401  (importing it registers every command)
+    from runner.cli.app import app
     from runner.cli.report_render import render_report
 
-    _register_commands()
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("SANDBOX_REPLAY_MAX_CALLS", "77")
     monkeypatch.chdir(TESTS / "fixtures" / "submit")

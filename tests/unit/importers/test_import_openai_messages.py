@@ -10,7 +10,8 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.domain.tasks import load_tasks
 from runner.domain.toolsource import load_manifest_tools
 from runner.errors import InputError
@@ -220,7 +221,6 @@ def test_tool_defined_two_ways_and_bad_maps(tmp_path: Path) -> None:
 
 
 def test_cli(tmp_path: Path) -> None:
-    _register_commands()
     runner = CliRunner()
     out = tmp_path / "out"
     args = ["import", "openai-messages", str(FIX / "chat.jsonl"), "--out", str(out)]

@@ -15,7 +15,8 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.errors import InputError
 from runner.importers.otel import files as files_module
 from runner.importers.otel import read_otel
@@ -191,7 +192,6 @@ def _many_spans(n: int) -> Any:
 
 
 def test_cli_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
-    _register_commands()
     bad = tmp_path / "bad.json"
     bad.write_text('{"resourceSpans": [', encoding="utf-8")
     result = CliRunner().invoke(app, ["import", "otel", str(bad), "--out", str(tmp_path / "o")])
@@ -200,7 +200,6 @@ def test_cli_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
 
 
 def test_cli_imports_and_prints_warnings(tmp_path: Path) -> None:
-    _register_commands()
     spans = genai_session()
     spans[4]["parent"] = "ffffffffffffffff"
     source = render(spans, "jaeger", tmp_path / "jaeger.json")
@@ -228,7 +227,6 @@ def test_a_malformed_session_is_skipped_by_name_and_the_others_import(tmp_path: 
     assert list(got["traces"]) == ["conv-1"]
     (note,) = [n for n in got["report"]["notes"] if "skipped" in n]
     assert "session session s-9 skipped" in note and "bad.json" in note
-    _register_commands()
     result = CliRunner().invoke(
         app, ["import", "otel", *map(str, files), "--out", str(tmp_path / "cli")]
     )

@@ -16,7 +16,8 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.domain.tasks import load_tasks
 from runner.domain.toolsource import load_manifest_tools
 from runner.errors import InputError
@@ -208,7 +209,6 @@ def test_bad_results_name_the_field(tmp_path: Path, mutate: Any, field: str) -> 
 
 
 def test_cli_imports_and_rejects_bad_input(tmp_path: Path) -> None:
-    _register_commands()
     runner = CliRunner()
     out = tmp_path / "out"
     result = runner.invoke(

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 import pytest
 
 from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
-from runner.episode.admission import admit
+from runner.episode.toolmanifest.admission import admit
 from runner.errors import IneligibleError, InputError
 from runner.policy import load_policy
 from runner.policy.eligibility import check_eligibility

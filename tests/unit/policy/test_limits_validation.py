@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.errors import InputError
 from runner.ledger import Ceiling as LedgerCeiling
 from runner.policy import load_policy
@@ -28,8 +29,6 @@ from tests.paths import REPO
 
 ROOT = REPO
 SAFE = ROOT / "tests" / "fixtures" / "helpdesk" / "safe.yaml"
-
-_register_commands()
 
 BAD_LIMITS = [
     ("memory_mb", "1e20"),

@@ -115,7 +115,7 @@ def test_a_ctrl_c_while_the_report_prints_still_prints_the_hint(
     def print_report(report: Any, as_json: bool) -> None:
         raise KeyboardInterrupt  # Ctrl-C while the table was printing
 
-    monkeypatch.setattr(cli_submit, "_print_report", print_report)
+    monkeypatch.setattr(cli_submit, "print_report", print_report)
     settings = Settings(state_dir=tmp_path / "state")
     try:
         code = cli_submit.run_submit(

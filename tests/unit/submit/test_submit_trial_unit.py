@@ -20,7 +20,8 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli.app import CliState, _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import CliState, app
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
 from runner.providers.base import ProviderResponse
 from runner.providers.metered import MeteredProvider, StopSignal
@@ -118,7 +119,6 @@ def test_table_commands_default_to_warning_unless_asked(
 
 
 def test_global_log_level_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _register_commands()
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path))
     runner = CliRunner()
     assert runner.invoke(app, ["--log-level", "info", "ledger"]).exit_code == 0
@@ -145,7 +145,6 @@ def test_progress_bar_never_moves_back() -> None:
 def test_dry_run_names_no_job_and_one_variant_is_warned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _register_commands()
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(FIX)
     runner = CliRunner()
@@ -263,7 +262,6 @@ def test_report_shows_scores_reasons_unrecorded_reads_and_groups_reasons(tmp_pat
 def test_report_command_does_not_wrap_ids_when_piped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _register_commands()
     state = tmp_path / "state"
     report = _report(tmp_path)
     folder = state / "jobs" / report["job_id"]

@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
-from runner.cli.app import _register_commands, app
+from runner.cli import commands  # noqa: F401  (importing it registers every command)
+from runner.cli.app import app
 from runner.errors import IneligibleError
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
 from runner.providers.base import ProviderResponse
@@ -78,7 +79,6 @@ def test_ineligible_variant_rejects_everything_before_any_backend_or_ledger_use(
 def test_cli_ineligible_exit_3_and_dry_run_exit_0(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _register_commands()
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(FIX)
     runner = CliRunner()

@@ -46,25 +46,23 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from runner.backends.base import Backend as BackendType
 from runner.domain.registry import Registry, ToolSpec
-from runner.domain.toollocate import ToolLocations, locate_tools, tool_entry_where
-from runner.episode.toolmanifest_answer import PathMap, mcp_tools, module_tools
+from runner.domain.toollocate import locate_tools
+from runner.episode.snapshot.sources import snapshot_for
+from runner.episode.toolmanifest.answer import PathMap, mcp_tools, module_tools
+from runner.episode.toolmanifest.cache import description_slot, report_outbound
+from runner.episode.toolmanifest.run import ask_sandbox
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
-    from runner.episode.snapshot import ToolSnapshot
+    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
 
-__all__ = [
-    "MANIFEST_TIMEOUT_S",
-    "ToolLocations",
-    "locate_tools",
-    "sandbox_registry",
-    "tool_entry_where",
-]
+__all__ = ["MANIFEST_TIMEOUT_S", "sandbox_registry"]
 
 log = structlog.get_logger(__name__)
 
@@ -101,7 +99,7 @@ def sandbox_registry(
             modules located (the files in ``exclude`` never copied).
         exclude: files never copied into a snapshot built here (the trace read, by real path).
         cache: reuse (and keep) the description of the same snapshot, image, policy and
-            modules in the state folder (`runner.episode.toolmanifest_cache`): no
+            modules in the state folder (`runner.episode.toolmanifest.cache`): no
             sandbox starts for one described before (``run``, ``submit``).
 
     Raises:
@@ -109,20 +107,14 @@ def sandbox_registry(
             invalid tool, or a duplicate tool id (see the module docstring).
         InfrastructureError: the backend failed.
     """
-    from runner.episode.toolmanifest_cache import description_slot, report_outbound
-    from runner.episode.toolmanifest_run import ask_sandbox
-
     located = locate_tools(workflow, confined_to=confined_to)
     tools: dict[int, list[ToolSpec]] = dict(located.manifest_tools)
     if located.modules or located.mcp_servers:
         roots = located.roots()
         cache = cache and not located.mcp_servers  # a server's answer is not cached
         modules = [name for _, name, _ in located.modules]
-        from runner.backends.base import Backend as BackendType
 
         if snapshot is None:
-            from runner.episode.snapshot_sources import snapshot_for
-
             snapshot = snapshot_for(
                 [(workflow, located)], state_dir=settings.state_dir, exclude=exclude
             )

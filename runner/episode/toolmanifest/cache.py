@@ -32,12 +32,15 @@ import structlog
 
 from runner import resources
 from runner.domain.ids import path_for_id
-from runner.episode.toolmanifest_run import ATTEMPT_KEYS, MAX_OUTBOUND, SandboxAnswer
+from runner.episode.driver import lookup_image_id
+from runner.episode.snapshot.sources import run_roots
+from runner.episode.toolmanifest.answer import clean_text
+from runner.episode.toolmanifest.run import ATTEMPT_KEYS, MAX_OUTBOUND, SandboxAnswer
 from runner.errors import InputError
 from runner.sdk import canonical_json
 
 if TYPE_CHECKING:
-    from runner.episode.snapshot import ToolSnapshot
+    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 
 __all__ = [
     "DESCRIPTIONS_DIR",
@@ -239,9 +242,6 @@ def description_slot(
     Raises:
         InputError: a root the snapshot does not hold.
     """
-    from runner.episode.driver import lookup_image_id
-    from runner.episode.snapshot_sources import run_roots
-
     image_id = lookup_image_id(backend, image)
     if not image_id:
         return None
@@ -260,7 +260,6 @@ def report_outbound(workflow: Any, outbound: list[dict[str, Any]], *, cached: bo
     """Log what the modules tried to reach while the sandbox imported them (printed inert)."""
     if not outbound:
         return
-    from runner.episode.toolmanifest_answer import clean_text
 
     shown = [
         clean_text(

@@ -1,4 +1,4 @@
-"""The gate of ``run`` and ``submit`` (runner/episode/admission.py): read, then describe.
+"""The gate of ``run`` and ``submit`` (runner/episode/toolmanifest/admission.py): read, describe.
 
 A tool whose effect is not literal is ``unsafe`` to the reading (``check`` fails closed), but
 ``run`` and ``submit`` leave it to the sandbox's description: eligible when the module really

@@ -8,7 +8,7 @@ modules) builds one `ToolSnapshot` at its start and every sandbox of the command
 
 - **contents**: the entries the workflow declares (`SnapshotEntry`: the top-level module file or
   package of each ``tools`` module, and what its ``files`` globs match), found by
-  `runner.episode.snapshot_sources`;
+  `runner.episode.snapshot.sources`;
 - **minus**, at any depth of a declared package or folder: entries whose real path is an
   excluded file (the tasks file, traces the command reads; a hard link to one too) or the state
   folder or inside it; virtual environments (a folder holding ``pyvenv.cfg``, ``site-packages``,
@@ -50,7 +50,7 @@ from typing import Any
 import structlog
 
 from runner.backends.base import Mount
-from runner.episode.snapshot_tree import (
+from runner.episode.snapshot.tree import (
     DIR_MODE,
     MAX_BYTES,
     MAX_FILES,
@@ -190,7 +190,7 @@ def build_snapshot(
     """Copy ``entries`` into a content-addressed snapshot under ``state_dir``.
 
     Args:
-        entries: what the workflows declare (`runner.episode.snapshot_sources`).
+        entries: what the workflows declare (`runner.episode.snapshot.sources`).
         state_dir: the state folder (never copied; the snapshot is written below it).
         exclude: files never copied, by real path (the tasks file, traces read).
 

@@ -1,4 +1,4 @@
-"""The registry described by a sandbox (runner/episode/toolmanifest.py), without Docker.
+"""The registry described by a sandbox (runner/episode/toolmanifest/registry.py), without Docker.
 
 A scripted fake sandbox plays the runtime's side, so that every answer a hostile sandbox could
 give is checked on the host; the real runtime side runs as a local process
@@ -20,9 +20,10 @@ import pytest
 from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Reaped, Sandbox, SandboxSpec
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
+from runner.domain.toollocate import locate_tools
 from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
-from runner.episode.toolmanifest import locate_tools, sandbox_registry
+from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
 from runner.runtime import protocol

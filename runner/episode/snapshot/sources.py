@@ -1,7 +1,7 @@
 """What of a workflow goes into the tool snapshot (`runner.episode.snapshot`).
 
 For each ``tools`` module: its top-level module file or package folder, in the ``sys.path``
-folder it resolves from (`runner.episode.toolmanifest.locate_tools` finds it without
+folder it resolves from (`runner.domain.toollocate.locate_tools` finds it without
 importing: the workflow's folder and the current directory as for the host import, then the
 installed packages; ``reproduce`` of a packet only inside the packet). Tool manifests without
 code need nothing in the sandbox: their tools are served from recordings. The scripted model
@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import Mount
 from runner.domain.ids import path_under
-from runner.episode.snapshot import SnapshotEntry, ToolSnapshot, build_snapshot
-from runner.episode.snapshot_tree import VENV_NAMES
+from runner.domain.toollocate import locate_tools
+from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
+from runner.episode.snapshot.tree import VENV_NAMES
 from runner.errors import InputError
 from runner.runtime import protocol
 
@@ -82,7 +83,7 @@ def workflow_entries(
 
     Args:
         workflow: the loaded workflow.
-        located: where its modules resolve (`runner.episode.toolmanifest.locate_tools`).
+        located: where its modules resolve (`runner.domain.toollocate.locate_tools`).
         state_dir: the state folder (never matched by a glob).
 
     Raises:
@@ -243,7 +244,7 @@ def tool_mounts(request: Any) -> tuple[list[Mount], list[str]]:
         if roots:
             raise ValueError(
                 "a sandboxed run with tool folders needs the command's tool snapshot "
-                "(runner.episode.snapshot_sources.snapshot_for)"
+                "(runner.episode.snapshot.sources.snapshot_for)"
             )
         return [], []
     return snapshot.mounts(roots)
@@ -302,8 +303,6 @@ def project_snapshot(
     Raises:
         InputError: see `snapshot_for`.
     """
-    from runner.domain.toollocate import locate_tools
-
     located = [(workflow, locate_tools(workflow)) for workflow in workflows]
     return snapshot_for(located, state_dir=state_dir, exclude=exclude)
 

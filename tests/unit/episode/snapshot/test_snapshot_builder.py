@@ -1,4 +1,4 @@
-"""The tool snapshot builder (runner/episode/snapshot.py, snapshot_sources.py).
+"""The tool snapshot builder (runner/episode/snapshot/toolsnapshot.py, snapshot_sources.py).
 
 What a sandbox may see of the user's folders: the declared modules and data files only, minus
 by real path the tasks file, traces, the state folder, virtual environments, dot entries and
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from runner.domain.workflow import load_workflow
-from runner.episode import snapshot_tree
-from runner.episode.snapshot import SnapshotEntry, ToolSnapshot, build_snapshot
-from runner.episode.snapshot_sources import match_files, project_snapshot
+from runner.episode.snapshot import tree as snapshot_tree
+from runner.episode.snapshot.sources import match_files, project_snapshot
+from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
 from runner.errors import InputError
 
 TASK_LINE = '{"task_id": "t1", "input": {}, "expected": {"output": "SECRET"}}\n'
@@ -361,7 +361,7 @@ def test_a_build_left_by_a_killed_command_is_removed_later(tmp_path: Path) -> No
 def test_a_program_brings_the_modules_of_its_folder_it_imports(tmp_path: Path) -> None:
     """SPEC: a program's module "and the packages it imports from the workflow's folder" are
     in the tool snapshot (examples/agent-program's agent imports its own ``agentloop``)."""
-    from runner.episode.snapshot_sources import local_imports
+    from runner.episode.snapshot.sources import local_imports
 
     (tmp_path / "agent.py").write_text("import json\nfrom loop import run\nimport pkg.sub\n")
     (tmp_path / "loop.py").write_text("from helpers import x\n")

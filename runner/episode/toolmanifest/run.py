@@ -33,14 +33,14 @@ from runner.domain.tasks import Task
 from runner.episode.channel import Channel
 from runner.episode.prepare import prepare_run
 from runner.episode.request import EpisodeRequest
-from runner.episode.toolmanifest_answer import clean_text
-from runner.errors import InputError
+from runner.episode.toolmanifest.answer import clean_text
+from runner.errors import InfrastructureError, InputError
 from runner.runtime import protocol
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
-    from runner.episode.snapshot import ToolSnapshot
+    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -196,7 +196,6 @@ def _drive(
 
 
 def _write(sandbox: Any, message: dict[str, Any]) -> None:
-    from runner.errors import InfrastructureError
 
     try:
         sandbox.write(protocol.encode(message), timeout_s=SHUTDOWN_GRACE_S)

@@ -1,4 +1,4 @@
-"""Descriptions kept in the state folder (runner/episode/toolmanifest_cache.py).
+"""Descriptions kept in the state folder (runner/episode/toolmanifest/cache.py).
 
 A scripted fake sandbox plays the runtime, counting the sandboxes started: the same snapshot,
 image id and policy start one; anything else starts another. A kept file is host-written but
@@ -21,8 +21,8 @@ from structlog.testing import capture_logs
 from runner.backends.base import STDOUT, Backend, ExitState, Sandbox, SandboxSpec
 from runner.domain.registry import Registry
 from runner.domain.workflow import load_workflow
-from runner.episode.toolmanifest import sandbox_registry
-from runner.episode.toolmanifest_cache import DESCRIPTIONS_DIR
+from runner.episode.toolmanifest.cache import DESCRIPTIONS_DIR
+from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
 from runner.runtime import protocol

@@ -28,8 +28,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import structlog
 
 from runner.domain.registry import Registry
+from runner.domain.toollocate import locate_tools
+from runner.domain.toolstatic import static_registry
 from runner.domain.workflow import WorkflowFile
-from runner.policy import Policy
+from runner.episode.toolmanifest.registry import sandbox_registry
+from runner.policy import Policy, load_policy
 from runner.policy.eligibility import (
     EligibilityReport,
     check_eligibility,
@@ -38,7 +41,7 @@ from runner.policy.eligibility import (
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
-    from runner.episode.snapshot import ToolSnapshot
+    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
 
 __all__ = ["Admission", "admit", "check_describer", "read_gate", "sandbox_gate"]
@@ -71,14 +74,9 @@ class check_describer:  # used as a function: describe = check_describer(...)
             InputError: see `static_registry` and `sandbox_registry`.
             InfrastructureError: no engine for a workflow that needs a sandbox.
         """
-        from runner.domain.toollocate import locate_tools
-        from runner.domain.toolstatic import static_registry
-
         if not locate_tools(workflow).mcp_servers:
             return static_registry(workflow)
         from runner.backends.docker import DockerBackend  # lazy: `check` needs no engine else
-        from runner.episode.toolmanifest import sandbox_registry
-        from runner.policy import load_policy
 
         if self._backend is None:
             self._backend = DockerBackend.connect(self.settings.docker_host)
@@ -140,7 +138,6 @@ def sandbox_gate(
         IneligibleError: a tool the sandbox describes is denied, or an id does not resolve.
         InfrastructureError: the backend failed.
     """
-    from runner.episode.toolmanifest import sandbox_registry
 
     def describe(workflow: WorkflowFile) -> Registry:
         return sandbox_registry(

@@ -1,0 +1,56 @@
+"""``sandbox-replay report JOB_ID [--json] [--html FILE]``: a submission's report, shown again.
+
+Read from the job folder's ``report.json`` (`runner.submit.jobfolder`), printed as ``submit``
+prints it (`runner.cli.commands.submit.print_report`), or written as one self-contained HTML
+page. Exit 2 for an unknown job or a page that cannot be written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runner.cli.app import app, fail, state
+from runner.cli.commands.submit import print_report, write_job_html
+from runner.cli.options import JsonOption
+from runner.cli.terminal import echo
+from runner.errors import InputError, SandboxReplayError
+
+__all__ = ["report_command"]
+
+
+@app.command("report")
+def report_command(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="The job id.", show_default=False)],
+    as_json: JsonOption = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Write the report as one self-contained HTML file.", metavar="FILE"
+        ),
+    ] = None,
+) -> None:
+    """Show a submission's report again (from its job folder); --html writes it as a page."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.submit.jobfolder import job_dir
+    from runner.submit.options import read_json_object
+
+    settings = state(ctx).settings(quiet=True)
+    try:
+        path = job_dir(settings, job_id) / "report.json"
+        if not path.exists():
+            raise InputError(f"no report for job {job_id!r} (looked for {path})")
+        report = read_json_object(path)
+    except SandboxReplayError as exc:
+        fail(exc)
+    if html is not None:
+        written = write_job_html(settings, report, html)
+        if written is None:
+            fail(InputError("cannot write the HTML report", file=str(html)))
+        echo(f"HTML report: {written}", err=as_json)
+        if not as_json:
+            return
+    print_report(report, as_json)

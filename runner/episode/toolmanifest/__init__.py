@@ -1,0 +1,26 @@
+"""A workflow's tools described inside a sandbox, and the load gate built on that description.
+
+The host never imports the code under evaluation: ``registry`` (`sandbox_registry`) locates the
+tool modules without running them, asks a sandbox to import them (``run``), reads the answer
+as untrusted data (``answer``) and keeps it by the snapshot's digest in the state folder
+(``cache``: one describing sandbox per snapshot, not per command); ``admission`` is the load
+gate of ``run`` and ``submit`` (`read_gate`: the tools read from source, nothing run;
+`sandbox_gate`: the eligibility check again on the sandbox's description).
+
+May import: `runner.episode` (the run folder and spec: ``prepare``, ``request``, ``channel``,
+``driver``; the tool snapshot: ``snapshot``), `runner.backends` (the interface),
+`runner.policy`, `runner.domain`, `runner.settings`, `runner.resources`,
+`runner.runtime.protocol`, `runner.sdk`, `runner.errors`; never submit, reproduce or cli.
+"""
+
+from runner.episode.toolmanifest.admission import Admission, admit, read_gate, sandbox_gate
+from runner.episode.toolmanifest.registry import MANIFEST_TIMEOUT_S, sandbox_registry
+
+__all__ = [
+    "MANIFEST_TIMEOUT_S",
+    "Admission",
+    "admit",
+    "read_gate",
+    "sandbox_gate",
+    "sandbox_registry",
+]

@@ -1,0 +1,321 @@
+"""The egress witness: the runtime's thread that answers the worker's trapped network calls.
+
+Standard library only, Python 3.9+. It holds the listener `runner.runtime.egress.seccomp.attach`
+took; every ``connect``, addressed ``sendto``, and ``sendmsg``/``sendmmsg`` of the worker or any
+of its descendants waits in the kernel until this thread answers. Per call:
+
+- The address is read from the caller's memory (``/proc/PID/mem``) and the notification is
+  checked to be still valid afterwards (``SECCOMP_IOCTL_NOTIF_ID_VALID``), so a reply never goes
+  to a different call that reused the slot.
+- ``connect`` to an IP address (any but the gateway's loopback port), and any addressed
+  ``sendto``/``sendmsg``/``sendmmsg`` to an IP address: logged (`sink`), answered
+  ``ENETUNREACH``. A caller whose memory cannot be read (not dumpable, say): logged without an
+  address, answered ``ENETUNREACH``.
+- ``connect`` to the gateway's loopback port: this thread connects a socket of its own there and
+  installs it in the caller's place (``SECCOMP_IOCTL_NOTIF_ADDFD`` with ``SETFD``, the caller's
+  ``O_NONBLOCK``/``O_CLOEXEC`` kept), then returns the connect's result. Nothing the caller
+  rewrites after the read can make that socket go elsewhere (the kernel documents
+  ``SECCOMP_USER_NOTIF_FLAG_CONTINUE`` as unsafe for such decisions). Socket options the
+  caller set before ``connect`` are not carried over.
+- ``connect``/``sendto`` with a local-family address (``AF_UNIX``, ``AF_NETLINK``): continued
+  (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``) only when the descriptor is, at that moment, a socket
+  of that family (`procnet`), since the kernel refuses an address of another family than the
+  socket's; else ``EAFNOSUPPORT``. ``connect`` with ``AF_UNSPEC``: 0, nothing done.
+- ``sendmsg``/``sendmmsg``: any IP address in a header: logged, ``ENETUNREACH``. No address:
+  continued on a unix or hashed TCP socket (TCP ignores a name; ``MSG_FASTOPEN`` is refused by
+  the filter), else ``EDESTADDRREQ`` (no datagram socket has a destination: its connects were
+  denied). Local-family names: as ``sendto``.
+- Residual of every continue, documented: another thread of the caller that *replaces the
+  descriptor* (``dup2``) between this check and the kernel's own can make one call the log
+  does not name; rewriting the address alone cannot. The namespace (``network_mode=none``)
+  still contains it. Closing it needs ``pidfd_getfd`` (to act on the socket itself), which
+  Docker's default profile denies.
+
+Logged attempts have the outbound log's fields (`runner.runtime.egress.audit`): ``kind``
+(``connect``, ``sendto``, ``sendmsg``), ``host`` None, ``address``, ``port``, ``outcome``
+``denied``, ``pid`` (the calling thread), ``event`` ``seccomp.<call>``.
+"""
+
+import os
+import select
+import socket
+import struct
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from runner.runtime.egress import kernel, procnet, seccomp, sockaddr
+
+ENETUNREACH = 101
+EINVAL = 22
+EFAULT = 14
+ENOTTY = 25
+EAFNOSUPPORT = 97
+EDESTADDRREQ = 89
+MAX_MMSG = 1024  # UIO_MAXIOV: the kernel's own cap on sendmmsg's vlen
+MAX_ERRORS = 100  # unexpected failures remembered (each is answered ENETUNREACH anyway)
+_MSGHDR = 56
+_MMSGHDR = 64
+Sink = Callable[[Dict[str, Any]], None]
+
+
+class Witness:
+    """Serves one listener on a daemon thread until every filtered process is gone.
+
+    Args:
+        listener: the seccomp listener fd (this object closes it).
+        gateway_port: the model gateway's loopback TCP port, connected through; None for none.
+        sink: called (from the witness thread) with each logged attempt dict.
+
+    Attributes:
+        answered: notifications answered so far.
+        errors: unexpected failures while answering (each answered ``ENETUNREACH``; the first
+            `MAX_ERRORS`).
+    """
+
+    def __init__(self, listener: int, gateway_port: Optional[int], sink: Sink) -> None:
+        self.listener = listener
+        self.gateway_port = gateway_port
+        self.sink = sink
+        self.answered = 0
+        self.errors: List[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="egress-witness", daemon=True)
+
+    def start(self) -> "Witness":
+        """Start the thread; returns self."""
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop serving (trapped calls then fail with ``ENOSYS``) and close the listener."""
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    def join(self, timeout_s: Optional[float] = None) -> None:
+        """Wait until the thread ends (all filtered processes exited, or `stop`)."""
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self.listener, select.POLLIN)
+        try:
+            while not self._stop.is_set():
+                events = poller.poll(200)
+                if not events:
+                    continue
+                if events[0][1] & select.POLLIN:
+                    try:
+                        raw = kernel.recv_notification(self.listener)
+                    except OSError:  # the caller died or was interrupted meanwhile
+                        continue
+                    self._serve(raw)
+                elif events[0][1] & (select.POLLHUP | select.POLLERR):
+                    return  # no filtered process is left
+        finally:
+            os.close(self.listener)
+
+    # --- one notification ----------------------------------------------------------------
+
+    def _serve(self, raw: bytes) -> None:
+        notif_id, pid, _flags, nr, _arch, _ip = struct.unpack_from("<QIIiIQ", raw, 0)
+        args = struct.unpack_from("<6Q", raw, 32)
+        table = kernel.SYSCALLS[kernel.machine() or "x86_64"]
+        error: Optional[int] = -ENETUNREACH
+        flags = 0
+        try:
+            if nr == table["connect"]:
+                error, flags = self._connect(notif_id, pid, args)
+            elif nr == table["sendto"]:
+                error, flags = self._sendto(notif_id, pid, args)
+            elif nr == table["sendmsg"]:
+                error, flags = self._sendmsg(notif_id, pid, args[0], args[1], 1, "sendmsg")
+            elif nr == table["sendmmsg"]:
+                error, flags = self._sendmsg(notif_id, pid, args[0], args[1], args[2], "sendmmsg")
+        except Exception as exc:  # an answer is always sent: deny
+            if len(self.errors) < MAX_ERRORS:
+                self.errors.append("{}: {}".format(type(exc).__name__, exc)[:200])
+            error, flags = -ENETUNREACH, 0
+        if error is None:  # the notification went stale: nothing to answer
+            return
+        try:
+            kernel.send_response(self.listener, notif_id, 0, error, flags)
+            self.answered += 1
+        except OSError:  # the caller is gone (ENOENT)
+            pass
+
+    def _read(self, pid: int, address: int, size: int) -> bytes:
+        return kernel.read_memory(pid, address, size)
+
+    def _log(self, call: str, pid: int, decoded: Optional[Dict[str, Any]]) -> None:
+        attempt = {
+            "kind": "connect" if call == "connect" else call.replace("sendmmsg", "sendmsg"),
+            "host": None,
+            "address": None if decoded is None else decoded["address"],
+            "port": None if decoded is None else decoded["port"],
+            "resolved_from": None,
+            "outcome": "denied",
+            "pid": pid,
+            "event": "seccomp." + call,
+        }
+        if decoded is not None and decoded["family"] not in ("inet", "inet6"):
+            attempt["address"] = "{}:{}".format(decoded["family"], decoded["address"] or "")
+        self.sink(attempt)
+
+    def _address(
+        self, notif_id: int, pid: int, pointer: int, length: int, call: str
+    ) -> Tuple[Optional[int], Optional[bytes]]:
+        """(error to answer now, or None; the sockaddr bytes)."""
+        if length > sockaddr.MAX_SOCKADDR:
+            return -EINVAL, None
+        try:
+            data = self._read(pid, pointer, length)
+        except OSError as exc:
+            if exc.errno == EFAULT:
+                return -EFAULT, None
+            if kernel.id_valid(self.listener, notif_id):
+                self._log(call, pid, None)
+            return -ENETUNREACH, None
+        if not kernel.id_valid(self.listener, notif_id):
+            return None, None
+        return 0, data
+
+    def _fd_flags(self, pid: int, fd: int) -> int:
+        """The caller's ``fd`` open flags (``/proc/PID/fdinfo``), or -1 when unreadable."""
+        try:
+            with open("/proc/{}/fdinfo/{}".format(pid, fd), "rb") as handle:
+                for line in handle.read(4096).split(b"\n"):
+                    if line.startswith(b"flags:"):
+                        return int(line.split()[1], 8)
+        except (OSError, ValueError, IndexError):
+            pass
+        return -1
+
+    def _gateway(
+        self, notif_id: int, pid: int, fd: int, data: bytes, family: str
+    ) -> Tuple[int, int]:
+        """Connect a socket of ours to the gateway and put it in the caller's place (``ADDFD``).
+
+        Returns (error, flags): the connect's result; ``ENETUNREACH`` when the caller's
+        descriptor cannot be read or replaced; CONTINUE only on a kernel without ``ADDFD``
+        (before 5.9: ``ENOTTY``/``EINVAL``), where the address read was the gateway's.
+        """
+        flags = self._fd_flags(pid, fd)
+        if flags < 0:
+            return -ENETUNREACH, 0
+        sock = socket.socket(socket.AF_INET if family == "inet" else socket.AF_INET6)
+        try:
+            sock.setblocking(not flags & os.O_NONBLOCK)
+            result = kernel.raw_connect(sock.fileno(), data)
+            kernel.add_fd(self.listener, notif_id, sock.fileno(), fd, bool(flags & os.O_CLOEXEC))
+        except OSError as exc:
+            if exc.errno in (ENOTTY, EINVAL):
+                return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+            return -ENETUNREACH, 0
+        finally:
+            sock.close()
+        return result, 0
+
+    def _connect(self, notif_id: int, pid: int, args: Tuple[int, ...]) -> Tuple[Optional[int], int]:
+        error, data = self._address(notif_id, pid, args[1], args[2], "connect")
+        if data is None:
+            return error, 0
+        decoded = sockaddr.decode(data)
+        family = decoded["family"]
+        if family == "unspec":  # "dissolve the association": every association is ours
+            return 0, 0
+        if family in sockaddr.LOCAL_FAMILIES:
+            return self._local(pid, args[0], family)
+        if (
+            family in ("inet", "inet6")
+            and self.gateway_port is not None
+            and decoded["port"] == self.gateway_port
+            and sockaddr.is_loopback(decoded["address"])
+        ):
+            return self._gateway(notif_id, pid, args[0] & 0xFFFFFFFF, data, family)
+        self._log("connect", pid, decoded)
+        return -ENETUNREACH, 0
+
+    def _local(self, pid: int, fd: int, family: str) -> Tuple[Optional[int], int]:
+        """Continue a call with a ``family`` address only on a socket of that family.
+
+        The kernel refuses an address of another family than the socket's, so rewriting the
+        address after this check cannot turn the call into an IP one; only replacing the
+        descriptor in that instant could (the documented residual).
+        """
+        if procnet.socket_kind(pid, fd & 0xFFFFFFFF) == family:
+            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        return -EAFNOSUPPORT, 0
+
+    def _sendto(self, notif_id: int, pid: int, args: Tuple[int, ...]) -> Tuple[Optional[int], int]:
+        error, data = self._address(notif_id, pid, args[4], args[5], "sendto")
+        if data is None:
+            return error, 0
+        decoded = sockaddr.decode(data)
+        if decoded["family"] in ("unix", "netlink"):
+            return self._local(pid, args[0], decoded["family"])
+        self._log("sendto", pid, decoded)
+        return -ENETUNREACH, 0
+
+    def _sendmsg(
+        self, notif_id: int, pid: int, fd: int, pointer: int, count: int, call: str
+    ) -> Tuple[Optional[int], int]:
+        size = _MSGHDR if call == "sendmsg" else _MMSGHDR
+        count = min(count, MAX_MMSG)
+        try:
+            headers = self._read(pid, pointer, size * count)
+        except OSError as exc:
+            if exc.errno == EFAULT:
+                return -EFAULT, 0
+            self._log(call, pid, None)
+            return -ENETUNREACH, 0
+        named: List[Dict[str, Any]] = []
+        for index in range(count):
+            name, namelen = struct.unpack_from("<QI", headers, index * size)
+            if not name or not namelen:
+                continue
+            error, data = self._address(notif_id, pid, name, namelen, call)
+            if data is None:
+                return error, 0
+            named.append(sockaddr.decode(data))
+        if not kernel.id_valid(self.listener, notif_id):
+            return None, 0
+        remote = [d for d in named if d["family"] not in ("unix", "netlink")]
+        if remote:
+            for decoded in remote:
+                self._log(call, pid, decoded)
+            return -ENETUNREACH, 0
+        kind = procnet.socket_kind(pid, fd & 0xFFFFFFFF)
+        families = {d["family"] for d in named}
+        if not families and kind in ("unix", "tcp"):  # TCP ignores a name (no MSG_FASTOPEN)
+            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        if families and families == {kind}:
+            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+        # a datagram socket without a destination: every connect of one was denied, so the
+        # kernel's answer would be EDESTADDRREQ (unless a name appears meanwhile: refused here)
+        return (-EDESTADDRREQ if not families else -EAFNOSUPPORT), 0
+
+
+def serve(
+    pid: int, channel: int, gateway_port: Optional[int], sink: Sink
+) -> Tuple[Optional[Witness], Optional[Dict[str, Any]]]:
+    """The runtime's whole side for worker ``pid``: bootstrap, then a started `Witness`.
+
+    Args:
+        pid: the worker (our child, running `runner.runtime.egress.seccomp.install`).
+        channel: the runtime's end of the bootstrap socketpair.
+        gateway_port: the model gateway's loopback port (connected through), or None.
+        sink: where logged attempts go (the outbound-destination log).
+
+    Returns:
+        ``(witness, None)`` when every network call of the worker's tree is witnessed, else
+        ``(None, coverage)``: the ``coverage`` message (``partial``, with the reason) for the
+        outbound log.
+    """
+    listener, reason = seccomp.attach(pid, channel)
+    if listener is None:
+        return None, {
+            "type": "coverage",
+            "partial": True,
+            "reason": "egress witness unavailable: {}".format(reason)[:512],
+        }
+    return Witness(listener, gateway_port, sink).start(), None

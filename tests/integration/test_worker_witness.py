@@ -18,6 +18,7 @@ import pytest
 
 from runner.backends.docker import DockerBackend
 from tests.integration._episodes import Outcome, Project
+from tests.integration.test_egress_witness import _I386_EXIT, _elf
 
 pytestmark = pytest.mark.docker
 
@@ -33,12 +34,25 @@ def hidden() -> str:
     s = socket.socket()
     addr = struct.pack("=H", 2) + struct.pack("!H", 443) + bytes([192, 0, 2, 1]) + bytes(8)
     code = libc.connect(s.fileno(), addr, 16)
-    return "bash %d ctypes %d errno %d" % (shell.returncode, code, ctypes.get_errno())
+    return "bash %%d ctypes %%d errno %%d" %% (shell.returncode, code, ctypes.get_errno())
+
+
+# the i386 ABI from a 64-bit program: int 0x80 with eax=1 (exit(0)), in a minimal static ELF
+# (tests/integration/test_egress_witness.py builds the same), run from a memfd (tmpfs is noexec)
+I386_EXIT = %r
+
+
+@tool("net.foreign_abi", effect=Effect.LOCAL)
+def foreign_abi() -> str:
+    import os
+    fd = os.memfd_create("bin", 0)
+    os.write(fd, I386_EXIT)
+    return "exit %%d" %% subprocess.call(["/proc/self/fd/%%d" %% fd], pass_fds=(fd,))
 
 
 @tool("net.plain", effect=Effect.LOCAL)
 def plain() -> str:
-    return "connect_ex %d" % socket.socket().connect_ex(("192.0.2.1", 8080))
+    return "connect_ex %%d" %% socket.socket().connect_ex(("192.0.2.1", 8080))
 """
 
 
@@ -51,7 +65,8 @@ def backend(docker_client: Any) -> Iterator[DockerBackend]:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    return Project(tmp_path_factory.mktemp("wwitness") / "proj", TOOLS, module="hidden_tools")
+    source = TOOLS % _elf(_I386_EXIT)
+    return Project(tmp_path_factory.mktemp("wwitness") / "proj", source, module="hidden_tools")
 
 
 def _run(project: Project, backend: Any, image: str, tmp_path: Path, tool: str) -> Outcome:
@@ -83,3 +98,12 @@ def test_a_python_connect_seen_by_hook_and_witness_counts_once(
     (connect,) = _connects(out).values()
     assert (connect["address"], connect["port"], connect["count"]) == ("192.0.2.1", 8080, 1)
     assert out.end["coverage"] == "full", out.end["coverage_detail"]
+
+
+def test_a_child_killed_for_a_foreign_abi_is_named_in_the_episode(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    out = _run(project, backend, sandbox_image, tmp_path, "net.foreign_abi")
+    assert "exit -31" in str(out.end["output"]), out.end["output"]  # SIGSYS
+    (killed,) = [a for a in out.end["outbound"] if a["kind"] == "foreign_abi"]
+    assert killed["outcome"] == "killed" and "arch=0x40000003" in killed["event"], killed

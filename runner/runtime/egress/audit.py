@@ -139,7 +139,7 @@ def install_from_env() -> bool:
     gateway_from_env()
     _state["witnessed"] = os.environ.get(ENV_WITNESSED) == "1"
     install(path, in_memory=False)
-    atexit.register(_flush_child)
+    atexit.register(flush_child)
     return True
 
 
@@ -222,7 +222,7 @@ def _take_pending() -> List[Dict[str, Any]]:
 
 def _hook(event: str, args: Tuple[Any, ...]) -> None:
     handler = _HANDLERS.get(event)
-    if handler is None or (_state["witnessed"] and event in _WITNESS_EVENTS):
+    if handler is None:
         return
     try:
         if getattr(_local, "busy", False):
@@ -262,8 +262,11 @@ def _write_lines(messages: List[Dict[str, Any]]) -> None:
         os.close(fd)
 
 
-def _flush_child() -> None:
-    """Write this (child) process's unreported repeat counts and drops to the child log."""
+def flush_child() -> None:
+    """Write this (child) process's unreported repeat counts and drops to the child log.
+
+    At exit, and by the worker after each request (it never exits through ``atexit``).
+    """
     try:
         if _state["owner_pid"] != os.getpid():
             _write_lines(_take_pending())
@@ -331,6 +334,9 @@ def _attempt(
 
 
 def _on_network(event: str, args: Tuple[Any, ...]) -> None:
+    if _state["witnessed"] and event in _WITNESS_EVENTS and args:
+        if int(getattr(args[0], "family", 0)) in (2, 10):  # AF_INET, AF_INET6: the witness's
+            return
     if event in events.LOOKUP_EVENTS:
         host, port = events.lookup(event, args)
         _local.last_lookup = (host, port)

@@ -36,8 +36,14 @@ from runner.trace.strictjson import loads as strict_loads
 
 __all__ = ["MAX_VIOLATIONS", "Worker"]
 
+ENV_WITNESS = "SANDBOX_REPLAY_EGRESS_WITNESS"  # "off": the hook alone (its own tests; the
+# host never sets it): the runtime then reports coverage partial, the hook's notes come back
 MAX_VIOLATIONS = 20  # the first ones are named; the rest only counted
 WORKER_COMMAND = ("-u", "-m", "runner.runtime.worker")
+
+
+def _partial(reason: str) -> Dict[str, Any]:
+    return {"type": "coverage", "partial": True, "reason": reason}
 
 
 class Worker:
@@ -72,11 +78,15 @@ class Worker:
         # child): the reading until ``load`` brings the run's is the machine's time now
         environment = dict(os.environ)
         environment.setdefault(wallclock.ENV_CLOCK, repr(wallclock.real_time()))
-        environment[audit.ENV_WITNESSED] = "1"  # the worker clears it if the bootstrap fails
         ours, theirs = socket.socketpair()  # the witness's bootstrap (non-inheritable)
+        witnessed = os.environ.get(ENV_WITNESS) != "off"
+        if witnessed:
+            environment[audit.ENV_WITNESSED] = "1"  # the worker clears it if the bootstrap fails
+        else:
+            self._witness_coverage = _partial("egress witness off ({}=off)".format(ENV_WITNESS))
         process = subprocess.Popen(
             [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)]
-            + [str(theirs.fileno())],
+            + ([str(theirs.fileno())] if witnessed else []),
             env=environment,
             stdin=subprocess.DEVNULL,
             close_fds=True,
@@ -84,10 +94,13 @@ class Worker:
             start_new_session=True,
         )
         theirs.close()
-        self._bootstrap = threading.Thread(
-            target=self._serve_witness, args=(process.pid, ours), name="egress-bootstrap"
-        )
-        self._bootstrap.start()
+        if witnessed:
+            self._bootstrap = threading.Thread(
+                target=self._serve_witness, args=(process.pid, ours), name="egress-bootstrap"
+            )
+            self._bootstrap.start()
+        else:
+            ours.close()
         self._process = process  # kept, never waited on: the reaper owns the exit status
         self.pid = process.pid
         self.reaper.watch(process.pid)

@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, FrozenSet, List
 from runner import sdk
 from runner.errors import ToolNotResolvable
 from runner.runtime.channel import Channel
-from runner.runtime.egress import audit, seccomp
+from runner.runtime.egress import audit
 from runner.runtime.manifest import answer
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay import rawserve
@@ -141,6 +141,7 @@ class WorkerProcess:
             fields = handler(message)
         except BaseException as exc:
             fields = {"error": wire.error_fields(exc), "exchanges": getattr(exc, "_exchanges", [])}
+        audit.flush_child()  # the counts of this request reach the log before its answer
         try:
             self.pipe.send_raw(dict(fields, type=reply, id=message["id"]))
         except ValueError as exc:  # too large or not encodable: say so instead
@@ -238,6 +239,10 @@ def install_witness(channel: int) -> None:
     witness.serve`). Without the witness the hook's own coverage notes come back (the runtime
     reports why it is missing).
     """
+    # imported here, not at the top: its ctypes lookups would be noted as the worker's own
+    # foreign code when the witness is off (the hook is not told to leave them to it then)
+    from runner.runtime.egress import seccomp
+
     installed = seccomp.install(channel)
     os.close(channel)
     audit.set_witnessed(installed.witnessed)

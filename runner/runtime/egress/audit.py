@@ -334,9 +334,9 @@ def _attempt(
 
 
 def _on_network(event: str, args: Tuple[Any, ...]) -> None:
-    if _state["witnessed"] and event in _WITNESS_EVENTS and args:
-        if int(getattr(args[0], "family", 0)) in (2, 10):  # AF_INET, AF_INET6: the witness's
-            return
+    witnessed = _state["witnessed"] and event in _WITNESS_EVENTS and args
+    if witnessed and int(getattr(args[0], "family", 0)) in (2, 10):  # AF_INET(6): the witness's
+        return
     if event in events.LOOKUP_EVENTS:
         host, port = events.lookup(event, args)
         _local.last_lookup = (host, port)

@@ -38,6 +38,7 @@ ABI (i386, x32) is not run: the caller is killed with ``SIGSYS`` and logged as k
 ``foreign_abi``, outcome ``killed``, its arch and number in ``event``.
 """
 
+import contextlib
 import os
 import select
 import signal
@@ -127,10 +128,8 @@ class Witness:
         notification is valid (checked first); the signal is pending before it returns.
         """
         if kernel.id_valid(self.listener, notif_id):
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGSYS)
-            except OSError:
-                pass
         self.sink(
             {
                 "kind": "foreign_abi",

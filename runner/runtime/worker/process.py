@@ -1,10 +1,11 @@
 """The worker process: where tool functions, program steps and tool modules' imports run.
 
 Standard library only, Python 3.9+. Started by the runtime (`runner.runtime.worker.client`) as
-``python3 -u -m runner.runtime.worker READ_FD WRITE_FD WITNESS_FD``; it holds no descriptor of the host
-channel (the runtime's are non-inheritable and the spawn closes every other fd) and talks only
-over its two pipe ends. What it answers is only what it says: the runtime builds every call
-record itself from these answers (`runner.runtime.worker.wire` checks them).
+``python3 -u -m runner.runtime.worker READ_FD WRITE_FD WITNESS_FD``; it holds no descriptor of
+the host channel (the runtime's are non-inheritable and the spawn closes every other fd) and
+talks only over its two pipe ends (and the witness's bootstrap socket, closed before user
+code). What it answers is only what it says: the runtime builds every call record itself
+from these answers (`runner.runtime.worker.wire` checks them).
 
 Requests (runtime -> worker; each answered by a message of the reply type with the same ``id``):
 
@@ -23,10 +24,11 @@ itself over the bootstrap socket ``WITNESS_FD`` (`install_witness`): every netwo
 worker and of every process it starts is then seen and answered by the runtime. Then, before
 any user code is imported (`before_user_code`, the hook point): the process is made the
 first candidate of the kernel's OOM killer (``oom_score_adj`` 1000: a memory hog in a tool
-takes the worker, never the runtime), and every function in `BEFORE_USER_CODE` is called. A tool whose code may not run in this
-episode is never bound: its ``@tool`` decorator keeps a stub that raises `CapabilityDenied`
-(`runner.sdk.dispatch.deny_code`), so no reference to the bare function exists in the process
-(not in `ToolDef.func`, not in a closure cell, not through ``gc``).
+takes the worker, never the runtime), and every function in `BEFORE_USER_CODE` is called. A
+tool whose code may not run in this episode is never bound: its ``@tool`` decorator keeps a
+stub that raises `CapabilityDenied` (`runner.sdk.dispatch.deny_code`), so no reference to the
+bare function exists in the process (not in `ToolDef.func`, not in a closure cell, not through
+``gc``).
 """
 
 import contextlib

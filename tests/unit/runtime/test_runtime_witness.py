@@ -54,6 +54,4 @@ def test_a_non_python_child_is_witnessed_and_coverage_stays_full(tmp_path: Path)
 def test_a_python_connect_is_logged_once(tmp_path: Path) -> None:
     result = _run(tmp_path, "net.connect", {"host": "127.0.0.1", "port": 9})
     egress = result.of("egress")
-    assert [(m["attempt"]["event"], m.get("count", 1)) for m in egress] == [
-        ("seccomp.connect", 1)
-    ]
+    assert [(m["attempt"]["event"], m.get("count", 1)) for m in egress] == [("seccomp.connect", 1)]

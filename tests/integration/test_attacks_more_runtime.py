@@ -22,11 +22,14 @@ __all__ = ["backend", "project"]  # fixtures
 # --- odd tool behaviour the runtime must survive ----------------------------------------------
 
 
-def test_exit_0_from_a_tool_without_an_episode_is_crashed(
+def test_exit_0_from_a_tool_ends_the_worker_and_the_episode_names_it(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """The tool runs in the worker: its exit ends the worker, not the runtime, which records the
+    call as failed with `WorkerGone` and ends the episode (before the worker: ``crashed``)."""
     out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: a, tool: odd.exit0}\n")
-    assert out.end["status"] == "crashed", out.end
+    assert out.end["status"] == "failed", out.end
+    assert out.call("a")["error"]["class"] == "runner.runtime.worker.wire.WorkerGone"
     assert out.end["sandbox"]["exit_code"] == 0
 
 

@@ -263,10 +263,7 @@ def _write_lines(messages: List[Dict[str, Any]]) -> None:
 
 
 def flush_child() -> None:
-    """Write this (child) process's unreported repeat counts and drops to the child log.
-
-    At exit, and by the worker after each request (it never exits through ``atexit``).
-    """
+    """Write this child's unreported repeat counts and drops (at exit; the worker: per request)."""
     try:
         if _state["owner_pid"] != os.getpid():
             _write_lines(_take_pending())

@@ -33,7 +33,7 @@ _EGRESS_KEYS = (
     "url",
     "method",
 )
-_COVERAGE_KEYS = ("reason", "program", "argv", "library", "symbol", "pid")
+_COVERAGE_KEYS = ("reason", "program", "argv", "library", "symbol", "pid", "clock")
 
 
 def _count(value: Any) -> int:

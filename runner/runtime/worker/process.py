@@ -143,7 +143,7 @@ class WorkerProcess:
             fields = handler(message)
         except BaseException as exc:
             fields = {"error": wire.error_fields(exc), "exchanges": getattr(exc, "_exchanges", [])}
-        audit.flush_child()  # the counts of this request reach the log before its answer
+        audit.flush_child()  # its egress counts reach the child log before the answer
         try:
             self.pipe.send_raw(dict(fields, type=reply, id=message["id"]))
         except ValueError as exc:  # too large or not encodable: say so instead

@@ -18,7 +18,7 @@ IMAGE ?= $(or $(SANDBOX_REPLAY_IMAGE),sandbox-replay:latest)
 SDK_IMAGE ?= sandbox-replay:sdks
 SDK_REQUIREMENTS := tests/fixtures/sdk-image/requirements.txt
 
-.PHONY: help setup engine image ensure-image sdk-image ensure-sdk-image test unit integration demo lint
+.PHONY: help setup engine image ensure-image sdk-image ensure-sdk-image test unit integration demo lint bench bench-latency
 
 help:
 	@echo "make setup   create .venv and install sandbox-replay (editable, dev extras)"
@@ -33,7 +33,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make setup: no Python >= 3.11 found (set PYTHON=...)" >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev,sdks,otel-instrumentation]'
+	$(BIN)/python -m pip install -q -e '.[dev,sdks,otel-instrumentation,ray]'
 	touch $(STAMP)
 
 engine:
@@ -82,3 +82,5 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 bench: setup ensure-image ; $(BIN)/python bench/bench_submit.py  # submit vs bare containers (bench/README.md)
+bench-latency: setup ensure-image  # runs waiting on a 1-s model at concurrency 4, 32, 128 (bench/README.md)
+	SANDBOX_REPLAY_MEMORY_MB=96 $(BIN)/python bench/model_latency.py --idle-probe 32

@@ -9,6 +9,9 @@ path in ``paths``). Behaviour is set per instance:
 
 - ``fail_first``: answer that many requests with HTTP 503 first (transient, retried);
 - ``status``: answer every request with this HTTP status instead (e.g. 401);
+- ``rate_limit_first``: answer that many requests (after ``fail_first``) with HTTP 429 and
+  the header ``Retry-After: retry_after`` (when ``retry_after`` is set);
+- ``delay_s``: answer each request after this many seconds (a model's latency; benchmarks);
 - ``answer``: a function ``request -> message dict`` (default: first call a ``kb.search`` tool
   call when tools are offered, then a text answer); a request whose system prompt asks for
   ``{"ranks": ...}`` is answered with ranks naming every candidate 1 (a judge call);
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,8 +68,14 @@ class FakeOpenAI:
         prompt_tokens: int = 100,
         completion_tokens: int = 20,
         usage: Callable[[dict[str, Any]], tuple[int, int]] | None = None,
+        rate_limit_first: int = 0,
+        retry_after: str | None = None,
+        delay_s: float = 0.0,
     ) -> None:
         self.fail_first = fail_first
+        self.rate_limit_first = rate_limit_first
+        self.retry_after = retry_after
+        self.delay_s = delay_s
         self.status = status
         self.answer = answer
         self.prompt_tokens = prompt_tokens
@@ -89,6 +99,10 @@ class FakeOpenAI:
             n = len(self.requests)
         if n <= self.fail_first:
             return 503, b'{"error": {"message": "overloaded"}}'
+        if n <= self.fail_first + self.rate_limit_first:
+            return 429, b'{"error": {"message": "slow down", "type": "rate_limit_error"}}'
+        if self.delay_s:
+            time.sleep(self.delay_s)
         if self.status is not None:
             return self.status, b'{"error": {"message": "nope", "type": "invalid_request_error"}}'
         if path == "/v1/responses":
@@ -350,6 +364,8 @@ def serve(fake: FakeOpenAI) -> Iterator[FakeOpenAI]:
                 status, body = fake.handle(raw, dict(self.headers), self.path)
             stream = body.startswith((b"data:", b"event:"))
             self.send_response(status)
+            if status == 429 and fake.retry_after is not None:
+                self.send_header("Retry-After", fake.retry_after)
             self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -358,7 +374,11 @@ def serve(fake: FakeOpenAI) -> Iterator[FakeOpenAI]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024  # hundreds of sandboxes may connect at once (benchmarks)
+
+    server = Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     fake.url = f"http://127.0.0.1:{server.server_address[1]}/v1"

@@ -219,9 +219,16 @@ class Reaped:
 
 
 class Sandbox(abc.ABC):
-    """A started sandbox with its stdio attached. Used for exactly one run."""
+    """A started sandbox with its stdio attached. Used for exactly one run.
+
+    Attributes:
+        run_id: the run attempt's id.
+        node: where it runs when the backend spans machines (the Ray backend: the Ray node
+            id), written to the trace's ``run`` line; None for a local engine.
+    """
 
     run_id: str
+    node: str | None = None
 
     @abc.abstractmethod
     def write(self, data: bytes, timeout_s: float | None = None) -> None:

@@ -123,6 +123,9 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
             f"{charged['sandbox_s']:.1f}",
         )
     console.print(spend)
+    waited = report.get("rate_limit_wait_s")
+    if isinstance(waited, int | float) and waited > 0:  # not counted against run timeouts
+        console.print(f"waited on provider rate limits: {waited:.1f} s in all (rate_limit_wait_s)")
     for line in estimated_lines(report["spend"]):
         console.print(f"[yellow]{escape(line)}[/yellow]")
     console.print(

@@ -73,6 +73,9 @@ class CapabilityPolicy(Protocol):
     def decide(self, tool: ToolSpec) -> Decision:
         """Present or absent, and how it is served."""
 
+    def argument_rules(self) -> list[dict[str, Any]]:
+        """The policy's argument rules, JSON (decided at call time in the sandbox)."""
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -273,12 +276,17 @@ class Registry:
         """The capability-filtered manifest mounted into the sandbox.
 
         Returns:
-            ``{"policy": {"name", "mode", "hash"}, "tools": [manifest entries]}``; denied
-            tools are absent, every entry has its ``disposition``.
+            ``{"policy": {"name", "mode", "hash", "rules"?}, "tools": [manifest entries]}``;
+            denied tools are absent, every entry has its ``disposition``; ``rules`` are the
+            policy's argument rules, which the runtime's guard decides each call with.
         """
         view = self.restrict(policy)
+        summary: dict[str, Any] = {"name": policy.name, "mode": policy.mode, "hash": policy.hash}
+        rules = policy.argument_rules()
+        if rules:  # a policy without argument rules mounts the manifest it always did
+            summary["rules"] = rules
         return {
-            "policy": {"name": policy.name, "mode": policy.mode, "hash": policy.hash},
+            "policy": summary,
             "tools": [tool.manifest_entry() for tool in view],
         }
 

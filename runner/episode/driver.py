@@ -48,6 +48,7 @@ from runner.episode.state import EpisodeState
 from runner.errors import InfrastructureError
 from runner.providers.base import ModelProvider
 from runner.providers.deadline import DeadlineProvider
+from runner.providers.ratelimit import WaitAccount
 from runner.runtime import protocol
 from runner.settings import Settings
 from runner.trace.redact import Redactor
@@ -111,6 +112,7 @@ def run_episode(
     hello_timeout_s: float = HELLO_TIMEOUT_S,
     command: Sequence[str] = RUNTIME_COMMAND,
     channel_factory: Callable[[], Channel] = Channel,
+    waits: WaitAccount | None = None,
 ) -> EpisodeResult:
     """Run one episode in a sandbox and write its trace.
 
@@ -125,6 +127,9 @@ def run_episode(
         hello_timeout_s: how long the runtime has to say hello.
         command: the sandbox command (the runtime; tests may substitute).
         channel_factory: makes the output decoder (tests use smaller caps).
+        waits: the episode's rate-limit waits (the provider's `RateLimitedProvider` charges
+            them): the deadline moves by what was waited, and the trace's ``end`` meter says
+            how long (``rate_limit_wait_s``).
 
     Returns:
         The result; the trace is written whatever the status.
@@ -161,6 +166,7 @@ def run_episode(
         try:
             with backend.sandbox(prepared.spec) as sandbox:
                 started = monotonic()
+                state.node = getattr(sandbox, "node", None)  # fakes may lack it
                 _drive(
                     sandbox,
                     state,
@@ -169,6 +175,7 @@ def run_episode(
                     started,
                     limits.timeout_s,
                     min(hello_timeout_s, limits.timeout_s),
+                    waits,
                 )
                 exit_state = sandbox.wait(SHUTDOWN_GRACE_S)
         except InfrastructureError as exc:
@@ -181,9 +188,11 @@ def run_episode(
             # The backend's context has killed and removed the sandbox; the trace still ends.
             state.infra_error = "interrupted (Ctrl-C): the host stopped the sandbox"
             state.sandbox_s = monotonic() - started
+            state.rate_limit_wait_s = waits.waited_s if waits is not None else 0.0
             state.finish(exit_state)
             raise
         state.sandbox_s = monotonic() - started
+        state.rate_limit_wait_s = waits.waited_s if waits is not None else 0.0
         result = state.finish(exit_state)
     log.info(
         "episode_finished", run_id=result.run_id, status=result.status, trace=str(result.trace_path)
@@ -199,15 +208,22 @@ def _drive(
     started: float,
     timeout_s: float,
     hello_timeout_s: float,
+    waits: WaitAccount | None = None,
 ) -> None:
-    """Pump frames until end of output, answering the runtime; kill on a passed deadline."""
-    deadline = started + timeout_s
+    """Pump frames until end of output, answering the runtime; kill on a passed deadline.
+
+    The deadline is ``timeout_s`` after start plus what the run waited on rate limits.
+    """
+
+    def deadline() -> float:
+        return started + timeout_s + (waits.waited_s if waits is not None else 0.0)
+
     if provider is not None:
 
         def provider_timed_out() -> None:
             state.provider_timed_out = True
 
-        provider = DeadlineProvider(provider, lambda: deadline - monotonic(), provider_timed_out)
+        provider = DeadlineProvider(provider, lambda: deadline() - monotonic(), provider_timed_out)
     hello_deadline = started + hello_timeout_s
     shutdown_deadline: float | None = None
     killed_at: float | None = None
@@ -216,7 +232,7 @@ def _drive(
             for event in state.channel.feed(*frame):
                 reply = state.on_event(event, provider)
                 for message in reply:
-                    _send(sandbox, state, message, deadline - monotonic())
+                    _send(sandbox, state, message, deadline() - monotonic())
         now = monotonic()
         if state.shutdown_sent and shutdown_deadline is None:
             shutdown_deadline = now + SHUTDOWN_GRACE_S
@@ -228,7 +244,7 @@ def _drive(
             continue
         if state.wants_kill:
             _kill(sandbox, state, state.wants_kill)
-        elif now > deadline:
+        elif now > deadline():
             _kill(sandbox, state, "timeout")
         elif state.hello is None and now > hello_deadline:
             _kill(sandbox, state, "no_hello")

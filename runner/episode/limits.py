@@ -16,7 +16,13 @@ from runner.backends.base import Backend, ResourceLimits
 from runner.errors import InputError
 from runner.settings import Settings
 
-__all__ = ["LIMIT_NAMES", "check_engine_limits", "limits_in_effect", "resource_limits"]
+__all__ = [
+    "LIMIT_NAMES",
+    "check_engine_limits",
+    "limits_in_effect",
+    "max_rate_limit_wait_s",
+    "resource_limits",
+]
 
 LIMIT_NAMES = tuple(f.name for f in fields(ResourceLimits))
 
@@ -73,3 +79,12 @@ def resource_limits(policy: Any, settings: Settings) -> ResourceLimits:
     """Return the limits in effect: the policy's, each overridden by a set setting."""
     values = {k: v["value"] for k, v in limits_in_effect(policy, settings).items()}
     return ResourceLimits(**values)
+
+
+def max_rate_limit_wait_s(policy: Any) -> float:
+    """The policy's ``rate_limits.max_wait_s``: the longest a run may wait on rate limits.
+
+    0 for a policy without rate limits (one built in code).
+    """
+    value = getattr(getattr(policy, "rate_limits", None), "max_wait_s", 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0

@@ -39,11 +39,12 @@ from runner.episode.driver import (
     SHUTDOWN_GRACE_S,
     run_episode,
 )
-from runner.episode.limits import resource_limits
+from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.request import EpisodeRequest, EpisodeResult
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger, Purpose, run_key
 from runner.providers.base import ModelProvider
 from runner.providers.metered import MeteredProvider, StopSignal
+from runner.providers.ratelimit import WaitAccount
 from runner.settings import Settings
 
 __all__ = [
@@ -77,9 +78,11 @@ def run_sandbox_s(policy: Any, settings: Settings) -> float:
         settings: host settings; a set ``timeout_s`` overrides the policy's.
 
     Returns:
-        The effective timeout plus `RUN_GRACE_S`.
+        The effective timeout, plus the policy's longest rate-limit wait (it does not count
+        against the timeout: `runner.providers.ratelimit`), plus `RUN_GRACE_S`.
     """
-    return float(resource_limits(policy, settings).timeout_s) + RUN_GRACE_S
+    timeout_s = float(resource_limits(policy, settings).timeout_s)
+    return timeout_s + max_rate_limit_wait_s(policy) + RUN_GRACE_S
 
 
 @dataclass
@@ -244,6 +247,7 @@ def metered_episode(
     stop: StopSignal | None = None,
     max_tokens: int | None = None,
     per_call: bool = True,
+    waits: WaitAccount | None = None,
 ) -> MeteredEpisode:
     """Run ``request`` as the ledger run ``run_key``, its model calls metered under ``guard``.
 
@@ -261,6 +265,7 @@ def metered_episode(
         max_tokens: the completion-token cap of forwarded calls (`call_cap`).
         per_call: meter the model calls one by one (False: ``provider`` answers unmetered;
             the caller charges its turns from the end line's meter, or not at all).
+        waits: the episode's rate-limit waits (`runner.episode.driver.run_episode`).
 
     Returns:
         The result and what the calls were charged.
@@ -287,6 +292,7 @@ def metered_episode(
         settings=settings,
         provider=metered if per_call else provider,
         id_factory=id_factory,
+        waits=waits,
     )
     return MeteredEpisode(result, metered.charged if metered is not None else None)
 

@@ -20,7 +20,7 @@ from runner import resources
 from runner.backends.base import LifetimeCap, Mount, SandboxSpec, sandbox_user
 from runner.backends.labels import LEDGER, LEDGER_KEY
 from runner.domain.ids import IdFactory, new_run_id, path_for_id
-from runner.episode.limits import resource_limits
+from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.reaping import ledger_id
 from runner.episode.request import EpisodeRequest, PreparedRun
 from runner.episode.snapshot.sources import tool_mounts
@@ -72,7 +72,7 @@ def prepare_run(
     *,
     command: Sequence[str] = RUNTIME_COMMAND,
     pool_lifetime_s: float = 0.0,
-    rate_limit_wait_s: float = 0.0,
+    rate_limit_wait_s: float | None = None,
 ) -> PreparedRun:
     """Create the run folder (manifest.json, run.json) and the sandbox spec.
 
@@ -85,8 +85,9 @@ def prepare_run(
         command: the sandbox command.
         pool_lifetime_s: how long the sandbox may wait for its run (0: no warm pool yet); a
             term of its `LifetimeCap`.
-        rate_limit_wait_s: the longest rate-limit wait a run may have past its timeout (0:
-            none yet); a term of its `LifetimeCap`.
+        rate_limit_wait_s: the longest rate-limit wait a run may have past its timeout
+            (default: the policy's ``rate_limits.max_wait_s``, `max_rate_limit_wait_s`); a
+            term of its `LifetimeCap` and of the runtime's own deadline (``deadline_s``).
 
     Raises:
         InputError: the id factory produced an invalid run id, or a tool folder of the run is
@@ -102,6 +103,8 @@ def prepare_run(
     manifest = request.registry.manifest(request.policy)
     mounted_tools, tool_paths = tool_mounts(request)
     limits = resource_limits(request.policy, settings)
+    if rate_limit_wait_s is None:
+        rate_limit_wait_s = max_rate_limit_wait_s(request.policy)
     start = request.clock_start
     if start is None:
         start = (
@@ -122,7 +125,9 @@ def prepare_run(
         "recorded_calls": [dict(c) for c in request.recorded_calls],
         "tool_paths": tool_paths,
         "modules": _modules(manifest),
-        "deadline_s": limits.timeout_s,
+        # the host's deadline moves by the rate-limit waits, at most this far: the runtime's
+        # watchdog (its backstop) must not end a run the host still lets wait
+        "deadline_s": limits.timeout_s + rate_limit_wait_s,
     }
     assert set(run_spec) == set(protocol.RUN_SPEC_KEYS)
     _write_json(run_dir / "manifest.json", manifest)

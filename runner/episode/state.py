@@ -59,6 +59,7 @@ class EpisodeState:
     channel: Channel
     image_id: str | None = None
     backend_name: str = "docker"
+    node: str | None = None
     trace: TraceWriter | None = None
     hello: dict[str, Any] | None = None
     episode: dict[str, Any] | None = None
@@ -93,6 +94,7 @@ class EpisodeState:
     ceiling_refusals: list[dict[str, Any]] = field(default_factory=list)
     runtime_meter: dict[str, int] = field(default_factory=dict)
     sandbox_s: float = 0.0
+    rate_limit_wait_s: float = 0.0
     channel_events: list[dict[str, Any]] = field(default_factory=list)
     _known_steps: frozenset[str] | None = None
 

@@ -35,6 +35,7 @@ class EpisodeFacts(StatusFacts, Protocol):
     channel: Channel
     image_id: str | None
     backend_name: str
+    node: str | None
     trace: TraceWriter | None
     teardown_error: str | None
     calls_refused: int
@@ -48,6 +49,7 @@ class EpisodeFacts(StatusFacts, Protocol):
     tokens_out: int
     model_calls: int
     usd: float
+    rate_limit_wait_s: float
     gateway_notes: list[dict[str, Any]]
     gateway_notes_dropped: int
     unpriced_models: list[str]
@@ -78,6 +80,7 @@ def write_header(state: EpisodeFacts) -> None:
         },
         purpose=request.purpose,
         backend=state.backend_name,
+        **({"node": state.node} if state.node is not None else {}),
         clock=run_spec["clock"],
         seed=run_spec["seed"],
         environment={
@@ -160,6 +163,7 @@ def end_line(
             "model_calls": state.model_calls,
             "usd": round(state.usd, 6),
             "sandbox_s": round(state.sandbox_s, 3),
+            "rate_limit_wait_s": round(state.rate_limit_wait_s, 3),
         },
         "sandbox": None
         if exit_state is None

@@ -1,29 +1,41 @@
 """Policy files: models, loader, the decisions they make about tools, and the eligibility gate.
 
-Public surface: `load_policy`, `Policy`, `PolicySpec` and its parts, `decide`; the load-time
+Public surface: `load_policy`, `Policy`, `PolicySpec` and its parts (`ArgRule`: argument
+rules, docs/policy-format.md), `decide` (a tool) and `decide_call` (a call: the tool, then the
+argument rules with the sandbox's evaluator), `diff_policies` (``policy diff``); the load-time
 gate that ``check``, ``submit`` and ``run`` pass (`check_eligibility`; ``run`` and ``submit``
 admit through `runner.episode.toolmanifest.admission`, which also describes the tools in a sandbox).
 
-May import: `runner.domain`, `runner.resources`, `runner.sdk`, `runner.errors` and pydantic /
-PyYAML; never a backend, the ledger or anything above (the gate starts no sandbox).
+May import: `runner.domain`, `runner.tracetools` (``policy diff`` reads traces),
+`runner.resources`, `runner.runtime.argrules` (the call-time evaluator, shared with the sandbox),
+`runner.sdk`, `runner.errors` and pydantic / PyYAML; never a backend, the ledger or anything
+above (the gate starts no sandbox).
 """
 
+from runner.policy.calldecision import CallVerdict, decide_call
 from runner.policy.decisions import decide, disposition_for
 from runner.policy.eligibility import EligibilityReport, check_eligibility
 from runner.policy.loader import Policy, find_policy, load_policy, policy_from_spec
 from runner.policy.models import Ceiling, Ceilings, Limits, PolicySpec, Price, ToolOverrides
+from runner.policy.replay import PolicyDiff, diff_policies
+from runner.policy.rules import ArgRule
 
 __all__ = [
+    "ArgRule",
+    "CallVerdict",
     "Ceiling",
     "Ceilings",
     "EligibilityReport",
     "Limits",
     "Policy",
+    "PolicyDiff",
     "PolicySpec",
     "Price",
     "ToolOverrides",
     "check_eligibility",
     "decide",
+    "decide_call",
+    "diff_policies",
     "disposition_for",
     "find_policy",
     "load_policy",

@@ -25,8 +25,9 @@ from runner.domain.registry import Decision, ToolSpec
 from runner.domain.yamlsource import load_yaml, validation_error
 from runner.errors import InputError
 from runner.policy.decisions import decide
-from runner.policy.models import Ceilings, Limits, PolicySpec, Price
+from runner.policy.models import Ceilings, Limits, PolicySpec, Price, RateLimits
 from runner.policy.redaction import rules_document
+from runner.runtime.argrules import RuleSet
 from runner.sdk import canonical_json
 
 __all__ = ["Policy", "load_policy", "policy_from_spec"]
@@ -44,12 +45,14 @@ class Policy:
             when inside it, e.g. ``policies/shadow.yaml``).
         path: the file, or None for a policy built in code.
         hash: sha256 hex of the canonical JSON of ``spec``.
+        rules: ``spec.rules`` compiled by the call-time evaluator (`runner.runtime.argrules`).
     """
 
     spec: PolicySpec
     source: str
     path: Path | None = None
     hash: str = field(default="")
+    rules: RuleSet = field(default_factory=RuleSet, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -77,6 +80,11 @@ class Policy:
         return self.spec.prices
 
     @property
+    def rate_limits(self) -> RateLimits:
+        """Provider rate limits per model, and the longest wait an episode may have on them."""
+        return self.spec.rate_limits
+
+    @property
     def redaction_rules(self) -> dict[str, Any]:
         """The redaction rules document of the policy (`runner.policy.redaction`)."""
         return rules_document(self.spec.redaction)
@@ -89,13 +97,23 @@ class Policy:
         """``{"name", "mode", "hash"}``: the policy as the manifest and traces name it."""
         return {"name": self.name, "mode": self.mode, "hash": self.hash}
 
+    def argument_rules(self) -> list[dict[str, Any]]:
+        """The argument rules in the evaluator's JSON form (the manifest's ``policy.rules``)."""
+        return [rule.to_json() for rule in self.spec.rules]
+
 
 def policy_from_spec(spec: PolicySpec, source: str, path: Path | None = None) -> Policy:
     """A `Policy` of an already validated ``spec``, with its hash computed."""
-    # a policy without a redaction section keeps the hash it had before sections existed
-    dumped = spec.model_dump(mode="json", exclude={"redaction"} if spec.redaction is None else None)
-    digest = hashlib.sha256(canonical_json(dumped).encode("utf-8"))
-    return Policy(spec=spec, source=source, path=path, hash=digest.hexdigest())
+    # a policy without a redaction section or argument rules keeps the hash it had before
+    # those existed
+    data = spec.model_dump(mode="json")
+    if spec.redaction is None:
+        del data["redaction"]
+    if not data["rules"]:
+        del data["rules"]
+    digest = hashlib.sha256(canonical_json(data).encode("utf-8"))
+    rules = RuleSet.from_json([rule.to_json() for rule in spec.rules], source, "rules")
+    return Policy(spec=spec, source=source, path=path, hash=digest.hexdigest(), rules=rules)
 
 
 def _display(path: Path) -> str:

@@ -16,8 +16,13 @@ A policy (YAML) is validated into `PolicySpec`: frozen, unknown keys forbidden. 
       judge: {runs: 400, tokens: 1000000, usd: 2.0}
     prices:                      # model id or glob -> USD per million tokens
       gpt-4.1: {input_usd_per_mtok: 2.0, output_usd_per_mtok: 8.0}
+    rate_limits:                 # optional; enforced on the host across every sandbox
+      max_wait_s: 120            # per episode, in total; not counted against timeout_s
+      models: {"gpt-4.1*": {requests_per_min: 500, tokens_per_min: 30000}}
     redaction:                   # secrets never written (`runner.policy.redaction`)
       patterns: [{name: ssn, regex: '\b\d{3}-\d{2}-\d{4}\b'}]
+    rules:                       # argument rules, decided at call time (runner.policy.rules)
+      - {name: no-rm, tool: shell.run, action: deny, when: {command: {matches: 'rm\s+-rf'}}}
 
 Invariants: a ``shadow`` policy always denies ``unsafe`` (single tools may be let in only by
 ``unsafe_allow``); every number carries its unit in its name; limits and ceilings are
@@ -55,6 +60,7 @@ from runner.limitbounds import (
     TmpfsMb,
 )
 from runner.policy.redaction import RedactionSpec
+from runner.policy.rules import ArgRule
 from runner.sdk import Effect
 
 __all__ = [
@@ -73,6 +79,8 @@ __all__ = [
     "PidsLimit",
     "PolicySpec",
     "Price",
+    "RateLimit",
+    "RateLimits",
     "TimeoutS",
     "TmpfsMb",
     "ToolOverrides",
@@ -205,6 +213,58 @@ class Price(_Frozen):
         return (tokens_in * self.input_usd_per_mtok + tokens_out * self.output_usd_per_mtok) / 1e6
 
 
+# Rate-limit counts are strict positive integers that fit the ledger.
+RateCount = Annotated[int, Strict(), Field(ge=1, le=MAX_COUNT)]
+DEFAULT_RATE_LIMIT_WAIT_S = 60.0
+
+
+class RateLimit(_Frozen):
+    """One model's provider rate limit; None means no limit of that kind.
+
+    Attributes:
+        requests_per_min: requests per minute (each try of a retried call counts).
+        tokens_per_min: tokens per minute, prompt plus completion, reserved at the same upper
+            bound as the ledger's (`runner.ledger.tokens.prompt_tokens_bound` plus the
+            completion cap) and given back down to the billed tokens after the answer.
+    """
+
+    requests_per_min: RateCount | None = None
+    tokens_per_min: RateCount | None = None
+
+
+class RateLimits(_Frozen):
+    """Provider rate limits per model (ids or globs, matched like ``prices``).
+
+    Attributes:
+        max_wait_s: the longest one episode may be held, in total, waiting on rate limits
+            (the policy's and the provider's HTTP 429 ``Retry-After``); that time does not count
+            against ``limits.timeout_s``, and a call that would wait longer is refused
+            (error class ``RateLimited``). The sandbox's hard lifetime cap includes it.
+        models: model id or glob -> its limits; a model matching none is not limited here
+            (the provider's 429 answers are still honoured).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    max_wait_s: TimeoutS = DEFAULT_RATE_LIMIT_WAIT_S
+    models: dict[str, RateLimit] = Field(default_factory=dict)
+
+    @field_validator("models")
+    @classmethod
+    def _globs(cls, models: dict[str, RateLimit]) -> dict[str, RateLimit]:
+        for pattern in models:
+            if not _GLOB.match(pattern):
+                raise ValueError(f"{pattern!r} is not a model id or glob (e.g. 'gpt-4.1*')")
+        return models
+
+    def for_model(self, model: str) -> RateLimit | None:
+        """The limits of ``model``: an exact key, else the longest matching glob key."""
+        if model in self.models:
+            return self.models[model]
+        matches = [key for key in self.models if fnmatch.fnmatchcase(model, key)]
+        return self.models[max(matches, key=len)] if matches else None
+
+
 class PolicySpec(_Frozen):
     """The validated content of a policy file (see the module docstring for the shape)."""
 
@@ -216,7 +276,18 @@ class PolicySpec(_Frozen):
     limits: Limits = Field(default_factory=Limits)
     ceilings: Ceilings = Field(default_factory=Ceilings)
     prices: dict[str, Price] = Field(default_factory=dict)
+    rate_limits: RateLimits = Field(default_factory=RateLimits)
     redaction: RedactionSpec | None = None
+    rules: list[ArgRule] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_rules(cls, rules: list[ArgRule]) -> list[ArgRule]:
+        names = [rule.name for rule in rules]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"two rules named {twice[0]!r}: rule names are unique")
+        return rules
 
     @field_validator("name")
     @classmethod

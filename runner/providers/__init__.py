@@ -4,7 +4,8 @@ The sandbox asks the host for a model (or simulated-user) turn; the host answers
 `ModelProvider` (``base``: the answer and the protocol): `ScriptedProvider` (``scripted``: the
 user's ``module:function``), `ReplayProvider` (``replay``: a trace's recorded turns),
 `OpenAIProvider` and ``AnthropicProvider`` (``openai``, ``anthropic``: HTTP endpoints, httpx,
-through ``httpcall``), ``GatewayRouter`` (``gateway``: program steps' requests), wrapped in
+through ``httpcall``: the endpoint, its key and client, one POST), ``GatewayRouter``
+(``gateway``: program steps' requests), wrapped in
 `DeadlineProvider` (``deadline``: the run's deadline) and `MeteredProvider` (``metered``:
 reserve and settle each call under the ``replay`` ceiling). `provider_for` (``factory``) builds
 one from a ``model`` block, `provider_for_workflow` (``workflows``) the one of a workflow.

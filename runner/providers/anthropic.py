@@ -25,8 +25,7 @@ import httpx
 
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, unsupported
-from runner.providers.endpoints import client, endpoint
-from runner.providers.httpcall import post_api
+from runner.providers.httpcall import client, endpoint, post_api
 
 if TYPE_CHECKING:
     from runner.settings import Settings

@@ -74,7 +74,11 @@ class DeadlineProvider:
 
         worker = threading.Thread(target=work, name="model-provider", daemon=True)
         worker.start()
+        # the deadline may move while the call waits (rate-limit waits do not count against
+        # the run's timeout): wait again for as long as it has moved
         worker.join(max(self.remaining_s(), 0.0))
+        while not box and worker.is_alive() and self.remaining_s() > 0:
+            worker.join(self.remaining_s())
         if not box:
             self.on_timeout()
             return _timeout_response()

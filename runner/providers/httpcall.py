@@ -1,29 +1,40 @@
-"""One model API POST from the host: retries on transient failures, a bounded raw body.
+"""A provider's HTTP endpoint on the host and one model API POST to it.
 
 Shared by the ``openai`` and ``anthropic`` providers' gateway path (`post_api`). The response
 body is read as bytes up to `MAX_RESPONSE_BYTES` (a stream is read to its end: the host
 records the whole raw event stream and hands it to the sandbox in one message), decoded as
 UTF-8 with ``surrogateescape`` so that it round-trips. Transient failures (connection errors,
-timeouts, HTTP 408, 409, 429 and 5xx) are retried with exponential backoff (tenacity), at most
+timeouts, HTTP 408, 409, 429 and 5xx) are retried (tenacity, `runner.providers.retries.
+provider_retrying`: a 429's ``Retry-After`` honoured, else exponential backoff), at most
 ``attempts`` tries, each logged; a POST that reached the server may be billed twice by a retry
 after a read timeout, which is why the tries are few.
+
+The ``openai`` and ``anthropic`` providers take their endpoint the same way (`endpoint`): the
+host settings' ``{vendor}_base_url`` / ``{vendor}_api_key``, else the host environment's
+``{VENDOR}_BASE_URL`` / ``{VENDOR}_API_KEY``, else the vendor's public URL and no key. The key
+stays on the host: it is a header of `client`, never part of a request a sandbox sees. The
+client ignores the proxy variables of the environment (``trust_env=False``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 
 import httpx
 import structlog
-import tenacity
+from pydantic import SecretStr
 
+from runner.errors import InputError
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_api
+from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
+from runner.providers.retries import provider_retrying, retry_after_s
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["MAX_RESPONSE_BYTES", "TRANSIENT_STATUSES", "post_api"]
+__all__ = ["MAX_RESPONSE_BYTES", "TRANSIENT_STATUSES", "client", "endpoint", "post_api"]
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
@@ -31,10 +42,17 @@ _ERROR_TEXT_LIMIT = 500
 
 
 class _Transient(Exception):
-    def __init__(self, message: str, status: int | None = None, body: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        body: str = "",
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
+        self.retry_after_s = retry_after_s
 
 
 class _TooLarge(Exception):
@@ -87,26 +105,18 @@ def post_api(
                 body = _read(response)
                 status = response.status_code
                 content_type = response.headers.get("content-type")
+                after = retry_after_s(response.headers) if status == 429 else None
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise _Transient(f"{type(exc).__name__}: {exc}") from exc
         if status in TRANSIENT_STATUSES:
-            raise _Transient(f"HTTP {status}", status, _decode(body))
+            raise _Transient(f"HTTP {status}", status, _decode(body), after)
         return status, body, content_type
 
-    retryer = tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type(_Transient),
-        stop=tenacity.stop_after_attempt(attempts),
-        wait=tenacity.wait_exponential(multiplier=0.2, max=5.0),
-        before_sleep=lambda state: log.warning(
-            "model_api_retry",
-            provider=who,
-            attempt=state.attempt_number,
-            error=str(state.outcome.exception()) if state.outcome else None,
-        ),
-        reraise=True,
-    )
+    retryer = provider_retrying(_Transient, attempts, event="model_api_retry", provider=who)
     try:
         status, raw, content_type = retryer(once)
+    except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
+        return error_response(RATE_LIMITED_ERROR_CLASS, f"{who}: {exc}", forwarded=dict(call.body))
     except _TooLarge as exc:
         return error_response("ProviderError", f"{who}: {exc}", forwarded=dict(call.body))
     except _Transient as exc:
@@ -139,3 +149,72 @@ def _with_http_error(
             "message": f"{who}: HTTP {status}: {body[:_ERROR_TEXT_LIMIT]}",
         },
     )
+
+
+def endpoint(
+    base_url: str | None,
+    api_key: SecretStr | None,
+    *,
+    env_prefix: str,
+    default_base_url: str,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[str, str | None]:
+    """The base URL and key of an endpoint: the settings', else the environment's.
+
+    Args:
+        base_url: the settings' base URL, or None.
+        api_key: the settings' key, or None.
+        env_prefix: ``OPENAI`` or ``ANTHROPIC``: the environment variables read are
+            ``{env_prefix}_BASE_URL`` and ``{env_prefix}_API_KEY``.
+        default_base_url: the URL when neither names one.
+        environ: the environment to read (default ``os.environ``, read now).
+
+    Returns:
+        ``(base_url, key)``; the key is None when neither holds one.
+    """
+    env = os.environ if environ is None else environ
+    url = base_url or env.get(f"{env_prefix}_BASE_URL", default_base_url)
+    key = api_key.get_secret_value() if api_key is not None else env.get(f"{env_prefix}_API_KEY")
+    return url, key
+
+
+def client(
+    base_url: str,
+    headers: Mapping[str, str],
+    *,
+    field: str,
+    attempts: int,
+    timeout_s: float,
+    transport: httpx.BaseTransport | None,
+) -> tuple[str, httpx.Client]:
+    """Check an endpoint's settings and make its HTTP client.
+
+    Args:
+        base_url: the API root (http or https).
+        headers: headers of every request (content type, the key's header).
+        field: the settings field named when ``base_url`` is not http(s).
+        attempts: tries at most per request (checked here: >= 1).
+        timeout_s: per-request timeout in seconds (connect, read, write, pool).
+        transport: an httpx transport (tests); None for the real network stack.
+
+    Returns:
+        ``(base_url without a trailing slash, client)``.
+
+    Raises:
+        InputError: a base URL that is not http(s), or ``attempts`` < 1.
+    """
+    if not base_url.startswith(("http://", "https://")):
+        raise InputError(f"{base_url!r} is not an http(s) URL", field=field)
+    if attempts < 1:
+        raise InputError("must be >= 1", field="attempts")
+    # one call in flight per running sandbox at most, so the submission's concurrency bounds
+    # the connections; httpx's default pool (100, 20 kept alive) would queue calls above 100
+    # sandboxes and reconnect (TLS again) above 20
+    made = httpx.Client(
+        headers=dict(headers),
+        timeout=timeout_s,
+        transport=transport,
+        trust_env=False,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+    )
+    return base_url.rstrip("/"), made

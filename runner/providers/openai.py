@@ -15,11 +15,12 @@ when a provider is built (`OpenAIProvider.from_settings`), never at import time.
 Invariants:
 - the body recorded is the HTTP response body, exactly (bytes decoded as UTF-8 with
   ``surrogateescape``, so they round-trip); the model id is read from the body's ``model``;
-- transient failures (connection errors, timeouts, HTTP 408, 409, 429 and 5xx) are retried with
-  exponential backoff (tenacity); a Chat Completions POST that reached the server may be billed
-  twice by a retry after a read timeout, which is why only ``attempts`` tries are made and each
-  is logged. Every other failure is reported at once as an error turn, never raised out of
-  `OpenAIProvider.complete`;
+- transient failures (connection errors, timeouts, HTTP 408, 409, 429 and 5xx) are retried
+  (tenacity: a 429's ``Retry-After`` honoured and shared with every sandbox through
+  `runner.providers.ratelimit`, else exponential backoff); a Chat Completions POST that
+  reached the server may be billed twice by a retry after a read timeout, which is why only
+  ``attempts`` tries are made and each is logged. Every other failure is reported at once as
+  an error turn, never raised out of `OpenAIProvider.complete`;
 - the key is a `pydantic.SecretStr` until the ``Authorization`` header is built, and is never
   logged.
 """
@@ -32,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import structlog
-import tenacity
 
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
-from runner.providers.endpoints import client, endpoint
-from runner.providers.httpcall import post_api
+from runner.providers.httpcall import client, endpoint, post_api
+from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
+from runner.providers.retries import provider_retrying, retry_after_s
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -55,6 +56,10 @@ class _Transient(Exception):
     def __init__(self, message: str, response: httpx.Response | None = None) -> None:
         super().__init__(message)
         self.response = response
+        self.status = response.status_code if response is not None else None
+        self.retry_after_s = (
+            retry_after_s(response.headers) if response is not None and self.status == 429 else None
+        )
 
 
 def _decode(content: bytes) -> str:
@@ -164,19 +169,11 @@ class OpenAIProvider:
             if self.model is None:
                 return error_response("ProviderError", "the request names no model and none is set")
             payload["model"] = self.model
-        retryer = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(_Transient),
-            stop=tenacity.stop_after_attempt(self.attempts),
-            wait=tenacity.wait_exponential(multiplier=0.2, max=5.0),
-            before_sleep=lambda state: log.warning(
-                "openai_call_retry",
-                attempt=state.attempt_number,
-                error=str(state.outcome.exception()) if state.outcome else None,
-            ),
-            reraise=True,
-        )
+        retryer = provider_retrying(_Transient, self.attempts, event="openai_call_retry")
         try:
             response = retryer(self._post, payload)
+        except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
+            return error_response(RATE_LIMITED_ERROR_CLASS, f"{self.base_url}: {exc}")
         except _Transient as exc:
             detail = str(exc)
             if exc.response is not None:

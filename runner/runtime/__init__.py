@@ -17,6 +17,7 @@ Module map (imports flow downwards; nothing here imports the host side):
     manifest    the ``manifest`` answer: the tools the sandbox describes
     watchdog    the run's own deadline inside the sandbox
     registry    the registry built from the capability-filtered manifest only
+    argrules    the policy's argument rules: the call-time guard (also the host's evaluator)
     template    ``${task.x}`` / ``${steps.ID.output.path}``
     errors      RecordedError, UnrecordedCall, PureResultMismatch, ModelCallError, ...
     steps/      engine (steps in order, episode status), agent (model loop, tool dispatch,
@@ -36,7 +37,8 @@ The wall clock (`runner.sdk.wallclock`) and raw I/O capture (`runner.sdk.rawio`)
 record mode in a user's own process uses them too.
 
 May import: the standard library, `runner.sdk`, `runner.trace` and `runner.errors`. The host
-imports only `protocol` (the message contract, the run folder and the mounted packages); the
+imports only `protocol` (the message contract, the run folder and the mounted packages) and
+`argrules` (``policy diff`` decides recorded calls with the sandbox's own evaluator); the
 runtime is started, never imported, by the host.
 """
 

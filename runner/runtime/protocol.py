@@ -7,6 +7,7 @@ as stdin and stderr as stdout, so nothing it prints or reads touches the channel
 Files mounted read-only into the sandbox (``RUN_DIR``):
     ``manifest.json``  the capability-filtered registry manifest:
                        ``{"tools": [manifest entries of runner.sdk.ToolDef], "policy": {...}}``
+                       (``policy.rules``: the argument rules, `runner.runtime.argrules`)
     ``run.json``       the run spec (`RUN_SPEC_KEYS`): ``run_id``, ``mode`` (``shadow`` |
                        ``reproduce``), ``workflow`` (the normalised workflow as JSON),
                        ``workflow_source`` (file content), ``task`` (the task record),

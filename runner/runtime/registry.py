@@ -8,7 +8,9 @@ Standard library only, Python 3.9+. Invariants:
   start (`InputError` naming the tool and both hashes);
 - ``recorded`` tools never import or run code: they are served from recordings;
 - in ``reproduce`` mode only ``pure`` tools execute, whatever the manifest says (SPEC.md "What
-  runs during reproduce"): any other ``execute`` entry is served from the trace instead.
+  runs during reproduce"): any other ``execute`` entry is served from the trace instead;
+- every tool carries the policy's argument rules that target it (``policy.rules`` of the
+  manifest, `runner.runtime.argrules`): the caller's guard decides each call with them.
 """
 
 import importlib
@@ -16,6 +18,7 @@ import sys
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from runner.errors import InputError, ToolNotResolvable
+from runner.runtime.argrules import RuleSet
 from runner.sdk import function_name, tool_def
 
 DISPOSITIONS = ("execute", "recorded")
@@ -33,12 +36,26 @@ class RuntimeTool:
         id, effect, description, schema, schema_hash: from the manifest.
         disposition: ``execute`` (``func`` runs) or ``recorded`` (served, ``func`` is None).
         func: the guarded tool function (`runner.sdk.tool` wrapper), or None.
+        rules: the policy's argument rules that target this tool (call-time decisions).
     """
 
-    __slots__ = ("description", "disposition", "effect", "func", "id", "schema", "schema_hash")
+    __slots__ = (
+        "description",
+        "disposition",
+        "effect",
+        "func",
+        "id",
+        "rules",
+        "schema",
+        "schema_hash",
+    )
 
     def __init__(
-        self, entry: Dict[str, Any], disposition: str, func: Optional[Callable[..., Any]]
+        self,
+        entry: Dict[str, Any],
+        disposition: str,
+        func: Optional[Callable[..., Any]],
+        rules: Optional[RuleSet] = None,
     ) -> None:
         self.id: str = entry["id"]
         self.effect: str = str(entry.get("effect") or "unsafe")
@@ -50,6 +67,7 @@ class RuntimeTool:
         self.schema_hash: Optional[str] = entry.get("schema_hash")
         self.disposition = disposition
         self.func = func
+        self.rules = rules if rules is not None else RuleSet()
 
     def function_spec(self) -> Dict[str, Any]:
         """The tool in the OpenAI Chat Completions function format.
@@ -125,11 +143,14 @@ class RuntimeRegistry:
                 those tools' ``func`` is `IN_WORKER`. None: import here (the worker's side).
 
         Raises:
-            InputError: a malformed manifest, a module that does not import, or code whose
-                tool id or schema hash differs from the manifest.
+            InputError: a malformed manifest (argument rules included), a module that does
+                not import, or code whose tool id or schema hash differs from the manifest.
         """
         if not isinstance(manifest, dict) or not isinstance(manifest.get("tools"), list):
             raise InputError("expected an object with a list 'tools'", file=source, field="tools")
+        policy = manifest.get("policy")
+        policy = policy if isinstance(policy, dict) else None
+        rules = RuleSet.from_json((policy or {}).get("rules"), source, "policy.rules")
         if code is None:
             for path in reversed(list(tool_paths)):
                 if path not in sys.path:
@@ -167,9 +188,8 @@ class RuntimeRegistry:
                 # a read tool's code may run again over its recorded raw HTTP bodies
                 # (runner.sdk.rawio); without importable code it is served as a value
                 func = _try_load_function(entry, source, field)
-            tools.append(RuntimeTool(entry, disposition, func))
-        policy = manifest.get("policy")
-        return cls(tools, policy if isinstance(policy, dict) else None)
+            tools.append(RuntimeTool(entry, disposition, func, rules.for_tool(entry["id"])))
+        return cls(tools, policy)
 
 
 def _import(name: str, source: str) -> Any:

@@ -35,7 +35,6 @@ Sequence (`prepare` then `execute`):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 
 import structlog
 
+from runner.backends.capacity import starts_at_once
 from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
 from runner.episode.limits import check_engine_limits, limits_in_effect
@@ -58,6 +58,7 @@ from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
 from runner.settings import Settings
 from runner.submit.ceilings import ceiling_in_effect
+from runner.submit.concurrency import admit_concurrency, engine_cpus, readmit
 from runner.submit.interrupts import Interrupts, handled_signals
 from runner.submit.jobfolder import (
     check_unchanged,
@@ -106,8 +107,12 @@ def prepare(
     settings: Settings,
     *,
     job_id: str | None = None,
+    engine: Any = None,
 ) -> Plan:
     """Load and check everything and build the plan; nothing runs, nothing is written.
+
+    ``engine`` (a backend, or None) is asked for its memory, the concurrency's budget
+    (`runner.submit.concurrency`); without one the job weighs it when its backend exists.
 
     Raises:
         InputError: a bad policy, workflow, task file, judge or flag (exit 2).
@@ -138,14 +143,19 @@ def prepare(
     tasks = _tasks(options.tasks)
     if options.judge != "rubric" and not options.judge.startswith("model:"):
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
-    concurrency = options.concurrency or settings.concurrency
-    cpu_cap = 2 * (os.cpu_count() or 1)
-    if concurrency > cpu_cap:
-        raise InputError(f"{concurrency} is more than 2x CPUs ({cpu_cap})", field="--concurrency")
     ceilings = {
         "replay": ceiling_in_effect("replay", policy, options.replay_ceiling),
         "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
     }
+    # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity)
+    # and the sandbox-seconds the replay ceiling can hold reservations for
+    capacity = admit_concurrency(
+        options.concurrency or settings.concurrency,
+        policy,
+        settings,
+        engine=engine,
+        ceiling_sandbox_s=ceilings["replay"].ceiling.sandbox_s,
+    )
     history = None
     ledger_path = settings.state_dir / LEDGER_FILENAME
     if ledger_path.exists():  # never create the ledger just to plan
@@ -158,7 +168,8 @@ def prepare(
         variants,
         tasks,
         judge=options.judge,
-        concurrency=concurrency,
+        concurrency=capacity.admitted,
+        capacity=capacity,
         ceilings=ceilings,
         history=history,
         limits=limits_in_effect(policy, settings),
@@ -234,6 +245,7 @@ def execute(
     inner = backend_factory()  # Docker unusable: exit 6, no job row yet
     try:
         check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
+        plan = readmit(plan, inner, settings)  # the engine's memory, when the plan had none
         plan = described_plan(
             plan, backend=inner, settings=settings, image=image or settings.image, snapshot=snapshot
         )
@@ -275,7 +287,7 @@ def _run_job(
     snapshot: ToolSnapshot,
 ) -> dict[str, Any]:
     """The body of `execute` under its signal handler: run, grade, build the report."""
-    backend = TrackingBackend(inner)
+    backend = TrackingBackend(inner, starts=starts_at_once(engine_cpus(inner)))
     runner: PairRunner | None = None
     try:
         with Ledger.for_state_dir(settings.state_dir) as ledger:
@@ -339,6 +351,7 @@ def _run_job(
                 interrupted=interrupted,
                 grading=grading,
                 resumed=resume,
+                waits=runner.waits,
             )
             ledger.set_job_status(plan.job_id, report["status"])
     finally:

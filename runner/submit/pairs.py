@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import timestamped_ids
-from runner.episode.limits import resource_limits
+from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.metered_run import metered_episode
 from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.ledger import Amount, CeilingGuard
 from runner.providers.base import ModelProvider
 from runner.providers.metered import StopSignal
+from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
 from runner.submit.plan import Plan
@@ -78,6 +79,11 @@ class PairRunner:
                 variant.workflow, cwd=search_root, settings=settings
             )
         self._ids = timestamped_ids()
+        # one limiter for every run of the submission: the policy's rate limits hold across
+        # all sandboxes, and a provider's 429 pauses that model for all of them
+        self.limiter = RateLimiter(plan.policy.rate_limits)
+        self.max_wait_s = max_rate_limit_wait_s(plan.policy)
+        self.waits: dict[str, float] = {}  # run key -> seconds it waited on rate limits
 
     def close(self) -> None:
         """Close providers that hold connections."""
@@ -102,18 +108,27 @@ class PairRunner:
             mode=self.plan.policy.mode,
             snapshot=self.snapshot,
         )
+        base = self._providers[variant_name]
+        waits = WaitAccount(self.max_wait_s)
+        limited = (
+            RateLimitedProvider(base, self.limiter, waits, model=variant.model)
+            if base is not None
+            else None
+        )
         episode = metered_episode(
             request,
             run_key=key,
             guard=self.guard,
             backend=self.backend,
             settings=self.settings,
-            provider=self._providers[variant_name],
+            provider=limited,
             id_factory=self._ids,
             variant=variant_name,
             model=variant.model,
             stop=self.stop,
             max_tokens=self.max_tokens,
+            waits=waits,
         )
+        self.waits[key] = waits.waited_s
         result = episode.result  # a refused model call: ``ceiling_reached`` (episode.state)
         return result.status, str(result.trace_path), episode.usage()

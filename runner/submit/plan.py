@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.backends.capacity import ConcurrencyBound
 from runner.domain.tasks import Task
 from runner.episode.metered_run import DEFAULT_MAX_TOKENS
 from runner.errors import InputError
@@ -57,6 +58,7 @@ class Plan:
             (`runner.episode.limits.limits_in_effect`).
         repeats: fresh episodes per (variant, task) (``--repeats``, >= 1).
         seed: the grading seed (shown orders, bootstrap), recorded in the report.
+        capacity: how ``concurrency`` was admitted (`runner.backends.capacity`), if weighed.
     """
 
     job_id: str
@@ -74,6 +76,7 @@ class Plan:
     limits: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     repeats: int = 1
     seed: int = 0
+    capacity: ConcurrencyBound | None = None
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
@@ -146,6 +149,7 @@ class Plan:
                 "estimate": self.judge_estimate.to_dict(),
             },
             "concurrency": self.concurrency,
+            "concurrency_bound": self.capacity.to_json() if self.capacity else None,
             "ceilings": {p: c.to_json() for p, c in self.ceilings.items()},
             "limits": {name: dict(v) for name, v in self.limits.items()},
             "estimate": {
@@ -202,6 +206,8 @@ class Plan:
                 f"  warning: tournament grading needs at least 2 variants; the {runs}"
                 " episode(s) run but are not ranked (every task is listed ungraded)"
             )
+        if self.capacity is not None:
+            out.append(f"  concurrency: {self.capacity.describe()}")
         for purpose, ceiling in self.ceilings.items():
             out.append(f"  ceiling {purpose}: {ceiling.describe()}")
         if self.limits:
@@ -240,6 +246,7 @@ def build_plan(
     limits: Mapping[str, Mapping[str, Any]] | None = None,
     repeats: int = 1,
     seed: int = 0,
+    capacity: ConcurrencyBound | None = None,
 ) -> Plan:
     """Estimate the cost of running every variant on every task, then judging.
 
@@ -255,6 +262,7 @@ def build_plan(
         limits: the per-run limits in effect with their sources (shown in plan and report).
         repeats: fresh episodes per (variant, task), >= 1.
         seed: the grading seed.
+        capacity: how ``concurrency`` was admitted, if weighed.
 
     Raises:
         InputError: an ``openai`` variant or a ``model:`` judge asks for a model the policy
@@ -329,4 +337,5 @@ def build_plan(
         limits=dict(limits or {}),
         repeats=repeats,
         seed=seed,
+        capacity=capacity,
     )

@@ -201,8 +201,14 @@ def build_report(
     interrupted: bool,
     grading: Any,
     resumed: bool,
+    waits: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Assemble the report and compute the exit code (SPEC.md worst-wins)."""
+    """Assemble the report and compute the exit code (SPEC.md worst-wins).
+
+    ``waits`` (run key -> seconds) is each run of this session's rate-limit wait
+    (``rate_limit_wait_s`` on its pair, and their sum on the report).
+    """
+    waits = waits or {}
     latest = latest_runs(ledger, plan.job_id)
     session = {(o.variant, o.task_id, o.repeat): o for o in outcomes}
     pairs, not_run, stopped = [], [], []
@@ -218,6 +224,8 @@ def build_report(
             pairs.append(
                 {**where, "status": status, "attempt": run.attempt, "trace": run.trace_path}
             )
+            if outcome is not None and outcome.key in waits:
+                pairs[-1]["rate_limit_wait_s"] = round(waits[outcome.key], 3)
             if status == "ceiling_reached":
                 stopped.append(where)
         else:
@@ -278,6 +286,7 @@ def build_report(
         "not_run": not_run,
         "stopped_by_ceiling": stopped,
         "spend": {p: t.to_dict() for p, t in ledger.totals(plan.job_id).items()},
+        "rate_limit_wait_s": round(sum(waits.values()), 3),
         "grading": grading_data,
         "unrecorded": unrecorded_reads(pairs),
     }

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,17 +45,25 @@ ONE_RUN = Amount(runs=1)
 class TrackingBackend(Backend):
     """A backend wrapper that knows every live sandbox, so they can be killed from any thread.
 
+    It also bounds how many sandboxes are being *started* at once (``starts``): a start is
+    the engine's CPU work (create, attach, start: DOCKER-NOTES.md, ~0.27 s of engine CPU per
+    container), while a started run mostly waits on its model. Hundreds of starts at once only
+    make every start slow (measured: past the engine's 60 s HTTP timeout at 128 on 2 cores,
+    bench/README.md); a few at once keep the engine busy and each start quick.
+
     Args:
         inner: the real backend.
+        starts: sandboxes being started at once, at most (>= 1).
     """
 
-    def __init__(self, inner: Backend) -> None:
+    def __init__(self, inner: Backend, *, starts: int = 4) -> None:
         self.inner = inner
         self.name = inner.name
         self._live: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._image_ids: dict[str, str] = {}
+        self._starts = threading.BoundedSemaphore(max(1, starts))
 
     def __getattr__(self, attr: str) -> Any:  # api, close, ... of the real backend
         return getattr(self.inner, attr)
@@ -82,7 +90,11 @@ class TrackingBackend(Backend):
     def _sandbox(self, spec: SandboxSpec) -> Iterator[Sandbox]:
         if self._closed:
             raise InfrastructureError("the submission is stopping; no new sandbox")
-        with self.inner.sandbox(spec) as box:
+        with ExitStack() as stack:
+            with self._starts:  # held while the engine starts it, not while it runs
+                if self._closed:
+                    raise InfrastructureError("the submission is stopping; no new sandbox")
+                box = stack.enter_context(self.inner.sandbox(spec))
             with self._lock:
                 self._live[spec.run_id] = box
                 closed = self._closed

@@ -134,6 +134,7 @@ class RunRecord(Record):
     purpose: Literal["live", "replay", "judge"]
     mode: str | None = None
     backend: str = Field(min_length=1)
+    node: str | None = Field(default=None, min_length=1)  # the Ray node id (--backend ray)
     clock: RunClock
     seed: int
     environment: Environment
@@ -272,6 +273,8 @@ class Meter(Record):
     model_calls: int = Field(default=0, ge=0)
     usd: float = Field(default=0.0, ge=0)
     sandbox_s: float = Field(default=0.0, ge=0)
+    # seconds held waiting on provider rate limits, not counted against the run's timeout
+    rate_limit_wait_s: float = Field(default=0.0, ge=0)
 
 
 class EndRecord(Record):

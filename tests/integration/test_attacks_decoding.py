@@ -1,9 +1,11 @@
 """Deep, NaN and forged channel lines against the host, in real containers (issue 10, items 4
 and 15).
 
-Every line the host reads from a sandbox goes through the one strict decoder
-(runner/trace/strictjson.py): a line it refuses kills the sandbox, the episode is ``crashed``
-with the reason named, and the trace still ends with its ``end`` line. A tool's own deep value is
+Every line the host reads from a sandbox, and every line the runtime reads from its worker,
+goes through the one strict decoder (runner/trace/strictjson.py). Tool code holds only the
+worker's pipe (issue 18): a line it forges there is refused by the runtime, the episode
+``failed`` with `WorkerProtocolError` naming why, and the trace still ends with its ``end`` line
+(the host-side refusal of a channel line is tested in tests/unit/episode). A tool's own deep value is
 refused where it is made (the runtime writes results with `runner.trace.strictjson.dumps_value`):
 the call
 fails like one returning NaN. Hostile tools: tests/fixtures/attacks/hostile_tools.py.
@@ -51,14 +53,18 @@ def test_a_pure_tool_returning_a_list_980_deep_fails_its_call_and_the_trace_ends
 @pytest.mark.parametrize(
     ("tool", "why"), [("forge.deep_line", "nested too deeply"), ("forge.nan_line", "NaN")]
 )
-def test_a_forged_line_the_decoder_refuses_kills_the_sandbox_and_the_trace_ends(
+def test_a_forged_line_the_decoder_refuses_fails_the_episode_and_the_trace_ends(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path, tool: str, why: str
 ) -> None:
+    """Tool code writes the line on every descriptor it holds (issue 18): it holds only the
+    worker's pipe, whose strict decoder refuses it; the episode fails naming why, the host's
+    channel never sees the line, and the trace ends with its ``end`` line."""
     out = run_steps(project, backend, sandbox_image, tmp_path, f"- {{id: f, tool: {tool}}}\n")
     end = out.end
-    assert end["type"] == "end" and end["status"] == "crashed", end
-    assert "protocol error" in end["reason"] and why in end["reason"], end["reason"]
-    assert end["sandbox"]["killed_for"] == "invalid_message"
+    assert end["type"] == "end" and end["status"] == "failed", end
+    assert end["error"]["class"].endswith("WorkerProtocolError"), end["error"]
+    assert "not believed" in end["error"]["message"] and why in end["error"]["message"], end
+    assert end["failure"]["tool"] == tool
     text = out.result.trace_path.read_text()
     assert '"NaN"' not in text  # never turned into the string "NaN"
 

@@ -18,6 +18,7 @@ from runner.cli.commands import reproduce
 from runner.cli.commands import tasks
 from runner.cli.commands import packet
 from runner.cli.commands import view
+from runner.cli.commands import policy
 
 __all__ = [
     "check",
@@ -27,6 +28,7 @@ __all__ = [
     "ledger",
     "lint",
     "packet",
+    "policy",
     "record",
     "report",
     "reproduce",

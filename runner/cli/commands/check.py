@@ -6,6 +6,12 @@ the policy's capability-filtered registry and reports every problem, one line ea
     workflows/v3.yaml: step "close": tool "ticket.close" is unsafe: denied by
     policies/shadow.yaml (deny effect unsafe)                        (on one line)
 
+A tool that argument rules of the policy target (``rules:``, `runner.policy.rules`) is eligible
+but *conditional*: each of its calls is decided at call time, in the sandbox; ``check`` lists
+those rules under the workflow (``conditional`` per tool in ``--json``). ``--junit FILE``
+writes one JUnit case per workflow (the writer of ``reproduce --junit``): eligible passes, a
+denied or unresolvable tool fails, invalid input errors.
+
 Exit codes (SPEC.md): 0 every workflow eligible; 3 a tool is denied or does not resolve; 2 bad
 input (invalid YAML, unknown key, a module that is not found or that the host's Python cannot
 parse, a declaration the runtime would refuse, a scripted model function that is not found, a
@@ -31,12 +37,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.junit import JUnitCase, write_junit_cases
 from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
-    from runner.policy.eligibility import EligibilityReport
+    from runner.policy.loader import Policy
+    from runner.policy.report import EligibilityReport, WorkflowCheck
 
 
 @app.command("check")
@@ -58,6 +66,12 @@ def check_command(
         ),
     ] = "shadow",
     as_json: JsonOption = False,
+    junit: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit", help="Write a JUnit XML file, one case per workflow.", metavar="FILE"
+        ),
+    ] = None,
 ) -> None:
     """Tell, before anything runs, whether workflows can be sandboxed under a policy.
 
@@ -75,15 +89,76 @@ def check_command(
                 _expand(workflows), policy, settings=settings, describe=describe
             )
     except SandboxReplayError as exc:  # the policy itself is bad input
+        if junit is not None:  # CI publishes the file: it says why nothing was checked
+            error = (exc.__class__.__name__, str(exc))
+            write_junit_cases(
+                "sandbox-replay check", [JUnitCase(policy, "check", str(exc), error=error)], junit
+            )
         fail(exc, as_json=as_json)
+    if junit is not None:
+        write_junit_cases(
+            "sandbox-replay check", [_case(report, c) for c in report.workflows], junit
+        )
     if as_json:
-        echo(json.dumps(report.to_json(), indent=2, ensure_ascii=True))
+        echo(json.dumps(_with_conditional(report), indent=2, ensure_ascii=True))
     else:
-        for line in report.lines():
-            echo(line)
+        for check in report.workflows:
+            for line in _lines(report.policy, check):
+                echo(line)
         for line in _summary(report):
             echo(line, err=True)
     raise typer.Exit(report.exit_code)
+
+
+def _conditional(policy: Policy, check: WorkflowCheck) -> dict[str, list[dict[str, str]]]:
+    """Tool id -> the argument rules that decide its calls at call time (eligible tools)."""
+    from runner.policy.calldecision import conditional_rules
+
+    if check.workflow is None or check.registry is None:
+        return {}
+    found: dict[str, list[dict[str, str]]] = {}
+    for tool_id in check.workflow.spec.tool_ids():
+        if tool_id in check.registry and tool_id not in found:
+            rules = conditional_rules(policy, tool_id)
+            if rules:
+                found[tool_id] = [
+                    {"name": r.name, "action": r.action, "rule": r.summary()} for r in rules
+                ]
+    return found
+
+
+def _lines(policy: Policy, check: WorkflowCheck) -> list[str]:
+    """The workflow's problems, or its summary and its conditional tools."""
+    if not check.eligible:
+        return [p.message for p in check.problems]
+    out = [check.summary_line()]
+    for tool_id, rules in _conditional(policy, check).items():
+        for rule in rules:
+            out.append(
+                f'  conditional: tool "{tool_id}": argument rule "{rule["name"]}" '
+                f"({rule['rule']}), decided at each call by {policy.source}"
+            )
+    return out
+
+
+def _with_conditional(report: EligibilityReport) -> dict[str, object]:
+    data = report.to_json()
+    for check, entry in zip(report.workflows, data["workflows"], strict=True):
+        conditional = _conditional(report.policy, check)
+        for tool in entry.get("tools", []):
+            tool["conditional"] = conditional.get(tool["id"], [])
+    return data
+
+
+def _case(report: EligibilityReport, check: WorkflowCheck) -> JUnitCase:
+    """The JUnit case of one workflow: eligible passes, a tool problem fails, bad input errors."""
+    text = "\n".join(_lines(report.policy, check))
+    invalid = [p for p in check.problems if p.kind == "invalid"]
+    if invalid:
+        return JUnitCase(check.path, "check", text, error=("invalid_input", invalid[0].message))
+    if check.problems:
+        return JUnitCase(check.path, "check", text, failure=check.problems[0].message)
+    return JUnitCase(check.path, "check", text)
 
 
 def _summary(report: EligibilityReport) -> list[str]:

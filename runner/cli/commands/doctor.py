@@ -6,6 +6,10 @@ capabilities, and has no route out (checked from inside only). Informational: th
 egress witness (`runner.backends.docker.witnesscheck`), user namespaces, leftover containers.
 An unreachable engine is the failed ``engine`` check with its fix; the
 checks that need the engine are listed as not run.
+
+``--backend ray`` runs the same checks on every node of the Ray cluster that advertises
+sandbox slots, each against that node's own engine (its ``DOCKER_HOST``) and image, and lists
+them per node; a node whose checks could not run fails.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.backend_choice import BackendName, BackendOption, RayAddressOption, ray_backend
 from runner.cli.terminal import echo
-from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError
+from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError, InputError
 
 if TYPE_CHECKING:
     from runner.backends.docker import DockerBackend
@@ -105,16 +110,68 @@ def run_checks(docker_host: str | None, image: str) -> list[Check]:
     return results
 
 
+def node_checks(address: str | None, image: str) -> dict[str, list[Check] | str]:
+    """`run_checks` on every node of the Ray cluster, each on its own engine.
+
+    Returns:
+        ``{node id: checks}``, or ``{node id: error text}`` for a node whose checks failed to run.
+
+    Raises:
+        InputError: the ray extra is missing or no address was given.
+        InfrastructureError: the cluster is unreachable or has no sandbox slots.
+    """
+    backend = ray_backend(address)
+    try:
+        answers = backend.call_on_every_node(run_checks, None, image)
+    finally:
+        backend.close()
+    return {n: a if isinstance(a, list) else str(a) for n, a in answers.items()}
+
+
+def _doctor_ray(address: str | None, image: str, as_json: bool) -> None:
+    try:
+        nodes = node_checks(address, image)
+    except (InfrastructureError, InputError) as exc:
+        fail(exc)
+    ok = bool(nodes) and all(
+        isinstance(r, list) and all(c.ok for c in r if c.required) for r in nodes.values()
+    )
+    if as_json:
+        data = {
+            n: [c.as_dict() for c in r] if isinstance(r, list) else {"error": r}
+            for n, r in nodes.items()
+        }
+        echo(json.dumps({"ok": ok, "nodes": data}, indent=2))
+    else:
+        for node, results in nodes.items():
+            echo(f"node {node}")
+            if isinstance(results, str):
+                echo(f"FAIL  {'node':<10} the checks did not run: {results}")
+                continue
+            for check in results:
+                echo(_render(check))
+        echo(
+            f"doctor: all required checks passed on {len(nodes)} node(s)"
+            if ok
+            else "doctor: required checks failed"
+        )
+    raise typer.Exit(EXIT_OK if ok else EXIT_INFRA)
+
+
 @app.command()
 def doctor(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+    backend: BackendOption = BackendName.docker,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Check the Docker engine, the sandbox image and that sandboxes have no route out.
 
     Exit 0 when every required check passes, 6 otherwise.
     """
     settings = state(ctx).settings()
+    if backend is BackendName.ray:
+        _doctor_ray(ray_address, settings.image, as_json)
     try:
         results = run_checks(settings.docker_host, settings.image)
     except InfrastructureError as exc:  # the engine failed between two checks

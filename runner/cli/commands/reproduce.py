@@ -10,10 +10,8 @@ Every argument is checked to exist before anything runs or is written.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
-from xml.etree import ElementTree
 
 import typer
 
@@ -24,6 +22,7 @@ from runner.cli.egress_gate import (
     check_baseline_file,
     gate_egress,
 )
+from runner.cli.junit import JUnitCase, write_junit_cases
 from runner.cli.terminal import echo, markup
 from runner.errors import SandboxReplayError, worst_exit_code
 
@@ -131,47 +130,20 @@ def print_reports(reports: list[ReproduceReport]) -> None:
             echo("\n".join(_details(report)))
 
 
-# Characters XML 1.0 cannot carry: a reason quoting sandbox output (an escape sequence, a NUL)
-# would make the whole JUnit file unparseable for CI. They are written as \xNN (\uNNNN).
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _xml(text: str) -> str:
-    def escaped(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-    return _NOT_XML.sub(escaped, text)
-
-
 def write_junit(reports: list[ReproduceReport], path: Path) -> None:
-    r"""One JUnit test case per trace: reproduced passes, not_reproduced fails, else errors.
+    """One JUnit test case per trace: reproduced passes, not_reproduced fails, else errors.
 
-    Text XML cannot carry (control characters from hostile traces or sandbox output) is
-    written as ``\xNN`` (a backslash, x, two hex digits), so the file always parses.
+    Written by the one JUnit writer (`runner.cli.junit`): text XML cannot carry is escaped.
     """
-    suite = ElementTree.Element(
-        "testsuite",
-        name="sandbox-replay reproduce",
-        tests=str(len(reports)),
-        failures=str(sum(r.outcome == "not_reproduced" for r in reports)),
-        errors=str(sum(r.outcome not in ("reproduced", "not_reproduced") for r in reports)),
-    )
+    cases = []
     for report in reports:
-        case = ElementTree.SubElement(
-            suite, "testcase", classname="reproduce", name=_xml(report.input)
-        )
-        text = _xml("\n".join(_details(report)))
-        message = _xml(report.reason[:500])
-        if report.outcome == "not_reproduced":
-            ElementTree.SubElement(case, "failure", message=message).text = text
-        elif report.outcome != "reproduced":
-            ElementTree.SubElement(case, "error", type=report.outcome, message=message).text = text
-        ElementTree.SubElement(case, "system-out").text = text
-    path.parent.mkdir(parents=True, exist_ok=True)
-    root = ElementTree.Element("testsuites")
-    root.append(suite)
-    ElementTree.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+        text = "\n".join(_details(report))
+        failure = report.reason if report.outcome == "not_reproduced" else None
+        error = None
+        if report.outcome not in ("reproduced", "not_reproduced"):
+            error = (report.outcome, report.reason)
+        cases.append(JUnitCase(report.input, "reproduce", text, failure=failure, error=error))
+    write_junit_cases("sandbox-replay reproduce", cases, path)
 
 
 @app.command("reproduce")

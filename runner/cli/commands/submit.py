@@ -11,6 +11,9 @@ waiting for runs to wind down) or one that lands while the report prints; a resu
 says how many runs are left. A reader of stdout that goes away (``| head``) changes nothing: the
 job's exit code stands, no traceback.
 
+``--backend ray`` (with ``--ray-address`` or ``RAY_ADDRESS``) runs the sandboxes on the nodes
+of a Ray cluster (`runner.backends.ray`); ledger, keys and traces stay here.
+
 One ``--variant`` is allowed: its episodes run, but tournament grading needs two variants, so
 the plan warns and every task is listed ungraded.
 
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.backend_choice import BackendName, BackendOption, RayAddressOption, backend_factory
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
@@ -144,6 +148,7 @@ def run_submit(
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.submit.concurrency import close_backend, probe_engine
     from runner.submit.job import execute, prepare
     from runner.submit.jobfolder import job_dir, load_resume
 
@@ -152,7 +157,12 @@ def run_submit(
         if concurrency:
             options = options.with_overrides(concurrency=concurrency)
     assert options is not None
-    plan = prepare(options, settings, job_id=resume)
+    engine = probe_engine(settings) if backend_factory is None else None
+    try:
+        plan = prepare(options, settings, job_id=resume, engine=engine)
+    except BaseException:
+        close_backend(engine)
+        raise
     lines = plan.lines()
     finished = 0
     if dry_run and resume is None:  # no job is created: an id would name nothing to report
@@ -168,6 +178,7 @@ def run_submit(
     try:
         _print_plan(lines, as_json)
         if dry_run:
+            close_backend(engine)
             if as_json:
                 data = {**plan.to_json(), "dry_run": True}
                 if resume is None:
@@ -182,7 +193,7 @@ def run_submit(
             # imported on use, not at module top: start-up speed (`--help`, `check`)
             from runner.backends.docker import DockerBackend
 
-            return DockerBackend.connect(settings.docker_host)
+            return engine or DockerBackend.connect(settings.docker_host)
 
     hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
     try:
@@ -324,6 +335,8 @@ def submit_command(
     ] = None,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
+    backend: BackendOption = BackendName.docker,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
     # imported on use, not at module top: start-up speed (`--help`, `check`)
@@ -378,6 +391,7 @@ def submit_command(
             as_json=as_json,
             concurrency=concurrency,
             egress=(egress_baseline, write_egress_baseline),
+            backend_factory=backend_factory(settings, backend, ray_address),
         )
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)

@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from runner.runtime import argrules
 from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay import rawserve
@@ -178,6 +179,7 @@ class Caller:
         error: Optional[BaseException] = None
         value: Any = None
         try:
+            argrules.guard(tool.rules, tool.id, args, record)  # the policy's argument rules
             if tool.disposition == "execute":
                 record["source"] = "executed"
                 value = self._execute(index, step_id, tool, args, record)

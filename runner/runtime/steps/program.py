@@ -115,7 +115,11 @@ class ProgramStep:
             self.denied.append(error)
             self.caller.record_failed(self.step_id, tool_id, arguments, error)
             raise error
-        return self.caller.call_tool(self.step_id, tool, arguments)
+        try:
+            return self.caller.call_tool(self.step_id, tool, arguments)
+        except CapabilityDenied as exc:  # an argument rule: denied even if caught
+            self.denied.append(exc)
+            raise
 
 
 def load_program(ref: str, step_id: str) -> Any:

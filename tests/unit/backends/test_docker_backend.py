@@ -24,9 +24,9 @@ import urllib3.exceptions
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import STDERR, STDOUT, Mount, ResourceLimits, SandboxSpec
-from runner.backends.docker.backend import _CAP_SCRIPT as CAP_SCRIPT
 from runner.backends.docker.backend import DockerBackend
 from runner.backends.docker.frames import FrameDecoder, FrameError, encode_frame
+from runner.backends.docker.hardening import _CAP_SCRIPT as CAP_SCRIPT
 from runner.errors import InfrastructureError, TransientInfrastructureError
 
 OWNER = L.Owner(host="h0st", pid=4242, start="777")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.backends.base import LifetimeCap, SandboxSpec
-from runner.backends.docker.backend import CAP_ENV, capped_command, sandbox_environment
+from runner.backends.docker.hardening import CAP_ENV, capped_command, sandbox_environment
 from runner.runtime import pid1
 
 

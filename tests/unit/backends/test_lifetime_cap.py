@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +20,8 @@ import pytest
 from docker.types import ContainerConfig
 
 from runner.backends.base import CAP_GRACE_S, ExitState, LifetimeCap, ResourceLimits, SandboxSpec
-from runner.backends.docker.backend import DockerBackend, capped_command
+from runner.backends.docker.backend import DockerBackend
+from runner.backends.docker.hardening import capped_command
 from runner.backends.docker.sandbox import ran_seconds
 from runner.episode.status import classify
 from runner.errors import InputError
@@ -59,7 +61,16 @@ def test_prepare_run_fixes_the_cap_and_the_watchdog_deadline(tmp_path: Path) -> 
     settings = Settings(state_dir=tmp_path, timeout_s=42)
     prepared = prepare_run(request, settings, sequential_ids(), rate_limit_wait_s=8.0)
     assert prepared.spec.hard_cap == LifetimeCap(42, rate_limit_wait_s=8.0)
-    assert prepared.run_spec["deadline_s"] == 42
+    # the runtime's watchdog lets the run wait on rate limits as long as the host does
+    assert prepared.run_spec["deadline_s"] == 42 + 8.0
+    # by default the term is the policy's longest allowed wait (rate_limits.max_wait_s)
+    from runner.policy import load_policy
+
+    policy = load_policy("shadow")
+    again = prepare_run(replace(request, policy=policy), settings, sequential_ids(start=2))
+    wait = policy.rate_limits.max_wait_s
+    assert wait > 0 and again.spec.hard_cap == LifetimeCap(42, rate_limit_wait_s=wait)
+    assert again.run_spec["deadline_s"] == 42 + wait
 
 
 def test_the_container_runs_under_timeout_as_pid_1_with_stdin_once() -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from runner.episode.driver import KILL_DRAIN_S, SHUTDOWN_GRACE_S
 from runner.episode.metered_run import RUN_GRACE_S, metered_run
+from runner.policy.models import DEFAULT_RATE_LIMIT_WAIT_S
 from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.options import CeilingFlags, SubmitOptions
@@ -29,11 +30,16 @@ def test_grace_covers_kill_drain_and_exit_wait() -> None:
 
 
 def test_a_one_off_run_reserves_the_settings_timeout_plus_grace(tmp_path: Path) -> None:
-    policy = SimpleNamespace(limits=SimpleNamespace(timeout_s=300.0), ceilings=None)
+    # the policy's longest rate-limit wait does not count against the timeout: reserved too
+    policy = SimpleNamespace(
+        limits=SimpleNamespace(timeout_s=300.0),
+        ceilings=None,
+        rate_limits=SimpleNamespace(max_wait_s=30.0),
+    )
     settings = Settings(state_dir=tmp_path / "state", timeout_s=7.0)
     with metered_run(settings, "replay", "run", "v@1", "t1", policy) as metered:
         (row,) = metered.ledger.charges(metered.job_id)
-        assert row.estimate.sandbox_s == pytest.approx(7.0 + RUN_GRACE_S)
+        assert row.estimate.sandbox_s == pytest.approx(7.0 + 30.0 + RUN_GRACE_S)
         metered.finish("succeeded", {"meter": {"sandbox_s": 7.0 + KILL_DRAIN_S}}, "t.jsonl")
 
 
@@ -66,4 +72,6 @@ def test_submit_reserves_the_effective_timeout_plus_grace_per_run(
         submit_module.execute(
             plan, options, settings, backend_factory=lambda: backend, handle_signals=False
         )
-    assert seen["run_estimate"].sandbox_s == pytest.approx(9.0 + RUN_GRACE_S)
+    assert seen["run_estimate"].sandbox_s == pytest.approx(
+        9.0 + DEFAULT_RATE_LIMIT_WAIT_S + RUN_GRACE_S
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,10 @@ def test_deadline_provider_answers_in_time_or_with_timeout_error() -> None:
     quick = DeadlineProvider(ScriptedProvider(lambda r: {"model": "m"}), lambda: 5.0)
     assert quick.complete(REQUEST, "model").model == "m"
     release = threading.Event()
-    slow = DeadlineProvider(ScriptedProvider(lambda r: release.wait(10) and {}), lambda: 0.1)
+    deadline = time.monotonic() + 0.1
+    slow = DeadlineProvider(
+        ScriptedProvider(lambda r: release.wait(10) and {}), lambda: deadline - time.monotonic()
+    )
     response = slow.complete(REQUEST, "model")
     release.set()
     assert response.error is not None and response.error["class"] == "ProviderTimeout"

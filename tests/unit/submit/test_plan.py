@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.backends.capacity import HostResources
 from runner.errors import InputError
 from runner.ledger import Amount, RunHistory
 from runner.settings import Settings
@@ -136,9 +137,41 @@ def test_same_variant_name_twice_is_an_error(settings: Settings) -> None:
         prepare(options("a.yaml", "a.yaml"), settings, job_id="j")
 
 
-def test_concurrency_above_twice_the_cpus_is_an_error(settings: Settings) -> None:
-    with pytest.raises(InputError, match="--concurrency"):
-        prepare(options("a.yaml", concurrency=10_000), settings, job_id="j")
+class _Engine:
+    """An engine that tells its memory (what ``docker info`` gives as ``MemTotal``)."""
+
+    address = "unix:///var/run/docker.sock"
+
+    def __init__(self, memory_bytes: int) -> None:
+        self.memory_bytes = memory_bytes
+
+    def engine_memory_bytes(self) -> int:
+        return self.memory_bytes
+
+
+def test_concurrency_above_the_cpus_is_admitted_within_the_memory_budget(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 128 on a 2-core machine was refused (2x CPUs); now the engine's memory bounds it
+    roomy = HostResources(pids_free=10**7, nproc_free=None, fds_free=10**6)
+    monkeypatch.setattr(HostResources, "read", classmethod(lambda cls: roomy))
+    policy = tmp_path / "nosandboxs.yaml"  # no sandbox-seconds ceiling (bounds runs at once)
+    policy.write_text("name: open\nmode: shadow\nceilings: {replay: {runs: 1000}}\n")
+    engine = _Engine(24 * 1024**3)
+    small = settings.model_copy(update={"memory_mb": 96})
+    plan = prepare(
+        options("a.yaml", concurrency=128, policy=str(policy)), small, job_id="j", engine=engine
+    )
+    assert plan.concurrency == 128 and plan.capacity is not None
+    assert plan.capacity.bounds[0].runs == int(0.75 * 24 * 1024 / 96)  # 192
+    # at the default 512 MiB the budget admits fewer, and the plan says which bound and why
+    plan = prepare(
+        options("a.yaml", concurrency=128, policy=str(policy)), settings, job_id="j", engine=engine
+    )
+    assert plan.concurrency == 36  # floor(0.75 x 24 GiB / 512 MiB)
+    line = next(x for x in plan.lines() if x.startswith("  concurrency:"))
+    assert "36 at once (asked 128; bound by memory: 0.75 x 24.0 GiB engine memory / 512 MiB" in line
+    assert plan.to_json()["concurrency_bound"]["binding"] == "memory"
 
 
 def test_job_file_paths_names_and_ceiling_sources() -> None:
@@ -171,3 +204,21 @@ def test_a_scripted_model_that_does_not_import_is_invalid_input_at_plan_time(
     with pytest.raises(InputError, match="no_such_model_module"):
         prepare(options("a.yaml", "badmodel.yaml"), settings, job_id="j")
     assert not settings.state_dir.exists()
+
+
+def test_the_replay_sandbox_seconds_ceiling_bounds_the_runs_at_once(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each running run holds its sandbox-seconds reservation until it settles: more at once
+    # than the ceiling holds would stop the job at the next dispatch instead of waiting
+    roomy = HostResources(pids_free=10**7, nproc_free=None, fds_free=10**6)
+    monkeypatch.setattr(HostResources, "read", classmethod(lambda cls: roomy))
+    small = settings.model_copy(update={"memory_mb": 96})
+    plan = prepare(options("a.yaml", concurrency=128), small, job_id="j", engine=_Engine(2**40))
+    from runner.episode.metered_run import run_sandbox_s
+
+    per_run = run_sandbox_s(plan.policy, small)
+    ceiling = plan.ceilings["replay"].ceiling.sandbox_s
+    assert ceiling is not None and plan.concurrency == int(ceiling // per_run) < 128
+    assert plan.capacity is not None and plan.capacity.binding is not None
+    assert plan.capacity.binding.name == "sandbox_s ceiling"

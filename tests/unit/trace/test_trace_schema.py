@@ -269,3 +269,15 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
     lint = lint_trace(result.trace_path)
     assert lint.errors == () and lint.exit_code == 0, lint.to_json()
     assert lint.failure_signature.status == ("ok" if outcome == "failed" else "not_applicable")
+
+
+def test_a_run_line_naming_its_node_reads_and_validates() -> None:
+    """A trace made by ``--backend ray`` names the Ray node in its run line (issue 15)."""
+    name = sorted(p.name for p in TRACES.glob("*.jsonl"))[0]
+    line = copy.deepcopy(lines_of(name)[0])
+    line.update(backend="ray", node="4c0116f8675ac1c10e7a208424096ca8a7acac47a844a7ee334f1f55")
+    assert schema_errors(line) == []
+    assert reader_accepts(line)
+    assert RunRecord.model_validate(line).node == line["node"]
+    line["node"] = ""
+    assert schema_errors(line) and not reader_accepts(line)

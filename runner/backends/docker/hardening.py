@@ -1,0 +1,113 @@
+"""What every Docker sandbox is created with: the hardened host config, PID 1 and environment.
+
+Hardening of every container (SPEC.md, issue 2 item 7; asserted flag by flag in
+tests/unit/backends/test_docker_backend.py): ``network_mode=none``; read-only root filesystem; a
+size-limited tmpfs ``/tmp`` with ``HOME`` and ``TMPDIR`` in it; a private IPC namespace whose
+``/dev/shm`` is no larger than ``/tmp`` (``shm_size``: multiprocessing still works) and whose
+POSIX message queues take no memory (``msgqueue`` ulimit 0: ``/dev/mqueue`` creates nothing);
+``cap_drop=ALL``; ``no-new-privileges``; pids, memory (swap equal to memory: none extra) and
+CPU limits; user 10001:10001; the ``none`` log driver (the output is captured over attach); no
+host environment (only the spec's ``env``; docker-py's proxy injection is off); bind mounts in
+the structured form with ``read_only`` (paths with spaces, colons, non-ASCII work).
+
+Containment when the host is gone (issue 10 item 9; DOCKER-NOTES.md "Lifecycle traps"):
+- The runtime (``SandboxSpec.init``) is itself PID 1 and enforces the cap, read from
+  `CAP_ENV` (`runner.runtime.pid1`: not dumpable, no handler for any signal, orphans reaped):
+  the process holding the channel is then the one the kernel protects.
+- Any other command runs under the sandbox's hard lifetime cap (`capped_command`): PID 1 is
+  coreutils ``timeout -s KILL N`` (the image's execute-only copy `CAP_PROGRAM` when present,
+  else ``timeout``), its only child the spec's command. The kernel lets no process of the
+  container stop, kill or (execute-only: not dumpable) ptrace a namespace's PID 1, so tool
+  code cannot freeze the cap the way it can a ``timeout`` that is the child of an init
+  (measured: one ``SIGSTOP`` did). ``timeout`` forwards SIGTERM to the command, which stands in
+  for docker's init process; what it does not do is reap orphaned grandchildren (they wait
+  as zombies, within the pids limit, until the container ends). When the cap fires the
+  command is SIGKILLed and the container exits 137 (``timeout -s KILL`` reports it so).
+- The container is created with ``StdinOnce`` (docker-py: ``stdin_open`` and not
+  ``detach``): when the attach connection closes, also because the host process died, the
+  engine closes the container's stdin and the runtime sees end-of-file and exits
+  (`runner.runtime.channel`). Without ``StdinOnce`` a half-close never reaches the process.
+"""
+
+from __future__ import annotations
+
+from docker.types import HostConfig, LogConfig, Mount, Ulimit
+
+from runner.backends.base import SandboxSpec
+from runner.runtime import pid1
+
+__all__ = [
+    "CAP_ENV",
+    "CAP_PROGRAM",
+    "SANDBOX_TMP",
+    "capped_command",
+    "host_config",
+    "sandbox_environment",
+]
+
+SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
+# An execute-only (mode 0111) copy of coreutils timeout in the image (images/Dockerfile): a
+# process that runs a file it cannot read is not dumpable, so no same-uid process can ptrace
+# it. Images built before it existed fall back to ``timeout`` (the cap still holds against
+# signals, not against ptrace).
+CAP_PROGRAM = "/usr/local/sbin/sandbox-replay-cap"
+# The variable an init command reads its cap from (runner.runtime.pid1.ENV_HARD_CAP).
+CAP_ENV = pid1.ENV_HARD_CAP
+_CAP_SCRIPT = (
+    f'c={CAP_PROGRAM}; [ -x "$c" ] || c=timeout; '
+    'command -v "$c" >/dev/null 2>&1 || { echo "sandbox-replay: the sandbox image has no'
+    ' coreutils timeout, which enforces the sandbox lifetime cap" >&2; exit 125; }; '
+    # the shell's own variables (dash exports PWD) must not reach the command: env -u
+    'exec env -u PWD -u OLDPWD -u SHLVL -u _ "$c" -s KILL "$0" "$@"'
+)
+
+
+def host_config(api_version: str, spec: SandboxSpec) -> HostConfig:
+    """The hardened ``HostConfig`` for ``spec`` (see the module docstring)."""
+    limits = spec.limits
+    return HostConfig(
+        version=api_version,
+        network_mode="none",
+        read_only=True,
+        tmpfs={SANDBOX_TMP: f"rw,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
+        ipc_mode="private",
+        shm_size=limits.tmpfs_mb * 1024 * 1024,
+        ulimits=[Ulimit(name="msgqueue", soft=0, hard=0)],
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=limits.pids_limit,
+        mem_limit=f"{limits.memory_mb}m",
+        memswap_limit=f"{limits.memory_mb}m",
+        nano_cpus=round(limits.cpus * 1e9),
+        init=False,  # PID 1 is the runtime or the lifetime cap (`capped_command`), never docker's
+        log_config=LogConfig(type="none"),
+        mounts=[
+            Mount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only)
+            for m in spec.mounts
+        ],
+    )
+
+
+def capped_command(spec: SandboxSpec) -> list[str]:
+    """The container's argv: ``spec.command`` under its hard lifetime cap, PID 1 ``timeout``.
+
+    ``/bin/sh`` picks the cap program (`CAP_PROGRAM`, else ``timeout``) and ``exec``s it
+    through ``env -u`` (which drops the variables the shell itself set), so PID 1 is the cap
+    itself and the command its only child: ``timeout -s KILL N COMMAND...`` with ``N`` =
+    ``spec.hard_cap.whole_s``. An image without either exits 125 with a message. A command
+    that is the sandbox's init (``spec.init``) runs as it is: it enforces the cap itself.
+    """
+    if spec.init:
+        return list(spec.command)
+    return ["/bin/sh", "-c", _CAP_SCRIPT, str(spec.hard_cap.whole_s), *spec.command]
+
+
+def sandbox_environment(spec: SandboxSpec) -> dict[str, str]:
+    """The complete environment inside: HOME and TMPDIR on the tmpfs, then the spec's.
+
+    An init command (``spec.init``) also gets its lifetime cap in `CAP_ENV` (whole seconds).
+    """
+    env = {"HOME": SANDBOX_TMP, "TMPDIR": SANDBOX_TMP, **spec.env}
+    if spec.init:
+        env[CAP_ENV] = str(spec.hard_cap.whole_s)
+    return env

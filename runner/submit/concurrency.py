@@ -1,0 +1,164 @@
+"""The concurrency a submission runs at: what was asked, within the engine's and host's room.
+
+The rule is `runner.backends.capacity.bound_concurrency` (memory budget, pids, threads, file
+descriptors; the shares and per-run costs are documented there). `admit_concurrency` applies
+it with the submission's per-run limits (`runner.episode.limits.limits_in_effect`) and the
+engine's memory when an engine is at hand: the CLI asks the engine before it prints the plan;
+`readmit` weighs again once the job's backend exists, when the plan was made without one
+(then the plan and ``plan.json`` show the bound the runs actually had).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import structlog
+
+from runner.backends.capacity import (
+    Bound,
+    ConcurrencyBound,
+    HostResources,
+    bound_concurrency,
+    raise_nofile,
+)
+from runner.episode.limits import limits_in_effect
+from runner.episode.metered_run import run_sandbox_s
+from runner.errors import InfrastructureError
+from runner.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+__all__ = [
+    "admit_concurrency",
+    "close_backend",
+    "engine_cpus",
+    "engine_memory",
+    "probe_engine",
+    "readmit",
+]
+
+
+def engine_memory(backend: Any) -> int | None:
+    """The engine's memory in bytes, when ``backend`` can tell (else None, never raises)."""
+    ask = getattr(backend, "engine_memory_bytes", None)
+    if not callable(ask):
+        return None
+    try:
+        value = ask()
+    except InfrastructureError as exc:
+        log.warning("engine_memory_unknown", error=str(exc))
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def engine_cpus(backend: Any) -> float | None:
+    """The engine's CPU count, when ``backend`` can tell (else None, never raises)."""
+    ask = getattr(backend, "engine_cpus", None)
+    if not callable(ask):
+        return None
+    try:
+        value = ask()
+    except InfrastructureError as exc:
+        log.warning("engine_cpus_unknown", error=str(exc))
+        return None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _is_local(backend: Any) -> bool:
+    address = str(getattr(backend, "address", "") or "")
+    return not address or address.startswith(("unix://", "npipe://", "/"))
+
+
+def _ceiling_bound(sandbox_s: float | None, policy: Any, settings: Settings) -> tuple[Bound, ...]:
+    """The replay ``sandbox_s`` ceiling's bound: each running run holds its reservation.
+
+    A run reserves its timeout, its longest rate-limit wait and the host's grace
+    (`runner.episode.metered_run.run_sandbox_s`) until it settles; more runs at once than the
+    ceiling holds reservations for would stop the job at the next dispatch, not wait for it.
+    """
+    if sandbox_s is None:
+        return ()
+    per_run = run_sandbox_s(policy, settings)
+    runs = math.floor(sandbox_s / per_run)
+    return (
+        Bound(
+            "sandbox_s ceiling",
+            runs,
+            f"{sandbox_s:g} sandbox-s / {per_run:g} reserved per running run",
+        ),
+    )
+
+
+def admit_concurrency(
+    asked: int,
+    policy: Any,
+    settings: Settings,
+    *,
+    engine: Any = None,
+    ceiling_sandbox_s: float | None = None,
+) -> ConcurrencyBound:
+    """The concurrency admitted for ``asked`` under the policy's (and settings') limits.
+
+    Args:
+        asked: ``--concurrency`` or the settings' default.
+        policy: the loaded policy (its limits).
+        settings: host settings (limit overrides).
+        engine: a backend that may tell ``engine_memory_bytes`` (and an ``address``), or None
+            when no engine was asked (the memory bound is then unknown).
+        ceiling_sandbox_s: the replay ceiling's ``sandbox_s`` in effect, if bounded.
+    """
+    raise_nofile()
+    limits = limits_in_effect(policy, settings)
+    return bound_concurrency(
+        asked,
+        memory_mb=int(limits["memory_mb"]["value"]),
+        pids_limit=int(limits["pids_limit"]["value"]),
+        engine_memory_bytes=engine_memory(engine) if engine is not None else None,
+        host=HostResources.read(),
+        engine_is_local=_is_local(engine),
+        extra=_ceiling_bound(ceiling_sandbox_s, policy, settings),
+    )
+
+
+def readmit(plan: Any, backend: Any, settings: Settings) -> Any:
+    """``plan`` with its concurrency weighed again against ``backend``'s engine, if it was not.
+
+    A plan whose memory bound is known is returned as it is (the engine was asked already).
+    """
+    bound: ConcurrencyBound | None = plan.capacity
+    if bound is not None and all(b.runs is not None for b in bound.bounds if b.name == "memory"):
+        return plan
+    asked = bound.asked if bound is not None else plan.concurrency
+    replay = plan.ceilings.get("replay")
+    sandbox_s = replay.ceiling.sandbox_s if replay is not None else None
+    again = admit_concurrency(
+        asked, plan.policy, settings, engine=backend, ceiling_sandbox_s=sandbox_s
+    )
+    if again.admitted != plan.concurrency:
+        log.info("concurrency_readmitted", asked=asked, admitted=again.admitted)
+    return replace(plan, concurrency=again.admitted, capacity=again)
+
+
+def probe_engine(settings: Settings) -> Any:
+    """A Docker backend for the plan to ask the engine's memory; None when unreachable.
+
+    An unreachable engine is not an error here: ``--dry-run`` still prints the plan (its
+    memory bound unknown), and a real run fails when the job connects (exit 6). The job
+    reuses the connection (the CLI's backend factory returns it).
+    """
+    # imported here: docker costs ~0.14 s to import, and ``check``/``--help`` need none of it
+    from runner.backends.docker import DockerBackend
+
+    try:
+        return DockerBackend.connect(settings.docker_host)
+    except InfrastructureError:
+        return None
+
+
+def close_backend(backend: Any) -> None:
+    """Close ``backend``'s connections, if it has any (None is fine)."""
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()

@@ -152,7 +152,8 @@ def main() -> int:
     )
     print(
         "start-up CPU of the egress witness: runtime + worker without it "
-        "{startup_no_witness_ms:.1f} ms, with it {startup_after_ms:.1f} ms (+{extra:.1f} ms)".format(
+        "{startup_no_witness_ms:.1f} ms, with it {startup_after_ms:.1f} ms"
+        " (+{extra:.1f} ms)".format(
             extra=result["startup_after_ms"] - result["startup_no_witness_ms"], **result
         )
     )

@@ -237,9 +237,13 @@ def test_daemon_holding_stdout_does_not_outlive_the_episode(
     assert docker_client.containers.list(all=True, filters={"name": out.result.run_id}) == []
 
 
-def test_sigstop_of_the_runtime_is_a_timeout(
+def test_sigstop_from_a_tool_never_hangs_the_episode(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """A tool SIGSTOPs its own process. Before issue 18 that was the runtime (a ``timeout``);
+    now it is the worker, and the runtime (PID 1, which a stop signal from inside cannot reach:
+    tests/integration/test_attacks_worker.py) still ends the episode within its timeout: the
+    worker is continued and the step returns, or the run times out. Never a hang."""
     started = time.monotonic()
     out = run_steps(
         project,
@@ -249,7 +253,9 @@ def test_sigstop_of_the_runtime_is_a_timeout(
         "- {id: s, tool: proc.sigstop_self}\n",
         timeout_s=4,
     )
-    assert out.end["status"] == "timeout", out.end
+    assert out.end["type"] == "end" and out.end["status"] in ("succeeded", "timeout"), out.end
+    if out.end["status"] == "succeeded":
+        assert out.end["output"] == "continued"
     assert time.monotonic() - started < 4 + 15
 
 

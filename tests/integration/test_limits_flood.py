@@ -1,4 +1,4 @@
-"""A real sandbox flooding forged call lines is cut at the policy's limits (issue 10 item 6).
+"""A real sandbox flooding forged call lines stays bounded (issue 10 item 6; issue 18).
 
 The hostile tool writes call lines straight onto the runtime's private channel fd (as an
 attacker in the tool's process can, tests/fixtures/attacks/hostile_tools.py ``_channel_fds``):
@@ -97,17 +97,18 @@ def _flood(
     return out, peak - before, time.monotonic() - started
 
 
-def test_a_million_forged_call_lines_stop_at_max_calls(
+def test_a_million_forged_call_lines_reach_only_the_worker_pipe(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """Issue 18: tool code holds only the worker's pipe, so the flood never reaches the host's
+    channel; the runtime refuses the first forged line (a call record is not a worker message),
+    the episode fails naming it, and the trace and the host's memory stay small. The host's own
+    ``max_calls`` cut is tested where a channel can still carry calls (tests/unit/episode)."""
     out, grew_mb, took_s = _flood(project, backend, sandbox_image, tmp_path, 1_000_000, 100)
     end = out.end
-    assert end["status"] == "limit_exceeded", end.get("reason")
-    assert end["limit"] == {"name": "max_calls", "value": 10_000}  # the shadow policy's
-    assert end["exit_code"] == 125
-    assert len(out.calls) == 10_000
-    assert end["sandbox"]["killed_for"] == "limit_exceeded"
-    assert end["output"] is None
+    assert end["status"] == "failed", end
+    assert end["error"]["class"].endswith("WorkerProtocolError"), end["error"]
+    assert len(out.calls) <= 1  # at most the flooding call's own record
     size_mb = out.result.trace_path.stat().st_size / 2**20
     assert size_mb < 5, f"trace is {size_mb:.1f} MiB"
     assert grew_mb < 150, f"host RSS grew {grew_mb:.0f} MB"
@@ -115,7 +116,7 @@ def test_a_million_forged_call_lines_stop_at_max_calls(
     assert lint_trace(out.result.trace_path).failure_signature.ok
 
 
-def test_big_forged_call_lines_stop_at_max_trace_mb(
+def test_big_forged_call_lines_reach_only_the_worker_pipe(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
     out, grew_mb, _ = _flood(
@@ -129,11 +130,10 @@ def test_big_forged_call_lines_stop_at_max_trace_mb(
         max_trace_mb=2,
     )
     end = out.end
-    assert end["status"] == "limit_exceeded", end.get("reason")
-    assert end["limit"] == {"name": "max_trace_mb", "value": 2}
-    lines = out.result.trace_path.read_bytes().splitlines(keepends=True)
-    assert sum(len(line) for line in lines[:-1]) <= 2 * 2**20
-    assert 50 < len(out.calls) < 110
+    assert end["status"] == "failed", end
+    assert end["error"]["class"].endswith("WorkerProtocolError"), end["error"]
+    assert out.result.trace_path.stat().st_size <= 2 * 2**20
+    assert len(out.calls) <= 1
     assert grew_mb < 150, f"host RSS grew {grew_mb:.0f} MB"
 
 

@@ -86,7 +86,8 @@ def prepare_run(
         pool_lifetime_s: how long the sandbox may wait for its run (0: no warm pool yet); a
             term of its `LifetimeCap`.
         rate_limit_wait_s: the longest rate-limit wait a run may have past its timeout
-            (default: the policy's ``rate_limits.max_wait_s``, `max_rate_limit_wait_s`); a
+            (default: the policy's ``rate_limits.max_wait_s``, `max_rate_limit_wait_s`, or 0 for
+            a workflow without a model block: it makes no model call); a
             term of its `LifetimeCap` and of the runtime's own deadline (``deadline_s``).
 
     Raises:
@@ -104,7 +105,10 @@ def prepare_run(
     mounted_tools, tool_paths = tool_mounts(request)
     limits = resource_limits(request.policy, settings)
     if rate_limit_wait_s is None:
-        rate_limit_wait_s = max_rate_limit_wait_s(request.policy)
+        # a workflow without a model block makes no model call, so it never waits on a rate
+        # limit: its runtime's own deadline (the watchdog) stays the run's timeout
+        has_model = getattr(request.workflow.spec, "model", None) is not None
+        rate_limit_wait_s = max_rate_limit_wait_s(request.policy) if has_model else 0.0
     start = request.clock_start
     if start is None:
         start = (

@@ -109,4 +109,8 @@ EXEMPT: dict[str, str] = {
     UnsandboxedProcessBackend.name: (
         "record's local process backend: runs the user's own tools unsandboxed, by design"
     ),
+    "ray": (
+        "dispatches each sandbox to a node's own Docker backend (the entry above, which this"
+        " suite covers); the Ray layer itself needs a cluster: tests/integration/test_ray_*.py"
+    ),
 }

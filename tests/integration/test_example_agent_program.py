@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from runner.domain import workflow as workflow_module
 from tests.conftest import docker_required
 
 pytestmark = pytest.mark.docker
@@ -29,8 +28,6 @@ SDK_IMAGE = os.environ.get("SANDBOX_REPLAY_SDK_IMAGE", "sandbox-replay:sdks")
 
 @pytest.fixture(scope="module")
 def image(docker_client: Any) -> str:
-    if "program" not in workflow_module.Step.model_fields:
-        pytest.skip("program steps arrive with issue 13's gateway branch (i13-gateway)")
     try:
         docker_client.images.get(SDK_IMAGE)
     except Exception as exc:

@@ -31,7 +31,6 @@ from typing import Any
 import pytest
 
 from runner import sdk
-from runner.domain import workflow as workflow_module
 from runner.tracetools.tasks_extract import extract_tasks
 from tests import fake_anthropic, fake_openai
 from tests.conftest import docker_required
@@ -46,8 +45,6 @@ FRAMEWORKS = ("openai_chat", "anthropic", "agents")
 
 @pytest.fixture(scope="module")
 def sdk_image(docker_client: Any) -> str:
-    if "program" not in workflow_module.Step.model_fields:
-        pytest.skip("program steps arrive with issue 13's gateway branch (i13-gateway)")
     try:
         docker_client.images.get(SDK_IMAGE)
     except Exception as exc:

@@ -23,15 +23,19 @@ annotations"; defaults there: ``readOnlyHint`` false, ``destructiveHint`` true,
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from runner.domain.ids import path_under
 from runner.errors import InputError
 from runner.sdk import Effect
 
-__all__ = ["MAX_TOOLS", "McpEntry", "McpSource", "effect_of", "listed_tools"]
+__all__ = ["MAX_TOOLS", "McpEntry", "McpSource", "effect_of", "listed_tools", "server_files"]
 
 MAX_ARGS = 64
 """Parts of an MCP server's command."""
@@ -192,4 +196,22 @@ def listed_tools(data: Any, *, file: str, prefix: str = "") -> list[dict[str, An
                 "schema": schema,
             }
         )
+    return found
+
+
+def server_files(folder: Path, command: Sequence[str], where: dict[str, Any]) -> list[str]:
+    """The parts of an MCP server's command that name a file below ``folder`` (relative).
+
+    A part that is not a relative path to a regular file there (``python3``, ``--flag``) is
+    not a file of the server's. A part naming a file through a link leading out of ``folder``
+    is an `InputError` (`runner.domain.ids.path_under`).
+    """
+    found = []
+    for part in command:
+        if part.startswith("-") or ("/" not in part and "." not in part):
+            continue
+        candidate = folder / part
+        if not os.path.isabs(part) and candidate.is_file():
+            path_under(folder, part, kind="MCP server file", **where)
+            found.append(Path(part).as_posix())
     return found

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
-from runner.domain.mcptools import McpEntry, McpSource
+from runner.domain.mcptools import McpEntry, McpSource, server_files
 from runner.domain.programs import module_root, program_modules
 from runner.domain.registry import ToolSpec
 from runner.domain.toolsource import load_manifest_tools, load_mcp_tools_list, manifest_path
@@ -47,19 +47,20 @@ class ToolLocations:
             copied into the snapshot and mounted with them, imported only in the sandbox.
         mcp_servers: ``(entry index, source, folder)`` of the ``{mcp: {command}}`` entries:
             stdio servers whose ``tools/list`` only a sandbox asks (the folder, the
-            workflow's or the confining one, is their working folder and mounted).
+            workflow's or the confining one, is their working folder and mounted; None when
+            the command names no file there: it then runs in the sandbox's ``/tmp``).
     """
 
     manifest_tools: dict[int, list[ToolSpec]]
     modules: list[tuple[int, str, Path]]
     search: list[Path]
     programs: list[tuple[int, str, Path]] = field(default_factory=list)
-    mcp_servers: list[tuple[int, McpSource, Path]] = field(default_factory=list)
+    mcp_servers: list[tuple[int, McpSource, Path | None]] = field(default_factory=list)
 
     def roots(self) -> list[Path]:
         """The distinct host folders to mount: tool modules', programs', MCP servers'."""
         found = [root for _, _, root in self.modules] + [root for _, _, root in self.programs]
-        found += [folder for _, _, folder in self.mcp_servers]
+        found += [folder for _, _, folder in self.mcp_servers if folder is not None]
         return list(dict.fromkeys(found))
 
 
@@ -144,8 +145,9 @@ def locate_tools(workflow: WorkflowFile, *, confined_to: Path | None = None) -> 
         if isinstance(entry, McpEntry):
             if entry.mcp.command is None:
                 found.manifest_tools[index] = load_mcp_tools_list(manifests, entry.mcp, where)
-            else:
-                found.mcp_servers.append((index, entry.mcp, manifests))
+            else:  # its folder is mounted (its working folder) when it names a file there
+                named = server_files(manifests, entry.mcp.command, where)
+                found.mcp_servers.append((index, entry.mcp, manifests if named else None))
             continue
         if entry.endswith(".json"):
             path = manifest_path(manifests, entry, where)

@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
-from runner.domain.mcptools import McpEntry
+from runner.domain.mcptools import McpEntry, server_files
 from runner.domain.toolsource import manifest_path
 from runner.domain.workflow import load_workflow
-from runner.episode.snapshot.sources import mcp_server_files
 from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.inputfile import read_input
@@ -128,7 +127,7 @@ def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
         }
         if isinstance(entry, McpEntry):  # a saved tools/list, or the files a server names
             named = [entry.mcp.tools_list] if entry.mcp.tools_list else []
-            named += mcp_server_files(workflow.folder, entry.mcp.command or (), where)
+            named += server_files(workflow.folder, entry.mcp.command or (), where)
             for relative in named:
                 path = manifest_path(workflow.folder, relative, where)
                 files[path.relative_to(workflow.folder).as_posix()] = path

@@ -144,3 +144,21 @@ def test_a_run_serves_the_mcp_tool_from_the_tasks_recording(
     done = run_cli(["reproduce", str(packet), "--json"], tmp_path, sandbox_image)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["outcome"] == "reproduced"
+
+
+def test_a_server_whose_command_names_no_file_of_the_folder_is_listed(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    """``command: [python3, -c, CODE]`` (like ``npx some-server``): nothing of the workflow's
+    folder to mount; the server runs in the sandbox's /tmp and is listed all the same."""
+    workflow = _project(tmp_path / "inline", "search_docs")
+    code = SERVER.read_text(encoding="utf-8")
+    text = workflow.read_text(encoding="utf-8").replace(
+        "[python3, docs_server.py]", json.dumps(["python3", "-c", code])
+    )
+    workflow.write_text(text, encoding="utf-8")
+    (workflow.parent / "docs_server.py").unlink()
+    result, report, err = _check(workflow, sandbox_image)
+    assert result == 0, (report, err)
+    (tool,) = report["workflows"][0]["tools"]
+    assert tool["id"] == "docs.search_docs" and tool["effect"] == "read"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import Mount
-from runner.domain.ids import path_under
+from runner.domain.mcptools import server_files
 from runner.domain.toollocate import locate_tools
 from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
 from runner.episode.snapshot.tree import VENV_NAMES
@@ -100,11 +100,10 @@ def workflow_entries(
         # and the modules of its own folder it imports (read from source, never imported)
         entries.extend(SnapshotEntry(root, found, where) for found in local_imports(root, top))
     for index, source, folder in located.mcp_servers:  # an MCP server's files it names
-        where = _where(workflow, "tools", index)
-        entries.extend(
-            SnapshotEntry(folder, part, where, required=True)
-            for part in mcp_server_files(folder, source.command or (), where)
-        )
+        if folder is not None:
+            where = _where(workflow, "tools", index)
+            files = server_files(folder, source.command or (), where)
+            entries.extend(SnapshotEntry(folder, part, where, required=True) for part in files)
     folder = workflow.folder
     for index, pattern in enumerate(workflow.spec.files):
         where = _where(workflow, "files", index)
@@ -117,24 +116,6 @@ def workflow_entries(
             )
         entries.extend(SnapshotEntry(folder, match, where) for match in matches)
     return entries
-
-
-def mcp_server_files(folder: Path, command: Sequence[str], where: dict[str, Any]) -> list[str]:
-    """The parts of an MCP server's command that name a file below ``folder`` (relative).
-
-    A part that is not a relative path to a regular file there (``python3``, ``--flag``) is
-    not a file of the server's. A part naming a file through a link leading out of ``folder``
-    is an `InputError` (`runner.domain.ids.path_under`).
-    """
-    found = []
-    for part in command:
-        if part.startswith("-") or ("/" not in part and "." not in part):
-            continue
-        candidate = folder / part
-        if not os.path.isabs(part) and candidate.is_file():
-            path_under(folder, part, kind="MCP server file", **where)
-            found.append(Path(part).as_posix())
-    return found
 
 
 def match_files(

@@ -80,7 +80,7 @@ def ask_sandbox(
     timeout_s: float,
     snapshot: ToolSnapshot,
     monotonic: Callable[[], float] = time.monotonic,
-    mcp_servers: Sequence[tuple[Sequence[str], Path]] = (),
+    mcp_servers: Sequence[tuple[Sequence[str], Path | None]] = (),
 ) -> SandboxAnswer:
     """Run the runtime in mode ``manifest`` for ``modules`` and return its answer.
 
@@ -125,7 +125,10 @@ def ask_sandbox(
         if mcp_servers:
             paths = list(run_spec["tool_paths"])
             run_spec["mcp_servers"] = [
-                {"command": list(command), "cwd": paths[roots.index(folder)]}
+                {
+                    "command": list(command),
+                    "cwd": paths[roots.index(folder)] if folder is not None else "/tmp",  # noqa: S108 - the sandbox's tmpfs
+                }
                 for command, folder in mcp_servers
             ]
         (prepared.run_dir / "run.json").write_text(

@@ -53,7 +53,9 @@ def test_prepare_run_fixes_the_cap_and_the_watchdog_deadline(tmp_path: Path) -> 
     from runner.settings import Settings
 
     registry = SimpleNamespace(manifest=lambda policy: {"tools": []}, tool_roots=lambda: [])
-    workflow = SimpleNamespace(normalised=lambda: {"steps": []}, source="")
+    workflow = SimpleNamespace(
+        normalised=lambda: {"steps": []}, source="", spec=SimpleNamespace(model=None)
+    )
     request = EpisodeRequest(
         workflow=workflow, task=Task(task_id="t", input={}), policy=None, registry=registry,
         image="img",
@@ -67,10 +69,19 @@ def test_prepare_run_fixes_the_cap_and_the_watchdog_deadline(tmp_path: Path) -> 
     from runner.policy import load_policy
 
     policy = load_policy("shadow")
-    again = prepare_run(replace(request, policy=policy), settings, sequential_ids(start=2))
+    with_model = SimpleNamespace(
+        normalised=lambda: {"steps": []}, source="", spec=SimpleNamespace(model={"provider": "x"})
+    )
+    again = prepare_run(
+        replace(request, policy=policy, workflow=with_model), settings, sequential_ids(start=2)
+    )
     wait = policy.rate_limits.max_wait_s
     assert wait > 0 and again.spec.hard_cap == LifetimeCap(42, rate_limit_wait_s=wait)
     assert again.run_spec["deadline_s"] == 42 + wait
+    # a workflow without a model makes no model call: it waits on no rate limit
+    plain = prepare_run(replace(request, policy=policy), settings, sequential_ids(start=3))
+    assert plain.spec.hard_cap == LifetimeCap(42, rate_limit_wait_s=0.0)
+    assert plain.run_spec["deadline_s"] == 42
 
 
 def test_the_container_runs_under_timeout_as_pid_1_with_stdin_once() -> None:

@@ -15,6 +15,7 @@ Module map (imports flow downwards; nothing here imports the host side):
     protocol    the NDJSON message contract shared with the host, the mounted packages
     environment hello's platform and installed packages (cheap: no importlib.metadata)
     manifest    the ``manifest`` answer: the tools the sandbox describes
+    mcplist     an MCP stdio server's tools/list, asked here (the server is the challenger's)
     watchdog    the run's own deadline inside the sandbox
     registry    the registry built from the capability-filtered manifest only
     argrules    the policy's argument rules: the call-time guard (also the host's evaluator)
@@ -31,7 +32,8 @@ Module map (imports flow downwards; nothing here imports the host side):
     egress/     audit (the hook: outbound destinations and coverage, in-process and in
                 children), events (what each audited event names), programs (which children
                 escape the hook), childlog (the file Python children report to), site/
-                (``sitecustomize.py`` that loads the hook in every Python child)
+                (``sitecustomize.py`` that loads the hook in every Python child); the witness
+                outside the worker: bpf, kernel, sockaddr, procnet, seccomp, witness, probe
 
 The wall clock (`runner.sdk.wallclock`) and raw I/O capture (`runner.sdk.rawio`) are the SDK's:
 record mode in a user's own process uses them too.

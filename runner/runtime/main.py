@@ -258,6 +258,9 @@ class Runtime:
                 )
             self.channel.start_reader()
             self.reaper.start()
+            witness_coverage = self.worker.witness_coverage()
+            if witness_coverage is not None:  # the worker's tree is not witnessed: say why
+                self.channel.send_raw(witness_coverage)
             self.channel.wait_for("start")
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
             spec = load_run_spec(self.run_dir)
@@ -359,5 +362,6 @@ class Runtime:
         )
         os.environ.update(gateway.environment())
         audit.set_gateway(gateway.host, gateway.port)
+        self.worker.set_gateway_port(gateway.port)
         gateway.start()
         return gateway

@@ -231,13 +231,6 @@ def test_the_answer_key_is_not_inside_the_sandbox(
     assert "SECRET-ANSWER-42" not in json.dumps(result.end["output"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: tool code in the worker disables the worker's own audit hook handlers "
-    "(runner/runtime/egress/audit.py _HANDLERS is a module dict) and its connect is never logged; "
-    "coverage still says full. Closed by the egress witness outside the worker (issue 18, "
-    "runner.runtime.worker.process.BEFORE_USER_CODE is its hook point)",
-)
 def test_egress_cannot_be_hidden_in_process(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:

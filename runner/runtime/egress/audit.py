@@ -29,23 +29,25 @@ ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
 ENV_CLOCK = "SANDBOX_REPLAY_CLOCK"  # runner.sdk.wallclock.ENV_CLOCK (not imported: children
 # import this module at start-up and most never need the clock's machinery)
 ENV_GATEWAY = "SANDBOX_REPLAY_GATEWAY"
+ENV_WITNESSED = "SANDBOX_REPLAY_WITNESSED"  # set by a worker whose tree the witness serves
+# Under the witness (`set_witnessed`) the hook leaves to it what it sees itself: connects and
+# addressed sends (an attempt is counted once, by the witness), and the partial-coverage notes
+# for children and foreign code (the witness sees their network calls); clock notes stay.
+_WITNESS_EVENTS = frozenset({"socket.connect", "socket.sendto", "socket.sendmsg"})
+_WITNESS_COVERS = frozenset({"flag", "env", "program", "command", "library", "symbol"})
 _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
-RUNTIME_ROOT = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-)
+_HERE = os.path.abspath(__file__)  # runner/runtime/egress/audit.py
+RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
 
 # Distinct destinations kept per process (and by the host over all of them): issue 10 item 11.
 MAX_DESTINATIONS = 1000
 MAX_COVERAGE_KEYS = 1000  # distinct coverage reasons remembered (each is reported once)
 CHILD_FLUSH_REPEATS = 1024  # a child writes its repeat counts at least this often
 
-_state: Dict[str, Any] = {
-    "installed": False,
-    "owner_pid": None,
-    "log_path": None,
-    "gateway": None,
-}
+_state: Dict[str, Any] = dict(
+    installed=False, owner_pid=None, log_path=None, gateway=None, witnessed=False
+)
 # Modules a handler needs (json, ipaddress, shlex, urllib.parse) are imported when it first runs:
 # every Python child imports this module at start-up, most never open a socket.
 _queue: List[Dict[str, Any]] = []
@@ -99,9 +101,25 @@ def install_from_env() -> bool:
     if not path:
         return False
     gateway_from_env()
+    _state["witnessed"] = os.environ.get(ENV_WITNESSED) == "1"
     install(path, in_memory=False)
     atexit.register(flush_child)
     return True
+
+
+def set_witnessed(on: bool) -> None:
+    """Whether this process and its children are under the egress witness (the worker's call).
+
+    The runtime starts the worker with `ENV_WITNESSED` set (its sitecustomize reads it: the
+    witness's own start-up is not noted), and the worker clears it when the bootstrap failed;
+    the runtime then reports that coverage is partial and why. Under the witness the hook stops
+    logging what the witness logs and the coverage notes the witness makes unnecessary.
+    """
+    _state["witnessed"] = on
+    if on:
+        os.environ[ENV_WITNESSED] = "1"
+    else:
+        os.environ.pop(ENV_WITNESSED, None)
 
 
 def gateway_from_env() -> None:
@@ -277,6 +295,9 @@ def _attempt(
 
 
 def _on_network(event: str, args: Tuple[Any, ...]) -> None:
+    witnessed = _state["witnessed"] and event in _WITNESS_EVENTS and args
+    if witnessed and int(getattr(args[0], "family", 0)) in (2, 10):  # AF_INET(6): the witness's
+        return
     if event in events.LOOKUP_EVENTS:
         host, port = events.lookup(event, args)
         _local.last_lookup = (host, port)
@@ -292,7 +313,7 @@ def _on_network(event: str, args: Tuple[Any, ...]) -> None:
 
 
 def _coverage(key: Tuple[Any, ...], **fields: Any) -> None:
-    if key in _seen_coverage:
+    if key in _seen_coverage or (_state["witnessed"] and key[0] in _WITNESS_COVERS):
         return
     if len(_seen_coverage) >= MAX_COVERAGE_KEYS:  # coverage is partial already; stay bounded
         return

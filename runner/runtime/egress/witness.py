@@ -33,11 +33,15 @@ of its descendants waits in the kernel until this thread answers. Per call:
 
 Logged attempts have the outbound log's fields (`runner.runtime.egress.audit`): ``kind``
 (``connect``, ``sendto``, ``sendmsg``), ``host`` None, ``address``, ``port``, ``outcome``
-``denied``, ``pid`` (the calling thread), ``event`` ``seccomp.<call>``.
+``denied``, ``pid`` (the calling thread), ``event`` ``seccomp.<call>``. A syscall of a foreign
+ABI (i386, x32) is not run: the caller is killed with ``SIGSYS`` and logged as kind
+``foreign_abi``, outcome ``killed``, its arch and number in ``event``.
 """
 
+import contextlib
 import os
 import select
+import signal
 import socket
 import struct
 import threading
@@ -46,6 +50,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from runner.runtime.egress import kernel, procnet, seccomp, sockaddr
 
 ENETUNREACH = 101
+ENOSYS = 38
 EINVAL = 22
 EFAULT = 14
 ENOTTY = 25
@@ -116,14 +121,42 @@ class Witness:
 
     # --- one notification ----------------------------------------------------------------
 
+    def _foreign_abi(self, notif_id: int, pid: int, nr: int, arch: int) -> int:
+        """A syscall of a foreign ABI: kill the caller (``SIGSYS``), name it; ``-ENOSYS``.
+
+        The caller waits in the kernel for this answer, so the pid is still its own while the
+        notification is valid (checked first); the signal is pending before it returns.
+        """
+        if kernel.id_valid(self.listener, notif_id):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSYS)
+        self.sink(
+            {
+                "kind": "foreign_abi",
+                "host": None,
+                "address": None,
+                "port": None,
+                "resolved_from": None,
+                "outcome": "killed",
+                "pid": pid,
+                "event": "seccomp.foreign_abi:arch={:#x}:nr={}".format(arch, nr),
+            }
+        )
+        return -ENOSYS
+
     def _serve(self, raw: bytes) -> None:
-        notif_id, pid, _flags, nr, _arch, _ip = struct.unpack_from("<QIIiIQ", raw, 0)
+        notif_id, pid, _flags, nr, arch, _ip = struct.unpack_from("<QIIiIQ", raw, 0)
         args = struct.unpack_from("<6Q", raw, 32)
-        table = kernel.SYSCALLS[kernel.machine() or "x86_64"]
+        machine = kernel.machine() or "x86_64"
+        table = kernel.SYSCALLS[machine]
         error: Optional[int] = -ENETUNREACH
         flags = 0
         try:
-            if nr == table["connect"]:
+            if arch != kernel.AUDIT_ARCH[machine] or (
+                machine == "x86_64" and nr & kernel.X32_SYSCALL_BIT
+            ):
+                error = self._foreign_abi(notif_id, pid, nr, arch)
+            elif nr == table["connect"]:
                 error, flags = self._connect(notif_id, pid, args)
             elif nr == table["sendto"]:
                 error, flags = self._sendto(notif_id, pid, args)

@@ -50,6 +50,19 @@ def foreign_abi() -> str:
     return "exit %%d" %% subprocess.call(["/proc/self/fd/%%d" %% fd], pass_fds=(fd,))
 
 
+@tool("net.lookups", effect=Effect.LOCAL)
+def lookups() -> str:
+    shell = subprocess.run(
+        ["bash", "-c", "echo x > /dev/tcp/shell-child.invalid/443"], capture_output=True
+    )
+    try:
+        socket.getaddrinfo("python-tool.invalid", 8443)
+        python = "resolved"
+    except OSError as exc:
+        python = type(exc).__name__
+    return "bash %%d python %%s" %% (shell.returncode, python)
+
+
 @tool("net.plain", effect=Effect.LOCAL)
 def plain() -> str:
     return "connect_ex %%d" %% socket.socket().connect_ex(("192.0.2.1", 8080))
@@ -107,3 +120,20 @@ def test_a_child_killed_for_a_foreign_abi_is_named_in_the_episode(
     assert "exit -31" in str(out.end["output"]), out.end["output"]  # SIGSYS
     (killed,) = [a for a in out.end["outbound"] if a["kind"] == "foreign_abi"]
     assert killed["outcome"] == "killed" and "arch=0x40000003" in killed["event"], killed
+
+
+def test_lookups_show_by_name_and_the_resolver_is_no_destination(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The resolver's queries to the sandbox's nameserver are the lookups of their names: a
+    non-Python child's lookup shows by name (the witness reads the query), a Python tool's once
+    (the hook's entry, port included, and the witness's are one destination)."""
+    out = _run(project, backend, sandbox_image, tmp_path, "net.lookups")
+    assert "python gaierror" in str(out.end["output"]), out.end["output"]
+    outbound = out.end["outbound"]
+    names = {(a["host"], a["port"]): a for a in outbound if a["kind"] == "dns"}
+    assert ("shell-child.invalid", None) in names, outbound
+    assert names[("shell-child.invalid", None)]["event"] == "seccomp.dns"
+    assert [k for k in names if k[0] == "python-tool.invalid"] == [("python-tool.invalid", 8443)]
+    assert not [a for a in outbound if a.get("port") == 53], outbound  # no nameserver entry
+    assert out.end["coverage"] == "full", out.end["coverage_detail"]

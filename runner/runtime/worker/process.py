@@ -241,11 +241,12 @@ def install_witness(channel: int) -> None:
     witness.serve`). Without the witness the hook's own coverage notes come back (the runtime
     reports why it is missing).
     """
-    # imported here, not at the top: its ctypes lookups would be noted as the worker's own
-    # foreign code when the witness is off (the hook is not told to leave them to it then)
-    from runner.runtime.egress import seccomp
+    with audit.unnoted():  # its ctypes lookups are the runtime's machinery, not foreign code
+        # imported here, not at the top: a worker without the witness never loads its ctypes
+        # machinery (and the import, like the install, runs under `audit.unnoted`)
+        from runner.runtime.egress import seccomp
 
-    installed = seccomp.install(channel)
+        installed = seccomp.install(channel)
     os.close(channel)
     audit.set_witnessed(installed.witnessed)
 

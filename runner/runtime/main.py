@@ -258,10 +258,10 @@ class Runtime:
                 )
             self.channel.start_reader()
             self.reaper.start()
+            self.channel.wait_for("start")  # the worker's start and bootstrap meanwhile
             witness_coverage = self.worker.witness_coverage()
             if witness_coverage is not None:  # the worker's tree is not witnessed: say why
                 self.channel.send_raw(witness_coverage)
-            self.channel.wait_for("start")
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
             spec = load_run_spec(self.run_dir)
             # frozen at the start before any tool module is imported (its import-time reads)

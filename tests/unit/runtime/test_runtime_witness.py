@@ -57,7 +57,7 @@ def test_a_non_python_child_is_witnessed_and_coverage_stays_full(tmp_path: Path)
 
 def _lookups(result: Result) -> list[tuple[Any, ...]]:
     return [
-        (m["attempt"]["kind"], m["attempt"]["host"], m["attempt"]["event"])
+        (m["attempt"]["kind"], m["attempt"]["host"], m["attempt"].get("event"))
         for m in result.of("egress")
     ]
 
@@ -79,6 +79,26 @@ def test_a_python_connect_is_logged_once(tmp_path: Path) -> None:
     result = _run(tmp_path, "net.connect", {"host": "127.0.0.1", "port": 9})
     egress = result.of("egress")
     assert [(m["attempt"]["event"], m.get("count", 1)) for m in egress] == [("seccomp.connect", 1)]
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["query", "not-a-query"])
+def test_a_query_sent_to_the_nameserver_with_an_address_is_read(tmp_path: Path, raw: bool) -> None:
+    servers = sorted(dns.nameservers())
+    if not servers or ":" in servers[0]:
+        pytest.skip("no IPv4 nameserver in /etc/resolv.conf")
+    args = {"server": servers[0], "name": "musl-style.invalid", "raw": raw}
+    result = _run(tmp_path, "net.dns_sendto", args)
+    assert json.loads(result.calls[0]["body"]) == "errno 101"  # ENETUNREACH, nothing sent
+    attempts = [m["attempt"] for m in result.of("egress")]
+    assert [m.get("count", 1) for m in result.of("egress")] == [1]
+    if raw:  # not a lookup: a datagram to the nameserver's address, logged as such
+        assert [(a["kind"], a["address"], a["port"]) for a in attempts] == [
+            ("sendto", servers[0], 53)
+        ]
+    else:
+        assert [(a["kind"], a["host"], a["event"]) for a in attempts] == [
+            ("dns", "musl-style.invalid", "seccomp.dns")
+        ]
 
 
 # A filter with a listener already in force: the kernel refuses the worker's own listener
@@ -123,4 +143,5 @@ def test_where_the_kernel_refuses_the_witness_coverage_is_partial_and_says_why(
     ), notes
     # the hook's own note for the non-Python child is partial again (nothing witnesses it)
     assert any(n["partial"] and n.get("clock") == "machine" for n in notes), notes
-    assert not [m for m in result.of("egress") if m["attempt"]["event"].startswith("seccomp.")]
+    events = [str(m["attempt"].get("event")) for m in result.of("egress")]
+    assert not [e for e in events if e.startswith("seccomp.")], events

@@ -17,10 +17,10 @@ in-process hook's ``getaddrinfo`` entries; the host merges the two: `runner.epis
 
 A payload that is not a strict DNS query (one question, no answer or authority records, labels
 of 1 to 63 bytes of printable ASCII, no compression, a name of at most 253 characters) is not
-a lookup: it is logged as what it is (a datagram to the nameserver's address). Residuals: a
-TCP query (``options use-vc``) is logged as a ``connect`` to the nameserver (its socket is
-UDP after the swap, so the query fails); a ``sendmsg`` naming the nameserver is logged by
-address; a search-list expansion is its own name.
+a lookup: it is logged as what it is (a datagram to the nameserver's address). Residuals: with
+``options use-vc`` (TCP queries) nothing is swapped and the nameserver is logged by address, as
+is a ``sendmsg`` naming it, and a TCP connect to it that a resolver makes on its own; a
+search-list expansion is its own name.
 """
 
 import contextlib
@@ -43,8 +43,9 @@ Sink = Callable[[Dict[str, Any]], None]
 def nameservers(path: str = RESOLV_CONF) -> FrozenSet[str]:
     """The IP addresses of the ``nameserver`` lines of ``path`` (canonical text), read bounded.
 
-    A line that does not hold exactly one valid IPv4 or IPv6 address is skipped; an
-    unreadable file gives none.
+    A line that does not hold a valid IPv4 or IPv6 address is skipped; an unreadable file, or
+    one whose ``options`` ask for TCP queries (``use-vc``: a stream socket, which the swap to a
+    datagram socket would break), gives none (the nameserver is then logged by address).
     """
     try:
         with open(path, "rb") as handle:
@@ -54,6 +55,8 @@ def nameservers(path: str = RESOLV_CONF) -> FrozenSet[str]:
     found: Set[str] = set()
     for line in text.splitlines():
         words = line.split()
+        if words[:1] == ["options"] and "use-vc" in words[1:]:
+            return frozenset()
         if len(words) < 2 or words[0] != "nameserver":
             continue
         for family in (socket.AF_INET, socket.AF_INET6):

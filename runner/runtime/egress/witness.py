@@ -355,10 +355,10 @@ class Witness:
             for decoded in remote:
                 self._log(call, pid, decoded)
             return -ENETUNREACH, 0
-        kind = procnet.socket_kind(pid, fd & 0xFFFFFFFF)
         families = {d["family"] for d in named}
         if not families and self.resolver.is_ours(procnet.socket_inode(pid, fd & 0xFFFFFFFF)):
             return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE  # queries to our resolver
+        kind = procnet.socket_kind(pid, fd & 0xFFFFFFFF)
         if not families and kind in ("unix", "tcp"):  # TCP ignores a name (no MSG_FASTOPEN)
             return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
         if families and families == {kind}:

@@ -59,6 +59,8 @@ def test_nameservers_are_read_strictly(tmp_path: Path) -> None:
     )
     assert dns.nameservers(str(conf)) == {"10.255.255.53", "fd00::53"}
     assert dns.nameservers(str(tmp_path / "missing")) == frozenset()
+    conf.write_text("nameserver 10.255.255.53\noptions ndots:2 use-vc\n")
+    assert dns.nameservers(str(conf)) == frozenset()  # TCP queries: no swap, logged by address
 
 
 def test_the_resolver_knows_only_the_nameservers_port_53() -> None:

@@ -15,7 +15,9 @@ lookups of a few names cannot push a later connect out of the log: repeats only 
 A name lookup is one destination however it was seen (issue 18): the in-process hook's
 ``getaddrinfo`` entry names the port asked for, the egress witness's entry for the query it
 read (`runner.runtime.egress.dns`) has none. A port-less ``dns`` entry of a name already
-logged adds nothing; a port-less one logged first takes the hook's fields when they arrive.
+logged adds nothing; a port-less one logged first takes the hook's fields and count when they
+arrive. So a name's count is the hook's (lookup calls) when the hook saw it, else the
+witness's (queries: a resolver asks for A and AAAA, and asks again).
 Everything in a message is hostile input: fields become JSON scalars, counts positive ints.
 """
 
@@ -102,7 +104,7 @@ class OutboundLog:
         if entry.get("port") is not None:  # another port of a name: a destination of its own
             return False
         del self._index[destination_key(entry)]  # the hook names the port the witness could not
-        entry.update(clean, count=max(entry["count"], count))
+        entry.update(clean, count=count)  # lookups, not the witness's queries
         self._index[key] = index
         return True
 

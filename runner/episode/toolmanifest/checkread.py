@@ -54,7 +54,7 @@ class check_describer:  # used as a function: describe = check_describer(...)
         from runner.episode.toolmanifest.registry import sandbox_registry
 
         if self._backend is None:
-            self._backend = DockerBackend.connect(self.settings.docker_host)
+            self._backend = DockerBackend.from_settings(self.settings)
         policy = self.policy if isinstance(self.policy, Policy) else load_policy(self.policy)
         return sandbox_registry(
             workflow,

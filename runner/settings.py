@@ -43,6 +43,10 @@ def _default_cache_dir() -> Path:
     return Path(base) / "sandbox-replay"
 
 
+# An OCI runtime's name as dockerd registers it (``--add-runtime NAME=PATH``).
+RUNTIME_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
 class Settings(BaseSettings):
     """Everything the host may configure without editing a policy.
 
@@ -50,6 +54,10 @@ class Settings(BaseSettings):
         docker_host: Docker engine address; None means the docker SDK's own default
             (``DOCKER_HOST`` or the platform socket).
         image: the sandbox image runs use.
+        runtime: the engine's OCI runtime for the Docker backend's sandboxes (HostConfig
+            ``Runtime``: ``crun``, ``runsc`` for gVisor's kernel boundary, ...); None is the
+            engine's default (``runc``). A name the engine lacks is refused when the backend
+            connects, naming the runtimes it has (`runner.backends.docker.runtimes`).
         base_image: the Python base image the sandbox image is built FROM when it can be had.
         offline_base_image: tag of the base image built with debootstrap when no registry is
             reachable.
@@ -79,6 +87,7 @@ class Settings(BaseSettings):
 
     docker_host: str | None = None
     image: str = DEFAULT_IMAGE
+    runtime: str | None = Field(default=None, pattern=RUNTIME_NAME)
     base_image: str = DEFAULT_BASE_IMAGE
     offline_base_image: str = OFFLINE_BASE_IMAGE
     state_dir: Path = Path(".sandbox-replay")

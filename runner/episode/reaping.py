@@ -101,7 +101,7 @@ def connect_docker(settings: Settings) -> DockerBackend:
     # lazy for start-up speed: the docker SDK is imported only by commands that use an engine
     from runner.backends.docker import DockerBackend
 
-    backend = DockerBackend.connect(settings.docker_host)
+    backend = DockerBackend.from_settings(settings)
     try:
         reap_and_settle(backend, settings.state_dir)
     except BaseException:

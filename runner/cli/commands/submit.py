@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.backend_choice import BackendName, BackendOption, RayAddressOption, backend_factory
+from runner.cli.backend_choice import (
+    BackendName,
+    BackendOption,
+    RayAddressOption,
+    RuntimeOption,
+    backend_factory,
+    with_runtime,
+)
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
@@ -193,7 +200,7 @@ def run_submit(
             # imported on use, not at module top: start-up speed (`--help`, `check`)
             from runner.backends.docker import DockerBackend
 
-            return engine or DockerBackend.connect(settings.docker_host)
+            return engine or DockerBackend.from_settings(settings)
 
     hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
     try:
@@ -337,6 +344,7 @@ def submit_command(
     write_egress_baseline: WriteEgressBaselineOption = None,
     backend: BackendOption = BackendName.docker,
     ray_address: RayAddressOption = None,
+    runtime: RuntimeOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
     # imported on use, not at module top: start-up speed (`--help`, `check`)
@@ -357,6 +365,7 @@ def submit_command(
         ]
     )
     try:
+        settings = with_runtime(settings, runtime)
         check_baseline_file(egress_baseline)
         options: SubmitOptions | None = None
         if resume is None:

@@ -57,13 +57,12 @@ def _valid(block: bytes) -> bool:
     return recorded in (unsigned, signed)
 
 
-def _read(stream: BinaryIO, size: int) -> bytes:
-    data = stream.read(size)
-    return data if isinstance(data, bytes) else b""
+def _read(stream: gzip.GzipFile, size: int) -> bytes:
+    return stream.read(size) if size > 0 else b""
 
 
 def _pax_size(payload: bytes) -> int | None:
-    """The ``size`` record of a pax extended header's payload (``"%d size=%d\\n"``), if any."""
+    """The ``size`` record of a pax extended header's payload (``<length> size=<n>``), if any."""
     size = None
     for record in payload.split(b"\n"):
         _, _, keyword_value = record.partition(b" ")

@@ -18,6 +18,7 @@ import typer
 from runner.cli.app import app, fail, state
 from runner.cli.egress_gate import (
     EgressBaselineOption,
+    EpisodeEgress,
     WriteEgressBaselineOption,
     check_baseline_file,
     gate_egress,
@@ -239,7 +240,7 @@ def run_command(
         _render(result)
     try:
         egress = gate_egress(
-            [(result.run_id, result.end.get("outbound") or [])],
+            [EpisodeEgress.of_end(result.run_id, result.end)],
             baseline=egress_baseline,
             write=write_egress_baseline,
             err=as_json,

@@ -19,6 +19,7 @@ from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import RuntimeOption, with_runtime
 from runner.cli.egress_gate import (
     EgressBaselineOption,
+    EpisodeEgress,
     WriteEgressBaselineOption,
     check_baseline_file,
     gate_egress,
@@ -242,7 +243,7 @@ def run_command(
         _render(result)
     try:
         egress = gate_egress(
-            [(result.run_id, result.end.get("outbound") or [])],
+            [EpisodeEgress.of_end(result.run_id, result.end)],
             baseline=egress_baseline,
             write=write_egress_baseline,
             err=as_json,

@@ -47,8 +47,8 @@ from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
     check_baseline_file,
+    egress_of_trace,
     gate_egress,
-    outbound_of_trace,
 )
 from runner.cli.options import JsonOption
 from runner.cli.terminal import echo, stdout_gone
@@ -240,7 +240,9 @@ def _gate_egress(
 ) -> int:
     """`gate_egress` over the traces of the report's episodes (those that have one)."""
     episodes = [
-        (f"{pair['variant']}/{pair['task_id']}#{pair['repeat']}", outbound_of_trace(pair["trace"]))
+        egress_of_trace(pair["trace"])._replace(
+            name=f"{pair['variant']}/{pair['task_id']}#{pair['repeat']}"
+        )
         for pair in report.get("pairs", [])
         if pair.get("trace")
     ]

@@ -31,8 +31,8 @@ def test_make_undumpable_makes_the_process_not_dumpable() -> None:
 
 def test_the_cap_kills_and_exits_137_at_its_time() -> None:
     exits: list[int] = []
-    thread = pid1.arm_cap(0.2, exit=exits.append, kill=lambda *_: None)
-    thread.join(5)
+    timer = pid1.arm_cap(0.2, exit=exits.append, kill=lambda *_: None)
+    timer.thread.join(5)
     assert exits == [pid1.EXIT_CAP] == [137]
 
 

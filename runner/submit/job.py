@@ -287,7 +287,17 @@ def _run_job(
     snapshot: ToolSnapshot,
 ) -> dict[str, Any]:
     """The body of `execute` under its signal handler: run, grade, build the report."""
-    backend = TrackingBackend(inner, starts=starts_at_once(engine_cpus(inner)))
+    # the warm pool (issue 16; SANDBOX_REPLAY_POOL=0: off), drained in ``finally`` below; a
+    # lazy import kept for start-up speed (the docker SDK is imported where it is used)
+    from runner.backends.docker.pooled import pooled_backend
+
+    pooled = pooled_backend(
+        inner,
+        enabled=settings.pool,
+        concurrency=plan.concurrency,
+        idle_cap_s=settings.pool_idle_s,
+    )
+    backend = TrackingBackend(pooled, starts=starts_at_once(engine_cpus(inner)))
     runner: PairRunner | None = None
     try:
         with Ledger.for_state_dir(settings.state_dir) as ledger:

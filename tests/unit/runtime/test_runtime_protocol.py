@@ -162,7 +162,10 @@ def test_a_tool_reading_stdin_gets_end_of_file(tmp_path: Path) -> None:
         ({"type": "start", "protocol": 1}, "run"),
         ({"type": "start", "protocol": 1, "run": "{not json"}, "run"),
         ({"type": "start", "protocol": 1, "run": {"mode": "shadow"}}, "run.workflow"),
-        ({"type": "start", "protocol": 1, "run": {"mode": "x", "workflow": {}, "task": {}}}, "run.mode"),
+        (
+            {"type": "start", "protocol": 1, "run": {"mode": "x", "workflow": {}, "task": {}}},
+            "run.mode",
+        ),
     ],
 )
 def test_a_broken_start_is_an_error_message_and_exit_70(

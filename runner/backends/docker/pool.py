@@ -18,7 +18,8 @@ Rules (issue 16):
   pool id). A run id is bound at most once: a second `take` for the same id
   raises, so a retry never makes (or gets) a second sandbox for one run id.
 - Size (`pool_size`): the admitted concurrency (`runner.backends.capacity`), per key. `take`
-  wakes the fillers, which refill while runs execute; a `take` that finds none warm starts the
+  wakes the fillers, which refill while runs execute; a `take` that finds none warm waits for
+  one being started (one run per such sandbox, at most `PENDING_WAIT_S`), else starts the
   run's own sandbox cold, with the run's own name and labels (as without a pool).
 - Lifetime: a pooled sandbox ends by itself at its idle cap (``SANDBOX_REPLAY_IDLE_CAP_S``,
   `idle_cap_s`) if never assigned; ``start`` rearms the cap with the run's own
@@ -66,6 +67,7 @@ __all__ = [
 
 DEFAULT_IDLE_CAP_S = 300.0
 HANDOUT_MARGIN_S = 10.0  # a warm sandbox this close to its idle cap is removed, not handed out
+PENDING_WAIT_S = 10.0  # how long a run waits for a sandbox being started before going cold
 MAX_FILLERS = 2  # threads creating warm sandboxes (each start is engine CPU: 2 cores here)
 _FAILURE_PAUSE_S = 1.0
 _MAX_FAILURES = 3  # consecutive failed fills of a key: it is filled no more (runs start cold)
@@ -131,6 +133,7 @@ class _Slot:
     template: SandboxSpec
     warm: deque[_Warm] = field(default_factory=deque)
     pending: int = 0
+    waiting: int = 0  # runs in `WarmPool.take` waiting for a pending sandbox
     failures: int = 0
 
 
@@ -204,6 +207,19 @@ class WarmPool:
             self._bound.add(spec.run_id)
             slot = self._slots.setdefault(key, _Slot(spec))
             warm = self._pop_fresh(slot, stale)
+            # a sandbox being started for the pool is nearer than a cold start: wait for it,
+            # one run per sandbox being started
+            end = self._monotonic() + PENDING_WAIT_S
+            while warm is None and slot.pending > slot.waiting and not self._closed:
+                left = end - self._monotonic()
+                if left <= 0:
+                    break
+                slot.waiting += 1
+                try:
+                    self._cond.wait(min(left, 1.0))
+                finally:
+                    slot.waiting -= 1
+                warm = self._pop_fresh(slot, stale)
             self._cond.notify_all()  # refill while the run executes
         self._discard(stale)
         if warm is None:
@@ -278,6 +294,7 @@ class WarmPool:
                     slot.warm.append(warm)
                     self.created += 1
                     warm = None
+                    self._cond.notify_all()  # a run may be waiting for it (`take`)
             if warm is not None:  # closed while it started: removed at once
                 self._discard([warm])
             elif slot.failures:

@@ -282,3 +282,26 @@ def test_settings_pool_defaults_on_and_env_zero_turns_it_off(monkeypatch: Any) -
     assert Settings().pool is True
     monkeypatch.setenv("SANDBOX_REPLAY_POOL", "0")
     assert Settings().pool is False
+
+
+def test_a_run_waits_for_a_sandbox_being_started_rather_than_start_one_cold() -> None:
+    engine = FakeEngine()
+    slow = engine.open
+
+    @contextmanager
+    def open_slowly(spec: SandboxSpec) -> Iterator[FakeBox]:
+        if spec.labels.get(L.POOL):
+            time.sleep(0.3)  # a container start
+        with slow(spec) as box:
+            yield box
+
+    pool = WarmPool(open_slowly, size=1, idle_cap_s=60)
+    try:
+        _run(pool, "run-0")  # cold; the fill starts now
+        time.sleep(0.1)  # the fill is under way (pending), not done
+        assert pool.warm_count() == 0
+        box = _run(pool, "run-1")
+        assert box.spec.labels == {L.POOL: "1"}  # it waited for the pending one
+        assert pool.stats()["cold"] == 1
+    finally:
+        pool.close()

@@ -175,3 +175,49 @@ def test_the_reaper_removes_an_orphan_pooled_container(
         box.close()
         if orphaned.containers(session_only=True):  # the test failed: leave nothing behind
             docker_client.api.remove_container(box.container_id, force=True)
+
+
+@pytest.mark.parametrize("pool", ["1", "0"])
+def test_submit_uses_the_pool_by_default_and_leaves_nothing_on_exit(
+    tmp_path: Path, sandbox_image: str, docker_client: Any, pool: str
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "submit"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SANDBOX_REPLAY"))}
+    env.update(
+        SANDBOX_REPLAY_STATE_DIR=str(tmp_path / "state"),
+        SANDBOX_REPLAY_IMAGE=sandbox_image,
+        SANDBOX_REPLAY_LOG_FORMAT="json",
+        SANDBOX_REPLAY_LOG_LEVEL="info",
+        SANDBOX_REPLAY_POOL=pool,
+    )
+    cli = [sys.executable, "-c", "from runner.cli import main; main()", "submit", "--json"]
+    args = ["--variant", "a.yaml", "--variant", "b.yaml", "--tasks", "tasks.jsonl"]
+    proc = subprocess.Popen(
+        [*cli, *args, "--concurrency", "2"],
+        cwd=fix,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-3000:]
+    report = json.loads(stdout)
+    assert report["runs_by_status"] == {"succeeded": 8}
+    events = [json.loads(x) for x in stderr.splitlines() if x.startswith("{")]
+    assigned = [e for e in events if e.get("event") == "pool_assigned"]
+    drained = [e for e in events if e.get("event") == "pool_drained"]
+    if pool == "1":
+        assert assigned and len({e["container"] for e in assigned}) == len(assigned)
+        assert len({e["run_id"] for e in assigned}) == len(assigned)  # one run per container
+        assert len(drained) == 1  # drained on exit
+    else:
+        assert assigned == [] and drained == []
+    # nothing of that process is left: its runs' containers and the pool's are all removed
+    left = docker_client.api.containers(all=True, filters={"label": [f"{L.OWNER_PID}={proc.pid}"]})
+    assert [c for c in left if c["Labels"].get(L.OWNER_HOST) == L.host_id()] == []

@@ -17,7 +17,7 @@ Rules (issue 16):
   ``pool_assigned`` with the run id and the container name (the engine's labels still say the
   pool id). A run id is bound at most once: a second `take` for the same id
   raises, so a retry never makes (or gets) a second sandbox for one run id.
-- Size (`pool_size`): the admitted concurrency (`runner.backends.capacity`), per key. `take`
+- Size (`pool_size`): the admitted concurrency (`runner.backends.capacity`) plus one, per key. `take`
   wakes the fillers, which refill while runs execute; a `take` that finds none warm waits for
   one being started (one run per such sandbox, at most `PENDING_WAIT_S`), else starts the
   run's own sandbox cold, with the run's own name and labels (as without a pool).
@@ -106,8 +106,13 @@ def pool_key(spec: SandboxSpec) -> PoolKey:
 
 
 def pool_size(concurrency: int) -> int:
-    """Warm sandboxes kept per key: one per run slot (the admitted concurrency), at least 1."""
-    return max(1, int(concurrency))
+    """Warm sandboxes kept per key: one per run slot (the admitted concurrency) plus one.
+
+    The extra one covers a refill slower than a run (a start is ~0.5 s of engine time, several
+    times that on a loaded machine, while a trivial run takes about as long): with it a run at
+    concurrency 1 still finds one warm when the refill started by its predecessor is not done.
+    """
+    return max(1, int(concurrency)) + 1
 
 
 def pooled_spec(template: SandboxSpec, pool_id: str, idle_cap_s: float) -> SandboxSpec:

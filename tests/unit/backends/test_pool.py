@@ -109,8 +109,8 @@ def test_a_pooled_spec_carries_no_run_and_has_its_idle_cap() -> None:
     assert L.container_name(spec.run_id, "s1") == "sandbox-replay-pool-7-s1"
 
 
-def test_size_is_the_concurrency() -> None:
-    assert pool_size(4) == 4 and pool_size(1) == 1 and pool_size(0) == 1
+def test_size_is_the_concurrency_plus_one() -> None:
+    assert pool_size(4) == 5 and pool_size(1) == 2 and pool_size(0) == 2
 
 
 def test_the_first_run_starts_cold_then_the_pool_fills_to_its_size() -> None:

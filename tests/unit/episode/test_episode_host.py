@@ -48,7 +48,8 @@ FAKE_RUNTIME = textwrap.dedent(
     send({"type": "hello", "protocol": 2 if mode == "bad_protocol" else 1,
           "python": "3.11.2", "platform": "linux", "pid": os.getpid(), "packages": {"x": "1"}})
     start = recv()
-    assert start == {"type": "start", "protocol": 1}, start
+    assert start["type"] == "start" and start["protocol"] == 1, start
+    assert start["run"]["task"]["task_id"] == "t1" and "tools" in start["manifest"], start
     send({"type": "step", "step_id": "fetch", "state": "started"})
     send({"type": "egress", "attempt": {"kind": "connect", "host": None, "address": "10.9.9.9",
           "port": 80, "resolved_from": None, "outcome": "attempted", "pid": 5}})

@@ -17,8 +17,9 @@ Rules (issue 16):
   ``pool_assigned`` with the run id and the container name (the engine's labels still say the
   pool id). A run id is bound at most once: a second `take` for the same id
   raises, so a retry never makes (or gets) a second sandbox for one run id.
-- Size (`pool_size`): the admitted concurrency (`runner.backends.capacity`) plus one, per key. `take`
-  wakes the fillers, which refill while runs execute; a `take` that finds none warm waits for
+- Size (`pool_size`): the admitted concurrency (`runner.backends.capacity`) plus one, per
+  key. `take` wakes the fillers, which refill while runs execute. A sandbox is warm once its
+  runtime wrote its ``hello`` (within `READY_WAIT_S`). A `take` that finds none warm waits for
   one being started (one run per such sandbox, at most `PENDING_WAIT_S`), else starts the
   run's own sandbox cold, with the run's own name and labels (as without a pool).
 - Lifetime: a pooled sandbox ends by itself at its idle cap (``SANDBOX_REPLAY_IDLE_CAP_S``,
@@ -67,6 +68,7 @@ __all__ = [
 
 DEFAULT_IDLE_CAP_S = 300.0
 HANDOUT_MARGIN_S = 10.0  # a warm sandbox this close to its idle cap is removed, not handed out
+READY_WAIT_S = 30.0  # how long a new pooled sandbox has to say hello before it is given up
 PENDING_WAIT_S = 10.0  # how long a run waits for a sandbox being started before going cold
 MAX_FILLERS = 2  # threads creating warm sandboxes (each start is engine CPU: 2 cores here)
 _FAILURE_PAUSE_S = 1.0
@@ -314,6 +316,11 @@ class WarmPool:
             log.warning("pool_fill_failed", pool_id=pool_id, error=str(exc))
             return None
         started = self._monotonic()  # it runs from here: its idle time counts from now
+        ready = getattr(sandbox, "wait_output", None)
+        if callable(ready) and not ready(READY_WAIT_S):  # warm means its runtime said hello
+            log.warning("pool_fill_not_ready", container=getattr(sandbox, "name", pool_id))
+            self._discard([_Warm(context, sandbox, started)])
+            return None
         log.debug("pool_filled", container=getattr(sandbox, "name", pool_id))
         return _Warm(context, sandbox, started)
 

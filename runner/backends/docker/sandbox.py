@@ -117,6 +117,7 @@ class DockerSandbox(Sandbox):
         self._closing = False
         self._discarding = False  # set by kill(): a full queue drops frames, never blocks
         self._eof = False
+        self._first_output = threading.Event()  # set at the first frame or the end of output
         self._reader = threading.Thread(target=self._read_loop, name=f"attach-{name}", daemon=True)
         self.killed_by_host = False
         self.exit_state: ExitState | None = None
@@ -139,11 +140,13 @@ class DockerSandbox(Sandbox):
                     break
                 for frame in decoder.feed(data):
                     self._put(frame)
+                    self._first_output.set()
         except (OSError, FrameError) as exc:
             if not self._closing:
                 self._queue.put(exc)
         finally:
             self._queue.put(_EOF)
+            self._first_output.set()
 
     def _put(self, frame: tuple[int, bytes]) -> None:
         """Queue ``frame``, first waiting while the queue is full (backpressure) unless closing.
@@ -194,6 +197,14 @@ class DockerSandbox(Sandbox):
                     f"attach stream of {self.name} broke: {item}", run_id=self.run_id
                 ) from item
             yield item  # type: ignore[misc]
+
+    def wait_output(self, timeout_s: float) -> bool:
+        """Wait until the container wrote something (or its output ended); False on timeout.
+
+        The warm pool (`runner.backends.docker.pool`) counts a sandbox as warm once its runtime
+        said ``hello``: started is not yet ready on a loaded machine.
+        """
+        return self._first_output.wait(timeout_s)
 
     def output_open(self) -> bool:
         """Whether the container's output is still open (False: it ended, e.g. it exited)."""

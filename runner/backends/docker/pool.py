@@ -13,10 +13,11 @@ Rules (issue 16):
   a run's id and its labels (task, ledger key) vary between runs of one key; a pooled sandbox
   carries neither (labels cannot be changed after creation): it is labelled `L.POOL` and
   named from a pool id (``sandbox-replay-pool-<n>-<session>``, `pooled_spec`).
-- Binding: `take` gives the pooled sandbox the run's id (``run_id``) and logs
-  ``pool_assigned`` with the run id and the container name (the engine's labels still say the
-  pool id). A run id is bound at most once: a second `take` for the same id
-  raises, so a retry never makes (or gets) a second sandbox for one run id.
+- Binding: `take` gives the pooled sandbox the run's id (``run_id``), logs ``pool_assigned``
+  with the run id and the container name (the engine's labels still say the pool id) and tells
+  ``on_assign`` (submit: `runner.episode.poolbindings`, which the reaper reads back to charge
+  a dead host's pooled run what it ran). A run id is bound at most once: a second `take` for
+  the same id raises, so a retry never makes (or gets) a second sandbox for one run id.
 - Size (`pool_size`): the admitted concurrency (`runner.backends.capacity`) plus one, per
   key. `take` wakes the fillers, which refill while runs execute. A sandbox is warm once its
   runtime wrote its ``hello`` (within `READY_WAIT_S`). A `take` that finds none warm waits for
@@ -30,9 +31,8 @@ Rules (issue 16):
   closes it and the runtime ends at end-of-file at once.
 - Drain: `close` (the end of a submission, a Ctrl-C included) stops the fillers and removes
   every warm sandbox. One left by a dead host is an ordinary leftover of a dead owner: the
-  reaper (`runner.backends.docker.reaper`) removes it. It has no ledger key, so a pooled run
-  cut short by a dead host is not settled from the engine's measurement: ``submit --resume``
-  charges it at its reservation, marked estimated (`runner.ledger.Ledger.close_orphans`).
+  reaper (`runner.backends.docker.reaper`) removes it; a pooled run cut short by a dead host is
+  settled from its binding (`runner.episode.poolbindings`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -154,6 +154,9 @@ class WarmPool:
         session: part of the pool ids (the backend's session id).
         monotonic: the clock (seconds).
         fillers: threads that create warm sandboxes (default ``min(size, MAX_FILLERS)``).
+        on_assign: told ``(container name, the run's labels, seconds it waited)`` when a warm
+            sandbox is given to a run (`runner.episode.poolbindings.PoolBindings.bind`).
+        on_release: told the container name when that run's sandbox was removed.
     """
 
     def __init__(
@@ -165,10 +168,13 @@ class WarmPool:
         session: str = "",
         monotonic: Callable[[], float] = time.monotonic,
         fillers: int | None = None,
+        on_assign: Callable[[str, Mapping[str, str], float], None] | None = None,
+        on_release: Callable[[str], None] | None = None,
     ) -> None:
         if size < 1 or not (idle_cap_s > HANDOUT_MARGIN_S):
             raise ValueError(f"pool size >= 1 and idle cap > {HANDOUT_MARGIN_S} s expected")
         self._open = open_sandbox
+        self._on_assign, self._on_release = on_assign, on_release
         self.size = size
         self.idle_cap_s = idle_cap_s
         self._session = session
@@ -235,10 +241,13 @@ class WarmPool:
             with self._open(spec) as sandbox:
                 yield sandbox
             return
-        name = getattr(warm.sandbox, "name", "")
+        name = str(getattr(warm.sandbox, "name", ""))
         warm.sandbox.run_id = spec.run_id
+        idle_s = max(0.0, self._monotonic() - warm.started)
         if hasattr(warm.sandbox, "idle_s"):  # its run time starts now, not when it was made
-            warm.sandbox.idle_s = max(0.0, self._monotonic() - warm.started)
+            warm.sandbox.idle_s = idle_s
+        if self._on_assign is not None:
+            self._on_assign(name, spec.labels, idle_s)
         with self._cond:
             self.assigned += 1
         log.info("pool_assigned", run_id=spec.run_id, container=name)
@@ -250,6 +259,9 @@ class WarmPool:
                 raise
         else:
             context.__exit__(None, None, None)
+        finally:
+            if self._on_release is not None:
+                self._on_release(name)
 
     def _pop_fresh(self, slot: _Slot, stale: list[_Warm]) -> _Warm | None:
         """The oldest warm sandbox still alive and far from its idle cap (lock held)."""

@@ -8,6 +8,7 @@ the backend as it is. `pooled_backend` makes one for ``submit`` when the setting
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -26,19 +27,30 @@ class PooledBackend(Backend):
             ``api`` and ``image_id``, are its own).
         size: warm sandboxes per key (`pool_size` of the concurrency).
         idle_cap_s: a pooled sandbox's life while unassigned.
+        on_assign, on_release: see `WarmPool`.
     """
 
     # its sandboxes are the Docker backend's (the trace's ``backend``; the conformance suite's
     # "docker" entry covers them: what it adds is tests/integration/test_pool.py's)
     name = "docker"
 
-    def __init__(self, inner: Backend, *, size: int, idle_cap_s: float) -> None:
+    def __init__(
+        self,
+        inner: Backend,
+        *,
+        size: int,
+        idle_cap_s: float,
+        on_assign: Callable[[str, Mapping[str, str], float], None] | None = None,
+        on_release: Callable[[str], None] | None = None,
+    ) -> None:
         self.inner = inner
         self.pool = WarmPool(
             inner.sandbox,
             size=size,
             idle_cap_s=idle_cap_s,
             session=str(getattr(inner, "session_id", "")),
+            on_assign=on_assign,
+            on_release=on_release,
         )
 
     def __getattr__(self, attr: str) -> Any:  # api, image_id, containers, ... of the backend
@@ -65,7 +77,13 @@ class PooledBackend(Backend):
 
 
 def pooled_backend(
-    inner: Backend, *, enabled: bool, concurrency: int, idle_cap_s: float
+    inner: Backend,
+    *,
+    enabled: bool,
+    concurrency: int,
+    idle_cap_s: float,
+    on_assign: Callable[[str, Mapping[str, str], float], None] | None = None,
+    on_release: Callable[[str], None] | None = None,
 ) -> Backend:
     """``inner`` behind a warm pool when ``enabled`` and ``inner`` is the Docker backend.
 
@@ -73,4 +91,10 @@ def pooled_backend(
     """
     if not enabled or not isinstance(inner, DockerBackend):
         return inner
-    return PooledBackend(inner, size=pool_size(concurrency), idle_cap_s=idle_cap_s)
+    return PooledBackend(
+        inner,
+        size=pool_size(concurrency),
+        idle_cap_s=idle_cap_s,
+        on_assign=on_assign,
+        on_release=on_release,
+    )

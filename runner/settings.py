@@ -63,6 +63,9 @@ class Settings(BaseSettings):
             reachable.
         state_dir: where traces, the ledger and job folders live.
         concurrency: sandboxes running at once.
+        pool: ``submit`` keeps a warm pool of Docker sandboxes, one per run slot, started
+            before their runs (`runner.backends.docker.pool`); ``SANDBOX_REPLAY_POOL=0`` off.
+        pool_idle_s: seconds a pooled sandbox waits for a run before it ends itself.
         timeout_s, memory_mb, pids_limit, cpus, tmpfs_mb, max_calls, max_trace_mb: per-run
             limits overriding the policy (``SANDBOX_REPLAY_MAX_CALLS=500``); None keeps the
             policy's value. The bounds are the policy's (`runner.policy.models.LIMIT_BOUNDS`).
@@ -108,3 +111,5 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = None
     anthropic_api_key: SecretStr | None = None
     cache_dir: Path = Field(default_factory=_default_cache_dir)
+    pool: bool = True
+    pool_idle_s: float = Field(default=300.0, gt=10.0, le=86400.0)

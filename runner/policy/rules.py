@@ -32,8 +32,8 @@ from runner.runtime.argrules import Rule
 
 __all__ = ["ArgCondition", "ArgRule"]
 
-_ARG = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$")
-_TOOL = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+$")
+_ARG = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}\Z")
+_TOOL = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+\Z")
 
 
 class ArgCondition(BaseModel):

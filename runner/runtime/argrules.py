@@ -39,7 +39,7 @@ ACTIONS = ("deny", "allow")
 CONDITIONS = ("matches", "equals", "in", "host_in")
 MAX_VALUE_CHARS = 65536
 MAX_RULES = 1000
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 _RULE_KEYS = frozenset(("name", "tool", "action", "when", "description"))
 
 

@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     Attributes:
         docker_host: Docker engine address; None means the docker SDK's own default
             (``DOCKER_HOST`` or the platform socket).
+        backend: where sandboxes run when a command is given no ``--backend``
+            (``SANDBOX_REPLAY_BACKEND``: ``docker``, ``namespace`` or ``ray``).
         image: the sandbox image runs use.
         base_image: the Python base image the sandbox image is built FROM when it can be had.
         offline_base_image: tag of the base image built with debootstrap when no registry is
@@ -78,6 +80,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
 
     docker_host: str | None = None
+    backend: Literal["docker", "namespace", "ray"] = "docker"
     image: str = DEFAULT_IMAGE
     base_image: str = DEFAULT_BASE_IMAGE
     offline_base_image: str = OFFLINE_BASE_IMAGE

@@ -145,7 +145,7 @@ def extract_rootfs(
     try:
         with tarfile.open(fileobj=stream, mode="r|") as archive:
             archive.extractall(dest, filter=bounds)  # noqa: S202 - every member filtered (_Bounds)
-    except (tarfile.TarError, OSError, ValueError) as exc:
+    except (tarfile.TarError, OSError, ValueError, KeyError) as exc:  # KeyError: a bad hard link
         shutil.rmtree(dest, ignore_errors=True)
         raise InfrastructureError(f"cannot unpack the image's root filesystem: {exc}") from exc
     except BaseException:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.backend_choice import BackendName, BackendOption, RayAddressOption, backend_factory
+from runner.cli.backend_choice import BackendOption, RayAddressOption, backend_factory
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
@@ -335,7 +335,7 @@ def submit_command(
     ] = None,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
-    backend: BackendOption = BackendName.docker,
+    backend: BackendOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""

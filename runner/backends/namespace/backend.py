@@ -9,10 +9,10 @@ exit state (the OOM counter read before the groups go) -> remove the cgroups and
 Teardown runs in ``finally``: also when the start fails half-way or the body raises.
 
 The environment inside is the image's ``Env`` plus the spec's (`runner.backends.capping`):
-nothing of the host's. bwrap itself runs as this process's user: as root it maps the
-sandbox's uid (10001) to host root without any capability in the host's namespaces (the mounts
-are all read-only but ``/tmp`` and ``/dev/shm``, both private tmpfs); as another user,
-unprivileged, to that user (docs/threat-model.md).
+nothing of the host's. bwrap runs unprivileged as the sandbox's own host uid: as root the
+launcher stages the sources and drops to the spec's uid (10001) first
+(`runner.backends.namespace.launcher`); as another user, it runs as that user, which is then
+the spec's (`runner.backends.base.sandbox_user`).
 
 Where it differs from Docker (the conformance suite's `Capabilities`): without usable cgroups
 the limits are rlimits, an OOM kill is not reported and CPU is not limited.
@@ -37,7 +37,8 @@ from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped, SandboxSpec
 from runner.backends.capping import sandbox_environment
 from runner.backends.namespace.bwrapargs import bwrap_argv
-from runner.backends.namespace.cgroups import Cgroups, Host, launcher_script, probe_host
+from runner.backends.namespace.cgroups import Cgroups, Host, probe_host
+from runner.backends.namespace.launcher import Staging, launcher_argv
 from runner.backends.namespace.records import (
     read_records,
     reap_records,
@@ -161,6 +162,14 @@ class NamespaceBackend(Backend):
     def _environment(self, spec: SandboxSpec, tree: RootFs) -> dict[str, str]:
         return {**tree.env, **sandbox_environment(spec)}
 
+    def _staging(self, spec: SandboxSpec, tree: RootFs) -> Staging | None:
+        """As root: bwrap runs as the sandbox's uid over staged sources (`launcher`)."""
+        if os.geteuid() != 0:
+            return None
+        uid, _, gid = spec.user.partition(":")
+        sources = [tree.tree, *(Path(m.source) for m in spec.mounts)]
+        return Staging(sources, uid, gid or uid)
+
     @contextmanager
     def sandbox(self, spec: SandboxSpec) -> Iterator[NamespaceSandbox]:
         """Start one bwrap sandbox for ``spec``; kill, read its state and clean up on exit.
@@ -193,14 +202,16 @@ class NamespaceBackend(Backend):
                 groups = Cgroups(self.host, name, spec.limits)
                 record["cgroups"] = [str(p) for p in groups.paths.values()]
                 update_record(record_path, record)
+            staging = self._staging(spec, tree)
             argv = [
-                *launcher_script(groups, spec.limits),
+                *launcher_argv(groups, spec.limits, staging),
                 *bwrap_argv(
                     self.bwrap,
                     spec,
                     tree.tree,
                     hostname="sandbox",
                     cgroup_dirs=groups.paths if groups is not None else None,
+                    seen_as=staging.seen_as if staging is not None else str,
                 ),
             ]
             try:

@@ -20,7 +20,7 @@ deliberate read-write opt-in), and each cgroup's folder read-only under ``/sys/f
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from runner.backends.base import SandboxSpec
@@ -36,13 +36,16 @@ def _is_under(path: str, folder: str) -> bool:
     return folder == "/" or path == folder or path.startswith(folder + "/")
 
 
-def root_entries(tree: Path, inside: str, targets: Sequence[str]) -> list[str]:
+def root_entries(
+    tree: Path, inside: str, targets: Sequence[str], seen_as: Callable[[Path], str] = str
+) -> list[str]:
     """Bwrap options recreating the image folder ``inside`` around the mount ``targets``.
 
     Args:
         tree: the image's root on the host.
         inside: an absolute folder of the sandbox (``/`` first).
         targets: every absolute path something else is mounted on.
+        seen_as: where bwrap finds a host path (`runner.backends.namespace.launcher.Staging`).
 
     Raises:
         InfrastructureError: a mount target lies under a symlink of the image.
@@ -60,9 +63,9 @@ def root_entries(tree: Path, inside: str, targets: Sequence[str]) -> list[str]:
                 raise InfrastructureError(f"mount target {holds[0]} lies under a symlink {path}")
             options += ["--symlink", os.readlink(source), path]
         elif holds and source.is_dir():
-            options += ["--dir", path, *root_entries(tree, path, targets)]
+            options += ["--dir", path, *root_entries(tree, path, targets, seen_as)]
         elif source.is_dir() or source.is_file():
-            options += ["--ro-bind", str(source), path]
+            options += ["--ro-bind", seen_as(source), path]
     return options
 
 
@@ -73,6 +76,7 @@ def bwrap_argv(
     *,
     hostname: str,
     cgroup_dirs: Mapping[str, Path] | None = None,
+    seen_as: Callable[[Path], str] = str,
 ) -> list[str]:
     """The complete ``bwrap`` argv for ``spec`` over the image tree ``tree``.
 
@@ -83,6 +87,7 @@ def bwrap_argv(
         hostname: the UTS namespace's host name.
         cgroup_dirs: controller -> the sandbox's own cgroup folder, shown read-only at
             ``/sys/fs/cgroup/<controller>`` (None: none).
+        seen_as: where bwrap finds a host path (default: where it is).
 
     Raises:
         InfrastructureError: a mount target lies under a symlink of the image, or is relative.
@@ -110,7 +115,7 @@ def bwrap_argv(
         "--die-with-parent",
         "--new-session",
         "--as-pid-1",
-        *root_entries(tree, "/", targets),
+        *root_entries(tree, "/", targets, seen_as),
         "--proc",
         "/proc",
         "--dev",
@@ -130,7 +135,7 @@ def bwrap_argv(
     ]
     for mount in sorted(spec.mounts, key=lambda m: len(PurePosixPath(m.target).parts)):
         kind = "--ro-bind" if mount.read_only else "--bind"
-        argv += [kind, str(mount.source), mount.target]
+        argv += [kind, seen_as(mount.source), mount.target]
     for target, folder in sorted(cgroups.items()):
         argv += ["--ro-bind", str(folder), target]
     argv += ["--remount-ro", "/", "--chdir", spec.workdir, "--", *capped_command(spec)]

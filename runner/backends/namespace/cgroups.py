@@ -4,8 +4,9 @@ cgroup v1 (one hierarchy per controller, ``/sys/fs/cgroup/{memory,pids,cpu}``): 
 a child group ``sandbox-replay/<name>`` of the group this process is in for each controller
 (``/proc/self/cgroup``), so whatever limits this process already has still cover it. The
 groups are created and written by this process (root, or a user the groups were delegated to)
-before the sandbox's first process exists, and the sandbox is moved in by the small launcher of
-`launcher_script` before it ``exec``s bwrap, so every process of the sandbox is counted.
+before the sandbox's first process exists, and the sandbox is moved in by its launcher
+(`runner.backends.namespace.launcher`) before it ``exec``s bwrap, so every process of the
+sandbox is counted.
 
 - memory: ``memory.limit_in_bytes`` and, with swap accounting, ``memory.memsw.limit_in_bytes``
   at the same value (no extra swap, as Docker's ``memswap_limit``); an OOM kill shows in
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +37,7 @@ from runner.errors import InfrastructureError
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["CONTROLLERS", "Cgroups", "Host", "launcher_script", "probe_host"]
+__all__ = ["CONTROLLERS", "Cgroups", "Host", "probe_host", "remove_groups"]
 
 CONTROLLERS = ("memory", "pids", "cpu")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -199,21 +199,3 @@ def remove_groups(paths: list[Path]) -> None:
                 time.sleep(0.02)
         else:
             log.warning("cgroup_remove_failed", path=str(path))
-
-
-def launcher_script(cgroups: Cgroups | None, limits: ResourceLimits) -> list[str]:
-    """``/bin/sh -c SCRIPT`` argv prefix that confines itself, then ``exec``s its arguments.
-
-    With cgroups the shell writes its own pid into each group's ``cgroup.procs``; without,
-    it sets the rlimit fallback (address space ``ulimit -v`` KiB, processes ``ulimit -u``).
-    The command follows as ``"$@"``.
-    """
-    if cgroups is not None:
-        writes = " && ".join(f"echo $$ > {shlex.quote(f)}" for f in cgroups.procs_files())
-        script = f'{writes} || exit 126; exec "$@"'
-    else:
-        script = (
-            f"ulimit -v {limits.memory_mb * 1024} && ulimit -u {limits.pids_limit}"
-            ' || exit 126; exec "$@"'
-        )
-    return ["/bin/sh", "-c", script, "sandbox-replay-launcher"]

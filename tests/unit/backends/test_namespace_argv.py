@@ -8,7 +8,7 @@ import pytest
 
 from runner.backends.base import Mount, ResourceLimits, SandboxSpec
 from runner.backends.namespace.bwrapargs import bwrap_argv
-from runner.backends.namespace.cgroups import launcher_script
+from runner.backends.namespace.launcher import Staging, launcher_argv
 from runner.errors import InfrastructureError
 
 
@@ -93,6 +93,24 @@ def test_the_cgroup_folders_are_shown_read_only(tree: Path, tmp_path: Path) -> N
 
 
 def test_the_rlimit_launcher_sets_memory_and_processes() -> None:
-    argv = launcher_script(None, ResourceLimits(memory_mb=64, pids_limit=16))
+    argv = launcher_argv(None, ResourceLimits(memory_mb=64, pids_limit=16), None)
     assert argv[:2] == ["/bin/sh", "-c"]
     assert "ulimit -v 65536" in argv[2] and "ulimit -u 16" in argv[2]
+    assert "setpriv" not in argv[2]  # not root: bwrap runs as this user
+
+
+def test_as_root_unreachable_sources_are_staged_and_bwrap_drops_to_the_sandbox_uid(
+    tmp_path: Path,
+) -> None:
+    hidden = tmp_path / "private"
+    (hidden / "tools").mkdir(parents=True)
+    hidden.chmod(0o700)
+    open_one = Path("/usr/lib")  # every folder above it is searchable by anyone
+    staging = Staging([open_one, hidden / "tools"], "10001", "10001")
+    assert staging.roots == [hidden / "tools"]  # the open folder is bound where it is
+    assert staging.seen_as(hidden / "tools" / "a.py") == "/mnt/0/a.py"
+    assert staging.seen_as(open_one) == str(open_one)
+    argv = launcher_argv(None, ResourceLimits(), staging)
+    assert argv[:4] == ["unshare", "--mount", "--propagation", "private"]
+    assert "setpriv --reuid=10001 --regid=10001 --clear-groups" in argv[6]
+    assert argv[-2:] == ["1", str(hidden / "tools")]

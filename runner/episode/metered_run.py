@@ -44,7 +44,7 @@ from runner.episode.request import EpisodeRequest, EpisodeResult
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger, Purpose, run_key
 from runner.providers.base import ModelProvider
 from runner.providers.metered import MeteredProvider, StopSignal
-from runner.providers.ratelimit import WaitAccount
+from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.settings import Settings
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "metered_episode",
     "metered_run",
     "one_off_run",
+    "rate_limited",
     "run_sandbox_s",
 ]
 
@@ -297,6 +298,27 @@ def metered_episode(
     return MeteredEpisode(result, metered.charged if metered is not None else None)
 
 
+def rate_limited(
+    provider: ModelProvider | None, purpose: Purpose, policy: Any, model: str | None
+) -> tuple[ModelProvider | None, WaitAccount | None]:
+    """A one-off run's provider under the policy's ``rate_limits``, and its wait account.
+
+    A live run (``record``) keeps the policy's rate limits as a submission's runs do (a limiter
+    of its own: nothing else runs beside it); a replay is served from its trace and reaches no
+    model API, so it is returned as it is, as is a run without a provider or a policy without
+    a ``rate_limits`` table (one built in code).
+
+    Returns:
+        ``(provider, waits)``: a `RateLimitedProvider` and its `WaitAccount`, or ``(provider,
+        None)`` unchanged.
+    """
+    table = getattr(policy, "rate_limits", None)
+    if provider is None or purpose != "live" or table is None:
+        return provider, None
+    waits = WaitAccount(max_rate_limit_wait_s(policy))
+    return RateLimitedProvider(provider, RateLimiter(table), waits, model=model), waits
+
+
 def one_off_run(
     request: EpisodeRequest,
     *,
@@ -340,6 +362,7 @@ def one_off_run(
     spec = request.workflow.spec
     variant = f"{spec.name}@{spec.version}"
     task_id = request.task.task_id
+    provider, waits = rate_limited(provider, purpose, request.policy, model)
     with metered_run(settings, purpose, command, variant, task_id, request.policy) as metered:
         episode = metered_episode(
             request,
@@ -353,6 +376,7 @@ def one_off_run(
             model=model,
             max_tokens=max_tokens,
             per_call=spend == "per_call",
+            waits=waits,
         )
         result = episode.result
         if keep_trace_at is not None:

@@ -124,6 +124,7 @@ def specials(tmp_path: Path) -> dict[str, Path]:
         (("lint", "{fifo}"), "fifo"),
         (("import", "openai-messages", "{fifo}", "--out", "out"), "fifo"),
         (("import", "tau2", "{fifo}", "--out", "out"), "fifo"),
+        (("import", "otel", "{fifo}", "--out", "out"), "fifo"),
     ],
     ids=[
         "check-dev-zero",
@@ -135,6 +136,7 @@ def specials(tmp_path: Path) -> dict[str, Path]:
         "lint-fifo",
         "import-openai-fifo",
         "import-tau2-fifo",
+        "import-otel-fifo",
     ],
 )
 def test_special_files_are_refused_at_once(

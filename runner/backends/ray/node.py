@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -42,8 +43,12 @@ POLL_S = 0.2
 # when its cache lacks the digest.
 ShippedMount = tuple[int, str, bool, list[Any]]
 
+# How often one worker process looks for long-unused blobs to remove.
+EVICT_EVERY_S = 3600.0
+
 _lock = threading.Lock()
 _backend: list[DockerBackend] = []
+_last_evicted: list[float] = []
 
 
 def node_id() -> str:
@@ -79,16 +84,33 @@ def materialized(spec: SandboxSpec, shipped: list[ShippedMount]) -> SandboxSpec:
     """
     cache = cache_dir()
     mounts = list(spec.mounts)
-    for index, digest, is_file, ref in shipped:
-        if not shipping.is_unpacked(cache, digest):
-            try:
-                data = cast(bytes, ray.get(ref[0]))
-            except ray.exceptions.RayError as exc:
-                raise InfrastructureError(f"cannot fetch blob {digest} from the driver") from exc
-            shipping.unpack(cache, digest, data)
-        source = shipping.unpacked_path(cache, digest, is_file)
-        mounts[index] = replace(mounts[index], source=source)
+    _evict_now_and_then(cache)
+    with shipping.cache_lock(cache, exclusive=False):
+        for index, digest, is_file, ref in shipped:
+            if not shipping.is_unpacked(cache, digest):
+                try:
+                    data = cast(bytes, ray.get(ref[0]))
+                except ray.exceptions.RayError as exc:
+                    raise InfrastructureError(
+                        f"cannot fetch blob {digest} from the driver"
+                    ) from exc
+                shipping.unpack(cache, digest, data)
+            shipping.mark_used(cache, digest)
+            source = shipping.unpacked_path(cache, digest, is_file)
+            mounts[index] = replace(mounts[index], source=source)
     return replace(spec, mounts=tuple(mounts))
+
+
+def _evict_now_and_then(cache: Path) -> None:
+    """Evict the cache's long-unused blobs, at most once an `EVICT_EVERY_S` per process."""
+    now = time.monotonic()
+    with _lock:
+        if _last_evicted and now - _last_evicted[0] < EVICT_EVERY_S:
+            return
+        _last_evicted[:] = [now]
+    removed = shipping.evict_unused(cache)
+    if removed:
+        log.info("ray_blob_cache_evicted", folders=removed, cache=str(cache))
 
 
 class _Commands(threading.Thread):

@@ -3,7 +3,8 @@
 A worker node has none of the driver's folders (the run folder, the tool snapshot, the sandbox
 side of ``runner``), so every `Mount` of a `SandboxSpec` travels as a blob: a deterministic tar
 of the mount's source (a folder, or one file) whose name is the sha256 of its bytes. A node
-keeps each blob it unpacked under ``<cache>/<digest>/`` and mounts it from there; a blob is
+keeps each blob it unpacked under ``<cache>/<digest>/`` and mounts it from there (a blob no run
+used for `UNUSED_BLOB_S` is removed, `evict_unused`); a blob is
 unpacked once per node whatever the number of runs using it (the snapshot and the runtime), and
 is verified against its digest before anything of it is written.
 
@@ -16,6 +17,7 @@ half-written blob is never mounted.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
@@ -23,6 +25,9 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +37,9 @@ from runner.errors import InfrastructureError
 FILE_MEMBER = "file"
 # At most this many bytes in one blob (the tool snapshot's own cap is 256 MiB).
 MAX_BLOB_BYTES = 320 * 1024 * 1024
+# A blob no run of the node used for this long is removed (`evict_unused`): far beyond any run's
+# lifetime cap, so a blob a sandbox still mounts is never taken away.
+UNUSED_BLOB_S = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -192,12 +200,60 @@ def unpack(cache: Path, digest: str, data: bytes) -> Path:
     return final
 
 
+@contextmanager
+def cache_lock(cache: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold the node cache's lock: shared to use blobs, exclusive to evict them.
+
+    Every Ray worker process of a node shares the one cache; ``flock`` on ``cache/.lock``
+    orders them (released when the holder dies).
+    """
+    cache.mkdir(parents=True, exist_ok=True)
+    cache.chmod(0o755)
+    fd = os.open(cache / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def mark_used(cache: Path, digest: str) -> None:
+    """Stamp the blob ``digest`` as used now (its folder's mtime; `evict_unused` reads it)."""
+    os.utime(cache / digest)
+
+
+def evict_unused(cache: Path, older_than_s: float = UNUSED_BLOB_S, now: float | None = None) -> int:
+    """Remove the blobs of ``cache`` no run used for ``older_than_s`` s, and stale unpack folders.
+
+    Takes the cache's exclusive lock (runs that are materializing mounts finish first).
+
+    Returns:
+        How many folders were removed.
+    """
+    if not cache.is_dir():
+        return 0
+    limit = (time.time() if now is None else now) - older_than_s
+    removed = 0
+    with cache_lock(cache, exclusive=True):
+        for entry in os.scandir(cache):
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if entry.stat(follow_symlinks=False).st_mtime < limit:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += 1
+    return removed
+
+
 __all__ = [
     "FILE_MEMBER",
     "MAX_BLOB_BYTES",
+    "UNUSED_BLOB_S",
     "Blob",
+    "cache_lock",
+    "evict_unused",
     "fingerprint",
     "is_unpacked",
+    "mark_used",
     "pack",
     "unpack",
     "unpacked_path",

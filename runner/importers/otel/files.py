@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from runner.errors import InputError
 from runner.importers.otel.shapes import (
@@ -37,6 +37,7 @@ from runner.importers.otel.shapes import (
     pick,
 )
 from runner.importers.source import load_json
+from runner.inputfile import open_input, read_input
 from runner.trace.strictjson import StrictJSONError
 from runner.trace.strictjson import loads as strict_loads
 
@@ -132,14 +133,11 @@ def read_file(path: Path, notes: Notes) -> Iterator[Item]:
             its size limit (file and line named).
     """
     name = str(path)
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", file=name) from None
-    with handle:
+    # the one bounded reader: a regular file only (a FIFO or device is refused, not read)
+    with open_input(path, "import source") as handle:
         first: bytes | None = None
         number = 0
-        for raw in handle:
+        for raw in _lines(handle):
             number += 1
             if raw.strip():
                 first = raw
@@ -151,11 +149,11 @@ def read_file(path: Path, notes: Notes) -> Iterator[Item]:
             yield from _whole(path, notes)
             return
         yield from _document(value, name, _line_prefix(number), notes)
-        for raw in handle:
+        for raw in _lines(handle):
             number += 1
             if not raw.strip():
                 continue
-            if len(raw) > MAX_LINE_BYTES:
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 raise InputError(f"line longer than {MAX_LINE_BYTES} bytes", file=name, line=number)
             text = _decode(raw, name, number)
             try:
@@ -165,6 +163,19 @@ def read_file(path: Path, notes: Notes) -> Iterator[Item]:
                     f"invalid JSON (truncated?): {exc}", file=name, line=number
                 ) from None
             yield from _document(value, name, _line_prefix(number), notes)
+
+
+def _lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The lines of ``handle``, each read with at most ``MAX_LINE_BYTES + 1`` bytes buffered.
+
+    A line longer than that comes back as its first ``MAX_LINE_BYTES + 1`` bytes, without its
+    newline (the caller refuses it, or reads the file whole); the rest of it is never buffered.
+    """
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        yield raw
 
 
 def _line_prefix(number: int) -> str:
@@ -196,7 +207,7 @@ def _whole(path: Path, notes: Notes) -> Iterator[Item]:
             "(export as JSONL, one document or span per line, to stream larger files)",
             file=name,
         )
-    text = _decode(path.read_bytes(), name, None)
+    text = _decode(read_input(path, "import source"), name, None)
     try:
         doc = load_json(text, file=name)
     except StrictJSONError as exc:

@@ -93,3 +93,30 @@ def test_the_fingerprint_changes_with_the_content_listing(tmp_path: Path) -> Non
     assert shipping.fingerprint(src) == before
     (src / "pkg" / "new.py").write_text("", encoding="utf-8")
     assert shipping.fingerprint(src) != before
+
+
+def test_long_unused_blobs_are_evicted_and_used_ones_kept(tmp_path: Path) -> None:
+    import os
+
+    from runner.backends.ray import shipping
+
+    cache = tmp_path / "cache"
+    old_src, new_src = tmp_path / "old", tmp_path / "new"
+    old_src.mkdir()
+    new_src.mkdir()
+    (old_src / "a.py").write_text("A = 1\n")
+    (new_src / "b.py").write_text("B = 2\n")
+    old, new = shipping.pack(old_src), shipping.pack(new_src)
+    shipping.unpack(cache, old.digest, old.data)
+    shipping.unpack(cache, new.digest, new.data)
+    now = 1_000_000_000.0
+    day = shipping.UNUSED_BLOB_S
+    os.utime(cache / old.digest, (now - day - 60, now - day - 60))
+    os.utime(cache / new.digest, (now - day + 60, now - day + 60))
+    assert shipping.evict_unused(cache, now=now) == 1
+    assert not shipping.is_unpacked(cache, old.digest)
+    assert shipping.is_unpacked(cache, new.digest)
+    # a use stamps the blob: evicting "a day after now" keeps nothing but what was just used
+    shipping.mark_used(cache, new.digest)
+    assert shipping.evict_unused(cache, now=now) == 0 and shipping.is_unpacked(cache, new.digest)
+    assert (cache / ".lock").is_file()  # the lock file is not a blob and stays

@@ -106,3 +106,19 @@ def test_a_wait_longer_than_the_timeout_is_not_a_timeout(tmp_path: Path) -> None
 def test_a_wait_past_the_episodes_allowance_is_refused_at_once(tmp_path: Path) -> None:
     end = _episode(tmp_path, wait_s=60.0, max_wait_s=10.0)
     assert end["meter"]["rate_limit_wait_s"] == 0.0  # type: ignore[index]
+
+
+def test_a_live_one_off_run_keeps_the_policys_rate_limits_and_a_replay_does_not() -> None:
+    from runner.episode.metered_run import rate_limited
+    from runner.policy import load_policy
+
+    policy = load_policy("shadow")
+    inner = ScriptedProvider([])
+    live, waits = rate_limited(inner, "live", policy, "m")
+    assert isinstance(live, RateLimitedProvider) and live.inner is inner
+    assert isinstance(waits, WaitAccount) and live.account is waits
+    assert live.limiter.table is policy.rate_limits
+    # a replay is served from its trace; no provider or no table: nothing to limit
+    assert rate_limited(inner, "replay", policy, "m") == (inner, None)
+    assert rate_limited(None, "live", policy, "m") == (None, None)
+    assert rate_limited(inner, "live", SimpleNamespace(), "m") == (inner, None)

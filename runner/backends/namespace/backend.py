@@ -14,6 +14,9 @@ launcher stages the sources and drops to the spec's uid (10001) first
 (`runner.backends.namespace.launcher`); as another user, it runs as that user, which is then
 the spec's (`runner.backends.base.sandbox_user`).
 
+Every process of the sandbox runs under a seccomp filter like Docker's default profile
+(`runner.backends.namespace.seccomp`; x86-64 only).
+
 Where it differs from Docker (the conformance suite's `Capabilities`): without usable cgroups
 the limits are rlimits, an OOM kill is not reported and CPU is not limited.
 """
@@ -36,6 +39,7 @@ from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped, SandboxSpec
 from runner.backends.capping import sandbox_environment
+from runner.backends.namespace import seccomp
 from runner.backends.namespace.bwrapargs import bwrap_argv
 from runner.backends.namespace.cgroups import Cgroups, Host, probe_host
 from runner.backends.namespace.launcher import Staging, launcher_argv
@@ -101,6 +105,7 @@ class NamespaceBackend(Backend):
         self.owner = owner or L.current_owner()
         self.host = host if host is not None else probe_host()
         self._trees: dict[str, RootFs] = {}
+        self._filter = seccomp.program()
         self._lock = threading.Lock()
 
     @property
@@ -162,6 +167,17 @@ class NamespaceBackend(Backend):
     def _environment(self, spec: SandboxSpec, tree: RootFs) -> dict[str, str]:
         return {**tree.env, **sandbox_environment(spec)}
 
+    def _seccomp_pipe(self) -> int | None:
+        """A pipe's read end holding the seccomp filter (`seccomp.program`); None: no filter."""
+        if self._filter is None:
+            return None
+        read, write = os.pipe()
+        try:
+            os.write(write, self._filter)  # 600 bytes: far below a pipe's buffer
+        finally:
+            os.close(write)
+        return read
+
     def _staging(self, spec: SandboxSpec, tree: RootFs) -> Staging | None:
         """As root: bwrap runs as the sandbox's uid over staged sources (`launcher`)."""
         if os.geteuid() != 0:
@@ -203,6 +219,7 @@ class NamespaceBackend(Backend):
                 record["cgroups"] = [str(p) for p in groups.paths.values()]
                 update_record(record_path, record)
             staging = self._staging(spec, tree)
+            filter_fd = self._seccomp_pipe()
             argv = [
                 *launcher_argv(groups, spec.limits, staging),
                 *bwrap_argv(
@@ -212,6 +229,7 @@ class NamespaceBackend(Backend):
                     hostname="sandbox",
                     cgroup_dirs=groups.paths if groups is not None else None,
                     seen_as=staging.seen_as if staging is not None else str,
+                    seccomp_fd=filter_fd,
                 ),
             ]
             try:
@@ -223,11 +241,15 @@ class NamespaceBackend(Backend):
                     env=self._environment(spec, tree),
                     cwd="/",
                     start_new_session=True,
+                    pass_fds=() if filter_fd is None else (filter_fd,),
                 )
             except OSError as exc:
                 raise InfrastructureError(
                     f"cannot start bwrap for {name}: {exc}", run_id=spec.run_id
                 ) from exc
+            finally:
+                if filter_fd is not None:
+                    os.close(filter_fd)
             box = NamespaceSandbox(
                 name,
                 spec.run_id,

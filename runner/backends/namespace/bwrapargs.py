@@ -77,6 +77,7 @@ def bwrap_argv(
     hostname: str,
     cgroup_dirs: Mapping[str, Path] | None = None,
     seen_as: Callable[[Path], str] = str,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The complete ``bwrap`` argv for ``spec`` over the image tree ``tree``.
 
@@ -88,6 +89,8 @@ def bwrap_argv(
         cgroup_dirs: controller -> the sandbox's own cgroup folder, shown read-only at
             ``/sys/fs/cgroup/<controller>`` (None: none).
         seen_as: where bwrap finds a host path (default: where it is).
+        seccomp_fd: the descriptor bwrap reads the seccomp filter from
+            (`runner.backends.namespace.seccomp`), or None for none.
 
     Raises:
         InfrastructureError: a mount target lies under a symlink of the image, or is relative.
@@ -138,5 +141,7 @@ def bwrap_argv(
         argv += [kind, seen_as(mount.source), mount.target]
     for target, folder in sorted(cgroups.items()):
         argv += ["--ro-bind", str(folder), target]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--remount-ro", "/", "--chdir", spec.workdir, "--", *capped_command(spec)]
     return argv

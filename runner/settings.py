@@ -51,6 +51,9 @@ class Settings(BaseSettings):
             (``DOCKER_HOST`` or the platform socket).
         backend: where sandboxes run when a command is given no ``--backend``
             (``SANDBOX_REPLAY_BACKEND``: ``docker``, ``namespace`` or ``ray``).
+        namespace_rootfs: a root filesystem folder the namespace backend uses for every run
+            instead of exporting the image (the debootstrap tree of
+            images/build-base-offline.sh, kept); None: the image's own, exported once.
         image: the sandbox image runs use.
         base_image: the Python base image the sandbox image is built FROM when it can be had.
         offline_base_image: tag of the base image built with debootstrap when no registry is
@@ -81,6 +84,7 @@ class Settings(BaseSettings):
 
     docker_host: str | None = None
     backend: Literal["docker", "namespace", "ray"] = "docker"
+    namespace_rootfs: Path | None = None
     image: str = DEFAULT_IMAGE
     base_image: str = DEFAULT_BASE_IMAGE
     offline_base_image: str = OFFLINE_BASE_IMAGE

@@ -79,7 +79,11 @@ def namespace_backend(settings: Settings) -> Any:
     """
     from runner.backends.namespace import NamespaceBackend  # lazy: start-up speed
 
-    return NamespaceBackend(settings.state_dir / "namespace", docker_host=settings.docker_host)
+    return NamespaceBackend(
+        settings.state_dir / "namespace",
+        rootfs=settings.namespace_rootfs,
+        docker_host=settings.docker_host,
+    )
 
 
 def backend_factory(

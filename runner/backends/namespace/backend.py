@@ -98,6 +98,7 @@ class NamespaceBackend(Backend):
                 " (or your distribution's bubblewrap package)"
             )
         self.bwrap = found
+        self.setpriv = shutil.which("setpriv") is not None
         self.root = root.resolve()
         self.rootfs_folder = rootfs
         self.docker_host = docker_host
@@ -179,9 +180,18 @@ class NamespaceBackend(Backend):
         return read
 
     def _staging(self, spec: SandboxSpec, tree: RootFs) -> Staging | None:
-        """As root: bwrap runs as the sandbox's uid over staged sources (`launcher`)."""
+        """As root: bwrap runs as the sandbox's uid over staged sources (`launcher`).
+
+        Raises:
+            InfrastructureError: root without util-linux ``setpriv`` (bwrap would run as root).
+        """
         if os.geteuid() != 0:
             return None
+        if not self.setpriv:
+            raise InfrastructureError(
+                "--backend namespace as root needs util-linux setpriv (and unshare, mount) to"
+                " run bwrap as the sandbox user: apt-get install -y util-linux"
+            )
         uid, _, gid = spec.user.partition(":")
         sources = [tree.tree, *(Path(m.source) for m in spec.mounts)]
         return Staging(sources, uid, gid or uid)
@@ -221,7 +231,7 @@ class NamespaceBackend(Backend):
             staging = self._staging(spec, tree)
             filter_fd = self._seccomp_pipe()
             argv = [
-                *launcher_argv(groups, spec.limits, staging),
+                *launcher_argv(groups, spec.limits, staging, setpriv=self.setpriv),
                 *bwrap_argv(
                     self.bwrap,
                     spec,

@@ -15,7 +15,8 @@ the host process: ``--die-with-parent``):
    source that uid cannot reach (`reachable`) is bind-mounted under a fresh tmpfs at ``/mnt``
    as ``/mnt/<i>``, and bwrap binds those; then ``setpriv`` drops to the sandbox's uid and gid
    with no supplementary groups.
-3. ``exec bwrap ...``.
+3. ``exec bwrap ...`` (through ``setpriv --pdeathsig KILL``: the sandbox dies with the host
+   process from its first instruction on, before bwrap's own ``--die-with-parent`` is set).
 
 A launcher step that fails exits 126 before bwrap runs.
 """
@@ -87,11 +88,17 @@ class Staging:
 
 
 def launcher_argv(
-    cgroups: Cgroups | None, limits: ResourceLimits, staging: Staging | None
+    cgroups: Cgroups | None,
+    limits: ResourceLimits,
+    staging: Staging | None,
+    *,
+    setpriv: bool = True,
 ) -> list[str]:
     """The argv prefix that confines, stages and drops (see the module docstring).
 
-    The bwrap argv follows it (``"$@"`` of the script).
+    The bwrap argv follows it (``"$@"`` of the script). With ``setpriv`` (util-linux present)
+    the parent-death signal is SIGKILL from before bwrap runs: bwrap sets its own only once its
+    namespaces exist, and a host that dies in between must not leave an orphan for the cap.
     """
     if cgroups is not None:
         joins = " && ".join(f"echo $$ > {shlex.quote(f)}" for f in cgroups.procs_files())
@@ -100,11 +107,13 @@ def launcher_argv(
         script = (
             f"ulimit -v {limits.memory_mb * 1024} && ulimit -u {limits.pids_limit} || exit 126; "
         )
+    death = "--pdeathsig KILL " if setpriv else ""
     if staging is None:
-        return ["/bin/sh", "-c", script + 'exec "$@"', "sandbox-replay-launcher"]
+        run = f'exec setpriv {death}-- "$@"' if setpriv else 'exec "$@"'
+        return ["/bin/sh", "-c", script + run, "sandbox-replay-launcher"]
     drop = (
-        f"exec setpriv --reuid={shlex.quote(staging.uid)} --regid={shlex.quote(staging.gid)}"
-        ' --clear-groups -- "$@"'
+        f"exec setpriv {death}--reuid={shlex.quote(staging.uid)}"
+        f' --regid={shlex.quote(staging.gid)} --clear-groups -- "$@"'
     )
     if not staging.roots:  # every source reachable by the uid: no mount namespace needed
         return ["/bin/sh", "-c", script + drop, "sandbox-replay-launcher"]

@@ -96,7 +96,9 @@ def test_the_rlimit_launcher_sets_memory_and_processes() -> None:
     argv = launcher_argv(None, ResourceLimits(memory_mb=64, pids_limit=16), None)
     assert argv[:2] == ["/bin/sh", "-c"]
     assert "ulimit -v 65536" in argv[2] and "ulimit -u 16" in argv[2]
-    assert "setpriv" not in argv[2]  # not root: bwrap runs as this user
+    assert 'exec setpriv --pdeathsig KILL -- "$@"' in argv[2]  # not root: no uid change
+    bare = launcher_argv(None, ResourceLimits(), None, setpriv=False)
+    assert bare[2].endswith('exec "$@"')
 
 
 def test_as_root_unreachable_sources_are_staged_and_bwrap_drops_to_the_sandbox_uid(
@@ -112,5 +114,5 @@ def test_as_root_unreachable_sources_are_staged_and_bwrap_drops_to_the_sandbox_u
     assert staging.seen_as(open_one) == str(open_one)
     argv = launcher_argv(None, ResourceLimits(), staging)
     assert argv[:4] == ["unshare", "--mount", "--propagation", "private"]
-    assert "setpriv --reuid=10001 --regid=10001 --clear-groups" in argv[6]
+    assert "setpriv --pdeathsig KILL --reuid=10001 --regid=10001 --clear-groups" in argv[6]
     assert argv[-2:] == ["1", str(hidden / "tools")]

@@ -163,6 +163,13 @@ class NamespaceBackend(Backend):
         """This machine's CPU count (the most a CFS quota can give)."""
         return float(os.cpu_count() or 1)
 
+    def engine_memory_bytes(self) -> int | None:
+        """This machine's memory in bytes (the concurrency's budget), or None when unknown."""
+        try:
+            return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) or None
+        except (ValueError, OSError):
+            return None
+
     # -- the lifecycle ---------------------------------------------------------------------
 
     def _environment(self, spec: SandboxSpec, tree: RootFs) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""``--backend`` and ``--ray-address``: which backend a command's sandboxes run on.
+"""``--backend``, ``--ray-address`` and ``--runtime``: where a command's sandboxes run.
 
 ``docker`` (the default) is the local engine of the settings; ``namespace`` is bubblewrap on
 this Linux host (`runner.backends.namespace`: no engine, the image's root filesystem exported
@@ -6,10 +6,14 @@ once); ``ray`` is a Ray cluster (`runner.backends.ray`, the optional extra
 ``sandbox-replay[ray]``) selected by ``--ray-address`` or ``RAY_ADDRESS``. Without
 ``--backend`` the setting ``SANDBOX_REPLAY_BACKEND`` chooses (default ``docker``). The backend
 packages are imported when the backend is made, not before (the docker SDK ~0.14 s, ray ~1 s).
+``--runtime`` (``SANDBOX_REPLAY_RUNTIME``) is the Docker engine's OCI runtime for the
+sandboxes (``crun``, ``runsc``); the Docker backend refuses a name its engine lacks, exit 2
+(`runner.backends.docker.runtimes`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
@@ -48,6 +52,33 @@ RayAddressOption = Annotated[
         show_default=False,
     ),
 ]
+RuntimeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--runtime",
+        help="The Docker engine's OCI runtime for the sandboxes, e.g. crun or runsc (gVisor);"
+        " default: SANDBOX_REPLAY_RUNTIME, else the engine's default (runc). `doctor` lists"
+        " the engine's runtimes.",
+        metavar="NAME",
+        show_default=False,
+    ),
+]
+
+
+def with_runtime(settings: Settings, runtime: str | None) -> Settings:
+    """``settings`` with ``--runtime`` in place of ``SANDBOX_REPLAY_RUNTIME`` (when given).
+
+    Raises:
+        InputError: ``runtime`` is not a runtime name (`runner.settings.RUNTIME_NAME`), exit 2.
+    """
+    if runtime is None:
+        return settings
+    # imported on use, not at module top: start-up speed (pydantic-settings; `--help`)
+    from runner.settings import RUNTIME_NAME
+
+    if not re.fullmatch(RUNTIME_NAME, runtime):
+        raise InputError(f"not a runtime name: {runtime!r}", field="--runtime")
+    return settings.model_copy(update={"runtime": runtime})
 
 
 def ray_backend(address: str | None) -> Any:
@@ -105,6 +136,6 @@ def backend_factory(
     def docker() -> Any:
         from runner.backends.docker import DockerBackend  # lazy: the docker SDK, ~0.14 s
 
-        return DockerBackend.connect(settings.docker_host)
+        return DockerBackend.from_settings(settings)
 
     return docker

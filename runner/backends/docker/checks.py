@@ -22,6 +22,7 @@ from runner.backends import labels as L
 from runner.backends.base import STDOUT, Backend, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
 from runner.backends.docker.client import IMAGE_FIX, retrying
+from runner.backends.docker.runtimes import engine_runtimes
 from runner.errors import InfrastructureError
 
 PROBE_ADDRESS = "192.0.2.1"  # TEST-NET-1: documentation only; never routed off the sandbox
@@ -94,6 +95,32 @@ def engine_check(backend: DockerBackend) -> Check:
         f"{backend.address}: Docker {version.get('Version', '?')}, "
         f"API {version.get('ApiVersion', '?')} (client uses {backend.api.api_version})",
     )
+
+
+def runtimes_check(backend: DockerBackend, wanted: str | None = None) -> Check:
+    """``doctor``'s ``runtimes`` line: the engine's runtimes, its default, and ``wanted``'s.
+
+    Informational unless a runtime is asked for (``SANDBOX_REPLAY_RUNTIME``): then it is
+    required, and fails when the engine lacks it (the commands would refuse it, exit 2).
+
+    Raises:
+        InfrastructureError: the engine failed.
+    """
+    have = engine_runtimes(backend.api)
+    listed = ", ".join(f"{n} (default)" if n == have.default else n for n in have.names)
+    detail = f"the engine's OCI runtimes: {listed or 'none listed'}"
+    fix = ""
+    ok = True
+    if wanted is not None:
+        ok = wanted in have.names
+        detail += f"; SANDBOX_REPLAY_RUNTIME={wanted}" + ("" if ok else " is not among them")
+        if not ok:
+            fix = (
+                f"install {wanted} and register it with dockerd (--add-runtime {wanted}=PATH or"
+                ' daemon.json "runtimes"; .ci/ensure-engine.sh does it for crun and runsc), or'
+                " unset SANDBOX_REPLAY_RUNTIME"
+            )
+    return Check("runtimes", ok, wanted is not None, detail, fix)
 
 
 def image_check(backend: DockerBackend, image: str) -> Check:

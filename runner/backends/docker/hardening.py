@@ -55,11 +55,16 @@ __all__ = [
 _CAP_SCRIPT = CAP_SCRIPT  # the shared cap script (runner.backends.capping), by its old name
 
 
-def host_config(api_version: str, spec: SandboxSpec) -> HostConfig:
-    """The hardened ``HostConfig`` for ``spec`` (see the module docstring)."""
+def host_config(api_version: str, spec: SandboxSpec, *, runtime: str | None = None) -> HostConfig:
+    """The hardened ``HostConfig`` for ``spec`` (see the module docstring).
+
+    ``runtime`` is the engine's OCI runtime (``Runtime``; `runner.backends.docker.runtimes`):
+    None leaves the key out, so the engine's default runs the container.
+    """
     limits = spec.limits
     return HostConfig(
         version=api_version,
+        runtime=runtime,
         network_mode="none",
         read_only=True,
         tmpfs={SANDBOX_TMP: f"rw,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},

@@ -62,12 +62,13 @@ def _witness(backend: DockerBackend, image: str) -> Check:
         return Check("witness", False, False, f"the witness probe failed: {exc}", W.WITNESS_FIX)
 
 
-def run_checks(docker_host: str | None, image: str) -> list[Check]:
+def run_checks(docker_host: str | None, image: str, runtime: str | None = None) -> list[Check]:
     """Run every doctor check in order.
 
     Args:
         docker_host: engine address from the settings (None: ``DOCKER_HOST`` or the default).
         image: the configured sandbox image.
+        runtime: the OCI runtime the settings ask for (``SANDBOX_REPLAY_RUNTIME``), if any.
 
     An unreachable engine is the failed ``engine`` check; the checks that need the engine are
     listed as not run (``ran`` False), the local ones still run.
@@ -94,7 +95,7 @@ def run_checks(docker_host: str | None, image: str) -> list[Check]:
             C.Check("leftovers", False, False, skipped, ran=False),
         ]
     try:
-        results = [C.engine_check(backend)]
+        results = [C.engine_check(backend), C.runtimes_check(backend, runtime)]
         image_result = C.image_check(backend, image)
         results.append(image_result)
         if image_result.ok:
@@ -191,7 +192,7 @@ def doctor(
             root = settings.state_dir / "namespace"
             results = namespace_checks(root, settings.image, settings.docker_host)
         else:
-            results = run_checks(settings.docker_host, settings.image)
+            results = run_checks(settings.docker_host, settings.image, settings.runtime)
     except InfrastructureError as exc:  # the engine failed between two checks
         fail(exc)
     ok = all(c.ok for c in results if c.required)

@@ -1,0 +1,57 @@
+"""Attack test (attack3): ``view`` serves its page to any ``Host``: DNS rebinding reads it.
+
+`runner.cli.html.serve.PageServer` binds 127.0.0.1 only, which stops other machines, not
+the user's own browser: a page on ``attacker.example`` that rebinds its name to 127.0.0.1
+fetches ``http://attacker.example:PORT/`` as same-origin and reads the report (task inputs,
+tool results, outputs of the traces shown). The server never looks at the ``Host`` header;
+refusing every host but ``127.0.0.1:PORT`` / ``localhost:PORT`` closes it. Loopback only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from runner.cli.html.serve import PageServer
+
+PAGE = b"<!doctype html><title>report</title><p>customer data</p>"
+
+
+def _get(port: int, host: str) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.putrequest("GET", "/", skip_host=True)
+        connection.putheader("Host", host)
+        connection.endheaders()
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def server() -> Iterator[PageServer]:
+    with PageServer(PAGE, "default-src 'none'") as running:
+        thread = threading.Thread(target=running.serve_forever, kwargs={"poll_interval": 0.05})
+        thread.start()
+        try:
+            yield running
+        finally:
+            running.shutdown()
+            thread.join()
+
+
+def test_control_the_page_is_served_to_its_own_address(server: PageServer) -> None:
+    port = server.server_address[1]
+    assert _get(port, f"127.0.0.1:{port}") == 200
+
+
+def test_a_foreign_host_header_is_refused(server: PageServer) -> None:
+    port = server.server_address[1]
+    assert _get(port, f"attacker.example:{port}") == 421
+    assert _get(port, f"localhost:{port}") == 200
+    assert _get(port, "127.0.0.1") == 421  # no port: not this server's origin

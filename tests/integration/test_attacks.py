@@ -7,13 +7,15 @@ there: nothing can leave). The addresses are documentation ranges (RFC 5737).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration._backends import backend, backend_entry
 from tests.integration._episodes import Outcome, Project
+
+__all__ = ["backend", "backend_entry"]  # fixtures: one param per sandboxing backend
 
 pytestmark = pytest.mark.docker
 
@@ -161,15 +163,6 @@ def call_unsafe() -> str:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     return Project(tmp_path_factory.mktemp("attacks") / "proj", TOOLS)
-
-
-@pytest.fixture(scope="module")
-def backend(docker_client: Any) -> Iterator[Any]:
-    from runner.backends.docker import DockerBackend
-
-    backend = DockerBackend.connect()
-    yield backend
-    backend.close()
 
 
 def _run(

@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     Attributes:
         docker_host: Docker engine address; None means the docker SDK's own default
             (``DOCKER_HOST`` or the platform socket).
+        backend: where sandboxes run when a command is given no ``--backend``
+            (``SANDBOX_REPLAY_BACKEND``: ``docker``, ``namespace`` or ``ray``).
+        namespace_rootfs: a root filesystem folder the namespace backend uses for every run
+            instead of exporting the image (the debootstrap tree of
+            images/build-base-offline.sh, kept); None: the image's own, exported once.
         image: the sandbox image runs use.
         runtime: the engine's OCI runtime for the Docker backend's sandboxes (HostConfig
             ``Runtime``: ``crun``, ``runsc`` for gVisor's kernel boundary, ...); None is the
@@ -89,6 +94,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
 
     docker_host: str | None = None
+    backend: Literal["docker", "namespace", "ray"] = "docker"
+    namespace_rootfs: Path | None = None
     image: str = DEFAULT_IMAGE
     runtime: str | None = Field(default=None, pattern=RUNTIME_NAME)
     base_image: str = DEFAULT_BASE_IMAGE

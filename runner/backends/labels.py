@@ -44,7 +44,7 @@ LEDGER = f"{PREFIX}.ledger"
 POOL = f"{PREFIX}.pool"
 
 _NAME_PREFIX = "sandbox-replay-"
-_NAME_OK = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+_NAME_OK = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*\Z")
 _NAME_BAD_CHARS = re.compile(r"[^a-zA-Z0-9_.-]")
 
 

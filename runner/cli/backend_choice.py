@@ -1,11 +1,14 @@
 """``--backend``, ``--ray-address`` and ``--runtime``: where a command's sandboxes run.
 
-``docker`` (the default) is the local engine of the settings; ``ray`` is a Ray cluster
-(`runner.backends.ray`, the optional extra ``sandbox-replay[ray]``) selected by
-``--ray-address`` or ``RAY_ADDRESS``. The backend packages are imported when the backend is
-made, not before (the docker SDK ~0.14 s, ray ~1 s). ``--runtime`` (``SANDBOX_REPLAY_RUNTIME``)
-is the Docker engine's OCI runtime for the sandboxes (``crun``, ``runsc``); the Docker backend
-refuses a name its engine lacks, exit 2 (`runner.backends.docker.runtimes`).
+``docker`` (the default) is the local engine of the settings; ``namespace`` is bubblewrap on
+this Linux host (`runner.backends.namespace`: no engine, the image's root filesystem exported
+once); ``ray`` is a Ray cluster (`runner.backends.ray`, the optional extra
+``sandbox-replay[ray]``) selected by ``--ray-address`` or ``RAY_ADDRESS``. Without
+``--backend`` the setting ``SANDBOX_REPLAY_BACKEND`` chooses (default ``docker``). The backend
+packages are imported when the backend is made, not before (the docker SDK ~0.14 s, ray ~1 s).
+``--runtime`` (``SANDBOX_REPLAY_RUNTIME``) is the Docker engine's OCI runtime for the
+sandboxes (``crun``, ``runsc``); the Docker backend refuses a name its engine lacks, exit 2
+(`runner.backends.docker.runtimes`).
 """
 
 from __future__ import annotations
@@ -27,14 +30,18 @@ class BackendName(StrEnum):
     """The backends a command can run its sandboxes on."""
 
     docker = "docker"
+    namespace = "namespace"
     ray = "ray"
 
 
 BackendOption = Annotated[
-    BackendName,
+    BackendName | None,
     typer.Option(
         "--backend",
-        help="Where sandboxes run: docker (this machine's engine) or ray (a Ray cluster's nodes).",
+        help="Where sandboxes run: docker (this machine's engine), namespace (bubblewrap on"
+        " this Linux host) or ray (a Ray cluster's nodes). Default: SANDBOX_REPLAY_BACKEND,"
+        " else docker.",
+        show_default=False,
     ),
 ]
 RayAddressOption = Annotated[
@@ -90,18 +97,41 @@ def ray_backend(address: str | None) -> Any:
     return RayBackend(address)
 
 
+def chosen_backend(settings: Settings, backend: BackendName | None) -> BackendName:
+    """``--backend`` when given, else the setting ``SANDBOX_REPLAY_BACKEND``."""
+    return backend if backend is not None else BackendName(settings.backend)
+
+
+def namespace_backend(settings: Settings) -> Any:
+    """A `runner.backends.namespace.NamespaceBackend` in ``STATE_DIR/namespace``.
+
+    Raises:
+        InfrastructureError: bwrap is not installed (exit 6, the message names the fix).
+    """
+    from runner.backends.namespace import NamespaceBackend  # lazy: start-up speed
+
+    return NamespaceBackend(
+        settings.state_dir / "namespace",
+        rootfs=settings.namespace_rootfs,
+        docker_host=settings.docker_host,
+    )
+
+
 def backend_factory(
-    settings: Settings, backend: BackendName, ray_address: str | None
+    settings: Settings, backend: BackendName | None, ray_address: str | None
 ) -> Callable[[], Any]:
     """A function that makes the chosen backend (called once the plan stands).
 
     Raises:
         InputError: ``--ray-address`` was given without ``--backend ray``.
     """
+    backend = chosen_backend(settings, backend)
     if ray_address and backend is not BackendName.ray:
         raise InputError("--ray-address needs --backend ray")
     if backend is BackendName.ray:
         return lambda: ray_backend(ray_address)
+    if backend is BackendName.namespace:
+        return lambda: namespace_backend(settings)
 
     def docker() -> Any:
         from runner.backends.docker import DockerBackend  # lazy: the docker SDK, ~0.14 s

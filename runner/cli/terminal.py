@@ -64,6 +64,15 @@ def inert(text: object) -> str:
     return _UNSAFE.sub(_escaped, value)
 
 
+def one_line(text: object) -> str:
+    r"""`inert` ``text`` that also cannot break a line: newline and tab shown as ``\n``/``\t``.
+
+    For a line that quotes hostile fields (a tool or step name in a ``check`` problem): the
+    reader sees one line per problem whatever a name holds.
+    """
+    return inert(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def markup(text: object) -> str:
     """`inert` text escaped for rich markup: data shown as it is, never as styles or links."""
     # imported on use, not at module top: start-up speed (`--help`, `check`)
@@ -77,7 +86,7 @@ def echo(text: object, *, err: bool = False) -> None:
     typer.echo(inert(text), err=err)
 
 
-__all__ = ["echo", "inert", "markup", "stdout_gone"]
+__all__ = ["echo", "inert", "markup", "one_line", "stdout_gone"]
 
 
 def stdout_gone() -> None:

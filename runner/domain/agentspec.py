@@ -17,7 +17,7 @@ from runner.sdk import FUNCTION_NAME_MAX, function_name
 
 __all__ = ["TOOL_ID", "AgentSpec", "FixedMessage", "Frozen", "UserSpec"]
 
-TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 
 
 class Frozen(BaseModel):

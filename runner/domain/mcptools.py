@@ -90,7 +90,7 @@ MAX_TOOLS = 1000
 
 # MCP tool names: 1-128 characters of A-Z a-z 0-9 _ - . (specification 2025-06-18, "Tool
 # names"); this project's tool ids add that dots separate non-empty parts.
-_NAME = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_NAME = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 _DEFAULTS = {
     "readOnlyHint": False,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["module_root", "program_modules", "program_roots"]
 
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 def module_root(name: str, search: list[Path], installed: bool) -> Path | None:

@@ -16,8 +16,8 @@ from runner.domain.agentspec import TOOL_ID, AgentSpec, Frozen
 
 __all__ = ["FUNCTION_REF", "STEP_ID", "ModelSpec", "Step"]
 
-STEP_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+STEP_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*\Z")
 
 
 class ModelSpec(Frozen):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ToolLocations", "locate_tools", "tool_entry_where"]
 
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 @dataclass

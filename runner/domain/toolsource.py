@@ -59,7 +59,7 @@ log = structlog.get_logger(__name__)
 _ENTRY_KEYS = {"id", "effect", "description", "schema", "schema_hash", "metadata"}
 _IGNORED_KEYS = {"module", "qualname", "disposition"}
 _TOP_KEYS = {"tools", "policy", "source", "metadata"}
-_TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 
 
 def registry_for_workflow(workflow: WorkflowFile) -> Registry:

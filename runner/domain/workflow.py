@@ -58,11 +58,11 @@ __all__ = [
     "workflow_problems",
 ]
 
-MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-WORKFLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+WORKFLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
-_TASK_REF = re.compile(r"^task\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
-_STEP_REF = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.output(\.[A-Za-z0-9_-]+)*$")
+_TASK_REF = re.compile(r"^task\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
+_STEP_REF = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.output(\.[A-Za-z0-9_-]+)*\Z")
 
 
 _GLOB_CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -34,7 +34,7 @@ from runner.trace.strictjson import MAX_DEPTH
 
 Loc = tuple[str | int, ...]
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 MANIFEST_NAME = "tools.manifest.json"
-TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 _RESERVED = frozenset({"model", "user", "workflow"})
 _EFFECTS = tuple(e.value for e in Effect)
 

@@ -32,7 +32,7 @@ from runner.sdk import canonical_json
 
 __all__ = ["Policy", "load_policy", "policy_from_spec"]
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 
 
 @dataclass(frozen=True)

@@ -92,8 +92,8 @@ __all__ = [
 CeilingCount = Annotated[int, Strict(), Field(ge=0, le=MAX_COUNT)]
 CeilingAmount = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 
-_GLOB = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+$")
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_GLOB = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+\Z")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 
 
 class _Frozen(BaseModel):

@@ -28,12 +28,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runner.errors import InputError
+from runner.policy.regexsafety import backtracking_problem
 from runner.runtime.argrules import Rule
 
 __all__ = ["ArgCondition", "ArgRule"]
 
-_ARG = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$")
-_TOOL = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+$")
+_ARG = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}\Z")
+_TOOL = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]+\Z")
 
 
 class ArgCondition(BaseModel):
@@ -41,7 +42,10 @@ class ArgCondition(BaseModel):
 
     Attributes:
         matches: a Python regular expression, searched in the value's text (a string as is,
-            anything else as its canonical JSON).
+            anything else as its canonical JSON; a text over 65,536 characters is not searched:
+            the rule denies the call). A pattern that backtracks exponentially (nested
+            unbounded quantifiers, overlapping alternatives under one:
+            `runner.policy.regexsafety`) is refused at load.
         equals: the JSON value the argument must equal.
         in_: JSON values, one of which the argument must equal (key ``in``).
         host_in: host globs (case-insensitive) the host of the URL in the argument must match.
@@ -110,6 +114,17 @@ class ArgRule(BaseModel):
             if not _ARG.match(arg):
                 raise ValueError(f"{arg!r} is not an argument name (or a.b path)")
         return when
+
+    @model_validator(mode="after")
+    def _bounded_search(self) -> ArgRule:
+        for arg, cond in self.when.items():
+            problem = backtracking_problem(cond.matches) if cond.matches is not None else None
+            if problem:
+                raise ValueError(
+                    f"rule {self.name!r}: when.{arg}.matches {cond.matches!r} is refused:"
+                    f" {problem}; its search time would grow exponentially with the argument"
+                )
+        return self
 
     @model_validator(mode="after")
     def _compiles(self) -> ArgRule:

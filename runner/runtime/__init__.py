@@ -19,6 +19,7 @@ Module map (imports flow downwards; nothing here imports the host side):
     watchdog    the run's own deadline inside the sandbox
     registry    the registry built from the capability-filtered manifest only
     argrules    the policy's argument rules: the call-time guard (also the host's evaluator)
+    urlhost     the host a URL value reaches, canonical or disputed (``host_in`` rules)
     template    ``${task.x}`` / ``${steps.ID.output.path}``
     errors      RecordedError, UnrecordedCall, PureResultMismatch, ModelCallError, ...
     steps/      engine (steps in order, episode status), agent (model loop, tool dispatch,

@@ -14,7 +14,10 @@ A rule (the JSON form of a policy's ``rules:`` entry, docs/policy-format.md)::
 call's arguments; ``a.b`` reaches into objects) to one condition: ``matches`` (a regular
 expression, ``re.search`` over the value's text: a string as is, anything else as its
 canonical JSON), ``equals`` (the JSON value), ``in`` (a list of JSON values) or ``host_in``
-(globs, case-insensitive, matched against the host of the URL the value holds). Every condition
+(globs, case-insensitive, matched against the host of the URL the value holds, canonicalised
+as WHATWG URL parsing does by `runner.runtime.urlhost.url_host`; a host clients could read
+otherwise, or that is not plain ASCII LDH labels or an IP literal, is *disputed*: it never holds
+for an ``allow`` rule and always holds for a ``deny`` rule, fail closed). Every condition
 of ``when`` must hold (and); an empty ``when`` holds for every call; an argument that is absent
 makes its condition false.
 
@@ -31,15 +34,15 @@ import fnmatch
 import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
-from urllib.parse import urlsplit
 
 from runner.errors import CapabilityDenied, InputError
+from runner.runtime.urlhost import url_host
 
 ACTIONS = ("deny", "allow")
 CONDITIONS = ("matches", "equals", "in", "host_in")
 MAX_VALUE_CHARS = 65536
 MAX_RULES = 1000
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 _RULE_KEYS = frozenset(("name", "tool", "action", "when", "description"))
 
 
@@ -135,7 +138,9 @@ class Rule:
         Raises:
             _TooLong: a ``matches`` condition would read a value over `MAX_VALUE_CHARS`.
         """
-        return all(_holds(kind, operand, arg, args) for arg, kind, operand in self.conditions)
+        return all(
+            _holds(kind, operand, arg, args, self.action) for arg, kind, operand in self.conditions
+        )
 
 
 def _condition(arg: str, cond: Any, source: str, field: str) -> Tuple[str, str, Any]:
@@ -195,19 +200,20 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else _canonical(value)
 
 
-def _host(value: Any) -> Optional[str]:
-    if not isinstance(value, str) or len(value) > MAX_VALUE_CHARS:
-        return None
-    text = value.strip()
-    try:
-        parts = urlsplit(text if "//" in text else "//" + text)
-        host = parts.hostname
-    except ValueError:
-        return None
-    return host.lower().rstrip(".") if host else None
+def _host_holds(value: Any, globs: List[str], action: str) -> bool:
+    """``host_in``: the value's host matches a glob; a disputed host holds for ``deny`` only."""
+    if not isinstance(value, str):
+        return False
+    if len(value) > MAX_VALUE_CHARS:
+        return action == "deny"  # unread: fail closed
+    reading = url_host(value)
+    if not reading.clear:
+        return action == "deny"
+    host = reading.host
+    return host is not None and any(fnmatch.fnmatchcase(host, glob) for glob in globs)
 
 
-def _holds(kind: str, operand: Any, arg: str, args: Any) -> bool:
+def _holds(kind: str, operand: Any, arg: str, args: Any, action: str) -> bool:
     value = _value(args, arg)
     if value is _ABSENT:
         return False
@@ -220,8 +226,7 @@ def _holds(kind: str, operand: Any, arg: str, args: Any) -> bool:
         return bool(_canonical(value) == operand)
     if kind == "in":
         return _canonical(value) in operand
-    host = _host(value)
-    return host is not None and any(fnmatch.fnmatchcase(host, glob) for glob in operand)
+    return _host_holds(value, operand, action)
 
 
 class RuleSet:

@@ -86,7 +86,7 @@ DEFAULT_HEADERS = (
     "openai-api-key",
 )
 
-_NAME = re.compile(r"^[a-z0-9_]{1,40}$")
+_NAME = re.compile(r"^[a-z0-9_]{1,40}\Z")
 _PATH_STEP = re.compile(
     r"\.\.(?P<deep>[A-Za-z0-9_$-]+|\*)|\.(?P<key>[A-Za-z0-9_$-]+|\*)|\[(?P<index>\d+|\*)\]"
 )

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 Status = Literal["ok", "missing", "malformed", "not_applicable"]
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
 # A model id is *pinned* when it carries a date (2025-04-14, 20250414), a 4-digit MMDD/YYMM
 # group (-0613, -2407), a 3-digit revision (-001) or an explicit version tag (-v2, @001, :0).
 _PINNED = re.compile(

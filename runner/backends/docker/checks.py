@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.backends import labels as L
-from runner.backends.base import STDOUT, ResourceLimits, SandboxSpec
+from runner.backends.base import STDOUT, Backend, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
 from runner.backends.docker.client import IMAGE_FIX, retrying
 from runner.backends.docker.runtimes import engine_runtimes
@@ -141,7 +141,7 @@ def image_check(backend: DockerBackend, image: str) -> Check:
     )
 
 
-def run_probe(backend: DockerBackend, image: str, timeout_s: float = 30.0) -> dict[str, Any]:
+def run_probe(backend: Backend, image: str, timeout_s: float = 30.0) -> dict[str, Any]:
     """Run `PROBE_SCRIPT` in a production-hardened sandbox and return its findings.
 
     Raises:

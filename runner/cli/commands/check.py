@@ -39,7 +39,7 @@ import typer
 from runner.cli.app import app, fail, state
 from runner.cli.junit import JUnitCase, write_junit_cases
 from runner.cli.options import JsonOption
-from runner.cli.terminal import echo
+from runner.cli.terminal import echo, one_line
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def check_command(
     else:
         for check in report.workflows:
             for line in _lines(report.policy, check):
-                echo(line)
+                echo(one_line(line))  # a problem quotes names from hostile files: one line each
         for line in _summary(report):
             echo(line, err=True)
     raise typer.Exit(report.exit_code)

@@ -36,7 +36,6 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import (
-    BackendName,
     BackendOption,
     RayAddressOption,
     RuntimeOption,
@@ -344,7 +343,7 @@ def submit_command(
     ] = None,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
-    backend: BackendOption = BackendName.docker,
+    backend: BackendOption = None,
     ray_address: RayAddressOption = None,
     runtime: RuntimeOption = None,
 ) -> None:

@@ -184,7 +184,7 @@ def chat_message(obj: Mapping[str, Any]) -> Msg:
     return Msg(role, text, calls, _id(call_id), known, message.get("name"))
 
 
-_INDEX = re.compile(r"^(\d+)\.(.+)$")
+_INDEX = re.compile(r"^(\d+)\.(.+)\Z")
 
 
 def flattened(attrs: Mapping[str, Any], prefix: str) -> list[Msg] | None:

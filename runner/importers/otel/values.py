@@ -42,8 +42,8 @@ __all__ = [
     "time_ns",
 ]
 
-_HEX = re.compile(r"^[0-9a-fA-F]+$")
-_B64 = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
+_HEX = re.compile(r"^[0-9a-fA-F]+\Z")
+_B64 = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}\Z")
 _ANY_KEYS = {
     "stringValue": "s",
     "string_value": "s",

@@ -27,7 +27,7 @@ def to_json_text(value: Any) -> str:
     return dumps_value(value)
 
 
-_TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 
 
 def safe_tool_id(name: str) -> str:

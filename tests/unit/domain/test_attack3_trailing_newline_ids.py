@@ -20,6 +20,7 @@ import pytest
 
 from runner.domain.ids import id_problem
 from runner.domain.mcptools import listed_tools
+from runner.errors import InputError
 from tests.paths import REPO
 
 
@@ -27,11 +28,6 @@ def test_control_the_id_rules_refuse_a_trailing_newline() -> None:
     assert id_problem("read_file\n") is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: an MCP tools/list name with a trailing newline passes the name rule"
-    " (^...$ with .match) and becomes a second tool beside the real one",
-)
 def test_an_mcp_tool_name_with_a_trailing_newline_is_refused() -> None:
     data = {
         "tools": [
@@ -39,15 +35,10 @@ def test_an_mcp_tool_name_with_a_trailing_newline_is_refused() -> None:
             {"name": "delete_all"},
         ]
     }
-    listed = listed_tools(data, file="list.json")
-    assert [t["id"] for t in listed] == [], listed
+    with pytest.raises(InputError, match="not a tool name"):  # refused: exit 2, field named
+        listed_tools(data, file="list.json")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: check prints a hostile tool name's trailing newline raw (the line is split"
-    " on the terminal and in CI logs)",
-)
 def test_check_never_prints_a_raw_newline_from_a_tool_name(tmp_path: Path) -> None:
     (tmp_path / "list.json").write_text('{"tools": [{"name": "delete_all\\n"}]}', "utf-8")
     (tmp_path / "wf.yaml").write_text(
@@ -85,12 +76,21 @@ VALIDATORS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: validators anchored ^...$ and used with .match accept a trailing newline",
-)
 @pytest.mark.parametrize(("module", "name", "good"), VALIDATORS)
 def test_name_validators_refuse_a_trailing_newline(module: str, name: str, good: str) -> None:
     pattern: re.Pattern[str] = getattr(__import__(module, fromlist=[name]), name)
     assert pattern.match(good)
     assert pattern.match(good + "\n") is None
+
+
+def test_no_validator_in_runner_is_anchored_with_a_dollar() -> None:
+    """Every ``re.compile(r"^...")`` of runner/ ends with ``\\Z`` (pydantic's ``pattern=`` is
+    Rust regex, where ``$`` is the end of the text, so it is not concerned)."""
+    anchored = re.compile(r"""re\.compile\(r?["']\^[^\n]*\$["']""")
+    found = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted((REPO / "runner").rglob("*.py"))
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if anchored.search(line)
+    ]
+    assert found == [], found

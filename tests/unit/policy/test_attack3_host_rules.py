@@ -23,7 +23,6 @@ not matched by an ``allow`` and is matched by a ``deny``.
 
 from __future__ import annotations
 
-import pytest
 import urllib3.util
 
 from runner.runtime.argrules import RuleSet
@@ -57,11 +56,6 @@ def test_control_the_plain_urls_are_decided_as_documented() -> None:
     assert not ALLOW_GITHUB.decide("http.get", {"url": "http://api.github.com@evil.com/"}).allowed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: host_in allow list passes http://evil.com\\@api.github.com/, which"
-    " urllib3/requests sends to evil.com (urlsplit splits the authority at the last @)",
-)
 def test_an_allow_list_does_not_pass_a_backslash_authority() -> None:
     url = "http://evil.com\\@api.github.com/"
     assert urllib3.util.parse_url(url).host == "evil.com"  # where requests would connect
@@ -69,11 +63,6 @@ def test_an_allow_list_does_not_pass_a_backslash_authority() -> None:
     assert not decision.allowed, decision.to_json()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: a deny host_in rule misses a percent-encoded host (http://evil%2Ecom/),"
-    " which urllib3/requests decodes to evil.com",
-)
 def test_a_deny_rule_catches_a_percent_encoded_host() -> None:
     url = "http://evil%2Ecom/"
     assert urllib3.util.parse_url(url).host == "evil.com"
@@ -81,11 +70,6 @@ def test_a_deny_rule_catches_a_percent_encoded_host() -> None:
     assert not decision.allowed, decision.to_json()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: a deny host_in rule misses an IDNA full stop (evil.com\\u3002), which"
-    " httpx normalises to evil.com.",
-)
 def test_a_deny_rule_catches_an_idna_dot() -> None:
     import httpx
 

@@ -1,4 +1,4 @@
-"""Attack tests (attack3): a lone surrogate in an import source is a traceback, and --force loses data.
+"""Attack tests (attack3): a lone surrogate in an import source: a traceback; --force loses data.
 
 The strict decoder accepts the JSON escape ``"\\ud800"`` (a lone surrogate: valid JSON text,
 not encodable as UTF-8). Every importer then hands it to `runner.importers.output.write_import`,

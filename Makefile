@@ -18,7 +18,7 @@ IMAGE ?= $(or $(SANDBOX_REPLAY_IMAGE),sandbox-replay:latest)
 SDK_IMAGE ?= sandbox-replay:sdks
 SDK_REQUIREMENTS := tests/fixtures/sdk-image/requirements.txt
 
-.PHONY: help setup engine image ensure-image sdk-image ensure-sdk-image test unit integration demo lint bench bench-latency
+.PHONY: help setup engine bwrap image ensure-image sdk-image ensure-sdk-image test unit integration demo lint bench bench-latency
 
 help:
 	@echo "make setup   create .venv and install sandbox-replay (editable, dev extras)"
@@ -39,6 +39,9 @@ $(STAMP): pyproject.toml
 engine:
 	@bash .ci/ensure-engine.sh
 
+bwrap:  # bubblewrap for --backend namespace (apt-get install as root when missing)
+	@bash .ci/ensure-bwrap.sh
+
 image: setup engine
 	$(BIN)/sandbox-replay image build --offline
 
@@ -58,7 +61,7 @@ ensure-sdk-image: setup engine ensure-image
 	  [ "$$want" = "$$have" ] || $(MAKE) --no-print-directory sdk-image
 
 # CI semantics: an unusable Docker fails the docker tests instead of skipping them.
-test: setup ensure-image ensure-sdk-image
+test: setup ensure-image ensure-sdk-image bwrap
 	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest
 
 unit: setup

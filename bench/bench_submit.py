@@ -7,11 +7,14 @@ Prints, for concurrency 1, 2 and 4 (see bench/README.md for what is measured and
     traces, grading, report) ÷ the baseline's runs/s: the docker SDK creating, starting,
     waiting for and removing a container of the same sandbox image running ``python3 -c pass``
     with the same hardening flags and log driver (`runner.backends.docker.backend.host_config`);
-(b) CPU milliseconds per run, ours and the baseline's: this process (user+sys), the containers
-    (cgroup v1 ``cpuacct.usage`` of the ``docker`` parent cgroup, or v2 ``cpu.stat``), the
-    engine (dockerd + containerd from /proc), and the whole machine (/proc/stat busy time);
-(c) time from scheduling a run to its first tool call ÷ the baseline's wall time per run
-    (at concurrency 1).
+    with the warm pool (`runner.backends.docker.pool`, submit's default) and without it;
+    with CPU milliseconds per run, ours and the baseline's: this process (user+sys), the
+    containers (cgroup v1 ``cpuacct.usage`` of the ``docker`` parent cgroup, or v2
+    ``cpu.stat``), the engine (dockerd + containerd from /proc), the whole machine (/proc/stat);
+(b) time from scheduling a run to its first tool call (median) ÷ the baseline's wall time per
+    run at concurrency 1, with and without the pool.
+The closing lines state each target (issue 16: (a) >= 0.9 at concurrency 4; (b) <= 0.2 with
+the pool at concurrency 1 and <= 0.5 at 4) and whether it was met.
 
 Usage: ``.venv/bin/python bench/bench_submit.py [--tasks 100] [--concurrency 1,2,4]``.
 Run it on an otherwise idle machine; compare ratios measured in one run (DOCKER-NOTES.md).
@@ -37,8 +40,10 @@ import docker
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.backends.base import Sandbox, SandboxSpec  # noqa: E402
+from runner.backends.base import Backend, Sandbox, SandboxSpec  # noqa: E402
 from runner.backends.docker import DockerBackend  # noqa: E402
+from runner.backends.docker.pool import pool_size  # noqa: E402
+from runner.backends.docker.pooled import PooledBackend  # noqa: E402
 from runner.cli.log import configure_logging  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.submit import pairs as pairs_module  # noqa: E402
@@ -181,15 +186,15 @@ class _FirstCall:
         finally:
             pairs_module.PairRunner.run_pair = original  # type: ignore[method-assign]
 
-    def wrap(self, backend: DockerBackend) -> Any:
+    def wrap(self, backend: Any) -> Any:
         """``backend`` with every sandbox's first ``call`` message timed."""
         return _TimedBackend(backend, self)
 
 
-class _TimedBackend:
+class _TimedBackend(Backend):
     """Delegates to the Docker backend; times the first ``call`` frame of each sandbox."""
 
-    def __init__(self, inner: DockerBackend, probe: _FirstCall) -> None:
+    def __init__(self, inner: Any, probe: _FirstCall) -> None:
         self.inner = inner
         self.name = inner.name
         self.probe = probe
@@ -197,8 +202,8 @@ class _TimedBackend:
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.inner, attr)
 
-    def reap(self) -> list[str]:
-        return self.inner.reap()
+    def reap(self, ledger: str | None = None) -> list[Any]:
+        return self.inner.reap(ledger)  # type: ignore[no-any-return]
 
     @contextmanager
     def sandbox(self, spec: SandboxSpec) -> Iterator[Sandbox]:
@@ -220,9 +225,24 @@ class _TimedBackend:
             yield box
 
 
-def ours(image: str, tasks: Path, state: Path, concurrency: int) -> dict[str, Any]:
-    """The submit path over the trivial workflow; returns episodes/s, CPU and first-call times."""
-    settings = Settings(state_dir=state, image=image, concurrency=concurrency, log_format="json")
+def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> dict[str, Any]:
+    """The submit path over the trivial workflow; returns episodes/s, CPU and first-call times.
+
+    ``pool``: the Docker backend behind its warm pool (submit's default), else bare.
+    """
+    settings = Settings(
+        state_dir=state, image=image, concurrency=concurrency, log_format="json", pool=False
+    )
+
+    def backend() -> Any:
+        docker_backend = DockerBackend.connect(settings.docker_host)
+        if not pool:
+            return probe.wrap(docker_backend)
+        pooled = PooledBackend(
+            docker_backend, size=pool_size(concurrency), idle_cap_s=settings.pool_idle_s
+        )
+        return probe.wrap(pooled)
+
     options = SubmitOptions(
         variants=(HERE / "trivial.yaml",),
         names=(None,),
@@ -239,7 +259,7 @@ def ours(image: str, tasks: Path, state: Path, concurrency: int) -> dict[str, An
             plan,
             options,
             settings,
-            backend_factory=lambda: probe.wrap(DockerBackend.connect(settings.docker_host)),
+            backend_factory=backend,
             handle_signals=False,
         )
     elapsed = time.monotonic() - started
@@ -279,38 +299,74 @@ def main() -> None:
         base1 = None
         for level in levels:
             base = baseline(client, args.image, args.tasks, level)
-            mine = ours(args.image, tasks, Path(tmp) / f"state{level}", level)
+            runs = {
+                name: ours(args.image, tasks, Path(tmp) / f"state{level}-{name}", level, pool)
+                for name, pool in (("pooled", True), ("unpooled", False))
+            }
             base1 = base1 or base
-            results["levels"][level] = {"baseline": base, "ours": mine}
-            n_b, n_o = base["runs"], mine["runs"]
-            cpu_b = {k: 1000 * v / n_b for k, v in base["cpu"].items()}
-            cpu_o = {k: 1000 * v / n_o for k, v in mine["cpu"].items()}
-            ratio = mine["runs_per_s"] / base["runs_per_s"]
-            first = mine["first_call_s"] / base1["wall_per_run_s"]
-            results["levels"][level].update(
-                ratio=ratio, cpu_ms_baseline=cpu_b, cpu_ms_ours=cpu_o, first_call_ratio=first
-            )
+            entry: dict[str, Any] = {"baseline": base, **runs}
+            n_b = base["runs"]
+            entry["cpu_ms_baseline"] = {k: 1000 * v / n_b for k, v in base["cpu"].items()}
+            for name, mine in runs.items():
+                entry[f"cpu_ms_{name}"] = {
+                    k: 1000 * v / mine["runs"] for k, v in mine["cpu"].items()
+                }
+                entry[f"ratio_{name}"] = mine["runs_per_s"] / base["runs_per_s"]
+                entry[f"first_call_ratio_{name}"] = mine["first_call_s"] / base1["wall_per_run_s"]
+            results["levels"][level] = entry
             if not args.json:
-                print(f"concurrency {level}:")
-                print(
-                    f"  (a) ours {mine['runs_per_s']:.2f} episodes/s, baseline "
-                    f"{base['runs_per_s']:.2f} runs/s, ratio {ratio:.2f}"
-                )
-                print("  (b) CPU ms/run      " + "  ".join(f"{k:>12}" for k in cpu_o))
-                print("      ours            " + "  ".join(f"{v:12.1f}" for v in cpu_o.values()))
-                print("      baseline        " + "  ".join(f"{v:12.1f}" for v in cpu_b.values()))
-                print(
-                    f"  (c) schedule->first tool call {1000 * mine['first_call_s']:.0f} ms "
-                    f"(median) / baseline wall per run {1000 * base1['wall_per_run_s']:.0f} ms"
-                    f" = {first:.2f}"
-                )
-                sys.stdout.flush()
+                _print_level(level, entry, base, base1)
     if args.json:
         print(json.dumps(results, indent=2))
-    four = results["levels"].get(4)
-    if four is not None and not args.json:
-        verdict = "meets" if four["ratio"] >= 0.8 else "BELOW"
-        print(f"target (a) >= 0.8 at concurrency 4: {four['ratio']:.2f} ({verdict})")
+    else:
+        for line in verdicts(results["levels"]):
+            print(line)
+
+
+def _print_level(level: int, entry: dict[str, Any], base: Any, base1: Any) -> None:
+    pooled, unpooled = entry["pooled"], entry["unpooled"]
+    print(f"concurrency {level}:")
+    print(
+        f"  (a) episodes/s pooled {pooled['runs_per_s']:.2f}, unpooled "
+        f"{unpooled['runs_per_s']:.2f}; bare containers {base['runs_per_s']:.2f} runs/s; "
+        f"ratio pooled {entry['ratio_pooled']:.2f}, unpooled {entry['ratio_unpooled']:.2f}"
+    )
+    cpu = entry["cpu_ms_pooled"]
+    print("      CPU ms/run      " + "  ".join(f"{k:>12}" for k in cpu))
+    for name in ("pooled", "unpooled", "baseline"):
+        values = entry[f"cpu_ms_{name}"].values()
+        print(f"      {name:<16}" + "  ".join(f"{v:12.1f}" for v in values))
+    print(
+        f"  (b) schedule->first tool call (median) pooled {1000 * pooled['first_call_s']:.0f} ms,"
+        f" unpooled {1000 * unpooled['first_call_s']:.0f} ms / bare container wall per run at"
+        f" concurrency 1 {1000 * base1['wall_per_run_s']:.0f} ms = pooled "
+        f"{entry['first_call_ratio_pooled']:.2f}, unpooled {entry['first_call_ratio_unpooled']:.2f}"
+    )
+    sys.stdout.flush()
+
+
+def verdicts(levels: dict[int, dict[str, Any]]) -> list[str]:
+    """The closing lines: each target of issue 16 and whether this run met it."""
+
+    def said(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    lines = []
+    four, one = levels.get(4), levels.get(1)
+    if four is not None:
+        value = four["ratio_pooled"]
+        lines.append(
+            f"target (a) >= 0.9 at concurrency 4 (pooled, submit's default): {value:.2f} "
+            f"({said(value >= 0.9)}; unpooled {four['ratio_unpooled']:.2f})"
+        )
+    for level, bound, entry in ((1, 0.2, one), (4, 0.5, four)):
+        if entry is not None:
+            value = entry["first_call_ratio_pooled"]
+            lines.append(
+                f"target (b) <= {bound} with the pool at concurrency {level}: {value:.2f} "
+                f"({said(value <= bound)}; unpooled {entry['first_call_ratio_unpooled']:.2f})"
+            )
+    return lines
 
 
 if __name__ == "__main__":

@@ -43,18 +43,34 @@ def _default_cache_dir() -> Path:
     return Path(base) / "sandbox-replay"
 
 
+# An OCI runtime's name as dockerd registers it (``--add-runtime NAME=PATH``).
+RUNTIME_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
 class Settings(BaseSettings):
     """Everything the host may configure without editing a policy.
 
     Attributes:
         docker_host: Docker engine address; None means the docker SDK's own default
             (``DOCKER_HOST`` or the platform socket).
+        backend: where sandboxes run when a command is given no ``--backend``
+            (``SANDBOX_REPLAY_BACKEND``: ``docker``, ``namespace`` or ``ray``).
+        namespace_rootfs: a root filesystem folder the namespace backend uses for every run
+            instead of exporting the image (the debootstrap tree of
+            images/build-base-offline.sh, kept); None: the image's own, exported once.
         image: the sandbox image runs use.
+        runtime: the engine's OCI runtime for the Docker backend's sandboxes (HostConfig
+            ``Runtime``: ``crun``, ``runsc`` for gVisor's kernel boundary, ...); None is the
+            engine's default (``runc``). A name the engine lacks is refused when the backend
+            connects, naming the runtimes it has (`runner.backends.docker.runtimes`).
         base_image: the Python base image the sandbox image is built FROM when it can be had.
         offline_base_image: tag of the base image built with debootstrap when no registry is
             reachable.
         state_dir: where traces, the ledger and job folders live.
         concurrency: sandboxes running at once.
+        pool: ``submit`` keeps a warm pool of Docker sandboxes, one per run slot, started
+            before their runs (`runner.backends.docker.pool`); ``SANDBOX_REPLAY_POOL=0`` off.
+        pool_idle_s: seconds a pooled sandbox waits for a run before it ends itself.
         timeout_s, memory_mb, pids_limit, cpus, tmpfs_mb, max_calls, max_trace_mb: per-run
             limits overriding the policy (``SANDBOX_REPLAY_MAX_CALLS=500``); None keeps the
             policy's value. The bounds are the policy's (`runner.policy.models.LIMIT_BOUNDS`).
@@ -78,7 +94,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
 
     docker_host: str | None = None
+    backend: Literal["docker", "namespace", "ray"] = "docker"
+    namespace_rootfs: Path | None = None
     image: str = DEFAULT_IMAGE
+    runtime: str | None = Field(default=None, pattern=RUNTIME_NAME)
     base_image: str = DEFAULT_BASE_IMAGE
     offline_base_image: str = OFFLINE_BASE_IMAGE
     state_dir: Path = Path(".sandbox-replay")
@@ -99,3 +118,5 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = None
     anthropic_api_key: SecretStr | None = None
     cache_dir: Path = Field(default_factory=_default_cache_dir)
+    pool: bool = True
+    pool_idle_s: float = Field(default=300.0, gt=10.0, le=86400.0)

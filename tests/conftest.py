@@ -17,12 +17,33 @@ def docker_required() -> bool:
     ) in ("1", "true", "yes")
 
 
-def _unusable(reason: str) -> None:
+def _unusable(reason: str, what: str = "Docker") -> None:
     if docker_required():
         pytest.fail(
-            f"Docker is required here (CI=true or SANDBOX_REPLAY_REQUIRE_DOCKER=1): {reason}"
+            f"{what} is required here (CI=true or SANDBOX_REPLAY_REQUIRE_DOCKER=1): {reason}"
         )
-    pytest.skip(f"Docker unusable: {reason}")
+    pytest.skip(f"{what} unusable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def bwrap_usable() -> str:
+    """The bwrap executable of the namespace backend, tried once (fails under CI when unusable)."""
+    import shutil
+    import subprocess
+
+    found = shutil.which("bwrap")
+    if found is None:
+        _unusable("bwrap not found: apt-get install -y bubblewrap", "bubblewrap")
+    tried = subprocess.run(
+        [found, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "true"],
+        capture_output=True,
+        check=False,
+    )
+    if tried.returncode != 0:
+        _unusable(
+            f"bwrap cannot make namespaces here: {tried.stderr.decode()[-500:]}", "bubblewrap"
+        )
+    return str(found)
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,9 @@ VERSION = f"{PREFIX}.version"
 # (`runner.episode.reaping.ledger_id`): a reaper settles the runs of its own ledger only
 LEDGER_KEY = f"{PREFIX}.ledger-key"
 LEDGER = f"{PREFIX}.ledger"
+# a warm-pool sandbox (`runner.backends.docker.pool`): made before its run was known, so it
+# carries a pool id as its run label and no task or ledger key
+POOL = f"{PREFIX}.pool"
 
 _NAME_PREFIX = "sandbox-replay-"
 _NAME_OK = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")

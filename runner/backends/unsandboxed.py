@@ -6,9 +6,9 @@ episode driver (`runner.episode.driver.run_episode`: the NDJSON protocol, the pr
 the trace writer, the status rules) with this backend in place of Docker.
 
 There is no isolation here, on purpose, and the name says so: `UnsandboxedProcessBackend`. The
-run folder is copied to a scratch folder with the sandbox paths of ``run.json`` (``tool_paths``)
-mapped back to the host folders they mount; the runtime starts with
-``SANDBOX_REPLAY_RUN_DIR`` pointing at it, ``HOME``/``TMPDIR`` in a fresh scratch folder (the
+sandbox paths of the ``start`` message's run spec (``tool_paths``) are mapped back to the host
+folders they mount as the message passes (`_Process.write`); the runtime starts with
+``HOME``/``TMPDIR`` in a fresh scratch folder (the
 run's scratch space, removed afterwards), the caller's working directory and the host's
 environment otherwise (real tools need their configuration, e.g. ``HELPDESK_DATA``).
 
@@ -20,7 +20,6 @@ closes when this process dies, are what end an orphaned run).
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import shutil
@@ -30,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
@@ -53,12 +52,30 @@ from runner.runtime import protocol
 
 log = structlog.get_logger(__name__)
 
-ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
+_START_PREFIX = b'{"type":"start"'
+
+
+def host_paths_in_start(data: bytes, mounts: Mapping[str, str]) -> bytes:
+    """``data`` with a ``start`` message's ``run.tool_paths`` mapped to the host's folders.
+
+    Anything that is not a ``start`` line (with a run spec) is returned unchanged.
+    """
+    if not data.startswith(_START_PREFIX):
+        return data
+    message = protocol.decode(data)
+    run = message.get("run")
+    if not isinstance(run, dict) or not isinstance(run.get("tool_paths"), list):
+        return data
+    run["tool_paths"] = [mounts.get(str(path), str(path)) for path in run["tool_paths"]]
+    return protocol.encode(message)
 
 
 class _Process(Sandbox):
-    def __init__(self, run_id: str, process: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self, run_id: str, process: subprocess.Popen[bytes], mounts: Mapping[str, str]
+    ) -> None:
         self.run_id = run_id
+        self._mounts = mounts
         self._process = process
         self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue()
         self._open = 2
@@ -79,7 +96,7 @@ class _Process(Sandbox):
 
     def write(self, data: bytes, timeout_s: float | None = None) -> None:
         try:
-            self._writer.write(data, timeout_s)
+            self._writer.write(host_paths_in_start(data, self._mounts), timeout_s)
         except (OSError, ValueError) as exc:  # TimeoutError included
             raise InfrastructureError(f"cannot write to the local runtime: {exc}") from exc
 
@@ -140,25 +157,12 @@ class UnsandboxedProcessBackend(Backend):
         Raises:
             InfrastructureError: the process cannot start or its run folder is unreadable.
         """
-        mounts = {m.target: m.source for m in spec.mounts}
-        run_src = mounts.get(protocol.RUN_DIR)
-        if run_src is None:
-            raise InfrastructureError("the run spec mounts no run folder")
+        mounts = {m.target: str(m.source) for m in spec.mounts}
         scratch = Path(tempfile.mkdtemp(prefix=f"sandbox-replay-record-{spec.run_id}-"))
         process: subprocess.Popen[bytes] | None = None
         try:
-            run_dir = scratch / "run"
-            run_dir.mkdir()
             work = scratch / "tmp"
             work.mkdir()
-            for name in ("manifest.json", "run.json"):
-                shutil.copyfile(Path(run_src) / name, run_dir / name)
-            run_json = run_dir / "run.json"
-            spec_data = json.loads(run_json.read_text(encoding="ascii"))
-            spec_data["tool_paths"] = [
-                str(mounts.get(path, path)) for path in spec_data.get("tool_paths", [])
-            ]
-            run_json.write_text(json.dumps(spec_data), encoding="utf-8")
             env = dict(os.environ)
             env.update(
                 {k: v for k, v in spec.env.items() if k not in ("PYTHONPATH", "HOME", "TMPDIR")}
@@ -168,7 +172,7 @@ class UnsandboxedProcessBackend(Backend):
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p
             )
-            env.update({ENV_RUN_DIR: str(run_dir), "HOME": str(work), "TMPDIR": str(work)})
+            env.update({"HOME": str(work), "TMPDIR": str(work)})
             command = [self.python if c in ("python3", "python") else c for c in spec.command]
             cap = shutil.which("timeout")
             if cap is not None:
@@ -186,7 +190,7 @@ class UnsandboxedProcessBackend(Backend):
             except OSError as exc:
                 raise InfrastructureError(f"cannot start the local runtime: {exc}") from exc
             log.info("local_runtime_started", run_id=spec.run_id, pid=process.pid)
-            yield _Process(spec.run_id, process)
+            yield _Process(spec.run_id, process, mounts)
         finally:
             if process is not None and process.poll() is None:
                 with suppress(ProcessLookupError):

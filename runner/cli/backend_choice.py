@@ -1,13 +1,19 @@
-"""``--backend`` and ``--ray-address``: which backend a command's sandboxes run on.
+"""``--backend``, ``--ray-address`` and ``--runtime``: where a command's sandboxes run.
 
-``docker`` (the default) is the local engine of the settings; ``ray`` is a Ray cluster
-(`runner.backends.ray`, the optional extra ``sandbox-replay[ray]``) selected by
-``--ray-address`` or ``RAY_ADDRESS``. The backend packages are imported when the backend is
-made, not before (the docker SDK ~0.14 s, ray ~1 s).
+``docker`` (the default) is the local engine of the settings; ``namespace`` is bubblewrap on
+this Linux host (`runner.backends.namespace`: no engine, the image's root filesystem exported
+once); ``ray`` is a Ray cluster (`runner.backends.ray`, the optional extra
+``sandbox-replay[ray]``) selected by ``--ray-address`` or ``RAY_ADDRESS``. Without
+``--backend`` the setting ``SANDBOX_REPLAY_BACKEND`` chooses (default ``docker``). The backend
+packages are imported when the backend is made, not before (the docker SDK ~0.14 s, ray ~1 s).
+``--runtime`` (``SANDBOX_REPLAY_RUNTIME``) is the Docker engine's OCI runtime for the
+sandboxes (``crun``, ``runsc``); the Docker backend refuses a name its engine lacks, exit 2
+(`runner.backends.docker.runtimes`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
@@ -24,14 +30,18 @@ class BackendName(StrEnum):
     """The backends a command can run its sandboxes on."""
 
     docker = "docker"
+    namespace = "namespace"
     ray = "ray"
 
 
 BackendOption = Annotated[
-    BackendName,
+    BackendName | None,
     typer.Option(
         "--backend",
-        help="Where sandboxes run: docker (this machine's engine) or ray (a Ray cluster's nodes).",
+        help="Where sandboxes run: docker (this machine's engine), namespace (bubblewrap on"
+        " this Linux host) or ray (a Ray cluster's nodes). Default: SANDBOX_REPLAY_BACKEND,"
+        " else docker.",
+        show_default=False,
     ),
 ]
 RayAddressOption = Annotated[
@@ -42,6 +52,33 @@ RayAddressOption = Annotated[
         show_default=False,
     ),
 ]
+RuntimeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--runtime",
+        help="The Docker engine's OCI runtime for the sandboxes, e.g. crun or runsc (gVisor);"
+        " default: SANDBOX_REPLAY_RUNTIME, else the engine's default (runc). `doctor` lists"
+        " the engine's runtimes.",
+        metavar="NAME",
+        show_default=False,
+    ),
+]
+
+
+def with_runtime(settings: Settings, runtime: str | None) -> Settings:
+    """``settings`` with ``--runtime`` in place of ``SANDBOX_REPLAY_RUNTIME`` (when given).
+
+    Raises:
+        InputError: ``runtime`` is not a runtime name (`runner.settings.RUNTIME_NAME`), exit 2.
+    """
+    if runtime is None:
+        return settings
+    # imported on use, not at module top: start-up speed (pydantic-settings; `--help`)
+    from runner.settings import RUNTIME_NAME
+
+    if not re.fullmatch(RUNTIME_NAME, runtime):
+        raise InputError(f"not a runtime name: {runtime!r}", field="--runtime")
+    return settings.model_copy(update={"runtime": runtime})
 
 
 def ray_backend(address: str | None) -> Any:
@@ -60,22 +97,45 @@ def ray_backend(address: str | None) -> Any:
     return RayBackend(address)
 
 
+def chosen_backend(settings: Settings, backend: BackendName | None) -> BackendName:
+    """``--backend`` when given, else the setting ``SANDBOX_REPLAY_BACKEND``."""
+    return backend if backend is not None else BackendName(settings.backend)
+
+
+def namespace_backend(settings: Settings) -> Any:
+    """A `runner.backends.namespace.NamespaceBackend` in ``STATE_DIR/namespace``.
+
+    Raises:
+        InfrastructureError: bwrap is not installed (exit 6, the message names the fix).
+    """
+    from runner.backends.namespace import NamespaceBackend  # lazy: start-up speed
+
+    return NamespaceBackend(
+        settings.state_dir / "namespace",
+        rootfs=settings.namespace_rootfs,
+        docker_host=settings.docker_host,
+    )
+
+
 def backend_factory(
-    settings: Settings, backend: BackendName, ray_address: str | None
+    settings: Settings, backend: BackendName | None, ray_address: str | None
 ) -> Callable[[], Any]:
     """A function that makes the chosen backend (called once the plan stands).
 
     Raises:
         InputError: ``--ray-address`` was given without ``--backend ray``.
     """
+    backend = chosen_backend(settings, backend)
     if ray_address and backend is not BackendName.ray:
         raise InputError("--ray-address needs --backend ray")
     if backend is BackendName.ray:
         return lambda: ray_backend(ray_address)
+    if backend is BackendName.namespace:
+        return lambda: namespace_backend(settings)
 
     def docker() -> Any:
         from runner.backends.docker import DockerBackend  # lazy: the docker SDK, ~0.14 s
 
-        return DockerBackend.connect(settings.docker_host)
+        return DockerBackend.from_settings(settings)
 
     return docker

@@ -3,15 +3,18 @@
 One home for the options and for what they do after the command ran: each episode's attempted
 destinations (its ``end`` line's ``outbound``) are compared with the baseline
 (`runner.policy.egress_baseline`); a destination the baseline does not hold is printed with the
-episode that tried it and makes the command exit 1 (a verdict, SPEC.md's exit codes). Writing a
-baseline takes every destination the command's episodes tried.
+episode that tried it and makes the command exit 1 (a verdict, SPEC.md's exit codes). An
+episode whose log is incomplete fails closed the same way: attempts dropped past the log's cap
+(``outbound_dropped``) or coverage ``partial`` (a process the log could not see) were never
+compared, so the episode is not a pass (the reason printed). Writing a baseline takes every
+destination the command's episodes tried.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
@@ -24,10 +27,11 @@ from runner.errors import EXIT_NEGATIVE, EXIT_OK, InputError
 
 __all__ = [
     "EgressBaselineOption",
+    "EpisodeEgress",
     "WriteEgressBaselineOption",
     "check_baseline_file",
+    "egress_of_trace",
     "gate_egress",
-    "outbound_of_trace",
 ]
 
 EgressBaselineOption = Annotated[
@@ -49,6 +53,42 @@ WriteEgressBaselineOption = Annotated[
 ]
 
 
+class EpisodeEgress(NamedTuple):
+    """What one episode's ``end`` line says of its outbound attempts.
+
+    Attributes:
+        name: the episode as printed (a run id, a trace path, ``variant/task#repeat``).
+        outbound: the outbound-log entries.
+        dropped: attempts past the log's cap (``outbound_dropped``).
+        coverage: ``full``, ``partial`` (a process the log could not see), or None (unknown).
+    """
+
+    name: str
+    outbound: list[dict[str, Any]]
+    dropped: int = 0
+    coverage: str | None = None
+
+    @classmethod
+    def of_end(cls, name: str, end: Mapping[str, Any]) -> EpisodeEgress:
+        """The record of an ``end`` line (a mapping, as `EpisodeResult.end` holds it)."""
+        dropped = end.get("outbound_dropped")
+        coverage = end.get("coverage")
+        return cls(
+            name,
+            [dict(a) for a in end.get("outbound") or [] if isinstance(a, Mapping)],
+            dropped if isinstance(dropped, int) and not isinstance(dropped, bool) else 0,
+            coverage if isinstance(coverage, str) else None,
+        )
+
+    def incomplete(self) -> str | None:
+        """Why the log cannot clear the episode, or None when it is complete."""
+        if self.dropped > 0:
+            return f"{self.dropped} attempts dropped past the outbound log's cap"
+        if self.coverage == "partial":
+            return "log coverage partial (a process the log could not see)"
+        return None
+
+
 def check_baseline_file(path: Path | None) -> None:
     """Validate ``--egress-baseline`` before anything runs (a bad file costs no sandbox).
 
@@ -61,8 +101,8 @@ def check_baseline_file(path: Path | None) -> None:
         load_baseline(path)
 
 
-def outbound_of_trace(path: str | Path) -> list[dict[str, Any]]:
-    """The ``end`` line's outbound-log entries of the trace at ``path`` (empty without one).
+def egress_of_trace(path: str | Path) -> EpisodeEgress:
+    """The `EpisodeEgress` of the trace at ``path`` (nothing tried when it has no ``end``).
 
     Raises:
         InputError: the trace is unreadable or malformed (file, line, field).
@@ -75,12 +115,14 @@ def outbound_of_trace(path: str | Path) -> list[dict[str, Any]]:
         for _ in lines:
             pass
     if lines.end is None:
-        return []
-    return [attempt.model_dump(exclude_none=True) for attempt in lines.end.outbound]
+        return EpisodeEgress(str(path), [])
+    end = lines.end.to_json()
+    end["outbound"] = [a.model_dump(exclude_none=True) for a in lines.end.outbound]
+    return EpisodeEgress.of_end(str(path), end)
 
 
 def gate_egress(
-    episodes: Sequence[tuple[str, Iterable[Mapping[str, Any]]]],
+    episodes: Sequence[EpisodeEgress],
     *,
     baseline: Path | None,
     write: Path | None,
@@ -89,14 +131,14 @@ def gate_egress(
     """Compare and/or write the baseline for ``episodes``; return 1 when a destination is new.
 
     Args:
-        episodes: (name, outbound-log entries) per episode; the name (a run id, a trace path)
-            is printed inert.
+        episodes: what each episode's log says; the names are printed inert.
         baseline: the ``--egress-baseline`` file, or None.
         write: the ``--write-egress-baseline`` file, or None.
         err: print on stderr (the command's stdout is JSON).
 
     Returns:
-        `EXIT_NEGATIVE` when some episode tried a destination the baseline lacks, else `EXIT_OK`.
+        `EXIT_NEGATIVE` when some episode tried a destination the baseline lacks, or its log
+        is incomplete (`EpisodeEgress.incomplete`); else `EXIT_OK`.
 
     Raises:
         InputError: the baseline file is unreadable or invalid, or cannot be written.
@@ -108,22 +150,25 @@ def gate_egress(
         write_baseline,
     )
 
-    episodes = [(name, list(outbound)) for name, outbound in episodes]
     code = EXIT_OK
     if baseline is not None:
         known = load_baseline(baseline)
-        for name, outbound in episodes:
-            for new in new_destinations(known, outbound):
+        for episode in episodes:
+            for new in new_destinations(known, episode.outbound):
                 code = EXIT_NEGATIVE
                 echo(
                     f"new outbound destination: {new['kind']} {new['host']}:{new['port']}"
-                    f" (episode {name}; not in {baseline})",
+                    f" (episode {episode.name}; not in {baseline})",
                     err=err,
                 )
+            why = episode.incomplete()
+            if why is not None:  # fail closed: what the log missed was never compared
+                code = EXIT_NEGATIVE
+                echo(f"egress not cleared: episode {episode.name}: {why}", err=err)
         if code == EXIT_OK:
             echo(f"egress baseline: no new destination ({baseline})", err=err)
     if write is not None:
-        document = baseline_from(outbound for _, outbound in episodes)
+        document = baseline_from(episode.outbound for episode in episodes)
         try:
             write_baseline(write, document)
         except OSError as exc:

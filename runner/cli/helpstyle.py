@@ -14,7 +14,10 @@ four presentation hooks, for every command at once:
 - a paragraph of a command's help flows as one paragraph (single line breaks become spaces;
   blank lines still separate paragraphs; a paragraph starting with ``\\b`` keeps its lines).
 
-Only rendering changes: parsing, validation and error messages are typer's.
+Only rendering changes: parsing, validation and error messages are typer's. The paragraph hook
+lives in ``typer.rich_utils``, which imports rich and markdown-it (~a third of a second here):
+it is replaced when help is first rendered (``format_help``), not at import, so that a command
+that shows no help (``check``) never loads rich.
 ``tests/unit/cli/test_cli_help.py`` pins the result for every command, so a typer upgrade that
 moves these hooks fails there rather than bringing the noise back silently.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from typer import core, rich_utils
+from typer import core
 
 _VALUE_NAMES = {"int": "N", "float": "NUMBER", "str": "TEXT", "Path": "PATH"}
 
@@ -73,6 +76,22 @@ def _no_range(param: Any) -> None:
     return None
 
 
+def _with_flowing_paragraphs(format_help: Any) -> Any:
+    """``format_help`` that first replaces rich_utils' paragraph hook (rich loaded on use)."""
+    if getattr(format_help, "_flows", False):  # installed already
+        return format_help
+
+    def wrapped(self: Any, ctx: Any, formatter: Any) -> Any:
+        # imported on use, not at module top: start-up speed (rich, markdown-it; `check`)
+        from typer import rich_utils
+
+        setattr(rich_utils, "_fix_linebreaks", _flowing)  # noqa: B010 - a module's function
+        return format_help(self, ctx, formatter)
+
+    wrapped._flows = True  # type: ignore[attr-defined]
+    return wrapped
+
+
 def install() -> None:
     """Replace the hooks (idempotent; called when this module is imported)."""
     hooks: list[tuple[type, str, Any]] = [
@@ -83,10 +102,11 @@ def install() -> None:
         (core.TyperArgument, "_get_number_range_help_str", _no_range),
         (core.TyperOption, "display_type_rich", _option_value_name),
         (core.TyperOption, "_get_number_range_help_str", _no_range),
+        (core.TyperCommand, "format_help", _with_flowing_paragraphs(core.TyperCommand.format_help)),
+        (core.TyperGroup, "format_help", _with_flowing_paragraphs(core.TyperGroup.format_help)),
     ]
     for owner, name, value in hooks:
         setattr(owner, name, value)
-    setattr(rich_utils, "_fix_linebreaks", _flowing)  # noqa: B010 - a module's function
 
 
 install()

@@ -17,13 +17,20 @@ in), `runner.ledger`, `runner.policy`, `runner.domain`, `runner.tracetools`, `ru
 never submit, reproduce, importers or cli.
 """
 
-from runner.domain.toollocate import locate_tools
-from runner.episode.driver import run_episode
-from runner.episode.metered_run import MeteredRun
-from runner.episode.prepare import prepare_run, runner_mounts
-from runner.episode.record import record_run
-from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
-from runner.episode.toolmanifest.registry import sandbox_registry
+from typing import TYPE_CHECKING
+
+from runner.lazyexports import lazy_exports
+
+# The surface is loaded name by name on first use (PEP 562), for start-up speed: importing
+# one module of this package must not load the others (`check`, `--help`).
+if TYPE_CHECKING:  # the same names, for mypy and import-linter
+    from runner.domain.toollocate import locate_tools
+    from runner.episode.driver import run_episode
+    from runner.episode.metered_run import MeteredRun
+    from runner.episode.prepare import prepare_run, runner_mounts
+    from runner.episode.record import record_run
+    from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
+    from runner.episode.toolmanifest.registry import sandbox_registry
 
 __all__ = [
     "EpisodeRequest",
@@ -37,3 +44,19 @@ __all__ = [
     "runner_mounts",
     "sandbox_registry",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "EpisodeRequest": "runner.episode.request",
+        "EpisodeResult": "runner.episode.request",
+        "MeteredRun": "runner.episode.metered_run",
+        "PreparedRun": "runner.episode.request",
+        "locate_tools": "runner.domain.toollocate",
+        "prepare_run": "runner.episode.prepare",
+        "record_run": "runner.episode.record",
+        "run_episode": "runner.episode.driver",
+        "runner_mounts": "runner.episode.prepare",
+        "sandbox_registry": "runner.episode.toolmanifest.registry",
+    },
+)

@@ -1,17 +1,19 @@
-"""Prepare one run: the run folder (``manifest.json``, ``run.json``) and its `SandboxSpec`.
+"""Prepare one run: its run spec and manifest (sent in ``start``) and its `SandboxSpec`.
 
-`prepare_run` writes ``<state>/runs/<run_id>/{manifest.json,run.json}`` and builds the spec: the
-sandbox side of runner (`runner_mounts`), the run folder and the command's tool snapshot mounted
+`prepare_run` builds the run spec and the manifest, which travel to the runtime in the
+``start`` message (`start_message`; nothing of the run is mounted, so a sandbox can be started
+before its run is known: the warm pool, `runner.backends.docker.pool`), and the spec: the
+sandbox side of runner (`runner_mounts`) and the command's tool snapshot mounted
 read-only (no user folder is mounted live, `runner.episode.snapshot`); a fixed environment;
 limits from the policy overridden by settings (`runner.episode.limits`); the hard lifetime cap
 `LifetimeCap` from the run timeout, and the same timeout as ``run.json`` ``deadline_s`` for the
-runtime's watchdog. The describing sandbox of `runner.episode.toolmanifest` is prepared here
+runtime's watchdog. Nothing in the spec depends on the run but its ``run_id`` and
+``labels``. The describing sandbox of `runner.episode.toolmanifest` is prepared here
 too, so that it has the same mounts, environment, user and limits as an episode.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,10 +26,11 @@ from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.reaping import ledger_id
 from runner.episode.request import EpisodeRequest, PreparedRun
 from runner.episode.snapshot.sources import tool_mounts
+from runner.errors import InputError
 from runner.runtime import protocol
 from runner.settings import Settings
 
-__all__ = ["RUNTIME_COMMAND", "prepare_run", "runner_mounts"]
+__all__ = ["RUNTIME_COMMAND", "prepare_run", "runner_mounts", "start_message"]
 
 RUNTIME_COMMAND = ("python3", "-u", "-m", "runner.runtime")
 DEFAULT_CLOCK_START = 1767225600.0  # 2026-01-01T00:00:00Z: a fixed start when none is recorded
@@ -35,9 +38,29 @@ CLOCK_STEP_S = 1.0
 SEED = 0
 
 
-def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, ensure_ascii=True, indent=1) + "\n", encoding="ascii")
-    path.chmod(0o644)
+def start_message(
+    run_spec: Mapping[str, Any], manifest: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The ``start`` message that assigns a run to a started runtime (`runner.runtime.protocol`).
+
+    Raises:
+        InputError: the encoded message is over `protocol.MAX_START_BYTES` (the runtime would
+            discard it unread): a reproduce run of a trace with too many recorded calls.
+    """
+    message = {
+        "type": "start",
+        "protocol": protocol.PROTOCOL_VERSION,
+        "run": dict(run_spec),
+        "manifest": dict(manifest) if manifest is not None else None,
+    }
+    size = len(protocol.encode(message))
+    if size > protocol.MAX_START_BYTES:
+        raise InputError(
+            f"the run is too large to send to the sandbox: {size} bytes, at most "
+            f"{protocol.MAX_START_BYTES} (fewer recorded calls or a smaller task)",
+            field="recorded_calls",
+        )
+    return message
 
 
 def _modules(manifest: Mapping[str, Any]) -> list[str]:
@@ -74,7 +97,7 @@ def prepare_run(
     pool_lifetime_s: float = 0.0,
     rate_limit_wait_s: float | None = None,
 ) -> PreparedRun:
-    """Create the run folder (manifest.json, run.json) and the sandbox spec.
+    """Build the run spec, the manifest and the sandbox spec of one run.
 
     The tool code is mounted from ``request.snapshot`` (`tool_mounts`).
 
@@ -91,16 +114,12 @@ def prepare_run(
             term of its `LifetimeCap` and of the runtime's own deadline (``deadline_s``).
 
     Raises:
-        InputError: the id factory produced an invalid run id, or a tool folder of the run is
-            not in the snapshot.
+        InputError: the id factory produced an invalid run id, a tool folder of the run is
+            not in the snapshot, or the run is too large for ``start`` (`start_message`).
         ValueError: the run has tool folders but no snapshot (a caller's bug).
-        FileExistsError: the run folder exists already (a run id is used once).
     """
     run_id = new_run_id(id_factory)
     state_dir = settings.state_dir.resolve()
-    run_dir = path_for_id(state_dir / "runs", run_id, kind="run id")
-    run_dir.mkdir(parents=True)
-    run_dir.chmod(0o755)
     manifest = request.registry.manifest(request.policy)
     mounted_tools, tool_paths = tool_mounts(request)
     limits = resource_limits(request.policy, settings)
@@ -134,11 +153,9 @@ def prepare_run(
         "deadline_s": limits.timeout_s + rate_limit_wait_s,
     }
     assert set(run_spec) == set(protocol.RUN_SPEC_KEYS)
-    _write_json(run_dir / "manifest.json", manifest)
-    _write_json(run_dir / "run.json", run_spec)
+    start_message(run_spec, manifest)  # refused here, before any sandbox, when too large
     mounts = runner_mounts()
     mounts += mounted_tools
-    mounts.append(Mount(run_dir, protocol.RUN_DIR))
     env = {
         "TZ": "UTC",
         "PYTHONHASHSEED": str(SEED),
@@ -171,4 +188,4 @@ def prepare_run(
         init=tuple(command) == RUNTIME_COMMAND,  # the runtime is PID 1 (runner.runtime.pid1)
     )
     trace_path = path_for_id(state_dir / "traces", run_id, suffix=".jsonl", kind="run id")
-    return PreparedRun(run_id, run_dir, trace_path, spec, manifest, run_spec)
+    return PreparedRun(run_id, trace_path, spec, manifest, run_spec)

@@ -25,6 +25,7 @@ import structlog
 
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped
+from runner.episode.poolbindings import PoolBindings
 from runner.ledger import LEDGER_FILENAME, Ledger
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def reap_and_settle(backend: Backend, state_dir: Path) -> list[Reaped]:
         path = Path(state_dir) / LEDGER_FILENAME
         if path.exists():
             with Ledger(path) as ledger:
-                settle_reaped(ledger, reaped)
+                settle_reaped(ledger, PoolBindings(state_dir).settled(reaped))
     return reaped
 
 
@@ -101,7 +102,7 @@ def connect_docker(settings: Settings) -> DockerBackend:
     # lazy for start-up speed: the docker SDK is imported only by commands that use an engine
     from runner.backends.docker import DockerBackend
 
-    backend = DockerBackend.connect(settings.docker_host)
+    backend = DockerBackend.from_settings(settings)
     try:
         reap_and_settle(backend, settings.state_dir)
     except BaseException:

@@ -57,19 +57,17 @@ class EpisodeRequest:
 
 @dataclass
 class PreparedRun:
-    """A run folder written to disk and the spec to start its sandbox.
+    """A prepared run: the spec to start its sandbox, and what ``start`` will carry.
 
     Attributes:
         run_id: the run id.
-        run_dir: ``<state>/runs/<run_id>`` (mounted at ``/sandbox/run``).
         trace_path: ``<state>/traces/<run_id>.jsonl``.
         spec: the sandbox spec.
-        manifest: the manifest written.
-        run_spec: the ``run.json`` written.
+        manifest: the manifest (sent in ``start``).
+        run_spec: the run spec (sent in ``start``, `runner.episode.prepare.start_message`).
     """
 
     run_id: str
-    run_dir: Path
     trace_path: Path
     spec: SandboxSpec
     manifest: dict[str, Any]

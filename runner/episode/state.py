@@ -31,6 +31,7 @@ from runner.backends.base import ExitState
 from runner.episode import gatewayhost
 from runner.episode.channel import Channel, ChannelEvent
 from runner.episode.outbound import MAX_OUTBOUND, OutboundLog
+from runner.episode.prepare import start_message
 from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
 from runner.episode.status import classify
 from runner.episode.tracelines import MAX_COVERAGE, end_line, write_header
@@ -149,7 +150,7 @@ class EpisodeState:
             )
             self.wants_kill = "protocol_error"
             return []
-        return [{"type": "start", "protocol": protocol.PROTOCOL_VERSION}]
+        return [start_message(self.prepared.run_spec, self.prepared.manifest)]
 
     def _on_step(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
         # Only the workflow's own step ids are kept: a sandbox sending millions of made-up

@@ -57,6 +57,7 @@ from runner.importers.toolset import (
     content_hash,
     workflow_text,
 )
+from runner.importers.unicodetext import encoded
 from runner.runtime.registry import RuntimeTool
 from runner.trace.format import TRACE_VERSION
 
@@ -277,29 +278,35 @@ def write_import(
             task["expected"] = source.expected[run.task_id]
 
     redactions = redact_import(traces, tasks, redaction_rules)
-    out.mkdir(parents=True, exist_ok=True)
+    # every file is encoded before anything is written or removed: a text that is not Unicode
+    # (a lone surrogate escape of the source) is refused naming where it is, and an earlier
+    # import under --force is left as it was
+    files: dict[Path, bytes] = {}
     trace_dir = out / "traces"
+    manifest_text = json.dumps(manifest, ensure_ascii=False, indent=2) + "\n"
+    files[out / MANIFEST_NAME] = encoded(manifest_text, source.file, "tools manifest")
+    files[trace_dir / MANIFEST_NAME] = files[out / MANIFEST_NAME]
+    for text, name in [*workflows.items(), *((t, n) for n, t in read_only.items())]:
+        files[out / name] = encoded(text, source.file, f"workflow {name}")
+    for run_id, lines in traces.items():
+        path = path_for_id(trace_dir, run_id, suffix=".jsonl", kind="run id")
+        files[path] = b"".join(
+            encoded(_dumps(line) + "\n", source.file, f"run {run_id} line {number}", line)
+            for number, line in enumerate(lines, 1)
+        )
+    for name, rows in (
+        (TASKS_NAME, list(tasks.values())),
+        (READ_ONLY_TASKS_NAME, [_read_only_task(t, effects) for t in tasks.values()]),
+    ):
+        files[out / name] = b"".join(
+            encoded(_dumps(t) + "\n", source.file, f"task {t['task_id']}", t) for t in rows
+        )
+    out.mkdir(parents=True, exist_ok=True)
     trace_dir.mkdir(exist_ok=True)
     for old in trace_dir.glob("*.jsonl"):
         old.unlink()
-    manifest_text = json.dumps(manifest, ensure_ascii=False, indent=2) + "\n"
-    (out / MANIFEST_NAME).write_text(manifest_text, encoding="utf-8")
-    (trace_dir / MANIFEST_NAME).write_text(manifest_text, encoding="utf-8")
-    for text, name in workflows.items():
-        (out / name).write_text(text, encoding="utf-8")
-    for name, text in read_only.items():
-        (out / name).write_text(text, encoding="utf-8")
-    for run_id, lines in traces.items():
-        path_for_id(trace_dir, run_id, suffix=".jsonl", kind="run id").write_text(
-            "".join(_dumps(line) + "\n" for line in lines), encoding="utf-8"
-        )
-    (out / TASKS_NAME).write_text(
-        "".join(_dumps(t) + "\n" for t in tasks.values()), encoding="utf-8"
-    )
-    (out / READ_ONLY_TASKS_NAME).write_text(
-        "".join(_dumps(_read_only_task(t, effects)) + "\n" for t in tasks.values()),
-        encoding="utf-8",
-    )
+    for path, data in files.items():
+        path.write_bytes(data)
     report = _report(source, manifest, built_runs, missing, workflows, read_only, len(tasks))
     report["notes"] = notes
     report["redactions"] = redactions

@@ -12,13 +12,20 @@ May import: `runner.domain`, `runner.tracetools` (``policy diff`` reads traces),
 above (the gate starts no sandbox).
 """
 
-from runner.policy.calldecision import CallVerdict, decide_call
-from runner.policy.decisions import decide, disposition_for
-from runner.policy.eligibility import EligibilityReport, check_eligibility
-from runner.policy.loader import Policy, find_policy, load_policy, policy_from_spec
-from runner.policy.models import Ceiling, Ceilings, Limits, PolicySpec, Price, ToolOverrides
-from runner.policy.replay import PolicyDiff, diff_policies
-from runner.policy.rules import ArgRule
+from typing import TYPE_CHECKING
+
+from runner.lazyexports import lazy_exports
+
+# The surface is loaded name by name on first use (PEP 562), for start-up speed: importing
+# one module of this package must not load the others (`check`, `--help`).
+if TYPE_CHECKING:  # the same names, for mypy and import-linter
+    from runner.policy.calldecision import CallVerdict, decide_call
+    from runner.policy.decisions import decide, disposition_for
+    from runner.policy.eligibility import EligibilityReport, check_eligibility
+    from runner.policy.loader import Policy, find_policy, load_policy, policy_from_spec
+    from runner.policy.models import Ceiling, Ceilings, Limits, PolicySpec, Price, ToolOverrides
+    from runner.policy.replay import PolicyDiff, diff_policies
+    from runner.policy.rules import ArgRule
 
 __all__ = [
     "ArgRule",
@@ -41,3 +48,28 @@ __all__ = [
     "load_policy",
     "policy_from_spec",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ArgRule": "runner.policy.rules",
+        "CallVerdict": "runner.policy.calldecision",
+        "Ceiling": "runner.policy.models",
+        "Ceilings": "runner.policy.models",
+        "EligibilityReport": "runner.policy.eligibility",
+        "Limits": "runner.policy.models",
+        "Policy": "runner.policy.loader",
+        "PolicyDiff": "runner.policy.replay",
+        "PolicySpec": "runner.policy.models",
+        "Price": "runner.policy.models",
+        "ToolOverrides": "runner.policy.models",
+        "check_eligibility": "runner.policy.eligibility",
+        "decide": "runner.policy.decisions",
+        "decide_call": "runner.policy.calldecision",
+        "diff_policies": "runner.policy.replay",
+        "disposition_for": "runner.policy.decisions",
+        "find_policy": "runner.policy.loader",
+        "load_policy": "runner.policy.loader",
+        "policy_from_spec": "runner.policy.loader",
+    },
+)

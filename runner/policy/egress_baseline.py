@@ -35,6 +35,7 @@ __all__ = [
     "EgressBaseline",
     "baseline_from",
     "destination_of",
+    "glob_escape",
     "load_baseline",
     "new_destinations",
     "write_baseline",
@@ -115,6 +116,8 @@ def new_destinations(
 def baseline_from(outbounds: Iterable[Iterable[Mapping[str, Any]]]) -> dict[str, Any]:
     """A baseline document (``{"v": 1, "destinations": [...]}``) of every destination tried.
 
+    Each value is written as a pattern of itself (`glob_escape`): a recorded ``*`` is no glob.
+
     Args:
         outbounds: the outbound-log entries of each episode.
 
@@ -129,10 +132,23 @@ def baseline_from(outbounds: Iterable[Iterable[Mapping[str, Any]]]) -> dict[str,
                 d = destination_of(attempt)
                 seen.add((d["host"], d["port"], d["kind"]))
     destinations = [
-        {"host": host, "port": int(port) if port.isdigit() else (port or "*"), "kind": kind}
+        {
+            "host": glob_escape(host),
+            "port": int(port) if port.isdigit() else (glob_escape(port) if port else "*"),
+            "kind": glob_escape(kind),
+        }
         for host, port, kind in sorted(seen)
     ]
     return {"v": 1, "destinations": destinations}
+
+
+def glob_escape(value: str) -> str:
+    """``value`` as an `fnmatch` pattern that matches only itself (``*`` → ``[*]``, ...).
+
+    A written baseline holds what episodes tried, and code under evaluation chooses that: an
+    attempt at host ``*`` must not become a wildcard that passes every later destination.
+    """
+    return "".join(f"[{c}]" if c in "*?[" else c for c in value)
 
 
 def load_baseline(path: str | Path) -> EgressBaseline:

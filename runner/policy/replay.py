@@ -8,6 +8,11 @@ denies it, or its tool is no longer resolvable), *newly allowed* the other way r
 other call is unchanged (still allowed, or still refused). The report also lists, per policy,
 the calls whose tool it cannot resolve and the argument rules that matched no call (unused).
 
+Effect classes come from the traces, someone else's files: a tool recorded with more than one
+class (``pure`` on one line, ``unsafe`` on the next) has all its calls decided by the strictest
+(`STRICTNESS`; no class or an unknown one counts as ``unsafe``), and the disagreement is
+reported (``effect_disagreements``), so a lying line cannot make a change look "unchanged".
+
 Traces are hostile input: read line by line through the bounded reader
 (`runner.tracetools.reader.TraceLines` over `runner.inputfile.open_input`: regular files only,
 size and line limits, strict JSON); a bad line is an `InputError` naming file, line and field.
@@ -40,6 +45,8 @@ __all__ = [
 ]
 
 EXAMPLES_PER_TOOL = 3
+# Effect classes from the least to the most able to change the world (SPEC.md "effect class").
+STRICTNESS = ("pure", "read", "local", "unsafe")
 EXAMPLE_CHARS = 300
 TRACE_SUFFIXES = (".jsonl",)
 
@@ -180,6 +187,7 @@ class PolicyDiff:
         calls: tool calls decided.
         newly_denied, newly_allowed: per tool, how many calls changed and a few examples.
         unchanged: per tool, ``{"allowed": n, "refused": n}`` of the calls that did not change.
+        effects: per tool, the effect classes its calls record (`see`).
     """
 
     old: _Side
@@ -189,6 +197,7 @@ class PolicyDiff:
     newly_denied: dict[str, _Change] = field(default_factory=dict)
     newly_allowed: dict[str, _Change] = field(default_factory=dict)
     unchanged: dict[str, dict[str, int]] = field(default_factory=dict)
+    effects: dict[str, set[str]] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -201,9 +210,14 @@ class PolicyDiff:
         return 1 if self.changed else 0
 
     def add(self, call: RecordedCall) -> tuple[CallVerdict, CallVerdict]:
-        """Decide ``call`` under both policies and count it; return both verdicts."""
-        old = decide_call(self.old.policy, call.tool, call.effect, call.args)
-        new = decide_call(self.new.policy, call.tool, call.effect, call.args)
+        """Decide ``call`` under both policies and count it; return both verdicts.
+
+        The call is decided with its tool's strictest recorded class (`strictest`) once
+        `see` has been given every call; with a single recorded class that is the call's own.
+        """
+        effect = self.strictest(call.tool, call.effect)
+        old = decide_call(self.old.policy, call.tool, effect, call.args)
+        new = decide_call(self.new.policy, call.tool, effect, call.args)
         self.calls += 1
         self.old.note(call.tool, old)
         self.new.note(call.tool, new)
@@ -215,6 +229,23 @@ class PolicyDiff:
             counts = self.unchanged.setdefault(call.tool, {"allowed": 0, "refused": 0})
             counts["allowed" if new.allowed else "refused"] += 1
         return old, new
+
+    def see(self, call: RecordedCall) -> None:
+        """Note the effect class ``call`` records for its tool (the first pass)."""
+        self.effects.setdefault(call.tool, set()).add(_known(call.effect))
+
+    def strictest(self, tool: str, effect: str | None) -> str:
+        """The strictest class recorded for ``tool`` (``effect`` itself when none was seen)."""
+        seen = self.effects.get(tool) or {_known(effect)}
+        return max(seen, key=STRICTNESS.index)
+
+    def disagreements(self) -> dict[str, list[str]]:
+        """Tools recorded with more than one effect class, each with its classes."""
+        return {
+            tool: sorted(seen, key=STRICTNESS.index)
+            for tool, seen in sorted(self.effects.items())
+            if len(seen) > 1
+        }
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON (``policy diff --json``)."""
@@ -228,6 +259,7 @@ class PolicyDiff:
             "newly_denied": {t: c.to_json() for t, c in sorted(self.newly_denied.items())},
             "newly_allowed": {t: c.to_json() for t, c in sorted(self.newly_allowed.items())},
             "unchanged": dict(sorted(self.unchanged.items())),
+            "effect_disagreements": self.disagreements(),
         }
 
     def lines(self) -> list[str]:
@@ -259,8 +291,18 @@ class PolicyDiff:
                 )
             for name in side.unused():
                 out.append(f"unused rule of the {label} policy: {name} (matched no call)")
+        for tool, seen in self.disagreements().items():
+            out.append(
+                f"effect classes disagree: {tool} recorded as {', '.join(seen)}: every call"
+                f" decided as {seen[-1]}"
+            )
         out.append("changed" if self.changed else "no change")
         return out
+
+
+def _known(effect: str | None) -> str:
+    """``effect`` when it is a class of `STRICTNESS`, else ``unsafe`` (fail closed)."""
+    return effect if effect in STRICTNESS else "unsafe"
 
 
 def diff_policies(old: Policy, new: Policy, paths: Sequence[Path]) -> PolicyDiff:
@@ -280,6 +322,8 @@ def diff_policies(old: Policy, new: Policy, paths: Sequence[Path]) -> PolicyDiff
     """
     files = trace_files(paths)
     report = PolicyDiff(_Side(old), _Side(new), traces=[str(p) for p in files])
+    for call in recorded_calls(files):  # first pass: each tool's recorded effect classes
+        report.see(call)
     for call in recorded_calls(files):
         report.add(call)
     return report

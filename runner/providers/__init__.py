@@ -15,14 +15,21 @@ May import: `runner.ledger` (prices, ceilings), `runner.settings`, `runner.sdk`,
 the episode, submit, reproduce or cli packages.
 """
 
-from runner.providers.base import ModelProvider, ProviderResponse, response_from_body
-from runner.providers.deadline import DeadlineProvider
-from runner.providers.factory import provider_for
-from runner.providers.metered import CEILING_ERROR_CLASS, MeteredProvider, StopSignal
-from runner.providers.openai import OpenAIProvider
-from runner.providers.replay import ReplayProvider
-from runner.providers.scripted import ScriptedProvider, load_function
-from runner.providers.workflows import provider_for_workflow
+from typing import TYPE_CHECKING
+
+from runner.lazyexports import lazy_exports
+
+# The surface is loaded name by name on first use (PEP 562), for start-up speed: importing
+# one module of this package must not load the others (`check`, `--help`).
+if TYPE_CHECKING:  # the same names, for mypy and import-linter
+    from runner.providers.base import ModelProvider, ProviderResponse, response_from_body
+    from runner.providers.deadline import DeadlineProvider
+    from runner.providers.factory import provider_for
+    from runner.providers.metered import CEILING_ERROR_CLASS, MeteredProvider, StopSignal
+    from runner.providers.openai import OpenAIProvider
+    from runner.providers.replay import ReplayProvider
+    from runner.providers.scripted import ScriptedProvider, load_function
+    from runner.providers.workflows import provider_for_workflow
 
 __all__ = [
     "CEILING_ERROR_CLASS",
@@ -39,3 +46,22 @@ __all__ = [
     "provider_for_workflow",
     "response_from_body",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CEILING_ERROR_CLASS": "runner.providers.metered",
+        "DeadlineProvider": "runner.providers.deadline",
+        "MeteredProvider": "runner.providers.metered",
+        "ModelProvider": "runner.providers.base",
+        "OpenAIProvider": "runner.providers.openai",
+        "ProviderResponse": "runner.providers.base",
+        "ReplayProvider": "runner.providers.replay",
+        "ScriptedProvider": "runner.providers.scripted",
+        "StopSignal": "runner.providers.metered",
+        "load_function": "runner.providers.scripted",
+        "provider_for": "runner.providers.factory",
+        "provider_for_workflow": "runner.providers.workflows",
+        "response_from_body": "runner.providers.base",
+    },
+)

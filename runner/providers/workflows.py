@@ -7,12 +7,12 @@ their own ``model``); any other its ``model`` block's provider (`runner.provider
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
-from runner.providers.base import ModelProvider
-from runner.providers.factory import provider_for
-from runner.providers.gateway import GatewayRouter
+
+if TYPE_CHECKING:
+    from runner.providers.base import ModelProvider
 
 
 def provider_for_workflow(
@@ -32,6 +32,13 @@ def provider_for_workflow(
         InputError: an unknown provider, or a scripted function that does not resolve.
     """
     model = workflow.spec.model
+    if model is None and not workflow.spec.program_steps():
+        return None  # no model block: nothing to build (`provider_for(None)` says the same)
+    # imported on use, not at module top: start-up speed (`check` of a workflow without a model,
+    # or of a scripted one read from source, builds no provider: no httpx, no model APIs)
+    from runner.providers.factory import provider_for
+    from runner.providers.gateway import GatewayRouter
+
     spec = model.model_dump() if model is not None else None
     search_paths = [workflow.folder, cwd]
     if workflow.spec.program_steps():

@@ -25,6 +25,7 @@ from pathlib import Path
 from runner.domain.ids import collision_key, path_under
 from runner.errors import InputError
 from runner.inputfile import open_input, read_input
+from runner.reproduce.tarscan import scan_headers
 
 PACKET_SUFFIXES = (".tar.gz", ".tgz")
 TRACE_SUFFIXES = (".jsonl",)
@@ -87,19 +88,26 @@ def safe_extract(packet: Path, destination: Path) -> None:
     """
     stream = open_input(packet, "packet")  # regular files only, at most LIMITS["packet"]
     try:
+        # every header checked as it streams, before tarfile reads (and holds) any of it
+        scan_headers(
+            stream,
+            str(packet),
+            max_members=MAX_PACKET_MEMBERS,
+            max_member_bytes=MAX_PACKET_MEMBER_BYTES,
+            max_total_bytes=MAX_PACKET_BYTES,
+        )
+        stream.seek(0)
         archive = tarfile.open(fileobj=stream, mode="r:gz")  # noqa: SIM115 - closed below
+    except InputError:
+        stream.close()
+        raise
     except (tarfile.TarError, OSError, EOFError) as exc:
         stream.close()
         raise InputError(
             f"not a readable reviewer packet (.tar.gz): {exc}", file=str(packet)
         ) from exc
     with stream, archive:
-        try:
-            members = archive.getmembers()
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise InputError(f"damaged packet: {exc}", file=str(packet)) from exc
-        if len(members) > MAX_PACKET_MEMBERS:
-            raise InputError(f"more than {MAX_PACKET_MEMBERS} members", file=str(packet))
+        members = _members(archive, packet)
         plan = _plan(members, destination, packet)
         for member, target in plan:
             try:
@@ -111,6 +119,23 @@ def safe_extract(packet: Path, destination: Path) -> None:
                     f"member {member.name[:80]!r} cannot be written here: {exc.strerror}",
                     file=str(packet),
                 ) from exc
+
+
+def _members(archive: tarfile.TarFile, packet: Path) -> list[tarfile.TarInfo]:
+    """The archive's members read one header at a time, each limit checked as it is read."""
+    members: list[tarfile.TarInfo] = []
+    try:
+        while (member := archive.next()) is not None:
+            if len(members) == MAX_PACKET_MEMBERS:
+                raise InputError(f"more than {MAX_PACKET_MEMBERS} members", file=str(packet))
+            if member.size > MAX_PACKET_MEMBER_BYTES:  # refused before its data is skipped
+                raise InputError(
+                    f"member {member.name[:80]!r}: larger than the member limit", file=str(packet)
+                )
+            members.append(member)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise InputError(f"damaged packet: {exc}", file=str(packet)) from exc
+    return members
 
 
 def _write_member(

@@ -41,6 +41,8 @@ class ReproduceReport:
         first_difference: not_reproduced: the first unrecorded or differing call ``{index,
             tool, args?, kind, message, summary}``; else None.
         outbound: destinations code in the sandbox tried to reach during the replay.
+        outbound_dropped: attempts past the replay's outbound-log cap (the log is incomplete).
+        coverage: the replay's log coverage (``full``, ``partial``; None: not said).
         environment_diff: ``[{field, recorded, now}]`` (python, tool schema hashes, workflow
             hash, model ids, packages that matter; the other packages in one summary line).
         recorded, replayed: ``{status, failure, failure_signature, output}`` of each run.
@@ -58,6 +60,8 @@ class ReproduceReport:
     exit_code: int = 0
     first_difference: dict[str, Any] | None = None
     outbound: list[dict[str, Any]] = field(default_factory=list)
+    outbound_dropped: int = 0
+    coverage: str | None = None
     environment_diff: list[dict[str, Any]] = field(default_factory=list)
     recorded: dict[str, Any] = field(default_factory=dict)
     replayed: dict[str, Any] = field(default_factory=dict)
@@ -118,6 +122,8 @@ def compare(
     end = apply_source_verdict(calls, recorded_end, replayed_calls, result.end)
     base: dict[str, Any] = {
         "outbound": list(end.get("outbound") or []),
+        "outbound_dropped": int(end.get("outbound_dropped") or 0),
+        "coverage": end.get("coverage") if isinstance(end.get("coverage"), str) else None,
         "environment_diff": environment_diff(
             run.environment.to_json(),
             replay.run.environment.to_json(),

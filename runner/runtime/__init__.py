@@ -1,8 +1,8 @@
 """The in-sandbox runtime. Standard library only, Python 3.9+: it runs inside the user's image.
 
-Started as ``python3 -u -m runner.runtime`` (the sandbox's PID 1) with the run folder
-(``run.json``, ``manifest.json``) mounted read-only at ``/sandbox/run``
-(``SANDBOX_REPLAY_RUN_DIR`` overrides it for tests). Tool code and program steps never run in
+Started as ``python3 -u -m runner.runtime`` (the sandbox's PID 1); its run (the run spec and the
+manifest) arrives in the host's ``start`` message, so a sandbox can be started before its run is
+known (a warm pool, issue 16). Tool code and program steps never run in
 this process: they run in its worker (``worker/``), which holds no descriptor of the channel.
 
 Module map (imports flow downwards; nothing here imports the host side):

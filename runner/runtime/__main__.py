@@ -1,7 +1,8 @@
 """Entry point of the in-sandbox runtime: ``python3 -u -m runner.runtime``.
 
 The very first things it does: become not dumpable and arm the sandbox's hard lifetime cap
-(`runner.runtime.pid1`: the runtime is the container's PID 1), then move the channel to private
+(`runner.runtime.pid1`: the runtime is the container's PID 1; a pooled sandbox's idle cap until
+its run is assigned), then move the channel to private
 descriptors (`runner.runtime.channel.isolate_stdio`); then `runner.runtime.main.Runtime` speaks
 the protocol. The process ends with ``os._exit`` so that threads left behind by tool code cannot
 keep it alive after the ``episode`` message.
@@ -21,15 +22,19 @@ def main() -> int:
     dumpable = pid1.make_undumpable()
     try:
         cap_s = pid1.cap_of(os.environ)
+        idle_s = pid1.cap_of(os.environ, pid1.ENV_IDLE_CAP)
     except ValueError as exc:
         sys.stderr.write("sandbox-replay runtime: {}\n".format(exc))
         return 70
-    if cap_s is not None:
-        pid1.arm_cap(cap_s)
+    # pooled: the idle cap until ``start``, then the run's cap from there (Runtime.serve)
+    first = idle_s if idle_s is not None else cap_s
+    cap = pid1.arm_cap(first) if first is not None else None
     read_fd, write_fd = isolate_stdio()
     from runner.runtime.main import Runtime  # after the channel is private: nothing sees it
 
-    return Runtime(Channel(read_fd, write_fd), dumpable_problem=dumpable).serve()
+    return Runtime(
+        Channel(read_fd, write_fd), dumpable_problem=dumpable, cap=cap, cap_s=cap_s
+    ).serve()
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from runner.runtime import protocol
 
 # A host line longer than this is discarded (and reported on stderr) rather than buffered.
-MAX_INBOUND_BYTES = 4 * protocol.MAX_MESSAGE_BYTES
+MAX_INBOUND_BYTES = protocol.MAX_START_BYTES
 
 
 def isolate_stdio() -> Tuple[int, int]:
@@ -189,6 +189,9 @@ class Channel:
                 del buffer[: newline + 1]
                 if discarding:
                     discarding = False
+                    continue
+                if len(line) > self.max_inbound:  # its end came in the chunk that passed the cap
+                    self._invalid("a line over {} bytes discarded".format(self.max_inbound))
                     continue
                 if line.strip():
                     self._dispatch(line)

@@ -11,20 +11,22 @@ isolates the channel first, then calls `serve`. Sequence:
    child log (`runner.runtime.egress.childlog`; without a writable ``TMPDIR`` a ``coverage`` message
    says children cannot report); then wait for ``start`` (``shutdown`` or EOF on stdin end the
    process at once, at any time);
-3. read ``run.json`` and ``manifest.json`` from ``RUN_DIR`` (`ENV_RUN_DIR` overrides it, for
-   tests outside a container); freeze the wall clock at the run's clock start (every
-   wall-clock read of this process and of its Python children is the run's); arm the
-   deadline watchdog with ``run.json``'s ``deadline_s`` (`runner.runtime.watchdog`: exit
-   124 a grace after the run's deadline, counted from this process's start, when the host
-   has not ended the run); build the registry from the manifest alone;
+3. take the run spec and the manifest from ``start`` (`check_run_spec`, `check_manifest`:
+   the channel bounds the line, `runner.runtime.protocol.MAX_START_BYTES`); the sandbox's
+   lifetime cap now counts from this assignment (`runner.runtime.pid1.LifetimeTimer.rearm`:
+   a pooled sandbox waited under its idle cap until here); freeze the wall clock at the run's
+   clock start (every wall-clock read of this process and of its Python children is the run's);
+   arm the deadline watchdog with the run's ``deadline_s`` (`runner.runtime.watchdog`: exit
+   124 a grace after the run's deadline, counted from ``start``, when the host has not ended
+   the run); build the registry from the manifest alone;
 4. with program steps, start the model gateway (`runner.runtime.steps.gateway`) and point the
    SDKs at it; inside ``runner.sdk.replay_context(execute ids)`` run the episode; send
    ``episode``.
    In mode ``manifest`` (`runner.runtime.manifest`) steps 3-4 are instead: import the tool
-   modules, send ``manifest`` with their tools (no manifest.json is read, no tool runs).
+   modules, send ``manifest`` with their tools (no manifest is needed, no tool runs).
 
 Exit codes: 0 after ``episode`` (whatever its status) or on ``shutdown``/EOF; `EXIT_RUNTIME_ERROR`
-(70) after an ``error`` message when the runtime itself failed (a malformed run dir, a tool
+(70) after an ``error`` message when the runtime itself failed (a malformed ``start``, a tool
 module that does not import, a bug): the host classifies that as ``crashed``; 124
 (`runner.runtime.watchdog.EXIT_DEADLINE`) when the watchdog ended a run past its deadline.
 
@@ -56,45 +58,35 @@ from runner.runtime.worker.client import Worker
 from runner.sdk import dispatch, wallclock
 from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 
-ENV_RUN_DIR = "SANDBOX_REPLAY_RUN_DIR"
 EXIT_RUNTIME_ERROR = 70
 PUMP_INTERVAL_S = 0.2
 # record: every tool with code executes; manifest: only describe the tools (runtime/manifest.py)
 MODES = ("shadow", "reproduce", "record", "manifest")
 
 
-def _load_json(run_dir: str, name: str) -> Any:
-    path = os.path.join(run_dir, name)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except OSError as exc:
-        raise InputError("cannot read: {}".format(exc), file=path) from exc
-    except ValueError as exc:
-        raise InputError("not valid JSON: {}".format(exc), file=path) from exc
+START_SOURCE = "start message"
 
 
-def load_run_spec(run_dir: str) -> Dict[str, Any]:
-    """``run.json``, checked for the keys the runtime needs.
+def check_run_spec(spec: Any) -> Dict[str, Any]:
+    """The run spec of ``start`` (``run``), checked for the keys the runtime needs.
 
     Raises:
-        InputError: unreadable, not JSON, a missing key or a bad ``mode``/``clock``.
+        InputError: not an object, a missing key or a bad ``mode``/``clock``/``deadline_s``.
     """
-    spec = _load_json(run_dir, "run.json")
-    path = os.path.join(run_dir, "run.json")
+    path = START_SOURCE
     if not isinstance(spec, dict):
-        raise InputError("expected an object", file=path)
+        raise InputError("expected the run spec object", file=path, field="run")
     for key in ("mode", "workflow", "task"):
         if key not in spec:
-            raise InputError("missing key", file=path, field=key)
+            raise InputError("missing key", file=path, field="run." + key)
     if spec["mode"] not in MODES:
         raise InputError(
-            "must be one of {}, not {!r}".format(MODES, spec["mode"]), file=path, field="mode"
+            "must be one of {}, not {!r}".format(MODES, spec["mode"]), file=path, field="run.mode"
         )
     if not isinstance(spec["workflow"], dict):
-        raise InputError("expected the normalised workflow object", file=path, field="workflow")
+        raise InputError("expected the normalised workflow object", file=path, field="run.workflow")
     if not isinstance(spec["task"], dict):
-        raise InputError("expected the task record", file=path, field="task")
+        raise InputError("expected the task record", file=path, field="run.task")
     clock = spec.get("clock") or {}
     if (
         not isinstance(clock, dict)
@@ -102,13 +94,28 @@ def load_run_spec(run_dir: str) -> Dict[str, Any]:
         or not isinstance(clock.get("step_s", 1.0), (int, float))
     ):
         raise InputError(
-            "expected {start: epoch seconds, step_s: seconds}", file=path, field="clock"
+            "expected {start: epoch seconds, step_s: seconds}", file=path, field="run.clock"
         )
     try:
         watchdog.deadline_of(spec.get("deadline_s"))
     except ValueError as exc:
-        raise InputError(str(exc), file=path, field="deadline_s") from exc
+        raise InputError(str(exc), file=path, field="run.deadline_s") from exc
     return spec
+
+
+def check_manifest(manifest: Any, mode: str) -> Optional[Dict[str, Any]]:
+    """The manifest of ``start``: an object (None in mode ``manifest``, which reads none).
+
+    Its entries are checked by `runner.runtime.registry.RuntimeRegistry.from_manifest`.
+
+    Raises:
+        InputError: not an object.
+    """
+    if mode == "manifest" and manifest is None:
+        return None
+    if not isinstance(manifest, dict):
+        raise InputError("expected the manifest object", file=START_SOURCE, field="manifest")
+    return manifest
 
 
 # The episode message must fit one protocol line; its ``output`` is the only unbounded field.
@@ -152,8 +159,8 @@ class Runtime:
 
     Args:
         channel: the channel (its reader not started yet).
-        run_dir: where ``run.json`` and ``manifest.json`` are; None means `ENV_RUN_DIR` or
-            `protocol.RUN_DIR`.
+        cap: the sandbox's lifetime cap, restarted at ``start`` with ``cap_s`` (None: none).
+        cap_s: the run's cap in seconds, counted from ``start``.
         dumpable_problem: why this process could not be made not dumpable (`runner.runtime.
             pid1.make_undumpable`), or None; ``hello``'s ``isolation`` says so.
     """
@@ -161,13 +168,14 @@ class Runtime:
     def __init__(
         self,
         channel: Channel,
-        run_dir: Optional[str] = None,
         dumpable_problem: Optional[str] = None,
+        cap: Optional[pid1.LifetimeTimer] = None,
+        cap_s: Optional[float] = None,
     ) -> None:
         self.channel = channel
         self.dumpable_problem = dumpable_problem
-        self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR) or protocol.RUN_DIR
-        self.started = time.monotonic()  # the run's deadline counts from here (watchdog)
+        self.cap, self.cap_s = cap, cap_s
+        self.started = time.monotonic()  # reset at ``start``: the run's deadline counts from it
         self.child_log: Optional[ChildLog] = None
         self.reaper = pid1.Reaper()
         self.worker = Worker(self.reaper)
@@ -258,9 +266,13 @@ class Runtime:
                 )
             self.channel.start_reader()
             self.reaper.start()
-            self.channel.wait_for("start")
+            start = self.channel.wait_for("start")
+            self.started = time.monotonic()  # the run is assigned: its caps count from now
+            if self.cap is not None and self.cap_s is not None:
+                self.cap.rearm(self.cap_s)
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
-            spec = load_run_spec(self.run_dir)
+            spec = check_run_spec(start.get("run"))
+            manifest = check_manifest(start.get("manifest"), str(spec["mode"]))
             # frozen at the start before any tool module is imported (its import-time reads)
             wallclock.set_reading(float((spec.get("clock") or {}).get("start", 0.0)))
             deadline_s = watchdog.deadline_of(spec.get("deadline_s"))
@@ -271,7 +283,8 @@ class Runtime:
                 self.flush_egress()
                 self.channel.send("manifest", **fields)
                 return 0
-            episode = self._run(spec)
+            assert manifest is not None  # check_manifest: only mode manifest has none
+            episode = self._run(spec, manifest)
             self.flush_egress()
             self.channel.send("episode", **bounded_episode(episode))
             return 0
@@ -294,8 +307,7 @@ class Runtime:
                 pass
             return EXIT_RUNTIME_ERROR
 
-    def _run(self, spec: Dict[str, Any]) -> Dict[str, Any]:
-        manifest = _load_json(self.run_dir, "manifest.json")
+    def _run(self, spec: Dict[str, Any], manifest: Dict[str, Any]) -> Dict[str, Any]:
         mode = str(spec["mode"])
         task = spec["task"]
         task_input = task.get("input") if isinstance(task.get("input"), dict) else {}
@@ -326,7 +338,7 @@ class Runtime:
         environment = gateway.environment() if gateway is not None else {}
         code = self.worker.load(manifest, mode, tool_paths, modules, environment, clock())
         registry = RuntimeRegistry.from_manifest(
-            manifest, mode, source=os.path.join(self.run_dir, "manifest.json"), code=code
+            manifest, mode, source=START_SOURCE + " (manifest)", code=code
         )
         try:
             with sdk.replay_context(registry.execute_ids):

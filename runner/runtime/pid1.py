@@ -44,6 +44,8 @@ import time
 from typing import Callable, Dict, Optional
 
 ENV_HARD_CAP = "SANDBOX_REPLAY_HARD_CAP_S"
+# A pooled sandbox's cap while it waits for its run (issue 16; unset: not pooled).
+ENV_IDLE_CAP = "SANDBOX_REPLAY_IDLE_CAP_S"
 EXIT_CAP = 137
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
@@ -51,7 +53,9 @@ REAP_INTERVAL_S = 0.1
 
 __all__ = [
     "ENV_HARD_CAP",
+    "ENV_IDLE_CAP",
     "EXIT_CAP",
+    "LifetimeTimer",
     "Reaper",
     "arm_cap",
     "cap_of",
@@ -91,19 +95,74 @@ def make_undumpable() -> Optional[str]:
     return None
 
 
-def cap_of(environ: "os._Environ[str] | Dict[str, str]") -> Optional[float]:
-    """The hard cap in seconds from ``environ`` (`ENV_HARD_CAP`), or None when unset.
+def cap_of(
+    environ: "os._Environ[str] | Dict[str, str]", name: str = ENV_HARD_CAP
+) -> Optional[float]:
+    """A cap in seconds from ``environ`` (``name``: `ENV_HARD_CAP` or `ENV_IDLE_CAP`), or None.
 
     Raises:
         ValueError: set but not a positive finite number.
     """
-    value = environ.get(ENV_HARD_CAP)
+    value = environ.get(name)
     if value is None or value == "":
         return None
     seconds = float(value)
     if not (0 < seconds < float("inf")):
-        raise ValueError("{} must be a positive number of seconds".format(ENV_HARD_CAP))
+        raise ValueError("{} must be a positive number of seconds".format(name))
     return seconds
+
+
+class LifetimeTimer:
+    """The sandbox's lifetime cap as a running timer whose end can be moved (`rearm`).
+
+    Its thread wakes at least every second; at the end it writes a line to stderr, kills every
+    other process of the namespace (as PID 1) and exits `EXIT_CAP`. Made by `arm_cap`.
+
+    Attributes:
+        thread: the daemon thread (joinable in tests).
+        seconds: the cap last armed, seconds.
+    """
+
+    def __init__(
+        self,
+        seconds: float,
+        monotonic: Callable[[], float],
+        kill: Callable[[int, int], None],
+        exit: Callable[[int], object],
+    ) -> None:
+        self._monotonic, self._kill, self._exit = monotonic, kill, exit
+        self._lock = threading.Lock()
+        self.seconds = seconds
+        self._end = monotonic() + seconds
+        self.thread = threading.Thread(target=self._watch, name="sandbox-replay-cap", daemon=True)
+
+    def rearm(self, seconds: float) -> None:
+        """End the sandbox ``seconds`` from now instead (the run's cap, from its assignment)."""
+        with self._lock:
+            self.seconds = seconds
+            self._end = self._monotonic() + seconds
+
+    def _left(self) -> float:
+        with self._lock:
+            return self._end - self._monotonic()
+
+    def _watch(self) -> None:
+        while True:
+            left = self._left()
+            if left <= 0:
+                break
+            time.sleep(min(left, 1.0))
+        try:
+            sys.stderr.write(
+                "sandbox-replay runtime: lifetime cap of {:g} s\n".format(self.seconds)
+            )
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        if os.getpid() == 1:
+            with contextlib.suppress(OSError):
+                self._kill(-1, signal.SIGKILL)  # every process of the namespace but this one
+        self._exit(EXIT_CAP)
 
 
 def arm_cap(
@@ -112,8 +171,13 @@ def arm_cap(
     monotonic: Callable[[], float] = time.monotonic,
     kill: Callable[[int, int], None] = os.kill,
     exit: Callable[[int], object] = os._exit,
-) -> threading.Thread:
+) -> LifetimeTimer:
     """Start the hard cap: at ``seconds`` from now kill every other process, exit `EXIT_CAP`.
+
+    A pooled sandbox (issue 16) is armed with its idle cap (`ENV_IDLE_CAP`) at start, and the
+    runtime rearms it with the run's cap (`ENV_HARD_CAP`) when ``start`` assigns the run: a
+    sandbox never assigned ends by itself at its idle cap; an assigned one lives at most the
+    run's cap from its assignment.
 
     Args:
         seconds: the sandbox's lifetime cap.
@@ -122,29 +186,11 @@ def arm_cap(
         exit: how to end the process.
 
     Returns:
-        The started daemon thread.
+        The started timer (``.thread`` is its daemon thread).
     """
-    end = monotonic() + seconds
-
-    def watch() -> None:
-        while True:
-            left = end - monotonic()
-            if left <= 0:
-                break
-            time.sleep(min(left, 1.0))
-        try:
-            sys.stderr.write("sandbox-replay runtime: lifetime cap of {:g} s\n".format(seconds))
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-        if os.getpid() == 1:
-            with contextlib.suppress(OSError):
-                kill(-1, signal.SIGKILL)  # every process of the namespace but this one
-        exit(EXIT_CAP)
-
-    thread = threading.Thread(target=watch, name="sandbox-replay-cap", daemon=True)
-    thread.start()
-    return thread
+    timer = LifetimeTimer(seconds, monotonic, kill, exit)
+    timer.thread.start()
+    return timer
 
 
 class Reaper:

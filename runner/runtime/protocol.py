@@ -4,11 +4,13 @@ One JSON object per line, UTF-8, ``\\n``-terminated, each with a ``type``. The r
 its own copies of the container's stdin/stdout file descriptors; tool code sees ``/dev/null``
 as stdin and stderr as stdout, so nothing it prints or reads touches the channel.
 
-Files mounted read-only into the sandbox (``RUN_DIR``):
-    ``manifest.json``  the capability-filtered registry manifest:
+The run travels in the host's ``start`` message (issue 16: a warm pool starts sandboxes before
+their run is known, so nothing of the run is fixed when the sandbox is created); there is no run
+folder. ``start`` carries, besides ``protocol``:
+    ``manifest``       the capability-filtered registry manifest:
                        ``{"tools": [manifest entries of runner.sdk.ToolDef], "policy": {...}}``
                        (``policy.rules``: the argument rules, `runner.runtime.argrules`)
-    ``run.json``       the run spec (`RUN_SPEC_KEYS`): ``run_id``, ``mode`` (``shadow`` |
+    ``run``            the run spec (`RUN_SPEC_KEYS`): ``run_id``, ``mode`` (``shadow`` |
                        ``reproduce``), ``workflow`` (the normalised workflow as JSON),
                        ``workflow_source`` (file content), ``task`` (the task record),
                        ``clock`` (``{"start": epoch_s, "step_s": s}``), ``seed``,
@@ -17,6 +19,9 @@ Files mounted read-only into the sandbox (``RUN_DIR``):
                        ``deadline_s`` (the run's timeout, seconds from the runtime's start:
                        the runtime's watchdog ends the run a grace after it; issue 10 item 9;
                        absent or null: no watchdog).
+The whole ``start`` line is at most `MAX_START_BYTES` (the runtime discards a longer line
+unparsed; the host refuses to send one) and both values are checked by the runtime exactly as
+the files were (`runner.runtime.main.check_run_spec`).
 
 Runtime -> host:
     hello          {protocol, python, pid, platform?, packages?}      first message, always
@@ -37,7 +42,7 @@ Runtime -> host:
     error          {class, message}                                   the runtime itself failed
 
 Host -> runtime:
-    start          {protocol}                                         go (after hello)
+    start          {protocol, run, manifest}                          the run (after hello)
     model_response {id, body, model, usage, error?}                   answer to model_request
     shutdown       {}                                                 exit now (no EOF needed)
 
@@ -72,7 +77,7 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
     model_response may carry ``body_encoding: "base64"`` for a body that is not UTF-8, and
                    ``source`` (default ``provider``) for the call record.
 
-Addition (H18): run.json ``mode`` may be ``manifest``: after ``start`` the runtime imports
+Addition (H18): the run spec's ``mode`` may be ``manifest``: after ``start`` the runtime imports
 ``modules`` from ``tool_paths`` and answers with one
     manifest       {modules: [{module, file, tools: [entry]}], error?}   instead of episode
 (runner/runtime/manifest.py); the host builds the registry from it without importing tool code.
@@ -98,7 +103,6 @@ from runner.trace.strictjson import loads as strict_loads
 
 PROTOCOL_VERSION = 1
 
-RUN_DIR = "/sandbox/run"
 RUNTIME_ROOT = "/opt/sandbox-replay"
 # The packages of ``runner`` a sandbox gets, read-only under ``RUNTIME_ROOT/runner`` beside
 # ``runner/__init__.py``: the standard-library-only side (import-linter holds the boundary).
@@ -123,6 +127,9 @@ RUN_SPEC_KEYS = (
 # Upper bound of one protocol line, bytes. The host reports a longer line as
 # ``message_too_large`` (with its size) and keeps parsing what follows.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# Upper bound of an inbound line of the runtime, bytes: the ``start`` message carries the run
+# spec (a reproduce run's recorded calls) and the manifest. Longer lines are discarded unread.
+MAX_START_BYTES = 4 * MAX_MESSAGE_BYTES
 
 MESSAGE_TYPES_FROM_RUNTIME = frozenset(
     {

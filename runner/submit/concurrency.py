@@ -152,7 +152,7 @@ def probe_engine(settings: Settings) -> Any:
     from runner.backends.docker import DockerBackend
 
     try:
-        return DockerBackend.connect(settings.docker_host)
+        return DockerBackend.from_settings(settings)
     except InfrastructureError:
         return None
 

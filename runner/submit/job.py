@@ -47,6 +47,7 @@ from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
 from runner.episode.limits import check_engine_limits, limits_in_effect
 from runner.episode.metered_run import call_cap, run_sandbox_s
+from runner.episode.poolbindings import PoolBindings
 from runner.episode.reaping import ledger_id, settle_reaped
 from runner.episode.snapshot.sources import project_snapshot
 from runner.episode.snapshot.toolsnapshot import ToolSnapshot
@@ -287,7 +288,20 @@ def _run_job(
     snapshot: ToolSnapshot,
 ) -> dict[str, Any]:
     """The body of `execute` under its signal handler: run, grade, build the report."""
-    backend = TrackingBackend(inner, starts=starts_at_once(engine_cpus(inner)))
+    # the warm pool (issue 16; SANDBOX_REPLAY_POOL=0: off), drained in ``finally`` below; a
+    # lazy import kept for start-up speed (the docker SDK is imported where it is used)
+    from runner.backends.docker.pooled import pooled_backend
+
+    bindings = PoolBindings(settings.state_dir)
+    pooled = pooled_backend(
+        inner,
+        enabled=settings.pool,
+        concurrency=plan.concurrency,
+        idle_cap_s=settings.pool_idle_s,
+        on_assign=bindings.bind,
+        on_release=bindings.release,
+    )
+    backend = TrackingBackend(pooled, starts=starts_at_once(engine_cpus(inner)))
     runner: PairRunner | None = None
     try:
         with Ledger.for_state_dir(settings.state_dir) as ledger:
@@ -300,7 +314,7 @@ def _run_job(
                 reaped = backend.reap(ledger=ledger_id(settings.state_dir))
                 if reaped:  # runs of dead owners: charged what the engine measured
                     log.info("reaped_leftovers", count=len(reaped))
-                    settle_reaped(ledger, reaped)
+                    settle_reaped(ledger, bindings.settled(reaped))
                 if resume:  # what nothing measured: charged at the reservation, estimated
                     ledger.close_orphans(plan.job_id)
                 guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]

@@ -35,7 +35,15 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Pattern, Set, Tuple, Union
 
 from runner.trace import strictjson
-from runner.trace.redact_forms import b64, forms, json_texts, scalar, strings, text_of
+from runner.trace.redact_forms import (
+    b64,
+    forms,
+    json_texts,
+    scalar,
+    strings,
+    text_of,
+    unescaped,
+)
 from runner.trace.redact_rules import DETECTORS, PatternRule, Rules, parse_rules, path_matches
 
 __all__ = ["MIN_GLOBAL", "PLACEHOLDER", "Redactor"]
@@ -92,6 +100,7 @@ class Redactor:
                 r"(?im)^[ \t]*(?:{}):[ \t]*(?P<value>[^\r\n]*?)[ \t]*\r?$".format(names)
             )
         self._escaped: Set[str] = set()  # JSON texts whose decoded values held a secret
+        self._escaped_b64: Set[str] = set()  # base64 bodies whose \\u escapes hid a secret
         self._located = False  # a header's or a path's value was seen (replaced where it is)
         self._seen: Set[Tuple[int, int]] = set()  # (length, hash) of the texts scanned
         # built-in detectors behind one combined search (most texts hold none); the user's own
@@ -160,7 +169,7 @@ class Redactor:
                     if key == "body" and value.get("body_encoding") == "base64":
                         decoded = b64(item)
                         if decoded is not None:
-                            self._scan_text(decoded.decode("utf-8", "replace"), here, parse=True)
+                            self._scan_b64(item, decoded, here)
                     else:
                         self._scan_text(item, here, parse=True)
                 elif isinstance(item, (dict, list)):
@@ -199,6 +208,17 @@ class Redactor:
             self._scan(part, at, None)
         if len(self._secrets) > before and "\\" in text:
             self._escaped.add(text)  # a secret may hide behind escapes no encoder of ours makes
+
+    def _scan_b64(self, body: str, decoded: bytes, at: Location) -> None:
+        text = decoded.decode("utf-8", "replace")
+        self._scan_text(text, at, parse=True)
+        if "\\u" in text:  # escapes in bytes that are not JSON as a whole: search them decoded
+            plain = unescaped(text)
+            before = len(self._secrets)
+            if plain != text:
+                self._scan_text(plain, at, parse=False)
+            if len(self._secrets) > before:
+                self._escaped_b64.add(body)
 
     def _find(self, rule: PatternRule, text: str) -> None:
         group = "value" if "value" in rule.regex.groupindex else 0
@@ -332,6 +352,10 @@ class Redactor:
             secret = self._form_of[match.group(0).decode("utf-8", "surrogatepass")]
             return self._note(found, at, secret).encode("ascii")
 
+        if body in self._escaped_b64:  # a secret spelt with escapes: replaced decoded
+            data = unescaped(data.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape"
+            )
         replaced = self._bytes_regex.sub(swap, data)
         return body if replaced == data else base64.b64encode(replaced).decode("ascii")
 

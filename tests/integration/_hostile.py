@@ -6,13 +6,15 @@ folder (with a scripted model and a `.env` holding a fake key) that the sandbox 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration._backends import backend, backend_entry
 from tests.integration._episodes import Outcome, Project
+
+__all__ = ["backend", "backend_entry", "project", "run_steps", "stderr_of"]  # one param per backend
 
 TOOLS = (Path(__file__).parents[1] / "fixtures" / "attacks" / "hostile_tools.py").read_text()
 
@@ -36,15 +38,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     (project.root / ".env").write_text("OPENAI_API_KEY=sk-project-secret-123\n")
     (project.root / ".env").chmod(0o644)
     return project
-
-
-@pytest.fixture(scope="module")
-def backend(docker_client: Any) -> Iterator[Any]:
-    from runner.backends.docker import DockerBackend
-
-    backend = DockerBackend.connect()
-    yield backend
-    backend.close()
 
 
 def run_steps(

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,11 @@ def _image_id(host: str | None, image: str) -> str | None:
 
 
 @contextlib.contextmanager
-def second_engine(image: str) -> Iterator[Engine]:
-    """Start a dockerd of its own with ``image`` loaded; stop it (by pid) on exit."""
+def second_engine(image: str, extra_args: Sequence[str] = ()) -> Iterator[Engine]:
+    """Start a dockerd of its own with ``image`` loaded; stop it (by pid) on exit.
+
+    ``extra_args`` go to that dockerd (``--add-runtime=crun=/usr/bin/crun``: the runtime tests).
+    """
     if os.geteuid() != 0:
         _unusable("a second dockerd needs root")
     if shutil.which("dockerd") is None:
@@ -85,6 +88,7 @@ def second_engine(image: str) -> Iterator[Engine]:
             "--iptables=false",
             "--ip6tables=false",
             "--log-level=warn",
+            *extra_args,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

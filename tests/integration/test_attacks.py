@@ -6,14 +6,17 @@ there: nothing can leave). The addresses are documentation ranges (RFC 5737).
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.integration._backends import backend, backend_entry
 from tests.integration._episodes import Outcome, Project
+
+__all__ = ["backend", "backend_entry"]  # fixtures: one param per sandboxing backend
 
 pytestmark = pytest.mark.docker
 
@@ -163,15 +166,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     return Project(tmp_path_factory.mktemp("attacks") / "proj", TOOLS)
 
 
-@pytest.fixture(scope="module")
-def backend(docker_client: Any) -> Iterator[Any]:
-    from runner.backends.docker import DockerBackend
-
-    backend = DockerBackend.connect()
-    yield backend
-    backend.close()
-
-
 def _run(
     project: Project, backend: Any, image: str, tmp_path: Path, steps: str, **kw: Any
 ) -> Outcome:
@@ -319,8 +313,24 @@ def test_unsafe_function_called_directly_is_denied(
 
 
 def test_defence_in_depth_unsafe_step_is_denied_inside(
-    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+    project: Project,
+    backend: Any,
+    sandbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # the manifest the sandbox is sent (in the start message, runner.episode.prepare)
+    from runner.episode import driver
+
+    sent: list[Any] = []
+    real_prepare = driver.prepare_run
+
+    def prepare(*args: Any, **kwargs: Any) -> Any:
+        prepared = real_prepare(*args, **kwargs)
+        sent.append(prepared.manifest)
+        return prepared
+
+    monkeypatch.setattr(driver, "prepare_run", prepare)
     # The load-time check would refuse this workflow (exit 3); this path skips it on purpose.
     out = _run(
         project,
@@ -333,8 +343,8 @@ def test_defence_in_depth_unsafe_step_is_denied_inside(
     assert "world.launch" in str(out.end["error"])
     assert out.end["failure"]["tool"] == "world.launch"
     assert "UNSAFE CODE RAN" not in "\n".join(out.end["stderr_tail"])
-    manifest = out.result.trace_path.parents[1] / "runs" / out.result.run_id / "manifest.json"
-    assert "world.launch" not in manifest.read_text()
+    assert len(sent) == 1 and "env.inspect" in json.dumps(sent[0])
+    assert "world.launch" not in json.dumps(sent[0])  # no code of the denied tool was sent
 
 
 def test_tool_output_cannot_forge_or_steal_protocol_messages(

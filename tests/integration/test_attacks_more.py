@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from tests.integration._episodes import Project
-from tests.integration._hostile import backend, project, run_steps, stderr_of
+from tests.integration._hostile import backend, backend_entry, project, run_steps, stderr_of
 
 pytestmark = pytest.mark.docker
 # what the runtime names when the worker writes a line it does not accept (runner/runtime/worker)
 PROTOCOL_ERROR = "runner.runtime.worker.wire.WorkerProtocolError"
-__all__ = ["backend", "project"]  # fixtures
+__all__ = ["backend", "backend_entry", "project"]  # fixtures
 
 
 # --- forging and stealing protocol messages --------------------------------------------------

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from tests.integration._episodes import Project
-from tests.integration._hostile import backend, project, run_steps
+from tests.integration._hostile import backend, backend_entry, project, run_steps
 
 pytestmark = pytest.mark.docker
-__all__ = ["backend", "project"]  # fixtures
+__all__ = ["backend", "backend_entry", "project"]  # fixtures
 
 
 # --- odd tool behaviour the runtime must survive ----------------------------------------------

@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 
 from tests.integration._episodes import Project
-from tests.integration._hostile import backend, project, run_steps
+from tests.integration._hostile import backend, backend_entry, project, run_steps
 
 pytestmark = pytest.mark.docker
-__all__ = ["backend", "project"]  # fixtures
+__all__ = ["backend", "backend_entry", "project"]  # fixtures
+OVERFLOW_UID = 65534  # how a user namespace shows an unmapped id (/proc/sys/kernel/overflowuid)
 
 
 def test_the_runtime_is_pid_1_and_not_dumpable(
@@ -40,8 +41,10 @@ def test_the_runtime_is_pid_1_and_not_dumpable(
     # the control: the same attacks on a same-uid, dumpable process of the tool's own all work
     assert control["fd"].startswith("listed") and control["environ"] == "read", control
     assert control["ptrace"] == "attached" and control["owner"] == probe["uid"], control
-    # PID 1 (the runtime, not dumpable): its /proc is root's, nothing opens, no ptrace
-    assert pid1["owner"] == 0, pid1
+    # PID 1 (the runtime, not dumpable): its /proc is root's, nothing opens, no ptrace. Root is
+    # 0 without a user namespace (Docker) and the overflow id 65534 inside one that does not
+    # map host root (the namespace backend); never the sandbox's own uid.
+    assert pid1["owner"] in (0, OVERFLOW_UID) and pid1["owner"] != probe["uid"], pid1
     assert pid1["fd"] == "EACCES" and pid1["fd1"] == "EACCES", pid1
     assert pid1["environ"] == "EACCES" and pid1["mem"] == "EACCES", pid1
     assert pid1["ptrace"] == "EPERM", pid1

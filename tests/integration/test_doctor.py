@@ -78,3 +78,32 @@ def test_bad_docker_host_json() -> None:
     assert report["ok"] is False
     assert "unix:///nonexistent.sock" in report["checks"][0]["detail"]
     assert report["checks"][0]["fix"]
+
+
+@pytest.mark.docker
+def test_doctor_namespace_backend_checks_bwrap_userns_cgroups_and_the_probe(
+    bwrap_usable: str, sandbox_image: str, tmp_path: Path
+) -> None:
+    """--backend namespace (here through SANDBOX_REPLAY_BACKEND): bwrap's own checks and probe."""
+    proc = doctor(
+        "--json",
+        SANDBOX_REPLAY_IMAGE=sandbox_image,
+        SANDBOX_REPLAY_BACKEND="namespace",
+        SANDBOX_REPLAY_STATE_DIR=str(tmp_path / "state"),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert {"bwrap", "userns", "cgroups", "rootfs", "hardening", "network"} <= set(checks)
+    assert "engine" not in checks  # the engine's own checks are the Docker backend's
+    assert "ENETUNREACH" in checks["network"]["detail"]
+    assert checks["hardening"]["ok"] and checks["cgroups"]["required"] is False
+
+
+def test_doctor_namespace_backend_without_bwrap_fails_with_the_install_fix(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # a PATH with python but no bwrap
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    proc = doctor("--backend", "namespace", PATH=str(bin_dir))
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "bwrap" in proc.stdout and "apt-get install -y bubblewrap" in proc.stdout
+    assert "Traceback" not in proc.stderr

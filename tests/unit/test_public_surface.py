@@ -28,6 +28,7 @@ PUBLIC: dict[str, list[str]] = {
         "sandbox_user",
     ],
     "runner.backends.docker": ["DockerBackend", "connect", "engine_address"],
+    "runner.backends.namespace": ["NamespaceBackend"],
     "runner.backends.ray": ["SLOTS", "RayBackend", "RaySandbox", "connect_cluster"],
     "runner.cli": ["main"],
     "runner.cli.commands": [

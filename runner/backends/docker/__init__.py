@@ -5,6 +5,8 @@ Modules:
     frames    demultiplexing of the attach stream (pure)
     sandbox   one started container: attached stdio, kill, wait, exit state
     backend   `DockerBackend`: hardened create -> attach -> start -> remove; reaper
+    pool      `WarmPool`: sandboxes started before their runs, each handed out once
+    pooled    `PooledBackend`: the Docker backend behind a warm pool (``submit``)
     image     building the sandbox image (``sandbox-replay image build [--offline]``)
     checks    the engine/image/hardening checks of ``sandbox-replay doctor``
 

@@ -28,6 +28,7 @@ from runner.backends.base import Backend, Reaped, SandboxSpec
 from runner.backends.docker.client import call, connect, engine_address, retrying
 from runner.backends.docker.hardening import capped_command, host_config, sandbox_environment
 from runner.backends.docker.reaper import reap_dead
+from runner.backends.docker.runtimes import require_runtime
 from runner.backends.docker.sandbox import DockerSandbox
 from runner.errors import InfrastructureError, TransientInfrastructureError
 
@@ -46,6 +47,8 @@ class DockerBackend(Backend):
         session_id: labels every container of this backend; default a fresh random id.
         owner: the owning process (default: this one).
         version: project version label.
+        runtime: the engine's OCI runtime for every container (HostConfig ``Runtime``, e.g.
+            ``crun``, ``runsc``); None is the engine's default. `connect` checks it exists.
     """
 
     name = "docker"
@@ -58,8 +61,10 @@ class DockerBackend(Backend):
         session_id: str | None = None,
         owner: L.Owner | None = None,
         version: str = __version__,
+        runtime: str | None = None,
     ) -> None:
         self.api = api
+        self.runtime = runtime
         self.address = address or engine_address()
         self.session_id = session_id or uuid.uuid4().hex[:16]
         self.owner = owner or L.current_owner()
@@ -67,15 +72,42 @@ class DockerBackend(Backend):
 
     @classmethod
     def connect(
-        cls, docker_host: str | None = None, *, session_id: str | None = None
+        cls,
+        docker_host: str | None = None,
+        *,
+        session_id: str | None = None,
+        runtime: str | None = None,
     ) -> DockerBackend:
         """Connect to the engine (``docker_host``, else ``DOCKER_HOST``, else the default).
 
+        Args:
+            docker_host: the engine address (None: ``DOCKER_HOST``, else the default socket).
+            session_id: labels every container of this backend; default a fresh random id.
+            runtime: the OCI runtime of every container (None: the engine's default); checked
+                against the engine's runtimes here, before any container exists.
+
         Raises:
             InfrastructureError: the engine is unreachable (message names address and fix).
+            InputError: the engine has no runtime ``runtime`` (exit 2, naming those it has).
         """
         address = engine_address(docker_host)
-        return cls(connect(docker_host), address=address, session_id=session_id)
+        api = connect(docker_host)
+        if runtime is not None:
+            try:
+                require_runtime(api, runtime)
+            except BaseException:
+                api.close()
+                raise
+        return cls(api, address=address, session_id=session_id, runtime=runtime)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> DockerBackend:
+        """`connect` with a command's `runner.settings.Settings` (``docker_host``, ``runtime``).
+
+        Raises:
+            InfrastructureError, InputError: as `connect`.
+        """
+        return cls.connect(settings.docker_host, runtime=settings.runtime)
 
     def close(self) -> None:
         """Close the HTTP connections of the client."""
@@ -132,7 +164,7 @@ class DockerBackend(Backend):
                 version=self.version,
                 extra=spec.labels,
             ),
-            "host_config": host_config(self.api.api_version, spec),
+            "host_config": host_config(self.api.api_version, spec, runtime=self.runtime),
             "use_config_proxy": False,
         }
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.backends import labels as L
-from runner.backends.base import STDOUT, ResourceLimits, SandboxSpec
+from runner.backends.base import STDOUT, Backend, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
 from runner.backends.docker.client import IMAGE_FIX, retrying
+from runner.backends.docker.runtimes import engine_runtimes
 from runner.errors import InfrastructureError
 
 PROBE_ADDRESS = "192.0.2.1"  # TEST-NET-1: documentation only; never routed off the sandbox
@@ -96,6 +97,32 @@ def engine_check(backend: DockerBackend) -> Check:
     )
 
 
+def runtimes_check(backend: DockerBackend, wanted: str | None = None) -> Check:
+    """``doctor``'s ``runtimes`` line: the engine's runtimes, its default, and ``wanted``'s.
+
+    Informational unless a runtime is asked for (``SANDBOX_REPLAY_RUNTIME``): then it is
+    required, and fails when the engine lacks it (the commands would refuse it, exit 2).
+
+    Raises:
+        InfrastructureError: the engine failed.
+    """
+    have = engine_runtimes(backend.api)
+    listed = ", ".join(f"{n} (default)" if n == have.default else n for n in have.names)
+    detail = f"the engine's OCI runtimes: {listed or 'none listed'}"
+    fix = ""
+    ok = True
+    if wanted is not None:
+        ok = wanted in have.names
+        detail += f"; SANDBOX_REPLAY_RUNTIME={wanted}" + ("" if ok else " is not among them")
+        if not ok:
+            fix = (
+                f"install {wanted} and register it with dockerd (--add-runtime {wanted}=PATH or"
+                ' daemon.json "runtimes"; .ci/ensure-engine.sh does it for crun and runsc), or'
+                " unset SANDBOX_REPLAY_RUNTIME"
+            )
+    return Check("runtimes", ok, wanted is not None, detail, fix)
+
+
 def image_check(backend: DockerBackend, image: str) -> Check:
     """The sandbox image is present (id, created, version label)."""
     try:
@@ -114,7 +141,7 @@ def image_check(backend: DockerBackend, image: str) -> Check:
     )
 
 
-def run_probe(backend: DockerBackend, image: str, timeout_s: float = 30.0) -> dict[str, Any]:
+def run_probe(backend: Backend, image: str, timeout_s: float = 30.0) -> dict[str, Any]:
     """Run `PROBE_SCRIPT` in a production-hardened sandbox and return its findings.
 
     Raises:

@@ -34,7 +34,14 @@ from __future__ import annotations
 from docker.types import HostConfig, LogConfig, Mount, Ulimit
 
 from runner.backends.base import SandboxSpec
-from runner.runtime import pid1
+from runner.backends.capping import (
+    CAP_ENV,
+    CAP_PROGRAM,
+    CAP_SCRIPT,
+    SANDBOX_TMP,
+    capped_command,
+    sandbox_environment,
+)
 
 __all__ = [
     "CAP_ENV",
@@ -45,28 +52,19 @@ __all__ = [
     "sandbox_environment",
 ]
 
-SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
-# An execute-only (mode 0111) copy of coreutils timeout in the image (images/Dockerfile): a
-# process that runs a file it cannot read is not dumpable, so no same-uid process can ptrace
-# it. Images built before it existed fall back to ``timeout`` (the cap still holds against
-# signals, not against ptrace).
-CAP_PROGRAM = "/usr/local/sbin/sandbox-replay-cap"
-# The variable an init command reads its cap from (runner.runtime.pid1.ENV_HARD_CAP).
-CAP_ENV = pid1.ENV_HARD_CAP
-_CAP_SCRIPT = (
-    f'c={CAP_PROGRAM}; [ -x "$c" ] || c=timeout; '
-    'command -v "$c" >/dev/null 2>&1 || { echo "sandbox-replay: the sandbox image has no'
-    ' coreutils timeout, which enforces the sandbox lifetime cap" >&2; exit 125; }; '
-    # the shell's own variables (dash exports PWD) must not reach the command: env -u
-    'exec env -u PWD -u OLDPWD -u SHLVL -u _ "$c" -s KILL "$0" "$@"'
-)
+_CAP_SCRIPT = CAP_SCRIPT  # the shared cap script (runner.backends.capping), by its old name
 
 
-def host_config(api_version: str, spec: SandboxSpec) -> HostConfig:
-    """The hardened ``HostConfig`` for ``spec`` (see the module docstring)."""
+def host_config(api_version: str, spec: SandboxSpec, *, runtime: str | None = None) -> HostConfig:
+    """The hardened ``HostConfig`` for ``spec`` (see the module docstring).
+
+    ``runtime`` is the engine's OCI runtime (``Runtime``; `runner.backends.docker.runtimes`):
+    None leaves the key out, so the engine's default runs the container.
+    """
     limits = spec.limits
     return HostConfig(
         version=api_version,
+        runtime=runtime,
         network_mode="none",
         read_only=True,
         tmpfs={SANDBOX_TMP: f"rw,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
@@ -86,28 +84,3 @@ def host_config(api_version: str, spec: SandboxSpec) -> HostConfig:
             for m in spec.mounts
         ],
     )
-
-
-def capped_command(spec: SandboxSpec) -> list[str]:
-    """The container's argv: ``spec.command`` under its hard lifetime cap, PID 1 ``timeout``.
-
-    ``/bin/sh`` picks the cap program (`CAP_PROGRAM`, else ``timeout``) and ``exec``s it
-    through ``env -u`` (which drops the variables the shell itself set), so PID 1 is the cap
-    itself and the command its only child: ``timeout -s KILL N COMMAND...`` with ``N`` =
-    ``spec.hard_cap.whole_s``. An image without either exits 125 with a message. A command
-    that is the sandbox's init (``spec.init``) runs as it is: it enforces the cap itself.
-    """
-    if spec.init:
-        return list(spec.command)
-    return ["/bin/sh", "-c", _CAP_SCRIPT, str(spec.hard_cap.whole_s), *spec.command]
-
-
-def sandbox_environment(spec: SandboxSpec) -> dict[str, str]:
-    """The complete environment inside: HOME and TMPDIR on the tmpfs, then the spec's.
-
-    An init command (``spec.init``) also gets its lifetime cap in `CAP_ENV` (whole seconds).
-    """
-    env = {"HOME": SANDBOX_TMP, "TMPDIR": SANDBOX_TMP, **spec.env}
-    if spec.init:
-        env[CAP_ENV] = str(spec.hard_cap.whole_s)
-    return env

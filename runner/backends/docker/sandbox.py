@@ -70,6 +70,13 @@ def ran_seconds(state: dict[str, Any]) -> float | None:
     return (finished - started).total_seconds()
 
 
+def _less(ran_s: float | None, idle_s: float) -> float | None:
+    """``ran_s`` without the ``idle_s`` a pooled sandbox waited for its run (None stays)."""
+    if ran_s is None or not idle_s:
+        return ran_s
+    return round(max(0.0, ran_s - idle_s), 3)
+
+
 def _is_read_timeout(exc: BaseException) -> bool:
     """True when ``exc`` is the HTTP read timeout of a server-side wait (not a dead engine)."""
     if isinstance(exc, requests.exceptions.ReadTimeout):
@@ -110,9 +117,13 @@ class DockerSandbox(Sandbox):
         self._closing = False
         self._discarding = False  # set by kill(): a full queue drops frames, never blocks
         self._eof = False
+        self._first_output = threading.Event()  # set at the first frame or the end of output
         self._reader = threading.Thread(target=self._read_loop, name=f"attach-{name}", daemon=True)
         self.killed_by_host = False
         self.exit_state: ExitState | None = None
+        # seconds it waited in a warm pool before its run (`runner.backends.docker.pool`): not
+        # part of the run's ``ran_s``
+        self.idle_s = 0.0
 
     # -- output ------------------------------------------------------------------------------
 
@@ -129,11 +140,13 @@ class DockerSandbox(Sandbox):
                     break
                 for frame in decoder.feed(data):
                     self._put(frame)
+                    self._first_output.set()
         except (OSError, FrameError) as exc:
             if not self._closing:
                 self._queue.put(exc)
         finally:
             self._queue.put(_EOF)
+            self._first_output.set()
 
     def _put(self, frame: tuple[int, bytes]) -> None:
         """Queue ``frame``, first waiting while the queue is full (backpressure) unless closing.
@@ -184,6 +197,18 @@ class DockerSandbox(Sandbox):
                     f"attach stream of {self.name} broke: {item}", run_id=self.run_id
                 ) from item
             yield item  # type: ignore[misc]
+
+    def wait_output(self, timeout_s: float) -> bool:
+        """Wait until the container wrote something (or its output ended); False on timeout.
+
+        The warm pool (`runner.backends.docker.pool`) counts a sandbox as warm once its runtime
+        said ``hello``: started is not yet ready on a loaded machine.
+        """
+        return self._first_output.wait(timeout_s)
+
+    def output_open(self) -> bool:
+        """Whether the container's output is still open (False: it ended, e.g. it exited)."""
+        return not self._eof and self._reader.is_alive()
 
     def drain(self) -> bytes:
         """Everything already received and not yet consumed, stdout and stderr interleaved."""
@@ -284,7 +309,7 @@ class DockerSandbox(Sandbox):
             oom_killed=bool(state.get("OOMKilled")),
             killed_by_host=self.killed_by_host,
             error=str(state.get("Error") or ""),
-            ran_s=ran_seconds(state),
+            ran_s=_less(ran_seconds(state), self.idle_s),
         )
         log.debug(
             "container_exited",

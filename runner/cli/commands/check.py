@@ -79,7 +79,7 @@ def check_command(
     class and the policy rule. Exit 0 eligible, 3 ineligible, 2 invalid input.
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.episode.toolmanifest.admission import check_describer
+    from runner.episode.toolmanifest.checkread import check_describer
     from runner.policy.eligibility import check_eligibility
 
     settings = state(ctx).settings()  # configures logging once, like every command

@@ -7,6 +7,10 @@ egress witness (`runner.backends.docker.witnesscheck`), user namespaces, leftove
 An unreachable engine is the failed ``engine`` check with its fix; the
 checks that need the engine are listed as not run.
 
+``--backend namespace`` checks bubblewrap instead of the engine's sandboxes: bwrap present,
+user namespaces allowed, cgroups writable (else rlimits), the image's root filesystem, the
+same probe sandbox (`runner.backends.namespace.checks`), each failure with its fix.
+
 ``--backend ray`` runs the same checks on every node of the Ray cluster that advertises
 sandbox slots, each against that node's own engine (its ``DOCKER_HOST``) and image, and lists
 them per node; a node whose checks could not run fails.
@@ -20,7 +24,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.backend_choice import BackendName, BackendOption, RayAddressOption, ray_backend
+from runner.cli.backend_choice import (
+    BackendName,
+    BackendOption,
+    RayAddressOption,
+    chosen_backend,
+    ray_backend,
+)
 from runner.cli.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError, InputError
 
@@ -52,12 +62,13 @@ def _witness(backend: DockerBackend, image: str) -> Check:
         return Check("witness", False, False, f"the witness probe failed: {exc}", W.WITNESS_FIX)
 
 
-def run_checks(docker_host: str | None, image: str) -> list[Check]:
+def run_checks(docker_host: str | None, image: str, runtime: str | None = None) -> list[Check]:
     """Run every doctor check in order.
 
     Args:
         docker_host: engine address from the settings (None: ``DOCKER_HOST`` or the default).
         image: the configured sandbox image.
+        runtime: the OCI runtime the settings ask for (``SANDBOX_REPLAY_RUNTIME``), if any.
 
     An unreachable engine is the failed ``engine`` check; the checks that need the engine are
     listed as not run (``ran`` False), the local ones still run.
@@ -84,7 +95,7 @@ def run_checks(docker_host: str | None, image: str) -> list[Check]:
             C.Check("leftovers", False, False, skipped, ran=False),
         ]
     try:
-        results = [C.engine_check(backend)]
+        results = [C.engine_check(backend), C.runtimes_check(backend, runtime)]
         image_result = C.image_check(backend, image)
         results.append(image_result)
         if image_result.ok:
@@ -162,7 +173,7 @@ def _doctor_ray(address: str | None, image: str, as_json: bool) -> None:
 def doctor(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
-    backend: BackendOption = BackendName.docker,
+    backend: BackendOption = None,
     ray_address: RayAddressOption = None,
 ) -> None:
     """Check the Docker engine, the sandbox image and that sandboxes have no route out.
@@ -170,10 +181,18 @@ def doctor(
     Exit 0 when every required check passes, 6 otherwise.
     """
     settings = state(ctx).settings()
-    if backend is BackendName.ray:
+    chosen = chosen_backend(settings, backend)
+    if chosen is BackendName.ray:
         _doctor_ray(ray_address, settings.image, as_json)
     try:
-        results = run_checks(settings.docker_host, settings.image)
+        if chosen is BackendName.namespace:
+            # lazy: start-up speed, as in run_checks
+            from runner.backends.namespace.checks import namespace_checks
+
+            root = settings.state_dir / "namespace"
+            results = namespace_checks(root, settings.image, settings.docker_host)
+        else:
+            results = run_checks(settings.docker_host, settings.image, settings.runtime)
     except InfrastructureError as exc:  # the engine failed between two checks
         fail(exc)
     ok = all(c.ok for c in results if c.required)

@@ -21,6 +21,10 @@ from runner.cli.terminal import echo
 if TYPE_CHECKING:
     from runner.tracetools.lint import TraceLint
 
+# Rows of the text report's findings table; the rest are counted (``--json`` has them all). A
+# rich row costs milliseconds: a long trace with a finding per call took minutes to print.
+MAX_FINDING_ROWS = 200
+
 _STYLE = {
     "ok": "green",
     "missing": "yellow",
@@ -97,7 +101,13 @@ def _render(results: list[TraceLint], code: int) -> None:
         findings.add_column(column)
     findings.add_column("detail", overflow="fold")
 
+    more = 0
+
     def finding(where: str, call: str, tool: str, field: str, status: str, detail: str) -> None:
+        nonlocal more
+        if findings.row_count >= MAX_FINDING_ROWS:
+            more += 1
+            return
         style = _STYLE.get(status, "red")
         findings.add_row(
             escape(where),
@@ -166,6 +176,8 @@ def _render(results: list[TraceLint], code: int) -> None:
     console.print(table)
     if findings.row_count:
         console.print(findings)
+    if more:
+        console.print(f"{more} more findings not shown (lint --json lists every finding)")
     redacted = sum(len(r.redactions) for r in results)
     if redacted:
         console.print(f"{redacted} redactions (values replaced by placeholders when written)")

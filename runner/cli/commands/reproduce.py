@@ -18,6 +18,7 @@ import typer
 from runner.cli.app import app, fail, state
 from runner.cli.egress_gate import (
     EgressBaselineOption,
+    EpisodeEgress,
     WriteEgressBaselineOption,
     check_baseline_file,
     gate_egress,
@@ -231,7 +232,7 @@ def reproduce_command(
         print_reports(reports)
     try:
         egress = gate_egress(
-            [(r.input, r.outbound) for r in reports],
+            [EpisodeEgress(r.input, r.outbound, r.outbound_dropped, r.coverage) for r in reports],
             baseline=egress_baseline,
             write=write_egress_baseline,
             err=as_json,

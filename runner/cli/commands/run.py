@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.backend_choice import RuntimeOption, with_runtime
 from runner.cli.egress_gate import (
     EgressBaselineOption,
+    EpisodeEgress,
     WriteEgressBaselineOption,
     check_baseline_file,
     gate_egress,
@@ -221,6 +223,7 @@ def run_command(
     as_json: JsonOption = False,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
+    runtime: RuntimeOption = None,
 ) -> None:
     """Run one task of a workflow in a sandbox; print the summary and the trace path.
 
@@ -229,6 +232,7 @@ def run_command(
     """
     settings = state(ctx).settings()
     try:
+        settings = with_runtime(settings, runtime)
         check_baseline_file(egress_baseline)
         result = execute_run(settings, workflow, tasks, task, image=image, policy_name=policy)
     except SandboxReplayError as exc:
@@ -239,7 +243,7 @@ def run_command(
         _render(result)
     try:
         egress = gate_egress(
-            [(result.run_id, result.end.get("outbound") or [])],
+            [EpisodeEgress.of_end(result.run_id, result.end)],
             baseline=egress_baseline,
             write=write_egress_baseline,
             err=as_json,

@@ -35,13 +35,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.backend_choice import BackendName, BackendOption, RayAddressOption, backend_factory
+from runner.cli.backend_choice import (
+    BackendOption,
+    RayAddressOption,
+    RuntimeOption,
+    backend_factory,
+    with_runtime,
+)
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
     check_baseline_file,
+    egress_of_trace,
     gate_egress,
-    outbound_of_trace,
 )
 from runner.cli.options import JsonOption
 from runner.cli.terminal import echo, stdout_gone
@@ -193,7 +199,7 @@ def run_submit(
             # imported on use, not at module top: start-up speed (`--help`, `check`)
             from runner.backends.docker import DockerBackend
 
-            return engine or DockerBackend.connect(settings.docker_host)
+            return engine or DockerBackend.from_settings(settings)
 
     hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
     try:
@@ -233,7 +239,9 @@ def _gate_egress(
 ) -> int:
     """`gate_egress` over the traces of the report's episodes (those that have one)."""
     episodes = [
-        (f"{pair['variant']}/{pair['task_id']}#{pair['repeat']}", outbound_of_trace(pair["trace"]))
+        egress_of_trace(pair["trace"])._replace(
+            name=f"{pair['variant']}/{pair['task_id']}#{pair['repeat']}"
+        )
         for pair in report.get("pairs", [])
         if pair.get("trace")
     ]
@@ -335,8 +343,9 @@ def submit_command(
     ] = None,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
-    backend: BackendOption = BackendName.docker,
+    backend: BackendOption = None,
     ray_address: RayAddressOption = None,
+    runtime: RuntimeOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
     # imported on use, not at module top: start-up speed (`--help`, `check`)
@@ -357,6 +366,7 @@ def submit_command(
         ]
     )
     try:
+        settings = with_runtime(settings, runtime)
         check_baseline_file(egress_baseline)
         options: SubmitOptions | None = None
         if resume is None:

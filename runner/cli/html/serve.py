@@ -4,6 +4,11 @@ The page is rendered once and served as bytes for ``GET /`` (and ``/index.html``
 path is 404 and every other method 405. The server binds 127.0.0.1 only (port 0: an ephemeral
 port the kernel picks), sends the page's Content-Security-Policy as a header too, and no
 ``Server`` version. It runs until interrupted.
+
+Loopback alone stops other machines, not a web page in the user's own browser: a site whose
+name is rebound to 127.0.0.1 (DNS rebinding) would read the page as same-origin. So a request
+whose ``Host`` header is not ``127.0.0.1:PORT`` or ``localhost:PORT`` (or is missing) is
+answered 421 Misdirected Request (RFC 9110 §15.5.20) and gets nothing of the page.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     sys_version = ""
 
     def do_GET(self) -> None:
+        port = self.server.server_address[1]
+        if self.headers.get("Host", "").lower() not in (f"{HOST}:{port}", f"localhost:{port}"):
+            self.send_error(421)  # DNS rebinding: another site's name pointed at loopback
+            return
         if self.path.split("?", 1)[0] not in ("/", "/index.html"):
             self.send_error(404)
             return

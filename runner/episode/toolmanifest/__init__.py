@@ -13,8 +13,15 @@ May import: `runner.episode` (the run folder and spec: ``prepare``, ``request``,
 `runner.runtime.protocol`, `runner.sdk`, `runner.errors`; never submit, reproduce or cli.
 """
 
-from runner.episode.toolmanifest.admission import Admission, admit, read_gate, sandbox_gate
-from runner.episode.toolmanifest.registry import MANIFEST_TIMEOUT_S, sandbox_registry
+from typing import TYPE_CHECKING
+
+from runner.lazyexports import lazy_exports
+
+# The surface is loaded name by name on first use (PEP 562), for start-up speed: importing
+# one module of this package must not load the others (`check`, `--help`).
+if TYPE_CHECKING:  # the same names, for mypy and import-linter
+    from runner.episode.toolmanifest.admission import Admission, admit, read_gate, sandbox_gate
+    from runner.episode.toolmanifest.registry import MANIFEST_TIMEOUT_S, sandbox_registry
 
 __all__ = [
     "MANIFEST_TIMEOUT_S",
@@ -24,3 +31,15 @@ __all__ = [
     "sandbox_gate",
     "sandbox_registry",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Admission": "runner.episode.toolmanifest.admission",
+        "MANIFEST_TIMEOUT_S": "runner.episode.toolmanifest.registry",
+        "admit": "runner.episode.toolmanifest.admission",
+        "read_gate": "runner.episode.toolmanifest.admission",
+        "sandbox_gate": "runner.episode.toolmanifest.admission",
+        "sandbox_registry": "runner.episode.toolmanifest.registry",
+    },
+)

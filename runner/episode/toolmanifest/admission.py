@@ -28,11 +28,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import structlog
 
 from runner.domain.registry import Registry
-from runner.domain.toollocate import locate_tools
-from runner.domain.toolstatic import static_registry
 from runner.domain.workflow import WorkflowFile
 from runner.episode.toolmanifest.registry import sandbox_registry
-from runner.policy import Policy, load_policy
+from runner.policy import Policy
 from runner.policy.eligibility import (
     EligibilityReport,
     check_eligibility,
@@ -44,57 +42,11 @@ if TYPE_CHECKING:
     from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
 
-__all__ = ["Admission", "admit", "check_describer", "read_gate", "sandbox_gate"]
+__all__ = ["Admission", "admit", "read_gate", "sandbox_gate"]
 
 log = structlog.get_logger(__name__)
 
 B = TypeVar("B", bound="Backend")
-
-
-class check_describer:  # used as a function: describe = check_describer(...)
-    """``check``'s registry builder: read from source, except where only a sandbox can tell.
-
-    A workflow naming an MCP stdio server (``tools: [{mcp: {command: [...]}}]``) has tools
-    that only the server can list, and the server is the challenger's code: for such a
-    workflow the registry is described inside a sandbox (`sandbox_registry`, the server's
-    files in a tool snapshot), so ``check`` needs the engine and the image then. Every other
-    workflow is read from source as before (`runner.domain.toolstatic.static_registry`).
-    Close it (``with``) to release the backend it may have connected.
-    """
-
-    def __init__(self, settings: Settings, policy: Policy | str | Path) -> None:
-        self.settings = settings
-        self.policy = policy
-        self._backend: Any = None  # a DockerBackend once a workflow needs it
-
-    def __call__(self, workflow: WorkflowFile) -> Registry:
-        """The unfiltered registry of ``workflow``.
-
-        Raises:
-            InputError: see `static_registry` and `sandbox_registry`.
-            InfrastructureError: no engine for a workflow that needs a sandbox.
-        """
-        if not locate_tools(workflow).mcp_servers:
-            return static_registry(workflow)
-        from runner.backends.docker import DockerBackend  # lazy: `check` needs no engine else
-
-        if self._backend is None:
-            self._backend = DockerBackend.connect(self.settings.docker_host)
-        policy = self.policy if isinstance(self.policy, Policy) else load_policy(self.policy)
-        return sandbox_registry(
-            workflow,
-            backend=self._backend,
-            settings=self.settings,
-            image=self.settings.image,
-            policy=policy,
-        )
-
-    def __enter__(self) -> check_describer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._backend is not None:
-            self._backend.close()
 
 
 def read_gate(

@@ -17,8 +17,6 @@ code being described is what failed. A backend failure stays an `InfrastructureE
 
 from __future__ import annotations
 
-import json
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,7 +29,7 @@ from runner.domain.ids import timestamped_ids
 from runner.domain.registry import Registry
 from runner.domain.tasks import Task
 from runner.episode.channel import Channel
-from runner.episode.prepare import prepare_run
+from runner.episode.prepare import prepare_run, start_message
 from runner.episode.request import EpisodeRequest
 from runner.episode.toolmanifest.answer import clean_text
 from runner.errors import InfrastructureError, InputError
@@ -118,30 +116,22 @@ def ask_sandbox(
         snapshot=snapshot,
     )
     prepared = prepare_run(request, settings, timestamped_ids(prefix="manifest"))
-    try:
-        limits = prepared.spec.limits
-        limits = replace(limits, timeout_s=min(limits.timeout_s, timeout_s))
-        run_spec = dict(prepared.run_spec, modules=list(modules), deadline_s=limits.timeout_s)
-        if mcp_servers:
-            paths = list(run_spec["tool_paths"])
-            run_spec["mcp_servers"] = [
-                {
-                    "command": list(command),
-                    "cwd": paths[roots.index(folder)] if folder is not None else "/tmp",  # noqa: S108 - the sandbox's tmpfs
-                }
-                for command, folder in mcp_servers
-            ]
-        (prepared.run_dir / "run.json").write_text(
-            json.dumps(run_spec, ensure_ascii=True, indent=1) + "\n", encoding="ascii"
-        )
-        cap = prepared.spec.hard_cap
-        spec = replace(
-            prepared.spec, limits=limits, cap=replace(cap, run_timeout_s=limits.timeout_s)
-        )
-        log.info("tool_manifest_starting", run_id=prepared.run_id, modules=len(modules))
-        answer, problem, outbound = _drive(backend, spec, monotonic)
-    finally:
-        shutil.rmtree(prepared.run_dir, ignore_errors=True)
+    limits = prepared.spec.limits
+    limits = replace(limits, timeout_s=min(limits.timeout_s, timeout_s))
+    run_spec = dict(prepared.run_spec, modules=list(modules), deadline_s=limits.timeout_s)
+    if mcp_servers:
+        paths = list(run_spec["tool_paths"])
+        run_spec["mcp_servers"] = [
+            {
+                "command": list(command),
+                "cwd": paths[roots.index(folder)] if folder is not None else "/tmp",  # noqa: S108 - the sandbox's tmpfs
+            }
+            for command, folder in mcp_servers
+        ]
+    cap = prepared.spec.hard_cap
+    spec = replace(prepared.spec, limits=limits, cap=replace(cap, run_timeout_s=limits.timeout_s))
+    log.info("tool_manifest_starting", run_id=prepared.run_id, modules=len(modules))
+    answer, problem, outbound = _drive(backend, spec, start_message(run_spec, None), monotonic)
     if answer is None:
         raise InputError(
             f"the tool modules could not be described inside the sandbox: {problem}",
@@ -153,7 +143,7 @@ def ask_sandbox(
 
 
 def _drive(
-    backend: Backend, spec: Any, monotonic: Callable[[], float]
+    backend: Backend, spec: Any, start: dict[str, Any], monotonic: Callable[[], float]
 ) -> tuple[dict[str, Any] | None, str, list[dict[str, Any]]]:
     """The ``manifest`` message (or None and why there is none), and the outbound log."""
     channel = Channel()
@@ -170,7 +160,7 @@ def _drive(
                 elif event.kind != "message" or message is None:
                     continue
                 elif message["type"] == "hello":
-                    _write(sandbox, {"type": "start", "protocol": protocol.PROTOCOL_VERSION})
+                    _write(sandbox, start)
                 elif message["type"] == "egress":
                     attempt = message.get("attempt")
                     if isinstance(attempt, dict) and len(outbound) < MAX_OUTBOUND:

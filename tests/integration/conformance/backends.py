@@ -14,8 +14,11 @@ neither list.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,8 +104,41 @@ DOCKER = SandboxingBackend(
     marks=(pytest.mark.docker,),
 )
 
-# Append the namespace and Ray backends here when they land.
-BACKENDS: list[SandboxingBackend] = [DOCKER]
+# The namespace backend's folder: one per uid, kept between runs (the image's root filesystem is
+# exported into it once per image id).
+NAMESPACE_ROOT = Path(tempfile.gettempdir()) / f"sandbox-replay-ns-tests-{os.getuid()}"
+
+
+def _namespace_connect(request: pytest.FixtureRequest, session_id: str) -> Backend:
+    request.getfixturevalue("bwrap_usable")  # unusable bwrap: fail under CI, else skip
+    request.getfixturevalue("sandbox_image")  # the root filesystem is the Docker image's
+    from runner.backends.namespace import NamespaceBackend
+
+    return NamespaceBackend(NAMESPACE_ROOT, session_id=session_id)
+
+
+def _namespace_capabilities() -> Capabilities:
+    from runner.backends.namespace.cgroups import probe_host
+
+    return Capabilities(**probe_host().capabilities())
+
+
+NAMESPACE = SandboxingBackend(
+    name="namespace",
+    connect=_namespace_connect,
+    image=lambda request: str(request.getfixturevalue("sandbox_image")),
+    leftovers=lambda backend: backend.sandboxes(session_only=True),  # type: ignore[attr-defined]
+    connect_code=(
+        "from pathlib import Path\n"
+        "from runner.backends.namespace import NamespaceBackend\n"
+        f"backend = NamespaceBackend(Path({str(NAMESPACE_ROOT)!r}), session_id=sys.argv[1])\n"
+    ),
+    capabilities=_namespace_capabilities(),
+    marks=(pytest.mark.docker,),
+)
+
+# Append the Ray backend here when it lands.
+BACKENDS: list[SandboxingBackend] = [DOCKER, NAMESPACE]
 
 # Backends that are not sandboxes, by name, with the reason: the suite does not run them.
 EXEMPT: dict[str, str] = {

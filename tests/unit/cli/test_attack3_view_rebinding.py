@@ -50,11 +50,8 @@ def test_control_the_page_is_served_to_its_own_address(server: PageServer) -> No
     assert _get(port, f"127.0.0.1:{port}") == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: view's server answers 200 to any Host header (DNS rebinding reads the"
-    " report from a web page the user visits)",
-)
 def test_a_foreign_host_header_is_refused(server: PageServer) -> None:
     port = server.server_address[1]
-    assert _get(port, f"attacker.example:{port}") in (400, 403, 421)
+    assert _get(port, f"attacker.example:{port}") == 421
+    assert _get(port, f"localhost:{port}") == 200
+    assert _get(port, "127.0.0.1") == 421  # no port: not this server's origin

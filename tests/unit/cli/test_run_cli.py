@@ -166,7 +166,9 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
         ran.append(request.task.task_id)
         return EpisodeResult("run-1", "succeeded", tmp_path / "t.jsonl", {"status": "succeeded"})
 
-    monkeypatch.setattr("runner.backends.docker.DockerBackend.connect", lambda *a: _NoBackend())
+    monkeypatch.setattr(
+        "runner.backends.docker.DockerBackend.connect", lambda *a, **k: _NoBackend()
+    )
     monkeypatch.setattr("runner.episode.metered_run.run_episode", fake_episode)
     without_description(monkeypatch)  # the stub backend runs no sandbox
     tasks = _tasks_with_a_bad_line(tmp_path)

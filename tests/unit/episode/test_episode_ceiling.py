@@ -89,9 +89,8 @@ def _run(tmp_path: Path, ledger: Ledger, ceiling: Ceiling) -> SimpleNamespace:
         image="img:1",
     )
     settings = Settings(state_dir=tmp_path / "state")
-    run_dir = settings.state_dir.resolve() / "runs" / "run-0001"  # sequential_ids' first id
     backend = SubprocessBackend(
-        ["env", f"SANDBOX_REPLAY_RUN_DIR={run_dir}", sys.executable, "-u", "-m", "runner.runtime"],
+        [sys.executable, "-u", "-m", "runner.runtime"],
         cwd=tmp_path,
     )
     stop = StopSignal()

@@ -48,7 +48,8 @@ FAKE_RUNTIME = textwrap.dedent(
     send({"type": "hello", "protocol": 2 if mode == "bad_protocol" else 1,
           "python": "3.11.2", "platform": "linux", "pid": os.getpid(), "packages": {"x": "1"}})
     start = recv()
-    assert start == {"type": "start", "protocol": 1}, start
+    assert start["type"] == "start" and start["protocol"] == 1, start
+    assert start["run"]["task"]["task_id"] == "t1" and "tools" in start["manifest"], start
     send({"type": "step", "step_id": "fetch", "state": "started"})
     send({"type": "egress", "attempt": {"kind": "connect", "host": None, "address": "10.9.9.9",
           "port": 80, "resolved_from": None, "outcome": "attempted", "pid": 5}})
@@ -241,7 +242,6 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
         "/opt/sandbox-replay/runner/sdk",
         "/opt/sandbox-replay/runner/runtime",
         "/sandbox/tools/0",
-        "/sandbox/run",
     }
     tools = next(m for m in spec.mounts if m.target == "/sandbox/tools/0")
     assert tools.source == setup.request.snapshot.path / "0"
@@ -251,10 +251,13 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
     assert spec.env["TZ"] == "UTC" and spec.env["PYTHONHASHSEED"] == "0"
     assert spec.env["PYTHONUNBUFFERED"] == "1" and spec.env["PYTHONPATH"] == "/opt/sandbox-replay"
     assert spec.limits.timeout_s == 20 and spec.limits.memory_mb == 256
-    run_dir = setup.settings.state_dir.resolve() / "runs" / "run-0001"
-    run_json = json.loads((run_dir / "run.json").read_text())
+    # nothing of the run is mounted: it travels in ``start`` (issue 16)
+    assert not (setup.settings.state_dir / "runs").exists()
+    start = json.loads(bytes(backend.sandboxes[-1].written).split(b"\n")[0])
+    assert start["type"] == "start" and start["protocol"] == 1
+    run_json = start["run"]
     assert run_json["tool_paths"] == ["/sandbox/tools/0"] and run_json["task"]["task_id"] == "t1"
-    assert json.loads((run_dir / "manifest.json").read_text())["policy"]["hash"] == "p-hash"
+    assert start["manifest"]["policy"]["hash"] == "p-hash"
 
 
 def test_settings_override_policy_limits(setup: SimpleNamespace) -> None:

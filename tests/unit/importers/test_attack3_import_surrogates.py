@@ -1,4 +1,4 @@
-"""Attack tests (attack3): a lone surrogate in an import source: a traceback; --force loses data.
+"""Attack tests (attack3): a lone surrogate in an import source was a traceback; --force lost data.
 
 The strict decoder accepts the JSON escape ``"\\ud800"`` (a lone surrogate: valid JSON text,
 not encodable as UTF-8). Every importer then hands it to `runner.importers.output.write_import`,
@@ -60,11 +60,6 @@ def _tau2(tmp_path: Path) -> Path:
     return results
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: import openai-messages of a message holding a lone surrogate escape dies"
-    " with UnicodeEncodeError (traceback, exit 1, an empty trace file left in --out)",
-)
 def test_openai_messages_lone_surrogate_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
     source = _chat(tmp_path / "chat.jsonl", "bad " + LONE)
     code, error, output = _invoke(
@@ -74,11 +69,6 @@ def test_openai_messages_lone_surrogate_is_exit_2_not_a_traceback(tmp_path: Path
     assert code == 2 and "chat.jsonl" in output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: import tau2 of a results file holding a lone surrogate escape dies with"
-    " UnicodeEncodeError (traceback, exit 1)",
-)
 def test_tau2_lone_surrogate_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
     source = _tau2(tmp_path)
     code, error, _ = _invoke("import", "tau2", str(source), "--out", str(tmp_path / "out"))
@@ -86,11 +76,6 @@ def test_tau2_lone_surrogate_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
     assert code == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: import --force unlinks the earlier import's traces, then dies on a lone"
-    " surrogate while writing: the user's earlier traces are lost",
-)
 def test_a_failed_forced_import_keeps_the_earlier_traces(tmp_path: Path) -> None:
     out = tmp_path / "out"
     good = _chat(tmp_path / "good.jsonl", "fine")
@@ -104,11 +89,6 @@ def test_a_failed_forced_import_keeps_the_earlier_traces(tmp_path: Path) -> None
     assert after == before  # a refused import changes nothing
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: import otel of a span attribute holding a lone surrogate escape dies with"
-    " UnicodeEncodeError (traceback, exit 1)",
-)
 def test_otel_lone_surrogate_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
     from tests.otel_shapes import render
     from tests.unit.importers.test_import_otel import genai_session

@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from runner.cli.egress_gate import gate_egress, outbound_of_trace
+from runner.cli.egress_gate import egress_of_trace, gate_egress
 from runner.policy.egress_baseline import (
     EgressBaseline,
     baseline_from,
@@ -31,11 +29,6 @@ from tests.paths import REPO
 TRACE = REPO / "tests" / "fixtures" / "traces" / "complete_succeeded.jsonl"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: --write-egress-baseline writes an attempt's host '*' as a glob: the"
-    " baseline then matches every destination of that kind and port",
-)
 def test_a_written_baseline_does_not_turn_a_recorded_star_into_a_wildcard(tmp_path: Path) -> None:
     recorded = [{"kind": "dns", "host": "*", "port": 443}]
     path = tmp_path / "baseline.json"
@@ -68,20 +61,22 @@ def test_control_a_new_destination_fails_the_gate(tmp_path: Path) -> None:
     trace = _trace(
         tmp_path, outbound=[{"kind": "dns", "host": "evil.example", "port": 443, "count": 1}]
     )
-    episodes = [(str(trace), outbound_of_trace(trace))]
+    episodes = [egress_of_trace(trace)]
     assert gate_egress(episodes, baseline=_baseline(tmp_path), write=None) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: the gate passes (exit 0, 'no new destination') an episode whose outbound"
-    " log dropped attempts past its cap: the dropped attempts are never compared",
-)
 def test_an_episode_with_dropped_attempts_is_not_a_pass(tmp_path: Path) -> None:
     known = [
         {"kind": "dns", "host": f"h{i}.internal.example", "port": 443, "count": 1}
         for i in range(1000)
     ]
     trace = _trace(tmp_path, outbound=known, outbound_dropped=1, coverage="partial")
-    episodes = [(str(trace), outbound_of_trace(trace))]
-    assert gate_egress(episodes, baseline=_baseline(tmp_path), write=None) != 0
+    episodes = [egress_of_trace(trace)]
+    assert gate_egress(episodes, baseline=_baseline(tmp_path), write=None) == 1
+    # each reason alone fails the gate; the complete log of the same destinations passes
+    dropped = _trace(tmp_path, outbound=known, outbound_dropped=1, coverage="full")
+    assert gate_egress([egress_of_trace(dropped)], baseline=_baseline(tmp_path), write=None) == 1
+    partial = _trace(tmp_path, outbound=known, outbound_dropped=0, coverage="partial")
+    assert gate_egress([egress_of_trace(partial)], baseline=_baseline(tmp_path), write=None) == 1
+    complete = _trace(tmp_path, outbound=known, outbound_dropped=0, coverage="full")
+    assert gate_egress([egress_of_trace(complete)], baseline=_baseline(tmp_path), write=None) == 0

@@ -39,14 +39,10 @@ def test_control_unsafe_calls_are_newly_denied(tmp_path: Path) -> None:
     assert data["newly_denied"]["pay.refund"]["count"] == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: policy diff decides each call by its own recorded effect: the same tool"
-    " recorded unsafe and pure in one trace is half 'unchanged', the lie not reported",
-)
 def test_one_tool_recorded_with_two_effect_classes_is_not_half_unchanged(tmp_path: Path) -> None:
     data = _diff(tmp_path, [("pay.refund", "unsafe", {"id": 1}), ("pay.refund", "pure", {"id": 2})])
     assert data["newly_denied"]["pay.refund"]["count"] == 2, data["unchanged"]
+    assert data["effect_disagreements"] == {"pay.refund": ["pure", "unsafe"]}
 
 
 @pytest.mark.xfail(

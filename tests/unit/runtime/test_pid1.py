@@ -31,8 +31,8 @@ def test_make_undumpable_makes_the_process_not_dumpable() -> None:
 
 def test_the_cap_kills_and_exits_137_at_its_time() -> None:
     exits: list[int] = []
-    thread = pid1.arm_cap(0.2, exit=exits.append, kill=lambda *_: None)
-    thread.join(5)
+    timer = pid1.arm_cap(0.2, exit=exits.append, kill=lambda *_: None)
+    timer.thread.join(5)
     assert exits == [pid1.EXIT_CAP] == [137]
 
 
@@ -76,3 +76,14 @@ def test_wait_on_a_live_pid_times_out() -> None:
         assert reaper.wait(proc, 10) == -9
     finally:
         reaper.stop()
+
+
+def test_rearming_moves_the_caps_end_from_now() -> None:
+    # a pooled sandbox: its idle cap until ``start``, then the run's cap from the assignment
+    exits: list[int] = []
+    timer = pid1.arm_cap(0.3, exit=exits.append, kill=lambda *_: None)
+    timer.rearm(1.5)
+    time.sleep(0.8)
+    assert exits == [] and timer.seconds == 1.5
+    timer.thread.join(5)
+    assert exits == [pid1.EXIT_CAP]

@@ -156,15 +156,58 @@ def test_a_tool_reading_stdin_gets_end_of_file(tmp_path: Path) -> None:
         proc.wait()
 
 
-def test_a_broken_run_dir_is_an_error_message_and_exit_70(tmp_path: Path) -> None:
-    run_dir = _run_dir(tmp_path)
-    (run_dir / "run.json").write_text("{not json")
-    result = run_runtime(run_dir, tmp_path)
-    assert result.returncode == 70
-    errors = result.of("error")
-    assert len(errors) == 1 and errors[0]["class"] == "runner.errors.InputError"
-    assert "run.json" in errors[0]["message"] and "not valid JSON" in errors[0]["message"]
-    assert result.of("episode") == []
+@pytest.mark.parametrize(
+    ("start", "field"),
+    [
+        ({"type": "start", "protocol": 1}, "run"),
+        ({"type": "start", "protocol": 1, "run": "{not json"}, "run"),
+        ({"type": "start", "protocol": 1, "run": {"mode": "shadow"}}, "run.workflow"),
+        (
+            {"type": "start", "protocol": 1, "run": {"mode": "x", "workflow": {}, "task": {}}},
+            "run.mode",
+        ),
+    ],
+)
+def test_a_broken_start_is_an_error_message_and_exit_70(
+    tmp_path: Path, start: dict, field: str
+) -> None:
+    # the run travels in ``start`` (issue 16), checked as strictly as run.json was
+    proc = spawn(_run_dir(tmp_path), tmp_path)
+    try:
+        assert read_message(proc)["type"] == "hello"
+        proc.run_dir = None  # type: ignore[attr-defined]  # send ``start`` as given
+        send(proc, start)
+        messages = [m for m in iter(lambda: read_message(proc), None)]
+        assert proc.wait(30) == 70
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    errors = [m for m in messages if m["type"] == "error"]
+    assert len(errors) == 1 and errors[0]["class"] == "runner.errors.InputError", messages
+    assert "start message" in errors[0]["message"] and field in errors[0]["message"]
+    assert not any(m["type"] == "episode" for m in messages)
+
+
+def test_a_start_line_over_the_bound_is_discarded_unread(tmp_path: Path) -> None:
+    # the start line is size-bounded (protocol.MAX_START_BYTES): a longer one is never parsed
+    from runner.runtime import protocol
+
+    proc = spawn(_run_dir(tmp_path), tmp_path)
+    try:
+        assert read_message(proc)["type"] == "hello"
+        assert proc.stdin is not None
+        proc.stdin.write(b'{"type":"start","pad":"' + b"x" * (protocol.MAX_START_BYTES + 10))
+        proc.stdin.write(b'"}\n')
+        proc.stdin.flush()
+        send(proc, {"type": "start", "protocol": 1})  # the real one, after the discarded line
+        messages = [m for m in iter(lambda: read_message(proc), None)]
+        assert proc.wait(30) == 0, messages
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [m["type"] for m in messages].count("episode") == 1
 
 
 def test_code_that_differs_from_the_manifest_refuses_to_start(tmp_path: Path) -> None:

@@ -1,0 +1,321 @@
+"""`NamespaceBackend`: one bubblewrap sandbox per run attempt, no container engine (Linux).
+
+Lifecycle of `NamespaceBackend.sandbox`: the image's root filesystem (cached by image id,
+`runner.backends.namespace.rootfs`) -> the record (``O_EXCL``: a retry never makes a second
+sandbox, `runner.backends.namespace.records`) -> the cgroups with the limits
+(`runner.backends.namespace.cgroups`) -> start ``/bin/sh`` launcher -> ``bwrap``
+(`runner.backends.namespace.bwrapargs`) with piped stdio -> body -> kill if still running ->
+exit state (the OOM counter read before the groups go) -> remove the cgroups and the record.
+Teardown runs in ``finally``: also when the start fails half-way or the body raises.
+
+The environment inside is the image's ``Env`` plus the spec's (`runner.backends.capping`):
+nothing of the host's. bwrap runs unprivileged as the sandbox's own host uid: as root the
+launcher stages the sources and drops to the spec's uid (10001) first
+(`runner.backends.namespace.launcher`); as another user, it runs as that user, which is then
+the spec's (`runner.backends.base.sandbox_user`).
+
+Every process of the sandbox runs under a seccomp filter like Docker's default profile
+(`runner.backends.namespace.seccomp`; x86-64 only).
+
+Where it differs from Docker (the conformance suite's `Capabilities`): without usable cgroups
+the limits are rlimits, an OOM kill is not reported and CPU is not limited.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import structlog
+
+from runner import __version__
+from runner.backends import labels as L
+from runner.backends.base import Backend, Reaped, SandboxSpec
+from runner.backends.capping import sandbox_environment
+from runner.backends.namespace import seccomp
+from runner.backends.namespace.bwrapargs import bwrap_argv
+from runner.backends.namespace.cgroups import Cgroups, Host, probe_host
+from runner.backends.namespace.launcher import Staging, launcher_argv
+from runner.backends.namespace.records import (
+    read_records,
+    reap_records,
+    sweep_groups,
+    update_record,
+    write_record,
+)
+from runner.backends.namespace.rootfs import RootFs, image_rootfs, sweep_partials
+from runner.backends.namespace.sandbox import NamespaceSandbox
+from runner.errors import InfrastructureError
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["NamespaceBackend"]
+
+
+class NamespaceBackend(Backend):
+    """Sandboxes as bubblewrap namespaces over the image's read-only root filesystem.
+
+    Args:
+        root: the backend's folder (``STATE_DIR/namespace``): ``rootfs/`` (the image trees by
+            id) and ``sandboxes/`` (one record per live sandbox).
+        rootfs: a root filesystem folder to use for every image instead of exporting the
+            Docker image (the offline debootstrap tree).
+        docker_host: the engine the image is exported from the first time (None: the docker
+            SDK's default).
+        session_id: labels every sandbox of this backend; default a fresh random id.
+        owner: the owning process (default: this one).
+        bwrap: the bwrap executable (default: ``bwrap`` on ``PATH``).
+        host: the probed limits of this host (default: `probe_host`).
+
+    Raises:
+        InfrastructureError: bwrap is not installed (the message names the fix).
+    """
+
+    name = "namespace"
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        rootfs: Path | None = None,
+        docker_host: str | None = None,
+        session_id: str | None = None,
+        owner: L.Owner | None = None,
+        bwrap: str | None = None,
+        host: Host | None = None,
+    ) -> None:
+        found = bwrap or shutil.which("bwrap")
+        if not found:
+            raise InfrastructureError(
+                "--backend namespace needs bubblewrap: apt-get install -y bubblewrap"
+                " (or your distribution's bubblewrap package)"
+            )
+        self.bwrap = found
+        self.setpriv = shutil.which("setpriv") is not None
+        self.root = root.resolve()
+        self.rootfs_folder = rootfs
+        self.docker_host = docker_host
+        self.session_id = session_id or uuid.uuid4().hex[:16]
+        self.owner = owner or L.current_owner()
+        self.host = host if host is not None else probe_host()
+        self._trees: dict[str, RootFs] = {}
+        self._filter = seccomp.program()
+        self._lock = threading.Lock()
+
+    @property
+    def records(self) -> Path:
+        """``ROOT/sandboxes``: one record per live sandbox."""
+        return self.root / "sandboxes"
+
+    def capabilities(self) -> dict[str, bool]:
+        """Which limits this host enforces (`runner.backends.namespace.cgroups.Host`)."""
+        return self.host.capabilities()
+
+    def close(self) -> None:
+        """Nothing to close (no engine connection is kept)."""
+
+    # -- the image -------------------------------------------------------------------------
+
+    def rootfs(self, image: str) -> RootFs:
+        """The root filesystem of ``image``, exported from the local engine on first use.
+
+        Raises:
+            InfrastructureError: the engine is unreachable, the image is missing, or its tar
+                broke a rule (`runner.backends.namespace.rootfs`).
+        """
+        with self._lock:
+            known = self._trees.get(image)
+            if known is not None:
+                return known
+            if self.rootfs_folder is not None:
+                made = RootFs.from_folder(self.rootfs_folder)
+            else:
+                made = self._export(image)
+            self._trees[image] = made
+            return made
+
+    def _export(self, image: str) -> RootFs:
+        # lazy: the docker SDK (~0.14 s) is needed only the first time an image is seen
+        from runner.backends.docker.client import connect, translate
+
+        api = connect(self.docker_host)
+        try:
+            return image_rootfs(api, image, self.root / "rootfs")
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # the SDK's errors, translated at its one boundary
+            raise translate(exc, f"export the root filesystem of {image}") from exc
+        finally:
+            api.close()
+
+    def image_id(self, image: str) -> str:
+        """The image id of ``image`` (for the trace's environment manifest)."""
+        return self.rootfs(image).image_id
+
+    def engine_cpus(self) -> float | None:
+        """This machine's CPU count (the most a CFS quota can give)."""
+        return float(os.cpu_count() or 1)
+
+    def engine_memory_bytes(self) -> int | None:
+        """This machine's memory in bytes (the concurrency's budget), or None when unknown."""
+        try:
+            return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) or None
+        except (ValueError, OSError):
+            return None
+
+    # -- the lifecycle ---------------------------------------------------------------------
+
+    def _environment(self, spec: SandboxSpec, tree: RootFs) -> dict[str, str]:
+        return {**tree.env, **sandbox_environment(spec)}
+
+    def _seccomp_pipe(self) -> int | None:
+        """A pipe's read end holding the seccomp filter (`seccomp.program`); None: no filter."""
+        if self._filter is None:
+            return None
+        read, write = os.pipe()
+        try:
+            os.write(write, self._filter)  # 600 bytes: far below a pipe's buffer
+        finally:
+            os.close(write)
+        return read
+
+    def _staging(self, spec: SandboxSpec, tree: RootFs) -> Staging | None:
+        """As root: bwrap runs as the sandbox's uid over staged sources (`launcher`).
+
+        Raises:
+            InfrastructureError: root without util-linux ``setpriv`` (bwrap would run as root).
+        """
+        if os.geteuid() != 0:
+            return None
+        if not self.setpriv:
+            raise InfrastructureError(
+                "--backend namespace as root needs util-linux setpriv (and unshare, mount) to"
+                " run bwrap as the sandbox user: apt-get install -y util-linux"
+            )
+        uid, _, gid = spec.user.partition(":")
+        sources = [tree.tree, *(Path(m.source) for m in spec.mounts)]
+        return Staging(sources, uid, gid or uid)
+
+    @contextmanager
+    def sandbox(self, spec: SandboxSpec) -> Iterator[NamespaceSandbox]:
+        """Start one bwrap sandbox for ``spec``; kill, read its state and clean up on exit.
+
+        Raises:
+            InfrastructureError: bwrap or the image is unusable, a sandbox of this run id
+                exists, or the sandbox failed to start (its output attached).
+        """
+        tree = self.rootfs(spec.image)
+        name = L.container_name(spec.run_id, self.session_id)
+        labels = L.sandbox_labels(
+            session_id=self.session_id,
+            run_id=spec.run_id,
+            owner=self.owner,
+            version=__version__,
+            extra=spec.labels,
+        )
+        record = {"labels": labels, "started": time.time(), "cap_s": spec.hard_cap.total_s}
+        try:
+            record_path = write_record(self.records, name, record)
+        except FileExistsError as exc:
+            raise InfrastructureError(
+                f"a sandbox named {name} already exists: run attempt ids must be unique",
+                run_id=spec.run_id,
+            ) from exc
+        groups: Cgroups | None = None
+        box: NamespaceSandbox | None = None
+        try:
+            if self.host.cgroups:
+                groups = Cgroups(self.host, name, spec.limits)
+                record["cgroups"] = [str(p) for p in groups.paths.values()]
+                update_record(record_path, record)
+            staging = self._staging(spec, tree)
+            filter_fd = self._seccomp_pipe()
+            argv = [
+                *launcher_argv(groups, spec.limits, staging, setpriv=self.setpriv),
+                *bwrap_argv(
+                    self.bwrap,
+                    spec,
+                    tree.tree,
+                    hostname="sandbox",
+                    cgroup_dirs=groups.paths if groups is not None else None,
+                    seen_as=staging.seen_as if staging is not None else str,
+                    seccomp_fd=filter_fd,
+                ),
+            ]
+            try:
+                process = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self._environment(spec, tree),
+                    cwd="/",
+                    start_new_session=True,
+                    pass_fds=() if filter_fd is None else (filter_fd,),
+                )
+            except OSError as exc:
+                raise InfrastructureError(
+                    f"cannot start bwrap for {name}: {exc}", run_id=spec.run_id
+                ) from exc
+            finally:
+                if filter_fd is not None:
+                    os.close(filter_fd)
+            box = NamespaceSandbox(
+                name,
+                spec.run_id,
+                process,
+                oom_killed=groups.oom_killed if groups is not None else (lambda: False),
+                kill_rest=groups.kill_all if groups is not None else (lambda: None),
+            )
+            record.update({"pid": process.pid, "pid_start": L.process_start_time(process.pid)})
+            update_record(record_path, record)
+            log.debug("namespace_sandbox_started", sandbox=name, run_id=spec.run_id)
+            yield box
+        finally:
+            self._teardown(box, groups, record_path)
+
+    def _teardown(
+        self, box: NamespaceSandbox | None, groups: Cgroups | None, record_path: Path
+    ) -> None:
+        try:
+            if box is not None:
+                if box.exit_state is None:
+                    box.kill()
+                    with suppress(InfrastructureError):
+                        box.wait(0)
+                box.close()
+        finally:
+            if groups is not None:
+                groups.remove()
+            record_path.unlink(missing_ok=True)
+
+    # -- leftovers -------------------------------------------------------------------------
+
+    def sandboxes(self, *, session_only: bool = False) -> list[str]:
+        """Names of the recorded sandboxes (of this session only, or of every session)."""
+        names = []
+        for path, record in read_records(self.records):
+            if record is None:
+                continue
+            if session_only and record["labels"].get(L.SESSION) != self.session_id:
+                continue
+            names.append(path.stem)
+        return names
+
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
+        """Remove the sandboxes of dead owners, their cgroups and unfinished image trees.
+
+        See `runner.backends.namespace.records`; a live owner's sandbox is never touched.
+        """
+        bases = list(self.host.bases.values())
+        removed = reap_records(self.records, self.owner.host, bases, ledger=ledger)
+        sweep_groups(bases, set(self.sandboxes()))
+        sweep_partials(self.root / "rootfs")
+        return removed

@@ -1,0 +1,208 @@
+"""One started namespace sandbox: the bwrap process's stdio as the channel, kill, wait.
+
+The byte channel is the bwrap process's own stdin, stdout and stderr (bwrap hands them to the
+namespace's PID 1). Two daemon threads read stdout and stderr into one queue of at most
+`QUEUE_CHUNKS` chunks of `_READ_BYTES`: past that they stop reading until the caller consumes,
+so a sandbox that floods a busy host blocks on its own writes. Writes give up at their
+``timeout_s`` (`runner.backends.timed_write`).
+
+The kill is ``SIGKILL`` to the bwrap process (its PID 1 child dies with it:
+``--die-with-parent``), then to every process left in the sandbox's cgroup when it has one.
+``killed_by_host`` is set only when the kill found the sandbox still running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import IO
+
+import structlog
+
+from runner.backends.base import STDERR, STDOUT, ExitState, Sandbox
+from runner.backends.timed_write import TimedWriter
+from runner.errors import InfrastructureError
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["QUEUE_CHUNKS", "NamespaceSandbox"]
+
+_READ_BYTES = 64 * 1024
+QUEUE_CHUNKS = 64  # about 4 MiB of output received and not yet consumed
+_AFTER_KILL_WAIT_S = 30.0
+
+
+class NamespaceSandbox(Sandbox):
+    """A running bwrap sandbox (made by `runner.backends.namespace.NamespaceBackend`).
+
+    Args:
+        name: the sandbox's name (its record and cgroup folder are named so).
+        run_id: the run attempt.
+        process: the started launcher/bwrap process with piped stdio.
+        oom_killed: reads whether the kernel OOM-killed a process of the sandbox.
+        kill_rest: kills whatever is left of the sandbox after bwrap (its cgroup).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        run_id: str,
+        process: subprocess.Popen[bytes],
+        *,
+        oom_killed: Callable[[], bool] = lambda: False,
+        kill_rest: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name = name
+        self.run_id = run_id
+        self.pid = process.pid
+        self._process = process
+        self._oom_killed = oom_killed
+        self._kill_rest = kill_rest
+        self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue(QUEUE_CHUNKS)
+        self._open = 2
+        self._closing = False
+        self.killed_by_host = False
+        self.exit_state: ExitState | None = None
+        self._started = time.monotonic()
+        self._ended: float | None = None
+        self._writer = TimedWriter(self._write_all, run_id)
+        self._readers = [
+            threading.Thread(target=self._pump, args=(stream, handle), daemon=True)
+            for stream, handle in ((STDOUT, process.stdout), (STDERR, process.stderr))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _pump(self, stream: int, handle: IO[bytes] | None) -> None:
+        try:
+            while handle is not None:
+                chunk = os.read(handle.fileno(), _READ_BYTES)
+                if not chunk:
+                    break
+                self._put((stream, chunk))
+        except (OSError, ValueError):
+            pass
+        self._put(None)
+
+    def _put(self, item: tuple[int, bytes] | None) -> None:
+        while not self._closing:
+            try:
+                self._queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
+        """Yield ``(stream, payload)``, ``None`` after ``poll_s`` s of silence; end at EOF."""
+        while self._open:
+            try:
+                item = self._queue.get(timeout=poll_s)
+            except queue.Empty:
+                yield None
+                continue
+            if item is None:
+                self._open -= 1
+                continue
+            yield item
+
+    def drain(self) -> bytes:
+        """Everything received and not yet consumed, stdout and stderr interleaved."""
+        chunks: list[bytes] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return b"".join(chunks)
+            if item is None:
+                self._open -= 1
+            else:
+                chunks.append(item[1])
+
+    def write(self, data: bytes, timeout_s: float | None = None) -> None:
+        """Send ``data`` to the sandbox's stdin within ``timeout_s`` seconds (``None``: no limit).
+
+        Raises:
+            InfrastructureError: the channel is broken, or the sandbox did not take ``data`` in
+                time (raised from a `TimeoutError`).
+        """
+        try:
+            self._writer.write(data, timeout_s)
+        except (OSError, ValueError) as exc:  # TimeoutError included
+            raise InfrastructureError(
+                f"cannot write to the stdin of {self.name}: {exc}", run_id=self.run_id
+            ) from exc
+
+    def _write_all(self, data: bytes) -> None:
+        stdin = self._process.stdin
+        if stdin is None:
+            raise ValueError("the sandbox has no stdin pipe")
+        stdin.write(data)
+        stdin.flush()
+
+    def is_running(self) -> bool:
+        """Whether the bwrap process still runs."""
+        return self._process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the sandbox (bwrap, then its cgroup's rest); remembers that the host did it."""
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid, signal.SIGKILL)
+                self.killed_by_host = True
+                log.debug("namespace_sandbox_killed", sandbox=self.name, run_id=self.run_id)
+        self._kill_rest()
+
+    def wait(self, timeout_s: float) -> ExitState:
+        """Wait up to ``timeout_s`` s; on expiry kill, then wait for the end.
+
+        Raises:
+            InfrastructureError: the sandbox did not end within 30 s of its SIGKILL.
+        """
+        if self.exit_state is not None:
+            return self.exit_state
+        try:
+            code = self._process.wait(timeout=max(0.0, timeout_s))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            try:
+                code = self._process.wait(timeout=_AFTER_KILL_WAIT_S)
+            except subprocess.TimeoutExpired as exc:
+                raise InfrastructureError(
+                    f"{self.name} did not stop within 30 s of SIGKILL", run_id=self.run_id
+                ) from exc
+        return self._record(code)
+
+    def _record(self, code: int) -> ExitState:
+        if self._ended is None:
+            self._ended = time.monotonic()
+        self.exit_state = ExitState(
+            exit_code=128 - code if code < 0 else code,
+            oom_killed=self._oom_killed(),
+            killed_by_host=self.killed_by_host,
+            ran_s=round(self._ended - self._started, 3),
+        )
+        log.debug(
+            "namespace_sandbox_exited",
+            sandbox=self.name,
+            run_id=self.run_id,
+            exit_code=self.exit_state.exit_code,
+            oom_killed=self.exit_state.oom_killed,
+            killed_by_host=self.killed_by_host,
+        )
+        return self.exit_state
+
+    def close(self) -> None:
+        """Stop the readers and close the pipes (after the process ended)."""
+        self._closing = True
+        for handle in (self._process.stdin, self._process.stdout, self._process.stderr):
+            if handle is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    handle.close()
+        for reader in self._readers:
+            reader.join(timeout=2.0)

@@ -17,6 +17,7 @@ member by member: the scan is the guard against what ``tarfile`` would read befo
 from __future__ import annotations
 
 import gzip
+import zlib
 from typing import BinaryIO
 
 from runner.errors import InputError
@@ -140,5 +141,5 @@ def scan_headers(
                 if not chunk:
                     return
                 padded -= len(chunk)
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # a damaged stream, at any depth
         raise InputError(f"not a readable reviewer packet (.tar.gz): {exc}", file=name) from exc

@@ -8,7 +8,9 @@ run (printed, not asserted):
   worker pipe (`runner.runtime.worker.client.Worker.execute`); µs per call;
 - start-up CPU: a fresh runtime interpreter that imports the runtime and loads the tool module
   itself (before) against one that also spawns the worker and has it load the module (after),
-  counting the worker's CPU (``/proc/PID/stat``); ms of CPU.
+  counting the worker's CPU (``/proc/PID/stat``); ms of CPU; and the same with the egress
+  witness off (``SANDBOX_REPLAY_EGRESS_WITNESS=off``: the witness's own start-up cost), split
+  into the runtime's CPU and the worker's.
 
 Usage: ``.venv/bin/python bench/bench_worker.py [--calls 1000] [--image sandbox-replay:latest]``.
 """
@@ -82,20 +84,28 @@ AFTER = ("import os, sys\nimport runner.runtime.main\nfrom runner.runtime.pid1 i
          "f = open('/proc/%%d/stat' %% w.pid).read().rsplit(')', 1)[1].split()\n"
          "sys.stdout.write(str((int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')))\n" % MANIFEST)
 
-def cpu_ms(code, runs=5):
+def cpu_split(code, runs=11, witness="on"):
+    # (runtime ms, worker ms) of the run with the least total CPU
     best = None
+    env = dict(os.environ, SANDBOX_REPLAY_EGRESS_WITNESS=witness)
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True).stdout
+                             check=True, env=env).stdout
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         spent = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        spent += float(out or 0)
-        best = spent if best is None else min(best, spent)
-    return best * 1000
+        split = (spent * 1000, float(out or 0) * 1000)
+        best = split if best is None or sum(split) < sum(best) else best
+    return best
+
+def cpu_ms(code, witness="on"):
+    return sum(cpu_split(code, witness=witness))
 
 print(json.dumps({"calls": CALLS, "in_process_us": in_process_us, "pipe_us": pipe_us,
-                  "startup_before_ms": cpu_ms(BEFORE), "startup_after_ms": cpu_ms(AFTER)}))
+                  "startup_before_ms": cpu_ms(BEFORE), "startup_after_ms": cpu_ms(AFTER),
+                  "startup_no_witness_ms": cpu_ms(AFTER, witness="off"),
+                  "split_witness_ms": cpu_split(AFTER),
+                  "split_no_witness_ms": cpu_split(AFTER, witness="off")}))
 """
 
 
@@ -146,6 +156,18 @@ def main() -> int:
             extra=result["startup_after_ms"] - result["startup_before_ms"],
             **result,
         )
+    )
+    print(
+        "start-up CPU of the egress witness: runtime + worker without it "
+        "{startup_no_witness_ms:.1f} ms, with it {startup_after_ms:.1f} ms"
+        " (+{extra:.1f} ms)".format(
+            extra=result["startup_after_ms"] - result["startup_no_witness_ms"], **result
+        )
+    )
+    (rt_on, wk_on), (rt_off, wk_off) = result["split_witness_ms"], result["split_no_witness_ms"]
+    print(
+        f"  (least-total run of 11) runtime {rt_off:.1f} -> {rt_on:.1f} ms "
+        f"(+{rt_on - rt_off:.1f}), worker {wk_off:.1f} -> {wk_on:.1f} ms (+{wk_on - wk_off:.1f})"
     )
     return 0
 

@@ -11,6 +11,13 @@ cap as each process of the sandbox has, so memory and the ``end`` line stay boun
 attempt is either counted in an entry or in `OutboundLog.dropped`; any drop makes the log's
 coverage partial (`OutboundLog.partial`) with a reason naming the cap. A flood of decoy
 lookups of a few names cannot push a later connect out of the log: repeats only count.
+
+A name lookup is one destination however it was seen (issue 18): the in-process hook's
+``getaddrinfo`` entry names the port asked for, the egress witness's entry for the query it
+read (`runner.runtime.egress.dns`) has none. A port-less ``dns`` entry of a name already
+logged adds nothing; a port-less one logged first takes the hook's fields and count when they
+arrive. So a name's count is the hook's (lookup calls) when the hook saw it, else the
+witness's (queries: a resolver asks for A and AAAA, and asks again).
 Everything in a message is hostile input: fields become JSON scalars, counts positive ints.
 """
 
@@ -56,6 +63,7 @@ class OutboundLog:
     entries: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
     _index: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    _names: dict[Any, int] = field(default_factory=dict)  # dns host -> its first entry
 
     def add(self, message: dict[str, Any]) -> None:
         """Take one ``egress`` message (``attempt`` + ``count``, or ``dropped``)."""
@@ -68,6 +76,8 @@ class OutboundLog:
         count = _count(message.get("count", 1))
         clean = {k: _scalar(attempt.get(k)) for k in _ATTEMPT_KEYS if k in attempt}
         key = destination_key(clean)
+        if key not in self._index and self._same_lookup(clean, key, count):
+            return
         index = self._index.get(key)
         if index is not None:
             entry = self.entries[index]
@@ -77,7 +87,26 @@ class OutboundLog:
         else:
             clean["count"] = count
             self._index[key] = len(self.entries)
+            if clean.get("kind") == "dns":
+                self._names.setdefault(clean.get("host"), len(self.entries))
             self.entries.append(clean)
+
+    def _same_lookup(self, clean: dict[str, Any], key: tuple[Any, ...], count: int) -> bool:
+        """Merge a ``dns`` attempt into the entry of the same name; True when merged."""
+        if clean.get("kind") != "dns" or clean.get("host") is None:
+            return False
+        index = self._names.get(clean["host"])
+        if index is None:
+            return False
+        entry = self.entries[index]
+        if clean.get("port") is None:  # the witness saw a lookup the log has: nothing new
+            return True
+        if entry.get("port") is not None:  # another port of a name: a destination of its own
+            return False
+        del self._index[destination_key(entry)]  # the hook names the port the witness could not
+        entry.update(clean, count=count)  # lookups, not the witness's queries
+        self._index[key] = index
+        return True
 
     @property
     def partial(self) -> bool:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from runner.episode.request import EpisodeRequest
     from runner.trace.writer import TraceWriter
 
-__all__ = ["MAX_COVERAGE", "EpisodeFacts", "end_line", "write_header"]
+__all__ = ["MAX_COVERAGE", "EpisodeFacts", "coverage_of", "end_line", "write_header"]
 
 MAX_COVERAGE = 100
 
@@ -109,6 +109,18 @@ def write_header(state: EpisodeFacts) -> None:
     )
 
 
+def coverage_of(state: EpisodeFacts) -> str:
+    """``partial`` or ``full``: whether the outbound log may miss an attempt.
+
+    A coverage note with ``partial: false`` is clock-only information (a child or foreign code
+    that reads the machine's clock, its network calls seen by the egress witness:
+    `runner.runtime.egress.audit`); any other note, a dropped note or the outbound log's cap
+    makes it ``partial``.
+    """
+    notes = any(note.get("partial") is not False for note in state.coverage)
+    return "partial" if notes or state.coverage_dropped or state.outbound.partial else "full"
+
+
 def end_line(
     state: EpisodeFacts, exit_state: ExitState | None, status: str, reason: str | None
 ) -> dict[str, Any]:
@@ -148,9 +160,7 @@ def end_line(
         "not_run": not_run,
         "outbound": state.outbound.entries,
         "outbound_dropped": state.outbound.dropped,
-        "coverage": "partial"
-        if state.coverage or state.coverage_dropped or state.outbound.partial
-        else "full",
+        "coverage": coverage_of(state),
         "coverage_detail": [
             *filter(None, [state.outbound.coverage_reason()]),
             *state.coverage,

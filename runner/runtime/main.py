@@ -266,10 +266,13 @@ class Runtime:
                 )
             self.channel.start_reader()
             self.reaper.start()
-            start = self.channel.wait_for("start")
+            start = self.channel.wait_for("start")  # the worker starts and bootstraps meanwhile
             self.started = time.monotonic()  # the run is assigned: its caps count from now
             if self.cap is not None and self.cap_s is not None:
                 self.cap.rearm(self.cap_s)
+            witness_coverage = self.worker.witness_coverage()
+            if witness_coverage is not None:  # the worker's tree is not witnessed: say why
+                self.channel.send_raw(witness_coverage)
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()
             spec = check_run_spec(start.get("run"))
             manifest = check_manifest(start.get("manifest"), str(spec["mode"]))
@@ -371,5 +374,6 @@ class Runtime:
         )
         os.environ.update(gateway.environment())
         audit.set_gateway(gateway.host, gateway.port)
+        self.worker.set_gateway_port(gateway.port)
         gateway.start()
         return gateway

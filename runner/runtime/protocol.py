@@ -70,7 +70,9 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
                    ``{"type": "egress", "dropped": n, "cap": c}`` (no ``attempt``): n
                    attempts at destinations past the sandbox's cap of c distinct ones.
     coverage       ``{partial: true, reason, program?, argv?, library?, symbol?, pid?,
-                   child?}``.
+                   child?, clock?}``. Issue 18: ``partial: false`` is a clock-only note (a
+                   child or foreign code under the egress witness reads the machine's clock;
+                   its network calls are witnessed): it leaves the coverage ``full``.
     episode        ``status`` is one of succeeded | failed | denied; ``failure`` is
                    ``{call_index, tool, error_class}`` (``call_index`` -1 when no call ran).
     error          also ``traceback`` (text, last 8000 characters); the exit code is 70.

@@ -231,27 +231,24 @@ def test_the_answer_key_is_not_inside_the_sandbox(
     assert "SECRET-ANSWER-42" not in json.dumps(result.end["output"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: tool code in the worker disables the worker's own audit hook handlers "
-    "(runner/runtime/egress/audit.py _HANDLERS is a module dict) and its connect is never logged; "
-    "coverage still says full. Closed by the egress witness outside the worker (issue 18, "
-    "runner.runtime.worker.process.BEFORE_USER_CODE is its hook point)",
-)
 def test_egress_cannot_be_hidden_in_process(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
+    """Tool code clears the worker's audit hook: the egress witness, outside the worker, still
+    logs its connect (issue 18), and the coverage stays ``full``."""
     out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: h, tool: hide.in_process}\n")
-    logged = {a.get("address") for a in out.end["outbound"]}
-    assert "203.0.113.77" in logged or out.end["coverage"] == "partial", out.end
+    hidden = [a for a in out.end["outbound"] if a.get("address") == "203.0.113.77"]
+    assert [(a["port"], a["event"]) for a in hidden] == [(4444, "seccomp.connect")], out.end
+    assert out.end["coverage"] == "full", out.end["coverage_detail"]
 
 
 def test_egress_of_a_child_cannot_be_hidden_by_truncating_its_log(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
     out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: h, tool: hide.child_log}\n")
-    logged = {a.get("address") for a in out.end["outbound"]}
-    assert "203.0.113.78" in logged or out.end["coverage"] == "partial", out.end
+    logged = {a.get("address"): a for a in out.end["outbound"]}
+    assert "203.0.113.78" in logged, out.end  # the witness saw it, whatever the child's log says
+    assert logged["203.0.113.78"]["event"].startswith("seccomp."), logged
 
 
 def test_escape_sequences_from_tool_code_never_reach_the_terminal(

@@ -77,7 +77,8 @@ def _run(
 
 
 def _connects(out: Outcome) -> list[dict[str, Any]]:
-    return [a for a in out.end["outbound"] if a["kind"] == "connect"]
+    """Connects to the real destination (the egress witness also logs the resolver's, port 53)."""
+    return [a for a in out.end["outbound"] if a["kind"] == "connect" and a["port"] != 53]
 
 
 @pytest.mark.parametrize("child", [False, True], ids=["runtime", "python-child"])
@@ -101,7 +102,9 @@ def test_more_distinct_decoys_than_the_cap_make_the_coverage_partial(
         project, backend, sandbox_image, tmp_path, n=CAP + 50, distinct=CAP + 50, child=child
     )
     assert len(out.end["outbound"]) == CAP  # the cap on distinct destinations
-    assert out.end["outbound_dropped"] == 51  # 50 lookups and the connect, counted
+    # 50 lookups and the connect, counted; the resolver's connects (seen by the egress witness,
+    # a destination of their own) are kept or dropped, depending on when they arrive
+    assert out.end["outbound_dropped"] >= 51, out.end["outbound_dropped"]
     assert out.end["coverage"] == "partial", out.end["coverage_detail"]
     reasons = [d.get("reason", "") for d in out.end["coverage_detail"]]
     assert any(f"capped at {CAP} distinct destinations" in r for r in reasons), reasons

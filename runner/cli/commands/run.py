@@ -189,7 +189,8 @@ def _render(result: EpisodeResult, *, sandboxed: bool = True) -> None:
         )
     for detail in (end.get("coverage_detail") or [])[:5]:
         what = detail.get("program") or detail.get("library") or ""
-        echo(f"    partial: {detail.get('reason')} {what}")
+        label = "clock" if detail.get("partial") is False else "partial"  # clock-only note
+        echo(f"    {label}: {detail.get('reason')} {what}")
     meter = end.get("meter") or {}
     echo(
         f"  meter: {meter.get('tokens_in', 0)} tokens in, {meter.get('tokens_out', 0)} out, "

@@ -17,10 +17,11 @@ Sinks (the runtime's queue, the children's log file): see `runner.runtime.egress
 """
 
 import atexit
+import contextlib
 import os
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from runner.runtime.egress import events, programs
 from runner.runtime.egress.events import destination_key as destination_key  # the host reads it
@@ -29,23 +30,23 @@ ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
 ENV_CLOCK = "SANDBOX_REPLAY_CLOCK"  # runner.sdk.wallclock.ENV_CLOCK (not imported: children
 # import this module at start-up and most never need the clock's machinery)
 ENV_GATEWAY = "SANDBOX_REPLAY_GATEWAY"
+ENV_WITNESSED = "SANDBOX_REPLAY_WITNESSED"  # set by a worker whose tree the witness serves
+# Under the witness (`set_witnessed`) the hook leaves to it what it sees itself: connects and
+# addressed sends (an attempt is counted once, by the witness); every note then is a clock-only
+# note (``partial: false``; children's and foreign code's network calls are witnessed).
+_WITNESS_EVENTS = frozenset({"socket.connect", "socket.sendto", "socket.sendmsg"})
 _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
-RUNTIME_ROOT = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-)
+_HERE = os.path.abspath(__file__)  # runner/runtime/egress/audit.py
+RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
 
 # Distinct destinations kept per process (and by the host over all of them): issue 10 item 11.
 MAX_DESTINATIONS = 1000
 MAX_COVERAGE_KEYS = 1000  # distinct coverage reasons remembered (each is reported once)
 CHILD_FLUSH_REPEATS = 1024  # a child writes its repeat counts at least this often
 
-_state: Dict[str, Any] = {
-    "installed": False,
-    "owner_pid": None,
-    "log_path": None,
-    "gateway": None,
-}
+_state: Dict[str, Any] = dict(installed=False, owner_pid=None, log_path=None, gateway=None)
+_state["witnessed"] = False
 # Modules a handler needs (json, ipaddress, shlex, urllib.parse) are imported when it first runs:
 # every Python child imports this module at start-up, most never open a socket.
 _queue: List[Dict[str, Any]] = []
@@ -99,9 +100,23 @@ def install_from_env() -> bool:
     if not path:
         return False
     gateway_from_env()
+    _state["witnessed"] = os.environ.get(ENV_WITNESSED) == "1"
     install(path, in_memory=False)
     atexit.register(flush_child)
     return True
+
+
+def set_witnessed(on: bool) -> None:
+    """Whether this process and its children are under the egress witness (the worker's call).
+
+    The runtime starts the worker with `ENV_WITNESSED` set (its sitecustomize reads it) and the
+    worker clears it when the bootstrap failed (the runtime then says why coverage is partial).
+    """
+    _state["witnessed"] = on
+    if on:
+        os.environ[ENV_WITNESSED] = "1"
+    else:
+        os.environ.pop(ENV_WITNESSED, None)
 
 
 def gateway_from_env() -> None:
@@ -244,10 +259,7 @@ def _log_attempt(attempt: Dict[str, Any]) -> None:
 
 
 def record_witnessed(attempt: Dict[str, Any]) -> None:
-    """Log an attempt the egress witness saw (`runner.runtime.egress.witness`; any thread).
-
-    Same destinations, counts and cap as the hook's own attempts.
-    """
+    """Log an attempt the egress witness saw (any thread): the hook's destinations, counts, cap."""
     _log_attempt(attempt)
 
 
@@ -277,6 +289,9 @@ def _attempt(
 
 
 def _on_network(event: str, args: Tuple[Any, ...]) -> None:
+    witnessed = _state["witnessed"] and event in _WITNESS_EVENTS and args
+    if witnessed and int(getattr(args[0], "family", 0)) in (2, 10):  # AF_INET(6): the witness's
+        return
     if event in events.LOOKUP_EVENTS:
         host, port = events.lookup(event, args)
         _local.last_lookup = (host, port)
@@ -292,21 +307,31 @@ def _on_network(event: str, args: Tuple[Any, ...]) -> None:
 
 
 def _coverage(key: Tuple[Any, ...], **fields: Any) -> None:
+    """Report a finding once; under the witness one with ``clock: "machine"`` is clock-only."""
     if key in _seen_coverage:
         return
     if len(_seen_coverage) >= MAX_COVERAGE_KEYS:  # coverage is partial already; stay bounded
         return
     _seen_coverage.add(key)
-    message = {"type": "coverage", "partial": True, "pid": os.getpid()}
+    clock_only = _state["witnessed"] and fields.get("clock") == programs.MACHINE_CLOCK
+    message = {"type": "coverage", "partial": not clock_only, "pid": os.getpid()}
     message.update({k: events.text(v) for k, v in fields.items() if v is not None})
     _emit(message)
 
 
-def coverage_note(key: Tuple[Any, ...], reason: str) -> None:
-    """Report once per process that coverage is partial for ``reason`` (the clock's, e.g.).
+@contextlib.contextmanager
+def unnoted() -> Iterator[None]:
+    """Within this block the hook notes nothing in this thread (the witness's own calls)."""
+    busy = getattr(_local, "busy", False)
+    _local.busy = True
+    try:
+        yield
+    finally:
+        _local.busy = busy
 
-    The note carries ``clock: "machine"``: what it reports reads the machine's clock.
-    """
+
+def coverage_note(key: Tuple[Any, ...], reason: str) -> None:
+    """Note ``reason`` once per process (the clock's: ``clock: "machine"``; `_coverage`)."""
     _coverage(key, reason=reason, clock=programs.MACHINE_CLOCK)
 
 
@@ -315,18 +340,17 @@ def _env_clock() -> Optional[str]:
     return ENV_CLOCK if os.environ.get(ENV_CLOCK) else None
 
 
-def _classify_child(event: str, program: Optional[str], argv: List[str], env: Any) -> None:
-    found = programs.classify(program, argv, env, ENV_LOG, SITE_DIR, _env_clock())
+def _note(found: Optional[programs.Finding]) -> None:
     if found is not None:
-        key, fields = found
-        _coverage(key, **fields)
+        _coverage(found[0], **found[1])
+
+
+def _classify_child(event: str, program: Optional[str], argv: List[str], env: Any) -> None:
+    _note(programs.classify(program, argv, env, ENV_LOG, SITE_DIR, _env_clock()))
 
 
 def _classify_command(event: str, command: str, env: Any) -> None:
-    found = programs.classify_command(command, env, ENV_LOG, SITE_DIR, _env_clock())
-    if found is not None:
-        key, fields = found
-        _coverage(key, **fields)
+    _note(programs.classify_command(command, env, ENV_LOG, SITE_DIR, _env_clock()))
 
 
 def _on_popen(event: str, args: Tuple[Any, ...]) -> None:
@@ -352,9 +376,7 @@ def _on_exec(event: str, args: Tuple[Any, ...]) -> None:
 
 def _on_ctypes(event: str, args: Tuple[Any, ...]) -> None:
     found = events.foreign_code(event, args)
-    if found is not None:
-        key, fields = found
-        _coverage(key, clock=programs.MACHINE_CLOCK, **fields)
+    _note(None if found is None else (found[0], dict(found[1], clock=programs.MACHINE_CLOCK)))
 
 
 _HANDLERS: Dict[str, Callable[[str, Tuple[Any, ...]], None]] = {

@@ -4,8 +4,10 @@ What the program does, in order (``linux/seccomp.h``,
 ``Documentation/userspace-api/seccomp_filter.rst``):
 
 1. ``seccomp_data.arch`` is not this machine's native ABI (i386 through ``int 0x80`` on x86_64,
-   or any other): kill the process. The x32 ABI (x86_64 numbers with bit 30 set): kill. A
-   foreign ABI has other syscall numbers, so the checks below would not hold for it.
+   or any other), or the x32 ABI (x86_64 numbers with bit 30 set): a user notification, which
+   the witness answers by killing the caller with ``SIGSYS`` and naming it in the log (a
+   foreign ABI has other syscall numbers, so the checks below would not hold for it; the call
+   itself never runs: without a listener it fails with ``ENOSYS``).
 2. ``io_uring_setup``/``io_uring_enter``/``io_uring_register``: ``ENOSYS`` (an io_uring ring
    performs connects and sends the filter never sees).
 3. ``socket`` with protocol ``IPPROTO_SCTP``: ``EPROTONOSUPPORT`` (SCTP connects through
@@ -28,7 +30,6 @@ _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
 _RET_K = 0x06
-RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 RET_USER_NOTIF = 0x7FC00000
 RET_ALLOW = 0x7FFF0000
@@ -93,11 +94,11 @@ def program(machine: str) -> bytes:
     nr = kernel.SYSCALLS[machine]
     lines: List[_Insn] = [
         (_LD_W_ABS, _OFF_ARCH, None, None),
-        (_JEQ_K, kernel.AUDIT_ARCH[machine], None, "kill"),
+        (_JEQ_K, kernel.AUDIT_ARCH[machine], None, "notify"),
         (_LD_W_ABS, _OFF_NR, None, None),
     ]
     if machine == "x86_64":
-        lines.append((_JGE_K, kernel.X32_SYSCALL_BIT, "kill", None))
+        lines.append((_JGE_K, kernel.X32_SYSCALL_BIT, "notify", None))
     lines += [
         (_JEQ_K, nr["connect"], "notify", None),
         (_JEQ_K, nr["sendmsg"], "sendmsg", None),
@@ -132,7 +133,5 @@ def program(machine: str) -> bytes:
         (_RET_K, RET_USER_NOTIF, None, None),
         "enosys",
         (_RET_K, RET_ERRNO | ENOSYS, None, None),
-        "kill",
-        (_RET_K, RET_KILL_PROCESS, None, None),
     ]
     return assemble(lines)

@@ -174,7 +174,9 @@ class ChildLog:
         if raw.get("type") == "egress" and "attempt" not in raw:  # attempts past the cap
             return {"type": "egress", "dropped": _count(raw.get("dropped")), "child": True}
         if raw.get("type") == "coverage":
-            message = {"type": "coverage", "partial": True, "child": True}
+            # ``partial: false`` is a clock-only note (under the witness); anything else partial
+            message = {"type": "coverage", "partial": raw.get("partial") is not False}
+            message["child"] = True
             message.update({k: _field(raw.get(k)) for k in _COVERAGE_KEYS if k in raw})
             return message
         self.malformed += 1

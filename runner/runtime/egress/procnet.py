@@ -42,6 +42,12 @@ def _listed(pid: int, name: str, column: int, inode: bytes) -> bool:
     return False
 
 
+def socket_inode(pid: int, fd: int) -> Optional[int]:
+    """The inode of the socket at ``fd`` of ``pid`` now, or None (not a socket, unreadable)."""
+    inode = _inode(pid, fd)
+    return None if inode is None else int(inode)
+
+
 def socket_kind(pid: int, fd: int) -> Optional[str]:
     """``unix``, ``netlink`` or ``tcp`` for the socket at ``fd`` of ``pid`` now, else None.
 

@@ -226,7 +226,12 @@ def attach(
             return None, reason
         write_line(channel, "G")
         listener, reason = _receive_listener(channel, deadline)
-        write_line(channel, "K" if listener is not None else "N " + reason)
+        try:
+            write_line(channel, "K" if listener is not None else "N " + reason)
+        except OSError:  # a worker that said why it failed may be gone already: keep its reason
+            if listener is not None:
+                os.close(listener)
+                return None, "the worker left before the listener was taken"
         return listener, reason
     except OSError as exc:
         return None, "egress witness bootstrap failed: {}".format(exc)

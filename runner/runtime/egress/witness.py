@@ -33,19 +33,24 @@ of its descendants waits in the kernel until this thread answers. Per call:
 
 Logged attempts have the outbound log's fields (`runner.runtime.egress.audit`): ``kind``
 (``connect``, ``sendto``, ``sendmsg``), ``host`` None, ``address``, ``port``, ``outcome``
-``denied``, ``pid`` (the calling thread), ``event`` ``seccomp.<call>``.
+``denied``, ``pid`` (the calling thread), ``event`` ``seccomp.<call>``. A syscall of a foreign
+ABI (i386, x32) is not run: the caller is killed with ``SIGSYS`` and logged as kind
+``foreign_abi``, outcome ``killed``, its arch and number in ``event``.
 """
 
+import contextlib
 import os
 import select
+import signal
 import socket
 import struct
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime.egress import kernel, procnet, seccomp, sockaddr
+from runner.runtime.egress import audit, dns, kernel, procnet, seccomp, sockaddr
 
 ENETUNREACH = 101
+ENOSYS = 38
 EINVAL = 22
 EFAULT = 14
 ENOTTY = 25
@@ -72,10 +77,17 @@ class Witness:
             `MAX_ERRORS`).
     """
 
-    def __init__(self, listener: int, gateway_port: Optional[int], sink: Sink) -> None:
+    def __init__(
+        self,
+        listener: int,
+        gateway_port: Optional[int],
+        sink: Sink,
+        resolver: Optional[dns.Resolver] = None,
+    ) -> None:
         self.listener = listener
         self.gateway_port = gateway_port
         self.sink = sink
+        self.resolver = dns.Resolver(sink) if resolver is None else resolver
         self.answered = 0
         self.errors: List[str] = []
         self._stop = threading.Event()
@@ -96,11 +108,20 @@ class Witness:
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        with audit.unnoted():  # our own sockets' calls (the resolver's answers) are not egress
+            self._loop()
+
+    def _loop(self) -> None:
         poller = select.poll()
         poller.register(self.listener, select.POLLIN)
+        resolver = self.resolver.sock
+        if resolver is not None:
+            poller.register(resolver, select.POLLIN)
         try:
             while not self._stop.is_set():
-                events = poller.poll(200)
+                events = [e for e in poller.poll(200) if e[0] == self.listener]
+                if resolver is not None:
+                    self.resolver.serve()  # non-blocking: the queries waiting, if any
                 if not events:
                     continue
                 if events[0][1] & select.POLLIN:
@@ -113,17 +134,46 @@ class Witness:
                     return  # no filtered process is left
         finally:
             os.close(self.listener)
+            self.resolver.close()
 
     # --- one notification ----------------------------------------------------------------
 
+    def _foreign_abi(self, notif_id: int, pid: int, nr: int, arch: int) -> int:
+        """A syscall of a foreign ABI: kill the caller (``SIGSYS``), name it; ``-ENOSYS``.
+
+        The caller waits in the kernel for this answer, so the pid is still its own while the
+        notification is valid (checked first); the signal is pending before it returns.
+        """
+        if kernel.id_valid(self.listener, notif_id):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSYS)
+        self.sink(
+            {
+                "kind": "foreign_abi",
+                "host": None,
+                "address": None,
+                "port": None,
+                "resolved_from": None,
+                "outcome": "killed",
+                "pid": pid,
+                "event": "seccomp.foreign_abi:arch={:#x}:nr={}".format(arch, nr),
+            }
+        )
+        return -ENOSYS
+
     def _serve(self, raw: bytes) -> None:
-        notif_id, pid, _flags, nr, _arch, _ip = struct.unpack_from("<QIIiIQ", raw, 0)
+        notif_id, pid, _flags, nr, arch, _ip = struct.unpack_from("<QIIiIQ", raw, 0)
         args = struct.unpack_from("<6Q", raw, 32)
-        table = kernel.SYSCALLS[kernel.machine() or "x86_64"]
+        machine = kernel.machine() or "x86_64"
+        table = kernel.SYSCALLS[machine]
         error: Optional[int] = -ENETUNREACH
         flags = 0
         try:
-            if nr == table["connect"]:
+            if arch != kernel.AUDIT_ARCH[machine] or (
+                machine == "x86_64" and nr & kernel.X32_SYSCALL_BIT
+            ):
+                error = self._foreign_abi(notif_id, pid, nr, arch)
+            elif nr == table["connect"]:
                 error, flags = self._connect(notif_id, pid, args)
             elif nr == table["sendto"]:
                 error, flags = self._sendto(notif_id, pid, args)
@@ -191,24 +241,31 @@ class Witness:
         return -1
 
     def _gateway(
-        self, notif_id: int, pid: int, fd: int, data: bytes, family: str
+        self, notif_id: int, pid: int, fd: int, data: bytes, family: str, to_resolver: str = ""
     ) -> Tuple[int, int]:
         """Connect a socket of ours to the gateway and put it in the caller's place (``ADDFD``).
 
+        With ``to_resolver`` (a nameserver's address) the socket is UDP and connected to our
+        `runner.runtime.egress.dns.Resolver` instead (``data`` is its address).
+
         Returns (error, flags): the connect's result; ``ENETUNREACH`` when the caller's
         descriptor cannot be read or replaced; CONTINUE only on a kernel without ``ADDFD``
-        (before 5.9: ``ENOTTY``/``EINVAL``), where the address read was the gateway's.
+        (before 5.9: ``ENOTTY``/``EINVAL``), where the address read was the gateway's (for
+        the resolver: ``ENETUNREACH``, the connect logged).
         """
         flags = self._fd_flags(pid, fd)
         if flags < 0:
             return -ENETUNREACH, 0
-        sock = socket.socket(socket.AF_INET if family == "inet" else socket.AF_INET6)
+        kind = socket.SOCK_DGRAM if to_resolver else socket.SOCK_STREAM
+        sock = socket.socket(socket.AF_INET if family == "inet" else socket.AF_INET6, kind)
         try:
             sock.setblocking(not flags & os.O_NONBLOCK)
             result = kernel.raw_connect(sock.fileno(), data)
+            if to_resolver:
+                self.resolver.remember(sock, to_resolver, pid)
             kernel.add_fd(self.listener, notif_id, sock.fileno(), fd, bool(flags & os.O_CLOEXEC))
         except OSError as exc:
-            if exc.errno in (ENOTTY, EINVAL):
+            if exc.errno in (ENOTTY, EINVAL) and not to_resolver:
                 return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
             return -ENETUNREACH, 0
         finally:
@@ -232,6 +289,13 @@ class Witness:
             and sockaddr.is_loopback(decoded["address"])
         ):
             return self._gateway(notif_id, pid, args[0] & 0xFFFFFFFF, data, family)
+        if self.resolver.sock is not None and self.resolver.is_server(decoded):
+            # the lookup's transport: its queries come to our resolver, which logs their names
+            target = self.resolver.address()
+            fd = args[0] & 0xFFFFFFFF
+            error, flags = self._gateway(notif_id, pid, fd, target, "inet", decoded["address"])
+            if error == 0:
+                return error, flags
         self._log("connect", pid, decoded)
         return -ENETUNREACH, 0
 
@@ -253,6 +317,13 @@ class Witness:
         decoded = sockaddr.decode(data)
         if decoded["family"] in ("unix", "netlink"):
             return self._local(pid, args[0], decoded["family"])
+        if self.resolver.is_server(decoded):  # a query to the nameserver (musl): log its name
+            name = None
+            with contextlib.suppress(OSError):
+                name = dns.question_name(self._read(pid, args[1], min(args[2], dns.MAX_QUERY)))
+            if name is not None and kernel.id_valid(self.listener, notif_id):
+                self.sink(dns.lookup(name, pid, "seccomp.dns"))
+                return -ENETUNREACH, 0
         self._log("sendto", pid, decoded)
         return -ENETUNREACH, 0
 
@@ -284,8 +355,10 @@ class Witness:
             for decoded in remote:
                 self._log(call, pid, decoded)
             return -ENETUNREACH, 0
-        kind = procnet.socket_kind(pid, fd & 0xFFFFFFFF)
         families = {d["family"] for d in named}
+        if not families and self.resolver.is_ours(procnet.socket_inode(pid, fd & 0xFFFFFFFF)):
+            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE  # queries to our resolver
+        kind = procnet.socket_kind(pid, fd & 0xFFFFFFFF)
         if not families and kind in ("unix", "tcp"):  # TCP ignores a name (no MSG_FASTOPEN)
             return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
         if families and families == {kind}:

@@ -11,11 +11,11 @@ Modules: ``client`` (the runtime's end: spawn, requests, violations), ``process`
 end: imports tool modules, runs tools and programs), ``wire`` (what may cross: results, errors,
 raw HTTP exchanges).
 
-Hook point for the egress witness (issue 18, i18-witness): `process.before_user_code` runs in
-the worker, on itself, before any user module is imported; a function appended to
-`process.BEFORE_USER_CODE` runs there (e.g. install a seccomp user-notification filter and hand
-its listener to the runtime). On the runtime's side `client.Worker.pid` is the worker's pid
-once `client.Worker.spawn` returned (before any user code is loaded: that waits for ``load``).
+The egress witness (issue 18): the worker's first act is to install the seccomp filter on
+itself over a bootstrap socket (`process.install_witness`); the runtime answers it
+(`client.Worker.spawn` starts `runner.runtime.egress.witness.serve`; `client.Worker.
+witness_coverage` says whether it runs). `process.before_user_code` then runs, before any
+user module is imported; a function appended to `process.BEFORE_USER_CODE` runs there.
 
 May import: the standard library, the runtime's modules, `runner.sdk`, `runner.trace` and
 `runner.errors`.

@@ -18,12 +18,14 @@ pipe fails the call in progress with `WorkerGone`.
 
 import itertools
 import os
+import socket
 import subprocess
 import sys
 import threading
 from typing import Any, Dict, FrozenSet, List, Optional
 
 from runner.runtime.channel import Channel
+from runner.runtime.egress import audit, witness
 from runner.runtime.pid1 import Reaper
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
@@ -34,8 +36,14 @@ from runner.trace.strictjson import loads as strict_loads
 
 __all__ = ["MAX_VIOLATIONS", "Worker"]
 
+ENV_WITNESS = "SANDBOX_REPLAY_EGRESS_WITNESS"  # "off": the hook alone (its own tests; the
+# host never sets it): the runtime then reports coverage partial, the hook's notes come back
 MAX_VIOLATIONS = 20  # the first ones are named; the rest only counted
 WORKER_COMMAND = ("-u", "-m", "runner.runtime.worker")
+
+
+def _partial(reason: str) -> Dict[str, Any]:
+    return {"type": "coverage", "partial": True, "reason": reason}
 
 
 class Worker:
@@ -56,6 +64,9 @@ class Worker:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._process: Optional["subprocess.Popen[bytes]"] = None
+        self.witness: Optional[witness.Witness] = None
+        self._witness_coverage: Optional[Dict[str, Any]] = None
+        self._bootstrap: Optional[threading.Thread] = None
 
     # --- life ---------------------------------------------------------------------------------
 
@@ -67,14 +78,29 @@ class Worker:
         # child): the reading until ``load`` brings the run's is the machine's time now
         environment = dict(os.environ)
         environment.setdefault(wallclock.ENV_CLOCK, repr(wallclock.real_time()))
+        ours, theirs = socket.socketpair()  # the witness's bootstrap (non-inheritable)
+        witnessed = os.environ.get(ENV_WITNESS) != "off"
+        if witnessed:
+            environment[audit.ENV_WITNESSED] = "1"  # the worker clears it if the bootstrap fails
+        else:
+            self._witness_coverage = _partial("egress witness off ({}=off)".format(ENV_WITNESS))
         process = subprocess.Popen(
-            [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)],
+            [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)]
+            + ([str(theirs.fileno())] if witnessed else []),
             env=environment,
             stdin=subprocess.DEVNULL,
             close_fds=True,
-            pass_fds=(to_worker_r, from_worker_w),
+            pass_fds=(to_worker_r, from_worker_w, theirs.fileno()),
             start_new_session=True,
         )
+        theirs.close()
+        if witnessed:
+            self._bootstrap = threading.Thread(
+                target=self._serve_witness, args=(process.pid, ours), name="egress-bootstrap"
+            )
+            self._bootstrap.start()
+        else:
+            ours.close()
         self._process = process  # kept, never waited on: the reaper owns the exit status
         self.pid = process.pid
         self.reaper.watch(process.pid)
@@ -91,6 +117,29 @@ class Worker:
         )
         self.pipe.start_reader()
         return process.pid
+
+    def _serve_witness(self, pid: int, channel: socket.socket) -> None:
+        try:
+            found, coverage = witness.serve(pid, channel.fileno(), None, audit.record_witnessed)
+        finally:
+            channel.close()
+        self.witness, self._witness_coverage = found, coverage
+
+    def witness_coverage(self) -> Optional[Dict[str, Any]]:
+        """Wait for the witness's bootstrap; the ``coverage`` message to send without it.
+
+        None when the runtime now witnesses every network call of the worker's tree (the
+        outbound log's coverage can be ``full``); else the ``partial`` message with the reason
+        (`runner.runtime.egress.witness.serve`).
+        """
+        if self._bootstrap is not None:
+            self._bootstrap.join()
+        return self._witness_coverage
+
+    def set_gateway_port(self, port: int) -> None:
+        """Let the worker's connects to the model gateway's loopback ``port`` through."""
+        if self.witness is not None:
+            self.witness.gateway_port = port
 
     def _gone(self, _code: int) -> None:
         self.gone = True

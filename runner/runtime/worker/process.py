@@ -1,10 +1,11 @@
 """The worker process: where tool functions, program steps and tool modules' imports run.
 
 Standard library only, Python 3.9+. Started by the runtime (`runner.runtime.worker.client`) as
-``python3 -u -m runner.runtime.worker READ_FD WRITE_FD``; it holds no descriptor of the host
-channel (the runtime's are non-inheritable and the spawn closes every other fd) and talks only
-over its two pipe ends. What it answers is only what it says: the runtime builds every call
-record itself from these answers (`runner.runtime.worker.wire` checks them).
+``python3 -u -m runner.runtime.worker READ_FD WRITE_FD WITNESS_FD``; it holds no descriptor of
+the host channel (the runtime's are non-inheritable and the spawn closes every other fd) and
+talks only over its two pipe ends (and the witness's bootstrap socket, closed before user
+code). What it answers is only what it says: the runtime builds every call record itself
+from these answers (`runner.runtime.worker.wire` checks them).
 
 Requests (runtime -> worker; each answered by a message of the reply type with the same ``id``):
 
@@ -18,13 +19,16 @@ From the worker, while a program runs: ``tool`` {step_id, tool, args} (a program
 call; the runtime's guard decides, its caller runs and records it) -> ``tool_result``
 {text | error, clock}.
 
-Before any user code is imported (`before_user_code`, the hook point): the process is made the
+First of all, on a single thread, the worker installs the egress witness's seccomp filter on
+itself over the bootstrap socket ``WITNESS_FD`` (`install_witness`): every network call of the
+worker and of every process it starts is then seen and answered by the runtime. Then, before
+any user code is imported (`before_user_code`, the hook point): the process is made the
 first candidate of the kernel's OOM killer (``oom_score_adj`` 1000: a memory hog in a tool
-takes the worker, never the runtime), and every function in `BEFORE_USER_CODE` is called; the
-egress witness (issue 18) installs its filter there. A tool whose code may not run in this
-episode is never bound: its ``@tool`` decorator keeps a stub that raises `CapabilityDenied`
-(`runner.sdk.dispatch.deny_code`), so no reference to the bare function exists in the process
-(not in `ToolDef.func`, not in a closure cell, not through ``gc``).
+takes the worker, never the runtime), and every function in `BEFORE_USER_CODE` is called. A
+tool whose code may not run in this episode is never bound: its ``@tool`` decorator keeps a
+stub that raises `CapabilityDenied` (`runner.sdk.dispatch.deny_code`), so no reference to the
+bare function exists in the process (not in `ToolDef.func`, not in a closure cell, not through
+``gc``).
 """
 
 import contextlib
@@ -230,9 +234,28 @@ class WorkerProcess:
         return {"text": run_program(ref, step_id, task_input, remote)}
 
 
+def install_witness(channel: int) -> None:
+    """First thing in the worker: the egress witness's filter (`runner.runtime.egress.seccomp`).
+
+    The runtime answers the bootstrap on its end of ``channel`` (`runner.runtime.egress.
+    witness.serve`). Without the witness the hook's own coverage notes come back (the runtime
+    reports why it is missing).
+    """
+    with audit.unnoted():  # its ctypes lookups are the runtime's machinery, not foreign code
+        # imported here, not at the top: a worker without the witness never loads its ctypes
+        # machinery (and the import, like the install, runs under `audit.unnoted`)
+        from runner.runtime.egress import seccomp
+
+        installed = seccomp.install(channel)
+    os.close(channel)
+    audit.set_witnessed(installed.witnessed)
+
+
 def main(argv: List[str]) -> int:
-    """The worker's entry: ``READ_FD WRITE_FD``; serve until the runtime goes away."""
+    """The worker's entry: ``READ_FD WRITE_FD [WITNESS_FD]``; serve until the runtime goes away."""
     read_fd, write_fd = int(argv[0]), int(argv[1])
+    if len(argv) > 2:  # before any other thread exists and any user code is imported
+        install_witness(int(argv[2]))
     dispatch.inherit_context_in_threads()
     if not wallclock.installed():  # sitecustomize installs it (before the audit hook)
         wallclock.install()

@@ -59,3 +59,21 @@ def test_hostile_egress_messages_are_made_harmless() -> None:
     for _ in range(3):
         log.add(_egress("dns", "h", 1, count=MAX_COUNT - 1))
     assert huge["count"] == MAX_COUNT  # saturates, never grows without bound
+
+
+def test_a_lookup_the_witness_saw_merges_with_the_hooks_entry_of_that_name() -> None:
+    """Issue 18: the witness's ``dns`` entry (no port) and the hook's (the port asked) are one."""
+    log = OutboundLog()
+    log.add(_egress("dns", "api.invalid", 443, event="socket.getaddrinfo"))
+    log.add(_egress("dns", "api.invalid", None, 4, event="seccomp.dns"))
+    log.add(_egress("dns", "only-child.invalid", None, 2, event="seccomp.dns"))
+    log.add(_egress("dns", "only-child.invalid", 80, event="socket.getaddrinfo"))
+    log.add(_egress("dns", "only-child.invalid", None, event="seccomp.dns"))
+    log.add(_egress("dns", "only-child.invalid", 443))  # another port: its own destination
+    assert [(e["host"], e["port"], e["count"], e.get("event")) for e in log.entries] == [
+        ("api.invalid", 443, 1, "socket.getaddrinfo"),
+        ("only-child.invalid", 80, 1, "socket.getaddrinfo"),  # the hook's count: lookups
+        ("only-child.invalid", 443, 1, None),
+    ]
+    log.add(_egress("dns", "only-child.invalid", 80))  # the merged entry keeps counting
+    assert log.entries[1]["count"] == 2

@@ -1,6 +1,9 @@
 """The outbound-destination log: audit hook in the runtime and its Python children.
 
 Network attempts go to loopback only (127.0.0.1:9, where nothing listens), never elsewhere.
+These test the hook alone: the egress witness is off (``SANDBOX_REPLAY_EGRESS_WITNESS=off``;
+its note saying so is left out here). tests/unit/runtime/test_runtime_witness.py has the
+runtime with it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,17 @@ from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
 
 
+@pytest.fixture(autouse=True)
+def _hook_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_REPLAY_EGRESS_WITNESS", "off")
+
+
+def _without_witness_note(result: Result) -> Result:
+    off = "egress witness off"
+    result.messages[:] = [m for m in result.messages if not str(m.get("reason")).startswith(off)]
+    return result
+
+
 def _run(tmp_path: Path, tool: str, args: dict[str, Any] | None = None) -> Result:
     workflow = {
         "name": "w",
@@ -39,7 +53,7 @@ def _run(tmp_path: Path, tool: str, args: dict[str, Any] | None = None) -> Resul
         {"task_id": "t", "input": {}},
         manifest_for({"math.add": "execute", tool: "execute"}),
     )
-    result = run_runtime(run_dir, tmp_path)
+    result = _without_witness_note(run_runtime(run_dir, tmp_path))
     assert result.returncode == 0, result.stderr
     assert result.episode["status"] == "succeeded", result.episode
     return result

@@ -105,7 +105,7 @@ def test_the_runtime_start_path_imports_none_of_the_heavy_modules(python: str) -
         "platform",
         "asyncio",
         "http",
-        "ctypes",
+        # not ctypes: every run needs it (the egress witness's seccomp calls, the clock's patch)
         "traceback",
         "pathlib",
     ]

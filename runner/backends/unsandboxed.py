@@ -21,31 +21,27 @@ closes when this process dies, are what end an orphaned run).
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO
 
 import structlog
 
 from runner import resources
 from runner.backends.base import (
-    STDERR,
-    STDOUT,
     Backend,
     ExitState,
     Reaped,
     Sandbox,
     SandboxSpec,
 )
+from runner.backends.pipes import PipedOutput
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 from runner.runtime import protocol
@@ -77,22 +73,10 @@ class _Process(Sandbox):
         self.run_id = run_id
         self._mounts = mounts
         self._process = process
-        self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue()
-        self._open = 2
         self.killed = False
         self._started = time.monotonic()
         self._writer = TimedWriter(self._write_all, run_id)
-        for stream, handle in ((STDOUT, process.stdout), (STDERR, process.stderr)):
-            threading.Thread(target=self._pump, args=(stream, handle), daemon=True).start()
-
-    def _pump(self, stream: int, handle: IO[bytes] | None) -> None:
-        if handle is not None:
-            while True:
-                chunk = handle.read1(65536)  # type: ignore[attr-defined]
-                if not chunk:
-                    break
-                self._queue.put((stream, chunk))
-        self._queue.put(None)
+        self._output = PipedOutput(process)
 
     def write(self, data: bytes, timeout_s: float | None = None) -> None:
         try:
@@ -108,16 +92,15 @@ class _Process(Sandbox):
         stdin.flush()
 
     def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
-        while self._open:
-            try:
-                item = self._queue.get(timeout=poll_s)
-            except queue.Empty:
-                yield None
-                continue
-            if item is None:
-                self._open -= 1
-                continue
-            yield item
+        return self._output.frames(poll_s)
+
+    def close(self) -> None:
+        """Close the pipes and stop the output readers (after the process ended)."""
+        for handle in (self._process.stdin, self._process.stdout, self._process.stderr):
+            if handle is not None:
+                with suppress(OSError, ValueError):
+                    handle.close()
+        self._output.stop()
 
     def kill(self) -> None:
         self.killed = True
@@ -160,6 +143,7 @@ class UnsandboxedProcessBackend(Backend):
         mounts = {m.target: str(m.source) for m in spec.mounts}
         scratch = Path(tempfile.mkdtemp(prefix=f"sandbox-replay-record-{spec.run_id}-"))
         process: subprocess.Popen[bytes] | None = None
+        box: _Process | None = None
         try:
             work = scratch / "tmp"
             work.mkdir()
@@ -190,12 +174,15 @@ class UnsandboxedProcessBackend(Backend):
             except OSError as exc:
                 raise InfrastructureError(f"cannot start the local runtime: {exc}") from exc
             log.info("local_runtime_started", run_id=spec.run_id, pid=process.pid)
-            yield _Process(spec.run_id, process, mounts)
+            box = _Process(spec.run_id, process, mounts)
+            yield box
         finally:
             if process is not None and process.poll() is None:
                 with suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+            if box is not None:
+                box.close()
             shutil.rmtree(scratch, ignore_errors=True)
 
     def reap(self, ledger: str | None = None) -> list[Reaped]:

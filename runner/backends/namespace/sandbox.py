@@ -1,9 +1,8 @@
 """One started namespace sandbox: the bwrap process's stdio as the channel, kill, wait.
 
 The byte channel is the bwrap process's own stdin, stdout and stderr (bwrap hands them to the
-namespace's PID 1). Two daemon threads read stdout and stderr into one queue of at most
-`QUEUE_CHUNKS` chunks of `_READ_BYTES`: past that they stop reading until the caller consumes,
-so a sandbox that floods a busy host blocks on its own writes. Writes give up at their
+namespace's PID 1). Its output is read by `runner.backends.pipes.PipedOutput` (one bounded
+queue: a sandbox that floods a busy host blocks on its own writes). Writes give up at their
 ``timeout_s`` (`runner.backends.timed_write`).
 
 The kill is ``SIGKILL`` to the bwrap process (its PID 1 child dies with it:
@@ -15,26 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import IO
 
 import structlog
 
-from runner.backends.base import STDERR, STDOUT, ExitState, Sandbox
+from runner.backends.base import ExitState, Sandbox
+from runner.backends.pipes import PipedOutput
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["QUEUE_CHUNKS", "NamespaceSandbox"]
-
-_READ_BYTES = 64 * 1024
-QUEUE_CHUNKS = 64  # about 4 MiB of output received and not yet consumed
+__all__ = ["NamespaceSandbox"]
 _AFTER_KILL_WAIT_S = 30.0
 
 
@@ -64,65 +58,20 @@ class NamespaceSandbox(Sandbox):
         self._process = process
         self._oom_killed = oom_killed
         self._kill_rest = kill_rest
-        self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue(QUEUE_CHUNKS)
-        self._open = 2
-        self._closing = False
         self.killed_by_host = False
         self.exit_state: ExitState | None = None
         self._started = time.monotonic()
         self._ended: float | None = None
         self._writer = TimedWriter(self._write_all, run_id)
-        self._readers = [
-            threading.Thread(target=self._pump, args=(stream, handle), daemon=True)
-            for stream, handle in ((STDOUT, process.stdout), (STDERR, process.stderr))
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    def _pump(self, stream: int, handle: IO[bytes] | None) -> None:
-        try:
-            while handle is not None:
-                chunk = os.read(handle.fileno(), _READ_BYTES)
-                if not chunk:
-                    break
-                self._put((stream, chunk))
-        except (OSError, ValueError):
-            pass
-        self._put(None)
-
-    def _put(self, item: tuple[int, bytes] | None) -> None:
-        while not self._closing:
-            try:
-                self._queue.put(item, timeout=0.2)
-                return
-            except queue.Full:
-                continue
+        self._output = PipedOutput(process)
 
     def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
         """Yield ``(stream, payload)``, ``None`` after ``poll_s`` s of silence; end at EOF."""
-        while self._open:
-            try:
-                item = self._queue.get(timeout=poll_s)
-            except queue.Empty:
-                yield None
-                continue
-            if item is None:
-                self._open -= 1
-                continue
-            yield item
+        return self._output.frames(poll_s)
 
     def drain(self) -> bytes:
         """Everything received and not yet consumed, stdout and stderr interleaved."""
-        chunks: list[bytes] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return b"".join(chunks)
-            if item is None:
-                self._open -= 1
-            else:
-                chunks.append(item[1])
+        return self._output.drain()
 
     def write(self, data: bytes, timeout_s: float | None = None) -> None:
         """Send ``data`` to the sandbox's stdin within ``timeout_s`` seconds (``None``: no limit).
@@ -199,10 +148,8 @@ class NamespaceSandbox(Sandbox):
 
     def close(self) -> None:
         """Stop the readers and close the pipes (after the process ended)."""
-        self._closing = True
         for handle in (self._process.stdin, self._process.stdout, self._process.stderr):
             if handle is not None:
                 with contextlib.suppress(OSError, ValueError):
                     handle.close()
-        for reader in self._readers:
-            reader.join(timeout=2.0)
+        self._output.stop()

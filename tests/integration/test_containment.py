@@ -111,7 +111,11 @@ def _ends(docker_client: Any, label: str, since: float) -> dict[str, dict[str, A
 def test_sigkilled_submit_leaves_no_running_sandbox(
     tmp_path: Path, sandbox_image: str, docker_client: Any
 ) -> None:
-    """kill -9 of ``submit`` with four spinning runs: each container ends itself at once."""
+    """kill -9 of ``submit`` with four spinning runs: each container ends itself at once.
+
+    With the warm pool (``submit``'s default) the pooled sandboxes, assigned or still waiting,
+    are the owner's containers too, and end the same way (end-of-file on stdin).
+    """
     project = Project(tmp_path / "project", TOOLS, module="spin_tools")
     variants: list[str] = []
     for name in ("spin-a", "spin-b"):
@@ -136,11 +140,14 @@ def test_sigkilled_submit_leaves_no_running_sandbox(
     )
     owner = f"{L.OWNER_PID}={proc.pid}"
     try:
-        _wait_until(lambda: len(_running(docker_client, owner)) == 4 or proc.poll() is not None, 90)
+        # four runs, and the warm pool's sandboxes beside them (submit's default): every
+        # container of the owner must end itself once the owner is gone
+        _wait_until(lambda: len(_running(docker_client, owner)) >= 4 or proc.poll() is not None, 90)
         assert proc.poll() is None, "submit ended before its four runs were up"
         time.sleep(2.0)  # every run is inside its spinning tool by now
         names = {str(c["Names"][0]).lstrip("/") for c in _running(docker_client, owner)}
-        assert len(names) == 4
+        assert len(names) >= 4
+        assert sum(not n.startswith("sandbox-replay-pool-") for n in names) <= 4
         killed_at = time.time()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -154,7 +161,7 @@ def test_sigkilled_submit_leaves_no_running_sandbox(
         assert ends[name]["died"] is not None and not ends[name]["killed"], (name, ends[name])
         assert ends[name]["exit_code"] == "0", ends[name]  # the runtime's EOF exit
     slowest = max(ends[n]["died"] for n in names) - killed_at
-    print(f"four orphaned sandboxes ended themselves within {slowest:.2f} s of kill -9")
+    print(f"{len(names)} orphaned sandboxes ended themselves within {slowest:.2f} s of kill -9")
     assert slowest < 10
     for container in _all(docker_client, owner):  # stopped, not removed: the next command
         docker_client.api.remove_container(container["Id"], force=True)  # of that state reaps

@@ -45,6 +45,7 @@ from runner.backends.pipes import PipedOutput
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 from runner.runtime import protocol
+from runner.runtime.worker.client import ENV_WITNESS
 
 log = structlog.get_logger(__name__)
 
@@ -157,6 +158,10 @@ class UnsandboxedProcessBackend(Backend):
                 p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p
             )
             env.update({"HOME": str(work), "TMPDIR": str(work)})
+            # a live local run (record) is no sandbox: its tools reach the network as they do in
+            # production, so the egress witness (which answers every connect "unreachable") is
+            # off and the in-process hook logs what they try (coverage partial where it is blind)
+            env[ENV_WITNESS] = "off"
             command = [self.python if c in ("python3", "python") else c for c in spec.command]
             cap = shutil.which("timeout")
             if cap is not None:

@@ -19,7 +19,20 @@ from tests.integration._episodes import PURE_STEPS, PURE_TOOLS, Project
 pytestmark = pytest.mark.docker
 
 # the trace fields that differ between any two runs (ids, times, measured durations)
-_VARIABLE = {"run_id", "started_at", "ended_at", "duration_s", "sandbox_s", "wall_s", "ts", "ran_s"}
+# ids, times, and the channel's byte counts (the hello line carries the runtime's pid and the
+# ids their own lengths, so the count moves by a byte or two from run to run)
+_VARIABLE = {
+    "run_id",
+    "started_at",
+    "ended_at",
+    "duration_s",
+    "sandbox_s",
+    "wall_s",
+    "ts",
+    "ran_s",
+    "stdout_bytes",
+    "stderr_bytes",
+}
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ from runner.backends.capping import sandbox_environment
 from runner.backends.namespace import seccomp
 from runner.backends.namespace.bwrapargs import bwrap_argv
 from runner.backends.namespace.cgroups import Cgroups, Host, probe_host
-from runner.backends.namespace.launcher import Staging, launcher_argv
+from runner.backends.namespace.launcher import Staging, die_with_owner, launcher_argv
 from runner.backends.namespace.records import (
     read_records,
     reap_records,
@@ -259,6 +259,7 @@ class NamespaceBackend(Backend):
                     cwd="/",
                     start_new_session=True,
                     pass_fds=() if filter_fd is None else (filter_fd,),
+                    preexec_fn=die_with_owner,
                 )
             except OSError as exc:
                 raise InfrastructureError(

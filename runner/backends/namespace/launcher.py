@@ -15,22 +15,29 @@ the host process: ``--die-with-parent``):
    source that uid cannot reach (`reachable`) is bind-mounted under a fresh tmpfs at ``/mnt``
    as ``/mnt/<i>``, and bwrap binds those; then ``setpriv`` drops to the sandbox's uid and gid
    with no supplementary groups.
-3. ``exec bwrap ...`` (through ``setpriv --pdeathsig KILL``: the sandbox dies with the host
-   process from its first instruction on, before bwrap's own ``--die-with-parent`` is set).
+3. ``exec bwrap ...`` (through ``setpriv --pdeathsig KILL``, which sets the parent-death
+   signal again after its uid change cleared it, before bwrap's own ``--die-with-parent``).
+
+The launcher's first process has the parent-death signal from before its first instruction
+(`die_with_owner`, the host's ``preexec_fn``): an owner killed while the launcher still joins
+cgroups or stages mounts takes it along (measured: without it, one of two runs of the owner-kill
+test left its sandbox running; the window was the shell before ``setpriv``).
 
 A launcher step that fails exits 126 before bwrap runs.
 """
 
 from __future__ import annotations
 
+import ctypes
 import shlex
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 
 from runner.backends.base import ResourceLimits
 from runner.backends.namespace.cgroups import Cgroups
 
-__all__ = ["EXIT_LAUNCH_FAILED", "STAGE", "Staging", "launcher_argv", "reachable"]
+__all__ = ["EXIT_LAUNCH_FAILED", "STAGE", "Staging", "die_with_owner", "launcher_argv", "reachable"]
 
 EXIT_LAUNCH_FAILED = 126
 STAGE = "/mnt"  # covered by the launcher's own tmpfs, in its private mount namespace only
@@ -129,3 +136,16 @@ def launcher_argv(
         str(len(staging.roots)),
         *(str(root) for root in staging.roots),
     ]
+
+
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child only calls it
+
+
+def die_with_owner() -> None:
+    """``preexec_fn`` of the launcher: SIGKILL it when the thread that started it dies.
+
+    ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (prctl(2)); it survives ``exec`` of the launcher's
+    programs (none is set-user-ID) until ``setpriv`` changes the uid, which sets it again.
+    """
+    _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)

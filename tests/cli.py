@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,14 @@ def run_cli_json(
     done = run_cli([*args, "--json"], cwd, image, state=state, timeout=timeout)
     assert done.stdout.strip(), done.stderr
     return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def sigint_as_default() -> None:
+    """``preexec_fn`` for a child the test stops with SIGINT: its SIGINT back to the default.
+
+    A test run started as a background job (``cmd &`` in a non-interactive shell: POSIX has it
+    ignore SIGINT) passes SIG_IGN on to every child, and a Python child that starts with SIGINT
+    ignored keeps it so: it never sees the KeyboardInterrupt it is tested for (both view tests
+    timed out so in a backgrounded ``.ci/run``, and passed in the foreground).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

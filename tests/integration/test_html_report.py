@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.browser import Browser, browser
+from tests.cli import sigint_as_default
 
 pytestmark = pytest.mark.docker
 
@@ -177,7 +178,12 @@ def test_report_html_and_view_serve_the_same_page(job: dict[str, Any], tmp_path:
     assert out.read_text() == job["page"].read_text()
 
     view = subprocess.Popen(
-        [*CLI, "view", job_id], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*CLI, "view", job_id],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_as_default,
     )
     try:
         assert view.stdout is not None

@@ -14,6 +14,7 @@ import pytest
 
 from runner.cli.commands.view import _latest_job
 from runner.errors import InputError
+from tests.cli import sigint_as_default
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = ROOT / "examples" / "helpdesk" / "traces" / "failing.jsonl"
@@ -33,6 +34,7 @@ def test_view_serves_a_trace_on_loopback_until_interrupted(tmp_path: Path) -> No
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_default,
     )
     try:
         assert view.stdout is not None

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from runner.runtime.egress import dns
+from tests.conftest import _unusable
 from tests.paths import REPO, TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
@@ -38,8 +39,8 @@ def _run(tmp_path: Path, tool: str, args: dict[str, Any] | None = None) -> Resul
     result = run_runtime(run_dir, tmp_path)
     assert result.returncode == 0, result.stderr
     unavailable = [c for c in result.of("coverage") if "egress witness" in c.get("reason", "")]
-    if unavailable:
-        pytest.skip(unavailable[0]["reason"])
+    if unavailable:  # fails under CI=true: a skipped witness test is a hidden red
+        _unusable(unavailable[0]["reason"], what="the egress witness")
     assert result.episode["status"] == "succeeded", result.episode
     return result
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from runner.backends.labels import container_name
 from tests.cli import run_cli_json
 
 pytestmark = pytest.mark.docker
@@ -73,7 +74,10 @@ def test_run_and_reproduce_on_the_namespace_backend(
     )
     assert (code, summary["status"]) == (0, "succeeded"), (summary, err)
     assert summary["output"] == "QUIET", summary
-    assert _run_line(Path(summary["trace"]))["backend"] == "namespace"
+    head = _run_line(Path(summary["trace"]))
+    assert head["backend"] == "namespace"
+    # the sandbox's own name (its record's and cgroup's), as the log says it
+    assert head["sandbox"].startswith(container_name(summary["run_id"]) + "-"), head
     monkeypatch.setenv("SANDBOX_REPLAY_BACKEND", "namespace")
     assert os.environ["SANDBOX_REPLAY_BACKEND"] == "namespace"  # run_cli passes os.environ on
     code, report, err = run_cli_json(["reproduce", summary["trace"]], work, sandbox_image)

@@ -29,6 +29,7 @@ import json
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -147,12 +148,14 @@ def run_submit(
     backend_factory: Any = None,
     egress: tuple[Path | None, Path | None] = (None, None),
     probe: bool = False,
+    backend_name: str = "docker",
 ) -> int:
     """Plan, print the plan, run, print the report; return the exit code.
 
     ``egress``: the ``--egress-baseline`` and ``--write-egress-baseline`` files (or None),
     applied to every episode's trace once the job ran (`runner.cli.egress_gate`).
     ``backend_factory``: makes the job's backend (default: Docker from the settings).
+    ``backend_name``: the backend's name, said by the plan and the report.
     ``probe``: make it before the plan, so that the printed plan weighs its engine's memory
     (a local engine; always for the default); an unusable one is None there (``--dry-run``
     still prints) and the job makes it again (exit 6).
@@ -173,7 +176,9 @@ def run_submit(
     make = backend_factory
     engine = probe_engine(settings, make) if make is None or probe else None
     try:
-        plan = prepare(options, settings, job_id=resume, engine=engine)
+        plan = replace(
+            prepare(options, settings, job_id=resume, engine=engine), backend=backend_name
+        )
     except BaseException:
         close_backend(engine)
         raise
@@ -415,6 +420,7 @@ def submit_command(
             backend_factory=backend_factory(settings, backend, ray_address),
             # a local engine is asked before the plan prints (ray's nodes when the job runs)
             probe=chosen_backend(settings, backend) is not BackendName.ray,
+            backend_name=chosen_backend(settings, backend).value,
         )
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)

@@ -201,13 +201,22 @@ def reproduce_command(
     try:
         make = one_episode_backend(settings, backend, command="reproduce")
         check_baseline_file(egress_baseline)
-        paths = expand_inputs(list(traces))
+        skipped: list[Path] = []
+        paths = expand_inputs(list(traces), skipped=skipped)
         if workflow is not None and not workflow.is_file():
             from runner.errors import InputError
 
             raise InputError("no such workflow file", file=str(workflow), field="--workflow")
     except SandboxReplayError as exc:
         fail(exc)
+    if skipped:  # `reproduce traces/*` names the folder's other files too
+        names = ", ".join(p.name for p in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        many = len(skipped) != 1
+        echo(
+            f"skipped {len(skipped)} file{'s' if many else ''} that {'are' if many else 'is'}"
+            f" not traces (*.jsonl) or packets: {names}",
+            err=True,
+        )
     reproducer = Reproducer(settings, workflow=workflow, image=image, backend_factory=make)
     reports: list[Any] = []
     try:

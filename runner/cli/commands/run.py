@@ -244,7 +244,7 @@ def run_command(
     """
     settings = state(ctx).settings()
     try:
-        settings = with_runtime(settings, runtime)
+        settings = with_runtime(settings, runtime, backend=backend)
         make = one_episode_backend(settings, backend, command="run")
         check_baseline_file(egress_baseline)
         result = execute_run(

@@ -48,6 +48,17 @@ BackendOption = Annotated[
         show_default=False,
     ),
 ]
+OneEpisodeBackendOption = Annotated[
+    BackendName | None,
+    typer.Option(
+        "--backend",
+        help="Where the sandbox runs: docker (this machine's engine) or namespace (bubblewrap"
+        " on this Linux host); ray is for submit (exit 2). Default: SANDBOX_REPLAY_BACKEND,"
+        " else docker.",
+        show_default=False,
+    ),
+]
+"""``--backend`` of ``run`` and ``reproduce`` (`one_episode_backend`): ray is refused there."""
 RayAddressOption = Annotated[
     str | None,
     typer.Option(

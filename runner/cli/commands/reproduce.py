@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.backend_choice import BackendOption, one_episode_backend
+from runner.cli.backend_choice import OneEpisodeBackendOption, one_episode_backend
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     EpisodeEgress,
@@ -190,7 +190,7 @@ def reproduce_command(
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
-    backend: BackendOption = None,
+    backend: OneEpisodeBackendOption = None,
 ) -> None:
     """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5).
 

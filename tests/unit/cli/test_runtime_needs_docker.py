@@ -50,3 +50,12 @@ def test_the_commands_refuse_it_before_anything_runs(command: str, tmp_path: Pat
     out = CliRunner().invoke(app, [*args, "--backend", "namespace", "--runtime", "runsc"], env=env)
     assert out.exit_code == 2, out.output
     assert "--runtime" in out.output and "namespace" in out.output
+
+
+@pytest.mark.parametrize("command", ["run", "reproduce"])
+def test_the_one_episode_commands_help_does_not_offer_ray(command: str) -> None:
+    """``run --help`` offered ``ray (a Ray cluster's nodes)``, which the command refuses."""
+    out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "Ray cluster's nodes" not in out.output
+    assert "namespace" in out.output and "ray is for submit" in out.output

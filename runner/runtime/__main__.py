@@ -1,8 +1,9 @@
 """Entry point of the in-sandbox runtime: ``python3 -u -m runner.runtime``.
 
-The very first things it does: become not dumpable and arm the sandbox's hard lifetime cap
-(`runner.runtime.pid1`: the runtime is the container's PID 1; a pooled sandbox's idle cap until
-its run is assigned), then move the channel to private
+The very first things it does: take its start folder (``/tmp``, writable by tool code) out of
+``sys.path`` (`runner.runtime.environment.drop_start_folder`), become not dumpable and arm the
+sandbox's hard lifetime cap (`runner.runtime.pid1`: the runtime is the container's PID 1; a
+pooled sandbox's idle cap until its run is assigned), then move the channel to private
 descriptors (`runner.runtime.channel.isolate_stdio`); then `runner.runtime.main.Runtime` speaks
 the protocol. The process ends with ``os._exit`` so that threads left behind by tool code cannot
 keep it alive after the ``episode`` message.
@@ -12,8 +13,12 @@ import contextlib
 import os
 import sys
 
-from runner.runtime import pid1
-from runner.runtime.channel import Channel, isolate_stdio
+from runner.runtime.environment import drop_start_folder
+
+drop_start_folder()  # before any other import: a module left in /tmp never shadows ours
+
+from runner.runtime import pid1  # noqa: E402
+from runner.runtime.channel import Channel, isolate_stdio  # noqa: E402
 
 
 def main() -> int:

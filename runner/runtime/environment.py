@@ -1,4 +1,4 @@
-"""What the ``hello`` message says about the sandbox's interpreter: platform and packages.
+"""The sandbox's interpreter: what ``hello`` says of it (platform, packages), its import path.
 
 Standard library only, Python 3.9+, and cheap: it runs at the start of every sandboxed run, so it
 imports nothing beyond ``os`` and ``sys`` on the usual path (no ``importlib.metadata``, which
@@ -19,6 +19,35 @@ from typing import Dict, Iterable, Optional, Tuple
 
 _SUFFIXES = (".dist-info", ".egg-info")
 _HEADER_LINES = 40  # Name and Version come first in core metadata; stop well before the body
+
+
+def drop_start_folder() -> Optional[str]:
+    """Take the start folder out of ``sys.path``: tool code can write there (``/tmp``).
+
+    ``python3 -m`` puts the working directory first on ``sys.path`` (Python docs, "sys.path":
+    "python -m module command line: prepend the current working directory"). The runtime and
+    the worker start with the sandbox's working directory, ``/tmp`` (writable: tool code may
+    write it), so a module a tool leaves there, ``/tmp/traceback.py`` say, would shadow the
+    standard library for every later import of the runtime (PID 1) or of the worker: tool code
+    run outside the worker. Called first thing by both entry points, while the folder is still
+    the sandbox's fresh one (no tool has run yet). Nothing is taken out when the interpreter
+    added nothing (``-I``, ``-P``/``PYTHONSAFEPATH``); later entries equal to the folder
+    (``PYTHONPATH``) stay.
+
+    Returns:
+        The entry taken out, or None.
+    """
+    if getattr(sys.flags, "safe_path", False) or sys.flags.isolated or not sys.path:
+        return None
+    first = sys.path[0]
+    try:
+        here = os.getcwd()
+    except OSError:  # the working directory is gone: "" still means it
+        here = None
+    if first == "" or (here is not None and os.path.abspath(first) == here):
+        del sys.path[0]
+        return first
+    return None
 
 
 def environment_platform() -> str:

@@ -33,6 +33,22 @@ def test_exit_0_from_a_tool_ends_the_worker_and_the_episode_names_it(
     assert out.end["sandbox"]["exit_code"] == 0
 
 
+def test_modules_a_tool_plants_in_the_start_folder_are_never_imported(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The working directory (``/tmp``, writable) is not on the worker's or the runtime's
+    ``sys.path``: stdlib-named modules planted there by one step are imported by no process of
+    the sandbox before the next (`runner.runtime.environment.drop_start_folder`)."""
+    steps = """
+    - {id: p, tool: odd.plant_start_folder}
+    - {id: l, tool: odd.planted_loaded}
+    """
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    planted = out.body("p")
+    assert planted["planted"] and planted["on_path"] == [], planted
+    assert out.body("l") == []
+
+
 def test_circular_nan_and_surrogate_return_values_are_recorded(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:

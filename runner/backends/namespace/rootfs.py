@@ -35,9 +35,11 @@ from runner.errors import InfrastructureError
 log = structlog.get_logger(__name__)
 
 __all__ = [
+    "HOSTS",
     "MAX_BYTES",
     "MAX_MEMBERS",
     "RootFs",
+    "ensure_hosts",
     "extract_rootfs",
     "image_rootfs",
     "sweep_partials",
@@ -155,6 +157,42 @@ def extract_rootfs(
     log.debug("rootfs_extracted", dest=str(dest), members=bounds.members, bytes=bounds.bytes)
 
 
+# What the Docker engine writes at /etc/hosts of a container with network "none" (read from
+# `docker run --network none ... cat /etc/hosts` on engine 20.10): the image's own file is an
+# empty placeholder, so without it "localhost" does not resolve in a namespace sandbox.
+HOSTS = (
+    "127.0.0.1\tlocalhost\n"
+    "::1\tlocalhost ip6-localhost ip6-loopback\n"
+    "fe00::0\tip6-localnet\n"
+    "ff00::0\tip6-mcastprefix\n"
+    "ff02::1\tip6-allnodes\n"
+    "ff02::2\tip6-allrouters\n"
+)
+
+
+def ensure_hosts(tree: Path) -> bool:
+    """Give the exported tree Docker's ``/etc/hosts`` when the image's is missing or empty.
+
+    Only a plain ``etc`` folder of the tree is written (never through a symlink: the tree is
+    the image's, and a link could point anywhere on the host); an image's own non-empty file
+    stays. Runs on every tree the backend uses, so trees exported before this rule get it too.
+
+    Returns:
+        True when the file was written.
+    """
+    etc = tree / "etc"
+    hosts = etc / "hosts"
+    if etc.is_symlink() or not etc.is_dir() or hosts.is_symlink():
+        return False
+    if hosts.exists() and (not hosts.is_file() or hosts.stat().st_size > 0):
+        return False
+    partial = etc / f".hosts-{uuid.uuid4().hex[:8]}"
+    partial.write_text(HOSTS, encoding="ascii")
+    partial.chmod(0o644)
+    partial.replace(hosts)
+    return True
+
+
 def _cache_key(image_id: str) -> str:
     algo, _, digest = image_id.partition(":")
     if not digest.isalnum() or not algo.isalnum():
@@ -211,6 +249,7 @@ def image_rootfs(api: Any, image: str, cache: Path) -> RootFs:
             "rootfs_cached", image=image, image_id=image_id, s=round(time.monotonic() - started, 1)
         )
     data = json.loads(meta.read_text(encoding="utf-8"))
+    ensure_hosts(final / "tree")
     return RootFs(
         tree=final / "tree",
         image_id=image_id,

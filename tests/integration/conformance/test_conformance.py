@@ -56,6 +56,10 @@ try:
 except OSError as e:
     r["dns"] = type(e).__name__
 r["dns_s"] = time.monotonic() - t
+try:
+    r["localhost"] = sorted({a[4][0] for a in socket.getaddrinfo("localhost", 80)})
+except OSError as e:
+    r["localhost"] = type(e).__name__
 for key, path in (("root_write", "/probe"), ("tmp_write", "/tmp/probe"),
                   ("ro_write", "/sandbox/ro/new-file")):
     try:
@@ -213,6 +217,12 @@ def test_tcp_connect_by_ip_is_network_unreachable(probe: dict[str, Any]) -> None
 def test_dns_lookup_fails_within_two_seconds(probe: dict[str, Any]) -> None:
     assert probe["dns"] == "gaierror"
     assert probe["dns_s"] < 2.0
+
+
+def test_localhost_resolves_to_loopback_from_the_hosts_file(probe: dict[str, Any]) -> None:
+    """Docker writes ``/etc/hosts`` into every container; the namespace backend's exported root
+    filesystem must say the same of ``localhost`` (the image's own file is empty)."""
+    assert probe["localhost"] == ["127.0.0.1", "::1"], probe["localhost"]
 
 
 def test_root_filesystem_is_read_only_and_tmp_is_writable(probe: dict[str, Any]) -> None:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.backends.namespace.rootfs import RootFs, extract_rootfs, sweep_partials
+from runner.backends.namespace.rootfs import (
+    HOSTS,
+    RootFs,
+    ensure_hosts,
+    extract_rootfs,
+    sweep_partials,
+)
 from runner.errors import InfrastructureError
 
 
@@ -98,3 +104,29 @@ def test_stale_partial_extractions_are_swept(tmp_path: Path) -> None:
     (tmp_path / "sha256-abc").mkdir()
     assert sweep_partials(tmp_path, now=10**12) == [tmp_path / ".partial-old"]
     assert [p.name for p in tmp_path.iterdir()] == ["sha256-abc"]
+
+
+def test_an_empty_hosts_file_gets_dockers_and_a_real_one_stays(tmp_path: Path) -> None:
+    """Docker writes /etc/hosts into each container; an exported tree has the empty placeholder."""
+    tree = tmp_path / "tree"
+    (tree / "etc").mkdir(parents=True)
+    (tree / "etc" / "hosts").write_text("")
+    assert ensure_hosts(tree) is True
+    assert (tree / "etc" / "hosts").read_text() == HOSTS
+    assert "127.0.0.1\tlocalhost" in HOSTS
+    (tree / "etc" / "hosts").write_text("10.0.0.1 own\n")
+    assert ensure_hosts(tree) is False
+    assert (tree / "etc" / "hosts").read_text() == "10.0.0.1 own\n"
+
+
+def test_hosts_is_never_written_through_a_symlink(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "etc").symlink_to(outside)
+    assert ensure_hosts(tree) is False and not (outside / "hosts").exists()
+    (tree / "etc").unlink()
+    (tree / "etc").mkdir()
+    (tree / "etc" / "hosts").symlink_to(outside / "target")
+    assert ensure_hosts(tree) is False and not (outside / "target").exists()

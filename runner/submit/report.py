@@ -275,6 +275,7 @@ def build_report(
                 "variants",
                 "judge",
                 "concurrency",
+                "backend",
                 "estimate",
             )
         },

@@ -7,7 +7,7 @@ Prints, for concurrency 1, 2 and 4 (see bench/README.md for what is measured and
     traces, grading, report) ÷ the baseline's runs/s: the docker SDK creating, starting,
     waiting for and removing a container of the same sandbox image running ``python3 -c pass``
     with the same hardening flags and log driver (`runner.backends.docker.backend.host_config`);
-    with the warm pool (`runner.backends.docker.pool`, submit's default) and without it;
+    with submit's own warm pool (`runner.backends.docker.pool`, its default) and without it;
     with CPU milliseconds per run, ours and the baseline's: this process (user+sys), the
     containers (cgroup v1 ``cpuacct.usage`` of the ``docker`` parent cgroup, or v2
     ``cpu.stat``), the engine (dockerd + containerd from /proc), the whole machine (/proc/stat);
@@ -42,8 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from runner.backends.base import Backend, Sandbox, SandboxSpec  # noqa: E402
 from runner.backends.docker import DockerBackend  # noqa: E402
-from runner.backends.docker.pool import pool_size  # noqa: E402
-from runner.backends.docker.pooled import PooledBackend  # noqa: E402
+from runner.backends.docker import pooled as pooled_module  # noqa: E402
 from runner.cli.log import configure_logging  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.submit import pairs as pairs_module  # noqa: E402
@@ -228,21 +227,25 @@ class _TimedBackend(Backend):
 def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> dict[str, Any]:
     """The submit path over the trivial workflow; returns episodes/s, CPU and first-call times.
 
-    ``pool``: the Docker backend behind its warm pool (submit's default), else bare.
+    ``pool``: submit's own warm pool (its default, `runner.backends.docker.pooled.
+    pooled_backend`, built by the job for its runs only), else the bare Docker backend. The
+    timing wrapper goes around what the job runs its episodes on, pooled or not.
     """
     settings = Settings(
-        state_dir=state, image=image, concurrency=concurrency, log_format="json", pool=False
+        state_dir=state, image=image, concurrency=concurrency, log_format="json", pool=pool
     )
 
     def backend() -> Any:
-        docker_backend = DockerBackend.connect(settings.docker_host)
-        if not pool:
-            return probe.wrap(docker_backend)
-        pooled = PooledBackend(
-            docker_backend, size=pool_size(concurrency), idle_cap_s=settings.pool_idle_s
-        )
-        return probe.wrap(pooled)
+        return DockerBackend.connect(settings.docker_host)
 
+    real_pooled_backend = pooled_module.pooled_backend
+
+    def timed_pooled_backend(inner: Any, **kwargs: Any) -> Any:
+        made = real_pooled_backend(inner, **kwargs)
+        pools.append(made)
+        return probe.wrap(made)
+
+    pools: list[Any] = []
     options = SubmitOptions(
         variants=(HERE / "trivial.yaml",),
         names=(None,),
@@ -254,15 +257,20 @@ def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> 
     meter = CpuMeter()
     started = time.monotonic()
     plan = prepare(options, settings)
-    with probe.patched():
-        result = execute(
-            plan,
-            options,
-            settings,
-            backend_factory=backend,
-            handle_signals=False,
-        )
+    pooled_module.pooled_backend = timed_pooled_backend
+    try:
+        with probe.patched():
+            result = execute(
+                plan,
+                options,
+                settings,
+                backend_factory=backend,
+                handle_signals=False,
+            )
+    finally:
+        pooled_module.pooled_backend = real_pooled_backend
     elapsed = time.monotonic() - started
+    stats = [p.pool.stats() for p in pools if hasattr(p, "pool")]
     report = result.report or {}
     assert report.get("runs_by_status") == {"succeeded": len(plan.pairs)}, report
     return {
@@ -270,6 +278,7 @@ def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> 
         "cpu": meter.delta(),
         "first_call_s": statistics.median(probe.latencies),
         "runs": len(plan.pairs),
+        "pool": stats[0] if stats else None,
     }
 
 
@@ -342,6 +351,12 @@ def _print_level(level: int, entry: dict[str, Any], base: Any, base1: Any) -> No
         f" concurrency 1 {1000 * base1['wall_per_run_s']:.0f} ms = pooled "
         f"{entry['first_call_ratio_pooled']:.2f}, unpooled {entry['first_call_ratio_unpooled']:.2f}"
     )
+    if pooled.get("pool"):
+        stats = pooled["pool"]
+        print(
+            f"      pool: {stats['created']} warm sandboxes made, {stats['assigned']} handed out,"
+            f" {stats['cold']} runs started cold"
+        )
     sys.stdout.flush()
 
 

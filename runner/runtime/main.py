@@ -3,14 +3,17 @@
 Standard library only, Python 3.9+. ``python3 -u -m runner.runtime`` (`runner.runtime.__main__`)
 isolates the channel first, then calls `serve`. Sequence:
 
-1. send ``hello`` ``{protocol, python, pid, platform, packages}``;
-2. install the run's wall clock (`runner.sdk.wallclock`; real time until the run's
+1. install the run's wall clock (`runner.sdk.wallclock`; real time until the run's
    reading is known), then the outbound-destination hook in this process
    (`runner.runtime.egress.audit`) and set the
    environment that makes every Python child load it (``sitecustomize``) and report to the
-   child log (`runner.runtime.egress.childlog`; without a writable ``TMPDIR`` a ``coverage`` message
-   says children cannot report); then wait for ``start`` (``shutdown`` or EOF on stdin end the
-   process at once, at any time);
+   child log (`runner.runtime.egress.childlog`); spawn the worker and wait for its egress
+   witness's bootstrap (the worker has imported everything by then);
+2. send ``hello`` ``{protocol, python, pid, platform, packages}``: the sandbox is ready, so a
+   warm pool's sandbox (`runner.backends.docker.pool`, warm at its ``hello``) runs its first
+   tool call without waiting for its worker (issue 16); then the ``coverage`` notes of step 1
+   (without a writable ``TMPDIR``: children cannot report; a clock that could not be patched);
+   then wait for ``start`` (``shutdown`` or EOF on stdin end the process at once, at any time);
 3. take the run spec and the manifest from ``start`` (`check_run_spec`, `check_manifest`:
    the channel bounds the line, `runner.runtime.protocol.MAX_START_BYTES`); the sandbox's
    lifetime cap now counts from this assignment (`runner.runtime.pid1.LifetimeTimer.rearm`:
@@ -226,22 +229,28 @@ class Runtime:
         message_id = "g{}".format(fields["index"])
         return self.channel.request("gateway_request", "gateway_response", message_id, **fields)
 
-    def _install_audit(self) -> None:
-        self.channel.before_send = self._flush_queued
+    def _install_audit(self) -> Optional[str]:
+        """Install the hook; why children cannot report (for a ``coverage`` note), or None."""
         try:
             self.child_log = ChildLog()
         except OSError as exc:  # no writable TMPDIR: children cannot report; say so
             audit.install(None, in_memory=True)
-            self.channel.send(
-                "coverage", partial=True, reason="child egress log unavailable: {}".format(exc)
-            )
-            return
+            return "child egress log unavailable: {}".format(exc)
         audit.install(self.child_log.path, in_memory=True)
         os.environ.update(audit.child_environment(self.child_log.path))
+        return None
 
     def serve(self) -> int:
         """Run the whole protocol; return the process exit code."""
         try:
+            # the clock before the audit hook: patching datetime looks a symbol up with ctypes
+            datetime_problem = wallclock.install()
+            log_problem = self._install_audit()
+            # the worker's interpreter starts before ``hello`` (its environment: the audit
+            # hook's; the run's own, the gateway's, comes with ``load``): a sandbox that said
+            # hello runs its first call at once (the warm pool hands it out at its hello)
+            self.worker.spawn()
+            witness_coverage = self.worker.witness_coverage()
             self.channel.send(
                 "hello",
                 protocol=protocol.PROTOCOL_VERSION,
@@ -251,12 +260,9 @@ class Runtime:
                 packages=installed_packages(),
                 isolation=self._isolation(),
             )
-            # the clock before the audit hook: patching datetime looks a symbol up with ctypes
-            datetime_problem = wallclock.install()
-            self._install_audit()
-            # the worker's interpreter starts while the host sends ``start`` (its environment:
-            # the audit hook's; the run's own, the gateway's, comes with ``load``)
-            self.worker.spawn()
+            self.channel.before_send = self._flush_queued  # after hello: it comes first
+            if log_problem is not None:
+                self.channel.send("coverage", partial=True, reason=log_problem)
             if datetime_problem is not None:
                 self.channel.send(
                     "coverage",
@@ -266,11 +272,10 @@ class Runtime:
                 )
             self.channel.start_reader()
             self.reaper.start()
-            start = self.channel.wait_for("start")  # the worker starts and bootstraps meanwhile
+            start = self.channel.wait_for("start")
             self.started = time.monotonic()  # the run is assigned: its caps count from now
             if self.cap is not None and self.cap_s is not None:
                 self.cap.rearm(self.cap_s)
-            witness_coverage = self.worker.witness_coverage()
             if witness_coverage is not None:  # the worker's tree is not witnessed: say why
                 self.channel.send_raw(witness_coverage)
             threading.Thread(target=self._pump, name="sandbox-replay-egress", daemon=True).start()

@@ -34,7 +34,6 @@ import contextlib
 import contextvars
 import enum
 import functools
-import inspect
 import sys
 import threading
 import time
@@ -244,6 +243,8 @@ def _guarded(definition: ToolDef) -> Callable[..., Any]:
             return recorder.call_tool(definition, func, args, kwargs)
         return func(*args, **kwargs)
 
+    import inspect  # lazy: kept for start-up speed (the runtime imports the SDK, decorates no tool)
+
     # `functools.wraps` leaves the bare function reachable as ``__wrapped__``: an unguarded
     # path around the replay context. Keep the signature for introspection, drop the path.
     setattr(wrapper, "__signature__", inspect.signature(func))  # noqa: B010
@@ -340,6 +341,8 @@ def tool(
             ) from None
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        import inspect  # lazy: kept for start-up speed (the runtime decorates no tool)
+
         definition = ToolDef(
             tool_id,
             effect or Effect.UNSAFE,

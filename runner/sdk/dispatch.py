@@ -16,7 +16,6 @@ nothing is dispatched.
 
 import contextlib
 import contextvars
-import inspect
 import os
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -102,6 +101,8 @@ def withhold(definition: Any, wrapper: Any) -> None:
 
     withheld.__name__, withheld.__qualname__ = bare.__name__, bare.__qualname__
     withheld.__module__ = bare.__module__
+    import inspect  # lazy: kept for start-up speed (the runtime imports the SDK, decorates no tool)
+
     # a program's call of it still binds its arguments by name (what recordings match on)
     withheld.__signature__ = inspect.signature(bare)  # type: ignore[attr-defined]
     definition.func = withheld

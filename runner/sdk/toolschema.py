@@ -12,7 +12,6 @@ argument schema only, never the description (issue 3).
 """
 
 import hashlib
-import inspect
 import types
 import typing
 from typing import Any, Callable, Dict, List, Tuple
@@ -135,6 +134,8 @@ def _schema_of(hint: Any, where: str, seen: Tuple[Any, ...] = ()) -> Dict[str, A
 
 def _unreadable_hint(func: Callable[..., Any], name: str) -> str:
     """``tool function NAME parameter 'p'`` for the first annotation that does not evaluate."""
+    import inspect  # lazy: kept for start-up speed (the runtime imports the SDK, decorates no tool)
+
     namespace = dict(getattr(func, "__globals__", {}))
     for param in inspect.signature(func).parameters.values():
         annotation = param.annotation
@@ -172,6 +173,8 @@ def derive_schema(func: Callable[..., Any]) -> Dict[str, Any]:
         raise ToolDefinitionError(
             f"{_unreadable_hint(func, name)}: cannot read type hints: {exc}"
         ) from exc
+    import inspect  # lazy: kept for start-up speed (the runtime imports the SDK, decorates no tool)
+
     properties: Dict[str, Any] = {}
     required: List[str] = []
     for param in inspect.signature(func).parameters.values():

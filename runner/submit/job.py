@@ -321,6 +321,9 @@ def _run_job(
                 guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]
                 done = ledger.finished_episodes(plan.job_id)
                 pending = [episode for episode in plan.episodes if episode not in done]
+                expect_runs = getattr(backend, "expect_runs", None)  # the warm pool's
+                if callable(expect_runs):  # one sandbox per episode: none made to be drained
+                    expect_runs(len(pending))
                 replay = ceilings["replay"]
                 runner = PairRunner(
                     plan,

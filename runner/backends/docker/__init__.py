@@ -6,6 +6,7 @@ Modules:
     sandbox   one started container: attached stdio, kill, wait, exit state
     backend   `DockerBackend`: hardened create -> attach -> start -> remove; reaper
     pool      `WarmPool`: sandboxes started before their runs, each handed out once
+    poolkey   what fixes a warm sandbox at creation (`PoolKey`), the pool's size, its spec
     pooled    `PooledBackend`: the Docker backend behind a warm pool (``submit``)
     image     building the sandbox image (``sandbox-replay image build [--offline]``)
     checks    the engine/image/hardening checks of ``sandbox-replay doctor``

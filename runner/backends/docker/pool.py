@@ -21,7 +21,9 @@ Rules (issue 16):
 - Size (`pool_size`): the admitted concurrency (`runner.backends.capacity`) plus one, per
   key (a submit job has one: its image, snapshot and limits), within what the concurrency
   bound leaves beside the runs: each spare has a run's memory and pids limits already, so
-  the bound counts them (`runner.backends.capacity.ConcurrencyBound.spares`). `take` wakes
+  the bound counts them (`runner.backends.capacity.ConcurrencyBound.spares`); and never more
+  warm (or being started) sandboxes than runs still to come when the caller said how many
+  (`WarmPool.expect`: submit does), so none is made only to be drained. `take` wakes
   the fillers, which refill while runs execute. A sandbox is warm once its runtime wrote its
   ``hello`` (within `READY_WAIT_S`). A `take` that finds none warm waits for
   one being started (one run per such sandbox, at most `PENDING_WAIT_S`), else starts the
@@ -41,21 +43,19 @@ Rules (issue 16):
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from runner.backends import labels as L
-from runner.backends.base import Mount, ResourceLimits, Sandbox, SandboxSpec
+from runner.backends.base import Sandbox, SandboxSpec
+from runner.backends.docker.poolkey import PoolKey, pool_key, pool_size, pooled_spec
 from runner.errors import InfrastructureError
-from runner.runtime.pid1 import ENV_IDLE_CAP
 
 log = structlog.get_logger(__name__)
 
@@ -78,57 +78,6 @@ _FAILURE_PAUSE_S = 1.0
 _MAX_FAILURES = 3  # consecutive failed fills of a key: it is filled no more (runs start cold)
 
 OpenSandbox = Callable[[SandboxSpec], AbstractContextManager[Sandbox]]
-
-
-@dataclass(frozen=True)
-class PoolKey:
-    """What a sandbox fixes at creation; runs of one key can take each other's warm sandboxes."""
-
-    image: str
-    command: tuple[str, ...]
-    mounts: tuple[Mount, ...]
-    env: tuple[tuple[str, str], ...]
-    limits: ResourceLimits
-    user: str
-    workdir: str
-    cap_s: int
-    init: bool
-
-
-def pool_key(spec: SandboxSpec) -> PoolKey:
-    """The `PoolKey` of ``spec`` (all but its ``run_id`` and ``labels``)."""
-    return PoolKey(
-        image=spec.image,
-        command=tuple(spec.command),
-        mounts=tuple(spec.mounts),
-        env=tuple(sorted(spec.env.items())),
-        limits=spec.limits,
-        user=spec.user,
-        workdir=spec.workdir,
-        cap_s=spec.hard_cap.whole_s,
-        init=spec.init,
-    )
-
-
-def pool_size(concurrency: int) -> int:
-    """Warm sandboxes kept per key: one per run slot (the admitted concurrency) plus one.
-
-    The extra one covers a refill slower than a run (a start is ~0.5 s of engine time, several
-    times that on a loaded machine, while a trivial run takes about as long): with it a run at
-    concurrency 1 still finds one warm when the refill started by its predecessor is not done.
-    """
-    return max(1, int(concurrency)) + 1
-
-
-def pooled_spec(template: SandboxSpec, pool_id: str, idle_cap_s: float) -> SandboxSpec:
-    """The spec of a pooled sandbox of ``template``'s key, named and labelled by ``pool_id``.
-
-    The run's cap (``SANDBOX_REPLAY_HARD_CAP_S``) is the template's, applied from ``start``;
-    until then the idle cap (`ENV_IDLE_CAP`, whole seconds) holds.
-    """
-    env = dict(template.env)
-    env[ENV_IDLE_CAP] = str(max(1, math.ceil(idle_cap_s)))
-    return replace(template, run_id=pool_id, labels={L.POOL: "1"}, env=env)
 
 
 @dataclass
@@ -190,6 +139,7 @@ class WarmPool:
         self.created = 0  # warm sandboxes made
         self.assigned = 0  # of them, handed to a run
         self.cold = 0  # runs that found none warm
+        self._remaining: int | None = None  # runs still to take a sandbox (`expect`)
         self._threads = [
             threading.Thread(target=self._fill_loop, name=f"sandbox-replay-pool-{n}", daemon=True)
             for n in range(fillers if fillers is not None else min(size, MAX_FILLERS))
@@ -198,6 +148,17 @@ class WarmPool:
             thread.start()
 
     # -- handing out -------------------------------------------------------------------------
+
+    def expect(self, runs: int) -> None:
+        """At most ``runs`` more runs will take a sandbox (a hint; more still work, cold).
+
+        From now on the pool holds no more warm and being-started sandboxes, over all keys,
+        than runs still to take one: the last runs of a submission leave none to drain (each
+        one drained unused cost a whole sandbox's start, ~0.5 s of CPU, for nothing).
+        """
+        with self._cond:
+            self._remaining = max(0, int(runs))
+            self._cond.notify_all()
 
     def take(self, spec: SandboxSpec) -> AbstractContextManager[Sandbox]:
         """The sandbox of the run ``spec``: a warm one of its key, else a cold one.
@@ -221,6 +182,8 @@ class WarmPool:
                     run_id=spec.run_id,
                 )
             self._bound.add(spec.run_id)
+            if self._remaining is not None:
+                self._remaining = max(0, self._remaining - 1)
             slot = self._slots.setdefault(key, _Slot(spec))
             warm = self._pop_fresh(slot, stale)
             # a sandbox being started for the pool is nearer than a cold start: wait for it,
@@ -282,7 +245,14 @@ class WarmPool:
     # -- filling -----------------------------------------------------------------------------
 
     def _wanted(self) -> tuple[PoolKey, _Slot] | None:
-        """The key with the largest deficit (lock held), or None when all are full."""
+        """The key with the largest deficit (lock held), or None when all are full.
+
+        None also when the pool already holds a sandbox for every run still expected.
+        """
+        if self._remaining is not None:
+            held = sum(len(slot.warm) + slot.pending for slot in self._slots.values())
+            if held >= self._remaining:
+                return None
         best: tuple[PoolKey, _Slot] | None = None
         best_deficit = 0
         for key, slot in self._slots.items():

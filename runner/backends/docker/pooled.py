@@ -60,6 +60,10 @@ class PooledBackend(Backend):
         """A warm sandbox for a runtime spec (else ``inner``'s own); see `WarmPool.take`."""
         return self.pool.take(spec) if spec.init else self.inner.sandbox(spec)
 
+    def expect_runs(self, runs: int) -> None:
+        """At most ``runs`` more runs are coming: the pool makes no sandbox beyond them."""
+        self.pool.expect(runs)
+
     def engine_cpus(self) -> float | None:
         """``inner``'s."""
         return self.inner.engine_cpus()

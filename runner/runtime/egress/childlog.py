@@ -21,7 +21,7 @@ can write to that file too: it is evidence, not a guarantee (the sandbox is the 
 import contextlib
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 MAX_RECORDS = 10000
 _READ_CHUNK = 1 << 20
@@ -84,7 +84,11 @@ class ChildLog:
         fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.close(fd)
         self._offset = 0
-        self._mtime_ns = os.stat(self.path).st_mtime_ns
+        found = os.stat(self.path)
+        self._mtime_ns = found.st_mtime_ns
+        # (inode, size, mtime) when everything was read: an unchanged file is not opened again
+        # (the runtime's pump looks five times a second, also while a run waits for its model)
+        self._seen: Optional[Tuple[int, int, int]] = (found.st_ino, 0, found.st_mtime_ns)
         self._partial = b""
         self.forwarded = 0
         self.malformed = 0
@@ -94,6 +98,9 @@ class ChildLog:
         """Messages (dicts with a ``type``) appended since the last read, validated."""
         truncated: List[Dict[str, Any]] = []
         try:
+            now = os.stat(self.path)
+            if (now.st_ino, now.st_size, now.st_mtime_ns) == self._seen:
+                return []  # nothing appended, cut or replaced since everything was read
             with open(self.path, "rb") as handle:
                 found = os.fstat(handle.fileno())
                 # cut by code in the sandbox: shorter than what was read, or written to since
@@ -112,8 +119,10 @@ class ChildLog:
                 handle.seek(self._offset)
                 data = handle.read(_READ_CHUNK * 16)
                 after = os.fstat(handle.fileno())
+                self._seen = None
                 if after.st_size == self._offset + len(data):  # all read: remember its mtime
                     self._mtime_ns = after.st_mtime_ns
+                    self._seen = (after.st_ino, after.st_size, after.st_mtime_ns)
         except OSError as exc:  # deleted or replaced by tool code: say so, once
             if not self._capped:
                 self._capped = True

@@ -91,6 +91,8 @@ class Witness:
         self.answered = 0
         self.errors: List[str] = []
         self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()  # `stop` wakes the loop's untimed poll() here
+        self._wake_lock = threading.Lock()  # the write end is closed under it (no fd reuse)
         self._thread = threading.Thread(target=self._run, name="egress-witness", daemon=True)
 
     def start(self) -> "Witness":
@@ -101,6 +103,9 @@ class Witness:
     def stop(self, timeout_s: float = 2.0) -> None:
         """Stop serving (trapped calls then fail with ``ENOSYS``) and close the listener."""
         self._stop.set()
+        with self._wake_lock:
+            if self._wake_w >= 0:  # else the loop already ended by itself
+                os.write(self._wake_w, b"x")
         self._thread.join(timeout_s)
 
     def join(self, timeout_s: Optional[float] = None) -> None:
@@ -114,12 +119,13 @@ class Witness:
     def _loop(self) -> None:
         poller = select.poll()
         poller.register(self.listener, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
         resolver = self.resolver.sock
         if resolver is not None:
             poller.register(resolver, select.POLLIN)
         try:
             while not self._stop.is_set():
-                events = [e for e in poller.poll(200) if e[0] == self.listener]
+                events = [e for e in poller.poll() if e[0] == self.listener]
                 if resolver is not None:
                     self.resolver.serve()  # non-blocking: the queries waiting, if any
                 if not events:
@@ -133,6 +139,10 @@ class Witness:
                 elif events[0][1] & (select.POLLHUP | select.POLLERR):
                     return  # no filtered process is left
         finally:
+            with self._wake_lock:
+                os.close(self._wake_w)
+                self._wake_w = -1
+            os.close(self._wake_r)
             os.close(self.listener)
             self.resolver.close()
 
@@ -381,8 +391,7 @@ def serve(
 
     Returns:
         ``(witness, None)`` when every network call of the worker's tree is witnessed, else
-        ``(None, coverage)``: the ``coverage`` message (``partial``, with the reason) for the
-        outbound log.
+        ``(None, coverage)``: the outbound log's ``coverage`` message (``partial``, why).
     """
     listener, reason = seccomp.attach(pid, channel)
     if listener is None:

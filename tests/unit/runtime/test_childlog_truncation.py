@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from runner.runtime.egress.childlog import ChildLog
 
@@ -41,3 +42,25 @@ def test_an_untouched_log_reports_nothing_more(tmp_path: Path) -> None:
     _append(log)
     assert len(log.read_new()) == 1
     assert log.read_new() == [] and log.read_new() == []
+
+
+def test_an_untouched_log_is_not_opened_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """The pump reads five times a second, also while a run waits on its model (issue 16)."""
+    from runner.runtime.egress import childlog
+
+    log = ChildLog(str(tmp_path))
+    opened: list[str] = []
+    real_open = open
+
+    def counting(path: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(childlog, "open", counting, raising=False)
+    assert log.read_new() == [] and log.read_new() == []
+    assert opened == []  # nothing written yet: a stat says so
+    _append(log)
+    assert len(log.read_new()) == 1 and len(opened) == 1
+    assert log.read_new() == [] and len(opened) == 1
+    _append(log)
+    assert len(log.read_new()) == 1 and len(opened) == 2

@@ -108,6 +108,12 @@ def test_the_runtime_start_path_imports_none_of_the_heavy_modules(python: str) -
         # not ctypes: every run needs it (the egress witness's seccomp calls, the clock's patch)
         "traceback",
         "pathlib",
+        # the SDK's tool decoration needs inspect (with ast, dis, tokenize): the worker's, never
+        # the runtime's (~7 ms of CPU per sandbox, issue 16)
+        "inspect",
+        "ast",
+        "dis",
+        "tokenize",
     ]
     code = (
         "import sys\n"
@@ -135,3 +141,31 @@ def test_the_child_log_goes_to_tmpdir_without_importing_tempfile(
     assert os.path.dirname(log.path) == str(tmp_path) and os.path.exists(log.path)
     monkeypatch.setenv("TMPDIR", str(tmp_path / "missing"))
     assert childlog._temp_dir() == tempfile.gettempdir()  # the general answer, as before
+
+
+@pytest.mark.parametrize("python", [sys.executable, PY39])
+def test_a_python_childs_sitecustomize_imports_no_importlib_util_without_a_shadowed_one(
+    python: str, tmp_path: Path
+) -> None:
+    """Every Python child of a sandbox (the worker first) runs it: only what it needs."""
+    if not os.path.exists(python):
+        pytest.skip(f"{python} is not installed")
+    from runner.runtime.egress.audit import SITE_DIR
+
+    code = (
+        "import sys\n"
+        f"sys.path[:0] = [{SITE_DIR!r}, {str(ROOT)!r}]\n"
+        "import sitecustomize\n"
+        "assert sitecustomize.__file__.startswith(sys.path[0]), sitecustomize.__file__\n"
+        "print(','.join(m for m in ('importlib.util', 'inspect') if m in sys.modules))\n"
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "SANDBOX_REPLAY_EGRESS_LOG": str(tmp_path / "egress.log"),
+        "SANDBOX_REPLAY_CLOCK": "1767225600.0",
+    }
+    proc = subprocess.run(
+        [python, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", f"imported at a child's start: {proc.stdout.strip()}"

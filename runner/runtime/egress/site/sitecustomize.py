@@ -62,12 +62,14 @@ def _report_clock() -> None:
 
 def _run_shadowed() -> None:
     import importlib.machinery
-    import importlib.util
 
     paths = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", paths)
     if spec is None or spec.loader is None:
         return
+    # only for an image with a sitecustomize of its own: every Python child runs this file
+    import importlib.util
+
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)

@@ -133,9 +133,10 @@ class RunRecord(Record):
     workflow: WorkflowRef
     purpose: Literal["live", "replay", "judge"]
     mode: str | None = None
-    backend: str = Field(min_length=1)
-    node: str | None = Field(default=None, min_length=1)  # the Ray node id (--backend ray)
-    sandbox: str | None = Field(default=None, min_length=1)  # its container's name, or id
+    backend: str = Field(min_length=1, max_length=64)
+    # the Ray node id (--backend ray); its container's name (labels.container_name: <= 240), or id
+    node: str | None = Field(default=None, min_length=1, max_length=256)
+    sandbox: str | None = Field(default=None, min_length=1, max_length=256)
     clock: RunClock
     seed: int
     environment: Environment

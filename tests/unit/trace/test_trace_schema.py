@@ -280,9 +280,11 @@ def test_a_run_line_naming_its_sandbox_reads_and_validates() -> None:
     assert schema_errors(line) == []
     assert reader_accepts(line)
     assert RunRecord.model_validate(line).sandbox == line["sandbox"]
-    for bad in ("", 7):
+    for bad in ("", 7, "x" * 257, "x" * 1_000_000):  # a name is at most 256 characters
         line["sandbox"] = bad
-        assert schema_errors(line) and not reader_accepts(line), bad
+        assert schema_errors(line) and not reader_accepts(line), bad[:20] if bad else bad
+    line["sandbox"] = "x" * 256
+    assert schema_errors(line) == [] and reader_accepts(line)
 
 
 def test_a_run_line_naming_its_node_reads_and_validates() -> None:

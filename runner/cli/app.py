@@ -1,9 +1,10 @@
 """The typer `app` of ``sandbox-replay``, its global options and the helpers every command uses.
 
 Each command lives in its own module under ``runner.cli.commands`` and registers itself on `app`
-(importing `app` from here); `runner.cli.entry.main` imports them all and runs `app`. This
-module imports no command. Heavy libraries (docker, pydantic-settings, rich) are imported
-inside the commands, for start-up speed: ``--help`` stays quick.
+(importing `app` from here); `runner.cli.entry.main` imports the invoked command's module
+(`runner.cli.commands.register`) and runs `app`. This module imports no command. Heavy
+libraries (docker, pydantic-settings, rich) are imported inside the commands, for start-up
+speed: ``--help`` stays quick.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+# The options of `_main_options` that take a value (``--log-format json``): what
+# `runner.cli.commands.command_name` skips to find the command's name before typer parses the
+# line (tests/unit/cli/test_cli_lazy.py pins it against the callback's parameters).
+GLOBAL_OPTIONS_WITH_VALUE = ("--log-format", "--log-level")
 
 
 @dataclass

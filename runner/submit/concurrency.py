@@ -14,8 +14,6 @@ import math
 from dataclasses import replace
 from typing import Any
 
-import structlog
-
 from runner.backends.capacity import (
     Bound,
     ConcurrencyBound,
@@ -26,9 +24,10 @@ from runner.backends.capacity import (
 from runner.episode.limits import limits_in_effect
 from runner.episode.metered_run import run_sandbox_s
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 from runner.settings import Settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = [
     "admit_concurrency",

@@ -47,14 +47,13 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import structlog
-
 from runner.backends import labels as L
 from runner.backends.base import Mount, ResourceLimits, Sandbox, SandboxSpec
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 from runner.runtime.pid1 import ENV_IDLE_CAP
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = [
     "DEFAULT_IDLE_CAP_S",

@@ -19,14 +19,13 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 
-import structlog
-
 from runner.backends.base import ExitState, Sandbox
 from runner.backends.pipes import PipedOutput
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["NamespaceSandbox"]
 _AFTER_KILL_WAIT_S = 30.0

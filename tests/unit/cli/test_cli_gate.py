@@ -58,8 +58,21 @@ HELP_NEVER = [
     "runner.policy",
     "runner.episode",
 ]
-# `check` shows no help.
-CHECK_NEVER = [*NEVER, "typer.rich_utils", "rich.markdown", "markdown_it"]
+# Modules of the commands that were not invoked: the CLI builds only the command it runs.
+OTHER_COMMANDS = [
+    f"runner.cli.commands.{name}"
+    for name in ("submit", "run", "doctor", "image", "record", "reproduce", "view", "report")
+]
+# `check` shows no help and logs nothing on success: structlog (and the part of rich that
+# `structlog.dev` loads) is imported on the first log call (`runner.hostlog`), never at import.
+CHECK_NEVER = [
+    *NEVER,
+    *OTHER_COMMANDS,
+    "typer.rich_utils",
+    "rich",
+    "markdown_it",
+    "structlog",
+]
 
 _PROBE = """
 import json, sys

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, cast
 
 import typer
 
@@ -43,22 +43,50 @@ class CliState:
     log_format: Literal["auto", "console", "json"] | None = None
     log_level: Literal["debug", "info", "warning", "error"] | None = None
 
-    def settings(self, *, quiet: bool = False) -> Settings:
+    def settings(self, *, quiet: bool = False, deferred: bool = False) -> Settings:
         """Build the settings once, from the environment and the global flags.
 
         Args:
             quiet: the command shows a progress bar or a table: unless ``--log-level`` or
                 ``SANDBOX_REPLAY_LOG_LEVEL`` says otherwise, only warnings and errors are
                 logged (info lines would tear the bar and bury the table).
+            deferred: when the environment sets no setting, return a stand-in that builds
+                them on first use (`runner.cli.lazysettings`: ``check`` needs them only for
+                an MCP server or a model provider); else they are built and validated now.
 
         Raises:
             InputError: an environment variable holds an invalid value (named, with the
                 reason), exit 2 -- never a traceback.
         """
         # imported on use, not at module top: start-up speed (`--help`, `check`)
+        import logging
+
+        from runner.cli.lazysettings import (
+            DEFAULT_LOG_FORMAT,
+            DEFAULT_LOG_LEVEL,
+            DeferredSettings,
+            environment_sets_any,
+        )
+        from runner.cli.log import configure_logging
+
+        if deferred and not environment_sets_any():
+            level = self.log_level or ("warning" if quiet else DEFAULT_LOG_LEVEL)
+            configure_logging(
+                self.log_format or DEFAULT_LOG_FORMAT, getattr(logging, level.upper())
+            )
+            return cast("Settings", DeferredSettings(self._build))
+        settings = self._build()
+        level = settings.log_level
+        if quiet and "log_level" not in settings.model_fields_set:
+            level = "warning"
+        configure_logging(settings.log_format, getattr(logging, level.upper()))
+        return settings
+
+    def _build(self) -> Settings:
+        """`Settings` from the environment and the global flags (InputError: see `settings`)."""
+        # imported on use, not at module top: start-up speed (`--help`, `check`)
         from pydantic import ValidationError
 
-        from runner.cli.log import configure_logging
         from runner.errors import InputError
         from runner.settings import Settings
 
@@ -68,20 +96,13 @@ class CliState:
         if self.log_level:
             overrides["log_level"] = self.log_level
         try:
-            settings = Settings(**overrides)  # type: ignore[arg-type]
+            return Settings(**overrides)  # type: ignore[arg-type]
         except ValidationError as exc:
             first = exc.errors()[0]
             name = "SANDBOX_REPLAY_" + str(first["loc"][0] if first["loc"] else "?").upper()
             raise InputError(
                 f"{first['msg']} (got {first.get('input')!r})", file="environment", field=name
             ) from exc
-        import logging
-
-        level = settings.log_level
-        if quiet and "log_level" not in settings.model_fields_set:
-            level = "warning"
-        configure_logging(settings.log_format, getattr(logging, level.upper()))
-        return settings
 
 
 def _version(value: bool) -> None:

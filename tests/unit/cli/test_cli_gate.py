@@ -14,6 +14,7 @@ settings (pydantic-settings), reads YAML and logs with structlog, whose import l
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -72,6 +73,9 @@ CHECK_NEVER = [
     "rich",
     "markdown_it",
     "structlog",
+    # the environment sets no setting (`_loaded` clears them): no Settings are built
+    "pydantic_settings",
+    "runner.settings",
 ]
 
 _PROBE = """
@@ -90,13 +94,18 @@ print("\\n" + json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=s
 
 
 def _loaded(*args: str) -> tuple[int, set[str]]:
-    """Run the CLI with ``args`` in a fresh interpreter: its exit code and its sys.modules."""
+    """Run the CLI with ``args`` in a fresh interpreter: its exit code and its sys.modules.
+
+    The environment sets no ``SANDBOX_REPLAY_`` variable, a user's usual state.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SANDBOX_REPLAY_")}
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, json.dumps(list(args))],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=HELPDESK,
+        env=env,
         check=False,
     )
     last = proc.stderr.strip().splitlines()[-1]

@@ -23,9 +23,7 @@ TOOL_ID = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 class Frozen(BaseModel):
     """Base of the workflow models: immutable, unknown keys rejected."""
 
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", str_strip_whitespace=False, defer_build=True
-    )
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
 
 
 class FixedMessage(Frozen):

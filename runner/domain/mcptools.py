@@ -52,7 +52,7 @@ class McpSource(BaseModel):
         prefix: put before every tool name with a dot (``fs`` → ``fs.read_file``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     command: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=MAX_ARGS)
     tools_list: str | None = Field(default=None, min_length=1, max_length=1024)
@@ -80,7 +80,7 @@ class McpSource(BaseModel):
 class McpEntry(BaseModel):
     """A workflow ``tools`` entry ``{mcp: {...}}`` (`McpSource`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     mcp: McpSource
 

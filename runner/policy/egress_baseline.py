@@ -48,7 +48,7 @@ MAX_DESTINATIONS = 10_000
 class BaselineDestination(BaseModel):
     """One known destination; ``host`` and ``port`` may be globs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     host: str = Field(min_length=1, max_length=512)
     port: int | str = "*"
@@ -66,7 +66,7 @@ class BaselineDestination(BaseModel):
 class EgressBaseline(BaseModel):
     """The baseline file: format version 1 and the known destinations."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     v: Literal[1]
     destinations: tuple[BaselineDestination, ...] = Field(max_length=MAX_DESTINATIONS)

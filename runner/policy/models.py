@@ -97,7 +97,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ToolOverrides(_Frozen):
@@ -151,7 +151,7 @@ class Limits(_Frozen):
             that would pass it ends the run ``limit_exceeded``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     timeout_s: TimeoutS = 300.0
     memory_mb: MemoryMb = 512
@@ -244,7 +244,7 @@ class RateLimits(_Frozen):
             (the provider's 429 answers are still honoured).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     max_wait_s: TimeoutS = DEFAULT_RATE_LIMIT_WAIT_S
     models: dict[str, RateLimit] = Field(default_factory=dict)

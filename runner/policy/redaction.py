@@ -32,7 +32,7 @@ __all__ = ["NamedPath", "NamedPattern", "RedactionSpec", "rules_document"]
 class NamedPattern(BaseModel):
     """A named regular expression; its group named ``value``, if any, is the secret."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: str = Field(pattern=r"^[a-z0-9_]{1,40}$")
     regex: str = Field(min_length=1, max_length=2000)
@@ -41,7 +41,7 @@ class NamedPattern(BaseModel):
 class NamedPath(BaseModel):
     """A named JSON path into a trace line (``$.args.token``, ``$..ssn``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: str = Field(pattern=r"^[a-z0-9_]{1,40}$")
     path: str = Field(min_length=1, max_length=400)
@@ -50,7 +50,7 @@ class NamedPath(BaseModel):
 class RedactionSpec(BaseModel):
     """The ``redaction:`` section (module docstring); None fields keep the defaults."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     detectors: list[str] | None = None
     headers: list[str] | None = None

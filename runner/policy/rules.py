@@ -51,7 +51,7 @@ class ArgCondition(BaseModel):
         host_in: host globs (case-insensitive) the host of the URL in the argument must match.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     matches: str | None = None
     equals: Any = None
@@ -92,7 +92,7 @@ class ArgRule(BaseModel):
         description: free text, shown by ``check``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     tool: str

@@ -6,9 +6,10 @@ fails here deterministically, on any machine load, where a timed test would flak
 themselves are printed by ``bench/bench_check.py`` (check wall ÷ ``python -c pass``).
 
 What stays loaded, and why: ``--help`` renders with rich (typer's rich help, markdown-it
-included); ``check`` validates its options with pydantic (typer 0.29's coercion), builds the
-settings (pydantic-settings), reads YAML and logs with structlog, whose import loads part of rich
-(``structlog.dev``) but not the help renderer (``typer.rich_utils``, ``rich.markdown``).
+included); ``check`` validates its options with pydantic (typer 0.29's coercion) and reads YAML.
+It builds only its own command (``runner.cli.commands.register``), builds no `Settings` when the
+environment sets none (``runner.cli.lazysettings``) and imports structlog only when a line is
+logged (``runner.hostlog``): on success it logs nothing at the default level.
 """
 
 from __future__ import annotations

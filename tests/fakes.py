@@ -24,6 +24,7 @@ _EOF = object()
 class SubprocessSandbox(Sandbox):
     def __init__(self, run_id: str, argv: Sequence[str], env: dict[str, str], cwd: str) -> None:
         self.run_id = run_id
+        self.name = f"fake-{run_id}"  # as an engine names its sandbox (the trace's ``sandbox``)
         self.proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,

@@ -225,10 +225,14 @@ class Sandbox(abc.ABC):
         run_id: the run attempt's id.
         node: where it runs when the backend spans machines (the Ray backend: the Ray node
             id), written to the trace's ``run`` line; None for a local engine.
+        name: the sandbox's own name (the Docker container's name, a pooled one's too; the
+            namespace sandbox's id), written to the trace's ``run`` line as ``sandbox``; None
+            where there is no sandbox to name (record's local process).
     """
 
     run_id: str
     node: str | None = None
+    name: str | None = None
 
     @abc.abstractmethod
     def write(self, data: bytes, timeout_s: float | None = None) -> None:

@@ -20,6 +20,12 @@ the engine itself, page cache, this process's own work and everyone else on the 
 - **file descriptors**: `HOST_FDS_PER_SANDBOX` per run, at most `SHARE` of what
   ``RLIMIT_NOFILE`` leaves free (its soft limit raised to the hard one first: `raise_nofile`).
 
+A warm pool's spare sandboxes (`runner.backends.docker.pool`: started before their runs, each
+with the runs' memory and pids limits already) count in these same bounds, sandbox for
+sandbox: the admitted runs plus the spares never pass any of them. The runs come first (a
+spare only saves a start, ~0.25 s of engine CPU, while a run not admitted waits a whole run),
+so the pool gets what the bounds leave, up to the size it wants (`ConcurrencyBound.spares`).
+
 The per-run costs were measured on a waiting sandbox (bench/model_latency.py, bench/README.md).
 A resource that cannot be read bounds nothing and is reported as unknown. The Ray backend
 applies the same rule per node with that node's figures.
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,11 +120,17 @@ class ConcurrencyBound:
         asked: what ``--concurrency`` (or the settings) asked.
         admitted: what runs at once: ``asked``, or the lowest bound below it (>= 1).
         bounds: every resource's bound, in the order weighed.
+        spares: the warm pool's spare sandboxes admitted beside the runs (0: no pool).
+        spares_wanted: the pool's size at ``admitted`` (0: no pool).
+        spares_bound: why ``spares`` is below ``spares_wanted`` (``memory: 24 sandboxes``).
     """
 
     asked: int
     admitted: int
     bounds: tuple[Bound, ...] = field(default_factory=tuple)
+    spares: int = 0
+    spares_wanted: int = 0
+    spares_bound: str = ""
 
     @property
     def binding(self) -> Bound | None:
@@ -141,16 +154,24 @@ class ConcurrencyBound:
         tail = f"; other bounds: {', '.join(others)}" if others else ""
         if unknown:
             tail += f"; unknown: {', '.join(unknown)}"
+        if self.spares_wanted:
+            tail += f"; warm pool: {self.spares} spare sandboxes"
+            if self.spares < self.spares_wanted:
+                tail += f" (of {self.spares_wanted} wanted; bound by {self.spares_bound})"
         return head + tail
 
     def to_json(self) -> dict[str, object]:
-        """``{"asked", "admitted", "binding", "bounds": {name: {"runs", "why"}}}``."""
+        """The bound as JSON: ``{"asked", "admitted", "binding", "bounds", "pool_spares"}``.
+
+        ``bounds`` maps each name to ``{"runs", "why"}``; ``pool_spares`` is `spares`.
+        """
         limit = self.binding
         return {
             "asked": self.asked,
             "admitted": self.admitted,
             "binding": limit.name if limit is not None else None,
             "bounds": {b.name: b.to_json() for b in self.bounds},
+            "pool_spares": self.spares,
         }
 
 
@@ -245,6 +266,7 @@ def bound_concurrency(
     host: HostResources,
     engine_is_local: bool = True,
     extra: tuple[Bound, ...] = (),
+    pool: Callable[[int], int] | None = None,
 ) -> ConcurrencyBound:
     """Admit at most ``asked`` runs at once, within every bound of the module docstring.
 
@@ -255,11 +277,15 @@ def bound_concurrency(
         engine_memory_bytes: the engine's memory (``docker info`` ``MemTotal``), or None.
         host: this host's free resources (`HostResources.read`).
         engine_is_local: the engine runs on this kernel (its pids are this kernel's).
-        extra: the caller's own bounds, weighed with these (a ceiling's, say).
+        extra: the caller's own bounds, weighed with these (a ceiling's, say); they bound
+            runs only (a spare sandbox reserves no ceiling).
+        pool: the warm pool's wanted size at a concurrency (`runner.backends.docker.pool.
+            pool_size`), or None when the runs have no pool.
 
     Returns:
         The admitted concurrency (never below 1: one run always fits its own limits) with
-        every bound weighed.
+        every bound weighed, and the pool's spares: what the resource bounds leave beside the
+        admitted runs, up to the pool's wanted size.
     """
     bounds: list[Bound] = []
     if engine_memory_bytes is None:
@@ -292,7 +318,14 @@ def bound_concurrency(
             *_share_of(host.fds_free, HOST_FDS_PER_SANDBOX, SHARE, "RLIMIT_NOFILE descriptors"),
         )
     )
+    per_sandbox = [b for b in bounds if b.runs is not None]  # each spare costs what a run does
     bounds.extend(extra)
     known = [b.runs for b in bounds if b.runs is not None]
     admitted = max(1, min([asked, *known]))
-    return ConcurrencyBound(asked, admitted, tuple(bounds))
+    wanted = max(0, pool(admitted)) if pool is not None else 0
+    spares, why = wanted, ""
+    tightest = min(per_sandbox, key=lambda b: b.runs or 0) if per_sandbox else None
+    if tightest is not None and tightest.runs is not None and tightest.runs - admitted < wanted:
+        spares = max(0, tightest.runs - admitted)
+        why = f"{tightest.name}: {tightest.runs} sandboxes"
+    return ConcurrencyBound(asked, admitted, tuple(bounds), spares, wanted, why)

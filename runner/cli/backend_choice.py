@@ -9,6 +9,10 @@ packages are imported when the backend is made, not before (the docker SDK ~0.14
 ``--runtime`` (``SANDBOX_REPLAY_RUNTIME``) is the Docker engine's OCI runtime for the
 sandboxes (``crun``, ``runsc``); the Docker backend refuses a name its engine lacks, exit 2
 (`runner.backends.docker.runtimes`).
+
+``submit`` takes all three backends (`backend_factory`); ``run`` and ``reproduce`` take
+``docker`` and ``namespace`` (`one_episode_backend`); ``record`` takes none: it runs outside
+any sandbox by design (`runner.backends.unsandboxed`).
 """
 
 from __future__ import annotations
@@ -139,3 +143,38 @@ def backend_factory(
         return DockerBackend.from_settings(settings)
 
     return docker
+
+
+def one_episode_backend(
+    settings: Settings, backend: BackendName | None, *, command: str
+) -> Callable[[], Any]:
+    """The backend maker of ``run`` and ``reproduce``: `backend_factory`'s, then reaped.
+
+    The same backends ``submit`` makes (one way to make each), connected, then the leftovers of
+    dead owners reaped and settled in this state folder's ledger (`runner.episode.reaping.
+    connect`). ``ray`` is refused, not made: these commands run one episode (``run``) or one
+    replay after another (``reproduce``), so a cluster spreads nothing out and only adds its
+    start-up (importing ray ~1 s, connecting, shipping the snapshot to a node); a reproduce
+    verdict is also meant to be judged where it is read (a CI job, a reviewer's machine), and
+    ``submit --backend ray`` is the command whose many runs a cluster is for.
+
+    Args:
+        settings: the command's settings (``backend``, ``docker_host``, ``state_dir``).
+        backend: ``--backend`` (None: ``SANDBOX_REPLAY_BACKEND``).
+        command: the command's name, for the refusal.
+
+    Raises:
+        InputError: the chosen backend is ``ray`` (exit 2; checked now, before anything runs).
+    """
+    chosen = chosen_backend(settings, backend)
+    if chosen is BackendName.ray:
+        raise InputError(
+            f"{command} runs on this machine: --backend docker or namespace (ray is for"
+            " submit's many runs; check SANDBOX_REPLAY_BACKEND)",
+            field="--backend",
+        )
+    make = backend_factory(settings, chosen, None)
+    # imported on use, not at module top: start-up speed (the ledger, `--help`)
+    from runner.episode.reaping import connect
+
+    return lambda: connect(make, settings.state_dir)

@@ -96,9 +96,11 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
 
     from runner.submit.ceilings import describe_limits, figure
 
+    backend = report["plan"].get("backend")  # older reports have none
     console.print(
         f"[bold]job {escape(str(report['job_id']))}[/bold]: {escape(str(report['status']))}"
         f" (exit {escape(str(report['exit_code']))}) — {escape(str(report['plan']['formula']))}"
+        + (f", backend {escape(str(backend))}" if backend else "")
     )
     for purpose, dims in report["ceilings"].items():
         text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())

@@ -166,6 +166,7 @@ def run_episode(
             with backend.sandbox(prepared.spec) as sandbox:
                 started = monotonic()
                 state.node = getattr(sandbox, "node", None)  # fakes may lack it
+                state.sandbox_name = getattr(sandbox, "name", None)
                 _drive(
                     sandbox,
                     state,

@@ -17,9 +17,9 @@ the reaper leaves a recent sandbox of another ledger to that ledger's commands.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped
@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-__all__ = ["connect_docker", "ledger_id", "reap_and_settle", "settle_reaped"]
+B = TypeVar("B", bound=Backend)
+
+__all__ = ["connect", "connect_docker", "ledger_id", "reap_and_settle", "settle_reaped"]
 
 MAX_KEY_CHARS = 1024
 
@@ -84,16 +86,33 @@ def reap_and_settle(backend: Backend, state_dir: Path) -> list[Reaped]:
     return reaped
 
 
-def connect_docker(settings: Settings) -> DockerBackend:
-    """The Docker backend of a command: connected, then the leftovers of dead owners reaped.
+def connect(make: Callable[[], B], state_dir: Path) -> B:
+    """A command's backend: made by ``make``, then the leftovers of dead owners reaped.
 
-    The one way ``run``, ``reproduce`` and ``packet`` open the engine (``submit`` reaps with
-    its job's open ledger, `runner.submit.job`). The backend is closed again when reaping
-    fails.
+    The one way ``run``, ``reproduce`` and ``packet`` open a backend, whichever it is (Docker,
+    namespace; ``submit`` reaps with its job's open ledger, `runner.submit.job`). The backend
+    is closed again when reaping fails.
 
     Args:
-        settings: the command's settings (``docker_host``; ``state_dir``: whose ledger the
-            reaped runs are settled in).
+        make: makes the backend (connects to its engine).
+        state_dir: whose ledger the reaped runs are settled in.
+
+    Raises:
+        InfrastructureError: the engine is unreachable, or failed while listing.
+    """
+    backend = make()
+    try:
+        reap_and_settle(backend, state_dir)
+    except BaseException:
+        close = getattr(backend, "close", None)
+        if callable(close):
+            close()
+        raise
+    return backend
+
+
+def connect_docker(settings: Settings) -> DockerBackend:
+    """The Docker backend of the settings (``docker_host``), connected and reaped (`connect`).
 
     Raises:
         InfrastructureError: the engine is unreachable, or failed while listing.
@@ -101,10 +120,4 @@ def connect_docker(settings: Settings) -> DockerBackend:
     # lazy for start-up speed: the docker SDK is imported only by commands that use an engine
     from runner.backends.docker import DockerBackend
 
-    backend = DockerBackend.from_settings(settings)
-    try:
-        reap_and_settle(backend, settings.state_dir)
-    except BaseException:
-        backend.close()
-        raise
-    return backend
+    return connect(lambda: DockerBackend.from_settings(settings), settings.state_dir)

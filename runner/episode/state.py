@@ -60,6 +60,7 @@ class EpisodeState:
     image_id: str | None = None
     backend_name: str = "docker"
     node: str | None = None
+    sandbox_name: str | None = None
     trace: TraceWriter | None = None
     hello: dict[str, Any] | None = None
     episode: dict[str, Any] | None = None

@@ -36,6 +36,7 @@ class EpisodeFacts(StatusFacts, Protocol):
     image_id: str | None
     backend_name: str
     node: str | None
+    sandbox_name: str | None
     trace: TraceWriter | None
     teardown_error: str | None
     calls_refused: int
@@ -81,6 +82,7 @@ def write_header(state: EpisodeFacts) -> None:
         purpose=request.purpose,
         backend=state.backend_name,
         **({"node": state.node} if state.node is not None else {}),
+        **({"sandbox": state.sandbox_name} if state.sandbox_name else {}),
         clock=run_spec["clock"],
         seed=run_spec["seed"],
         environment={

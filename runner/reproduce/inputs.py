@@ -44,28 +44,49 @@ def is_packet(path: Path) -> bool:
     return path.name.endswith(PACKET_SUFFIXES)
 
 
-def expand_inputs(arguments: list[Path]) -> list[Path]:
+def _is_input(path: Path) -> bool:
+    return path.name.endswith(TRACE_SUFFIXES) or is_packet(path)
+
+
+def expand_inputs(arguments: list[Path], *, skipped: list[Path] | None = None) -> list[Path]:
     """Every trace or packet the arguments name, in order; folders give their files, sorted.
 
+    A folder's files that are neither traces (``*.jsonl``) nor packets are skipped, and so are
+    such files among several arguments (``reproduce traces/*`` names the folder's
+    ``tools.manifest.json`` too); one file named alone is taken as it is (refused by name when
+    it is no trace).
+
+    Args:
+        arguments: the command's paths.
+        skipped: when given, each skipped file is appended to it (the command says how many).
+
     Raises:
-        InputError: an argument that does not exist, a file that is neither ``.jsonl`` nor a
-            packet, or a folder holding none.
+        InputError: an argument that does not exist, a folder holding no trace or packet, or
+            arguments that name no trace or packet at all (only skipped files).
     """
     found: list[Path] = []
+    passed: list[Path] = []
     for argument in arguments:
         if argument.is_dir():
-            inside = sorted(
-                p
-                for p in argument.iterdir()
-                if p.is_file() and (p.name.endswith(TRACE_SUFFIXES) or is_packet(p))
-            )
+            files = sorted(p for p in argument.iterdir() if p.is_file())
+            inside = [p for p in files if _is_input(p)]
             if not inside:
                 raise InputError("folder holds no traces (*.jsonl) or packets", file=str(argument))
             found.extend(inside)
+            passed.extend(p for p in files if not _is_input(p))
         elif argument.exists():  # a FIFO or a device too: the bounded reader refuses it by name
-            found.append(argument)
+            if len(arguments) > 1 and not _is_input(argument):
+                passed.append(argument)
+            else:
+                found.append(argument)
         else:
             raise InputError("no such trace, folder or packet", file=str(argument))
+    if not found:
+        raise InputError(
+            f"no traces (*.jsonl) or packets among the arguments ({len(passed)} other files)"
+        )
+    if skipped is not None:
+        skipped.extend(passed)
     return found
 
 

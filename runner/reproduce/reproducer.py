@@ -75,8 +75,13 @@ WORKFLOW_HINT = "run it from the project folder, or pass --workflow FILE"
 
 
 def _sha256(path: Path) -> str:
+    """The sha256 hex of the trace or packet at ``path``, read as what its name says it is.
+
+    Raises:
+        InputError: not a readable regular file, or over its kind's size limit (the kind named).
+    """
     digest = hashlib.sha256()
-    with open_input(path, "trace") as handle:
+    with open_input(path, "packet" if is_packet(path) else "trace") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
@@ -164,7 +169,10 @@ class Reproducer:
 
     def reproduce(self, path: Path) -> ReproduceReport:
         """Reproduce one trace file or packet; the verdict (never raises for a bad trace)."""
-        before = _sha256(path)
+        try:
+            before = _sha256(path)
+        except InputError as exc:  # a FIFO, a device, too large: invalid, the others still run
+            return ReproduceReport(str(path), "invalid", str(exc))
         with tempfile.TemporaryDirectory(prefix="sandbox-replay-reproduce-") as scratch:
             report = self._reproduce(path, Path(scratch))
         report.trace_sha256 = before

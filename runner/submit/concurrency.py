@@ -5,12 +5,15 @@ descriptors; the shares and per-run costs are documented there). `admit_concurre
 it with the submission's per-run limits (`runner.episode.limits.limits_in_effect`) and the
 engine's memory when an engine is at hand: the CLI asks the engine before it prints the plan;
 `readmit` weighs again once the job's backend exists, when the plan was made without one
-(then the plan and ``plan.json`` show the bound the runs actually had).
+(then the plan and ``plan.json`` show the bound the runs actually had). The Docker engine's
+runs have a warm pool (``SANDBOX_REPLAY_POOL``, `runner.backends.docker.pooled`) whose spare
+sandboxes count in the same bound (`ConcurrencyBound.spares`, the pool's size in the job).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -63,6 +66,21 @@ def engine_cpus(backend: Any) -> float | None:
         log.warning("engine_cpus_unknown", error=str(exc))
         return None
     return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _pool(engine: Any, settings: Settings) -> Callable[[int], int] | None:
+    """The warm pool's size rule when ``engine``'s runs are pooled, else None.
+
+    Pooled: the Docker engine (``name`` ``docker``: `runner.backends.docker.pooled.
+    pooled_backend` pools nothing else) with the pool on (``SANDBOX_REPLAY_POOL``).
+    """
+    if not settings.pool or getattr(engine, "name", None) != "docker":
+        return None
+    # imported on use, not at module top: start-up speed (the docker SDK, loaded already by
+    # the Docker engine asked here)
+    from runner.backends.docker.pool import pool_size
+
+    return pool_size
 
 
 def _is_local(backend: Any) -> bool:
@@ -118,6 +136,7 @@ def admit_concurrency(
         host=HostResources.read(),
         engine_is_local=_is_local(engine),
         extra=_ceiling_bound(ceiling_sandbox_s, policy, settings),
+        pool=_pool(engine, settings),
     )
 
 
@@ -140,17 +159,19 @@ def readmit(plan: Any, backend: Any, settings: Settings) -> Any:
     return replace(plan, concurrency=again.admitted, capacity=again)
 
 
-def probe_engine(settings: Settings) -> Any:
-    """A Docker backend for the plan to ask the engine's memory; None when unreachable.
+def probe_engine(settings: Settings, make: Callable[[], Any] | None = None) -> Any:
+    """The backend for the plan to ask its engine's memory; None when it is unusable.
 
-    An unreachable engine is not an error here: ``--dry-run`` still prints the plan (its
-    memory bound unknown), and a real run fails when the job connects (exit 6). The job
-    reuses the connection (the CLI's backend factory returns it).
+    ``make`` makes it (default: Docker from the settings). An unusable engine is not an error
+    here: ``--dry-run`` still prints the plan (its memory bound unknown), and a real run fails
+    when the job connects (exit 6). The job reuses the backend (the CLI's factory returns it).
     """
-    # imported here: docker costs ~0.14 s to import, and ``check``/``--help`` need none of it
-    from runner.backends.docker import DockerBackend
-
     try:
+        if make is not None:
+            return make()
+        # imported here: docker costs ~0.14 s to import, and ``check``/``--help`` need none of it
+        from runner.backends.docker import DockerBackend
+
         return DockerBackend.from_settings(settings)
     except InfrastructureError:
         return None

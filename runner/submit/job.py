@@ -295,7 +295,8 @@ def _run_job(
     pooled = pooled_backend(
         inner,
         enabled=settings.pool,
-        concurrency=plan.concurrency,
+        # the spares the concurrency bound counted beside the runs (backends.capacity)
+        size=plan.capacity.spares if plan.capacity is not None else 0,
         idle_cap_s=settings.pool_idle_s,
         on_assign=bindings.bind,
         on_release=bindings.release,

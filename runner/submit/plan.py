@@ -59,6 +59,7 @@ class Plan:
         repeats: fresh episodes per (variant, task) (``--repeats``, >= 1).
         seed: the grading seed (shown orders, bootstrap), recorded in the report.
         capacity: how ``concurrency`` was admitted (`runner.backends.capacity`), if weighed.
+        backend: where the sandboxes run (``docker``, ``namespace``, ``ray``), when known.
     """
 
     job_id: str
@@ -77,6 +78,7 @@ class Plan:
     repeats: int = 1
     seed: int = 0
     capacity: ConcurrencyBound | None = None
+    backend: str | None = None
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
@@ -149,6 +151,7 @@ class Plan:
                 "estimate": self.judge_estimate.to_dict(),
             },
             "concurrency": self.concurrency,
+            "backend": self.backend,
             "concurrency_bound": self.capacity.to_json() if self.capacity else None,
             "ceilings": {p: c.to_json() for p, c in self.ceilings.items()},
             "limits": {name: dict(v) for name, v in self.limits.items()},
@@ -170,7 +173,9 @@ class Plan:
         per = "(variant, task, repeat)" if self.repeats > 1 else "(variant, task)"
         out = [
             f"plan {self.job_id}: {self.formula}"
-            f" (policy {self.policy.name}, concurrency {self.concurrency})",
+            f" (policy {self.policy.name},"
+            + (f" backend {self.backend}," if self.backend else "")
+            + f" concurrency {self.concurrency})",
             f"  shadow evaluation is the most expensive rung: {runs} sandboxes, one per"
             f" {per}, and up to {calls} model calls; reproduce needs one sandbox per"
             " trace and no model spend, check needs none",

@@ -274,6 +274,7 @@ def build_report(
                 "variants",
                 "judge",
                 "concurrency",
+                "backend",
                 "estimate",
             )
         },

@@ -135,6 +135,7 @@ class RunRecord(Record):
     mode: str | None = None
     backend: str = Field(min_length=1)
     node: str | None = Field(default=None, min_length=1)  # the Ray node id (--backend ray)
+    sandbox: str | None = Field(default=None, min_length=1)  # its container's name, or id
     clock: RunClock
     seed: int
     environment: Environment

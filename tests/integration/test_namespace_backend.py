@@ -1,5 +1,6 @@
 """What only the namespace backend must show: its uid map, its owner's death, its records.
 
+A mount bwrap cannot make is the backend's `InfrastructureError` (exit 6) in bwrap's own words.
 The shared properties are the conformance suite's and the attack battery's (both run once per
 backend); these are the bwrap-specific ones: the sandbox's processes run as its own host uid
 (never host root: bwrap run by root would map the sandbox's uid there), a SIGKILLed owner
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.backends.base import SandboxSpec
+from runner.backends.base import Mount, SandboxSpec
 from runner.backends.labels import process_start_time
 from runner.backends.namespace import NamespaceBackend
 from runner.errors import InfrastructureError
@@ -79,10 +80,35 @@ def test_a_retried_run_id_meets_its_record_not_a_second_sandbox(
     assert backend.sandboxes(session_only=True) == []
 
 
+def test_a_mount_bwrap_cannot_make_is_an_infrastructure_error_in_bwraps_words(
+    backend: NamespaceBackend, sandbox_image: str, tmp_path: Path
+) -> None:
+    """bwrap that exits before the runtime's first byte could not set up: exit 6, not a crash."""
+    gone = tmp_path / "gone"  # staged by the launcher (a 0700 folder) or found missing by bwrap
+    cases = (
+        (Mount(gone, "/opt/gone"), str(gone)),
+        (Mount(Path("/etc/hostname"), "/proc/sys/kernel/x"), "bwrap: Can't create file at /proc"),
+    )
+    for mount, said in cases:
+        bad = SandboxSpec(
+            run_id=_spec(sandbox_image).run_id,
+            image=sandbox_image,
+            command=("python3", "-c", "print(1)"),
+            mounts=(mount,),
+        )
+        with pytest.raises(InfrastructureError) as caught, backend.sandbox(bad) as box:
+            for _ in box.frames(0.2):
+                pass
+            box.wait(30)
+        assert "could not set up the sandbox" in str(caught.value)
+        assert said in str(caught.value), caught.value
+    assert backend.sandboxes(session_only=True) == []
+
+
 OWNER = """
 import sys
 from pathlib import Path
-from runner.backends.base import SandboxSpec
+from runner.backends.base import Mount, SandboxSpec
 from runner.backends.namespace import NamespaceBackend
 backend = NamespaceBackend(Path(sys.argv[1]), session_id=sys.argv[2])
 spec = SandboxSpec(run_id=sys.argv[2] + "-run", image=sys.argv[3], command=("sleep", "300"))

@@ -32,6 +32,7 @@ _VARIABLE = {
     "ran_s",
     "stdout_bytes",
     "stderr_bytes",
+    "sandbox",  # the container's name: each run's own (asserted apart)
 }
 
 
@@ -111,6 +112,8 @@ def test_pooled_runs_give_the_unpooled_trace_and_no_container_serves_twice(
         assert out.result.status == "succeeded", out.end
         assert [_stable(line) for line in out.lines] == [_stable(line) for line in plain.lines]
     assert len(names) == len(set(names)) == 4  # one container per run, never reused
+    # each trace names the container that ran it (a pooled one's pool name): not only the log
+    assert [out.lines[0]["sandbox"] for out in [first, *outs]] == names
     assert sum(n.startswith("sandbox-replay-pool-") for n in names) == 3
     left = {c["Names"][0].lstrip("/") for c in _session(docker)}
     assert left.isdisjoint(names)  # each removed after its run; the drain removed the rest

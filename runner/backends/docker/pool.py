@@ -19,8 +19,11 @@ Rules (issue 16):
   a dead host's pooled run what it ran). A run id is bound at most once: a second `take` for
   the same id raises, so a retry never makes (or gets) a second sandbox for one run id.
 - Size (`pool_size`): the admitted concurrency (`runner.backends.capacity`) plus one, per
-  key. `take` wakes the fillers, which refill while runs execute. A sandbox is warm once its
-  runtime wrote its ``hello`` (within `READY_WAIT_S`). A `take` that finds none warm waits for
+  key (a submit job has one: its image, snapshot and limits), within what the concurrency
+  bound leaves beside the runs: each spare has a run's memory and pids limits already, so
+  the bound counts them (`runner.backends.capacity.ConcurrencyBound.spares`). `take` wakes
+  the fillers, which refill while runs execute. A sandbox is warm once its runtime wrote its
+  ``hello`` (within `READY_WAIT_S`). A `take` that finds none warm waits for
   one being started (one run per such sandbox, at most `PENDING_WAIT_S`), else starts the
   run's own sandbox cold, with the run's own name and labels (as without a pool).
 - Lifetime: a pooled sandbox ends by itself at its idle cap (``SANDBOX_REPLAY_IDLE_CAP_S``,

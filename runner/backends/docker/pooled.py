@@ -14,7 +14,7 @@ from typing import Any
 
 from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
-from runner.backends.docker.pool import WarmPool, pool_size
+from runner.backends.docker.pool import WarmPool
 
 __all__ = ["PooledBackend", "pooled_backend"]
 
@@ -25,7 +25,7 @@ class PooledBackend(Backend):
     Args:
         inner: the Docker backend (anything with ``sandbox``, ``reap``; other attributes, e.g.
             ``api`` and ``image_id``, are its own).
-        size: warm sandboxes per key (`pool_size` of the concurrency).
+        size: warm sandboxes per key (`pool_size` of the concurrency, within the budget).
         idle_cap_s: a pooled sandbox's life while unassigned.
         on_assign, on_release: see `WarmPool`.
     """
@@ -80,20 +80,23 @@ def pooled_backend(
     inner: Backend,
     *,
     enabled: bool,
-    concurrency: int,
+    size: int,
     idle_cap_s: float,
     on_assign: Callable[[str, Mapping[str, str], float], None] | None = None,
     on_release: Callable[[str], None] | None = None,
 ) -> Backend:
-    """``inner`` behind a warm pool when ``enabled`` and ``inner`` is the Docker backend.
+    """``inner`` behind a warm pool of ``size`` when ``enabled`` and ``inner`` is Docker's.
 
-    Other backends (the unsandboxed process backend, Ray, test doubles) are returned as they are.
+    ``size`` is the spares the concurrency bound left room for beside the runs
+    (`runner.backends.capacity.ConcurrencyBound.spares`, at most `pool_size` of the
+    concurrency); 0 is no pool. Other backends (the unsandboxed process backend, namespace,
+    Ray, test doubles) are returned as they are.
     """
-    if not enabled or not isinstance(inner, DockerBackend):
+    if not enabled or size < 1 or not isinstance(inner, DockerBackend):
         return inner
     return PooledBackend(
         inner,
-        size=pool_size(concurrency),
+        size=size,
         idle_cap_s=idle_cap_s,
         on_assign=on_assign,
         on_release=on_release,

@@ -8,6 +8,14 @@ queue: a sandbox that floods a busy host blocks on its own writes). Writes give 
 The kill is ``SIGKILL`` to the bwrap process (its PID 1 child dies with it:
 ``--die-with-parent``), then to every process left in the sandbox's cgroup when it has one.
 ``killed_by_host`` is set only when the kill found the sandbox still running.
+
+A sandbox that ends by itself before it wrote a byte on stdout (the runtime's ``hello`` is its
+first) never ran the runtime when bwrap (or the launcher in front of it) says why: its stderr
+begins with ``bwrap:`` (bwrap's own errors: a mount it cannot make, a program it cannot
+execute) or the launcher's step failed (`EXIT_LAUNCH_FAILED`). That is the backend's failure,
+as a container that cannot start is Docker's: `NamespaceSandbox.wait` raises
+`InfrastructureError` (exit 6, the episode ``infra_error``) with the first
+`SETUP_STDERR_BYTES` of that stderr, every control or format character escaped.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 
-from runner.backends.base import ExitState, Sandbox
+from runner.backends.base import STDERR, STDOUT, ExitState, Sandbox
+from runner.backends.namespace.launcher import EXIT_LAUNCH_FAILED
 from runner.backends.pipes import PipedOutput
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
@@ -27,8 +36,16 @@ from runner.hostlog import get_logger
 
 log = get_logger(__name__)
 
-__all__ = ["NamespaceSandbox"]
+__all__ = ["SETUP_STDERR_BYTES", "NamespaceSandbox"]
 _AFTER_KILL_WAIT_S = 30.0
+SETUP_STDERR_BYTES = 1000  # of a set-up failure's stderr, kept for its message
+_BWRAP_SAYS = b"bwrap:"  # how bwrap's own errors begin (its die())
+
+
+def _inert(data: bytes) -> str:
+    r"""``data`` as one line of text: UTF-8, anything else and every unprintable as escapes."""
+    text = data.decode("utf-8", "backslashreplace").strip()
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)[:SETUP_STDERR_BYTES]
 
 
 class NamespaceSandbox(Sandbox):
@@ -63,10 +80,20 @@ class NamespaceSandbox(Sandbox):
         self._ended: float | None = None
         self._writer = TimedWriter(self._write_all, run_id)
         self._output = PipedOutput(process)
+        self._spoke = False  # a byte arrived on stdout: the runtime ran
+        self._stderr_head = b""
+        self._setup_error: InfrastructureError | None = None
 
     def frames(self, poll_s: float = 0.5) -> Iterator[tuple[int, bytes] | None]:
         """Yield ``(stream, payload)``, ``None`` after ``poll_s`` s of silence; end at EOF."""
-        return self._output.frames(poll_s)
+        for frame in self._output.frames(poll_s):
+            if frame is not None:
+                stream, payload = frame
+                if stream == STDOUT and payload:
+                    self._spoke = True
+                elif stream == STDERR and len(self._stderr_head) < SETUP_STDERR_BYTES:
+                    self._stderr_head += payload[: SETUP_STDERR_BYTES - len(self._stderr_head)]
+            yield frame
 
     def drain(self) -> bytes:
         """Everything received and not yet consumed, stdout and stderr interleaved."""
@@ -110,8 +137,11 @@ class NamespaceSandbox(Sandbox):
         """Wait up to ``timeout_s`` s; on expiry kill, then wait for the end.
 
         Raises:
-            InfrastructureError: the sandbox did not end within 30 s of its SIGKILL.
+            InfrastructureError: the sandbox did not end within 30 s of its SIGKILL, or bwrap
+                could not set it up (see the module docstring; its stderr in the message).
         """
+        if self._setup_error is not None:
+            raise self._setup_error
         if self.exit_state is not None:
             return self.exit_state
         try:
@@ -124,7 +154,25 @@ class NamespaceSandbox(Sandbox):
                 raise InfrastructureError(
                     f"{self.name} did not stop within 30 s of SIGKILL", run_id=self.run_id
                 ) from exc
-        return self._record(code)
+        state = self._record(code)
+        self._setup_error = self._setup_failure(state)
+        if self._setup_error is not None:
+            raise self._setup_error
+        return state
+
+    def _setup_failure(self, state: ExitState) -> InfrastructureError | None:
+        """The set-up failure of a sandbox that ended so (module docstring), else None."""
+        if self._spoke or state.killed_by_host or state.exit_code == 0:
+            return None
+        said = self._stderr_head.lstrip()
+        if not said.startswith(_BWRAP_SAYS) and state.exit_code != EXIT_LAUNCH_FAILED:
+            return None
+        log.warning("namespace_setup_failed", sandbox=self.name, run_id=self.run_id)
+        return InfrastructureError(
+            f"bwrap could not set up the sandbox {self.name} (exit {state.exit_code}): "
+            + (_inert(said) or "no output"),
+            run_id=self.run_id,
+        )
 
     def _record(self, code: int) -> ExitState:
         if self._ended is None:

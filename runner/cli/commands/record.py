@@ -4,7 +4,8 @@ Runs the workflow outside the sandbox with its real tools and providers (no isol
 workflow's ``unsafe`` tools really act), writes the trace with the five fields on every call
 and charges the run to the ledger under purpose ``live``. Exit codes: 0 whenever the episode
 ran (its status is data in the output), 2 invalid input, 4 the ``live`` ceiling is reached,
-6 the local runtime could not run.
+6 the local runtime could not run. No ``--backend``: there is no sandbox to place
+(`runner.backends.unsandboxed`), so ``SANDBOX_REPLAY_BACKEND`` does not apply either.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.backend_choice import BackendOption, one_episode_backend
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     EpisodeEgress,
@@ -185,26 +186,38 @@ def reproduce_command(
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5).
 
     With --egress-baseline, a replay that tries a destination the file lacks also exits 1.
+    --backend docker or namespace (ray is for submit: exit 2).
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.reproduce.inputs import expand_inputs
     from runner.reproduce.reproducer import Reproducer
 
+    settings = state(ctx).settings()
     try:
+        make = one_episode_backend(settings, backend, command="reproduce")
         check_baseline_file(egress_baseline)
-        paths = expand_inputs(list(traces))
+        skipped: list[Path] = []
+        paths = expand_inputs(list(traces), skipped=skipped)
         if workflow is not None and not workflow.is_file():
             from runner.errors import InputError
 
             raise InputError("no such workflow file", file=str(workflow), field="--workflow")
     except SandboxReplayError as exc:
         fail(exc)
-    settings = state(ctx).settings()
-    reproducer = Reproducer(settings, workflow=workflow, image=image)
+    if skipped:  # `reproduce traces/*` names the folder's other files too
+        names = ", ".join(p.name for p in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        many = len(skipped) != 1
+        echo(
+            f"skipped {len(skipped)} file{'s' if many else ''} that {'are' if many else 'is'}"
+            f" not traces (*.jsonl) or packets: {names}",
+            err=True,
+        )
+    reproducer = Reproducer(settings, workflow=workflow, image=image, backend_factory=make)
     reports: list[Any] = []
     try:
         for path in paths:

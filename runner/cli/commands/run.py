@@ -10,13 +10,19 @@ could not start, the runtime could not run: status ``infra_error``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.backend_choice import RuntimeOption, with_runtime
+from runner.cli.backend_choice import (
+    BackendOption,
+    RuntimeOption,
+    one_episode_backend,
+    with_runtime,
+)
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     EpisodeEgress,
@@ -47,6 +53,7 @@ def execute_run(
     image: str | None = None,
     policy_name: str = "shadow",
     backend: Any = None,
+    backend_factory: Callable[[], Any] | None = None,
 ) -> EpisodeResult:
     """Load everything, check eligibility, run one episode charged under ``replay``.
 
@@ -61,7 +68,10 @@ def execute_run(
         task_id: the task to run.
         image: the sandbox image (default: the settings').
         policy_name: policy name or path.
-        backend: a backend to use (default: Docker from the settings).
+        backend: a backend to use (not closed here).
+        backend_factory: makes the backend when ``backend`` is None (made after the input
+            loaded, closed after the run); default: the settings' ``SANDBOX_REPLAY_BACKEND``
+            (`runner.cli.backend_choice.one_episode_backend`).
 
     Returns:
         The episode result (trace written).
@@ -70,7 +80,7 @@ def execute_run(
         InputError: a bad workflow, task file, task id, policy or model function.
         IneligibleError: a workflow tool is denied or unresolvable under the policy.
         CeilingReached: the policy's ``replay`` ceiling leaves no room for the run.
-        InfrastructureError: Docker is unusable.
+        InfrastructureError: the backend is unusable (Docker unreachable, bwrap missing).
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.domain.ids import timestamped_ids, validate_id
@@ -101,9 +111,8 @@ def execute_run(
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
     own_backend = backend is None
     if own_backend:
-        from runner.episode.reaping import connect_docker
-
-        backend = connect_docker(settings)
+        make = backend_factory or one_episode_backend(settings, None, command="run")
+        backend = make()
     try:
         check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
         # the registry the run uses: described in a sandbox from the snapshot (kept by its
@@ -225,17 +234,28 @@ def run_command(
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
     runtime: RuntimeOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """Run one task of a workflow in a sandbox; print the summary and the trace path.
 
     Exits 0 whenever the episode ran (its status is in the output), 1 when it tried an
     outbound destination the --egress-baseline file lacks, 6 on infrastructure failure.
+    --backend docker or namespace (ray is for submit: exit 2).
     """
     settings = state(ctx).settings()
     try:
         settings = with_runtime(settings, runtime)
+        make = one_episode_backend(settings, backend, command="run")
         check_baseline_file(egress_baseline)
-        result = execute_run(settings, workflow, tasks, task, image=image, policy_name=policy)
+        result = execute_run(
+            settings,
+            workflow,
+            tasks,
+            task,
+            image=image,
+            policy_name=policy,
+            backend_factory=make,
+        )
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:

@@ -29,6 +29,7 @@ import json
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -36,10 +37,12 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import (
+    BackendName,
     BackendOption,
     RayAddressOption,
     RuntimeOption,
     backend_factory,
+    chosen_backend,
     with_runtime,
 )
 from runner.cli.egress_gate import (
@@ -145,11 +148,18 @@ def run_submit(
     concurrency: int | None = None,
     backend_factory: Any = None,
     egress: tuple[Path | None, Path | None] = (None, None),
+    probe: bool = False,
+    backend_name: str = "docker",
 ) -> int:
     """Plan, print the plan, run, print the report; return the exit code.
 
     ``egress``: the ``--egress-baseline`` and ``--write-egress-baseline`` files (or None),
     applied to every episode's trace once the job ran (`runner.cli.egress_gate`).
+    ``backend_factory``: makes the job's backend (default: Docker from the settings).
+    ``backend_name``: the backend's name, said by the plan and the report.
+    ``probe``: make it before the plan, so that the printed plan weighs its engine's memory
+    (a local engine; always for the default); an unusable one is None there (``--dry-run``
+    still prints) and the job makes it again (exit 6).
 
     Raises:
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
@@ -164,9 +174,12 @@ def run_submit(
         if concurrency:
             options = options.with_overrides(concurrency=concurrency)
     assert options is not None
-    engine = probe_engine(settings) if backend_factory is None else None
+    make = backend_factory
+    engine = probe_engine(settings, make) if make is None or probe else None
     try:
-        plan = prepare(options, settings, job_id=resume, engine=engine)
+        plan = replace(
+            prepare(options, settings, job_id=resume, engine=engine), backend=backend_name
+        )
     except BaseException:
         close_backend(engine)
         raise
@@ -194,13 +207,16 @@ def run_submit(
             return 0
     except BrokenPipeError:
         stdout_gone()  # the reader left; the job still runs and its exit code stands
-    if backend_factory is None:
 
-        def backend_factory() -> Any:
-            # imported on use, not at module top: start-up speed (`--help`, `check`)
-            from runner.backends.docker import DockerBackend
+    def job_backend() -> Any:  # the probed engine when there is one, else a new one
+        if engine is not None:
+            return engine
+        if make is not None:
+            return make()
+        # imported on use, not at module top: start-up speed (`--help`, `check`)
+        from runner.backends.docker import DockerBackend
 
-            return engine or DockerBackend.from_settings(settings)
+        return DockerBackend.from_settings(settings)
 
     hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
     try:
@@ -209,7 +225,7 @@ def run_submit(
                 plan,
                 options,
                 settings,
-                backend_factory=backend_factory,
+                backend_factory=job_backend,
                 resume=resume is not None,
                 on_change=progress.update,
             )
@@ -401,6 +417,9 @@ def submit_command(
             concurrency=concurrency,
             egress=(egress_baseline, write_egress_baseline),
             backend_factory=backend_factory(settings, backend, ray_address),
+            # a local engine is asked before the plan prints (ray's nodes when the job runs)
+            probe=chosen_backend(settings, backend) is not BackendName.ray,
+            backend_name=chosen_backend(settings, backend).value,
         )
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)

@@ -272,8 +272,8 @@ def test_the_pooled_backend_pools_runtime_sandboxes_only_and_drains_on_close() -
 
 def test_the_setting_turns_the_pool_off_and_other_backends_are_not_pooled() -> None:
     inner = _Inner()
-    assert pooled_backend(inner, enabled=False, concurrency=4, idle_cap_s=60) is inner  # type: ignore[arg-type]
-    assert pooled_backend(inner, enabled=True, concurrency=4, idle_cap_s=60) is inner  # type: ignore[arg-type]
+    assert pooled_backend(inner, enabled=False, size=5, idle_cap_s=60) is inner  # type: ignore[arg-type]
+    assert pooled_backend(inner, enabled=True, size=5, idle_cap_s=60) is inner  # type: ignore[arg-type]
 
 
 def test_settings_pool_defaults_on_and_env_zero_turns_it_off(monkeypatch: Any) -> None:

@@ -220,6 +220,8 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
     assert env["python"] == "3.11.2" and env["packages"] == {"x": "1"}
     assert env["tools"] == {"kb.search": "s-hash"} and env["policy_hash"] == "p-hash"
     assert head["backend"] == "subprocess-fake"
+    # the sandbox's own name (a container's, a namespace sandbox's id), not only in the log
+    assert head["sandbox"] == backend.sandboxes[0].name == "fake-" + result.run_id
     # a lone surrogate in args survives; the body is valid text
     assert lines[1]["args"] == {"q": "\udcff"} and lines[1]["body"] == "café 🎉"
     assert lines[2]["model"] == "scripted-7"

@@ -271,6 +271,20 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
     assert lint.failure_signature.status == ("ok" if outcome == "failed" else "not_applicable")
 
 
+def test_a_run_line_naming_its_sandbox_reads_and_validates() -> None:
+    """The run line names its sandbox (issue 16); a trace from before, without it, still reads."""
+    name = sorted(p.name for p in TRACES.glob("*.jsonl"))[0]
+    line = copy.deepcopy(lines_of(name)[0])
+    assert "sandbox" not in line and schema_errors(line) == [] and reader_accepts(line)
+    line["sandbox"] = "sandbox-replay-pool-3-0123456789ab"
+    assert schema_errors(line) == []
+    assert reader_accepts(line)
+    assert RunRecord.model_validate(line).sandbox == line["sandbox"]
+    for bad in ("", 7):
+        line["sandbox"] = bad
+        assert schema_errors(line) and not reader_accepts(line), bad
+
+
 def test_a_run_line_naming_its_node_reads_and_validates() -> None:
     """A trace made by ``--backend ray`` names the Ray node in its run line (issue 15)."""
     name = sorted(p.name for p in TRACES.glob("*.jsonl"))[0]

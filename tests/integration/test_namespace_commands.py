@@ -1,0 +1,86 @@
+"""``run`` and ``reproduce`` on the bubblewrap namespace backend, through the installed CLI.
+
+``run --backend namespace`` runs its episode in a bwrap sandbox (the trace's ``run`` line says
+``"backend": "namespace"``) and ``SANDBOX_REPLAY_BACKEND=namespace`` does the same for
+``reproduce``, which replays that trace to ``reproduced``. bwrap must be usable (fails, never
+skips, under ``CI=true``: tests/conftest.py ``bwrap_usable``); the root filesystem is the
+sandbox image's, exported once into the state folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.backends.labels import container_name
+from tests.cli import run_cli_json
+
+pytestmark = pytest.mark.docker
+
+TOOLS = """
+from runner.sdk import Effect, tool
+
+
+@tool("text.upper", effect=Effect.PURE, description="Upper-case a text.")
+def upper(text: str) -> str:
+    return text.upper()
+"""
+
+WORKFLOW = """\
+name: upper
+version: "1"
+tools: [upper_tools]
+steps:
+  - id: shout
+    tool: text.upper
+    args: {text: "${task.text}"}
+"""
+
+
+def _project(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o755)
+    task = json.dumps({"task_id": "t1", "input": {"text": "quiet"}})
+    for name, text in (
+        ("upper_tools.py", textwrap.dedent(TOOLS)),
+        ("upper.yaml", WORKFLOW),
+        ("tasks.jsonl", task + "\n"),
+    ):
+        (root / name).write_text(text, encoding="utf-8")
+        (root / name).chmod(0o644)
+    return root
+
+
+def _run_line(trace: Path) -> dict[str, Any]:
+    first = trace.read_text(encoding="utf-8").splitlines()[0]
+    line: dict[str, Any] = json.loads(first)
+    return line
+
+
+def test_run_and_reproduce_on_the_namespace_backend(
+    tmp_path: Path, sandbox_image: str, bwrap_usable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = _project(tmp_path / "upper")
+    monkeypatch.delenv("SANDBOX_REPLAY_BACKEND", raising=False)
+    code, summary, err = run_cli_json(
+        ["run", "upper.yaml", "--tasks", "tasks.jsonl", "--task", "t1", "--backend", "namespace"],
+        work,
+        sandbox_image,
+    )
+    assert (code, summary["status"]) == (0, "succeeded"), (summary, err)
+    assert summary["output"] == "QUIET", summary
+    head = _run_line(Path(summary["trace"]))
+    assert head["backend"] == "namespace"
+    # the sandbox's own name (its record's and cgroup's), as the log says it
+    assert head["sandbox"].startswith(container_name(summary["run_id"]) + "-"), head
+    monkeypatch.setenv("SANDBOX_REPLAY_BACKEND", "namespace")
+    assert os.environ["SANDBOX_REPLAY_BACKEND"] == "namespace"  # run_cli passes os.environ on
+    code, report, err = run_cli_json(["reproduce", summary["trace"]], work, sandbox_image)
+    assert (code, report["outcome"]) == (0, "reproduced"), (report, err)
+    replay = Path(report["replay_trace"])
+    assert _run_line(replay)["backend"] == "namespace", report

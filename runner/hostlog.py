@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ class _Pending:
 
 
 _pending = _Pending()
+_lock = threading.Lock()
 
 
 def configure_on_first_use(level: int, apply: Callable[[], None]) -> None:
@@ -65,16 +67,22 @@ def configure_on_first_use(level: int, apply: Callable[[], None]) -> None:
 
 
 def _resolve_pending() -> None:
-    apply = _pending.apply
-    if apply is None:
+    if _pending.apply is None:  # the usual case once configured: no lock taken
         return
-    _pending.level = None
-    _pending.apply = None
-    # structlog imported and configured by someone else after `configure_on_first_use`
-    # (configure_logging configures at once when structlog is loaded already): theirs is later
-    if "structlog" in sys.modules and sys.modules["structlog"].is_configured():
-        return
-    apply()
+    # Threads may log their first lines at once (submit's runs): one applies the configuration
+    # and the others wait for it, so that no line goes out through structlog's defaults.
+    with _lock:
+        apply = _pending.apply
+        if apply is None:
+            return
+        try:
+            # structlog imported and configured by someone else after `configure_on_first_use`
+            # (configure_logging configures at once when structlog is loaded): theirs is later
+            if not ("structlog" in sys.modules and sys.modules["structlog"].is_configured()):
+                apply()
+        finally:
+            _pending.apply = None
+            _pending.level = None
 
 
 class HostLogger:

@@ -58,3 +58,25 @@ def test_console_format_and_exceptions() -> None:
     _, err = _run("console", "INFO", calls)
     assert "boom" in err and "path=p" in err and "ZeroDivisionError" in err
     assert not err.startswith("{")
+
+
+def test_threads_logging_their_first_lines_at_once_all_get_the_configuration() -> None:
+    calls = (  # a slow configuration (0.3 s) keeps the window open for the other threads
+        "import threading, time\n"
+        "import runner.hostlog as hostlog\n"
+        "real = hostlog._pending.apply\n"
+        "def slow():\n"
+        "    time.sleep(0.3)\n"
+        "    real()\n"
+        "hostlog._pending.apply = slow\n"
+        "gate = threading.Barrier(8)\n"
+        "def first(n):\n"
+        "    gate.wait()\n"
+        "    log.info('thread_started', n=n)\n"
+        "threads = [threading.Thread(target=first, args=(n,)) for n in range(8)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join()"
+    )
+    out, err = _run("json", "INFO", calls)
+    assert out == "not loaded"  # no line on stdout (structlog's defaults print there)
+    assert sorted(json.loads(line)["n"] for line in err.splitlines()) == list(range(8))

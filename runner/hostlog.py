@@ -21,7 +21,6 @@ log with structlog and never import this module.
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -30,15 +29,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
-__all__ = ["HostLogger", "configure_on_first_use", "get_logger"]
+__all__ = ["LEVELS", "HostLogger", "configure_on_first_use", "get_logger"]
 
-_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "exception": logging.ERROR,
-}
+# Level name -> the `logging` module's number for it (logging.DEBUG ... logging.ERROR; the
+# numbers structlog filters by), spelled here so that `check` need not import logging (~10 M
+# instructions); tests/unit/test_hostlog.py pins them against logging's.
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+_METHOD_LEVELS = {**LEVELS, "exception": LEVELS["error"]}
 
 
 class _Pending:
@@ -56,8 +53,8 @@ def configure_on_first_use(level: int, apply: Callable[[], None]) -> None:
     """Apply a structlog configuration when the first line is logged, not now.
 
     Args:
-        level: the configuration's minimum level (a `logging` constant): calls below it are
-            dropped without importing structlog.
+        level: the configuration's minimum level (a `logging` number, see `LEVELS`): calls
+            below it are dropped without importing structlog.
         apply: configures structlog (``structlog.configure(...)``); called once, just before
             the first call at or above ``level`` logs, unless structlog was configured by
             someone else since (the later configuration wins, as it would have).
@@ -109,7 +106,7 @@ class HostLogger:
 
     def _dropped(self, method: str) -> bool:
         pending = _pending.level
-        return pending is not None and _LEVELS[method] < pending
+        return pending is not None and _METHOD_LEVELS[method] < pending
 
     def debug(self, event: str, *args: Any, **kw: Any) -> None:
         """Log ``event`` with fields ``kw`` at debug level."""

@@ -59,8 +59,6 @@ class CliState:
                 reason), exit 2 -- never a traceback.
         """
         # imported on use, not at module top: start-up speed (`--help`, `check`)
-        import logging
-
         from runner.cli.lazysettings import (
             DEFAULT_LOG_FORMAT,
             DEFAULT_LOG_LEVEL,
@@ -68,18 +66,17 @@ class CliState:
             environment_sets_any,
         )
         from runner.cli.log import configure_logging
+        from runner.hostlog import LEVELS
 
         if deferred and not environment_sets_any():
             level = self.log_level or ("warning" if quiet else DEFAULT_LOG_LEVEL)
-            configure_logging(
-                self.log_format or DEFAULT_LOG_FORMAT, getattr(logging, level.upper())
-            )
+            configure_logging(self.log_format or DEFAULT_LOG_FORMAT, LEVELS[level])
             return cast("Settings", DeferredSettings(self._build))
         settings = self._build()
         level = settings.log_level
         if quiet and "log_level" not in settings.model_fields_set:
             level = "warning"
-        configure_logging(settings.log_format, getattr(logging, level.upper()))
+        configure_logging(settings.log_format, LEVELS[level])
         return settings
 
     def _build(self) -> Settings:

@@ -13,12 +13,11 @@ else through `runner.hostlog.configure_on_first_use`.
 from __future__ import annotations
 
 import functools
-import logging
 import sys
 from typing import TYPE_CHECKING, Literal
 
 from runner.cli.terminal import inert
-from runner.hostlog import configure_on_first_use
+from runner.hostlog import LEVELS, configure_on_first_use
 
 if TYPE_CHECKING:
     import structlog
@@ -59,13 +58,13 @@ def _stderr_logger(*_args: object) -> structlog.PrintLogger:
 
 
 def configure_logging(
-    fmt: Literal["auto", "console", "json"] = "auto", level: int = logging.INFO
+    fmt: Literal["auto", "console", "json"] = "auto", level: int = LEVELS["info"]
 ) -> None:
     """Configure structlog once for the process.
 
     Args:
         fmt: ``console`` (human), ``json`` (one object a line) or ``auto`` (console on a TTY).
-        level: minimum level, a `logging` constant.
+        level: minimum level, a `logging` number (`runner.hostlog.LEVELS`).
     """
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     configure = functools.partial(_configure, use_json, sys.stderr.isatty(), level)

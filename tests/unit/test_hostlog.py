@@ -80,3 +80,11 @@ def test_threads_logging_their_first_lines_at_once_all_get_the_configuration() -
     out, err = _run("json", "INFO", calls)
     assert out == "not loaded"  # no line on stdout (structlog's defaults print there)
     assert sorted(json.loads(line)["n"] for line in err.splitlines()) == list(range(8))
+
+
+def test_the_level_numbers_are_loggings() -> None:
+    import logging
+
+    from runner.hostlog import LEVELS
+
+    assert {name: getattr(logging, name.upper()) for name in LEVELS} == LEVELS

@@ -48,6 +48,17 @@ BackendOption = Annotated[
         show_default=False,
     ),
 ]
+OneEpisodeBackendOption = Annotated[
+    BackendName | None,
+    typer.Option(
+        "--backend",
+        help="Where the sandbox runs: docker (this machine's engine) or namespace (bubblewrap"
+        " on this Linux host); ray is for submit (exit 2). Default: SANDBOX_REPLAY_BACKEND,"
+        " else docker.",
+        show_default=False,
+    ),
+]
+"""``--backend`` of ``run`` and ``reproduce`` (`one_episode_backend`): ray is refused there."""
 RayAddressOption = Annotated[
     str | None,
     typer.Option(
@@ -69,14 +80,32 @@ RuntimeOption = Annotated[
 ]
 
 
-def with_runtime(settings: Settings, runtime: str | None) -> Settings:
+def with_runtime(
+    settings: Settings, runtime: str | None, *, backend: BackendName | None = None
+) -> Settings:
     """``settings`` with ``--runtime`` in place of ``SANDBOX_REPLAY_RUNTIME`` (when given).
 
+    Args:
+        settings: the command's settings.
+        runtime: ``--runtime`` (None: the setting stands).
+        backend: ``--backend`` (None: ``SANDBOX_REPLAY_BACKEND``): the flag is the Docker
+            engine's, so another backend refuses it rather than run without the asked
+            boundary (the namespace backend runs no container; a Ray node's engine takes no
+            runtime from the driver).
+
     Raises:
-        InputError: ``runtime`` is not a runtime name (`runner.settings.RUNTIME_NAME`), exit 2.
+        InputError: ``runtime`` is not a runtime name (`runner.settings.RUNTIME_NAME`), or the
+            chosen backend is not ``docker`` (exit 2).
     """
     if runtime is None:
         return settings
+    chosen = chosen_backend(settings, backend)
+    if chosen is not BackendName.docker:
+        raise InputError(
+            f"the Docker engine's OCI runtime, but --backend {chosen.value} runs no Docker"
+            " container here: drop --runtime or use --backend docker",
+            field="--runtime",
+        )
     # imported on use, not at module top: start-up speed (pydantic-settings; `--help`)
     from runner.settings import RUNTIME_NAME
 

@@ -19,6 +19,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from runner.cli.terminal import one_line
+
 __all__ = ["group_by_reason", "render_report", "sample"]
 
 # Items named per group before "…"; --json and report.json keep every one.
@@ -83,6 +85,21 @@ def estimated_lines(spend: dict[str, Any]) -> list[str]:
     return lines
 
 
+HEADER_FIELD_CHARS = 300
+"""A header field of ``report.json`` is cut after this many characters (rich took minutes to
+wrap a 1 MB one)."""
+
+
+def _header_field(value: object) -> str:
+    """A field of the header line: on one line (a newline cannot forge a line), cut, escaped."""
+    from rich.markup import escape  # imported on use: start-up speed (`--help`, `check`)
+
+    text = one_line(value)
+    if len(text) > HEADER_FIELD_CHARS:
+        text = text[:HEADER_FIELD_CHARS] + f"... ({len(text)} characters)"
+    return escape(text)
+
+
 def render_report(report: Mapping[str, Any], console: Any) -> None:
     """Print the report on ``console`` (a `rich.console.Console`).
 
@@ -97,10 +114,11 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
     from runner.submit.ceilings import describe_limits, figure
 
     backend = report["plan"].get("backend")  # older reports have none
+    job, status, code = (_header_field(report[k]) for k in ("job_id", "status", "exit_code"))
     console.print(
-        f"[bold]job {escape(str(report['job_id']))}[/bold]: {escape(str(report['status']))}"
-        f" (exit {escape(str(report['exit_code']))}) — {escape(str(report['plan']['formula']))}"
-        + (f", backend {escape(str(backend))}" if backend else "")
+        f"[bold]job {job}[/bold]: {status} (exit {code})"
+        f" — {_header_field(report['plan']['formula'])}"
+        + (f", backend {_header_field(backend)}" if backend else "")
     )
     for purpose, dims in report["ceilings"].items():
         text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())

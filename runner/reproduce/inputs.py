@@ -53,8 +53,10 @@ def expand_inputs(arguments: list[Path], *, skipped: list[Path] | None = None) -
 
     A folder's files that are neither traces (``*.jsonl``) nor packets are skipped, and so are
     such files among several arguments (``reproduce traces/*`` names the folder's
-    ``tools.manifest.json`` too); one file named alone is taken as it is (refused by name when
-    it is no trace).
+    ``tools.manifest.json`` too), and folders holding neither among several arguments; one file
+    named alone is taken as it is (refused by name when it is no trace). A folder's entries
+    named as traces or packets are taken whatever they are (a FIFO, a dangling link): the
+    bounded reader refuses them by name, as when they are named one by one.
 
     Args:
         arguments: the command's paths.
@@ -68,8 +70,13 @@ def expand_inputs(arguments: list[Path], *, skipped: list[Path] | None = None) -
     passed: list[Path] = []
     for argument in arguments:
         if argument.is_dir():
-            files = sorted(p for p in argument.iterdir() if p.is_file())
+            # every entry but folders: a FIFO or a dangling link named ``x.jsonl`` is refused by
+            # the bounded reader beside the others, as when the glob names it, never dropped
+            files = sorted(p for p in argument.iterdir() if not p.is_dir())
             inside = [p for p in files if _is_input(p)]
+            if not inside and len(arguments) > 1:  # `traces/*` naming an `old/` folder of notes
+                passed.append(argument)
+                continue
             if not inside:
                 raise InputError("folder holds no traces (*.jsonl) or packets", file=str(argument))
             found.extend(inside)

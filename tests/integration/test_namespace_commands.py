@@ -84,3 +84,60 @@ def test_run_and_reproduce_on_the_namespace_backend(
     assert (code, report["outcome"]) == (0, "reproduced"), (report, err)
     replay = Path(report["replay_trace"])
     assert _run_line(replay)["backend"] == "namespace", report
+
+
+LOOKUP_TOOLS = """
+import socket
+
+from runner.sdk import Effect, tool
+
+
+@tool("net.lookup", effect=Effect.PURE, description="Resolve a name (fails: no network).")
+def lookup(host: str) -> str:
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as exc:
+        return "failed: " + type(exc).__name__
+    return "resolved"
+"""
+
+LOOKUP_WORKFLOW = """\
+name: lookup
+version: "1"
+tools: [lookup_tools]
+steps:
+  - id: look
+    tool: net.lookup
+    args: {host: "new-dependency.invalid"}
+"""
+
+
+@pytest.mark.parametrize("backend", ["docker", "namespace"])
+def test_a_name_lookup_is_one_dns_destination_on_either_backend(
+    backend: str, tmp_path: Path, sandbox_image: str, bwrap_usable: str
+) -> None:
+    """The same run tries the same destinations on both backends (review4).
+
+    The namespace root filesystem's ``/etc/resolv.conf`` is empty, so glibc queried its default
+    127.0.0.1:53, which the witness did not know as a nameserver: the lookup was also logged as
+    ``connect 127.0.0.1:53 (denied)``, and a baseline written on Docker failed the namespace run.
+    """
+    work = tmp_path / "lookup"
+    work.mkdir()
+    work.chmod(0o755)
+    task = json.dumps({"task_id": "t1", "input": {}})
+    for name, text in (
+        ("lookup_tools.py", textwrap.dedent(LOOKUP_TOOLS)),
+        ("lookup.yaml", LOOKUP_WORKFLOW),
+        ("tasks.jsonl", task + "\n"),
+    ):
+        (work / name).write_text(text, encoding="utf-8")
+        (work / name).chmod(0o644)
+    code, summary, err = run_cli_json(
+        ["run", "lookup.yaml", "--tasks", "tasks.jsonl", "--task", "t1", "--backend", backend],
+        work,
+        sandbox_image,
+    )
+    assert (code, summary["status"]) == (0, "succeeded"), (summary, err)
+    tried = sorted((o["kind"], o["host"] or o["address"], o["port"]) for o in summary["outbound"])
+    assert tried == [("dns", "new-dependency.invalid", 443)], summary["outbound"]

@@ -8,17 +8,43 @@ page. Exit 2 for an unknown job or a page that cannot be written.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.backend_choice import BackendName
 from runner.cli.commands.submit import print_report, write_job_html
 from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
 from runner.errors import InputError, SandboxReplayError
 
-__all__ = ["report_command"]
+__all__ = ["check_backend", "report_command"]
+
+
+def check_backend(report: dict[str, Any], path: Path) -> None:
+    """Refuse a ``report.json`` whose ``plan.backend`` is not a backend name (or absent).
+
+    ``submit`` writes one of `runner.cli.backend_choice.BackendName`; anything else was put
+    there by hand (a newline would forge a line of the header, a megabyte string kept rich
+    wrapping for minutes), so it is invalid input, not text to show.
+
+    Raises:
+        InputError: ``plan`` is not an object, or ``plan.backend`` is neither absent, null nor
+            a backend name (file and field named, exit 2).
+    """
+    plan = report.get("plan")
+    if not isinstance(plan, dict):
+        raise InputError("not an object", file=str(path), field="plan")
+    backend = plan.get("backend")
+    names = [b.value for b in BackendName]
+    if backend is not None and (not isinstance(backend, str) or backend not in names):
+        raise InputError(
+            f"not a backend name ({', '.join(names)}) but a {type(backend).__name__}"
+            + (f" of {len(backend)} characters" if isinstance(backend, str) else ""),
+            file=str(path),
+            field="plan.backend",
+        )
 
 
 @app.command("report")
@@ -44,6 +70,7 @@ def report_command(
         if not path.exists():
             raise InputError(f"no report for job {job_id!r} (looked for {path})")
         report = read_json_object(path)
+        check_backend(report, path)
     except SandboxReplayError as exc:
         fail(exc)
     if html is not None:

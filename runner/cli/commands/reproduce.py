@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.backend_choice import BackendOption, one_episode_backend
+from runner.cli.backend_choice import OneEpisodeBackendOption, one_episode_backend
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     EpisodeEgress,
@@ -25,7 +25,7 @@ from runner.cli.egress_gate import (
     gate_egress,
 )
 from runner.cli.junit import JUnitCase, write_junit_cases
-from runner.cli.terminal import echo, markup
+from runner.cli.terminal import echo, markup, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
@@ -56,7 +56,11 @@ def _packages_text(item: dict[str, Any]) -> str:
 
 
 def _details(report: ReproduceReport) -> list[str]:
-    lines = [f"{report.input}: {report.outcome} (exit {report.exit_code})", f"  {report.reason}"]
+    # a file name may hold a newline: one line, so it cannot forge another trace's verdict
+    lines = [
+        f"{one_line(report.input)}: {report.outcome} (exit {report.exit_code})",
+        f"  {report.reason}",
+    ]
     if report.recorded:
         lines.append(f"  recorded: {_outcome_text(report.recorded)}")
     if report.replayed:
@@ -110,7 +114,7 @@ def _table(reports: list[ReproduceReport]) -> None:
         why = first["summary"] if first else report.reason
         # file names and reasons come from hostile inputs: never rich markup
         table.add_row(
-            markup(report.input),
+            markup(one_line(report.input)),
             markup(report.outcome),
             str(report.exit_code),
             markup(why[:200]),
@@ -186,7 +190,7 @@ def reproduce_command(
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
-    backend: BackendOption = None,
+    backend: OneEpisodeBackendOption = None,
 ) -> None:
     """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5).
 
@@ -210,7 +214,8 @@ def reproduce_command(
     except SandboxReplayError as exc:
         fail(exc)
     if skipped:  # `reproduce traces/*` names the folder's other files too
-        names = ", ".join(p.name for p in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        names = ", ".join(one_line(p.name) for p in skipped[:5])
+        names += ", ..." if len(skipped) > 5 else ""
         many = len(skipped) != 1
         echo(
             f"skipped {len(skipped)} file{'s' if many else ''} that {'are' if many else 'is'}"

@@ -18,7 +18,7 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import (
-    BackendOption,
+    OneEpisodeBackendOption,
     RuntimeOption,
     one_episode_backend,
     with_runtime,
@@ -234,7 +234,7 @@ def run_command(
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
     runtime: RuntimeOption = None,
-    backend: BackendOption = None,
+    backend: OneEpisodeBackendOption = None,
 ) -> None:
     """Run one task of a workflow in a sandbox; print the summary and the trace path.
 
@@ -244,7 +244,7 @@ def run_command(
     """
     settings = state(ctx).settings()
     try:
-        settings = with_runtime(settings, runtime)
+        settings = with_runtime(settings, runtime, backend=backend)
         make = one_episode_backend(settings, backend, command="run")
         check_baseline_file(egress_baseline)
         result = execute_run(

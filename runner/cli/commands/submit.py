@@ -381,7 +381,7 @@ def submit_command(
         ]
     )
     try:
-        settings = with_runtime(settings, runtime)
+        settings = with_runtime(settings, runtime, backend=backend)
         check_baseline_file(egress_baseline)
         options: SubmitOptions | None = None
         if resume is None:

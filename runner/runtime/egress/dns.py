@@ -30,6 +30,10 @@ import struct
 from typing import Any, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
 RESOLV_CONF = "/etc/resolv.conf"
+DEFAULT_NAMESERVERS = frozenset({"127.0.0.1", "::1"})
+"""Where resolvers query when ``resolv.conf`` names no nameserver: glibc and musl 127.0.0.1,
+Go 127.0.0.1 and ::1 (resolv.conf(5): "the default is to use the name server on the local
+machine")."""
 MAX_RESOLV_CONF = 64 * 1024
 MAX_QUERY = 4096
 MAX_NAME = 253
@@ -45,7 +49,9 @@ def nameservers(path: str = RESOLV_CONF) -> FrozenSet[str]:
 
     A line that does not hold a valid IPv4 or IPv6 address is skipped; an unreadable file, or
     one whose ``options`` ask for TCP queries (``use-vc``: a stream socket, which the swap to a
-    datagram socket would break), gives none (the nameserver is then logged by address).
+    datagram socket would break), gives none (the nameserver is then logged by address). A
+    readable file naming no nameserver gives `DEFAULT_NAMESERVERS`, where the resolvers then
+    send their queries (the namespace backend's root filesystem has an empty file).
     """
     try:
         with open(path, "rb") as handle:
@@ -65,7 +71,7 @@ def nameservers(path: str = RESOLV_CONF) -> FrozenSet[str]:
                 break
             except (OSError, ValueError):
                 continue
-    return frozenset(found)
+    return frozenset(found) if found else DEFAULT_NAMESERVERS
 
 
 def _question_end(payload: bytes) -> Optional[int]:

@@ -88,3 +88,51 @@ def test_a_fifo_named_as_a_packet_is_refused_as_a_packet(tmp_path: Path) -> None
     assert out.exit_code == 2, out.output
     assert "cannot read packet" in out.output and "cannot read trace" not in out.output
     assert "FIFO" in out.output
+
+
+def test_a_folders_fifo_or_dangling_link_named_as_a_trace_is_refused_not_dropped(
+    tmp_path: Path,
+) -> None:
+    """Named ``*.jsonl`` in a folder it is the same input as named by the glob (review4).
+
+    ``reproduce traces/`` dropped a FIFO or a dangling link called ``x.jsonl`` without a word,
+    while ``reproduce traces/*`` refused it as an invalid trace beside the others.
+    """
+    folder = _traces(tmp_path)
+    os.mkfifo(folder / "pipe.jsonl")
+    (folder / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    (folder / "loop.jsonl").symlink_to(folder / "loop.jsonl")
+    os.mkfifo(folder / "pipe.txt")
+    skipped: list[Path] = []
+    found = expand_inputs([folder], skipped=skipped)
+    names = [p.name for p in found]
+    assert names == ["a.jsonl", "b.jsonl", "gone.jsonl", "loop.jsonl", "pipe.jsonl"]
+    assert sorted(p.name for p in skipped) == ["README.md", "pipe.txt", "tools.manifest.json"]
+
+
+def test_a_subfolder_without_traces_among_several_arguments_is_skipped(tmp_path: Path) -> None:
+    """``reproduce traces/*`` over a folder that holds an ``old/`` folder of notes (review4).
+
+    The whole command stopped with exit 2 (``folder holds no traces``); among several arguments
+    such a folder is skipped and counted like the other files. Named alone it is still an error.
+    """
+    folder = _traces(tmp_path)
+    (folder / "old").mkdir()
+    (folder / "old" / "notes.txt").write_text("x\n", encoding="utf-8")
+    skipped: list[Path] = []
+    found = expand_inputs(sorted(folder.iterdir()), skipped=skipped)
+    assert [p.name for p in found] == ["a.jsonl", "b.jsonl"]
+    assert "old" in [p.name for p in skipped]
+    with pytest.raises(InputError, match="folder holds no traces"):
+        expand_inputs([folder / "old"], skipped=[])
+
+
+def test_a_fifo_in_a_folder_is_refused_as_invalid_beside_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.jsonl")
+    out = _invoke(str(folder), tmp_path=tmp_path)  # the only input: read as a trace, refused
+    assert out.exit_code == 2, out.output
+    assert "FIFO" in out.output and "Traceback" not in out.output

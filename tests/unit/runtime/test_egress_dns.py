@@ -73,3 +73,22 @@ def test_the_resolver_knows_only_the_nameservers_port_53() -> None:
         assert len(resolver.address()) == 16  # a whole sockaddr_in
     finally:
         resolver.close()
+
+
+def test_a_resolv_conf_without_nameservers_means_the_resolvers_loopback_default(
+    tmp_path: Path,
+) -> None:
+    """glibc, musl and Go query 127.0.0.1 (Go also ::1) when the file names no nameserver.
+
+    The namespace backend's root filesystem (exported from the image) has an empty
+    ``/etc/resolv.conf``: a plain ``getaddrinfo`` there was logged as ``connect 127.0.0.1:53
+    (denied)`` beside its ``dns`` entry, so an ``--egress-baseline`` written on the Docker
+    backend (which names a nameserver) failed the same run on the namespace one (review4).
+    """
+    conf = tmp_path / "resolv.conf"
+    conf.write_text("")
+    assert dns.nameservers(str(conf)) == {"127.0.0.1", "::1"}
+    conf.write_text("# nothing\nsearch example.com\noptions ndots:1\n")
+    assert dns.nameservers(str(conf)) == {"127.0.0.1", "::1"}
+    conf.write_text("options use-vc\n")
+    assert dns.nameservers(str(conf)) == frozenset()  # TCP queries: still no swap

@@ -9,6 +9,13 @@ from typing import Any
 
 import pytest
 
+from runner.cli.commands import register
+
+# Every command on the typer app, for the tests that invoke `runner.cli.app.app` with typer's
+# CliRunner: `runner.cli.entry.main` registers only the invoked command (issue 16's quick gate;
+# tests/unit/cli/test_cli_gate.py runs it in fresh interpreters).
+register()
+
 
 def docker_required() -> bool:
     """True when an unusable Docker must fail tests rather than skip them."""

@@ -31,8 +31,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-import structlog
-
 from runner import resources
 from runner.backends.base import (
     Backend,
@@ -44,10 +42,11 @@ from runner.backends.base import (
 from runner.backends.pipes import PipedOutput
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 from runner.runtime import protocol
 from runner.runtime.worker.client import ENV_WITNESS
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _START_PREFIX = b'{"type":"start"'
 

@@ -1,16 +1,17 @@
 """The typer `app` of ``sandbox-replay``, its global options and the helpers every command uses.
 
 Each command lives in its own module under ``runner.cli.commands`` and registers itself on `app`
-(importing `app` from here); `runner.cli.entry.main` imports them all and runs `app`. This
-module imports no command. Heavy libraries (docker, pydantic-settings, rich) are imported
-inside the commands, for start-up speed: ``--help`` stays quick.
+(importing `app` from here); `runner.cli.entry.main` imports the invoked command's module
+(`runner.cli.commands.register`) and runs `app`. This module imports no command. Heavy
+libraries (docker, pydantic-settings, rich) are imported inside the commands, for start-up
+speed: ``--help`` stays quick.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, cast
 
 import typer
 
@@ -29,6 +30,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+# The options of `_main_options` that take a value (``--log-format json``): what
+# `runner.cli.commands.command_name` skips to find the command's name before typer parses the
+# line (tests/unit/cli/test_cli_lazy.py pins it against the callback's parameters).
+GLOBAL_OPTIONS_WITH_VALUE = ("--log-format", "--log-level")
+
 
 @dataclass
 class CliState:
@@ -37,22 +43,47 @@ class CliState:
     log_format: Literal["auto", "console", "json"] | None = None
     log_level: Literal["debug", "info", "warning", "error"] | None = None
 
-    def settings(self, *, quiet: bool = False) -> Settings:
+    def settings(self, *, quiet: bool = False, deferred: bool = False) -> Settings:
         """Build the settings once, from the environment and the global flags.
 
         Args:
             quiet: the command shows a progress bar or a table: unless ``--log-level`` or
                 ``SANDBOX_REPLAY_LOG_LEVEL`` says otherwise, only warnings and errors are
                 logged (info lines would tear the bar and bury the table).
+            deferred: when the environment sets no setting, return a stand-in that builds
+                them on first use (`runner.cli.lazysettings`: ``check`` needs them only for
+                an MCP server or a model provider); else they are built and validated now.
 
         Raises:
             InputError: an environment variable holds an invalid value (named, with the
                 reason), exit 2 -- never a traceback.
         """
         # imported on use, not at module top: start-up speed (`--help`, `check`)
+        from runner.cli.lazysettings import (
+            DEFAULT_LOG_FORMAT,
+            DEFAULT_LOG_LEVEL,
+            DeferredSettings,
+            environment_sets_any,
+        )
+        from runner.cli.log import configure_logging
+        from runner.hostlog import LEVELS
+
+        if deferred and not environment_sets_any():
+            level = self.log_level or ("warning" if quiet else DEFAULT_LOG_LEVEL)
+            configure_logging(self.log_format or DEFAULT_LOG_FORMAT, LEVELS[level])
+            return cast("Settings", DeferredSettings(self._build))
+        settings = self._build()
+        level = settings.log_level
+        if quiet and "log_level" not in settings.model_fields_set:
+            level = "warning"
+        configure_logging(settings.log_format, LEVELS[level])
+        return settings
+
+    def _build(self) -> Settings:
+        """`Settings` from the environment and the global flags (InputError: see `settings`)."""
+        # imported on use, not at module top: start-up speed (`--help`, `check`)
         from pydantic import ValidationError
 
-        from runner.cli.log import configure_logging
         from runner.errors import InputError
         from runner.settings import Settings
 
@@ -62,20 +93,13 @@ class CliState:
         if self.log_level:
             overrides["log_level"] = self.log_level
         try:
-            settings = Settings(**overrides)  # type: ignore[arg-type]
+            return Settings(**overrides)  # type: ignore[arg-type]
         except ValidationError as exc:
             first = exc.errors()[0]
             name = "SANDBOX_REPLAY_" + str(first["loc"][0] if first["loc"] else "?").upper()
             raise InputError(
                 f"{first['msg']} (got {first.get('input')!r})", file="environment", field=name
             ) from exc
-        import logging
-
-        level = settings.log_level
-        if quiet and "log_level" not in settings.model_fields_set:
-            level = "warning"
-        configure_logging(settings.log_format, getattr(logging, level.upper()))
-        return settings
 
 
 def _version(value: bool) -> None:

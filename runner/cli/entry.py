@@ -2,17 +2,18 @@
 
 `main` is the one boundary where exceptions become exit codes (SPEC.md): typer maps usage
 errors to 2 and Ctrl-C to 130; a `SandboxReplayError` that reaches it becomes one ``error:``
-line on stderr and its family's exit code. Importing this module registers every command
-(``runner.cli.commands``, one module per command); each command imports its heavy parts
-(docker, pydantic-settings, rich) where it runs, so that ``--help`` and ``check`` stay quick.
+line on stderr and its family's exit code. `main` registers the invoked command only
+(`runner.cli.commands.register`: every command for the top-level help or an unknown name), and
+each command imports its heavy parts (docker, pydantic-settings, rich) where it runs, so that
+``--help`` and ``check`` stay quick.
 """
 
 from __future__ import annotations
 
 import sys
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command on `app`)
 from runner.cli.app import app
+from runner.cli.commands import register
 from runner.cli.terminal import echo, stdout_gone
 from runner.errors import SandboxReplayError
 
@@ -21,6 +22,7 @@ __all__ = ["main"]
 
 def main() -> None:
     """Entry point of the console script; exits with SPEC.md's exit code."""
+    register(sys.argv[1:])
     try:
         app(prog_name="sandbox-replay")
     except BrokenPipeError:  # stdout's reader left (``| head``): no traceback, no noise

@@ -7,6 +7,7 @@ or sandbox output) is written as ``\xNN`` / ``\uNNNN``, so the file always parse
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,8 +16,14 @@ from pathlib import Path
 __all__ = ["JUnitCase", "write_junit_cases", "xml_text"]
 
 # Characters XML 1.0 cannot carry: a reason quoting sandbox output (an escape sequence, a NUL)
-# would make the whole JUnit file unparseable for CI.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# would make the whole JUnit file unparseable for CI. Compiled on first use, not at import
+# (~10 ms for these ranges; `check` imports this module and writes JUnit only with --junit).
+_NOT_XML = "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+
+
+@functools.cache
+def _not_xml() -> re.Pattern[str]:
+    return re.compile(_NOT_XML)
 
 
 def xml_text(text: str) -> str:
@@ -26,7 +33,7 @@ def xml_text(text: str) -> str:
         code = ord(match.group())
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
-    return _NOT_XML.sub(escaped, text)
+    return _not_xml().sub(escaped, text)
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,26 @@
 """Logging setup: structlog, readable on a terminal, JSON when not a TTY or when asked.
 
-Modules log with ``structlog.get_logger(__name__)`` and snake_case event names with fields.
+Modules log with ``runner.hostlog.get_logger(__name__)`` and snake_case event names with fields.
 Logs go to stderr so that stdout stays for command output (tables, ``--json``). Field values
 quote hostile input (error messages, host names, stderr of sandboxes): JSON logs escape them
 (``ensure_ascii``), console logs print them `runner.cli.terminal.inert` (issue 10 item 10).
+
+structlog is imported when the first line is logged, not here (start-up speed: ``check``
+logs nothing on success): `configure_logging` configures it at once when it is loaded already,
+else through `runner.hostlog.configure_on_first_use`.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 import sys
-from typing import Literal
-
-import structlog
+from typing import TYPE_CHECKING, Literal
 
 from runner.cli.terminal import inert
+from runner.hostlog import LEVELS, configure_on_first_use
+
+if TYPE_CHECKING:
+    import structlog
 
 
 def _encodable(value: object) -> object:
@@ -46,23 +52,36 @@ def _inert_text(
 
 
 def _stderr_logger(*_args: object) -> structlog.PrintLogger:
+    import structlog  # loaded already: this runs when a line is logged
+
     return structlog.PrintLogger(file=sys.stderr)
 
 
 def configure_logging(
-    fmt: Literal["auto", "console", "json"] = "auto", level: int = logging.INFO
+    fmt: Literal["auto", "console", "json"] = "auto", level: int = LEVELS["info"]
 ) -> None:
     """Configure structlog once for the process.
 
     Args:
         fmt: ``console`` (human), ``json`` (one object a line) or ``auto`` (console on a TTY).
-        level: minimum level, a `logging` constant.
+        level: minimum level, a `logging` number (`runner.hostlog.LEVELS`).
     """
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    configure = functools.partial(_configure, use_json, sys.stderr.isatty(), level)
+    if "structlog" in sys.modules:
+        configure()
+    else:  # applied when the first line is logged (the terminal is the one seen now)
+        configure_on_first_use(level, configure)
+
+
+def _configure(use_json: bool, colors: bool, level: int) -> None:
+    # imported on use, not at module top: start-up speed (`check` logs nothing on success)
+    import structlog
+
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer(ensure_ascii=True)
         if use_json
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else structlog.dev.ConsoleRenderer(colors=colors)
     )
     structlog.configure(
         processors=[

@@ -28,13 +28,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from runner.domain.ids import path_under
 from runner.domain.mcptools import McpEntry, McpSource, listed_tools
 from runner.domain.programs import program_roots
 from runner.domain.registry import Registry, ToolSpec
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.inputfile import read_input
 from runner.sdk import Effect, ToolDef, collect_tools, schema_hash
 from runner.trace.strictjson import StrictJSONError
@@ -54,7 +53,7 @@ __all__ = [
     "registry_for_workflow",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _ENTRY_KEYS = {"id", "effect", "description", "schema", "schema_hash", "metadata"}
 _IGNORED_KEYS = {"module", "qualname", "disposition"}

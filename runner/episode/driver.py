@@ -37,8 +37,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import structlog
-
 from runner.backends.base import Backend, ExitState, Sandbox
 from runner.domain.ids import IdFactory
 from runner.episode.channel import Channel
@@ -46,6 +44,7 @@ from runner.episode.prepare import RUNTIME_COMMAND, prepare_run
 from runner.episode.request import EpisodeRequest, EpisodeResult
 from runner.episode.state import EpisodeState
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 from runner.providers.base import ModelProvider
 from runner.providers.deadline import DeadlineProvider
 from runner.providers.ratelimit import WaitAccount
@@ -56,7 +55,7 @@ from runner.trace.writer import TraceWriter
 
 __all__ = ["lookup_image_id", "run_episode"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 HELLO_TIMEOUT_S = 30.0
 SHUTDOWN_GRACE_S = 5.0

@@ -25,14 +25,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.backends import labels as L
 from runner.backends.base import Reaped
 from runner.domain.ids import path_for_id
 from runner.errors import InputError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["PoolBindings"]
 

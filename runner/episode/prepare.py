@@ -23,8 +23,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner import resources
 from runner.backends.base import LifetimeCap, Mount, SandboxSpec, sandbox_user
 from runner.backends.labels import LEDGER, LEDGER_KEY
@@ -34,6 +32,7 @@ from runner.episode.reaping import ledger_id
 from runner.episode.request import EpisodeRequest, PreparedRun
 from runner.episode.snapshot.sources import tool_mounts
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.runtime import protocol
 from runner.settings import Settings
 
@@ -45,7 +44,7 @@ __all__ = [
     "start_message",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 RUNTIME_COMMAND = ("python3", "-u", "-m", "runner.runtime")
 DEFAULT_CLOCK_START = 1767225600.0  # 2026-01-01T00:00:00Z: a fixed start when none is recorded

@@ -21,18 +21,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-import structlog
-
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped
 from runner.episode.poolbindings import PoolBindings
+from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, Ledger
 
 if TYPE_CHECKING:
     from runner.backends.docker import DockerBackend
     from runner.settings import Settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 B = TypeVar("B", bound=Backend)
 

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.registry import Registry
@@ -30,11 +28,12 @@ from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
 from runner.episode.request import EpisodeRequest, EpisodeResult
+from runner.hostlog import get_logger
 from runner.policy import load_policy
 from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 RECORD_IMAGE = "none (unsandboxed local process)"
 

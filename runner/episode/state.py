@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from runner.backends.base import ExitState
 from runner.episode import gatewayhost
 from runner.episode.channel import Channel, ChannelEvent
@@ -36,6 +34,7 @@ from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
 from runner.episode.status import classify
 from runner.episode.tracelines import MAX_COVERAGE, end_line, write_header
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.ledger.pricing import estimate_usd
 from runner.providers.base import ModelProvider, ProviderResponse
 from runner.providers.metered import CEILING_ERROR_CLASS
@@ -46,7 +45,7 @@ from runner.trace.writer import TraceFull
 if TYPE_CHECKING:
     from runner.trace.writer import TraceWriter
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _BODY_FIELDS = ("body", "body_encoding", "truncated", "original_length", "sha256")
 

@@ -17,17 +17,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.errors import GradingError, InputError
 from runner.grading.model import Group, Ranking, check_covers, normalise_ranks, ranks_from_scores
 from runner.grading.modeljudge import ModelJudge, Provider
 from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import rubric_judge
+from runner.hostlog import get_logger
 from runner.ledger import CeilingGuard
 from runner.providers.scripted import load_function
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Judge = Callable[[Group], Ranking]
 

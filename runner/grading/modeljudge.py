@@ -14,17 +14,16 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
-
 from runner.errors import GradingError, InputError, SandboxReplayError
 from runner.grading.model import Group, Ranking, normalise_ranks
+from runner.hostlog import get_logger
 from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
 from runner.ledger.pricing import call_usd
 from runner.trace.strictjson import loads as strict_loads
 
 __all__ = ["ModelJudge", "Provider"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # A response is the decoded dict, its raw JSON body text, or an object with ``body`` (raw text)
 # and ``error`` attributes (runner.providers.base.ProviderResponse).

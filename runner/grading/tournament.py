@@ -23,15 +23,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import structlog
 from openskill.models import PlackettLuce
 
 from runner.errors import CeilingReached, GradingError
 from runner.grading.model import Group, Ranking
 from runner.grading.order import judge_in_orders
 from runner.grading.uncertainty import bootstrap, statements
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["Standing", "TournamentReport", "aggregate", "grade"]
 

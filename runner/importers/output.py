@@ -43,10 +43,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.domain.ids import IdSet, path_for_id, validate_id
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.importers.conversation import BuiltRun, ToolIndex, build_run
 from runner.importers.imported import ImportSource, WorkflowShape
 from runner.importers.redaction import redact_import
@@ -63,7 +62,7 @@ from runner.trace.format import TRACE_VERSION
 
 __all__ = ["write_import"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 REPORT_NAME = "import-report.json"
 TASKS_NAME = "tasks.jsonl"

@@ -27,16 +27,15 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import structlog
-
 from runner.errors import CeilingReached
+from runner.hostlog import get_logger
 from runner.ledger.amounts import UNBOUNDED, Amount, Ceiling, Purpose, check_purpose
 from runner.ledger.records import ChargeKind, Reservation
 from runner.ledger.store import Ledger
 
 __all__ = ["Budget", "CeilingGuard", "CeilingReached", "Headroom"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,11 @@ runs change).
 
 from __future__ import annotations
 
-import structlog
-
+from runner.hostlog import get_logger
 from runner.ledger.db import Database
 from runner.ledger.records import INTERRUPTED, RUNNING
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["close_orphans", "settle_dead_run"]
 

@@ -22,8 +22,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from runner.hostlog import get_logger
 from runner.ledger import orphans, reports, reservations
 from runner.ledger.amounts import (
     UNBOUNDED,
@@ -47,7 +46,7 @@ from runner.ledger.records import (
 )
 from runner.ledger.reports import RunHistory
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 LEDGER_FILENAME = "ledger.sqlite3"
 

@@ -27,8 +27,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import structlog
-
 from runner.domain.registry import Registry
 from runner.domain.toolstatic import HostSyntaxError, read_function, static_registry
 from runner.domain.workflow import WorkflowFile, load_workflow
@@ -38,6 +36,7 @@ from runner.errors import (
     InputError,
     ToolNotResolvable,
 )
+from runner.hostlog import get_logger
 from runner.policy.loader import Policy, load_policy
 from runner.policy.report import EligibilityReport, Problem, WorkflowCheck
 from runner.providers.workflows import check_provider, located_model_error
@@ -50,7 +49,7 @@ __all__ = [
     "recheck",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Describe = Callable[[WorkflowFile], Registry]
 

@@ -23,16 +23,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import httpx
-import structlog
 from pydantic import SecretStr
 
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_api
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
 from runner.providers.retries import provider_retrying, retry_after_s
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["MAX_RESPONSE_BYTES", "TRANSIENT_STATUSES", "client", "endpoint", "post_api"]
 

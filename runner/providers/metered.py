@@ -28,15 +28,14 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
-
 from runner.errors import CeilingReached, InputError
+from runner.hostlog import get_logger
 from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
 from runner.ledger.pricing import call_usd
 from runner.providers.apis import CAP_FIELDS, ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["CEILING_ERROR_CLASS", "MeteredProvider", "StopSignal"]
 

@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import structlog
 
+from runner.hostlog import get_logger
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
 from runner.providers.httpcall import client, endpoint, post_api
@@ -43,7 +43,7 @@ from runner.providers.retries import provider_retrying, retry_after_s
 if TYPE_CHECKING:
     from runner.settings import Settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})

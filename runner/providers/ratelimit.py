@@ -35,13 +35,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import structlog
-
+from runner.hostlog import get_logger
 from runner.ledger.tokens import prompt_tokens_bound
 from runner.providers.apis import CAP_FIELDS, ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = [
     "RATE_LIMITED_ERROR_CLASS",

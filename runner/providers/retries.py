@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import structlog
 import tenacity
 
+from runner.hostlog import get_logger
 from runner.providers.ratelimit import current_scope
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["MAX_RETRY_AFTER_S", "provider_retrying", "retry_after_s", "retry_sleep"]
 

@@ -16,9 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.providers.apis import ApiCall
 from runner.providers.base import (
     ProviderResponse,
@@ -27,7 +26,7 @@ from runner.providers.base import (
     response_from_body,
 )
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @contextmanager

@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task
 from runner.domain.toollocate import locate_tools
@@ -55,6 +53,7 @@ from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot.sources import snapshot_for
 from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InfrastructureError, InputError, ReplayRefused
+from runner.hostlog import get_logger
 from runner.inputfile import open_input
 from runner.policy import load_policy
 from runner.providers.replay import ReplayProvider
@@ -69,7 +68,7 @@ from runner.reproduce.report import ReproduceReport, compare, recorded_outcome
 from runner.settings import Settings
 from runner.tracetools.reader import Trace, TraceVersionError, read_trace
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # What to do when the recorded workflow's tool modules are not found (as `packet` says).
 WORKFLOW_HINT = "run it from the project folder, or pass --workflow FILE"

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import structlog
-
 from runner.backends.capacity import (
     Bound,
     ConcurrencyBound,
@@ -29,9 +27,10 @@ from runner.backends.capacity import (
 from runner.episode.limits import limits_in_effect
 from runner.episode.metered_run import run_sandbox_s
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 from runner.settings import Settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = [
     "admit_concurrency",

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import structlog
+from runner.hostlog import get_logger
 
 if TYPE_CHECKING:
     from runner.submit.scheduler import Scheduler
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["Interrupts", "handled_signals"]
 

@@ -40,8 +40,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.backends.capacity import starts_at_once
 from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
@@ -54,6 +52,7 @@ from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.episode.toolmanifest import admission
 from runner.errors import InputError
 from runner.grading import make_judge
+from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
 from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
@@ -74,7 +73,7 @@ from runner.submit.report import build_report, grade_job, write_report
 from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.submit.variants import make_variants
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["SubmitResult", "execute", "prepare"]
 

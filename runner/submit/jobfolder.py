@@ -13,17 +13,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.backends import labels
 from runner.domain.ids import path_for_id
 from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.settings import Settings
 from runner.submit.options import SubmitOptions, read_json_object
 from runner.submit.plan import Plan
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["check_unchanged", "job_dir", "load_resume", "resumed_snapshot", "write_job"]
 

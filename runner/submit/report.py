@@ -33,8 +33,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.errors import (
     EXIT_CEILING,
     EXIT_INFRA,
@@ -45,6 +43,7 @@ from runner.errors import (
     worst_exit_code,
 )
 from runner.grading import Group, Result, grade, make_judge
+from runner.hostlog import get_logger
 from runner.inputfile import open_input
 from runner.ledger import CeilingGuard, Ledger, RunRecord
 from runner.providers.metered import StopSignal
@@ -55,7 +54,7 @@ from runner.submit.plan import Plan
 from runner.submit.scheduler import PairOutcome
 from runner.trace.strictjson import loads as strict_loads
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["build_report", "grade_job", "latest_runs", "write_report"]
 

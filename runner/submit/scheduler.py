@@ -27,14 +27,13 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
 from runner.errors import CeilingReached, InfrastructureError
+from runner.hostlog import get_logger
 from runner.ledger import Amount, CeilingGuard, Ledger, run_key
 from runner.providers.metered import StopSignal
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["PairOutcome", "Scheduler", "TrackingBackend"]
 

@@ -69,7 +69,6 @@ def cluster(sandbox_image: str) -> Iterator[RayCluster]:
 def _submit(work: Path, *args: str, backend: str = "ray") -> tuple[int, dict[str, Any]]:
     from typer.testing import CliRunner
 
-    import runner.cli.commands  # noqa: F401 - registers the commands on the app
     from runner.cli.app import app
 
     cwd = Path.cwd()

@@ -46,7 +46,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -46,7 +46,6 @@ def cli(*args: str, cwd: Path) -> Ran:
 
     from typer.testing import CliRunner
 
-    from runner.cli import commands  # noqa: F401  (importing it registers every command)
     from runner.cli.app import app
 
     previous = Path.cwd()

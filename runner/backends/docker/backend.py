@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import structlog
-
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped, SandboxSpec
@@ -31,8 +29,9 @@ from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.runtimes import require_runtime
 from runner.backends.docker.sandbox import DockerSandbox
 from runner.errors import InfrastructureError, TransientInfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _CREATE_ATTEMPTS = 3
 _OUTPUT_IN_ERRORS = 4096

@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 import docker
 import docker.errors
 import requests.exceptions
-import structlog
 import tenacity
 from docker.utils import kwargs_from_env
 
 from runner.errors import InfrastructureError, TransientInfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 

@@ -27,16 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import structlog
-
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.docker import wheelhouse as wh
 from runner.backends.docker.client import call, retrying
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 from runner.resources import images_dir
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 BaseSource = Literal["local", "pulled", "offline-present", "offline-built"]
 _LOG_TAIL = 30

@@ -51,13 +51,12 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from runner.backends.base import Sandbox, SandboxSpec
 from runner.backends.docker.poolkey import PoolKey, pool_key, pool_size, pooled_spec
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = [
     "DEFAULT_IDLE_CAP_S",

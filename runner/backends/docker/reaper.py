@@ -24,14 +24,13 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import structlog
-
 from runner.backends import labels as L
 from runner.backends.base import Reaped
 from runner.backends.docker.client import retrying
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["engine_time", "reap_dead", "run_seconds"]
 

@@ -29,7 +29,6 @@ from typing import Any
 import docker
 import docker.errors
 import requests.exceptions
-import structlog
 import urllib3.exceptions
 
 from runner.backends.base import ExitState, Sandbox
@@ -37,8 +36,9 @@ from runner.backends.docker.client import call, retrying, translate
 from runner.backends.docker.frames import FrameDecoder, FrameError
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _EOF = object()
 _RECV_BYTES = 64 * 1024

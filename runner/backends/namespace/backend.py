@@ -33,8 +33,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-import structlog
-
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped, SandboxSpec
@@ -53,8 +51,9 @@ from runner.backends.namespace.records import (
 from runner.backends.namespace.rootfs import RootFs, image_rootfs, sweep_partials
 from runner.backends.namespace.sandbox import NamespaceSandbox
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["NamespaceBackend"]
 

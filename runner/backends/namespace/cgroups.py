@@ -30,12 +30,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
-
 from runner.backends.base import ResourceLimits
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["CONTROLLERS", "Cgroups", "Host", "probe_host", "remove_groups"]
 

@@ -26,13 +26,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.backends import labels as L
 from runner.backends.base import Reaped
 from runner.backends.namespace.cgroups import remove_groups
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = [
     "FOREIGN_GRACE_S",

@@ -27,15 +27,14 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 
-import structlog
-
 from runner.backends.base import STDERR, STDOUT, ExitState, Sandbox
 from runner.backends.namespace.launcher import EXIT_LAUNCH_FAILED
 from runner.backends.pipes import PipedOutput
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["SETUP_STDERR_BYTES", "NamespaceSandbox"]
 _AFTER_KILL_WAIT_S = 30.0

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import ray
-import structlog
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from runner.backends.base import Backend, ExitState, Reaped, Sandbox, SandboxSpec
@@ -33,8 +32,9 @@ from runner.backends.ray import node as N
 from runner.backends.ray import shipping
 from runner.backends.ray.relay import Relay
 from runner.errors import InfrastructureError, InputError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SLOTS = "sandbox_slots"
 ADDRESS_ENV = "RAY_ADDRESS"

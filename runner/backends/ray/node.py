@@ -25,15 +25,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import ray
-import structlog
 
 from runner.backends.base import ExitState, Reaped, SandboxSpec
 from runner.backends.docker import DockerBackend
 from runner.backends.docker.sandbox import DockerSandbox
 from runner.backends.ray import shipping
 from runner.errors import InfrastructureError
+from runner.hostlog import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # The node's blob folder (default: sandbox-replay-ray-<uid>/blobs in the node's temp folder).
 CACHE_ENV = "SANDBOX_REPLAY_RAY_CACHE"

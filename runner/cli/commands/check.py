@@ -82,7 +82,9 @@ def check_command(
     from runner.episode.toolmanifest.checkread import check_describer
     from runner.policy.eligibility import check_eligibility
 
-    settings = state(ctx).settings()  # configures logging once, like every command
+    # configures logging once, like every command; Settings built if an MCP server or a model
+    # provider needs them (`runner.cli.lazysettings`), unless the environment sets some
+    settings = state(ctx).settings(deferred=True)
     try:
         with check_describer(settings, policy) as describe:
             report = check_eligibility(

@@ -55,6 +55,7 @@ from runner.cli.egress_gate import (
 from runner.cli.options import JsonOption
 from runner.cli.terminal import echo, stdout_gone
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
+from runner.hostlog import get_logger
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -271,15 +272,13 @@ def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Pa
     that fails (a full disk, a bug) never changes the job's exit code.
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
-    import structlog
-
     from runner.cli.html import write_page
     from runner.cli.html.job import job_page
 
     try:
         return write_page(path, job_page(settings, report))
     except Exception as exc:  # the view must not hide the verdict
-        structlog.get_logger(__name__).exception("html_report_not_written", path=str(path))
+        get_logger(__name__).exception("html_report_not_written", path=str(path))
         echo(f"HTML report not written ({type(exc).__name__}: {exc})", err=True)
         return None
 

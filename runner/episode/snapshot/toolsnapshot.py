@@ -47,8 +47,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.backends.base import Mount
 from runner.episode.snapshot.tree import (
     DIR_MODE,
@@ -62,6 +60,7 @@ from runner.episode.snapshot.tree import (
     verify,
 )
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.runtime import protocol
 
 __all__ = [
@@ -74,7 +73,7 @@ __all__ = [
     "looks_like_tasks_or_trace",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SNAPSHOTS_DIR = "snapshots"
 BUILDING_PREFIX = ".building-"

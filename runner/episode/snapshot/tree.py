@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.errors import InputError
+from runner.hostlog import get_logger
 
 __all__ = [
     "DIR_MODE",
@@ -38,7 +37,7 @@ __all__ = [
     "verify",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_FILES = 10_000
 MAX_BYTES = 256 * 1024 * 1024

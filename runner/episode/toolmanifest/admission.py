@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import structlog
-
 from runner.domain.registry import Registry
 from runner.domain.workflow import WorkflowFile
 from runner.episode.toolmanifest.registry import sandbox_registry
+from runner.hostlog import get_logger
 from runner.policy import Policy
 from runner.policy.eligibility import (
     EligibilityReport,
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Admission", "admit", "read_gate", "sandbox_gate"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 B = TypeVar("B", bound="Backend")
 

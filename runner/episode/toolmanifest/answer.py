@@ -16,12 +16,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from runner.domain.ids import path_under
 from runner.domain.registry import ToolSpec
 from runner.domain.toolsource import mcp_tool_specs
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.sdk import Effect, schema_hash
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_TEXT", "MAX_TOOLS", "PathMap", "clean_text", "mcp_tools", "module_tools"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_TOOLS = 10000
 MAX_TEXT = 2000

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from runner import resources
 from runner.domain.ids import path_for_id
 from runner.episode.driver import lookup_image_id
@@ -37,6 +35,7 @@ from runner.episode.snapshot.sources import run_roots
 from runner.episode.toolmanifest.answer import clean_text
 from runner.episode.toolmanifest.run import ATTEMPT_KEYS, MAX_OUTBOUND, SandboxAnswer
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.sdk import canonical_json
 
 if TYPE_CHECKING:
@@ -52,7 +51,7 @@ __all__ = [
     "report_outbound",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DESCRIPTIONS_DIR = "tool-descriptions"
 MAX_FILE_BYTES = 64 * 1024 * 1024

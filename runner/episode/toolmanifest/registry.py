@@ -44,8 +44,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from runner.backends.base import Backend as BackendType
 from runner.domain.registry import Registry, ToolSpec
 from runner.domain.toollocate import locate_tools
@@ -53,6 +51,7 @@ from runner.episode.snapshot.sources import snapshot_for
 from runner.episode.toolmanifest.answer import PathMap, mcp_tools, module_tools
 from runner.episode.toolmanifest.cache import description_slot, report_outbound
 from runner.episode.toolmanifest.run import ask_sandbox
+from runner.hostlog import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -64,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MANIFEST_TIMEOUT_S", "sandbox_registry"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MANIFEST_TIMEOUT_S = 60.0
 

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from runner.domain.ids import timestamped_ids
 from runner.domain.registry import Registry
 from runner.domain.tasks import Task
@@ -33,6 +31,7 @@ from runner.episode.prepare import prepare_run, start_message
 from runner.episode.request import EpisodeRequest
 from runner.episode.toolmanifest.answer import clean_text
 from runner.errors import InfrastructureError, InputError
+from runner.hostlog import get_logger
 from runner.runtime import protocol
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_OUTBOUND = 100
 ATTEMPT_KEYS = ("kind", "host", "address", "port", "resolved_from", "outcome", "pid", "event")

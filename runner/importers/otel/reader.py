@@ -22,10 +22,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from runner.domain.ids import IdSet
 from runner.errors import InputError
+from runner.hostlog import get_logger
 from runner.importers.imported import ImportSource, WorkflowShape
 from runner.importers.openai_messages import read_tools_file
 from runner.importers.otel.files import read_file
@@ -47,7 +46,7 @@ from runner.importers.toolset import TOOL_ID, ImportedTool, check_tool_id
 
 __all__ = ["read_otel"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_SESSION_MODEL_CALLS = 1000
 """Model calls a session may have. Every model call line holds the whole conversation so far

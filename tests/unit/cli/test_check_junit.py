@@ -9,7 +9,6 @@ from xml.etree import ElementTree
 import pytest
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 from tests.paths import REPO
 

@@ -6,14 +6,16 @@ fails here deterministically, on any machine load, where a timed test would flak
 themselves are printed by ``bench/bench_check.py`` (check wall ÷ ``python -c pass``).
 
 What stays loaded, and why: ``--help`` renders with rich (typer's rich help, markdown-it
-included); ``check`` validates its options with pydantic (typer 0.29's coercion), builds the
-settings (pydantic-settings), reads YAML and logs with structlog, whose import loads part of rich
-(``structlog.dev``) but not the help renderer (``typer.rich_utils``, ``rich.markdown``).
+included); ``check`` validates its options with pydantic (typer 0.29's coercion) and reads YAML.
+It builds only its own command (``runner.cli.commands.register``), builds no `Settings` when the
+environment sets none (``runner.cli.lazysettings``) and imports structlog only when a line is
+logged (``runner.hostlog``): on success it logs nothing at the default level.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -58,8 +60,26 @@ HELP_NEVER = [
     "runner.policy",
     "runner.episode",
 ]
-# `check` shows no help.
-CHECK_NEVER = [*NEVER, "typer.rich_utils", "rich.markdown", "markdown_it"]
+# Modules of the commands that were not invoked: the CLI builds only the command it runs.
+OTHER_COMMANDS = [
+    f"runner.cli.commands.{name}"
+    for name in ("submit", "run", "doctor", "image", "record", "reproduce", "view", "report")
+]
+# `check` shows no help and logs nothing on success: structlog (and the part of rich that
+# `structlog.dev` loads) is imported on the first log call (`runner.hostlog`), never at import.
+CHECK_NEVER = [
+    *NEVER,
+    *OTHER_COMMANDS,
+    "typer.rich_utils",
+    "rich",
+    "markdown_it",
+    "structlog",
+    # the environment sets no setting (`_loaded` clears them): no Settings are built
+    "pydantic_settings",
+    "runner.settings",
+    "runner.domain.tasks",  # runner.domain's names load on first use (lazy_exports)
+    "logging",  # runner.hostlog spells the level numbers; structlog would import it
+]
 
 _PROBE = """
 import json, sys
@@ -77,13 +97,18 @@ print("\\n" + json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=s
 
 
 def _loaded(*args: str) -> tuple[int, set[str]]:
-    """Run the CLI with ``args`` in a fresh interpreter: its exit code and its sys.modules."""
+    """Run the CLI with ``args`` in a fresh interpreter: its exit code and its sys.modules.
+
+    The environment sets no ``SANDBOX_REPLAY_`` variable, a user's usual state.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SANDBOX_REPLAY_")}
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, json.dumps(list(args))],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=HELPDESK,
+        env=env,
         check=False,
     )
     last = proc.stderr.strip().splitlines()[-1]

@@ -10,7 +10,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 
 _NOISE = re.compile(r"<(bool|str|int|float|path|list\[[^>]*\]|[a-z]+ range)>|\[x[<>]=|``")

@@ -7,7 +7,6 @@ import json
 
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 
 ENV = {"DOCKER_HOST": "unix:///nonexistent.sock", "SANDBOX_REPLAY_DOCKER_HOST": ""}

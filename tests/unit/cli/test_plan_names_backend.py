@@ -15,7 +15,6 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 from runner.cli.report_render import render_report
 from runner.errors import InfrastructureError

@@ -14,7 +14,6 @@ import pytest
 from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 from runner.cli.commands import run as run_module
 from runner.episode.request import EpisodeResult

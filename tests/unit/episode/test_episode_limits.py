@@ -183,7 +183,6 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
     from rich.console import Console
     from typer.testing import CliRunner
 
-    from runner.cli import commands  # noqa: F401  (importing it registers every command)
     from runner.cli.app import app
     from runner.cli.report_render import render_report
 

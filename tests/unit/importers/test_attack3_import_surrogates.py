@@ -19,7 +19,6 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 from tests.paths import REPO
 

@@ -15,7 +15,6 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 from runner.errors import InputError
 from runner.importers.otel import files as files_module

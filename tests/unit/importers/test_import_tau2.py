@@ -16,7 +16,6 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 from runner.domain.tasks import load_tasks
 from runner.domain.toolsource import load_manifest_tools

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 from runner.domain.registry import Registry
 from runner.errors import CapabilityDenied

@@ -139,7 +139,6 @@ def test_submits_printed_plan_weighs_the_engines_memory_and_the_pool(
     """The CLI's plan asks the local engine before it prints (it said ``unknown: memory``)."""
     from typer.testing import CliRunner
 
-    from runner.cli import commands  # noqa: F401  (importing it registers every command)
     from runner.cli.app import app
 
     monkeypatch.setattr(HostResources, "read", classmethod(lambda cls: ROOMY))

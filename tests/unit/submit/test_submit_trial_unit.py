@@ -20,7 +20,6 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import CliState, app
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
 from runner.providers.base import ProviderResponse

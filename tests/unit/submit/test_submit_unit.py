@@ -14,7 +14,6 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
-from runner.cli import commands  # noqa: F401  (importing it registers every command)
 from runner.cli.app import app
 from runner.errors import IneligibleError
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger

@@ -312,7 +312,6 @@ def test_worst_exit_code_wins_across_traces(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> Any:
-    from runner.cli import commands  # noqa: F401  (registers the commands)
     from runner.cli.app import app
 
     return CliRunner().invoke(app, list(args))

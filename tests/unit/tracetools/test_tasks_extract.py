@@ -91,7 +91,6 @@ def _with(path: Path, tmp_path: Path, name: str, **changes: Any) -> Path:
 def test_only_recorded_production_runs_by_default_with_a_summary(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from runner.cli import commands  # noqa: F401  (importing it registers every command)
     from runner.cli.app import app
 
     folder = tmp_path / "traces"
@@ -121,7 +120,6 @@ def test_nothing_left_to_take_is_an_input_error_and_writes_nothing(tmp_path: Pat
 def test_a_run_cut_by_a_policy_limit_is_no_recorded_task(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from runner.cli import commands  # noqa: F401  (importing it registers every command)
     from runner.cli.app import app
 
     folder = tmp_path / "traces"

@@ -31,7 +31,7 @@ from runner import resources
 from runner.backends.base import STDOUT, Backend, LifetimeCap, Mount, ResourceLimits, SandboxSpec
 from runner.runtime.protocol import RUNTIME_ROOT, SANDBOX_PACKAGES
 from tests.integration._episodes import Project
-from tests.integration.conformance.backends import BACKENDS, MountSeen, SandboxingBackend
+from tests.integration.conformance.backends import MountSeen, SandboxingBackend
 
 PROBE = r"""
 import errno, json, os, shutil, socket, sys, time
@@ -107,27 +107,6 @@ v1 = read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), read("/sys/fs/cgroup/cpu/cpu.c
 quota, period = (v2[0], v2[1]) if v2 else (v1[0][0], v1[1][0])
 print(json.dumps({"quota": quota, "period": period}))
 """
-
-
-@pytest.fixture(
-    scope="module", params=[pytest.param(b, id=b.name, marks=b.marks) for b in BACKENDS]
-)
-def entry(request: pytest.FixtureRequest) -> SandboxingBackend:
-    return request.param  # type: ignore[no-any-return]
-
-
-@pytest.fixture(scope="module")
-def backend(entry: SandboxingBackend, request: pytest.FixtureRequest) -> Iterator[Backend]:
-    made = entry.connect(request, f"conform-{uuid.uuid4().hex[:12]}")
-    yield made
-    close = getattr(made, "close", None)
-    if callable(close):
-        close()
-
-
-@pytest.fixture(scope="module")
-def image(entry: SandboxingBackend, request: pytest.FixtureRequest) -> str:
-    return entry.image(request)
 
 
 def _run_id(kind: str) -> str:

@@ -15,38 +15,15 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from runner.backends.base import Backend, SandboxSpec
 from runner.episode.prepare import runner_mounts
 from runner.runtime import protocol
-from tests.integration.conformance.backends import BACKENDS, SandboxingBackend
 
 STDOUT = 1
 IMPORTS = "import runner.runtime.main, runner.runtime.worker.process, runner.runtime.egress.seccomp"
-
-
-@pytest.fixture(
-    scope="module", params=[pytest.param(b, id=b.name, marks=b.marks) for b in BACKENDS]
-)
-def entry(request: pytest.FixtureRequest) -> SandboxingBackend:
-    return request.param  # type: ignore[no-any-return]
-
-
-@pytest.fixture(scope="module")
-def backend(entry: SandboxingBackend, request: pytest.FixtureRequest) -> Iterator[Backend]:
-    made = entry.connect(request, f"pyc-{uuid.uuid4().hex[:12]}")
-    yield made
-    close = getattr(made, "close", None)
-    if callable(close):
-        close()
-
-
-@pytest.fixture(scope="module")
-def image(entry: SandboxingBackend, request: pytest.FixtureRequest) -> str:
-    return entry.image(request)
 
 
 def _run(backend: Backend, image: str, *command: str) -> tuple[int, bytes, bytes]:

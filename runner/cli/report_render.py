@@ -122,9 +122,12 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
     )
     for purpose, dims in report["ceilings"].items():
         text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())
-        console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"))
+        console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"), soft_wrap=True)
     if report.get("limits"):
-        console.print(escape(f"limits per run: {describe_limits(report['limits'])}"))
+        # one line each, never wrapped mid-phrase (a reader greps them; README "200-column")
+        console.print(
+            escape(f"limits per run: {describe_limits(report['limits'])}"), soft_wrap=True
+        )
     if report.get("ceiling_reached"):
         message = escape(str(report["ceiling_reached"].get("message", "")))
         console.print(f"[red]ceiling reached:[/red] {message}")

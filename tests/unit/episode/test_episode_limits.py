@@ -216,3 +216,7 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
     }
     render_report(report, Console(file=out, width=300))
     assert "max_calls 77 (SANDBOX_REPLAY_MAX_CALLS)" in out.getvalue()
+    narrow = io.StringIO()  # the 200-column console of a pipe: the line is never split
+    render_report(report, Console(file=narrow, width=80))
+    (line,) = [li for li in narrow.getvalue().splitlines() if "limits per run" in li]
+    assert line.startswith("limits per run: ") and "max_trace_mb 128 (policy shadow)" in line

@@ -29,7 +29,7 @@ from runner.runtime.egress import audit, witness
 from runner.runtime.pid1 import Reaper
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
-from runner.runtime.worker import wire
+from runner.runtime.worker import fork, wire
 from runner.sdk import rawio, wallclock
 from runner.trace.format import encode_body
 from runner.trace.strictjson import loads as strict_loads
@@ -84,26 +84,31 @@ class Worker:
             environment[audit.ENV_WITNESSED] = "1"  # the worker clears it if the bootstrap fails
         else:
             self._witness_coverage = _partial("egress witness off ({}=off)".format(ENV_WITNESS))
-        process = subprocess.Popen(
-            [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)]
-            + ([str(theirs.fileno())] if witnessed else []),
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            close_fds=True,
-            pass_fds=(to_worker_r, from_worker_w, theirs.fileno()),
-            start_new_session=True,
-        )
+        witness_fd = theirs.fileno() if witnessed else None
+        if fork.exec_wanted(environment):
+            process = subprocess.Popen(
+                [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)]
+                + ([str(witness_fd)] if witness_fd is not None else []),
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
+                pass_fds=(to_worker_r, from_worker_w, theirs.fileno()),
+                start_new_session=True,
+            )
+            self._process = process  # kept, never waited on: the reaper owns the exit status
+            pid = process.pid
+        else:
+            pid = fork.start(to_worker_r, from_worker_w, witness_fd, environment)
         theirs.close()
         if witnessed:
             self._bootstrap = threading.Thread(
-                target=self._serve_witness, args=(process.pid, ours), name="egress-bootstrap"
+                target=self._serve_witness, args=(pid, ours), name="egress-bootstrap"
             )
             self._bootstrap.start()
         else:
             ours.close()
-        self._process = process  # kept, never waited on: the reaper owns the exit status
-        self.pid = process.pid
-        self.reaper.watch(process.pid)
+        self.pid = pid
+        self.reaper.watch(pid)
         os.close(to_worker_r)
         os.close(from_worker_w)
         self.pipe = Channel(
@@ -116,7 +121,7 @@ class Worker:
             max_inbound=wire.MAX_PIPE_BYTES + 4096,
         )
         self.pipe.start_reader()
-        return process.pid
+        return pid
 
     def _serve_witness(self, pid: int, channel: socket.socket) -> None:
         try:

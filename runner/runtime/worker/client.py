@@ -1,10 +1,11 @@
 """The runtime's end of the worker: spawn it, send it work, believe only what the pipe allows.
 
-Standard library only, Python 3.9+. `Worker.spawn` starts ``python3 -u -m runner.runtime.worker``
-in a session of its own (``start_new_session``: the cap kills its process group), with the
-runtime's stdin (``/dev/null``) and stdout (a copy of stderr), ``close_fds`` and only its two
-pipe ends passed (``pass_fds``): it holds no descriptor of the host channel, whose private fds
-are non-inheritable anyway. `Worker.pid` is its pid (the egress witness's hook point is in the
+Standard library only, Python 3.9+. `Worker.spawn` forks the worker from the runtime before any
+run data arrives (`runner.runtime.worker.fork`; a fresh ``python3 -u -m runner.runtime.worker``
+where `runner.runtime.worker.fork.exec_wanted`), in a session of its own (the cap kills its
+process group), with the runtime's stdin (``/dev/null``) and stdout (a copy of stderr) and no
+other descriptor but its two pipe ends and the witness's bootstrap socket: it holds no
+descriptor of the host channel. `Worker.pid` is its pid (the egress witness's hook point is in the
 worker, `runner.runtime.worker.process.before_user_code`; the runtime side reads what it needs
 with this pid).
 
@@ -19,10 +20,9 @@ pipe fails the call in progress with `WorkerGone`.
 import itertools
 import os
 import socket
-import subprocess
 import sys
 import threading
-from typing import Any, Dict, FrozenSet, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional
 
 from runner.runtime.channel import Channel
 from runner.runtime.egress import audit, witness
@@ -33,6 +33,9 @@ from runner.runtime.worker import fork, wire
 from runner.sdk import rawio, wallclock
 from runner.trace.format import encode_body
 from runner.trace.strictjson import loads as strict_loads
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["MAX_VIOLATIONS", "Worker"]
 
@@ -86,6 +89,8 @@ class Worker:
             self._witness_coverage = _partial("egress witness off ({}=off)".format(ENV_WITNESS))
         witness_fd = theirs.fileno() if witnessed else None
         if fork.exec_wanted(environment):
+            import subprocess  # only here: the fork needs none of it (~3 ms of every start)
+
             process = subprocess.Popen(
                 [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)]
                 + ([str(witness_fd)] if witness_fd is not None else []),

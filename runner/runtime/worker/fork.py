@@ -97,11 +97,19 @@ def start(
     Raises:
         OSError: the fork failed (in the runtime).
     """
-    from runner.runtime.worker import process  # noqa: F401 - imported once, here, for both
+    # imported once, here, for both; ``inspect`` and ``hashlib`` are what every ``@tool``
+    # decoration needs (signatures, schema hashes): the worker imports tool modules after
+    # ``start``, so their ~18 ms are no longer between a run's assignment and its first call
+    import hashlib  # noqa: F401
+    import inspect  # noqa: F401
+
+    from runner.runtime.worker import process  # noqa: F401
 
     for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
+    # the runtime's own collections no longer write to (and so copy) the pages it now shares
+    gc.freeze()
     with warnings.catch_warnings():  # 3.12+: "multi-threaded, fork() may deadlock" (above)
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()

@@ -7,7 +7,7 @@ isolates the channel first, then calls `serve`. Sequence:
    reading is known), then the outbound-destination hook in this process
    (`runner.runtime.egress.audit`) and set the
    environment that makes every Python child load it (``sitecustomize``) and report to the
-   child log (`runner.runtime.egress.childlog`); spawn the worker and wait for its egress
+   child log (`runner.runtime.egress.childlog`); fork the worker and wait for its egress
    witness's bootstrap (the worker has imported everything by then);
 2. send ``hello`` ``{protocol, python, pid, platform, packages}``: the sandbox is ready, so a
    warm pool's sandbox (`runner.backends.docker.pool`, warm at its ``hello``) runs its first
@@ -246,7 +246,7 @@ class Runtime:
             # the clock before the audit hook: patching datetime looks a symbol up with ctypes
             datetime_problem = wallclock.install()
             log_problem = self._install_audit()
-            # the worker's interpreter starts before ``hello`` (its environment: the audit
+            # the worker is forked before ``hello`` (its environment: the audit
             # hook's; the run's own, the gateway's, comes with ``load``): a sandbox that said
             # hello runs its first call at once (the warm pool hands it out at its hello)
             self.worker.spawn()

@@ -18,7 +18,8 @@ which all run as the same uid without capabilities:
   ``/proc/1/fd``, ``environ``, ``mem`` and ``maps`` cannot be opened by the sandbox's uid;
   ``ptrace`` needs ``PTRACE_MODE_ATTACH``, which a non-dumpable target refuses to a caller
   without ``CAP_SYS_PTRACE`` (``kernel/ptrace.c`` ``__ptrace_may_access``).
-  Children the runtime starts reset the flag at ``execve``; a fork that does not exec keeps it.
+  Children the runtime starts reset the flag at ``execve``; a fork that does not exec keeps it
+  (the worker, a fork of the runtime, sets it back to 1 itself: `runner.runtime.worker.fork`).
 - The hard cap (`arm_cap`): ``SANDBOX_REPLAY_HARD_CAP_S`` (set by the backend) seconds after
   start a daemon thread kills every other process of the namespace (``kill(-1, SIGKILL)``) and
   exits `EXIT_CAP` (137, what ``timeout -s KILL`` reported before); an init's exit makes the
@@ -61,6 +62,7 @@ __all__ = [
     "cap_of",
     "drop_signal_handlers",
     "make_undumpable",
+    "set_dumpable",
 ]
 
 
@@ -82,14 +84,28 @@ def make_undumpable() -> Optional[str]:
         None when done and confirmed (``PR_GET_DUMPABLE`` reads 0); otherwise why not (no
         ctypes, not Linux, the call failed), for a ``coverage`` note.
     """
+    return set_dumpable(False)
+
+
+def set_dumpable(on: bool) -> Optional[str]:
+    """Set this process's dumpable flag (``prctl(PR_SET_DUMPABLE, 1 or 0)``) and confirm it.
+
+    ``1`` is what an ``execve`` of an ordinary binary sets; the forked worker restores it
+    (`runner.runtime.worker.fork`). Any process may set its own flag to 0 or 1
+    (``man 2 prctl``).
+
+    Returns:
+        None when done and ``PR_GET_DUMPABLE`` reads the value set; otherwise why not.
+    """
+    value = 1 if on else 0
     try:
         import ctypes  # not at module import: this module is imported on every start
 
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-            return "prctl(PR_SET_DUMPABLE, 0) failed: errno {}".format(ctypes.get_errno())
-        if libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0:
-            return "prctl(PR_GET_DUMPABLE) does not read 0"
+        if libc.prctl(PR_SET_DUMPABLE, value, 0, 0, 0) != 0:
+            return "prctl(PR_SET_DUMPABLE, {}) failed: errno {}".format(value, ctypes.get_errno())
+        if libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != value:
+            return "prctl(PR_GET_DUMPABLE) does not read {}".format(value)
     except Exception as exc:  # no ctypes (a minimal Python), no prctl (not Linux)
         return "cannot call prctl: {!r}".format(exc)[:300]
     return None

@@ -24,7 +24,6 @@ False): an ``allow`` rule's ``host_in`` never holds for it and a ``deny`` rule's
 (fail closed), whatever the globs.
 """
 
-import ipaddress
 import re
 from typing import NamedTuple, Optional, Tuple
 from urllib.parse import unquote_to_bytes
@@ -120,6 +119,8 @@ def _split_port(hostport: str) -> Tuple[str, bool]:
 
 
 def _canonical_host(host: str) -> Tuple[Optional[str], bool]:
+    import ipaddress  # here: ~2 ms of every sandbox's start otherwise (issue 16)
+
     if host.startswith("["):
         try:
             address = ipaddress.IPv6Address(host[1:-1])  # a zone (%25eth0) is refused here

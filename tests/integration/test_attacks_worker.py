@@ -13,6 +13,7 @@ tests/fixtures/attacks/hostile_tools.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -119,6 +120,33 @@ def test_a_child_that_outlives_the_worker_is_killed_with_the_sandbox(
     assert out.end["status"] == "failed", out.end
     assert out.call("d")["error"]["class"] == "runner.runtime.worker.wire.WorkerGone"
     assert time.monotonic() - started < 60
+
+
+def test_the_forked_worker_holds_nothing_of_the_run_and_no_descriptor_but_its_own(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The worker is a fork of the runtime (issue 16): made before ``start``, it holds no copy
+    of the run spec. A later step's argument, a secret only the runtime holds while the first
+    step runs, is searched in the worker's whole writable memory (``/proc/self/mem``); the
+    first step's own argument is the control the same scan must find. Its descriptors are
+    stdio and its two pipe ends; it is dumpable again (its ``/proc`` is its own uid's, so the
+    witness can read it) and in a session of its own."""
+    secret, control = "SRMARK-" + uuid.uuid4().hex, "SRMARK-" + uuid.uuid4().hex
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    probe = "tool: worker.fork_probe, args: {{digest: {}, control: {}}}"
+    steps = (
+        f"- {{id: first, {probe.format(digest, control)}}}\n"
+        f"- {{id: later, {probe.format(digest, secret)}}}\n"
+    )
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    assert out.end["status"] == "succeeded", out.end
+    first, later = (json.loads(out.call(step)["body"]) for step in ("first", "later"))
+    assert first["control_found"] and not first["runtime_secret_found"], first
+    assert later["control_found"] and later["runtime_secret_found"], later  # the scan works
+    others = {fd: target for fd, target in first["fds"].items() if int(fd) > 2}
+    assert len(others) == 2 and all(t.startswith("pipe:") for t in others.values()), first
+    assert first["proc_owner"] == first["uid"] != 0, first
+    assert first["own_session"] and first["parent"] == 1, first
 
 
 def test_the_runtime_as_pid_1_enforces_the_cap_itself(

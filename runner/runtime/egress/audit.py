@@ -64,6 +64,7 @@ _lock = threading.Lock()
 def _after_fork() -> None:
     global _lock
     _lock = threading.Lock()  # it may have been held by another thread at fork time
+    del _queue[:]  # the owner's (the runtime's, which the worker is a fork of): it drains it
     _destinations.clear()
     _pending.clear()
     _dropped[0] = 0

@@ -1,10 +1,11 @@
 """The runtime's end of the worker: spawn it, send it work, believe only what the pipe allows.
 
-Standard library only, Python 3.9+. `Worker.spawn` starts ``python3 -u -m runner.runtime.worker``
-in a session of its own (``start_new_session``: the cap kills its process group), with the
-runtime's stdin (``/dev/null``) and stdout (a copy of stderr), ``close_fds`` and only its two
-pipe ends passed (``pass_fds``): it holds no descriptor of the host channel, whose private fds
-are non-inheritable anyway. `Worker.pid` is its pid (the egress witness's hook point is in the
+Standard library only, Python 3.9+. `Worker.spawn` forks the worker from the runtime before any
+run data arrives (`runner.runtime.worker.fork`; a fresh ``python3 -u -m runner.runtime.worker``
+where `runner.runtime.worker.fork.exec_wanted`), in a session of its own (the cap kills its
+process group), with the runtime's stdin (``/dev/null``) and stdout (a copy of stderr) and no
+other descriptor but its two pipe ends and the witness's bootstrap socket: it holds no
+descriptor of the host channel. `Worker.pid` is its pid (the egress witness's hook point is in the
 worker, `runner.runtime.worker.process.before_user_code`; the runtime side reads what it needs
 with this pid).
 
@@ -19,20 +20,22 @@ pipe fails the call in progress with `WorkerGone`.
 import itertools
 import os
 import socket
-import subprocess
 import sys
 import threading
-from typing import Any, Dict, FrozenSet, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional
 
 from runner.runtime.channel import Channel
 from runner.runtime.egress import audit, witness
 from runner.runtime.pid1 import Reaper
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
-from runner.runtime.worker import wire
+from runner.runtime.worker import fork, wire
 from runner.sdk import rawio, wallclock
 from runner.trace.format import encode_body
 from runner.trace.strictjson import loads as strict_loads
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["MAX_VIOLATIONS", "Worker"]
 
@@ -84,26 +87,33 @@ class Worker:
             environment[audit.ENV_WITNESSED] = "1"  # the worker clears it if the bootstrap fails
         else:
             self._witness_coverage = _partial("egress witness off ({}=off)".format(ENV_WITNESS))
-        process = subprocess.Popen(
-            [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)]
-            + ([str(theirs.fileno())] if witnessed else []),
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            close_fds=True,
-            pass_fds=(to_worker_r, from_worker_w, theirs.fileno()),
-            start_new_session=True,
-        )
+        witness_fd = theirs.fileno() if witnessed else None
+        if fork.exec_wanted(environment):
+            import subprocess  # only here: the fork needs none of it (~3 ms of every start)
+
+            process = subprocess.Popen(
+                [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)]
+                + ([str(witness_fd)] if witness_fd is not None else []),
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                close_fds=True,
+                pass_fds=(to_worker_r, from_worker_w, theirs.fileno()),
+                start_new_session=True,
+            )
+            self._process = process  # kept, never waited on: the reaper owns the exit status
+            pid = process.pid
+        else:
+            pid = fork.start(to_worker_r, from_worker_w, witness_fd, environment)
         theirs.close()
         if witnessed:
             self._bootstrap = threading.Thread(
-                target=self._serve_witness, args=(process.pid, ours), name="egress-bootstrap"
+                target=self._serve_witness, args=(pid, ours), name="egress-bootstrap"
             )
             self._bootstrap.start()
         else:
             ours.close()
-        self._process = process  # kept, never waited on: the reaper owns the exit status
-        self.pid = process.pid
-        self.reaper.watch(process.pid)
+        self.pid = pid
+        self.reaper.watch(pid)
         os.close(to_worker_r)
         os.close(from_worker_w)
         self.pipe = Channel(
@@ -116,7 +126,7 @@ class Worker:
             max_inbound=wire.MAX_PIPE_BYTES + 4096,
         )
         self.pipe.start_reader()
-        return process.pid
+        return pid
 
     def _serve_witness(self, pid: int, channel: socket.socket) -> None:
         try:

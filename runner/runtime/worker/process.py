@@ -1,7 +1,8 @@
 """The worker process: where tool functions, program steps and tool modules' imports run.
 
-Standard library only, Python 3.9+. Started by the runtime (`runner.runtime.worker.client`) as
-``python3 -u -m runner.runtime.worker READ_FD WRITE_FD WITNESS_FD``; it holds no descriptor of
+Standard library only, Python 3.9+. Forked by the runtime (`runner.runtime.worker.fork`), or
+started as ``python3 -u -m runner.runtime.worker READ_FD WRITE_FD WITNESS_FD``
+(`runner.runtime.worker.client`); either way `main` runs with those three; it holds no descriptor of
 the host channel (the runtime's are non-inheritable and the spawn closes every other fd) and
 talks only over its two pipe ends (and the witness's bootstrap socket, closed before user
 code). What it answers is only what it says: the runtime builds every call record itself
@@ -41,7 +42,6 @@ from runner import sdk
 from runner.errors import ToolNotResolvable
 from runner.runtime.channel import Channel
 from runner.runtime.egress import audit
-from runner.runtime.manifest import answer
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay import rawserve
 from runner.runtime.replay.callrecords import to_json_text
@@ -174,6 +174,9 @@ class WorkerProcess:
         return {"code": sorted(self.functions)}
 
     def _manifest(self, message: Dict[str, Any]) -> Dict[str, Any]:
+        # here: mode manifest only; its MCP listing imports subprocess (~3 ms of every start)
+        from runner.runtime.manifest import answer
+
         spec = message.get("spec")
         return {"fields": answer(spec if isinstance(spec, dict) else {})}
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from runner.episode.prepare import RUNTIME_COMMAND
 from tests.integration._episodes import Project
 from tests.integration._hostile import backend, backend_entry, project, run_steps
 
@@ -170,3 +171,40 @@ def test_the_runtime_as_pid_1_enforces_the_cap_itself(
         state = box.wait(60)  # the host would kill only after a minute
     assert not state.killed_by_host and state.exit_code == 137, state
     assert state.ran_s is not None and 2.5 < state.ran_s < 8, state
+
+
+EXEC_WORKER = ("env", "SANDBOX_REPLAY_WORKER_START=exec", *RUNTIME_COMMAND)
+
+
+@pytest.mark.parametrize("start", ["fork", "exec"])
+def test_a_tools_own_fork_keeps_its_files_and_its_pools_work_witnessed(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path, start: str
+) -> None:
+    """A tool that forks, or uses a ``multiprocessing`` pool (fork, spawn, forkserver), works
+    in the worker as in a fresh interpreter: the fork's child keeps the tool's files (the
+    first numbers a forked worker hands out are the runtime's closed channel copies, which no
+    fork handler may close again: a fork pool's pipes got them and it hung), and every pool
+    child's connect is the witness's (denied, in the outbound log, coverage full). Both ways
+    of starting the worker: the fork, and the fresh interpreter
+    (``SANDBOX_REPLAY_WORKER_START=exec``, the path off Linux)."""
+    steps = (
+        "- {id: own, tool: worker.own_fork}\n"
+        "- {id: fork, tool: worker.pool, args: {method: fork, port: 7101}}\n"
+        "- {id: spawn, tool: worker.pool, args: {method: spawn, port: 7201}}\n"
+        "- {id: server, tool: worker.pool, args: {method: forkserver, port: 7301}}\n"
+    )
+    command = EXEC_WORKER if start == "exec" else RUNTIME_COMMAND
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps, command=command)
+    assert out.end["status"] == "succeeded", out.end
+    own = out.body("own")
+    assert own["lost"] == 0 and 3 in own["fds"], own
+    for step in ("fork", "spawn", "server"):
+        assert out.body(step) == {"map": [1, 2, 3], "connect": [101, 101]}, (step, out.body(step))
+    denied = {
+        (a["address"], a["port"]): a["outcome"]
+        for a in out.end["outbound"]
+        if a["kind"] == "connect"
+    }
+    for port in (7101, 7102, 7201, 7202, 7301, 7302):
+        assert denied.get(("192.0.2.1", port)) == "denied", (port, out.end["outbound"])
+    assert out.end["coverage"] == "full", out.end["coverage_detail"]

@@ -208,3 +208,42 @@ def test_a_tools_own_fork_keeps_its_files_and_its_pools_work_witnessed(
     for port in (7101, 7102, 7201, 7202, 7301, 7302):
         assert denied.get(("192.0.2.1", port)) == "denied", (port, out.end["outbound"])
     assert out.end["coverage"] == "full", out.end["coverage_detail"]
+
+
+def test_the_workers_thawed_copy_of_the_runtime_channel_reaches_only_its_own_pipes(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The forked worker holds the runtime's objects (frozen out of gc, not out of reach):
+    thawed, its ``Runtime``'s host channel sends a forged episode after the tool's own pipes
+    took the free numbers. The write lands in those pipes (read back), never on the host's
+    channel: the episode is the runtime's, and nothing crossed the worker's pipe unasked."""
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: t, tool: forge.via_thawed_runtime}\n"
+    )
+    assert out.end["status"] == "succeeded", out.end
+    thawed = out.body("t")
+    assert thawed["runtimes"] == 1 and thawed["sent"] == ["sent"], thawed  # the attack ran
+    assert any('"FORGED"' in echo for echo in thawed["echo"]), thawed  # into its own pipe
+    assert out.end["output"] == thawed and out.end["output"] != "FORGED", out.end
+
+
+def test_the_worker_itself_cannot_read_trace_or_take_descriptors_of_pid_1(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The worker is a fork of PID 1 and dumpable again; PID 1 is not: from the worker itself
+    (not a child of it), PID 1's /proc is root's and closed, ``ptrace`` is refused, and
+    ``pidfd_getfd`` of its channel copies (3, 4) is refused. The control, a child of the
+    worker, is listed, read and traced (``pidfd_getfd`` works on it where the engine's
+    seccomp profile allows the call: the namespace backend)."""
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: p, tool: pid1.probe_from_worker}\n"
+    )
+    assert out.end["status"] == "succeeded", out.end
+    probe = out.body("p")
+    pid1, control = probe["pid1"], probe["control"]
+    assert probe["me"] != 1 and probe["uid"] != 0, probe
+    assert control["fd"].startswith("listed") and control["ptrace"] == "attached", control
+    assert pid1["owner"] in (0, OVERFLOW_UID) and pid1["owner"] != probe["uid"], pid1
+    assert pid1["fd"] == pid1["environ"] == pid1["mem"] == "EACCES", pid1
+    assert pid1["ptrace"] == "EPERM", pid1
+    assert probe["getfd"]["pid1"] == ["EPERM", "EPERM"], probe["getfd"]

@@ -24,7 +24,7 @@ import pytest
 
 from runner.episode.prepare import RUNTIME_COMMAND
 from tests.integration._episodes import Project
-from tests.integration._hostile import backend, backend_entry, project, run_steps
+from tests.integration._hostile import backend, backend_entry, project, run_steps, stderr_of
 
 pytestmark = pytest.mark.docker
 __all__ = ["backend", "backend_entry", "project"]  # fixtures
@@ -247,3 +247,19 @@ def test_the_worker_itself_cannot_read_trace_or_take_descriptors_of_pid_1(
     assert pid1["fd"] == pid1["environ"] == pid1["mem"] == "EACCES", pid1
     assert pid1["ptrace"] == "EPERM", pid1
     assert probe["getfd"]["pid1"] == ["EPERM", "EPERM"], probe["getfd"]
+
+
+def test_a_worker_a_tool_interrupts_ends_named_and_not_as_a_failed_start(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """A tool's ``SIGINT`` to its own worker (``KeyboardInterrupt`` in the main thread, as in
+    a fresh interpreter) ends the worker: the call fails with `WorkerGone`, the runtime
+    reports the episode, and the worker's last line says what ended it, not that it "failed
+    to start" (it had started and run the tool)."""
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: i, tool: worker.interrupt_self}\n"
+    )
+    assert out.end["status"] == "failed", out.end
+    assert out.call("i")["error"]["class"] == "runner.runtime.worker.wire.WorkerGone"
+    stderr = stderr_of(out)
+    assert "KeyboardInterrupt" in stderr and "failed to start" not in stderr, stderr

@@ -263,3 +263,21 @@ def test_a_worker_a_tool_interrupts_ends_named_and_not_as_a_failed_start(
     assert out.call("i")["error"]["class"] == "runner.runtime.worker.wire.WorkerGone"
     stderr = stderr_of(out)
     assert "KeyboardInterrupt" in stderr and "failed to start" not in stderr, stderr
+
+
+def test_a_worker_that_blinds_the_witness_is_still_denied_and_logged(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The forked worker is dumpable so that the witness can read its calls' addresses; tool
+    code can make it not dumpable again. Its connect is then still trapped: answered
+    ``ENETUNREACH`` and logged, without the address the witness could not read; dumpable
+    again, the next connect is logged with its address."""
+    steps = "- {id: b, tool: worker.blind_witness, args: {port: 7401}}\n"
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    assert out.end["status"] == "succeeded", out.end
+    assert out.body("b") == {"blinded": 101, "seen": 101}, out.body("b")
+    connects = [a for a in out.end["outbound"] if a["kind"] == "connect"]
+    ports = {a["port"]: a for a in connects}
+    assert 7401 not in ports and ports[7402]["outcome"] == "denied", connects
+    (blind,) = [a for a in connects if a["address"] is None]
+    assert blind["outcome"] == "denied" and blind["event"] == "seccomp.connect", blind

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from runner.episode.prepare import RUNTIME_COMMAND
+from runner.runtime.worker.fork import ENV_WORKER_START
 from tests.integration._episodes import Project
 from tests.integration._hostile import backend, backend_entry, project, run_steps, stderr_of
 
@@ -173,12 +173,29 @@ def test_the_runtime_as_pid_1_enforces_the_cap_itself(
     assert state.ran_s is not None and 2.5 < state.ran_s < 8, state
 
 
-EXEC_WORKER = ("env", "SANDBOX_REPLAY_WORKER_START=exec", *RUNTIME_COMMAND)
+def _worker_by_exec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sandboxes started from here have ``SANDBOX_REPLAY_WORKER_START=exec``: their runtime
+    (still PID 1) starts a fresh interpreter as its worker, the path off Linux."""
+    from runner.backends.docker import backend as docker_backend
+    from runner.backends.namespace import backend as namespace_backend
+
+    for module in (docker_backend, namespace_backend):
+        original = module.sandbox_environment
+        monkeypatch.setattr(
+            module,
+            "sandbox_environment",
+            lambda spec, original=original: {**original(spec), ENV_WORKER_START: "exec"},
+        )
 
 
 @pytest.mark.parametrize("start", ["fork", "exec"])
 def test_a_tools_own_fork_keeps_its_files_and_its_pools_work_witnessed(
-    project: Project, backend: Any, sandbox_image: str, tmp_path: Path, start: str
+    project: Project,
+    backend: Any,
+    sandbox_image: str,
+    tmp_path: Path,
+    start: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A tool that forks, or uses a ``multiprocessing`` pool (fork, spawn, forkserver), works
     in the worker as in a fresh interpreter: the fork's child keeps the tool's files (the
@@ -193,8 +210,9 @@ def test_a_tools_own_fork_keeps_its_files_and_its_pools_work_witnessed(
         "- {id: spawn, tool: worker.pool, args: {method: spawn, port: 7201}}\n"
         "- {id: server, tool: worker.pool, args: {method: forkserver, port: 7301}}\n"
     )
-    command = EXEC_WORKER if start == "exec" else RUNTIME_COMMAND
-    out = run_steps(project, backend, sandbox_image, tmp_path, steps, command=command)
+    if start == "exec":
+        _worker_by_exec(monkeypatch)
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
     assert out.end["status"] == "succeeded", out.end
     own = out.body("own")
     assert own["lost"] == 0 and 3 in own["fds"], own
@@ -281,3 +299,32 @@ def test_a_worker_that_blinds_the_witness_is_still_denied_and_logged(
     assert 7401 not in ports and ports[7402]["outcome"] == "denied", connects
     (blind,) = [a for a in connects if a["address"] is None]
     assert blind["outcome"] == "denied" and blind["event"] == "seccomp.connect", blind
+
+
+def test_the_forked_worker_is_the_process_a_fresh_interpreter_was(
+    project: Project,
+    backend: Any,
+    sandbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Besides its memory, the fork is what the fresh ``python3 -m runner.runtime.worker``
+    was (``SANDBOX_REPLAY_WORKER_START=exec``): the same environment (nothing of the
+    runtime's own more), signal dispositions and mask (SIGINT raises again), limits, OOM
+    score (1000: a hog takes the worker), umask, folder, dumpable flag, session, seccomp
+    filters, stdio, threads and frozen clock, when the tool first runs."""
+    step = "- {id: s, tool: worker.process_state}\n"
+    found = {}
+    for start in ("fork", "exec"):
+        if start == "exec":
+            _worker_by_exec(monkeypatch)
+        out = run_steps(project, backend, sandbox_image, tmp_path / start, step)
+        assert out.end["status"] == "succeeded", out.end
+        found[start] = out.body("s")
+    fork, fresh = found["fork"], found["exec"]
+    assert fresh["environment"].pop(ENV_WORKER_START) == "exec", fresh
+    assert fork.pop("forked") and not fresh.pop("forked"), (fork, fresh)  # two ways, truly
+    assert fork["signals"]["SIGINT"] == "<built-in function default_int_handler>", fork
+    assert fork["dumpable"] == 1 and fork["own_session"] and fork["oom_score_adj"] == "1000"
+    for key in sorted(fresh):
+        assert fork[key] == fresh[key], (key, fork[key], fresh[key])

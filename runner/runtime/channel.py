@@ -6,7 +6,7 @@ Standard library only, Python 3.9+.
 non-inheritable descriptors, points fd 0 at ``/dev/null`` and fd 1 at fd 2, and rebinds
 ``sys.stdin``/``sys.stdout`` to them. From then on a ``print()`` in tool code goes to stderr and
 a read of stdin sees end-of-file, so nothing a tool prints or reads can forge or steal protocol
-messages. Forked children close the private descriptors at once (``os.register_at_fork``), and
+messages. Forked children close the private descriptors at once (`close_in_child`), and
 ``exec`` closes them (close-on-exec). Code running inside the runtime's own process could still
 write to the private fd on purpose; the sandbox, not the channel, contains that.
 
@@ -62,13 +62,27 @@ def isolate_stdio() -> Tuple[int, int]:
         write_through=True,
     )
 
-    def _close_in_child() -> None:
-        for fd in (read_fd, write_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    os.register_at_fork(after_in_child=_close_in_child)
+    close_in_child(read_fd, write_fd)
     return read_fd, write_fd
+
+
+def close_in_child(*fds: int) -> None:
+    """Close ``fds`` in a child this process forks, and in no fork of that child.
+
+    The handler (``os.register_at_fork``) runs in every fork, the child's own forks included;
+    there the numbers are the child's to reuse (the forked worker's first files get the
+    channel's), so it closes them once, in the child of the process that called this.
+    """
+    held = [True]  # this process's copy stays True; each child's turns False at its fork
+
+    def _close() -> None:
+        if held[0]:
+            held[0] = False
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    os.register_at_fork(after_in_child=_close)
 
 
 class Channel:

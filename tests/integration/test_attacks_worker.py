@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from runner.runtime.worker.fork import ENV_WORKER_START
 from tests.integration._episodes import Project
-from tests.integration._hostile import backend, backend_entry, project, run_steps
+from tests.integration._hostile import backend, backend_entry, project, run_steps, stderr_of
 
 pytestmark = pytest.mark.docker
 __all__ = ["backend", "backend_entry", "project"]  # fixtures
@@ -170,3 +171,160 @@ def test_the_runtime_as_pid_1_enforces_the_cap_itself(
         state = box.wait(60)  # the host would kill only after a minute
     assert not state.killed_by_host and state.exit_code == 137, state
     assert state.ran_s is not None and 2.5 < state.ran_s < 8, state
+
+
+def _worker_by_exec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sandboxes started from here have ``SANDBOX_REPLAY_WORKER_START=exec``: their runtime
+    (still PID 1) starts a fresh interpreter as its worker, the path off Linux."""
+    from runner.backends.docker import backend as docker_backend
+    from runner.backends.namespace import backend as namespace_backend
+
+    for module in (docker_backend, namespace_backend):
+        original = module.sandbox_environment
+        monkeypatch.setattr(
+            module,
+            "sandbox_environment",
+            lambda spec, original=original: {**original(spec), ENV_WORKER_START: "exec"},
+        )
+
+
+@pytest.mark.parametrize("start", ["fork", "exec"])
+def test_a_tools_own_fork_keeps_its_files_and_its_pools_work_witnessed(
+    project: Project,
+    backend: Any,
+    sandbox_image: str,
+    tmp_path: Path,
+    start: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tool that forks, or uses a ``multiprocessing`` pool (fork, spawn, forkserver), works
+    in the worker as in a fresh interpreter: the fork's child keeps the tool's files (the
+    first numbers a forked worker hands out are the runtime's closed channel copies, which no
+    fork handler may close again: a fork pool's pipes got them and it hung), and every pool
+    child's connect is the witness's (denied, in the outbound log, coverage full). Both ways
+    of starting the worker: the fork, and the fresh interpreter
+    (``SANDBOX_REPLAY_WORKER_START=exec``, the path off Linux)."""
+    steps = (
+        "- {id: own, tool: worker.own_fork}\n"
+        "- {id: fork, tool: worker.pool, args: {method: fork, port: 7101}}\n"
+        "- {id: spawn, tool: worker.pool, args: {method: spawn, port: 7201}}\n"
+        "- {id: server, tool: worker.pool, args: {method: forkserver, port: 7301}}\n"
+    )
+    if start == "exec":
+        _worker_by_exec(monkeypatch)
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    assert out.end["status"] == "succeeded", out.end
+    own = out.body("own")
+    assert own["lost"] == 0 and 3 in own["fds"], own
+    for step in ("fork", "spawn", "server"):
+        assert out.body(step) == {"map": [1, 2, 3], "connect": [101, 101]}, (step, out.body(step))
+    denied = {
+        (a["address"], a["port"]): a["outcome"]
+        for a in out.end["outbound"]
+        if a["kind"] == "connect"
+    }
+    for port in (7101, 7102, 7201, 7202, 7301, 7302):
+        assert denied.get(("192.0.2.1", port)) == "denied", (port, out.end["outbound"])
+    assert out.end["coverage"] == "full", out.end["coverage_detail"]
+
+
+def test_the_workers_thawed_copy_of_the_runtime_channel_reaches_only_its_own_pipes(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The forked worker holds the runtime's objects (frozen out of gc, not out of reach):
+    thawed, its ``Runtime``'s host channel sends a forged episode after the tool's own pipes
+    took the free numbers. The write lands in those pipes (read back), never on the host's
+    channel: the episode is the runtime's, and nothing crossed the worker's pipe unasked."""
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: t, tool: forge.via_thawed_runtime}\n"
+    )
+    assert out.end["status"] == "succeeded", out.end
+    thawed = out.body("t")
+    assert thawed["runtimes"] == 1 and thawed["sent"] == ["sent"], thawed  # the attack ran
+    assert any('"FORGED"' in echo for echo in thawed["echo"]), thawed  # into its own pipe
+    assert out.end["output"] == thawed and out.end["output"] != "FORGED", out.end
+
+
+def test_the_worker_itself_cannot_read_trace_or_take_descriptors_of_pid_1(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The worker is a fork of PID 1 and dumpable again; PID 1 is not: from the worker itself
+    (not a child of it), PID 1's /proc is root's and closed, ``ptrace`` is refused, and
+    ``pidfd_getfd`` of its channel copies (3, 4) is refused. The control, a child of the
+    worker, is listed, read and traced (``pidfd_getfd`` works on it where the engine's
+    seccomp profile allows the call: the namespace backend)."""
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: p, tool: pid1.probe_from_worker}\n"
+    )
+    assert out.end["status"] == "succeeded", out.end
+    probe = out.body("p")
+    pid1, control = probe["pid1"], probe["control"]
+    assert probe["me"] != 1 and probe["uid"] != 0, probe
+    assert control["fd"].startswith("listed") and control["ptrace"] == "attached", control
+    assert pid1["owner"] in (0, OVERFLOW_UID) and pid1["owner"] != probe["uid"], pid1
+    assert pid1["fd"] == pid1["environ"] == pid1["mem"] == "EACCES", pid1
+    assert pid1["ptrace"] == "EPERM", pid1
+    assert probe["getfd"]["pid1"] == ["EPERM", "EPERM"], probe["getfd"]
+
+
+def test_a_worker_a_tool_interrupts_ends_named_and_not_as_a_failed_start(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """A tool's ``SIGINT`` to its own worker (``KeyboardInterrupt`` in the main thread, as in
+    a fresh interpreter) ends the worker: the call fails with `WorkerGone`, the runtime
+    reports the episode, and the worker's last line says what ended it, not that it "failed
+    to start" (it had started and run the tool)."""
+    out = run_steps(
+        project, backend, sandbox_image, tmp_path, "- {id: i, tool: worker.interrupt_self}\n"
+    )
+    assert out.end["status"] == "failed", out.end
+    assert out.call("i")["error"]["class"] == "runner.runtime.worker.wire.WorkerGone"
+    stderr = stderr_of(out)
+    assert "KeyboardInterrupt" in stderr and "failed to start" not in stderr, stderr
+
+
+def test_a_worker_that_blinds_the_witness_is_still_denied_and_logged(
+    project: Project, backend: Any, sandbox_image: str, tmp_path: Path
+) -> None:
+    """The forked worker is dumpable so that the witness can read its calls' addresses; tool
+    code can make it not dumpable again. Its connect is then still trapped: answered
+    ``ENETUNREACH`` and logged, without the address the witness could not read; dumpable
+    again, the next connect is logged with its address."""
+    steps = "- {id: b, tool: worker.blind_witness, args: {port: 7401}}\n"
+    out = run_steps(project, backend, sandbox_image, tmp_path, steps)
+    assert out.end["status"] == "succeeded", out.end
+    assert out.body("b") == {"blinded": 101, "seen": 101}, out.body("b")
+    connects = [a for a in out.end["outbound"] if a["kind"] == "connect"]
+    ports = {a["port"]: a for a in connects}
+    assert 7401 not in ports and ports[7402]["outcome"] == "denied", connects
+    (blind,) = [a for a in connects if a["address"] is None]
+    assert blind["outcome"] == "denied" and blind["event"] == "seccomp.connect", blind
+
+
+def test_the_forked_worker_is_the_process_a_fresh_interpreter_was(
+    project: Project,
+    backend: Any,
+    sandbox_image: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Besides its memory, the fork is what the fresh ``python3 -m runner.runtime.worker``
+    was (``SANDBOX_REPLAY_WORKER_START=exec``): the same environment (nothing of the
+    runtime's own more), signal dispositions and mask (SIGINT raises again), limits, OOM
+    score (1000: a hog takes the worker), umask, folder, dumpable flag, session, seccomp
+    filters, stdio, threads and frozen clock, when the tool first runs."""
+    step = "- {id: s, tool: worker.process_state}\n"
+    found = {}
+    for start in ("fork", "exec"):
+        if start == "exec":
+            _worker_by_exec(monkeypatch)
+        out = run_steps(project, backend, sandbox_image, tmp_path / start, step)
+        assert out.end["status"] == "succeeded", out.end
+        found[start] = out.body("s")
+    fork, fresh = found["fork"], found["exec"]
+    assert fresh["environment"].pop(ENV_WORKER_START) == "exec", fresh
+    assert fork.pop("forked") and not fresh.pop("forked"), (fork, fresh)  # two ways, truly
+    assert fork["signals"]["SIGINT"] == "<built-in function default_int_handler>", fork
+    assert fork["dumpable"] == 1 and fork["own_session"] and fork["oom_score_adj"] == "1000"
+    for key in sorted(fresh):
+        assert fork[key] == fresh[key], (key, fork[key], fresh[key])

@@ -103,7 +103,7 @@ def start(
     import hashlib  # noqa: F401
     import inspect  # noqa: F401
 
-    from runner.runtime.worker import process  # noqa: F401
+    from runner.runtime.worker import process
 
     for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
         with contextlib.suppress(OSError, ValueError):
@@ -115,12 +115,14 @@ def start(
         pid = os.fork()
     if pid:
         return pid
-    code = EXIT_WORKER_FAILED
+    code, stage = EXIT_WORKER_FAILED, "failed to start"
     try:
-        code = _become_worker(read_fd, write_fd, witness_fd, environment)
+        argv = _become_worker(read_fd, write_fd, witness_fd, environment)
+        stage = "ended by"  # from here tool code runs: a SIGINT it sends itself, say
+        code = process.main(argv)
     except BaseException as exc:  # the runtime sees the exit code and the pipe closing
         with contextlib.suppress(Exception):
-            sys.stderr.write("sandbox-replay worker: failed to start: {!r}\n".format(exc))
+            sys.stderr.write("sandbox-replay worker: {}: {!r}\n".format(stage, exc))
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
@@ -131,7 +133,8 @@ def start(
 
 def _become_worker(
     read_fd: int, write_fd: int, witness_fd: Optional[int], environment: Dict[str, str]
-) -> int:
+) -> List[str]:
+    """Make this child what a fresh worker is (the module's list); return `process.main`'s argv."""
     gc.freeze()  # before anything is released: no runtime object is finalized here
     os.setsid()
     fds = [read_fd, write_fd] + ([] if witness_fd is None else [witness_fd])
@@ -149,6 +152,4 @@ def _become_worker(
     if reading is not None:
         wallclock.set_reading(float(reading), export=False)
     sys.argv = [MAIN_PATH] + [str(fd) for fd in fds]
-    from runner.runtime.worker.process import main
-
-    return main(sys.argv[1:])
+    return sys.argv[1:]

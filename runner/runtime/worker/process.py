@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, FrozenSet, List
 
 from runner import sdk
 from runner.errors import ToolNotResolvable
-from runner.runtime.channel import Channel
+from runner.runtime.channel import Channel, close_in_child
 from runner.runtime.egress import audit
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay import rawserve
@@ -68,13 +68,6 @@ def before_user_code() -> None:
         handle.write("1000")
     for hook in BEFORE_USER_CODE:
         hook()
-
-
-def _close(*fds: int) -> None:
-    """A fork of the worker does not keep its pipe (an ``exec`` closes it anyway: not inherited)."""
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 def _code_ids(manifest: Any, mode: str) -> FrozenSet[str]:
@@ -110,7 +103,8 @@ class WorkerProcess:
             max_bytes=wire.MAX_PIPE_BYTES,
             max_inbound=wire.MAX_PIPE_BYTES + 4096,
         )
-        os.register_at_fork(after_in_child=lambda: _close(read_fd, write_fd))
+        # a fork of the worker does not keep its pipe (an ``exec`` closes it: not inherited)
+        close_in_child(read_fd, write_fd)
         self.functions: Dict[str, Any] = {}
         self.code_ids: FrozenSet[str] = frozenset()
         self._requests = 0

@@ -8,7 +8,8 @@ run (printed, not asserted):
   worker pipe (`runner.runtime.worker.client.Worker.execute`); µs per call;
 - start-up CPU: a fresh runtime interpreter that imports the runtime and loads the tool module
   itself (before) against one that also spawns the worker and has it load the module (after),
-  counting the worker's CPU (``/proc/PID/stat``); ms of CPU; and the same with the egress
+  counting the worker's CPU (``/proc/PID/schedstat``: ns, where ``stat``'s 10 ms ticks read a
+  forked worker as 0); ms of CPU; and the same with the egress
   witness off (``SANDBOX_REPLAY_EGRESS_WITNESS=off``: the witness's own start-up cost), split
   into the runtime's CPU and the worker's.
 
@@ -81,8 +82,8 @@ BEFORE = ("import runner.runtime.main\nfrom runner.runtime.registry import Runti
 AFTER = ("import os, sys\nimport runner.runtime.main\nfrom runner.runtime.pid1 import Reaper\n"
          "from runner.runtime.worker.client import Worker\n"
          "w = Worker(Reaper()); w.spawn(); w.load(%r, 'shadow', ['/bench'], ['benchtools'])\n"
-         "f = open('/proc/%%d/stat' %% w.pid).read().rsplit(')', 1)[1].split()\n"
-         "sys.stdout.write(str((int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')))\n" % MANIFEST)
+         "f = open('/proc/%%d/schedstat' %% w.pid).read().split()\n"
+         "sys.stdout.write(str(int(f[0]) / 1e9))\n" % MANIFEST)
 
 def cpu_split(code, runs=11, witness="on"):
     # (runtime ms, worker ms) of the run with the least total CPU

@@ -109,7 +109,7 @@ def start(
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     # the runtime's own collections no longer write to (and so copy) the pages it now shares
-    gc.freeze()
+    _freeze()
     with warnings.catch_warnings():  # 3.12+: "multi-threaded, fork() may deadlock" (above)
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
@@ -131,11 +131,18 @@ def start(
     return 0  # not reached: for the type checker
 
 
+def _freeze() -> None:
+    """``gc.freeze`` where the interpreter has it (CPython 3.7+; not PyPy)."""
+    freeze = getattr(gc, "freeze", None)
+    if freeze is not None:
+        freeze()
+
+
 def _become_worker(
     read_fd: int, write_fd: int, witness_fd: Optional[int], environment: Dict[str, str]
 ) -> List[str]:
     """Make this child what a fresh worker is (the module's list); return `process.main`'s argv."""
-    gc.freeze()  # before anything is released: no runtime object is finalized here
+    _freeze()  # before anything is released: no runtime object is finalized here
     os.setsid()
     fds = [read_fd, write_fd] + ([] if witness_fd is None else [witness_fd])
     close_fds_except([0, 1, 2, *fds])

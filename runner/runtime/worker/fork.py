@@ -13,9 +13,10 @@ The child (`start`, which never returns in it) then becomes what a fresh worker 
 - no descriptor but stdin (``/dev/null``), stdout (a copy of stderr), stderr and its own pipe
   ends and bootstrap socket: every other descriptor listed in ``/proc/self/fd`` is closed (a
   fork ignores ``O_CLOEXEC``; the channel's private fds are also closed by the handler
-  `runner.runtime.channel.isolate_stdio` registered); every object already allocated is frozen
-  out of the garbage collector (``gc.freeze``), so that no runtime object the child never uses
-  can be finalized there and close a descriptor number the worker has reused;
+  `runner.runtime.channel.isolate_stdio` registered); every object allocated before the fork
+  is frozen out of the garbage collector (``gc.freeze``, in the runtime just before the fork: the
+  child inherits it), so that no runtime object the child never uses can be finalized there and
+  close a descriptor number the worker has reused;
 - dumpable again (``prctl(PR_SET_DUMPABLE, 1)``; a fork keeps the runtime's 0, an ``execve``
   would have reset it): the egress witness reads the worker's memory for the addresses of its
   trapped calls (``/proc/PID/mem``), which the kernel refuses for a non-dumpable process;
@@ -65,22 +66,17 @@ def exec_wanted(environ: "os._Environ[str] | Dict[str, str]") -> bool:
     )
 
 
-def close_fds_except(keep: Iterable[int]) -> List[int]:
-    """Close every open descriptor of this process not in ``keep``; return the closed ones.
+def close_fds_except(keep: Iterable[int]) -> None:
+    """Close every open descriptor of this process not in ``keep``.
 
     The open ones are read from ``/proc/self/fd`` (bounded by what is open, not by the limit
     of open files, which is 1048576 in a container here).
     """
     kept = set(keep)
-    closed = []
     for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd in kept:
-            continue
-        with contextlib.suppress(OSError):  # the listing's own descriptor is already closed
-            os.close(fd)
-            closed.append(fd)
-    return closed
+        if int(name) not in kept:
+            with contextlib.suppress(OSError):  # the listing's own descriptor is closed already
+                os.close(int(name))
 
 
 def start(
@@ -108,7 +104,8 @@ def start(
     for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
-    # the runtime's own collections no longer write to (and so copy) the pages it now shares
+    # the child finalizes none of these objects, and the runtime's own collections no longer
+    # write to (and so copy) the pages the two share
     _freeze()
     with warnings.catch_warnings():  # 3.12+: "multi-threaded, fork() may deadlock" (above)
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -142,7 +139,6 @@ def _become_worker(
     read_fd: int, write_fd: int, witness_fd: Optional[int], environment: Dict[str, str]
 ) -> List[str]:
     """Make this child what a fresh worker is (the module's list); return `process.main`'s argv."""
-    _freeze()  # before anything is released: no runtime object is finalized here
     os.setsid()
     fds = [read_fd, write_fd] + ([] if witness_fd is None else [witness_fd])
     close_fds_except([0, 1, 2, *fds])

@@ -163,26 +163,35 @@ _INCLUDABLE = frozenset({"reasoning.encrypted_content", "message.output_text.log
 _VERSION = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
 _BETA_HEADERS = frozenset({"anthropic-beta", "openai-beta"})
 
-# Keys of list elements, by what they are (a key not listed: ``unknown``).
+# Keys of list elements, by what they are (a key not listed: ``unknown``): the documented keys
+# of each shape (the SDKs' request types), including the fields an SDK's ``model_dump`` of an
+# answer's item carries when a program passes it back (``caller``, ``phase``, ``status``).
 _KEYS = {
     "chat_message": {"role", "content", "name", "tool_calls", "tool_call_id", "refusal"}
     | {"function_call"},
     "chat_tool_call": {"id", "type", "function"},
     "chat_tool": {"type", "function"},
     "function": {"name", "description", "parameters", "strict", "arguments"},
-    "responses_tool": {"type", "name", "description", "parameters", "strict"},
-    "message_item": {"type", "role", "content", "id", "status"},
-    "function_call": {"type", "call_id", "name", "arguments", "id", "status"},
-    "function_call_output": {"type", "call_id", "output", "id", "status"},
+    "responses_tool": {"type", "name", "description", "parameters", "strict", "output_schema"}
+    | {"allowed_callers", "async", "defer_loading"},
+    "message_item": {"type", "role", "content", "id", "status", "phase"},
+    "function_call": {"type", "call_id", "name", "arguments", "id", "status", "namespace"}
+    | {"caller", "async"},
+    "function_call_output": {"type", "call_id", "output", "id", "status", "caller", "name"}
+    | {"namespace"},
     "reasoning": {"type", "id", "summary", "content", "encrypted_content", "status"},
     "anthropic_message": {"role", "content"},
-    "anthropic_tool": {"type", "name", "description", "input_schema", "cache_control", "strict"},
+    "anthropic_tool": {"type", "name", "description", "input_schema", "cache_control", "strict"}
+    | {"allowed_callers", "defer_loading", "eager_input_streaming", "input_examples"},
 }
 # Content part types per API, with their keys; a type not listed is refused with its kind.
 _PARTS = {
-    "chat": {"text": {"type", "text"}, "refusal": {"type", "refusal"}},
+    "chat": {
+        "text": {"type", "text", "prompt_cache_breakpoint"},
+        "refusal": {"type", "refusal"},
+    },
     "responses": {
-        "input_text": {"type", "text"},
+        "input_text": {"type", "text", "prompt_cache_breakpoint"},
         "output_text": {"type", "text", "annotations", "logprobs"},
         "refusal": {"type", "refusal"},
         "summary_text": {"type", "text"},
@@ -190,8 +199,9 @@ _PARTS = {
     },
     "messages": {
         "text": {"type", "text", "cache_control", "citations"},
-        "tool_use": {"type", "id", "name", "input", "cache_control"},
-        "tool_result": {"type", "tool_use_id", "content", "is_error", "cache_control"},
+        "tool_use": {"type", "id", "name", "input", "cache_control", "caller", "toolset_name"},
+        "tool_result": {"type", "tool_use_id", "content", "is_error", "cache_control"}
+        | {"toolset_name"},
         "thinking": {"type", "thinking", "signature"},
         "redacted_thinking": {"type", "data"},
     },

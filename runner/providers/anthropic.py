@@ -13,7 +13,9 @@ and USD come from the body and the policy's price table, as for every provider
 
 Invariants: the key is sent only as the ``x-api-key`` header from the host, is a
 `pydantic.SecretStr` until then and is never logged; the body recorded is the HTTP body,
-exactly; a failure is an answer (`runner.providers.httpcall.post_api`), never raised.
+exactly (an error body redacted first, and no message names the base URL:
+`runner.providers.httpcall.Scrubber`); a failure is an answer
+(`runner.providers.httpcall.post_api`), never raised.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import httpx
 
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, unsupported
-from runner.providers.httpcall import client, endpoint, post_api
+from runner.providers.httpcall import Scrubber, client, endpoint, post_api
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -75,6 +77,7 @@ class AnthropicProvider:
             transport=transport,
         )
         self.attempts = attempts
+        self._scrub = Scrubber(self.name, base_url, api_key)
 
     @classmethod
     def from_settings(
@@ -122,4 +125,6 @@ class AnthropicProvider:
             return unsupported(self.name, f"the {call.api} API")
         headers = {k: v for k, v in (call.headers or {}).items() if k in _PASSED_HEADERS}
         url = f"{self.base_url}{ENDPOINT['messages']}"
-        return post_api(self._client, url, call, attempts=self.attempts, headers=headers, who=url)
+        return post_api(
+            self._client, url, call, attempts=self.attempts, headers=headers, scrub=self._scrub
+        )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -195,16 +196,16 @@ def _project(tmp_path: Path, task: dict[str, Any]) -> Path:
 
 
 def _run(
-    tmp_path: Path, image: str, fakes: Any, workflow: str, task: dict[str, Any]
+    tmp_path: Path, image: str, fakes: Any, workflow: str, task: dict[str, Any], **urls: str
 ) -> tuple[str, list[dict[str, Any]]]:
     oai, ant = fakes
     root = _project(tmp_path, task)
     settings = Settings(
         state_dir=tmp_path / "state",
         image=image,
-        openai_base_url=oai.url,
+        openai_base_url=urls.get("openai", oai.url),
         openai_api_key=OPENAI_KEY,
-        anthropic_base_url=ant.url,
+        anthropic_base_url=urls.get("anthropic", ant.url),
         anthropic_api_key=ANTHROPIC_KEY,
     )
     result = execute_run(settings, root / workflow, root / "tasks.jsonl", "t1")
@@ -272,3 +273,51 @@ def test_a_deeply_nested_request_is_answered_400_and_the_run_goes_on(
         assert "nested too deeply" in answer["answer"]["error"]["message"]
     assert answers["after"]["status"] == 200  # the gateway still answers
     assert len(oai.requests) == 2  # the 64-deep request and the plain one
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_errors_name_the_provider_never_its_url_and_provider_error_bodies_are_redacted(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    """N09: a base URL with credentials and a 401 that echoes the key stay on the host."""
+    password = "url-secret-pw-93"
+    port = _closed_port()  # nothing listens: every try fails to connect
+    unreachable = f"http://svc-user:{password}@127.0.0.1:{port}"
+
+    def echo_key(headers: dict[str, str]) -> bytes:
+        sent = headers.get("Authorization", "")
+        message = f"Incorrect API key provided: {sent.removeprefix('Bearer ')}."
+        return json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+
+    with (
+        fake_openai.serve(fake_openai.FakeOpenAI(status=401, error_body=echo_key)) as oai,
+        fake_anthropic.serve(fake_anthropic.FakeAnthropic()) as ant,
+    ):
+        cases = [
+            {"name": name, "api": api, "body": body, "headers": headers}
+            for name, api, body, headers in BENIGN
+            if name != "responses"
+        ]
+        status, lines = _run(
+            tmp_path,
+            sandbox_image,
+            (oai, ant),
+            "attacks.yaml",
+            {"cases": cases},
+            anthropic=unreachable,
+        )
+        assert oai.requests, "the 401 came from the provider"
+    assert status == "succeeded", lines[-1]
+    answers = lines[-1]["output"]
+    assert answers["chat"]["status"] == 401
+    assert "Incorrect API key provided: [REDACTED:" in json.dumps(answers["chat"])
+    unavailable = answers["messages"]["answer"]["error"]["message"]
+    assert answers["messages"]["status"] == 502 and "ProviderUnavailable: anthropic" in unavailable
+    trace = "\n".join(json.dumps(line) for line in lines)
+    for secret in (OPENAI_KEY, password, "svc-user", f"127.0.0.1:{port}", oai.url):
+        assert secret not in trace, secret  # nor in what the program got (its output)

@@ -54,8 +54,11 @@ MESSAGE_ANSWER = {
     "type": "message",
     "role": "assistant",
     "model": "claude",
-    "content": [{"type": "text", "text": "ok"}],
-    "stop_reason": "end_turn",
+    "content": [
+        {"type": "text", "text": "ok"},
+        {"type": "tool_use", "id": "t2", "name": "f", "input": {}},
+    ],
+    "stop_reason": "tool_use",
     "usage": {"input_tokens": 1, "output_tokens": 1},
 }
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
@@ -119,6 +122,12 @@ def _responses_calls(transport: Callable[[Any], Any]) -> None:
         store=False,
         truncation="auto",
     )
+    # an answer's output items passed back as the SDK dumps them
+    first = api.responses.create(model="gpt-4o", input="q")
+    api.responses.create(
+        model="gpt-4o",
+        input=[{"role": "user", "content": "q"}, *[i.model_dump() for i in first.output]],  # type: ignore[list-item]
+    )
 
 
 def _agents_calls(transport: Callable[[Any], Any]) -> None:
@@ -179,6 +188,22 @@ def _anthropic_calls(transport: Callable[[Any], Any]) -> None:
         thinking={"type": "enabled", "budget_tokens": 1024},
         stop_sequences=["END"],
         metadata={"user_id": "u"},
+    )
+    # an answer's blocks passed back as the SDK dumps them (tests/fixtures/frameworks)
+    first = api.messages.create(
+        model="m", max_tokens=64, messages=[{"role": "user", "content": "q"}]
+    )
+    api.messages.create(
+        model="m",
+        max_tokens=64,
+        messages=[
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},  # type: ignore[misc]
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "x"}],
+            },
+        ],
     )
 
 

@@ -6,7 +6,10 @@ workflow, the passed headers, the request's nesting) and a bad one is answered w
 never forwarded. Outside reproduce, the request must also hold only the fields the gateway
 allow-list calls inert (`runner.providers.allowlist`: no provider-side tools, MCP servers,
 media or URLs to fetch, stored state, beta headers); one that does not is refused
-(`GatewayRequestRefused`, class ``GatewayRequestRefused`` with the field's path as ``param``).
+(`GatewayRequestRefused`, class ``GatewayRequestRefused`` with the field's path as ``param``),
+and so is a request on an API whose provider the step's model block does not declare
+(`runner.domain.stepspec.ModelSpec.apis`: a program step uses only the keys its workflow
+names, issue 32 N12).
 The check is here, on the host, because the key is here: the sandbox's gateway runs next to
 the code it would judge. A good request becomes an `ApiCall` whose body is the program's
 request with the step's model name applied (`runner.providers.gateway.model_override`) and
@@ -85,6 +88,33 @@ def _step_spec(workflow: Mapping[str, Any], step_id: str) -> Mapping[str, Any] |
     raise GatewayRequestError(f"step_id {step_id[:64]!r} is not a program step of the workflow")
 
 
+# The APIs a program step may call when its model block names none (`ModelSpec.apis`).
+DEFAULT_APIS = {
+    "openai": ("chat_completions", "responses"),
+    "anthropic": ("messages",),
+    "scripted": APIS,
+}
+
+
+def _declared(spec: Mapping[str, Any] | None, api: str, step_id: str) -> None:
+    """Refuse an API whose provider key the step's model block does not declare (N12).
+
+    A step with no model block at all is left to the router, which answers "no model".
+    """
+    if spec is None:
+        return
+    apis = spec.get("apis") or DEFAULT_APIS.get(str(spec.get("provider")), ())
+    if api not in apis:
+        raise NotInert(
+            "api",
+            "undeclared_provider",
+            f"program step {step_id[:64]!r} may call {', '.join(apis) or 'no model API'} "
+            f"(model provider {spec.get('provider')!r}); the {api} API would use the "
+            f"{FAMILY[api]} provider's key, which its workflow does not declare (add "
+            f"{api} to the model's apis to allow it)",
+        )
+
+
 def parse_request(
     message: Mapping[str, Any], workflow: Mapping[str, Any], *, reproduce: bool
 ) -> ApiCall:
@@ -121,6 +151,7 @@ def parse_request(
     body = dict(request)
     if not reproduce:
         try:
+            _declared(spec, str(api), step_id)
             check_request(str(api), request, headers)
         except NotInert as exc:
             raise GatewayRequestRefused(exc) from None

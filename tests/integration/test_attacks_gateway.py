@@ -321,3 +321,22 @@ def test_errors_name_the_provider_never_its_url_and_provider_error_bodies_are_re
     trace = "\n".join(json.dumps(line) for line in lines)
     for secret in (OPENAI_KEY, password, "svc-user", f"127.0.0.1:{port}", oai.url):
         assert secret not in trace, secret  # nor in what the program got (its output)
+
+
+def test_a_program_step_uses_only_the_provider_keys_its_workflow_declares(
+    tmp_path: Path, sandbox_image: str, fakes: Any
+) -> None:
+    """N12: a step whose model is ``openai`` cannot spend the host's Anthropic key."""
+    oai, ant = fakes
+    cases = [
+        {"name": name, "api": api, "body": body, "headers": headers}
+        for name, api, body, headers in BENIGN
+    ]
+    status, lines = _run(tmp_path, sandbox_image, fakes, "keys.yaml", {"cases": cases})
+    assert status == "succeeded", lines[-1]
+    answers = lines[-1]["output"]
+    assert answers["chat"]["status"] == 200 and answers["responses"]["status"] == 200
+    refused = answers["messages"]
+    assert refused["status"] == 400, refused
+    assert "(undeclared_provider;" in refused["answer"]["error"]["message"]
+    assert ant.requests == [] and len(oai.requests) == 2

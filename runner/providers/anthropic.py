@@ -36,7 +36,9 @@ __all__ = ["ANTHROPIC_VERSION", "DEFAULT_BASE_URL", "AnthropicProvider"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
-_PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
+# ``anthropic-beta`` is never passed on: betas switch on features the gateway allow-list
+# refuses (`runner.providers.allowlist`; refused before this, dropped here)
+_PASSED_HEADERS = ("anthropic-version",)
 
 
 class AnthropicProvider:

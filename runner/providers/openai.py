@@ -211,10 +211,9 @@ class OpenAIProvider:
         if not call.body.get("model") and self.model is not None:
             call = call.with_body({**call.body, "model": self.model})
         url = f"{self.base_url}{ENDPOINT[call.api]}"
-        headers = {k: v for k, v in (call.headers or {}).items() if k == "openai-beta"}
-        return post_api(
-            self._client, url, call, attempts=self.attempts, headers=headers, scrub=self._scrub
-        )
+        # no program header is passed on: ``openai-beta`` switches on features the gateway
+        # allow-list refuses (`runner.providers.allowlist`; refused before this, dropped here)
+        return post_api(self._client, url, call, attempts=self.attempts, scrub=self._scrub)
 
     def __call__(self, request: dict[str, Any]) -> ProviderResponse:
         """Answer a ``model`` turn: the ``request -> response`` shape model judges call."""

@@ -11,7 +11,8 @@ and so is a request on an API whose provider the step's model block does not dec
 (`runner.domain.stepspec.ModelSpec.apis`: a program step uses only the keys its workflow
 names, issue 32 N12).
 The check is here, on the host, because the key is here: the sandbox's gateway runs next to
-the code it would judge. A good request becomes an `ApiCall` whose body is the program's
+the code it would judge. ``record`` (a live, unsandboxed run by design, whose tools run for
+real) is not held to the allow-list: what production does is what it records. A good request becomes an `ApiCall` whose body is the program's
 request with the step's model name applied (`runner.providers.gateway.model_override`) and
 the allow-list's forced fields (`runner.providers.allowlist.FORCED`: Responses ``store:
 false``); not in reproduce, where the request is matched as recorded and nothing is
@@ -116,7 +117,7 @@ def _declared(spec: Mapping[str, Any] | None, api: str, step_id: str) -> None:
 
 
 def parse_request(
-    message: Mapping[str, Any], workflow: Mapping[str, Any], *, reproduce: bool
+    message: Mapping[str, Any], workflow: Mapping[str, Any], *, reproduce: bool, live: bool = False
 ) -> ApiCall:
     """The `ApiCall` of a ``gateway_request`` message.
 
@@ -125,6 +126,8 @@ def parse_request(
         workflow: the normalised workflow the run was given (its program steps and models).
         reproduce: the run reproduces a trace (no model override, no allow-list: matched as
             recorded, nothing forwarded).
+        live: the run is ``record``'s, live and unsandboxed by design (its tools run for
+            real): the allow-list does not apply, the declared APIs do.
 
     Raises:
         GatewayRequestRefused: the request holds a field that is not inert.
@@ -152,7 +155,8 @@ def parse_request(
     if not reproduce:
         try:
             _declared(spec, str(api), step_id)
-            check_request(str(api), request, headers)
+            if not live:
+                check_request(str(api), request, headers)
         except NotInert as exc:
             raise GatewayRequestRefused(exc) from None
         body.update(FORCED.get(str(api), {}))

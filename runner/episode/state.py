@@ -240,6 +240,7 @@ class EpisodeState:
                 message,
                 self.prepared.run_spec["workflow"],
                 reproduce=self.request.mode == "reproduce",
+                live=self.request.mode == "record",
             )
         except gatewayhost.GatewayRequestError as exc:
             event = (

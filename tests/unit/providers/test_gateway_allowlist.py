@@ -393,6 +393,13 @@ def test_the_host_refuses_outside_reproduce_and_forwards_responses_unstored() ->
     # reproduce forwards nothing: the request is matched as recorded
     replayed = gatewayhost.parse_request(message, workflow, reproduce=True)
     assert replayed.body == message["request"]
+    # record is live and unsandboxed by design: what production sends is what it records
+    live = gatewayhost.parse_request(message, workflow, reproduce=False, live=True)
+    assert live.body["previous_response_id"] == "resp_1"
+    with pytest.raises(gatewayhost.GatewayRequestRefused, match="undeclared_provider"):
+        gatewayhost.parse_request(
+            {**message, "api": "messages"}, workflow, reproduce=False, live=True
+        )
     plain = {**message, "request": {"model": "m", "input": "hi"}}
     call = gatewayhost.parse_request(plain, workflow, reproduce=False)
     assert call.body == {"model": "x", "input": "hi", **FORCED["responses"]}

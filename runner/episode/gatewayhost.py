@@ -4,21 +4,23 @@ A ``gateway_request`` comes from the sandbox, so it is hostile input: `parse_req
 every field (types, sizes, the API, the path, that ``step_id`` is a program step of the
 workflow, the passed headers, the request's nesting) and a bad one is answered with an error,
 never forwarded. Outside reproduce, the request must also hold only the fields the gateway
-allow-list calls inert (`runner.providers.allowlist`: no provider-side tools, MCP servers,
-media or URLs to fetch, stored state, beta headers); one that does not is refused
-(`GatewayRequestRefused`, class ``GatewayRequestRefused`` with the field's path as ``param``),
-and so is a request on an API whose provider the step's model block does not declare
-(`runner.domain.stepspec.ModelSpec.apis`: a program step uses only the keys its workflow
-names, issue 32 N12).
+allow-list calls inert, and ask a model that does not search the web by itself
+(`runner.providers.allowlist`: no provider-side tools, MCP servers, media or URLs to fetch,
+stored state, beta headers); one that does not is refused (`GatewayRequestRefused`, class
+``GatewayRequestRefused`` with the field's path as ``param``), and so is a request on an API
+whose provider the step's model block does not declare (`runner.domain.stepspec.ModelSpec.
+apis`: a program step uses only the keys its workflow names, issue 32 N12).
+
 The check is here, on the host, because the key is here: the sandbox's gateway runs next to
 the code it would judge. ``record`` (a live, unsandboxed run by design, whose tools run for
-real) is not held to the allow-list: what production does is what it records. A good request becomes an `ApiCall` whose body is the program's
-request with the step's model name applied (`runner.providers.gateway.model_override`) and
-the allow-list's forced fields (`runner.providers.allowlist.FORCED`: Responses ``store:
-false``); not in reproduce, where the request is matched as recorded and nothing is
-forwarded. `reply` builds the ``gateway_response``: the raw body (base64 when it is
-not UTF-8), the status, the content type, the model id and usage the host read from the body,
-and the error of a failed call.
+real) is not held to the allow-list: what production does is what it records.
+
+A good request becomes an `ApiCall` whose body is the program's request with the step's model
+name applied (`runner.providers.gateway.model_override`) and the allow-list's forced fields
+(`runner.providers.allowlist.FORCED`: Responses ``store: false``); not in reproduce, where
+the request is matched as recorded and nothing is forwarded. `reply` builds the
+``gateway_response``: the raw body (base64 when it is not UTF-8), the status, the content
+type, the model id and usage the host read from the body, and the error of a failed call.
 
 Nothing here forwards anything: the episode state calls the run's provider (metered, routed).
 """
@@ -29,7 +31,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from runner.providers.allowlist import FORCED, NotInert, check_request
+from runner.providers.allowlist import FORCED, NotInert, check_model, check_request
 from runner.providers.apis import APIS, FAMILY, ApiCall
 from runner.providers.base import ProviderResponse
 from runner.providers.gateway import model_override
@@ -163,6 +165,11 @@ def parse_request(
     name = None if reproduce else model_override(spec, FAMILY[str(api)])
     if name is not None:
         body["model"] = name
+    if not reproduce and not live:
+        try:
+            check_model(str(api), body.get("model"))
+        except NotInert as exc:
+            raise GatewayRequestRefused(exc) from None
     return ApiCall(
         api=str(api),
         path=path,

@@ -17,7 +17,9 @@ program gets the API's own error shape (HTTP 400, ``param`` the path).
 
 What is refused, by kind (`NotInert.kind`):
 
-- ``provider_tool``: a tool or tool choice whose ``type`` is not ``function`` (OpenAI) or that
+- ``provider_tool``: a model that searches the web on every call (OpenAI's ``*-search-preview``,
+  ``*-search-api``, ``*-deep-research``; `check_model`, on the model forwarded); a tool or
+  tool choice whose ``type`` is not ``function`` (OpenAI) or that
   has a ``type`` other than ``custom`` (Anthropic: server tools such as ``web_search_*``,
   ``web_fetch_*``, ``code_execution_*``; Anthropic-defined client tools too, which cannot be
   told from server tools by their shape), ``mcp_servers``, ``web_search_options``, an input
@@ -67,7 +69,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["FORCED", "NotInert", "check_request"]
+__all__ = ["FORCED", "NotInert", "check_model", "check_request"]
 
 
 class NotInert(ValueError):
@@ -450,6 +452,28 @@ _CHECKS: dict[str, Callable[[Mapping[str, Any]], None]] = {
     "responses": _responses,
     "messages": _messages,
 }
+
+
+# OpenAI models that search the web on every request, no tool asked ("Web search", Chat
+# Completions: gpt-4o-search-preview, gpt-4o-mini-search-preview, gpt-5-search-api;
+# https://platform.openai.com/docs/guides/tools-web-search), and the deep-research models
+# (which require a provider-side tool anyway). A list of names: a new such model is not known
+# here until it is added (the tools, media and state checks above do not depend on names).
+_SEARCHING_MODEL = re.compile(r"search-preview|search-api|deep-research", re.IGNORECASE)
+
+
+def check_model(api: str, model: Any) -> None:
+    """Refuse a forwarded ``model`` that reaches the web by itself (OpenAI's search models).
+
+    Args:
+        api: the request's API.
+        model: the ``model`` of the body to forward (after the step's model name applied).
+
+    Raises:
+        NotInert: an OpenAI-family request for a model `_SEARCHING_MODEL` names.
+    """
+    if api != "messages" and isinstance(model, str) and _SEARCHING_MODEL.search(model):
+        raise NotInert("model", "provider_tool", f"{model[:64]!r} searches the web on every call")
 
 
 def check_request(api: str, request: Mapping[str, Any], headers: Mapping[str, str]) -> None:

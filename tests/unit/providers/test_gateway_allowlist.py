@@ -420,3 +420,21 @@ def test_the_host_refuses_a_request_nested_past_what_a_record_can_hold() -> None
     }
     with pytest.raises(gatewayhost.GatewayRequestError, match="nested deeper than 64"):
         gatewayhost.parse_request(message, workflow, reproduce=False)
+
+
+def test_a_model_that_searches_the_web_on_every_call_is_refused() -> None:
+    workflow = {"steps": [{"id": "p", "program": "m:f", "model": {"provider": "openai"}}]}
+    message = {
+        "id": "g0",
+        "step_id": "p",
+        "api": "chat_completions",
+        "path": "/v1/chat/completions",
+        "request": {"model": "gpt-4o-mini-search-preview", "messages": [USER]},
+    }
+    with pytest.raises(gatewayhost.GatewayRequestRefused, match="searches the web"):
+        gatewayhost.parse_request(message, workflow, reproduce=False)
+    # the step's own model name is what is forwarded, and so what is checked
+    named = {
+        "steps": [{"id": "p", "program": "m:f", "model": {"provider": "openai", "name": "gpt-4.1"}}]
+    }
+    assert gatewayhost.parse_request(message, named, reproduce=False).body["model"] == "gpt-4.1"

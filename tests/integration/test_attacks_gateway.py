@@ -3,13 +3,17 @@
 A program step in a real sandbox (tests/fixtures/gateway_attacks/hostile_agent.py, stdlib)
 sends the requests of the review to the sandbox's gateway; the host's providers forward to
 the loopback fakes (tests/fake_openai.py, tests/fake_anthropic.py), which record whatever
-reaches them. Nothing leaves the machine: the sandbox has no network, the fakes listen on
-127.0.0.1, and the attack URLs are under ``.example`` (never resolved: refused first).
+reaches them. Each attack runs once per sandboxing backend (Docker, namespace:
+tests/integration/_backends.py). Nothing leaves the machine: the sandbox has no network, the
+fakes listen on 127.0.0.1, and the attack URLs are under ``.example`` (never resolved: refused
+first).
 
 Before the gateway allow-list (main at 477dfbd), every hostile request of
 `test_provider_side_tools_urls_media_and_stored_state_never_reach_the_provider` reached the
 fakes with the host's key, and the run of `test_a_deeply_nested_request_is_answered_400_...`
-ended ``crashed``.
+ended ``crashed``; the 401 body with the key and the base URL with its credentials reached
+the program; a step whose model is ``openai`` had its Messages request forwarded with the
+Anthropic key.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ import pytest
 from runner.cli.commands.run import execute_run
 from runner.settings import Settings
 from tests import fake_anthropic, fake_openai
+from tests.integration._backends import backend, backend_entry
 
 pytestmark = pytest.mark.docker
+__all__ = ["backend", "backend_entry"]  # fixtures: every attack runs on each sandboxing backend
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "gateway_attacks"
 OPENAI_KEY = "sk-proj-test-GATEWAYKEY-31"
@@ -185,6 +191,11 @@ def fakes() -> Iterator[tuple[fake_openai.FakeOpenAI, fake_anthropic.FakeAnthrop
         yield oai, ant
 
 
+def _cases(rows: list[Any]) -> list[dict[str, Any]]:
+    """The task's cases: ``{name, api, body, headers}`` of each row of `HOSTILE` / `BENIGN`."""
+    return [dict(zip(("name", "api", "body", "headers"), row[:4], strict=True)) for row in rows]
+
+
 def _project(tmp_path: Path, task: dict[str, Any]) -> Path:
     root = tmp_path / "project"
     shutil.copytree(FIX, root)
@@ -196,7 +207,13 @@ def _project(tmp_path: Path, task: dict[str, Any]) -> Path:
 
 
 def _run(
-    tmp_path: Path, image: str, fakes: Any, workflow: str, task: dict[str, Any], **urls: str
+    tmp_path: Path,
+    image: str,
+    fakes: Any,
+    workflow: str,
+    task: dict[str, Any],
+    backend: Any,
+    **urls: str,
 ) -> tuple[str, list[dict[str, Any]]]:
     oai, ant = fakes
     root = _project(tmp_path, task)
@@ -208,20 +225,17 @@ def _run(
         anthropic_base_url=urls.get("anthropic", ant.url),
         anthropic_api_key=ANTHROPIC_KEY,
     )
-    result = execute_run(settings, root / workflow, root / "tasks.jsonl", "t1")
+    result = execute_run(settings, root / workflow, root / "tasks.jsonl", "t1", backend=backend)
     lines = [json.loads(x) for x in result.trace_path.read_text().splitlines()]
     return result.status, lines
 
 
 def test_provider_side_tools_urls_media_and_stored_state_never_reach_the_provider(
-    tmp_path: Path, sandbox_image: str, fakes: Any
+    tmp_path: Path, sandbox_image: str, fakes: Any, backend: Any
 ) -> None:
     oai, ant = fakes
-    cases = [
-        {"name": name, "api": api, "body": body, "headers": headers}
-        for name, api, body, headers, *_ in [*HOSTILE, *BENIGN]
-    ]
-    status, lines = _run(tmp_path, sandbox_image, fakes, "attacks.yaml", {"cases": cases})
+    cases = _cases([*HOSTILE, *BENIGN])
+    status, lines = _run(tmp_path, sandbox_image, fakes, "attacks.yaml", {"cases": cases}, backend)
     end = lines[-1]
     assert status == "succeeded", end
     answers = end["output"]
@@ -258,11 +272,11 @@ def test_provider_side_tools_urls_media_and_stored_state_never_reach_the_provide
 
 
 def test_a_deeply_nested_request_is_answered_400_and_the_run_goes_on(
-    tmp_path: Path, sandbox_image: str, fakes: Any
+    tmp_path: Path, sandbox_image: str, fakes: Any, backend: Any
 ) -> None:
     oai, _ant = fakes
     depths = [64, 65, 99, 1_000, 100_000]
-    status, lines = _run(tmp_path, sandbox_image, fakes, "deep.yaml", {"depths": depths})
+    status, lines = _run(tmp_path, sandbox_image, fakes, "deep.yaml", {"depths": depths}, backend)
     end = lines[-1]
     assert status == "succeeded", end  # was: crashed (the call line passed the host's depth)
     answers = end["output"]
@@ -282,7 +296,7 @@ def _closed_port() -> int:
 
 
 def test_errors_name_the_provider_never_its_url_and_provider_error_bodies_are_redacted(
-    tmp_path: Path, sandbox_image: str
+    tmp_path: Path, sandbox_image: str, backend: Any
 ) -> None:
     """N09: a base URL with credentials and a 401 that echoes the key stay on the host."""
     password = "url-secret-pw-93"
@@ -298,17 +312,14 @@ def test_errors_name_the_provider_never_its_url_and_provider_error_bodies_are_re
         fake_openai.serve(fake_openai.FakeOpenAI(status=401, error_body=echo_key)) as oai,
         fake_anthropic.serve(fake_anthropic.FakeAnthropic()) as ant,
     ):
-        cases = [
-            {"name": name, "api": api, "body": body, "headers": headers}
-            for name, api, body, headers in BENIGN
-            if name != "responses"
-        ]
+        cases = _cases([row for row in BENIGN if row[0] != "responses"])
         status, lines = _run(
             tmp_path,
             sandbox_image,
             (oai, ant),
             "attacks.yaml",
             {"cases": cases},
+            backend,
             anthropic=unreachable,
         )
         assert oai.requests, "the 401 came from the provider"
@@ -324,15 +335,12 @@ def test_errors_name_the_provider_never_its_url_and_provider_error_bodies_are_re
 
 
 def test_a_program_step_uses_only_the_provider_keys_its_workflow_declares(
-    tmp_path: Path, sandbox_image: str, fakes: Any
+    tmp_path: Path, sandbox_image: str, fakes: Any, backend: Any
 ) -> None:
     """N12: a step whose model is ``openai`` cannot spend the host's Anthropic key."""
     oai, ant = fakes
-    cases = [
-        {"name": name, "api": api, "body": body, "headers": headers}
-        for name, api, body, headers in BENIGN
-    ]
-    status, lines = _run(tmp_path, sandbox_image, fakes, "keys.yaml", {"cases": cases})
+    cases = _cases(BENIGN)
+    status, lines = _run(tmp_path, sandbox_image, fakes, "keys.yaml", {"cases": cases}, backend)
     assert status == "succeeded", lines[-1]
     answers = lines[-1]["output"]
     assert answers["chat"]["status"] == 200 and answers["responses"]["status"] == 200

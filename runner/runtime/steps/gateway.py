@@ -19,9 +19,9 @@ Routes (a query string is kept in the path recorded, ignored for routing):
 
 A model request must be a JSON object (the strict decoder: no NaN, no duplicate keys, nested
 at most `MAX_REQUEST_DEPTH` levels; at most `MAX_REQUEST_BYTES`), else it is answered 400; it
-is sent to the host over the channel (`runner.runtime.steps.apicall`),
-which
-meters, forwards and records it; the host's answer is written back as it came: the raw body
+is sent to the host over the channel (`runner.runtime.steps.apicall`), which checks it (the
+gateway allow-list, `runner.providers.allowlist`, runs there, where the key is), meters,
+forwards and records it; the host's answer is written back as it came: the raw body
 (for a stream the raw event stream, ``text/event-stream``) and the HTTP status. An answer with
 no body (a ceiling refused the call, the deadline passed, no model is configured) becomes the
 API's own error shape (`error_body`: OpenAI ``{"error": {...}}``, Anthropic ``{"type": "error",

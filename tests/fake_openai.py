@@ -8,7 +8,8 @@ include_usage`` asks, then ``data: [DONE]``; Responses: ``response.created`` ...
 path in ``paths``). Behaviour is set per instance:
 
 - ``fail_first``: answer that many requests with HTTP 503 first (transient, retried);
-- ``status``: answer every request with this HTTP status instead (e.g. 401);
+- ``status``: answer every request with this HTTP status instead (e.g. 401), with the body
+  ``error_body(headers)`` when given (a provider that echoes the key it was sent);
 - ``rate_limit_first``: answer that many requests (after ``fail_first``) with HTTP 429 and
   the header ``Retry-After: retry_after`` (when ``retry_after`` is set);
 - ``delay_s``: answer each request after this many seconds (a model's latency; benchmarks);
@@ -71,12 +72,14 @@ class FakeOpenAI:
         rate_limit_first: int = 0,
         retry_after: str | None = None,
         delay_s: float = 0.0,
+        error_body: Callable[[dict[str, str]], bytes] | None = None,
     ) -> None:
         self.fail_first = fail_first
         self.rate_limit_first = rate_limit_first
         self.retry_after = retry_after
         self.delay_s = delay_s
         self.status = status
+        self.error_body = error_body
         self.answer = answer
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
@@ -103,6 +106,8 @@ class FakeOpenAI:
             return 429, b'{"error": {"message": "slow down", "type": "rate_limit_error"}}'
         if self.delay_s:
             time.sleep(self.delay_s)
+        if self.status is not None and self.error_body is not None:
+            return self.status, self.error_body(headers)
         if self.status is not None:
             return self.status, b'{"error": {"message": "nope", "type": "invalid_request_error"}}'
         if path == "/v1/responses":

@@ -34,12 +34,26 @@ class ModelSpec(Frozen):
             program step, when set, it replaces the ``model`` of the requests routed to this
             provider's family (both are recorded).
         settings: request settings passed through (temperature, max_tokens, ...).
+        apis: the model APIs a program step using this block may call (``chat_completions``,
+            ``responses``, ``messages``); None: those of ``provider`` (``openai``: Chat
+            Completions and Responses; ``anthropic``: Messages; ``scripted``: all three, it
+            holds no key). A request on another API is refused on the host (issue 32, N12: a
+            program step uses only the provider keys its workflow declares). Naming an API of
+            the other family lets the step use that provider's key from the host settings too.
     """
 
     provider: Literal["scripted", "replay", "openai", "anthropic"]
     function: str | None = None
     name: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    apis: list[Literal["chat_completions", "responses", "messages"]] | None = None
+
+    @field_validator("apis")
+    @classmethod
+    def _apis(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or len(set(value)) != len(value)):
+            raise ValueError("apis must name each API once, at least one")
+        return value
 
     @model_validator(mode="after")
     def _provider_fields(self) -> ModelSpec:

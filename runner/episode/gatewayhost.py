@@ -2,12 +2,25 @@
 
 A ``gateway_request`` comes from the sandbox, so it is hostile input: `parse_request` checks
 every field (types, sizes, the API, the path, that ``step_id`` is a program step of the
-workflow, the passed headers) and a bad one is answered with an error, never forwarded. A good
-one becomes an `ApiCall` whose body is the program's request with the step's model name
-applied (`runner.providers.gateway.model_override`; not in reproduce, where the request is
-matched as recorded). `reply` builds the ``gateway_response``: the raw body (base64 when it is
-not UTF-8), the status, the content type, the model id and usage the host read from the body,
-and the error of a failed call.
+workflow, the passed headers, the request's nesting) and a bad one is answered with an error,
+never forwarded. Outside reproduce, the request must also hold only the fields the gateway
+allow-list calls inert, and ask a model that does not search the web by itself
+(`runner.providers.allowlist`: no provider-side tools, MCP servers, media or URLs to fetch,
+stored state, beta headers); one that does not is refused (`GatewayRequestRefused`, class
+``GatewayRequestRefused`` with the field's path as ``param``), and so is a request on an API
+whose provider the step's model block does not declare (`runner.domain.stepspec.ModelSpec.
+apis`: a program step uses only the keys its workflow names, issue 32 N12).
+
+The check is here, on the host, because the key is here: the sandbox's gateway runs next to
+the code it would judge. ``record`` (a live, unsandboxed run by design, whose tools run for
+real) is not held to the allow-list: what production does is what it records.
+
+A good request becomes an `ApiCall` whose body is the program's request with the step's model
+name applied (`runner.providers.gateway.model_override`) and the allow-list's forced fields
+(`runner.providers.allowlist.FORCED`: Responses ``store: false``); not in reproduce, where
+the request is matched as recorded and nothing is forwarded. `reply` builds the
+``gateway_response``: the raw body (base64 when it is not UTF-8), the status, the content
+type, the model id and usage the host read from the body, and the error of a failed call.
 
 Nothing here forwards anything: the episode state calls the run's provider (metered, routed).
 """
@@ -18,12 +31,15 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
+from runner.providers.allowlist import FORCED, NotInert, check_model, check_request
 from runner.providers.apis import APIS, FAMILY, ApiCall
 from runner.providers.base import ProviderResponse
 from runner.providers.gateway import model_override
+from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 
 __all__ = [
     "GatewayRequestError",
+    "GatewayRequestRefused",
     "clean_note",
     "invalid",
     "message_id",
@@ -41,6 +57,28 @@ MAX_HEADER_CHARS = 256
 class GatewayRequestError(ValueError):
     """A ``gateway_request`` the host will not forward (the message says which field)."""
 
+    error_class = "GatewayRequestInvalid"
+    param: str | None = None
+
+
+class GatewayRequestRefused(GatewayRequestError):
+    """A well-formed request holding a field the allow-list does not call inert.
+
+    Attributes:
+        param: the field's JSON path (``tools[0].type``) or ``header NAME``.
+        kind: the allow-list's kind (`runner.providers.allowlist.NotInert.kind`).
+    """
+
+    error_class = "GatewayRequestRefused"
+
+    def __init__(self, refused: NotInert) -> None:
+        super().__init__(
+            f"the sandbox's model gateway does not forward {refused} ({refused.kind}; "
+            "sandbox-replay forwards text, function tools and sampling settings only)"
+        )
+        self.param = refused.param
+        self.kind = refused.kind
+
 
 def _step_spec(workflow: Mapping[str, Any], step_id: str) -> Mapping[str, Any] | None:
     for step in workflow.get("steps") or []:
@@ -53,17 +91,48 @@ def _step_spec(workflow: Mapping[str, Any], step_id: str) -> Mapping[str, Any] |
     raise GatewayRequestError(f"step_id {step_id[:64]!r} is not a program step of the workflow")
 
 
+# The APIs a program step may call when its model block names none (`ModelSpec.apis`).
+DEFAULT_APIS = {
+    "openai": ("chat_completions", "responses"),
+    "anthropic": ("messages",),
+    "scripted": APIS,
+}
+
+
+def _declared(spec: Mapping[str, Any] | None, api: str, step_id: str) -> None:
+    """Refuse an API whose provider key the step's model block does not declare (N12).
+
+    A step with no model block at all is left to the router, which answers "no model".
+    """
+    if spec is None:
+        return
+    apis = spec.get("apis") or DEFAULT_APIS.get(str(spec.get("provider")), ())
+    if api not in apis:
+        raise NotInert(
+            "api",
+            "undeclared_provider",
+            f"program step {step_id[:64]!r} may call {', '.join(apis) or 'no model API'} "
+            f"(model provider {spec.get('provider')!r}); the {api} API would use the "
+            f"{FAMILY[api]} provider's key, which its workflow does not declare (add "
+            f"{api} to the model's apis to allow it)",
+        )
+
+
 def parse_request(
-    message: Mapping[str, Any], workflow: Mapping[str, Any], *, reproduce: bool
+    message: Mapping[str, Any], workflow: Mapping[str, Any], *, reproduce: bool, live: bool = False
 ) -> ApiCall:
     """The `ApiCall` of a ``gateway_request`` message.
 
     Args:
         message: the message (``id`` already checked).
         workflow: the normalised workflow the run was given (its program steps and models).
-        reproduce: the run reproduces a trace (no model override: matched as recorded).
+        reproduce: the run reproduces a trace (no model override, no allow-list: matched as
+            recorded, nothing forwarded).
+        live: the run is ``record``'s, live and unsandboxed by design (its tools run for
+            real): the allow-list does not apply, the declared APIs do.
 
     Raises:
+        GatewayRequestRefused: the request holds a field that is not inert.
         GatewayRequestError: a field is missing, of the wrong type or out of bounds.
     """
     api, path, request = message.get("api"), message.get("path"), message.get("request")
@@ -74,6 +143,8 @@ def parse_request(
         raise GatewayRequestError(f"path must be a string starting with '/' (<= {MAX_PATH_CHARS})")
     if not isinstance(request, dict):
         raise GatewayRequestError("request must be a JSON object")
+    if depth_of(request, stop_above=MAX_VALUE_DEPTH) > MAX_VALUE_DEPTH:
+        raise GatewayRequestError(f"request is nested deeper than {MAX_VALUE_DEPTH} levels")
     if not isinstance(step_id, str):
         raise GatewayRequestError("step_id must be a string")
     if not isinstance(headers, dict) or not all(
@@ -83,9 +154,22 @@ def parse_request(
         raise GatewayRequestError(f"headers may hold only {', '.join(sorted(PASSED_HEADERS))}")
     spec = _step_spec(workflow, step_id)
     body = dict(request)
+    if not reproduce:
+        try:
+            _declared(spec, str(api), step_id)
+            if not live:
+                check_request(str(api), request, headers)
+        except NotInert as exc:
+            raise GatewayRequestRefused(exc) from None
+        body.update(FORCED.get(str(api), {}))
     name = None if reproduce else model_override(spec, FAMILY[str(api)])
     if name is not None:
         body["model"] = name
+    if not reproduce and not live:
+        try:
+            check_model(str(api), body.get("model"))
+        except NotInert as exc:
+            raise GatewayRequestRefused(exc) from None
     return ApiCall(
         api=str(api),
         path=path,
@@ -127,14 +211,21 @@ def reply(message_id: str, response: ProviderResponse) -> dict[str, Any]:
     return out
 
 
-def invalid(message_id: str, problem: str) -> dict[str, Any]:
-    """The ``gateway_response`` refusing a request the host will not forward."""
+def invalid(message_id: str, problem: GatewayRequestError) -> dict[str, Any]:
+    """The ``gateway_response`` refusing a request the host will not forward.
+
+    ``error`` is ``{class, message, param?}``: the sandbox's gateway answers the program in
+    the API's error shape with HTTP 400 and ``param`` the field's path.
+    """
+    error: dict[str, Any] = {"class": problem.error_class, "message": str(problem)}
+    if problem.param is not None:
+        error["param"] = problem.param
     return {
         "type": "gateway_response",
         "id": message_id,
         "status": 400,
         "body": None,
-        "error": {"class": "GatewayRequestInvalid", "message": problem},
+        "error": error,
     }
 
 

@@ -240,10 +240,16 @@ class EpisodeState:
                 message,
                 self.prepared.run_spec["workflow"],
                 reproduce=self.request.mode == "reproduce",
+                live=self.request.mode == "record",
             )
         except gatewayhost.GatewayRequestError as exc:
-            log.warning("gateway_request_invalid", run_id=self.prepared.run_id, problem=str(exc))
-            return [gatewayhost.invalid(message_id, str(exc))]
+            event = (
+                "gateway_request_refused"
+                if isinstance(exc, gatewayhost.GatewayRequestRefused)
+                else "gateway_request_invalid"
+            )
+            log.warning(event, run_id=self.prepared.run_id, param=exc.param, problem=str(exc))
+            return [gatewayhost.invalid(message_id, exc)]
         if provider is None:
             response = ProviderResponse(
                 body=None,

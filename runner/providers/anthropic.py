@@ -13,7 +13,9 @@ and USD come from the body and the policy's price table, as for every provider
 
 Invariants: the key is sent only as the ``x-api-key`` header from the host, is a
 `pydantic.SecretStr` until then and is never logged; the body recorded is the HTTP body,
-exactly; a failure is an answer (`runner.providers.httpcall.post_api`), never raised.
+exactly (an error body redacted first, and no message names the base URL:
+`runner.providers.httpcall.Scrubber`); a failure is an answer
+(`runner.providers.httpcall.post_api`), never raised.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import httpx
 
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, unsupported
-from runner.providers.httpcall import client, endpoint, post_api
+from runner.providers.httpcall import Scrubber, client, endpoint, post_api
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -34,7 +36,9 @@ __all__ = ["ANTHROPIC_VERSION", "DEFAULT_BASE_URL", "AnthropicProvider"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
-_PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
+# ``anthropic-beta`` is never passed on: betas switch on features the gateway allow-list
+# refuses (`runner.providers.allowlist`; refused before this, dropped here)
+_PASSED_HEADERS = ("anthropic-version",)
 
 
 class AnthropicProvider:
@@ -75,6 +79,7 @@ class AnthropicProvider:
             transport=transport,
         )
         self.attempts = attempts
+        self._scrub = Scrubber(self.name, base_url, api_key)
 
     @classmethod
     def from_settings(
@@ -122,4 +127,6 @@ class AnthropicProvider:
             return unsupported(self.name, f"the {call.api} API")
         headers = {k: v for k, v in (call.headers or {}).items() if k in _PASSED_HEADERS}
         url = f"{self.base_url}{ENDPOINT['messages']}"
-        return post_api(self._client, url, call, attempts=self.attempts, headers=headers, who=url)
+        return post_api(
+            self._client, url, call, attempts=self.attempts, headers=headers, scrub=self._scrub
+        )

@@ -64,8 +64,8 @@ class ApiCall:
         request: the program's request body as it arrived (the trace's ``request``).
         body: the body to forward (``request`` with the step's model and the caps applied).
         step_id: the program step that made it.
-        headers: version headers of the program's request passed on (``anthropic-version``,
-            ``anthropic-beta``, ``openai-beta``), lower-case names.
+        headers: the program's version headers (``anthropic-version``; ``anthropic-beta`` and
+            ``openai-beta`` are refused by the allow-list), lower-case names.
     """
 
     api: str

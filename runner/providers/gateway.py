@@ -10,7 +10,10 @@ Routing, so that two implementations agree (issue 13):
   returns the raw response body (`ScriptedProvider.forward`);
 - otherwise the API a request arrives on picks the provider family: the OpenAI endpoints
   (Chat Completions, Responses) go to the ``openai`` provider, Messages to ``anthropic``,
-  each built from the host settings on first use (endpoint and key stay on the host);
+  each built from the host settings on first use (endpoint and key stay on the host); only
+  the APIs the spec declares get here (``apis``, default the provider's own: the host
+  refuses the others before routing, `runner.episode.gatewayhost`, issue 32 N12), so a step
+  uses the other family's key only when its workflow says so;
 - the request's ``model`` is forwarded unless the spec's ``name`` overrides it, for requests
   of the spec's own family (``scripted``: every request) — `model_override`; the trace keeps
   both (the program's ``request`` and the ``forwarded`` body).

@@ -14,13 +14,22 @@ host settings' ``{vendor}_base_url`` / ``{vendor}_api_key``, else the host envir
 ``{VENDOR}_BASE_URL`` / ``{VENDOR}_API_KEY``, else the vendor's public URL and no key. The key
 stays on the host: it is a header of `client`, never part of a request a sandbox sees. The
 client ignores the proxy variables of the environment (``trust_env=False``).
+
+What a failure tells the sandbox (issue 32, N09): an error message names the provider
+(``openai``), never its URL (a base URL may carry credentials, ``https://user:pass@host``); a
+provider's error body (HTTP 4xx/5xx: a 401 may echo the key) is redacted as recorded bodies
+are (`runner.trace.redact`: the built-in detectors, plus the endpoint's own key and URL
+credentials, known here). `Scrubber` does both; the host's own log lines keep the endpoint
+without its credentials (`Scrubber.endpoint`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import replace
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 from pydantic import SecretStr
@@ -31,10 +40,19 @@ from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_api
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
 from runner.providers.retries import provider_retrying, retry_after_s
+from runner.trace.redact import Redactor
+from runner.trace.redact_rules import parse_rules
 
 log = get_logger(__name__)
 
-__all__ = ["MAX_RESPONSE_BYTES", "TRANSIENT_STATUSES", "client", "endpoint", "post_api"]
+__all__ = [
+    "MAX_RESPONSE_BYTES",
+    "TRANSIENT_STATUSES",
+    "Scrubber",
+    "client",
+    "endpoint",
+    "post_api",
+]
 
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
@@ -63,6 +81,46 @@ def _decode(content: bytes) -> str:
     return content.decode("utf-8", "surrogateescape")
 
 
+class Scrubber:
+    """Takes an endpoint's URL and secrets out of what a sandbox or a trace is told.
+
+    Args:
+        provider: the provider's name (``openai``, ``anthropic``): what messages say instead.
+        base_url: the endpoint's base URL (it may hold ``user:password@``).
+        key: the endpoint's key, or None.
+
+    Attributes:
+        endpoint: the base URL without its credentials (for the host's own logs).
+    """
+
+    def __init__(self, provider: str, base_url: str, key: str | None) -> None:
+        self.provider = provider
+        parts = urlsplit(base_url)
+        netloc = parts.netloc.rpartition("@")[2]
+        self.endpoint = urlunsplit(parts._replace(netloc=netloc))
+        userinfo = parts.netloc.rpartition("@")[0]
+        secrets = {key or "", userinfo, unquote(userinfo)}
+        secrets |= {unquote(piece) for piece in userinfo.split(":")}
+        secrets = {s for s in secrets if len(s) >= 4}
+        # the URL in every spelling a message may carry, longest first
+        urls = {base_url, base_url.rstrip("/"), self.endpoint, self.endpoint.rstrip("/"), netloc}
+        self._urls = re.compile("|".join(re.escape(u) for u in sorted(urls, key=len, reverse=True)))
+        patterns = [
+            {"name": "provider_secret", "regex": re.escape(s)}
+            for s in sorted(secrets, key=len, reverse=True)
+        ]
+        self._rules = parse_rules({"patterns": patterns})
+
+    def text(self, text: str) -> str:
+        """``text`` with the endpoint's URL named by the provider and its secrets redacted."""
+        return self.body(self._urls.sub(f"<{self.provider} endpoint>", text))
+
+    def body(self, body: str) -> str:
+        """A provider's error body redacted as a recorded body is (a fresh key each time)."""
+        redacted = Redactor(self._rules).redact({"body": body})["body"]
+        return redacted if isinstance(redacted, str) else body
+
+
 def _read(response: httpx.Response) -> bytes:
     data = bytearray()
     for chunk in response.iter_bytes():  # content encodings (gzip) undone, as for a client
@@ -79,7 +137,7 @@ def post_api(
     *,
     attempts: int,
     headers: Mapping[str, str] | None = None,
-    who: str,
+    scrub: Scrubber,
 ) -> ProviderResponse:
     """POST ``call.body`` to ``url``; the raw answer as a `ProviderResponse`.
 
@@ -89,13 +147,15 @@ def post_api(
         call: the gateway call (its body is sent as JSON).
         attempts: tries at most for transient failures.
         headers: extra request headers (version headers of the program's request).
-        who: the provider's name, for logs and messages.
+        scrub: the endpoint's `Scrubber`: messages name the provider, never the URL, and an
+            error body is redacted.
 
     Returns:
-        The answer; an HTTP error status is an answer too (the API's own error body, with
-        ``error.class`` ``ProviderHTTPError``), a transport failure after every try is an
+        The answer; an HTTP error status is an answer too (the API's own error body, redacted,
+        with ``error.class`` ``ProviderHTTPError``), a transport failure after every try is an
         error with no body (``ProviderUnavailable``). Never raises for a bad call.
     """
+    who = scrub.provider
     extra = dict(headers or {})
     extra["Accept"] = "text/event-stream" if call.stream else "application/json"
 
@@ -113,35 +173,45 @@ def post_api(
         return status, body, content_type
 
     retryer = provider_retrying(_Transient, attempts, event="model_api_retry", provider=who)
+    forwarded = dict(call.body)
     try:
         status, raw, content_type = retryer(once)
     except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
-        return error_response(RATE_LIMITED_ERROR_CLASS, f"{who}: {exc}", forwarded=dict(call.body))
+        message = scrub.text(f"{who}: {exc}")
+        return error_response(RATE_LIMITED_ERROR_CLASS, message, forwarded=forwarded)
     except _TooLarge as exc:
-        return error_response("ProviderError", f"{who}: {exc}", forwarded=dict(call.body))
+        return error_response("ProviderError", f"{who}: {exc}", forwarded=forwarded)
     except _Transient as exc:
         if exc.status is not None:  # the provider's own answer after every try: pass it on
             log.warning("model_api_failed", provider=who, status=exc.status, attempts=attempts)
-            response = response_from_api(call, exc.body, status=exc.status)
-            return _with_http_error(response, who, exc.status, exc.body)
-        log.warning("model_api_unavailable", provider=who, attempts=attempts, error=str(exc))
-        return error_response(
-            "ProviderUnavailable",
-            f"{who}: {exc} (after {attempts} tries)",
-            forwarded=dict(call.body),
-        )
+            body = scrub.body(exc.body)
+            response = response_from_api(call, body, status=exc.status)
+            return with_http_error(response, who, exc.status, body)
+        message = scrub.text(f"{who}: {exc} (after {attempts} tries)")
+        log.warning("model_api_unavailable", provider=who, endpoint=scrub.endpoint, error=message)
+        return error_response("ProviderUnavailable", message, forwarded=forwarded)
     body = _decode(raw)
+    if status >= 400:
+        body = scrub.body(body)
     response = response_from_api(call, body, status=status, content_type=content_type)
     if status >= 400:
         log.warning("model_api_rejected", provider=who, status=status)
-        return _with_http_error(response, who, status, body)
+        return with_http_error(response, who, status, body)
     log.debug("model_api_done", provider=who, model=response.model, status=status)
     return response
 
 
-def _with_http_error(
+def with_http_error(
     response: ProviderResponse, who: str, status: int, body: str
 ) -> ProviderResponse:
+    """``response`` marked failed: ``ProviderHTTPError`` naming ``who`` and the (redacted) body.
+
+    Args:
+        response: the answer (its body already redacted by the endpoint's `Scrubber`).
+        who: the provider's name.
+        status: the HTTP status.
+        body: the redacted body (its first 500 characters go into the message).
+    """
     return replace(
         response,
         error={

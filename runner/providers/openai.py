@@ -22,7 +22,8 @@ Invariants:
   ``attempts`` tries are made and each is logged. Every other failure is reported at once as
   an error turn, never raised out of `OpenAIProvider.complete`;
 - the key is a `pydantic.SecretStr` until the ``Authorization`` header is built, and is never
-  logged.
+  logged; no message names the base URL (it may hold credentials) and an error body is
+  redacted before it reaches a sandbox or a trace (`runner.providers.httpcall.Scrubber`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import httpx
 from runner.hostlog import get_logger
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
-from runner.providers.httpcall import client, endpoint, post_api
+from runner.providers.httpcall import Scrubber, client, endpoint, post_api, with_http_error
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
 from runner.providers.retries import provider_retrying, retry_after_s
 
@@ -107,6 +108,7 @@ class OpenAIProvider:
         )
         self.model = model
         self.attempts = attempts
+        self._scrub = Scrubber(self.name, base_url, api_key)
 
     @classmethod
     def from_settings(
@@ -173,22 +175,21 @@ class OpenAIProvider:
         try:
             response = retryer(self._post, payload)
         except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
-            return error_response(RATE_LIMITED_ERROR_CLASS, f"{self.base_url}: {exc}")
+            return error_response(RATE_LIMITED_ERROR_CLASS, self._scrub.text(f"{self.name}: {exc}"))
         except _Transient as exc:
             detail = str(exc)
             if exc.response is not None:
                 detail += ": " + _decode(exc.response.content)[:_ERROR_TEXT_LIMIT]
-            log.warning("openai_call_failed", role=role, attempts=self.attempts, error=detail)
-            return error_response(
-                "ProviderUnavailable", f"{self.base_url}: {detail} (after {self.attempts} tries)"
+            message = self._scrub.text(f"{self.name}: {detail} (after {self.attempts} tries)")
+            log.warning(
+                "openai_call_failed", role=role, endpoint=self._scrub.endpoint, error=message
             )
+            return error_response("ProviderUnavailable", message)
         body = _decode(response.content)
         if response.status_code >= 400:
             log.warning("openai_call_rejected", role=role, status=response.status_code)
-            return error_response(
-                "ProviderHTTPError",
-                f"{self.base_url}: HTTP {response.status_code}: {body[:_ERROR_TEXT_LIMIT]}",
-            )
+            failed = ProviderResponse(body=None)
+            return with_http_error(failed, self.name, response.status_code, self._scrub.body(body))
         served = response_from_body(body)
         log.debug("openai_call_done", role=role, model=served.model, status=response.status_code)
         return served
@@ -210,8 +211,9 @@ class OpenAIProvider:
         if not call.body.get("model") and self.model is not None:
             call = call.with_body({**call.body, "model": self.model})
         url = f"{self.base_url}{ENDPOINT[call.api]}"
-        headers = {k: v for k, v in (call.headers or {}).items() if k == "openai-beta"}
-        return post_api(self._client, url, call, attempts=self.attempts, headers=headers, who=url)
+        # no program header is passed on: ``openai-beta`` switches on features the gateway
+        # allow-list refuses (`runner.providers.allowlist`; refused before this, dropped here)
+        return post_api(self._client, url, call, attempts=self.attempts, scrub=self._scrub)
 
     def __call__(self, request: dict[str, Any]) -> ProviderResponse:
         """Answer a ``model`` turn: the ``request -> response`` shape model judges call."""

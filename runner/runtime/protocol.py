@@ -93,9 +93,11 @@ Addition (issue 13, program steps; additive): the model gateway of a program ste
 request body (a JSON object), ``headers`` the version headers passed on (``anthropic-version``,
 ``anthropic-beta``, ``openai-beta``). ``status`` is the HTTP status the program gets; a
 response without ``body`` (refused, failed) has ``error`` and the gateway writes the API's own
-error shape. What the gateway answers itself is reported as
-    gateway_note     {kind: tracing_ingest|unsupported|invalid_request|outside_step, method,
-                      path, bytes, status}
+error shape (issue 32, additive: ``error.param``, the request field the host refused, becomes
+OpenAI's ``param``; the host refuses the two beta headers). What the gateway answers itself is
+reported as
+    gateway_note     {kind: tracing_ingest|unsupported|invalid_request|outside_step|
+                      gateway_error, method, path, bytes?, status}
 """
 
 import json

@@ -2,8 +2,10 @@
 
 With a job id, the job's page (as ``report.html``, from ``report.json`` and its traces); with a
 trace file, the page of that one episode; with nothing, the most recent job of the state
-directory. The address is printed (``http://127.0.0.1:PORT/``, an ephemeral port unless
-``--port``), the page served until Ctrl-C (exit 130). Nothing runs: no sandbox, no model.
+directory. The address is printed (``http://127.0.0.1:PORT/TOKEN/``, an ephemeral port unless
+``--port``; ``TOKEN`` a random path only this terminal sees, so another user of the machine
+cannot read the page through loopback: `runner.cli.html.serve`), the page served until Ctrl-C
+(exit 130). Nothing runs: no sandbox, no model.
 """
 
 from __future__ import annotations

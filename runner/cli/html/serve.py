@@ -1,9 +1,16 @@
 """Serve one rendered page on 127.0.0.1 (``sandbox-replay view``): loopback only, read-only.
 
-The page is rendered once and served as bytes for ``GET /`` (and ``/index.html``); every other
-path is 404 and every other method 405. The server binds 127.0.0.1 only (port 0: an ephemeral
-port the kernel picks), sends the page's Content-Security-Policy as a header too, and no
-``Server`` version. It runs until interrupted.
+The page is rendered once and served as bytes for ``GET /TOKEN/`` (and ``/TOKEN/index.html``);
+every other path is 404 and every other method 405. The server binds 127.0.0.1 only (port 0:
+an ephemeral port the kernel picks), sends the page's Content-Security-Policy as a header too,
+and no ``Server`` version. It runs until interrupted.
+
+Loopback is shared by every user of the machine: any local account could connect to the port
+and read the report (task inputs, tool results, outputs; issue 32, N12). So the page lives
+under a random path, ``TOKEN`` (`secrets.token_urlsafe`, 32 bytes: 256 bits), printed only to
+the terminal of the user who ran ``view`` (it is in no command line or environment); a request
+without it gets 404 and nothing of the page, compared in constant time. This is the scheme of
+Jupyter's token URLs.
 
 Loopback alone stops other machines, not a web page in the user's own browser: a site whose
 name is rebound to 127.0.0.1 (DNS rebinding) would read the page as same-origin. So a request
@@ -13,7 +20,9 @@ answered 421 Misdirected Request (RFC 9110 §15.5.20) and gets nothing of the pa
 
 from __future__ import annotations
 
+import hmac
 import http.server
+import secrets
 import threading
 from collections.abc import Callable
 
@@ -29,19 +38,30 @@ class PageServer(http.server.ThreadingHTTPServer):
         page: the page's bytes.
         csp: its Content-Security-Policy.
         port: the port (0: ephemeral).
+        token: the page's secret path segment (default: 32 random bytes, URL-safe base64).
     """
 
     daemon_threads = True
 
-    def __init__(self, page: bytes, csp: str, port: int = 0) -> None:
+    def __init__(self, page: bytes, csp: str, port: int = 0, token: str | None = None) -> None:
         self.page = page
         self.csp = csp
+        self.token = token or secrets.token_urlsafe(32)
+        self.paths = (f"/{self.token}/".encode(), f"/{self.token}/index.html".encode())
         super().__init__((HOST, port), _Handler)
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT/``."""
-        return f"http://{HOST}:{self.server_address[1]}/"
+        """``http://127.0.0.1:PORT/TOKEN/``: the only address that serves the page."""
+        return f"http://{HOST}:{self.server_address[1]}/{self.token}/"
+
+    def is_page(self, path: str) -> bool:
+        """True when ``path`` (its query ignored) is the page's, compared in constant time."""
+        wanted = path.split("?", 1)[0].encode("utf-8", "surrogateescape")
+        found = False
+        for known in self.paths:  # both compared, whichever matches
+            found |= hmac.compare_digest(wanted, known)
+        return found
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -54,8 +74,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Host", "").lower() not in (f"{HOST}:{port}", f"localhost:{port}"):
             self.send_error(421)  # DNS rebinding: another site's name pointed at loopback
             return
-        if self.path.split("?", 1)[0] not in ("/", "/index.html"):
-            self.send_error(404)
+        if not self.server.is_page(self.path):
+            self.send_error(404)  # another local user, or a guess: no token, no page
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")

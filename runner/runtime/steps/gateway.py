@@ -17,10 +17,11 @@ Routes (a query string is kept in the path recorded, ignored for routing):
 | POST ``…/traces/ingest``                  | the Agents SDK's trace export: answered here |
 | anything else                             | 404 in the API's error shape                 |
 
-A model request must be a JSON object (no NaN, no duplicate keys, at most
-`MAX_REQUEST_BYTES`); it is sent to the host over the channel (`runner.runtime.steps.apicall`),
-which
-meters, forwards and records it; the host's answer is written back as it came: the raw body
+A model request must be a JSON object (the strict decoder: no NaN, no duplicate keys, nested
+at most `MAX_REQUEST_DEPTH` levels; at most `MAX_REQUEST_BYTES`), else it is answered 400; it
+is sent to the host over the channel (`runner.runtime.steps.apicall`), which checks it (the
+gateway allow-list, `runner.providers.allowlist`, runs there, where the key is), meters,
+forwards and records it; the host's answer is written back as it came: the raw body
 (for a stream the raw event stream, ``text/event-stream``) and the HTTP status. An answer with
 no body (a ceiling refused the call, the deadline passed, no model is configured) becomes the
 API's own error shape (`error_body`: OpenAI ``{"error": {...}}``, Anthropic ``{"type": "error",
@@ -30,6 +31,7 @@ What the gateway answers itself (trace export, unknown paths, bad requests, requ
 program step) is reported as a ``gateway_note`` ``{kind, method, path, bytes, status}``.
 """
 
+import contextlib
 import json
 import socketserver
 import threading
@@ -38,8 +40,13 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from runner.runtime.replay.calls import Caller
 from runner.runtime.steps import apicall
+from runner.trace.strictjson import MAX_VALUE_DEPTH
+from runner.trace.strictjson import loads as strict_loads
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+# A request is a value the runtime records (inside a call line, a protocol message and, in
+# reproduce, the start message's recorded calls): the depth every recorded value keeps to.
+MAX_REQUEST_DEPTH = MAX_VALUE_DEPTH
 PLACEHOLDER_KEY = "sandbox-replay-placeholder-not-a-key"
 ENV_GATEWAY = "SANDBOX_REPLAY_GATEWAY"
 ROUTES = {
@@ -74,8 +81,12 @@ _ERROR_TYPE = {
 Answer = Tuple[int, str, bytes]  # status, content type, body
 
 
-def error_body(api: Optional[str], status: int, message: str) -> bytes:
-    """An error body in the API's own shape (OpenAI unless ``api`` is ``messages``)."""
+def error_body(api: Optional[str], status: int, message: str, param: Optional[str] = None) -> bytes:
+    """An error body in the API's own shape (OpenAI unless ``api`` is ``messages``).
+
+    ``param`` is the request field at fault (OpenAI's ``param``; Anthropic's shape has no
+    such field, the message names it).
+    """
     openai_type, anthropic_type = _ERROR_TYPE.get(status, ("server_error", "api_error"))
     if api == "messages":
         value: Dict[str, Any] = {
@@ -83,32 +94,24 @@ def error_body(api: Optional[str], status: int, message: str) -> bytes:
             "error": {"type": anthropic_type, "message": message},
         }
     else:
-        value = {"error": {"message": message, "type": openai_type, "param": None, "code": None}}
+        value = {"error": {"message": message, "type": openai_type, "param": param, "code": None}}
     return json.dumps(value).encode("utf-8")
 
 
-def _no_duplicates(pairs: Any) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError("duplicate key {!r}".format(key))
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError("{} is not JSON".format(name))
-
-
 def parse_request(raw: bytes) -> Dict[str, Any]:
-    """A model request body: a JSON object, strictly.
+    """A model request body: a JSON object, decoded by the project's strict decoder.
+
+    Nesting is bounded by `MAX_REQUEST_DEPTH` (checked on the text before the parser runs):
+    the request is recorded inside a call line and a ``gateway_request`` message, whose
+    wrappers must stay within the host's limit for a whole line (`runner.trace.strictjson.
+    MAX_DEPTH`); a request nested 99 deep used to pass here and make the run's own call line
+    fail on the host (``crashed``), one 1,000 deep killed the handler thread (issue 32, N11).
 
     Raises:
-        ValueError: not UTF-8, not JSON, NaN/Infinity, a duplicate key or not an object.
+        ValueError: not UTF-8, not JSON, nested deeper than `MAX_REQUEST_DEPTH`, NaN/Infinity,
+            a duplicate key or not an object (a `runner.trace.strictjson.StrictJSONError`).
     """
-    value = json.loads(
-        raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant
-    )
+    value = strict_loads(raw, max_depth=MAX_REQUEST_DEPTH)
     if not isinstance(value, dict):
         raise ValueError("the request body is not a JSON object")
     return value
@@ -195,7 +198,7 @@ class Gateway:
             request = parse_request(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             self.note("invalid_request", method=method, path=path[:512], bytes=len(raw), status=400)
-            return self._error(api, 400, "the request body is not a JSON object: {}".format(exc))
+            return self._error(api, 400, "the request body is refused: {}".format(exc))
         passed = {k: v[:256] for k, v in headers.items() if k in PASSED_HEADERS}
         response = apicall.call_api(self.caller, step_id, api, path[:2048], request, passed)
         return self._answer(api, response)
@@ -211,7 +214,12 @@ class Gateway:
             if not isinstance(status, int) or status < 400:
                 status = STATUS_OF.get(cls, 500)
             text = "{}: {}".format(cls, (error or {}).get("message", "no answer"))
-            return self._error(api, status, text)
+            param = (error or {}).get("param")
+            return (
+                status,
+                "application/json",
+                error_body(api, status, text, param if isinstance(param, str) else None),
+            )
         if not isinstance(status, int) or not 100 <= status <= 599:
             status = 200
         content_type = response.get("content_type")
@@ -234,6 +242,15 @@ def _handler(gateway: Gateway) -> type:
         protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' connection pools expect
 
         def _serve(self) -> None:
+            try:
+                self._serve_one()
+            except Exception as exc:  # never a handler thread dying with no answer
+                message = "the gateway failed: {}".format(type(exc).__name__)
+                gateway.note("gateway_error", method=self.command, path=self.path[:512], status=500)
+                with contextlib.suppress(OSError):  # the program closed the connection
+                    self._write((500, "application/json", error_body(None, 500, message)), True)
+
+        def _serve_one(self) -> None:
             try:
                 raw = self._body()
             except ValueError as exc:

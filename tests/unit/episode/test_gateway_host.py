@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import shutil
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,14 @@ def test_the_program_module_is_never_imported_on_the_host(tmp_path: Path) -> Non
 def test_a_good_request_becomes_a_call_with_the_steps_model_applied() -> None:
     call = gatewayhost.parse_request(message(), WORKFLOW, reproduce=False)
     assert call.request["model"] == "gpt-4o" and call.body["model"] == "gpt-4.1-mini"
+    with pytest.raises(gatewayhost.GatewayRequestRefused, match="undeclared_provider"):
+        gatewayhost.parse_request(  # the step's model is openai: no Anthropic key (N12)
+            message(api="messages", path="/v1/messages"), WORKFLOW, reproduce=False
+        )
+    both = copy.deepcopy(WORKFLOW)
+    both["steps"][0]["model"]["apis"] = ["chat_completions", "messages"]
     messages = gatewayhost.parse_request(
-        message(api="messages", path="/v1/messages"), WORKFLOW, reproduce=False
+        message(api="messages", path="/v1/messages"), both, reproduce=False
     )
     assert messages.body["model"] == "gpt-4o"  # another family: the request's own model
     replayed = gatewayhost.parse_request(message(), WORKFLOW, reproduce=True)

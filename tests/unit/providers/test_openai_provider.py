@@ -108,3 +108,25 @@ def test_unpriced_models_give_none_not_zero() -> None:
     with serve(FakeOpenAI()) as fake:
         served = OpenAIProvider(fake.url).complete(REQUEST, "model")
     assert response_usd({}, served, "gpt-4.1-mini") is None
+
+
+def test_an_agent_turns_errors_name_the_provider_never_the_url_or_the_key() -> None:
+    """Issue 32, N09: credentials in the base URL and a key echoed in a 401 stay on the host."""
+    key = "sk-proj-unit-ECHOEDKEY-5150"
+
+    def echo(headers: dict[str, str]) -> bytes:
+        sent = headers.get("Authorization", "")
+        return json.dumps({"error": {"message": f"bad key {sent}", "code": "invalid"}}).encode()
+
+    with serve(FakeOpenAI(status=401, error_body=echo)) as fake:
+        served = OpenAIProvider(fake.url, key, attempts=1).complete(REQUEST, "model")
+    assert served.error is not None and served.error["class"] == "ProviderHTTPError"
+    assert key not in served.error["message"] and "bad key" in served.error["message"]
+    assert served.error["message"].startswith("openai: HTTP 401")
+    with serve(FakeOpenAI()) as fake:
+        gone = fake.url.replace("http://", "http://ops:pw-in-the-url@")
+    down = OpenAIProvider(gone, key, attempts=1).complete(REQUEST, "model")
+    assert down.error is not None and down.error["class"] == "ProviderUnavailable"
+    message = down.error["message"]
+    assert message.startswith("openai: ") and "pw-in-the-url" not in message
+    assert gone.split("@")[1] not in message and "ops:" not in message

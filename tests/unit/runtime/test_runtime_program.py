@@ -250,3 +250,28 @@ def test_an_undeclared_tool_is_denied_and_named_even_when_the_program_catches_it
     assert record["tool"] == "text.count" and record["error"]["class"].endswith("CapabilityDenied")
     # outside a program step the tool is called directly again
     assert program_tools.count("abcd") == 4
+
+
+def test_a_deep_request_is_a_400_and_a_failing_handler_a_500_never_a_silent_thread(
+    gateway_of: Any, monkeypatch: Any
+) -> None:
+    """Issue 32, N11: nesting bounded for the record; no request goes unanswered."""
+    host = Host()
+    gateway = gateway_of(host)
+    for depth in (65, 1_000, 200_000):
+        body = b'{"model": "m", "x": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+        status, _headers, text = post(gateway, "/v1/chat/completions", body)
+        assert status == 400 and "nested too deeply" in text, (depth, text[:200])
+    ok = b'{"model": "m", "x": ' + b"[" * 63 + b"]" * 63 + b"}"
+    assert post(gateway, "/v1/chat/completions", ok)[0] == 200
+    assert len(host.requests) == 1
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a bug in the gateway")
+
+    monkeypatch.setattr(gateway, "answer", broken)
+    status, _headers, text = post(gateway, "/v1/chat/completions", ok)
+    assert status == 500 and "RuntimeError" in text
+    assert ("gateway_note", {"kind": "gateway_error", "method": "POST"}) in [
+        (k, {x: f[x] for x in ("kind", "method")}) for k, f in host.messages if k == "gateway_note"
+    ]

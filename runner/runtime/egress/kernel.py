@@ -12,7 +12,7 @@ raises `OSError` with the errno the kernel gave; none retries.
 import ctypes
 import os
 import struct
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 # AUDIT_ARCH_* (linux/audit.h): the value of seccomp_data.arch for a native syscall.
 AUDIT_ARCH_X86_64 = 0xC000003E
@@ -146,6 +146,32 @@ def read_memory(pid: int, address: int, size: int) -> bytes:
     if len(data) != size:
         raise OSError(14, "short read of the target's memory")
     return data
+
+
+def write_memory(pid: int, writes: "List[Tuple[int, bytes]]") -> None:
+    """Write each ``(address, data)`` of ``writes`` into process ``pid`` (``/proc/PID/mem``).
+
+    What the kernel itself writes back to a caller whose syscall the witness performs (a
+    ``sendmmsg``'s ``msg_len``). The same ptrace access check as `read_memory`.
+
+    Raises:
+        OSError: EFAULT for an unmapped range (a short write counts), EACCES/ESRCH.
+    """
+    fd = os.open("/proc/{}/mem".format(pid), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        for address, data in writes:
+            try:
+                written = os.pwrite(fd, data, address)
+            except OverflowError:
+                raise OSError(14, "address out of range") from None
+            except OSError as exc:
+                if exc.errno == 5:  # EIO: an unmapped page
+                    raise OSError(14, "unmapped address in the target") from None
+                raise
+            if written != len(data):
+                raise OSError(14, "short write to the target's memory")
+    finally:
+        os.close(fd)
 
 
 def ioctl(fd: int, request: int, buf: "ctypes.Array[ctypes.c_char]") -> int:

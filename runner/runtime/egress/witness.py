@@ -10,7 +10,8 @@ of its descendants waits in the kernel until this thread answers. Per call:
 - ``connect`` to an IP address (any but the gateway's loopback port), and any addressed
   ``sendto``/``sendmsg``/``sendmmsg`` to an IP address: logged (`sink`), answered
   ``ENETUNREACH``. A caller whose memory cannot be read (not dumpable, say): logged without an
-  address, answered ``ENETUNREACH``.
+  address (the runtime's log then says coverage ``partial``: `audit.record_witnessed`),
+  answered ``ENETUNREACH``.
 - ``connect`` to the gateway's loopback port: this thread connects a socket of its own there and
   installs it in the caller's place (``SECCOMP_IOCTL_NOTIF_ADDFD`` with ``SETFD``, the caller's
   ``O_NONBLOCK``/``O_CLOEXEC`` kept), then returns the connect's result. Nothing the caller

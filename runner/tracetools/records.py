@@ -89,12 +89,27 @@ Redactions = tuple[Redaction, ...]
 
 
 class WorkflowRef(Record):
-    """The workflow a run executed: name, version, sha256 hex of its content, its text."""
+    """The workflow a run executed: name, version, sha256 hex of its content, its text.
+
+    ``name`` obeys the id rules (`runner.domain.ids.id_problem`), as ``run_id`` and
+    ``task_id`` do: ``reproduce`` writes the recorded workflow to a file of that name, and
+    every command that reads a trace (``lint``, ``tasks extract``, ``packet``, ``policy
+    diff``, ``reproduce``) refuses the same traces (issue 32 N12: ``lint`` and ``tasks
+    extract`` took a name ``reproduce`` rejected).
+    """
 
     name: str = Field(min_length=1)
     version: str
     hash: Sha256Hex
     content: str
+
+    @field_validator("name")
+    @classmethod
+    def _path_safe(cls, value: str) -> str:
+        problem = id_problem(value)
+        if problem is not None:
+            raise ValueError(f"invalid workflow name: {problem}")
+        return value
 
 
 class RunClock(Record):

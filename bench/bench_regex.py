@@ -64,7 +64,7 @@ def main() -> int:
         compiled = re.compile(pattern)
         theirs = cpu_s(lambda c=compiled, t=text: c.search(t), repeat) if baseline else None
         shown = "skipped" if theirs is None else f"{theirs * 1e3:9.3f}ms"
-        ratio = "" if theirs is None or theirs == 0 else f"{ours / theirs:7.2g}x"
+        ratio = "" if theirs is None or theirs == 0 else f"{ours / theirs:7.3g}x"
         print(f"{pattern[:38]:38} {name:12} {ours * 1e3:9.3f}ms {shown:>11} {ratio:>7} {decide()}")
     return 0
 

@@ -10,10 +10,23 @@ from runner.runtime import linearre
 
 _ATOMS = ["a", "b", "A", "K", "é", "_", " ", "\\n", ".", "[ab]", "[^a]", "[a-c]", "\\w", "\\W"]
 _ATOMS += ["\\d", "\\s", "\\S", "\\b", "\\B", "^", "$", "\\A", "\\Z", "[\\w\\n]", "1"]
+_ATOMS += [
+    "[^\\W\\d_]",
+    "\\x41",
+    "\\u00e9",
+    "[k-l]",
+    "[^\\n]",
+    "\\t",
+    "\\N{LATIN SMALL LETTER E WITH ACUTE}",
+    "\U0001f600",
+    "[\U0001f600-\U0001f601]",
+]
 _QUANTIFIERS = ["", "", "", "*", "+", "?", "*?", "+?", "??", "{2}", "{0,2}", "{1,3}", "{2,}"]
-_FLAGS = ["", "", "", "(?i)", "(?m)", "(?s)", "(?a)", "(?im)", "(?ms)"]
+_FLAGS = ["", "", "", "(?i)", "(?m)", "(?s)", "(?a)", "(?im)", "(?ms)", "(?x)", "(?ai)"]
 _GROUPS = ["(", "(?:", "(?i:", "(?-i:", "(?m:", "(?a:", "(?s:"]
-_ALPHABET = "abAK\u212aé_ \n1\u0663-"  # Kelvin sign (folds to k), an Arabic-Indic digit
+_ALPHABET = (
+    "abAK\u212aé_ \n1\u0663-\tÉkL\U0001f600\r"  # Kelvin sign (folds to k), an Arabic-Indic digit
+)
 
 
 def _pattern(rng: random.Random, depth: int = 0) -> str:

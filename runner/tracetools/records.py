@@ -88,6 +88,14 @@ class Redaction(Record):
 Redactions = tuple[Redaction, ...]
 
 
+def _path_safe(value: str, kind: str) -> str:
+    """``value`` when the id rules allow it (it may become a file name), else ValueError."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValueError(f"invalid {kind}: {problem}")
+    return value
+
+
 class WorkflowRef(Record):
     """The workflow a run executed: name, version, sha256 hex of its content, its text.
 
@@ -106,10 +114,7 @@ class WorkflowRef(Record):
     @field_validator("name")
     @classmethod
     def _path_safe(cls, value: str) -> str:
-        problem = id_problem(value)
-        if problem is not None:
-            raise ValueError(f"invalid workflow name: {problem}")
-        return value
+        return _path_safe(value, "workflow name")
 
 
 class RunClock(Record):
@@ -163,10 +168,7 @@ class RunRecord(Record):
     @field_validator("run_id", "task_id")
     @classmethod
     def _path_safe(cls, value: str) -> str:
-        problem = id_problem(value)
-        if problem is not None:
-            raise ValueError(f"invalid id: {problem}")
-        return value
+        return _path_safe(value, "id")
 
 
 class CallError(Record):

@@ -12,7 +12,10 @@ annotations"; defaults there: ``readOnlyHint`` false, ``destructiveHint`` true,
 ``idempotentHint`` false, ``openWorldHint`` true; clients must treat them as untrusted hints):
 
 - ``readOnlyHint: true`` → ``read`` (whatever ``openWorldHint`` says: a read of the open world
-  is still a read);
+  is still a read), unless the same annotations also say ``destructiveHint: true``: hints that
+  contradict themselves are no description to trust, so the tool is ``unsafe`` and
+  ``decided_by`` says why (issue 32 N12; the specification calls ``destructiveHint``
+  "meaningful only when readOnlyHint == false", which a server that sets both got wrong);
 - anything else → ``unsafe`` (fail closed): ``destructiveHint`` or ``openWorldHint`` true, given
   or by default, or no annotations at all; a non-destructive closed-world write still changes
   the server's state, which no sandbox contains.
@@ -126,6 +129,12 @@ def effect_of(annotations: Any) -> tuple[Effect, str]:
         return f"{hint}: {str(hints[hint]).lower()}" + ("" if given else " (default)")
 
     idempotent = [said("idempotentHint")] if "idempotentHint" in annotations else []
+    if hints["readOnlyHint"] and annotations.get("destructiveHint") is True:
+        return (
+            Effect.UNSAFE,
+            "contradictory annotations: readOnlyHint: true with destructiveHint: true "
+            "(fail closed)",
+        )
     if hints["readOnlyHint"]:
         return Effect.READ, ", ".join([said("readOnlyHint"), *idempotent])
     deciding = [said(h) for h in ("destructiveHint", "openWorldHint") if hints[h]]

@@ -66,7 +66,7 @@ from runner.reproduce.inputs import (
 )
 from runner.reproduce.report import ReproduceReport, compare, recorded_outcome
 from runner.settings import Settings
-from runner.tracetools.reader import Trace, TraceVersionError, read_trace
+from runner.tracetools.reader import NO_RESPONSE, Trace, TraceVersionError, read_trace
 
 log = get_logger(__name__)
 
@@ -90,12 +90,8 @@ def _sha256(path: Path) -> str:
 def trace_refusals(trace: Trace) -> list[str]:
     """The reasons strict replay of ``trace`` cannot start that the trace alone shows."""
     reasons = [f"{p.file}:{p.line}: {p.message}" for p in trace.problems]
-    for call in trace.calls:
-        if call.body is None and call.error is None:
-            reasons.append(
-                f"call #{call.index} ({call.tool}) has no response at all (no body, no error): "
-                "it cannot be served"
-            )
+    for _line, call in trace.unanswered():
+        reasons.append(NO_RESPONSE.format(index=call.index, tool=call.tool))
     return reasons
 
 

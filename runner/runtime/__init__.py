@@ -19,6 +19,7 @@ Module map (imports flow downwards; nothing here imports the host side):
     watchdog    the run's own deadline inside the sandbox
     registry    the registry built from the capability-filtered manifest only
     argrules    the policy's argument rules: the call-time guard (also the host's evaluator)
+    linearre    a rule's regular expression searched in time linear in the text
     urlhost     the host a URL value reaches, canonical or disputed (``host_in`` rules)
     template    ``${task.x}`` / ``${steps.ID.output.path}``
     errors      RecordedError, UnrecordedCall, PureResultMismatch, ModelCallError, ...
@@ -34,14 +35,16 @@ Module map (imports flow downwards; nothing here imports the host side):
                 children), events (what each audited event names), programs (which children
                 escape the hook), childlog (the file Python children report to), site/
                 (``sitecustomize.py`` that loads the hook in every Python child); the witness
-                outside the worker: bpf, kernel, sockaddr, procnet, seccomp, witness, probe
+                outside the worker: bpf, kernel, sockaddr, msghdr, procnet, seccomp, witness, dns,
+                probe
 
 The wall clock (`runner.sdk.wallclock`) and raw I/O capture (`runner.sdk.rawio`) are the SDK's:
 record mode in a user's own process uses them too.
 
 May import: the standard library, `runner.sdk`, `runner.trace` and `runner.errors`. The host
 imports only `protocol` (the message contract, the run folder and the mounted packages) and
-`argrules` (``policy diff`` decides recorded calls with the sandbox's own evaluator); the
+`argrules` with its `linearre` (``policy diff`` decides recorded calls with the sandbox's own
+evaluator); the
 runtime is started, never imported, by the host.
 """
 

@@ -12,12 +12,15 @@ A rule (the JSON form of a policy's ``rules:`` entry, docs/policy-format.md)::
 
 ``tool`` is an id or glob (fnmatch, case-sensitive); ``when`` maps an argument (a key of the
 call's arguments; ``a.b`` reaches into objects) to one condition: ``matches`` (a regular
-expression, ``re.search`` over the value's text: a string as is, anything else as its
-canonical JSON), ``equals`` (the JSON value), ``in`` (a list of JSON values) or ``host_in``
-(globs, case-insensitive, matched against the host of the URL the value holds, canonicalised
-as WHATWG URL parsing does by `runner.runtime.urlhost.url_host`; a host clients could read
-otherwise, or that is not plain ASCII LDH labels or an IP literal, is *disputed*: it never holds
-for an ``allow`` rule and always holds for a ``deny`` rule, fail closed). Every condition
+expression in Python's syntax, with ``re.search``'s answer over the value's text: a string as
+is, anything else as its canonical JSON; searched in time linear in the text by
+`runner.runtime.linearre`, which refuses back-references, look-arounds, conditionals, atomic
+groups and possessive quantifiers at load), ``equals`` (the JSON value), ``in`` (a list of
+JSON values) or ``host_in`` (globs, case-insensitive, matched against the host of the URL
+the value holds, canonicalised as WHATWG URL parsing does by
+`runner.runtime.urlhost.url_host`; a host clients could read otherwise, or that is not plain
+ASCII LDH labels or an IP literal, is *disputed*: it never holds for an ``allow`` rule and
+always holds for a ``deny`` rule, fail closed). Every condition
 of ``when`` must hold (and); an empty ``when`` holds for every call; an argument that is absent
 makes its condition false.
 
@@ -25,9 +28,11 @@ Decision of one call (`RuleSet.decide`), over the rules whose ``tool`` matches, 
 the first rule whose ``when`` holds decides (``allow`` or ``deny``, named). When none holds, the
 call is denied if any ``allow`` rule targets the tool (an allow list: the decision names the
 first such rule, ``matched`` False) and allowed otherwise (no rule). A value longer than
-`MAX_VALUE_CHARS` that a ``matches`` condition would read is not searched: the call is denied
-by that rule, whatever its action (fail closed; a regular expression over hostile megabytes is
-a denial of service).
+`MAX_VALUE_CHARS` that a ``matches`` condition would read is not searched, and a search that
+needs more than `runner.runtime.linearre.MAX_STEPS` steps is not finished: either way the call
+is denied by that rule, whatever its action (fail closed; issue 32 N06: a backtracking search
+of ``(.*a){16}$`` over 31 characters took 76 s). The step count depends on the pattern and the
+text alone, so the sandbox and ``policy diff`` decide a call the same way.
 """
 
 import fnmatch
@@ -36,6 +41,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from runner.errors import CapabilityDenied, InputError
+from runner.runtime import linearre
 from runner.runtime.urlhost import url_host
 
 ACTIONS = ("deny", "allow")
@@ -85,11 +91,13 @@ class CallDecision:
         return "CallDecision({!r})".format(self.to_json())
 
 
-class _TooLong(Exception):
-    def __init__(self, argument: str, length: int) -> None:
+class _Undecided(Exception):
+    """A ``matches`` condition that cannot be decided: the rule denies the call unread."""
+
+    def __init__(self, argument: str, why: str) -> None:
         super().__init__(argument)
         self.argument = argument
-        self.length = length
+        self.why = why
 
 
 class Rule:
@@ -136,7 +144,8 @@ class Rule:
         """True when every condition holds for ``args``.
 
         Raises:
-            _TooLong: a ``matches`` condition would read a value over `MAX_VALUE_CHARS`.
+            _Undecided: a ``matches`` condition would read a value over `MAX_VALUE_CHARS`, or
+                its search ran out of steps.
         """
         return all(
             _holds(kind, operand, arg, args, self.action) for arg, kind, operand in self.conditions
@@ -155,10 +164,17 @@ def _condition(arg: str, cond: Any, source: str, field: str) -> Tuple[str, str, 
         if not isinstance(operand, str):
             raise InputError("'matches' takes a string", file=source, field=field + ".matches")
         try:
-            return arg, kind, re.compile(operand)
+            return arg, kind, linearre.Pattern(operand)
         except re.error as exc:
             raise InputError(
                 "not a regular expression: {}".format(exc), file=source, field=field + ".matches"
+            ) from None
+        except linearre.Unsupported as exc:
+            raise InputError(
+                "regular expression refused: {} (a rule's expression is searched in time "
+                "linear in the text: docs/policy-format.md)".format(exc),
+                file=source,
+                field=field + ".matches",
             ) from None
     if kind in ("in", "host_in"):
         if not isinstance(operand, list) or (
@@ -220,8 +236,18 @@ def _holds(kind: str, operand: Any, arg: str, args: Any, action: str) -> bool:
     if kind == "matches":
         text = _text(value)
         if len(text) > MAX_VALUE_CHARS:
-            raise _TooLong(arg, len(text))
-        return operand.search(text) is not None
+            raise _Undecided(
+                arg,
+                "is {} characters, longer than the {} a rule reads".format(
+                    len(text), MAX_VALUE_CHARS
+                ),
+            )
+        try:
+            return bool(operand.search(text))
+        except linearre.BudgetExceeded:
+            raise _Undecided(
+                arg, "needs more than {} search steps".format(linearre.MAX_STEPS)
+            ) from None
     if kind == "equals":
         return bool(_canonical(value) == operand)
     if kind == "in":
@@ -295,14 +321,13 @@ class RuleSet:
                 first_allow = rule
             try:
                 held = rule.holds(args)
-            except _TooLong as exc:
+            except _Undecided as exc:
                 return CallDecision(
                     False,
                     rule.name,
                     rule.action,
                     True,
-                    "argument {!r} is {} characters, longer than the {} a rule reads: "
-                    "denied unread (fail closed)".format(exc.argument, exc.length, MAX_VALUE_CHARS),
+                    "argument {!r} {}: denied unread (fail closed)".format(exc.argument, exc.why),
                 )
             if held:
                 allowed = rule.action == "allow"

@@ -54,6 +54,7 @@ from runner.tracetools.records import (
 __all__ = [
     "MAX_DEPTH",
     "MAX_LINE_BYTES",
+    "NO_RESPONSE",
     "PROVIDER_ROLES",
     "CallError",
     "CallRecord",
@@ -90,6 +91,11 @@ class TraceProblem:
         return InputError(self.message, file=self.file, line=self.line, field=self.field)
 
 
+NO_RESPONSE = (
+    "call #{index} ({tool}) has no response at all (no body, no error): it cannot be served"
+)
+
+
 @dataclass(frozen=True)
 class Trace:
     """A parsed trace.
@@ -119,6 +125,18 @@ class Trace:
     def call(self, index: int) -> CallRecord | None:
         """The call with ``index``, or None."""
         return next((c for c in self.calls if c.index == index), None)
+
+    def unanswered(self) -> list[tuple[int, CallRecord]]:
+        """``(line, call)`` of each call recorded with no response at all: no body, no error.
+
+        No command can serve one: ``reproduce`` refuses the trace (`NO_RESPONSE`), ``tasks
+        extract`` refuses to make it an observation, ``lint`` reports its body missing.
+        """
+        return [
+            (line, call)
+            for line, call in zip(self.call_lines, self.calls, strict=True)
+            if call.body is None and call.error is None
+        ]
 
     def require_complete(self) -> Trace:
         """Return self when it has no `problems`.

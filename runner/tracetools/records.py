@@ -88,13 +88,33 @@ class Redaction(Record):
 Redactions = tuple[Redaction, ...]
 
 
+def _path_safe(value: str, kind: str) -> str:
+    """``value`` when the id rules allow it (it may become a file name), else ValueError."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValueError(f"invalid {kind}: {problem}")
+    return value
+
+
 class WorkflowRef(Record):
-    """The workflow a run executed: name, version, sha256 hex of its content, its text."""
+    """The workflow a run executed: name, version, sha256 hex of its content, its text.
+
+    ``name`` obeys the id rules (`runner.domain.ids.id_problem`), as ``run_id`` and
+    ``task_id`` do: ``reproduce`` writes the recorded workflow to a file of that name, and
+    every command that reads a trace (``lint``, ``tasks extract``, ``packet``, ``policy
+    diff``, ``reproduce``) refuses the same traces (issue 32 N12: ``lint`` and ``tasks
+    extract`` took a name ``reproduce`` rejected).
+    """
 
     name: str = Field(min_length=1)
     version: str
     hash: Sha256Hex
     content: str
+
+    @field_validator("name")
+    @classmethod
+    def _path_safe(cls, value: str) -> str:
+        return _path_safe(value, "workflow name")
 
 
 class RunClock(Record):
@@ -148,10 +168,7 @@ class RunRecord(Record):
     @field_validator("run_id", "task_id")
     @classmethod
     def _path_safe(cls, value: str) -> str:
-        problem = id_problem(value)
-        if problem is not None:
-            raise ValueError(f"invalid id: {problem}")
-        return value
+        return _path_safe(value, "id")
 
 
 class CallError(Record):

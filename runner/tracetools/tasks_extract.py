@@ -30,7 +30,7 @@ from runner.domain.tasks import parse_task
 from runner.errors import InputError
 from runner.trace.format import encode_body
 from runner.tracetools.lint import load_well_formed_trace
-from runner.tracetools.reader import CallRecord, Trace
+from runner.tracetools.reader import NO_RESPONSE, CallRecord, Trace
 
 _OBSERVATION_BODY = ("body", "body_encoding", "truncated", "original_length", "sha256")
 
@@ -51,7 +51,21 @@ def observation_of(call: CallRecord) -> dict[str, Any]:
 
 
 def task_of(trace: Trace, task_id: str) -> dict[str, Any]:
-    """The task line of one recorded run (see the module docstring)."""
+    """The task line of one recorded run (see the module docstring).
+
+    Raises:
+        InputError: a ``read`` call recorded with no response at all (no body, no error):
+            no observation can serve it, as ``reproduce`` cannot (`Trace.unanswered`; the
+            call's line and field named).
+    """
+    for line, call in trace.unanswered():
+        if not call.is_provider_call and call.effect == "read":
+            raise InputError(
+                NO_RESPONSE.format(index=call.index, tool=call.tool) + " as an observation",
+                file=trace.file,
+                line=line,
+                field="body",
+            )
     run = trace.run
     record: dict[str, Any] = {
         "task_id": task_id,

@@ -146,3 +146,40 @@ def test_a_call_an_argument_rule_denies_is_refused_in_the_sandbox_and_named(
 
 def _calls(trace: str) -> list[dict[str, Any]]:
     return [line for line in _lines(trace) if line["type"] == "call"]
+
+
+SLOW_POLICY = """\
+name: slow-patterns
+mode: shadow
+limits: {timeout_s: 60}
+rules:
+  - {name: words, tool: shell.run, action: deny, when: {command: {matches: '^(\\w+\\s?){1,16}$'}}}
+  - {name: dots, tool: shell.run, action: deny, when: {command: {matches: '(.*a){16}$'}}}
+  - {name: pairs, tool: shell.run, action: deny, when: {command: {matches: '(a|aa){16}$'}}}
+"""
+
+
+def test_the_guard_decides_backtracking_patterns_without_holding_the_run(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    """Issue 32 N06, in the sandbox: the guard searched each rule with ``re`` and a 31-character
+    argument held the run to its timeout (``timeout``); now the call is decided (none of the
+    three matches it) and runs; the next step's ``echo done`` is two words, denied by them."""
+    work = _project(tmp_path / "slow")
+    (work / "slow-policy.yaml").write_text(SLOW_POLICY, encoding="utf-8")
+    (work / "slow-policy.yaml").chmod(0o644)
+    tasks = [
+        {"task_id": "slow", "input": {"command": "a" * 30 + "!"}},
+        {"task_id": "words", "input": {"command": "ls la tmp"}},
+    ]
+    (work / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    run = ["run", "guarded.yaml", "--tasks", "tasks.jsonl", "--policy", "slow-policy.yaml"]
+    code, slow, err = _cli([*run, "--task", "slow"], work, sandbox_image)
+    assert code == 0 and slow["status"] == "denied", (slow, err)  # not "timeout"
+    ran, refused = _calls(slow["trace"])  # the 31 characters ran; "echo done" is words
+    assert json.loads(ran["body"])["ran"] == "a" * 30 + "!", ran
+    assert refused["meta"]["argument_rule"]["rule"] == "words", refused
+    code, words, err = _cli([*run, "--task", "words"], work, sandbox_image)
+    assert code == 0 and words["status"] == "denied", (words, err)
+    (refused,) = _calls(words["trace"])
+    assert refused["meta"]["argument_rule"]["rule"] == "words", refused

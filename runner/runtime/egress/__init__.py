@@ -13,7 +13,8 @@ child).
 The witness outside the worker (issue 18): a seccomp user-notification filter the worker
 installs on itself, answered by the runtime. ``kernel`` (ctypes: seccomp, ``/proc/PID/mem``
 reads, the notification ioctls), ``bpf`` (the filter: arch check, io_uring denied, network calls
-trapped), ``sockaddr`` (decoding an address read from the caller), ``procnet`` (which kind of
+trapped), ``sockaddr`` (decoding an address read from the caller), ``msghdr`` (a ``sendmsg``'s
+headers and payload read from the caller), ``procnet`` (which kind of
 socket a descriptor of the caller is, by inode), ``seccomp`` (`install` in the worker, `attach`
 in the runtime: the bootstrap), ``witness`` (`Witness`, the runtime's thread that logs and
 answers; `serve`), ``dns`` (the resolver's queries to the nameserver read as the lookups of

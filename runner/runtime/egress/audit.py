@@ -259,9 +259,26 @@ def _log_attempt(attempt: Dict[str, Any]) -> None:
         _write_lines(_take_pending())
 
 
+UNREAD = (
+    "the egress witness could not read where a call went (its process made itself not "
+    "dumpable): attempts logged without their destination"
+)
+
+
 def record_witnessed(attempt: Dict[str, Any]) -> None:
-    """Log an attempt the egress witness saw (any thread): the hook's destinations, counts, cap."""
+    """Log an attempt the egress witness saw (any thread): the hook's destinations, counts, cap.
+
+    An attempt logged without its destination (the witness could not read the caller's memory:
+    it made itself not dumpable) makes the log's coverage ``partial`` (once, `UNREAD`): the
+    attempt is counted and denied, but the log no longer names every destination tried.
+    """
     _log_attempt(attempt)
+    if (
+        attempt.get("address") is None
+        and attempt.get("host") is None
+        and attempt.get("kind") in ("connect", "sendto", "sendmsg")
+    ):
+        _coverage(("witness", "unread"), reason=UNREAD, pid=attempt.get("pid"))
 
 
 def _attempt(

@@ -156,7 +156,7 @@ class Resolver:
         self.sink = sink
         self.servers = nameservers() if servers is None else servers
         self.sock: Optional[socket.socket] = None
-        self._inodes: Set[int] = set()
+        self._inodes: Dict[int, int] = {}  # swapped-in socket's inode -> its local port
         self._sources: Dict[int, Tuple[str, int]] = {}  # our local port -> (server, pid)
         if self.servers:
             try:
@@ -187,12 +187,13 @@ class Resolver:
         if len(self._inodes) >= MAX_SOCKETS:
             self._inodes.clear()
             self._sources.clear()
-        self._inodes.add(os.fstat(sock.fileno()).st_ino)
-        self._sources[sock.getsockname()[1]] = (server, pid)
+        port = sock.getsockname()[1]
+        self._inodes[os.fstat(sock.fileno()).st_ino] = port
+        self._sources[port] = (server, pid)
 
-    def is_ours(self, inode: Optional[int]) -> bool:
-        """Whether the caller's socket with ``inode`` is one we swapped in (its sends are ours)."""
-        return inode is not None and inode in self._inodes
+    def port_of(self, inode: Optional[int]) -> Optional[int]:
+        """The local port of the socket with ``inode`` when it is one we swapped in, else None."""
+        return None if inode is None else self._inodes.get(inode)
 
     def serve(self) -> None:
         """Read every query waiting on our socket: log its name, answer ``REFUSED``."""
@@ -203,16 +204,26 @@ class Resolver:
                 payload, source = self.sock.recvfrom(MAX_QUERY)
             except OSError:  # nothing more waiting (EAGAIN), or the socket is gone
                 return
-            server, pid = self._sources.get(source[1], (None, None))
-            name = question_name(payload)
-            if name is None:
-                self.sink(not_a_query(server, pid, "seccomp.dns"))
-                continue
-            self.sink(lookup(name, pid, "seccomp.dns"))
-            answer = refused(payload)
-            if answer is not None:
-                with contextlib.suppress(OSError):  # the caller closed its socket meanwhile
-                    self.sock.sendto(answer, source)
+            self.receive(payload, source[1])
+
+    def receive(self, payload: bytes, port: int) -> None:
+        """One datagram from our swapped-in socket at local ``port``: log it, answer a query.
+
+        `serve` calls it for what arrived on our socket; the witness calls it with the bytes
+        of an unnamed ``sendmsg`` it read from the caller (and answers the call itself).
+        """
+        if self.sock is None:
+            return
+        server, pid = self._sources.get(port, (None, None))
+        name = question_name(payload[:MAX_QUERY])
+        if name is None:
+            self.sink(not_a_query(server, pid, "seccomp.dns"))
+            return
+        self.sink(lookup(name, pid, "seccomp.dns"))
+        answer = refused(payload[:MAX_QUERY])
+        if answer is not None:
+            with contextlib.suppress(OSError):  # the caller closed its socket meanwhile
+                self.sock.sendto(answer, ("127.0.0.1", port))
 
     def close(self) -> None:
         """Close our socket."""

@@ -9,10 +9,11 @@ for the two architectures the sandbox image is built for, x86_64 and aarch64. Ev
 raises `OSError` with the errno the kernel gave; none retries.
 """
 
+import contextlib
 import ctypes
 import os
 import struct
-from typing import Dict, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 # AUDIT_ARCH_* (linux/audit.h): the value of seccomp_data.arch for a native syscall.
 AUDIT_ARCH_X86_64 = 0xC000003E
@@ -120,6 +121,22 @@ def set_filter(program: bytes, flags: int) -> int:
     )
 
 
+@contextlib.contextmanager
+def _memory(pid: int, flags: int) -> Iterator[int]:
+    """``/proc/PID/mem`` opened with ``flags``; an unmapped or impossible address is EFAULT."""
+    fd = os.open("/proc/{}/mem".format(pid), flags | os.O_CLOEXEC)
+    try:
+        yield fd
+    except OverflowError:
+        raise OSError(14, "address out of range") from None
+    except OSError as exc:
+        if exc.errno == 5:  # EIO: an unmapped page
+            raise OSError(14, "unmapped address in the target") from None
+        raise
+    finally:
+        os.close(fd)
+
+
 def read_memory(pid: int, address: int, size: int) -> bytes:
     """``size`` bytes at ``address`` in process (or thread) ``pid``, read from ``/proc/PID/mem``.
 
@@ -132,20 +149,26 @@ def read_memory(pid: int, address: int, size: int) -> bytes:
     """
     if size <= 0:
         return b""
-    fd = os.open("/proc/{}/mem".format(pid), os.O_RDONLY | os.O_CLOEXEC)
-    try:
+    with _memory(pid, os.O_RDONLY) as fd:
         data = os.pread(fd, size, address)
-    except OverflowError:
-        raise OSError(14, "address out of range") from None
-    except OSError as exc:
-        if exc.errno == 5:  # EIO: an unmapped page
-            raise OSError(14, "unmapped address in the target") from None
-        raise
-    finally:
-        os.close(fd)
     if len(data) != size:
         raise OSError(14, "short read of the target's memory")
     return data
+
+
+def write_memory(pid: int, writes: "List[Tuple[int, bytes]]") -> None:
+    """Write each ``(address, data)`` of ``writes`` into process ``pid`` (``/proc/PID/mem``).
+
+    What the kernel itself writes back to a caller whose syscall the witness performs (a
+    ``sendmmsg``'s ``msg_len``). The same ptrace access check as `read_memory`.
+
+    Raises:
+        OSError: EFAULT for an unmapped range (a short write counts), EACCES/ESRCH.
+    """
+    with _memory(pid, os.O_WRONLY) as fd:
+        for address, data in writes:
+            if os.pwrite(fd, data, address) != len(data):
+                raise OSError(14, "short write to the target's memory")
 
 
 def ioctl(fd: int, request: int, buf: "ctypes.Array[ctypes.c_char]") -> int:

@@ -10,24 +10,34 @@ of its descendants waits in the kernel until this thread answers. Per call:
 - ``connect`` to an IP address (any but the gateway's loopback port), and any addressed
   ``sendto``/``sendmsg``/``sendmmsg`` to an IP address: logged (`sink`), answered
   ``ENETUNREACH``. A caller whose memory cannot be read (not dumpable, say): logged without an
-  address, answered ``ENETUNREACH``.
+  address (the runtime's log then says coverage ``partial``: `audit.record_witnessed`),
+  answered ``ENETUNREACH``.
 - ``connect`` to the gateway's loopback port: this thread connects a socket of its own there and
   installs it in the caller's place (``SECCOMP_IOCTL_NOTIF_ADDFD`` with ``SETFD``, the caller's
   ``O_NONBLOCK``/``O_CLOEXEC`` kept), then returns the connect's result. Nothing the caller
   rewrites after the read can make that socket go elsewhere (the kernel documents
   ``SECCOMP_USER_NOTIF_FLAG_CONTINUE`` as unsafe for such decisions). Socket options the
-  caller set before ``connect`` are not carried over.
+  caller set before ``connect`` are not carried over. A kernel without ``ADDFD`` (before 5.9):
+  the connect is logged and denied, never continued.
 - ``connect``/``sendto`` with a local-family address (``AF_UNIX``, ``AF_NETLINK``): continued
   (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``) only when the descriptor is, at that moment, a socket
   of that family (`procnet`), since the kernel refuses an address of another family than the
   socket's; else ``EAFNOSUPPORT``. ``connect`` with ``AF_UNSPEC``: 0, nothing done.
-- ``sendmsg``/``sendmmsg``: any IP address in a header: logged, ``ENETUNREACH``. No address:
-  continued on a unix or hashed TCP socket (TCP ignores a name; ``MSG_FASTOPEN`` is refused by
-  the filter), else ``EDESTADDRREQ`` (no datagram socket has a destination: its connects were
-  denied). Local-family names: as ``sendto``.
-- Residual of every continue, documented: another thread of the caller that *replaces the
-  descriptor* (``dup2``) between this check and the kernel's own can make one call the log
-  does not name; rewriting the address alone cannot. The namespace (``network_mode=none``)
+- ``sendmsg``/``sendmmsg``: any IP address in a header: logged, ``ENETUNREACH``. No address on
+  a socket this thread swapped in for a nameserver (`dns`): never continued (the kernel would
+  read the header again, and a name written into it meanwhile would send the datagram there:
+  issue 32 N07); the datagrams read are handed to the resolver by this thread and the call
+  answered with what the kernel would return (`_to_resolver`). No address on a unix or
+  hashed TCP socket: continued (a name written meanwhile can only be a unix one the kernel
+  checks against the unix socket; TCP ignores a name, ``MSG_FASTOPEN`` is refused by the
+  filter and no socket of the worker has a deferred connect: every connect is ours); else
+  ``EDESTADDRREQ`` (no datagram socket has a destination: its connects were denied).
+  Local-family names: as ``sendto``.
+- So no decision to continue depends on the caller's memory alone: each one holds for any
+  bytes the caller writes afterwards, given the socket. The residual is the socket: another
+  thread that *replaces the descriptor* (``dup2``, or ``close`` and a new socket taking the
+  number) between this check and the kernel's own, and writes an IP address into the call's
+  memory too, can make one call the log does not name. The namespace (``network_mode=none``)
   still contains it. Closing it needs ``pidfd_getfd`` (to act on the socket itself), which
   Docker's default profile denies.
 
@@ -47,19 +57,15 @@ import struct
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime.egress import audit, dns, kernel, procnet, seccomp, sockaddr
+from runner.runtime.egress import audit, dns, kernel, msghdr, procnet, seccomp, sockaddr
 
 ENETUNREACH = 101
 ENOSYS = 38
 EINVAL = 22
 EFAULT = 14
-ENOTTY = 25
 EAFNOSUPPORT = 97
 EDESTADDRREQ = 89
-MAX_MMSG = 1024  # UIO_MAXIOV: the kernel's own cap on sendmmsg's vlen
 MAX_ERRORS = 100  # unexpected failures remembered (each is answered ENETUNREACH anyway)
-_MSGHDR = 56
-_MMSGHDR = 64
 Sink = Callable[[Dict[str, Any]], None]
 
 
@@ -197,8 +203,9 @@ class Witness:
             error, flags = -ENETUNREACH, 0
         if error is None:  # the notification went stale: nothing to answer
             return
+        value, error = (error, 0) if error > 0 else (0, error)  # a result the witness made
         try:
-            kernel.send_response(self.listener, notif_id, 0, error, flags)
+            kernel.send_response(self.listener, notif_id, value, error, flags)
             self.answered += 1
         except OSError:  # the caller is gone (ENOENT)
             pass
@@ -252,20 +259,21 @@ class Witness:
 
     def _gateway(
         self, notif_id: int, pid: int, fd: int, data: bytes, family: str, to_resolver: str = ""
-    ) -> Tuple[int, int]:
+    ) -> Optional[int]:
         """Connect a socket of ours to the gateway and put it in the caller's place (``ADDFD``).
 
         With ``to_resolver`` (a nameserver's address) the socket is UDP and connected to our
         `runner.runtime.egress.dns.Resolver` instead (``data`` is its address).
 
-        Returns (error, flags): the connect's result; ``ENETUNREACH`` when the caller's
-        descriptor cannot be read or replaced; CONTINUE only on a kernel without ``ADDFD``
-        (before 5.9: ``ENOTTY``/``EINVAL``), where the address read was the gateway's (for
-        the resolver: ``ENETUNREACH``, the connect logged).
+        Returns:
+            The connect's result (0 or a negative errno), or None when the caller's descriptor
+            cannot be read or replaced, a kernel without ``ADDFD`` (before 5.9) included: the
+            caller then logs the connect and denies it. Never ``CONTINUE``: the kernel would
+            read the address again, which another thread may have rewritten meanwhile.
         """
         flags = self._fd_flags(pid, fd)
         if flags < 0:
-            return -ENETUNREACH, 0
+            return None
         kind = socket.SOCK_DGRAM if to_resolver else socket.SOCK_STREAM
         sock = socket.socket(socket.AF_INET if family == "inet" else socket.AF_INET6, kind)
         try:
@@ -274,13 +282,11 @@ class Witness:
             if to_resolver:
                 self.resolver.remember(sock, to_resolver, pid)
             kernel.add_fd(self.listener, notif_id, sock.fileno(), fd, bool(flags & os.O_CLOEXEC))
-        except OSError as exc:
-            if exc.errno in (ENOTTY, EINVAL) and not to_resolver:
-                return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
-            return -ENETUNREACH, 0
+        except OSError:
+            return None
         finally:
             sock.close()
-        return result, 0
+        return result
 
     def _connect(self, notif_id: int, pid: int, args: Tuple[int, ...]) -> Tuple[Optional[int], int]:
         error, data = self._address(notif_id, pid, args[1], args[2], "connect")
@@ -298,14 +304,15 @@ class Witness:
             and decoded["port"] == self.gateway_port
             and sockaddr.is_loopback(decoded["address"])
         ):
-            return self._gateway(notif_id, pid, args[0] & 0xFFFFFFFF, data, family)
-        if self.resolver.sock is not None and self.resolver.is_server(decoded):
+            result = self._gateway(notif_id, pid, args[0] & 0xFFFFFFFF, data, family)
+            if result is not None:
+                return result, 0
+        elif self.resolver.sock is not None and self.resolver.is_server(decoded):
             # the lookup's transport: its queries come to our resolver, which logs their names
             target = self.resolver.address()
             fd = args[0] & 0xFFFFFFFF
-            error, flags = self._gateway(notif_id, pid, fd, target, "inet", decoded["address"])
-            if error == 0:
-                return error, flags
+            if self._gateway(notif_id, pid, fd, target, "inet", decoded["address"]) == 0:
+                return 0, 0
         self._log("connect", pid, decoded)
         return -ENETUNREACH, 0
 
@@ -340,8 +347,8 @@ class Witness:
     def _sendmsg(
         self, notif_id: int, pid: int, fd: int, pointer: int, count: int, call: str
     ) -> Tuple[Optional[int], int]:
-        size = _MSGHDR if call == "sendmsg" else _MMSGHDR
-        count = min(count, MAX_MMSG)
+        size = msghdr.MSGHDR if call == "sendmsg" else msghdr.MMSGHDR
+        count = min(count, msghdr.UIO_MAXIOV)
         try:
             headers = self._read(pid, pointer, size * count)
         except OSError as exc:
@@ -350,8 +357,7 @@ class Witness:
             self._log(call, pid, None)
             return -ENETUNREACH, 0
         named: List[Dict[str, Any]] = []
-        for index in range(count):
-            name, namelen = struct.unpack_from("<QI", headers, index * size)
+        for name, namelen in msghdr.names(headers, count, size):
             if not name or not namelen:
                 continue
             error, data = self._address(notif_id, pid, name, namelen, call)
@@ -366,9 +372,11 @@ class Witness:
                 self._log(call, pid, decoded)
             return -ENETUNREACH, 0
         families = {d["family"] for d in named}
-        if not families and self.resolver.is_ours(procnet.socket_inode(pid, fd & 0xFFFFFFFF)):
-            return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE  # queries to our resolver
-        kind = procnet.socket_kind(pid, fd & 0xFFFFFFFF)
+        fd &= 0xFFFFFFFF
+        port = self.resolver.port_of(procnet.socket_inode(pid, fd))
+        if not families and port is not None:  # queries to our resolver: sent by us
+            return self._to_resolver(notif_id, pid, pointer, headers, count, size, port, call)
+        kind = procnet.socket_kind(pid, fd)
         if not families and kind in ("unix", "tcp"):  # TCP ignores a name (no MSG_FASTOPEN)
             return 0, kernel.SECCOMP_USER_NOTIF_FLAG_CONTINUE
         if families and families == {kind}:
@@ -376,6 +384,59 @@ class Witness:
         # a datagram socket without a destination: every connect of one was denied, so the
         # kernel's answer would be EDESTADDRREQ (unless a name appears meanwhile: refused here)
         return (-EDESTADDRREQ if not families else -EAFNOSUPPORT), 0
+
+    def _to_resolver(
+        self,
+        notif_id: int,
+        pid: int,
+        pointer: int,
+        headers: bytes,
+        count: int,
+        size: int,
+        port: int,
+        call: str,
+    ) -> Tuple[Optional[int], int]:
+        """Perform an unnamed ``sendmsg``/``sendmmsg`` on our swapped-in resolver socket.
+
+        Never ``CONTINUE``: the kernel would read the header again, and another thread may
+        have written a name into it since (issue 32 N07: datagrams reached a denied loopback
+        listener). The datagrams are read from the caller's memory once, handed to our
+        resolver as if they had arrived (`runner.runtime.egress.dns.Resolver.receive`), and
+        the call is answered with what the kernel would have returned: the bytes sent
+        (``sendmsg``), or the messages sent with each ``msg_len`` written back
+        (``sendmmsg``). Control messages and flags change nothing (nothing is sent).
+        """
+
+        def read(address: int, length: int) -> bytes:
+            return self._read(pid, address, length)
+
+        datagrams: List[Tuple[int, bytes]] = []
+        failure = 0
+        for index in range(count):
+            try:
+                datagrams.append(msghdr.datagram(read, headers, index * size, dns.MAX_QUERY))
+            except OSError as exc:
+                if exc.errno not in (EFAULT, msghdr.EMSGSIZE):
+                    self._log(call, pid, None)  # unreadable (not dumpable): nothing is sent
+                    return -ENETUNREACH, 0
+                failure = -exc.errno
+                break
+        if not kernel.id_valid(self.listener, notif_id):
+            return None, 0
+        if call == "sendmmsg" and datagrams:
+            lengths = [
+                (pointer + index * size + msghdr.MSG_LEN_OFFSET, struct.pack("<I", length))
+                for index, (length, _payload) in enumerate(datagrams)
+            ]
+            try:
+                kernel.write_memory(pid, lengths)
+            except OSError:
+                return -EFAULT, 0
+        for _length, payload in datagrams:
+            self.resolver.receive(payload, port)
+        if call == "sendmmsg":
+            return (len(datagrams) or failure), 0  # as the kernel: the count, else the error
+        return (datagrams[0][0] if datagrams else failure), 0
 
 
 def serve(

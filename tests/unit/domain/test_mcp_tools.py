@@ -27,6 +27,12 @@ FIXTURES = REPO / "tests" / "fixtures" / "mcp"
         ({"readOnlyHint": True}, Effect.READ, "readOnlyHint: true"),
         ({"readOnlyHint": True, "openWorldHint": True}, Effect.READ, "readOnlyHint: true"),
         ({"readOnlyHint": True, "idempotentHint": True}, Effect.READ, "idempotentHint: true"),
+        (  # issue 32 N12: hints that contradict themselves describe nothing: fail closed
+            {"readOnlyHint": True, "destructiveHint": True},
+            Effect.UNSAFE,
+            "contradictory annotations: readOnlyHint: true with destructiveHint: true",
+        ),
+        ({"readOnlyHint": True, "destructiveHint": False}, Effect.READ, "readOnlyHint: true"),
         ({"destructiveHint": True}, Effect.UNSAFE, "destructiveHint: true"),
         ({"readOnlyHint": False}, Effect.UNSAFE, "destructiveHint: true (default)"),
         ({"destructiveHint": False}, Effect.UNSAFE, "openWorldHint: true (default)"),

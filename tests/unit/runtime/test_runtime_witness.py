@@ -102,6 +102,25 @@ def test_a_query_sent_to_the_nameserver_with_an_address_is_read(tmp_path: Path, 
         ]
 
 
+def test_unnamed_sends_to_the_swapped_resolver_are_performed_by_the_witness(
+    tmp_path: Path,
+) -> None:
+    """Issue 32 N07: an unnamed ``sendmmsg``/``sendmsg`` on the socket swapped in for the
+    nameserver is never continued (the kernel would read the header again); the witness hands
+    the datagrams it read to its resolver and answers as the kernel would: the count, each
+    ``msg_len`` written back, the bytes of one message; each query answered REFUSED."""
+    servers = sorted(dns.nameservers())
+    if not servers or ":" in servers[0]:
+        pytest.skip("no IPv4 nameserver in /etc/resolv.conf")
+    names = ["first-mmsg.invalid", "second-mmsg.invalid"]
+    result = _run(tmp_path, "net.dns_mmsg", {"server": servers[0], "names": names})
+    body = json.loads(result.calls[0]["body"])
+    assert body["sent"] == 2 and body["msg_len"] == body["lengths"], body
+    assert body["again"] == body["lengths"][0] and body["rcodes"] == [5, 5, 5], body
+    lookups = [(m["attempt"]["host"], m.get("count", 1)) for m in result.of("egress")]
+    assert sorted(lookups) == [("first-mmsg.invalid", 2), ("second-mmsg.invalid", 1)], lookups
+
+
 # A filter with a listener already in force: the kernel refuses the worker's own listener
 # (EBUSY: one listener per filter chain), as a sandbox whose engine filters that way would.
 _UNDER_A_LISTENER = """#!{python}

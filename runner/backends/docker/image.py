@@ -30,6 +30,7 @@ from typing import Any, Literal
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.docker import wheelhouse as wh
+from runner.backends.docker.build import run_build
 from runner.backends.docker.client import call, retrying
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
@@ -261,39 +262,14 @@ def _build(
     Raises:
         InfrastructureError: the build failed (log tail attached).
     """
-    lines: list[str] = []
-    image_id = ""
-    stream = call(
-        f"build {image}",
-        api.build,
+    return run_build(
+        api,
+        image,
+        base,
         path=str(context),
-        tag=image,
         buildargs={"BASE_IMAGE": base, "VERSION": version},
         labels=labels,
-        network_mode="none",
-        pull=False,
-        rm=True,
-        forcerm=True,
-        decode=True,
-        use_config_proxy=False,
     )
-    for event in stream:
-        if not isinstance(event, dict):
-            continue
-        if event.get("error"):
-            lines.append(str(event["error"]).rstrip())
-            tail = "\n".join(lines[-_LOG_TAIL:])
-            raise InfrastructureError(f"building {image} from {base} failed:\n{tail}", image=image)
-        text = str(event.get("stream") or "").rstrip()
-        if text:
-            lines.append(text)
-            log.debug("image_build_output", line=text)
-        aux = event.get("aux")
-        if isinstance(aux, dict) and aux.get("ID"):
-            image_id = str(aux["ID"])
-    if not image_id:
-        image_id = str(retrying(f"inspect image {image}", api.inspect_image, image)["Id"])
-    return image_id
 
 
 def context_digest(folder: Path | None = None) -> str:

@@ -77,7 +77,8 @@ def _files(backend: DockerBackend, image: str, state_dir: Path) -> Check:
     try:
         return files_check(backend, image, runner_mounts(), state_dir.resolve())
     except (InfrastructureError, OSError) as exc:
-        return Check("files", False, True, f"the files probe failed: {exc}", FILES_FIX)
+        detail = f"{backend.files.describe()}; the files probe failed: {exc}"
+        return Check("files", False, True, detail, FILES_FIX)
 
 
 def run_checks(

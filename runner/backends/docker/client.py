@@ -50,7 +50,7 @@ def image_fix(platform: str | None = None) -> str:
             "run `sandbox-replay image build` (pulls its base; with no registry: "
             "`sandbox-replay image build --offline`, needs root and debootstrap)"
         )
-    return "run `sandbox-replay image build` (Docker Desktop pulls its python base once)"
+    return "run `sandbox-replay image build` (the engine pulls its Python base image once)"
 
 
 IMAGE_FIX = image_fix()

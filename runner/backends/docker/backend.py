@@ -381,12 +381,18 @@ class DockerBackend(Backend):
         """Remove leftover containers of dead owners on this host (never a live owner's).
 
         Each one's run time is read from the engine first; one of another ledger is left
-        alone while recent (`runner.backends.docker.reaper`).
+        alone while recent (`runner.backends.docker.reaper`). Copy mode's tool volumes older
+        than a week that no container uses go too (`HostFiles.prune`).
 
         Raises:
             InfrastructureError: the engine failed while listing.
         """
-        return reap_dead(self.api, self.containers(), self.owner.host, ledger=ledger)
+        reaped = reap_dead(self.api, self.containers(), self.owner.host, ledger=ledger)
+        try:
+            self.files.prune()  # copy mode's old tool volumes (`HostFiles.prune`)
+        except InfrastructureError as exc:  # never fail a command over it
+            log.warning("files_volumes_prune_failed", error=str(exc))
+        return reaped
 
 
 __all__ = ["DockerBackend"]

@@ -25,8 +25,9 @@ Everything else of a run (the run spec, the task, recorded calls) travels over s
 A volume is complete only when its marker volume (``<name>.filled``) exists, created after the
 copy succeeded: a command that finds the volume without its marker waits for it (another
 command is filling it) and fills it itself after `FILL_WAIT_S` (that one died). Volumes are
-shared by every command on the engine and are not removed by sandbox-replay (they hold tool
-code, a few MB; ``docker volume ls --filter label=io.sandbox-replay.files`` lists them).
+shared by every command on the engine (they hold tool code, a few MB; ``docker volume ls
+--filter label=io.sandbox-replay.files`` lists them); the reaper (`DockerBackend.reap`, at the
+start of every command) removes those made more than `PRUNE_AGE_S` ago that no container uses.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -49,6 +52,7 @@ from runner.backends.base import Mount, SandboxSpec
 from runner.backends.docker.client import call, retrying
 from runner.backends.docker.filetree import archive, entries_of
 from runner.backends.docker.runtimeimage import RuntimeImage, RuntimeImages, is_runtime_mount
+from runner.backends.docker.sandbox import engine_time
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
 
@@ -68,6 +72,7 @@ FILES_LABEL = f"{L.PREFIX}.files"
 VOLUME_PREFIX = "sandbox-replay-files-"
 FILLED_SUFFIX = ".filled"
 FILL_WAIT_S = 120.0
+PRUNE_AGE_S = 7 * 86400.0  # files volumes older than this, unused, are removed by the reaper
 _FILL_POLL_S = 0.5
 _SAMPLE_MAX_BYTES = 1024 * 1024
 _SAMPLE_SCAN = 2000
@@ -381,6 +386,43 @@ class HostFiles:
             retrying(f"remove {helper}", self.api.remove_container, created["Id"], force=True)
         call(f"create volume {marker}", self.api.create_volume, marker, labels=labels)
         log.info("files_volume_filled", volume=name)
+
+    def prune(self, max_age_s: float = PRUNE_AGE_S, now: datetime | None = None) -> list[str]:
+        """Remove the files volumes made more than ``max_age_s`` ago that no container uses.
+
+        A volume in use (the engine answers 409) is kept; its marker goes only after it.
+
+        Returns:
+            The names of the volumes removed.
+
+        Raises:
+            InfrastructureError: the engine failed while listing.
+        """
+        listed = retrying("list volumes", self.api.volumes, filters={"label": [FILES_LABEL]})
+        now = now or datetime.now(UTC)
+        removed: list[str] = []
+        for volume in (listed or {}).get("Volumes") or []:
+            name = str(volume.get("Name", ""))
+            created = engine_time(volume.get("CreatedAt"))
+            if not name.startswith(VOLUME_PREFIX) or name.endswith(FILLED_SUFFIX):
+                continue
+            if created is None or (now - created).total_seconds() < max_age_s:
+                continue
+            try:
+                retrying(f"remove volume {name}", self.api.remove_volume, name)
+            except InfrastructureError as exc:
+                if exc.fields.get("status") in (404, 409):  # gone, or in use: kept
+                    continue
+                raise
+            with suppress(InfrastructureError):
+                retrying(f"remove volume {name}", self.api.remove_volume, name + FILLED_SUFFIX)
+            with self._lock:
+                self._by_folder = {f: v for f, v in self._by_folder.items() if v != name}
+                self._volumes = {d: v for d, v in self._volumes.items() if v != name}
+            removed.append(name)
+        if removed:
+            log.info("files_volumes_pruned", count=len(removed))
+        return removed
 
     def describe(self) -> str:
         """The mode in words, for ``doctor``."""

@@ -13,6 +13,7 @@ import stat
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,9 @@ class FakeEngine:
         self.sees = sees  # "host": the host's files; "nothing": refuses binds; "other": others
         self.calls: list[tuple[str, Any]] = []
         self.containers: dict[str, dict[str, Any]] = {}
-        self.volumes: set[str] = set()
+        self.volume_names: set[str] = set()
+        self.created: dict[str, str] = {}  # volume -> CreatedAt
+        self.in_use: set[str] = set()
         self.images: dict[str, dict[str, Any]] = {
             "sandbox:1": {"Id": "sha256:" + "ab" * 32, "Config": {"User": "10001:10001"}}
         }
@@ -120,18 +123,25 @@ class FakeEngine:
         self.containers.pop(container, None)
 
     def inspect_volume(self, name: str) -> dict[str, str]:
-        if name not in self.volumes:
+        if name not in self.volume_names:
             raise api_error(404, f"no such volume {name}")
         return {"Name": name}
 
     def create_volume(self, name: str, labels: dict[str, str] | None = None) -> dict[str, str]:
         self.calls.append(("create_volume", name))
-        self.volumes.add(name)
+        self.volume_names.add(name)
         return {"Name": name}
 
     def remove_volume(self, name: str) -> None:
         self.calls.append(("remove_volume", name))
-        self.volumes.discard(name)
+        if name in self.in_use:
+            raise api_error(409, f"remove {name}: volume is in use")
+        self.volume_names.discard(name)
+
+    def volumes(self, filters: Any = None) -> dict[str, Any]:
+        assert filters == {"label": [H.FILES_LABEL]}
+        listed = [{"Name": n, "CreatedAt": self.created.get(n, "")} for n in self.volume_names]
+        return {"Volumes": listed}
 
     def put_archive(self, container: str, path: str, data: Any) -> bool:
         self.calls.append(("put_archive", path))
@@ -199,7 +209,7 @@ def test_an_engine_that_reads_back_the_host_files_gets_bind_mounts(
     read = [c[1] for c in engine.calls if c[0] == "get_archive"]
     assert f"{RUNNER}/__init__.py" in read and f"{protocol.TOOLS_DIR}/0/my_tools.py" in read
     assert ("remove_container", "cid-0") in engine.calls
-    assert not engine.volumes and not engine.builds
+    assert not engine.volume_names and not engine.builds
 
 
 @pytest.mark.parametrize(
@@ -286,12 +296,12 @@ def test_a_volume_without_its_marker_is_waited_for_then_filled(
 ) -> None:
     engine = FakeEngine("nothing")
     name = files(engine).volume_for("sandbox:1", project["tools"])
-    engine.volumes.discard(name + H.FILLED_SUFFIX)  # its filler died before the marker
+    engine.volume_names.discard(name + H.FILLED_SUFFIX)  # its filler died before the marker
     engine.puts.clear()
     monkeypatch.setattr(H, "FILL_WAIT_S", 0.2)
     monkeypatch.setattr(H, "_FILL_POLL_S", 0.05)
     assert files(engine, "copy").volume_for("sandbox:1", project["tools"]) == name
-    assert len(engine.puts) == 1 and name + H.FILLED_SUFFIX in engine.volumes
+    assert len(engine.puts) == 1 and name + H.FILLED_SUFFIX in engine.volume_names
 
 
 def test_settings_modes_are_not_probed_and_a_writable_mount_cannot_be_copied(
@@ -347,3 +357,19 @@ def test_archives_are_deterministic_and_refuse_links(
     (project["tools"] / "link.py").symlink_to(tmp_path)
     with pytest.raises(InfrastructureError, match="link or a special file"):
         list(entries_of(project["tools"]))
+
+
+def test_the_reaper_prunes_week_old_unused_volumes_and_keeps_the_rest() -> None:
+    engine = FakeEngine("nothing")
+    old, used, new = (H.VOLUME_PREFIX + c * 40 for c in "abc")
+    for name, when in ((old, "2026-11-01"), (used, "2026-11-01"), (new, "2026-12-06")):
+        engine.volume_names |= {name, name + H.FILLED_SUFFIX}
+        engine.created[name] = engine.created[name + H.FILLED_SUFFIX] = when + "T00:00:00Z"
+    engine.in_use.add(used)
+    removed = files(engine, "copy").prune(now=datetime(2026, 12, 7, tzinfo=UTC))
+    assert removed == [old]
+    assert engine.volume_names == {used, used + H.FILLED_SUFFIX, new, new + H.FILLED_SUFFIX}
+    # the volume goes first, its marker after: an in-use volume keeps its marker
+    removals = [c[1] for c in engine.calls if c[0] == "remove_volume"]
+    assert removals.index(old) < removals.index(old + H.FILLED_SUFFIX)
+    assert used + H.FILLED_SUFFIX not in removals

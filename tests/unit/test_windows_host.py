@@ -167,3 +167,30 @@ def test_check_runs_without_posix_calls(workflow: str, code: int) -> None:
     assert "Traceback" not in proc.stderr
     if code == 3:
         assert "ticket.close" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("system", "names"), [("Darwin", "colima start"), ("MINGW64_NT", "Podman")]
+)
+def test_make_s_engine_step_says_what_to_start_off_linux(
+    tmp_path: Any, system: str, names: str
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, script in (("uname", f"echo {system}"), ("docker", "exit 1")):
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{script}\n")
+        (bin_dir / tool).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    proc = subprocess.run(
+        ["bash", str(REPO / ".ci" / "ensure-engine.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 6, proc.stderr
+    assert "Docker Desktop" in proc.stderr and names in proc.stderr
+    assert "docker context use" in proc.stderr
+    assert "root" not in proc.stderr and "apt" not in proc.stderr

@@ -8,7 +8,6 @@ issue 29 the client ignored contexts and went to the default socket.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.dockercontext import write_context
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).parent / "sandbox-replay")
@@ -34,18 +35,7 @@ def _engine_socket() -> Path:
 
 def _context_env(tmp_path: Path, *, current: str, host: str) -> dict[str, str]:
     config = tmp_path / "docker-config"
-    meta = config / "contexts" / "meta" / hashlib.sha256(current.encode()).hexdigest()
-    meta.mkdir(parents=True)
-    (meta / "meta.json").write_text(
-        json.dumps(
-            {
-                "Name": current,
-                "Metadata": {},
-                "Endpoints": {"docker": {"Host": host, "SkipTLSVerify": False}},
-            }
-        )
-    )
-    (config / "config.json").write_text(json.dumps({"auths": {}, "currentContext": current}))
+    write_context(config, current, host, current=True)
     env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
     env.pop("SANDBOX_REPLAY_DOCKER_HOST", None)
     env.update({"DOCKER_CONFIG": str(config), "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state")})

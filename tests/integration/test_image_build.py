@@ -32,6 +32,18 @@ def present_base(docker_client: Any, sandbox_image: str) -> str:
     pytest.fail("no base image present although the sandbox image exists")
 
 
+def image_build(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "image", "build", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+
+
 def test_offline_build_falls_back_to_the_present_offline_base(
     docker_client: Any, sandbox_image: str
 ) -> None:
@@ -44,15 +56,7 @@ def test_offline_build_falls_back_to_the_present_offline_base(
         "SANDBOX_REPLAY_OFFLINE_BASE_IMAGE": base,
     }
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "runner", "image", "build", "--offline"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=ROOT,
-            env=env,
-            check=False,
-        )
+        proc = image_build(env, "--offline")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"base image: {base} (offline base, already present)" in proc.stdout
         assert "pulling" not in proc.stdout
@@ -81,15 +85,7 @@ def test_a_failed_pull_falls_back_to_the_offline_base(
         "SANDBOX_REPLAY_OFFLINE_BASE_IMAGE": base,
     }
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "runner", "image", "build"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=ROOT,
-            env=env,
-            check=False,
-        )
+        proc = image_build(env)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"pulling {unreachable} ..." in proc.stdout
         assert f"pull of {unreachable} failed" in proc.stdout

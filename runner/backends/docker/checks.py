@@ -159,6 +159,15 @@ def run_probe(backend: Backend, image: str, timeout_s: float = 30.0) -> dict[str
         limits=ResourceLimits(memory_mb=128, pids_limit=32, cpus=0.5, tmpfs_mb=8),
         labels={f"{L.PREFIX}.purpose": "doctor"},
     )
+    return sandbox_json(backend, spec, timeout_s)
+
+
+def sandbox_json(backend: Backend, spec: SandboxSpec, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Run ``spec`` and return the JSON object its last line of stdout holds, with its exit code.
+
+    Raises:
+        InfrastructureError: the sandbox could not run or printed no JSON object.
+    """
     out = bytearray()
     with backend.sandbox(spec) as box:
         deadline = time.monotonic() + timeout_s
@@ -171,6 +180,8 @@ def run_probe(backend: Backend, image: str, timeout_s: float = 30.0) -> dict[str
     text = out.decode("utf-8", "replace").strip()
     try:
         result: dict[str, Any] = json.loads(text.splitlines()[-1])
+        if not isinstance(result, dict):
+            raise ValueError("not an object")
     except (IndexError, ValueError) as exc:
         raise InfrastructureError(
             f"the probe sandbox printed no result (exit {state.exit_code}, "

@@ -10,19 +10,17 @@ the digest of the runtime this host would mount).
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
-import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from runner.backends import labels as L
-from runner.backends.base import STDOUT, Mount, ResourceLimits, SandboxSpec
+from runner.backends.base import Mount, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
-from runner.backends.docker.checks import Check
-from runner.errors import InfrastructureError
+from runner.backends.docker.checks import Check, sandbox_json
 from runner.runtime import protocol
 
 __all__ = ["FILES_FIX", "files_check"]
@@ -48,7 +46,7 @@ print(json.dumps(r))
 """
 
 
-def _read_in_sandbox(backend: DockerBackend, image: str, mounts: Sequence[Mount]) -> dict[str, str]:
+def _read_in_sandbox(backend: DockerBackend, image: str, mounts: Sequence[Mount]) -> dict[str, Any]:
     spec = SandboxSpec(
         run_id=f"doctor-files-{uuid.uuid4().hex[:12]}",
         image=image,
@@ -58,21 +56,7 @@ def _read_in_sandbox(backend: DockerBackend, image: str, mounts: Sequence[Mount]
         limits=ResourceLimits(memory_mb=128, pids_limit=32, cpus=0.5, tmpfs_mb=8),
         labels={f"{L.PREFIX}.purpose": "doctor"},
     )
-    out = bytearray()
-    with backend.sandbox(spec) as box:
-        deadline = time.monotonic() + 60
-        for frame in box.frames(poll_s=0.25):
-            if frame is not None and frame[0] == STDOUT:
-                out += frame[1]
-            if time.monotonic() > deadline:
-                break
-        box.wait(max(0.1, deadline - time.monotonic()))
-    text = out.decode("utf-8", "replace").strip()
-    try:
-        found: dict[str, str] = json.loads(text.splitlines()[-1])
-    except (IndexError, ValueError) as exc:
-        raise InfrastructureError(f"the files probe printed no result: {text[-300:]!r}") from exc
-    return found
+    return sandbox_json(backend, spec, timeout_s=60.0)
 
 
 def files_check(

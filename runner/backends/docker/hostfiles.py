@@ -203,29 +203,16 @@ class HostFiles:
         samples = [s for s in (_sample(m) for m in mounts) if s is not None]
         if not samples:
             return Visibility(True, "nothing to probe: no file in the mounted folders")
-        name = f"sandbox-replay-probe-{uuid.uuid4().hex[:12]}"
-        host_config = self.api.create_host_config(
-            network_mode="none",
-            mounts=[
-                DockerMount(target=m.target, source=str(m.source), type="bind", read_only=True)
-                for m in mounts
-            ],
-        )
+        binds = [
+            DockerMount(target=m.target, source=str(m.source), type="bind", read_only=True)
+            for m in mounts
+        ]
         try:
-            created = call(
-                f"create {name}",
-                self.api.create_container,
-                image,
-                command=["true"],
-                name=name,
-                labels={**self._labels, L.RUN: name},
-                host_config=host_config,
-            )
+            container = self._helper("probe", image, binds)
         except InfrastructureError as exc:
             if exc.fields.get("status") in (400, 500):  # the engine refused the bind source
                 return Visibility(False, f"the engine refused to bind this host's paths: {exc}")
             raise
-        container = str(created["Id"])
         try:
             for path, target in samples:
                 try:
@@ -235,9 +222,30 @@ class HostFiles:
                 if seen != path.read_bytes():
                     return Visibility(False, f"the engine sees another {path} than this host")
         finally:
-            retrying(f"remove {name}", self.api.remove_container, container, force=True)
+            retrying(f"remove {container}", self.api.remove_container, container, force=True)
         shown = ", ".join(str(p) for p, _ in samples[:3])
         return Visibility(True, f"the engine read back this host's files ({shown})")
+
+    def _helper(self, kind: str, image: str, mounts: list[DockerMount]) -> str:
+        """Create, never start, a helper container with ``mounts`` and no network; its id.
+
+        Labelled with the backend's session and owner: the reaper removes it when this process
+        dies before removing it itself.
+
+        Raises:
+            InfrastructureError: the engine refused it (a bind source it cannot see: 400).
+        """
+        name = f"sandbox-replay-{kind}-{uuid.uuid4().hex[:12]}"
+        created = call(
+            f"create {name}",
+            self.api.create_container,
+            image,
+            command=["true"],
+            name=name,
+            labels={**self._labels, L.RUN: name},
+            host_config=self.api.create_host_config(network_mode="none", mounts=mounts),
+        )
+        return str(created["Id"])
 
     # -- placement -----------------------------------------------------------------------------
 
@@ -365,25 +373,15 @@ class HostFiles:
                     return
             log.warning("files_volume_refill", volume=name)
         call(f"create volume {name}", self.api.create_volume, name, labels=labels)
-        helper = f"sandbox-replay-fill-{uuid.uuid4().hex[:12]}"
-        created = call(
-            f"create {helper}",
-            self.api.create_container,
-            image,
-            command=["true"],
-            name=helper,
-            labels={**self._labels, L.RUN: helper},
-            host_config=self.api.create_host_config(
-                network_mode="none",
-                mounts=[DockerMount(target="/fill", source=name, type="volume")],
-            ),
+        helper = self._helper(
+            "fill", image, [DockerMount(target="/fill", source=name, type="volume")]
         )
         try:
-            ok = call(f"copy into {name}", self.api.put_archive, created["Id"], "/fill", data)
+            ok = call(f"copy into {name}", self.api.put_archive, helper, "/fill", data)
             if not ok:
                 raise InfrastructureError(f"the engine did not take the copy into volume {name}")
         finally:
-            retrying(f"remove {helper}", self.api.remove_container, created["Id"], force=True)
+            retrying(f"remove {helper}", self.api.remove_container, helper, force=True)
         call(f"create volume {marker}", self.api.create_volume, marker, labels=labels)
         log.info("files_volume_filled", volume=name)
 

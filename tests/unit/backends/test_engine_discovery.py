@@ -1,14 +1,10 @@
 """Engine discovery in the docker CLI's order (runner/backends/docker/engine.py).
 
-The context files are written in the format the docker CLI writes them (``docker context
-create NAME --docker host=...`` then ``docker context use NAME``, checked against docker 20.10's
-CLI): ``contexts/meta/<sha256 of the name>/meta.json`` and ``currentContext`` in config.json.
+The context files are written in the format the docker CLI writes them (tests/dockercontext.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -16,25 +12,7 @@ import pytest
 from runner.backends.docker import client as C
 from runner.backends.docker.engine import discover_engine, engine_fix
 from runner.errors import InfrastructureError
-
-
-def write_context(config_dir: Path, name: str, host: str, *, current: bool = False) -> None:
-    meta = config_dir / "contexts" / "meta" / hashlib.sha256(name.encode()).hexdigest()
-    meta.mkdir(parents=True)
-    (meta / "meta.json").write_text(
-        json.dumps(
-            {
-                "Name": name,
-                "Metadata": {},
-                "Endpoints": {"docker": {"Host": host, "SkipTLSVerify": False}},
-            }
-        )
-    )
-    config = config_dir / "config.json"
-    data = json.loads(config.read_text()) if config.exists() else {"auths": {}}
-    if current:
-        data["currentContext"] = name
-    config.write_text(json.dumps(data))
+from tests.dockercontext import write_context
 
 
 @pytest.fixture

@@ -39,7 +39,9 @@ class FakeImagesAPI:
         return self.build_events
 
 
-def build(api: FakeImagesAPI, offline: bool, lines: list[str]) -> image_mod.BuildResult:
+def build(
+    api: FakeImagesAPI, offline: bool, lines: list[str], platform: str | None = None
+) -> image_mod.BuildResult:
     return image_mod.build_image(
         api,
         image="sandbox-replay:test",
@@ -47,6 +49,7 @@ def build(api: FakeImagesAPI, offline: bool, lines: list[str]) -> image_mod.Buil
         offline_base_image="sandbox-replay-base:bookworm",
         offline=offline,
         echo=lines.append,
+        platform=platform,
     )
 
 
@@ -126,15 +129,7 @@ def test_without_debootstrap_a_missing_base_is_an_error_naming_what_works_there(
     monkeypatch.setattr(image_mod, "build_offline_base", _forbidden)
     api = FakeImagesAPI(set())
     with pytest.raises(InfrastructureError) as raised:
-        image_mod.build_image(
-            api,
-            image="sandbox-replay:test",
-            base_image="python:3.12-slim",
-            offline_base_image="sandbox-replay-base:bookworm",
-            offline=offline,
-            echo=[].append,
-            platform=platform,
-        )
+        build(api, offline=offline, lines=[], platform=platform)
     fix = raised.value.fields["fix"]
     assert "docker pull python:3.12-slim" in fix and "SANDBOX_REPLAY_BASE_IMAGE" in fix
     assert "debootstrap" not in fix and "image build --offline" not in fix
@@ -146,15 +141,7 @@ def test_without_debootstrap_a_missing_base_is_an_error_naming_what_works_there(
 def test_on_macos_a_present_offline_base_is_still_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(image_mod, "build_offline_base", _forbidden)
     api = FakeImagesAPI({"sandbox-replay-base:bookworm"})
-    result = image_mod.build_image(
-        api,
-        image="sandbox-replay:test",
-        base_image="python:3.12-slim",
-        offline_base_image="sandbox-replay-base:bookworm",
-        offline=False,
-        echo=[].append,
-        platform="darwin",
-    )
+    result = build(api, offline=False, lines=[], platform="darwin")
     assert result.base_source == "offline-present"
 
 

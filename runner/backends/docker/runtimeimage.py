@@ -22,7 +22,7 @@ is rebuilt; ``doctor`` reports the digest it found against the host's (`RuntimeI
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -144,12 +144,7 @@ class RuntimeImages:
         self._lock = threading.Lock()
         self._known: dict[tuple[str, tuple[Mount, ...]], RuntimeImage] = {}
 
-    def ensure(
-        self,
-        image: str,
-        mounts: Sequence[Mount],
-        echo: Callable[[str], None] | None = None,
-    ) -> RuntimeImage:
+    def ensure(self, image: str, mounts: Sequence[Mount]) -> RuntimeImage:
         """The runtime image of ``image`` with the runtime that ``mounts`` would bring.
 
         Built when missing or when its label is not this runtime's digest.
@@ -162,17 +157,16 @@ class RuntimeImages:
             known = self._known.get(key)
             if known is not None:
                 return known
-            made = self._ensure(image, key[1], echo)
+            made = self._ensure(image, key[1])
             self._known[key] = made
             return made
 
-    def _ensure(
-        self, image: str, mounts: Sequence[Mount], echo: Callable[[str], None] | None
-    ) -> RuntimeImage:
+    def _ensure(self, image: str, mounts: Sequence[Mount]) -> RuntimeImage:
         base = retrying(f"inspect image {image}", self.api.inspect_image, image)
         base_id = str(base["Id"])
         user = str((base.get("Config") or {}).get("User") or "")
-        context = archive(runtime_entries(mounts), extra={})
+        entries = runtime_entries(mounts)
+        context = archive(entries)  # the runtime alone: its digest names it
         try:
             digest = context.digest
             tag = f"{RUNTIME_IMAGE_REPOSITORY}:{base_id.split(':')[-1][:12]}-{digest[:12]}"
@@ -186,10 +180,7 @@ class RuntimeImages:
                     tag, image, digest, digest, present.get(RUNTIME_VERSION_LABEL, "?"), False
                 )
             context.close()
-            entries = runtime_entries(mounts)
             context = archive(entries, extra={"Dockerfile": _dockerfile(base_id, user, entries)})
-            if echo is not None:
-                echo(f"baking the runtime {digest[:12]} into {tag} (from {image})")
             log.info("runtime_image_build", tag=tag, image=image, runtime=digest[:12])
             run_build(
                 self.api,

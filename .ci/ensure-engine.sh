@@ -73,6 +73,15 @@ if [ -n "${DOCKER_HOST:-}" ]; then
   echo "ensure-engine: DOCKER_HOST=$DOCKER_HOST does not answer; not starting a local engine" >&2
   exit 6
 fi
+case "$(uname -s)" in
+  Linux) ;;
+  Darwin)
+    echo "ensure-engine: no Docker engine answers: start Docker Desktop (or \`colima start\`, OrbStack, \`podman machine start\`), or pick a running one with \`docker context use NAME\`; then retry" >&2
+    exit 6 ;;
+  *)
+    echo "ensure-engine: no Docker engine answers: start Docker Desktop (or Podman Desktop's machine), or pick a running one with \`docker context use NAME\`; then retry" >&2
+    exit 6 ;;
+esac
 if [ "$(id -u)" != 0 ]; then
   echo "ensure-engine: no usable Docker engine, and installing/starting one needs root (start Docker, then retry)" >&2
   exit 6

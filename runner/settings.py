@@ -51,8 +51,13 @@ class Settings(BaseSettings):
     """Everything the host may configure without editing a policy.
 
     Attributes:
-        docker_host: Docker engine address; None means the docker SDK's own default
-            (``DOCKER_HOST`` or the platform socket).
+        docker_host: Docker engine address; None: the engine the docker CLI would use
+            (``DOCKER_HOST``, the docker context, the platform socket, Podman's socket;
+            `runner.backends.docker.engine`).
+        host_files: how the runtime and the tool snapshot reach Docker sandboxes: ``bind``
+            (read-only bind mounts of host folders), ``copy`` (runtime baked into an image,
+            tools copied into volumes through the engine's API: engines that cannot see this
+            host's paths), or ``auto`` (a probe decides; `runner.backends.docker.hostfiles`).
         backend: where sandboxes run when a command is given no ``--backend``
             (``SANDBOX_REPLAY_BACKEND``: ``docker``, ``namespace`` or ``ray``).
         namespace_rootfs: a root filesystem folder the namespace backend uses for every run
@@ -94,6 +99,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
 
     docker_host: str | None = None
+    host_files: Literal["auto", "bind", "copy"] = "auto"
     backend: Literal["docker", "namespace", "ray"] = "docker"
     namespace_rootfs: Path | None = None
     image: str = DEFAULT_IMAGE

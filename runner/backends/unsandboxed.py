@@ -15,14 +15,15 @@ environment otherwise (real tools need their configuration, e.g. ``HELPDESK_DATA
 The lifetime cap of every backend (`runner.backends.base.LifetimeCap`) holds here too: the
 command runs under ``timeout -s KILL N`` when the host has coreutils ``timeout`` (Linux; not
 stock macOS or Windows, where the runtime's own watchdog and end-of-file on its stdin pipe, which
-closes when this process dies, are what end an orphaned run).
+closes when this process dies, are what end an orphaned run). The runtime's process group is
+killed portably (`runner.backends.processgroup`: ``killpg`` on POSIX, ``taskkill /T`` on
+Windows).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from runner.backends.base import (
     SandboxSpec,
 )
 from runner.backends.pipes import PipedOutput
+from runner.backends.processgroup import group_kwargs, kill_group
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
@@ -104,8 +106,7 @@ class _Process(Sandbox):
 
     def kill(self) -> None:
         self.killed = True
-        if self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGKILL)
+        kill_group(self._process)
 
     def wait(self, timeout_s: float) -> ExitState:
         try:
@@ -173,7 +174,7 @@ class UnsandboxedProcessBackend(Backend):
                     stderr=subprocess.PIPE,
                     cwd=Path.cwd(),  # live tools see the caller's working directory
                     env=env,
-                    start_new_session=True,
+                    **group_kwargs(),  # POSIX: a session of its own; Windows: a new group
                 )
             except OSError as exc:
                 raise InfrastructureError(f"cannot start the local runtime: {exc}") from exc
@@ -182,8 +183,7 @@ class UnsandboxedProcessBackend(Backend):
             yield box
         finally:
             if process is not None and process.poll() is None:
-                with suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
+                kill_group(process)
                 process.wait()
             if box is not None:
                 box.close()

@@ -36,6 +36,7 @@ FIELDS = frozenset(
         "concurrency",
         "cpus",
         "docker_host",
+        "host_files",
         "image",
         "log_format",
         "log_level",

@@ -16,7 +16,6 @@ validated `Workflow` has unique step ids and only backward step references.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from runner.domain.yamlsource import (
     validation_error,
 )
 from runner.errors import InputError
+from runner.trace.format import text_hash
 
 __all__ = [
     "AgentSpec",
@@ -287,7 +287,7 @@ class WorkflowFile:
     Attributes:
         path: the file as given.
         source: the file's text (a trace carries it: traces are self-contained).
-        content_hash: sha256 hex of the file's bytes.
+        content_hash: `runner.trace.format.text_hash` of its text (sha256, LF line endings).
         spec: the validated workflow.
         document: the parsed YAML with the line of every value (for diagnostics).
     """
@@ -347,8 +347,8 @@ def load_workflow(path: str | Path) -> WorkflowFile:
     return WorkflowFile(
         path=path,
         source=doc.text,
-        # the text was decoded strictly from UTF-8, so this re-encoding is the file's bytes
-        content_hash=hashlib.sha256(doc.text.encode("utf-8")).hexdigest(),
+        # line endings do not count: a CRLF checkout has the hash recorded on Linux (issue 29)
+        content_hash=text_hash(doc.text),
         spec=spec,
         document=doc,
     )

@@ -20,7 +20,6 @@ a provider role (``model``, ``user``) or ``workflow``; schema hashes are
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from runner.errors import InputError
 from runner.importers.source import load_json
 from runner.inputfile import read_input
 from runner.sdk import Effect, schema_hash
+from runner.trace.format import text_hash
 from runner.trace.strictjson import StrictJSONError
 
 __all__ = [
@@ -303,5 +303,5 @@ def workflow_text(
 
 
 def content_hash(text: str) -> str:
-    """sha256 hex of a file's UTF-8 text (the workflow hash of a trace's run line)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """The workflow hash of a trace's run line (`runner.trace.format.text_hash`: LF endings)."""
+    return text_hash(text)

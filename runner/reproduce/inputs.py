@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import tarfile
@@ -26,6 +27,7 @@ from runner.domain.ids import collision_key, path_under
 from runner.errors import InputError
 from runner.inputfile import open_input, read_input
 from runner.reproduce.tarscan import scan_headers
+from runner.trace.format import text_hash
 
 PACKET_SUFFIXES = (".tar.gz", ".tgz")
 TRACE_SUFFIXES = (".jsonl",)
@@ -252,15 +254,25 @@ def packet_trace(folder: Path, packet: Path) -> Path:
     return trace
 
 
-def _sha256(path: Path) -> str | None:
+def _hashes(path: Path) -> set[str]:
+    """The hashes a workflow file may have been recorded under (empty: no candidate).
+
+    `runner.trace.format.text_hash` (line endings made LF: a CRLF checkout matches a trace
+    recorded on Linux), and the sha256 of the exact bytes that traces recorded from a CRLF
+    file before issue 29 carry.
+    """
     try:  # a FIFO or a huge file beside the trace is no candidate (and no hang)
-        return hashlib.sha256(read_input(path, "workflow")).hexdigest()
+        data = read_input(path, "workflow")
     except InputError:
-        return None
+        return set()
+    found = {hashlib.sha256(data).hexdigest()}
+    with contextlib.suppress(UnicodeDecodeError):
+        found.add(text_hash(data.decode("utf-8")))
+    return found
 
 
 def find_workflow_file(trace: Path, workflow_hash: str, extra: list[Path]) -> Path | None:
-    """A YAML file whose sha256 is ``workflow_hash``, near the trace or in ``extra`` folders.
+    """A YAML file whose hash is ``workflow_hash`` (`_hashes`), near the trace or in ``extra``.
 
     Looks in the trace's folder, its parent, its ``workflow/`` subfolder (packets) and
     ``extra`` (e.g. the current directory), non-recursively.
@@ -274,7 +286,7 @@ def find_workflow_file(trace: Path, workflow_hash: str, extra: list[Path]) -> Pa
         seen.add(place)
         for candidate in sorted(place.iterdir()):
             is_yaml = candidate.suffix in (".yaml", ".yml") and candidate.is_file()
-            if is_yaml and _sha256(candidate) == workflow_hash:
+            if is_yaml and workflow_hash in _hashes(candidate):
                 return candidate
     return None
 

@@ -42,7 +42,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 ENV_HARD_CAP = "SANDBOX_REPLAY_HARD_CAP_S"
 # A pooled sandbox's cap while it waits for its run (issue 16; unset: not pooled).
@@ -230,17 +230,34 @@ class Reaper:
         self.blocking = os.getpid() == 1 if blocking is None else blocking
         self._lock = threading.Condition()
         self._watched: Dict[int, Optional[int]] = {}
+        self._processes: Dict[int, Any] = {}  # pid -> Popen, where waitpid(-1) is missing
         self._stopped = threading.Event()
         self.reaped = 0  # orphans reaped (not watched)
 
-    def watch(self, pid: int) -> None:
-        """Keep ``pid``'s exit status for `wait` (call before it can exit: right after spawn)."""
+    def watch(self, pid: int, process: Optional[Any] = None) -> None:
+        """Keep ``pid``'s exit status for `wait` (call before it can exit: right after spawn).
+
+        ``process`` is its ``subprocess.Popen`` when it has one: where ``waitpid(-1)`` does not
+        exist (Windows: ``record`` runs the runtime locally there), the reaper polls it.
+        """
         with self._lock:
             self._watched.setdefault(pid, None)
+            if process is not None:
+                self._processes[pid] = process
 
     def reap_once(self) -> int:
         """Reap every child that has exited; return how many."""
         count = 0
+        if not hasattr(os, "WNOHANG"):  # no waitpid(-1): the watched processes, by their Popen
+            for pid, process in list(self._processes.items()):
+                code = process.poll()
+                if code is not None:
+                    del self._processes[pid]
+                    with self._lock:
+                        self._watched[pid] = code
+                        self._lock.notify_all()
+                    count += 1
+            return count
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)

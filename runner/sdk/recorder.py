@@ -35,7 +35,6 @@ Invariants:
 """
 
 import contextvars
-import hashlib
 import json
 import os
 import platform
@@ -50,7 +49,13 @@ from runner.sdk import wallclock
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
 from runner.sdk.rawio import apply_exchanges, capture
-from runner.trace.format import TRACE_VERSION, encode_body, episode_exit_code, failure_signature
+from runner.trace.format import (
+    TRACE_VERSION,
+    encode_body,
+    episode_exit_code,
+    failure_signature,
+    text_hash,
+)
 from runner.trace.modelapi import usage_tokens
 from runner.trace.redact import Redactor
 from runner.trace.redact_rules import load_rules
@@ -142,7 +147,7 @@ class Recorder(ModelCallRecording):
         self.workflow = {
             "name": workflow_name,
             "version": workflow_version,
-            "hash": hashlib.sha256(content.encode("utf-8")).hexdigest(),
+            "hash": text_hash(content),
             "content": content,
         }
         self.calls: List[Dict[str, Any]] = []

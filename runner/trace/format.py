@@ -71,6 +71,20 @@ def failure_signature(call_index: int, tool_id: str, error_class: str, exit_code
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def text_hash(text: str) -> str:
+    """sha256 hex of a text file's content with its line endings made LF (CRLF, lone CR).
+
+    The hash of a workflow file (a trace's ``run`` line, ``workflow.hash``) and of imported
+    workflows. Line endings do not count, so that a file checked out with CRLF (Git for
+    Windows' default, ``core.autocrlf``) has the hash of the same file recorded on Linux or
+    macOS: the rule is Python's universal newlines, the way the YAML parser and the
+    interpreter read these files anyway. For a file with LF endings it is the sha256 of its
+    UTF-8 bytes (the rule before issue 29), so traces recorded before keep their hash.
+    """
+    normalised = text.replace("\r\n", "\n").replace("\r", "\n")
+    return hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def encode_body(raw: Union[bytes, str], limit: int = MAX_BODY_BYTES) -> Dict[str, Any]:
     """Trace fields for a raw response body.
 

@@ -157,12 +157,10 @@ def test_github_actions_steps_run_in_a_fresh_checkout(
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
     ).stdout.strip()
-    platform = {
-        "SANDBOX_REPLAY_STATE_DIR": str(runner_temp / "sandbox-replay"),
-        "BASE_SHA": head,
-    }
+    platform = {"BASE_SHA": head}
     assert set(job["env"]) == set(platform), "a new ${{ }} value: give it here"
-    env = dict(platform_env, **platform, RUNNER_TEMP=str(runner_temp))
+    github_env = tmp_path / "github-env"
+    env = dict(platform_env, **platform, RUNNER_TEMP=str(runner_temp), GITHUB_ENV=str(github_env))
     env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
     shell = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]
     ran = 0
@@ -170,9 +168,16 @@ def test_github_actions_steps_run_in_a_fresh_checkout(
         if "uses" in step:
             assert str(step["uses"]).startswith(KNOWN_ACTIONS), step["uses"]
             continue
+        github_env.write_text("")
         _run(step["run"], clone, env, shell)
+        # what a step appends to $GITHUB_ENV (NAME=value lines) the next steps get
+        for line in github_env.read_text().splitlines():
+            name, _, value = line.partition("=")
+            env[name] = value
         ran += 1
-    assert ran == 5
+    assert ran == 6
+    assert env["SANDBOX_REPLAY_STATE_DIR"] == str(runner_temp / "sandbox-replay")
+    assert (runner_temp / "sandbox-replay").is_dir()  # the state went there
     _installed_in(venv, env)
     _published(clone)
 

@@ -4,6 +4,7 @@ policies and the sandbox image's build context, and `runner.resources` finds the
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -97,3 +98,65 @@ def test_installed_wheel_finds_its_packaged_data(wheel: Path, tmp_path: Path) ->
     assert (images / "Dockerfile").is_file()
     assert policies == target / "runner" / "_data" / "policies"
     assert package == target / "runner"
+
+
+# -- a light install (issue 29) ----------------------------------------------------------------
+
+CORE_MAX_DISTRIBUTIONS = 40  # issue 29's bar for `pip install .` (31 when it was set)
+HEAVY = ("ray", "openai", "anthropic", "openai-agents", "opentelemetry-sdk", "pytest", "mypy")
+
+
+def _closure(requirements: list[str]) -> set[str]:
+    """The distributions ``requirements`` pull in, from this environment's installed metadata."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[str] = set()
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [Requirement(r) for r in md.requires(req.name) or []]
+    return seen
+
+
+def test_the_core_install_stays_small_and_has_no_extra() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    core = _closure(project["dependencies"])
+    assert len(core) + 1 <= CORE_MAX_DISTRIBUTIONS, sorted(core)  # + sandbox-replay itself
+    assert not core & set(HEAVY), sorted(core & set(HEAVY))
+    extras = project["optional-dependencies"]
+    assert {"ray", "sdks", "otel-instrumentation", "dev"} <= set(extras)
+    assert any(r.startswith("ray") for r in extras["ray"])
+
+
+def _make_dry_run(target: str) -> str:
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("no make on this host")
+    proc = subprocess.run(
+        [make, "-n", "-B", "--no-print-directory", target, "PYTHON=python3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_make_demo_installs_the_core_only_and_make_test_the_extras() -> None:
+    demo = [line for line in _make_dry_run("demo").splitlines() if "pip install" in line]
+    assert demo == [".venv/bin/python -m pip install -q -e ."], demo
+    test = [line for line in _make_dry_run("test").splitlines() if "pip install" in line]
+    assert any("-e '.[dev,sdks,otel-instrumentation,ray]'" in line for line in test), test

@@ -27,7 +27,7 @@ PUBLIC: dict[str, list[str]] = {
         "UnsandboxedProcessBackend",
         "sandbox_user",
     ],
-    "runner.backends.docker": ["DockerBackend", "connect", "engine_address"],
+    "runner.backends.docker": ["DockerBackend", "connect", "discover_engine", "engine_address"],
     "runner.backends.namespace": ["NamespaceBackend"],
     "runner.backends.ray": ["SLOTS", "RayBackend", "RaySandbox", "connect_cluster"],
     "runner.cli": ["main"],

@@ -1,6 +1,8 @@
 """The Docker backend: the only code of the project that imports the docker SDK.
 
 Modules:
+    engine    which engine, chosen as the docker CLI chooses it (DOCKER_HOST, the docker
+              context, the platform default, Podman's socket), and why: `discover_engine`
     client    connecting, translating SDK errors at one boundary, retrying idempotent calls
     frames    demultiplexing of the attach stream (pure)
     sandbox   one started container: attached stdio, kill, wait, exit state
@@ -8,8 +10,17 @@ Modules:
     pool      `WarmPool`: sandboxes started before their runs, each handed out once
     poolkey   what fixes a warm sandbox at creation (`PoolKey`), the pool's size, its spec
     pooled    `PooledBackend`: the Docker backend behind a warm pool (``submit``)
-    image     building the sandbox image (``sandbox-replay image build [--offline]``)
+    image     building the sandbox image (``sandbox-replay image build [--offline]``); build:
+              one ``docker build`` through the API
+    hostfiles how the host's folders reach sandboxes: bind mounts, or copies (engines that
+              cannot see this host): filetree (deterministic archives), runtimeimage (the
+              runtime baked into an image of its own tag), filescheck (``doctor``'s check)
     checks    the engine/image/hardening checks of ``sandbox-replay doctor``
+
+The surface the CLI uses: `DockerBackend.connect` (``docker_host``, ``runtime``,
+``host_files``) or ``from_settings``; `discover_engine` (which engine and why, also in
+``backend.engine``); ``backend.files`` (`hostfiles.HostFiles`: the mode and why); and for
+``doctor`` `checks` and `filescheck.files_check`.
 
 Importing this package imports the docker SDK (~0.14 s): import it where it is used.
 
@@ -19,5 +30,6 @@ and docker.
 
 from runner.backends.docker.backend import DockerBackend
 from runner.backends.docker.client import connect, engine_address
+from runner.backends.docker.engine import discover_engine
 
-__all__ = ["DockerBackend", "connect", "engine_address"]
+__all__ = ["DockerBackend", "connect", "discover_engine", "engine_address"]

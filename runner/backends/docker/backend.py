@@ -23,8 +23,10 @@ from typing import Any
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped, SandboxSpec
-from runner.backends.docker.client import call, connect, engine_address, retrying
+from runner.backends.docker.client import call, connect, retrying
+from runner.backends.docker.engine import Engine, discover_engine
 from runner.backends.docker.hardening import capped_command, host_config, sandbox_environment
+from runner.backends.docker.hostfiles import HostFiles, HostFilesMode
 from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.runtimes import require_runtime
 from runner.backends.docker.sandbox import DockerSandbox
@@ -48,6 +50,11 @@ class DockerBackend(Backend):
         version: project version label.
         runtime: the engine's OCI runtime for every container (HostConfig ``Runtime``, e.g.
             ``crun``, ``runsc``); None is the engine's default. `connect` checks it exists.
+        engine: how the engine was chosen (`runner.backends.docker.engine.Engine`), for
+            ``doctor`` and messages; None: unknown (a test double).
+        host_files: how the host's folders reach the sandboxes (`HostFiles`): ``bind``
+            mounts, ``copy`` through the engine's API, or ``auto`` (probed at the first sandbox
+            with mounts); `connect` defaults to ``auto``.
     """
 
     name = "docker"
@@ -61,13 +68,20 @@ class DockerBackend(Backend):
         owner: L.Owner | None = None,
         version: str = __version__,
         runtime: str | None = None,
+        engine: Engine | None = None,
+        host_files: HostFilesMode = "bind",
     ) -> None:
         self.api = api
         self.runtime = runtime
-        self.address = address or engine_address()
+        self.engine = engine
+        self.address = address or (engine or discover_engine()).address
         self.session_id = session_id or uuid.uuid4().hex[:16]
         self.owner = owner or L.current_owner()
         self.version = version
+        helper_labels = L.sandbox_labels(
+            session_id=self.session_id, run_id="", owner=self.owner, version=version, extra={}
+        )
+        self.files = HostFiles(api, host_files, labels=helper_labels, version=version)
 
     @classmethod
     def connect(
@@ -76,37 +90,52 @@ class DockerBackend(Backend):
         *,
         session_id: str | None = None,
         runtime: str | None = None,
+        host_files: HostFilesMode = "auto",
     ) -> DockerBackend:
-        """Connect to the engine (``docker_host``, else ``DOCKER_HOST``, else the default).
+        """Connect to the engine: ``docker_host``, else the one `discover_engine` chooses.
 
         Args:
-            docker_host: the engine address (None: ``DOCKER_HOST``, else the default socket).
+            docker_host: the engine address (None: ``DOCKER_HOST``, the docker context, the
+                platform default, Podman's socket: `runner.backends.docker.engine`).
             session_id: labels every container of this backend; default a fresh random id.
             runtime: the OCI runtime of every container (None: the engine's default); checked
                 against the engine's runtimes here, before any container exists.
+            host_files: ``auto`` (probe), ``bind`` or ``copy`` (`HostFiles`).
 
         Raises:
-            InfrastructureError: the engine is unreachable (message names address and fix).
+            InfrastructureError: the engine is unreachable (message names address, why it was
+                chosen, and the fix), or a named docker context cannot be read.
             InputError: the engine has no runtime ``runtime`` (exit 2, naming those it has).
         """
-        address = engine_address(docker_host)
-        api = connect(docker_host)
+        engine = discover_engine(docker_host)
+        api = connect(engine=engine)
         if runtime is not None:
             try:
                 require_runtime(api, runtime)
             except BaseException:
                 api.close()
                 raise
-        return cls(api, address=address, session_id=session_id, runtime=runtime)
+        return cls(
+            api,
+            address=engine.address,
+            session_id=session_id,
+            runtime=runtime,
+            engine=engine,
+            host_files=host_files,
+        )
 
     @classmethod
     def from_settings(cls, settings: Any) -> DockerBackend:
-        """`connect` with a command's `runner.settings.Settings` (``docker_host``, ``runtime``).
+        """`connect` with a command's `runner.settings.Settings`.
+
+        Reads ``docker_host``, ``runtime`` and ``host_files``.
 
         Raises:
             InfrastructureError, InputError: as `connect`.
         """
-        return cls.connect(settings.docker_host, runtime=settings.runtime)
+        return cls.connect(
+            settings.docker_host, runtime=settings.runtime, host_files=settings.host_files
+        )
 
     def close(self) -> None:
         """Close the HTTP connections of the client."""
@@ -143,9 +172,17 @@ class DockerBackend(Backend):
     # -- create ------------------------------------------------------------------------------
 
     def create_kwargs(self, spec: SandboxSpec) -> dict[str, Any]:
-        """Arguments of ``APIClient.create_container`` for ``spec`` (exact; unit-tested)."""
+        """Arguments of ``APIClient.create_container`` for ``spec`` (exact; unit-tested).
+
+        The image and the mounts are placed by `HostFiles.place` (copy mode: the runtime image
+        and read-only volumes instead of bind mounts).
+
+        Raises:
+            InfrastructureError: copy mode could not build the runtime image or fill a volume.
+        """
+        placement = self.files.place(spec)
         return {
-            "image": spec.image,
+            "image": placement.image,
             "command": capped_command(spec),
             "name": L.container_name(spec.run_id, self.session_id),
             "user": spec.user,
@@ -163,7 +200,9 @@ class DockerBackend(Backend):
                 version=self.version,
                 extra=spec.labels,
             ),
-            "host_config": host_config(self.api.api_version, spec, runtime=self.runtime),
+            "host_config": host_config(
+                self.api.api_version, spec, runtime=self.runtime, mounts=placement.mounts
+            ),
             "use_config_proxy": False,
         }
 
@@ -342,12 +381,18 @@ class DockerBackend(Backend):
         """Remove leftover containers of dead owners on this host (never a live owner's).
 
         Each one's run time is read from the engine first; one of another ledger is left
-        alone while recent (`runner.backends.docker.reaper`).
+        alone while recent (`runner.backends.docker.reaper`). Copy mode's tool volumes older
+        than a week that no container uses go too (`HostFiles.prune`).
 
         Raises:
             InfrastructureError: the engine failed while listing.
         """
-        return reap_dead(self.api, self.containers(), self.owner.host, ledger=ledger)
+        reaped = reap_dead(self.api, self.containers(), self.owner.host, ledger=ledger)
+        try:
+            self.files.prune()  # copy mode's old tool volumes (`HostFiles.prune`)
+        except InfrastructureError as exc:  # never fail a command over it
+            log.warning("files_volumes_prune_failed", error=str(exc))
+        return reaped
 
 
 __all__ = ["DockerBackend"]

@@ -21,7 +21,7 @@ from typing import Any
 from runner.backends import labels as L
 from runner.backends.base import STDOUT, Backend, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
-from runner.backends.docker.client import IMAGE_FIX, retrying
+from runner.backends.docker.client import image_fix, retrying
 from runner.backends.docker.runtimes import engine_runtimes
 from runner.errors import InfrastructureError
 
@@ -86,13 +86,18 @@ class Check:
 
 
 def engine_check(backend: DockerBackend) -> Check:
-    """Engine reachable: address, server version, API version."""
+    """Engine reachable: address, why it was chosen, server product and version, API version."""
     version = retrying("engine version", backend.api.version, address=backend.address)
+    chosen = f" (chosen by {backend.engine.reason})" if backend.engine is not None else ""
+    product = "Docker"
+    for component in version.get("Components") or ():
+        if isinstance(component, dict) and "podman" in str(component.get("Name", "")).lower():
+            product = "Podman"
     return Check(
         "engine",
         True,
         True,
-        f"{backend.address}: Docker {version.get('Version', '?')}, "
+        f"{backend.address}{chosen}: {product} {version.get('Version', '?')}, "
         f"API {version.get('ApiVersion', '?')} (client uses {backend.api.api_version})",
     )
 
@@ -129,7 +134,7 @@ def image_check(backend: DockerBackend, image: str) -> Check:
         info = retrying(f"inspect image {image}", backend.api.inspect_image, image)
     except InfrastructureError as exc:
         if exc.fields.get("status") == 404:
-            return Check("image", False, True, f"{image} is not present", fix=IMAGE_FIX)
+            return Check("image", False, True, f"{image} is not present", fix=image_fix())
         raise
     image_labels = (info.get("Config") or {}).get("Labels") or {}
     return Check(
@@ -154,6 +159,15 @@ def run_probe(backend: Backend, image: str, timeout_s: float = 30.0) -> dict[str
         limits=ResourceLimits(memory_mb=128, pids_limit=32, cpus=0.5, tmpfs_mb=8),
         labels={f"{L.PREFIX}.purpose": "doctor"},
     )
+    return sandbox_json(backend, spec, timeout_s)
+
+
+def sandbox_json(backend: Backend, spec: SandboxSpec, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Run ``spec`` and return the JSON object its last line of stdout holds, with its exit code.
+
+    Raises:
+        InfrastructureError: the sandbox could not run or printed no JSON object.
+    """
     out = bytearray()
     with backend.sandbox(spec) as box:
         deadline = time.monotonic() + timeout_s
@@ -166,6 +180,8 @@ def run_probe(backend: Backend, image: str, timeout_s: float = 30.0) -> dict[str
     text = out.decode("utf-8", "replace").strip()
     try:
         result: dict[str, Any] = json.loads(text.splitlines()[-1])
+        if not isinstance(result, dict):
+            raise ValueError("not an object")
     except (IndexError, ValueError) as exc:
         raise InfrastructureError(
             f"the probe sandbox printed no result (exit {state.exit_code}, "

@@ -4,8 +4,9 @@ Every exception of the docker SDK (and of `requests` underneath it) is turned in
 own here, with ``raise ... from exc``:
 
 - engine unreachable (no socket, refused, wrong host) -> `InfrastructureError` whose one-line
-  message names the address and the fix;
-- a missing image -> `InfrastructureError` naming ``sandbox-replay image build --offline``;
+  message names the address, why that engine was chosen (`runner.backends.docker.engine`) and
+  the fix;
+- a missing image -> `InfrastructureError` naming ``sandbox-replay image build`` (`image_fix`);
 - 5xx "try again" answers, engine timeouts, aborted connections -> `TransientInfrastructureError`
   (the only family `retrying` retries);
 - anything else -> `InfrastructureError` with the engine's explanation.
@@ -17,7 +18,6 @@ list, ping, version); ``create`` is made idempotent by deterministic names (see 
 from __future__ import annotations
 
 import errno
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -26,8 +26,8 @@ import docker
 import docker.errors
 import requests.exceptions
 import tenacity
-from docker.utils import kwargs_from_env
 
+from runner.backends.docker.engine import Engine, discover_engine, engine_fix
 from runner.errors import InfrastructureError, TransientInfrastructureError
 from runner.hostlog import get_logger
 
@@ -35,11 +35,25 @@ log = get_logger(__name__)
 
 T = TypeVar("T")
 
-ENGINE_FIX = (
-    "start Docker Desktop (macOS, Windows) or the engine (`sudo systemctl start docker` on "
-    "Linux), or set DOCKER_HOST (or SANDBOX_REPLAY_DOCKER_HOST) to a running engine's address"
-)
-IMAGE_FIX = "run `sandbox-replay image build --offline` (or `make image`)"
+ENGINE_FIX = engine_fix()
+
+
+def image_fix(platform: str | None = None) -> str:
+    """The fix line for a missing sandbox image, worded for ``platform`` (default this host's).
+
+    ``image build`` pulls its base from a registry when it can and falls back to the offline
+    base on its own (`runner.backends.docker.image`), so the plain command is right everywhere;
+    ``--offline`` (debootstrap, root) is named on Linux only, where it can work.
+    """
+    if (platform or sys.platform).startswith("linux"):
+        return (
+            "run `sandbox-replay image build` (pulls its base; with no registry: "
+            "`sandbox-replay image build --offline`, needs root and debootstrap)"
+        )
+    return "run `sandbox-replay image build` (the engine pulls its Python base image once)"
+
+
+IMAGE_FIX = image_fix()
 
 _TRANSIENT_STATUS = frozenset({408, 429, 502, 503, 504})
 _TRANSIENT_WORDS = (
@@ -65,19 +79,15 @@ _UNREACHABLE_ERRNOS = frozenset(
 
 
 def engine_address(docker_host: str | None = None) -> str:
-    """The engine address a client would use: the explicit one, ``DOCKER_HOST``, or the default.
+    """The engine address a client would use (`discover_engine`'s choice; "" if none can be).
 
     Args:
         docker_host: an explicit address (settings), or None.
     """
-    if docker_host:
-        return docker_host
-    env_host = os.environ.get("DOCKER_HOST")
-    if env_host:
-        return env_host
-    if sys.platform == "win32":  # pragma: no cover - Docker Desktop on Windows
-        return "npipe:////./pipe/docker_engine"
-    return "unix:///var/run/docker.sock"
+    try:
+        return discover_engine(docker_host).address
+    except InfrastructureError as exc:
+        return str(exc.fields.get("address", ""))
 
 
 def _root_oserror(exc: BaseException) -> OSError | None:
@@ -97,14 +107,24 @@ def _root_oserror(exc: BaseException) -> OSError | None:
     return None
 
 
-def unreachable_error(address: str, exc: BaseException) -> InfrastructureError:
-    """The one-line error for an engine that cannot be reached at ``address``."""
+def unreachable_error(
+    address: str, exc: BaseException, engine: Engine | None = None
+) -> InfrastructureError:
+    """The one-line error for an engine that cannot be reached at ``address``.
+
+    Args:
+        address: the engine address.
+        exc: the SDK's or the socket's error.
+        engine: how the engine was chosen, named in the message (None: not known here).
+    """
     root = _root_oserror(exc)
     reason = root.strerror if root is not None and root.strerror else type(exc).__name__
+    chosen = f", chosen by {engine.reason}" if engine is not None else ""
     return InfrastructureError(
-        f"Docker engine not reachable at {address} ({reason}); fix: {ENGINE_FIX}",
+        f"Docker engine not reachable at {address} ({reason}{chosen}); fix: {ENGINE_FIX}",
         address=address,
         reason=reason,
+        chosen=engine.reason if engine is not None else "",
         fix=ENGINE_FIX,
     )
 
@@ -124,7 +144,7 @@ def translate(exc: BaseException, action: str, address: str = "") -> Infrastruct
         return exc
     if isinstance(exc, docker.errors.ImageNotFound):
         return InfrastructureError(
-            f"{action}: image not found ({exc.explanation}); fix: {IMAGE_FIX}",
+            f"{action}: image not found ({exc.explanation}); fix: {image_fix()}",
             action=action,
             status=404,
         )
@@ -204,23 +224,29 @@ def retrying(
     return result
 
 
-def connect(docker_host: str | None = None, timeout_s: float = 60.0) -> docker.APIClient:
+def connect(
+    docker_host: str | None = None, timeout_s: float = 60.0, *, engine: Engine | None = None
+) -> docker.APIClient:
     """A low-level client for the engine, with the API version negotiated.
 
     Args:
-        docker_host: explicit address (settings); None uses ``DOCKER_HOST`` (with its TLS
-            variables) or the platform default.
+        docker_host: explicit address (settings); None: `discover_engine` picks one
+            (``DOCKER_HOST``, the docker context, the platform default, Podman's socket).
         timeout_s: HTTP timeout of each call, seconds.
+        engine: the engine already discovered (then ``docker_host`` is not looked at).
 
     Raises:
         InfrastructureError: the engine is unreachable or unusable (one-line message naming
-            the address and the fix).
+            the address, why it was chosen and the fix), or a named docker context cannot be
+            read.
     """
-    kwargs: dict[str, Any] = dict(kwargs_from_env())
-    if docker_host:
-        kwargs["base_url"] = docker_host
-    address = str(kwargs.get("base_url") or engine_address(docker_host))
+    engine = engine or discover_engine(docker_host)
     try:
-        return docker.APIClient(version="auto", timeout=int(max(1, timeout_s)), **kwargs)
+        return docker.APIClient(
+            version="auto", timeout=int(max(1, timeout_s)), **engine.client_kwargs()
+        )
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise translate(exc, "connect to the Docker engine", address) from exc
+        error = translate(exc, "connect to the Docker engine", engine.address)
+        if error.fields.get("fix") == ENGINE_FIX:
+            raise unreachable_error(engine.address, exc, engine) from exc
+        raise error from exc

@@ -55,11 +55,19 @@ __all__ = [
 _CAP_SCRIPT = CAP_SCRIPT  # the shared cap script (runner.backends.capping), by its old name
 
 
-def host_config(api_version: str, spec: SandboxSpec, *, runtime: str | None = None) -> HostConfig:
+def host_config(
+    api_version: str,
+    spec: SandboxSpec,
+    *,
+    runtime: str | None = None,
+    mounts: list[Mount] | None = None,
+) -> HostConfig:
     """The hardened ``HostConfig`` for ``spec`` (see the module docstring).
 
     ``runtime`` is the engine's OCI runtime (``Runtime``; `runner.backends.docker.runtimes`):
-    None leaves the key out, so the engine's default runs the container.
+    None leaves the key out, so the engine's default runs the container. ``mounts`` are the
+    engine's mounts when they are not ``spec.mounts`` bound as they are (copy mode's volumes,
+    `runner.backends.docker.hostfiles`).
     """
     limits = spec.limits
     return HostConfig(
@@ -79,7 +87,9 @@ def host_config(api_version: str, spec: SandboxSpec, *, runtime: str | None = No
         nano_cpus=round(limits.cpus * 1e9),
         init=False,  # PID 1 is the runtime or the lifetime cap (`capped_command`), never docker's
         log_config=LogConfig(type="none"),
-        mounts=[
+        mounts=mounts
+        if mounts is not None
+        else [
             Mount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only)
             for m in spec.mounts
         ],

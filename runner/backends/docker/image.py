@@ -6,7 +6,10 @@ Choice of the base image, in order, and the one taken is reported:
 2. without ``--offline``: the same base pulled from its registry;
 3. otherwise (``--offline``, or the pull failed): the offline base
    (``sandbox-replay-base:bookworm``), reused when present, else built by
-   ``build-base-offline.sh`` (debootstrap + ``docker import``; no registry involved).
+   ``build-base-offline.sh`` (debootstrap + ``docker import``; no registry involved) on a
+   Linux host. On macOS and Windows there is no debootstrap: a base that could not be had is an
+   error whose fix names what works there (`no_base_fix`: the engine's proxy settings,
+   ``docker pull``, ``SANDBOX_REPLAY_BASE_IMAGE``), never ``--offline``.
 
 The sandbox image is then built from the packaged build context (`runner.resources.images_dir`)
 with ``BASE_IMAGE`` and ``VERSION`` build arguments, the version label, and no network
@@ -21,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +34,7 @@ from typing import Any, Literal
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.docker import wheelhouse as wh
+from runner.backends.docker.build import run_build
 from runner.backends.docker.client import call, retrying
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
@@ -144,6 +149,24 @@ def build_offline_base(tag: str, echo: Callable[[str], None], docker_host: str |
         )
 
 
+def can_build_offline(platform: str | None = None) -> bool:
+    """Whether this host can build the offline base (debootstrap needs Linux and root)."""
+    return (platform or sys.platform).startswith("linux")
+
+
+def no_base_fix(base_image: str, offline: bool, platform: str | None = None) -> str:
+    """What to do when no base image could be had on a host that cannot build one offline."""
+    fix = (
+        f"let the engine pull {base_image}: check that it reaches Docker Hub (Docker Desktop: "
+        f"Settings > Resources > Proxies), run `docker pull {base_image}`, then `sandbox-replay "
+        "image build`; or set SANDBOX_REPLAY_BASE_IMAGE to a Python >= 3.9 image you have "
+        "(`docker images`)"
+    )
+    if offline:
+        fix = "run `sandbox-replay image build` without --offline, which pulls its base; or " + fix
+    return fix
+
+
 def choose_base(
     api: Any,
     *,
@@ -152,11 +175,22 @@ def choose_base(
     offline: bool,
     echo: Callable[[str], None],
     docker_host: str | None = None,
+    platform: str | None = None,
 ) -> tuple[str, BaseSource]:
     """Pick (and if needed make) the base image; see the module docstring for the order.
 
+    Args:
+        api: low-level docker client.
+        base_image: the preferred base, pulled when absent (unless ``offline``).
+        offline_base_image: the debootstrap base, used or built when the pull fails.
+        offline: never pull.
+        echo: progress lines.
+        docker_host: the engine address for the offline script.
+        platform: a ``sys.platform`` value (default this host's): the offline base is built
+            on Linux only; elsewhere a failed pull is an error whose fix names what works there.
+
     Raises:
-        InfrastructureError: no base image could be had.
+        InfrastructureError: no base image could be had (``fix`` names what to do).
     """
     if image_present(api, base_image):
         return base_image, "local"
@@ -164,6 +198,15 @@ def choose_base(
         return base_image, "pulled"
     if image_present(api, offline_base_image):
         return offline_base_image, "offline-present"
+    if not can_build_offline(platform):
+        why = "--offline was given" if offline else f"{base_image} could not be pulled"
+        fix = no_base_fix(base_image, offline, platform)
+        raise InfrastructureError(
+            f"no base image for the sandbox image: {why}, and the offline base (debootstrap) "
+            f"can only be built on Linux; fix: {fix}",
+            image=base_image,
+            fix=fix,
+        )
     build_offline_base(offline_base_image, echo, docker_host)
     if not image_present(api, offline_base_image):
         raise InfrastructureError(
@@ -185,6 +228,7 @@ def build_image(
     version: str = __version__,
     packages: ImagePackages | None = None,
     probe: Callable[[str], wh.Target] | None = None,
+    platform: str | None = None,
 ) -> BuildResult:
     """Build the sandbox image ``image``.
 
@@ -200,6 +244,7 @@ def build_image(
         packages: the user's packages to add (None: the image has Python only).
         probe: ``base image -> wheelhouse.Target``, run when ``packages`` needs the base's
             interpreter and does not carry it (`wheelhouse.probe_target` in a sandbox).
+        platform: a ``sys.platform`` value for `choose_base` (default this host's).
 
     Raises:
         InfrastructureError: no base could be had, the download or the build failed (log
@@ -213,6 +258,7 @@ def build_image(
         offline=offline,
         echo=echo,
         docker_host=docker_host,
+        platform=platform,
     )
     how = {
         "local": "present locally",
@@ -261,39 +307,14 @@ def _build(
     Raises:
         InfrastructureError: the build failed (log tail attached).
     """
-    lines: list[str] = []
-    image_id = ""
-    stream = call(
-        f"build {image}",
-        api.build,
+    return run_build(
+        api,
+        image,
+        base,
         path=str(context),
-        tag=image,
         buildargs={"BASE_IMAGE": base, "VERSION": version},
         labels=labels,
-        network_mode="none",
-        pull=False,
-        rm=True,
-        forcerm=True,
-        decode=True,
-        use_config_proxy=False,
     )
-    for event in stream:
-        if not isinstance(event, dict):
-            continue
-        if event.get("error"):
-            lines.append(str(event["error"]).rstrip())
-            tail = "\n".join(lines[-_LOG_TAIL:])
-            raise InfrastructureError(f"building {image} from {base} failed:\n{tail}", image=image)
-        text = str(event.get("stream") or "").rstrip()
-        if text:
-            lines.append(text)
-            log.debug("image_build_output", line=text)
-        aux = event.get("aux")
-        if isinstance(aux, dict) and aux.get("ID"):
-            image_id = str(aux["ID"])
-    if not image_id:
-        image_id = str(retrying(f"inspect image {image}", api.inspect_image, image)["Id"])
-    return image_id
 
 
 def context_digest(folder: Path | None = None) -> str:

@@ -1,6 +1,9 @@
 """``sandbox-replay doctor``: is this machine ready to run sandboxes?
 
-Required checks (exit 6 when any fails): engine reachable; sandbox image present; a probe
+Required checks (exit 6 when any fails): engine reachable (which engine, and why it was chosen:
+`runner.backends.docker.engine`); sandbox image present; how the host's files reach sandboxes
+(bind mounts or copies through the engine's API, and in copy mode whether the runtime baked
+into the image is this host's: `runner.backends.docker.filescheck`); a probe
 sandbox with the production hardening runs python3 >= 3.9, non-root, read-only, without
 capabilities, and has no route out (checked from inside only). Informational: the seccomp
 egress witness (`runner.backends.docker.witnesscheck`), user namespaces, leftover containers.
@@ -19,7 +22,9 @@ them per node; a node whose checks could not run fails.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -62,13 +67,37 @@ def _witness(backend: DockerBackend, image: str) -> Check:
         return Check("witness", False, False, f"the witness probe failed: {exc}", W.WITNESS_FIX)
 
 
-def run_checks(docker_host: str | None, image: str, runtime: str | None = None) -> list[Check]:
+def _files(backend: DockerBackend, image: str, state_dir: Path) -> Check:
+    """The required ``files`` check: bind mounts or copies, proven inside a sandbox."""
+    # lazy, as in run_checks
+    from runner.backends.docker.checks import Check
+    from runner.backends.docker.filescheck import FILES_FIX, files_check
+    from runner.episode.prepare import runner_mounts
+
+    try:
+        return files_check(backend, image, runner_mounts(), state_dir.resolve())
+    except (InfrastructureError, OSError) as exc:
+        detail = f"{backend.files.describe()}; the files probe failed: {exc}"
+        return Check("files", False, True, detail, FILES_FIX)
+
+
+def run_checks(
+    docker_host: str | None,
+    image: str,
+    runtime: str | None = None,
+    host_files: Literal["auto", "bind", "copy"] = "auto",
+    state_dir: Path | None = None,
+) -> list[Check]:
     """Run every doctor check in order.
 
     Args:
-        docker_host: engine address from the settings (None: ``DOCKER_HOST`` or the default).
+        docker_host: engine address from the settings (None: the engine `discover_engine`
+            picks: ``DOCKER_HOST``, the docker context, the default socket, Podman's).
         image: the configured sandbox image.
         runtime: the OCI runtime the settings ask for (``SANDBOX_REPLAY_RUNTIME``), if any.
+        host_files: ``auto``, ``bind`` or ``copy`` (``SANDBOX_REPLAY_HOST_FILES``).
+        state_dir: the state folder, where the ``files`` check makes its token folder
+            (default: a temporary folder).
 
     An unreachable engine is the failed ``engine`` check; the checks that need the engine are
     listed as not run (``ran`` False), the local ones still run.
@@ -79,12 +108,15 @@ def run_checks(docker_host: str | None, image: str, runtime: str | None = None) 
     from runner.backends.docker.client import ENGINE_FIX
 
     try:
-        backend = DockerBackend.connect(docker_host)
+        backend = DockerBackend.connect(docker_host, host_files=host_files)
     except InfrastructureError as exc:
         address = exc.fields.get("address", docker_host or "the default address")
         reason = exc.fields.get("reason")
+        chosen = exc.fields.get("chosen")
         detail = f"not reachable at {address}" + (f" ({reason})" if reason else "")
-        if "fix" not in exc.fields:  # another failure than "no engine there": say it whole
+        if chosen:
+            detail += f", chosen by {chosen}"
+        if reason is None:  # another failure than "no engine there": say it whole
             detail = str(exc)
         skipped = "not run: the engine is unreachable"
         return [
@@ -99,6 +131,8 @@ def run_checks(docker_host: str | None, image: str, runtime: str | None = None) 
         image_result = C.image_check(backend, image)
         results.append(image_result)
         if image_result.ok:
+            with tempfile.TemporaryDirectory(prefix="sandbox-replay-doctor-") as scratch:
+                results.append(_files(backend, image, state_dir or Path(scratch)))
             try:
                 results.extend(C.probe_checks(C.run_probe(backend, image)))
             except InfrastructureError as exc:
@@ -192,7 +226,13 @@ def doctor(
             root = settings.state_dir / "namespace"
             results = namespace_checks(root, settings.image, settings.docker_host)
         else:
-            results = run_checks(settings.docker_host, settings.image, settings.runtime)
+            results = run_checks(
+                settings.docker_host,
+                settings.image,
+                settings.runtime,
+                settings.host_files,
+                settings.state_dir,
+            )
     except InfrastructureError as exc:  # the engine failed between two checks
         fail(exc)
     ok = all(c.ok for c in results if c.required)

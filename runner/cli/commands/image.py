@@ -22,7 +22,8 @@ def build(
         bool,
         typer.Option(
             "--offline",
-            help="Never pull: use the base image when present, else build one with debootstrap.",
+            help="Never pull: use the base image when present, else build one with "
+            "debootstrap (Linux, as root; not on macOS or Windows).",
         ),
     ] = False,
     tag: Annotated[

@@ -45,6 +45,53 @@ MAX_VIOLATIONS = 20  # the first ones are named; the rest only counted
 WORKER_COMMAND = ("-u", "-m", "runner.runtime.worker")
 
 
+# Windows (``record`` runs the runtime as a local process there, issue 29): no ``pass_fds``, no
+# sessions. The pipe ends travel as inheritable handles named in a ``--handles`` argument and
+# listed in the child's ``STARTUPINFO`` handle list (only those are inherited); the child opens
+# them with ``msvcrt.open_osfhandle`` (`runner.runtime.worker.process.main`).
+HANDLES = sys.platform == "win32"
+_CREATE_NEW_PROCESS_GROUP = 0x00000200
+
+
+def spawn_options(
+    read_fd: int,
+    write_fd: int,
+    witness_fd: Optional[int],
+    socket_fd: int,
+    handles: bool = HANDLES,
+    get_handle: Optional[Any] = None,
+) -> "tuple[List[str], Dict[str, Any]]":
+    """The worker's arguments after its module name and the ``Popen`` options passing its fds.
+
+    Args:
+        read_fd: the worker's end of the runtime-to-worker pipe.
+        write_fd: the worker's end of the worker-to-runtime pipe.
+        witness_fd: the witness's bootstrap socket, when witnessed (POSIX only).
+        socket_fd: that socket's fd, passed on POSIX in any case (as before).
+        handles: pass Windows handles instead of fds (default: on Windows).
+        get_handle: ``fd -> handle`` (default ``msvcrt.get_osfhandle``; tests inject one).
+    """
+    if not handles:
+        tail = [str(read_fd), str(write_fd)] + ([str(witness_fd)] if witness_fd is not None else [])
+        return tail, {"pass_fds": (read_fd, write_fd, socket_fd), "start_new_session": True}
+    import subprocess
+
+    if get_handle is None:
+        import msvcrt  # Windows only
+
+        get_handle = msvcrt.get_osfhandle  # type: ignore[attr-defined]
+    found = [int(get_handle(read_fd)), int(get_handle(write_fd))]
+    for handle in found:
+        os.set_handle_inheritable(handle, True)  # type: ignore[attr-defined]
+    startup = subprocess.STARTUPINFO()  # type: ignore[attr-defined]
+    startup.lpAttributeList = {"handle_list": found}
+    flags = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", _CREATE_NEW_PROCESS_GROUP)
+    return ["--handles", str(found[0]), str(found[1])], {
+        "startupinfo": startup,
+        "creationflags": flags,
+    }
+
+
 def _partial(reason: str) -> Dict[str, Any]:
     return {"type": "coverage", "partial": True, "reason": reason}
 
@@ -82,23 +129,24 @@ class Worker:
         environment = dict(os.environ)
         environment.setdefault(wallclock.ENV_CLOCK, repr(wallclock.real_time()))
         ours, theirs = socket.socketpair()  # the witness's bootstrap (non-inheritable)
-        witnessed = os.environ.get(ENV_WITNESS) != "off"
+        witnessed = os.environ.get(ENV_WITNESS) != "off" and not HANDLES
         if witnessed:
             environment[audit.ENV_WITNESSED] = "1"  # the worker clears it if the bootstrap fails
+        elif HANDLES:  # record on Windows: the witness is a Linux seccomp filter
+            self._witness_coverage = _partial("egress witness unavailable on this platform")
         else:
             self._witness_coverage = _partial("egress witness off ({}=off)".format(ENV_WITNESS))
         witness_fd = theirs.fileno() if witnessed else None
         if fork.exec_wanted(environment):
             import subprocess  # only here: the fork needs none of it (~3 ms of every start)
 
+            tail, options = spawn_options(to_worker_r, from_worker_w, witness_fd, theirs.fileno())
             process = subprocess.Popen(
-                [sys.executable, *WORKER_COMMAND, str(to_worker_r), str(from_worker_w)]
-                + ([str(witness_fd)] if witness_fd is not None else []),
+                [sys.executable, *WORKER_COMMAND, *tail],
                 env=environment,
                 stdin=subprocess.DEVNULL,
                 close_fds=True,
-                pass_fds=(to_worker_r, from_worker_w, theirs.fileno()),
-                start_new_session=True,
+                **options,
             )
             self._process = process  # kept, never waited on: the reaper owns the exit status
             pid = process.pid
@@ -113,7 +161,7 @@ class Worker:
         else:
             ours.close()
         self.pid = pid
-        self.reaper.watch(pid)
+        self.reaper.watch(pid, self._process)
         os.close(to_worker_r)
         os.close(from_worker_w)
         self.pipe = Channel(

@@ -249,10 +249,22 @@ def install_witness(channel: int) -> None:
 
 
 def main(argv: List[str]) -> int:
-    """The worker's entry: ``READ_FD WRITE_FD [WITNESS_FD]``; serve until the runtime goes away."""
-    read_fd, write_fd = int(argv[0]), int(argv[1])
-    if len(argv) > 2:  # before any other thread exists and any user code is imported
-        install_witness(int(argv[2]))
+    """The worker's entry: ``READ_FD WRITE_FD [WITNESS_FD]``; serve until the runtime goes away.
+
+    On Windows ``--handles READ_HANDLE WRITE_HANDLE``: inherited handles, opened as fds here
+    (`runner.runtime.worker.client.spawn_options`).
+    """
+    if argv[:1] == ["--handles"]:
+        import msvcrt  # Windows only
+
+        read_fd = msvcrt.open_osfhandle(int(argv[1]), os.O_RDONLY)  # type: ignore[attr-defined]
+        write_fd = msvcrt.open_osfhandle(int(argv[2]), os.O_WRONLY)  # type: ignore[attr-defined]
+        argv = argv[3:]
+    else:
+        read_fd, write_fd = int(argv[0]), int(argv[1])
+        argv = argv[2:]
+    if argv:  # before any other thread exists and any user code is imported
+        install_witness(int(argv[0]))
     dispatch.inherit_context_in_threads()
     if not wallclock.installed():  # sitecustomize installs it (before the audit hook)
         wallclock.install()

@@ -104,6 +104,30 @@ DOCKER = SandboxingBackend(
     marks=(pytest.mark.docker,),
 )
 
+
+def _docker_copy_connect(request: pytest.FixtureRequest, session_id: str) -> Backend:
+    request.getfixturevalue("docker_client")  # unusable engine: fail under CI, else skip
+    from runner.backends.docker import DockerBackend
+
+    return DockerBackend.connect(session_id=session_id, host_files="copy")
+
+
+# The Docker backend in copy mode (issue 29: engines that cannot see this host's paths): no
+# bind mount, the runtime baked into an image, the tools in read-only volumes. Every test of the
+# suite and every attack of the battery runs against it too.
+DOCKER_COPY = SandboxingBackend(
+    name="docker-copy",
+    connect=_docker_copy_connect,
+    image=lambda request: str(request.getfixturevalue("sandbox_image")),
+    leftovers=_docker_leftovers,
+    connect_code=(
+        "from runner.backends.docker import DockerBackend\n"
+        "backend = DockerBackend.connect(session_id=sys.argv[1], host_files='copy')\n"
+    ),
+    mounts_of=None,  # volumes, not host paths: the view from inside is the check
+    marks=(pytest.mark.docker,),
+)
+
 # The namespace backend's folder: one per uid, kept between runs (the image's root filesystem is
 # exported into it once per image id).
 NAMESPACE_ROOT = Path(tempfile.gettempdir()) / f"sandbox-replay-ns-tests-{os.getuid()}"
@@ -138,7 +162,7 @@ NAMESPACE = SandboxingBackend(
 )
 
 # Append the Ray backend here when it lands.
-BACKENDS: list[SandboxingBackend] = [DOCKER, NAMESPACE]
+BACKENDS: list[SandboxingBackend] = [DOCKER, DOCKER_COPY, NAMESPACE]
 
 # Backends that are not sandboxes, by name, with the reason: the suite does not run them.
 EXEMPT: dict[str, str] = {

@@ -128,6 +128,10 @@ class FakeAPI:
         self._record("containers", all=all, filters=filters)
         return self.listing
 
+    def volumes(self, filters: Any = None) -> dict[str, Any]:  # copy mode's tool volumes
+        self._record("volumes", filters=filters)
+        return {"Volumes": []}
+
 
 def backend_for(api: FakeAPI) -> DockerBackend:
     return DockerBackend(api, address="unix:///fake.sock", session_id="sess1", owner=OWNER)

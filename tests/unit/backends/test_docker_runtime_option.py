@@ -69,7 +69,7 @@ def test_connect_refuses_an_unknown_runtime_and_closes_its_client(
     import runner.backends.docker.backend as B
 
     api = InfoAPI()
-    monkeypatch.setattr(B, "connect", lambda host: api)
+    monkeypatch.setattr(B, "connect", lambda host=None, **kw: api)
     with pytest.raises(InputError):
         DockerBackend.connect("unix:///x.sock", runtime="runsc")
     assert api.closed

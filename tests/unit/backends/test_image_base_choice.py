@@ -39,7 +39,9 @@ class FakeImagesAPI:
         return self.build_events
 
 
-def build(api: FakeImagesAPI, offline: bool, lines: list[str]) -> image_mod.BuildResult:
+def build(
+    api: FakeImagesAPI, offline: bool, lines: list[str], platform: str | None = None
+) -> image_mod.BuildResult:
     return image_mod.build_image(
         api,
         image="sandbox-replay:test",
@@ -47,6 +49,7 @@ def build(api: FakeImagesAPI, offline: bool, lines: list[str]) -> image_mod.Buil
         offline_base_image="sandbox-replay-base:bookworm",
         offline=offline,
         echo=lines.append,
+        platform=platform,
     )
 
 
@@ -113,3 +116,44 @@ def test_build_error_carries_the_log_tail() -> None:
 
 def _forbidden(*args: Any, **kwargs: Any) -> None:
     raise AssertionError("debootstrap must not run here")
+
+
+# -- macOS and Windows: no debootstrap, and no fix line that needs it (issue 29) ----------------
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32"])
+@pytest.mark.parametrize("offline", [False, True])
+def test_without_debootstrap_a_missing_base_is_an_error_naming_what_works_there(
+    monkeypatch: pytest.MonkeyPatch, platform: str, offline: bool
+) -> None:
+    monkeypatch.setattr(image_mod, "build_offline_base", _forbidden)
+    api = FakeImagesAPI(set())
+    with pytest.raises(InfrastructureError) as raised:
+        build(api, offline=offline, lines=[], platform=platform)
+    fix = raised.value.fields["fix"]
+    assert "docker pull python:3.12-slim" in fix and "SANDBOX_REPLAY_BASE_IMAGE" in fix
+    assert "debootstrap" not in fix and "image build --offline" not in fix
+    assert ("without --offline" in fix) is offline
+    assert (("pull", "python:3.12-slim") in api.calls) is not offline  # pulled unless offline
+    assert not [c for c in api.calls if c[0] == "build"]
+
+
+def test_on_macos_a_present_offline_base_is_still_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(image_mod, "build_offline_base", _forbidden)
+    api = FakeImagesAPI({"sandbox-replay-base:bookworm"})
+    result = build(api, offline=False, lines=[], platform="darwin")
+    assert result.base_source == "offline-present"
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32", "linux"])
+def test_every_fix_line_names_a_command_of_the_platform(platform: str) -> None:
+    from runner.backends.docker.client import image_fix
+    from runner.backends.docker.engine import engine_fix
+
+    image, engine = image_fix(platform), engine_fix(platform)
+    assert "sandbox-replay image build" in image
+    if platform == "linux":
+        assert "--offline" in image and "systemctl" in engine
+    else:
+        assert "--offline" not in image and "debootstrap" not in image
+        assert "systemctl" not in engine and "Docker Desktop" in engine

@@ -23,8 +23,8 @@ Sequence (`prepare` then `execute`):
    recorded (`runner.episode.reaping`); a resumed job's remaining open rows are closed at
    their reservation, marked ``estimated`` (`Ledger.close_orphans`), and its finished pairs
    are skipped.
-5. `Scheduler` runs the pairs under the replay ceiling; model calls go through
-   `MeteredProvider`. Ctrl-C (SIGINT) or SIGTERM stops cleanly: sandboxes killed and removed,
+5. `Scheduler` runs the pairs under the replay ceiling, each sandbox with a deadline from the
+   job's budget clock (`runner.submit.budgetclock`); model calls go through `MeteredProvider`. Ctrl-C (SIGINT) or SIGTERM stops cleanly: sandboxes killed and removed,
    the job marked ``interrupted``, exit 130.
 6. Grading (not after an interruption): every task's episodes form one group for the judge,
    charged to ``judge``; openskill ratings across tasks (`runner.grading.grade`).
@@ -53,10 +53,11 @@ from runner.episode.toolmanifest import admission
 from runner.errors import InputError
 from runner.grading import make_judge
 from runner.hostlog import get_logger
-from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
+from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger
 from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
 from runner.settings import Settings
+from runner.submit.budgetclock import BudgetClock
 from runner.submit.ceilings import ceiling_in_effect
 from runner.submit.concurrency import admit_concurrency, engine_cpus, readmit
 from runner.submit.interrupts import Interrupts, handled_signals
@@ -324,6 +325,7 @@ def _run_job(
                 if callable(expect_runs):  # one sandbox per episode: none made to be drained
                     expect_runs(len(pending))
                 replay = ceilings["replay"]
+                clock = BudgetClock(guard, run_s=run_sandbox_s(plan.policy, settings))
                 runner = PairRunner(
                     plan,
                     settings,
@@ -333,6 +335,7 @@ def _run_job(
                     search_root=options.cwd,
                     snapshot=snapshot,
                     max_tokens=call_cap(replay),
+                    clock=clock,
                 )
                 scheduler = Scheduler(
                     ledger,
@@ -342,12 +345,7 @@ def _run_job(
                     concurrency=plan.concurrency,
                     stop=runner.stop,
                     backend=backend,
-                    run_estimate=Amount(
-                        runs=1,
-                        sandbox_s=run_sandbox_s(plan.policy, settings)
-                        if replay.sandbox_s is not None
-                        else 0.0,
-                    ),
+                    clock=clock,
                     on_change=on_change,
                 )
                 interrupts.attach(scheduler)

@@ -148,14 +148,10 @@ def prepare(
         "replay": ceiling_in_effect("replay", policy, options.replay_ceiling),
         "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
     }
-    # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity)
-    # and the sandbox-seconds the replay ceiling can hold reservations for
+    # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity);
+    # the sandbox-seconds ceiling is shared by the budget clock, not a bound on runs at once
     capacity = admit_concurrency(
-        options.concurrency or settings.concurrency,
-        policy,
-        settings,
-        engine=engine,
-        ceiling_sandbox_s=ceilings["replay"].ceiling.sandbox_s,
+        options.concurrency or settings.concurrency, policy, settings, engine=engine
     )
     history = None
     ledger_path = settings.state_dir / LEDGER_FILENAME

@@ -213,6 +213,7 @@ class Plan:
             )
         if self.capacity is not None:
             out.append(f"  concurrency: {self.capacity.describe()}")
+        out.extend(self._sharing_lines())
         for purpose, ceiling in self.ceilings.items():
             out.append(f"  ceiling {purpose}: {ceiling.describe()}")
         if self.limits:
@@ -227,6 +228,37 @@ class Plan:
             )
         elif replay.usd is not None and est.usd > replay.usd:
             out.append("  the estimate exceeds the replay USD ceiling: replay may stop (exit 4)")
+        return out
+
+
+    def _sharing_lines(self) -> list[str]:
+        """How the ceilings and the rate limits are shared by the runs at once, in words."""
+        out = []
+        replay = self.ceilings["replay"].ceiling
+        if replay.sandbox_s is not None:
+            out.append(
+                f"  sandbox-seconds: the {replay.sandbox_s:g} s ceiling is shared by a budget"
+                " clock, not held per run: each running sandbox gets a deadline from what is"
+                " left, moved as runs start and end; a run that does not fit waits for one to"
+                " end, and a run reaching its deadline ends ceiling_reached"
+            )
+        if replay.tokens is not None or replay.usd is not None:
+            out.append(
+                "  tokens and USD: each model call reserves its upper bound before it is"
+                " forwarded; a call that does not fit waits for calls in flight to settle"
+            )
+        limits = getattr(getattr(self.policy, "rate_limits", None), "models", None) or {}
+        for pattern, limit in limits.items():
+            parts = [
+                f"{value} {name.replace('_per_min', '')}/min"
+                for name in ("requests_per_min", "tokens_per_min")
+                if (value := getattr(limit, name, None)) is not None
+            ]
+            if parts:
+                out.append(
+                    f"  rate limit {pattern}: {', '.join(parts)}, shared by every sandbox"
+                    " (a call waits its turn; more at once only wait longer)"
+                )
         return out
 
 

@@ -218,7 +218,9 @@ class CeilingGuard:
         """
         settled, reserved = self.ledger.standing(self.job_id, check_purpose(purpose))
         try:
-            check_fits(purpose, self.ceiling(purpose), settled + Amount(runs=reserved.runs), estimate)
+            check_fits(
+                purpose, self.ceiling(purpose), settled + Amount(runs=reserved.runs), estimate
+            )
         except CeilingReached:
             return False
         return True

@@ -86,6 +86,7 @@ MAX_CALL_REQUEST_BYTES = 4 * 1024 * 1024
 class _Unpriced(Exception):
     """The model has no price and the USD ceiling is bounded."""
 
+
 # Request fields that bound one completion's tokens; each is capped at ``max_tokens``.
 _CAP_FIELDS = ("max_tokens", "max_completion_tokens")
 

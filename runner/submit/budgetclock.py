@@ -174,9 +174,7 @@ class BudgetClock:
 
     # -- admission ---------------------------------------------------------------------------
 
-    def admit(
-        self, key: str, *, give_up: Callable[[], bool], **attrs: str | None
-    ) -> Reservation:
+    def admit(self, key: str, *, give_up: Callable[[], bool], **attrs: str | None) -> Reservation:
         """Reserve one run, waiting while only running runs' shares leave no room for it.
 
         Args:
@@ -211,7 +209,9 @@ class BudgetClock:
                     raise self._refusal(final=False)
                 self._cond.wait(0.25)
 
-    def _try_admit(self, key: str, reservation_key: str, attrs: dict[str, str | None]) -> Reservation | None:
+    def _try_admit(
+        self, key: str, reservation_key: str, attrs: dict[str, str | None]
+    ) -> Reservation | None:
         """One try under the lock: the reservation, or None to wait (raises when final)."""
         assert self.ceiling_s is not None
         g = self.smallest_run_s
@@ -243,7 +243,9 @@ class BudgetClock:
             return None  # someone else's reservation (another process): wait for an end
         self._apply(now, bounds)
         self._held[key] = _Held(reservation.key, now, self.run_s, now + shares[key], new_bound)
-        log.debug("budget_admitted", key=key, allowance_s=round(shares[key], 3), running=len(self._held))
+        log.debug(
+            "budget_admitted", key=key, allowance_s=round(shares[key], 3), running=len(self._held)
+        )
         return reservation
 
     def _refusal(self, *, final: bool) -> CeilingReached:
@@ -325,7 +327,9 @@ class BudgetClock:
                 tokens_in=actual.tokens_in,
                 tokens_out=actual.tokens_out,
                 usd=actual.usd,
-                sandbox_s=self.charge_of(key, actual.sandbox_s) if self.enabled else actual.sandbox_s,
+                sandbox_s=self.charge_of(key, actual.sandbox_s)
+                if self.enabled
+                else actual.sandbox_s,
             )
             with self.guard.ledger.transaction():
                 during(charged)
@@ -377,7 +381,9 @@ class BudgetClock:
             remaining -= 1
         return shares
 
-    def _bounds(self, now: float, shares: dict[str, float] | None) -> dict[str, tuple[float, float]]:
+    def _bounds(
+        self, now: float, shares: dict[str, float] | None
+    ) -> dict[str, tuple[float, float]]:
         """Held run -> (deadline, bound) after a reshare at ``now``."""
         out: dict[str, tuple[float, float]] = {}
         for key, held in self._held.items():

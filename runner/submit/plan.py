@@ -230,7 +230,6 @@ class Plan:
             out.append("  the estimate exceeds the replay USD ceiling: replay may stop (exit 4)")
         return out
 
-
     def _sharing_lines(self) -> list[str]:
         """How the ceilings and the rate limits are shared by the runs at once, in words."""
         out = []

@@ -178,7 +178,8 @@ def run_submit(
     engine = probe_engine(settings, make) if make is None or probe else None
     try:
         plan = replace(
-            prepare(options, settings, job_id=resume, engine=engine), backend=backend_name
+            prepare(options, settings, job_id=resume, engine=engine, dry_run=dry_run),
+            backend=backend_name,
         )
     except BaseException:
         close_backend(engine)
@@ -351,6 +352,15 @@ def submit_command(
             " (default: from the job id).",
         ),
     ] = None,
+    price: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--price",
+            help="A model's price, MODEL=IN/OUT in USD per million input/output tokens"
+            " (repeat; wins over the policy's prices).",
+            metavar="MODEL=IN/OUT",
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
     as_json: JsonOption = False,
     resume: Annotated[
@@ -407,6 +417,7 @@ def submit_command(
                 judge_ceiling=judge_flags,
                 repeats=repeats,
                 seed=seed,
+                prices=tuple(price or ()),
             )
         code = run_submit(
             settings,

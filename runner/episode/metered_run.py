@@ -34,10 +34,10 @@ from runner.backends.base import Backend
 from runner.domain.ids import IdFactory, timestamped_ids
 from runner.episode.driver import (
     KILL_DRAIN_S,
-    BudgetDeadline,
     MIN_WRITE_S,
     POLL_S,
     SHUTDOWN_GRACE_S,
+    BudgetDeadline,
     run_episode,
 )
 from runner.episode.limits import max_rate_limit_wait_s, resource_limits

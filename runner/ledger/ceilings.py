@@ -208,7 +208,8 @@ class CeilingGuard:
                     raise
                 log.debug("reservation_waiting", purpose=purpose, key=attrs.get("key"))
                 with self._changed:
-                    self._changed.wait_for(lambda: self._generation != seen, timeout=poll_s)
+                    if self._generation == seen:  # nothing settled since the try: wait
+                        self._changed.wait(timeout=poll_s)
 
     def could_fit(self, purpose: Purpose, estimate: Amount) -> bool:
         """True when ``estimate`` fits once every outstanding reservation settled at its floor.

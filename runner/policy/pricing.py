@@ -1,5 +1,7 @@
-"""A price for every model before anything runs (issue 25): which models a workflow calls, and
-the plan-time refusal of one the price table lacks while a USD ceiling is set.
+"""A price for every model before anything runs (issue 25).
+
+Which models a workflow calls, and the plan-time refusal of one the price table lacks while a
+USD ceiling is set.
 
 A model call is reserved at its model's price before it is forwarded
 (`runner.providers.metered`); a model with no price cannot be reserved under a USD ceiling.
@@ -47,7 +49,9 @@ __all__ = [
 ]
 
 # ``--price MODEL=IN/OUT``: a model id or glob, then two non-negative decimal numbers.
-_PRICE = re.compile(r"^(?P<model>[^=\s]{1,256})=(?P<input>[0-9.eE+-]{1,32})/(?P<output>[0-9.eE+-]{1,32})\Z")
+_PRICE = re.compile(
+    r"^(?P<model>[^=\s]{1,256})=(?P<input>[0-9.eE+-]{1,32})/(?P<output>[0-9.eE+-]{1,32})\Z"
+)
 # Recorded traces read per workflow, newest first, and call lines read per trace.
 MAX_TRACES = 20
 MAX_CALL_LINES = 10_000
@@ -133,8 +137,11 @@ def with_prices(policy: Policy, prices: Iterable[str]) -> Policy:
 
 
 def _asked(model: Any) -> str | None:
-    """The model an agent step's requests name; a scripted function's turns are ``scripted``;
-    None when the host's settings would choose it (``OPENAI_MODEL``): unknown at plan time."""
+    """The model an agent step's requests name (None: unknown at plan time).
+
+    A scripted function's turns are asked as ``scripted``; None when the host's settings would
+    choose the model (``OPENAI_MODEL``).
+    """
     named = model.name or model.settings.get("model")
     if named:
         return str(named)
@@ -179,9 +186,7 @@ def models_of(
         elif step.models:
             out.append(ModelUse(step.id, tuple(step.models), "models:", traces.calls_per_run))
         elif traces.models:
-            out.append(
-                ModelUse(step.id, traces.models, "recorded traces", traces.calls_per_run)
-            )
+            out.append(ModelUse(step.id, traces.models, "recorded traces", traces.calls_per_run))
         else:
             out.append(ModelUse(step.id, (), "unknown"))
     return out

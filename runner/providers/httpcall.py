@@ -4,8 +4,9 @@ Shared by the ``openai`` and ``anthropic`` providers' gateway path (`post_api`).
 body is read as bytes up to `MAX_RESPONSE_BYTES` (a stream is read to its end: the host
 records the whole raw event stream and hands it to the sandbox in one message), decoded as
 UTF-8 with ``surrogateescape`` so that it round-trips. Transient failures (connection errors
-before the request left, HTTP 408, 409, 429 and 5xx) are retried (tenacity, `runner.providers.retries.
-provider_retrying`: a 429's ``Retry-After`` honoured, else exponential backoff), at most
+before the request left, HTTP 408, 409, 429 and 5xx) are retried (tenacity,
+`runner.providers.retries.provider_retrying`: a 429's ``Retry-After`` honoured, else
+exponential backoff), at most
 ``attempts`` tries, each logged; a POST that may have reached the server (a read timeout, a
 connection lost mid-answer) is not retried: its answer says ``maybe_billed`` and the metered
 provider charges it at its reservation (issue 32, N10).

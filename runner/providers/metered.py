@@ -250,7 +250,7 @@ class MeteredProvider:
     def _oversized(self, payload: Mapping[str, Any]) -> str | None:
         """Why ``payload`` is more than one call may be, or None (module docstring)."""
         choices = payload.get("n")
-        if _is_count(choices) and int(choices) > MAX_CHOICES:
+        if isinstance(choices, int) and not isinstance(choices, bool) and choices > MAX_CHOICES:
             return f"n {choices} is more than {MAX_CHOICES} choices"
         size = request_bytes(payload)
         if size > MAX_CALL_REQUEST_BYTES:

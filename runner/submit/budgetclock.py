@@ -198,7 +198,8 @@ class BudgetClock:
                 key=reservation_key,
                 kind="run",
                 run_key=key,
-                **attrs,
+                variant=attrs.get("variant"),
+                task_id=attrs.get("task_id"),
             )
         with self._cond:
             while True:
@@ -234,7 +235,8 @@ class BudgetClock:
                     key=reservation_key,
                     kind="run",
                     run_key=key,
-                    **attrs,  # type: ignore[arg-type]
+                    variant=attrs.get("variant"),
+                    task_id=attrs.get("task_id"),
                 )
         except CeilingReached as exc:
             if exc.fields.get("limit") != "sandbox_s" or not self._held:
@@ -303,7 +305,7 @@ class BudgetClock:
         actual: Amount,
         *,
         natural: bool,
-        during: Callable[[Amount], None] = lambda _: None,
+        during: Callable[[Amount], object] = lambda _: None,
     ) -> Amount:
         """Settle an ended run and share again, in one ledger transaction.
 
@@ -395,8 +397,11 @@ class BudgetClock:
         return out
 
     def _moved(self, key: str, bound: float) -> bool:
-        """A bound to write: every shrink (the sum must stay under the ceiling exactly), and
-        growths of more than `_WRITE_EPSILON_S` (a smaller one is left unwritten: safe)."""
+        """True for a bound to write: a shrink, or a growth of more than `_WRITE_EPSILON_S`.
+
+        Every shrink is written (the sum must stay under the ceiling exactly); a smaller
+        growth is left unwritten, which is safe.
+        """
         old = self._held[key].bound
         return bound < old or bound > old + _WRITE_EPSILON_S
 

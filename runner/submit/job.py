@@ -24,7 +24,8 @@ Sequence (`prepare` then `execute`):
    their reservation, marked ``estimated`` (`Ledger.close_orphans`), and its finished pairs
    are skipped.
 5. `Scheduler` runs the pairs under the replay ceiling, each sandbox with a deadline from the
-   job's budget clock (`runner.submit.budgetclock`); model calls go through `MeteredProvider`. Ctrl-C (SIGINT) or SIGTERM stops cleanly: sandboxes killed and removed,
+   job's budget clock (`runner.submit.budgetclock`); model calls go through
+   `MeteredProvider`. Ctrl-C (SIGINT) or SIGTERM stops cleanly: sandboxes killed and removed,
    the job marked ``interrupted``, exit 130.
 6. Grading (not after an interruption): every task's episodes form one group for the judge,
    charged to ``judge``; openskill ratings across tasks (`runner.grading.grade`).
@@ -55,8 +56,8 @@ from runner.grading import make_judge
 from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger
 from runner.policy import load_policy
-from runner.policy.pricing import check_prices, recorded_models, with_prices
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
+from runner.policy.pricing import check_prices, recorded_models, with_prices
 from runner.settings import Settings
 from runner.submit.budgetclock import BudgetClock
 from runner.submit.ceilings import ceiling_in_effect

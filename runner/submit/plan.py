@@ -188,12 +188,12 @@ class Plan:
             )
         for variant in self.variants:
             a = self.per_run[variant.name]
-            calls = f"<= {variant.max_model_calls} model calls"
+            bound = f"<= {variant.max_model_calls} model calls"
             if variant.calls_unknown:
-                calls += " and the program steps' calls (no recorded trace: cost per call below)"
+                bound += " and the program steps' calls (no recorded trace: cost per call below)"
             out.append(
                 f"  variant {variant.name}: {variant.path.name}, {_models_words(variant)},"
-                f" per run {calls}, ~${a.usd:.4f}, ~{a.tokens} tokens, ~{a.sandbox_s:.1f}"
+                f" per run {bound}, ~${a.usd:.4f}, ~{a.tokens} tokens, ~{a.sandbox_s:.1f}"
                 " sandbox-s"
             )
             if variant.calls_unknown:

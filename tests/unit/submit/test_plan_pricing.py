@@ -17,23 +17,23 @@ from typer.testing import CliRunner
 from runner.cli.app import app
 from runner.ledger import Ledger
 
-TOOLS = '''\
+TOOLS = """\
 from runner.sdk import Effect, tool
 
 
 @tool("p.echo", effect=Effect.PURE, description="Echo.")
 def echo(text: str) -> str:
     return text
-'''
-MODEL = '''\
+"""
+MODEL = """\
 def respond(request):
     return {"id": "c", "model": "local-llm-7b", "choices": [{"message": {"role": "assistant",
             "content": "ok"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
-'''
-PROGRAM = '''\
+"""
+PROGRAM = """\
 def run(task_input):
     return "ok"
-'''
+"""
 
 
 def _project(tmp_path: Path, step_extra: str = "", model: str = "") -> Path:

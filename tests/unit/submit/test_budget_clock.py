@@ -184,3 +184,17 @@ def test_the_scheduler_fills_a_tight_ceiling_and_lists_every_pair_not_run(ledger
     not_run = [o for o in outcomes if o.status == "not_run"]
     assert not_run and all("sandbox_s" in (o.reason or "") for o in not_run)
     assert sum(o.status == "succeeded" for o in outcomes) >= 2
+
+
+def test_a_dead_hosts_run_is_charged_at_most_its_bound(ledger: Ledger) -> None:
+    """SIGKILL of the host: its sandbox runs on to its own lifetime cap, past the deadline the
+    host would have killed it at; the reaper charges the engine's seconds, at most the bound
+    (on main: all 50 s, past a 10-s ceiling)."""
+    clock = _clock(ledger, 10.0, FakeTime(), margin_s=1.0)
+    reservation = clock.admit("a", give_up=_never)
+    ledger.start_run("job", "v", "t", 1, key="a")
+    assert reservation.estimate.sandbox_s == pytest.approx(10.0)
+    assert ledger.settle_dead_run("a", 50.0)
+    (run,) = ledger.runs("job")
+    assert run.status == "interrupted" and run.usage.sandbox_s == 50.0  # the truth is kept
+    assert ledger.totals("job")["replay"].charged.sandbox_s == pytest.approx(10.0)

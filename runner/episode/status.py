@@ -81,7 +81,7 @@ def classify(state: StatusFacts, exit_state: ExitState | None) -> tuple[str, str
         return "ceiling_reached", (
             f"{first['tool']} call {first['call_index']} refused: {first['message']}"
         )
-    if state.budget_cut and state.episode is None:  # the host's budget deadline cut it
+    if state.budget_cut and episode.get("status") != "succeeded":  # the budget deadline cut it
         return "ceiling_reached", (
             f"the sandbox-seconds ceiling: the host killed the sandbox at its budget deadline"
             f" after {state.sandbox_s:.1f} s (its share of what was left of the ceiling)"

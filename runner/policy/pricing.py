@@ -19,7 +19,8 @@ Which models (`models_of`), per step:
   requests named in recorded traces of that workflow (runs of ``name@version`` in the
   ledger, their traces read with the bounded reader: `recorded_models`); else the step's
   models are *unknown*, which under a USD ceiling is refused like an unpriced model;
-- a step without any model (no ``model:`` on the step or the workflow) calls none.
+- a step without any model (no ``model:`` on the step or the workflow) calls none, and a
+  ``replay`` model's turns are served from a trace: nothing to price.
 """
 
 from __future__ import annotations
@@ -165,6 +166,9 @@ def models_of(
         if agent is not None:
             if spec.model is None:
                 continue
+            if spec.model.provider == "replay":  # served from a trace: never billed
+                out.append(ModelUse(step.id, (), "none", 0))
+                continue
             turns = agent.max_turns * (2 if agent.user else 1)
             asked = _asked(spec.model)
             if asked is None:
@@ -175,7 +179,7 @@ def models_of(
         if getattr(step, "program", None) is None:
             continue
         model = step.model or spec.model
-        if model is None:
+        if model is None or model.provider == "replay":  # no model, or served from a trace
             out.append(ModelUse(step.id, (), "none", 0))
             continue
         if traces is None:

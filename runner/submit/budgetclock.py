@@ -15,10 +15,13 @@ may run past its deadline before the host's kill ends its charge (a poll, the ki
 the removal). At every admission and every end the allowances are shared again at time ``t``:
 ``U = S - C - sum_i (t - s_i) - |R| m`` is split max-min fairly (water-filling: no run gets more
 than it can use before its own timeout, ``rest_i``, and what one cannot use goes to the others).
-A new run is admitted only when its share is at least the smallest possible run ``g``
-(`MIN_RUN_S` until a run of the job ended by itself, then the smallest such charge); when it is
-not, dispatch *waits* for a run to end. Dispatch stops (``ceiling_reached``) only when
-``C + g + m > S``: even alone, the smallest run could not fit. A run is charged
+A new run is admitted when its share is at least a typical run (the median charge of the
+job's runs that ended by themselves; before one did, the mean of earlier jobs' runs, or
+without any the run's own worst case ``rest``: a first wave never starts runs it would have
+to cut), or, when no run is running, at least the smallest possible run ``g`` (the smallest
+such charge, `MIN_RUN_S` before one); otherwise dispatch *waits* for a run to end.
+Dispatch stops (``ceiling_reached``) only when ``C + g + m > S``: even alone, the smallest run
+could not fit. A run is charged
 ``min(measured, B_i)`` and a run that reaches its deadline is killed and recorded
 ``ceiling_reached`` (`runner.episode.status`).
 
@@ -125,6 +128,8 @@ class BudgetClock:
         purpose: the ceiling's purpose.
         margin_s: `KILL_MARGIN_S`.
         min_run_s: `MIN_RUN_S`.
+        typical_s: a typical run's sandbox seconds before one of this job ended (earlier
+            jobs' mean, `runner.ledger.Ledger.per_run_history`), or None: ``run_s``.
         monotonic: the clock (seconds; injected in tests).
     """
 
@@ -136,6 +141,7 @@ class BudgetClock:
         purpose: Any = "replay",
         margin_s: float = KILL_MARGIN_S,
         min_run_s: float = MIN_RUN_S,
+        typical_s: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.guard = guard
@@ -148,6 +154,8 @@ class BudgetClock:
         self._held: dict[str, _Held] = {}
         self._cond = threading.Condition(threading.RLock())
         self._smallest: float | None = None
+        self._typical_before = max(min_run_s, typical_s if typical_s is not None else run_s)
+        self._ended: list[float] = []  # charges of runs that ended by themselves
         settled, _ = guard.ledger.standing(guard.job_id, purpose)
         self._charged = settled.sandbox_s
 
@@ -160,6 +168,14 @@ class BudgetClock:
     def smallest_run_s(self) -> float:
         """``g``: the smallest charge of a run of this job that ended by itself, or `MIN_RUN_S`."""
         return self._smallest if self._smallest is not None else self.min_run_s
+
+    @property
+    def typical_run_s(self) -> float:
+        """The median charge of the job's runs that ended by themselves (before: module doc)."""
+        if not self._ended:
+            return self._typical_before
+        ordered = sorted(self._ended)
+        return ordered[len(ordered) // 2]
 
     @property
     def charged_s(self) -> float:
@@ -220,7 +236,8 @@ class BudgetClock:
             raise self._refusal(final=True)
         now = self.monotonic()
         shares = self._shares(now, new=key)
-        if shares is None or shares[key] < g:
+        wanted = g if not self._held else max(g, self.typical_run_s)
+        if shares is None or shares[key] < wanted:
             if not self._held:  # alone, and still less than the smallest run: never fits
                 raise self._refusal(final=True)
             return None
@@ -340,6 +357,7 @@ class BudgetClock:
             if held is not None:
                 self._charged += charged.sandbox_s
                 if natural and charged.sandbox_s > 0:
+                    self._ended.append(charged.sandbox_s)
                     least = self._smallest
                     self._smallest = (
                         charged.sandbox_s if least is None else min(least, charged.sandbox_s)

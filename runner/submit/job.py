@@ -340,7 +340,11 @@ def _run_job(
                 if callable(expect_runs):  # one sandbox per episode: none made to be drained
                     expect_runs(len(pending))
                 replay = ceilings["replay"]
-                clock = BudgetClock(guard, run_s=run_sandbox_s(plan.policy, settings))
+                clock = BudgetClock(
+                    guard,
+                    run_s=run_sandbox_s(plan.policy, settings),
+                    typical_s=plan.typical_sandbox_s,
+                )
                 runner = PairRunner(
                     plan,
                     settings,

@@ -96,6 +96,14 @@ class Plan:
         ]
 
     @property
+    def typical_sandbox_s(self) -> float | None:
+        """Earlier jobs' mean sandbox seconds per run, or None without history (the budget
+        clock's typical run before one of this job ended)."""
+        if not self.basis.startswith("mean of") or not self.per_run:
+            return None
+        return next(iter(self.per_run.values())).sandbox_s
+
+    @property
     def runs(self) -> int:
         """N·M·K: every episode of the plan."""
         return len(self.variants) * len(self.tasks) * self.repeats

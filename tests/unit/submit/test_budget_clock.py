@@ -41,6 +41,7 @@ class FakeTime:
 
 def _clock(ledger: Ledger, ceiling_s: float, now: FakeTime, **kw: float) -> BudgetClock:
     guard = CeilingGuard(ledger, "job", {"replay": Ceiling(sandbox_s=ceiling_s)})
+    kw.setdefault("typical_s", kw.get("min_run_s", 1.0))  # as if earlier jobs had told
     return BudgetClock(guard, run_s=kw.pop("run_s", 300.0), monotonic=now, **kw)
 
 
@@ -198,3 +199,21 @@ def test_a_dead_hosts_run_is_charged_at_most_its_bound(ledger: Ledger) -> None:
     (run,) = ledger.runs("job")
     assert run.status == "interrupted" and run.usage.sandbox_s == 50.0  # the truth is kept
     assert ledger.totals("job")["replay"].charged.sandbox_s == pytest.approx(10.0)
+
+
+def test_a_first_wave_waits_for_one_run_to_tell_how_long_runs_take(ledger: Ledger) -> None:
+    """Before any run ended (and with no earlier jobs), a run is admitted only with its whole
+    worst case free: shares of a guessed second would cut every run of the first wave."""
+    guard = CeilingGuard(ledger, "job", {"replay": Ceiling(sandbox_s=40.0)})
+    now = FakeTime()
+    clock = BudgetClock(guard, run_s=30.0, margin_s=1.0, monotonic=now)
+    clock.admit("a", give_up=_never)
+    with pytest.raises(CeilingReached) as waited:
+        clock.admit("b", give_up=lambda: True)  # (40 - 2) / 2 = 19 < 30: waits
+    assert waited.value.fields["final"] is False
+    now.now += 2.5
+    clock.finish("a", "a/run", Amount(runs=1, sandbox_s=2.5), natural=True)
+    assert clock.typical_run_s == 2.5
+    for key in "bcdefghij":  # (40 - 2.5 - n) / n >= 2.5 for n up to 10
+        clock.admit(key, give_up=_never)
+    assert clock.running() == 9

@@ -98,7 +98,8 @@ class Plan:
     @property
     def typical_sandbox_s(self) -> float | None:
         """Earlier jobs' mean sandbox seconds per run, or None without history (the budget
-        clock's typical run before one of this job ended)."""
+        clock's typical run before one of this job ended).
+        """
         if not self.basis.startswith("mean of") or not self.per_run:
             return None
         return next(iter(self.per_run.values())).sandbox_s

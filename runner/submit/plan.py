@@ -97,8 +97,9 @@ class Plan:
 
     @property
     def typical_sandbox_s(self) -> float | None:
-        """Earlier jobs' mean sandbox seconds per run, or None without history (the budget
-        clock's typical run before one of this job ended).
+        """Earlier jobs' mean sandbox seconds per run, or None without history.
+
+        The budget clock's typical run before one of this job ended.
         """
         if not self.basis.startswith("mean of") or not self.per_run:
             return None

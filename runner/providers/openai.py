@@ -187,7 +187,7 @@ class OpenAIProvider:
             log.warning("openai_call_maybe_billed", role=role, error=str(exc))
             return error_response(
                 "ProviderUnavailable",
-                f"{self.base_url}: {exc} (not tried again: the request may have reached the"
+                f"{self.name}: {exc} (not tried again: the request may have reached the"
                 " provider)",
                 maybe_billed=True,
             )

@@ -322,6 +322,14 @@ def submit_command(
     ceiling_tokens: Annotated[
         int | None, typer.Option("--ceiling-tokens", min=0, help="Replay model-token ceiling.")
     ] = None,
+    ceiling_sandbox_s: Annotated[
+        float | None,
+        typer.Option(
+            "--ceiling-sandbox-s",
+            min=0,
+            help="Replay sandbox-seconds ceiling, shared by the running sandboxes.",
+        ),
+    ] = None,
     judge_ceiling_usd: Annotated[
         float | None, typer.Option("--judge-ceiling-usd", min=0, help="Judge USD ceiling.")
     ] = None,
@@ -382,6 +390,7 @@ def submit_command(
             ("usd", "--ceiling-usd", ceiling_usd),
             ("runs", "--ceiling-runs", ceiling_runs),
             ("tokens", "--ceiling-tokens", ceiling_tokens),
+            ("sandbox_s", "--ceiling-sandbox-s", ceiling_sandbox_s),
         ]
     )
     judge_flags = _flags(

@@ -78,3 +78,50 @@ def test_a_tight_sandbox_seconds_ceiling_is_used_not_refused(tmp_path: Path) -> 
         total = ledger.totals("job-tight")["replay"].charged.sandbox_s
     assert len(keys) == len(set(keys))
     assert total <= CEILING_S and again["exit_code"] == 4
+
+
+def test_the_report_names_incomplete_runs_and_never_scores_them(tmp_path: Path) -> None:
+    """A run cut by the ceiling and one lost to the infrastructure: listed, not ranked."""
+    from runner.ledger import Amount, CeilingGuard
+    from runner.providers.metered import StopSignal
+    from runner.submit.report import build_report, grade_job
+    from runner.submit.scheduler import Scheduler
+
+    settings = Settings(state_dir=tmp_path / "state", pool=False)
+    options = SubmitOptions(
+        variants=(FIX / "a.yaml", FIX / "b.yaml"), names=(None, None), tasks=FIX / "tasks.jsonl",
+        cwd=FIX,
+    )  # fmt: skip
+    plan = submit_module.prepare(options, settings, job_id="job-inc")
+    cut = {("fixture@b", "t1"): "ceiling_reached", ("fixture@b", "t2"): "infra_error"}
+
+    def run_pair(variant: str, task_id: str, key: str) -> tuple[str, str | None, Amount]:
+        status = cut.get((variant, task_id), "succeeded")
+        trace = tmp_path / f"{variant}-{task_id}.jsonl"
+        end = {"v": 1, "type": "end", "status": status, "output": f"answer about {task_id}"}
+        if status != "succeeded":
+            end["reason"] = f"cut: {status}"
+        trace.write_text(json.dumps(end) + "\n")
+        return status, str(trace), Amount()
+
+    with Ledger.for_state_dir(settings.state_dir) as ledger:
+        ledger.create_job("job-inc", {}, {})
+        guard = CeilingGuard(ledger, "job-inc", {})
+        stop = StopSignal()
+        outcomes = Scheduler(ledger, guard, "job-inc", run_pair, concurrency=2, stop=stop).run(
+            plan.episodes
+        )
+        grading = grade_job(plan, ledger, guard, settings, FIX)
+        report = build_report(
+            plan, ledger, outcomes, skipped=set(), stop=stop, interrupted=False,
+            grading=grading, resumed=False,
+        )  # fmt: skip
+    incomplete = {(e["variant"], e["task_id"]): e for e in report["incomplete"]}
+    assert set(incomplete) == set(cut)
+    assert incomplete[("fixture@b", "t1")]["status"] == "ceiling_reached"
+    assert incomplete[("fixture@b", "t1")]["reason"] == "cut: ceiling_reached"
+    standing = {v["variant"]: v for v in report["grading"]["variants"]}
+    assert standing["fixture@b"]["tasks_graded"] == len(plan.tasks) - 2  # never scored
+    (verdict,) = report["grading"]["verdicts"]
+    assert f"2 of {len(plan.tasks)} planned tasks not compared" in verdict["text"]
+    assert "1 ceiling_reached, 1 infra_error" in verdict["text"]

@@ -22,7 +22,7 @@ The fake model bills each call ``len(request JSON) // 2`` prompt tokens (never m
 a token: a real provider cannot bill past the reservation's bound) and 300 completion tokens.
 
 Usage: ``.venv/bin/python bench/budget.py [--scenarios scale,sandbox_s,usd] [--runs 200]
-[--concurrency 128] [--memory-mb 96] [--json]``. The machine is shared: the load average is
+[--concurrency 128] [--memory-mb 96] [--no-baseline] [--json]``. The machine is shared: the load average is
 printed with each scenario (DOCKER-NOTES.md). ``--memory-mb`` overrides the policy's per-run
 memory (a setting, ``SANDBOX_REPLAY_MEMORY_MB``): at the policy's 512 MiB the engine's memory
 admits fewer runs at once than 128 (the plan says so), at 96 it admits 128.
@@ -101,7 +101,7 @@ def _tasks(folder: Path, runs: int) -> Path:
 
 def _submit(
     folder: Path, model: Model, args: argparse.Namespace, runs: int, concurrency: int,
-    ceiling: CeilingFlags,
+    ceiling: CeilingFlags, policy: str = "shadow",
 ) -> tuple[Any, Any, Settings, float]:  # fmt: skip
     settings = Settings(
         state_dir=folder / "state",
@@ -118,7 +118,7 @@ def _submit(
         tasks=_tasks(folder, runs),
         cwd=HERE,
         concurrency=concurrency,
-        policy="shadow",
+        policy=policy,
         replay_ceiling=ceiling,
     )
     started = time.monotonic()
@@ -146,7 +146,22 @@ def _charges(settings: Settings, job_id: str) -> dict[str, Any]:
 
 
 def scale(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """200 model-bound runs at concurrency 128 under the default policy: exit 0, wall ÷ ideal."""
+    """200 model-bound runs at concurrency 128 under the default policy: exit 0, wall ÷ ideal.
+
+    The baseline, measured first in the same session, is the same job under the latency
+    benchmark's policy (bench/latency/policy.yaml: no sandbox-seconds, token or USD ceiling):
+    ``wall_over_no_ceilings`` is what the default policy's ceilings cost.
+    """
+    baseline = None
+    if args.baseline:
+        base = folder / "baseline"
+        base.mkdir()
+        with Model(args.latency) as model:
+            _, done, _, baseline = _submit(
+                base, model, args, args.runs, args.concurrency, CeilingFlags(),
+                str(HERE / "policy.yaml"),
+            )  # fmt: skip
+        assert done.exit_code == 0, done.report
     before = _busy_s()
     time.sleep(5.0)
     background = (_busy_s() - before) / 5.0  # the other sessions' busy cores
@@ -177,6 +192,8 @@ def scale(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         "wall_s": round(wall, 2),
         "ideal_s": round(ideal, 2),
         "wall_over_ideal": round(wall / ideal, 2),
+        "baseline_wall_s": round(baseline, 2) if baseline is not None else None,
+        "wall_over_no_ceilings": round(wall / baseline, 2) if baseline else None,
         "engine_cpu_ms_per_container": round(1000 * engine_per_run, 1),
         "other_sessions_busy_cores": round(background, 2),
         "runs_by_status": report.get("runs_by_status"),
@@ -231,6 +248,7 @@ def main() -> None:
     parser.add_argument(
         "--image", default=os.environ.get("SANDBOX_REPLAY_IMAGE", "sandbox-replay:latest")
     )
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     configure_logging("json", level=logging.WARNING)

@@ -22,8 +22,8 @@ The fake model bills each call ``len(request JSON) // 2`` prompt tokens (never m
 a token: a real provider cannot bill past the reservation's bound) and 300 completion tokens.
 
 Usage: ``.venv/bin/python bench/budget.py [--scenarios scale,sandbox_s,usd] [--runs 200]
-[--concurrency 128] [--memory-mb 96] [--no-baseline] [--json]``. The machine is shared: the load average is
-printed with each scenario (DOCKER-NOTES.md). ``--memory-mb`` overrides the policy's per-run
+[--concurrency 128] [--memory-mb 96] [--no-baseline] [--json]``. The machine is shared: the
+load average is printed with each scenario (DOCKER-NOTES.md). ``--memory-mb`` overrides the policy's per-run
 memory (a setting, ``SANDBOX_REPLAY_MEMORY_MB``): at the policy's 512 MiB the engine's memory
 admits fewer runs at once than 128 (the plan says so), at 96 it admits 128.
 """

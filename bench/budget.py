@@ -23,9 +23,9 @@ a token: a real provider cannot bill past the reservation's bound) and 300 compl
 
 Usage: ``.venv/bin/python bench/budget.py [--scenarios scale,sandbox_s,usd] [--runs 200]
 [--concurrency 128] [--memory-mb 96] [--no-baseline] [--json]``. The machine is shared: the
-load average is printed with each scenario (DOCKER-NOTES.md). ``--memory-mb`` overrides the policy's per-run
-memory (a setting, ``SANDBOX_REPLAY_MEMORY_MB``): at the policy's 512 MiB the engine's memory
-admits fewer runs at once than 128 (the plan says so), at 96 it admits 128.
+load average is printed with each scenario (DOCKER-NOTES.md). ``--memory-mb`` overrides the
+policy's per-run memory (a setting, ``SANDBOX_REPLAY_MEMORY_MB``): at the policy's 512 MiB the
+engine's memory admits fewer runs at once than 128 (the plan says so), at 96 it admits 128.
 """
 
 from __future__ import annotations

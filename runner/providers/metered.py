@@ -17,7 +17,7 @@ What one call may be is bounded before it is estimated (issue 32, N05): ``n`` at
 `MAX_CHOICES`, the forwarded body at most `MAX_CALL_REQUEST_BYTES`, and a reservation at most
 the whole ceiling. A call past these, or naming a model the price table lacks while the USD
 ceiling is bounded (the plan refuses undeclared unpriced models before anything runs:
-`runner.submit.pricing`), is refused alone: an error to that run (``CallRefused``,
+`runner.policy.pricing`), is refused alone: an error to that run (``CallRefused``,
 ``ModelNotPriced``, HTTP 400 for a program's request), never a job stop, never charged.
 
 A call that may have reached the provider but was never answered (a read timeout, a connection

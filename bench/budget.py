@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_submit import CpuMeter  # noqa: E402
-from model_latency import _answer  # noqa: E402
+from model_latency import _answer, _tasks  # noqa: E402
 
 from runner.backends.docker import DockerBackend  # noqa: E402
 from runner.cli.log import configure_logging  # noqa: E402
@@ -87,16 +87,6 @@ class Model:
     def __exit__(self, *exc: object) -> None:
         self._conn.send("stop")
         self._proc.join(10)
-
-
-def _tasks(folder: Path, runs: int) -> Path:
-    path = folder / "tasks.jsonl"
-    path.write_text(
-        "".join(
-            json.dumps({"task_id": f"t{i:04d}", "input": {"n": str(i)}}) + "\n" for i in range(runs)
-        )
-    )
-    return path
 
 
 def _submit(

@@ -187,8 +187,7 @@ class OpenAIProvider:
             log.warning("openai_call_maybe_billed", role=role, error=str(exc))
             return error_response(
                 "ProviderUnavailable",
-                f"{self.name}: {exc} (not tried again: the request may have reached the"
-                " provider)",
+                f"{self.name}: {exc} (not tried again: the request may have reached the provider)",
                 maybe_billed=True,
             )
         except _Transient as exc:

@@ -90,29 +90,37 @@ def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def _kill_when_running(
+    work: Path, args: list[str], image: str, pool: str, client: Any, *, runs: int
+) -> subprocess.Popen[bytes]:
+    """Start ``sandbox-replay ARGS``; ``kill -9`` it 1 s after ``runs`` sandboxes run."""
+    proc = subprocess.Popen(
+        [CLI, "--log-format", "json", *args, "--json"],
+        cwd=work,
+        env=_env(work, image, pool),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def running() -> bool:
+            return _runs_in_flight(client, proc.pid, work / "state") >= runs
+
+        _wait_for(running, 120, f"{runs} running sandbox(es) of the submit")
+        time.sleep(1.0)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return proc
+
+
 @pytest.mark.parametrize("pool", ["1", "0"])  # with the warm pool (the default) and without
 def test_kill_9_then_resume_charges_the_dead_runs_what_their_containers_ran(
     tmp_path: Path, sandbox_image: str, docker_client: Any, pool: str
 ) -> None:
     work = _project(tmp_path / "crash")
     args = ["submit", "--variant", "slow.yaml", "--tasks", "tasks.jsonl", "--concurrency", "2"]
-    proc = subprocess.Popen(
-        [CLI, "--log-format", "json", *args, "--json"],
-        cwd=work,
-        env=_env(work, sandbox_image, pool),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-
-        def both_running() -> bool:
-            return _runs_in_flight(docker_client, proc.pid, work / "state") == 2
-
-        _wait_for(both_running, 120, "two running sandboxes of the submit")
-        time.sleep(1.0)
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    proc = _kill_when_running(work, args, sandbox_image, pool, docker_client, runs=2)
     (job,) = [p.name for p in (work / "state" / "jobs").iterdir()]
     with Ledger.for_state_dir(work / "state") as ledger:
         open_runs = [c for c in ledger.charges(job) if c.kind == "run" and c.state == "reserved"]
@@ -163,23 +171,7 @@ def test_kill_9_under_a_tight_sandbox_seconds_ceiling_then_resume_stays_under_it
     work = _project(tmp_path / "tight", sleep_s=30.0, tasks_n=4)
     args = ["submit", "--variant", "slow.yaml", "--tasks", "tasks.jsonl", "--concurrency", "2"]
     args += ["--ceiling-sandbox-s", str(ceiling)]
-    proc = subprocess.Popen(
-        [CLI, "--log-format", "json", *args, "--json"],
-        cwd=work,
-        env=_env(work, sandbox_image, pool),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-
-        def one_running() -> bool:
-            return _runs_in_flight(docker_client, proc.pid, work / "state") >= 1
-
-        _wait_for(one_running, 120, "a running sandbox of the submit")
-        time.sleep(1.0)
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    proc = _kill_when_running(work, args, sandbox_image, pool, docker_client, runs=1)
     (job,) = [p.name for p in (work / "state" / "jobs").iterdir()]
     with Ledger.for_state_dir(work / "state") as ledger:
         assert ledger.committed(job, "replay").sandbox_s <= ceiling  # bounds, not timeouts

@@ -40,7 +40,7 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.junit import JUnitCase, write_junit_cases
-from runner.cli.options import JsonOption
+from runner.cli.options import JsonOption, PriceOption
 from runner.cli.terminal import echo, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
 
@@ -74,15 +74,7 @@ def check_command(
             "--junit", help="Write a JUnit XML file, one case per workflow.", metavar="FILE"
         ),
     ] = None,
-    price: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--price",
-            help="A model's price, MODEL=IN/OUT in USD per million input/output tokens"
-            " (repeat; wins over the policy's prices).",
-            metavar="MODEL=IN/OUT",
-        ),
-    ] = None,
+    price: PriceOption = None,
 ) -> None:
     """Tell, before anything runs, whether workflows can be sandboxed under a policy.
 

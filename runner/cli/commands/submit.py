@@ -52,7 +52,7 @@ from runner.cli.egress_gate import (
     egress_of_trace,
     gate_egress,
 )
-from runner.cli.options import JsonOption
+from runner.cli.options import JsonOption, PriceOption
 from runner.cli.terminal import echo, stdout_gone
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
 from runner.hostlog import get_logger
@@ -360,15 +360,7 @@ def submit_command(
             " (default: from the job id).",
         ),
     ] = None,
-    price: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--price",
-            help="A model's price, MODEL=IN/OUT in USD per million input/output tokens"
-            " (repeat; wins over the policy's prices).",
-            metavar="MODEL=IN/OUT",
-        ),
-    ] = None,
+    price: PriceOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
     as_json: JsonOption = False,
     resume: Annotated[

@@ -125,3 +125,15 @@ def test_the_report_names_incomplete_runs_and_never_scores_them(tmp_path: Path) 
     (verdict,) = report["grading"]["verdicts"]
     assert f"2 of {len(plan.tasks)} planned tasks not compared" in verdict["text"]
     assert "1 ceiling_reached, 1 infra_error" in verdict["text"]
+    # the terminal report names them too
+    import io
+
+    from rich.console import Console
+
+    from runner.cli.report_render import render_report
+
+    out = io.StringIO()
+    render_report(report, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "1 run incomplete (ceiling_reached; never scored, an unknown in every verdict)" in text
+    assert "fixture@b×t2" in text

@@ -29,15 +29,11 @@ from pydantic import SecretStr
 
 from runner.errors import InputError
 from runner.hostlog import get_logger
+from runner.providers import retries
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_api
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
-from runner.providers.retries import (
-    MaybeBilled,
-    may_have_reached,
-    provider_retrying,
-    retry_after_s,
-)
+from runner.providers.retries import provider_retrying, retry_after_s
 
 log = get_logger(__name__)
 
@@ -114,8 +110,8 @@ def post_api(
                 content_type = response.headers.get("content-type")
                 after = retry_after_s(response.headers) if status == 429 else None
         except (httpx.TimeoutException, httpx.TransportError) as exc:
-            if may_have_reached(exc):  # not retried: a second try may be billed again
-                raise MaybeBilled(f"{type(exc).__name__}: {exc}") from exc
+            if retries.may_have_reached(exc):  # not retried: a second try may be billed again
+                raise retries.MaybeBilled(f"{type(exc).__name__}: {exc}") from exc
             raise _Transient(f"{type(exc).__name__}: {exc}") from exc
         if status in TRANSIENT_STATUSES:
             raise _Transient(f"HTTP {status}", status, _decode(body), after)
@@ -124,11 +120,7 @@ def post_api(
     retryer = provider_retrying(_Transient, attempts, event="model_api_retry", provider=who)
     try:
         status, raw, content_type = retryer(once)
-    except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
-        return error_response(RATE_LIMITED_ERROR_CLASS, f"{who}: {exc}", forwarded=dict(call.body))
-    except _TooLarge as exc:
-        return error_response("ProviderError", f"{who}: {exc}", forwarded=dict(call.body))
-    except MaybeBilled as exc:
+    except retries.MaybeBilled as exc:  # issue 32 N10: charged at its reservation, not retried
         log.warning("model_api_maybe_billed", provider=who, error=str(exc))
         return error_response(
             "ProviderUnavailable",
@@ -136,6 +128,10 @@ def post_api(
             forwarded=dict(call.body),
             maybe_billed=True,
         )
+    except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
+        return error_response(RATE_LIMITED_ERROR_CLASS, f"{who}: {exc}", forwarded=dict(call.body))
+    except _TooLarge as exc:
+        return error_response("ProviderError", f"{who}: {exc}", forwarded=dict(call.body))
     except _Transient as exc:
         if exc.status is not None:  # the provider's own answer after every try: pass it on
             log.warning("model_api_failed", provider=who, status=exc.status, attempts=attempts)

@@ -36,16 +36,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from runner.hostlog import get_logger
+from runner.providers import retries
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
 from runner.providers.httpcall import client, endpoint, post_api
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
-from runner.providers.retries import (
-    MaybeBilled,
-    may_have_reached,
-    provider_retrying,
-    retry_after_s,
-)
+from runner.providers.retries import provider_retrying, retry_after_s
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -154,8 +150,8 @@ class OpenAIProvider:
         try:
             response = self._client.post(f"{self.base_url}/chat/completions", json=dict(payload))
         except (httpx.TimeoutException, httpx.TransportError) as exc:
-            if may_have_reached(exc):  # not retried: a second try may be billed again
-                raise MaybeBilled(f"{type(exc).__name__}: {exc}") from exc
+            if retries.may_have_reached(exc):  # not retried: a second try may be billed again
+                raise retries.MaybeBilled(f"{type(exc).__name__}: {exc}") from exc
             raise _Transient(f"{type(exc).__name__}: {exc}") from exc
         if response.status_code in TRANSIENT_STATUSES:
             raise _Transient(f"HTTP {response.status_code}", response)
@@ -181,15 +177,15 @@ class OpenAIProvider:
         retryer = provider_retrying(_Transient, self.attempts, event="openai_call_retry")
         try:
             response = retryer(self._post, payload)
-        except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
-            return error_response(RATE_LIMITED_ERROR_CLASS, f"{self.base_url}: {exc}")
-        except MaybeBilled as exc:
+        except retries.MaybeBilled as exc:  # issue 32 N10: charged at its reservation
             log.warning("openai_call_maybe_billed", role=role, error=str(exc))
             return error_response(
                 "ProviderUnavailable",
                 f"{self.name}: {exc} (not tried again: the request may have reached the provider)",
                 maybe_billed=True,
             )
+        except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
+            return error_response(RATE_LIMITED_ERROR_CLASS, f"{self.base_url}: {exc}")
         except _Transient as exc:
             detail = str(exc)
             if exc.response is not None:

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["JsonOption", "TaskOption", "TasksOption", "WorkflowArgument"]
+__all__ = ["JsonOption", "PriceOption", "TaskOption", "TasksOption", "WorkflowArgument"]
 
 WorkflowArgument = Annotated[
     Path, typer.Argument(help="The workflow YAML file.", show_default=False)
@@ -23,3 +23,12 @@ TaskOption = Annotated[
     str, typer.Option("--task", help="Id of the task to run.", metavar="ID", show_default=False)
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
+PriceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--price",
+        help="A model's price, MODEL=IN/OUT in USD per million input/output tokens"
+        " (repeat; wins over the policy's prices).",
+        metavar="MODEL=IN/OUT",
+    ),
+]

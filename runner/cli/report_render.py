@@ -271,8 +271,25 @@ def _render_groups(report: Mapping[str, Any], grading: Any, console: Any) -> Non
                     f" {sample(group['items'])}"
                 )
             )
+    incomplete = report.get("incomplete")
+    by_status: dict[str, list[str]] = {}
+    for entry in incomplete or []:
+        item = (
+            f"{entry.get('variant')}×{entry.get('task_id')}"
+            if entry.get("variant")
+            else (f"task {entry.get('task_id')}")
+        )
+        by_status.setdefault(str(entry.get("status")), []).append(item)
+    for status, items in by_status.items():
+        console.print(
+            escape(
+                f"{_plural(len(items), 'run' if not status.startswith('judge') else 'group')}"
+                f" incomplete ({status}; never scored, an unknown in every verdict):"
+                f" {sample(items)}"
+            )
+        )
     stopped = report.get("stopped_by_ceiling") or []
-    if stopped:
+    if stopped and incomplete is None:  # a report written before ``incomplete`` existed
         items = [f"{e['variant']}×{e['task_id']}" for e in stopped]
         console.print(
             escape(

@@ -18,6 +18,7 @@ __all__ = ["FUNCTION_REF", "STEP_ID", "ModelSpec", "Step"]
 
 STEP_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*\Z")
+MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}\Z")
 
 
 class ModelSpec(Frozen):
@@ -82,6 +83,10 @@ class Step(Frozen):
         tools: a program step's declared toolset (the capability set, resolved at load time
             like any step's tools); only these tools are resolvable while it runs.
         model: a program step's own model provider (None: the workflow's ``model``).
+        models: the model ids a program step's requests name, declared for the plan: each
+            is priced before anything runs under a USD ceiling (`runner.policy.pricing`).
+            Not needed when the step's model has a ``name`` (the gateway puts it on every
+            request). Host-side only: not part of the step the sandbox is sent.
     """
 
     id: str
@@ -91,6 +96,7 @@ class Step(Frozen):
     program: str | None = None
     tools: list[str] | None = None
     model: ModelSpec | None = None
+    models: list[str] | None = Field(default=None, min_length=1, max_length=64)
 
     @field_validator("id")
     @classmethod
@@ -127,6 +133,20 @@ class Step(Frozen):
             seen.add(tool_id)
         return tools
 
+    @field_validator("models")
+    @classmethod
+    def _model_ids(cls, models: list[str] | None) -> list[str] | None:
+        if models is None:
+            return None
+        for model in models:
+            if not MODEL_ID.match(model):
+                raise ValueError(
+                    f"{model!r} is not a model id (1-256 letters, digits and . _ - : / @ +)"
+                )
+        if len(set(models)) != len(models):
+            raise ValueError("a model is listed twice")
+        return models
+
     @model_validator(mode="after")
     def _one_kind(self) -> Step:
         kinds = [k for k in ("tool", "agent", "program") if getattr(self, k) is not None]
@@ -138,7 +158,7 @@ class Step(Frozen):
         if self.tool is None and self.args is not None:
             raise ValueError(f"step {self.id!r}: 'args' belongs to tool steps")
         if self.program is None:
-            for key in ("tools", "model"):
+            for key in ("tools", "model", "models"):
                 if getattr(self, key) is not None:
                     raise ValueError(
                         f"step {self.id!r}: '{key}' belongs to program steps (an agent step "

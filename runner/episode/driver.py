@@ -15,6 +15,9 @@ Status rules (issue 4), first match wins:
    ``max_trace_mb``, arrived: the host accepted it no more, killed the sandbox →
    ``limit_exceeded`` (``end.limit: {name, value}``; the failure is the last call kept and
    ``workflow``, error class ``limit_exceeded``; episode exit code 125);
+2c. the host killed the sandbox at its *budget* deadline (the submission's sandbox-seconds
+   ceiling, shared by a budget clock: `runner.submit.budgetclock`), or a model call ran into
+   that deadline → ``ceiling_reached`` (error class ``CeilingReached``, tool ``workflow``);
 3. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
 4. the host killed the sandbox because its deadline passed, or the model provider ran into
    the deadline, or the sandbox ended itself at or past its deadline without an episode (the
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from runner.backends.base import Backend, ExitState, Sandbox
 from runner.domain.ids import IdFactory
@@ -53,7 +56,7 @@ from runner.settings import Settings
 from runner.trace.redact import Redactor
 from runner.trace.writer import TraceWriter
 
-__all__ = ["lookup_image_id", "run_episode"]
+__all__ = ["BudgetDeadline", "lookup_image_id", "run_episode"]
 
 log = get_logger(__name__)
 
@@ -62,6 +65,16 @@ SHUTDOWN_GRACE_S = 5.0
 KILL_DRAIN_S = 10.0
 POLL_S = 0.2
 MIN_WRITE_S = 0.5  # a write past the deadline still gets this long (a shutdown, say)
+
+
+class BudgetDeadline(Protocol):
+    """A running sandbox's budget deadline (`runner.submit.budgetclock.BudgetGrant`)."""
+
+    def begin(self) -> None:
+        """The sandbox started now."""
+
+    def remaining_s(self) -> float:
+        """Seconds until the deadline (it may move either way while the run goes on)."""
 
 
 def lookup_image_id(backend: Backend, image: str) -> str | None:
@@ -112,6 +125,7 @@ def run_episode(
     command: Sequence[str] = RUNTIME_COMMAND,
     channel_factory: Callable[[], Channel] = Channel,
     waits: WaitAccount | None = None,
+    budget: BudgetDeadline | None = None,
 ) -> EpisodeResult:
     """Run one episode in a sandbox and write its trace.
 
@@ -129,6 +143,8 @@ def run_episode(
         waits: the episode's rate-limit waits (the provider's `RateLimitedProvider` charges
             them): the deadline moves by what was waited, and the trace's ``end`` meter says
             how long (``rate_limit_wait_s``).
+        budget: the run's budget deadline under a sandbox-seconds ceiling, or None: the
+            sandbox is killed when it passes, and the run ends ``ceiling_reached``.
 
     Returns:
         The result; the trace is written whatever the status.
@@ -165,6 +181,8 @@ def run_episode(
         try:
             with backend.sandbox(prepared.spec) as sandbox:
                 started = monotonic()
+                if budget is not None:
+                    budget.begin()
                 state.node = getattr(sandbox, "node", None)  # fakes may lack it
                 state.sandbox_name = getattr(sandbox, "name", None)
                 _drive(
@@ -176,6 +194,7 @@ def run_episode(
                     limits.timeout_s,
                     min(hello_timeout_s, limits.timeout_s),
                     waits,
+                    budget,
                 )
                 exit_state = sandbox.wait(SHUTDOWN_GRACE_S)
         except InfrastructureError as exc:
@@ -209,21 +228,33 @@ def _drive(
     timeout_s: float,
     hello_timeout_s: float,
     waits: WaitAccount | None = None,
+    budget: BudgetDeadline | None = None,
 ) -> None:
     """Pump frames until end of output, answering the runtime; kill on a passed deadline.
 
-    The deadline is ``timeout_s`` after start plus what the run waited on rate limits.
+    The deadline is ``timeout_s`` after start plus what the run waited on rate limits, or the
+    budget deadline when that comes first.
     """
 
     def deadline() -> float:
         return started + timeout_s + (waits.waited_s if waits is not None else 0.0)
 
+    def budget_passed() -> bool:
+        return budget is not None and budget.remaining_s() <= 0
+
+    def remaining_s() -> float:
+        left = deadline() - monotonic()
+        return left if budget is None else min(left, budget.remaining_s())
+
     if provider is not None:
 
         def provider_timed_out() -> None:
-            state.provider_timed_out = True
+            if budget_passed() and deadline() > monotonic():
+                state.budget_cut = True
+            else:
+                state.provider_timed_out = True
 
-        provider = DeadlineProvider(provider, lambda: deadline() - monotonic(), provider_timed_out)
+        provider = DeadlineProvider(provider, remaining_s, provider_timed_out)
     hello_deadline = started + hello_timeout_s
     shutdown_deadline: float | None = None
     killed_at: float | None = None
@@ -232,7 +263,7 @@ def _drive(
             for event in state.channel.feed(*frame):
                 reply = state.on_event(event, provider)
                 for message in reply:
-                    _send(sandbox, state, message, deadline() - monotonic())
+                    _send(sandbox, state, message, remaining_s())
         now = monotonic()
         if state.shutdown_sent and shutdown_deadline is None:
             shutdown_deadline = now + SHUTDOWN_GRACE_S
@@ -244,6 +275,9 @@ def _drive(
             continue
         if state.wants_kill:
             _kill(sandbox, state, state.wants_kill)
+        elif budget_passed() and now <= deadline():
+            state.budget_cut = True
+            _kill(sandbox, state, "budget")
         elif now > deadline():
             _kill(sandbox, state, "timeout")
         elif state.hello is None and now > hello_deadline:

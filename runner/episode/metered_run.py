@@ -37,6 +37,7 @@ from runner.episode.driver import (
     MIN_WRITE_S,
     POLL_S,
     SHUTDOWN_GRACE_S,
+    BudgetDeadline,
     run_episode,
 )
 from runner.episode.limits import max_rate_limit_wait_s, resource_limits
@@ -249,6 +250,7 @@ def metered_episode(
     max_tokens: int | None = None,
     per_call: bool = True,
     waits: WaitAccount | None = None,
+    budget: BudgetDeadline | None = None,
 ) -> MeteredEpisode:
     """Run ``request`` as the ledger run ``run_key``, its model calls metered under ``guard``.
 
@@ -267,6 +269,7 @@ def metered_episode(
         per_call: meter the model calls one by one (False: ``provider`` answers unmetered;
             the caller charges its turns from the end line's meter, or not at all).
         waits: the episode's rate-limit waits (`runner.episode.driver.run_episode`).
+        budget: the run's budget deadline (a submission's budget clock), or None.
 
     Returns:
         The result and what the calls were charged.
@@ -287,14 +290,19 @@ def metered_episode(
             run_key=run_key,
             max_tokens=max_tokens,
         )
-    result = run_episode(
-        dataclasses.replace(request, ledger_key=run_key),
-        backend=backend,
-        settings=settings,
-        provider=metered if per_call else provider,
-        id_factory=id_factory,
-        waits=waits,
-    )
+    try:
+        result = run_episode(
+            dataclasses.replace(request, ledger_key=run_key),
+            backend=backend,
+            settings=settings,
+            provider=metered if per_call else provider,
+            id_factory=id_factory,
+            waits=waits,
+            budget=budget,
+        )
+    finally:
+        if metered is not None:  # a call still waiting for room is no longer wanted
+            metered.close()
     return MeteredEpisode(result, metered.charged if metered is not None else None)
 
 

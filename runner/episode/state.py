@@ -73,6 +73,7 @@ class EpisodeState:
     shutdown_sent: bool = False
     killed_for: str | None = None
     provider_timed_out: bool = False
+    budget_cut: bool = False
     wants_kill: str | None = None
     limit: dict[str, Any] | None = None
     calls_refused: int = 0

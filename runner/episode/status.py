@@ -3,8 +3,8 @@
 Pure functions over what the host learned of an episode (`StatusFacts`, the part of
 `runner.episode.state.EpisodeState` they read); the rules, first match
 wins, are listed in `runner.episode.driver`'s docstring. Invariant: ``ceiling_reached``
-comes only from a refusal the host itself witnessed (a model or user turn its metering refused),
-never from what the sandbox reports.
+comes only from what the host itself did (a model or user turn its metering refused, or its
+kill at the run's budget deadline), never from what the sandbox reports.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class StatusFacts(Protocol):
     infra_error: str | None
     killed_for: str | None
     provider_timed_out: bool
+    budget_cut: bool
     limit: dict[str, Any] | None
     last_call_index: int
     ceiling_refusals: list[dict[str, Any]]
@@ -80,6 +81,11 @@ def classify(state: StatusFacts, exit_state: ExitState | None) -> tuple[str, str
         return "ceiling_reached", (
             f"{first['tool']} call {first['call_index']} refused: {first['message']}"
         )
+    if state.budget_cut and episode.get("status") != "succeeded":  # the budget deadline cut it
+        return "ceiling_reached", (
+            f"the sandbox-seconds ceiling: the host killed the sandbox at its budget deadline"
+            f" after {state.sandbox_s:.1f} s (its share of what was left of the ceiling)"
+        )
     if state.limit is not None:  # the host cut the run at a policy limit it witnessed
         name, value = state.limit["name"], state.limit["value"]
         what = f"{value} call lines" if name == "max_calls" else f"{value} MiB of trace"
@@ -118,7 +124,7 @@ def classify(state: StatusFacts, exit_state: ExitState | None) -> tuple[str, str
     if (
         status == "succeeded"
         and exit_state.exit_code not in (0, 143)
-        and state.killed_for != "shutdown_grace"
+        and state.killed_for not in ("shutdown_grace", "budget")
     ):
         return "crashed", f"exit code {exit_state.exit_code} after a succeeded episode"
     return str(status), None
@@ -126,6 +132,12 @@ def classify(state: StatusFacts, exit_state: ExitState | None) -> tuple[str, str
 
 def failure_of(state: StatusFacts, status: str, episode: dict[str, Any]) -> dict[str, Any]:
     """The ``failure`` of the ``end`` line (without ``exit_code``) for a non-success."""
+    if status == "ceiling_reached" and not state.ceiling_refusals:  # the budget deadline
+        return {
+            "call_index": state.last_call_index,
+            "tool": "workflow",
+            "error_class": CEILING_ERROR_CLASS,
+        }
     if status == "ceiling_reached":
         first = state.ceiling_refusals[0]
         return {

@@ -97,6 +97,10 @@ class Group:
             ``tool_calls``), or None.
         task_input: the task's ``input`` object, for judges that read it.
         repeat: which of the job's repeats (``submit --repeats K``: 0..K-1) these episodes are.
+        incomplete: variant -> why it has no result here (its run's status: ``ceiling_reached``,
+            ``infra_error``, ``interrupted``; ``not_run``; ``unreadable``): such a run is not
+            scored, neither a pass nor a loss, and is counted in every verdict's denominator
+            as an unknown outcome (`runner.grading.uncertainty`). Judges never see it.
     """
 
     task_id: str
@@ -104,6 +108,7 @@ class Group:
     expected: Mapping[str, Any] | None = None
     task_input: Mapping[str, Any] | None = None
     repeat: int = 0
+    incomplete: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [r.variant for r in self.results]

@@ -5,7 +5,8 @@ and expected outcome; the answer must be exactly ``{"ranks": {"1": 1, "2": 2, ..
 every candidate once with a rank >= 1; anything else is a `GradingError`. Each call is charged
 to purpose ``judge`` through the `CeilingGuard`: reserved before (``runs=1``, an upper bound of
 tokens: prompt bytes plus ``max_tokens``, priced), settled after from the response's usage and
-``model`` field, released when the provider fails before answering.
+``model`` field, released when the provider fails before the request left (charged at the
+reservation, marked estimated, when it may have reached the provider: issue 32, N10).
 """
 
 from __future__ import annotations
@@ -130,7 +131,10 @@ class ModelJudge:
             ) from exc
         failure = _provider_error(raw)
         if failure is not None:
-            self._guard.release(reservation)
+            if getattr(raw, "maybe_billed", False):  # it may have reached the provider (N10)
+                self._guard.settle(reservation, reservation.estimate, estimated=True)
+            else:
+                self._guard.release(reservation)
             raise GradingError(
                 f"judge {self.name} on task {group.task_id!r}: provider failed: {failure:.300}",
                 task_id=group.task_id,

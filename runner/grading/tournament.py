@@ -28,7 +28,7 @@ from openskill.models import PlackettLuce
 from runner.errors import CeilingReached, GradingError
 from runner.grading.model import Group, Ranking
 from runner.grading.order import judge_in_orders
-from runner.grading.uncertainty import bootstrap, statements
+from runner.grading.uncertainty import bootstrap, count_incomplete, statements
 from runner.hostlog import get_logger
 
 log = get_logger(__name__)
@@ -286,7 +286,9 @@ def grade(
         ratings = rate(sample, names)
         return {n: (float(r.mu), float(r.ordinal())) for n, r in ratings.items()}
 
-    uncertainty = bootstrap(rankings, names, rated, seed=seed, resamples=resamples)
+    uncertainty = count_incomplete(
+        bootstrap(rankings, names, rated, seed=seed, resamples=resamples), groups, ungraded
+    )
     consistency = None
     if getattr(judge, "order_sensitive", False):
         checked = [r for r in rankings if "agree" in r.detail]

@@ -15,9 +15,14 @@ not independent of each other.
   least the Wilson score interval of that rate over the number of tasks (`wilson`): a
   percentile bootstrap of a clean sweep collapses to the point 100 %, which would claim
   certainty from 5 tasks as from 500.
-- Words (`statements`): a pair whose win-rate interval contains one half is *within noise*; one
-  whose interval lies above (below) one half is better (worse); with fewer than `MIN_TASKS`
-  shared tasks there are too few tasks to tell, whatever the numbers.
+- Incomplete tasks (`count_incomplete`, issue 25): a task the pair was never compared on (a
+  run cut by a ceiling, an infrastructure error, an interruption, a judge failure) is neither
+  a win nor a loss; it stays in the denominator as an *unknown* outcome: over the P planned
+  tasks, C of them compared, the interval becomes ``[low C / P, (high C + P - C) / P]`` (every
+  unknown a loss, every unknown a win). The reasons are counted per pair.
+- Words (`statements`): a pair whose interval (with its incomplete tasks) contains one half is
+  *within noise*; one whose interval lies above (below) one half is better (worse); with fewer
+  than `MIN_TASKS` compared tasks there are too few tasks to tell, whatever the numbers.
 
 Cost: one openskill update is ~0.13 ms here, so the number of resamples is chosen to keep the
 bootstrap near `UPDATE_BUDGET` updates (between `MIN_RESAMPLES` and `MAX_RESAMPLES`); the
@@ -31,9 +36,16 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from runner.grading.model import Ranking
+from runner.grading.model import Group, Ranking
 
-__all__ = ["MIN_TASKS", "bootstrap", "resample_count", "statements", "wilson"]
+__all__ = [
+    "MIN_TASKS",
+    "bootstrap",
+    "count_incomplete",
+    "resample_count",
+    "statements",
+    "wilson",
+]
 
 LEVEL = 0.95
 MIN_TASKS = 5  # shared tasks below which no verdict is given in words
@@ -170,6 +182,70 @@ def bootstrap(
     }
 
 
+def count_incomplete(
+    uncertainty: dict[str, Any], groups: Sequence[Group], ungraded: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Add each pair's incomplete tasks to ``uncertainty``'s win rates (module docstring).
+
+    Args:
+        uncertainty: `bootstrap`'s result; its ``win_rates`` entries gain ``planned``,
+            ``incomplete``, ``incomplete_by_reason`` ({reason: tasks}) and ``bounds`` ([low,
+            high] over every planned task, None when nothing was compared).
+        groups: every group of the job (graded or not), with its ``incomplete`` runs.
+        ungraded: the groups the judge did not grade (``task_id``, ``repeat``, ``reason``).
+
+    Returns:
+        ``uncertainty``, changed in place.
+    """
+    planned = list(dict.fromkeys(g.task_id for g in groups))
+    judge_failed = {(u["task_id"], u.get("repeat", 0)): str(u["reason"]) for u in ungraded}
+    for a, row in uncertainty["win_rates"].items():
+        for b, entry in row.items():
+            compared = int(entry.get("tasks") or 0)
+            reasons: dict[str, int] = {}
+            for task_id in planned:
+                why = _why_not_compared(task_id, a, b, groups, judge_failed)
+                if why is not None:
+                    reasons[why] = reasons.get(why, 0) + 1
+            total = max(len(planned), compared)
+            missing = total - compared
+            entry["planned"] = total
+            entry["incomplete"] = missing
+            entry["incomplete_by_reason"] = dict(sorted(reasons.items()))
+            low, high = entry.get("low"), entry.get("high")
+            entry["bounds"] = (
+                None
+                if low is None or high is None or total == 0
+                else [low * compared / total, (high * compared + missing) / total]
+            )
+    return uncertainty
+
+
+def _why_not_compared(
+    task_id: str,
+    a: str,
+    b: str,
+    groups: Sequence[Group],
+    judge_failed: Mapping[tuple[str, int], str],
+) -> str | None:
+    """Why ``a`` and ``b`` were never compared on ``task_id`` (None: they were, somewhere)."""
+    reasons = []
+    for group in groups:
+        if group.task_id != task_id:
+            continue
+        both = a in group.variants and b in group.variants
+        failed = judge_failed.get((group.task_id, group.repeat))
+        if both and failed in (None, "fewer_than_two_results"):
+            return None  # compared in this group
+        if both:
+            reasons.append(f"judge {failed}" if failed != "judge_error" else "judge_error")
+        else:
+            reasons.extend(
+                group.incomplete.get(v, "not_run") for v in (a, b) if v not in group.variants
+            )
+    return reasons[0] if reasons else "not_run"
+
+
 def _pct(value: float) -> str:
     return f"{100 * value:.0f}%"
 
@@ -192,13 +268,18 @@ def statements(order: Sequence[str], uncertainty: Mapping[str, Any]) -> list[dic
             entry = rates.get(a, {}).get(b) or {}
             tasks, rate = int(entry.get("tasks") or 0), entry.get("rate")
             low, high = entry.get("low"), entry.get("high")
+            missing = int(entry.get("incomplete") or 0)
+            if missing and entry.get("bounds") is not None:
+                low, high = entry["bounds"]
             if rate is None or low is None or high is None:
                 verdict, text = "not_compared", f"{a} and {b} were never graded on one task"
             else:
                 shown = (
                     f"{a} ranks above {b} in {_pct(rate)} of their comparisons"
                     f" ({int(LEVEL * 100)}% interval {_pct(low)}–{_pct(high)},"
-                    f" {tasks} task{'s' if tasks != 1 else ''}, {entry.get('groups')} groups)"
+                    f" {tasks} task{'s' if tasks != 1 else ''}, {entry.get('groups')} groups"
+                    + (_incomplete_words(entry) if missing else "")
+                    + ")"
                 )
                 if tasks < MIN_TASKS:
                     verdict = "too_few_tasks"
@@ -219,3 +300,15 @@ def statements(order: Sequence[str], uncertainty: Mapping[str, Any]) -> list[dic
                     text = f"{a} is {word} {b}: {shown}"
             out.append({"a": a, "b": b, "verdict": verdict, "text": text})
     return out
+
+
+def _incomplete_words(entry: Mapping[str, Any]) -> str:
+    """``; 3 of 10 planned tasks not compared (2 ceiling_reached, 1 infra_error), unknown``."""
+    reasons = ", ".join(
+        f"{n} {why}" for why, n in (entry.get("incomplete_by_reason") or {}).items()
+    )
+    return (
+        f"; {entry['incomplete']} of {entry['planned']} planned tasks not compared"
+        + (f" ({reasons})" if reasons else "")
+        + ", counted as unknown: the interval is over every planned task"
+    )

@@ -18,10 +18,20 @@ Invariants:
   as ``charge_overran_estimate``.
 - Reservations are keyed: retrying a reservation with the same key returns the first one and
   charges nothing more.
+
+Waiting, not stopping (issue 25): a reservation that does not fit *now* may fit once the
+reservations outstanding settle, since each settles at or below its estimate. `reserve_when_fits`
+waits for a settle or a release while that is possible, and raises only when the reservation
+could not fit even if every outstanding one settled at its *floor* (a run's ``runs=1`` is never
+given back once the run started; tokens, USD and sandbox seconds may settle at 0): the
+``final`` field of the `CeilingReached` says which. `could_fit` asks the same of any estimate,
+e.g. the smallest model call of the job (`smallest_call`), so that the caller can tell "this
+call does not fit" from "nothing can fit any more".
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -29,7 +39,7 @@ from dataclasses import dataclass
 
 from runner.errors import CeilingReached
 from runner.hostlog import get_logger
-from runner.ledger.amounts import UNBOUNDED, Amount, Ceiling, Purpose, check_purpose
+from runner.ledger.amounts import UNBOUNDED, Amount, Ceiling, Purpose, check_fits, check_purpose
 from runner.ledger.records import ChargeKind, Reservation
 from runner.ledger.store import Ledger
 
@@ -81,6 +91,9 @@ class CeilingGuard:
         self.job_id = job_id
         self._ceilings = dict(ceilings)
         self._key_factory = key_factory
+        self._changed = threading.Condition()
+        self._generation = 0  # bumped by every settle and release: what waiters wait for
+        self._smallest: dict[str, Amount] = {}
 
     def ceiling(self, purpose: Purpose) -> Ceiling:
         """Return the ceiling of ``purpose`` (`UNBOUNDED` when none was set)."""
@@ -123,7 +136,7 @@ class CeilingGuard:
         """
         charge_kind: ChargeKind = kind or ("run" if estimate.runs > 0 else "model_call")
         try:
-            return self.ledger.reserve(
+            reservation = self.ledger.reserve(
                 key or self._key_factory(),
                 self.job_id,
                 check_purpose(purpose),
@@ -148,9 +161,89 @@ class CeilingGuard:
                 }
             )
             raise
+        if charge_kind == "model_call":
+            with self._changed:
+                least = self._smallest.get(purpose)
+                self._smallest[purpose] = (
+                    estimate if least is None or estimate.tokens < least.tokens else least
+                )
+        return reservation
+
+    def reserve_when_fits(
+        self,
+        purpose: Purpose,
+        estimate: Amount,
+        *,
+        give_up: Callable[[], bool],
+        poll_s: float = 0.25,
+        **attrs: str | None,
+    ) -> Reservation:
+        """`reserve`, waiting while the reservation does not fit only because others are open.
+
+        Args:
+            purpose: as in `reserve`.
+            estimate: as in `reserve`.
+            give_up: polled while waiting; True ends the wait (the work is no longer wanted:
+                the job stops, the run ended).
+            poll_s: the longest wait between two tries when nothing settles in this process
+                (another process may share the job's ledger).
+            attrs: ``key``, ``kind``, ``variant``, ``task_id``, ``run_key``, ``model`` as in
+                `reserve`.
+
+        Raises:
+            CeilingReached: ``fields["final"]`` True: it cannot fit even once every outstanding
+                reservation settled at its floor; False: ``give_up`` ended the wait.
+        """
+        while True:
+            with self._changed:
+                seen = self._generation
+            try:
+                return self.reserve(purpose, estimate, **attrs)  # type: ignore[arg-type]
+            except CeilingReached as exc:
+                if not self.could_fit(purpose, estimate):
+                    exc.fields["final"] = True
+                    raise
+                if give_up():
+                    exc.fields["final"] = False
+                    raise
+                log.debug("reservation_waiting", purpose=purpose, key=attrs.get("key"))
+                with self._changed:
+                    if self._generation == seen:  # nothing settled since the try: wait
+                        self._changed.wait(timeout=poll_s)
+
+    def could_fit(self, purpose: Purpose, estimate: Amount) -> bool:
+        """True when ``estimate`` fits once every outstanding reservation settled at its floor.
+
+        The floor of an outstanding reservation is its ``runs`` (a started run counts whatever
+        it costs) and nothing of the other dimensions.
+        """
+        settled, reserved = self.ledger.standing(self.job_id, check_purpose(purpose))
+        try:
+            check_fits(
+                purpose, self.ceiling(purpose), settled + Amount(runs=reserved.runs), estimate
+            )
+        except CeilingReached:
+            return False
+        return True
+
+    def smallest_call(self, purpose: Purpose) -> Amount | None:
+        """The smallest model-call reservation this guard made for ``purpose`` (by tokens)."""
+        with self._changed:
+            return self._smallest.get(purpose)
+
+    def notify(self) -> None:
+        """Wake every `reserve_when_fits` waiter: room may have been made."""
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
 
     def settle(
-        self, reservation: Reservation | str, actual: Amount, model: str | None = None
+        self,
+        reservation: Reservation | str,
+        actual: Amount,
+        model: str | None = None,
+        *,
+        estimated: bool = False,
     ) -> Reservation:
         """Charge the actual spend of a reservation (idempotent; see `Ledger.settle`).
 
@@ -158,13 +251,17 @@ class CeilingGuard:
             reservation: the reservation or its key.
             actual: what the run or call really cost.
             model: the model id read from the response, when it is a model call.
+            estimated: ``actual`` is the reservation, not a measurement.
 
         Raises:
             KeyError: unknown reservation.
             ValueError: the reservation was released.
         """
         key = reservation if isinstance(reservation, str) else reservation.key
-        settled = self.ledger.settle(key, actual, model=model)
+        try:
+            settled = self.ledger.settle(key, actual, model=model, estimated=estimated)
+        finally:
+            self.notify()
         ceiling = self.ceiling(settled.purpose)
         charged = settled.actual or actual
         over = [
@@ -188,7 +285,10 @@ class CeilingGuard:
             KeyError: unknown reservation.
         """
         key = reservation if isinstance(reservation, str) else reservation.key
-        return self.ledger.release(key)
+        try:
+            return self.ledger.release(key)
+        finally:
+            self.notify()
 
     @contextmanager
     def reserved(

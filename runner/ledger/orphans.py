@@ -1,8 +1,9 @@
 """What a dead orchestrator left open in the ledger: runs in flight and their reservations.
 
 After a crash (``kill -9`` of ``submit``), runs are still ``running`` and their charges still
-``reserved`` at the full reservation (a run: its timeout plus grace in sandbox seconds; a
-model call: its ``max_tokens`` price). Two steps close them, with the best figure available:
+``reserved`` at the full reservation (a run: the bound of its budget-clock deadline, or its
+timeout plus grace, in sandbox seconds; a model call: its ``max_tokens`` price). Two steps
+close them, with the best figure available:
 
 1. `settle_dead_run` (the reaper, `runner.episode.reaping`): the run's container was
    found, and the engine recorded when it started and finished; the run is charged those
@@ -31,8 +32,11 @@ def settle_dead_run(db: Database, now: float, key: str, sandbox_s: float) -> boo
     """Settle a dead run's open ``run`` charge with the engine's measured seconds.
 
     The charge keeps its other estimates (a run reserves ``runs=1`` and sandbox seconds only)
-    and gets ``sandbox_s`` as its actual sandbox seconds; the run row, if still ``running``,
-    becomes ``interrupted`` with those seconds. Model calls of the run are left open.
+    and gets ``sandbox_s`` as its actual sandbox seconds, at most its reservation: a sandbox
+    whose host died runs on until its own lifetime cap, past the deadline the host would have
+    killed it at, and the ceiling must hold all the same (issue 25: a SIGKILL of the host, then
+    ``--resume``). The run row, if still ``running``, becomes ``interrupted`` with the measured
+    seconds (the truth is kept there). Model calls of the run are left open.
 
     Args:
         db: the ledger database.
@@ -49,8 +53,8 @@ def settle_dead_run(db: Database, now: float, key: str, sandbox_s: float) -> boo
         charges = conn.execute(
             "UPDATE charges SET state = 'settled', act_runs = est_runs,"
             " act_tokens_in = est_tokens_in, act_tokens_out = est_tokens_out,"
-            " act_usd = est_usd, act_sandbox_s = ?, estimated = 0, updated = ?"
-            " WHERE run_key = ? AND kind = 'run' AND state = 'reserved'",
+            " act_usd = est_usd, act_sandbox_s = MIN(?, est_sandbox_s), estimated = 0,"
+            " updated = ? WHERE run_key = ? AND kind = 'run' AND state = 'reserved'",
             (measured, now, key),
         ).rowcount
         conn.execute(

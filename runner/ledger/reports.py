@@ -66,6 +66,29 @@ def committed(db: Database, job_id: str, purpose: Purpose) -> Amount:
     return Amount(runs=row[0], tokens_in=row[1], tokens_out=row[2], usd=row[3], sandbox_s=row[4])
 
 
+_STANDING_SQL = """
+SELECT state, COALESCE(SUM(CASE state WHEN 'settled' THEN act_runs ELSE est_runs END), 0),
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_tokens_in ELSE est_tokens_in END), 0),
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_tokens_out ELSE est_tokens_out END), 0),
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_usd ELSE est_usd END), 0.0),
+  COALESCE(SUM(CASE state WHEN 'settled' THEN act_sandbox_s ELSE est_sandbox_s END), 0.0)
+FROM charges WHERE job_id = ? AND purpose = ? AND state != 'released' GROUP BY state
+"""
+
+
+def standing(db: Database, job_id: str, purpose: Purpose) -> tuple[Amount, Amount]:
+    """Return ``(settled actuals, outstanding estimates)`` of one job and purpose.
+
+    Their sum is `committed`; read in one query (one snapshot), so the two agree.
+    """
+    parts = {"settled": Amount(), "reserved": Amount()}
+    for row in db.conn().execute(_STANDING_SQL, (job_id, purpose)).fetchall():
+        parts[row[0]] = Amount(
+            runs=row[1], tokens_in=row[2], tokens_out=row[3], usd=row[4], sandbox_s=row[5]
+        )
+    return parts["settled"], parts["reserved"]
+
+
 def totals(db: Database, job_id: str | None = None) -> dict[Purpose, PurposeTotals]:
     """Return totals by purpose (every purpose present, zero when unused), of a job or all."""
     sums: dict[tuple[str, str], sqlite3.Row] = {}

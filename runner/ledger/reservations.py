@@ -11,7 +11,7 @@ same write transaction, so concurrent reservations are serialised and never pass
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from runner.ledger import reports
@@ -19,7 +19,7 @@ from runner.ledger.amounts import Amount, Ceiling, Purpose, check_fits, check_pu
 from runner.ledger.db import Database
 from runner.ledger.records import ChargeKind, Reservation
 
-__all__ = ["Charge", "read", "release", "reserve", "settle"]
+__all__ = ["Charge", "read", "release", "reserve", "resize", "settle"]
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,18 @@ def reserve(
 
 
 def settle(
-    db: Database, clock: Callable[[], float], key: str, actual: Amount, model: str | None
+    db: Database,
+    clock: Callable[[], float],
+    key: str,
+    actual: Amount,
+    model: str | None,
+    *,
+    estimated: bool = False,
 ) -> Reservation:
     """Replace the estimate of ``key`` by ``actual``; a settled charge keeps its first actual.
+
+    ``estimated`` marks an actual that is the reservation, not a measurement (a model call that
+    may have reached its provider and was never answered: issue 32 N10).
 
     Raises:
         KeyError: no reservation with this key.
@@ -131,7 +140,7 @@ def settle(
         conn.execute(
             "UPDATE charges SET state = 'settled', act_runs = ?, act_tokens_in = ?,"
             " act_tokens_out = ?, act_usd = ?, act_sandbox_s = ?,"
-            " model = COALESCE(?, model), updated = ? WHERE idempotency_key = ?",
+            " model = COALESCE(?, model), estimated = ?, updated = ? WHERE idempotency_key = ?",
             (
                 actual.runs,
                 actual.tokens_in,
@@ -139,6 +148,7 @@ def settle(
                 actual.usd,
                 actual.sandbox_s,
                 model,
+                int(estimated),
                 clock(),
                 key,
             ),
@@ -159,3 +169,42 @@ def release(db: Database, clock: Callable[[], float], key: str) -> Reservation:
             (clock(), key),
         )
         return read(db, conn, key)
+
+
+def resize(
+    db: Database,
+    clock: Callable[[], float],
+    job_id: str,
+    purpose: Purpose,
+    sandbox_s: Mapping[str, float],
+    ceiling: Ceiling,
+) -> None:
+    """Set the sandbox-seconds estimate of open reservations, all in one write transaction.
+
+    The budget clock (`runner.submit.budgetclock`) moves the deadlines of running sandboxes;
+    each one's reservation is its bound. Rows not ``reserved`` (settled, released) are left as
+    they are. The committed total is checked after every row changed: shrinking never fails,
+    and a set of changes that would pass ``ceiling`` writes nothing.
+
+    Args:
+        db: the ledger's database.
+        clock: epoch seconds now.
+        job_id: the job whose rows change (a key of another job changes nothing).
+        purpose: the rows' purpose (the ceiling's).
+        sandbox_s: reservation key -> its new sandbox-seconds estimate (>= 0).
+        ceiling: the job's ceiling of ``purpose``.
+
+    Raises:
+        CeilingReached: the new estimates would pass ``ceiling`` (nothing is written).
+        ValueError: a negative estimate.
+    """
+    if any(v < 0 for v in sandbox_s.values()):
+        raise ValueError("a sandbox-seconds estimate must not be negative")
+    with db.transaction() as conn:
+        now = clock()
+        conn.executemany(
+            "UPDATE charges SET est_sandbox_s = ?, updated = ?"
+            " WHERE idempotency_key = ? AND job_id = ? AND purpose = ? AND state = 'reserved'",
+            [(float(v), now, key, job_id, purpose) for key, v in sandbox_s.items()],
+        )
+        check_fits(purpose, ceiling, reports.committed(db, job_id, purpose), Amount())

@@ -337,18 +337,35 @@ class Ledger:
             ceiling,
         )
 
-    def settle(self, key: str, actual: Amount, model: str | None = None) -> Reservation:
+    def settle(
+        self, key: str, actual: Amount, model: str | None = None, *, estimated: bool = False
+    ) -> Reservation:
         """Replace a reservation's estimate by its actual spend; idempotent.
 
         A reservation settled before keeps its first actual. An actual above the estimate is
-        recorded as is: money spent is never hidden.
+        recorded as is: money spent is never hidden. ``estimated``: the actual is the
+        reservation, not a measurement (marked so in the ledger and the report).
 
         Raises:
             KeyError: no reservation with this key.
             ValueError: the reservation was released.
 
         """
-        return reservations.settle(self._db, self._clock, key, actual, model)
+        return reservations.settle(self._db, self._clock, key, actual, model, estimated=estimated)
+
+    def resize(
+        self, job_id: str, purpose: Purpose, sandbox_s: dict[str, float], ceiling: Ceiling
+    ) -> None:
+        """Set open reservations' sandbox-seconds estimates under ``ceiling`` (`reservations`).
+
+        Raises:
+            CeilingReached: the new estimates would pass ``ceiling`` (nothing is written).
+        """
+        reservations.resize(self._db, self._clock, job_id, purpose, sandbox_s, ceiling)
+
+    def standing(self, job_id: str, purpose: Purpose) -> tuple[Amount, Amount]:
+        """``(settled actuals, outstanding estimates)`` of one job and purpose."""
+        return reports.standing(self._db, job_id, purpose)
 
     def release(self, key: str) -> Reservation:
         """Give a reservation back (the run never started, the call never went out).

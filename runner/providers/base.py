@@ -38,6 +38,9 @@ class ProviderResponse:
         status: the HTTP status of the answer (program steps' gateway calls; 200 otherwise).
         forwarded: the request body actually sent to the provider (gateway calls), or None.
         content_type: the answer's content type (gateway calls), or None.
+        maybe_billed: a failed turn whose request may have reached the provider (a read
+            timeout, a connection lost after sending): the provider may bill it, so it is
+            charged at its reservation (`runner.providers.metered`) and not tried again.
 
     """
 
@@ -48,6 +51,7 @@ class ProviderResponse:
     status: int = 200
     forwarded: Mapping[str, Any] | None = None
     content_type: str | None = None
+    maybe_billed: bool = False
 
     def tokens(self) -> tuple[int, int]:
         """Return ``(tokens_in, tokens_out)`` from ``usage`` (0 when absent or malformed).

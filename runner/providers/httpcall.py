@@ -3,11 +3,13 @@
 Shared by the ``openai`` and ``anthropic`` providers' gateway path (`post_api`). The response
 body is read as bytes up to `MAX_RESPONSE_BYTES` (a stream is read to its end: the host
 records the whole raw event stream and hands it to the sandbox in one message), decoded as
-UTF-8 with ``surrogateescape`` so that it round-trips. Transient failures (connection errors,
-timeouts, HTTP 408, 409, 429 and 5xx) are retried (tenacity, `runner.providers.retries.
-provider_retrying`: a 429's ``Retry-After`` honoured, else exponential backoff), at most
-``attempts`` tries, each logged; a POST that reached the server may be billed twice by a retry
-after a read timeout, which is why the tries are few.
+UTF-8 with ``surrogateescape`` so that it round-trips. Transient failures (connection errors
+before the request left, HTTP 408, 409, 429 and 5xx) are retried (tenacity,
+`runner.providers.retries.provider_retrying`: a 429's ``Retry-After`` honoured, else
+exponential backoff), at most
+``attempts`` tries, each logged; a POST that may have reached the server (a read timeout, a
+connection lost mid-answer) is not retried: its answer says ``maybe_billed`` and the metered
+provider charges it at its reservation (issue 32, N10).
 
 The ``openai`` and ``anthropic`` providers take their endpoint the same way (`endpoint`): the
 host settings' ``{vendor}_base_url`` / ``{vendor}_api_key``, else the host environment's
@@ -36,6 +38,7 @@ from pydantic import SecretStr
 
 from runner.errors import InputError
 from runner.hostlog import get_logger
+from runner.providers import retries
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_api
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
@@ -167,6 +170,8 @@ def post_api(
                 content_type = response.headers.get("content-type")
                 after = retry_after_s(response.headers) if status == 429 else None
         except (httpx.TimeoutException, httpx.TransportError) as exc:
+            if retries.may_have_reached(exc):  # not retried: a second try may be billed again
+                raise retries.MaybeBilled(f"{type(exc).__name__}: {exc}") from exc
             raise _Transient(f"{type(exc).__name__}: {exc}") from exc
         if status in TRANSIENT_STATUSES:
             raise _Transient(f"HTTP {status}", status, _decode(body), after)
@@ -176,6 +181,14 @@ def post_api(
     forwarded = dict(call.body)
     try:
         status, raw, content_type = retryer(once)
+    except retries.MaybeBilled as exc:  # issue 32 N10: charged at its reservation, not retried
+        log.warning("model_api_maybe_billed", provider=who, error=str(exc))
+        return error_response(
+            "ProviderUnavailable",
+            f"{who}: {exc} (not tried again: the request may have reached the provider)",
+            forwarded=dict(call.body),
+            maybe_billed=True,
+        )
     except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
         message = scrub.text(f"{who}: {exc}")
         return error_response(RATE_LIMITED_ERROR_CLASS, message, forwarded=forwarded)

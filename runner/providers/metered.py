@@ -3,17 +3,32 @@
 `MeteredProvider` wraps the provider the episode driver uses (one wrapper per run): before the
 host forwards a model (or simulated-user) turn it reserves an upper bound of its spend with the
 job's `CeilingGuard`; after the answer it settles the actual tokens and USD (USD from the
-policy's price table, model id from the response). When the reservation would exceed the
-ceiling, the call is refused (an error turn of class ``CeilingReached``: the runtime raises it in
-the agent step) and the shared `StopSignal` is set, so that no new run starts and every further
+policy's price table, model id from the response).
+
+When the reservation does not fit *now* because other calls' reservations are open, the call
+waits for them to settle (`CeilingGuard.reserve_when_fits`; issue 25: the job used to stop at
+the first such call). When it could not fit even once they settled, the call is refused (an
+error turn of class ``CeilingReached``: the runtime raises it in the agent step, the run ends
+``ceiling_reached``), and the job stops only when the smallest call the job reserved could not
+fit either: then the shared `StopSignal` is set, so that no new run starts and every further
 call of every run is refused too.
 
+What one call may be is bounded before it is estimated (issue 32, N05): ``n`` at most
+`MAX_CHOICES`, the forwarded body at most `MAX_CALL_REQUEST_BYTES`, and a reservation at most
+the whole ceiling. A call past these, or naming a model the price table lacks while the USD
+ceiling is bounded (the plan refuses undeclared unpriced models before anything runs:
+`runner.policy.pricing`), is refused alone: an error to that run (``CallRefused``,
+``ModelNotPriced``, HTTP 400 for a program's request), never a job stop, never charged.
+
+A call that may have reached the provider but was never answered (a read timeout, a connection
+lost after the request went out: the provider says so with ``maybe_billed``) is charged at its
+reservation and marked ``estimated`` (issue 32, N10): the providers do not retry such a call
+(`runner.providers.httpcall`), so it is charged once, for its one try.
+
 A model call reserves tokens and USD only, never a run: a run reserved its ``runs=1`` (and its
-sandbox seconds) before it started. So a stop caused by the runs or sandbox-seconds ceiling (the
-scheduler could not start the next run) stops dispatch but does not refuse the model calls of
-runs already started: they fit and finish. Calls are refused after an interruption or a tokens
-or USD stop (`StopSignal.refuses_calls`). A call naming a model the price table lacks is refused
-(``CeilingReached``, naming the model) when the USD ceiling is bounded, without stopping the job.
+budget-clock bound of sandbox seconds) before it started. So a stop caused by the runs or
+sandbox-seconds ceiling stops dispatch but does not refuse the model calls of runs already
+started (`StopSignal.refuses_calls`).
 
 Invariant: the spend forwarded never exceeds what was reserved on a bounded dimension, because
 the forwarded request's ``max_tokens`` / ``max_completion_tokens`` are capped at the value the
@@ -30,17 +45,47 @@ from typing import Any
 
 from runner.errors import CeilingReached, InputError
 from runner.hostlog import get_logger
-from runner.ledger import Amount, CeilingGuard, estimate_usd, prompt_tokens_bound
+from runner.ledger import (
+    Amount,
+    CeilingGuard,
+    Reservation,
+    estimate_usd,
+    prompt_tokens_bound,
+    request_bytes,
+)
 from runner.ledger.pricing import call_usd
 from runner.providers.apis import CAP_FIELDS, ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
 
 log = get_logger(__name__)
 
-__all__ = ["CEILING_ERROR_CLASS", "MeteredProvider", "StopSignal"]
+__all__ = [
+    "CALL_REFUSED_CLASS",
+    "CEILING_ERROR_CLASS",
+    "MAX_CALL_REQUEST_BYTES",
+    "MAX_CHOICES",
+    "MODEL_UNPRICED_CLASS",
+    "MeteredProvider",
+    "StopSignal",
+]
 
 # The error class of a refused turn; the episode driver classifies such a run ``ceiling_reached``.
 CEILING_ERROR_CLASS = "CeilingReached"
+# A call refused alone, for what it asks (an error to its run; not a ceiling).
+CALL_REFUSED_CLASS = "CallRefused"
+MODEL_UNPRICED_CLASS = "ModelNotPriced"
+# ``n`` at most: the OpenAI Chat Completions API refuses more than 128 choices ("Invalid 'n':
+# integer above maximum value. Expected a value <= 128").
+MAX_CHOICES = 128
+# A forwarded body at most: about a 1,000,000-token context (the largest of the price table's
+# models, GPT-4.1) at 4 bytes a token; an 8 MB body reserved 8 M prompt tokens and stopped a
+# job (issue 32, N05).
+MAX_CALL_REQUEST_BYTES = 4 * 1024 * 1024
+
+
+class _Unpriced(Exception):
+    """The model has no price and the USD ceiling is bounded."""
+
 
 # Request fields that bound one completion's tokens; each is capped at ``max_tokens``.
 _CAP_FIELDS = ("max_tokens", "max_completion_tokens")
@@ -138,6 +183,7 @@ class MeteredProvider:
         self.calls = 0
         self.refused = 0
         self.charged = Amount()
+        self._closed = threading.Event()
 
     def _forwarded(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """Return the request to forward: every completion-token cap at most ``max_tokens``.
@@ -179,60 +225,115 @@ class MeteredProvider:
             # an unpriced model: the USD bound is unknown; only an unbounded USD ceiling may
             # forward it (estimating 0 would let it settle above the ceiling)
             if self.guard.ceiling("replay").usd is not None:
-                raise CeilingReached(
-                    f"model {model or '<no model id>'!r} has no price in the policy's table and "
-                    "the replay USD ceiling is bounded: the call cannot be reserved",
-                    purpose="replay",
-                    limit="usd",
-                    model=model or None,
+                raise _Unpriced(
+                    f"model {model or '<no model id>'!r} has no price (policy prices, or"
+                    " --price MODEL=IN/OUT) and the replay USD ceiling is bounded: the call"
+                    " cannot be reserved; declare the models a program step calls (models:)"
+                    " so that the plan checks their prices before anything runs"
                 ) from None
             usd = 0.0
         return Amount(tokens_in=tokens_in, tokens_out=tokens_out, usd=usd)
+
+    def close(self) -> None:
+        """The run ended: a call still waiting for room gives up (nobody reads its answer)."""
+        self._closed.set()
 
     def _refuse(self, message: str) -> ProviderResponse:
         self.refused += 1
         return ProviderResponse(body=None, error={"class": CEILING_ERROR_CLASS, "message": message})
 
-    def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
-        """Reserve, forward, settle; a refused reservation is a ``CeilingReached`` error turn."""
-        if self.stop.refuses_calls:
-            return self._refuse(f"replay stopped ({self.stop.reason}): {self.stop.message}")
-        payload = self._forwarded(request)
-        try:
-            estimate = self._estimate(payload)
-        except CeilingReached as exc:  # unpriced: this call only, the job goes on
-            log.warning("model_call_unpriced", run_key=self.run_key, **exc.fields)
-            return self._refuse(str(exc))
+    def _refuse_alone(self, cls: str, message: str) -> ProviderResponse:
+        """An error to this run only, for what the call asks: HTTP 400, nothing charged."""
+        log.warning("model_call_refused", run_key=self.run_key, error_class=cls, reason=message)
+        return ProviderResponse(body=None, status=400, error={"class": cls, "message": message})
+
+    def _oversized(self, payload: Mapping[str, Any]) -> str | None:
+        """Why ``payload`` is more than one call may be, or None (module docstring)."""
+        choices = payload.get("n")
+        if isinstance(choices, int) and not isinstance(choices, bool) and choices > MAX_CHOICES:
+            return f"n {choices} is more than {MAX_CHOICES} choices"
+        size = request_bytes(payload)
+        if size > MAX_CALL_REQUEST_BYTES:
+            return f"the request is {size} bytes, more than {MAX_CALL_REQUEST_BYTES}"
+        return None
+
+    def _more_than_the_ceiling(self, estimate: Amount) -> str | None:
+        ceiling = self.guard.ceiling("replay")
+        if ceiling.tokens is not None and estimate.tokens > ceiling.tokens:
+            return f"{estimate.tokens} tokens, more than the whole ceiling of {ceiling.tokens}"
+        if ceiling.usd is not None and estimate.usd > ceiling.usd:
+            return f"${estimate.usd:.4f}, more than the whole ceiling of ${ceiling.usd:g}"
+        return None
+
+    def _reserve(self, estimate: Amount, model: str) -> Reservation | ProviderResponse:
+        """The call's reservation, after waiting for room; else the refusal to answer with."""
+        too_much = self._more_than_the_ceiling(estimate)
+        if too_much is not None:
+            return self._refuse_alone(
+                CALL_REFUSED_CLASS, f"this one call would reserve {too_much}: refused alone"
+            )
         key = f"{self.run_key}/call/{self.calls}"
         self.calls += 1
         try:
-            reservation = self.guard.reserve(
+            return self.guard.reserve_when_fits(
                 "replay",
                 estimate,
+                give_up=lambda: self.stop.refuses_calls or self._closed.is_set(),
                 key=key,
                 kind="model_call",
                 variant=self.variant,
                 task_id=self.task_id,
                 run_key=self.run_key,
-                model=str(payload.get("model") or self.model or "") or None,
+                model=model or None,
             )
         except CeilingReached as exc:
-            self.stop.set("ceiling_reached", str(exc), exc.fields)
+            if exc.fields.pop("final", True):
+                smallest = self.guard.smallest_call("replay") or estimate
+                if not self.guard.could_fit("replay", smallest):  # nothing fits any more
+                    self.stop.set("ceiling_reached", str(exc), exc.fields)
             return self._refuse(str(exc))
+
+    def _answered(
+        self, reservation: Reservation, estimate: Amount, served: ProviderResponse, actual: Amount
+    ) -> ProviderResponse:
+        """Settle what ``served`` cost (module docstring: unanswered calls, N10)."""
+        if served.error is not None and served.body is None:
+            if not served.maybe_billed:
+                self.guard.release(reservation)  # it never reached the provider: not billed
+                return served
+            log.warning("model_call_charged_at_reservation", run_key=self.run_key)
+            self.guard.settle(reservation, estimate, estimated=True)
+            self.charged = self.charged + estimate
+            return served
+        self.guard.settle(reservation, actual, model=served.model)
+        self.charged = self.charged + actual
+        return served
+
+    def complete(self, request: Mapping[str, Any], role: str) -> ProviderResponse:
+        """Reserve (waiting for room), forward, settle; a refusal is an error turn."""
+        if self.stop.refuses_calls:
+            return self._refuse(f"replay stopped ({self.stop.reason}): {self.stop.message}")
+        payload = self._forwarded(request)
+        problem = self._oversized(payload)
+        if problem is not None:
+            return self._refuse_alone(CALL_REFUSED_CLASS, problem)
+        try:
+            estimate = self._estimate(payload)
+        except _Unpriced as exc:  # this call only, the job goes on
+            return self._refuse_alone(MODEL_UNPRICED_CLASS, str(exc))
+        model = str(payload.get("model") or self.model or "")
+        reservation = self._reserve(estimate, model)
+        if isinstance(reservation, ProviderResponse):
+            return reservation
         try:
             served = self.inner.complete(payload, role)
         except BaseException:
             self.guard.release(reservation)
             raise
-        if served.error is not None and served.body is None:
-            self.guard.release(reservation)  # nothing answered, nothing billed
-            return served
         tokens_in, tokens_out = served.tokens()
-        usd = response_usd(self.prices, served, str(payload.get("model") or self.model or ""))
+        usd = response_usd(self.prices, served, model)
         actual = Amount(tokens_in=tokens_in, tokens_out=tokens_out, usd=usd or 0.0)
-        self.guard.settle(reservation, actual, model=served.model)
-        self.charged = self.charged + actual
-        return served
+        return self._answered(reservation, estimate, served, actual)
 
     # -- program steps' gateway requests ----------------------------------------------------
 
@@ -261,7 +362,7 @@ class MeteredProvider:
         )
 
     def forward(self, call: ApiCall) -> ProviderResponse:
-        """Reserve, forward, settle a program step's request (as `complete` does for turns).
+        """Reserve (waiting for room), forward, settle a program step's request.
 
         The forwarded body has its output-token cap at most ``max_tokens``. A successful
         answer that states no usage (a Chat Completions stream without ``include_usage``) is
@@ -271,45 +372,29 @@ class MeteredProvider:
         if self.stop.refuses_calls:
             return self._refuse(f"replay stopped ({self.stop.reason}): {self.stop.message}")
         payload = self._capped(call.api, call.body)
+        problem = self._oversized(payload)
+        if problem is not None:
+            return self._refuse_alone(CALL_REFUSED_CLASS, problem)
         try:
             estimate = self._estimate_api(call.api, payload)
-        except CeilingReached as exc:
-            log.warning("model_call_unpriced", run_key=self.run_key, **exc.fields)
-            return self._refuse(str(exc))
+        except _Unpriced as exc:
+            return self._refuse_alone(MODEL_UNPRICED_CLASS, str(exc))
         model = str(payload.get("model") or self.model or "")
-        key = f"{self.run_key}/call/{self.calls}"
-        self.calls += 1
-        try:
-            reservation = self.guard.reserve(
-                "replay",
-                estimate,
-                key=key,
-                kind="model_call",
-                variant=self.variant,
-                task_id=self.task_id,
-                run_key=self.run_key,
-                model=model or None,
-            )
-        except CeilingReached as exc:
-            self.stop.set("ceiling_reached", str(exc), exc.fields)
-            return self._refuse(str(exc))
+        reservation = self._reserve(estimate, model)
+        if isinstance(reservation, ProviderResponse):
+            return reservation
         try:
             served = self.inner.forward(call.with_body(payload))
         except BaseException:
             self.guard.release(reservation)
             raise
-        if served.error is not None and served.body is None:
-            self.guard.release(reservation)  # nothing answered, nothing billed
-            return served
         if served.status < 400 and not served.has_usage:
             actual = estimate
         else:
             tokens_in, tokens_out = served.tokens()
             usd = response_usd(self.prices, served, model)
             actual = Amount(tokens_in=tokens_in, tokens_out=tokens_out, usd=usd or 0.0)
-        self.guard.settle(reservation, actual, model=served.model)
-        self.charged = self.charged + actual
-        return served
+        return self._answered(reservation, estimate, served, actual)
 
 
 def response_usd(

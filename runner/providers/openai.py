@@ -15,12 +15,14 @@ when a provider is built (`OpenAIProvider.from_settings`), never at import time.
 Invariants:
 - the body recorded is the HTTP response body, exactly (bytes decoded as UTF-8 with
   ``surrogateescape``, so they round-trip); the model id is read from the body's ``model``;
-- transient failures (connection errors, timeouts, HTTP 408, 409, 429 and 5xx) are retried
-  (tenacity: a 429's ``Retry-After`` honoured and shared with every sandbox through
-  `runner.providers.ratelimit`, else exponential backoff); a Chat Completions POST that
-  reached the server may be billed twice by a retry after a read timeout, which is why only
-  ``attempts`` tries are made and each is logged. Every other failure is reported at once as
-  an error turn, never raised out of `OpenAIProvider.complete`;
+- transient failures (connection errors before the request left, HTTP 408, 409, 429 and 5xx)
+  are retried (tenacity: a 429's ``Retry-After`` honoured and shared with every sandbox through
+  `runner.providers.ratelimit`, else exponential backoff), at most ``attempts`` tries, each
+  logged; a POST that may have reached the server (a read timeout, a connection lost
+  mid-answer) is not retried: it is answered ``ProviderUnavailable`` with ``maybe_billed`` and
+  charged at its reservation (`runner.providers.retries.may_have_reached`). Every other
+  failure is reported at once as an error turn, never raised out of
+  `OpenAIProvider.complete`;
 - the key is a `pydantic.SecretStr` until the ``Authorization`` header is built, and is never
   logged; no message names the base URL (it may hold credentials) and an error body is
   redacted before it reaches a sandbox or a trace (`runner.providers.httpcall.Scrubber`).
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from runner.hostlog import get_logger
+from runner.providers import retries
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
 from runner.providers.httpcall import Scrubber, client, endpoint, post_api, with_http_error
@@ -149,6 +152,8 @@ class OpenAIProvider:
         try:
             response = self._client.post(f"{self.base_url}/chat/completions", json=dict(payload))
         except (httpx.TimeoutException, httpx.TransportError) as exc:
+            if retries.may_have_reached(exc):  # not retried: a second try may be billed again
+                raise retries.MaybeBilled(f"{type(exc).__name__}: {exc}") from exc
             raise _Transient(f"{type(exc).__name__}: {exc}") from exc
         if response.status_code in TRANSIENT_STATUSES:
             raise _Transient(f"HTTP {response.status_code}", response)
@@ -174,6 +179,13 @@ class OpenAIProvider:
         retryer = provider_retrying(_Transient, self.attempts, event="openai_call_retry")
         try:
             response = retryer(self._post, payload)
+        except retries.MaybeBilled as exc:  # issue 32 N10: charged at its reservation
+            log.warning("openai_call_maybe_billed", role=role, error=str(exc))
+            return error_response(
+                "ProviderUnavailable",
+                f"{self.name}: {exc} (not tried again: the request may have reached the provider)",
+                maybe_billed=True,
+            )
         except WaitRefused as exc:  # a 429's Retry-After is longer than the episode may wait
             return error_response(RATE_LIMITED_ERROR_CLASS, self._scrub.text(f"{self.name}: {exc}"))
         except _Transient as exc:

@@ -3,6 +3,10 @@
 `provider_retrying` is the one retry policy of the HTTP providers (`runner.providers.openai`,
 `runner.providers.httpcall`): tenacity, ``attempts`` tries; between tries a 429 answer's
 ``Retry-After`` (or ``retry-after-ms``) is honoured, anything else backs off exponentially.
+Only failures known not to have been billed are tried again: an HTTP answer of a transient
+status, or a transport failure before the request left (`may_have_reached`); a POST that may
+have reached the provider (a read timeout) is never retried (`MaybeBilled`, issue 32 N10: it
+was retried four times, each billed by the provider, and charged 0).
 The sleep is `retry_sleep`: inside a `runner.providers.ratelimit.RateLimitedProvider` call a
 429's wait pauses the model in the shared limiter (every sandbox waits, not only the one told)
 and is charged to the episode's `WaitAccount` (refused past what it may still wait).
@@ -16,6 +20,7 @@ from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+import httpx
 import tenacity
 
 from runner.hostlog import get_logger
@@ -23,11 +28,38 @@ from runner.providers.ratelimit import current_scope
 
 log = get_logger(__name__)
 
-__all__ = ["MAX_RETRY_AFTER_S", "provider_retrying", "retry_after_s", "retry_sleep"]
+__all__ = [
+    "MAX_RETRY_AFTER_S",
+    "MaybeBilled",
+    "may_have_reached",
+    "provider_retrying",
+    "retry_after_s",
+    "retry_sleep",
+]
 
 # The longest ``Retry-After`` honoured outside an episode (a judge call, say): a provider's
 # answer must not hold the host for ever. Inside an episode its account bounds the wait.
 MAX_RETRY_AFTER_S = 120.0
+
+
+# Transport failures that happen before a request leaves this host: no connection was made
+# (refused, unresolvable, timed out while connecting, no pooled connection free), so the
+# provider saw nothing and a retry cannot bill twice.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+class MaybeBilled(Exception):
+    """A POST failed after it may have reached the provider: never retried (issue 32, N10)."""
+
+
+def may_have_reached(exc: Exception) -> bool:
+    """True when a transport failure ``exc`` may have come after the provider got the request.
+
+    A read timeout, a connection reset or closed mid-answer, a write that failed part-way:
+    the provider may have run (and billed) the call. Only failures before a connection
+    existed (`_NOT_SENT`) are known not to have reached it.
+    """
+    return not isinstance(exc, _NOT_SENT)
 
 
 def retry_sleep(seconds: float, *, rate_limited: bool) -> None:

@@ -12,20 +12,17 @@ sandboxes count in the same bound (`ConcurrencyBound.spares`, the pool's size in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from runner.backends.capacity import (
-    Bound,
     ConcurrencyBound,
     HostResources,
     bound_concurrency,
     raise_nofile,
 )
 from runner.episode.limits import limits_in_effect
-from runner.episode.metered_run import run_sandbox_s
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
 from runner.settings import Settings
@@ -88,33 +85,12 @@ def _is_local(backend: Any) -> bool:
     return not address or address.startswith(("unix://", "npipe://", "/"))
 
 
-def _ceiling_bound(sandbox_s: float | None, policy: Any, settings: Settings) -> tuple[Bound, ...]:
-    """The replay ``sandbox_s`` ceiling's bound: each running run holds its reservation.
-
-    A run reserves its timeout, its longest rate-limit wait and the host's grace
-    (`runner.episode.metered_run.run_sandbox_s`) until it settles; more runs at once than the
-    ceiling holds reservations for would stop the job at the next dispatch, not wait for it.
-    """
-    if sandbox_s is None:
-        return ()
-    per_run = run_sandbox_s(policy, settings)
-    runs = math.floor(sandbox_s / per_run)
-    return (
-        Bound(
-            "sandbox_s ceiling",
-            runs,
-            f"{sandbox_s:g} sandbox-s / {per_run:g} reserved per running run",
-        ),
-    )
-
-
 def admit_concurrency(
     asked: int,
     policy: Any,
     settings: Settings,
     *,
     engine: Any = None,
-    ceiling_sandbox_s: float | None = None,
 ) -> ConcurrencyBound:
     """The concurrency admitted for ``asked`` under the policy's (and settings') limits.
 
@@ -124,7 +100,10 @@ def admit_concurrency(
         settings: host settings (limit overrides).
         engine: a backend that may tell ``engine_memory_bytes`` (and an ``address``), or None
             when no engine was asked (the memory bound is then unknown).
-        ceiling_sandbox_s: the replay ceiling's ``sandbox_s`` in effect, if bounded.
+
+    A sandbox-seconds ceiling is no bound here: the budget clock shares it among the running
+    sandboxes (`runner.submit.budgetclock`; issue 25: it used to cap the runs at once at
+    ceiling ÷ timeout, 19 of 128 asked under ``shadow``).
     """
     raise_nofile()
     limits = limits_in_effect(policy, settings)
@@ -135,7 +114,6 @@ def admit_concurrency(
         engine_memory_bytes=engine_memory(engine) if engine is not None else None,
         host=HostResources.read(),
         engine_is_local=_is_local(engine),
-        extra=_ceiling_bound(ceiling_sandbox_s, policy, settings),
         pool=_pool(engine, settings),
     )
 
@@ -149,11 +127,7 @@ def readmit(plan: Any, backend: Any, settings: Settings) -> Any:
     if bound is not None and all(b.runs is not None for b in bound.bounds if b.name == "memory"):
         return plan
     asked = bound.asked if bound is not None else plan.concurrency
-    replay = plan.ceilings.get("replay")
-    sandbox_s = replay.ceiling.sandbox_s if replay is not None else None
-    again = admit_concurrency(
-        asked, plan.policy, settings, engine=backend, ceiling_sandbox_s=sandbox_s
-    )
+    again = admit_concurrency(asked, plan.policy, settings, engine=backend)
     if again.admitted != plan.concurrency:
         log.info("concurrency_readmitted", asked=asked, admitted=again.admitted)
     return replace(plan, concurrency=again.admitted, capacity=again)

@@ -23,7 +23,8 @@ Sequence (`prepare` then `execute`):
    recorded (`runner.episode.reaping`); a resumed job's remaining open rows are closed at
    their reservation, marked ``estimated`` (`Ledger.close_orphans`), and its finished pairs
    are skipped.
-5. `Scheduler` runs the pairs under the replay ceiling; model calls go through
+5. `Scheduler` runs the pairs under the replay ceiling, each sandbox with a deadline from the
+   job's budget clock (`runner.submit.budgetclock`); model calls go through
    `MeteredProvider`. Ctrl-C (SIGINT) or SIGTERM stops cleanly: sandboxes killed and removed,
    the job marked ``interrupted``, exit 130.
 6. Grading (not after an interruption): every task's episodes form one group for the judge,
@@ -53,10 +54,12 @@ from runner.episode.toolmanifest import admission
 from runner.errors import InputError
 from runner.grading import make_judge
 from runner.hostlog import get_logger
-from runner.ledger import LEDGER_FILENAME, Amount, CeilingGuard, Ledger
+from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger
 from runner.policy import load_policy
 from runner.policy.eligibility import EligibilityReport, WorkflowCheck
+from runner.policy.pricing import check_prices, recorded_models, with_prices
 from runner.settings import Settings
+from runner.submit.budgetclock import BudgetClock
 from runner.submit.ceilings import ceiling_in_effect
 from runner.submit.concurrency import admit_concurrency, engine_cpus, readmit
 from runner.submit.interrupts import Interrupts, handled_signals
@@ -108,20 +111,27 @@ def prepare(
     *,
     job_id: str | None = None,
     engine: Any = None,
+    dry_run: bool = False,
 ) -> Plan:
     """Load and check everything and build the plan; nothing runs, nothing is written.
 
     ``engine`` (a backend, or None) is asked for its memory, the concurrency's budget
     (`runner.submit.concurrency`); without one the job weighs it when its backend exists.
+    ``dry_run``: the plan is all that will happen, so what reading the tools could not decide
+    is refused as ``check`` refuses it (fail closed; issue 32 N12: ``check`` said 3 and
+    ``--dry-run`` 0 on the same input); a real submission has a sandbox describe them.
 
     Raises:
-        InputError: a bad policy, workflow, task file, judge or flag (exit 2).
+        InputError: a bad policy, workflow, task file, judge or flag, or a model without a
+            price under a USD ceiling (exit 2).
         IneligibleError: a variant calls a denied or unknown tool (exit 3; every problem named).
     """
-    policy = load_policy(options.policy)
+    policy = with_prices(load_policy(options.policy), options.prices)
     # the tools read from source, and each variant's model provider built (a scripted function
     # that does not import is exit 2, now); the sandbox's description follows in `execute`
-    report = admission.read_gate(options.variants, policy, cwd=options.cwd, settings=settings)
+    report = admission.read_gate(
+        options.variants, policy, cwd=options.cwd, settings=settings, decided_only=not dry_run
+    )
     for check in report.workflows:
         model = check.workflow.spec.model if check.workflow is not None else None
         if model is not None and model.provider == "replay" and check.workflow is not None:
@@ -132,29 +142,35 @@ def prepare(
                 line=check.workflow.line_of(("model", "provider")),
                 field="model.provider",
             )
+    ceilings = {
+        "replay": ceiling_in_effect("replay", policy, options.replay_ceiling),
+        "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
+    }
+    recorded = recorded_models(settings.state_dir)
+    # a price for every model before anything runs (issue 25): exit 2, the model named
+    check_prices(
+        policy,
+        [(check.path, check.workflow) for check in report.workflows if check.workflow],
+        usd_ceiling=ceilings["replay"].ceiling.usd,
+        ceiling_source=ceilings["replay"].sources.get("usd", ""),
+        recorded=recorded,
+    )
     variants = make_variants(
         [
             (path, name, check.workflow, check.registry)
             for path, name, check in zip(
                 options.variants, options.names, report.workflows, strict=True
             )
-        ]
+        ],
+        recorded,
     )
     tasks = _tasks(options.tasks)
     if options.judge != "rubric" and not options.judge.startswith("model:"):
         make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
-    ceilings = {
-        "replay": ceiling_in_effect("replay", policy, options.replay_ceiling),
-        "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
-    }
-    # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity)
-    # and the sandbox-seconds the replay ceiling can hold reservations for
+    # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity);
+    # the sandbox-seconds ceiling is shared by the budget clock, not a bound on runs at once
     capacity = admit_concurrency(
-        options.concurrency or settings.concurrency,
-        policy,
-        settings,
-        engine=engine,
-        ceiling_sandbox_s=ceilings["replay"].ceiling.sandbox_s,
+        options.concurrency or settings.concurrency, policy, settings, engine=engine
     )
     history = None
     ledger_path = settings.state_dir / LEDGER_FILENAME
@@ -324,6 +340,11 @@ def _run_job(
                 if callable(expect_runs):  # one sandbox per episode: none made to be drained
                     expect_runs(len(pending))
                 replay = ceilings["replay"]
+                clock = BudgetClock(
+                    guard,
+                    run_s=run_sandbox_s(plan.policy, settings),
+                    typical_s=plan.typical_sandbox_s,
+                )
                 runner = PairRunner(
                     plan,
                     settings,
@@ -333,6 +354,7 @@ def _run_job(
                     search_root=options.cwd,
                     snapshot=snapshot,
                     max_tokens=call_cap(replay),
+                    clock=clock,
                 )
                 scheduler = Scheduler(
                     ledger,
@@ -342,12 +364,7 @@ def _run_job(
                     concurrency=plan.concurrency,
                     stop=runner.stop,
                     backend=backend,
-                    run_estimate=Amount(
-                        runs=1,
-                        sandbox_s=run_sandbox_s(plan.policy, settings)
-                        if replay.sandbox_s is not None
-                        else 0.0,
-                    ),
+                    clock=clock,
                     on_change=on_change,
                 )
                 interrupts.attach(scheduler)

@@ -106,6 +106,8 @@ class SubmitOptions:
         cwd: the folder the submission was made from (tool modules also resolve from it).
         repeats: fresh episodes per (variant, task), >= 1.
         seed: the grading seed, or None to derive it from the job id (`grading_seed`).
+        prices: ``--price MODEL=IN/OUT`` values, added to the policy's prices
+            (`runner.policy.pricing.with_prices`).
     """
 
     variants: tuple[Path, ...]
@@ -119,6 +121,7 @@ class SubmitOptions:
     cwd: Path = field(default_factory=Path.cwd)
     repeats: int = 1
     seed: int | None = None
+    prices: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object `from_json` reads back (the job folder's ``job.json``)."""
@@ -140,6 +143,7 @@ class SubmitOptions:
             "cwd": str(self.cwd),
             "repeats": self.repeats,
             "seed": self.seed,
+            "prices": list(self.prices),
         }
 
     @classmethod
@@ -162,6 +166,7 @@ class SubmitOptions:
                 cwd=Path(data["cwd"]),
                 repeats=int(data.get("repeats", 1)),  # job.json of an older version: 1
                 seed=data.get("seed"),
+                prices=tuple(str(p) for p in data.get("prices") or ()),  # older: none
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"not a submission record: {exc!r}", file=where) from None
@@ -176,10 +181,12 @@ class SubmitOptions:
         judge_ceiling: CeilingFlags | None = None,
         repeats: int | None = None,
         seed: int | None = None,
+        prices: tuple[str, ...] = (),
     ) -> SubmitOptions:
         """Return a copy with the given (command-line) values winning."""
         return replace(
             self,
+            prices=(*self.prices, *prices),
             repeats=repeats or self.repeats,
             seed=self.seed if seed is None else seed,
             judge=judge or self.judge,

@@ -4,9 +4,10 @@
 run (base providers, per-variant model settings, resource limits, the task index) is built once
 per submission, not per run, so the per-run cost on the host is the episode itself.
 
-A run whose model call was refused by the replay ceiling ends ``ceiling_reached``: the episode
-driver classifies it so (`runner.episode.state`), and the trace's ``end`` line, the
-ledger and the report say the same.
+A run whose model call was refused by the replay ceiling, or whose sandbox reached its budget
+deadline (`runner.submit.budgetclock`), ends ``ceiling_reached``: the episode driver classifies
+it so (`runner.episode.status`), and the trace's ``end`` line, the ledger and the report say
+the same.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from runner.providers.metered import StopSignal
 from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
+from runner.submit.budgetclock import BudgetClock
 from runner.submit.plan import Plan
 
 __all__ = ["PairRunner"]
@@ -44,6 +46,7 @@ class PairRunner:
         max_tokens: the completion-token cap of forwarded model calls (None: uncapped).
         snapshot: the submission's tool snapshot, mounted by every run
             (`runner.episode.snapshot`).
+        clock: the job's budget clock: each run's budget deadline (None: no deadline).
 
     Raises:
         InputError: a variant's model provider cannot be built (e.g. a scripted function that
@@ -61,6 +64,7 @@ class PairRunner:
         search_root: Path,
         max_tokens: int | None,
         snapshot: ToolSnapshot | None = None,
+        clock: BudgetClock | None = None,
     ) -> None:
         self.plan = plan
         self.settings = settings
@@ -69,6 +73,7 @@ class PairRunner:
         self.image = image
         self.max_tokens = max_tokens
         self.snapshot = snapshot
+        self.clock = clock
         self.stop = StopSignal()
         self.limits = resource_limits(plan.policy, settings)
         self._tasks = {t.task_id: t for t in plan.tasks}
@@ -128,6 +133,7 @@ class PairRunner:
             stop=self.stop,
             max_tokens=self.max_tokens,
             waits=waits,
+            budget=self.clock.grant(key) if self.clock is not None else None,
         )
         self.waits[key] = waits.waited_s
         result = episode.result  # a refused model call: ``ceiling_reached`` (episode.state)

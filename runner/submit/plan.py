@@ -96,6 +96,16 @@ class Plan:
         ]
 
     @property
+    def typical_sandbox_s(self) -> float | None:
+        """Earlier jobs' mean sandbox seconds per run, or None without history.
+
+        The budget clock's typical run before one of this job ended.
+        """
+        if not self.basis.startswith("mean of") or not self.per_run:
+            return None
+        return next(iter(self.per_run.values())).sandbox_s
+
+    @property
     def runs(self) -> int:
         """N·M·K: every episode of the plan."""
         return len(self.variants) * len(self.tasks) * self.repeats
@@ -177,8 +187,9 @@ class Plan:
             + (f" backend {self.backend}," if self.backend else "")
             + f" concurrency {self.concurrency})",
             f"  shadow evaluation is the most expensive rung: {runs} sandboxes, one per"
-            f" {per}, and up to {calls} model calls; reproduce needs one sandbox per"
-            " trace and no model spend, check needs none",
+            f" {per}, and {'at least' if any(v.calls_unknown for v in self.variants) else 'up to'}"
+            f" {calls} model calls; reproduce needs one sandbox per trace and no model spend,"
+            " check needs none",
         ]
         if self.repeats == 1:
             out.append(
@@ -187,12 +198,16 @@ class Plan:
             )
         for variant in self.variants:
             a = self.per_run[variant.name]
+            bound = f"<= {variant.max_model_calls} model calls"
+            if variant.calls_unknown:
+                bound += " and the program steps' calls (no recorded trace: cost per call below)"
             out.append(
-                f"  variant {variant.name}: {variant.path.name}, model "
-                f"{variant.model or 'none'} ({variant.provider or 'no provider'}), per run"
-                f" <= {variant.max_model_calls} model calls, ~${a.usd:.4f},"
-                f" ~{a.tokens} tokens, ~{a.sandbox_s:.1f} sandbox-s"
+                f"  variant {variant.name}: {variant.path.name}, {_models_words(variant)},"
+                f" per run {bound}, ~${a.usd:.4f}, ~{a.tokens} tokens, ~{a.sandbox_s:.1f}"
+                " sandbox-s"
             )
+            if variant.calls_unknown:
+                out.extend(self._per_call_lines(variant))
         out.append(
             f"  replay estimate: ${est.usd:.4f}, {est.tokens} tokens, {est.sandbox_s:.1f}"
             f" sandbox-s, ~{runs * ENGINE_CPU_S_PER_RUN:.1f} s engine CPU ({self.basis})"
@@ -213,6 +228,7 @@ class Plan:
             )
         if self.capacity is not None:
             out.append(f"  concurrency: {self.capacity.describe()}")
+        out.extend(self._sharing_lines())
         for purpose, ceiling in self.ceilings.items():
             out.append(f"  ceiling {purpose}: {ceiling.describe()}")
         if self.limits:
@@ -228,6 +244,63 @@ class Plan:
         elif replay.usd is not None and est.usd > replay.usd:
             out.append("  the estimate exceeds the replay USD ceiling: replay may stop (exit 4)")
         return out
+
+    def _per_call_lines(self, variant: Variant) -> list[str]:
+        """One line per model of a program step whose calls per run are unknown."""
+        out = []
+        for model in variant.models:
+            price = _price(self.policy.prices, model)
+            if price is None:
+                continue
+            usd = (NOMINAL_PROMPT_TOKENS * price[0] + DEFAULT_MAX_TOKENS * price[1]) / 1e6
+            out.append(
+                f"    {model}: ~${usd:.4f} per call ({NOMINAL_PROMPT_TOKENS} prompt +"
+                f" {DEFAULT_MAX_TOKENS} completion tokens)"
+            )
+        return out
+
+    def _sharing_lines(self) -> list[str]:
+        """How the ceilings and the rate limits are shared by the runs at once, in words."""
+        out = []
+        replay = self.ceilings["replay"].ceiling
+        if replay.sandbox_s is not None:
+            out.append(
+                f"  sandbox-seconds: the {replay.sandbox_s:g} s ceiling is shared by a budget"
+                " clock, not held per run: each running sandbox gets a deadline from what is"
+                " left, moved as runs start and end; a run that does not fit waits for one to"
+                " end, and a run reaching its deadline ends ceiling_reached"
+            )
+        if replay.tokens is not None or replay.usd is not None:
+            out.append(
+                "  tokens and USD: each model call reserves its upper bound before it is"
+                " forwarded; a call that does not fit waits for calls in flight to settle"
+            )
+        limits = getattr(getattr(self.policy, "rate_limits", None), "models", None) or {}
+        for pattern, limit in limits.items():
+            parts = [
+                f"{value} {name.replace('_per_min', '')}/min"
+                for name in ("requests_per_min", "tokens_per_min")
+                if (value := getattr(limit, name, None)) is not None
+            ]
+            if parts:
+                out.append(
+                    f"  rate limit {pattern}: {', '.join(parts)}, shared by every sandbox"
+                    " (a call waits its turn; more at once only wait longer)"
+                )
+        return out
+
+
+def _models_words(variant: Variant) -> str:
+    """``models gpt-4.1-mini (step agent: models:)``: the models, never the provider kind."""
+    if not variant.uses:
+        return "no model"
+    parts = []
+    for use in variant.uses:
+        if use.source == "none":
+            continue
+        names = ", ".join(use.models) if use.models else "unknown models"
+        parts.append(f"{names} (step {use.step}: {use.source})")
+    return "models " + "; ".join(parts) if parts else "no model calls"
 
 
 def _price(prices: Mapping[str, Any], model: str) -> tuple[float, float] | None:
@@ -277,22 +350,29 @@ def build_plan(
     unpriced: list[str] = []
     per_run: dict[str, Amount] = {}
     for variant in variants:
-        price = _price(prices, variant.model) if variant.model else (0.0, 0.0)
-        if price is None:
+        for model in variant.models:
+            if _price(prices, model) is not None:
+                continue
             if variant.provider == "openai":
                 raise InputError(
-                    f"variant {variant.name}: no price for model {variant.model!r} in policy"
+                    f"variant {variant.name}: no price for model {model!r} in policy"
                     f" {policy.name}; add it to prices (shadow evaluation must not look free)",
                     file=str(variant.path),
                     field="prices",
                 )
-            unpriced.append(str(variant.model))
+            unpriced.append(model)
         if history is not None:
             per_run[variant.name] = history.per_run
             continue
-        calls = variant.max_model_calls
-        tokens_in, tokens_out = calls * NOMINAL_PROMPT_TOKENS, calls * DEFAULT_MAX_TOKENS
-        usd = 0.0 if price is None else (tokens_in * price[0] + tokens_out * price[1]) / 1e6
+        tokens_in = tokens_out = 0
+        usd = 0.0
+        for use in variant.uses:  # each step's calls at its first model's price
+            calls = use.calls_per_run or 0
+            price = _price(prices, use.models[0]) if use.models else None
+            step_in, step_out = calls * NOMINAL_PROMPT_TOKENS, calls * DEFAULT_MAX_TOKENS
+            tokens_in, tokens_out = tokens_in + step_in, tokens_out + step_out
+            if price is not None:
+                usd += (step_in * price[0] + step_out * price[1]) / 1e6
         per_run[variant.name] = Amount(
             runs=1,
             tokens_in=tokens_in,

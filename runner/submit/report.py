@@ -16,6 +16,8 @@ Report shape (``report.json``, ``--json``)::
      "pairs": [{variant, task_id, repeat, status, attempt, trace}],
      "not_run": [{variant, task_id, repeat, reason}],
      "stopped_by_ceiling": [{variant, task_id, repeat}],
+     "incomplete": [{variant?, task_id, repeat, status, reason}] (runs cut by a ceiling, an
+        infrastructure error or an interruption; groups the judge failed on: never scored),
      "spend": {purpose: totals}, "grading": {...} | null,
      "unrecorded": {variant: {"count", "calls": [{task_id, index, tool, args}]}}}
 
@@ -58,11 +60,15 @@ log = get_logger(__name__)
 
 __all__ = ["build_report", "grade_job", "latest_runs", "write_report"]
 
-# A run a ceiling cut short (``ceiling_reached``) is not graded: it did not lose, it was
-# stopped. It is listed under ``stopped_by_ceiling``, and its task under ``ungraded`` when fewer
-# than two results remain. A run cut by a policy limit (``limit_exceeded``) is graded: its own
-# calls or trace passed the limit, as a run that times out.
+# A run a ceiling cut short (``ceiling_reached``), an infrastructure error (``infra_error``) or
+# an interruption is not graded: it did not lose, it was stopped (issue 25: honest partial
+# runs). It is listed under ``incomplete`` (and ``stopped_by_ceiling``), its task under
+# ``ungraded`` when fewer than two results remain, and every verdict counts it in its
+# denominator as an unknown outcome (`runner.grading.uncertainty.count_incomplete`). A run cut
+# by a policy limit (``limit_exceeded``) is graded: its own calls or trace passed the limit, as
+# a run that times out.
 GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied", "limit_exceeded")
+INCOMPLETE = ("ceiling_reached", "infra_error", "interrupted")
 # The class string traces record for a read no recording served: the qualified name that
 # `runner.runtime.errors.error_class_name` writes (``runner.runtime.errors.UnrecordedCall``).
 UNRECORDED = class_name(UnrecordedCall)
@@ -124,14 +130,17 @@ def grade_job(
     for task in plan.tasks:
         for repeat in range(plan.repeats):
             results = []
+            incomplete: dict[str, str] = {}
             for variant in plan.variants:
                 run = latest.get((variant.name, task.task_id, repeat))
                 if run is None or run.status not in GRADABLE or not run.trace_path:
+                    incomplete[variant.name] = "not_run" if run is None else run.status
                     continue
                 try:
                     result = Result.from_trace(variant.name, _records(run.trace_path))
                 except (OSError, ValueError, InputError, GradingError) as exc:
                     log.warning("trace_unreadable", trace=run.trace_path, error=str(exc))
+                    incomplete[variant.name] = "unreadable"
                     continue
                 results.append(replace(result, status=run.status))
             groups.append(
@@ -141,6 +150,7 @@ def grade_job(
                     expected=task.expected,
                     task_input=task.input,
                     repeat=repeat,
+                    incomplete=incomplete,
                 )
             )
     try:
@@ -210,7 +220,10 @@ def build_report(
     waits = waits or {}
     latest = latest_runs(ledger, plan.job_id)
     session = {(o.variant, o.task_id, o.repeat): o for o in outcomes}
-    pairs, not_run, stopped = [], [], []
+    pairs: list[dict[str, Any]] = []
+    not_run: list[dict[str, Any]] = []
+    stopped: list[dict[str, Any]] = []
+    incomplete: list[dict[str, Any]] = []
     by_status: dict[str, int] = {}
     for episode in plan.episodes:
         variant, task_id, repeat = episode
@@ -227,6 +240,9 @@ def build_report(
                 pairs[-1]["rate_limit_wait_s"] = round(waits[outcome.key], 3)
             if status == "ceiling_reached":
                 stopped.append(where)
+            if status in INCOMPLETE:
+                why = (outcome.reason if outcome is not None else None) or _run_reason(run)
+                incomplete.append({**where, "status": status, "reason": why})
         else:
             status = "not_run"
             reason = (outcome.reason if outcome else None) or stop.message or "not started"
@@ -236,6 +252,18 @@ def build_report(
             not_run.append({**where, "reason": reason})
         by_status[status] = by_status.get(status, 0) + 1
     grading_data = grading.to_dict() if grading is not None else None
+    for group in grading_data["ungraded"] if grading_data is not None else ():
+        if group.get("reason") in ("judge_error", "ceiling_reached"):  # the judge's failure
+            incomplete.append(
+                {
+                    "task_id": group["task_id"],
+                    "repeat": group.get("repeat", 0),
+                    "status": "judge_error"
+                    if group["reason"] == "judge_error"
+                    else "judge_ceiling_reached",
+                    "reason": group.get("message") or group["reason"],
+                }
+            )
     ceiling = None
     if stop.reason == "ceiling_reached":
         ceiling = {**stop.fields, "message": stop.message}
@@ -285,11 +313,26 @@ def build_report(
         "pairs": pairs,
         "not_run": not_run,
         "stopped_by_ceiling": stopped,
+        "incomplete": incomplete,
         "spend": {p: t.to_dict() for p, t in ledger.totals(plan.job_id).items()},
         "rate_limit_wait_s": round(sum(waits.values()), 3),
         "grading": grading_data,
         "unrecorded": unrecorded_reads(pairs),
     }
+
+
+def _run_reason(run: RunRecord) -> str | None:
+    """The reason an earlier session's run ended as it did, from its trace's end line."""
+    if not run.trace_path:
+        return None
+    try:
+        for record in _records(run.trace_path):
+            if record.get("type") == "end":
+                reason = record.get("reason")
+                return str(reason)[:500] if reason else None
+    except (OSError, ValueError, InputError) as exc:
+        log.warning("trace_unreadable", trace=run.trace_path, error=str(exc))
+    return None
 
 
 def write_report(folder: Path, report: dict[str, Any]) -> Path:

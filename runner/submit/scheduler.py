@@ -1,20 +1,25 @@
 """Running the pairs of a plan: one sandbox per (variant, task), bounded concurrency, ceilings.
 
-The main thread dispatches pairs in plan order. Before each run it reserves ``runs=1`` (plus the
-run's timeout in sandbox seconds when a sandbox-seconds ceiling is set) under ``replay``; the
-reservation that would pass the ceiling stops dispatch, and every pair not dispatched is
-reported with the reason. Worker threads run one episode each (`runner.episode.driver`)
-and, in one ledger transaction, record the run's end and settle its charge.
+The main thread dispatches pairs in plan order. Before each run it takes a concurrency slot and
+admits the run on the job's budget clock (`runner.submit.budgetclock`): ``runs=1`` reserved
+under ``replay`` and, when a sandbox-seconds ceiling is set, a deadline drawn from what is left
+(the running runs' deadlines move as the budget is shared). A run that does not fit *now*
+because running runs hold the budget waits for one of them to end; dispatch stops
+(``ceiling_reached``) only when the charged total plus the smallest possible next run passes
+the line, and every pair not dispatched is reported with the reason. Worker threads run one
+episode each (`runner.episode.driver`) and, in one ledger transaction, record the run's end
+and settle its charge (at most its bound).
 
-Stopping: a `StopSignal` set by a ceiling (here, or by a refused model call in any run) or by
-an interruption stops dispatch; an interruption also kills every running sandbox (the backend's
-context then removes it) and refuses new ones (`TrackingBackend.close`). Runs cut short by an
-interruption are recorded ``interrupted``, runs whose model call was refused ``ceiling_reached``
-(both are run again by ``submit --resume``).
+Stopping: a `StopSignal` set by a ceiling (here, or by a model call that nothing could fit any
+more in any run) or by an interruption stops dispatch; an interruption also kills every running
+sandbox (the backend's context then removes it) and refuses new ones (`TrackingBackend.close`).
+Runs cut short by an interruption are recorded ``interrupted``, runs that a ceiling cut
+``ceiling_reached`` (both are run again by ``submit --resume``).
 
 Invariants: a run is charged at most once (idempotency keys derived from job, variant, task,
 repeat and attempt: `runner.ledger.run_key`); every repeat is its own episode and its own charge;
-the replay total never exceeds its ceiling; no sandbox outlives `Scheduler.run`.
+the replay total never exceeds its ceiling (the budget clock's proof sketch); no sandbox
+outlives `Scheduler.run`.
 """
 
 from __future__ import annotations
@@ -30,15 +35,18 @@ from typing import Any
 from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
 from runner.errors import CeilingReached, InfrastructureError
 from runner.hostlog import get_logger
-from runner.ledger import Amount, CeilingGuard, Ledger, run_key
+from runner.ledger import Amount, CeilingGuard, Ledger, Reservation, run_key
 from runner.providers.metered import StopSignal
+from runner.submit.budgetclock import BudgetClock
 
 log = get_logger(__name__)
 
 __all__ = ["PairOutcome", "Scheduler", "TrackingBackend"]
 
 INTERRUPT_GRACE_S = 10.0
-ONE_RUN = Amount(runs=1)
+# Statuses of runs that did not end by themselves: their charge says nothing of how short a
+# run can be (`BudgetClock.finish`).
+CUT_SHORT = frozenset({"ceiling_reached", "interrupted", "infra_error"})
 
 
 class TrackingBackend(Backend):
@@ -175,7 +183,8 @@ class Scheduler:
         concurrency: runs at once (>= 1).
         stop: the job's stop signal (shared with the metered providers).
         backend: the tracking backend (killed on interruption), if any.
-        run_estimate: the reservation of one run (``runs=1`` plus bounded sandbox seconds).
+        clock: the job's budget clock (default: one over ``guard`` whose runs' own worst case
+            is unbounded).
         on_change: called after every state change with the outcomes (progress display).
     """
 
@@ -189,7 +198,7 @@ class Scheduler:
         concurrency: int,
         stop: StopSignal,
         backend: TrackingBackend | None = None,
-        run_estimate: Amount = ONE_RUN,
+        clock: BudgetClock | None = None,
         on_change: Callable[[Sequence[PairOutcome]], None] = lambda _: None,
     ) -> None:
         self.ledger = ledger
@@ -199,7 +208,7 @@ class Scheduler:
         self.concurrency = max(1, concurrency)
         self.stop = stop
         self.backend = backend
-        self.run_estimate = run_estimate
+        self.clock = clock or BudgetClock(guard, run_s=float("inf"))
         self.on_change = on_change
         self.interrupted = threading.Event()
         self.hurried = threading.Event()
@@ -225,7 +234,7 @@ class Scheduler:
             snapshot = list(self.outcomes)
         self.on_change(snapshot)
 
-    def _work(self, outcome: PairOutcome, reservation: Any) -> None:
+    def _work(self, outcome: PairOutcome, reservation: Reservation) -> None:
         status, trace, usage = "infra_error", None, Amount()
         try:
             status, trace, usage = self.run_pair(outcome.variant, outcome.task_id, outcome.key)
@@ -235,9 +244,13 @@ class Scheduler:
         if self.interrupted.is_set() and status != "succeeded":
             outcome.reason = outcome.reason or "interrupted (Ctrl-C): the host stopped the sandbox"
             status = "interrupted"
-        with self.ledger.transaction():
-            self.ledger.finish_run(outcome.key, status, usage, trace)
-            self.guard.settle(reservation, Amount(runs=1, sandbox_s=usage.sandbox_s))
+        self.clock.finish(
+            outcome.key,
+            reservation,
+            Amount(runs=1, sandbox_s=usage.sandbox_s),
+            natural=status not in CUT_SHORT,
+            during=lambda _: self.ledger.finish_run(outcome.key, status, usage, trace),
+        )
         outcome.status, outcome.trace, outcome.usage = status, trace, usage
         log.info("run_finished", variant=outcome.variant, task_id=outcome.task_id, status=status)
         self._changed()
@@ -291,19 +304,14 @@ class Scheduler:
             self.job_id, outcome.variant, outcome.task_id, repeat=outcome.repeat
         )
         key = run_key(self.job_id, outcome.variant, outcome.task_id, attempt, repeat=outcome.repeat)
-        try:
-            reservation = self.guard.reserve(
-                "replay",
-                self.run_estimate,
-                key=f"{key}/run",
-                kind="run",
-                variant=outcome.variant,
-                task_id=outcome.task_id,
-                run_key=key,
+        try:  # waits while running runs hold the budget; raises once nothing can fit
+            reservation = self.clock.admit(
+                key, give_up=self.stop.is_set, variant=outcome.variant, task_id=outcome.task_id
             )
         except CeilingReached as exc:
             slots.release()
-            self.stop.set("ceiling_reached", str(exc), exc.fields)
+            if exc.fields.pop("final", True):
+                self.stop.set("ceiling_reached", str(exc), exc.fields)
             return False
         self.ledger.start_run(
             self.job_id,

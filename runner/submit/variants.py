@@ -7,12 +7,13 @@ makes at most, the figure the plan's upper-bound estimate starts from.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.errors import InputError
+from runner.policy.pricing import ModelUse, Recorded, models_of
 
 __all__ = ["Variant", "make_variants"]
 
@@ -28,7 +29,9 @@ class Variant:
         registry: its capability-filtered registry.
         provider: the model provider kind (``scripted``, ``openai``), or None without a model.
         model: the model asked in requests (``name``, else the provider kind), or None.
-        max_model_calls: model (and simulated-user) turns of one run at most.
+        max_model_calls: model (and simulated-user) turns of one run at most: agent steps'
+            ``max_turns``, plus program steps' calls per run from recorded traces.
+        uses: the models each model-calling step calls (`runner.policy.pricing.models_of`).
     """
 
     name: str
@@ -38,6 +41,17 @@ class Variant:
     provider: str | None
     model: str | None
     max_model_calls: int
+    uses: tuple[ModelUse, ...] = ()
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every model id its steps call, first seen first (the plan names these)."""
+        return tuple(dict.fromkeys(m for use in self.uses for m in use.models))
+
+    @property
+    def calls_unknown(self) -> bool:
+        """True when a program step's calls per run are unknown (no recorded trace)."""
+        return any(u.calls_per_run is None for u in self.uses if u.source != "none")
 
     def to_json(self) -> dict[str, Any]:
         """Name, file, workflow name and version, provider, model, model calls per run."""
@@ -50,6 +64,16 @@ class Variant:
             "content_hash": self.workflow.content_hash,
             "provider": self.provider,
             "model": self.model,
+            "models": list(self.models),
+            "model_steps": [
+                {
+                    "step": u.step,
+                    "models": list(u.models),
+                    "source": u.source,
+                    "calls_per_run": u.calls_per_run,
+                }
+                for u in self.uses
+            ],
             "max_model_calls_per_run": self.max_model_calls,
         }
 
@@ -72,8 +96,12 @@ def _model_of(workflow: Any) -> tuple[str | None, str | None, int]:
 
 def make_variants(
     checks: Sequence[tuple[Path, str | None, Any, Any]],
+    recorded: Callable[[Any], Recorded | None] = lambda _: None,
 ) -> tuple[Variant, ...]:
     """Build variants from admitted ``(path, name or None, workflow, registry)``.
+
+    ``recorded`` tells what recorded traces of a workflow say of its model calls
+    (`runner.policy.pricing.recorded_models`): a program step's models and calls per run.
 
     Raises:
         InputError: two variants end up with the same name (field ``variants``).
@@ -90,5 +118,8 @@ def make_variants(
             )
         seen[chosen] = path
         provider, model, calls = _model_of(workflow)
-        variants.append(Variant(chosen, path, workflow, registry, provider, model, calls))
+        uses = tuple(models_of(workflow, recorded))
+        programs = {s.id for s in workflow.spec.steps if getattr(s, "program", None)}
+        calls += sum(u.calls_per_run or 0 for u in uses if u.step in programs)
+        variants.append(Variant(chosen, path, workflow, registry, provider, model, calls, uses))
     return tuple(variants)

@@ -50,11 +50,12 @@ steps:
 """
 
 
-def _project(root: Path) -> Path:
+def _project(root: Path, sleep_s: float = SLEEP_S, tasks_n: int = 2) -> Path:
     root.mkdir(parents=True)
     root.chmod(0o755)
     tasks = "".join(
-        json.dumps({"task_id": t, "input": {"sleep_s": SLEEP_S}}) + "\n" for t in ("t1", "t2")
+        json.dumps({"task_id": f"t{i}", "input": {"sleep_s": sleep_s}}) + "\n"
+        for i in range(1, tasks_n + 1)
     )
     for name, text in (("slow_tools.py", TOOLS), ("slow.yaml", WORKFLOW), ("tasks.jsonl", tasks)):
         (root / name).write_text(text, encoding="utf-8")
@@ -89,29 +90,37 @@ def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def _kill_when_running(
+    work: Path, args: list[str], image: str, pool: str, client: Any, *, runs: int
+) -> subprocess.Popen[bytes]:
+    """Start ``sandbox-replay ARGS``; ``kill -9`` it 1 s after ``runs`` sandboxes run."""
+    proc = subprocess.Popen(
+        [CLI, "--log-format", "json", *args, "--json"],
+        cwd=work,
+        env=_env(work, image, pool),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def running() -> bool:
+            return _runs_in_flight(client, proc.pid, work / "state") >= runs
+
+        _wait_for(running, 120, f"{runs} running sandbox(es) of the submit")
+        time.sleep(1.0)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return proc
+
+
 @pytest.mark.parametrize("pool", ["1", "0"])  # with the warm pool (the default) and without
 def test_kill_9_then_resume_charges_the_dead_runs_what_their_containers_ran(
     tmp_path: Path, sandbox_image: str, docker_client: Any, pool: str
 ) -> None:
     work = _project(tmp_path / "crash")
     args = ["submit", "--variant", "slow.yaml", "--tasks", "tasks.jsonl", "--concurrency", "2"]
-    proc = subprocess.Popen(
-        [CLI, "--log-format", "json", *args, "--json"],
-        cwd=work,
-        env=_env(work, sandbox_image, pool),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-
-        def both_running() -> bool:
-            return _runs_in_flight(docker_client, proc.pid, work / "state") == 2
-
-        _wait_for(both_running, 120, "two running sandboxes of the submit")
-        time.sleep(1.0)
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    proc = _kill_when_running(work, args, sandbox_image, pool, docker_client, runs=2)
     (job,) = [p.name for p in (work / "state" / "jobs").iterdir()]
     with Ledger.for_state_dir(work / "state") as ledger:
         open_runs = [c for c in ledger.charges(job) if c.kind == "run" and c.state == "reserved"]
@@ -149,3 +158,47 @@ def test_kill_9_then_resume_charges_the_dead_runs_what_their_containers_ran(
     spend = report["spend"]["replay"]
     assert spend["estimated_charges"] == 0
     assert spend["charged"]["sandbox_s"] < 4 * (SLEEP_S + 10) < reserved_s
+
+
+@pytest.mark.parametrize("pool", ["1", "0"])
+def test_kill_9_under_a_tight_sandbox_seconds_ceiling_then_resume_stays_under_it(
+    tmp_path: Path, sandbox_image: str, docker_client: Any, pool: str
+) -> None:
+    """Issue 25: the host dies while a run holds its budget-clock deadline; the sandbox runs on
+    (30 s) past the 12-s ceiling; ``--resume`` charges it at most its bound, charges nothing
+    twice and stops at the line (exit 4). On main no run could start: each reserved 375.7 s."""
+    ceiling = 12.0
+    work = _project(tmp_path / "tight", sleep_s=30.0, tasks_n=4)
+    args = ["submit", "--variant", "slow.yaml", "--tasks", "tasks.jsonl", "--concurrency", "2"]
+    args += ["--ceiling-sandbox-s", str(ceiling)]
+    proc = _kill_when_running(work, args, sandbox_image, pool, docker_client, runs=1)
+    (job,) = [p.name for p in (work / "state" / "jobs").iterdir()]
+    with Ledger.for_state_dir(work / "state") as ledger:
+        assert ledger.committed(job, "replay").sandbox_s <= ceiling  # bounds, not timeouts
+        open_runs = [c for c in ledger.charges(job) if c.kind == "run" and c.state == "reserved"]
+    assert open_runs
+
+    def sandboxes_ended() -> bool:  # the sleep outlives the deadline its dead host set
+        return all(c["State"] != "running" for c in _containers(docker_client, proc.pid))
+
+    _wait_for(sandboxes_ended, 120, "the orphaned sandboxes to end by themselves")
+    done = subprocess.run(
+        [CLI, "--log-format", "json", "submit", "--resume", job, "--json"],
+        cwd=work,
+        env=_env(work, sandbox_image, pool),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 4, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["not_run"] and report["ceiling_reached"]["limit"] == "sandbox_s"
+    with Ledger.for_state_dir(work / "state") as ledger:
+        charges = [c for c in ledger.charges(job) if c.kind == "run"]
+        total = ledger.totals(job)["replay"].charged.sandbox_s
+    keys = [c.key for c in charges]
+    assert len(keys) == len(set(keys))  # no pair charged twice
+    assert total <= ceiling
+    for charge in (c for c in charges if c.key in {o.key for o in open_runs}):
+        assert charge.actual is not None and charge.actual.sandbox_s <= charge.estimate.sandbox_s

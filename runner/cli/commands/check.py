@@ -15,7 +15,9 @@ denied or unresolvable tool fails, invalid input errors.
 Exit codes (SPEC.md): 0 every workflow eligible; 3 a tool is denied or does not resolve; 2 bad
 input (invalid YAML, unknown key, a module that is not found or that the host's Python cannot
 parse, a declaration the runtime would refuse, a scripted model function that is not found, a
-folder holding no workflow: file, line and field named). With several workflows the worst wins.
+folder holding no workflow: file, line and field named; a model without a price while the
+policy's replay USD ceiling is set, named with its fixes: `runner.policy.pricing`, as
+``submit`` and ``submit --dry-run`` refuse it). With several workflows the worst wins.
 
 Nothing is run and no engine is needed: the tool modules are read from source
 (`runner.domain.toolstatic`), never imported, so their top-level code does not run on the
@@ -32,15 +34,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.junit import JUnitCase, write_junit_cases
-from runner.cli.options import JsonOption
+from runner.cli.options import JsonOption, PriceOption
 from runner.cli.terminal import echo, one_line
-from runner.errors import SandboxReplayError
+from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
     from runner.policy.loader import Policy
@@ -72,6 +74,7 @@ def check_command(
             "--junit", help="Write a JUnit XML file, one case per workflow.", metavar="FILE"
         ),
     ] = None,
+    price: PriceOption = None,
 ) -> None:
     """Tell, before anything runs, whether workflows can be sandboxed under a policy.
 
@@ -90,6 +93,7 @@ def check_command(
             report = check_eligibility(
                 _expand(workflows), policy, settings=settings, describe=describe
             )
+        pricing = _pricing(report, price or [], settings)
     except SandboxReplayError as exc:  # the policy itself is bad input
         if junit is not None:  # CI publishes the file: it says why nothing was checked
             error = (exc.__class__.__name__, str(exc))
@@ -102,14 +106,50 @@ def check_command(
             "sandbox-replay check", [_case(report, c) for c in report.workflows], junit
         )
     if as_json:
-        echo(json.dumps(_with_conditional(report), indent=2, ensure_ascii=True))
+        data = _with_conditional(report)
+        if pricing is not None:
+            data["prices"] = {"error": str(pricing), "models": pricing.fields.get("models", [])}
+        echo(json.dumps(data, indent=2, ensure_ascii=True))
     else:
         for check in report.workflows:
             for line in _lines(report.policy, check):
                 echo(one_line(line))  # a problem quotes names from hostile files: one line each
+        for line in str(pricing).splitlines() if pricing is not None else ():
+            echo(one_line(line))
         for line in _summary(report):
             echo(line, err=True)
-    raise typer.Exit(report.exit_code)
+    code = report.exit_code
+    raise typer.Exit(code if pricing is None else worst_exit_code(code, pricing.exit_code))
+
+
+def _pricing(
+    report: EligibilityReport, prices: list[str], settings: Any
+) -> SandboxReplayError | None:
+    """The plan-time price check of `runner.policy.pricing` over the loaded workflows.
+
+    ``check`` names the policy's own replay USD ceiling (``submit`` also weighs its flags):
+    a model without a price under it is invalid input (exit 2), as ``submit`` and its dry run
+    refuse it.
+
+    Raises:
+        InputError: a bad ``--price`` value.
+    """
+    # imported on use, not at module top: start-up speed (`--help`, `check` without a ceiling)
+    from runner.policy.pricing import check_prices, recorded_models, with_prices
+
+    policy = with_prices(report.policy, prices)
+    usd = policy.ceilings.replay.usd
+    try:
+        check_prices(
+            policy,
+            [(c.path, c.workflow) for c in report.workflows if c.workflow is not None],
+            usd_ceiling=usd,
+            ceiling_source=f"policy {policy.name}",
+            recorded=lambda workflow: recorded_models(settings.state_dir)(workflow),
+        )
+    except SandboxReplayError as exc:
+        return exc
+    return None
 
 
 def _conditional(policy: Policy, check: WorkflowCheck) -> dict[str, list[dict[str, str]]]:

@@ -52,7 +52,7 @@ from runner.cli.egress_gate import (
     egress_of_trace,
     gate_egress,
 )
-from runner.cli.options import JsonOption
+from runner.cli.options import JsonOption, PriceOption
 from runner.cli.terminal import echo, stdout_gone
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
 from runner.hostlog import get_logger
@@ -178,7 +178,8 @@ def run_submit(
     engine = probe_engine(settings, make) if make is None or probe else None
     try:
         plan = replace(
-            prepare(options, settings, job_id=resume, engine=engine), backend=backend_name
+            prepare(options, settings, job_id=resume, engine=engine, dry_run=dry_run),
+            backend=backend_name,
         )
     except BaseException:
         close_backend(engine)
@@ -321,6 +322,14 @@ def submit_command(
     ceiling_tokens: Annotated[
         int | None, typer.Option("--ceiling-tokens", min=0, help="Replay model-token ceiling.")
     ] = None,
+    ceiling_sandbox_s: Annotated[
+        float | None,
+        typer.Option(
+            "--ceiling-sandbox-s",
+            min=0,
+            help="Replay sandbox-seconds ceiling, shared by the running sandboxes.",
+        ),
+    ] = None,
     judge_ceiling_usd: Annotated[
         float | None, typer.Option("--judge-ceiling-usd", min=0, help="Judge USD ceiling.")
     ] = None,
@@ -351,6 +360,7 @@ def submit_command(
             " (default: from the job id).",
         ),
     ] = None,
+    price: PriceOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
     as_json: JsonOption = False,
     resume: Annotated[
@@ -372,6 +382,7 @@ def submit_command(
             ("usd", "--ceiling-usd", ceiling_usd),
             ("runs", "--ceiling-runs", ceiling_runs),
             ("tokens", "--ceiling-tokens", ceiling_tokens),
+            ("sandbox_s", "--ceiling-sandbox-s", ceiling_sandbox_s),
         ]
     )
     judge_flags = _flags(
@@ -407,6 +418,7 @@ def submit_command(
                 judge_ceiling=judge_flags,
                 repeats=repeats,
                 seed=seed,
+                prices=tuple(price or ()),
             )
         code = run_submit(
             settings,

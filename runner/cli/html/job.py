@@ -114,6 +114,19 @@ def _tasks(grading: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _incomplete(entries: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Incomplete runs (and judged-failed groups) by status: ``[(status, [v×task, ...])]``."""
+    by_status: dict[str, list[str]] = {}
+    for entry in entries:
+        where = (
+            f"{entry.get('variant')}×{entry.get('task_id')}"
+            if entry.get("variant")
+            else f"task {entry.get('task_id')}"
+        )
+        by_status.setdefault(str(entry.get("status")), []).append(where)
+    return list(by_status.items())
+
+
 def _ceilings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for purpose, dims in (report.get("ceilings") or {}).items():
@@ -143,6 +156,7 @@ def job_context(report: Mapping[str, Any]) -> dict[str, Any]:
         "spend": report.get("spend") or {},
         "not_run": group_by_reason(report.get("not_run") or [], "pair"),
         "stopped": report.get("stopped_by_ceiling") or [],
+        "incomplete": _incomplete(report.get("incomplete") or []),
         "ungraded": group_by_reason(grading.get("ungraded") or [], "task"),
         "grading": grading,
         "ratings": _ratings(grading),

@@ -54,8 +54,12 @@ def read_gate(
     *,
     cwd: Path | None = None,
     settings: Any = None,
+    decided_only: bool = True,
 ) -> EligibilityReport:
     """Stage 1: check with the registries read from source; raise what that decided.
+
+    ``decided_only=False`` raises what the reading could not decide too, as ``check`` does
+    (``submit --dry-run``: no sandbox will describe the tools).
 
     Raises:
         InputError: a workflow, a module (not found, a declaration the runtime refuses), the
@@ -64,7 +68,7 @@ def read_gate(
             modules read in full (exit 3).
     """
     report = check_eligibility(paths, policy, cwd=cwd, settings=settings, model_check="import")
-    report.raise_for_problems(decided_only=True)
+    report.raise_for_problems(decided_only=decided_only)
     undecided = [p.message for p in report.problems]
     if undecided:  # `check` fails on these (fail closed); here the sandbox's description decides
         log.warning("eligibility_left_to_the_sandbox", problems=undecided)

@@ -159,6 +159,7 @@ def _state(**kw: Any) -> Any:
         "infra_error": None,
         "ceiling_refusals": [],
         "provider_timed_out": False,
+        "budget_cut": False,
         "killed_for": None,
         "episode": None,
         "runtime_error": None,

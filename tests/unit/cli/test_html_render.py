@@ -52,6 +52,9 @@ def _report(pairs: list[dict[str, Any]]) -> dict[str, Any]:
         "runs_by_status": {"succeeded": 2},
         "pairs": pairs,
         "not_run": [{"variant": "A", "task_id": HOSTILE_ID, "reason": HOSTILE}],
+        "incomplete": [
+            {"variant": f"B{HOSTILE}", "task_id": "t2", "status": "ceiling_reached", "reason": ""}
+        ],
         "spend": {},
         "grading": {
             "judge": "rubric",
@@ -153,6 +156,7 @@ def test_a_job_page_is_inert_whatever_the_report_and_traces_hold(tmp_path: Path)
     assert (episode["tokens_in"], episode["tokens_out"], episode["usd"]) == (7, 3, 0.25)
     assert "t&#39; onmouseover=&#39;alert(1)&#39; &amp;lt;b&amp;gt;" in html  # as text
     assert "&lt;/script&gt;&lt;script&gt;" in html  # the hostile text shown, escaped
+    assert "incomplete, ceiling_reached (never scored" in html  # issue 25: named, not scored
     path = write_page(tmp_path / "out" / "report.html", html)
     assert path.read_bytes().decode("utf-8") == html
 

@@ -71,7 +71,9 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
     led.close()
 
 
-def _run(tmp_path: Path, ledger: Ledger, ceiling: Ceiling) -> SimpleNamespace:
+def _run(
+    tmp_path: Path, ledger: Ledger, ceiling: Ceiling, spent: Amount | None = None
+) -> SimpleNamespace:
     wf = tmp_path / "wf.yaml"
     wf.write_text(WORKFLOW)
     policy = SimpleNamespace(
@@ -95,6 +97,8 @@ def _run(tmp_path: Path, ledger: Ledger, ceiling: Ceiling) -> SimpleNamespace:
     )
     stop = StopSignal()
     guard = CeilingGuard(ledger, "job", {"replay": ceiling})
+    if spent is not None:  # an earlier run's calls, settled: what is left is less than a call
+        guard.settle(guard.reserve("replay", spent, key="earlier", kind="model_call"), spent)
     metered = MeteredProvider(
         ScriptedProvider(_answer),
         guard,
@@ -119,7 +123,10 @@ def _run(tmp_path: Path, ledger: Ledger, ceiling: Ceiling) -> SimpleNamespace:
 def test_a_refused_model_call_ends_the_trace_ceiling_reached(
     tmp_path: Path, ledger: Ledger
 ) -> None:
-    run = _run(tmp_path, ledger, Ceiling(tokens=5))  # the first turn's estimate is larger
+    # 10,000 tokens, 9,995 of them charged: the first turn's estimate is larger than what is
+    # left, not than the whole ceiling (a call larger than that is refused alone: N05)
+    spent = Amount(tokens_in=9_995)
+    run = _run(tmp_path, ledger, Ceiling(tokens=10_000), spent)
     assert run.metered.refused == 1 and run.stop.reason == "ceiling_reached"
     assert run.result.status == "ceiling_reached"
     end = run.lines[-1]
@@ -136,7 +143,7 @@ def test_a_refused_model_call_ends_the_trace_ceiling_reached(
     calls = [line for line in run.lines if line["type"] == "call"]
     assert [c["error"]["class"] for c in calls] == ["CeilingReached"]
     assert end["meter"]["model_calls"] == 1 and end["meter"]["tokens_in"] == 0
-    assert ledger.committed("job", "replay") == Amount()  # nothing was forwarded or charged
+    assert ledger.committed("job", "replay") == spent  # nothing was forwarded or charged
 
 
 def test_a_forwarded_model_call_under_the_ceiling_is_not_ceiling_reached(

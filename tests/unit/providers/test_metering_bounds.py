@@ -15,7 +15,7 @@ import pytest
 
 from runner.ledger import Ceiling, CeilingGuard, Ledger
 from runner.providers.base import ProviderResponse
-from runner.providers.metered import CEILING_ERROR_CLASS, MeteredProvider, StopSignal
+from runner.providers.metered import MODEL_UNPRICED_CLASS, MeteredProvider, StopSignal
 
 PRICES = {"m-1": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 10.0}}
 
@@ -98,7 +98,8 @@ def test_an_unpriced_model_is_refused_under_a_bounded_usd_ceiling(ledger: Ledger
     metered = _metered(ledger, inner, Ceiling(usd=1.0))
     served = metered.complete({"model": "unpriced-9", "messages": []}, "model")
     assert served.error is not None
-    assert served.error["class"] == CEILING_ERROR_CLASS
+    # refused alone, an error to that run, never a ceiling_reached (issue 25)
+    assert served.error["class"] == MODEL_UNPRICED_CLASS and served.status == 400
     assert "unpriced-9" in served.error["message"]
     assert inner.forwarded == [] and ledger.charges("job") == []
     assert not metered.stop.is_set()

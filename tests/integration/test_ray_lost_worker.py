@@ -59,6 +59,7 @@ def test_a_killed_worker_leaves_nothing_after_its_reaper_and_resume_completes(
 ) -> None:
     from runner.ledger import Ledger
 
+    assert cluster.engine is not None
     host = cluster.engine.host
     work = _project(tmp_path / "p", tasks=3, sleep_s=8.0)
     first: dict[str, Any] = {}

@@ -283,7 +283,11 @@ class RayBackend(Backend):
                 scheduling_strategy=NodeAffinitySchedulingStrategy(self.driver_node, soft=False),
             ).remote(),
         )
-        ray.get(self.relay.ping.remote(), timeout=120)
+        try:
+            ray.get(self.relay.ping.remote(), timeout=120)
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            self.close()
+            raise _infra("the relay actor did not start on the driver's node", exc) from exc
         self._blobs: dict[str, tuple[shipping.Blob, Any]] = {}
         self._blob_lock = threading.Lock()
         self._image_ids: dict[str, str] = {}

@@ -44,6 +44,7 @@ def test_the_unsafe_opt_in_needs_the_ray_backend() -> None:
     assert result.exit_code == 2, result.output
     helpdesk = REPO / "examples" / "helpdesk"
     args = ["submit", "--variant", str(helpdesk / "v1.yaml"), "--tasks",
-            str(helpdesk / "tasks.jsonl"), "--unsafe-open-cluster", "--backend", "namespace"]  # fmt: skip
+            str(helpdesk / "tasks.jsonl"), "--unsafe-open-cluster",
+            "--backend", "namespace"]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and "--unsafe-open-cluster" in result.output, result.output

@@ -21,6 +21,7 @@ from runner.backends.capacity import (
     Bound,
     ConcurrencyBound,
     HostResources,
+    backend_bounds,
     bound_concurrency,
     raise_nofile,
 )
@@ -135,7 +136,7 @@ def admit_concurrency(
         engine_memory_bytes=engine_memory(engine) if engine is not None else None,
         host=HostResources.read(),
         engine_is_local=_is_local(engine),
-        extra=_ceiling_bound(ceiling_sandbox_s, policy, settings),
+        extra=(*_ceiling_bound(ceiling_sandbox_s, policy, settings), *backend_bounds(engine)),
         pool=_pool(engine, settings),
     )
 

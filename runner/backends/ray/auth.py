@@ -19,17 +19,25 @@ The calls are read-only and carry an empty request: ``NodeInfoGcsService/GetClus
 GCS, ``NodeManagerService/GetSystemConfig`` on a raylet (method paths of Ray's protocol,
 ``src/ray/protobuf``; an unknown method answers ``UNIMPLEMENTED``, counted as not proven).
 
-May import: grpc (a dependency of the ``ray`` extra), `runner.errors` and the standard library.
+`probe_cluster` asks from a child process (``python -m runner.backends.ray.auth``, the
+question on its stdin, the answers as JSON on its stdout): grpc's threads and its fork
+handlers never enter the driver, which forks children of its own (a forked child of a process
+that had used grpc aborted in grpc's poller, measured in the test suite).
+
+May import: grpc (a dependency of the ``ray`` extra, imported by `probe` only), `runner.errors`
+and the standard library.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import grpc
+from typing import Any
 
 from runner.errors import InfrastructureError
 
@@ -126,10 +134,10 @@ def _tls(environ: Mapping[str, str]) -> _Tls | None:
     return _Tls(ca, read("RAY_TLS_SERVER_CERT"), read("RAY_TLS_SERVER_KEY"))
 
 
-def _call(
-    target: str, method: str, timeout_s: float, credentials: grpc.ChannelCredentials | None
-) -> tuple[grpc.StatusCode, str]:
+def _call(target: str, method: str, timeout_s: float, credentials: Any) -> tuple[Any, str]:
     """One unary call with an empty request and no metadata; its status code and message."""
+    import grpc  # here only: in the probe's own process (module docstring)
+
     if credentials is None:
         channel = grpc.insecure_channel(target)
     else:
@@ -170,6 +178,8 @@ def probe(
     Raises:
         InfrastructureError: TLS is on and its files are unreadable.
     """
+    import grpc  # here only: in the probe's own process (module docstring)
+
     tls = _tls(os.environ if environ is None else environ)
     if tls is None:
         code, detail = _call(target, method, timeout_s, None)
@@ -193,6 +203,11 @@ def probe(
     return Endpoint(name, target, "unknown", "", f"{with_cert.name}: {cert_detail}")
 
 
+# The driver's variables the probe reads (Ray's TLS files); nothing else reaches its child.
+_TLS_VARIABLES = ("RAY_USE_TLS", "RAY_TLS_CA_CERT", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY")
+_ANSWERS = ("refused", "open", "unknown")
+
+
 def probe_cluster(
     gcs: str,
     raylets: Iterable[tuple[str, str]] = (),
@@ -202,24 +217,72 @@ def probe_cluster(
 ) -> Verdict:
     """Ask the GCS and each raylet whether it answers a client without credentials.
 
+    The calls are made by a child process (module docstring), one endpoint after another.
+
     Args:
         gcs: the cluster's address (``host:port`` of the GCS).
         raylets: ``(node id, host:port)`` of each node's raylet (``NodeManagerAddress`` and
             ``NodeManagerPort`` of ``ray.nodes()``); none before the driver has joined.
-        environ: the driver's environment (default ``os.environ``).
+        environ: the driver's environment, for Ray's TLS variables (default ``os.environ``).
         timeout_s: seconds for each call.
 
     Returns:
         The `Verdict` over every endpoint asked.
 
     Raises:
-        InfrastructureError: TLS is on and its files are unreadable.
+        InfrastructureError: TLS is on and its files are unreadable, or the probe's process
+            failed or answered something else than its answers.
     """
-    found = [probe("gcs", gcs, GCS_METHOD, environ=environ, timeout_s=timeout_s)]
-    for node, target in raylets:
-        name = f"raylet {node[:12]}"
-        found.append(probe(name, target, RAYLET_METHOD, environ=environ, timeout_s=timeout_s))
-    return Verdict(tuple(found))
+    env = os.environ if environ is None else environ
+    asked = [("gcs", gcs, GCS_METHOD)]
+    asked += [(f"raylet {node[:12]}", target, RAYLET_METHOD) for node, target in raylets]
+    question = {
+        "endpoints": asked,
+        "environ": {k: env[k] for k in _TLS_VARIABLES if k in env},
+        "timeout_s": timeout_s,
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", __name__],
+            input=json.dumps(question),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s * len(asked) * 3 + 30,
+            env={k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InfrastructureError(f"the cluster's authentication probe did not run: {exc}") from exc
+    try:
+        answer = json.loads(done.stdout)
+        if "error" in answer:
+            raise InfrastructureError(str(answer["error"]))
+        found = tuple(Endpoint(**e) for e in answer["endpoints"])
+        if [(e.name, e.target) for e in found] != [(n, t) for n, t, _ in asked] or any(
+            e.answer not in _ANSWERS for e in found
+        ):
+            raise ValueError("answers do not match the question")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InfrastructureError(
+            f"the cluster's authentication probe failed (exit {done.returncode}):"
+            f" {done.stderr.strip()[-500:]}"
+        ) from exc
+    return Verdict(found)
+
+
+def _main() -> None:
+    """The probe's process: the question as JSON on stdin, the answers as JSON on stdout."""
+    question = json.loads(sys.stdin.read())
+    try:
+        found = [
+            probe(str(name), str(target), str(method), environ=question["environ"],
+                  timeout_s=float(question["timeout_s"]))
+            for name, target, method in question["endpoints"]
+        ]  # fmt: skip
+    except InfrastructureError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return
+    print(json.dumps({"endpoints": [asdict(e) for e in found]}))
 
 
 class ClusterNotAuthenticated(InfrastructureError):
@@ -262,3 +325,7 @@ __all__ = [
     "probe_cluster",
     "require_authenticated",
 ]
+
+
+if __name__ == "__main__":
+    _main()

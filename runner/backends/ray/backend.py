@@ -413,7 +413,10 @@ class RayBackend(Backend):
         key = f"{spec.run_id}.{uuid.uuid4().hex[:8]}"
         shipped = self.shipped(spec)
         relay = self.relay
-        ray.get(relay.open.remote(key))
+        try:
+            ray.get(relay.open.remote(key), timeout=_SLACK_S)
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            raise _infra("the relay did not answer", exc, run_id=spec.run_id) from exc
         ref = _episode_task.options(num_cpus=0, resources={self.slots: 1}, max_retries=0).remote(
             key, spec, shipped, relay
         )
@@ -426,7 +429,10 @@ class RayBackend(Backend):
 
     def _started(self, relay: Any, key: str, ref: Any, spec: SandboxSpec) -> str:
         while True:
-            info = ray.get(relay.wait_started.remote(key, _START_POLL_S))
+            try:
+                info = ray.get(relay.wait_started.remote(key, _START_POLL_S), timeout=_SLACK_S)
+            except (ray.exceptions.RayError, TimeoutError) as exc:
+                raise _infra("the relay did not answer", exc, run_id=spec.run_id) from exc
             if info is None and ray.wait([ref], timeout=0)[0]:
                 try:
                     info = ray.get(ref)

@@ -215,6 +215,10 @@ def test_doctor_passes_auth_on_the_token_cluster(cluster: RayCluster, tmp_path: 
     first = done.stdout.splitlines()[0] if done.stdout else ""
     assert first.startswith("ok    auth"), done.stdout + done.stderr
     assert "(token)" in first and "raylet" in first
+    # a driver that would send no token is told what to set (Ray's client retries ~20 s)
+    bare = _cli(["doctor", "--backend", "ray", "--ray-address", cluster.address], tmp_path,
+                RAY_AUTH_MODE="disabled")  # fmt: skip
+    assert bare.returncode == 6 and "set RAY_AUTH_MODE=token" in bare.stderr, bare.stderr
 
 
 def _environ_holders(secret: str) -> list[tuple[int, str]]:

@@ -137,10 +137,14 @@ def _require_driver_token(verdict: auth.Verdict, address: str) -> None:
     """
     token_mode = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
     if verdict.how.startswith("token") and not token_mode:
+        fix = (
+            "set RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN,"
+            " RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) in the driver's environment"
+        )
         raise InfrastructureError(
-            f"the Ray cluster at {address} requires its token and this driver would not send it",
-            fix="set RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN,"
-            " RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) in the driver's environment",
+            f"the Ray cluster at {address} requires its token and this driver would not send"
+            f" it: {fix}",
+            fix=fix,
             address=address,
         )
 

@@ -69,11 +69,11 @@ def _engine_answers(host: str) -> bool:
 
 
 def bridge_state() -> str | None:
-    """``docker0`` of the host's network namespace (``"INDEX: docker0"``), None when absent."""
-    out = subprocess.run(
-        ["ip", "-o", "link", "show", "docker0"], capture_output=True, text=True, check=False
-    )
-    return ":".join(out.stdout.split(":")[:2]) if out.returncode == 0 else None
+    """``docker0`` of the host's network namespace (its interface index), None when absent."""
+    try:
+        return Path("/sys/class/net/docker0/ifindex").read_text().strip()
+    except OSError:
+        return None
 
 
 def _image_id(host: str | None, image: str) -> str | None:
@@ -92,15 +92,16 @@ def second_engine(image: str, extra_args: Sequence[str] = ()) -> Iterator[Engine
         _unusable("a second dockerd needs root")
     if shutil.which("dockerd") is None:
         _unusable("dockerd is not installed")
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        _unusable("unshare and ip are needed to give the second dockerd a network of its own")
+    if shutil.which("unshare") is None:
+        _unusable("unshare (util-linux) is needed to give the second dockerd a network of its own")
     bridge_before = bridge_state()
     # short paths: a unix socket path is limited to 108 bytes
     root = Path(tempfile.mkdtemp(prefix="srray-", dir="/tmp"))
     host = f"unix://{root}/docker.sock"
     log = (root / "dockerd.log").open("wb")
-    # A network namespace of its own with lo up; exec keeps the pid dockerd's, stopped by it.
-    netns = ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+    # A network namespace of its own (only lo, down: the engine needs none, its sandboxes have
+    # none); unshare execs dockerd, so the pid stays dockerd's and it is stopped by it.
+    netns = ["unshare", "--net", "--"]
     proc = subprocess.Popen(
         [
             *netns,

@@ -17,8 +17,9 @@ any sandbox by design (`runner.backends.unsandboxed`).
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -67,6 +68,17 @@ RayAddressOption = Annotated[
         show_default=False,
     ),
 ]
+UnsafeOpenClusterOption = Annotated[
+    bool,
+    typer.Option(
+        "--unsafe-open-cluster",
+        help="UNSAFE: with --backend ray, use a cluster that runs the code of any client that"
+        " reaches it (no token authentication, no mutual TLS). Without it such a cluster is"
+        " refused (exit 6).",
+    ),
+]
+"""The opt-in to an unauthenticated Ray cluster: a flag only, so it is seen where it is used
+(never inherited from an environment variable)."""
 RuntimeOption = Annotated[
     str | None,
     typer.Option(
@@ -114,12 +126,21 @@ def with_runtime(
     return settings.model_copy(update={"runtime": runtime})
 
 
-def ray_backend(address: str | None) -> Any:
+def ray_backend(address: str | None, *, allow_open: bool = False) -> Any:
     """Connect to the Ray cluster and make a `runner.backends.ray.RayBackend`.
+
+    The provider keys leave this process's environment first (read them into the settings
+    before: `with_host_endpoints`).
+
+    Args:
+        address: ``--ray-address`` (None: ``RAY_ADDRESS``).
+        allow_open: ``--unsafe-open-cluster``.
 
     Raises:
         InputError: the ``ray`` extra is not installed, or no address was given (exit 2).
-        InfrastructureError: the cluster is unreachable or advertises no sandbox slots (exit 6).
+        InfrastructureError: the cluster is unreachable, answers clients without credentials
+            (`runner.backends.ray.auth.ClusterNotAuthenticated`, unless ``allow_open``) or
+            advertises no sandbox slots (exit 6).
     """
     try:
         from runner.backends.ray import RayBackend  # lazy: ray takes ~1 s to import
@@ -127,7 +148,39 @@ def ray_backend(address: str | None) -> Any:
         raise InputError(
             "--backend ray needs the ray extra: pip install 'sandbox-replay[ray]'"
         ) from exc
-    return RayBackend(address)
+    return RayBackend(address, allow_open=allow_open)
+
+
+# The host fallbacks of the providers (runner.providers.httpcall.endpoint) by settings field.
+_HOST_ENDPOINT_ENV = {
+    "openai_base_url": "OPENAI_BASE_URL",
+    "openai_api_key": "OPENAI_API_KEY",
+    "anthropic_base_url": "ANTHROPIC_BASE_URL",
+    "anthropic_api_key": "ANTHROPIC_API_KEY",
+}
+
+
+def with_host_endpoints(settings: Settings, environ: Mapping[str, str] | None = None) -> Settings:
+    """``settings`` with the host's ``OPENAI_*``/``ANTHROPIC_*`` endpoints and keys in them.
+
+    The providers fall back to those variables when they are built; ``--backend ray`` removes
+    them from the process's environment before it joins the cluster (`runner.backends.ray.
+    driverenv`), so they are read into the settings first. A value the settings already hold
+    wins, as in the providers' own fallback.
+
+    Args:
+        settings: the command's settings.
+        environ: the environment to read (default ``os.environ``).
+    """
+    from pydantic import SecretStr  # imported on use: CLI start-up speed (`--help`)
+
+    env = os.environ if environ is None else environ
+    update: dict[str, Any] = {}
+    for field, name in _HOST_ENDPOINT_ENV.items():
+        if getattr(settings, field) is None and env.get(name):
+            value = env[name]
+            update[field] = SecretStr(value) if field.endswith("_key") else value
+    return settings.model_copy(update=update) if update else settings
 
 
 def chosen_backend(settings: Settings, backend: BackendName | None) -> BackendName:
@@ -151,18 +204,31 @@ def namespace_backend(settings: Settings) -> Any:
 
 
 def backend_factory(
-    settings: Settings, backend: BackendName | None, ray_address: str | None
+    settings: Settings,
+    backend: BackendName | None,
+    ray_address: str | None,
+    *,
+    unsafe_open_cluster: bool = False,
 ) -> Callable[[], Any]:
     """A function that makes the chosen backend (called once the plan stands).
 
+    Args:
+        settings: the command's settings (for ``ray``: read through `with_host_endpoints`).
+        backend: ``--backend`` (None: ``SANDBOX_REPLAY_BACKEND``).
+        ray_address: ``--ray-address``.
+        unsafe_open_cluster: ``--unsafe-open-cluster``.
+
     Raises:
-        InputError: ``--ray-address`` was given without ``--backend ray``.
+        InputError: ``--ray-address`` or ``--unsafe-open-cluster`` was given without
+            ``--backend ray``.
     """
     backend = chosen_backend(settings, backend)
     if ray_address and backend is not BackendName.ray:
         raise InputError("--ray-address needs --backend ray")
+    if unsafe_open_cluster and backend is not BackendName.ray:
+        raise InputError("--unsafe-open-cluster needs --backend ray")
     if backend is BackendName.ray:
-        return lambda: ray_backend(ray_address)
+        return lambda: ray_backend(ray_address, allow_open=unsafe_open_cluster)
     if backend is BackendName.namespace:
         return lambda: namespace_backend(settings)
 

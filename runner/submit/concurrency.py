@@ -19,6 +19,7 @@ from typing import Any
 from runner.backends.capacity import (
     ConcurrencyBound,
     HostResources,
+    backend_bounds,
     bound_concurrency,
     raise_nofile,
 )
@@ -114,6 +115,7 @@ def admit_concurrency(
         engine_memory_bytes=engine_memory(engine) if engine is not None else None,
         host=HostResources.read(),
         engine_is_local=_is_local(engine),
+        extra=backend_bounds(engine),
         pool=_pool(engine, settings),
     )
 

@@ -1,12 +1,18 @@
 """Fixtures of the Ray tests: a second Docker engine and a small Ray cluster on 127.0.0.1.
 
 The second engine is a ``dockerd`` of its own (data root, exec root, pidfile, unix socket;
-``--bridge=none --iptables=false``: no network of its own, no firewall rules) with the sandbox
-image loaded into it, so the worker node that uses it (``DOCKER_HOST`` in that node's
-environment) runs containers its own engine made. The cluster (``ray.cluster_utils.Cluster``):
-a head with no sandbox slots and two workers, each with one CPU and a few slots, usage stats
-off, no dashboard, everything on 127.0.0.1. Teardown always stops every process the fixture
-started (Ray's by the cluster's own shutdown, dockerd by its pid), never anything by name.
+``--bridge=none --iptables=false``: no network of its own, no firewall rules) in a network
+namespace of its own (``unshare --net``, only ``lo``): a dockerd started with
+``--bridge=none`` in the host's namespace deletes the main engine's ``docker0`` bridge
+(verified; the user-image build then failed), so the fixture also checks that ``docker0`` is
+untouched. The sandbox image is loaded into it, so the worker node that uses it
+(``DOCKER_HOST`` in that node's environment) runs containers its own engine made. The cluster
+(``ray.cluster_utils.Cluster``): a head with no sandbox slots and two workers, each with one CPU
+and a few slots, usage stats off, no dashboard, everything on 127.0.0.1, and token
+authentication on (``RAY_AUTH_MODE=token`` with a token made per test session, in this process
+and every node: ``submit`` refuses a cluster without it). Teardown always stops every process
+the fixture started (Ray's by the cluster's own shutdown, dockerd by its pid), never anything
+by name.
 
 Tests that need Ray or root fail (never skip) under CI=true, like the Docker tests.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -33,6 +40,10 @@ SLOTS = 3
 # the test cluster and its drivers stay on 127.0.0.1.
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 os.environ.update(LOOPBACK_ENV)
+# Token authentication (README, "Many machines"): read by Ray's C++ config when this process
+# first uses ray, and inherited by the GCS the head starts from here.
+AUTH_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+os.environ.update(AUTH_ENV)
 
 
 @dataclass
@@ -57,6 +68,14 @@ def _engine_answers(host: str) -> bool:
     return out.returncode == 0
 
 
+def bridge_state() -> str | None:
+    """``docker0`` of the host's network namespace (its interface index), None when absent."""
+    try:
+        return Path("/sys/class/net/docker0/ifindex").read_text().strip()
+    except OSError:
+        return None
+
+
 def _image_id(host: str | None, image: str) -> str | None:
     cmd = ["docker", *(["-H", host] if host else []), "image", "inspect", "-f", "{{.Id}}", image]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
@@ -73,12 +92,19 @@ def second_engine(image: str, extra_args: Sequence[str] = ()) -> Iterator[Engine
         _unusable("a second dockerd needs root")
     if shutil.which("dockerd") is None:
         _unusable("dockerd is not installed")
+    if shutil.which("unshare") is None:
+        _unusable("unshare (util-linux) is needed to give the second dockerd a network of its own")
+    bridge_before = bridge_state()
     # short paths: a unix socket path is limited to 108 bytes
     root = Path(tempfile.mkdtemp(prefix="srray-", dir="/tmp"))
     host = f"unix://{root}/docker.sock"
     log = (root / "dockerd.log").open("wb")
+    # A network namespace of its own (only lo, down: the engine needs none, its sandboxes have
+    # none); unshare execs dockerd, so the pid stays dockerd's and it is stopped by it.
+    netns = ["unshare", "--net", "--"]
     proc = subprocess.Popen(
         [
+            *netns,
             "dockerd",
             f"--data-root={root}/data",
             f"--exec-root={root}/exec",
@@ -110,6 +136,7 @@ def second_engine(image: str, extra_args: Sequence[str] = ()) -> Iterator[Engine
         if load.returncode != 0 or save.returncode != 0:
             _unusable(f"cannot load {image} into the second engine: {load.stderr!r}")
         assert _image_id(host, image) == _image_id(None, image)
+        assert bridge_state() == bridge_before, "the second dockerd changed the host's docker0"
         yield Engine(host, root, proc.pid)
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -137,6 +164,7 @@ def ray_module() -> Any:
 
 NODE_ENV = {
     **LOOPBACK_ENV,
+    **AUTH_ENV,
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_enable_metrics_collection": "0",
 }
@@ -163,13 +191,14 @@ class RayCluster:
     address: str
     cluster: Any
     workers: list[Any]
-    engine: Engine
+    engine: Engine | None
     caches: Path
 
 
 @contextlib.contextmanager
-def ray_cluster(engine: Engine) -> Iterator[RayCluster]:
-    """Head (no slots) + worker A (main engine) + worker B (``engine``); always shut down."""
+def ray_cluster(engine: Engine | None) -> Iterator[RayCluster]:
+    """Head (no slots) + worker A (main engine) + worker B (``engine``, when given); always
+    shut down."""
     ray_module()
     from ray.cluster_utils import Cluster
 
@@ -188,10 +217,9 @@ def ray_cluster(engine: Engine) -> Iterator[RayCluster]:
         },
     )
     try:
-        workers = [
-            cluster.add_node(**worker_args(None, caches / "a")),
-            cluster.add_node(**worker_args(engine.host, caches / "b")),
-        ]
+        workers = [cluster.add_node(**worker_args(None, caches / "a"))]
+        if engine is not None:
+            workers.append(cluster.add_node(**worker_args(engine.host, caches / "b")))
         cluster.wait_for_nodes()
         yield RayCluster(cluster.address, cluster, workers, engine, caches)
     finally:

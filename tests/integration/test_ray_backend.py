@@ -126,6 +126,7 @@ def test_episodes_land_on_both_workers_and_the_ledger_adds_up(
     assert {run["node"] for run, _ in traces} == set(nodes.values())  # both workers ran some
     assert {end["status"] for _, end in traces} == {"succeeded"}
     on_b = {run["run_id"] for run, _ in traces if run["node"] == nodes["b"]}
+    assert cluster.engine is not None
     created_b = _created_on(cluster.engine.host)
     assert on_b and all(any(r in name for name in created_b) for r in on_b)  # B's own engine
     with Ledger(work / "state" / "ledger.sqlite3") as ledger:

@@ -1,9 +1,18 @@
 """A worker node killed mid-job (issue 15): its runs end ``infra_error``, the node's reaper
 (on a node started again on the same engine) removes the container the dead worker left, and
-``submit --resume`` completes the job with every pair charged once."""
+``submit --resume`` completes the job with every pair charged once.
+
+The node is lost the way a machine is: everything on it stops at once. Its engine's run
+containers are paused the moment each starts (the engine's own ``start`` events, read as they
+come), then the node's processes are killed. A fixed margin (kill within the 8 s a run sleeps)
+was not a loss: on a loaded machine the run on B could finish, or its worker process (which
+outlives its raylet by about a second) could remove its container, before the kill landed, and
+the first job then ended 0 or left nothing to reap.
+"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -47,6 +56,36 @@ def _owner_pids(host: str) -> set[int]:
     return {int(p) for p in out.stdout.split() if p.isdigit()}
 
 
+class _Freezer(threading.Thread):
+    """Pauses each run container the engine at ``host`` starts once ``armed`` (its events)."""
+
+    def __init__(self, host: str, armed: Any) -> None:
+        super().__init__(daemon=True)
+        self.host, self.armed = host, armed
+        self.paused: list[str] = []
+        self.first = threading.Event()
+        self.proc = subprocess.Popen(
+            ["docker", "-H", host, "events", "--format", "{{json .}}", "--filter",
+             "type=container", "--filter", "event=start", "--filter", f"label={L.MANAGED}=1"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def run(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            container = json.loads(line)["id"]
+            if not self.armed():  # the tool description's sandbox, before the job exists
+                continue
+            subprocess.run(["docker", "-H", self.host, "pause", container], check=False,
+                           capture_output=True, timeout=60)  # fmt: skip
+            self.paused.append(container)
+            self.first.set()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
 def _wait(condition: Any, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -59,6 +98,7 @@ def test_a_killed_worker_leaves_nothing_after_its_reaper_and_resume_completes(
 ) -> None:
     from runner.ledger import Ledger
 
+    assert cluster.engine is not None
     host = cluster.engine.host
     work = _project(tmp_path / "p", tasks=3, sleep_s=8.0)
     first: dict[str, Any] = {}
@@ -69,16 +109,21 @@ def test_a_killed_worker_leaves_nothing_after_its_reaper_and_resume_completes(
             "--concurrency", "4",
         )  # fmt: skip
 
+    jobs = work / "state" / "jobs"
+    freezer = _Freezer(host, jobs.is_dir)
+    freezer.start()
     thread = threading.Thread(target=submit)
     thread.start()
-    # a run's sandbox (the tool description's sandbox runs before the job exists)
-    jobs = work / "state" / "jobs"
-    _wait(lambda: jobs.is_dir() and bool(_managed(host, running=True)), 240, "a run on B")
-    owners = _owner_pids(host)
-    cluster.cluster.remove_node(cluster.workers[1], allow_graceful=False)
+    try:
+        assert freezer.first.wait(240), "no run started on B"
+        cluster.cluster.remove_node(cluster.workers[1], allow_graceful=False)
+    finally:
+        freezer.stop()
     thread.join(timeout=600)
     assert first["code"] == 6, first  # worker B's runs: infra_error
-    assert _managed(host, running=False), "the dead worker's container is still there"
+    left = _managed(host, running=False)
+    assert {c[:12] for c in freezer.paused} <= set(left), (freezer.paused, left)  # not removed
+    owners = _owner_pids(host)  # every container B's worker processes made, paused or not
 
     def owners_dead() -> bool:
         return not any(Path(f"/proc/{pid}").exists() for pid in owners)

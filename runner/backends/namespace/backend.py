@@ -36,11 +36,12 @@ from pathlib import Path
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import Backend, Reaped, SandboxSpec
+from runner.backends.capacity import Bound
 from runner.backends.capping import sandbox_environment
 from runner.backends.namespace import seccomp
 from runner.backends.namespace.bwrapargs import bwrap_argv
 from runner.backends.namespace.cgroups import Cgroups, Host, probe_host
-from runner.backends.namespace.launcher import Staging, die_with_owner, launcher_argv
+from runner.backends.namespace.launcher import Staging, launcher_argv, launcher_preexec
 from runner.backends.namespace.records import (
     read_records,
     reap_records,
@@ -116,6 +117,22 @@ class NamespaceBackend(Backend):
     def capabilities(self) -> dict[str, bool]:
         """Which limits this host enforces (`runner.backends.namespace.cgroups.Host`)."""
         return self.host.capabilities()
+
+    def concurrency_bounds(self) -> tuple[Bound, ...]:
+        """Without cgroups, one sandbox at a time (`runner.backends.capacity.backend_bounds`).
+
+        The rlimit fallback's ``RLIMIT_NPROC`` counts every process of the sandbox's uid, and
+        every sandbox runs as the same uid (the user's own; 10001 as root): a fork bomb in one
+        sandbox would take the process slots of every other (issue 32, N08). The plan shows
+        this bound with its reason.
+        """
+        if self.host.cgroups:
+            return ()
+        why = (
+            "namespace backend with rlimits: RLIMIT_NPROC is shared by every sandbox of one"
+            f" uid, so one sandbox at a time ({self.host.reason})"
+        )
+        return (Bound("rlimits", 1, why),)
 
     def close(self) -> None:
         """Nothing to close (no engine connection is kept)."""
@@ -237,7 +254,7 @@ class NamespaceBackend(Backend):
             staging = self._staging(spec, tree)
             filter_fd = self._seccomp_pipe()
             argv = [
-                *launcher_argv(groups, spec.limits, staging, setpriv=self.setpriv),
+                *launcher_argv(groups, staging, setpriv=self.setpriv),
                 *bwrap_argv(
                     self.bwrap,
                     spec,
@@ -258,9 +275,9 @@ class NamespaceBackend(Backend):
                     cwd="/",
                     start_new_session=True,
                     pass_fds=() if filter_fd is None else (filter_fd,),
-                    preexec_fn=die_with_owner,
+                    preexec_fn=launcher_preexec(None if groups is not None else spec.limits),
                 )
-            except OSError as exc:
+            except (OSError, subprocess.SubprocessError) as exc:
                 raise InfrastructureError(
                     f"cannot start bwrap for {name}: {exc}", run_id=spec.run_id
                 ) from exc

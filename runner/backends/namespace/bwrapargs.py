@@ -12,9 +12,10 @@ The filesystem: bwrap's new root is an empty tmpfs, remounted read-only after ev
 recreated (``--symlink``), except where a mount goes: a folder of the image that contains a
 mount target is recreated empty on the root tmpfs (``--dir``) and its own entries bound one
 level down, recursively, so mount points can be made without writing to the image tree. Then
-``/proc`` (the pid namespace's own), bwrap's minimal ``/dev``, ``/dev/shm`` and ``/tmp`` as
-tmpfs of ``tmpfs_mb`` each (mode 1777), the spec's mounts (``--ro-bind`` unless a mount is a
-deliberate read-write opt-in), and each cgroup's folder read-only under ``/sys/fs/cgroup``.
+``/proc`` (the pid namespace's own), bwrap's minimal ``/dev`` (remounted read-only: its tmpfs
+has no size of its own), ``/dev/shm`` and ``/tmp`` as tmpfs of ``tmpfs_mb`` each (mode 1777),
+the spec's mounts (``--ro-bind`` unless a mount is a deliberate read-write opt-in), and each
+cgroup's folder read-only under ``/sys/fs/cgroup``.
 """
 
 from __future__ import annotations
@@ -129,6 +130,10 @@ def bwrap_argv(
         shm,
         "--tmpfs",
         "/dev/shm",  # noqa: S108 - the sandbox's own tmpfs, not a host path
+        # bwrap's /dev is a tmpfs of half the RAM owned by the sandbox's user (2 GB were
+        # written in it under memory 512 MB, issue 32 N08); Docker's is root's: read-only here
+        "--remount-ro",
+        "/dev",
         "--perms",
         "1777",
         "--size",

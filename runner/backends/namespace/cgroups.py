@@ -15,8 +15,10 @@ sandbox is counted.
 
 A delegated cgroup v2 (``/sys/fs/cgroup/cgroup.controllers`` and a writable own group) is not
 implemented yet: such hosts get the rlimit fallback. Without cgroups the launcher sets rlimits
-(``ulimit``): address space for memory (an allocation fails, the kernel reports no OOM) and the
-processes of the sandbox's user for pids; CPU is not limited. `Host.capabilities` says which.
+(``setrlimit``, `runner.backends.namespace.launcher.launcher_preexec`): address space for
+memory (an allocation fails, the kernel reports no OOM) and the processes of the sandbox's user
+for pids, shared by every sandbox of that uid (so sandboxes then run one at a time); CPU is
+not limited. `Host.capabilities` says which.
 
 The sandbox sees none of this: no ``/sys`` of the host is mounted, except each group's own
 folder read-only at ``/sys/fs/cgroup/<controller>`` (so the limits can be read, not changed).

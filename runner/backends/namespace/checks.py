@@ -11,14 +11,22 @@ rlimit fallback, and records of sandboxes whose owner died (the reaper removes t
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from runner.backends import labels as L
+from runner.backends.base import DEFAULT_SANDBOX_USER, ResourceLimits
 from runner.backends.docker.checks import Check, probe_checks, run_probe
 from runner.backends.namespace.backend import NamespaceBackend
-from runner.backends.namespace.cgroups import probe_host
+from runner.backends.namespace.cgroups import Host, probe_host
+from runner.backends.namespace.launcher import (
+    EXIT_LAUNCH_FAILED,
+    Staging,
+    launcher_argv,
+    launcher_preexec,
+)
 from runner.backends.namespace.records import read_records
 from runner.errors import InfrastructureError
 
@@ -30,20 +38,45 @@ USERNS_FIX = (
     " kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu 24.04), user.max_user_namespaces>0"
 )
 CGROUP_FIX = (
-    "run as root on cgroup v1, else limits are rlimits: no `oom` status, no CPU limit"
-    " (a delegated cgroup v2 is not supported yet)"
+    "run as root on cgroup v1, else limits are rlimits: no `oom` status, no CPU limit, one"
+    " sandbox at a time (a delegated cgroup v2 is not supported yet)"
 )
 
 
-def _userns(bwrap: str) -> Check:
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "true"]
+def _userns(bwrap: str, host: Host) -> Check:
+    """Bwrap makes its namespaces when started as a sandbox is: through the same launcher.
+
+    The launcher's shell, its rlimits (without cgroups) and, as root, its drop to the sandbox's
+    uid (`runner.backends.namespace.launcher`), so a launcher that cannot run here (a shell
+    without ``ulimit -u`` did) fails this check, not only every run.
+    """
+    limits = ResourceLimits()
+    uid, _, gid = DEFAULT_SANDBOX_USER.partition(":")
+    staging = Staging([Path("/")], uid, gid) if os.geteuid() == 0 else None
+    setpriv = shutil.which("setpriv") is not None
+    launcher = launcher_argv(None, staging, setpriv=setpriv)
+    argv = [*launcher, bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "true"]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            preexec_fn=launcher_preexec(None if host.cgroups else limits),
+        )
     except (OSError, subprocess.SubprocessError) as exc:
-        return Check("userns", False, True, f"bwrap did not run: {exc}", USERNS_FIX)
+        return Check("userns", False, True, f"the launcher did not run: {exc}", USERNS_FIX)
     if proc.returncode == 0:
-        return Check("userns", True, True, "bwrap makes user, pid, net, IPC and UTS namespaces")
-    return Check("userns", False, True, f"bwrap failed: {proc.stderr.strip()[:300]}", USERNS_FIX)
+        how = "rlimits" if not host.cgroups else "cgroups joined per sandbox"
+        return Check(
+            "userns",
+            True,
+            True,
+            f"bwrap makes user, pid, net, IPC and UTS namespaces (through the launcher; {how})",
+        )
+    failed = "the launcher" if proc.returncode == EXIT_LAUNCH_FAILED else "bwrap"
+    return Check("userns", False, True, f"{failed} failed: {proc.stderr.strip()[:300]}", USERNS_FIX)
 
 
 def namespace_checks(root: Path, image: str, docker_host: str | None) -> list[Check]:
@@ -64,8 +97,8 @@ def namespace_checks(root: Path, image: str, docker_host: str | None) -> list[Ch
         ]
     version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, check=False)
     results = [Check("bwrap", True, True, f"{bwrap}: {version.stdout.strip() or '?'}")]
-    results.append(_userns(bwrap))
     host = probe_host()
+    results.append(_userns(bwrap, host))
     results.append(
         Check(
             "cgroups",
@@ -73,7 +106,7 @@ def namespace_checks(root: Path, image: str, docker_host: str | None) -> list[Ch
             False,
             "memory, pids and CPU limits are cgroup v1 groups"
             if host.cgroups
-            else f"limits are rlimits: {host.reason}",
+            else f"limits are rlimits, one sandbox at a time: {host.reason}",
             "" if host.cgroups else CGROUP_FIX,
         )
     )

@@ -3,9 +3,14 @@
 One process, ``exec`` after ``exec``, so bwrap keeps the pid the host started (its parent is
 the host process: ``--die-with-parent``):
 
-1. ``/bin/sh`` writes its own pid into each cgroup's ``cgroup.procs`` (before any process of
-   the sandbox exists), or, without cgroups, sets the rlimit fallback (address space
-   ``ulimit -v`` KiB for memory, ``ulimit -u`` processes for pids).
+1. ``/bin/sh`` (any POSIX shell: dash, busybox, bash) writes its own pid into each cgroup's
+   ``cgroup.procs`` (before any process of the sandbox exists). Without cgroups the rlimit
+   fallback is set before the launcher's first instruction, by ``setrlimit(2)`` in the forked
+   host process (`launcher_preexec`): ``RLIMIT_AS`` (memory) and ``RLIMIT_NPROC`` (pids), both
+   soft and hard, inherited by everything the launcher ``exec``s. No shell builtin: dash has
+   no ``ulimit -u`` (issue 32, N08: every run was ``infra_error`` on Debian and Ubuntu).
+   ``RLIMIT_NPROC`` counts every process of the sandbox's uid, so the namespace backend runs
+   one sandbox at a time in rlimit mode (`runner.backends.namespace.backend`).
 2. As root only (`Staging`): the sandbox must run as its own host uid (10001), not as host root
    without capabilities, which is what bwrap makes of root's sandbox user (its uid map would be
    ``10001 0 1``: the sandbox would own every root-owned file it sees, ``/proc/1`` of the
@@ -19,7 +24,7 @@ the host process: ``--die-with-parent``):
    signal again after its uid change cleared it, before bwrap's own ``--die-with-parent``).
 
 The launcher's first process has the parent-death signal from before its first instruction
-(`die_with_owner`, the host's ``preexec_fn``): an owner killed while the launcher still joins
+(`die_with_owner`, in the host's ``preexec_fn``): an owner killed while the launcher still joins
 cgroups or stages mounts takes it along (measured: without it, one of two runs of the owner-kill
 test left its sandbox running; the window was the shell before ``setpriv``).
 
@@ -29,15 +34,25 @@ A launcher step that fails exits 126 before bwrap runs.
 from __future__ import annotations
 
 import ctypes
+import resource
 import shlex
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from runner.backends.base import ResourceLimits
 from runner.backends.namespace.cgroups import Cgroups
 
-__all__ = ["EXIT_LAUNCH_FAILED", "STAGE", "Staging", "die_with_owner", "launcher_argv", "reachable"]
+__all__ = [
+    "EXIT_LAUNCH_FAILED",
+    "STAGE",
+    "Staging",
+    "die_with_owner",
+    "launcher_argv",
+    "launcher_preexec",
+    "reachable",
+    "rlimits",
+]
 
 EXIT_LAUNCH_FAILED = 126
 STAGE = "/mnt"  # covered by the launcher's own tmpfs, in its private mount namespace only
@@ -96,7 +111,6 @@ class Staging:
 
 def launcher_argv(
     cgroups: Cgroups | None,
-    limits: ResourceLimits,
     staging: Staging | None,
     *,
     setpriv: bool = True,
@@ -107,13 +121,10 @@ def launcher_argv(
     the parent-death signal is SIGKILL from before bwrap runs: bwrap sets its own only once its
     namespaces exist, and a host that dies in between must not leave an orphan for the cap.
     """
+    script = ""  # without cgroups the limits are rlimits, set before the shell (launcher_preexec)
     if cgroups is not None:
         joins = " && ".join(f"echo $$ > {shlex.quote(f)}" for f in cgroups.procs_files())
         script = f"{joins} || exit 126; "
-    else:
-        script = (
-            f"ulimit -v {limits.memory_mb * 1024} && ulimit -u {limits.pids_limit} || exit 126; "
-        )
     death = "--pdeathsig KILL " if setpriv else ""
     if staging is None:
         run = f'exec setpriv {death}-- "$@"' if setpriv else 'exec "$@"'
@@ -136,6 +147,42 @@ def launcher_argv(
         str(len(staging.roots)),
         *(str(root) for root in staging.roots),
     ]
+
+
+def rlimits(limits: ResourceLimits) -> dict[int, int]:
+    """The rlimit fallback of ``limits``: ``{resource: value}`` for soft and hard limit alike.
+
+    ``RLIMIT_AS`` is ``memory_mb`` MiB of address space (an allocation past it fails; the
+    kernel reports no OOM); ``RLIMIT_NPROC`` is ``pids_limit`` processes of the real uid. A
+    value above this process's own hard limit is lowered to it (a limit can only be lowered).
+    """
+    wanted = {
+        resource.RLIMIT_AS: limits.memory_mb * 1024 * 1024,
+        resource.RLIMIT_NPROC: limits.pids_limit,
+    }
+    out = {}
+    for which, value in wanted.items():
+        hard = resource.getrlimit(which)[1]
+        out[which] = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    return out
+
+
+def launcher_preexec(limits: ResourceLimits | None) -> Callable[[], None]:
+    """The launcher's ``preexec_fn``: `die_with_owner`, then, given ``limits``, the rlimits.
+
+    Args:
+        limits: the sandbox's limits when they are rlimits (no cgroups), else None.
+
+    The values are computed here, in the host process; the child only makes the calls.
+    """
+    values = rlimits(limits) if limits is not None else {}
+
+    def preexec() -> None:
+        die_with_owner()
+        for which, value in values.items():
+            resource.setrlimit(which, (value, value))
+
+    return preexec
 
 
 _PR_SET_PDEATHSIG = 1  # prctl(2)

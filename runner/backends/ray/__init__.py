@@ -2,16 +2,26 @@
 
 Modules:
     backend   `RayBackend` and `RaySandbox` (driver side): episode tasks, reaping, node facts
+    auth      does the cluster authenticate its clients? (a gRPC probe without credentials)
+    driverenv the driver's provider keys out of every readable process environment
     node      what runs on a node: one sandbox on its own engine (the Docker backend), reaper
     relay     the actor on the driver's node that carries every sandbox's stdio
     shipping  mount sources as content-addressed bytes (packed on the driver, unpacked on nodes)
 
-Importing this package imports ``ray`` (the optional extra ``sandbox-replay[ray]``, ~1 s):
-import it where it is used.
+Importing `backend`, `node` or `relay` imports ``ray`` (the optional extra
+``sandbox-replay[ray]``, ~1 s); the package's names load them on first use (`lazy_exports`),
+so ``auth`` and ``driverenv`` run without ray (the probe's own process).
 
-May import: `runner.backends` (base, docker), `runner.errors`, ray and the standard library.
+May import: `runner.backends` (base, docker), `runner.errors`, `runner.lazyexports`, ray, grpc
+(`auth` only) and the standard library.
 """
 
-from runner.backends.ray.backend import SLOTS, RayBackend, RaySandbox, connect_cluster
+from typing import TYPE_CHECKING
+
+from runner.lazyexports import lazy_exports
+
+if TYPE_CHECKING:  # the names for mypy and import-linter; loaded on first use at run time
+    from runner.backends.ray.backend import SLOTS, RayBackend, RaySandbox, connect_cluster
 
 __all__ = ["SLOTS", "RayBackend", "RaySandbox", "connect_cluster"]
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(__all__, "runner.backends.ray.backend"))

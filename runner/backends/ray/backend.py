@@ -28,8 +28,9 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from runner.backends.base import Backend, ExitState, Reaped, Sandbox, SandboxSpec
+from runner.backends.ray import auth, shipping
 from runner.backends.ray import node as N
-from runner.backends.ray import shipping
+from runner.backends.ray.driverenv import seal_driver
 from runner.backends.ray.relay import Relay
 from runner.errors import InfrastructureError, InputError
 from runner.hostlog import get_logger
@@ -54,38 +55,108 @@ def _infra(message: str, exc: BaseException | None = None, **fields: Any) -> Inf
     return error
 
 
-def connect_cluster(address: str | None) -> bool:
-    """Connect this process to the Ray cluster at ``address`` (else ``RAY_ADDRESS``).
+def connect_cluster(address: str | None, *, allow_open: bool = False) -> tuple[bool, auth.Verdict]:
+    """Join the Ray cluster at ``address`` (else ``RAY_ADDRESS``) as a driver, safely.
 
-    Usage statistics are off (``RAY_USAGE_STATS_ENABLED=0``) and no dashboard is asked for;
-    the cluster itself is started by its operator (README, "Many machines").
+    Before joining, the provider keys leave this process's environment
+    (`runner.backends.ray.driverenv.seal_driver`) and the cluster's GCS is asked whether it
+    answers a client without credentials (`runner.backends.ray.auth`); after joining, every
+    node's raylet is asked the same, before anything is sent to the cluster. Usage statistics
+    are off (``RAY_USAGE_STATS_ENABLED=0``) and no dashboard is asked for; the cluster itself is
+    started by its operator (README, "Many machines").
+
+    Args:
+        address: ``host:port`` of the cluster's GCS (or ``auto``); None: ``RAY_ADDRESS``.
+        allow_open: the ``--unsafe-open-cluster`` opt-in: join a cluster that answers clients
+            without credentials (logged as a warning).
 
     Returns:
-        True when this call connected (the backend disconnects on close), False when the
-        process was connected already.
+        ``(owns, verdict)``: ``owns`` True when this call connected (the backend disconnects
+        on close), False when the process was connected already (its cluster is still asked);
+        ``verdict`` what the GCS and the raylets answered a client without credentials.
 
     Raises:
-        InputError: no address was given.
-        InfrastructureError: the cluster did not answer.
+        InputError: no address was given, or one that would not join a running cluster
+            (``local`` starts one in this process; ``ray://`` is the Ray Client).
+        ClusterNotAuthenticated: the cluster answers clients without credentials and
+            ``allow_open`` is False (exit 6).
+        InfrastructureError: the cluster did not answer, or the environment could not be
+            sealed.
     """
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    if ray.is_initialized():
-        return False
-    address = address or os.environ.get(ADDRESS_ENV)
-    if not address:
-        raise InputError("--backend ray needs the cluster's address: --ray-address or RAY_ADDRESS")
+    seal_driver()
+    owns = not ray.is_initialized()
+    if owns:
+        address = address or os.environ.get(ADDRESS_ENV)
+        if not address:
+            raise InputError(
+                "--backend ray needs the cluster's address: --ray-address or RAY_ADDRESS"
+            )
+        if address == "local" or "://" in address:
+            raise InputError(
+                f"--ray-address {address!r}: give the GCS address (host:port) of a running"
+                " cluster (README, 'Many machines')",
+                field="--ray-address",
+            )
+        if address != "auto":  # refused before joining: nothing of ours reaches an open GCS
+            gcs = auth.probe_cluster(address)
+            if gcs.endpoints[0].answer == "open":
+                auth.require_authenticated(gcs, allow_open=allow_open)
+            _require_driver_token(gcs, address)
+        try:
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                namespace="sandbox-replay",
+            )
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError, ...
+            message = f"cannot connect to the Ray cluster at {address}"
+            raise _infra(message, exc, address=address) from exc
     try:
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-            namespace="sandbox-replay",
+        verdict = cluster_verdict()
+        auth.require_authenticated(verdict, allow_open=allow_open)
+    except BaseException:
+        if owns:
+            ray.shutdown()
+        raise
+    if not verdict.authenticated:
+        log.warning("ray_cluster_open", unsafe=auth.UNSAFE_FLAG, detail=verdict.describe())
+    return owns, verdict
+
+
+def _require_driver_token(verdict: auth.Verdict, address: str) -> None:
+    """Say what to set when the cluster wants a token this driver would not send.
+
+    Ray's own error is a ``ConnectionError`` after ~20 s of retries; this one names the fix.
+
+    Raises:
+        InfrastructureError: the GCS refused the probe with token mode and this process's
+            ``RAY_AUTH_MODE`` is not ``token``.
+    """
+    token_mode = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+    if verdict.how.startswith("token") and not token_mode:
+        fix = (
+            "set RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN,"
+            " RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) in the driver's environment"
         )
-    except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError, ...
-        message = f"cannot connect to the Ray cluster at {address}"
-        raise _infra(message, exc, address=address) from exc
-    return True
+        raise InfrastructureError(
+            f"the Ray cluster at {address} requires its token and this driver would not send"
+            f" it: {fix}",
+            fix=fix,
+            address=address,
+        )
+
+
+def cluster_verdict() -> auth.Verdict:
+    """Ask the connected cluster's GCS and every live node's raylet (`runner.backends.ray.auth`)."""
+    gcs = str(ray.get_runtime_context().gcs_address)
+    raylets = [
+        (str(n["NodeID"]), f"{n['NodeManagerAddress']}:{n['NodeManagerPort']}")
+        for n in alive_nodes()
+    ]
+    return auth.probe_cluster(gcs, raylets)
 
 
 def alive_nodes() -> list[dict[str, Any]]:
@@ -183,12 +254,22 @@ class RayBackend(Backend):
     Args:
         address: the cluster (``host:port``; None: ``RAY_ADDRESS``, or an existing connection).
         slots: the custom resource each episode task takes one unit of.
+        allow_open: ``--unsafe-open-cluster``: accept a cluster that answers clients without
+            credentials (`connect_cluster`).
+
+    Attributes:
+        auth: what the cluster answered a client without credentials (`connect_cluster`).
+
+    Raises:
+        ClusterNotAuthenticated: see `connect_cluster`.
     """
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, *, slots: str = SLOTS) -> None:
-        self._owns_connection = connect_cluster(address)
+    def __init__(
+        self, address: str | None = None, *, slots: str = SLOTS, allow_open: bool = False
+    ) -> None:
+        self._owns_connection, self.auth = connect_cluster(address, allow_open=allow_open)
         self.slots = slots
         total = ray.cluster_resources().get(slots, 0)  # type: ignore[no-untyped-call]
         if total <= 0:
@@ -206,7 +287,11 @@ class RayBackend(Backend):
                 scheduling_strategy=NodeAffinitySchedulingStrategy(self.driver_node, soft=False),
             ).remote(),
         )
-        ray.get(self.relay.ping.remote(), timeout=120)
+        try:
+            ray.get(self.relay.ping.remote(), timeout=120)
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            self.close()
+            raise _infra("the relay actor did not start on the driver's node", exc) from exc
         self._blobs: dict[str, tuple[shipping.Blob, Any]] = {}
         self._blob_lock = threading.Lock()
         self._image_ids: dict[str, str] = {}
@@ -332,7 +417,10 @@ class RayBackend(Backend):
         key = f"{spec.run_id}.{uuid.uuid4().hex[:8]}"
         shipped = self.shipped(spec)
         relay = self.relay
-        ray.get(relay.open.remote(key))
+        try:
+            ray.get(relay.open.remote(key), timeout=_SLACK_S)
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            raise _infra("the relay did not answer", exc, run_id=spec.run_id) from exc
         ref = _episode_task.options(num_cpus=0, resources={self.slots: 1}, max_retries=0).remote(
             key, spec, shipped, relay
         )
@@ -345,7 +433,10 @@ class RayBackend(Backend):
 
     def _started(self, relay: Any, key: str, ref: Any, spec: SandboxSpec) -> str:
         while True:
-            info = ray.get(relay.wait_started.remote(key, _START_POLL_S))
+            try:
+                info = ray.get(relay.wait_started.remote(key, _START_POLL_S), timeout=_SLACK_S)
+            except (ray.exceptions.RayError, TimeoutError) as exc:
+                raise _infra("the relay did not answer", exc, run_id=spec.run_id) from exc
             if info is None and ray.wait([ref], timeout=0)[0]:
                 try:
                     info = ray.get(ref)

@@ -14,9 +14,12 @@ checks that need the engine are listed as not run.
 user namespaces allowed, cgroups writable (else rlimits), the image's root filesystem, the
 same probe sandbox (`runner.backends.namespace.checks`), each failure with its fix.
 
-``--backend ray`` runs the same checks on every node of the Ray cluster that advertises
-sandbox slots, each against that node's own engine (its ``DOCKER_HOST``) and image, and lists
-them per node; a node whose checks could not run fails.
+``--backend ray`` first asks whether the cluster authenticates its clients (``auth``, required:
+its GCS and every raylet must refuse a client without a token or client certificate,
+`runner.backends.ray.auth`; a cluster that does not is not joined, unless
+``--unsafe-open-cluster`` makes it a warning), then runs the same checks on every node of the
+Ray cluster that advertises sandbox slots, each against that node's own engine (its
+``DOCKER_HOST``) and image, and lists them per node; a node whose checks could not run fails.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from runner.cli.backend_choice import (
     BackendName,
     BackendOption,
     RayAddressOption,
+    UnsafeOpenClusterOption,
     chosen_backend,
     ray_backend,
 )
@@ -155,39 +159,58 @@ def run_checks(
     return results
 
 
-def node_checks(address: str | None, image: str) -> dict[str, list[Check] | str]:
-    """`run_checks` on every node of the Ray cluster, each on its own engine.
+def node_checks(
+    address: str | None, image: str, *, allow_open: bool = False
+) -> tuple[Check, dict[str, list[Check] | str]]:
+    """The cluster's ``auth`` check, then `run_checks` on every node, each on its own engine.
+
+    A cluster that answers clients without credentials fails ``auth`` (required) and is not
+    joined: its nodes are not checked. With ``allow_open`` (``--unsafe-open-cluster``) it is
+    joined and ``auth`` is a warning.
 
     Returns:
-        ``{node id: checks}``, or ``{node id: error text}`` for a node whose checks failed to run.
+        ``(auth check, {node id: checks})``, or ``{node id: error text}`` for a node whose
+        checks failed to run.
 
     Raises:
         InputError: the ray extra is missing or no address was given.
         InfrastructureError: the cluster is unreachable or has no sandbox slots.
     """
-    backend = ray_backend(address)
+    from runner.backends.docker.checks import Check  # lazy, as in run_checks
+    from runner.backends.ray.auth import AUTH_FIX, ClusterNotAuthenticated
+
     try:
+        backend = ray_backend(address, allow_open=allow_open)
+    except ClusterNotAuthenticated as exc:
+        detail = "the cluster does not authenticate its clients: " + exc.verdict.describe()
+        return Check("auth", False, True, detail, AUTH_FIX), {}
+    try:
+        verdict = backend.auth
+        check = Check("auth", verdict.authenticated, not allow_open, verdict.describe(), AUTH_FIX)
         answers = backend.call_on_every_node(run_checks, None, image)
     finally:
         backend.close()
-    return {n: a if isinstance(a, list) else str(a) for n, a in answers.items()}
+    return check, {n: a if isinstance(a, list) else str(a) for n, a in answers.items()}
 
 
-def _doctor_ray(address: str | None, image: str, as_json: bool) -> None:
+def _doctor_ray(address: str | None, image: str, as_json: bool, allow_open: bool) -> None:
     try:
-        nodes = node_checks(address, image)
+        auth, nodes = node_checks(address, image, allow_open=allow_open)
     except (InfrastructureError, InputError) as exc:
         fail(exc)
-    ok = bool(nodes) and all(
-        isinstance(r, list) and all(c.ok for c in r if c.required) for r in nodes.values()
+    ok = (
+        (auth.ok or not auth.required)
+        and bool(nodes)
+        and all(isinstance(r, list) and all(c.ok for c in r if c.required) for r in nodes.values())
     )
     if as_json:
         data = {
             n: [c.as_dict() for c in r] if isinstance(r, list) else {"error": r}
             for n, r in nodes.items()
         }
-        echo(json.dumps({"ok": ok, "nodes": data}, indent=2))
+        echo(json.dumps({"ok": ok, "auth": auth.as_dict(), "nodes": data}, indent=2))
     else:
+        echo(_render(auth))
         for node, results in nodes.items():
             echo(f"node {node}")
             if isinstance(results, str):
@@ -209,6 +232,7 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
     backend: BackendOption = None,
     ray_address: RayAddressOption = None,
+    unsafe_open_cluster: UnsafeOpenClusterOption = False,
 ) -> None:
     """Check the Docker engine, the sandbox image and that sandboxes have no route out.
 
@@ -216,8 +240,10 @@ def doctor(
     """
     settings = state(ctx).settings()
     chosen = chosen_backend(settings, backend)
+    if unsafe_open_cluster and chosen is not BackendName.ray:
+        fail(InputError("--unsafe-open-cluster needs --backend ray"))
     if chosen is BackendName.ray:
-        _doctor_ray(ray_address, settings.image, as_json)
+        _doctor_ray(ray_address, settings.image, as_json, unsafe_open_cluster)
     try:
         if chosen is BackendName.namespace:
             # lazy: start-up speed, as in run_checks

@@ -41,8 +41,10 @@ from runner.cli.backend_choice import (
     BackendOption,
     RayAddressOption,
     RuntimeOption,
+    UnsafeOpenClusterOption,
     backend_factory,
     chosen_backend,
+    with_host_endpoints,
     with_runtime,
 )
 from runner.cli.egress_gate import (
@@ -370,6 +372,7 @@ def submit_command(
     write_egress_baseline: WriteEgressBaselineOption = None,
     backend: BackendOption = None,
     ray_address: RayAddressOption = None,
+    unsafe_open_cluster: UnsafeOpenClusterOption = False,
     runtime: RuntimeOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
@@ -393,6 +396,8 @@ def submit_command(
     )
     try:
         settings = with_runtime(settings, runtime, backend=backend)
+        if chosen_backend(settings, backend) is BackendName.ray:
+            settings = with_host_endpoints(settings)  # before the keys leave the environment
         check_baseline_file(egress_baseline)
         options: SubmitOptions | None = None
         if resume is None:
@@ -428,7 +433,9 @@ def submit_command(
             as_json=as_json,
             concurrency=concurrency,
             egress=(egress_baseline, write_egress_baseline),
-            backend_factory=backend_factory(settings, backend, ray_address),
+            backend_factory=backend_factory(
+                settings, backend, ray_address, unsafe_open_cluster=unsafe_open_cluster
+            ),
             # a local engine is asked before the plan prints (ray's nodes when the job runs)
             probe=chosen_backend(settings, backend) is not BackendName.ray,
             backend_name=chosen_backend(settings, backend).value,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from runner.backends.base import Mount, ResourceLimits, SandboxSpec
 from runner.backends.namespace.bwrapargs import bwrap_argv
-from runner.backends.namespace.launcher import Staging, launcher_argv
+from runner.backends.namespace.launcher import Staging, launcher_argv, launcher_preexec, rlimits
 from runner.errors import InfrastructureError
 
 
@@ -92,13 +94,42 @@ def test_the_cgroup_folders_are_shown_read_only(tree: Path, tmp_path: Path) -> N
     assert (str(tmp_path), "/sys/fs/cgroup/cpu") in _pairs(argv, "--ro-bind")
 
 
-def test_the_rlimit_launcher_sets_memory_and_processes() -> None:
-    argv = launcher_argv(None, ResourceLimits(memory_mb=64, pids_limit=16), None)
+def test_the_rlimit_launcher_uses_no_shell_builtin_and_sets_setrlimit_values() -> None:
+    argv = launcher_argv(None, None)
     assert argv[:2] == ["/bin/sh", "-c"]
-    assert "ulimit -v 65536" in argv[2] and "ulimit -u 16" in argv[2]
-    assert 'exec setpriv --pdeathsig KILL -- "$@"' in argv[2]  # not root: no uid change
-    bare = launcher_argv(None, ResourceLimits(), None, setpriv=False)
-    assert bare[2].endswith('exec "$@"')
+    assert "ulimit" not in argv[2]  # dash has no ulimit -u (issue 32, N08)
+    assert argv[2] == 'exec setpriv --pdeathsig KILL -- "$@"'  # not root: no uid change
+    bare = launcher_argv(None, None, setpriv=False)
+    assert bare[2] == 'exec "$@"'
+    values = rlimits(ResourceLimits(memory_mb=64, pids_limit=16))
+    assert values == {resource.RLIMIT_AS: 64 * 1024 * 1024, resource.RLIMIT_NPROC: 16}
+
+
+def test_the_launchers_rlimits_hold_in_what_it_runs_under_dash() -> None:
+    """The preexec sets them before the shell; the exec'd program has them (any POSIX sh)."""
+    argv = [*launcher_argv(None, None, setpriv=False), "sh", "-c", "ulimit -v; ulimit -n"]
+    shell = "/bin/dash" if Path("/bin/dash").exists() else "/bin/sh"
+    argv[0] = shell
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+        preexec_fn=launcher_preexec(ResourceLimits(memory_mb=64, pids_limit=16)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == str(64 * 1024)  # KiB of address space
+    nproc = subprocess.run(
+        [shell, "-c", "cat /proc/self/limits"],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=launcher_preexec(ResourceLimits(memory_mb=64, pids_limit=16)),
+    ).stdout
+    assert [line.split()[-3:-1] for line in nproc.splitlines() if "processes" in line] == [
+        ["16", "16"]
+    ]
 
 
 def test_as_root_unreachable_sources_are_staged_and_bwrap_drops_to_the_sandbox_uid(
@@ -112,7 +143,7 @@ def test_as_root_unreachable_sources_are_staged_and_bwrap_drops_to_the_sandbox_u
     assert staging.roots == [hidden / "tools"]  # the open folder is bound where it is
     assert staging.seen_as(hidden / "tools" / "a.py") == "/mnt/0/a.py"
     assert staging.seen_as(open_one) == str(open_one)
-    argv = launcher_argv(None, ResourceLimits(), staging)
+    argv = launcher_argv(None, staging)
     assert argv[:4] == ["unshare", "--mount", "--propagation", "private"]
     assert "setpriv --pdeathsig KILL --reuid=10001 --regid=10001 --clear-groups" in argv[6]
     assert argv[-2:] == ["1", str(hidden / "tools")]

@@ -200,6 +200,9 @@ class LineBuilder:
         Raises:
             InputError: a tool result with no call before it (file and field named).
         """
+        if msg.call is not None:  # an executed call no model turn asked for
+            self._tool_line(msg.call, msg)
+            return
         open_calls = [p for p in self.pending if not p.answered]
         if not open_calls:
             raise InputError(
@@ -243,7 +246,10 @@ class LineBuilder:
         else:
             self.counts.missing["tool.schema_hash"] += 1
         meta: dict[str, Any] = {"call_id": call.id} if call.id is not None else {}
-        if not call.args_ok:
+        if not call.args_known:
+            meta["args_captured"] = False
+            self.counts.missing["tool.args"] += 1
+        elif not call.args_ok:
             meta["arguments_text"] = call.arguments_text
             self.counts.missing["tool.args_json"] += 1
         if by_position and msg is not None:

@@ -40,6 +40,8 @@ class SourceToolCall:
         args: the parsed arguments object ({} when the text was not a JSON object).
         arguments_text: the arguments JSON text as the model produced it.
         args_ok: False when ``arguments_text`` was not a JSON object.
+        args_known: False when the source did not capture the arguments (content capture
+            off): ``args`` is then ``{}`` and unknown, not empty (``meta.args_captured``).
     """
 
     id: str | None
@@ -47,6 +49,7 @@ class SourceToolCall:
     args: dict[str, Any]
     arguments_text: str
     args_ok: bool = True
+    args_known: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ class SourceMessage:
         duration_s: seconds the call took (span times), or None (missing).
         error_class, error_message: a failed tool result's error as the source names it
             (None: ``ToolError`` and the result text).
+        call: on a ``tool`` message, the call it is the result of when no model turn asked
+            for it (an executed tool call the source records without a model's request):
+            written as a tool call line of its own, outside the conversation.
     """
 
     role: str
@@ -89,6 +95,7 @@ class SourceMessage:
     duration_s: float | None = None
     error_class: str | None = None
     error_message: str | None = None
+    call: SourceToolCall | None = None
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,14 @@ from runner.errors import InputError
 from runner.importers.otel.shapes import (
     LogRecord,
     Notes,
+    Origin,
     Span,
     jaeger_span,
     log_record,
     otlp_span,
     pick,
 )
+from runner.importers.otel.values import as_dict, attributes
 from runner.importers.source import load_json
 from runner.inputfile import open_input, read_input
 from runner.trace.strictjson import StrictJSONError
@@ -78,13 +80,15 @@ def _document(doc: Any, file: str, prefix: str, notes: Notes) -> Iterator[Item]:
     for rkey in _RESOURCE_KEYS:
         for i, res in enumerate(doc.get(rkey) or []):
             known = True
+            service = _service(res)
             for skey in _SCOPE_KEYS:
                 for j, scope in enumerate(res.get(skey) or [] if isinstance(res, dict) else []):
                     spans = scope.get("spans") if isinstance(scope, dict) else None
+                    origin = Origin(_scope_name(scope), service)
                     for k, obj in enumerate(spans or []):
                         where = f"{prefix}{rkey}[{i}].{skey}[{j}].spans[{k}]"
                         if isinstance(obj, dict):
-                            span = otlp_span(obj, file, where, notes)
+                            span = otlp_span(obj, file, where, notes, origin)
                             if span is not None:
                                 yield span
     for rkey in _LOG_RESOURCE_KEYS:
@@ -101,9 +105,19 @@ def _document(doc: Any, file: str, prefix: str, notes: Notes) -> Iterator[Item]:
     if isinstance(doc.get("data"), list):  # Jaeger
         known = True
         for i, trace in enumerate(doc["data"]):
-            for k, obj in enumerate(trace.get("spans") or [] if isinstance(trace, dict) else []):
+            trace = as_dict(trace)
+            processes = as_dict(trace.get("processes"))
+            for k, obj in enumerate(trace.get("spans") or []):
                 if isinstance(obj, dict):
-                    span = jaeger_span(obj, file, f"{prefix}data[{i}].spans[{k}]", notes)
+                    process = as_dict(processes.get(str(obj.get("processID"))))
+                    name = process.get("serviceName")
+                    span = jaeger_span(
+                        obj,
+                        file,
+                        f"{prefix}data[{i}].spans[{k}]",
+                        notes,
+                        name if isinstance(name, str) else "",
+                    )
                     if span is not None:
                         yield span
     if known:
@@ -123,6 +137,21 @@ def _document(doc: Any, file: str, prefix: str, notes: Notes) -> Iterator[Item]:
         return
     if span is not None:
         yield span
+
+
+def _service(resource: Any) -> str:
+    attrs = attributes(as_dict(as_dict(resource).get("resource")).get("attributes"))
+    name = attrs.get("service.name")
+    return name if isinstance(name, str) else ""
+
+
+def _scope_name(scope: Any) -> str:
+    inner = as_dict(scope)
+    for key in ("scope", "instrumentationLibrary", "instrumentation_library"):
+        name = as_dict(inner.get(key)).get("name")
+        if isinstance(name, str):
+            return name
+    return ""
 
 
 def read_file(path: Path, notes: Notes) -> Iterator[Item]:

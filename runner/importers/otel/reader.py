@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,7 @@ from runner.importers.otel.sessions import (
 )
 from runner.importers.otel.shapes import Notes
 from runner.importers.otel.turns import Assembler, place, seconds, session_messages, tokens_of
-from runner.importers.source import (
-    SourceRun,
-    derive_id,
-)
+from runner.importers.source import SourceRun, derive_id
 from runner.importers.toolset import TOOL_ID, ImportedTool, check_tool_id
 
 __all__ = ["read_otel"]
@@ -135,25 +133,28 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
     ids = IdSet("run id")
     runs: list[SourceRun] = []
     for session in sessions:
-        model_calls = [i for i in session.items if isinstance(i, LogicalCall)]
-        if not model_calls:
-            notes.add(
-                f"session {session.kind} {session.key}: tool calls but no model call: skipped"
-            )
-            continue
-        if len(model_calls) > MAX_SESSION_MODEL_CALLS:
-            first = model_calls[0].spans[0]
-            notes.add(
-                f"{first.file}: session {session.kind} {session.key} (first model span "
-                f"{first.span_id}, trace {first.trace_id}): {len(model_calls)} model calls, more "
-                f"than the {MAX_SESSION_MODEL_CALLS} a session may have (each call's line holds "
-                "the whole conversation so far): skipped"
-            )
-            continue
-        try:
-            runs.append(_run(session, tools, ids, notes))
-        except InputError as exc:  # one malformed session does not hide the others
-            notes.add(f"session {session.kind} {session.key} skipped: {exc}")
+        units = _units(session)
+        for unit in units:  # ids in order, parents first
+            if len(unit.model_calls) > MAX_SESSION_MODEL_CALLS:
+                first = unit.model_calls[0].spans[0]
+                notes.add(
+                    f"{first.file}: session {unit.session.kind} {unit.session.key} (first model "
+                    f"span {first.span_id}, trace {first.trace_id}): {len(unit.model_calls)} "
+                    f"model calls, more than the {MAX_SESSION_MODEL_CALLS} a session may have: "
+                    "skipped"
+                )
+                continue
+            unit.run_id = derive_id(unit.session.key, ids)
+        built: dict[int, SourceRun] = {}
+        for unit in reversed(units):  # sub-agents first: their parents link to their runs
+            if unit.run_id is None:
+                continue
+            try:
+                built[id(unit)] = _run(unit, tools, notes)
+            except InputError as exc:  # one malformed session does not hide the others
+                notes.add(f"session {unit.session.kind} {unit.session.key} skipped: {exc}")
+                unit.run_id = None
+        runs.extend(built[id(u)] for u in units if id(u) in built)
     if not runs:
         why = "; ".join(notes.all()[-3:])
         raise InputError(
@@ -188,11 +189,73 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
     )
 
 
-def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun:
-    assembler = Assembler(session, notes)
+@dataclass
+class _Unit:
+    """One run to write: a session, or a sub-agent's conversation inside a tool call."""
+
+    session: Session
+    parent: _Unit | None = None
+    tool: ToolExec | None = None
+    children: list[_Unit] = field(default_factory=list)
+    run_id: str | None = None
+
+    @property
+    def model_calls(self) -> list[LogicalCall]:
+        return [i for i in self.session.items if isinstance(i, LogicalCall)]
+
+
+def _units(session: Session) -> list[_Unit]:
+    """The session and, depth first, every sub-agent that ran inside one of its tool calls.
+
+    A tool call inside which a model call ran is an agent called as a tool: the model and
+    tool calls directly inside its span are that agent's own conversation, a run of its own
+    (session kind ``subagent``, key ``<parent key>/<tool>.<span id>``).
+    """
+    root = _Unit(session)
+    out = [root]
+    stack = [root]
+    while stack:
+        unit = stack.pop()
+        for item in unit.session.items:
+            if not isinstance(item, ToolExec) or not item.is_subagent:
+                continue
+            name = item.info.name or "tool"
+            child = _Unit(
+                Session(
+                    "subagent",
+                    f"{unit.session.key}/{name}.{item.span.span_id}",
+                    items=sorted(item.children, key=lambda i: (i.start, _order(i))),
+                    traces=[item.span.trace_id],
+                    error=item.error,
+                    error_span=item.error_span,
+                    agents=list(dict.fromkeys(item.agents)),
+                ),
+                parent=unit,
+                tool=item,
+            )
+            unit.children.append(child)
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def _order(item: LogicalCall | ToolExec) -> int:
+    return item.spans[0].order if isinstance(item, LogicalCall) else item.span.order
+
+
+def _first_span(session: Session) -> Any:
+    item = next((i for i in session.items if isinstance(i, LogicalCall)), session.items[0])
+    return item.spans[0] if isinstance(item, LogicalCall) else item.span
+
+
+def _run(unit: _Unit, tools: _Tools, notes: Notes) -> SourceRun:
+    session = unit.session
+    links = {c.tool.span.span_id: c.run_id for c in unit.children if c.tool and c.run_id}
+    assembler = Assembler(session, notes, links)
     assembler.run()
-    first = next(i for i in session.items if isinstance(i, LogicalCall))
-    file = first.spans[0].file
+    first_span = _first_span(session)
+    first = next((i for i in session.items if isinstance(i, LogicalCall)), None)
+    file = first_span.file
     messages = session_messages(assembler, file)  # raises before anything of the session is kept
     defined = []
     for tool in tool_defs_of(session):
@@ -200,22 +263,23 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
             defined.append(tool)
         else:
             notes.add(
-                f"{file}: {place(first.spans[0])}: tool definition {tool.name!r} cannot be a "
+                f"{file}: {place(first_span)}: tool definition {tool.name!r} cannot be a "
                 "tool id: left out"
             )
     for tool in defined:
-        tools.add(tool, f"{file}: {place(first.spans[0])}")
-    for msg in messages:
-        for call in msg.tool_calls:
-            description = assembler.descriptions.get(call.name, "")
-            tools.add(ToolDef(call.name, description, None), f"{file}: {msg.where}")
+        tools.add(tool, f"{file}: {place(first_span)}")
+    called = [c for m in messages for c in (*m.tool_calls, *([m.call] if m.call else []))]
+    for call in called:
+        description = assembler.descriptions.get(call.name, "")
+        tools.add(ToolDef(call.name, description, None), f"{file}: {place(first_span)}")
     # the tools the requests offered; without definitions in the telemetry, those of --tools
     session_tools = [d.name for d in defined] or list(tools.from_file)
-    session_tools += [c.name for m in messages for c in m.tool_calls if c.name not in session_tools]
+    session_tools += [c.name for c in called if c.name not in session_tools]
     request_tools = tuple(tools.by_id[n].openai_tool or {} for n in dict.fromkeys(session_tools))
     nested = [c for i in session.items if isinstance(i, ToolExec) for c in i.nested_calls]
-    run_id = derive_id(session.key, ids)
-    alias = first.info.request_model
+    assert unit.run_id is not None
+    run_id = unit.run_id
+    alias = first.info.request_model if first is not None else None
     starts = [
         s.start_ns
         for i in session.items
@@ -243,7 +307,19 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
     }
     if session.agents:
         meta["agents"] = session.agents
-    earlier = [m for m in first.info.input or [] if m.role not in ("system", "developer")][:-1]
+    if unit.parent is not None and unit.tool is not None:
+        meta["parent_run"] = unit.parent.run_id
+        meta["parent_call"] = {"span_id": unit.tool.span.span_id, "tool": unit.tool.info.name}
+    if assembler.skipped_tools:
+        meta["tool_spans_not_calls"] = assembler.skipped_tools
+    if first is None:
+        notes.add(
+            f"{file}: session {session.kind} {session.key}: tool calls but no model call: "
+            "imported as unpaired tool calls (no model turn to replay)"
+        )
+    info = first.info if first is not None else None
+    inputs = info.input if info is not None else None
+    earlier = [m for m in inputs or [] if m.role not in ("system", "developer")][:-1]
     if earlier:  # the first request already carried a history the export does not hold
         meta["history_before_first_call"] = len(earlier)
     if session.error_span is not None:
@@ -264,7 +340,7 @@ def _run(session: Session, tools: _Tools, ids: IdSet, notes: Notes) -> SourceRun
         failure=failure,
         clock_start=seconds(min(starts)) if starts else None,
         meta=meta,
-        system=first.info.system,
+        system=info.system if info is not None else None,
         user_system=_USER_NOTE,
         simulated_user=user_turns,
         workflow_model={"provider": "openai", "name": alias} if alias else {"provider": "replay"},

@@ -32,10 +32,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from runner.importers.otel.conventions import ToolCall, Warn, span_error, span_kind, tool_call
 from runner.importers.otel.messages import ToolDef
 from runner.importers.otel.modelspans import ModelCall, model_call
 from runner.importers.otel.shapes import LogRecord, Notes, Span
+from runner.importers.otel.toolspans import ToolCall, Warn, span_error, tool_call
 
 __all__ = ["LogicalCall", "Session", "ToolExec", "build_sessions"]
 
@@ -61,17 +61,57 @@ class LogicalCall:
 
 @dataclass
 class ToolExec:
-    """One tool span at the top of its session, and what ran inside it."""
+    """One tool span, and what ran inside it.
+
+    Attributes:
+        span, info: the span and what it records.
+        children: the model calls and tool calls directly inside it (a sub-agent's own
+            conversation when it holds a model call), in start order.
+        error: the failure of an agent span inside it (the sub-agent's own failure).
+        agents: names of the agents that ran inside it.
+    """
 
     span: Span
     info: ToolCall
-    nested_calls: list[LogicalCall] = field(default_factory=list)
-    nested_tools: int = 0
+    children: list[LogicalCall | ToolExec] = field(default_factory=list)
+    error: tuple[str, str] | None = None
+    error_span: Span | None = None
+    agents: list[str] = field(default_factory=list)
 
     @property
     def start(self) -> int:
         """Start of the span (ns; 0 when unknown)."""
         return self.span.start_ns or 0
+
+    @property
+    def nested_calls(self) -> list[LogicalCall]:
+        """Every logical model call inside this tool call, at any depth."""
+        out: list[LogicalCall] = []
+        stack: list[LogicalCall | ToolExec] = list(reversed(self.children))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, LogicalCall):
+                out.append(item)
+            else:
+                stack.extend(reversed(item.children))
+        return out
+
+    @property
+    def nested_tools(self) -> int:
+        """Tool calls inside this tool call, at any depth."""
+        count = 0
+        stack: list[LogicalCall | ToolExec] = list(self.children)
+        while stack:
+            item = stack.pop()
+            if isinstance(item, ToolExec):
+                count += 1
+                stack.extend(item.children)
+        return count
+
+    @property
+    def is_subagent(self) -> bool:
+        """A model call ran inside it: an agent called as a tool, with its own conversation."""
+        return bool(self.nested_calls)
 
 
 @dataclass
@@ -128,7 +168,7 @@ def _attach_logs(spans: dict[Key, Span], logs: list[LogRecord], notes: Notes) ->
         if not indexed:
             indexed = True
             for span in spans.values():
-                if span_kind(span) == "model":
+                if span.role == "model":
                     by_trace[span.trace_id].append(span)
         candidates = [
             s
@@ -302,14 +342,14 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
             if sess
             else ("trace", span.trace_id)
         )
-        kind = span_kind(span)
+        kind = span.role
         group, owner = frame.group, frame.owner
         if kind == "model":
             if group is None:
                 group = LogicalCall([span], {span.span_id: None})
                 calls.append(group)
                 if owner is not None:
-                    owner.nested_calls.append(group)
+                    owner.children.append(group)
                 else:
                     keyed.append((key, group, span.trace_id))
             else:
@@ -317,18 +357,24 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
                 group.spans.append(span)
         elif kind == "tool":
             group = None
+            tool = ToolExec(span, tool_call(span, warn))
             if owner is not None:
-                owner.nested_tools += 1
+                owner.children.append(tool)
             else:
-                owner = ToolExec(span, tool_call(span, warn))
-                keyed.append((key, owner, span.trace_id))
+                keyed.append((key, tool, span.trace_id))
+            owner = tool
         elif kind == "agent":
             group = None
-            name = span.attrs.get("gen_ai.agent.name") or span.attrs.get("agent.name")
-            if owner is None and isinstance(name, str):
+            name = _agent_name(span)
+            if owner is None and name is not None:
                 agents[_key_text(key)].append(name)
-        if owner is None and kind in ("agent", None) and span.error:
-            errors.append((key if kind == "agent" or conv or sess else None, span, span.trace_id))
+            elif owner is not None and name is not None:
+                owner.agents.append(name)
+        if span.error and _own_step(span):
+            if owner is None:
+                errors.append((key, span, span.trace_id))
+            elif owner.error is None and kind == "agent":
+                owner.error, owner.error_span = span_error(span), span
         for child in reversed(children.get((span.trace_id, span.span_id), [])):
             stack.append(_Frame(child, conv, sess, group, owner))
     for call in calls:
@@ -337,6 +383,27 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
     for span in spans.values():  # what the conventions said is read: free the raw attributes
         span.attrs, span.events, span.logs = {}, [], []
     return sessions
+
+
+def _agent_name(span: Span) -> str | None:
+    for key in ("gen_ai.agent.name", "agent.name", "agent_name"):
+        name = span.attrs.get(key)
+        if isinstance(name, str) and name.strip():
+            return name.strip()
+    return None
+
+
+def _own_step(span: Span) -> bool:
+    """A span whose failure is the agent's own: an agent span, or the application's root.
+
+    Transport spans (HTTP, RPC, databases, agent-to-agent plumbing), model calls and tool
+    calls never fail the run by themselves: a tool error handed back to the model is an
+    observation, and kagent's routine ``GET /api/tasks/<id>`` 404 is not the agent failing.
+    A root span of no known family is the application's own entry point.
+    """
+    if span.role == "agent":
+        return True
+    return span.parent_id is None and span.family.startswith("unknown:")
 
 
 def _parent_in(group: LogicalCall, span: Span) -> str | None:

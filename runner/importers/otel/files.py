@@ -65,11 +65,30 @@ _LOG_SCOPE_KEYS = (
 Item = Span | LogRecord
 
 
-def _document(doc: Any, file: str, prefix: str, notes: Notes) -> Iterator[Item]:
-    """Every span and log record of one JSON value (document, span object or list)."""
+_EXPORT_KEYS = frozenset(
+    {*_RESOURCE_KEYS, *_LOG_RESOURCE_KEYS, "data", "spans", "spanId", "span_id", "spanID"}
+)
+MAX_WRAPPER_DEPTH = 6
+
+
+def _holds_export(value: Any, depth: int) -> bool:
+    """Whether ``value`` (a wrapper's field) holds an export within `MAX_WRAPPER_DEPTH`."""
+    if depth >= MAX_WRAPPER_DEPTH:
+        return False
+    if isinstance(value, list):
+        return any(_holds_export(v, depth + 1) for v in value[:64])
+    if isinstance(value, dict):
+        if _EXPORT_KEYS.intersection(value) or isinstance(value.get("trace"), dict):
+            return True
+        return any(_holds_export(v, depth + 1) for v in list(value.values())[:64])
+    return False
+
+
+def _document(doc: Any, file: str, prefix: str, notes: Notes, depth: int = 0) -> Iterator[Item]:
+    """Every span and log record of one JSON value (document, span object, list, wrapper)."""
     if isinstance(doc, list):
         for i, item in enumerate(doc):
-            yield from _document(item, file, f"{prefix}[{i}]", notes)
+            yield from _document(item, file, f"{prefix}[{i}]", notes, depth)
         return
     if not isinstance(doc, dict):
         notes.add(f"{file}: {prefix or 'document'}: not an object: skipped")
@@ -127,13 +146,20 @@ def _document(doc: Any, file: str, prefix: str, notes: Notes) -> Iterator[Item]:
     elif any(k in doc for k in ("spanId", "span_id", "context")):
         span = otlp_span(doc, file, prefix or "span", notes)
     elif isinstance(doc.get("spans"), list):
-        yield from _document(doc["spans"], file, f"{prefix}spans", notes)
+        yield from _document(doc["spans"], file, f"{prefix}spans", notes, depth)
         return
     elif any(k in doc for k in ("body", "eventName", "severityNumber")):
         yield log_record(doc, file, prefix or "log record")
         return
     else:
-        notes.add(f"{file}: {prefix or 'document'}: neither spans, log records nor an export")
+        wrapped = [k for k, v in doc.items() if _holds_export(v, depth)]
+        if not wrapped:
+            notes.add(f"{file}: {prefix or 'document'}: neither spans, log records nor an export")
+            return
+        # a capture tool's wrapper (oteltest's ``trace_requests[].pbreq``, a backend's
+        # response envelope): the exports inside it, wherever they are
+        for key in wrapped:
+            yield from _document(doc[key], file, f"{prefix}{key}.", notes, depth + 1)
         return
     if span is not None:
         yield span

@@ -47,9 +47,10 @@ __all__ = ["read_otel"]
 log = get_logger(__name__)
 
 MAX_SESSION_MODEL_CALLS = 1000
-"""Model calls a session may have. Every model call line holds the whole conversation so far
-(the request `reproduce` matches), so a trace grows with the square of its turns: a larger
-session is skipped with a warning naming it, its first span and file."""
+"""Model calls a session may have. The trace itself grows linearly (history by reference,
+docs/trace-format.md), but every model call's *resolved* request holds the conversation so
+far, and `reproduce` matches (and hands its sandbox) whole requests: a larger session is
+skipped with a warning naming it, its first span and file."""
 _USER_NOTE = "the recorded user: turns are served from the trace (the source has no instructions)"
 
 

@@ -2,20 +2,29 @@
 
 Rules:
 
+- **Roles.** Each span's role (model, tool, agent, ignore) is its classification by the
+  conventions table (`runner.importers.otel.conventions`), made when it was read.
 - **Tree.** Spans are keyed by (trace id, span id); a second span with the same key is a
   warning (the first is kept). A parent that was never exported, a trace without a root and a
   cycle in parent links are warnings naming span, trace and file; the span whose parent is
   missing (for a cycle: the earliest span of the cycle) becomes a root. Log records attach to
-  the span they name; one naming no span attaches to the narrowest model span of its trace
-  that was open at its time (else a warning).
+  the span they name; one naming no span attaches to the one model span (of its trace, when
+  it names one) that was open at its time, and only when exactly one was: with several open
+  at once (concurrent calls) the record is ambiguous, a warning, never guessed.
 - **Logical model calls.** A model span and the model spans below it, down to the next tool
-  or agent span, are *one* call (a framework wrapper and the provider span inside it). Its
-  tokens are the outermost span's usage; a span without usage counts the sum of its model
-  children's (retries inside a wrapper). Contents come from the innermost span that captured
-  them (`runner.importers.otel.conventions`).
-- **Nesting.** A tool span's own children (an agent used as a tool, a sub-agent's model calls)
-  belong to that tool call: they are counted (calls, tokens) for the session, not turned into
-  turns of its conversation.
+  or agent span, are *one* call (a framework wrapper and the provider span inside it; the
+  Claude SDK's span and the Claude API's span under it). Its tokens are the provider's: a
+  span counts its model children's usage when any has one, else its own (`_usage`).
+  Contents come from the innermost span that captured them.
+- **Nesting.** A tool span's own children belong to that tool call (`ToolExec.children`):
+  when a model call ran inside it, it is an agent called as a tool, whose own conversation
+  becomes a run of its own (`runner.importers.otel.reader`); its calls and tokens are also
+  counted in the session's meter, not turned into turns of the parent's conversation.
+- **Failures.** A failed span fails its session only when it is the agent's own step: an
+  agent span, or a root span of no known family (the application's entry point). Transport
+  spans (HTTP, RPC, databases, a2a) and model or tool spans never do: a tool error handed
+  back to the model is an observation. A failed agent span inside a tool call is that
+  sub-agent's failure.
 - **Sessions.** An item (logical call or tool call) belongs to the outermost
   ``gen_ai.conversation.id`` above it, else the outermost session attribute (``session.id``,
   ``langfuse.session.id``, ADK's ``gcp.vertex.agent.session_id``), else its trace id; a
@@ -153,6 +162,7 @@ def _index(
 
 def _attach_logs(spans: dict[Key, Span], logs: list[LogRecord], notes: Notes) -> None:
     by_trace: dict[str, list[Span]] = defaultdict(list)
+    all_models: list[Span] = []
     indexed = False
     for log in logs:
         if log.trace_id is not None and log.span_id is not None:
@@ -170,17 +180,23 @@ def _attach_logs(spans: dict[Key, Span], logs: list[LogRecord], notes: Notes) ->
             for span in spans.values():
                 if span.role == "model":
                     by_trace[span.trace_id].append(span)
+                    all_models.append(span)
+        pool = by_trace.get(log.trace_id, []) if log.trace_id else all_models
+        stamp = log.event.time_ns
         candidates = [
             s
-            for s in by_trace.get(log.trace_id or "", [])
+            for s in pool
             if s.start_ns is not None
             and s.end_ns is not None
-            and log.event.time_ns is not None
-            and s.start_ns <= log.event.time_ns <= s.end_ns
+            and stamp is not None
+            and s.start_ns <= stamp <= s.end_ns
         ]
-        if candidates:
-            min(candidates, key=lambda s: (s.end_ns or 0) - (s.start_ns or 0)).logs.append(
-                log.event
+        if len(candidates) == 1:
+            candidates[0].logs.append(log.event)
+        elif candidates:
+            notes.add(
+                f"{log.file}: {log.where}: log record names no span and {len(candidates)} model "
+                "spans were open at its time: ambiguous, ignored"
             )
         else:
             notes.add(f"{log.file}: {log.where}: log record tied to no span: ignored")
@@ -249,17 +265,29 @@ def _own_keys(span: Span) -> tuple[str | None, str | None]:
     return conv, sess
 
 
-def _usage(call: LogicalCall, span: Span, info: dict[str, ModelCall]) -> tuple[int, int, bool]:
-    own = info[span.span_id]
-    if own.tokens_in is not None or own.tokens_out is not None:
-        return own.tokens_in or 0, own.tokens_out or 0, True
-    total_in = total_out = 0
-    found = False
-    for child in call.spans:
-        if call.parents.get(child.span_id) == span.span_id:
-            i, o, f = _usage(call, child, info)
-            total_in, total_out, found = total_in + i, total_out + o, found or f
-    return total_in, total_out, found
+def _usage(call: LogicalCall, info: dict[str, ModelCall]) -> tuple[int, int, bool]:
+    """``(in, out, found)`` tokens of a logical call: the provider's count, not a wrapper's.
+
+    Each span counts its model children's usage when any of them has one (the provider span
+    inside a framework wrapper; retries inside a wrapper add up), else its own: an outer
+    wrapper's figure, which some frameworks accumulate over the whole agent run (5-10x the
+    provider's), is used only when no span inside it says. Iterative (hostile nesting).
+    """
+    kids: dict[str, list[str]] = defaultdict(list)
+    for span in call.spans[1:]:
+        parent = call.parents.get(span.span_id)
+        if parent is not None:
+            kids[parent].append(span.span_id)
+    totals: dict[str, tuple[int, int, bool]] = {}
+    for span in reversed(call.spans):  # pre-order reversed: children before their parent
+        inner = [totals[k] for k in kids.get(span.span_id, []) if totals[k][2]]
+        if inner:
+            totals[span.span_id] = (sum(i[0] for i in inner), sum(i[1] for i in inner), True)
+            continue
+        own = info[span.span_id]
+        found = own.tokens_in is not None or own.tokens_out is not None
+        totals[span.span_id] = (own.tokens_in or 0, own.tokens_out or 0, found)
+    return totals[call.spans[0].span_id]
 
 
 def _merge(call: LogicalCall, warn: Warn) -> None:
@@ -282,7 +310,7 @@ def _merge(call: LogicalCall, warn: Warn) -> None:
         names = {t.name for t in merged.tools}
         merged.tools.extend(t for t in info.tools if t.name not in names)
     merged.error = infos[call.spans[0].span_id].error
-    tin, tout, found = _usage(call, call.spans[0], infos)
+    tin, tout, found = _usage(call, infos)
     merged.tokens_in, merged.tokens_out = (tin, tout) if found else (None, None)
     call.info, call.tokens, call.has_tokens = merged, (tin, tout), found
 

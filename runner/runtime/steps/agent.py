@@ -218,7 +218,11 @@ class AgentStep:
         raw_args = function.get("arguments")
         reply = {"role": "tool", "tool_call_id": call.get("id")}
         try:
-            args = json.loads(raw_args) if isinstance(raw_args, str) else (raw_args or {})
+            # blank arguments are no arguments (as the OpenAI SDKs and the importers read them)
+            if isinstance(raw_args, str):
+                args = json.loads(raw_args) if raw_args.strip() else {}
+            else:
+                args = raw_args or {}
         except ValueError as exc:
             self.caller.record_failed(self.step_id, name, raw_args, exc)
             reply["content"] = to_json_text({"error": error_record(exc)})

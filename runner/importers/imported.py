@@ -63,6 +63,8 @@ class ImportSource:
         notes: free-text remarks for the report.
         call_schema_hashes: tool call lines carry the schema hash of the manifest (False:
             the source records none at call time; counted missing, ``lint`` reports it).
+        explain: per file, what was read and what was ignored and why (``import --explain``;
+            the shape is the importer's, e.g. `runner.importers.otel.shapes.Explain`).
     """
 
     kind: str
@@ -75,3 +77,4 @@ class ImportSource:
     missing: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     call_schema_hashes: bool = True
+    explain: dict[str, Any] = field(default_factory=dict)

@@ -309,6 +309,7 @@ def write_import(
     report = _report(source, manifest, built_runs, missing, workflows, read_only, len(tasks))
     report["notes"] = notes
     report["redactions"] = redactions
+    report["explain"] = source.explain or _explain_runs(source)
     (out / REPORT_NAME).write_text(
         json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )
@@ -320,6 +321,23 @@ def write_import(
         calls=report["calls"]["total"],
     )
     return report
+
+
+def _explain_runs(source: ImportSource) -> dict[str, Any]:
+    """What a conversation importer read, by file: runs and messages by role (``--explain``)."""
+    out: dict[str, Any] = {}
+    for run in source.runs:
+        entry = out.setdefault(
+            run.file, {"read": Counter(), "ignored": {}, "log_records": {}, "decided": {}}
+        )
+        entry["read"]["runs"] += 1
+        for msg in run.messages:
+            entry["read"][f"{msg.role} messages"] += 1
+        if run.system is not None:
+            entry["read"]["system prompts"] += 1
+    for entry in out.values():
+        entry["read"] = dict(sorted(entry["read"].items()))
+    return out
 
 
 def _read_only_task(task: Mapping[str, Any], effects: Mapping[str, str]) -> dict[str, Any]:

@@ -40,6 +40,13 @@ _MapFile = Annotated[
     Path | None, typer.Option("--map-file", help="File of TOOL=EFFECT lines (or a JSON object).")
 ]
 _Force = Annotated[bool, typer.Option("--force", help="Write into a non-empty --out folder.")]
+_Explain = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="Print, per file, what was read and what was ignored and why (by span family).",
+    ),
+]
 _Json = Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")]
 _Policy = Annotated[
     str | None,
@@ -51,10 +58,27 @@ _Policy = Annotated[
 ]
 
 
-def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
+def _explain(explain: dict[str, Any]) -> None:
+    """Print ``import-report.json``'s ``explain``: per file, what was read and ignored, why."""
+    for file, parts in explain.items():
+        echo(f"explain {file}:")
+        read = parts.get("read") or {}
+        echo("  read: " + (", ".join(f"{k} {v}" for k, v in read.items()) or "nothing"))
+        for family, info in (parts.get("ignored") or {}).items():
+            label = "unknown family" if family.startswith("unknown:") else "ignored"
+            echo(f"  {label}: {family} {info['count']}: {info['why']}")
+        for name, count in (parts.get("log_records") or {}).items():
+            echo(f"  log records: {name} {count}")
+        for what, count in (parts.get("decided") or {}).items():
+            echo(f"  decided: {what}: {count}")
+
+
+def _finish(report: dict[str, Any], out: Path, as_json: bool, explain: bool = False) -> None:
     if as_json:
         echo(json.dumps(report, indent=2, ensure_ascii=True))
         return
+    if explain:
+        _explain(report.get("explain") or {})
     calls = report["calls"]
     echo(
         f"imported {report['runs']} runs ({report['failed_runs']} failed by the source's "
@@ -88,6 +112,7 @@ def _import(
     force: bool,
     as_json: bool,
     policy: str | None = None,
+    explain: bool = False,
 ) -> None:
     """Read a source with ``read`` (an importer's reader), write it into ``out``, report."""
     # imported on use, not at module top: start-up speed (`--help`, `check`)
@@ -102,7 +127,7 @@ def _import(
         report = write_import(read(), out, effect_map, force=force, redaction_rules=rules)
     except SandboxReplayError as exc:
         fail(exc)
-    _finish(report, out, as_json)
+    _finish(report, out, as_json, explain)
 
 
 def _shared(
@@ -112,6 +137,7 @@ def _shared(
     force: _Force = False,
     as_json: _Json = False,
     policy: _Policy = None,
+    explain: _Explain = False,
 ) -> None:
     """The options every ``import`` command has (their declarations; never called)."""
 

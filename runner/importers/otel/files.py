@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 
 from runner.errors import InputError
 from runner.importers.otel.shapes import (
+    Explain,
     LogRecord,
     Notes,
     Origin,
@@ -180,13 +181,25 @@ def _scope_name(scope: Any) -> str:
     return ""
 
 
-def read_file(path: Path, notes: Notes) -> Iterator[Item]:
+def read_file(path: Path, notes: Notes, explain: Explain | None = None) -> Iterator[Item]:
     """Every span and log record of ``path``, streamed when the file is JSONL.
+
+    Each is counted in ``explain`` (by span family and role, or event name) when given.
 
     Raises:
         InputError: unreadable, not UTF-8, invalid or truncated JSON, a line or document over
             its size limit (file and line named).
     """
+    for item in _read_file(path, notes):
+        if explain is not None:
+            if isinstance(item, Span):
+                explain.span(item)
+            else:
+                explain.log(item)
+        yield item
+
+
+def _read_file(path: Path, notes: Notes) -> Iterator[Item]:
     name = str(path)
     # the one bounded reader: a regular file only (a FIFO or device is refused, not read)
     with open_input(path, "import source") as handle:

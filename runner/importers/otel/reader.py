@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ from runner.importers.otel.sessions import (
     build_sessions,
     tool_defs_of,
 )
-from runner.importers.otel.shapes import Notes
+from runner.importers.otel.shapes import Explain, Notes
 from runner.importers.otel.turns import Assembler, place, seconds, session_messages, tokens_of
 from runner.importers.source import SourceRun, derive_id
 from runner.importers.toolset import TOOL_ID, ImportedTool, check_tool_id
@@ -55,6 +56,14 @@ _USER_NOTE = "the recorded user: turns are served from the trace (the source has
 
 
 _FORBIDDEN = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def _found(explain: Explain) -> str:
+    """The span families the files held, for the error that says nothing was importable."""
+    seen: Counter[str] = Counter()
+    for counts in (*explain.read.values(), *explain.ignored.values()):
+        seen.update(counts)
+    return ", ".join(f"{k} {v}" for k, v in seen.most_common(8)) or "none"
 
 
 def _workflow_name(stem: str) -> str:
@@ -96,9 +105,9 @@ def _openai(name: str, description: str, schema: dict[str, Any] | None) -> dict[
     }
 
 
-def _items(paths: Sequence[Path], notes: Notes) -> Iterator[Any]:
+def _items(paths: Sequence[Path], notes: Notes, explain: Explain) -> Iterator[Any]:
     for path in paths:
-        yield from read_file(path, notes)
+        yield from read_file(path, notes, explain)
 
 
 def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSource:
@@ -114,11 +123,12 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
             a tool id (file, line or span named), or no session with a model call.
     """
     notes = Notes()
+    explain = Explain()
     files = [str(p) for p in paths]
     collecting = gc.isenabled()
     gc.disable()  # millions of long-lived small objects: generation scans would dominate
     try:
-        sessions = build_sessions(_items(paths, notes), notes)
+        sessions = build_sessions(_items(paths, notes, explain), notes, explain)
     finally:
         if collecting:
             gc.enable()
@@ -151,7 +161,7 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
             if unit.run_id is None:
                 continue
             try:
-                built[id(unit)] = _run(unit, tools, notes)
+                built[id(unit)] = _run(unit, tools, notes, explain)
             except InputError as exc:  # one malformed session does not hide the others
                 notes.add(f"session {unit.session.kind} {unit.session.key} skipped: {exc}")
                 unit.run_id = None
@@ -159,8 +169,8 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
     if not runs:
         why = "; ".join(notes.all()[-3:])
         raise InputError(
-            "no agent session with a model call (no GenAI or OpenInference model spans)"
-            + (f"; warnings: {why}" if why else ""),
+            "no agent session: no span of a known family is a model or tool call (spans "
+            f"found: {_found(explain)})" + (f"; warnings: {why}" if why else ""),
             file=", ".join(files),
         )
     shape = WorkflowShape(
@@ -187,6 +197,7 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
         shape=shape,
         notes=notes.all(),
         call_schema_hashes=False,
+        explain=explain.as_dict(),
     )
 
 
@@ -249,7 +260,7 @@ def _first_span(session: Session) -> Any:
     return item.spans[0] if isinstance(item, LogicalCall) else item.span
 
 
-def _run(unit: _Unit, tools: _Tools, notes: Notes) -> SourceRun:
+def _run(unit: _Unit, tools: _Tools, notes: Notes, explain: Explain) -> SourceRun:
     session = unit.session
     links = {c.tool.span.span_id: c.run_id for c in unit.children if c.tool and c.run_id}
     assembler = Assembler(session, notes, links)
@@ -313,6 +324,11 @@ def _run(unit: _Unit, tools: _Tools, notes: Notes) -> SourceRun:
         meta["parent_call"] = {"span_id": unit.tool.span.span_id, "tool": unit.tool.info.name}
     if assembler.skipped_tools:
         meta["tool_spans_not_calls"] = assembler.skipped_tools
+        explain.note(
+            file,
+            "tool spans that are no new call (a repeat of answered calls, no name)",
+            assembler.skipped_tools,
+        )
     if first is None:
         notes.add(
             f"{file}: session {session.kind} {session.key}: tool calls but no model call: "

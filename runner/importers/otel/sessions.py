@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from runner.importers.otel.messages import ToolDef
 from runner.importers.otel.modelspans import ModelCall, model_call
-from runner.importers.otel.shapes import LogRecord, Notes, Span
+from runner.importers.otel.shapes import Explain, LogRecord, Notes, Span
 from runner.importers.otel.toolspans import ToolCall, Warn, span_error, tool_call
 
 __all__ = ["LogicalCall", "Session", "ToolExec", "build_sessions"]
@@ -335,12 +335,15 @@ class _Frame:
     owner: ToolExec | None
 
 
-def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Session]:
+def build_sessions(
+    items: Iterable[Span | LogRecord], notes: Notes, explain: Explain | None = None
+) -> list[Session]:
     """Group spans and log records into sessions (see the module docstring).
 
     Args:
         items: spans and log records of every input file, in file order.
         notes: receives every warning (span id, trace and file named).
+        explain: counts what was decided about spans (wrappers merged), when given.
 
     Returns:
         The sessions in order of their first item; sessions without any model or tool call
@@ -407,6 +410,12 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
             stack.append(_Frame(child, conv, sess, group, owner))
     for call in calls:
         _merge(call, warn)
+        if explain is not None and len(call.spans) > 1:
+            explain.note(
+                call.spans[0].file,
+                "model spans merged into the call around them (wrapper and provider, SDK and API)",
+                len(call.spans) - 1,
+            )
     sessions = _sessions(keyed, errors, agents, notes)
     for span in spans.values():  # what the conventions said is read: free the raw attributes
         span.attrs, span.events, span.logs = {}, [], []

@@ -33,7 +33,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make setup: no Python >= 3.11 found (set PYTHON=...)" >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev,sdks,otel-instrumentation,ray]'
+	$(BIN)/python -m pip install -q -e '.[dev,sdks,otel-instrumentation,ray,inspect-tests]'
 	touch $(STAMP)
 
 engine:

@@ -338,8 +338,7 @@ class TraceLines:
                 problem = f"names call {ref.call}, a {earlier[0]} turn, not a {record.tool} turn"
             elif ref.count > earlier[1]:
                 problem = (
-                    f"takes {ref.count} messages of call {ref.call}, whose request has "
-                    f"{earlier[1]}"
+                    f"takes {ref.count} messages of call {ref.call}, whose request has {earlier[1]}"
                 )
             if problem is not None:
                 raise InputError(problem, file=self.file, line=lineno, field="messages_from")

@@ -1,4 +1,4 @@
-"""``sandbox-replay import tau2|openai-messages|otel``: public agent traces → this project's files.
+"""``sandbox-replay import tau2|openai-messages|otel|inspect|atif``: traces → this project's files.
 
 Traces and tasks are redacted before they are written (``--policy``'s ``redaction:`` rules, by
 default the built-in detectors; `runner.importers.redaction`). Both commands write into
@@ -223,3 +223,42 @@ def otel_command(
     from runner.importers.otel import read_otel
 
     return lambda: read_otel(files, tools)
+
+
+@_import_command("inspect")
+def inspect_command(
+    log: Annotated[
+        Path,
+        typer.Argument(help="Inspect AI log: .eval archive or .json log.", show_default=False),
+    ],
+    tools: Annotated[
+        Path | None,
+        typer.Option("--tools", help="Tools (OpenAI function format) the log lacks."),
+    ] = None,
+) -> Callable[[], Any]:
+    """Import an Inspect AI evaluation log: one trace per sample, tasks, manifest."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.importers.inspectlog import read_inspect
+
+    return lambda: read_inspect(log, tools)
+
+
+@_import_command("atif")
+def atif_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Harbor ATIF trajectories (a JSON object, a list, or JSONL).",
+            show_default=False,
+        ),
+    ],
+    tools: Annotated[
+        Path | None,
+        typer.Option("--tools", help="Tools (OpenAI function format); ATIF records none."),
+    ] = None,
+) -> Callable[[], Any]:
+    """Import Harbor ATIF trajectories: one trace per trajectory, tasks, manifest."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.importers.atif import read_atif
+
+    return lambda: read_atif(files, tools)

@@ -272,7 +272,7 @@ def loose_messages(value: Any, default_role: str) -> list[Msg] | None:
     if value is None or (isinstance(value, str) and value.strip() in PLACEHOLDERS):
         return None
     ok, parsed = json_value(value)
-    if ok and not isinstance(parsed, str):
+    if ok and isinstance(parsed, dict | list):
         found = _loose(parsed)
         return found or None
     if isinstance(value, str) and value.strip():

@@ -271,13 +271,15 @@ def workflow_text(
     user: str | Mapping[str, Any] | None,
     max_turns: int,
     unlisted_tools: Sequence[str] = (),
+    tool_errors: str = "return",
 ) -> str:
     """The YAML text of the generic tool-calling agent workflow over the imported manifest.
 
     One ``agent`` step (step id ``agent``) with the source's system prompt, fixed messages
     (assistant messages that were not model calls, e.g. τ²'s greeting; sent before the first
     turn, never served as model turns), the toolset (``unlisted_tools``: callable, not listed in
-    the model's requests), and the simulated user's instructions.
+    the model's requests), and the simulated user's instructions; ``tool_errors: raise`` when
+    the source ended the run on a tool's error (`runner.domain.agentspec.AgentSpec`).
 
     Returns:
         The file text (``header`` as ``#`` comment lines, then the YAML document).
@@ -293,6 +295,8 @@ def workflow_text(
         agent["user"] = user if isinstance(user, str) else dict(user)
     if unlisted_tools:
         agent["unlisted_tools"] = list(unlisted_tools)
+    if tool_errors != "return":
+        agent["tool_errors"] = tool_errors
     doc: dict[str, Any] = {"name": name, "version": version, "tools": [MANIFEST_NAME]}
     if model is not None:
         doc["model"] = dict(model)

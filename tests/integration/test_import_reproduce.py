@@ -159,3 +159,22 @@ def test_a_call_after_the_final_answer_is_named(
     (report,) = _reports(done)
     assert report["outcome"] == "not_reproduced", report
     assert f"call #{len(calls) - 1} model: the replay made no call" in report["reason"]
+
+
+def test_adk_runs_reproduce_their_tool_error_abort(tmp_path: Path, sandbox_image: str) -> None:
+    """ADK without an error handler ends the run on a tool's error (S6a): `tool_errors: raise`."""
+    folder = Settings().realdata_dir
+    folder = folder if folder.is_absolute() else (REPO / folder).resolve()
+    sources = sorted((folder / "otel-agentevals" / "adk_py").glob("*/S6a.json"))
+    if not sources:
+        message = f"agentevals recordings not found under {folder}: set SANDBOX_REPLAY_REALDATA_DIR"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    for n, source in enumerate(sources):
+        out = f"imp{n}"
+        done = cli(["import", "otel", str(source), "--out", out, "--json"], tmp_path, sandbox_image)
+        assert done.returncode == 0, done.stderr[-3000:]
+        done = cli(["reproduce", "--json", "traces"], tmp_path / out, sandbox_image)
+        (report,) = _reports(done)
+        assert report["outcome"] == "reproduced", report  # was: replay ended succeeded

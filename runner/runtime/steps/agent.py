@@ -242,8 +242,8 @@ class AgentStep:
             value = self.caller.call_tool(self.step_id, tool, args)
             reply["content"] = to_json_text(value)
         except (Exception, SystemExit) as exc:
-            if caused_by(exc, CapabilityDenied):
-                raise
+            if caused_by(exc, CapabilityDenied) or self.cfg.get("tool_errors") == "raise":
+                raise  # `tool_errors: raise`: the step ends with the tool's error
             reply["content"] = to_json_text({"error": error_record(exc)})
         if self.caller.served_text is not None:
             reply["content"] = self.caller.served_text

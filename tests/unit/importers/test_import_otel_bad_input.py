@@ -98,12 +98,13 @@ def test_a_document_over_the_size_limit_says_the_limit(
         read_otel([source])
 
 
-def test_no_model_span_is_an_error(tmp_path: Path) -> None:
+def test_no_model_or_tool_span_is_an_error_naming_what_was_found(tmp_path: Path) -> None:
     source = render(
         [span(T1, "f000000000000001", None, "GET /", 0, 1)], "otlp", tmp_path / "http.json"
     )
-    with pytest.raises(InputError, match="no agent session with a model call"):
+    with pytest.raises(InputError, match="no agent session: no span of a known family") as got:
         read_otel([source])
+    assert "spans found: unknown:" in str(got.value)
 
 
 def test_large_session_is_read_and_skipped_by_name(tmp_path: Path) -> None:

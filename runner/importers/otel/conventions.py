@@ -134,6 +134,22 @@ _OI_IGNORED = {
 }
 
 
+# keys whose presence marks a family (looked up, not scanned: every span is classified)
+_ADK_KEYS = (
+    "gcp.vertex.agent.llm_request",
+    "gcp.vertex.agent.llm_response",
+    "gcp.vertex.agent.tool_call_args",
+    "gcp.vertex.agent.tool_response",
+    "gcp.vertex.agent.invocation_id",
+    "gcp.vertex.agent.event_id",
+)
+_LEGACY_KEYS = tuple(
+    f"gen_ai.{side}.0.{part}"
+    for side in ("prompt", "completion")
+    for part in ("role", "content", "tool_calls.0.name", "finish_reason")
+)
+
+
 def _op(view: SpanView) -> str | None:
     op = view.attrs.get("gen_ai.operation.name")
     return op.strip().lower() if isinstance(op, str) and op.strip() else None
@@ -181,9 +197,7 @@ def _claude_code(view: SpanView) -> Classified | None:
 
 
 def _adk(view: SpanView) -> Classified | None:
-    adk = view.scope == "gcp.vertex.agent" or any(
-        k.startswith("gcp.vertex.agent.") for k in view.attrs
-    )
+    adk = view.scope == "gcp.vertex.agent" or any(k in view.attrs for k in _ADK_KEYS)
     if not adk:
         return None
     name, op = view.name, _op(view)

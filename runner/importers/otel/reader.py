@@ -216,13 +216,62 @@ class _Unit:
         return [i for i in self.session.items if isinstance(i, LogicalCall)]
 
 
+def _concurrent_agents(session: Session) -> list[Session] | None:
+    """The session split per agent when sibling agents ran at the same time, else None.
+
+    Items are grouped by the agent span nearest above them. Agents that ran one after the
+    other (a transfer, turns of one conversation) stay one conversation, which replays as one;
+    agents whose calls overlap in time (a parallel fan-out) would interleave their turns into
+    one conversation that cannot replay (a model turn before the previous one's tool results):
+    each becomes a session of its own (key ``<key>/<agent>.<agent span id>``).
+    """
+    groups: dict[str, list[LogicalCall | ToolExec]] = {}
+    names: dict[str, str | None] = {}
+    for item in session.items:
+        agent_id, name = item.agent if item.agent is not None else ("", None)
+        groups.setdefault(agent_id, []).append(item)
+        names[agent_id] = name
+    if len(groups) < 2:
+        return None
+    spans = sorted(
+        (min(i.start for i in items), max(i.end for i in items)) for items in groups.values()
+    )
+    if all(spans[k][1] <= spans[k + 1][0] for k in range(len(spans) - 1)):
+        return None  # one after the other
+    failed = session.error_span.span_id if session.error_span is not None else None
+    out = []
+    for agent_id, items in groups.items():
+        label = f"{names[agent_id] or 'agent'}.{agent_id}" if agent_id else "agent"
+        own = failed is None or failed == agent_id or failed not in groups
+        out.append(
+            Session(
+                session.kind,
+                f"{session.key}/{label}",
+                items=items,
+                traces=list(dict.fromkeys(_span_of(i).trace_id for i in items)),
+                error=session.error if own else None,
+                error_span=session.error_span if own else None,
+                agents=[n for n in (names[agent_id],) if n],
+            )
+        )
+    return out
+
+
+def _span_of(item: LogicalCall | ToolExec) -> Any:
+    return item.spans[0] if isinstance(item, LogicalCall) else item.span
+
+
 def _units(session: Session) -> list[_Unit]:
     """The session and, depth first, every sub-agent that ran inside one of its tool calls.
 
     A tool call inside which a model call ran is an agent called as a tool: the model and
     tool calls directly inside its span are that agent's own conversation, a run of its own
-    (session kind ``subagent``, key ``<parent key>/<tool>.<span id>``).
+    (session kind ``subagent``, key ``<parent key>/<tool>.<span id>``). Sibling agents that
+    ran at the same time are split first (`_concurrent_agents`).
     """
+    split = _concurrent_agents(session)
+    if split is not None:
+        return [u for part in split for u in _units(part)]
     root = _Unit(session)
     out = [root]
     stack = [root]

@@ -61,6 +61,12 @@ class LogicalCall:
     info: ModelCall = field(default_factory=ModelCall)
     tokens: tuple[int, int] = (0, 0)
     has_tokens: bool = False
+    agent: tuple[str, str | None] | None = None  # nearest agent span above: (id, name)
+
+    @property
+    def end(self) -> int:
+        """End of the outermost span (ns; its start when unknown)."""
+        return self.spans[0].end_ns or self.start
 
     @property
     def start(self) -> int:
@@ -86,11 +92,17 @@ class ToolExec:
     error: tuple[str, str] | None = None
     error_span: Span | None = None
     agents: list[str] = field(default_factory=list)
+    agent: tuple[str, str | None] | None = None  # nearest agent span above: (id, name)
 
     @property
     def start(self) -> int:
         """Start of the span (ns; 0 when unknown)."""
         return self.span.start_ns or 0
+
+    @property
+    def end(self) -> int:
+        """End of the span (ns; its start when unknown)."""
+        return self.span.end_ns or self.start
 
     @property
     def nested_calls(self) -> list[LogicalCall]:
@@ -333,6 +345,7 @@ class _Frame:
     sess: str | None
     group: LogicalCall | None
     owner: ToolExec | None
+    agent: tuple[str, str | None] | None = None
 
 
 def build_sessions(
@@ -374,10 +387,10 @@ def build_sessions(
             else ("trace", span.trace_id)
         )
         kind = span.role
-        group, owner = frame.group, frame.owner
+        group, owner, agent = frame.group, frame.owner, frame.agent
         if kind == "model":
             if group is None:
-                group = LogicalCall([span], {span.span_id: None})
+                group = LogicalCall([span], {span.span_id: None}, agent=agent)
                 calls.append(group)
                 if owner is not None:
                     owner.children.append(group)
@@ -388,7 +401,7 @@ def build_sessions(
                 group.spans.append(span)
         elif kind == "tool":
             group = None
-            tool = ToolExec(span, tool_call(span, warn))
+            tool = ToolExec(span, tool_call(span, warn), agent=agent)
             if owner is not None:
                 owner.children.append(tool)
             else:
@@ -397,6 +410,7 @@ def build_sessions(
         elif kind == "agent":
             group = None
             name = _agent_name(span)
+            agent = (span.span_id, name)
             if owner is None and name is not None:
                 agents[_key_text(key)].append(name)
             elif owner is not None and name is not None:
@@ -407,7 +421,7 @@ def build_sessions(
             elif owner.error is None and kind == "agent":
                 owner.error, owner.error_span = span_error(span), span
         for child in reversed(children.get((span.trace_id, span.span_id), [])):
-            stack.append(_Frame(child, conv, sess, group, owner))
+            stack.append(_Frame(child, conv, sess, group, owner, agent))
     for call in calls:
         _merge(call, warn)
         if explain is not None and len(call.spans) > 1:

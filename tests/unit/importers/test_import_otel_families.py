@@ -612,3 +612,45 @@ def test_every_family_of_the_table_cites_a_source() -> None:
         "langsmith",
     ):
         assert name in names
+
+
+def _agent_span(sid: int, name: str, start: int, end: int) -> dict[str, Any]:
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+    return _span(sid, 1, f"invoke_agent {name}", attrs, start, end)
+
+
+def _under(span: dict[str, Any], parent: int) -> dict[str, Any]:
+    return {**span, "parent": f"{parent:016x}"}
+
+
+def test_sibling_agents_running_at_once_keep_their_own_conversations(tmp_path: Path) -> None:
+    # a fan-out: two agents under one root, their model and tool calls interleaved in time
+    spans = [
+        ROOT,
+        _agent_span(10, "flights", 5, 200),
+        _agent_span(20, "hotels", 6, 210),
+        _under(_genai_model(11, 10, _asks(("find_flight", "f1"))), 10),
+        _under(_genai_model(21, 12, _asks(("find_hotel", "h1"))), 20),
+        _under(_tool(12, 20, "find_flight", "f1", "AF12"), 10),
+        _under(_tool(22, 22, "find_hotel", "h1", "Ritz"), 20),
+        _under(_genai_model(13, 30, FINAL), 10),
+        _under(_genai_model(23, 32, FINAL), 20),
+    ]
+    _, traces = _import(tmp_path, _doc(tmp_path / "fan.json", spans))
+    assert len(traces) == 2  # flattened, the turns interleaved and the calls lost results
+    by_agent = {t[0]["meta"]["agents"][0]: t for t in traces}
+    for agent, tool, body in (("flights", "find_flight", "AF12"), ("hotels", "find_hotel", "Ritz")):
+        calls = _calls(by_agent[agent])
+        assert [c["tool"] for c in calls] == ["model", tool, "model"]
+        assert calls[1]["body"] == body
+    # one after the other (a transfer), agents stay one conversation, which replays as one
+    sequential = [
+        ROOT,
+        _agent_span(10, "triage", 5, 40),
+        _agent_span(20, "billing", 50, 100),
+        _under(_genai_model(11, 10, _asks(("transfer", "t1"))), 10),
+        _under(_tool(12, 20, "transfer", "t1", "ok"), 10),
+        _under(_genai_model(21, 60, FINAL), 20),
+    ]
+    _, traces = _import(tmp_path / "2", _doc(tmp_path / "seq.json", sequential))
+    assert len(traces) == 1

@@ -37,19 +37,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import IdSet
 from runner.errors import InputError
-from runner.importers.imported import ImportSource, WorkflowShape
+from runner.importers.imported import ImportSource, agent_shape
 from runner.importers.openai_messages import read_tools_file
 from runner.importers.source import (
+    RECORDED_USER,
     SourceMessage,
     SourceRun,
     SourceToolCall,
+    as_object,
     derive_id,
+    iso_seconds,
     load_json,
     parse_arguments,
 )
@@ -60,22 +62,7 @@ from runner.trace.strictjson import StrictJSONError
 __all__ = ["read_atif"]
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else ``{}``."""
-    return value if isinstance(value, dict) else {}
-
-
 _VERSION = re.compile(r"^ATIF-v1\.\d+\Z")
-
-
-def _seconds(stamp: Any) -> float | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed.timestamp() if parsed.tzinfo is not None else None
 
 
 def _documents(path: Path) -> list[tuple[int | None, str, Any]]:
@@ -136,7 +123,7 @@ class _Reader:
 
     def run(self, doc: dict[str, Any], file: str, line: int | None, where: str) -> SourceRun:
         """One trajectory as a source run (see the module docstring)."""
-        agent = _obj(doc.get("agent"))
+        agent = as_object(doc.get("agent"))
         alias = agent.get("model_name") if isinstance(agent.get("model_name"), str) else None
         session = str(doc.get("session_id") or f"{Path(file).stem}-{line or 1}")
         run_id = derive_id(f"atif-{session}", self.ids)
@@ -151,7 +138,7 @@ class _Reader:
             source = step.get("source")
             text = step.get("message")
             text = text if isinstance(text, str) else None
-            clock = _seconds(step.get("timestamp"))
+            clock = iso_seconds(step.get("timestamp"))
             if source == "system":
                 if system is None and not messages:
                     system = text
@@ -171,7 +158,7 @@ class _Reader:
                 )
         first_user = next((m for m in messages if m.role == "user"), None)
         opens = bool(messages) and messages[0].role == "user"
-        extra = _obj(doc.get("extra"))
+        extra = as_object(doc.get("extra"))
         reward = extra.get("reward")
         failed = None
         if isinstance(reward, int | float) and not isinstance(reward, bool) and reward < 1:
@@ -201,6 +188,7 @@ class _Reader:
             clock_start=min(starts) if starts else None,
             meta=meta,
             system=system,
+            user_system=RECORDED_USER,
             simulated_user=sum(m.role == "user" for m in messages) > (1 if opens else 0),
             workflow_model={"provider": "openai", "name": alias} if alias else None,
         )
@@ -240,7 +228,7 @@ class _Reader:
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if chat_calls:
             message["tool_calls"] = chat_calls
-        metrics = _obj(step.get("metrics"))
+        metrics = as_object(step.get("metrics"))
         usage = None
         if "prompt_tokens" in metrics or "completion_tokens" in metrics:
             usage = {
@@ -265,7 +253,7 @@ class _Reader:
                 meta=meta,
             )
         ]
-        observation = _obj(step.get("observation"))
+        observation = as_object(step.get("observation"))
         ids = {c.id for c in calls if c.id is not None}
         for k, result in enumerate(observation.get("results") or []):
             where = f"{here}.observation.results[{k}]"
@@ -278,7 +266,7 @@ class _Reader:
     def _result(
         self, result: dict[str, Any], where: str, line: int | None, clock: float | None
     ) -> SourceMessage:
-        extra = _obj(result.get("extra"))
+        extra = as_object(result.get("extra"))
         failed = extra.get("is_error") is True or extra.get("status") == "error"
         content = result.get("content")
         content = content if isinstance(content, str) or content is None else str(content)
@@ -325,23 +313,11 @@ def read_atif(paths: list[Path], tools_path: Path | None = None) -> ImportSource
     runs = [_link(run, reader.by_session) for run in runs]
     files = [str(p) for p in paths]
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(files[0]).stem).strip("._-")[:100] or "atif"
-    shape = WorkflowShape(
-        name=f"{stem}-agent",
-        version="1",
-        header=(
-            f"Imported from ATIF trajectories ({', '.join(Path(f).name for f in files)[:200]}): "
-            "the generic tool-calling agent.\nTools are manifest-only (no code): every call "
-            "is served from a recording."
-        ),
-        model=None,
-        input_template="${task.message}",
-        user=(
-            "the recorded user: turns are served from the trace"
-            if any(r.simulated_user for r in runs)
-            else None
-        ),
-        user_turn_limit=True,
-        max_turns=max(1, max(sum(m.role == "assistant" for m in r.messages) for r in runs)),
+    shape = agent_shape(
+        f"{stem}-agent",
+        f"ATIF trajectories ({', '.join(Path(f).name for f in files)[:200]})",
+        runs,
+        RECORDED_USER,
     )
     explain: dict[str, Any] = {}
     for run in runs:

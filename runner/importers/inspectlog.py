@@ -36,19 +36,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from runner.domain.ids import IdSet
 from runner.errors import InputError
-from runner.importers.imported import ImportSource, WorkflowShape
+from runner.importers.imported import ImportSource, agent_shape
 from runner.importers.openai_messages import read_tools_file
 from runner.importers.source import (
+    RECORDED_USER,
     SourceMessage,
     SourceRun,
     SourceToolCall,
+    as_object,
     derive_id,
+    iso_seconds,
     load_json,
     parse_arguments,
 )
@@ -58,11 +60,6 @@ from runner.inputfile import read_input
 from runner.trace.strictjson import StrictJSONError
 
 __all__ = ["read_inspect"]
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else ``{}``."""
-    return value if isinstance(value, dict) else {}
 
 
 _INCORRECT = ("I", "incorrect", "F", "fail", "failed")
@@ -127,16 +124,6 @@ def _text(content: Any) -> tuple[str | None, int]:
     return ("".join(texts) if texts else ""), reasoning
 
 
-def _seconds(stamp: Any) -> float | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed.timestamp() if parsed.tzinfo is not None else None
-
-
 class _Events:
     """A sample's model and tool events, by the message or call they produced."""
 
@@ -150,7 +137,7 @@ class _Events:
             if event.get("event") == "model":
                 if not self.tools and isinstance(event.get("tools"), list):
                     self.tools = event["tools"]
-                output = _obj(event.get("output"))
+                output = as_object(event.get("output"))
                 for choice in output.get("choices") or []:
                     message = choice.get("message") if isinstance(choice, dict) else None
                     if isinstance(message, dict) and isinstance(message.get("id"), str):
@@ -182,7 +169,7 @@ def _assistant(msg: dict[str, Any], where: str, file: str, events: _Events) -> S
     if chat_calls:
         message["tool_calls"] = chat_calls
     event = events.model.get(str(msg.get("id")))
-    output = _obj((event or {}).get("output"))
+    output = as_object((event or {}).get("output"))
     usage_raw = output.get("usage") if isinstance(output.get("usage"), dict) else None
     usage = None
     if usage_raw is not None:
@@ -191,8 +178,8 @@ def _assistant(msg: dict[str, Any], where: str, file: str, events: _Events) -> S
             "completion_tokens": usage_raw.get("output_tokens"),
         }
     model = output.get("model") if isinstance(output.get("model"), str) else None
-    started = _seconds((event or {}).get("timestamp"))
-    ended = _seconds((event or {}).get("completed"))
+    started = iso_seconds((event or {}).get("timestamp"))
+    ended = iso_seconds((event or {}).get("completed"))
     meta: dict[str, Any] = {"message_id": msg.get("id")}
     if reasoning:
         meta["reasoning_parts"] = reasoning
@@ -217,7 +204,7 @@ def _tool(msg: dict[str, Any], where: str, events: _Events) -> SourceMessage:
     error = msg.get("error") if isinstance(msg.get("error"), dict) else None
     call_id = msg.get("tool_call_id") if isinstance(msg.get("tool_call_id"), str) else None
     event = events.tool.get(call_id or "") or {}
-    started, ended = _seconds(event.get("timestamp")), _seconds(event.get("completed"))
+    started, ended = iso_seconds(event.get("timestamp")), iso_seconds(event.get("completed"))
     duration = ended - started if started is not None and ended is not None else None
     return SourceMessage(
         role="tool",
@@ -284,7 +271,7 @@ def read_inspect(path: Path, tools_path: Path | None = None) -> ImportSource:
     """
     file = str(path)
     header, samples = _documents(path)
-    spec = _obj(header.get("eval"))
+    spec = as_object(header.get("eval"))
     task = _name(str(spec.get("task") or path.stem.split("_")[-2:][0]))
     alias = spec.get("model") if isinstance(spec.get("model"), str) else None
     tools: dict[str, ImportedTool] = {}
@@ -357,6 +344,7 @@ def read_inspect(path: Path, tools_path: Path | None = None) -> ImportSource:
                     "scores": sample.get("scores"),
                 },
                 system=system,
+                user_system=RECORDED_USER,
                 simulated_user=sum(m.role == "user" for m in messages) > (1 if opens else 0),
                 workflow_model=(
                     {"provider": "openai", "name": alias} if alias else {"provider": "replay"}
@@ -365,23 +353,7 @@ def read_inspect(path: Path, tools_path: Path | None = None) -> ImportSource:
         )
     if not runs:
         raise InputError("no samples in the log", file=file)
-    shape = WorkflowShape(
-        name=f"{task}-agent",
-        version="1",
-        header=(
-            f"Imported from the Inspect AI log {path.name}: the generic tool-calling agent.\n"
-            "Tools are manifest-only (no code): every call is served from a recording."
-        ),
-        model=None,
-        input_template="${task.message}",
-        user=(
-            "the recorded user: turns are served from the trace"
-            if any(r.simulated_user for r in runs)
-            else None
-        ),
-        user_turn_limit=True,
-        max_turns=max(1, max(sum(m.role == "assistant" for m in r.messages) for r in runs)),
-    )
+    shape = agent_shape(f"{task}-agent", f"the Inspect AI log {path.name}", runs, RECORDED_USER)
     return ImportSource(
         kind="inspect",
         backend="import:inspect",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from runner.domain.ids import MAX_ID_LENGTH, IdSet, id_problem, is_device_name
@@ -21,13 +22,21 @@ from runner.trace.strictjson import StrictJSONError
 from runner.trace.strictjson import loads as strict_loads
 
 __all__ = [
+    "RECORDED_USER",
     "SourceMessage",
     "SourceRun",
     "SourceToolCall",
+    "as_object",
     "derive_id",
+    "iso_seconds",
     "load_json",
     "parse_arguments",
 ]
+
+RECORDED_USER = (
+    "the recorded user: turns are served from the trace (the source has no instructions)"
+)
+"""The simulated user's instructions of a source that records user turns but no instructions."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +167,22 @@ class SourceRun:
     request_tools: tuple[dict[str, Any], ...] | None = None
     failure: tuple[str, str] | None = None
     extra_tokens: tuple[int, int] = (0, 0)
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else ``{}`` (a source's optional object field)."""
+    return value if isinstance(value, dict) else {}
+
+
+def iso_seconds(stamp: Any) -> float | None:
+    """Epoch seconds of an ISO 8601 timestamp with a zone (``Z`` allowed), else None."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.timestamp() if parsed.tzinfo is not None else None
 
 
 def load_json(text: str, *, file: str, line: int | None = None) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 from runner.domain.ids import IdSet
 from runner.errors import InputError
 from runner.hostlog import get_logger
-from runner.importers.imported import ImportSource, WorkflowShape
+from runner.importers.imported import ImportSource, agent_shape
 from runner.importers.openai_messages import read_tools_file
 from runner.importers.otel.files import read_file
 from runner.importers.otel.messages import ToolDef, tool_def
@@ -40,7 +40,7 @@ from runner.importers.otel.sessions import (
 )
 from runner.importers.otel.shapes import Explain, Notes
 from runner.importers.otel.turns import Assembler, place, seconds, session_messages, tokens_of
-from runner.importers.source import SourceRun, derive_id
+from runner.importers.source import RECORDED_USER, SourceRun, derive_id
 from runner.importers.toolset import TOOL_ID, ImportedTool, check_tool_id
 
 __all__ = ["read_otel"]
@@ -52,7 +52,6 @@ MAX_SESSION_MODEL_CALLS = 1000
 docs/trace-format.md), but every model call's *resolved* request holds the conversation so
 far, and `reproduce` matches (and hands its sandbox) whole requests: a larger session is
 skipped with a warning naming it, its first span and file."""
-_USER_NOTE = "the recorded user: turns are served from the trace (the source has no instructions)"
 
 
 _FORBIDDEN = re.compile(r"[^A-Za-z0-9_.-]")
@@ -173,19 +172,9 @@ def read_otel(paths: Sequence[Path], tools_path: Path | None = None) -> ImportSo
             f"found: {_found(explain)})" + (f"; warnings: {why}" if why else ""),
             file=", ".join(files),
         )
-    shape = WorkflowShape(
-        name=_workflow_name(stem),
-        version="1",
-        header=(
-            f"Imported from OpenTelemetry traces ({', '.join(Path(f).name for f in files)[:200]}): "
-            "the generic tool-calling agent.\nTools are manifest-only (no code): every call is "
-            "served from a recording."
-        ),
-        model=None,
-        input_template="${task.message}",
-        user=_USER_NOTE if any(r.simulated_user for r in runs) else None,
-        user_turn_limit=True,
-        max_turns=max(1, max(sum(m.role == "assistant" for m in r.messages) for r in runs)),
+    names = ", ".join(Path(f).name for f in files)[:200]
+    shape = agent_shape(
+        _workflow_name(stem), f"OpenTelemetry traces ({names})", runs, RECORDED_USER
     )
     log.info("otel_sessions_read", files=len(files), sessions=len(runs), warnings=len(notes.items))
     return ImportSource(
@@ -407,7 +396,7 @@ def _run(unit: _Unit, tools: _Tools, notes: Notes, explain: Explain) -> SourceRu
         clock_start=seconds(min(starts)) if starts else None,
         meta=meta,
         system=info.system if info is not None else None,
-        user_system=_USER_NOTE,
+        user_system=RECORDED_USER,
         simulated_user=user_turns,
         workflow_model={"provider": "openai", "name": alias} if alias else {"provider": "replay"},
         request_tools=request_tools,

@@ -41,7 +41,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from runner.importers.otel.messages import ToolDef
+from runner.importers.otel.messages import PLACEHOLDERS, Msg, ToolDef
 from runner.importers.otel.modelspans import ModelCall, model_call
 from runner.importers.otel.shapes import Explain, LogRecord, Notes, Span
 from runner.importers.otel.toolspans import ToolCall, Warn, span_error, tool_call
@@ -62,6 +62,7 @@ class LogicalCall:
     tokens: tuple[int, int] = (0, 0)
     has_tokens: bool = False
     agent: tuple[str, str | None] | None = None  # nearest agent span above: (id, name)
+    prompt: str | None = None  # the user prompt its agent span recorded (Claude Code)
 
     @property
     def end(self) -> int:
@@ -322,13 +323,20 @@ def _merge(call: LogicalCall, warn: Warn) -> None:
         names = {t.name for t in merged.tools}
         merged.tools.extend(t for t in info.tools if t.name not in names)
     merged.error = infos[call.spans[0].span_id].error
+    if call.prompt is not None and not _has_content(merged.input):
+        # the spans of the call hold no conversation (Claude Code's llm_request): the prompt
+        # its agent span recorded is the user's message it answered
+        merged.input = [*(merged.input or []), Msg("user", call.prompt)]
     tin, tout, found = _usage(call, infos)
     merged.tokens_in, merged.tokens_out = (tin, tout) if found else (None, None)
     call.info, call.tokens, call.has_tokens = merged, (tin, tout), found
 
 
 def _has_content(messages: object) -> bool:
-    return isinstance(messages, list) and any(_msg_content(m) for m in messages)
+    """Captured conversation beyond the system prompt (a system-only input holds none)."""
+    return isinstance(messages, list) and any(
+        _msg_content(m) and getattr(m, "role", "") not in ("system", "developer") for m in messages
+    )
 
 
 def _msg_content(msg: object) -> bool:
@@ -346,6 +354,7 @@ class _Frame:
     group: LogicalCall | None
     owner: ToolExec | None
     agent: tuple[str, str | None] | None = None
+    prompt: str | None = None
 
 
 def build_sessions(
@@ -387,10 +396,10 @@ def build_sessions(
             else ("trace", span.trace_id)
         )
         kind = span.role
-        group, owner, agent = frame.group, frame.owner, frame.agent
+        group, owner, agent, prompt = frame.group, frame.owner, frame.agent, frame.prompt
         if kind == "model":
             if group is None:
-                group = LogicalCall([span], {span.span_id: None}, agent=agent)
+                group = LogicalCall([span], {span.span_id: None}, agent=agent, prompt=prompt)
                 calls.append(group)
                 if owner is not None:
                     owner.children.append(group)
@@ -411,6 +420,7 @@ def build_sessions(
             group = None
             name = _agent_name(span)
             agent = (span.span_id, name)
+            prompt = _agent_prompt(span) or prompt
             if owner is None and name is not None:
                 agents[_key_text(key)].append(name)
             elif owner is not None and name is not None:
@@ -421,7 +431,7 @@ def build_sessions(
             elif owner.error is None and kind == "agent":
                 owner.error, owner.error_span = span_error(span), span
         for child in reversed(children.get((span.trace_id, span.span_id), [])):
-            stack.append(_Frame(child, conv, sess, group, owner, agent))
+            stack.append(_Frame(child, conv, sess, group, owner, agent, prompt))
     for call in calls:
         _merge(call, warn)
         if explain is not None and len(call.spans) > 1:
@@ -441,6 +451,14 @@ def _agent_name(span: Span) -> str | None:
         name = span.attrs.get(key)
         if isinstance(name, str) and name.strip():
             return name.strip()
+    return None
+
+
+def _agent_prompt(span: Span) -> str | None:
+    """The user's prompt an agent span recorded (Claude Code's ``claude_code.interaction``)."""
+    value = span.attrs.get("user_prompt")
+    if isinstance(value, str) and value.strip() and value.strip() not in PLACEHOLDERS:
+        return value
     return None
 
 

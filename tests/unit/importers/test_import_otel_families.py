@@ -531,12 +531,48 @@ def test_claude_code_spans(tmp_path: Path) -> None:
     (tool,) = _calls(lines, "tools")
     assert (tool["tool"], tool["args"]) == ("Bash", {"command": "ls"})
     assert tool["meta"]["tool_call_from_span"] is True
+    assert lines[0]["task_input"] == {"message": "List files"}  # the interaction's prompt
     assert (lines[-1]["meter"]["tokens_in"], lines[-1]["meter"]["tokens_out"]) == (2500, 60)
     explain = report["explain"][str(tmp_path / "c.json")]
     assert (
         explain["read"]["claude-code model"] == 2
         and explain["ignored"]["claude-code"]["count"] == 1
     )
+
+
+def test_a_system_prompt_alone_does_not_hide_the_users_text(tmp_path: Path) -> None:
+    # a wrapper records the user's text; the provider span inside it only the instructions
+    wrapper = _span(
+        2,
+        1,
+        "call_llm",
+        {
+            "gen_ai.request.model": "m",
+            "gen_ai.input.messages": json.dumps(
+                [
+                    {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+                    {"role": "user", "parts": [{"type": "text", "content": "Hi there"}]},
+                ]
+            ),
+        },
+        10,
+        100,
+    )
+    inner = _span(
+        3,
+        2,
+        "chat m",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "system", "parts": [{"type": "text", "content": "Be brief."}]}]
+            ),
+            "gen_ai.output.messages": json.dumps(FINAL),
+        },
+        20,
+    )
+    _, (lines,) = _import(tmp_path, _doc(tmp_path / "s.json", [ROOT, wrapper, inner]))
+    assert lines[0]["task_input"] == {"message": "Hi there"}
 
 
 def test_semconv_genai_v010_workflow_is_an_agent_span(tmp_path: Path) -> None:

@@ -93,7 +93,8 @@ def trace_refusals(trace: Trace) -> list[str]:
     for call in trace.calls:
         if call.body is None and call.error is None:
             reasons.append(
-                f"call #{call.index} ({call.tool}) has no response at all (no body, no error): "
+                f"call #{call.index} ({call.tool}) has no response at all (missing fields: "
+                "body, error; e.g. the source did not capture the result): "
                 "it cannot be served"
             )
     return reasons

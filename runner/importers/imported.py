@@ -64,7 +64,7 @@ class ImportSource:
         call_schema_hashes: tool call lines carry the schema hash of the manifest (False:
             the source records none at call time; counted missing, ``lint`` reports it).
         explain: per file, what was read and what was ignored and why (``import --explain``;
-            the shape is the importer's, e.g. `runner.importers.otel.shapes.Explain`).
+            the shape is the importer's, e.g. `runner.importers.otel.explain.Explain`).
     """
 
     kind: str

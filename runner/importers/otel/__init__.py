@@ -1,4 +1,4 @@
-"""Import OpenTelemetry traces (OTel GenAI and OpenInference conventions): one run per session.
+"""Import OpenTelemetry traces (the span families of `conventions`): one run per agent session.
 
 Modules, in the order data flows:
 

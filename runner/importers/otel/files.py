@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from runner.errors import InputError
+from runner.importers.otel.explain import Explain
 from runner.importers.otel.shapes import (
-    Explain,
     LogRecord,
     Notes,
     Origin,

@@ -29,6 +29,7 @@ from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.importers.imported import ImportSource, agent_shape
 from runner.importers.openai_messages import read_tools_file
+from runner.importers.otel.explain import Explain
 from runner.importers.otel.files import read_file
 from runner.importers.otel.messages import ToolDef, tool_def
 from runner.importers.otel.sessions import (
@@ -38,7 +39,7 @@ from runner.importers.otel.sessions import (
     build_sessions,
     tool_defs_of,
 )
-from runner.importers.otel.shapes import Explain, Notes
+from runner.importers.otel.shapes import Notes
 from runner.importers.otel.turns import Assembler, place, seconds, session_messages, tokens_of
 from runner.importers.source import RECORDED_USER, SourceRun, derive_id
 from runner.importers.toolset import TOOL_ID, ImportedTool, check_tool_id

@@ -41,14 +41,15 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from runner.importers.otel.explain import Explain
 from runner.importers.otel.messages import PLACEHOLDERS, Msg, ToolDef
 from runner.importers.otel.modelspans import ModelCall, model_call
-from runner.importers.otel.shapes import Explain, LogRecord, Notes, Span
+from runner.importers.otel.shapes import LogRecord, Notes, Span
+from runner.importers.otel.spantree import Key, attach_logs, index_spans, span_tree, where
 from runner.importers.otel.toolspans import ToolCall, Warn, span_error, tool_call
 
 __all__ = ["LogicalCall", "Session", "ToolExec", "build_sessions"]
 
-Key = tuple[str, str]
 _SESSION_ATTRS = ("session.id", "langfuse.session.id", "gcp.vertex.agent.session_id")
 
 
@@ -147,123 +148,6 @@ class Session:
     error: tuple[str, str] | None = None
     error_span: Span | None = None
     agents: list[str] = field(default_factory=list)
-
-
-def _where(span: Span) -> str:
-    return f"{span.file}: {span.where}: span {span.span_id} (trace {span.trace_id})"
-
-
-def _index(
-    items: Iterable[Span | LogRecord], notes: Notes
-) -> tuple[dict[Key, Span], list[LogRecord]]:
-    spans: dict[Key, Span] = {}
-    logs: list[LogRecord] = []
-    order = 0
-    for item in items:
-        if isinstance(item, LogRecord):
-            logs.append(item)
-            continue
-        key = (item.trace_id, item.span_id)
-        if key in spans:
-            notes.add(f"{_where(item)}: duplicate span id (first at {spans[key].where}): ignored")
-            continue
-        item.order = order
-        order += 1
-        spans[key] = item
-    return spans, logs
-
-
-def _attach_logs(spans: dict[Key, Span], logs: list[LogRecord], notes: Notes) -> None:
-    by_trace: dict[str, list[Span]] = defaultdict(list)
-    all_models: list[Span] = []
-    indexed = False
-    for log in logs:
-        if log.trace_id is not None and log.span_id is not None:
-            span = spans.get((log.trace_id, log.span_id))
-            if span is not None:
-                span.logs.append(log.event)
-                continue
-            notes.add(
-                f"{log.file}: {log.where}: log record names span {log.span_id} (trace "
-                f"{log.trace_id}), which was never exported: ignored"
-            )
-            continue
-        if not indexed:
-            indexed = True
-            for span in spans.values():
-                if span.role == "model":
-                    by_trace[span.trace_id].append(span)
-                    all_models.append(span)
-        pool = by_trace.get(log.trace_id, []) if log.trace_id else all_models
-        stamp = log.event.time_ns
-        candidates = [
-            s
-            for s in pool
-            if s.start_ns is not None
-            and s.end_ns is not None
-            and stamp is not None
-            and s.start_ns <= stamp <= s.end_ns
-        ]
-        if len(candidates) == 1:
-            candidates[0].logs.append(log.event)
-        elif candidates:
-            notes.add(
-                f"{log.file}: {log.where}: log record names no span and {len(candidates)} model "
-                "spans were open at its time: ambiguous, ignored"
-            )
-        else:
-            notes.add(f"{log.file}: {log.where}: log record tied to no span: ignored")
-
-
-def _tree(spans: dict[Key, Span], notes: Notes) -> tuple[list[Span], dict[Key, list[Span]]]:
-    children: dict[Key, list[Span]] = defaultdict(list)
-    missing: dict[Key, list[Span]] = defaultdict(list)
-    rooted = {s.trace_id for s in spans.values() if s.parent_id is None}
-    for span in spans.values():
-        if span.parent_id is not None and (span.trace_id, span.parent_id) not in spans:
-            missing[(span.trace_id, span.parent_id)].append(span)
-            span.parent_id = None
-    for (_, parent_id), orphans in missing.items():
-        notes.add(
-            f"{_where(orphans[0])}: parent span {parent_id} was never exported"
-            + (f" ({len(orphans)} spans name it)" if len(orphans) > 1 else "")
-            + ": treated as a root"
-        )
-    for trace in sorted({trace for trace, _ in missing} - rooted):
-        notes.add(f"trace {trace}: its root span was never exported (spans above kept as roots)")
-    _break_cycles(spans, notes)
-    roots: list[Span] = []
-    for span in spans.values():
-        if span.parent_id is None:
-            roots.append(span)
-        else:
-            children[(span.trace_id, span.parent_id)].append(span)
-    for kids in children.values():
-        kids.sort(key=lambda s: (s.start_ns or 0, s.order))
-    roots.sort(key=lambda s: (s.start_ns or 0, s.order))
-    return roots, children
-
-
-def _break_cycles(spans: dict[Key, Span], notes: Notes) -> None:
-    state: dict[Key, int] = {}
-    for start in list(spans):
-        chain: list[Key] = []
-        key: Key | None = start
-        while key is not None and state.get(key, 0) == 0:
-            state[key] = 1
-            chain.append(key)
-            span = spans[key]
-            key = (span.trace_id, span.parent_id) if span.parent_id is not None else None
-        if key is not None and state.get(key) == 1:  # back on the current chain: a cycle
-            cycle = chain[chain.index(key) :]
-            cut = min((spans[k] for k in cycle), key=lambda s: (s.start_ns or 0, s.order))
-            notes.add(
-                f"{_where(cut)}: parent links form a cycle through spans "
-                f"{', '.join(spans[k].span_id for k in cycle)}: cut above this span"
-            )
-            cut.parent_id = None
-        for k in chain:
-            state[k] = 2
 
 
 def _own_keys(span: Span) -> tuple[str | None, str | None]:
@@ -373,11 +257,11 @@ def build_sessions(
     """
 
     def warn(span: Span, attr: str, problem: str) -> None:
-        notes.add(f"{_where(span)}: attribute {attr} {problem}")
+        notes.add(f"{where(span)}: attribute {attr} {problem}")
 
-    spans, logs = _index(items, notes)
-    _attach_logs(spans, logs, notes)
-    roots, children = _tree(spans, notes)
+    spans, logs = index_spans(items, notes)
+    attach_logs(spans, logs, notes)
+    roots, children = span_tree(spans, notes)
     keyed: list[tuple[Key, LogicalCall | ToolExec, str]] = []
     calls: list[LogicalCall] = []
     errors: list[tuple[Key | None, Span, str]] = []

@@ -9,12 +9,12 @@
 instrumentation scope, service and kind); then only the attributes a convention reads
 (`KEEP_PREFIXES`, `KEEP_KEYS`) are kept. A span without ids is skipped with a warning naming
 file and place (`Notes`). The documents and files these come from are read by
-`runner.importers.otel.files`, which counts what it read per family (`Explain`).
+`runner.importers.otel.files`, which counts what it read per family
+(`runner.importers.otel.explain`).
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +24,7 @@ from runner.importers.otel.values import any_value, as_dict, attributes, norm_id
 __all__ = [
     "KEEP_KEYS",
     "KEEP_PREFIXES",
-    "READ_EVENTS",
     "Event",
-    "Explain",
     "LogRecord",
     "Notes",
     "Origin",
@@ -92,73 +90,6 @@ KEEP_KEYS = frozenset(
         "parent_agent_id",
     }
 )
-
-
-READ_EVENTS = frozenset(
-    {
-        "gen_ai.client.inference.operation.details",
-        "gen_ai.system.message",
-        "gen_ai.user.message",
-        "gen_ai.assistant.message",
-        "gen_ai.tool.message",
-        "gen_ai.choice",
-        "gen_ai.content.prompt",
-        "gen_ai.content.completion",
-        "exception",
-        "tool.output",
-    }
-)
-"""Span event and log record names a convention reads (the rest are counted as ignored)."""
-
-
-class Explain:
-    """What each file held, counted by span family and role: ``import --explain``.
-
-    Per file: spans read (family and role), spans ignored (family, with the reason), log
-    records by event name (read or ignored). Unknown families are named, never silently
-    skipped. `as_dict` is the JSON form written into ``import-report.json``.
-    """
-
-    def __init__(self) -> None:
-        self.read: dict[str, Counter[str]] = defaultdict(Counter)
-        self.ignored: dict[str, Counter[str]] = defaultdict(Counter)
-        self.reasons: dict[str, str] = {}
-        self.logs: dict[str, Counter[str]] = defaultdict(Counter)
-        self.later: dict[str, Counter[str]] = defaultdict(Counter)
-
-    def span(self, span: Span) -> None:
-        """Count a span of its file."""
-        if span.role == "ignore":
-            self.ignored[span.file][span.family] += 1
-            self.reasons.setdefault(span.family, span.reason)
-        else:
-            self.read[span.file][f"{span.family} {span.role}"] += 1
-
-    def log(self, record: LogRecord) -> None:
-        """Count a log record of its file by event name."""
-        name = record.event.name or "(no event name)"
-        state = "read" if name in READ_EVENTS else "ignored"
-        self.logs[record.file][f"{name} ({state})"] += 1
-
-    def note(self, file: str, what: str, count: int = 1) -> None:
-        """Count something decided after reading (a wrapper merged, a span not a call)."""
-        self.later[file][what] += count
-
-    def as_dict(self) -> dict[str, Any]:
-        """``{file: {"read", "ignored": {family: {count, why}}, "log_records", "decided"}}``."""
-        files = sorted({*self.read, *self.ignored, *self.logs, *self.later})
-        return {
-            f: {
-                "read": dict(sorted(self.read[f].items())),
-                "ignored": {
-                    family: {"count": n, "why": self.reasons.get(family, "")}
-                    for family, n in sorted(self.ignored[f].items())
-                },
-                "log_records": dict(sorted(self.logs[f].items())),
-                "decided": dict(sorted(self.later[f].items())),
-            }
-            for f in files
-        }
 
 
 class Notes:

@@ -206,8 +206,23 @@ def tool_call(span: Span, warn: Warn) -> ToolCall:
                 if isinstance(value, str) and not _placeholder_result(value):
                     info.result, info.result_known = value, True
                     break
+    if span.family == "langsmith":  # a run's inputs and outputs, in their wrappers
+        info.arguments = _single(info.arguments, "input")
+        if info.result is not None:
+            inner = _single(info.result, "output")
+            info.result = inner if isinstance(inner, str) else _dumps(inner)
     info.error = span_error(span)
     return info
+
+
+def _single(value: Any, key: str) -> Any:
+    """The value of ``{key: X}``, a run's only input or output (LangSmith), else ``value``."""
+    ok, parsed = json_value(value)
+    if ok and isinstance(parsed, dict) and list(parsed) == [key]:
+        inner = parsed[key]
+        ok_inner, inner_parsed = json_value(inner)
+        return inner_parsed if ok_inner and isinstance(inner_parsed, dict) else inner
+    return value
 
 
 def _placeholder_result(value: Any) -> bool:

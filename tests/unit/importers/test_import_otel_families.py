@@ -407,8 +407,9 @@ def test_langsmith_spans_with_langchain_messages(tmp_path: Path) -> None:
             "search",
             {
                 "langsmith.span.kind": "tool",
-                "gen_ai.prompt": json.dumps({"q": "capital of France"}),
-                "gen_ai.completion": "Paris",
+                # a run's inputs and outputs in LangSmith's wrappers
+                "gen_ai.prompt": json.dumps({"input": {"q": "capital of France"}}),
+                "gen_ai.completion": json.dumps({"output": "Paris"}),
             },
             20,
         ),

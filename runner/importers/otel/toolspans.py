@@ -206,6 +206,10 @@ def tool_call(span: Span, warn: Warn) -> ToolCall:
                 if isinstance(value, str) and not _placeholder_result(value):
                     info.result, info.result_known = value, True
                     break
+    message = _tool_message(info.result)
+    if message is not None:  # a LangChain ToolMessage (OpenInference's LangChain output.value)
+        info.result, message_id = message
+        info.call_id = info.call_id or message_id
     if span.family == "langsmith":  # a run's inputs and outputs, in their wrappers
         info.arguments = _single(info.arguments, "input")
         if info.result is not None:
@@ -213,6 +217,22 @@ def tool_call(span: Span, warn: Warn) -> ToolCall:
             info.result = inner if isinstance(inner, str) else _dumps(inner)
     info.error = span_error(span)
     return info
+
+
+def _tool_message(result: str | None) -> tuple[str, str | None] | None:
+    """``(content, tool_call_id)`` of a result that is a serialised LangChain ``ToolMessage``.
+
+    The model was handed the message's content, not the message: the content is the result.
+    """
+    ok, parsed = json_value(result)
+    if not ok or not isinstance(parsed, dict) or parsed.get("type") != "tool":
+        return None
+    if "content" not in parsed or "tool_call_id" not in parsed:
+        return None
+    content = parsed["content"]
+    call_id = parsed.get("tool_call_id")
+    text = content if isinstance(content, str) else _dumps(content)
+    return text, call_id if isinstance(call_id, str) and call_id else None
 
 
 def _single(value: Any, key: str) -> Any:

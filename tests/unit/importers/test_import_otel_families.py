@@ -226,6 +226,30 @@ FINAL = [{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}]
 ROOT = _span(1, None, "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}, 0, 1000)
 
 
+def test_a_langchain_tool_message_result_is_its_content(tmp_path: Path) -> None:
+    message = {"content": "18 C", "type": "tool", "name": "weather", "tool_call_id": "call_W"}
+    tool = _span(
+        3,
+        1,
+        "weather",
+        {
+            "openinference.span.kind": "TOOL",
+            "tool.name": "weather",
+            "output.value": json.dumps(message),
+        },
+        20,
+    )
+    spans = [
+        ROOT,
+        _genai_model(2, 10, _asks(("weather", "call_W"))),
+        tool,
+        _genai_model(4, 30, FINAL),
+    ]
+    _, (lines,) = _import(tmp_path, _doc(tmp_path / "lc.json", spans))
+    (call,) = _calls(lines, "tools")
+    assert call["body"] == "18 C" and call["meta"]["call_id"] == "call_W"
+
+
 def test_tool_spans_pair_by_id_then_by_name_and_order(tmp_path: Path) -> None:
     spans = [
         ROOT,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from runner.importers.source import (
     SourceRun,
     SourceToolCall,
     as_object,
+    conversation_run,
     derive_id,
     iso_seconds,
     load_json,
@@ -156,8 +158,6 @@ class _Reader:
                     line=line,
                     field=f"{here}.source",
                 )
-        first_user = next((m for m in messages if m.role == "user"), None)
-        opens = bool(messages) and messages[0].role == "user"
         extra = as_object(doc.get("extra"))
         reward = extra.get("reward")
         failed = None
@@ -173,24 +173,15 @@ class _Reader:
         for key in ("final_metrics", "notes"):
             if doc.get(key) is not None:
                 meta[key] = doc[key]
-        return SourceRun(
-            run_id=run_id,
-            task_id=run_id,
-            task_input={"message": first_user.content} if first_user is not None else {},
-            messages=tuple(messages),
-            file=file,
-            first_user_is_input=opens,
-            model_settings={"model": alias or "replay"},
-            user_settings={"model": alias or "replay"},
-            model_alias=alias,
-            user_alias=alias,
+        return conversation_run(
+            run_id,
+            tuple(messages),
+            file,
+            alias,
             failed_reason=failed,
             clock_start=min(starts) if starts else None,
             meta=meta,
             system=system,
-            user_system=RECORDED_USER,
-            simulated_user=sum(m.role == "user" for m in messages) > (1 if opens else 0),
-            workflow_model={"provider": "openai", "name": alias} if alias else None,
         )
 
     def _agent(
@@ -356,9 +347,9 @@ def _link(run: SourceRun, by_session: dict[str, str]) -> SourceRun:
             linked = [by_session[s] for s in sessions]
             meta = {k: v for k, v in msg.meta.items() if k != "subagent_session"}
             meta["subagent_run"] = linked[0] if len(linked) == 1 else linked
-            msg = SourceMessage(**{**msg.__dict__, "meta": meta})
+            msg = replace(msg, meta=meta)
             changed = True
         messages.append(msg)
     if not changed:
         return run
-    return SourceRun(**{**run.__dict__, "messages": tuple(messages)})
+    return replace(run, messages=tuple(messages))

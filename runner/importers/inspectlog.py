@@ -49,6 +49,7 @@ from runner.importers.source import (
     SourceRun,
     SourceToolCall,
     as_object,
+    conversation_run,
     derive_id,
     iso_seconds,
     load_json,
@@ -314,25 +315,17 @@ def read_inspect(path: Path, tools_path: Path | None = None) -> ImportSource:
         epoch = sample.get("epoch")
         label = f"{task}-{sample.get('id')}" + (f"-e{epoch}" if epoch not in (None, 1) else "")
         run_id = derive_id(label, ids)
-        first_user = next((m for m in messages if m.role == "user"), None)
-        opens = bool(messages) and messages[0].role == "user"
         failed_reason, failure = _verdict(sample)
         target = sample.get("target")
         if isinstance(target, str) and target:
             expected[run_id] = {"output_contains": target}
         starts = [m.clock for m in messages if m.clock is not None]
         runs.append(
-            SourceRun(
-                run_id=run_id,
-                task_id=run_id,
-                task_input={"message": first_user.content} if first_user is not None else {},
-                messages=tuple(messages),
-                file=file,
-                first_user_is_input=opens,
-                model_settings={"model": alias or "replay"},
-                user_settings={"model": alias or "replay"},
-                model_alias=alias,
-                user_alias=alias,
+            conversation_run(
+                run_id,
+                tuple(messages),
+                file,
+                alias,
                 failed_reason=failed_reason,
                 failure=failure,
                 clock_start=min(starts) if starts else None,
@@ -344,11 +337,6 @@ def read_inspect(path: Path, tools_path: Path | None = None) -> ImportSource:
                     "scores": sample.get("scores"),
                 },
                 system=system,
-                user_system=RECORDED_USER,
-                simulated_user=sum(m.role == "user" for m in messages) > (1 if opens else 0),
-                workflow_model=(
-                    {"provider": "openai", "name": alias} if alias else {"provider": "replay"}
-                ),
             )
         )
     if not runs:

@@ -27,6 +27,7 @@ __all__ = [
     "SourceRun",
     "SourceToolCall",
     "as_object",
+    "conversation_run",
     "derive_id",
     "iso_seconds",
     "load_json",
@@ -167,6 +168,41 @@ class SourceRun:
     request_tools: tuple[dict[str, Any], ...] | None = None
     failure: tuple[str, str] | None = None
     extra_tokens: tuple[int, int] = (0, 0)
+
+
+def conversation_run(
+    run_id: str,
+    messages: tuple[SourceMessage, ...],
+    file: str,
+    alias: str | None,
+    **fields: Any,
+) -> SourceRun:
+    """A run of a recorded conversation served to the generic agent (Inspect, ATIF).
+
+    The first user message is the task input ``{"message": ...}`` (and, when it opens the
+    conversation, the agent's input); later user messages are the recorded user's turns,
+    served with `RECORDED_USER` as instructions; the model alias (or ``replay``) is asked for
+    and named by the run's workflow. ``fields`` are the run's other `SourceRun` fields.
+    """
+    first_user = next((m for m in messages if m.role == "user"), None)
+    opens = bool(messages) and messages[0].role == "user"
+    asked = {"model": alias or "replay"}
+    return SourceRun(
+        run_id=run_id,
+        task_id=run_id,
+        task_input={"message": first_user.content} if first_user is not None else {},
+        messages=messages,
+        file=file,
+        first_user_is_input=opens,
+        model_settings=asked,
+        user_settings=dict(asked),
+        model_alias=alias,
+        user_alias=alias,
+        user_system=RECORDED_USER,
+        simulated_user=sum(m.role == "user" for m in messages) > (1 if opens else 0),
+        workflow_model={"provider": "openai", "name": alias} if alias else {"provider": "replay"},
+        **fields,
+    )
 
 
 def as_object(value: Any) -> dict[str, Any]:

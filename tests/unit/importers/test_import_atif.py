@@ -78,3 +78,21 @@ def test_malformed_trajectories_are_refused_naming_the_field(
     with pytest.raises(InputError) as caught:
         read_atif([path])
     assert problem in str(caught.value)
+
+
+def test_a_trajectory_without_a_model_name_asks_the_replay_provider(tmp_path: Path) -> None:
+    doc = {
+        "schema_version": "ATIF-v1.5",
+        "session_id": "s",
+        "agent": {"name": "a", "version": "1"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "hi"},
+            {"step_id": 2, "source": "agent", "message": "hello"},
+        ],
+    }
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    _, traces = _import(tmp_path, path)
+    (lines,) = traces.values()
+    assert "provider: replay" in lines[0]["workflow"]["content"]
+    assert lines[-1]["output"] == "hello"

@@ -216,7 +216,31 @@ def tool_call(span: Span, warn: Warn) -> ToolCall:
             inner = _single(info.result, "output")
             info.result = inner if isinstance(inner, str) else _dumps(inner)
     info.error = span_error(span)
+    if info.error is None and span.family == "adk":
+        info.error = _adk_error_response(info.result, span)
     return info
+
+
+def _adk_error_response(result: str | None, span: Span) -> tuple[str, str] | None:
+    """ADK's error response ``{"error": "<Class>: <message>"}`` as the call's error.
+
+    ADK turns a tool's exception into that response (its default error callback); some of its
+    telemetry modes record the response without an error status. The class is ``error.type``
+    when the span has one, else the text before ``:``.
+    """
+    ok, parsed = json_value(result)
+    if not ok or not isinstance(parsed, dict) or list(parsed) != ["error"]:
+        return None
+    text = parsed["error"]
+    if not isinstance(text, str) or not text:
+        return None
+    declared = span.attrs.get("error.type")
+    head, _, rest = text.partition(":")
+    if isinstance(declared, str) and declared:
+        return declared, text
+    if rest and head.strip().replace(".", "").replace("_", "").isalnum():
+        return head.strip(), rest.strip()
+    return "ToolError", text
 
 
 def _tool_message(result: str | None) -> tuple[str, str | None] | None:

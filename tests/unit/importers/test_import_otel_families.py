@@ -715,3 +715,29 @@ def test_sibling_agents_running_at_once_keep_their_own_conversations(tmp_path: P
     ]
     _, traces = _import(tmp_path / "2", _doc(tmp_path / "seq.json", sequential))
     assert len(traces) == 1
+
+
+def test_adks_error_response_without_an_error_status_is_a_failed_call(tmp_path: Path) -> None:
+    tool = _span(
+        3,
+        1,
+        "execute_tool get_stock_price",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_stock_price",
+            "gen_ai.tool.call.id": "c1",
+            "gcp.vertex.agent.tool_call_args": json.dumps({"ticker": "XYZ"}),
+            "gcp.vertex.agent.tool_response": json.dumps({"error": "ValueError: no XYZ"}),
+        },
+        20,
+    )
+    spans = [
+        ROOT,
+        _genai_model(2, 10, _asks(("get_stock_price", "c1"))),
+        tool,
+        _genai_model(4, 30, FINAL),
+    ]
+    _, (lines,) = _import(tmp_path, _doc(tmp_path / "adk.json", spans, "gcp.vertex.agent"))
+    (call,) = _calls(lines, "tools")
+    assert call["error"] == {"class": "ValueError", "message": "no XYZ"}
+    assert lines[-1]["status"] == "succeeded"  # handed back to the model, which answered

@@ -70,18 +70,32 @@ _EXPORT_KEYS = frozenset(
     {*_RESOURCE_KEYS, *_LOG_RESOURCE_KEYS, "data", "spans", "spanId", "span_id", "spanID"}
 )
 MAX_WRAPPER_DEPTH = 6
+MAX_WRAPPER_NODES = 10_000
 
 
 def _holds_export(value: Any, depth: int) -> bool:
-    """Whether ``value`` (a wrapper's field) holds an export within `MAX_WRAPPER_DEPTH`."""
-    if depth >= MAX_WRAPPER_DEPTH:
-        return False
-    if isinstance(value, list):
-        return any(_holds_export(v, depth + 1) for v in value[:64])
-    if isinstance(value, dict):
-        if _EXPORT_KEYS.intersection(value) or isinstance(value.get("trace"), dict):
-            return True
-        return any(_holds_export(v, depth + 1) for v in list(value.values())[:64])
+    """Whether ``value`` (a wrapper's field) holds an export within `MAX_WRAPPER_DEPTH`.
+
+    Breadth first over at most `MAX_WRAPPER_NODES` values: a hostile wrapper of nested lists
+    cannot make the search long.
+    """
+    frontier: list[Any] = [value]
+    seen = 0
+    for _ in range(depth, MAX_WRAPPER_DEPTH):
+        following: list[Any] = []
+        for item in frontier:
+            seen += 1
+            if seen > MAX_WRAPPER_NODES:
+                return False
+            if isinstance(item, dict):
+                if _EXPORT_KEYS.intersection(item) or isinstance(item.get("trace"), dict):
+                    return True
+                following.extend(list(item.values())[:64])
+            elif isinstance(item, list):
+                following.extend(item[:64])
+        if not following:
+            return False
+        frontier = following
     return False
 
 

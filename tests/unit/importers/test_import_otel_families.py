@@ -22,6 +22,7 @@ from runner.errors import InputError
 from runner.importers.otel import read_otel
 from runner.importers.otel.conventions import FAMILIES, SpanView, classify
 from runner.importers.output import write_import
+from tests.cli import run_cli
 from tests.otel_shapes import otlp_span
 from tests.tracelines import resolved_lines
 
@@ -741,3 +742,19 @@ def test_adks_error_response_without_an_error_status_is_a_failed_call(tmp_path: 
     (call,) = _calls(lines, "tools")
     assert call["error"] == {"class": "ValueError", "message": "no XYZ"}
     assert lines[-1]["status"] == "succeeded"  # handed back to the model, which answered
+
+
+def test_import_explain_prints_what_was_read_and_ignored(tmp_path: Path) -> None:
+    source = OTEL / "kagent" / "k8s.json"
+    done = run_cli(
+        ["import", "otel", str(source), "--out", str(tmp_path / "out"), "--explain"],
+        tmp_path,
+        "unused",
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"explain {source}:" in out
+    assert "read: adk agent 2, adk model 1, openllmetry model 1" in out
+    assert "ignored: http 29: an HTTP request (transport, not an agent step)" in out
+    assert "ignored: a2a 40:" in out
+    assert "decided: model spans merged into the call around them" in out

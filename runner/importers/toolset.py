@@ -38,6 +38,7 @@ from runner.trace.strictjson import StrictJSONError
 __all__ = [
     "MANIFEST_NAME",
     "ImportedTool",
+    "as_tool_id",
     "build_manifest",
     "effect_for",
     "parse_effect_map",
@@ -70,6 +71,23 @@ class ImportedTool:
     schema: dict[str, Any] | None
     label: str | None
     openai_tool: dict[str, Any] | None
+
+
+def as_tool_id(name: str) -> str | None:
+    """A tool id made from a source's tool name that is not one, or None for an empty name.
+
+    Characters outside ``[A-Za-z0-9_.-]`` become ``_``, runs of dots one dot, leading and
+    trailing dots go, a reserved role name gets ``_tool`` appended; at most 128 characters.
+    Applied alike to a model's call and to the tool span that ran it, so they still pair and
+    a replay offers and serves the tool under the same id (``Read File`` → ``Read_File``).
+    """
+    if TOOL_ID.match(name) and len(name) <= 128 and name not in _RESERVED:
+        return name
+    cleaned = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9_.-]", "_", name)).strip(".")[:128]
+    cleaned = cleaned.strip(".")
+    if not cleaned:
+        return None
+    return f"{cleaned[:123]}_tool" if cleaned in _RESERVED else cleaned
 
 
 def check_tool_id(

@@ -42,7 +42,7 @@ from runner.importers.otel.sessions import (
 from runner.importers.otel.shapes import Notes
 from runner.importers.otel.turns import Assembler, place, seconds, session_messages, tokens_of
 from runner.importers.source import RECORDED_USER, SourceRun, derive_id
-from runner.importers.toolset import TOOL_ID, ImportedTool, check_tool_id
+from runner.importers.toolset import ImportedTool, as_tool_id, check_tool_id
 
 __all__ = ["read_otel"]
 
@@ -310,13 +310,16 @@ def _run(unit: _Unit, tools: _Tools, notes: Notes, explain: Explain) -> SourceRu
     messages = session_messages(assembler, file)  # raises before anything of the session is kept
     defined = []
     for tool in tool_defs_of(session):
-        if TOOL_ID.match(tool.name) and tool.name not in ("model", "user", "workflow"):
-            defined.append(tool)
-        else:
+        tool_id = as_tool_id(tool.name)
+        if tool_id is None:
+            notes.add(f"{file}: {place(first_span)}: a tool definition without a name: left out")
+            continue
+        if tool_id != tool.name:
             notes.add(
-                f"{file}: {place(first_span)}: tool definition {tool.name!r} cannot be a "
-                "tool id: left out"
+                f"{file}: {place(first_span)}: tool {tool.name!r} is written as tool id "
+                f"{tool_id!r} (calls and spans alike)"
             )
+        defined.append(ToolDef(tool_id, tool.description, tool.parameters))
     for tool in defined:
         tools.add(tool, f"{file}: {place(first_span)}")
     called = [c for m in messages for c in (*m.tool_calls, *([m.call] if m.call else []))]

@@ -18,6 +18,8 @@
   span, which repeats answered calls, and a second span of an answered call id are not new
   calls. An open call with no tool span takes its result from the next model call's input (a
   ``tool`` message with its id, else by position);
+- tool names that are not tool ids (``Read File``, ``fs/read``) become tool ids the same way
+  in the model's calls, the tool spans and the definitions (`as_tool_id`), so they pair;
 - a tool call that ran an agent (a model call inside the tool span) links to that
   sub-agent's own run (``meta.subagent_run``; `runner.importers.otel.reader`).
 
@@ -37,7 +39,7 @@ from runner.importers.otel.sessions import LogicalCall, Session, ToolExec
 from runner.importers.otel.shapes import Notes
 from runner.importers.otel.values import json_value
 from runner.importers.source import SourceMessage, SourceToolCall, parse_arguments
-from runner.importers.toolset import TOOL_ID, check_tool_id
+from runner.importers.toolset import as_tool_id, check_tool_id
 
 __all__ = ["Assembler", "duration", "place", "seconds", "session_messages", "tokens_of"]
 
@@ -152,7 +154,12 @@ class Assembler:
         if out is not None:
             for c in out.tool_calls:
                 turn.calls.append(
-                    _Call(c.id, c.name, c.arguments, out.known and c.arguments is not None)
+                    _Call(
+                        c.id,
+                        as_tool_id(c.name) or c.name,
+                        c.arguments,
+                        out.known and c.arguments is not None,
+                    )
                 )
         self.turns.append(turn)
 
@@ -182,14 +189,13 @@ class Assembler:
     def tool(self, item: ToolExec) -> None:
         """An executed tool span: the answer to a call of the latest model turn, or a new call."""
         span, info = item.span, item.info
-        name = info.name
+        name = as_tool_id(info.name) if info.name else None
         turn = self.last_assistant()
         if turn is not None and _aggregate_of_answered(info.result, turn):
             self.skipped_tools += 1
             return  # ADK's "(merged tools)" span: the parallel calls' results once more
-        if name is None or not TOOL_ID.match(name):
-            what = "without a tool name" if name is None else f"named {name!r}, not a tool id,"
-            self.notes.add(f"{span.file}: {place(span)}: tool span {what} ignored")
+        if name is None:
+            self.notes.add(f"{span.file}: {place(span)}: tool span without a tool name: ignored")
             self.skipped_tools += 1
             return
         chosen = None
@@ -277,7 +283,7 @@ def tokens_of(calls: Sequence[LogicalCall]) -> tuple[int, int]:
 
 
 def _source_call(call: _Call, file: str, where: str) -> SourceToolCall:
-    name = check_tool_id(call.name, file=file, field=where)
+    name = check_tool_id(as_tool_id(call.name) or call.name, file=file, field=where)
     if not call.args_known:
         return SourceToolCall(call.id, name, {}, "", args_ok=False, args_known=False)
     args, text, ok = parse_arguments(call.arguments)

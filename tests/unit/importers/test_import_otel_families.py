@@ -758,3 +758,17 @@ def test_import_explain_prints_what_was_read_and_ignored(tmp_path: Path) -> None
     assert "ignored: http 29: an HTTP request (transport, not an agent step)" in out
     assert "ignored: a2a 40:" in out
     assert "decided: model spans merged into the call around them" in out
+
+
+def test_tool_names_that_are_not_tool_ids_pair_under_one_id(tmp_path: Path) -> None:
+    spans = [
+        ROOT,
+        _genai_model(2, 10, _asks(("Read File", "c1"))),
+        _tool(3, 20, "Read File", None, "hello"),
+        _genai_model(4, 30, FINAL),
+    ]
+    _, (lines,) = _import(tmp_path, _doc(tmp_path / "n.json", spans))
+    (call,) = _calls(lines, "tools")
+    assert (call["tool"], call["body"], call["meta"]["call_id"]) == ("Read_File", "hello", "c1")
+    first = json.loads(_calls(lines, "model")[0]["body"])["message"]
+    assert first["tool_calls"][0]["function"]["name"] == "Read_File"

@@ -57,7 +57,7 @@ from runner.importers.source import (
     load_json,
     parse_arguments,
 )
-from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
+from runner.importers.toolset import ImportedTool, as_tool_id, check_tool_id, tool_from_openai
 from runner.inputfile import read_input
 from runner.trace.strictjson import StrictJSONError
 
@@ -199,8 +199,12 @@ class _Reader:
             field = f"{here}.tool_calls[{j}]"
             if not isinstance(call, dict):
                 raise InputError("a tool call must be an object", file=file, line=line, field=field)
+            raw = call.get("function_name")
             name = check_tool_id(
-                call.get("function_name"), file=file, line=line, field=f"{field}.function_name"
+                as_tool_id(raw) if isinstance(raw, str) else raw,
+                file=file,
+                line=line,
+                field=f"{field}.function_name",
             )
             args, arguments_text, ok = parse_arguments(call.get("arguments"))
             call_id = (

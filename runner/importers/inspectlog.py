@@ -55,7 +55,7 @@ from runner.importers.source import (
     load_json,
     parse_arguments,
 )
-from runner.importers.toolset import ImportedTool, check_tool_id, tool_from_openai
+from runner.importers.toolset import ImportedTool, as_tool_id, check_tool_id, tool_from_openai
 from runner.importers.ziplog import ZipLog, is_zip
 from runner.inputfile import read_input
 from runner.trace.strictjson import StrictJSONError
@@ -155,7 +155,10 @@ def _assistant(msg: dict[str, Any], where: str, file: str, events: _Events) -> S
         here = f"{where}.tool_calls[{i}]"
         if not isinstance(call, dict):
             raise InputError("a tool call must be an object", file=file, field=here)
-        name = check_tool_id(call.get("function"), file=file, field=f"{here}.function")
+        raw = call.get("function")
+        name = check_tool_id(
+            as_tool_id(raw) if isinstance(raw, str) else raw, file=file, field=f"{here}.function"
+        )
         args, arguments_text, ok = parse_arguments(call.get("arguments"))
         call_id = call.get("id") if isinstance(call.get("id"), str) else None
         calls.append(SourceToolCall(call_id, name, args, arguments_text, ok))

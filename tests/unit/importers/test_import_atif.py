@@ -64,7 +64,7 @@ def test_a_delegation_links_the_subagents_run_and_a_failed_result(tmp_path: Path
         (
             {
                 "schema_version": "ATIF-v1.2",
-                "steps": [{"source": "agent", "tool_calls": [{"function_name": "a/b"}]}],
+                "steps": [{"source": "agent", "tool_calls": [{"function_name": "..."}]}],
             },
             "tool_calls[0].function_name",
         ),

@@ -17,7 +17,7 @@ BIN := $(VENV)/bin
 # instrumentations and Ray. The second adds to the first; nothing is ever uninstalled.
 CORE_STAMP := $(VENV)/.installed-core
 STAMP := $(VENV)/.installed
-EXTRAS := dev,sdks,otel-instrumentation,ray
+EXTRAS := dev,sdks,otel-instrumentation,ray,inspect-tests
 IMAGE ?= $(or $(SANDBOX_REPLAY_IMAGE),sandbox-replay:latest)
 # `image build` pulls its base image when it can and builds one offline (debootstrap) when the
 # pull fails. On Linux, the machines this Makefile sets up have no registry: `--offline` skips

@@ -86,6 +86,11 @@ class AgentSpec(Frozen):
             requests' ``tools``: an import whose source recorded a tool's calls but not its
             definition (or did not offer it in that run). ``lint`` reports their calls (the
             schema in force is unknown).
+        tool_errors: what a tool call that raises does to the loop: ``return`` (default) hands
+            the error back to the model as the tool message, as most agent frameworks do;
+            ``raise`` ends the step with it (the episode fails at that call), as a framework
+            without an error handler does (Google ADK's default; an import whose source
+            aborted on a tool error writes it, so that the failure reproduces).
     """
 
     tools: list[str] = Field(default_factory=list)
@@ -95,6 +100,7 @@ class AgentSpec(Frozen):
     user: str | UserSpec | None = None
     fixed_messages: list[FixedMessage] = Field(default_factory=list)
     unlisted_tools: list[str] = Field(default_factory=list)
+    tool_errors: Literal["return", "raise"] = "return"
 
     @model_validator(mode="after")
     def _unlisted_are_tools(self) -> AgentSpec:

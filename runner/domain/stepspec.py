@@ -180,6 +180,8 @@ class Step(Frozen):
             agent = self.agent.model_dump(mode="json")
             if not agent["unlisted_tools"]:  # optional (issue 12): absent unless used
                 del agent["unlisted_tools"]
+            if agent["tool_errors"] == "return":  # optional (issue 26): absent unless raise
+                del agent["tool_errors"]
             return {"id": self.id, "agent": agent}
         if self.program is not None:
             model = self.model.model_dump(mode="json", exclude_none=True) if self.model else None

@@ -5,6 +5,15 @@
 contract with ``reproduce``); this module holds the per-message work: each provider turn's
 reconstructed request, each tool call line and its observation, tool results matched to calls
 by position.
+
+Linear output (issue 32 N04): a turn's request holds the whole conversation so far, so
+writing it whole makes a trace grow with the square of its turns (a 2.3 MB τ² file made an
+887 MB trace). Each provider turn after the first of its role is written with its history
+by reference instead: ``messages_from: {"call", "count"}`` names the previous turn of the
+same role and how many of its request messages come first, and ``request.messages`` holds
+only the messages after them (docs/trace-format.md, "History by reference";
+`runner.tracetools.reader.read_trace` resolves it). The conversation and the simulated
+user's view of it are kept append-only, so each message is copied and written once.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from runner.errors import InputError
 from runner.importers.source import SourceMessage, SourceRun, SourceToolCall
 from runner.sdk import canonical_json
 from runner.trace.format import TRACE_VERSION, encode_body
+from runner.trace.strictjson import dumps_value
 
 __all__ = ["STEP_ID", "LineBuilder", "Pending", "RunCounts", "ToolIndex", "assistant_chat"]
 
@@ -59,6 +69,21 @@ def _text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     return json.dumps(content, ensure_ascii=False)
+
+
+def _tool_message(msg: SourceMessage) -> Any:
+    """The tool message the next request carries for a result, as the runtime writes it.
+
+    The source's content, verbatim; for a failed call that recorded no content, the text the
+    generic agent hands the model when a served call raises its recorded error,
+    ``{"error": {"class", "message"}}`` (`runner.runtime.steps.agent`, `dumps_value`), so
+    that a replay's next request matches the recording.
+    """
+    if msg.content is not None or not msg.error:
+        return msg.content
+    message = msg.error_message if msg.error_message is not None else ""
+    record = {"class": msg.error_class or TOOL_ERROR_CLASS, "message": message[:4096]}
+    return dumps_value({"error": record})
 
 
 def assistant_chat(msg: SourceMessage) -> dict[str, Any]:
@@ -105,9 +130,11 @@ class LineBuilder:
         self.rewritten = run.request_tools is not None and canonical_json(
             list(run.request_tools)
         ) != canonical_json(self.offered)
-        self.history: list[dict[str, Any]] = []
+        self.history: list[dict[str, Any]] = []  # append-only: see `push`
+        self.user_seen: list[dict[str, Any]] = []  # the simulated user's view, append-only
+        self.last_turn: dict[str, tuple[int, int]] = {}  # role -> (call index, messages)
         if system is not None:
-            self.history.append({"role": "system", "content": system})
+            self.push({"role": "system", "content": system})
         self.calls: list[dict[str, Any]] = []
         self.observations: list[dict[str, Any]] = []
         self.fixed: list[dict[str, Any]] = []
@@ -137,35 +164,51 @@ class LineBuilder:
         self.calls.append(line)
         return line
 
-    def _user_view(self) -> list[dict[str, Any]]:
-        """The conversation as the simulated user sees it.
+    def push(self, message: dict[str, Any]) -> None:
+        """Append a message to the conversation (and to the simulated user's view of it).
 
-        Its instructions as the system message, then the text messages with roles swapped
-        (tool traffic left out), as `runner.runtime.steps.agent` builds a user turn.
+        The user sees the text messages with roles swapped (tool traffic left out), as
+        `runner.runtime.steps.agent` builds a user turn.
         """
+        self.history.append(message)
+        if message.get("role") in ("assistant", "user") and message.get("content"):
+            swapped = "user" if message["role"] == "assistant" else "assistant"
+            self.user_seen.append({"role": swapped, "content": message["content"]})
+
+    def _user_system(self) -> dict[str, Any]:
         system = self.run.user_system
         if system is None:
             system = canonical_json(self.run.task_input)
-        seen: list[dict[str, Any]] = [{"role": "system", "content": system}]
-        for m in self.history:
-            if m.get("role") in ("assistant", "user") and m.get("content"):
-                swapped = "user" if m["role"] == "assistant" else "assistant"
-                seen.append({"role": swapped, "content": m["content"]})
-        return seen
+        return {"role": "system", "content": system}
+
+    def _messages(self, role: str, record: dict[str, Any], index: int) -> list[dict[str, Any]]:
+        """This turn's request messages: whole for a role's first turn, else by reference."""
+        whole = self.history if role == "model" else self.user_seen
+        offset = 0 if role == "model" else 1  # the user's system message comes first
+        total = len(whole) + offset
+        previous = self.last_turn.get(role)
+        self.last_turn[role] = (index, total)
+        if previous is None:
+            head = [] if role == "model" else [self._user_system()]
+            return head + [dict(m) for m in whole]
+        record["messages_from"] = {"call": previous[0], "count": previous[1]}
+        return [dict(m) for m in whole[previous[1] - offset :]]
 
     def provider_turn(self, role: str, msg: SourceMessage) -> None:
         """Add the call line of a model (``role`` ``model``) or simulated-user turn."""
+        record: dict[str, Any] = {"tool": role}
+        index = len(self.calls)
         if role == "model":
             request: dict[str, Any] = dict(self.run.model_settings)
-            request["messages"] = [dict(m) for m in self.history]
+            request["messages"] = self._messages(role, record, index)
             if self.offered:
                 request["tools"] = [dict(t) for t in self.offered]
             alias = self.run.model_alias
         else:
             request = dict(self.run.user_settings)
-            request["messages"] = self._user_view()
+            request["messages"] = self._messages(role, record, index)
             alias = self.run.user_alias
-        record: dict[str, Any] = {"tool": role, "request": request}
+        record["request"] = request
         meta: dict[str, Any] = {"request_reconstructed": True, **msg.meta}
         if role == "model" and self.rewritten:
             meta["request_tools_rewritten"] = True
@@ -200,6 +243,9 @@ class LineBuilder:
         Raises:
             InputError: a tool result with no call before it (file and field named).
         """
+        if msg.call is not None:  # an executed call no model turn asked for
+            self._tool_line(msg.call, msg)
+            return
         open_calls = [p for p in self.pending if not p.answered]
         if not open_calls:
             raise InputError(
@@ -215,11 +261,11 @@ class LineBuilder:
             self.counts.id_mismatches += 1
         chosen.answered = True
         self._tool_line(chosen.call, msg, by_position)
-        self.history.append(
+        self.push(
             {
                 "role": "tool",
                 "tool_call_id": chosen.call.id,
-                "content": msg.content,
+                "content": _tool_message(msg),
             }
         )
 
@@ -243,7 +289,10 @@ class LineBuilder:
         else:
             self.counts.missing["tool.schema_hash"] += 1
         meta: dict[str, Any] = {"call_id": call.id} if call.id is not None else {}
-        if not call.args_ok:
+        if not call.args_known:
+            meta["args_captured"] = False
+            self.counts.missing["tool.args"] += 1
+        elif not call.args_ok:
             meta["arguments_text"] = call.arguments_text
             self.counts.missing["tool.args_json"] += 1
         if by_position and msg is not None:

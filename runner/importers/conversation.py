@@ -111,7 +111,7 @@ def build_run(run: SourceRun, tools: ToolIndex, offered: Sequence[str]) -> Built
             if msg.fixed and not started:
                 fixed = {"role": "assistant", "content": msg.content}
                 b.fixed.append(fixed)
-                b.history.append(fixed)
+                b.push(fixed)
                 b.counts.fixed_messages += 1
                 continue
             for call in msg.tool_calls:
@@ -124,17 +124,17 @@ def build_run(run: SourceRun, tools: ToolIndex, offered: Sequence[str]) -> Built
                     )
             b.provider_turn("model", msg)
             started = True
-            b.history.append(assistant_chat(msg))
+            b.push(assistant_chat(msg))
             b.pending = [Pending(call, msg) for call in msg.tool_calls]
             b.output = assistant_chat(msg).get("content")  # the agent step's output rule
         elif msg.role == "user":
             if not input_taken and not started:
                 input_taken = True
-                b.history.append({"role": "user", "content": msg.content})
+                b.push({"role": "user", "content": msg.content})
                 continue
             b.provider_turn("user", msg)
             started = True
-            b.history.append({"role": "user", "content": msg.content})
+            b.push({"role": "user", "content": msg.content})
         elif msg.role == "tool":
             b.tool_result(msg)
         else:

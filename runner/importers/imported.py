@@ -15,7 +15,7 @@ from typing import Any
 from runner.importers.source import SourceRun
 from runner.importers.toolset import ImportedTool
 
-__all__ = ["ImportSource", "WorkflowShape"]
+__all__ = ["ImportSource", "WorkflowShape", "agent_shape"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,8 @@ class ImportSource:
         notes: free-text remarks for the report.
         call_schema_hashes: tool call lines carry the schema hash of the manifest (False:
             the source records none at call time; counted missing, ``lint`` reports it).
+        explain: per file, what was read and what was ignored and why (``import --explain``;
+            the shape is the importer's, e.g. `runner.importers.otel.explain.Explain`).
     """
 
     kind: str
@@ -75,3 +77,28 @@ class ImportSource:
     missing: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     call_schema_hashes: bool = True
+    explain: dict[str, Any] = field(default_factory=dict)
+
+
+def agent_shape(name: str, what: str, runs: list[SourceRun], user: str) -> WorkflowShape:
+    """The generic tool-calling agent's shape for a source of conversations.
+
+    Args:
+        name: the workflow name.
+        what: where the runs came from (the header's words).
+        runs: the runs (their turns set ``max_turns``; a run with user turns adds ``user``).
+        user: the simulated user's instructions, used when a run has user turns.
+    """
+    return WorkflowShape(
+        name=name,
+        version="1",
+        header=(
+            f"Imported from {what}: the generic tool-calling agent.\nTools are manifest-only "
+            "(no code): every call is served from a recording."
+        ),
+        model=None,
+        input_template="${task.message}",
+        user=user if any(r.simulated_user for r in runs) else None,
+        user_turn_limit=True,
+        max_turns=max(1, max(sum(m.role == "assistant" for m in r.messages) for r in runs)),
+    )

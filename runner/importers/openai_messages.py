@@ -41,8 +41,9 @@ from typing import Any
 
 from runner.domain.ids import IdSet
 from runner.errors import InputError
-from runner.importers.imported import ImportSource, WorkflowShape
+from runner.importers.imported import ImportSource, agent_shape
 from runner.importers.source import (
+    RECORDED_USER,
     SourceMessage,
     SourceRun,
     SourceToolCall,
@@ -57,7 +58,6 @@ from runner.trace.strictjson import StrictJSONError
 __all__ = ["read_openai_messages", "read_tools_file"]
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
-_USER_NOTE = "the recorded user: turns are served from the trace (the source has no instructions)"
 
 
 def _decode(path: Path) -> str:
@@ -312,7 +312,7 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
                 failed_reason=_verdict(extras),
                 meta={"source": "openai-messages", "line": line, **extras},
                 system=system,
-                user_system=_USER_NOTE,
+                user_system=RECORDED_USER,
                 simulated_user=user_turns,
                 request_tools=request_tools,
             )
@@ -332,18 +332,8 @@ def read_openai_messages(path: Path, tools_path: Path | None = None) -> ImportSo
         asked = {"model": run.model_alias or "replay"}
         final.append(replace(run, workflow_model=model, model_settings=asked, user_settings=asked))
     runs = final
-    shape = WorkflowShape(
-        name=_workflow_name(stem),
-        version="1",
-        header=(
-            f"Imported from the chat-message dataset {path.name}: the generic tool-calling "
-            "agent.\nTools are manifest-only (no code): every call is served from a recording."
-        ),
-        model=None,
-        input_template="${task.message}",
-        user=_USER_NOTE if has_user_turns else None,
-        user_turn_limit=True,
-        max_turns=max(1, max(sum(m.role == "assistant" for m in r.messages) for r in runs)),
+    shape = agent_shape(
+        _workflow_name(stem), f"the chat-message dataset {path.name}", runs, RECORDED_USER
     )
     return ImportSource(
         kind="openai-messages",

@@ -28,6 +28,9 @@ workflow, so the workflow says what the source did:
   trace and by the workflow alike); a tool the run calls without a definition (known by name
   only) is in the agent's ``tools`` and ``unlisted_tools``: callable, never listed, and
   ``lint`` reports its calls; the import report's notes name such tools and ``--tools``.
+- a run the source ended on a tool's error (the last call raised, with the class the run
+  failed with: a framework without an error handler) gets ``tool_errors: raise``, so that the
+  replay fails at that call as recorded instead of handing the error to the model;
 - the stop rule: a run that ended right after a tool result (the agent handed off by calling
   a tool, or the source's step limit cut it) gets ``max_turns`` equal to its recorded model
   turns, so the replay ends where the recording did and asks for no turn the trace never had.
@@ -151,7 +154,21 @@ def _workflow(
         user=_user(shape, run, built) if run.simulated_user else None,
         max_turns=_max_turns(shape, built),
         unlisted_tools=[t for t in tool_ids if t in unlisted],
+        tool_errors="raise" if _aborted_on_tool_error(run, built) else "return",
     )
+
+
+def _aborted_on_tool_error(run: SourceRun, built: BuiltRun) -> bool:
+    """The source ended the run on its last call, a tool that raised (ADK with no handler).
+
+    The generic agent hands a tool error back to the model; such a run's workflow says
+    ``tool_errors: raise`` instead, so that the replay fails at the same call, as recorded.
+    """
+    if run.failure is None or not built.calls:
+        return False
+    last = built.calls[-1]
+    error = last.get("error") or {}
+    return last["tool"] not in ("model", "user") and error.get("class") == run.failure[0]
 
 
 def _offered(run: SourceRun, source: ImportSource, defined: set[str]) -> list[str]:
@@ -309,6 +326,7 @@ def write_import(
     report = _report(source, manifest, built_runs, missing, workflows, read_only, len(tasks))
     report["notes"] = notes
     report["redactions"] = redactions
+    report["explain"] = source.explain or _explain_runs(source)
     (out / REPORT_NAME).write_text(
         json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )
@@ -320,6 +338,23 @@ def write_import(
         calls=report["calls"]["total"],
     )
     return report
+
+
+def _explain_runs(source: ImportSource) -> dict[str, Any]:
+    """What a conversation importer read, by file: runs and messages by role (``--explain``)."""
+    out: dict[str, Any] = {}
+    for run in source.runs:
+        entry = out.setdefault(
+            run.file, {"read": Counter(), "ignored": {}, "log_records": {}, "decided": {}}
+        )
+        entry["read"]["runs"] += 1
+        for msg in run.messages:
+            entry["read"][f"{msg.role} messages"] += 1
+        if run.system is not None:
+            entry["read"]["system prompts"] += 1
+    for entry in out.values():
+        entry["read"] = dict(sorted(entry["read"].items()))
+    return out
 
 
 def _read_only_task(task: Mapping[str, Any], effects: Mapping[str, str]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from runner.domain.ids import MAX_ID_LENGTH, IdSet, id_problem, is_device_name
@@ -21,13 +22,22 @@ from runner.trace.strictjson import StrictJSONError
 from runner.trace.strictjson import loads as strict_loads
 
 __all__ = [
+    "RECORDED_USER",
     "SourceMessage",
     "SourceRun",
     "SourceToolCall",
+    "as_object",
+    "conversation_run",
     "derive_id",
+    "iso_seconds",
     "load_json",
     "parse_arguments",
 ]
+
+RECORDED_USER = (
+    "the recorded user: turns are served from the trace (the source has no instructions)"
+)
+"""The simulated user's instructions of a source that records user turns but no instructions."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,8 @@ class SourceToolCall:
         args: the parsed arguments object ({} when the text was not a JSON object).
         arguments_text: the arguments JSON text as the model produced it.
         args_ok: False when ``arguments_text`` was not a JSON object.
+        args_known: False when the source did not capture the arguments (content capture
+            off): ``args`` is then ``{}`` and unknown, not empty (``meta.args_captured``).
     """
 
     id: str | None
@@ -47,6 +59,7 @@ class SourceToolCall:
     args: dict[str, Any]
     arguments_text: str
     args_ok: bool = True
+    args_known: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,9 @@ class SourceMessage:
         duration_s: seconds the call took (span times), or None (missing).
         error_class, error_message: a failed tool result's error as the source names it
             (None: ``ToolError`` and the result text).
+        call: on a ``tool`` message, the call it is the result of when no model turn asked
+            for it (an executed tool call the source records without a model's request):
+            written as a tool call line of its own, outside the conversation.
     """
 
     role: str
@@ -89,6 +105,7 @@ class SourceMessage:
     duration_s: float | None = None
     error_class: str | None = None
     error_message: str | None = None
+    call: SourceToolCall | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +168,57 @@ class SourceRun:
     request_tools: tuple[dict[str, Any], ...] | None = None
     failure: tuple[str, str] | None = None
     extra_tokens: tuple[int, int] = (0, 0)
+
+
+def conversation_run(
+    run_id: str,
+    messages: tuple[SourceMessage, ...],
+    file: str,
+    alias: str | None,
+    **fields: Any,
+) -> SourceRun:
+    """A run of a recorded conversation served to the generic agent (Inspect, ATIF).
+
+    The first user message is the task input ``{"message": ...}`` (and, when it opens the
+    conversation, the agent's input); later user messages are the recorded user's turns,
+    served with `RECORDED_USER` as instructions; the model alias (or ``replay``) is asked for
+    and named by the run's workflow. ``fields`` are the run's other `SourceRun` fields.
+    """
+    first_user = next((m for m in messages if m.role == "user"), None)
+    opens = bool(messages) and messages[0].role == "user"
+    asked = {"model": alias or "replay"}
+    return SourceRun(
+        run_id=run_id,
+        task_id=run_id,
+        task_input={"message": first_user.content} if first_user is not None else {},
+        messages=messages,
+        file=file,
+        first_user_is_input=opens,
+        model_settings=asked,
+        user_settings=dict(asked),
+        model_alias=alias,
+        user_alias=alias,
+        user_system=RECORDED_USER,
+        simulated_user=sum(m.role == "user" for m in messages) > (1 if opens else 0),
+        workflow_model={"provider": "openai", "name": alias} if alias else {"provider": "replay"},
+        **fields,
+    )
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else ``{}`` (a source's optional object field)."""
+    return value if isinstance(value, dict) else {}
+
+
+def iso_seconds(stamp: Any) -> float | None:
+    """Epoch seconds of an ISO 8601 timestamp with a zone (``Z`` allowed), else None."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.timestamp() if parsed.tzinfo is not None else None
 
 
 def load_json(text: str, *, file: str, line: int | None = None) -> Any:

@@ -178,6 +178,11 @@ def read_tau2(path: Path, tools_path: Path | None = None) -> ImportSource:
     if tools_path is None:
         beside = _tools_file_beside(path, domain)
         tools_path = beside if beside is not None and beside.is_file() else None
+        if tools_path is not None:  # said, never silent: it decides every tool's schema
+            notes.append(
+                f"tools read from {tools_path} (the {domain}_tools.json beside the results; "
+                "--tools FILE chooses another)"
+            )
     tools = read_tau2_tools(tools_path) if tools_path is not None else []
     if tools_path is None:
         notes.append(

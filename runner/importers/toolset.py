@@ -38,6 +38,7 @@ from runner.trace.strictjson import StrictJSONError
 __all__ = [
     "MANIFEST_NAME",
     "ImportedTool",
+    "as_tool_id",
     "build_manifest",
     "effect_for",
     "parse_effect_map",
@@ -70,6 +71,23 @@ class ImportedTool:
     schema: dict[str, Any] | None
     label: str | None
     openai_tool: dict[str, Any] | None
+
+
+def as_tool_id(name: str) -> str | None:
+    """A tool id made from a source's tool name that is not one, or None for an empty name.
+
+    Characters outside ``[A-Za-z0-9_.-]`` become ``_``, runs of dots one dot, leading and
+    trailing dots go, a reserved role name gets ``_tool`` appended; at most 128 characters.
+    Applied alike to a model's call and to the tool span that ran it, so they still pair and
+    a replay offers and serves the tool under the same id (``Read File`` → ``Read_File``).
+    """
+    if TOOL_ID.match(name) and len(name) <= 128 and name not in _RESERVED:
+        return name
+    cleaned = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9_.-]", "_", name)).strip(".")[:128]
+    cleaned = cleaned.strip(".")
+    if not cleaned:
+        return None
+    return f"{cleaned[:123]}_tool" if cleaned in _RESERVED else cleaned
 
 
 def check_tool_id(
@@ -271,13 +289,15 @@ def workflow_text(
     user: str | Mapping[str, Any] | None,
     max_turns: int,
     unlisted_tools: Sequence[str] = (),
+    tool_errors: str = "return",
 ) -> str:
     """The YAML text of the generic tool-calling agent workflow over the imported manifest.
 
     One ``agent`` step (step id ``agent``) with the source's system prompt, fixed messages
     (assistant messages that were not model calls, e.g. τ²'s greeting; sent before the first
     turn, never served as model turns), the toolset (``unlisted_tools``: callable, not listed in
-    the model's requests), and the simulated user's instructions.
+    the model's requests), and the simulated user's instructions; ``tool_errors: raise`` when
+    the source ended the run on a tool's error (`runner.domain.agentspec.AgentSpec`).
 
     Returns:
         The file text (``header`` as ``#`` comment lines, then the YAML document).
@@ -293,6 +313,8 @@ def workflow_text(
         agent["user"] = user if isinstance(user, str) else dict(user)
     if unlisted_tools:
         agent["unlisted_tools"] = list(unlisted_tools)
+    if tool_errors != "return":
+        agent["tool_errors"] = tool_errors
     doc: dict[str, Any] = {"name": name, "version": version, "tools": [MANIFEST_NAME]}
     if model is not None:
         doc["model"] = dict(model)

@@ -16,6 +16,12 @@ Invariants:
   `runner.inputfile`: a FIFO or a device is refused, a file over 1 GiB too);
 - `TraceLines` reads a trace record by record under the same rules, for readers that
   summarise it without holding its calls (``lint``); `read_trace` is built on it;
+- a turn's history by reference (``messages_from``: the first ``count`` request messages of
+  an earlier call of the same role) is checked by `TraceLines` (the call exists, is earlier,
+  of the same role, and has that many messages; at most `MAX_RESOLVED_MESSAGES` messages per
+  trace in all) and resolved by `read_trace`: its records hold whole requests, whose
+  messages share the objects of the call they continue (memory grows with the pointers,
+  not the text);
 - two defects are *recoverable*: a cut-off last line (no newline, not valid JSON) and a missing
   ``end`` line. `read_trace` returns them as `Trace.problems` with everything before them
   parsed; `load_trace` raises the first one;
@@ -28,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 from runner.errors import InputError
 from runner.inputfile import open_input
@@ -71,6 +77,10 @@ __all__ = [
     "validate_record",
 ]
 
+MAX_RESOLVED_MESSAGES = 50_000_000
+"""Messages that a trace's resolved requests may hold in all (pointers, 8 bytes each): bounds
+what a small hostile trace of references can make `read_trace` allocate."""
+
 # A call line crosses the sandbox channel (at most 16 MiB, runner.runtime.protocol) plus a few
 # host-side fields; four times that leaves room and still bounds memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -92,7 +102,8 @@ class TraceProblem:
 
 
 NO_RESPONSE = (
-    "call #{index} ({tool}) has no response at all (no body, no error): it cannot be served"
+    "call #{index} ({tool}) has no response at all (missing fields: body, error; e.g. the"
+    " source did not capture the result): it cannot be served"
 )
 
 
@@ -196,8 +207,11 @@ def read_trace_stream(
     lines = TraceLines(stream, file=file, max_line_bytes=max_line_bytes)
     calls: list[CallRecord] = []
     call_lines: list[int] = []
+    resolved: dict[int, list[Any]] = {}
     for lineno, record in lines:
         if isinstance(record, CallRecord):
+            if record.is_provider_call and record.request is not None:
+                record = _resolve(record, resolved)
             calls.append(record)
             call_lines.append(lineno)
     assert lines.run is not None  # iteration raises when there is none
@@ -210,6 +224,26 @@ def read_trace_stream(
         lines.end_line,
         tuple(lines.problems),
     )
+
+
+def _resolve(record: CallRecord, resolved: dict[int, list[Any]]) -> CallRecord:
+    """``record`` with its request whole: a history by reference becomes the messages.
+
+    `TraceLines` has checked the reference; the prefix's message objects are shared.
+    """
+    assert record.request is not None
+    own = record.request.get("messages")
+    own_list = own if isinstance(own, list) else []
+    ref = record.messages_from
+    if ref is None:
+        resolved[record.index] = own_list
+        return record
+    messages = resolved[ref.call][: ref.count] + own_list
+    resolved[record.index] = messages
+    request = {**record.request, "messages": messages}
+    whole = record.model_copy(update={"request": request, "messages_from": None})
+    whole.__pydantic_fields_set__.discard("messages_from")  # to_json: as if written whole
+    return whole
 
 
 class TraceLines:
@@ -243,6 +277,8 @@ class TraceLines:
         self.calls = 0
         self.last_index: int | None = None
         self._last_call_line = 0
+        self._messages: dict[int, tuple[str, int]] = {}  # provider call -> (role, messages)
+        self._resolved_total = 0
 
     def __iter__(self) -> Iterator[tuple[int, Record]]:
         file, max_line_bytes = self.file, self.max_line_bytes
@@ -287,6 +323,8 @@ class TraceLines:
                 self.run = record
             elif isinstance(record, CallRecord):
                 self._check_order(record, lineno)
+                if record.is_provider_call:
+                    self._check_history(record, lineno)
             elif isinstance(record, EndRecord):
                 self.end, self.end_line = record, lineno
             yield lineno, record
@@ -303,6 +341,37 @@ class TraceLines:
                     field="type",
                 )
             )
+
+    def _check_history(self, record: CallRecord, lineno: int) -> None:
+        """Check a turn's ``messages_from`` and note how many messages its request has."""
+        request = record.request or {}
+        own = request.get("messages")
+        count = len(own) if isinstance(own, list) else 0
+        ref = record.messages_from
+        if ref is not None:
+            earlier = self._messages.get(ref.call)
+            problem = None
+            if earlier is None:
+                problem = f"names call {ref.call}, which is no earlier model or user call"
+            elif earlier[0] != record.tool:
+                problem = f"names call {ref.call}, a {earlier[0]} turn, not a {record.tool} turn"
+            elif ref.count > earlier[1]:
+                problem = (
+                    f"takes {ref.count} messages of call {ref.call}, whose request has {earlier[1]}"
+                )
+            if problem is not None:
+                raise InputError(problem, file=self.file, line=lineno, field="messages_from")
+            count += ref.count
+            self._resolved_total += count
+            if self._resolved_total > MAX_RESOLVED_MESSAGES:
+                raise InputError(
+                    f"the requests' history references resolve to more than "
+                    f"{MAX_RESOLVED_MESSAGES} messages in all: not read",
+                    file=self.file,
+                    line=lineno,
+                    field="messages_from",
+                )
+        self._messages[record.index] = (record.tool, count)
 
     def _check_order(self, record: CallRecord, lineno: int) -> None:
         last = self.last_index

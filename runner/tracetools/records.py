@@ -29,6 +29,7 @@ __all__ = [
     "EndRecord",
     "Environment",
     "Failure",
+    "MessagesFrom",
     "Meter",
     "OutboundAttempt",
     "Record",
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 PROVIDER_ROLES = ("model", "user")
-_API_FIELDS = ("api", "forwarded", "http_status")
+_API_FIELDS = ("api", "forwarded", "http_status", "messages_from")
 """Call ``tool`` values that are provider turns (a model, a simulated user), not tools."""
 
 ToolId = Annotated[
@@ -178,6 +179,18 @@ class CallError(Record):
     message: str
 
 
+class MessagesFrom(Record):
+    """A turn's history by reference: the first ``count`` request messages of call ``call``.
+
+    An optional addition to version 1 (issue 32 N04): an importer writes each turn's new
+    messages only, so that a trace grows linearly with its conversation; `read_trace`
+    resolves the reference (docs/trace-format.md, "History by reference").
+    """
+
+    call: int = Field(ge=0)
+    count: int = Field(ge=0)
+
+
 class CallRecord(Record):
     """One tool or provider call (``type: call``). The seed fields are optional here.
 
@@ -191,6 +204,8 @@ class CallRecord(Record):
         body, body_encoding, truncated, original_length, sha256: the raw response body
             (`runner.trace.format.encode_body`); ``original_length`` is in bytes.
         clock: epoch seconds of the injected clock; ``duration_s``: seconds.
+        messages_from: a provider turn's history by reference (`MessagesFrom`); after
+            `runner.tracetools.reader.read_trace` it is None and ``request`` is whole.
     """
 
     v: int
@@ -214,6 +229,7 @@ class CallRecord(Record):
     api: Literal["chat_completions", "responses", "messages"] | None = None
     forwarded: dict[str, Any] | None = None
     http_status: int | None = Field(default=None, ge=100, le=599)
+    messages_from: MessagesFrom | None = None
     clock: float | None = None
     duration_s: float | None = Field(default=None, ge=0)
     source: Literal["executed", "observation", "trace", "provider"] | None = None

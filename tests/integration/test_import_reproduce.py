@@ -40,8 +40,25 @@ CASES = [
     ("tau2-mini", "tau2", "tau2-mini/results.json", [], False),
     ("tau2-mini-no-tools-file", "tau2", "tau2-mini/results.json", [], True),
     ("tau2-handoff", "tau2", "tau2-handoff/results.json", [], False),
+    # issue 26: telemetry, Inspect logs and ATIF trajectories recorded by others
+    ("claude-platform", "otel", "otel/claude-platform/sdk-and-api.json", [], False),
+    ("kagent-k8s", "otel", "otel/kagent/k8s.json", [], False),
+    ("kagent-tempo", "otel", "otel/kagent/tempo_export_with_batches.json", [], False),
+    *[
+        (f"any-agent-{n.lower()}", "otel", f"otel/any-agent/{n}.json", [], False)
+        for n in ("AGNO", "GOOGLE", "OPENAI", "SMOLAGENTS", "TINYAGENT")
+    ],
+    ("inspect-eval", "inspect", "inspect/arith.eval", [], False),
+    ("atif-rfc-example", "atif", "atif/rfc-example.json", [], False),
+    ("atif-delegation", "atif", "atif/delegation.jsonl", [], False),
 ]
 TOOL_FILES = {"tools.json", "mini_tools.json"}  # --tools inputs, not sources
+NOT_SOURCES = {"SOURCE.md", "LICENSE", "make_log.py"}  # provenance and the log's generator
+# any-agent's LangChain and LlamaIndex runs make one more model call after the final answer
+# (the framework turns the answer into structured output in a request of its own): the
+# generic agent stops at a final answer, so the replay ends one call early (not_reproduced,
+# naming that call); test_a_call_after_the_final_answer_is_named pins it
+AFTER_FINAL_ANSWER = ("otel/any-agent/LANGCHAIN.json", "otel/any-agent/LLAMA_INDEX.json")
 
 
 def cli(
@@ -70,9 +87,9 @@ def test_every_source_fixture_is_a_case() -> None:
     sources = {
         str(p.relative_to(FIXTURES))
         for p in FIXTURES.rglob("*")
-        if p.is_file() and p.name not in TOOL_FILES
+        if p.is_file() and p.name not in TOOL_FILES | NOT_SOURCES
     }
-    assert sources == {case[2] for case in CASES}
+    assert sources == {case[2] for case in CASES} | set(AFTER_FINAL_ANSWER)
 
 
 @pytest.mark.parametrize(
@@ -123,3 +140,41 @@ def test_the_public_tau2_results_reproduce_a_sample(tmp_path: Path, sandbox_imag
     assert [r["outcome"] for r in reports] == ["reproduced"] * 10, [
         (r["input"], r.get("reason")) for r in reports
     ]
+
+
+@pytest.mark.parametrize("source", AFTER_FINAL_ANSWER)
+def test_a_call_after_the_final_answer_is_named(
+    source: str, tmp_path: Path, sandbox_image: str
+) -> None:
+    done = cli(
+        ["import", "otel", str(FIXTURES / source), "--out", "imp", "--json"],
+        tmp_path,
+        sandbox_image,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "imp"
+    (trace,) = (out / "traces").glob("*.jsonl")
+    calls = [json.loads(x) for x in trace.read_text("utf-8").splitlines()[1:-1]]
+    done = cli(["reproduce", "--json", "traces"], out, sandbox_image)
+    (report,) = _reports(done)
+    assert report["outcome"] == "not_reproduced", report
+    assert f"call #{len(calls) - 1} model: the replay made no call" in report["reason"]
+
+
+def test_adk_runs_reproduce_their_tool_error_abort(tmp_path: Path, sandbox_image: str) -> None:
+    """ADK without an error handler ends the run on a tool's error (S6a): `tool_errors: raise`."""
+    folder = Settings().realdata_dir
+    folder = folder if folder.is_absolute() else (REPO / folder).resolve()
+    sources = sorted((folder / "otel-agentevals" / "adk_py").glob("*/S6a.json"))
+    if not sources:
+        message = f"agentevals recordings not found under {folder}: set SANDBOX_REPLAY_REALDATA_DIR"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    for n, source in enumerate(sources):
+        out = f"imp{n}"
+        done = cli(["import", "otel", str(source), "--out", out, "--json"], tmp_path, sandbox_image)
+        assert done.returncode == 0, done.stderr[-3000:]
+        done = cli(["reproduce", "--json", "traces"], tmp_path / out, sandbox_image)
+        (report,) = _reports(done)
+        assert report["outcome"] == "reproduced", report  # was: replay ended succeeded

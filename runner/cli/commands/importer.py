@@ -1,4 +1,4 @@
-"""``sandbox-replay import tau2|openai-messages|otel``: public agent traces → this project's files.
+"""``sandbox-replay import tau2|openai-messages|otel|inspect|atif``: traces → this project's files.
 
 Traces and tasks are redacted before they are written (``--policy``'s ``redaction:`` rules, by
 default the built-in detectors; `runner.importers.redaction`). Both commands write into
@@ -40,6 +40,13 @@ _MapFile = Annotated[
     Path | None, typer.Option("--map-file", help="File of TOOL=EFFECT lines (or a JSON object).")
 ]
 _Force = Annotated[bool, typer.Option("--force", help="Write into a non-empty --out folder.")]
+_Explain = Annotated[
+    bool,
+    typer.Option(
+        "--explain",
+        help="Print, per file, what was read and what was ignored and why (by span family).",
+    ),
+]
 _Json = Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")]
 _Policy = Annotated[
     str | None,
@@ -51,10 +58,27 @@ _Policy = Annotated[
 ]
 
 
-def _finish(report: dict[str, Any], out: Path, as_json: bool) -> None:
+def _explain(explain: dict[str, Any]) -> None:
+    """Print ``import-report.json``'s ``explain``: per file, what was read and ignored, why."""
+    for file, parts in explain.items():
+        echo(f"explain {file}:")
+        read = parts.get("read") or {}
+        echo("  read: " + (", ".join(f"{k} {v}" for k, v in read.items()) or "nothing"))
+        for family, info in (parts.get("ignored") or {}).items():
+            label = "unknown family" if family.startswith("unknown:") else "ignored"
+            echo(f"  {label}: {family} {info['count']}: {info['why']}")
+        for name, count in (parts.get("log_records") or {}).items():
+            echo(f"  log records: {name} {count}")
+        for what, count in (parts.get("decided") or {}).items():
+            echo(f"  decided: {what}: {count}")
+
+
+def _finish(report: dict[str, Any], out: Path, as_json: bool, explain: bool = False) -> None:
     if as_json:
         echo(json.dumps(report, indent=2, ensure_ascii=True))
         return
+    if explain:
+        _explain(report.get("explain") or {})
     calls = report["calls"]
     echo(
         f"imported {report['runs']} runs ({report['failed_runs']} failed by the source's "
@@ -88,6 +112,7 @@ def _import(
     force: bool,
     as_json: bool,
     policy: str | None = None,
+    explain: bool = False,
 ) -> None:
     """Read a source with ``read`` (an importer's reader), write it into ``out``, report."""
     # imported on use, not at module top: start-up speed (`--help`, `check`)
@@ -102,7 +127,7 @@ def _import(
         report = write_import(read(), out, effect_map, force=force, redaction_rules=rules)
     except SandboxReplayError as exc:
         fail(exc)
-    _finish(report, out, as_json)
+    _finish(report, out, as_json, explain)
 
 
 def _shared(
@@ -112,6 +137,7 @@ def _shared(
     force: _Force = False,
     as_json: _Json = False,
     policy: _Policy = None,
+    explain: _Explain = False,
 ) -> None:
     """The options every ``import`` command has (their declarations; never called)."""
 
@@ -197,3 +223,42 @@ def otel_command(
     from runner.importers.otel import read_otel
 
     return lambda: read_otel(files, tools)
+
+
+@_import_command("inspect")
+def inspect_command(
+    log: Annotated[
+        Path,
+        typer.Argument(help="Inspect AI log: .eval archive or .json log.", show_default=False),
+    ],
+    tools: Annotated[
+        Path | None,
+        typer.Option("--tools", help="Tools (OpenAI function format) the log lacks."),
+    ] = None,
+) -> Callable[[], Any]:
+    """Import an Inspect AI evaluation log: one trace per sample, tasks, manifest."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.importers.inspectlog import read_inspect
+
+    return lambda: read_inspect(log, tools)
+
+
+@_import_command("atif")
+def atif_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Harbor ATIF trajectories (a JSON object, a list, or JSONL).",
+            show_default=False,
+        ),
+    ],
+    tools: Annotated[
+        Path | None,
+        typer.Option("--tools", help="Tools (OpenAI function format); ATIF records none."),
+    ] = None,
+) -> Callable[[], Any]:
+    """Import Harbor ATIF trajectories: one trace per trajectory, tasks, manifest."""
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.importers.atif import read_atif
+
+    return lambda: read_atif(files, tools)

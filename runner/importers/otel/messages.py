@@ -39,13 +39,24 @@ __all__ = [
     "adk_response",
     "chat_message",
     "flattened",
+    "loose_messages",
     "parts_messages",
     "parts_text",
     "tool_def",
 ]
 
-PLACEHOLDERS = frozenset({"<elided>", "<not specified>", "<redacted>"})
-_ROLE = {"model": "assistant", "ai": "assistant", "human": "user", "function": "tool"}
+PLACEHOLDERS = frozenset({"<elided>", "<not specified>", "<redacted>", "<REDACTED>"})
+_ROLE = {
+    "model": "assistant",
+    "ai": "assistant",
+    "human": "user",
+    "function": "tool",
+    "aimessage": "assistant",
+    "humanmessage": "user",
+    "systemmessage": "system",
+    "toolmessage": "tool",
+    "aimessagechunk": "assistant",
+}
 
 
 @dataclass(slots=True)
@@ -103,9 +114,19 @@ def _as_text(value: Any) -> str | None:
 
 
 def parts_text(parts: Any) -> tuple[str | None, bool]:
-    """``(text, known)`` of a content value: a string, or a list of text parts joined."""
+    """``(text, known)`` of a content value: a string, or a list of text parts joined.
+
+    A Gemini ``Content`` object (``{"role", "parts": [{"text"}]}``) or a single part object
+    (``{"type": "text", "text"}``) in the place of the content is read as its parts.
+    """
     if isinstance(parts, str):
         return (parts, True) if _captured(parts) else (None, False)
+    if isinstance(parts, dict):
+        if isinstance(parts.get("parts"), list):
+            return parts_text(parts["parts"])
+        if isinstance(parts.get("text"), str) or isinstance(parts.get("content"), str):
+            return parts_text([parts])
+        return None, False
     if not isinstance(parts, list):
         return None, parts is None
     texts: list[str] = []
@@ -113,7 +134,11 @@ def parts_text(parts: Any) -> tuple[str | None, bool]:
     for part in parts:
         if isinstance(part, str):
             texts.append(part)
-        elif isinstance(part, dict) and part.get("type", "text") in ("text", "input_text"):
+        elif (
+            isinstance(part, dict)
+            and part.get("type", "text") in ("text", "input_text", "output_text")
+            and not part.get("thought")
+        ):
             value = part.get("content", part.get("text"))
             if isinstance(value, str):
                 if _captured(value):
@@ -165,16 +190,15 @@ def parts_messages(value: Any) -> list[Msg] | None:
 def chat_message(obj: Mapping[str, Any]) -> Msg:
     """An OpenAI chat message (or an older GenAI event body) as a `Msg`."""
     message: Mapping[str, Any] = as_dict(obj.get("message"), dict(obj))
-    role = _role(message.get("role") or obj.get("role") or "assistant")
+    role = _role(message.get("role") or obj.get("role") or message.get("type") or "assistant")
     text, known = parts_text(message.get("content"))
     calls = []
     for call in message.get("tool_calls") or []:
         if not isinstance(call, dict):
             continue
         function = as_dict(call.get("function"), call)
-        calls.append(
-            Call(_id(call.get("id")), str(function.get("name") or ""), function.get("arguments"))
-        )
+        arguments = function.get("arguments", function.get("args"))
+        calls.append(Call(_id(call.get("id")), str(function.get("name") or ""), arguments))
     function_call = message.get("function_call")
     if isinstance(function_call, dict):
         calls.append(
@@ -182,6 +206,78 @@ def chat_message(obj: Mapping[str, Any]) -> Msg:
         )
     call_id = message.get("tool_call_id", obj.get("id") if role == "tool" else None)
     return Msg(role, text, calls, _id(call_id), known, message.get("name"))
+
+
+_PLAIN_ROLE = re.compile(
+    r"^(system|user|assistant|tool|developer|human|ai): ?", re.IGNORECASE | re.MULTILINE
+)
+
+
+def _langchain(item: Mapping[str, Any]) -> Msg:
+    """A LangChain message serialised as ``{"lc", "type": "constructor", "id", "kwargs"}``."""
+    ids = item.get("id")
+    kind = ids[-1] if isinstance(ids, list) and ids and isinstance(ids[-1], str) else ""
+    kwargs = as_dict(item.get("kwargs"))
+    return chat_message({**kwargs, "role": _role(kind.lower() or kwargs.get("type"))})
+
+
+def _loose(value: Any, depth: int = 0) -> list[Msg]:
+    if depth > 8:
+        return []
+    out: list[Msg] = []
+    if isinstance(value, list):
+        for item in value:
+            out.extend(_loose(item, depth + 1))
+        return out
+    if not isinstance(value, dict):
+        return out
+    if value.get("lc") is not None and value.get("type") == "constructor":
+        return [_langchain(value)]
+    for key in ("messages", "generations", "choices", "output", "outputs"):
+        if isinstance(value.get(key), (list, dict)):
+            return _loose(value[key], depth + 1)
+    if isinstance(value.get("message"), dict):
+        inner = value["message"]
+        return [_langchain(inner)] if inner.get("lc") is not None else [chat_message(inner)]
+    if "parts" in value and "role" in value:
+        return parts_messages([value]) or []
+    if "role" in value or ("type" in value and "content" in value):
+        return [chat_message(value)]
+    if isinstance(value.get("text"), str):  # a generation without a message
+        return [Msg("assistant", value["text"])]
+    return out
+
+
+def _plain(text: str, default_role: str) -> list[Msg]:
+    """Plain text as OpenLIT writes it: ``role: text`` lines, else one message of the role."""
+    marks = list(_PLAIN_ROLE.finditer(text))
+    if not marks or marks[0].start() != 0:
+        return [Msg(default_role, text)]
+    out: list[Msg] = []
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        out.append(Msg(_role(mark.group(1)), text[mark.end() : end].rstrip("\n")))
+    return out
+
+
+def loose_messages(value: Any, default_role: str) -> list[Msg] | None:
+    """Messages from a value whose shape only the content tells: LangSmith, OpenLIT, events.
+
+    JSON chat messages or GenAI parts, LangChain's serialised messages, ``{"messages"}``,
+    ``{"generations"}`` and ``{"choices"}`` wrappers (LangSmith's ``gen_ai.prompt`` /
+    ``gen_ai.completion``), or plain text (OpenLIT's ``gen_ai.content.prompt`` /
+    ``gen_ai.content.completion`` events: ``role: text`` lines, else one message of
+    ``default_role``). None when nothing was captured.
+    """
+    if value is None or (isinstance(value, str) and value.strip() in PLACEHOLDERS):
+        return None
+    ok, parsed = json_value(value)
+    if ok and isinstance(parsed, dict | list):
+        found = _loose(parsed)
+        return found or None
+    if isinstance(value, str) and value.strip():
+        return _plain(value, default_role)
+    return None
 
 
 _INDEX = re.compile(r"^(\d+)\.(.+)\Z")

@@ -14,19 +14,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.importers.otel.conventions import Warn, attr_int, attr_str, span_error
 from runner.importers.otel.messages import (
+    PLACEHOLDERS,
+    Call,
     Msg,
     ToolDef,
     adk_request,
     adk_response,
     chat_message,
     flattened,
+    loose_messages,
     parts_messages,
     parts_text,
     tool_def,
 )
 from runner.importers.otel.shapes import Event, Span
+from runner.importers.otel.toolspans import Warn, attr_int, attr_str, span_error
 from runner.importers.otel.values import as_dict, as_int, json_value
 
 __all__ = ["ModelCall", "model_call"]
@@ -38,6 +41,11 @@ _INPUT_EVENTS = {
     "gen_ai.assistant.message": "assistant",
     "gen_ai.tool.message": "tool",
 }
+
+
+# Claude Code's llm_request spans name usage without the GenAI prefix (issue 50776 upstream)
+_CLAUDE_CODE_IN = ("input_tokens",)
+_CLAUDE_CODE_OUT = ("output_tokens",)
 
 
 @dataclass
@@ -85,10 +93,22 @@ def _event_body(event: Event) -> dict[str, Any] | None:
     return flat or None
 
 
+def _attribute_events(span: Span) -> list[Event]:
+    """pydantic-ai's ``events`` attribute: the GenAI events as a JSON list of objects."""
+    ok, value = json_value(span.attrs.get("events"))
+    out: list[Event] = []
+    for item in value if ok and isinstance(value, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("event.name"), str):
+            body = {k: v for k, v in item.items() if k != "event.name"}
+            out.append(Event(item["event.name"], None, {}, body))
+    return out
+
+
 def _event_messages(span: Span) -> tuple[list[Msg] | None, Msg | None]:
     inputs: list[Msg] = []
     output: Msg | None = None
-    for event in sorted([*span.events, *span.logs], key=lambda e: e.time_ns or 0):
+    events = sorted([*span.events, *span.logs], key=lambda e: e.time_ns or 0)
+    for event in [*events, *_attribute_events(span)]:
         name = event.name
         if name in _INPUT_EVENTS:
             body = _event_body(event) or {}
@@ -104,16 +124,40 @@ def _event_messages(span: Span) -> tuple[list[Msg] | None, Msg | None]:
                 if "content" not in message and not output.tool_calls:
                     output.known = False
         elif name == "gen_ai.content.prompt":
-            found = parts_messages(event.attrs.get("gen_ai.prompt"))
-            inputs.extend(found or [])
+            inputs.extend(loose_messages(event.attrs.get("gen_ai.prompt"), "user") or [])
         elif name == "gen_ai.content.completion" and output is None:
-            found = parts_messages(event.attrs.get("gen_ai.completion"))
+            found = loose_messages(event.attrs.get("gen_ai.completion"), "assistant")
             output = found[0] if found else None
     return (inputs or None), output
 
 
-def _informative(messages: list[Msg] | None) -> bool:
-    return bool(messages) and any(m.known and (m.text or m.tool_calls) for m in messages or [])
+def _score(messages: list[Msg] | None) -> int:
+    """How much of a conversation a candidate holds: its captured non-system messages.
+
+    A candidate with only the system prompt (a wrapper that records its instructions and
+    nothing else) must not win over one that holds the user's text.
+    """
+    return sum(
+        1
+        for m in messages or []
+        if m.known and m.role not in ("system", "developer") and (m.text or m.tool_calls)
+    )
+
+
+def _any_agent_output(value: Any, kind: Any) -> Msg | None:
+    """any-agent's ``gen_ai.output``: ``[{"tool.name", "tool.args"}]`` (type json) or text."""
+    ok, parsed = json_value(value)
+    if kind == "json" and ok and isinstance(parsed, list):
+        calls = [
+            Call(None, str(c.get("tool.name")), c.get("tool.args"))
+            for c in parsed
+            if isinstance(c, dict) and isinstance(c.get("tool.name"), str)
+        ]
+        if calls or not parsed:
+            return Msg("assistant", None, calls)
+    if isinstance(value, str):
+        return Msg("assistant", value) if value.strip() not in PLACEHOLDERS else None
+    return None
 
 
 def _openai_json(span: Span, key: str) -> Any:
@@ -140,6 +184,14 @@ def model_call(span: Span, warn: Warn) -> ModelCall:
     if system_raw is not None:
         ok, value = json_value(system_raw)
         info.system, _ = parts_text(value if ok else system_raw)
+    if "gen_ai.output" in attrs and span.family == "any-agent":
+        found_out = _any_agent_output(attrs["gen_ai.output"], attrs.get("gen_ai.output.type"))
+        candidates_out.append(("any-agent", [found_out] if found_out is not None else None))
+    if span.family == "langsmith":
+        candidates_in.append(("langsmith", loose_messages(attrs.get("gen_ai.prompt"), "user")))
+        candidates_out.append(
+            ("langsmith", loose_messages(attrs.get("gen_ai.completion"), "assistant"))
+        )
     candidates_in.append(("openinference", flattened(attrs, "llm.input_messages")))
     candidates_out.append(("openinference", flattened(attrs, "llm.output_messages")))
     candidates_in.append(("gen_ai.prompt", flattened(attrs, "gen_ai.prompt")))
@@ -181,6 +233,7 @@ def model_call(span: Span, warn: Warn) -> ModelCall:
         or attr_str(span, "llm.request.model_name", warn)
         or requested
         or attr_str(span, "llm.model_name", warn)
+        or (attr_str(span, "model", warn) if span.family == "claude-code" else None)
     )
     info.response_model = attr_str(span, "gen_ai.response.model", warn) or attr_str(
         span, "llm.response.model_name", warn
@@ -192,7 +245,8 @@ def model_call(span: Span, warn: Warn) -> ModelCall:
         info.response_model = adk_out[1]
     info.tokens_in = attr_int(
         span,
-        ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+        ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+        + _CLAUDE_CODE_IN * (span.family == "claude-code"),
         warn,
     )
     info.tokens_out = attr_int(
@@ -201,7 +255,8 @@ def model_call(span: Span, warn: Warn) -> ModelCall:
             "gen_ai.usage.output_tokens",
             "gen_ai.usage.completion_tokens",
             "llm.token_count.completion",
-        ),
+        )
+        + _CLAUDE_CODE_OUT * (span.family == "claude-code"),
         warn,
     )
     if info.tokens_in is None and info.tokens_out is None and adk_out is not None:
@@ -214,11 +269,12 @@ def model_call(span: Span, warn: Warn) -> ModelCall:
 
 
 def _choose(candidates: list[tuple[str, list[Msg] | None]]) -> tuple[str | None, list[Msg] | None]:
+    """The candidate holding the most of the conversation (`_score`); the first on a tie."""
     present = [(s, m) for s, m in candidates if m]
-    for source, messages in present:
-        if _informative(messages):
-            return source, messages
-    return (present[0][0], present[0][1]) if present else (None, None)
+    if not present:
+        return None, None
+    best = max(range(len(present)), key=lambda i: (_score(present[i][1]), -i))
+    return present[best]
 
 
 def _tool_defs(span: Span, attrs: dict[str, Any], warn: Warn) -> list[ToolDef]:

@@ -2,20 +2,29 @@
 
 Rules:
 
+- **Roles.** Each span's role (model, tool, agent, ignore) is its classification by the
+  conventions table (`runner.importers.otel.conventions`), made when it was read.
 - **Tree.** Spans are keyed by (trace id, span id); a second span with the same key is a
   warning (the first is kept). A parent that was never exported, a trace without a root and a
   cycle in parent links are warnings naming span, trace and file; the span whose parent is
   missing (for a cycle: the earliest span of the cycle) becomes a root. Log records attach to
-  the span they name; one naming no span attaches to the narrowest model span of its trace
-  that was open at its time (else a warning).
+  the span they name; one naming no span attaches to the one model span (of its trace, when
+  it names one) that was open at its time, and only when exactly one was: with several open
+  at once (concurrent calls) the record is ambiguous, a warning, never guessed.
 - **Logical model calls.** A model span and the model spans below it, down to the next tool
-  or agent span, are *one* call (a framework wrapper and the provider span inside it). Its
-  tokens are the outermost span's usage; a span without usage counts the sum of its model
-  children's (retries inside a wrapper). Contents come from the innermost span that captured
-  them (`runner.importers.otel.conventions`).
-- **Nesting.** A tool span's own children (an agent used as a tool, a sub-agent's model calls)
-  belong to that tool call: they are counted (calls, tokens) for the session, not turned into
-  turns of its conversation.
+  or agent span, are *one* call (a framework wrapper and the provider span inside it; the
+  Claude SDK's span and the Claude API's span under it). Its tokens are the provider's: a
+  span counts its model children's usage when any has one, else its own (`_usage`).
+  Contents come from the innermost span that captured them.
+- **Nesting.** A tool span's own children belong to that tool call (`ToolExec.children`):
+  when a model call ran inside it, it is an agent called as a tool, whose own conversation
+  becomes a run of its own (`runner.importers.otel.reader`); its calls and tokens are also
+  counted in the session's meter, not turned into turns of the parent's conversation.
+- **Failures.** A failed span fails its session only when it is the agent's own step: an
+  agent span, or a root span of no known family (the application's entry point). Transport
+  spans (HTTP, RPC, databases, a2a) and model or tool spans never do: a tool error handed
+  back to the model is an observation. A failed agent span inside a tool call is that
+  sub-agent's failure.
 - **Sessions.** An item (logical call or tool call) belongs to the outermost
   ``gen_ai.conversation.id`` above it, else the outermost session attribute (``session.id``,
   ``langfuse.session.id``, ADK's ``gcp.vertex.agent.session_id``), else its trace id; a
@@ -32,14 +41,15 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from runner.importers.otel.conventions import ToolCall, Warn, span_error, span_kind, tool_call
-from runner.importers.otel.messages import ToolDef
+from runner.importers.otel.explain import Explain
+from runner.importers.otel.messages import PLACEHOLDERS, Msg, ToolDef
 from runner.importers.otel.modelspans import ModelCall, model_call
 from runner.importers.otel.shapes import LogRecord, Notes, Span
+from runner.importers.otel.spantree import Key, attach_logs, index_spans, span_tree, where
+from runner.importers.otel.toolspans import ToolCall, Warn, span_error, tool_call
 
 __all__ = ["LogicalCall", "Session", "ToolExec", "build_sessions"]
 
-Key = tuple[str, str]
 _SESSION_ATTRS = ("session.id", "langfuse.session.id", "gcp.vertex.agent.session_id")
 
 
@@ -52,6 +62,13 @@ class LogicalCall:
     info: ModelCall = field(default_factory=ModelCall)
     tokens: tuple[int, int] = (0, 0)
     has_tokens: bool = False
+    agent: tuple[str, str | None] | None = None  # nearest agent span above: (id, name)
+    prompt: str | None = None  # the user prompt its agent span recorded (Claude Code)
+
+    @property
+    def end(self) -> int:
+        """End of the outermost span (ns; its start when unknown)."""
+        return self.spans[0].end_ns or self.start
 
     @property
     def start(self) -> int:
@@ -61,17 +78,63 @@ class LogicalCall:
 
 @dataclass
 class ToolExec:
-    """One tool span at the top of its session, and what ran inside it."""
+    """One tool span, and what ran inside it.
+
+    Attributes:
+        span, info: the span and what it records.
+        children: the model calls and tool calls directly inside it (a sub-agent's own
+            conversation when it holds a model call), in start order.
+        error: the failure of an agent span inside it (the sub-agent's own failure).
+        agents: names of the agents that ran inside it.
+    """
 
     span: Span
     info: ToolCall
-    nested_calls: list[LogicalCall] = field(default_factory=list)
-    nested_tools: int = 0
+    children: list[LogicalCall | ToolExec] = field(default_factory=list)
+    error: tuple[str, str] | None = None
+    error_span: Span | None = None
+    agents: list[str] = field(default_factory=list)
+    agent: tuple[str, str | None] | None = None  # nearest agent span above: (id, name)
 
     @property
     def start(self) -> int:
         """Start of the span (ns; 0 when unknown)."""
         return self.span.start_ns or 0
+
+    @property
+    def end(self) -> int:
+        """End of the span (ns; its start when unknown)."""
+        return self.span.end_ns or self.start
+
+    @property
+    def nested_calls(self) -> list[LogicalCall]:
+        """Every logical model call inside this tool call, at any depth."""
+        out: list[LogicalCall] = []
+        stack: list[LogicalCall | ToolExec] = list(reversed(self.children))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, LogicalCall):
+                out.append(item)
+            else:
+                stack.extend(reversed(item.children))
+        return out
+
+    @property
+    def nested_tools(self) -> int:
+        """Tool calls inside this tool call, at any depth."""
+        count = 0
+        stack: list[LogicalCall | ToolExec] = list(self.children)
+        while stack:
+            item = stack.pop()
+            if isinstance(item, ToolExec):
+                count += 1
+                stack.extend(item.children)
+        return count
+
+    @property
+    def is_subagent(self) -> bool:
+        """A model call ran inside it: an agent called as a tool, with its own conversation."""
+        return bool(self.nested_calls)
 
 
 @dataclass
@@ -87,116 +150,6 @@ class Session:
     agents: list[str] = field(default_factory=list)
 
 
-def _where(span: Span) -> str:
-    return f"{span.file}: {span.where}: span {span.span_id} (trace {span.trace_id})"
-
-
-def _index(
-    items: Iterable[Span | LogRecord], notes: Notes
-) -> tuple[dict[Key, Span], list[LogRecord]]:
-    spans: dict[Key, Span] = {}
-    logs: list[LogRecord] = []
-    order = 0
-    for item in items:
-        if isinstance(item, LogRecord):
-            logs.append(item)
-            continue
-        key = (item.trace_id, item.span_id)
-        if key in spans:
-            notes.add(f"{_where(item)}: duplicate span id (first at {spans[key].where}): ignored")
-            continue
-        item.order = order
-        order += 1
-        spans[key] = item
-    return spans, logs
-
-
-def _attach_logs(spans: dict[Key, Span], logs: list[LogRecord], notes: Notes) -> None:
-    by_trace: dict[str, list[Span]] = defaultdict(list)
-    indexed = False
-    for log in logs:
-        if log.trace_id is not None and log.span_id is not None:
-            span = spans.get((log.trace_id, log.span_id))
-            if span is not None:
-                span.logs.append(log.event)
-                continue
-            notes.add(
-                f"{log.file}: {log.where}: log record names span {log.span_id} (trace "
-                f"{log.trace_id}), which was never exported: ignored"
-            )
-            continue
-        if not indexed:
-            indexed = True
-            for span in spans.values():
-                if span_kind(span) == "model":
-                    by_trace[span.trace_id].append(span)
-        candidates = [
-            s
-            for s in by_trace.get(log.trace_id or "", [])
-            if s.start_ns is not None
-            and s.end_ns is not None
-            and log.event.time_ns is not None
-            and s.start_ns <= log.event.time_ns <= s.end_ns
-        ]
-        if candidates:
-            min(candidates, key=lambda s: (s.end_ns or 0) - (s.start_ns or 0)).logs.append(
-                log.event
-            )
-        else:
-            notes.add(f"{log.file}: {log.where}: log record tied to no span: ignored")
-
-
-def _tree(spans: dict[Key, Span], notes: Notes) -> tuple[list[Span], dict[Key, list[Span]]]:
-    children: dict[Key, list[Span]] = defaultdict(list)
-    missing: dict[Key, list[Span]] = defaultdict(list)
-    rooted = {s.trace_id for s in spans.values() if s.parent_id is None}
-    for span in spans.values():
-        if span.parent_id is not None and (span.trace_id, span.parent_id) not in spans:
-            missing[(span.trace_id, span.parent_id)].append(span)
-            span.parent_id = None
-    for (_, parent_id), orphans in missing.items():
-        notes.add(
-            f"{_where(orphans[0])}: parent span {parent_id} was never exported"
-            + (f" ({len(orphans)} spans name it)" if len(orphans) > 1 else "")
-            + ": treated as a root"
-        )
-    for trace in sorted({trace for trace, _ in missing} - rooted):
-        notes.add(f"trace {trace}: its root span was never exported (spans above kept as roots)")
-    _break_cycles(spans, notes)
-    roots: list[Span] = []
-    for span in spans.values():
-        if span.parent_id is None:
-            roots.append(span)
-        else:
-            children[(span.trace_id, span.parent_id)].append(span)
-    for kids in children.values():
-        kids.sort(key=lambda s: (s.start_ns or 0, s.order))
-    roots.sort(key=lambda s: (s.start_ns or 0, s.order))
-    return roots, children
-
-
-def _break_cycles(spans: dict[Key, Span], notes: Notes) -> None:
-    state: dict[Key, int] = {}
-    for start in list(spans):
-        chain: list[Key] = []
-        key: Key | None = start
-        while key is not None and state.get(key, 0) == 0:
-            state[key] = 1
-            chain.append(key)
-            span = spans[key]
-            key = (span.trace_id, span.parent_id) if span.parent_id is not None else None
-        if key is not None and state.get(key) == 1:  # back on the current chain: a cycle
-            cycle = chain[chain.index(key) :]
-            cut = min((spans[k] for k in cycle), key=lambda s: (s.start_ns or 0, s.order))
-            notes.add(
-                f"{_where(cut)}: parent links form a cycle through spans "
-                f"{', '.join(spans[k].span_id for k in cycle)}: cut above this span"
-            )
-            cut.parent_id = None
-        for k in chain:
-            state[k] = 2
-
-
 def _own_keys(span: Span) -> tuple[str | None, str | None]:
     conv = span.attrs.get("gen_ai.conversation.id")
     conv = conv if isinstance(conv, str) and conv.strip() else None
@@ -209,17 +162,29 @@ def _own_keys(span: Span) -> tuple[str | None, str | None]:
     return conv, sess
 
 
-def _usage(call: LogicalCall, span: Span, info: dict[str, ModelCall]) -> tuple[int, int, bool]:
-    own = info[span.span_id]
-    if own.tokens_in is not None or own.tokens_out is not None:
-        return own.tokens_in or 0, own.tokens_out or 0, True
-    total_in = total_out = 0
-    found = False
-    for child in call.spans:
-        if call.parents.get(child.span_id) == span.span_id:
-            i, o, f = _usage(call, child, info)
-            total_in, total_out, found = total_in + i, total_out + o, found or f
-    return total_in, total_out, found
+def _usage(call: LogicalCall, info: dict[str, ModelCall]) -> tuple[int, int, bool]:
+    """``(in, out, found)`` tokens of a logical call: the provider's count, not a wrapper's.
+
+    Each span counts its model children's usage when any of them has one (the provider span
+    inside a framework wrapper; retries inside a wrapper add up), else its own: an outer
+    wrapper's figure, which some frameworks accumulate over the whole agent run (5-10x the
+    provider's), is used only when no span inside it says. Iterative (hostile nesting).
+    """
+    kids: dict[str, list[str]] = defaultdict(list)
+    for span in call.spans[1:]:
+        parent = call.parents.get(span.span_id)
+        if parent is not None:
+            kids[parent].append(span.span_id)
+    totals: dict[str, tuple[int, int, bool]] = {}
+    for span in reversed(call.spans):  # pre-order reversed: children before their parent
+        inner = [totals[k] for k in kids.get(span.span_id, []) if totals[k][2]]
+        if inner:
+            totals[span.span_id] = (sum(i[0] for i in inner), sum(i[1] for i in inner), True)
+            continue
+        own = info[span.span_id]
+        found = own.tokens_in is not None or own.tokens_out is not None
+        totals[span.span_id] = (own.tokens_in or 0, own.tokens_out or 0, found)
+    return totals[call.spans[0].span_id]
 
 
 def _merge(call: LogicalCall, warn: Warn) -> None:
@@ -242,13 +207,20 @@ def _merge(call: LogicalCall, warn: Warn) -> None:
         names = {t.name for t in merged.tools}
         merged.tools.extend(t for t in info.tools if t.name not in names)
     merged.error = infos[call.spans[0].span_id].error
-    tin, tout, found = _usage(call, call.spans[0], infos)
+    if call.prompt is not None and not _has_content(merged.input):
+        # the spans of the call hold no conversation (Claude Code's llm_request): the prompt
+        # its agent span recorded is the user's message it answered
+        merged.input = [*(merged.input or []), Msg("user", call.prompt)]
+    tin, tout, found = _usage(call, infos)
     merged.tokens_in, merged.tokens_out = (tin, tout) if found else (None, None)
     call.info, call.tokens, call.has_tokens = merged, (tin, tout), found
 
 
 def _has_content(messages: object) -> bool:
-    return isinstance(messages, list) and any(_msg_content(m) for m in messages)
+    """Captured conversation beyond the system prompt (a system-only input holds none)."""
+    return isinstance(messages, list) and any(
+        _msg_content(m) and getattr(m, "role", "") not in ("system", "developer") for m in messages
+    )
 
 
 def _msg_content(msg: object) -> bool:
@@ -265,14 +237,19 @@ class _Frame:
     sess: str | None
     group: LogicalCall | None
     owner: ToolExec | None
+    agent: tuple[str, str | None] | None = None
+    prompt: str | None = None
 
 
-def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Session]:
+def build_sessions(
+    items: Iterable[Span | LogRecord], notes: Notes, explain: Explain | None = None
+) -> list[Session]:
     """Group spans and log records into sessions (see the module docstring).
 
     Args:
         items: spans and log records of every input file, in file order.
         notes: receives every warning (span id, trace and file named).
+        explain: counts what was decided about spans (wrappers merged), when given.
 
     Returns:
         The sessions in order of their first item; sessions without any model or tool call
@@ -280,11 +257,11 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
     """
 
     def warn(span: Span, attr: str, problem: str) -> None:
-        notes.add(f"{_where(span)}: attribute {attr} {problem}")
+        notes.add(f"{where(span)}: attribute {attr} {problem}")
 
-    spans, logs = _index(items, notes)
-    _attach_logs(spans, logs, notes)
-    roots, children = _tree(spans, notes)
+    spans, logs = index_spans(items, notes)
+    attach_logs(spans, logs, notes)
+    roots, children = span_tree(spans, notes)
     keyed: list[tuple[Key, LogicalCall | ToolExec, str]] = []
     calls: list[LogicalCall] = []
     errors: list[tuple[Key | None, Span, str]] = []
@@ -302,14 +279,14 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
             if sess
             else ("trace", span.trace_id)
         )
-        kind = span_kind(span)
-        group, owner = frame.group, frame.owner
+        kind = span.role
+        group, owner, agent, prompt = frame.group, frame.owner, frame.agent, frame.prompt
         if kind == "model":
             if group is None:
-                group = LogicalCall([span], {span.span_id: None})
+                group = LogicalCall([span], {span.span_id: None}, agent=agent, prompt=prompt)
                 calls.append(group)
                 if owner is not None:
-                    owner.nested_calls.append(group)
+                    owner.children.append(group)
                 else:
                     keyed.append((key, group, span.trace_id))
             else:
@@ -317,26 +294,69 @@ def build_sessions(items: Iterable[Span | LogRecord], notes: Notes) -> list[Sess
                 group.spans.append(span)
         elif kind == "tool":
             group = None
+            tool = ToolExec(span, tool_call(span, warn), agent=agent)
             if owner is not None:
-                owner.nested_tools += 1
+                owner.children.append(tool)
             else:
-                owner = ToolExec(span, tool_call(span, warn))
-                keyed.append((key, owner, span.trace_id))
+                keyed.append((key, tool, span.trace_id))
+            owner = tool
         elif kind == "agent":
             group = None
-            name = span.attrs.get("gen_ai.agent.name") or span.attrs.get("agent.name")
-            if owner is None and isinstance(name, str):
+            name = _agent_name(span)
+            agent = (span.span_id, name)
+            prompt = _agent_prompt(span) or prompt
+            if owner is None and name is not None:
                 agents[_key_text(key)].append(name)
-        if owner is None and kind in ("agent", None) and span.error:
-            errors.append((key if kind == "agent" or conv or sess else None, span, span.trace_id))
+            elif owner is not None and name is not None:
+                owner.agents.append(name)
+        if span.error and _own_step(span):
+            if owner is None:
+                errors.append((key, span, span.trace_id))
+            elif owner.error is None and kind == "agent":
+                owner.error, owner.error_span = span_error(span), span
         for child in reversed(children.get((span.trace_id, span.span_id), [])):
-            stack.append(_Frame(child, conv, sess, group, owner))
+            stack.append(_Frame(child, conv, sess, group, owner, agent, prompt))
     for call in calls:
         _merge(call, warn)
+        if explain is not None and len(call.spans) > 1:
+            explain.note(
+                call.spans[0].file,
+                "model spans merged into the call around them (wrapper and provider, SDK and API)",
+                len(call.spans) - 1,
+            )
     sessions = _sessions(keyed, errors, agents, notes)
     for span in spans.values():  # what the conventions said is read: free the raw attributes
         span.attrs, span.events, span.logs = {}, [], []
     return sessions
+
+
+def _agent_name(span: Span) -> str | None:
+    for key in ("gen_ai.agent.name", "agent.name", "agent_name"):
+        name = span.attrs.get(key)
+        if isinstance(name, str) and name.strip():
+            return name.strip()
+    return None
+
+
+def _agent_prompt(span: Span) -> str | None:
+    """The user's prompt an agent span recorded (Claude Code's ``claude_code.interaction``)."""
+    value = span.attrs.get("user_prompt")
+    if isinstance(value, str) and value.strip() and value.strip() not in PLACEHOLDERS:
+        return value
+    return None
+
+
+def _own_step(span: Span) -> bool:
+    """A span whose failure is the agent's own: an agent span, or the application's root.
+
+    Transport spans (HTTP, RPC, databases, agent-to-agent plumbing), model calls and tool
+    calls never fail the run by themselves: a tool error handed back to the model is an
+    observation, and kagent's routine ``GET /api/tasks/<id>`` 404 is not the agent failing.
+    A root span of no known family is the application's own entry point.
+    """
+    if span.role == "agent":
+        return True
+    return span.parent_id is None and span.family.startswith("unknown:")
 
 
 def _parent_in(group: LogicalCall, span: Span) -> str | None:

@@ -9,11 +9,19 @@
 - each logical model call is a model turn: its first output message (text, tool calls), its
   usage, its response model id (``model_source: response``; only a requested model is the
   config alias), its span start as clock and span duration;
-- a tool span answers the model's tool call with its id, else the first open call of its
-  name (name and order); a tool span the model's output does not show is added to that
-  output only when the output was not captured (marked ``tool_calls_from_spans``), otherwise
-  ignored with a warning; an open call with no tool span takes its result from the next model
-  call's input (a ``tool`` message with its id, else by position).
+- an executed tool span is the source of truth for a call: it answers the latest model
+  turn's open call with its id, else the first open call of its name (name and order, ids
+  or not); a tool span that answers no call is still a tool call, never dropped: it is added
+  to that turn's calls (marked ``tool_calls_from_spans``: the model's output did not show it,
+  e.g. smolagents' code actions or a framework's own tool), or, before any model call of its
+  session, written as a tool call of its own (``meta.unpaired``); ADK's ``(merged tools)``
+  span, which repeats answered calls, and a second span of an answered call id are not new
+  calls. An open call with no tool span takes its result from the next model call's input (a
+  ``tool`` message with its id, else by position);
+- tool names that are not tool ids (``Read File``, ``fs/read``) become tool ids the same way
+  in the model's calls, the tool spans and the definitions (`as_tool_id`), so they pair;
+- a tool call that ran an agent (a model call inside the tool span) links to that
+  sub-agent's own run (``meta.subagent_run``; `runner.importers.otel.reader`).
 
 Nothing is invented: contents that were not captured stay None and are counted missing; tool
 call lines carry no schema hash (OTel records none), model bodies are the reconstructed
@@ -23,7 +31,7 @@ message (``raw_io: false``), never an HTTP body.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runner.importers.otel.messages import Msg
@@ -31,7 +39,7 @@ from runner.importers.otel.sessions import LogicalCall, Session, ToolExec
 from runner.importers.otel.shapes import Notes
 from runner.importers.otel.values import json_value
 from runner.importers.source import SourceMessage, SourceToolCall, parse_arguments
-from runner.importers.toolset import TOOL_ID, check_tool_id
+from runner.importers.toolset import as_tool_id, check_tool_id
 
 __all__ = ["Assembler", "duration", "place", "seconds", "session_messages", "tokens_of"]
 
@@ -44,6 +52,7 @@ class _Call:
     args_known: bool
     from_span: bool = False
     result: SourceMessage | None = None
+    unpaired: bool = False
 
 
 @dataclass
@@ -86,13 +95,17 @@ def _last_user(messages: list[Msg] | None) -> Msg | None:
 class Assembler:
     """Walks a session's items in order and keeps its turns (see the module docstring)."""
 
-    def __init__(self, session: Session, notes: Notes) -> None:
+    def __init__(
+        self, session: Session, notes: Notes, subagents: dict[str, str] | None = None
+    ) -> None:
         self.session = session
         self.notes = notes
         self.turns: list[_Turn] = []
         self.first_user: _Turn | None = None
         self.last_user_text: str | None = None
         self.descriptions: dict[str, str] = {}
+        self.subagents: dict[str, str] = dict(subagents or {})
+        self.skipped_tools = 0
 
     def last_assistant(self) -> _Turn | None:
         """The latest model turn, or None before the first."""
@@ -141,7 +154,12 @@ class Assembler:
         if out is not None:
             for c in out.tool_calls:
                 turn.calls.append(
-                    _Call(c.id, c.name, c.arguments, out.known and c.arguments is not None)
+                    _Call(
+                        c.id,
+                        as_tool_id(c.name) or c.name,
+                        c.arguments,
+                        out.known and c.arguments is not None,
+                    )
                 )
         self.turns.append(turn)
 
@@ -169,60 +187,59 @@ class Assembler:
             )
 
     def tool(self, item: ToolExec) -> None:
-        """A tool span: the answer to an open tool call of the latest model turn."""
+        """An executed tool span: the answer to a call of the latest model turn, or a new call."""
         span, info = item.span, item.info
+        name = as_tool_id(info.name) if info.name else None
         turn = self.last_assistant()
-        name = info.name
+        if turn is not None and _aggregate_of_answered(info.result, turn):
+            self.skipped_tools += 1
+            return  # ADK's "(merged tools)" span: the parallel calls' results once more
         if name is None:
             self.notes.add(f"{span.file}: {place(span)}: tool span without a tool name: ignored")
+            self.skipped_tools += 1
             return
-        if turn is None:
-            self.notes.add(
-                f"{span.file}: {place(span)}: tool {name!r} ran before any model call of its "
-                "session (not a model's tool call): ignored"
-            )
-            return
-        open_calls = [c for c in turn.calls if c.result is None]
         chosen = None
-        if info.call_id is not None:
-            chosen = next((c for c in open_calls if c.id == info.call_id), None)
-        if chosen is None:
-            chosen = next(
-                (
-                    c
-                    for c in open_calls
-                    if c.name == name and (c.id is None or info.call_id is None)
-                ),
-                None,
-            )
-        if chosen is None and _aggregate_of_answered(info.result, turn):
-            return  # ADK's "(merged tools)" span: the parallel calls' results once more
-        if chosen is None:
-            if turn.known and turn.call is not None and turn.call.info.output is not None:
+        if turn is not None:
+            chosen = _pair(turn, info.call_id, name)
+            if (
+                chosen is None
+                and info.call_id is not None
+                and any(c.id == info.call_id and c.result is not None for c in turn.calls)
+            ):
                 self.notes.add(
-                    f"{span.file}: {place(span)}: tool {name!r} answers no open tool call of "
-                    f"the model turn before it ({turn.where}): ignored"
+                    f"{span.file}: {place(span)}: a second span of tool call {info.call_id!r} "
+                    "(already answered): not a new call"
                 )
+                self.skipped_tools += 1
                 return
-            if not TOOL_ID.match(name):
-                self.notes.add(
-                    f"{span.file}: {place(span)}: tool span named {name!r}, which cannot be a "
-                    "tool id: ignored"
-                )
-                return
+        if chosen is None:
             chosen = _Call(info.call_id, name, info.arguments, info.args_known, from_span=True)
-            turn.calls.append(chosen)
+            if turn is None:  # before any model call: a tool call of its own
+                chosen.unpaired = True
+                self.turns.append(
+                    _Turn("tool", None, True, place(span), calls=[chosen], trace=span.trace_id)
+                )
+            else:
+                turn.calls.append(chosen)
         if info.description:
             self.descriptions.setdefault(name, info.description)
         chosen.id = chosen.id or info.call_id
         if not chosen.args_known and info.args_known:
             chosen.arguments, chosen.args_known = info.arguments, True
         meta: dict[str, Any] = {"span_id": span.span_id, "trace_id": span.trace_id}
-        if item.nested_calls:
-            meta["nested_model_calls"] = len(item.nested_calls)
-            meta["nested_tokens"] = list(tokens_of(item.nested_calls))
+        nested = item.nested_calls
+        if nested:
+            meta["nested_model_calls"] = len(nested)
+            meta["nested_tokens"] = list(tokens_of(nested))
         if item.nested_tools:
             meta["nested_tool_calls"] = item.nested_tools
+        subagent = self.subagents.get(span.span_id)
+        if subagent is not None:
+            meta["subagent_run"] = subagent
+        if chosen.from_span and turn is not None:
+            meta["tool_call_from_span"] = True
+        if chosen.unpaired:
+            meta["unpaired"] = True
         error = info.error
         chosen.result = SourceMessage(
             role="tool",
@@ -236,6 +253,16 @@ class Assembler:
             error_message=error[1] if error else None,
             meta=meta,
         )
+
+
+def _pair(turn: _Turn, call_id: str | None, name: str) -> _Call | None:
+    """The open call of ``turn`` a tool span answers: by id, then by name and order."""
+    open_calls = [c for c in turn.calls if c.result is None]
+    if call_id is not None:
+        found = next((c for c in open_calls if c.id == call_id), None)
+        if found is not None:
+            return found
+    return next((c for c in open_calls if c.name == name), None)
 
 
 def _aggregate_of_answered(result: str | None, turn: _Turn) -> bool:
@@ -256,9 +283,9 @@ def tokens_of(calls: Sequence[LogicalCall]) -> tuple[int, int]:
 
 
 def _source_call(call: _Call, file: str, where: str) -> SourceToolCall:
-    name = check_tool_id(call.name, file=file, field=where)
+    name = check_tool_id(as_tool_id(call.name) or call.name, file=file, field=where)
     if not call.args_known:
-        return SourceToolCall(call.id, name, {}, "", args_ok=False)
+        return SourceToolCall(call.id, name, {}, "", args_ok=False, args_known=False)
     args, text, ok = parse_arguments(call.arguments)
     return SourceToolCall(call.id, name, args, text, ok)
 
@@ -273,6 +300,12 @@ def session_messages(a: Assembler, file: str) -> list[SourceMessage]:
     if a.first_user is not None:
         out.append(SourceMessage(role="user", content=a.first_user.text, where=a.first_user.where))
     for turn in a.turns:
+        if turn.role == "tool":  # executed before any model call: a tool call of its own
+            for c in turn.calls:
+                if c.result is not None:
+                    source = _source_call(c, file, f"{turn.where}.tool")
+                    out.append(replace(c.result, call=source))
+            continue
         if turn.role == "user":
             body = {"message": {"role": "user", "content": turn.text}} if turn.known else None
             out.append(

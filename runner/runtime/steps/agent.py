@@ -218,7 +218,11 @@ class AgentStep:
         raw_args = function.get("arguments")
         reply = {"role": "tool", "tool_call_id": call.get("id")}
         try:
-            args = json.loads(raw_args) if isinstance(raw_args, str) else (raw_args or {})
+            # blank arguments are no arguments (as the OpenAI SDKs and the importers read them)
+            if isinstance(raw_args, str):
+                args = json.loads(raw_args) if raw_args.strip() else {}
+            else:
+                args = raw_args or {}
         except ValueError as exc:
             self.caller.record_failed(self.step_id, name, raw_args, exc)
             reply["content"] = to_json_text({"error": error_record(exc)})
@@ -238,8 +242,8 @@ class AgentStep:
             value = self.caller.call_tool(self.step_id, tool, args)
             reply["content"] = to_json_text(value)
         except (Exception, SystemExit) as exc:
-            if caused_by(exc, CapabilityDenied):
-                raise
+            if caused_by(exc, CapabilityDenied) or self.cfg.get("tool_errors") == "raise":
+                raise  # `tool_errors: raise`: the step ends with the tool's error
             reply["content"] = to_json_text({"error": error_record(exc)})
         if self.caller.served_text is not None:
             reply["content"] = self.caller.served_text

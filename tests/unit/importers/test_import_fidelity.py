@@ -22,12 +22,13 @@ from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.tracetools.lint import lint_trace
 from tests.paths import TESTS
+from tests.tracelines import resolved_lines
 
 FIX = TESTS / "fixtures" / "import"
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    return resolved_lines(path)
 
 
 def _agent(lines: list[dict[str, Any]]) -> dict[str, Any]:

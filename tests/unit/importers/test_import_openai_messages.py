@@ -20,6 +20,7 @@ from runner.importers.toolset import parse_effect_map
 from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
 from tests.paths import REPO
+from tests.tracelines import resolved_lines
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures" / "import"
@@ -40,7 +41,7 @@ def imported(tmp_path: Path, name: str, tools: Path | None = None, **kw: Any) ->
     traces = {}
     for path in sorted((tmp_path / "traces").glob("*.jsonl")):
         assert read_trace(path).problems == ()
-        lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+        lines = resolved_lines(path)
         for line in lines:
             assert not list(validator.iter_errors(line)), line
         traces[path.stem] = lines

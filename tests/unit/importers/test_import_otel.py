@@ -22,6 +22,7 @@ from runner.tracetools.lint import lint_trace
 from runner.tracetools.reader import read_trace
 from tests.otel_shapes import SHAPES, render
 from tests.paths import REPO
+from tests.tracelines import resolved_lines
 
 ROOT = REPO
 SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))
@@ -197,7 +198,7 @@ def imported(tmp_path: Path, files: list[Path], **kw: Any) -> dict[str, Any]:
     traces = {}
     for path in sorted((out / "traces").glob("*.jsonl")):
         assert read_trace(path).problems == ()
-        lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+        lines = resolved_lines(path)
         for line in lines:
             assert not list(validator.iter_errors(line)), line
         traces[path.stem] = lines

@@ -98,12 +98,13 @@ def test_a_document_over_the_size_limit_says_the_limit(
         read_otel([source])
 
 
-def test_no_model_span_is_an_error(tmp_path: Path) -> None:
+def test_no_model_or_tool_span_is_an_error_naming_what_was_found(tmp_path: Path) -> None:
     source = render(
         [span(T1, "f000000000000001", None, "GET /", 0, 1)], "otlp", tmp_path / "http.json"
     )
-    with pytest.raises(InputError, match="no agent session with a model call"):
+    with pytest.raises(InputError, match="no agent session: no span of a known family") as got:
         read_otel([source])
+    assert "spans found: unknown:" in str(got.value)
 
 
 def test_large_session_is_read_and_skipped_by_name(tmp_path: Path) -> None:
@@ -217,7 +218,7 @@ def test_a_malformed_session_is_skipped_by_name_and_the_others_import(tmp_path: 
     for s in bad:
         for key in list(s["attrs"]):
             if key.endswith("function.name"):
-                s["attrs"][key] = "get weather\x1b[2J"  # not a tool id, with a terminal escape
+                s["attrs"][key] = "."  # no tool id can be made of it
     files = [
         render(genai_session(), "otlp", tmp_path / "good.json"),
         render(bad, "otlp", tmp_path / "bad.json"),
@@ -226,8 +227,22 @@ def test_a_malformed_session_is_skipped_by_name_and_the_others_import(tmp_path: 
     assert list(got["traces"]) == ["conv-1"]
     (note,) = [n for n in got["report"]["notes"] if "skipped" in n]
     assert "session session s-9 skipped" in note and "bad.json" in note
+
+
+def test_a_tool_name_that_is_no_tool_id_is_renamed_and_printed_inert(tmp_path: Path) -> None:
+    odd = openinference_session()
+    for s in odd:
+        for key in list(s["attrs"]):
+            if key.endswith("function.name"):
+                s["attrs"][key] = "get weather\x1b[2J"  # not a tool id, with a terminal escape
+    source = render(odd, "otlp", tmp_path / "odd.json")
+    got = imported(tmp_path, [source])
+    (lines,) = got["traces"].values()
+    assert "get_weather__2J" in {x.get("tool") for x in lines}
     result = CliRunner().invoke(
-        app, ["import", "otel", *map(str, files), "--out", str(tmp_path / "cli")]
+        app, ["import", "otel", str(source), "--out", str(tmp_path / "cli")]
     )
     assert result.exit_code == 0, result.output
-    assert "\x1b" not in result.output and "\\x1b[2J" in result.output  # printed inert
+    assert "\x1b" not in result.output  # nothing of the name reaches the terminal raw
+    manifest = json.loads((tmp_path / "cli" / "tools.manifest.json").read_text("utf-8"))
+    assert "get_weather__2J" in {tool["id"] for tool in manifest["tools"]}

@@ -26,6 +26,7 @@ from runner.importers.otel import read_otel
 from runner.importers.output import write_import
 from runner.tracetools.reader import read_trace
 from tests.paths import REPO
+from tests.tracelines import resolved_lines
 
 ROOT = REPO
 
@@ -56,7 +57,7 @@ def imported(tmp_path: Path, source: Path) -> tuple[list[dict[str, Any]], dict[s
     report = write_import(read_otel([source]), tmp_path / "import", {})
     (trace,) = sorted((tmp_path / "import" / "traces").glob("*.jsonl"))
     assert read_trace(trace).problems == ()
-    return [json.loads(x) for x in trace.read_text("utf-8").splitlines()], report
+    return resolved_lines(trace), report
 
 
 def tool_calls(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:

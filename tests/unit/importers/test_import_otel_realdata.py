@@ -77,10 +77,25 @@ def test_fixture_matches_its_truth(fixture: str, tmp_path: Path) -> None:
     truth = json.loads(source.with_suffix(".truth.json").read_text(encoding="utf-8"))
     report = write_import(read_otel([source]), tmp_path, {})
     traces = sorted((tmp_path / "traces").glob("*.jsonl"))
-    assert len(traces) == 1 == report["runs"], report  # one session per fixture
-    assert read_trace(traces[0]).problems == ()
-    lines = [json.loads(x) for x in traces[0].read_text(encoding="utf-8").splitlines()]
+    assert len(traces) == report["runs"], report
+    runs = {}
+    for path in traces:
+        assert read_trace(path).problems == ()
+        runs[path] = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    # one session per fixture; an agent called as a tool (S4b) is a run of its own, linked
+    (main,) = [p for p, lines in runs.items() if "parent_run" not in lines[0]["meta"]]
+    lines = runs[main]
     head, end = lines[0], lines[-1]
+    links = {
+        c["meta"]["subagent_run"]: c["tool"]
+        for c in lines
+        if c["type"] == "call" and "subagent_run" in c.get("meta", {})
+    }
+    subagents = {lines[0]["run_id"]: lines for p, lines in runs.items() if p != main}
+    assert set(links) == set(subagents)
+    for run_id, sub in subagents.items():
+        assert sub[0]["meta"]["parent_run"] == head["run_id"]
+        assert sub[0]["meta"]["parent_call"]["tool"] == links[run_id]
 
     turns = turns_of(lines)
     assert len(turns) == len(truth["turns"])
@@ -135,3 +150,7 @@ def test_the_aborted_run_fails_at_the_tool_that_raised(tmp_path: Path) -> None:
     }
     assert end["error"]["message"] == "ticker not found: XYZ"
     assert lines[2]["error"] == {"class": "ValueError", "message": "ticker not found: XYZ"}
+    # the source aborted on the tool's error: its workflow raises it too (issue 26), so that
+    # reproduce fails at the same call instead of handing the error back to the model
+    workflow = lines[0]["workflow"]["content"]
+    assert "tool_errors: raise" in workflow

@@ -28,6 +28,7 @@ from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
 from tests.paths import REPO
 from tests.realdata import realdata
+from tests.tracelines import resolved_lines
 
 ROOT = REPO
 MINI = ROOT / "tests" / "fixtures" / "import" / "tau2-mini" / "results.json"
@@ -47,7 +48,7 @@ def tau2_results() -> Path:
 
 
 def lines_of(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return resolved_lines(path)
 
 
 def check_output(out: Path) -> dict[str, list[dict[str, Any]]]:

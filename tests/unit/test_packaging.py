@@ -159,4 +159,6 @@ def test_make_demo_installs_the_core_only_and_make_test_the_extras() -> None:
     demo = [line for line in _make_dry_run("demo").splitlines() if "pip install" in line]
     assert demo == [".venv/bin/python -m pip install -q -e ."], demo
     test = [line for line in _make_dry_run("test").splitlines() if "pip install" in line]
-    assert any("-e '.[dev,sdks,otel-instrumentation,ray]'" in line for line in test), test
+    assert any(
+        "-e '.[dev,sdks,otel-instrumentation,ray,inspect-tests]'" in line for line in test
+    ), test

@@ -24,7 +24,6 @@ PUBLIC: dict[str, list[str]] = {
         "ResourceLimits",
         "Sandbox",
         "SandboxSpec",
-        "UnsandboxedProcessBackend",
         "sandbox_user",
     ],
     "runner.backends.docker": ["DockerBackend", "connect", "discover_engine", "engine_address"],

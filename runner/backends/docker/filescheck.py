@@ -20,7 +20,7 @@ from typing import Any
 from runner.backends import labels as L
 from runner.backends.base import Mount, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
-from runner.backends.docker.checks import Check, sandbox_json
+from runner.backends.doctor import Check, sandbox_json
 from runner.runtime import protocol
 
 __all__ = ["FILES_FIX", "files_check"]

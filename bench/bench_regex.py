@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runner.runtime import linearre
+from runner.wire import linearre
 
 _RNG = random.Random(32)
 COMMAND = "cd /srv/app && git status --short && rm -rf build/ && make -j4 test  # nightly"

@@ -53,7 +53,7 @@ from runner.backends.conformance_programs import (
     THREADS,
 )
 from runner.backends.registry import BackendEntry, BackendOptions
-from runner.runtime.protocol import RUNTIME_ROOT, SANDBOX_PACKAGES
+from runner.wire.protocol import RUNTIME_ROOT, SANDBOX_PACKAGES
 
 if TYPE_CHECKING:
     from runner.settings import Settings

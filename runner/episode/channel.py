@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from runner.backends.base import STDOUT
-from runner.runtime.protocol import MAX_MESSAGE_BYTES, MESSAGE_TYPES_FROM_RUNTIME, decode
+from runner.wire.protocol import MAX_MESSAGE_BYTES, MESSAGE_TYPES_FROM_RUNTIME, decode
 
 STDERR_TAIL_LINES = 100
 STDERR_LINE_BYTES = 4096

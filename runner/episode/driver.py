@@ -51,10 +51,10 @@ from runner.hostlog import get_logger
 from runner.providers.base import ModelProvider
 from runner.providers.deadline import DeadlineProvider
 from runner.providers.ratelimit import WaitAccount
-from runner.runtime import protocol
 from runner.settings import Settings
 from runner.trace.redact import Redactor
 from runner.trace.writer import TraceWriter
+from runner.wire import protocol
 
 __all__ = ["BudgetDeadline", "lookup_image_id", "run_episode"]
 

@@ -33,8 +33,8 @@ from runner.episode.request import EpisodeRequest, PreparedRun
 from runner.episode.snapshot.sources import tool_mounts
 from runner.errors import InputError
 from runner.hostlog import get_logger
-from runner.runtime import protocol
 from runner.settings import Settings
+from runner.wire import protocol
 
 __all__ = [
     "RUNTIME_COMMAND",

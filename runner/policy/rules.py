@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runner.errors import InputError
-from runner.runtime.argrules import Rule
+from runner.wire.argrules import Rule
 
 __all__ = ["ArgCondition", "ArgRule"]
 

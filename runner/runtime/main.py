@@ -46,12 +46,11 @@ from typing import Any, Dict, Optional
 
 from runner import sdk
 from runner.errors import InputError
-from runner.runtime import pid1, protocol, watchdog
+from runner.runtime import pid1, watchdog
 from runner.runtime.channel import Channel
 from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
 from runner.runtime.environment import environment_platform, installed_packages
-from runner.runtime.errors import error_class_name
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay.calls import Caller
 from runner.runtime.replay.clock import Clock
@@ -60,6 +59,8 @@ from runner.runtime.steps.engine import Episode
 from runner.runtime.worker.client import Worker
 from runner.sdk import dispatch, wallclock
 from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
+from runner.wire import protocol
+from runner.wire.errors import error_class_name
 
 EXIT_RUNTIME_ERROR = 70
 PUMP_INTERVAL_S = 0.2

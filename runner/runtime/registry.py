@@ -18,8 +18,8 @@ import sys
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from runner.errors import InputError, ToolNotResolvable
-from runner.runtime.argrules import RuleSet
 from runner.sdk import function_name, tool_def
+from runner.wire.argrules import RuleSet
 
 DISPOSITIONS = ("execute", "recorded")
 

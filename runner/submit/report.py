@@ -50,11 +50,11 @@ from runner.inputfile import open_input
 from runner.ledger import CeilingGuard, Ledger, RunRecord
 from runner.providers.metered import StopSignal
 from runner.providers.openai import OpenAIProvider
-from runner.runtime.errors import UnrecordedCall, class_name
 from runner.settings import Settings
 from runner.submit.plan import Plan
 from runner.submit.scheduler import PairOutcome
 from runner.trace.strictjson import loads as strict_loads
+from runner.wire.errors import UnrecordedCall, class_name
 
 log = get_logger(__name__)
 

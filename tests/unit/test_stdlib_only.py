@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.runtime.protocol import SANDBOX_PACKAGES
+from runner.wire.protocol import SANDBOX_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "runner"

@@ -35,7 +35,7 @@ from runner.backends.docker.client import retrying
 from runner.backends.docker.filetree import Entry, archive, entries_of
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
-from runner.runtime import protocol
+from runner.wire import protocol
 
 __all__ = [
     "RUNTIME_IMAGE_REPOSITORY",

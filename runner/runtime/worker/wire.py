@@ -11,7 +11,7 @@ import base64
 from typing import Any, Dict, List, Tuple
 
 from runner.errors import CapabilityDenied, SandboxReplayError, ToolNotResolvable
-from runner.runtime.errors import RecordedError, UnrecordedCall, WorkflowError, error_record
+from runner.wire.errors import RecordedError, UnrecordedCall, WorkflowError, error_record
 
 __all__ = [
     "MAX_PIPE_BYTES",

@@ -32,7 +32,7 @@ from runner.backends.docker.runtimeimage import (
     RUNTIME_RECIPE_LABEL,
 )
 from runner.errors import InfrastructureError
-from runner.runtime import protocol
+from runner.wire import protocol
 
 OWNER = L.Owner(host="h0st", pid=4242, start="777")
 RUNNER = f"{protocol.RUNTIME_ROOT}/runner"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import urllib3.util
 
-from runner.runtime.argrules import RuleSet
+from runner.wire.argrules import RuleSet
 
 ALLOW_GITHUB = RuleSet.from_json(
     [

@@ -21,13 +21,13 @@ from fakehost import (
     write_run_dir,
 )
 
-from runner.runtime.errors import RecordedError, UnrecordedCall
 from runner.runtime.replay.recordings import (
     ObservationStore,
     TraceStore,
     differing_fields,
     value_of,
 )
+from runner.wire.errors import RecordedError, UnrecordedCall
 
 
 def _obs(tool: str, args: Any, value: Any = None, **extra: Any) -> dict[str, Any]:

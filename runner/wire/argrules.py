@@ -41,8 +41,8 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from runner.errors import CapabilityDenied, InputError
-from runner.runtime import linearre
-from runner.runtime.urlhost import url_host
+from runner.wire import linearre
+from runner.wire.urlhost import url_host
 
 ACTIONS = ("deny", "allow")
 CONDITIONS = ("matches", "equals", "in", "host_in")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.runtime.argrules import RuleSet
-from runner.runtime.urlhost import HostReading, url_host
+from runner.wire.argrules import RuleSet
+from runner.wire.urlhost import HostReading, url_host
 
 CLEAR = [
     ("https://api.github.com/repos", "api.github.com"),

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from runner.errors import CapabilityDenied, InputError
-from runner.runtime.argrules import MAX_VALUE_CHARS, RuleSet, guard
 from runner.runtime.registry import RuntimeRegistry
+from runner.wire.argrules import MAX_VALUE_CHARS, RuleSet, guard
 
 NO_RM = {
     "name": "no-rm",

@@ -46,8 +46,8 @@ from runner.backends.processgroup import group_kwargs, kill_group
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
-from runner.runtime.worker.client import ENV_WITNESS
 from runner.wire import protocol
+from runner.wire.env import ENV_WITNESS
 
 if TYPE_CHECKING:
     from runner.backends.registry import BackendOptions

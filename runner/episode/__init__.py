@@ -13,7 +13,7 @@ load gate built on it); `record_run` runs a workflow live, unsandboxed (``record
 
 May import: `runner.providers`, `runner.backends` (the interface; the Docker backend is passed
 in), `runner.ledger`, `runner.policy`, `runner.domain`, `runner.tracetools`, `runner.settings`,
-`runner.resources`, `runner.runtime.protocol`, `runner.sdk`, `runner.trace`, `runner.errors`;
+`runner.resources`, `runner.wire.protocol`, `runner.sdk`, `runner.trace`, `runner.errors`;
 never submit, reproduce, importers or cli.
 """
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.runtime.egress.audit import MAX_DESTINATIONS, destination_key
+from runner.wire.destinations import MAX_DESTINATIONS, destination_key
 
 __all__ = ["MAX_COUNT", "MAX_OUTBOUND", "OutboundLog"]
 

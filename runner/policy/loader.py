@@ -45,7 +45,7 @@ class Policy:
             when inside it, e.g. ``policies/shadow.yaml``).
         path: the file, or None for a policy built in code.
         hash: sha256 hex of the canonical JSON of ``spec``.
-        rules: ``spec.rules`` compiled by the call-time evaluator (`runner.runtime.argrules`).
+        rules: ``spec.rules`` compiled by the call-time evaluator (`runner.wire.argrules`).
     """
 
     spec: PolicySpec

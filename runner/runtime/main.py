@@ -15,7 +15,7 @@ isolates the channel first, then calls `serve`. Sequence:
    (without a writable ``TMPDIR``: children cannot report; a clock that could not be patched);
    then wait for ``start`` (``shutdown`` or EOF on stdin end the process at once, at any time);
 3. take the run spec and the manifest from ``start`` (`check_run_spec`, `check_manifest`:
-   the channel bounds the line, `runner.runtime.protocol.MAX_START_BYTES`); the sandbox's
+   the channel bounds the line, `runner.wire.protocol.MAX_START_BYTES`); the sandbox's
    lifetime cap now counts from this assignment (`runner.runtime.pid1.LifetimeTimer.rearm`:
    a pooled sandbox waited under its idle cap until here); freeze the wall clock at the run's
    clock start (every wall-clock read of this process and of its Python children is the run's);

@@ -71,7 +71,7 @@ __all__ = [
     "validate_record",
 ]
 
-# A call line crosses the sandbox channel (at most 16 MiB, runner.runtime.protocol) plus a few
+# A call line crosses the sandbox channel (at most 16 MiB, runner.wire.protocol) plus a few
 # host-side fields; four times that leaves room and still bounds memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 

@@ -1,4 +1,4 @@
-"""The call-time evaluator of argument rules (runner/runtime/argrules.py), standard library only."""
+"""The call-time evaluator of argument rules (runner/wire/argrules.py), standard library only."""
 
 from __future__ import annotations
 

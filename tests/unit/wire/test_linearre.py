@@ -1,4 +1,4 @@
-"""`runner.runtime.linearre`: Python's answer to ``re.search``, in time linear in the text.
+"""`runner.wire.linearre`: Python's answer to ``re.search``, in time linear in the text.
 
 Issue 32 N06: the backtracking search of ``(.*a){16}$`` and its kind over 31 characters took
 76 s in ``policy diff``. The differential test generates patterns over every construct the

@@ -1,4 +1,4 @@
-"""`runner.runtime.urlhost.url_host`: the host a URL reaches, canonical or disputed."""
+"""`runner.wire.urlhost.url_host`: the host a URL reaches, canonical or disputed."""
 
 from __future__ import annotations
 

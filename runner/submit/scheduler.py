@@ -35,6 +35,7 @@ from runner.backends.base import Backend, DelegatingBackend, Reaped, Sandbox, Sa
 from runner.errors import CeilingReached, InfrastructureError
 from runner.hostlog import get_logger
 from runner.ledger import Amount, CeilingGuard, Ledger, Reservation, run_key
+from runner.ledger.records import CUT_SHORT_STATUSES
 from runner.providers.metered import StopSignal
 from runner.submit.budgetclock import BudgetClock
 
@@ -45,7 +46,7 @@ __all__ = ["PairOutcome", "Scheduler", "TrackingBackend"]
 INTERRUPT_GRACE_S = 10.0
 # Statuses of runs that did not end by themselves: their charge says nothing of how short a
 # run can be (`BudgetClock.finish`).
-CUT_SHORT = frozenset({"ceiling_reached", "interrupted", "infra_error"})
+CUT_SHORT = frozenset(CUT_SHORT_STATUSES)
 
 
 class TrackingBackend(DelegatingBackend):

@@ -13,7 +13,7 @@ Nothing outside ``runner.cli`` and the backends' own packages imports a concrete
 package's names load on first use (`lazy_exports`), so that the registry's import (``--help``
 lists its names) loads nothing else.
 
-May import: `runner.runtime` (protocol, for the unsandboxed backend), `runner.resources`,
+May import: `runner.wire` (protocol, environment names), `runner.resources`,
 `runner.errors`, `runner.settings` (types), the standard library and docker (``docker/``
 only), ray (``ray/`` only); never the packages above.
 """

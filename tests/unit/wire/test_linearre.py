@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.unit.wire.regexgen import differences
 
 from runner.wire import linearre
 from runner.wire.argrules import RuleSet
 from tests.paths import REPO
+from tests.unit.wire.regexgen import differences
 
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"
 HOSTILE = ["a" * 30 + "!", "a" * 65535 + "!", ("ab " * 22000)[:65536]]

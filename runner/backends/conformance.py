@@ -376,19 +376,19 @@ def memory_limit(subject: Subject) -> None:
         _expect(state.oom_killed, state)  # the episode's status is then `oom`
 
 
+def _program_json(subject: Subject, kind: str, program: str, limits: ResourceLimits) -> Any:
+    """Run ``program`` (python3 -c) under ``limits``; it must exit 0: its JSON line."""
+    spec = SandboxSpec(_run_id(kind), subject.image, ("python3", "-c", program), limits=limits)
+    state, out, err = run(subject.backend, spec)
+    _expect(state.exit_code == 0, (state, out, err))
+    return _json_line(out)
+
+
 def pids_limit(subject: Subject) -> None:
     """Threads past the pids limit are refused."""
     if not subject.backend.capabilities().pids_limit:
         raise NotApplicable(f"{subject.name} declares pids_limit=False")
-    spec = SandboxSpec(
-        _run_id("pids"),
-        subject.image,
-        ("python3", "-c", THREADS),
-        limits=ResourceLimits(pids_limit=32),
-    )
-    state, out, err = run(subject.backend, spec)
-    _expect(state.exit_code == 0, (out, err))
-    result = _json_line(out)
+    result = _program_json(subject, "pids", THREADS, ResourceLimits(pids_limit=32))
     _expect(result["refused"] is not None and result["started"] < 32, result)
 
 
@@ -396,15 +396,7 @@ def cpu_limit(subject: Subject) -> None:
     """The CPU limit is a CFS quota the sandbox's cgroup shows."""
     if not subject.backend.capabilities().cpu_limit:
         raise NotApplicable(f"{subject.name} declares cpu_limit=False")
-    spec = SandboxSpec(
-        _run_id("cpus"),
-        subject.image,
-        ("python3", "-c", CPU_QUOTA),
-        limits=ResourceLimits(cpus=0.5),
-    )
-    state, out, err = run(subject.backend, spec)
-    _expect(state.exit_code == 0, (out, err))
-    result = _json_line(out)
+    result = _program_json(subject, "cpus", CPU_QUOTA, ResourceLimits(cpus=0.5))
     _expect(abs(int(result["quota"]) / int(result["period"]) - 0.5) < 1e-6, result)
 
 

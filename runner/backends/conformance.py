@@ -58,7 +58,14 @@ from runner.wire.protocol import RUNTIME_ROOT, SANDBOX_PACKAGES
 if TYPE_CHECKING:
     from runner.settings import Settings
 
-__all__ = ["CHECKS", "ConformanceError", "NotApplicable", "Subject"]
+__all__ = [
+    "CHECKS",
+    "LIFECYCLE_CHECKS",
+    "SANDBOX_CHECKS",
+    "ConformanceError",
+    "NotApplicable",
+    "Subject",
+]
 
 
 class ConformanceError(AssertionError):
@@ -504,7 +511,7 @@ def nothing_of_the_session_remains(subject: Subject) -> None:
     _expect(subject.leftovers() == [], subject.leftovers())
 
 
-CHECKS: tuple[Callable[[Subject], None], ...] = (
+SANDBOX_CHECKS: tuple[Callable[[Subject], None], ...] = (
     stdout_stderr_and_exit_code_apart,
     channel_carries_bytes_both_ways,
     no_route_out_but_loopback,
@@ -522,8 +529,16 @@ CHECKS: tuple[Callable[[Subject], None], ...] = (
     timeout_is_a_host_kill,
     kill_is_a_host_kill,
     lifetime_cap_ends_a_sandbox,
+)
+"""The checks of what one sandbox is and how it ends (no listing, no second process)."""
+
+LIFECYCLE_CHECKS: tuple[Callable[[Subject], None], ...] = (
     reaper_removes_a_dead_owners_sandbox_only,
     removed_when_the_body_raises,
     nothing_of_the_session_remains,
 )
+"""The checks of leftovers: they list the session's sandboxes (`Backend.session_sandboxes`)
+and kill an owner process (`Subject.child_code`)."""
+
+CHECKS: tuple[Callable[[Subject], None], ...] = SANDBOX_CHECKS + LIFECYCLE_CHECKS
 """Every check, in the order the suite runs them (each name is its test id)."""

@@ -159,8 +159,9 @@ _ENTRIES = (
         runs_here=False,
         flags=frozenset({"--ray-address", "--unsafe-open-cluster"}),
         extra="ray",
-        exempt="dispatches each sandbox to a node's own Docker backend (the docker entry, which"
-        " the suite covers); the Ray layer itself needs a cluster: tests/integration/test_ray_*.py",
+        exempt="needs a cluster: tests/integration/test_ray_backend.py runs the sandbox checks"
+        " (SANDBOX_CHECKS) through the driver and a node; the leftovers are the node's Docker"
+        " backend's (the docker entry)",
     ),
     BackendEntry(
         "process",

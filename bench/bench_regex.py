@@ -1,7 +1,7 @@
 """What a ``matches`` rule costs now that it is searched by an automaton (issue 32 N06).
 
 ``.venv/bin/python bench/bench_regex.py``: for each pattern and text, the CPU time of one
-decision by `runner.runtime.linearre` (what the guard and ``policy diff`` run) and, as the
+decision by `runner.wire.linearre` (what the guard and ``policy diff`` run) and, as the
 baseline measured in the same run, by Python's ``re.search`` (what they ran before), with their
 ratio. The backtracking baseline is not run where it takes minutes (the issue's patterns over
 their 31-character argument): those rows say ``skipped`` and show the automaton alone. Compare
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runner.runtime import linearre
+from runner.wire import linearre
 
 _RNG = random.Random(32)
 COMMAND = "cd /srv/app && git status --short && rm -rf build/ && make -j4 test  # nightly"

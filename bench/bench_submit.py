@@ -40,9 +40,8 @@ import docker
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.backends.base import Backend, Sandbox, SandboxSpec  # noqa: E402
+from runner.backends.base import DelegatingBackend, Sandbox, SandboxSpec  # noqa: E402
 from runner.backends.docker import DockerBackend  # noqa: E402
-from runner.backends.docker import pooled as pooled_module  # noqa: E402
 from runner.cli.log import configure_logging  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.submit import pairs as pairs_module  # noqa: E402
@@ -190,19 +189,12 @@ class _FirstCall:
         return _TimedBackend(backend, self)
 
 
-class _TimedBackend(Backend):
+class _TimedBackend(DelegatingBackend):
     """Delegates to the Docker backend; times the first ``call`` frame of each sandbox."""
 
     def __init__(self, inner: Any, probe: _FirstCall) -> None:
-        self.inner = inner
-        self.name = inner.name
+        super().__init__(inner)
         self.probe = probe
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.inner, attr)
-
-    def reap(self, ledger: str | None = None) -> list[Any]:
-        return self.inner.reap(ledger)  # type: ignore[no-any-return]
 
     @contextmanager
     def sandbox(self, spec: SandboxSpec) -> Iterator[Sandbox]:
@@ -227,9 +219,9 @@ class _TimedBackend(Backend):
 def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> dict[str, Any]:
     """The submit path over the trivial workflow; returns episodes/s, CPU and first-call times.
 
-    ``pool``: submit's own warm pool (its default, `runner.backends.docker.pooled.
-    pooled_backend`, built by the job for its runs only), else the bare Docker backend. The
-    timing wrapper goes around what the job runs its episodes on, pooled or not.
+    ``pool``: submit's own warm pool (its default, `DockerBackend.with_pool`, built by the job
+    for its runs only), else the bare Docker backend. The timing wrapper goes around what the
+    job runs its episodes on, pooled or not.
     """
     settings = Settings(
         state_dir=state, image=image, concurrency=concurrency, log_format="json", pool=pool
@@ -238,10 +230,10 @@ def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> 
     def backend() -> Any:
         return DockerBackend.connect(settings.docker_host)
 
-    real_pooled_backend = pooled_module.pooled_backend
+    real_with_pool = DockerBackend.with_pool
 
-    def timed_pooled_backend(inner: Any, **kwargs: Any) -> Any:
-        made = real_pooled_backend(inner, **kwargs)
+    def timed_with_pool(self: DockerBackend, **kwargs: Any) -> Any:
+        made = real_with_pool(self, **kwargs)
         pools.append(made)
         return probe.wrap(made)
 
@@ -257,7 +249,7 @@ def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> 
     meter = CpuMeter()
     started = time.monotonic()
     plan = prepare(options, settings)
-    pooled_module.pooled_backend = timed_pooled_backend
+    DockerBackend.with_pool = timed_with_pool  # type: ignore[method-assign]
     try:
         with probe.patched():
             result = execute(
@@ -268,7 +260,7 @@ def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> 
                 handle_signals=False,
             )
     finally:
-        pooled_module.pooled_backend = real_pooled_backend
+        DockerBackend.with_pool = real_with_pool  # type: ignore[method-assign]
     elapsed = time.monotonic() - started
     stats = [p.pool.stats() for p in pools if hasattr(p, "pool")]
     report = result.report or {}

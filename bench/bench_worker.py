@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from runner.backends.base import STDOUT, LifetimeCap, Mount, SandboxSpec  # noqa: E402
 from runner.backends.docker import DockerBackend  # noqa: E402
 from runner.episode.prepare import runner_mounts  # noqa: E402
-from runner.runtime import protocol  # noqa: E402
+from runner.wire import protocol  # noqa: E402
 
 TOOLS = """
 from runner.sdk import Effect, tool

@@ -2,7 +2,7 @@
 
 The package map is in docs/internals.md. This file must stay importable with the standard
 library alone on Python 3.9: it is mounted into sandboxes together with the sandbox-side
-packages (`runner.runtime.protocol.SANDBOX_PACKAGES`: errors, trace, sdk, runtime), where
+packages (`runner.wire.protocol.SANDBOX_PACKAGES`: errors, trace, sdk, wire, runtime), where
 `runner.sdk` and `runner.runtime` are imported. Nothing else of the package is mounted.
 May import: the standard library only.
 """

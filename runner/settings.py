@@ -43,6 +43,8 @@ def _default_cache_dir() -> Path:
     return Path(base) / "sandbox-replay"
 
 
+# A backend's name (`runner.backends.registry` holds the names; the settings sit below it).
+BACKEND_NAME = r"^[a-z][a-z0-9-]{0,31}$"
 # An OCI runtime's name as dockerd registers it (``--add-runtime NAME=PATH``).
 RUNTIME_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -59,7 +61,9 @@ class Settings(BaseSettings):
             tools copied into volumes through the engine's API: engines that cannot see this
             host's paths), or ``auto`` (a probe decides; `runner.backends.docker.hostfiles`).
         backend: where sandboxes run when a command is given no ``--backend``
-            (``SANDBOX_REPLAY_BACKEND``: ``docker``, ``namespace`` or ``ray``).
+            (``SANDBOX_REPLAY_BACKEND``): a name of `runner.backends.registry` (``docker``,
+            ``namespace``, ``ray``), checked there when a command chooses its backend (an
+            unknown name: exit 2, the choices listed); here only its form.
         namespace_rootfs: a root filesystem folder the namespace backend uses for every run
             instead of exporting the image (the debootstrap tree of
             images/build-base-offline.sh, kept); None: the image's own, exported once.
@@ -100,7 +104,7 @@ class Settings(BaseSettings):
 
     docker_host: str | None = None
     host_files: Literal["auto", "bind", "copy"] = "auto"
-    backend: Literal["docker", "namespace", "ray"] = "docker"
+    backend: str = Field(default="docker", pattern=BACKEND_NAME)
     namespace_rootfs: Path | None = None
     image: str = DEFAULT_IMAGE
     runtime: str | None = Field(default=None, pattern=RUNTIME_NAME)

@@ -160,6 +160,54 @@ class SubprocessBackend(Backend):
         return []
 
 
+class StubBackend(Backend):
+    """A backend that makes no sandbox: for tests whose runs are stubbed (``run_pair``, the
+    episode) and that look at what the host asks of the backend.
+
+    Args:
+        memory_bytes: what `engine_memory_bytes` tells (None: unknown).
+        pools: behave as an engine with a warm pool (`pool_size` of the Docker backend's rule).
+
+    Attributes:
+        expected: every `expect_runs` call's count.
+        pooled: the sizes `with_pool` was asked for.
+        closed: how often `close` was called.
+    """
+
+    name = "stub"
+
+    def __init__(self, *, memory_bytes: int | None = None, pools: bool = False) -> None:
+        self.memory_bytes = memory_bytes
+        self.pools = pools
+        self.expected: list[int] = []
+        self.pooled: list[int] = []
+        self.closed = 0
+
+    def sandbox(self, spec: SandboxSpec) -> Any:
+        raise AssertionError(f"no sandbox may be made here ({spec.run_id})")
+
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
+        return []
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def engine_memory_bytes(self) -> int | None:
+        return self.memory_bytes
+
+    def pool_size(self, concurrency: int) -> int:
+        from runner.backends.docker.poolkey import pool_size
+
+        return pool_size(concurrency) if self.pools else 0
+
+    def with_pool(self, *, size: int, idle_cap_s: float, **kwargs: Any) -> Backend:
+        self.pooled.append(size)
+        return self
+
+    def expect_runs(self, runs: int) -> None:
+        self.expected.append(runs)
+
+
 def trusted_packet(
     trace: Path, output: Path, workflow: Path | None = None, *, state_dir: Path
 ) -> list[str]:

@@ -5,7 +5,13 @@ stdin and its demultiplexed stdout/stderr. It knows nothing of the protocol spok
 channel (runner.episode.channel) nor of workflows. "The sandbox broke" is an
 `InfrastructureError`; "the program inside failed" is a normal `ExitState`.
 
-Invariants every backend keeps (checked by the conformance tests in tests/integration):
+Callers never probe a backend for what it can do (no ``getattr``): `Backend` declares every
+hook a caller uses, each with the default of a backend that lacks the feature (``close`` does
+nothing, no engine figures, no warm pool, a local engine). `DelegatingBackend` is the base of a
+backend in front of another (the warm pool, the scheduler's tracking): it forwards every hook.
+
+Invariants every backend keeps (checked by `runner.backends.conformance`, which every
+sandboxing backend's tests run):
 - no network, read-only root filesystem, no capabilities, non-root, resource limits;
 - a sandbox is always removed when its context exits, after its `ExitState` was read;
 - `ExitState.killed_by_host` is True exactly when this process sent the kill;
@@ -21,10 +27,14 @@ from __future__ import annotations
 import abc
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # capacity imports nothing of this module; the type is only named here
+    from runner.backends.capacity import Bound
 
 STDOUT = 1
 STDERR = 2
@@ -270,8 +280,45 @@ class Sandbox(abc.ABC):
         """
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """Which limits a sandboxing backend enforces where backends legitimately differ.
+
+    The conformance checks (`runner.backends.conformance`) read these flags and assert the
+    stronger property wherever one is set; everything else is asserted of every backend.
+
+    Attributes:
+        reports_oom: a run killed by its memory limit has ``ExitState.oom_killed`` set (without
+            it the allocation must still fail; the episode is then ``crashed``, not ``oom``).
+        pids_limit: ``ResourceLimits.pids_limit`` is enforced (threads and processes count).
+        cpu_limit: ``ResourceLimits.cpus`` is enforced as a CFS quota the sandbox's cgroup shows.
+    """
+
+    reports_oom: bool = True
+    pids_limit: bool = True
+    cpu_limit: bool = True
+
+
+# (destination, source on the host, read-only) of one mount of a started sandbox, as its
+# engine reports it (`Backend.engine_mounts`)
+MountSeen = tuple[str, str, bool]
+
+# Told when a warm pool hands a sandbox to a run (run id, labels, the run's cap in seconds)
+# and when the run gives it back (run id): `runner.episode.poolbindings`.
+OnAssign = Callable[[str, Mapping[str, str], float], None]
+OnRelease = Callable[[str], None]
+
+
 class Backend(abc.ABC):
-    """A named way of making sandboxes."""
+    """A named way of making sandboxes.
+
+    ``sandbox`` and ``reap`` are what every backend implements; every other method is a hook
+    with the default of a backend that lacks the feature, so that callers ask instead of
+    probing (`runner.backends.registry` names the backends, and makes them).
+
+    Attributes:
+        name: the registry name (`runner.backends.registry`), written to traces and reports.
+    """
 
     name: str
 
@@ -285,18 +332,6 @@ class Backend(abc.ABC):
             InfrastructureError: the engine is unusable or the sandbox could not start (with
                 the engine's error and, when there is any, the sandbox's output attached).
         """
-
-    def engine_cpus(self) -> float | None:
-        """How many CPUs a sandbox may be given at most (None: no such bound is known).
-
-        The Docker engine refuses a ``cpus`` limit above its CPU count ("Range of CPUs is from
-        0.01 to N"), so the host checks the limit before any run
-        (`runner.episode.limits.check_engine_limits`).
-
-        Raises:
-            InfrastructureError: the engine could not be asked.
-        """
-        return None
 
     @abc.abstractmethod
     def reap(self, ledger: str | None = None) -> list[Reaped]:
@@ -313,3 +348,180 @@ class Backend(abc.ABC):
         Returns:
             The removed sandboxes.
         """
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:  # noqa: B027 - a hook with a default, not an abstract method
+        """Release the backend's connections (default: it holds none). Idempotent."""
+
+    # -- what the engine can tell -----------------------------------------------------------
+
+    def engine_cpus(self) -> float | None:
+        """How many CPUs a sandbox may be given at most (None: no such bound is known).
+
+        The Docker engine refuses a ``cpus`` limit above its CPU count ("Range of CPUs is from
+        0.01 to N"), so the host checks the limit before any run
+        (`runner.episode.limits.check_engine_limits`).
+
+        Raises:
+            InfrastructureError: the engine could not be asked.
+        """
+        return None
+
+    def engine_memory_bytes(self) -> int | None:
+        """The engine's memory in bytes, the budget of the runs' memory limits (None: unknown).
+
+        Raises:
+            InfrastructureError: the engine could not be asked.
+        """
+        return None
+
+    def image_id(self, image: str) -> str | None:
+        """The id (``sha256:...``) of ``image`` for the trace's environment manifest.
+
+        None: this backend cannot tell (the manifest then has none).
+
+        Raises:
+            InfrastructureError: the image is missing or the engine failed.
+        """
+        return None
+
+    @property
+    def is_local(self) -> bool:
+        """The sandboxes run on this machine's kernel, so its free pids bound them.
+
+        `runner.backends.capacity` weighs the pids only then; False for a remote engine or a
+        cluster.
+        """
+        return True
+
+    def concurrency_bounds(self) -> tuple[Bound, ...]:
+        """Bounds this backend itself puts on the runs at once (default: none).
+
+        E.g. the namespace backend without cgroups: one sandbox at a time.
+        """
+        return ()
+
+    def engine_mounts(self, sandbox: Sandbox) -> list[MountSeen] | None:
+        """The mounts of a started ``sandbox`` as the engine reports them.
+
+        None: the engine reports none (the conformance checks then look from inside only).
+        """
+        return None
+
+    # -- a warm pool ------------------------------------------------------------------------
+
+    def pool_size(self, concurrency: int) -> int:
+        """How many warm sandboxes this backend wants beside ``concurrency`` runs (0: no pool)."""
+        return 0
+
+    def with_pool(
+        self,
+        *,
+        size: int,
+        idle_cap_s: float,
+        on_assign: OnAssign | None = None,
+        on_release: OnRelease | None = None,
+    ) -> Backend:
+        """This backend behind a warm pool of ``size`` sandboxes (default: itself, no pool).
+
+        Args:
+            size: spare sandboxes the concurrency bound left room for (0: no pool).
+            idle_cap_s: how long a pooled sandbox waits for a run before it ends itself.
+            on_assign: told when a run takes a pooled sandbox (run id, labels, cap in s).
+            on_release: told when the run gives it back (run id).
+        """
+        return self
+
+    def expect_runs(self, runs: int) -> None:  # noqa: B027 - a hook with a default
+        """At most ``runs`` more runs are coming (a warm pool makes no sandbox beyond them)."""
+
+    # -- what the conformance checks read -----------------------------------------------------
+
+    def capabilities(self) -> Capabilities:
+        """Which limits this backend enforces where backends differ (default: all)."""
+        return Capabilities()
+
+    def session_sandboxes(self) -> list[str] | None:
+        """Names of this backend session's sandboxes that still exist.
+
+        None: it cannot list them (a sandboxing backend must: the conformance checks count its
+        leftovers).
+        """
+        return None
+
+
+class DelegatingBackend(Backend):
+    """A backend in front of another: every hook goes to ``inner`` unless overridden.
+
+    Attribute lookups that `Backend` does not declare (a backend's own surface, e.g. the
+    Docker backend's ``api``) go to ``inner`` too. `with_pool` is not forwarded: a pool would
+    be put in front of ``inner`` and lose this wrapper, so a wrapper keeps none unless it says
+    so.
+
+    Args:
+        inner: the backend that makes the sandboxes.
+    """
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        # the wrapper's own name when its class has one (a backend of its own), else inner's
+        self.name = getattr(type(self), "name", inner.name)
+
+    def __getattr__(self, attr: str) -> Any:  # the inner backend's own surface
+        if attr == "inner":  # not set yet (a half-made wrapper): no recursion
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
+
+    def sandbox(self, spec: SandboxSpec) -> AbstractContextManager[Sandbox]:
+        """``inner``'s."""
+        return self.inner.sandbox(spec)
+
+    def reap(self, ledger: str | None = None) -> list[Reaped]:
+        """``inner``'s."""
+        return self.inner.reap(ledger)
+
+    def close(self) -> None:
+        """``inner``'s."""
+        self.inner.close()
+
+    def engine_cpus(self) -> float | None:
+        """``inner``'s."""
+        return self.inner.engine_cpus()
+
+    def engine_memory_bytes(self) -> int | None:
+        """``inner``'s."""
+        return self.inner.engine_memory_bytes()
+
+    def image_id(self, image: str) -> str | None:
+        """``inner``'s."""
+        return self.inner.image_id(image)
+
+    @property
+    def is_local(self) -> bool:
+        """``inner``'s."""
+        return self.inner.is_local
+
+    def concurrency_bounds(self) -> tuple[Bound, ...]:
+        """``inner``'s."""
+        return self.inner.concurrency_bounds()
+
+    def engine_mounts(self, sandbox: Sandbox) -> list[MountSeen] | None:
+        """``inner``'s."""
+        return self.inner.engine_mounts(sandbox)
+
+    def pool_size(self, concurrency: int) -> int:
+        """``inner``'s."""
+        return self.inner.pool_size(concurrency)
+
+    def expect_runs(self, runs: int) -> None:
+        """``inner``'s."""
+        self.inner.expect_runs(runs)
+
+    def capabilities(self) -> Capabilities:
+        """``inner``'s."""
+        return self.inner.capabilities()
+
+    def session_sandboxes(self) -> list[str] | None:
+        """``inner``'s."""
+        return self.inner.session_sandboxes()

@@ -38,7 +38,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 try:  # POSIX only; on other platforms the host's limits bound nothing
     import resource
@@ -55,7 +54,6 @@ __all__ = [
     "Bound",
     "ConcurrencyBound",
     "HostResources",
-    "backend_bounds",
     "bound_concurrency",
     "raise_nofile",
     "starts_at_once",
@@ -257,17 +255,6 @@ def _share_of(free: int | None, per_run: int, share: float, what: str) -> tuple[
         return None, f"{what} unknown"
     runs = max(0, math.floor(share * max(0, free) / per_run))
     return runs, f"{share:g} x {free:,} free {what} / {per_run} per run"
-
-
-def backend_bounds(backend: Any) -> tuple[Bound, ...]:
-    """The bounds ``backend`` itself puts on the concurrency (``concurrency_bounds()``).
-
-    E.g. the namespace backend without cgroups: one sandbox at a time
-    (`runner.backends.namespace.backend.NamespaceBackend.concurrency_bounds`). None, or a
-    backend without the method, puts none.
-    """
-    ask = getattr(backend, "concurrency_bounds", None)
-    return tuple(ask()) if callable(ask) else ()
 
 
 def bound_concurrency(

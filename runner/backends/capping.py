@@ -13,7 +13,7 @@ Every sandboxing backend (Docker, namespaces) starts a sandbox's command the sam
 from __future__ import annotations
 
 from runner.backends.base import SandboxSpec
-from runner.runtime import pid1
+from runner.wire.env import ENV_HARD_CAP
 
 __all__ = ["CAP_ENV", "CAP_PROGRAM", "SANDBOX_TMP", "capped_command", "sandbox_environment"]
 
@@ -23,8 +23,8 @@ SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own tmpfs, not a host path
 # it. Images built before it existed fall back to ``timeout`` (the cap still holds against
 # signals, not against ptrace).
 CAP_PROGRAM = "/usr/local/sbin/sandbox-replay-cap"
-# The variable an init command reads its cap from (runner.runtime.pid1.ENV_HARD_CAP).
-CAP_ENV = pid1.ENV_HARD_CAP
+# The variable an init command reads its cap from (the runtime as PID 1: runner.runtime.pid1).
+CAP_ENV = ENV_HARD_CAP
 CAP_SCRIPT = (
     f'c={CAP_PROGRAM}; [ -x "$c" ] || c=timeout; '
     'command -v "$c" >/dev/null 2>&1 || { echo "sandbox-replay: the sandbox image has no'

@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner import resources
 from runner.backends.base import (
@@ -45,8 +46,12 @@ from runner.backends.processgroup import group_kwargs, kill_group
 from runner.backends.timed_write import TimedWriter
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
-from runner.runtime import protocol
-from runner.runtime.worker.client import ENV_WITNESS
+from runner.wire import protocol
+from runner.wire.env import ENV_WITNESS
+
+if TYPE_CHECKING:
+    from runner.backends.registry import BackendOptions
+    from runner.settings import Settings
 
 log = get_logger(__name__)
 
@@ -133,6 +138,13 @@ class UnsandboxedProcessBackend(Backend):
     def __init__(self, python: str | None = None, env: dict[str, str] | None = None) -> None:
         self.python = python or sys.executable
         self.env = dict(env or {})
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, options: BackendOptions | None = None
+    ) -> UnsandboxedProcessBackend:
+        """The registry's factory (``record``): this interpreter, ``options.env`` added."""
+        return cls(env=dict(options.env) if options is not None else None)
 
     @contextmanager
     def sandbox(self, spec: SandboxSpec) -> Iterator[Sandbox]:

@@ -1,18 +1,18 @@
-"""``--backend``, ``--ray-address`` and ``--runtime``: where a command's sandboxes run.
+"""``--backend`` and the backend-specific flags: where a command's sandboxes run.
 
-``docker`` (the default) is the local engine of the settings; ``namespace`` is bubblewrap on
-this Linux host (`runner.backends.namespace`: no engine, the image's root filesystem exported
-once); ``ray`` is a Ray cluster (`runner.backends.ray`, the optional extra
-``sandbox-replay[ray]``) selected by ``--ray-address`` or ``RAY_ADDRESS``. Without
-``--backend`` the setting ``SANDBOX_REPLAY_BACKEND`` chooses (default ``docker``). The backend
-packages are imported when the backend is made, not before (the docker SDK ~0.14 s, ray ~1 s).
-``--runtime`` (``SANDBOX_REPLAY_RUNTIME``) is the Docker engine's OCI runtime for the
-sandboxes (``crun``, ``runsc``); the Docker backend refuses a name its engine lacks, exit 2
-(`runner.backends.docker.runtimes`).
+The flags: ``--ray-address``, ``--unsafe-open-cluster`` (Ray) and ``--runtime`` (Docker).
 
-``submit`` takes all three backends (`backend_factory`); ``run`` and ``reproduce`` take
-``docker`` and ``namespace`` (`one_episode_backend`); ``record`` takes none: it runs outside
-any sandbox by design (`runner.backends.unsandboxed`).
+The backends are the registry's (`runner.backends.registry`: their names, what each is, which
+flags each takes, which run on this machine); nothing here names one. Without ``--backend`` the
+setting ``SANDBOX_REPLAY_BACKEND`` chooses (default ``docker``); a name the registry does not
+have is invalid input (exit 2). The backend's package is imported when the backend is made, not
+before (the docker SDK ~0.14 s, ray ~1 s). A backend-specific flag given to a backend that does
+not take it is refused (``--runtime`` is the Docker engine's OCI runtime, ``crun``, ``runsc``;
+``--ray-address`` and ``--unsafe-open-cluster`` are the Ray cluster's), never ignored.
+
+``submit`` takes every ``--backend`` choice (`backend_factory`); ``run``, ``reproduce`` and
+``packet`` the ones that run on this machine (`one_episode_backend`); ``record`` takes none: it
+runs outside any sandbox by design (the registry's ``process`` entry).
 """
 
 from __future__ import annotations
@@ -20,46 +20,52 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from runner.backends.registry import BACKENDS, DEFAULT, BackendEntry, BackendOptions, entry
 from runner.errors import InputError
 
 if TYPE_CHECKING:  # pydantic-settings stays out of CLI start-up (`--help`)
+    from runner.backends.base import Backend
     from runner.settings import Settings
 
 
-class BackendName(StrEnum):
-    """The backends a command can run its sandboxes on."""
+def _choices(*, here_only: bool = False) -> str:
+    shown = [
+        f"{e.name} ({e.summary})"
+        for e in BACKENDS.values()
+        if e.selectable and (e.runs_here or not here_only)
+    ]
+    return ", ".join(shown[:-1]) + (" or " if len(shown) > 1 else "") + shown[-1]
 
-    docker = "docker"
-    namespace = "namespace"
-    ray = "ray"
+
+def _elsewhere() -> str:
+    away = [e.name for e in BACKENDS.values() if e.selectable and not e.runs_here]
+    return " and ".join(away) + (" are" if len(away) > 1 else " is")
 
 
 BackendOption = Annotated[
-    BackendName | None,
+    str | None,
     typer.Option(
         "--backend",
-        help="Where sandboxes run: docker (this machine's engine), namespace (bubblewrap on"
-        " this Linux host) or ray (a Ray cluster's nodes). Default: SANDBOX_REPLAY_BACKEND,"
-        " else docker.",
+        help=f"Where sandboxes run: {_choices()}. Default: SANDBOX_REPLAY_BACKEND, else {DEFAULT}.",
+        metavar="NAME",
         show_default=False,
     ),
 ]
 OneEpisodeBackendOption = Annotated[
-    BackendName | None,
+    str | None,
     typer.Option(
         "--backend",
-        help="Where the sandbox runs: docker (this machine's engine) or namespace (bubblewrap"
-        " on this Linux host); ray is for submit (exit 2). Default: SANDBOX_REPLAY_BACKEND,"
-        " else docker.",
+        help=f"Where the sandbox runs: {_choices(here_only=True)}; {_elsewhere()} for submit"
+        f" (exit 2). Default: SANDBOX_REPLAY_BACKEND, else {DEFAULT}.",
+        metavar="NAME",
         show_default=False,
     ),
 ]
-"""``--backend`` of ``run`` and ``reproduce`` (`one_episode_backend`): ray is refused there."""
+"""``--backend`` of ``run`` and ``reproduce`` (`one_episode_backend`): a cluster is refused."""
 RayAddressOption = Annotated[
     str | None,
     typer.Option(
@@ -92,63 +98,65 @@ RuntimeOption = Annotated[
 ]
 
 
+def chosen_backend(settings: Settings, backend: str | None) -> BackendEntry:
+    """The registry entry of ``--backend`` when given, else of ``SANDBOX_REPLAY_BACKEND``.
+
+    Raises:
+        InputError: no such backend (exit 2; the flag or the setting named, the choices listed).
+    """
+    if backend is not None:
+        return entry(backend, source="--backend")
+    return entry(settings.backend, source="SANDBOX_REPLAY_BACKEND")
+
+
+def backend_options(chosen: BackendEntry, flags: Mapping[str, Any]) -> BackendOptions:
+    """The options for ``chosen`` from the backend-specific flags a command was given.
+
+    Args:
+        chosen: the backend.
+        flags: flag name -> value (None or False: not given).
+
+    Raises:
+        InputError: a flag was given that ``chosen`` does not take (exit 2, naming the
+            backends that take it).
+    """
+    given = {flag: value for flag, value in flags.items() if value not in (None, False)}
+    for flag in given:
+        if flag not in chosen.flags:
+            takers = [e.name for e in BACKENDS.values() if flag in e.flags]
+            raise InputError(
+                f"{flag} needs --backend {' or '.join(takers)} (the backend is {chosen.name})",
+                field=flag,
+            )
+    return BackendOptions(flags=given)
+
+
 def with_runtime(
-    settings: Settings, runtime: str | None, *, backend: BackendName | None = None
+    settings: Settings, runtime: str | None, *, backend: str | None = None
 ) -> Settings:
     """``settings`` with ``--runtime`` in place of ``SANDBOX_REPLAY_RUNTIME`` (when given).
 
     Args:
         settings: the command's settings.
         runtime: ``--runtime`` (None: the setting stands).
-        backend: ``--backend`` (None: ``SANDBOX_REPLAY_BACKEND``): the flag is the Docker
-            engine's, so another backend refuses it rather than run without the asked
+        backend: ``--backend`` (None: ``SANDBOX_REPLAY_BACKEND``): a backend that does not take
+            ``--runtime`` (the Docker engine's) refuses it rather than run without the asked
             boundary (the namespace backend runs no container; a Ray node's engine takes no
             runtime from the driver).
 
     Raises:
         InputError: ``runtime`` is not a runtime name (`runner.settings.RUNTIME_NAME`), or the
-            chosen backend is not ``docker`` (exit 2).
+            chosen backend does not take ``--runtime`` (exit 2).
     """
     if runtime is None:
         return settings
-    chosen = chosen_backend(settings, backend)
-    if chosen is not BackendName.docker:
-        raise InputError(
-            f"the Docker engine's OCI runtime, but --backend {chosen.value} runs no Docker"
-            " container here: drop --runtime or use --backend docker",
-            field="--runtime",
-        )
+    backend_options(chosen_backend(settings, backend), {"--runtime": runtime})
     # imported on use, not at module top: start-up speed (pydantic-settings; `--help`)
     from runner.settings import RUNTIME_NAME
 
     if not re.fullmatch(RUNTIME_NAME, runtime):
         raise InputError(f"not a runtime name: {runtime!r}", field="--runtime")
     return settings.model_copy(update={"runtime": runtime})
-
-
-def ray_backend(address: str | None, *, allow_open: bool = False) -> Any:
-    """Connect to the Ray cluster and make a `runner.backends.ray.RayBackend`.
-
-    The provider keys leave this process's environment first (read them into the settings
-    before: `with_host_endpoints`).
-
-    Args:
-        address: ``--ray-address`` (None: ``RAY_ADDRESS``).
-        allow_open: ``--unsafe-open-cluster``.
-
-    Raises:
-        InputError: the ``ray`` extra is not installed, or no address was given (exit 2).
-        InfrastructureError: the cluster is unreachable, answers clients without credentials
-            (`runner.backends.ray.auth.ClusterNotAuthenticated`, unless ``allow_open``) or
-            advertises no sandbox slots (exit 6).
-    """
-    try:
-        from runner.backends.ray import RayBackend  # lazy: ray takes ~1 s to import
-    except ImportError as exc:
-        raise InputError(
-            "--backend ray needs the ray extra: pip install 'sandbox-replay[ray]'"
-        ) from exc
-    return RayBackend(address, allow_open=allow_open)
 
 
 # The host fallbacks of the providers (runner.providers.httpcall.endpoint) by settings field.
@@ -183,75 +191,45 @@ def with_host_endpoints(settings: Settings, environ: Mapping[str, str] | None = 
     return settings.model_copy(update=update) if update else settings
 
 
-def chosen_backend(settings: Settings, backend: BackendName | None) -> BackendName:
-    """``--backend`` when given, else the setting ``SANDBOX_REPLAY_BACKEND``."""
-    return backend if backend is not None else BackendName(settings.backend)
-
-
-def namespace_backend(settings: Settings) -> Any:
-    """A `runner.backends.namespace.NamespaceBackend` in ``STATE_DIR/namespace``.
-
-    Raises:
-        InfrastructureError: bwrap is not installed (exit 6, the message names the fix).
-    """
-    from runner.backends.namespace import NamespaceBackend  # lazy: start-up speed
-
-    return NamespaceBackend(
-        settings.state_dir / "namespace",
-        rootfs=settings.namespace_rootfs,
-        docker_host=settings.docker_host,
-    )
-
-
 def backend_factory(
     settings: Settings,
-    backend: BackendName | None,
-    ray_address: str | None,
+    backend: str | None,
+    ray_address: str | None = None,
     *,
     unsafe_open_cluster: bool = False,
-) -> Callable[[], Any]:
+) -> Callable[[], Backend]:
     """A function that makes the chosen backend (called once the plan stands).
 
     Args:
-        settings: the command's settings (for ``ray``: read through `with_host_endpoints`).
+        settings: the command's settings (for a backend that leaves this machine: read through
+            `with_host_endpoints` first).
         backend: ``--backend`` (None: ``SANDBOX_REPLAY_BACKEND``).
         ray_address: ``--ray-address``.
         unsafe_open_cluster: ``--unsafe-open-cluster``.
 
     Raises:
-        InputError: ``--ray-address`` or ``--unsafe-open-cluster`` was given without
-            ``--backend ray``.
+        InputError: no such backend, or a flag the chosen backend does not take (exit 2).
     """
-    backend = chosen_backend(settings, backend)
-    if ray_address and backend is not BackendName.ray:
-        raise InputError("--ray-address needs --backend ray")
-    if unsafe_open_cluster and backend is not BackendName.ray:
-        raise InputError("--unsafe-open-cluster needs --backend ray")
-    if backend is BackendName.ray:
-        return lambda: ray_backend(ray_address, allow_open=unsafe_open_cluster)
-    if backend is BackendName.namespace:
-        return lambda: namespace_backend(settings)
-
-    def docker() -> Any:
-        from runner.backends.docker import DockerBackend  # lazy: the docker SDK, ~0.14 s
-
-        return DockerBackend.from_settings(settings)
-
-    return docker
+    chosen = chosen_backend(settings, backend)
+    options = backend_options(
+        chosen, {"--ray-address": ray_address, "--unsafe-open-cluster": unsafe_open_cluster}
+    )
+    return lambda: chosen.make(settings, options)
 
 
 def one_episode_backend(
-    settings: Settings, backend: BackendName | None, *, command: str
-) -> Callable[[], Any]:
-    """The backend maker of ``run`` and ``reproduce``: `backend_factory`'s, then reaped.
+    settings: Settings, backend: str | None, *, command: str
+) -> Callable[[], Backend]:
+    """The backend maker of ``run``, ``reproduce`` and ``packet``: `backend_factory`'s, reaped.
 
     The same backends ``submit`` makes (one way to make each), connected, then the leftovers of
     dead owners reaped and settled in this state folder's ledger (`runner.episode.reaping.
-    connect`). ``ray`` is refused, not made: these commands run one episode (``run``) or one
-    replay after another (``reproduce``), so a cluster spreads nothing out and only adds its
-    start-up (importing ray ~1 s, connecting, shipping the snapshot to a node); a reproduce
-    verdict is also meant to be judged where it is read (a CI job, a reviewer's machine), and
-    ``submit --backend ray`` is the command whose many runs a cluster is for.
+    connect`). A backend that does not run on this machine (a cluster) is refused, not made:
+    these commands run one episode (``run``) or one replay after another (``reproduce``), so a
+    cluster spreads nothing out and only adds its start-up (importing ray ~1 s, connecting,
+    shipping the snapshot to a node); a reproduce verdict is also meant to be judged where it
+    is read (a CI job, a reviewer's machine), and ``submit`` is the command whose many runs a
+    cluster is for.
 
     Args:
         settings: the command's settings (``backend``, ``docker_host``, ``state_dir``).
@@ -259,16 +237,18 @@ def one_episode_backend(
         command: the command's name, for the refusal.
 
     Raises:
-        InputError: the chosen backend is ``ray`` (exit 2; checked now, before anything runs).
+        InputError: the chosen backend is not a backend of this machine (exit 2; checked now,
+            before anything runs).
     """
     chosen = chosen_backend(settings, backend)
-    if chosen is BackendName.ray:
+    if not chosen.runs_here:
+        here = " or ".join(e.name for e in BACKENDS.values() if e.selectable and e.runs_here)
         raise InputError(
-            f"{command} runs on this machine: --backend docker or namespace (ray is for"
-            " submit's many runs; check SANDBOX_REPLAY_BACKEND)",
+            f"{command} runs on this machine: --backend {here} ({chosen.name} is for submit's"
+            " many runs; check SANDBOX_REPLAY_BACKEND)",
             field="--backend",
         )
-    make = backend_factory(settings, chosen, None)
+    make = backend_factory(settings, chosen.name)
     # imported on use, not at module top: start-up speed (the ledger, `--help`)
     from runner.episode.reaping import connect
 

@@ -11,10 +11,11 @@ Subpackages: ``snapshot/`` (the tool snapshot, the only user files a sandbox see
 ``toolmanifest/`` (`sandbox_registry`: the tools of a workflow described by a sandbox, and the
 load gate built on it); `record_run` runs a workflow live, unsandboxed (``record``).
 
-May import: `runner.providers`, `runner.backends` (the interface; the Docker backend is passed
-in), `runner.ledger`, `runner.policy`, `runner.domain`, `runner.tracetools`, `runner.settings`,
-`runner.resources`, `runner.runtime.protocol`, `runner.sdk`, `runner.trace`, `runner.errors`;
-never submit, reproduce, importers or cli.
+May import: `runner.providers`, `runner.backends` (the interface and the registry; a concrete
+backend is passed in or made by name), `runner.ledger`, `runner.policy`, `runner.domain`,
+`runner.tracetools`, `runner.settings`, `runner.resources`, `runner.wire` (protocol, the
+destination key), `runner.sdk`, `runner.trace`, `runner.errors`; never submit, reproduce,
+importers or cli.
 """
 
 from typing import TYPE_CHECKING

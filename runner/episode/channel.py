@@ -15,7 +15,7 @@ Invariants (the memory bound: 50 MB of output keeps the host's RSS under 200 MB)
   `Channel.dropped_bytes` counts the rest (truncation is recorded, never silent);
 - a line that is not a JSON object with a known ``type`` is an ``invalid`` event, never a crash:
   lines are decoded by the one strict decoder (`runner.trace.strictjson` through
-  `runner.runtime.protocol.decode`), so nesting deeper than ``MAX_DEPTH``, NaN and infinities,
+  `runner.wire.protocol.decode`), so nesting deeper than ``MAX_DEPTH``, NaN and infinities,
   duplicate keys and non-UTF-8 are ``invalid`` like any other decode failure.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from runner.backends.base import STDOUT
-from runner.runtime.protocol import MAX_MESSAGE_BYTES, MESSAGE_TYPES_FROM_RUNTIME, decode
+from runner.wire.protocol import MAX_MESSAGE_BYTES, MESSAGE_TYPES_FROM_RUNTIME, decode
 
 STDERR_TAIL_LINES = 100
 STDERR_LINE_BYTES = 4096

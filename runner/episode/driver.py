@@ -51,10 +51,10 @@ from runner.hostlog import get_logger
 from runner.providers.base import ModelProvider
 from runner.providers.deadline import DeadlineProvider
 from runner.providers.ratelimit import WaitAccount
-from runner.runtime import protocol
 from runner.settings import Settings
 from runner.trace.redact import Redactor
 from runner.trace.writer import TraceWriter
+from runner.wire import protocol
 
 __all__ = ["BudgetDeadline", "lookup_image_id", "run_episode"]
 
@@ -80,20 +80,11 @@ class BudgetDeadline(Protocol):
 def lookup_image_id(backend: Backend, image: str) -> str | None:
     """The image's id for the environment manifest, or None when the backend cannot tell.
 
-    Uses the backend's ``image_id(image)`` when it has one, else the ``inspect_image`` of its
-    low-level client (the Docker backend's ``api``), without importing docker here.
+    `Backend.image_id`; an engine error leaves the manifest without one (logged), never fails
+    the run.
     """
-    lookup = getattr(backend, "image_id", None)
-    if not callable(lookup):
-        inspect = getattr(getattr(backend, "api", None), "inspect_image", None)
-        if not callable(inspect):
-            return None
-
-        def lookup(name: str) -> Any:
-            return inspect(name).get("Id")
-
     try:
-        value = lookup(image)
+        value = backend.image_id(image)
     except Exception as exc:  # an unknown image id is a gap in the manifest, not a failure
         log.warning("image_id_unavailable", image=image, error=str(exc))
         return None

@@ -61,8 +61,7 @@ def check_engine_limits(backend: Backend, policy: Any, settings: Settings) -> No
             setting's name, file the policy's source).
         InfrastructureError: the engine could not be asked.
     """
-    ask = getattr(backend, "engine_cpus", None)  # a backend that cannot tell bounds nothing
-    available = ask() if callable(ask) else None
+    available = backend.engine_cpus()  # None: a backend that cannot tell bounds nothing
     cpus = limits_in_effect(policy, settings)["cpus"]
     if available is None or cpus["value"] <= available:
         return

@@ -3,8 +3,8 @@
 The runtime and its Python children report ``egress`` messages (`runner.runtime.egress.audit`): the
 first attempt at a destination with all its fields, later ones as a ``count``, and attempts
 past the sandbox's own cap as ``{"dropped": n}``. `OutboundLog` merges them by destination
-(`runner.runtime.egress.audit.destination_key`: kind, host or else address, port) over all
-processes.
+(`runner.wire.destinations.destination_key`, the runtime's too: kind, host or else address,
+port) over all processes.
 
 Invariants (issue 10 item 11): at most `MAX_OUTBOUND` distinct destinations are kept, the same
 cap as each process of the sandbox has, so memory and the ``end`` line stay bounded; every
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.runtime.egress.audit import MAX_DESTINATIONS, destination_key
+from runner.wire.destinations import MAX_DESTINATIONS, destination_key
 
 __all__ = ["MAX_COUNT", "MAX_OUTBOUND", "OutboundLog"]
 

@@ -33,8 +33,8 @@ from runner.episode.request import EpisodeRequest, PreparedRun
 from runner.episode.snapshot.sources import tool_mounts
 from runner.errors import InputError
 from runner.hostlog import get_logger
-from runner.runtime import protocol
 from runner.settings import Settings
+from runner.wire import protocol
 
 __all__ = [
     "RUNTIME_COMMAND",
@@ -55,7 +55,7 @@ SEED = 0
 def start_message(
     run_spec: Mapping[str, Any], manifest: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The ``start`` message that assigns a run to a started runtime (`runner.runtime.protocol`).
+    """The ``start`` message that assigns a run to a started runtime (`runner.wire.protocol`).
 
     Raises:
         InputError: the encoded message is over `protocol.MAX_START_BYTES` (the runtime would
@@ -89,7 +89,7 @@ def _modules(manifest: Mapping[str, Any]) -> list[str]:
 def runner_mounts(package: Path | None = None) -> list[Mount]:
     """Read-only mounts of the sandbox side of ``runner``: its ``__init__.py`` and packages.
 
-    Only `runner.runtime.protocol.SANDBOX_PACKAGES` (standard library only) go into a
+    Only `runner.wire.protocol.SANDBOX_PACKAGES` (standard library only) go into a
     sandbox, under ``RUNTIME_ROOT/runner``; the host side (CLI, ledger, this driver) does not.
     Their bytecode is prepared first (`compile_sandbox_packages`, once per process).
 
@@ -117,7 +117,7 @@ def compile_sandbox_packages(package: Path) -> bool:
     ignores them (it compiles from source, as without them). Nothing is imported or executed.
 
     Args:
-        package: the ``runner`` folder whose `runner.runtime.protocol.SANDBOX_PACKAGES` are
+        package: the ``runner`` folder whose `runner.wire.protocol.SANDBOX_PACKAGES` are
             mounted (its ``__init__.py`` is mounted as a lone file, without a ``__pycache__``:
             two lines, compiled in the sandbox).
 

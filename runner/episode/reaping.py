@@ -22,20 +22,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from runner.backends import labels as L
+from runner.backends import registry
 from runner.backends.base import Backend, Reaped
 from runner.episode.poolbindings import PoolBindings
 from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, Ledger
 
 if TYPE_CHECKING:
-    from runner.backends.docker import DockerBackend
     from runner.settings import Settings
 
 log = get_logger(__name__)
 
 B = TypeVar("B", bound=Backend)
 
-__all__ = ["connect", "connect_docker", "ledger_id", "reap_and_settle", "settle_reaped"]
+__all__ = ["connect", "connect_here", "ledger_id", "reap_and_settle", "settle_reaped"]
 
 MAX_KEY_CHARS = 1024
 
@@ -104,20 +104,19 @@ def connect(make: Callable[[], B], state_dir: Path) -> B:
     try:
         reap_and_settle(backend, state_dir)
     except BaseException:
-        close = getattr(backend, "close", None)
-        if callable(close):
-            close()
+        backend.close()
         raise
     return backend
 
 
-def connect_docker(settings: Settings) -> DockerBackend:
-    """The Docker backend of the settings (``docker_host``), connected and reaped (`connect`).
+def connect_here(settings: Settings) -> Backend:
+    """The settings' backend of this machine, connected and reaped (`connect`).
+
+    The backend is `runner.backends.registry.here`'s.
 
     Raises:
+        InputError: the setting names no backend (exit 2).
         InfrastructureError: the engine is unreachable, or failed while listing.
     """
-    # lazy for start-up speed: the docker SDK is imported only by commands that use an engine
-    from runner.backends.docker import DockerBackend
-
-    return connect(lambda: DockerBackend.from_settings(settings), settings.state_dir)
+    chosen = registry.here(settings)
+    return connect(lambda: chosen.make(settings), settings.state_dir)

@@ -4,7 +4,7 @@ Production runs are recorded so that they can be reproduced (SPEC.md "Who uses i
 mode runs the workflow with its real tools and providers: every tool that has code
 *executes* (``read``, ``local`` and ``unsafe`` too; a tool from a manifest without code is
 served from the task's observations), through the same runtime and episode driver as a
-sandboxed run, but as a local process (`UnsandboxedProcessBackend`). The run is charged to
+sandboxed run, but as a local process (the registry's ``process`` backend). The run is charged to
 the ledger under purpose ``live``.
 
 Invariants: the trace has the five fields on every call (the runtime records the raw body,
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.backends.unsandboxed import UnsandboxedProcessBackend
+from runner.backends import registry as backends
 from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.registry import Registry
 from runner.domain.tasks import load_tasks
@@ -97,7 +97,8 @@ def record_run(
         output: where to copy the trace (default: only ``<state>/traces/<run_id>.jsonl``).
         policy_name: the policy whose limits, prices and ``live`` ceiling apply (its tool
             rules do not: record runs every tool).
-        backend: the backend (default `UnsandboxedProcessBackend`).
+        backend: the backend (default the registry's ``process``: the runtime as a local
+            process, `runner.backends.registry.RECORD`).
         env: extra environment variables for the tools.
         clock_start: the injected clock's start, epoch seconds (default: now).
 
@@ -128,7 +129,10 @@ def record_run(
         request,
         purpose="live",
         command="record",
-        backend=backend or UnsandboxedProcessBackend(env=env),
+        backend=backend
+        or backends.entry(backends.RECORD, selectable=False).make(
+            settings, backends.BackendOptions(env=env or {})
+        ),
         settings=settings,
         provider=provider,
         id_factory=timestamped_ids(prefix="rec"),

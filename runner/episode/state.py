@@ -38,9 +38,9 @@ from runner.hostlog import get_logger
 from runner.ledger.pricing import estimate_usd
 from runner.providers.base import ModelProvider, ProviderResponse
 from runner.providers.metered import CEILING_ERROR_CLASS
-from runner.runtime import protocol
 from runner.trace.format import encode_body
 from runner.trace.writer import TraceFull
+from runner.wire import protocol
 
 if TYPE_CHECKING:
     from runner.trace.writer import TraceWriter

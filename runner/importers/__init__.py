@@ -9,8 +9,8 @@ Invariant: nothing is invented. What a source lacks (a model id read from a resp
 HTTP body, an outbound log, a clock) stays absent and is counted in ``import-report.json``, so
 that ``lint`` reports it.
 
-May import: `runner.domain`, `runner.trace`, `runner.sdk`, `runner.errors`; never episode,
-submit, reproduce or cli (an import never starts a sandbox).
+May import: `runner.domain`, `runner.wire` (the tool record), `runner.trace`, `runner.sdk`,
+`runner.errors`; never episode, submit, reproduce or cli (an import never starts a sandbox).
 """
 
 from runner.importers.imported import ImportSource, WorkflowShape

@@ -9,7 +9,7 @@ records). The shapes it writes are the contract with ``reproduce``:
   built as `runner.runtime.steps.agent` builds it so that ``reproduce`` can match it: ``messages`` =
   ``system`` (the workflow's system prompt), the fixed messages, then the turns in order;
   ``tools`` = the run's offered tools exactly as the runtime offers them
-  (`runner.runtime.registry.RuntimeTool.function_spec` of their manifest entries: the function
+  (`runner.wire.toolrecord.RuntimeTool.function_spec` of their manifest entries: the function
   name is `runner.sdk.function_name` of the id, dots as ``__``), never a tool the source did
   not define (it is the workflow's ``unlisted_tools``); ``meta.request_tools_rewritten`` says
   when that differs from the tools as the source wrote them;

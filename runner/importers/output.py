@@ -60,8 +60,8 @@ from runner.importers.toolset import (
     workflow_text,
 )
 from runner.importers.unicodetext import encoded
-from runner.runtime.registry import RuntimeTool
 from runner.trace.format import TRACE_VERSION
+from runner.wire.toolrecord import RuntimeTool
 
 __all__ = ["write_import"]
 

@@ -9,7 +9,8 @@ Public surface (pinned by tests/unit/ledger/test_ledger.py):
 - `estimate_usd` (``runner.ledger.pricing``): USD from the policy's price table.
 - `prompt_tokens_bound` (``runner.ledger.tokens``): the prompt tokens a request reserves.
 
-May import: `runner.errors`, the standard library (sqlite3); nothing else of runner.
+May import: `runner.errors`, `runner.trace` (the episode statuses), the standard library
+(sqlite3); nothing else of runner.
 """
 
 from runner.ledger.amounts import PURPOSES, UNBOUNDED, ZERO, Amount, Ceiling, Purpose

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from runner.ledger.amounts import ZERO, Amount, Purpose, check_purpose
+from runner.trace.format import STATUSES
 
 JobStatus = Literal["running", "complete", "interrupted", "ceiling_reached"]
 JOB_STATUSES: Final[tuple[str, ...]] = ("running", "complete", "interrupted", "ceiling_reached")
@@ -19,18 +20,15 @@ ChargeState = Literal["reserved", "settled", "released"]
 RUNNING: Final[str] = "running"
 INTERRUPTED: Final[str] = "interrupted"
 
+# Runs cut short by something else than the workflow: a ceiling, the infrastructure, an
+# interruption. `submit --resume` runs them again and the report grades none of them.
+CUT_SHORT_STATUSES: Final[tuple[str, ...]] = ("ceiling_reached", "infra_error", INTERRUPTED)
 # Statuses that make a (variant, task) pair done for `submit --resume`: the episode ended on its
 # own terms (`limit_exceeded`: the workflow itself made too many calls or too much trace; a
-# second attempt would hit the same limit). `infra_error`, `ceiling_reached`, `interrupted` and
-# `running` are run again.
-FINISHED_STATUSES: Final[tuple[str, ...]] = (
-    "succeeded",
-    "failed",
-    "timeout",
-    "oom",
-    "crashed",
-    "denied",
-    "limit_exceeded",
+# second attempt would hit the same limit): every episode status but the cut-short ones.
+# `running` is run again too. The report grades exactly these.
+FINISHED_STATUSES: Final[tuple[str, ...]] = tuple(
+    s for s in STATUSES if s not in CUT_SHORT_STATUSES
 )
 
 

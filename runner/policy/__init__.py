@@ -7,7 +7,7 @@ gate that ``check``, ``submit`` and ``run`` pass (`check_eligibility`; ``run`` a
 admit through `runner.episode.toolmanifest.admission`, which also describes the tools in a sandbox).
 
 May import: `runner.domain`, `runner.tracetools` (``policy diff`` reads traces),
-`runner.resources`, `runner.runtime.argrules` (the call-time evaluator, shared with the sandbox),
+`runner.resources`, `runner.wire.argrules` (the call-time evaluator, shared with the sandbox),
 `runner.sdk`, `runner.errors` and pydantic / PyYAML; never a backend, the ledger or anything
 above (the gate starts no sandbox).
 """

@@ -5,7 +5,7 @@ Two layers, in the order the product applies them:
 1. structural (load time, `runner.policy.decisions.decide`): a tool of a denied effect class or
    one a ``tools:`` override removes is absent from the registry; a call of it cannot be made
    (``unresolvable``, the rule that removed it named);
-2. argument rules (call time, `runner.runtime.argrules.RuleSet.decide`, the very function the
+2. argument rules (call time, `runner.wire.argrules.RuleSet.decide`, the very function the
    runtime's guard calls in the sandbox): ``allowed`` or ``denied``, the rule named.
 
 `decide_call` is the one function ``policy diff`` decides recorded calls with; the sandbox

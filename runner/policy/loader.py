@@ -27,8 +27,8 @@ from runner.errors import InputError
 from runner.policy.decisions import decide
 from runner.policy.models import Ceilings, Limits, PolicySpec, Price, RateLimits
 from runner.policy.redaction import rules_document
-from runner.runtime.argrules import RuleSet
 from runner.sdk import canonical_json
+from runner.wire.argrules import RuleSet
 
 __all__ = ["Policy", "load_policy", "policy_from_spec"]
 
@@ -45,7 +45,7 @@ class Policy:
             when inside it, e.g. ``policies/shadow.yaml``).
         path: the file, or None for a policy built in code.
         hash: sha256 hex of the canonical JSON of ``spec``.
-        rules: ``spec.rules`` compiled by the call-time evaluator (`runner.runtime.argrules`).
+        rules: ``spec.rules`` compiled by the call-time evaluator (`runner.wire.argrules`).
     """
 
     spec: PolicySpec

@@ -14,7 +14,7 @@ Shape (one entry)::
         when:
           url: {host_in: [api.example.com, "*.internal.example.com"]}
 
-The validated rules are compiled by the one evaluator, `runner.runtime.argrules` (standard
+The validated rules are compiled by the one evaluator, `runner.wire.argrules` (standard
 library, mounted into the sandbox): what passes here compiles there, and the same code decides a
 call in the sandbox and in ``policy diff``. Effect classes stay structural (a denied class is
 absent from the registry); rules only decide calls of tools that are present.
@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from runner.errors import InputError
-from runner.runtime.argrules import Rule
+from runner.wire.argrules import Rule
 
 __all__ = ["ArgCondition", "ArgRule"]
 
@@ -42,7 +42,7 @@ class ArgCondition(BaseModel):
     Attributes:
         matches: a Python regular expression, searched in the value's text (a string as is,
             anything else as its canonical JSON) in time linear in the text
-            (`runner.runtime.linearre`: a text over 65,536 characters, or a search past its
+            (`runner.wire.linearre`: a text over 65,536 characters, or a search past its
             step budget, is not decided and the rule denies the call). Back-references,
             look-arounds, conditionals, atomic groups, possessive quantifiers, groups nested
             over 100 deep and repeats expanding past 20,000 instructions are refused at load.

@@ -57,6 +57,8 @@ __all__ = [
     "post_api",
 ]
 
+# The HTTP statuses worth another try, the one list of every provider (openai, anthropic, the
+# gateway's forwards): timeout, conflict, rate limit, the server's and the gateways' errors.
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 _ERROR_TEXT_LIMIT = 500

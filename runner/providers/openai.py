@@ -40,7 +40,14 @@ from runner.hostlog import get_logger
 from runner.providers import retries
 from runner.providers.apis import ENDPOINT, ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body, unsupported
-from runner.providers.httpcall import Scrubber, client, endpoint, post_api, with_http_error
+from runner.providers.httpcall import (
+    TRANSIENT_STATUSES,
+    Scrubber,
+    client,
+    endpoint,
+    post_api,
+    with_http_error,
+)
 from runner.providers.ratelimit import RATE_LIMITED_ERROR_CLASS, WaitRefused
 from runner.providers.retries import provider_retrying, retry_after_s
 
@@ -50,7 +57,6 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _ERROR_TEXT_LIMIT = 500
 
 

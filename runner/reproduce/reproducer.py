@@ -48,7 +48,7 @@ from runner.domain.tasks import Task
 from runner.domain.toollocate import locate_tools
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
-from runner.episode.reaping import connect_docker
+from runner.episode.reaping import connect_here
 from runner.episode.request import EpisodeRequest
 from runner.episode.snapshot.sources import snapshot_for
 from runner.episode.toolmanifest.registry import sandbox_registry
@@ -134,7 +134,8 @@ class Reproducer:
         workflow: ``--workflow``: replaces the recorded workflow (a changed version).
         image: the sandbox image (default: the settings').
         policy_name: the reproduce policy.
-        backend_factory: makes the backend on first use (default: Docker from the settings).
+        backend_factory: makes the backend on first use (default: the settings' backend of
+            this machine, `runner.episode.reaping.connect_here`).
     """
 
     settings: Settings
@@ -146,7 +147,7 @@ class Reproducer:
 
     def close(self) -> None:
         """Close the backend, if one was made."""
-        if self._backend is not None and hasattr(self._backend, "close"):
+        if self._backend is not None:
             self._backend.close()
         self._backend = None
 
@@ -160,7 +161,7 @@ class Reproducer:
             if self.backend_factory is not None:
                 self._backend = self.backend_factory()
             else:
-                self._backend = connect_docker(self.settings)
+                self._backend = connect_here(self.settings)
         return self._backend
 
     def reproduce(self, path: Path) -> ReproduceReport:

@@ -12,17 +12,12 @@ Module map (imports flow downwards; nothing here imports the host side):
     pid1        the runtime as the sandbox's init: not dumpable, the lifetime cap, the reaper
     main        hello/start, load the run, egress pump, episode/error, exit codes (0 / 70)
     channel     private fds, whole-line writes, reader thread (shutdown/EOF exit at once)
-    protocol    the NDJSON message contract shared with the host, the mounted packages
     environment hello's platform and installed packages (cheap: no importlib.metadata)
     manifest    the ``manifest`` answer: the tools the sandbox describes
     mcplist     an MCP stdio server's tools/list, asked here (the server is the challenger's)
     watchdog    the run's own deadline inside the sandbox
     registry    the registry built from the capability-filtered manifest only
-    argrules    the policy's argument rules: the call-time guard (also the host's evaluator)
-    linearre    a rule's regular expression searched in time linear in the text
-    urlhost     the host a URL value reaches, canonical or disputed (``host_in`` rules)
     template    ``${task.x}`` / ``${steps.ID.output.path}``
-    errors      RecordedError, UnrecordedCall, PureResultMismatch, ModelCallError, ...
     steps/      engine (steps in order, episode status), agent (model loop, tool dispatch,
                 simulated user), program (a user's own agent code), gateway + apicall (the
                 loopback model gateway a program calls)
@@ -41,11 +36,12 @@ Module map (imports flow downwards; nothing here imports the host side):
 The wall clock (`runner.sdk.wallclock`) and raw I/O capture (`runner.sdk.rawio`) are the SDK's:
 record mode in a user's own process uses them too.
 
-May import: the standard library, `runner.sdk`, `runner.trace` and `runner.errors`. The host
-imports only `protocol` (the message contract, the run folder and the mounted packages) and
-`argrules` with its `linearre` (``policy diff`` decides recorded calls with the sandbox's own
-evaluator); the
-runtime is started, never imported, by the host.
+What the host shares with it (the message protocol, the argument rules, the runtime's errors,
+the tool record, the environment names, the destination key) is `runner.wire`'s.
+
+May import: the standard library, `runner.wire`, `runner.sdk`, `runner.trace` and
+`runner.errors`. Nothing imports it (import-linter: no host package imports `runner.runtime`):
+the host starts it, ``python3 -m runner.runtime``, in a sandbox.
 """
 
-__all__ = ["protocol"]
+__all__ = ["main"]

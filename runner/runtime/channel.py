@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from runner.runtime import protocol
+from runner.wire import protocol
 
 # A host line longer than this is discarded (and reported on stderr) rather than buffered.
 MAX_INBOUND_BYTES = protocol.MAX_START_BYTES

@@ -15,7 +15,7 @@ isolates the channel first, then calls `serve`. Sequence:
    (without a writable ``TMPDIR``: children cannot report; a clock that could not be patched);
    then wait for ``start`` (``shutdown`` or EOF on stdin end the process at once, at any time);
 3. take the run spec and the manifest from ``start`` (`check_run_spec`, `check_manifest`:
-   the channel bounds the line, `runner.runtime.protocol.MAX_START_BYTES`); the sandbox's
+   the channel bounds the line, `runner.wire.protocol.MAX_START_BYTES`); the sandbox's
    lifetime cap now counts from this assignment (`runner.runtime.pid1.LifetimeTimer.rearm`:
    a pooled sandbox waited under its idle cap until here); freeze the wall clock at the run's
    clock start (every wall-clock read of this process and of its Python children is the run's);
@@ -46,12 +46,11 @@ from typing import Any, Dict, Optional
 
 from runner import sdk
 from runner.errors import InputError
-from runner.runtime import pid1, protocol, watchdog
+from runner.runtime import pid1, watchdog
 from runner.runtime.channel import Channel
 from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
 from runner.runtime.environment import environment_platform, installed_packages
-from runner.runtime.errors import error_class_name
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay.calls import Caller
 from runner.runtime.replay.clock import Clock
@@ -60,6 +59,8 @@ from runner.runtime.steps.engine import Episode
 from runner.runtime.worker.client import Worker
 from runner.sdk import dispatch, wallclock
 from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
+from runner.wire import protocol
+from runner.wire.errors import error_class_name
 
 EXIT_RUNTIME_ERROR = 70
 PUMP_INTERVAL_S = 0.2

@@ -44,9 +44,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional
 
-ENV_HARD_CAP = "SANDBOX_REPLAY_HARD_CAP_S"
-# A pooled sandbox's cap while it waits for its run (issue 16; unset: not pooled).
-ENV_IDLE_CAP = "SANDBOX_REPLAY_IDLE_CAP_S"
+from runner.wire.env import ENV_HARD_CAP, ENV_IDLE_CAP  # a pooled sandbox's cap: IDLE_CAP
+
 EXIT_CAP = 137
 PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4

@@ -10,7 +10,7 @@ Standard library only, Python 3.9+. Invariants:
 - in ``reproduce`` mode only ``pure`` tools execute, whatever the manifest says (SPEC.md "What
   runs during reproduce"): any other ``execute`` entry is served from the trace instead;
 - every tool carries the policy's argument rules that target it (``policy.rules`` of the
-  manifest, `runner.runtime.argrules`): the caller's guard decides each call with them.
+  manifest, `runner.wire.argrules`): the caller's guard decides each call with them.
 """
 
 import importlib
@@ -18,70 +18,16 @@ import sys
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from runner.errors import InputError, ToolNotResolvable
-from runner.runtime.argrules import RuleSet
-from runner.sdk import function_name, tool_def
+from runner.sdk import tool_def
+from runner.wire.argrules import RuleSet
+from runner.wire.toolrecord import DISPOSITIONS, RuntimeTool
 
-DISPOSITIONS = ("execute", "recorded")
+__all__ = ["DISPOSITIONS", "IN_WORKER", "RuntimeRegistry", "RuntimeTool"]  # the tool is wire's
 
 
 def IN_WORKER(**_: Any) -> Any:
     """The ``func`` of a tool whose code is in the worker: never called in the runtime."""
     raise RuntimeError("this tool's code runs in the worker process, not in the runtime")
-
-
-class RuntimeTool:
-    """One resolvable tool.
-
-    Attributes:
-        id, effect, description, schema, schema_hash: from the manifest.
-        disposition: ``execute`` (``func`` runs) or ``recorded`` (served, ``func`` is None).
-        func: the guarded tool function (`runner.sdk.tool` wrapper), or None.
-        rules: the policy's argument rules that target this tool (call-time decisions).
-    """
-
-    __slots__ = (
-        "description",
-        "disposition",
-        "effect",
-        "func",
-        "id",
-        "rules",
-        "schema",
-        "schema_hash",
-    )
-
-    def __init__(
-        self,
-        entry: Dict[str, Any],
-        disposition: str,
-        func: Optional[Callable[..., Any]],
-        rules: Optional[RuleSet] = None,
-    ) -> None:
-        self.id: str = entry["id"]
-        self.effect: str = str(entry.get("effect") or "unsafe")
-        self.description: str = str(entry.get("description") or "")
-        schema = entry.get("schema")
-        self.schema: Dict[str, Any] = (
-            schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
-        )
-        self.schema_hash: Optional[str] = entry.get("schema_hash")
-        self.disposition = disposition
-        self.func = func
-        self.rules = rules if rules is not None else RuleSet()
-
-    def function_spec(self) -> Dict[str, Any]:
-        """The tool in the OpenAI Chat Completions function format.
-
-        Its ``name`` is `runner.sdk.function_name` of the id (dots become ``__``).
-        """
-        return {
-            "type": "function",
-            "function": {
-                "name": function_name(self.id),
-                "description": self.description,
-                "parameters": self.schema,
-            },
-        }
 
 
 class RuntimeRegistry:

@@ -15,8 +15,8 @@ A reference that cannot be resolved raises `WorkflowError` naming the reference 
 import re
 from typing import Any, Dict, List
 
-from runner.runtime.errors import WorkflowError
 from runner.sdk import canonical_json
+from runner.wire.errors import WorkflowError
 
 _REF = re.compile(r"\$\{((?:task|steps)(?:\.[^.}]+)*)\}")
 

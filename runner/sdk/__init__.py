@@ -3,12 +3,13 @@
 Standard library only and importable on Python 3.9: this package is mounted into sandboxes and
 imported by the in-sandbox runtime and by the user's tool code. Its modules: ``toolschema``
 (argument schemas, the schema hash; canonical JSON is `runner.trace.strictjson`'s), ``httpio``
-(the recording HTTP helper), ``rawio`` (raw I/O capture of a tool's HTTP), ``wallclock`` (the
-run's clock as every wall-clock read's), ``recorder`` (`record`: record mode in a user's own
-process), ``exchange`` (one model HTTP call being recorded) and ``httpxrecord`` (record mode's
-httpx transports for the official SDKs: the one module that uses a third-party package, httpx2
-or httpx, imported by name only when a recording asks for it, never in a sandbox). May import:
-the standard library, `runner.trace` and `runner.errors`.
+(the recording HTTP helper), ``current`` (the active recorder and the run's clock), ``rawio``
+(raw I/O capture of a tool's HTTP), ``wallclock`` (the run's clock as every wall-clock read's),
+``recorder`` (`record`: record mode in a user's own process), ``exchange`` (one model HTTP call
+being recorded) and ``httpxrecord`` (record mode's httpx transports for the official SDKs: the
+one module that uses a third-party package, httpx2 or httpx, imported by name only when a
+recording asks for it, never in a sandbox). May import: the standard library, `runner.trace`
+and `runner.errors`.
 
     from runner.sdk import Effect, tool
 
@@ -36,11 +37,11 @@ import enum
 import functools
 import sys
 import threading
-import time
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional
 
 from runner.errors import CapabilityDenied
-from runner.sdk import dispatch
+from runner.sdk import current, dispatch
+from runner.sdk.current import now, set_clock
 from runner.sdk.httpio import HttpResponse, http_get, http_request
 from runner.sdk.toolschema import (
     ToolDefinitionError,
@@ -238,7 +239,7 @@ def _guarded(definition: ToolDef) -> Callable[..., Any]:
                 tool_id=definition.id,
                 effect=definition.effect.value,
             )
-        recorder = _RECORDER.get()
+        recorder = current.RECORDER.get()
         if recorder is not None:  # `record` mode in the user's own process (runner.sdk.recorder)
             return recorder.call_tool(definition, func, args, kwargs)
         return func(*args, **kwargs)
@@ -255,11 +256,7 @@ def _guarded(definition: ToolDef) -> Callable[..., Any]:
 
 # --- record mode (runner.sdk.recorder) --------------------------------------------------------
 
-# The active recorder of `record` (None: calls are not recorded by the SDK). The in-sandbox
-# runtime records calls itself and never sets it.
-_RECORDER: "contextvars.ContextVar[Optional[Any]]" = contextvars.ContextVar(
-    "sandbox_replay_recorder", default=None
-)
+# The active recorder of `record`: `runner.sdk.current.RECORDER` (the recorder reads it there).
 
 
 def record(path: Any, **options: Any) -> Any:
@@ -291,25 +288,7 @@ def record(path: Any, **options: Any) -> Any:
     return Recorder(path, **options)
 
 
-# --- the injected clock --------------------------------------------------------------------
-
-_clock_source: Optional[Callable[[], float]] = None
-
-
-def now() -> float:
-    """Seconds since the epoch from the run's injected clock (SPEC.md: a stable time source).
-
-    Inside a sandboxed or replayed run this is the recorded or fixed clock; elsewhere it is
-    `time.time()`. Tool code should read time through this function.
-    """
-    source = _clock_source
-    return source() if source is not None else time.time()
-
-
-def set_clock(source: Optional[Callable[[], float]]) -> None:
-    """Install (or with None remove) the run's clock. Used by the runtime and record mode."""
-    global _clock_source
-    _clock_source = source
+# --- the injected clock: `runner.sdk.current` (`now`, `set_clock`, imported above) ------------
 
 
 def tool(

@@ -44,8 +44,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner import sdk
-from runner.sdk import wallclock
+from runner.sdk import current, wallclock
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
 from runner.sdk.rawio import apply_exchanges, capture
@@ -59,6 +58,7 @@ from runner.trace.format import (
 from runner.trace.modelapi import usage_tokens
 from runner.trace.redact import Redactor
 from runner.trace.redact_rules import load_rules
+from runner.trace.strictjson import dumps_value
 
 __all__ = ["IN_TOOL", "TRACING_ENV", "Recorder"]
 
@@ -78,15 +78,11 @@ def _capturing_recorder() -> Optional["Recorder"]:
     """The recorder that captures default-transport model calls in this context, or None."""
     if IN_TOOL.get():
         return None
-    active = sdk._RECORDER.get()
+    active = current.RECORDER.get()
     if isinstance(active, Recorder):
         return active if active.capture_httpx else None
     with _CAPTURING_LOCK:
         return _CAPTURING[-1] if _CAPTURING else None
-
-
-def _json_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 class Recorder(ModelCallRecording):
@@ -171,8 +167,8 @@ class Recorder(ModelCallRecording):
         wallclock.install()
         self._start = self._clock()
         self._reading = self._start
-        self._token = sdk._RECORDER.set(self)
-        sdk.set_clock(lambda: self._reading)
+        self._token = current.RECORDER.set(self)
+        current.set_clock(lambda: self._reading)
         self._tracing_env = os.environ.get(TRACING_ENV)
         os.environ[TRACING_ENV] = "1"  # the OpenAI Agents SDK exports no trace of this run
         self.active = True
@@ -194,8 +190,8 @@ class Recorder(ModelCallRecording):
             os.environ.pop(TRACING_ENV, None)
         else:
             os.environ[TRACING_ENV] = self._tracing_env
-        sdk._RECORDER.reset(self._token)
-        sdk.set_clock(None)
+        current.RECORDER.reset(self._token)
+        current.set_clock(None)
         status = "succeeded" if exc is None else "failed"
         exit_code = episode_exit_code(status)
         end: Dict[str, Any] = {
@@ -272,7 +268,7 @@ class Recorder(ModelCallRecording):
             "raw_io": False,
         }
         started = time.monotonic()
-        token = sdk._RECORDER.set(None)  # a tool calling another tool: recorded once, outside
+        token = current.RECORDER.set(None)  # a tool calling another tool: recorded once, outside
         in_tool = IN_TOOL.set(True)
         try:
             with capture() as exchanges, wallclock.frozen(reading):
@@ -284,7 +280,7 @@ class Recorder(ModelCallRecording):
                     record["error"] = {"class": _error_class(exc), "message": str(exc)[:4096]}
                     self._failed.append((exc, index, definition.id))
                     raise
-            text = _json_text(value)
+            text = dumps_value(value)
             if exchanges:
                 apply_exchanges(record, exchanges, text)
             else:
@@ -292,7 +288,7 @@ class Recorder(ModelCallRecording):
             return value
         finally:
             IN_TOOL.reset(in_tool)
-            sdk._RECORDER.reset(token)
+            current.RECORDER.reset(token)
             record["duration_s"] = round(time.monotonic() - started, 6)
             self.calls[index] = record
 
@@ -342,9 +338,10 @@ class Recorder(ModelCallRecording):
         `sandbox-replay tasks extract` makes it the task's expected output.
 
         Raises:
-            TypeError, ValueError: ``value`` is not JSON-serialisable (NaN included).
+            TypeError, ValueError: ``value`` is not JSON-serialisable (NaN included) or nests
+                deeper than `runner.trace.strictjson.MAX_VALUE_DEPTH`, as a tool value may not.
         """
-        _json_text(value)
+        dumps_value(value)
         self._output, self._has_output = value, True
 
     def user(self, request: Dict[str, Any], body: Any) -> Dict[str, Any]:

@@ -5,9 +5,10 @@ descriptors; the shares and per-run costs are documented there). `admit_concurre
 it with the submission's per-run limits (`runner.episode.limits.limits_in_effect`) and the
 engine's memory when an engine is at hand: the CLI asks the engine before it prints the plan;
 `readmit` weighs again once the job's backend exists, when the plan was made without one
-(then the plan and ``plan.json`` show the bound the runs actually had). The Docker engine's
-runs have a warm pool (``SANDBOX_REPLAY_POOL``, `runner.backends.docker.pooled`) whose spare
-sandboxes count in the same bound (`ConcurrencyBound.spares`, the pool's size in the job).
+(then the plan and ``plan.json`` show the bound the runs actually had). A backend's
+runs may have a warm pool (``SANDBOX_REPLAY_POOL``; `Backend.pool_size`: the Docker engine's)
+whose spare sandboxes count in the same bound (`ConcurrencyBound.spares`, the pool's size in
+the job).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from runner.backends.base import Backend
 from runner.backends.capacity import (
     ConcurrencyBound,
     HostResources,
-    backend_bounds,
     bound_concurrency,
     raise_nofile,
 )
@@ -40,50 +41,24 @@ __all__ = [
 ]
 
 
-def engine_memory(backend: Any) -> int | None:
+def engine_memory(backend: Backend) -> int | None:
     """The engine's memory in bytes, when ``backend`` can tell (else None, never raises)."""
-    ask = getattr(backend, "engine_memory_bytes", None)
-    if not callable(ask):
-        return None
     try:
-        value = ask()
+        value = backend.engine_memory_bytes()
     except InfrastructureError as exc:
         log.warning("engine_memory_unknown", error=str(exc))
         return None
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-def engine_cpus(backend: Any) -> float | None:
+def engine_cpus(backend: Backend) -> float | None:
     """The engine's CPU count, when ``backend`` can tell (else None, never raises)."""
-    ask = getattr(backend, "engine_cpus", None)
-    if not callable(ask):
-        return None
     try:
-        value = ask()
+        value = backend.engine_cpus()
     except InfrastructureError as exc:
         log.warning("engine_cpus_unknown", error=str(exc))
         return None
     return float(value) if isinstance(value, int | float) and value > 0 else None
-
-
-def _pool(engine: Any, settings: Settings) -> Callable[[int], int] | None:
-    """The warm pool's size rule when ``engine``'s runs are pooled, else None.
-
-    Pooled: the Docker engine (``name`` ``docker``: `runner.backends.docker.pooled.
-    pooled_backend` pools nothing else) with the pool on (``SANDBOX_REPLAY_POOL``).
-    """
-    if not settings.pool or getattr(engine, "name", None) != "docker":
-        return None
-    # imported on use, not at module top: start-up speed (the docker SDK, loaded already by
-    # the Docker engine asked here)
-    from runner.backends.docker.pool import pool_size
-
-    return pool_size
-
-
-def _is_local(backend: Any) -> bool:
-    address = str(getattr(backend, "address", "") or "")
-    return not address or address.startswith(("unix://", "npipe://", "/"))
 
 
 def admit_concurrency(
@@ -91,7 +66,7 @@ def admit_concurrency(
     policy: Any,
     settings: Settings,
     *,
-    engine: Any = None,
+    engine: Backend | None = None,
 ) -> ConcurrencyBound:
     """The concurrency admitted for ``asked`` under the policy's (and settings') limits.
 
@@ -99,8 +74,9 @@ def admit_concurrency(
         asked: ``--concurrency`` or the settings' default.
         policy: the loaded policy (its limits).
         settings: host settings (limit overrides).
-        engine: a backend that may tell ``engine_memory_bytes`` (and an ``address``), or None
-            when no engine was asked (the memory bound is then unknown).
+        engine: the backend whose engine is asked (its memory, whether it is local, its own
+            bounds, its warm pool's size), or None when no engine was asked (the memory bound
+            is then unknown).
 
     A sandbox-seconds ceiling is no bound here: the budget clock shares it among the running
     sandboxes (`runner.submit.budgetclock`; issue 25: it used to cap the runs at once at
@@ -114,13 +90,14 @@ def admit_concurrency(
         pids_limit=int(limits["pids_limit"]["value"]),
         engine_memory_bytes=engine_memory(engine) if engine is not None else None,
         host=HostResources.read(),
-        engine_is_local=_is_local(engine),
-        extra=backend_bounds(engine),
-        pool=_pool(engine, settings),
+        engine_is_local=engine.is_local if engine is not None else True,
+        extra=engine.concurrency_bounds() if engine is not None else (),
+        # the warm pool's size rule (0 for a backend without one; SANDBOX_REPLAY_POOL=0: off)
+        pool=engine.pool_size if engine is not None and settings.pool else None,
     )
 
 
-def readmit(plan: Any, backend: Any, settings: Settings) -> Any:
+def readmit(plan: Any, backend: Backend, settings: Settings) -> Any:
     """``plan`` with its concurrency weighed again against ``backend``'s engine, if it was not.
 
     A plan whose memory bound is known is returned as it is (the engine was asked already).
@@ -135,26 +112,20 @@ def readmit(plan: Any, backend: Any, settings: Settings) -> Any:
     return replace(plan, concurrency=again.admitted, capacity=again)
 
 
-def probe_engine(settings: Settings, make: Callable[[], Any] | None = None) -> Any:
+def probe_engine(make: Callable[[], Backend]) -> Backend | None:
     """The backend for the plan to ask its engine's memory; None when it is unusable.
 
-    ``make`` makes it (default: Docker from the settings). An unusable engine is not an error
-    here: ``--dry-run`` still prints the plan (its memory bound unknown), and a real run fails
-    when the job connects (exit 6). The job reuses the backend (the CLI's factory returns it).
+    An unusable engine is not an error here: ``--dry-run`` still prints the plan (its memory
+    bound unknown), and a real run fails when the job connects (exit 6). The job reuses the
+    backend (the CLI's factory returns it).
     """
     try:
-        if make is not None:
-            return make()
-        # imported here: docker costs ~0.14 s to import, and ``check``/``--help`` need none of it
-        from runner.backends.docker import DockerBackend
-
-        return DockerBackend.from_settings(settings)
+        return make()
     except InfrastructureError:
         return None
 
 
-def close_backend(backend: Any) -> None:
-    """Close ``backend``'s connections, if it has any (None is fine)."""
-    close = getattr(backend, "close", None)
-    if callable(close):
-        close()
+def close_backend(backend: Backend | None) -> None:
+    """Close ``backend``'s connections (None is fine)."""
+    if backend is not None:
+        backend.close()

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from runner.backends.base import Backend
 from runner.backends.capacity import starts_at_once
 from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
@@ -110,7 +111,7 @@ def prepare(
     settings: Settings,
     *,
     job_id: str | None = None,
-    engine: Any = None,
+    engine: Backend | None = None,
     dry_run: bool = False,
 ) -> Plan:
     """Load and check everything and build the plan; nothing runs, nothing is written.
@@ -226,7 +227,7 @@ def execute(
     options: SubmitOptions,
     settings: Settings,
     *,
-    backend_factory: Callable[[], Any],
+    backend_factory: Callable[[], Backend],
     resume: bool = False,
     on_change: Callable[[Sequence[PairOutcome]], None] = lambda _: None,
     image: str | None = None,
@@ -238,7 +239,7 @@ def execute(
         plan: from `prepare`.
         options: the options (stored in ``job.json``).
         settings: host settings.
-        backend_factory: makes the backend (connects to Docker); called after the plan.
+        backend_factory: makes the backend (connects to its engine); called after the plan.
         resume: continue ``plan.job_id`` (skip finished pairs, close orphans).
         on_change: progress callback with every pair's outcome so far.
         image: the sandbox image (default: the settings').
@@ -267,9 +268,7 @@ def execute(
         )
         write_job(folder, plan, options, snapshot, resume=resume)
     except BaseException:
-        close_inner = getattr(inner, "close", None)
-        if callable(close_inner):
-            close_inner()
+        inner.close()
         raise
     interrupts = Interrupts()
     # One handler from here until the report is written: a Ctrl-C (a second one too) never
@@ -295,7 +294,7 @@ def _run_job(
     options: SubmitOptions,
     settings: Settings,
     *,
-    inner: Any,
+    inner: Backend,
     resume: bool,
     on_change: Callable[[Sequence[PairOutcome]], None],
     image: str | None,
@@ -303,16 +302,12 @@ def _run_job(
     snapshot: ToolSnapshot,
 ) -> dict[str, Any]:
     """The body of `execute` under its signal handler: run, grade, build the report."""
-    # the warm pool (issue 16; SANDBOX_REPLAY_POOL=0: off), drained in ``finally`` below; a
-    # lazy import kept for start-up speed (the docker SDK is imported where it is used)
-    from runner.backends.docker.pooled import pooled_backend
-
+    # the warm pool (SANDBOX_REPLAY_POOL=0: off; a backend without one returns itself),
+    # drained in ``finally`` below
     bindings = PoolBindings(settings.state_dir)
-    pooled = pooled_backend(
-        inner,
-        enabled=settings.pool,
+    pooled = inner.with_pool(
         # the spares the concurrency bound counted beside the runs (backends.capacity)
-        size=plan.capacity.spares if plan.capacity is not None else 0,
+        size=plan.capacity.spares if plan.capacity is not None and settings.pool else 0,
         idle_cap_s=settings.pool_idle_s,
         on_assign=bindings.bind,
         on_release=bindings.release,
@@ -336,9 +331,8 @@ def _run_job(
                 guard = CeilingGuard(ledger, plan.job_id, ceilings)  # type: ignore[arg-type]
                 done = ledger.finished_episodes(plan.job_id)
                 pending = [episode for episode in plan.episodes if episode not in done]
-                expect_runs = getattr(backend, "expect_runs", None)  # the warm pool's
-                if callable(expect_runs):  # one sandbox per episode: none made to be drained
-                    expect_runs(len(pending))
+                # one sandbox per episode: a warm pool makes none only to be drained
+                backend.expect_runs(len(pending))
                 replay = ceilings["replay"]
                 clock = BudgetClock(
                     guard,
@@ -389,10 +383,7 @@ def _run_job(
             )
             ledger.set_job_status(plan.job_id, report["status"])
     finally:
-        backend.close()
-        close = getattr(backend.inner, "close", None)
-        if callable(close):
-            close()
+        backend.close()  # kills what still runs, then drains the pool and closes the engine
         if runner is not None:
             runner.close()
     return report

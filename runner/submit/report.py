@@ -48,13 +48,14 @@ from runner.grading import Group, Result, grade, make_judge
 from runner.hostlog import get_logger
 from runner.inputfile import open_input
 from runner.ledger import CeilingGuard, Ledger, RunRecord
+from runner.ledger.records import CUT_SHORT_STATUSES, FINISHED_STATUSES
 from runner.providers.metered import StopSignal
 from runner.providers.openai import OpenAIProvider
-from runner.runtime.errors import UnrecordedCall, class_name
 from runner.settings import Settings
 from runner.submit.plan import Plan
 from runner.submit.scheduler import PairOutcome
 from runner.trace.strictjson import loads as strict_loads
+from runner.wire.errors import UnrecordedCall, class_name
 
 log = get_logger(__name__)
 
@@ -67,10 +68,10 @@ __all__ = ["build_report", "grade_job", "latest_runs", "write_report"]
 # denominator as an unknown outcome (`runner.grading.uncertainty.count_incomplete`). A run cut
 # by a policy limit (``limit_exceeded``) is graded: its own calls or trace passed the limit, as
 # a run that times out.
-GRADABLE = ("succeeded", "failed", "timeout", "oom", "crashed", "denied", "limit_exceeded")
-INCOMPLETE = ("ceiling_reached", "infra_error", "interrupted")
+GRADABLE = FINISHED_STATUSES  # an episode that ended on its own terms is graded
+INCOMPLETE = CUT_SHORT_STATUSES  # cut short by a ceiling, the infrastructure or an interruption
 # The class string traces record for a read no recording served: the qualified name that
-# `runner.runtime.errors.error_class_name` writes (``runner.runtime.errors.UnrecordedCall``).
+# `runner.wire.errors.error_class_name` writes (``runner.wire.errors.UnrecordedCall``).
 UNRECORDED = class_name(UnrecordedCall)
 # Misses listed per variant (the count is exact; the list shows the first ones).
 MAX_LISTED_MISSES = 100

@@ -12,7 +12,7 @@ and settle its charge (at most its bound).
 
 Stopping: a `StopSignal` set by a ceiling (here, or by a model call that nothing could fit any
 more in any run) or by an interruption stops dispatch; an interruption also kills every running
-sandbox (the backend's context then removes it) and refuses new ones (`TrackingBackend.close`).
+sandbox (the backend's context then removes it) and refuses new ones (`TrackingBackend.stop`).
 Runs cut short by an interruption are recorded ``interrupted``, runs that a ceiling cut
 ``ceiling_reached`` (both are run again by ``submit --resume``).
 
@@ -30,12 +30,12 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
-from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
+from runner.backends.base import Backend, DelegatingBackend, Reaped, Sandbox, SandboxSpec
 from runner.errors import CeilingReached, InfrastructureError
 from runner.hostlog import get_logger
 from runner.ledger import Amount, CeilingGuard, Ledger, Reservation, run_key
+from runner.ledger.records import CUT_SHORT_STATUSES
 from runner.providers.metered import StopSignal
 from runner.submit.budgetclock import BudgetClock
 
@@ -46,10 +46,10 @@ __all__ = ["PairOutcome", "Scheduler", "TrackingBackend"]
 INTERRUPT_GRACE_S = 10.0
 # Statuses of runs that did not end by themselves: their charge says nothing of how short a
 # run can be (`BudgetClock.finish`).
-CUT_SHORT = frozenset({"ceiling_reached", "interrupted", "infra_error"})
+CUT_SHORT = frozenset(CUT_SHORT_STATUSES)
 
 
-class TrackingBackend(Backend):
+class TrackingBackend(DelegatingBackend):
     """A backend wrapper that knows every live sandbox, so they can be killed from any thread.
 
     It also bounds how many sandboxes are being *started* at once (``starts``): a start is
@@ -64,31 +64,30 @@ class TrackingBackend(Backend):
     """
 
     def __init__(self, inner: Backend, *, starts: int = 4) -> None:
-        self.inner = inner
-        self.name = inner.name
+        super().__init__(inner)
         self._live: dict[str, Sandbox] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._image_ids: dict[str, str] = {}
         self._starts = threading.BoundedSemaphore(max(1, starts))
 
-    def __getattr__(self, attr: str) -> Any:  # api, close, ... of the real backend
-        return getattr(self.inner, attr)
-
-    def image_id(self, image: str) -> str:
+    def image_id(self, image: str) -> str | None:
         """The inner backend's ``image_id``, asked once per image per submission.
 
         Every episode's trace header names the image id; one engine call per run for the
-        same answer was measurable in the benchmark (bench/README.md).
+        same answer was measurable in the benchmark (bench/README.md). None (the backend
+        cannot tell) is asked again.
 
         Raises:
-            AttributeError: the inner backend cannot tell image ids.
             InfrastructureError: the engine failed.
         """
         with self._lock:
             cached = self._image_ids.get(image)
         if cached is None:
-            cached = str(self.inner.image_id(image))  # type: ignore[attr-defined]
+            found = self.inner.image_id(image)
+            if found is None:
+                return None
+            cached = str(found)
             with self._lock:
                 self._image_ids[image] = cached
         return cached
@@ -121,7 +120,12 @@ class TrackingBackend(Backend):
         """The inner backend's reaper."""
         return self.inner.reap(ledger=ledger)
 
-    def close(self) -> int:
+    def close(self) -> None:
+        """`stop`, then close the inner backend (a warm pool drains)."""
+        self.stop()
+        self.inner.close()
+
+    def stop(self) -> int:
         """Refuse new sandboxes and kill every live one; return how many were killed."""
         with self._lock:
             self._closed = True
@@ -338,7 +342,7 @@ class Scheduler:
             if self.interrupted.is_set() and killed_at is None:
                 killed_at = time.monotonic()
                 if self.backend is not None:
-                    killed = self.backend.close()
+                    killed = self.backend.stop()
                     log.info("sandboxes_killed", count=killed)  # the report says it
             if killed_at is not None and (
                 self.hurried.is_set() or time.monotonic() - killed_at > INTERRUPT_GRACE_S
@@ -347,4 +351,4 @@ class Scheduler:
                 return
             time.sleep(0.05)
         if self.interrupted.is_set() and self.backend is not None:
-            self.backend.close()
+            self.backend.stop()

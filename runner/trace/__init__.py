@@ -1,6 +1,6 @@
 """The trace (episode) format: version, statuses, bodies, failure signature, the line writer.
 
-Standard library only, Python 3.9+: mounted into sandboxes (`runner.runtime.protocol.
+Standard library only, Python 3.9+: mounted into sandboxes (`runner.wire.protocol.
 SANDBOX_PACKAGES`); the runtime, the SDK's recorder, the host's episode driver and the importers
 all produce trace lines with these rules (docs/trace-format.md, SPEC.md "Trace (episode)
 format"). Reading traces, with limits, is host-side: `runner.tracetools`.

@@ -9,13 +9,15 @@ model call, one ``end`` line. docs/trace-format.md and docs/trace.schema.json pu
 
 import base64
 import hashlib
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Literal, Optional, Tuple, Union, get_args
 
 from runner.trace.strictjson import canonical_json
 
 TRACE_VERSION = 1
 
-STATUSES = (
+# The episode statuses of SPEC.md, the one list: the trace readers' type
+# (`runner.tracetools.records`), the ledger's run rows and the report read them from here.
+EpisodeStatus = Literal[
     "succeeded",
     "failed",
     "timeout",
@@ -25,7 +27,8 @@ STATUSES = (
     "denied",
     "ceiling_reached",
     "limit_exceeded",
-)
+]
+STATUSES: Tuple[str, ...] = get_args(EpisodeStatus)
 
 # SPEC.md: the episode exit code, "a logical code computed the same way in record, run,
 # reproduce and import: 0 succeeded, 1 failed, 124 timeout, 137 oom or killed,

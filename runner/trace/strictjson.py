@@ -2,7 +2,7 @@
 
 Standard library only, Python 3.9+: the host (`runner.tracetools.reader`, `runner.domain.tasks`,
 `runner.domain.toolsource`, the importers, `runner.episode.channel`) and the in-sandbox
-runtime (`runner.runtime.protocol`, `runner.runtime.replay.callrecords`) use the same rules.
+runtime (`runner.wire.protocol`, `runner.runtime.replay.callrecords`) use the same rules.
 
 What `loads` refuses, each as a `StrictJSONError` (a `ValueError`) that says why:
 

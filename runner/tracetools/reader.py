@@ -81,7 +81,7 @@ MAX_RESOLVED_MESSAGES = 50_000_000
 """Messages that a trace's resolved requests may hold in all (pointers, 8 bytes each): bounds
 what a small hostile trace of references can make `read_trace` allocate."""
 
-# A call line crosses the sandbox channel (at most 16 MiB, runner.runtime.protocol) plus a few
+# A call line crosses the sandbox channel (at most 16 MiB, runner.wire.protocol) plus a few
 # host-side fields; four times that leaves room and still bounds memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 

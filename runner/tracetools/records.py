@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from runner.domain.ids import id_problem
+from runner.trace.format import EpisodeStatus
 
 __all__ = [
     "MODELS",
@@ -47,17 +48,7 @@ ToolId = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", max_length=128)
 ]
 Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-Status = Literal[
-    "succeeded",
-    "failed",
-    "timeout",
-    "oom",
-    "crashed",
-    "infra_error",
-    "denied",
-    "ceiling_reached",
-    "limit_exceeded",
-]
+Status = EpisodeStatus  # SPEC.md's statuses: runner.trace.format's, the one list
 
 
 class Record(BaseModel):

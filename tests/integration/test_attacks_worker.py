@@ -156,7 +156,7 @@ def test_the_runtime_as_pid_1_enforces_the_cap_itself(
     """No host: the runtime waits for ``start`` that never comes; its own cap ends it (137)."""
     from runner.backends.base import LifetimeCap, SandboxSpec
     from runner.episode.prepare import RUNTIME_COMMAND, runner_mounts
-    from runner.runtime import protocol
+    from runner.wire import protocol
 
     spec = SandboxSpec(
         run_id=f"selfcap-{uuid.uuid4().hex[:10]}",

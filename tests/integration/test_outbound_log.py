@@ -20,7 +20,7 @@ from tests.integration._episodes import Outcome, Project
 
 pytestmark = pytest.mark.docker
 
-CAP = 1000  # runner.runtime.egress.audit.MAX_DESTINATIONS, stated here so that a change is seen
+CAP = 1000  # runner.wire.destinations.MAX_DESTINATIONS, stated here so that a change is seen
 
 TOOLS = """
 import socket, subprocess, sys

@@ -144,3 +144,61 @@ def test_a_runs_ceiling_stops_dispatch_on_every_node(cluster: RayCluster, tmp_pa
     )  # fmt: skip
     assert code == 4
     assert len(_traces(work)) == 3  # three runs in all, not three per node
+
+
+@pytest.fixture(scope="module")
+def ray_subject(
+    cluster: RayCluster, sandbox_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """The registry's ``ray`` backend on this cluster, as a conformance `Subject`."""
+    from runner.backends.conformance import Subject
+    from runner.backends.registry import BACKENDS
+    from runner.episode.prepare import runner_mounts
+    from runner.settings import Settings
+
+    scratch = tmp_path_factory.mktemp("ray-conformance")
+    settings = Settings(state_dir=scratch / "state", image=sandbox_image)
+    backend = BACKENDS["ray"].make(settings)  # this process joined the cluster (``cluster``)
+
+    def no_second_backend(session: str) -> Any:
+        raise AssertionError("the sandbox checks connect no second backend")
+
+    subject = Subject(
+        "ray", backend, sandbox_image, no_second_backend, "", runner_mounts(), scratch
+    )
+    yield subject
+    backend.close()
+
+
+# Known gap, found by this check: a node unpacks the shipped runtime with every file's mtime at 0
+# (deterministic blobs, runner/backends/ray/shipping.py), so the bytecode prepared on the driver
+# (timestamp pycs) is stale there and every sandbox of a node compiles the runtime from source.
+STALE_BYTECODE = pytest.mark.xfail(
+    strict=True, reason="ray blobs carry mtime 0: the driver's timestamp pycs are stale on a node"
+)
+
+
+def _sandbox_checks() -> list[Any]:
+    from runner.backends.conformance import SANDBOX_CHECKS, runtime_loads_from_the_mounted_bytecode
+
+    return [
+        pytest.param(
+            c,
+            id=c.__name__,
+            marks=[STALE_BYTECODE] if c is runtime_loads_from_the_mounted_bytecode else [],
+        )
+        for c in SANDBOX_CHECKS
+    ]
+
+
+@pytest.mark.parametrize("check", _sandbox_checks())
+def test_the_shipped_sandbox_checks_pass_on_a_node(ray_subject: Any, check: Any) -> None:
+    """Each sandbox check of `runner.backends.conformance` through the driver and a node's
+    engine (which node: Ray's choice); the lifecycle checks are the node's Docker backend's
+    (the docker entry of the conformance suite)."""
+    from runner.backends.conformance import NotApplicable
+
+    try:
+        check(ray_subject)
+    except NotApplicable as exc:
+        pytest.skip(str(exc))

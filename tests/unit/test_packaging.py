@@ -72,7 +72,7 @@ def test_wheel_has_the_console_script_and_runtime(wheel: Path) -> None:
         names = zf.namelist()
         entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
         assert "sandbox-replay = runner.cli.entry:main" in zf.read(entry_points).decode()
-    assert "runner/runtime/protocol.py" in names and "runner/sdk/__init__.py" in names
+    assert "runner/wire/protocol.py" in names and "runner/sdk/__init__.py" in names
 
 
 def test_installed_wheel_finds_its_packaged_data(wheel: Path, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The in-sandbox part imports only the standard library (and itself), and imports on Python 3.9.
 
-The in-sandbox part is a list of packages, `runner.runtime.protocol.SANDBOX_PACKAGES` (the
+The in-sandbox part is a list of packages, `runner.wire.protocol.SANDBOX_PACKAGES` (the
 packages mounted into sandboxes, beside ``runner/__init__.py``), never a list of files: a module
 added to one of them is checked without anyone remembering to list it. Walks, with the AST (so
 imports inside functions and ``try`` blocks count too), the imports of every module of those
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.runtime.protocol import SANDBOX_PACKAGES
+from runner.wire.protocol import SANDBOX_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "runner"
@@ -115,7 +115,7 @@ def _dotted(path: Path) -> str:
 
 def test_walker_sees_every_start_file() -> None:
     assert PACKAGE / "sdk" / "__init__.py" in STARTS
-    assert PACKAGE / "runtime" / "protocol.py" in STARTS
+    assert PACKAGE / "wire" / "protocol.py" in STARTS
     assert PACKAGE / "trace" / "writer.py" in STARTS
     assert len(STARTS) >= 5
 

@@ -15,12 +15,14 @@ Modules:
     hostfiles how the host's folders reach sandboxes: bind mounts, or copies (engines that
               cannot see this host): filetree (deterministic archives), runtimeimage (the
               runtime baked into an image of its own tag), filescheck (``doctor``'s check)
-    checks    the engine/image/hardening checks of ``sandbox-replay doctor``
+    checks    the engine's checks of ``sandbox-replay doctor`` (engine, runtimes, image,
+              leftovers) and ``image smoke``
+    doctor    ``doctor --backend docker``: every check in order (`diagnose`, the registry's hook)
 
-The surface the CLI uses: `DockerBackend.connect` (``docker_host``, ``runtime``,
-``host_files``) or ``from_settings``; `discover_engine` (which engine and why, also in
-``backend.engine``); ``backend.files`` (`hostfiles.HostFiles`: the mode and why); and for
-``doctor`` `checks` and `filescheck.files_check`.
+The registry (`runner.backends.registry`) makes it with `DockerBackend.from_settings`
+(`DockerBackend.connect`: ``docker_host``, ``runtime``, ``host_files``, ``session_id``);
+`discover_engine` says which engine and why (also in ``backend.engine``); ``backend.files``
+(`hostfiles.HostFiles`) the mode and why. The ``image`` commands use `image` and `checks`.
 
 Importing this package imports the docker SDK (~0.14 s): import it where it is used.
 

@@ -18,20 +18,33 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner import __version__
 from runner.backends import labels as L
-from runner.backends.base import Backend, Reaped, SandboxSpec
+from runner.backends.base import (
+    Backend,
+    MountSeen,
+    OnAssign,
+    OnRelease,
+    Reaped,
+    Sandbox,
+    SandboxSpec,
+)
 from runner.backends.docker.client import call, connect, retrying
 from runner.backends.docker.engine import Engine, discover_engine
 from runner.backends.docker.hardening import capped_command, host_config, sandbox_environment
 from runner.backends.docker.hostfiles import HostFiles, HostFilesMode
+from runner.backends.docker.pooled import PooledBackend
+from runner.backends.docker.poolkey import pool_size
 from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.runtimes import require_runtime
 from runner.backends.docker.sandbox import DockerSandbox
 from runner.errors import InfrastructureError, TransientInfrastructureError
 from runner.hostlog import get_logger
+
+if TYPE_CHECKING:
+    from runner.backends.registry import BackendOptions
 
 log = get_logger(__name__)
 
@@ -125,16 +138,20 @@ class DockerBackend(Backend):
         )
 
     @classmethod
-    def from_settings(cls, settings: Any) -> DockerBackend:
-        """`connect` with a command's `runner.settings.Settings`.
+    def from_settings(cls, settings: Any, options: BackendOptions | None = None) -> DockerBackend:
+        """`connect` with a command's `runner.settings.Settings` (the registry's factory).
 
-        Reads ``docker_host``, ``runtime`` and ``host_files``.
+        Reads ``docker_host``, ``runtime`` and ``host_files``; ``options.session_id`` labels
+        its containers (None: a fresh id).
 
         Raises:
             InfrastructureError, InputError: as `connect`.
         """
         return cls.connect(
-            settings.docker_host, runtime=settings.runtime, host_files=settings.host_files
+            settings.docker_host,
+            runtime=settings.runtime,
+            host_files=settings.host_files,
+            session_id=options.session_id if options is not None else None,
         )
 
     def close(self) -> None:
@@ -168,6 +185,45 @@ class DockerBackend(Backend):
         info = retrying("engine info", self.api.info)
         value = info.get("MemTotal") if isinstance(info, dict) else None
         return value if isinstance(value, int) and value > 0 else None
+
+    @property
+    def is_local(self) -> bool:
+        """The engine is on this machine: a Unix socket or a Windows named pipe."""
+        return self.address.startswith(("unix://", "npipe://", "/"))
+
+    def engine_mounts(self, sandbox: Sandbox) -> list[MountSeen] | None:
+        """The bind mounts of a started container as the engine reports them.
+
+        None in copy mode (volumes and a baked runtime, no host path: the view from inside is
+        the check).
+        """
+        container = getattr(sandbox, "container_id", None)
+        visibility = self.files.visibility
+        if container is None or visibility is None or not visibility.visible:
+            return None
+        info = retrying("inspect container", self.api.inspect_container, container)
+        return [(m["Destination"], m["Source"], not m["RW"]) for m in info.get("Mounts") or ()]
+
+    # -- the warm pool -----------------------------------------------------------------------
+
+    def pool_size(self, concurrency: int) -> int:
+        """The warm pool's wanted size beside ``concurrency`` runs (`pool.pool_size`)."""
+        return pool_size(concurrency)
+
+    def with_pool(
+        self,
+        *,
+        size: int,
+        idle_cap_s: float,
+        on_assign: OnAssign | None = None,
+        on_release: OnRelease | None = None,
+    ) -> Backend:
+        """This backend behind a `WarmPool` of ``size`` (`PooledBackend`; 0: itself)."""
+        if size < 1:
+            return self
+        return PooledBackend(
+            self, size=size, idle_cap_s=idle_cap_s, on_assign=on_assign, on_release=on_release
+        )
 
     # -- create ------------------------------------------------------------------------------
 
@@ -376,6 +432,10 @@ class DockerBackend(Backend):
             address=self.address,
         )
         return found
+
+    def session_sandboxes(self) -> list[str]:
+        """Names of this session's containers that still exist."""
+        return [str(c["Names"][0]).lstrip("/") for c in self.containers(session_only=True)]
 
     def reap(self, ledger: str | None = None) -> list[Reaped]:
         """Remove leftover containers of dead owners on this host (never a live owner's).

@@ -20,8 +20,8 @@ from typing import Any
 from runner.backends import labels as L
 from runner.backends.base import Mount, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
-from runner.backends.docker.checks import Check, sandbox_json
-from runner.runtime import protocol
+from runner.backends.doctor import Check, sandbox_json
+from runner.wire import protocol
 
 __all__ = ["FILES_FIX", "files_check"]
 
@@ -38,7 +38,7 @@ try:
 except OSError as e:
     r["token_error"] = str(e)
 try:
-    import runner.runtime.protocol as p
+    import runner.wire.protocol as p
     r["protocol"] = p.PROTOCOL_VERSION
 except Exception as e:
     r["runtime_error"] = repr(e)

@@ -3,7 +3,7 @@
 Every Docker sandbox costs the engine ~250 ms of CPU to create and start (DOCKER-NOTES.md);
 the pool takes that off a run's critical path. A pooled sandbox is the runtime
 (`runner.runtime.pid1`, PID 1) waiting for ``start`` on stdin, which brings the run spec and
-the manifest (`runner.runtime.protocol`): nothing of the run is fixed at creation. It is still
+the manifest (`runner.wire.protocol`): nothing of the run is fixed at creation. It is still
 ONE sandbox per run: a pooled sandbox is handed out once, to one run, and removed after it
 (`WarmPool.take`); it is never reused.
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from runner.backends import labels as L
 from runner.backends.base import Mount, ResourceLimits, SandboxSpec
-from runner.runtime.pid1 import ENV_IDLE_CAP
+from runner.wire.env import ENV_IDLE_CAP
 
 __all__ = ["PoolKey", "pool_key", "pool_size", "pooled_spec"]
 

@@ -1,7 +1,7 @@
 """The sandbox image with this host's runtime baked in, for engines that cannot see the host.
 
 In copy mode (`runner.backends.docker.hostfiles`) the runtime (the sandbox side of ``runner``:
-its ``__init__.py`` and `runner.runtime.protocol.SANDBOX_PACKAGES`) is not bind-mounted: it is
+its ``__init__.py`` and `runner.wire.protocol.SANDBOX_PACKAGES`) is not bind-mounted: it is
 baked into an image built FROM the sandbox image, through the engine's API (the build context
 is sent to the engine, so a remote engine builds it), with no network and no pull:
 
@@ -35,7 +35,7 @@ from runner.backends.docker.client import retrying
 from runner.backends.docker.filetree import Entry, archive, entries_of
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
-from runner.runtime import protocol
+from runner.wire import protocol
 
 __all__ = [
     "RUNTIME_IMAGE_REPOSITORY",

@@ -20,9 +20,9 @@ from typing import Any
 from runner.backends import labels as L
 from runner.backends.base import STDOUT, Mount, ResourceLimits, SandboxSpec
 from runner.backends.docker.backend import DockerBackend
-from runner.backends.docker.checks import Check
+from runner.backends.doctor import Check
 from runner.errors import InfrastructureError
-from runner.runtime.protocol import RUNTIME_ROOT
+from runner.wire.protocol import RUNTIME_ROOT
 
 __all__ = ["MAX_PROBE_OUTPUT", "run_witness_probe", "witness_check"]
 

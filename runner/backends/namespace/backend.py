@@ -32,10 +32,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner import __version__
 from runner.backends import labels as L
-from runner.backends.base import Backend, Reaped, SandboxSpec
+from runner.backends.base import Backend, Capabilities, Reaped, SandboxSpec
 from runner.backends.capacity import Bound
 from runner.backends.capping import sandbox_environment
 from runner.backends.namespace import seccomp
@@ -53,6 +54,10 @@ from runner.backends.namespace.rootfs import RootFs, image_rootfs, sweep_partial
 from runner.backends.namespace.sandbox import NamespaceSandbox
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
+
+if TYPE_CHECKING:
+    from runner.backends.registry import BackendOptions
+    from runner.settings import Settings
 
 log = get_logger(__name__)
 
@@ -109,17 +114,36 @@ class NamespaceBackend(Backend):
         self._filter = seccomp.program()
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, options: BackendOptions | None = None
+    ) -> NamespaceBackend:
+        """The registry's factory: a backend in ``STATE_DIR/namespace``.
+
+        Reads ``state_dir``, ``namespace_rootfs`` and ``docker_host`` (the engine the image's
+        root filesystem is exported from); ``options.session_id`` labels its sandboxes.
+
+        Raises:
+            InfrastructureError: bwrap is not installed (exit 6, the message names the fix).
+        """
+        return cls(
+            settings.state_dir / "namespace",
+            rootfs=settings.namespace_rootfs,
+            docker_host=settings.docker_host,
+            session_id=options.session_id if options is not None else None,
+        )
+
     @property
     def records(self) -> Path:
         """``ROOT/sandboxes``: one record per live sandbox."""
         return self.root / "sandboxes"
 
-    def capabilities(self) -> dict[str, bool]:
+    def capabilities(self) -> Capabilities:
         """Which limits this host enforces (`runner.backends.namespace.cgroups.Host`)."""
-        return self.host.capabilities()
+        return Capabilities(**self.host.capabilities())
 
     def concurrency_bounds(self) -> tuple[Bound, ...]:
-        """Without cgroups, one sandbox at a time (`runner.backends.capacity.backend_bounds`).
+        """Without cgroups, one sandbox at a time (`Backend.concurrency_bounds`).
 
         The rlimit fallback's ``RLIMIT_NPROC`` counts every process of the sandbox's uid, and
         every sandbox runs as the same uid (the user's own; 10001 as root): a fork bomb in one
@@ -325,6 +349,10 @@ class NamespaceBackend(Backend):
                 continue
             names.append(path.stem)
         return names
+
+    def session_sandboxes(self) -> list[str]:
+        """Names of this session's recorded sandboxes."""
+        return self.sandboxes(session_only=True)
 
     def reap(self, ledger: str | None = None) -> list[Reaped]:
         """Remove the sandboxes of dead owners, their cgroups and unfinished image trees.

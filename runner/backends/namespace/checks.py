@@ -4,7 +4,7 @@ Required: bwrap is installed (fix: install the ``bubblewrap`` package); it can m
 pid, network, IPC and UTS namespace here (fix: allow unprivileged user namespaces); the
 image's root filesystem can be had (exported once from the local engine); a probe sandbox
 made by the production backend is non-root, read-only, without capabilities and has no route
-out (the same probe and rules as the Docker backend's, `runner.backends.docker.checks`).
+out (the same probe and rules as every backend's, `runner.backends.doctor`).
 Informational: whether limits are cgroups (memory with the ``oom`` status, pids, CPU) or the
 rlimit fallback, and records of sandboxes whose owner died (the reaper removes them).
 """
@@ -15,10 +15,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.backends import labels as L
 from runner.backends.base import DEFAULT_SANDBOX_USER, ResourceLimits
-from runner.backends.docker.checks import Check, probe_checks, run_probe
+from runner.backends.doctor import Check, Diagnosis, RunnerMounts, probe_checks, run_probe
 from runner.backends.namespace.backend import NamespaceBackend
 from runner.backends.namespace.cgroups import Host, probe_host
 from runner.backends.namespace.launcher import (
@@ -30,7 +31,11 @@ from runner.backends.namespace.launcher import (
 from runner.backends.namespace.records import read_records
 from runner.errors import InfrastructureError
 
-__all__ = ["BWRAP_FIX", "USERNS_FIX", "namespace_checks"]
+if TYPE_CHECKING:
+    from runner.backends.registry import BackendOptions
+    from runner.settings import Settings
+
+__all__ = ["BWRAP_FIX", "USERNS_FIX", "diagnose", "namespace_checks"]
 
 BWRAP_FIX = "apt-get install -y bubblewrap (Debian/Ubuntu; dnf install bubblewrap on Fedora)"
 USERNS_FIX = (
@@ -140,3 +145,13 @@ def namespace_checks(root: Path, image: str, docker_host: str | None) -> list[Ch
         )
     )
     return results
+
+
+def diagnose(settings: Settings, options: BackendOptions, runner_mounts: RunnerMounts) -> Diagnosis:
+    """``doctor --backend namespace`` (the registry's hook): `namespace_checks`.
+
+    Of the settings' folder (``STATE_DIR/namespace``), image and engine; no check mounts the
+    runtime.
+    """
+    root = settings.state_dir / "namespace"
+    return Diagnosis(namespace_checks(root, settings.image, settings.docker_host))

@@ -7,6 +7,7 @@ Modules:
     node      what runs on a node: one sandbox on its own engine (the Docker backend), reaper
     relay     the actor on the driver's node that carries every sandbox's stdio
     shipping  mount sources as content-addressed bytes (packed on the driver, unpacked on nodes)
+    doctor    ``doctor --backend ray``: the cluster's ``auth``, then the Docker checks per node
 
 Importing `backend`, `node` or `relay` imports ``ray`` (the optional extra
 ``sandbox-replay[ray]``, ~1 s); the package's names load them on first use (`lazy_exports`),

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -34,6 +34,9 @@ from runner.backends.ray.driverenv import seal_driver
 from runner.backends.ray.relay import Relay
 from runner.errors import InfrastructureError, InputError
 from runner.hostlog import get_logger
+
+if TYPE_CHECKING:
+    from runner.backends.registry import BackendOptions
 
 log = get_logger(__name__)
 
@@ -295,6 +298,30 @@ class RayBackend(Backend):
         self._blobs: dict[str, tuple[shipping.Blob, Any]] = {}
         self._blob_lock = threading.Lock()
         self._image_ids: dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Any, options: BackendOptions | None = None) -> RayBackend:
+        """The registry's factory: join the cluster of ``--ray-address`` (else ``RAY_ADDRESS``).
+
+        The provider keys leave this process's environment first: a command reads them into
+        its settings before (`runner.cli.backend_choice.with_host_endpoints`).
+        ``--unsafe-open-cluster`` (``options.flags``) accepts a cluster without authentication.
+
+        Raises:
+            InputError: no address was given (exit 2).
+            InfrastructureError: see the class (unreachable, open, no sandbox slots; exit 6).
+        """
+        flags = options.flags if options is not None else {}
+        address = flags.get("--ray-address")
+        return cls(
+            str(address) if address else None,
+            allow_open=bool(flags.get("--unsafe-open-cluster", False)),
+        )
+
+    @property
+    def is_local(self) -> bool:
+        """False: the sandboxes run on the cluster's nodes (bounded per node, not here)."""
+        return False
 
     def close(self) -> None:
         """Stop the relay and leave the cluster if this backend joined it."""

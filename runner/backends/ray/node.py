@@ -121,6 +121,9 @@ class _Commands(threading.Thread):
         self.key, self.box, self.relay = key, box, relay
         self.wait_s = default_wait_s
         self.wait_asked = threading.Event()
+        # when the driver's `Sandbox.wait(timeout_s)` runs out (monotonic): past it the sandbox
+        # is killed, as every backend's wait does, even while its output still flows
+        self.wait_deadline: float | None = None
         self.closing = threading.Event()
         self.write_error: str | None = None
 
@@ -149,6 +152,7 @@ class _Commands(threading.Thread):
             self.box.kill()
         elif kind == "wait":
             self.wait_s = float(command[1])
+            self.wait_deadline = time.monotonic() + self.wait_s
             self.wait_asked.set()
         elif kind == "close":
             self.closing.set()
@@ -165,6 +169,10 @@ def _pump(key: str, box: DockerSandbox, relay: Any, spec: SandboxSpec) -> ExitSt
             if commands.closing.is_set():
                 box.kill()
                 break
+            deadline = commands.wait_deadline
+            if deadline is not None and time.monotonic() >= deadline:
+                box.kill()  # the driver's wait ran out: the output ends with the sandbox
+                commands.wait_deadline = None
         ray.get(relay.put_output.remote(key, [], True))
         commands.wait_asked.wait(timeout=spec.hard_cap.total_s)
         return box.wait(commands.wait_s)

@@ -1,51 +1,39 @@
 """``sandbox-replay doctor``: is this machine ready to run sandboxes?
 
-Required checks (exit 6 when any fails): engine reachable (which engine, and why it was chosen:
-`runner.backends.docker.engine`); sandbox image present; how the host's files reach sandboxes
-(bind mounts or copies through the engine's API, and in copy mode whether the runtime baked
-into the image is this host's: `runner.backends.docker.filescheck`); a probe
-sandbox with the production hardening runs python3 >= 3.9, non-root, read-only, without
-capabilities, and has no route out (checked from inside only). Informational: the seccomp
-egress witness (`runner.backends.docker.witnesscheck`), user namespaces, leftover containers.
-An unreachable engine is the failed ``engine`` check with its fix; the
-checks that need the engine are listed as not run.
+The chosen backend (``--backend``, else ``SANDBOX_REPLAY_BACKEND``) says what it checks: its
+registry entry's ``diagnose`` (`runner.backends.registry`). ``docker``: the engine (which one,
+and why), its runtimes, the image, how the host's files reach sandboxes, a probe sandbox with
+the production hardening and no route out, the egress witness, user namespaces, leftovers
+(`runner.backends.docker.doctor`). ``namespace``: bubblewrap, user namespaces, cgroups, the
+image's root filesystem, the same probe sandbox (`runner.backends.namespace.checks`). ``ray``:
+whether the cluster authenticates its clients (``auth``; a cluster that does not is not joined
+unless ``--unsafe-open-cluster``), then the Docker checks on every node
+(`runner.backends.ray.doctor`), listed per node. Each failure comes with its fix.
 
-``--backend namespace`` checks bubblewrap instead of the engine's sandboxes: bwrap present,
-user namespaces allowed, cgroups writable (else rlimits), the image's root filesystem, the
-same probe sandbox (`runner.backends.namespace.checks`), each failure with its fix.
-
-``--backend ray`` first asks whether the cluster authenticates its clients (``auth``, required:
-its GCS and every raylet must refuse a client without a token or client certificate,
-`runner.backends.ray.auth`; a cluster that does not is not joined, unless
-``--unsafe-open-cluster`` makes it a warning), then runs the same checks on every node of the
-Ray cluster that advertises sandbox slots, each against that node's own engine (its
-``DOCKER_HOST``) and image, and lists them per node; a node whose checks could not run fails.
+Exit 0 when every required check passes, 6 otherwise (a cluster: on every node, and at least
+one node).
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import (
-    BackendName,
     BackendOption,
     RayAddressOption,
     UnsafeOpenClusterOption,
+    backend_options,
     chosen_backend,
-    ray_backend,
 )
 from runner.cli.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError, InputError
 
 if TYPE_CHECKING:
-    from runner.backends.docker import DockerBackend
-    from runner.backends.docker.checks import Check
+    from runner.backends.doctor import Check, Diagnosis
 
 
 def _render(check: Check) -> str:
@@ -58,172 +46,31 @@ def _render(check: Check) -> str:
     return line
 
 
-def _witness(backend: DockerBackend, image: str) -> Check:
-    """The informational ``witness`` check: the seccomp egress witness, probed in a sandbox."""
-    # lazy, as in run_checks: the docker SDK and the episode driver cost start-up time
-    from runner.backends.docker import witnesscheck as W
-    from runner.backends.docker.checks import Check
-    from runner.episode.prepare import runner_mounts
-
-    try:
-        return W.witness_check(W.run_witness_probe(backend, image, runner_mounts()))
-    except InfrastructureError as exc:
-        return Check("witness", False, False, f"the witness probe failed: {exc}", W.WITNESS_FIX)
-
-
-def _files(backend: DockerBackend, image: str, state_dir: Path) -> Check:
-    """The required ``files`` check: bind mounts or copies, proven inside a sandbox."""
-    # lazy, as in run_checks
-    from runner.backends.docker.checks import Check
-    from runner.backends.docker.filescheck import FILES_FIX, files_check
-    from runner.episode.prepare import runner_mounts
-
-    try:
-        return files_check(backend, image, runner_mounts(), state_dir.resolve())
-    except (InfrastructureError, OSError) as exc:
-        detail = f"{backend.files.describe()}; the files probe failed: {exc}"
-        return Check("files", False, True, detail, FILES_FIX)
-
-
-def run_checks(
-    docker_host: str | None,
-    image: str,
-    runtime: str | None = None,
-    host_files: Literal["auto", "bind", "copy"] = "auto",
-    state_dir: Path | None = None,
-) -> list[Check]:
-    """Run every doctor check in order.
-
-    Args:
-        docker_host: engine address from the settings (None: the engine `discover_engine`
-            picks: ``DOCKER_HOST``, the docker context, the default socket, Podman's).
-        image: the configured sandbox image.
-        runtime: the OCI runtime the settings ask for (``SANDBOX_REPLAY_RUNTIME``), if any.
-        host_files: ``auto``, ``bind`` or ``copy`` (``SANDBOX_REPLAY_HOST_FILES``).
-        state_dir: the state folder, where the ``files`` check makes its token folder
-            (default: a temporary folder).
-
-    An unreachable engine is the failed ``engine`` check; the checks that need the engine are
-    listed as not run (``ran`` False), the local ones still run.
-    """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.backends.docker import DockerBackend
-    from runner.backends.docker import checks as C
-    from runner.backends.docker.client import ENGINE_FIX
-
-    try:
-        backend = DockerBackend.connect(docker_host, host_files=host_files)
-    except InfrastructureError as exc:
-        address = exc.fields.get("address", docker_host or "the default address")
-        reason = exc.fields.get("reason")
-        chosen = exc.fields.get("chosen")
-        detail = f"not reachable at {address}" + (f" ({reason})" if reason else "")
-        if chosen:
-            detail += f", chosen by {chosen}"
-        if reason is None:  # another failure than "no engine there": say it whole
-            detail = str(exc)
-        skipped = "not run: the engine is unreachable"
-        return [
-            C.Check("engine", False, True, detail, fix=str(exc.fields.get("fix", ENGINE_FIX))),
-            C.Check("image", False, True, skipped, ran=False),
-            C.Check("hardening", False, True, skipped, ran=False),
-            C.userns_check(),
-            C.Check("leftovers", False, False, skipped, ran=False),
-        ]
-    try:
-        results = [C.engine_check(backend), C.runtimes_check(backend, runtime)]
-        image_result = C.image_check(backend, image)
-        results.append(image_result)
-        if image_result.ok:
-            with tempfile.TemporaryDirectory(prefix="sandbox-replay-doctor-") as scratch:
-                results.append(_files(backend, image, state_dir or Path(scratch)))
-            try:
-                results.extend(C.probe_checks(C.run_probe(backend, image)))
-            except InfrastructureError as exc:
-                results.append(
-                    C.Check(
-                        "hardening",
-                        False,
-                        True,
-                        f"the probe sandbox failed: {exc}",
-                        "see the engine's error above; `docker info` shows the engine's state",
-                    )
-                )
-            results.append(_witness(backend, image))
-        else:
-            results.append(C.Check("hardening", False, True, "not probed: the image is missing"))
-        results.append(C.userns_check())
-        results.append(C.leftovers_check(backend))
-    finally:
-        backend.close()
-    return results
-
-
-def node_checks(
-    address: str | None, image: str, *, allow_open: bool = False
-) -> tuple[Check, dict[str, list[Check] | str]]:
-    """The cluster's ``auth`` check, then `run_checks` on every node, each on its own engine.
-
-    A cluster that answers clients without credentials fails ``auth`` (required) and is not
-    joined: its nodes are not checked. With ``allow_open`` (``--unsafe-open-cluster``) it is
-    joined and ``auth`` is a warning.
-
-    Returns:
-        ``(auth check, {node id: checks})``, or ``{node id: error text}`` for a node whose
-        checks failed to run.
-
-    Raises:
-        InputError: the ray extra is missing or no address was given.
-        InfrastructureError: the cluster is unreachable or has no sandbox slots.
-    """
-    from runner.backends.docker.checks import Check  # lazy, as in run_checks
-    from runner.backends.ray.auth import AUTH_FIX, ClusterNotAuthenticated
-
-    try:
-        backend = ray_backend(address, allow_open=allow_open)
-    except ClusterNotAuthenticated as exc:
-        detail = "the cluster does not authenticate its clients: " + exc.verdict.describe()
-        return Check("auth", False, True, detail, AUTH_FIX), {}
-    try:
-        verdict = backend.auth
-        check = Check("auth", verdict.authenticated, not allow_open, verdict.describe(), AUTH_FIX)
-        answers = backend.call_on_every_node(run_checks, None, image)
-    finally:
-        backend.close()
-    return check, {n: a if isinstance(a, list) else str(a) for n, a in answers.items()}
-
-
-def _doctor_ray(address: str | None, image: str, as_json: bool, allow_open: bool) -> None:
-    try:
-        auth, nodes = node_checks(address, image, allow_open=allow_open)
-    except (InfrastructureError, InputError) as exc:
-        fail(exc)
-    ok = (
-        (auth.ok or not auth.required)
-        and bool(nodes)
-        and all(isinstance(r, list) and all(c.ok for c in r if c.required) for r in nodes.values())
-    )
+def _print(found: Diagnosis, as_json: bool) -> None:
     if as_json:
-        data = {
-            n: [c.as_dict() for c in r] if isinstance(r, list) else {"error": r}
-            for n, r in nodes.items()
-        }
-        echo(json.dumps({"ok": ok, "auth": auth.as_dict(), "nodes": data}, indent=2))
+        data: dict[str, object] = {"ok": found.ok, "checks": [c.as_dict() for c in found.checks]}
+        if found.nodes is not None:
+            data["nodes"] = {
+                n: {"error": r} if isinstance(r, str) else [c.as_dict() for c in r]
+                for n, r in found.nodes.items()
+            }
+        echo(json.dumps(data, indent=2))
+        return
+    for check in found.checks:
+        echo(_render(check))
+    for node, results in (found.nodes or {}).items():
+        echo(f"node {node}")
+        if isinstance(results, str):
+            echo(f"FAIL  {'node':<10} the checks did not run: {results}")
+            continue
+        for check in results:
+            echo(_render(check))
+    if not found.ok:
+        echo("doctor: required checks failed")
+    elif found.nodes is not None:
+        echo(f"doctor: all required checks passed on {len(found.nodes)} node(s)")
     else:
-        echo(_render(auth))
-        for node, results in nodes.items():
-            echo(f"node {node}")
-            if isinstance(results, str):
-                echo(f"FAIL  {'node':<10} the checks did not run: {results}")
-                continue
-            for check in results:
-                echo(_render(check))
-        echo(
-            f"doctor: all required checks passed on {len(nodes)} node(s)"
-            if ok
-            else "doctor: required checks failed"
-        )
-    raise typer.Exit(EXIT_OK if ok else EXIT_INFRA)
+        echo("doctor: all required checks passed")
 
 
 @app.command()
@@ -234,38 +81,26 @@ def doctor(
     ray_address: RayAddressOption = None,
     unsafe_open_cluster: UnsafeOpenClusterOption = False,
 ) -> None:
-    """Check the Docker engine, the sandbox image and that sandboxes have no route out.
+    """Check the backend (default Docker), the sandbox image and that sandboxes are cut off.
 
     Exit 0 when every required check passes, 6 otherwise.
     """
-    settings = state(ctx).settings()
-    chosen = chosen_backend(settings, backend)
-    if unsafe_open_cluster and chosen is not BackendName.ray:
-        fail(InputError("--unsafe-open-cluster needs --backend ray"))
-    if chosen is BackendName.ray:
-        _doctor_ray(ray_address, settings.image, as_json, unsafe_open_cluster)
-    try:
-        if chosen is BackendName.namespace:
-            # lazy: start-up speed, as in run_checks
-            from runner.backends.namespace.checks import namespace_checks
+    # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.backends.registry import load
+    from runner.episode.prepare import runner_mounts
 
-            root = settings.state_dir / "namespace"
-            results = namespace_checks(root, settings.image, settings.docker_host)
-        else:
-            results = run_checks(
-                settings.docker_host,
-                settings.image,
-                settings.runtime,
-                settings.host_files,
-                settings.state_dir,
-            )
-    except InfrastructureError as exc:  # the engine failed between two checks
+    settings = state(ctx).settings()
+    try:
+        chosen = chosen_backend(settings, backend)
+        options = backend_options(
+            chosen,
+            {"--ray-address": ray_address, "--unsafe-open-cluster": unsafe_open_cluster},
+        )
+        if not chosen.doctor:
+            raise InputError(f"doctor has nothing to check of --backend {chosen.name}")
+        diagnose = load(chosen.doctor, extra=chosen.extra, backend=chosen.name)
+        found: Diagnosis = diagnose(settings, options, runner_mounts)
+    except (InfrastructureError, InputError) as exc:  # the engine failed between two checks
         fail(exc)
-    ok = all(c.ok for c in results if c.required)
-    if as_json:
-        echo(json.dumps({"ok": ok, "checks": [c.as_dict() for c in results]}, indent=2))
-    else:
-        for check in results:
-            echo(_render(check))
-        echo("doctor: all required checks passed" if ok else "doctor: required checks failed")
-    raise typer.Exit(EXIT_OK if ok else EXIT_INFRA)
+    _print(found, as_json)
+    raise typer.Exit(EXIT_OK if found.ok else EXIT_INFRA)

@@ -6,7 +6,7 @@ the filtered manifest, the environment manifest and a README with the one comman
 (`runner.reproduce.packet`); ``sandbox-replay reproduce FILE.tar.gz`` accepts it. The tool
 modules are described in a short sandbox, as ``reproduce`` does: never imported here. Exit codes:
 0 written, 2 invalid input (unreadable trace, workflow file not found, tools that cannot be
-described; nothing written), 6 Docker unusable.
+described; nothing written), 6 the engine unusable.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from runner.cli.terminal import echo
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:
-    from runner.backends.docker import DockerBackend
+    from runner.backends.base import Backend
 
 
 @app.command("packet")
@@ -59,13 +59,13 @@ def packet_command(
         rules = load_policy(policy).redaction_rules if policy is not None else None
     except SandboxReplayError as exc:
         fail(exc)
-    made: list[DockerBackend] = []
+    made: list[Backend] = []
 
-    def backend() -> DockerBackend:  # only when there is a module to describe
+    def backend() -> Backend:  # only when there is a module to describe
         # imported on use, not at module top: start-up speed (`--help`, `check`)
-        from runner.episode.reaping import connect_docker
+        from runner.episode.reaping import connect_here
 
-        made.append(connect_docker(settings))
+        made.append(connect_here(settings))
         return made[-1]
 
     try:

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from runner.backends.registry import names as backend_names
 from runner.cli.app import app, fail, state
-from runner.cli.backend_choice import BackendName
 from runner.cli.commands.submit import print_report, write_job_html
 from runner.cli.options import JsonOption
 from runner.cli.terminal import echo
@@ -25,7 +25,7 @@ __all__ = ["check_backend", "report_command"]
 def check_backend(report: dict[str, Any], path: Path) -> None:
     """Refuse a ``report.json`` whose ``plan.backend`` is not a backend name (or absent).
 
-    ``submit`` writes one of `runner.cli.backend_choice.BackendName`; anything else was put
+    ``submit`` writes a backend's name (`runner.backends.registry`); anything else was put
     there by hand (a newline would forge a line of the header, a megabyte string kept rich
     wrapping for minutes), so it is invalid input, not text to show.
 
@@ -37,7 +37,7 @@ def check_backend(report: dict[str, Any], path: Path) -> None:
     if not isinstance(plan, dict):
         raise InputError("not an object", file=str(path), field="plan")
     backend = plan.get("backend")
-    names = [b.value for b in BackendName]
+    names = backend_names()
     if backend is not None and (not isinstance(backend, str) or backend not in names):
         raise InputError(
             f"not a backend name ({', '.join(names)}) but a {type(backend).__name__}"

@@ -12,14 +12,14 @@ says how many runs are left. A reader of stdout that goes away (``| head``) chan
 job's exit code stands, no traceback.
 
 ``--backend ray`` (with ``--ray-address`` or ``RAY_ADDRESS``) runs the sandboxes on the nodes
-of a Ray cluster (`runner.backends.ray`); ledger, keys and traces stay here.
+of a Ray cluster (the registry's ``ray``); ledger, keys and traces stay here.
 
 One ``--variant`` is allowed: its episodes run, but tournament grading needs two variants, so
 the plan warns and every task is listed ungraded.
 
 Exit codes (SPEC.md, worst wins): 0 every planned run finished (episode statuses are data);
 2 invalid input; 3 a variant is ineligible (nothing started, no ledger row); 4 a ceiling
-stopped a run, a model call or the judge (the pairs not run are listed); 6 Docker unusable or
+stopped a run, a model call or the judge (the pairs not run are listed); 6 the engine unusable or
 an episode ended ``infra_error``; 130 interrupted (sandboxes removed, job ``interrupted``).
 """
 
@@ -28,25 +28,25 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from runner.backends.registry import DEFAULT as DEFAULT_BACKEND
 from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import (
-    BackendName,
     BackendOption,
     RayAddressOption,
     RuntimeOption,
     UnsafeOpenClusterOption,
-    backend_factory,
     chosen_backend,
     with_host_endpoints,
     with_runtime,
 )
+from runner.cli.backend_choice import backend_factory as make_backend
 from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
@@ -60,6 +60,7 @@ from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, wors
 from runner.hostlog import get_logger
 
 if TYPE_CHECKING:
+    from runner.backends.base import Backend
     from runner.settings import Settings
     from runner.submit.options import CeilingFlags, SubmitOptions
     from runner.submit.scheduler import PairOutcome
@@ -148,20 +149,22 @@ def run_submit(
     dry_run: bool,
     as_json: bool,
     concurrency: int | None = None,
-    backend_factory: Any = None,
+    backend_factory: Callable[[], Backend] | None = None,
     egress: tuple[Path | None, Path | None] = (None, None),
     probe: bool = False,
-    backend_name: str = "docker",
+    backend_name: str | None = None,
 ) -> int:
     """Plan, print the plan, run, print the report; return the exit code.
 
     ``egress``: the ``--egress-baseline`` and ``--write-egress-baseline`` files (or None),
     applied to every episode's trace once the job ran (`runner.cli.egress_gate`).
-    ``backend_factory``: makes the job's backend (default: Docker from the settings).
-    ``backend_name``: the backend's name, said by the plan and the report.
+    ``backend_factory``: makes the job's backend (default: the settings' backend,
+    ``SANDBOX_REPLAY_BACKEND``, whose name and probe rule then come from the registry).
+    ``backend_name``: the backend's name, said by the plan and the report (None with a factory:
+    the registry's default).
     ``probe``: make it before the plan, so that the printed plan weighs its engine's memory
-    (a local engine; always for the default); an unusable one is None there (``--dry-run``
-    still prints) and the job makes it again (exit 6).
+    (a backend of this machine); an unusable one is None there (``--dry-run`` still prints)
+    and the job makes it again (exit 6).
 
     Raises:
         SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
@@ -176,12 +179,16 @@ def run_submit(
         if concurrency:
             options = options.with_overrides(concurrency=concurrency)
     assert options is not None
+    if backend_factory is None:  # the settings' backend, as the registry says
+        chosen = chosen_backend(settings, None)
+        probe, backend_name = chosen.runs_here, chosen.name
+        backend_factory = make_backend(settings, None)
     make = backend_factory
-    engine = probe_engine(settings, make) if make is None or probe else None
+    engine = probe_engine(make) if probe else None
     try:
         plan = replace(
             prepare(options, settings, job_id=resume, engine=engine, dry_run=dry_run),
-            backend=backend_name,
+            backend=backend_name or DEFAULT_BACKEND,
         )
     except BaseException:
         close_backend(engine)
@@ -211,15 +218,8 @@ def run_submit(
     except BrokenPipeError:
         stdout_gone()  # the reader left; the job still runs and its exit code stands
 
-    def job_backend() -> Any:  # the probed engine when there is one, else a new one
-        if engine is not None:
-            return engine
-        if make is not None:
-            return make()
-        # imported on use, not at module top: start-up speed (`--help`, `check`)
-        from runner.backends.docker import DockerBackend
-
-        return DockerBackend.from_settings(settings)
+    def job_backend() -> Backend:  # the probed engine when there is one, else a new one
+        return engine if engine is not None else make()
 
     hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
     try:
@@ -396,7 +396,8 @@ def submit_command(
     )
     try:
         settings = with_runtime(settings, runtime, backend=backend)
-        if chosen_backend(settings, backend) is BackendName.ray:
+        chosen = chosen_backend(settings, backend)
+        if not chosen.runs_here:  # a cluster: its driver's environment is sealed when it joins
             settings = with_host_endpoints(settings)  # before the keys leave the environment
         check_baseline_file(egress_baseline)
         options: SubmitOptions | None = None
@@ -433,12 +434,13 @@ def submit_command(
             as_json=as_json,
             concurrency=concurrency,
             egress=(egress_baseline, write_egress_baseline),
-            backend_factory=backend_factory(
-                settings, backend, ray_address, unsafe_open_cluster=unsafe_open_cluster
+            backend_factory=make_backend(
+                settings, chosen.name, ray_address, unsafe_open_cluster=unsafe_open_cluster
             ),
-            # a local engine is asked before the plan prints (ray's nodes when the job runs)
-            probe=chosen_backend(settings, backend) is not BackendName.ray,
-            backend_name=chosen_backend(settings, backend).value,
+            # an engine of this machine is asked before the plan prints (a cluster's nodes
+            # when the job runs)
+            probe=chosen.runs_here,
+            backend_name=chosen.name,
         )
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)

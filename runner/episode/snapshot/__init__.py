@@ -6,7 +6,7 @@ files under ``<state>/snapshots/<digest>/``, its digest checked when it is mount
 user's own project, `snapshot_for` for located modules, `tool_mounts` for a run's spec);
 ``tree`` does the file work (what to copy, the copy, the digest and its check, the caps).
 
-May import: `runner.backends` (``Mount``), `runner.domain`, `runner.runtime.protocol`,
+May import: `runner.backends` (``Mount``), `runner.domain`, `runner.wire.protocol`,
 `runner.errors`; nothing else of `runner.episode`.
 """
 

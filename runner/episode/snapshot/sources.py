@@ -35,7 +35,7 @@ from runner.domain.toollocate import locate_tools
 from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
 from runner.episode.snapshot.tree import VENV_NAMES
 from runner.errors import InputError
-from runner.runtime import protocol
+from runner.wire import protocol
 
 if TYPE_CHECKING:
     from runner.domain.toollocate import ToolLocations

@@ -61,7 +61,7 @@ from runner.episode.snapshot.tree import (
 )
 from runner.errors import InputError
 from runner.hostlog import get_logger
-from runner.runtime import protocol
+from runner.wire import protocol
 
 __all__ = [
     "MAX_BYTES",

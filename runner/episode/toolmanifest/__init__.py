@@ -10,7 +10,7 @@ gate of ``run`` and ``submit`` (`read_gate`: the tools read from source, nothing
 May import: `runner.episode` (the run folder and spec: ``prepare``, ``request``, ``channel``,
 ``driver``; the tool snapshot: ``snapshot``), `runner.backends` (the interface),
 `runner.policy`, `runner.domain`, `runner.settings`, `runner.resources`,
-`runner.runtime.protocol`, `runner.sdk`, `runner.errors`; never submit, reproduce or cli.
+`runner.wire.protocol`, `runner.sdk`, `runner.errors`; never submit, reproduce or cli.
 """
 
 from typing import TYPE_CHECKING

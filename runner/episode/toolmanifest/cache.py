@@ -37,6 +37,7 @@ from runner.episode.toolmanifest.run import ATTEMPT_KEYS, MAX_OUTBOUND, SandboxA
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.sdk import canonical_json
+from runner.trace.strictjson import loads as strict_loads
 
 if TYPE_CHECKING:
     from runner.episode.snapshot.toolsnapshot import ToolSnapshot
@@ -104,23 +105,6 @@ def description_key(
     ).hexdigest()
 
 
-class _Duplicate(ValueError):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _Duplicate(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 @dataclass(frozen=True)
 class DescriptionCache:
     """The descriptions of one state folder.
@@ -155,7 +139,7 @@ class DescriptionCache:
             return None
         try:
             return self._parse(data, key)
-        except (ValueError, RecursionError) as exc:  # _Duplicate and UnicodeDecodeError too
+        except ValueError as exc:  # StrictJSONError and UnicodeDecodeError too
             log.warning("tool_description_ignored", file=str(path), reason=str(exc)[:200])
             return None
 
@@ -164,7 +148,7 @@ class DescriptionCache:
         if len(data) > MAX_FILE_BYTES:
             raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
         text = data.decode("utf-8")
-        record = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        record = strict_loads(text)  # StrictJSONError (a ValueError): duplicate keys, NaN, depth
         if not isinstance(record, dict) or set(record) != _KEYS:
             raise ValueError(
                 "not a description record (its keys are not " + ", ".join(sorted(_KEYS)) + ")"

@@ -2,14 +2,15 @@
 
 `check_describer` is the ``describe`` callable `runner.policy.eligibility.check_eligibility`
 takes. It keeps ``check`` quick: a workflow without an MCP stdio server is read from source
-(`runner.domain.toolstatic.static_registry`), and only one that names such a server loads the
-Docker backend and the sandbox describer (`runner.episode.toolmanifest.registry`).
+(`runner.domain.toolstatic.static_registry`), and only one that names such a server makes a
+backend (the settings' backend of this machine, `runner.backends.registry.here`) and
+loads the sandbox describer (`runner.episode.toolmanifest.registry`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runner.domain.registry import Registry
 from runner.domain.toollocate import locate_tools
@@ -18,6 +19,7 @@ from runner.domain.workflow import WorkflowFile
 from runner.policy import Policy, load_policy
 
 if TYPE_CHECKING:
+    from runner.backends.base import Backend
     from runner.settings import Settings
 
 __all__ = ["check_describer"]
@@ -37,7 +39,7 @@ class check_describer:  # used as a function: describe = check_describer(...)
     def __init__(self, settings: Settings, policy: Policy | str | Path) -> None:
         self.settings = settings
         self.policy = policy
-        self._backend: Any = None  # a DockerBackend once a workflow needs it
+        self._backend: Backend | None = None  # made once a workflow needs it
 
     def __call__(self, workflow: WorkflowFile) -> Registry:
         """The unfiltered registry of ``workflow``.
@@ -50,11 +52,11 @@ class check_describer:  # used as a function: describe = check_describer(...)
             return static_registry(workflow)
         # imported on use, not at module top: start-up speed (`check` of a workflow without an
         # MCP server needs neither the engine nor the sandbox describer and its driver)
-        from runner.backends.docker import DockerBackend
+        from runner.backends.registry import here
         from runner.episode.toolmanifest.registry import sandbox_registry
 
         if self._backend is None:
-            self._backend = DockerBackend.from_settings(self.settings)
+            self._backend = here(self.settings).make(self.settings)
         policy = self.policy if isinstance(self.policy, Policy) else load_policy(self.policy)
         return sandbox_registry(
             workflow,

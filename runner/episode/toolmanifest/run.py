@@ -32,7 +32,7 @@ from runner.episode.request import EpisodeRequest
 from runner.episode.toolmanifest.answer import clean_text
 from runner.errors import InfrastructureError, InputError
 from runner.hostlog import get_logger
-from runner.runtime import protocol
+from runner.wire import protocol
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend

@@ -24,12 +24,12 @@ import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from runner.runtime.egress import events, programs
-from runner.runtime.egress.events import destination_key as destination_key  # the host reads it
+from runner.wire.destinations import MAX_DESTINATIONS
+from runner.wire.env import ENV_GATEWAY
 
 ENV_LOG = "SANDBOX_REPLAY_EGRESS_LOG"
 ENV_CLOCK = "SANDBOX_REPLAY_CLOCK"  # runner.sdk.wallclock.ENV_CLOCK (not imported: children
 # import this module at start-up and most never need the clock's machinery)
-ENV_GATEWAY = "SANDBOX_REPLAY_GATEWAY"
 ENV_WITNESSED = "SANDBOX_REPLAY_WITNESSED"  # set by a worker whose tree the witness serves
 # Under the witness (`set_witnessed`) the hook leaves to it what it sees itself: connects and
 # addressed sends (an attempt is counted once, by the witness); every note then is a clock-only
@@ -40,8 +40,6 @@ SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 _HERE = os.path.abspath(__file__)  # runner/runtime/egress/audit.py
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
 
-# Distinct destinations kept per process (and by the host over all of them): issue 10 item 11.
-MAX_DESTINATIONS = 1000
 MAX_COVERAGE_KEYS = 1000  # distinct coverage reasons remembered (each is reported once)
 CHILD_FLUSH_REPEATS = 1024  # a child writes its repeat counts at least this often
 

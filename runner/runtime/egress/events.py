@@ -40,6 +40,8 @@ Decisions, documented because a hook cannot see everything:
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from runner.wire.destinations import destination_key
+
 __all__ = [
     "LOOKUP_EVENTS",
     "MAX_FIELD_CHARS",
@@ -62,16 +64,6 @@ LOOKUP_EVENTS = frozenset(
     }
 )
 Destination = Tuple[str, Optional[str], Optional[str], Any, Optional[str], Dict[str, Any]]
-
-
-def destination_key(attempt: Dict[str, Any]) -> Tuple[Any, Any, Any]:
-    """What makes two attempts the same destination: (kind, host or else address, port)."""
-    host = attempt.get("host")
-    return (
-        attempt.get("kind"),
-        host if host is not None else attempt.get("address"),
-        attempt.get("port"),
-    )
 
 
 def text(value: Any) -> Optional[str]:

@@ -7,7 +7,7 @@ Modules: ``calls`` (`Caller`: every tool and model call), ``clock`` (the injecte
 trace calls served by position in reproduce), ``rawserve`` (a raw I/O record answering the SDK
 helper's requests while a tool's code runs again).
 
-May import: the standard library, `runner.runtime.errors`, `runner.runtime.registry`,
+May import: the standard library, `runner.wire.errors`, `runner.runtime.registry`,
 `runner.sdk`, `runner.trace` and `runner.errors`.
 """
 

@@ -9,10 +9,10 @@ import json
 import re
 from typing import Any, Dict, Optional
 
-from runner.runtime.errors import ModelCallError
 from runner.sdk import rawio
 from runner.trace.format import decode_body
 from runner.trace.strictjson import dumps_value
+from runner.wire.errors import ModelCallError
 
 
 def to_json_text(value: Any) -> str:

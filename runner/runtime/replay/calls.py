@@ -28,8 +28,6 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime import argrules
-from runner.runtime.errors import ModelCallError, PureResultMismatch, error_record
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay import rawserve
 from runner.runtime.replay.callrecords import (
@@ -51,6 +49,8 @@ from runner.runtime.replay.recordings import (
 )
 from runner.sdk import rawio
 from runner.trace.format import TRACE_VERSION, encode_body
+from runner.wire import argrules
+from runner.wire.errors import ModelCallError, PureResultMismatch, error_record
 
 _BODY_KEYS = (*rawio.BODY_KEYS, "content_encoding")
 Send = Callable[..., None]

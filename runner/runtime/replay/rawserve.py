@@ -8,11 +8,11 @@ import contextlib
 from typing import Any, Dict, Iterator, Optional
 
 from runner import sdk
-from runner.runtime.errors import UnrecordedCall
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
 from runner.sdk import httpio, rawio
 from runner.trace.format import decode_body
+from runner.wire.errors import UnrecordedCall
 
 __all__ = ["run_here", "served_by_code"]
 

@@ -21,9 +21,9 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from runner.errors import ReplayDivergence
-from runner.runtime.errors import RecordedError, UnrecordedCall
 from runner.sdk import canonical_json
 from runner.trace.format import decode_body
+from runner.wire.errors import RecordedError, UnrecordedCall
 
 _SHOW = 200
 

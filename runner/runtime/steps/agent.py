@@ -39,12 +39,12 @@ import json
 from typing import Any, Dict, List, Optional
 
 from runner.errors import CapabilityDenied, ToolNotResolvable
-from runner.runtime.errors import WorkflowError, error_record
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
 from runner.runtime.replay.calls import Caller
 from runner.runtime.template import render
 from runner.sdk import canonical_json, function_name
+from runner.wire.errors import WorkflowError, error_record
 
 DEFAULT_MAX_TURNS = 10
 DEFAULT_STOP = "###STOP###"

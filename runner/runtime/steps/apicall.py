@@ -12,10 +12,10 @@ forwarded request with what it witnessed (`runner.episode.state`).
 import time
 from typing import Any, Dict, Optional
 
-from runner.runtime.errors import ModelCallError
 from runner.runtime.replay.callrecords import raw_body
 from runner.runtime.replay.calls import Caller
 from runner.trace.format import TRACE_VERSION, encode_body
+from runner.wire.errors import ModelCallError
 
 
 def call_api(

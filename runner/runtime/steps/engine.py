@@ -21,12 +21,12 @@ when no call failed, the last call index (-1 before any call) with the denied to
 from typing import Any, Callable, Dict, List, Optional
 
 from runner.errors import CapabilityDenied, ToolNotResolvable
-from runner.runtime.errors import WorkflowError, error_class_name, error_record
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay.calls import Caller
 from runner.runtime.steps.agent import AgentStep, caused_by
 from runner.runtime.steps.program import ProgramStep
 from runner.runtime.template import render
+from runner.wire.errors import WorkflowError, error_class_name, error_record
 
 Send = Callable[..., None]
 

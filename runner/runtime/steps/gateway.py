@@ -42,13 +42,13 @@ from runner.runtime.replay.calls import Caller
 from runner.runtime.steps import apicall
 from runner.trace.strictjson import MAX_VALUE_DEPTH
 from runner.trace.strictjson import loads as strict_loads
+from runner.wire.env import ENV_GATEWAY
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 # A request is a value the runtime records (inside a call line, a protocol message and, in
 # reproduce, the start message's recorded calls): the depth every recorded value keeps to.
 MAX_REQUEST_DEPTH = MAX_VALUE_DEPTH
 PLACEHOLDER_KEY = "sandbox-replay-placeholder-not-a-key"
-ENV_GATEWAY = "SANDBOX_REPLAY_GATEWAY"
 ROUTES = {
     "/v1/chat/completions": "chat_completions",
     "/chat/completions": "chat_completions",

@@ -26,12 +26,12 @@ import importlib
 from typing import Any, Dict, List
 
 from runner.errors import CapabilityDenied
-from runner.runtime.errors import WorkflowError
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
 from runner.runtime.replay.calls import Caller
 from runner.sdk import dispatch
 from runner.trace.strictjson import loads as strict_loads
+from runner.wire.errors import WorkflowError
 
 
 class ProgramStep:

@@ -33,14 +33,15 @@ from runner.runtime.worker import fork, wire
 from runner.sdk import rawio, wallclock
 from runner.trace.format import encode_body
 from runner.trace.strictjson import loads as strict_loads
+from runner.wire.env import ENV_WITNESS
 
 if TYPE_CHECKING:
     import subprocess
 
 __all__ = ["MAX_VIOLATIONS", "Worker"]
 
-ENV_WITNESS = "SANDBOX_REPLAY_EGRESS_WITNESS"  # "off": the hook alone (its own tests; the
-# host never sets it): the runtime then reports coverage partial, the hook's notes come back
+# ENV_WITNESS "off": the hook alone (record's local process, the hook's own tests): the
+# runtime then reports coverage partial, the hook's notes come back
 MAX_VIOLATIONS = 20  # the first ones are named; the rest only counted
 WORKER_COMMAND = ("-u", "-m", "runner.runtime.worker")
 

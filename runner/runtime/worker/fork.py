@@ -45,10 +45,10 @@ from typing import Dict, Iterable, List, Optional
 from runner.runtime import pid1
 from runner.runtime.egress import audit
 from runner.sdk import wallclock
+from runner.wire.env import ENV_WORKER_START
 
 __all__ = ["ENV_WORKER_START", "close_fds_except", "exec_wanted", "start"]
 
-ENV_WORKER_START = "SANDBOX_REPLAY_WORKER_START"  # "exec": a fresh interpreter (tests, bench)
 EXIT_WORKER_FAILED = 70
 MAIN_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")
 

@@ -1,7 +1,7 @@
 """What crosses the worker pipe: message types, a tool's result, an error, raw HTTP exchanges.
 
 Standard library only, Python 3.9+. Both ends use `runner.runtime.channel.Channel` over a pair of
-pipes (whole lines, strict decoding by `runner.runtime.protocol.decode`, a bounded reader); this
+pipes (whole lines, strict decoding by `runner.wire.protocol.decode`, a bounded reader); this
 module holds what the runtime accepts from the worker, checked field by field: anything else is
 a `WorkerProtocolError`, which the runtime records as the call's (or step's) error and names in
 the episode, never as a success.
@@ -11,7 +11,7 @@ import base64
 from typing import Any, Dict, List, Tuple
 
 from runner.errors import CapabilityDenied, SandboxReplayError, ToolNotResolvable
-from runner.runtime.errors import RecordedError, UnrecordedCall, WorkflowError, error_record
+from runner.wire.errors import RecordedError, UnrecordedCall, WorkflowError, error_record
 
 __all__ = [
     "MAX_PIPE_BYTES",
@@ -35,7 +35,7 @@ MAX_TEXT_CHARS = 4096
 _KNOWN = {
     "runner.errors.CapabilityDenied": CapabilityDenied,
     "runner.errors.ToolNotResolvable": ToolNotResolvable,
-    "runner.runtime.errors.WorkflowError": WorkflowError,
+    "runner.wire.errors.WorkflowError": WorkflowError,
 }
 
 
@@ -73,7 +73,7 @@ def error_of(value: Any) -> BaseException:
         raise WorkerProtocolError("the worker's error needs string 'class' and 'message'")
     cls, message = cls[:MAX_TEXT_CHARS], message[:MAX_TEXT_CHARS]
     tool_id = value.get("tool_id") if isinstance(value.get("tool_id"), str) else None
-    if cls == "runner.runtime.errors.UnrecordedCall":
+    if cls == "runner.wire.errors.UnrecordedCall":
         return UnrecordedCall(message, tool_id=tool_id or "?", args=value.get("args"))
     known = _KNOWN.get(cls)
     if known is CapabilityDenied or known is ToolNotResolvable:

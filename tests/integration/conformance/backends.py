@@ -1,176 +1,105 @@
-"""The one list of sandboxing backends the conformance suite runs against (the Inspect pattern).
+"""The sandboxing backends the conformance suite and the attack battery run against.
 
-Every backend that isolates a run (a `runner.backends.base.Backend` other than the exempt ones)
-has one `SandboxingBackend` entry in `BACKENDS`; `test_conformance.py` runs each of its tests
-once per entry. A new backend joins by appending an entry: how to connect it (failing, never
-skipping, under ``CI=true`` when its engine is unusable), the image it runs, how to list the
-sandboxes of its session, and the `Capabilities` where it legitimately differs; the suite reads
-the flags and asserts the stronger property wherever a flag is set.
-
-`EXEMPT` names the backends that are not sandboxes by design, each with the reason; the
-registry test (`test_conformance_registry.py`) fails when a backend class of `runner.backends` is in
-neither list.
+Nothing is listed here: every conformance variant of every entry of the backend registry
+(`runner.backends.registry.BACKENDS`, ``conformance``) is one `Variant`: ``docker``,
+``docker-copy`` (the Docker backend in copy mode, for engines that cannot see this host's
+paths) and ``namespace`` today. A backend joins by its registry line. Every variant runs the
+real sandbox image (the namespace backend exports its root filesystem), so each needs the
+engine and the image (``sandbox_image``); a backend that cannot be made here fails under
+``CI=true`` and skips otherwise (tests/conftest.py). ``SANDBOX_REPLAY_TEST_BACKENDS=docker``
+(names, comma-separated) runs a subset.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from runner.backends.base import Backend, Sandbox
-from runner.backends.unsandboxed import UnsandboxedProcessBackend
+from runner.backends.base import Backend
+from runner.backends.conformance import Subject
+from runner.backends.registry import BACKENDS, BackendEntry, BackendOptions
+from runner.errors import InfrastructureError
+from runner.settings import Settings
+
+__all__ = ["NAMESPACE_ROOT", "STATE_DIR", "Variant", "connect", "subject", "variants"]
+
+# The state folder of the suite's backends: one per uid, kept between runs (the namespace
+# backend exports the image's root filesystem into STATE_DIR/namespace once per image id).
+STATE_DIR = Path(tempfile.gettempdir()) / f"sandbox-replay-conformance-{os.getuid()}"
+NAMESPACE_ROOT = STATE_DIR / "namespace"
 
 
 @dataclass(frozen=True)
-class Capabilities:
-    """Where a sandboxing backend may legitimately differ; the suite reads these flags.
+class Variant:
+    """One conformance variant of a registry entry.
 
     Attributes:
-        reports_oom: a run killed by its memory limit has ``ExitState.oom_killed`` set (without
-            it the suite still asserts that the allocation fails).
-        pids_limit: ``ResourceLimits.pids_limit`` is enforced (threads and processes count).
-        cpu_limit: ``ResourceLimits.cpus`` is enforced as a CFS quota the sandbox's cgroup shows.
+        entry: the registry entry.
+        name: the variant (a key of ``entry.conformance``): the test id.
     """
 
-    reports_oom: bool = True
-    pids_limit: bool = True
-    cpu_limit: bool = True
-
-
-# (destination, source on the host, read-only) of each mount of a started sandbox
-MountSeen = tuple[str, str, bool]
-
-
-@dataclass(frozen=True)
-class SandboxingBackend:
-    """One backend of the suite.
-
-    Attributes:
-        name: the backend's ``name`` (the test id).
-        connect: ``(request, session_id) -> Backend``; asks the fixtures its engine needs, so an
-            unusable engine fails under ``CI=true`` (tests/conftest.py) and skips otherwise.
-        image: ``request -> image`` the sandboxes run (the real sandbox image).
-        leftovers: ``backend -> names`` of the sandboxes of the backend's session still there.
-        connect_code: Python source run in a child process that binds ``backend`` for the
-            session id ``sys.argv[1]`` (the reaper test kills that process).
-        mounts_of: ``(backend, sandbox) -> mounts`` of a started sandbox as its engine reports
-            them, or None when the engine reports none (the in-sandbox view is checked anyway).
-        capabilities: see `Capabilities`.
-        marks: pytest marks of the entry's tests (``docker`` for an engine of Docker).
-    """
-
+    entry: BackendEntry
     name: str
-    connect: Callable[[pytest.FixtureRequest, str], Backend]
-    image: Callable[[pytest.FixtureRequest], str]
-    leftovers: Callable[[Backend], list[str]]
-    connect_code: str
-    mounts_of: Callable[[Backend, Sandbox], list[MountSeen]] | None = None
-    capabilities: Capabilities = field(default_factory=Capabilities)
-    marks: tuple[Any, ...] = ()
+
+    def param(self) -> object:
+        """This variant as a pytest param (every backend runs the Docker-built image)."""
+        return pytest.param(self, id=self.name, marks=pytest.mark.docker)
 
 
-def _docker_connect(request: pytest.FixtureRequest, session_id: str) -> Backend:
-    request.getfixturevalue("docker_client")  # unusable engine: fail under CI, else skip
-    from runner.backends.docker import DockerBackend
-
-    return DockerBackend.connect(session_id=session_id)
-
-
-def _docker_leftovers(backend: Backend) -> list[str]:
-    return [str(c["Names"][0]) for c in backend.containers(session_only=True)]  # type: ignore[attr-defined]
-
-
-def _docker_mounts(backend: Backend, sandbox: Sandbox) -> list[MountSeen]:
-    info = backend.api.inspect_container(sandbox.container_id)  # type: ignore[attr-defined]
-    return [(m["Destination"], m["Source"], not m["RW"]) for m in info["Mounts"]]
+def variants() -> list[Variant]:
+    """Every registry entry's conformance variants (``SANDBOX_REPLAY_TEST_BACKENDS``: some)."""
+    names = os.environ.get("SANDBOX_REPLAY_TEST_BACKENDS", "")
+    wanted = {n.strip() for n in names.split(",") if n.strip()}
+    return [
+        Variant(entry, name)
+        for entry in BACKENDS.values()
+        for name in entry.conformance or {}
+        if not wanted or name in wanted
+    ]
 
 
-DOCKER = SandboxingBackend(
-    name="docker",
-    connect=_docker_connect,
-    image=lambda request: str(request.getfixturevalue("sandbox_image")),
-    leftovers=_docker_leftovers,
-    connect_code=(
-        "from runner.backends.docker import DockerBackend\n"
-        "backend = DockerBackend.connect(session_id=sys.argv[1])\n"
-    ),
-    mounts_of=_docker_mounts,
-    marks=(pytest.mark.docker,),
-)
+def _settings(variant: Variant, image: str) -> Settings:
+    changes = dict((variant.entry.conformance or {})[variant.name])
+    return Settings(state_dir=STATE_DIR, image=image).model_copy(update=changes)
 
 
-def _docker_copy_connect(request: pytest.FixtureRequest, session_id: str) -> Backend:
-    request.getfixturevalue("docker_client")  # unusable engine: fail under CI, else skip
-    from runner.backends.docker import DockerBackend
+def _unusable(variant: Variant, exc: InfrastructureError) -> None:
+    from tests.conftest import _unusable as unusable
 
-    return DockerBackend.connect(session_id=session_id, host_files="copy")
-
-
-# The Docker backend in copy mode (issue 29: engines that cannot see this host's paths): no
-# bind mount, the runtime baked into an image, the tools in read-only volumes. Every test of the
-# suite and every attack of the battery runs against it too.
-DOCKER_COPY = SandboxingBackend(
-    name="docker-copy",
-    connect=_docker_copy_connect,
-    image=lambda request: str(request.getfixturevalue("sandbox_image")),
-    leftovers=_docker_leftovers,
-    connect_code=(
-        "from runner.backends.docker import DockerBackend\n"
-        "backend = DockerBackend.connect(session_id=sys.argv[1], host_files='copy')\n"
-    ),
-    mounts_of=None,  # volumes, not host paths: the view from inside is the check
-    marks=(pytest.mark.docker,),
-)
-
-# The namespace backend's folder: one per uid, kept between runs (the image's root filesystem is
-# exported into it once per image id).
-NAMESPACE_ROOT = Path(tempfile.gettempdir()) / f"sandbox-replay-ns-tests-{os.getuid()}"
+    unusable(str(exc), f"the {variant.name} backend")
 
 
-def _namespace_connect(request: pytest.FixtureRequest, session_id: str) -> Backend:
-    request.getfixturevalue("bwrap_usable")  # unusable bwrap: fail under CI, else skip
-    request.getfixturevalue("sandbox_image")  # the root filesystem is the Docker image's
-    from runner.backends.namespace import NamespaceBackend
-
-    return NamespaceBackend(NAMESPACE_ROOT, session_id=session_id)
-
-
-def _namespace_capabilities() -> Capabilities:
-    from runner.backends.namespace.cgroups import probe_host
-
-    return Capabilities(**probe_host().capabilities())
+def connect(variant: Variant, request: pytest.FixtureRequest, session_id: str) -> Backend:
+    """A connected backend of ``variant`` (fails under CI, else skips, when it cannot be made)."""
+    image = str(request.getfixturevalue("sandbox_image"))
+    try:
+        return variant.entry.make(_settings(variant, image), BackendOptions(session_id=session_id))
+    except InfrastructureError as exc:
+        _unusable(variant, exc)
+        raise
 
 
-NAMESPACE = SandboxingBackend(
-    name="namespace",
-    connect=_namespace_connect,
-    image=lambda request: str(request.getfixturevalue("sandbox_image")),
-    leftovers=lambda backend: backend.sandboxes(session_only=True),  # type: ignore[attr-defined]
-    connect_code=(
-        "from pathlib import Path\n"
-        "from runner.backends.namespace import NamespaceBackend\n"
-        f"backend = NamespaceBackend(Path({str(NAMESPACE_ROOT)!r}), session_id=sys.argv[1])\n"
-    ),
-    capabilities=_namespace_capabilities(),
-    marks=(pytest.mark.docker,),
-)
+def subject(
+    variant: Variant, request: pytest.FixtureRequest, session_id: str, scratch: Path
+) -> Subject:
+    """The conformance `Subject` of ``variant``, connected (as `connect`)."""
+    from runner.episode.prepare import runner_mounts
 
-# Append the Ray backend here when it lands.
-BACKENDS: list[SandboxingBackend] = [DOCKER, DOCKER_COPY, NAMESPACE]
-
-# Backends that are not sandboxes, by name, with the reason: the suite does not run them.
-EXEMPT: dict[str, str] = {
-    UnsandboxedProcessBackend.name: (
-        "record's local process backend: runs the user's own tools unsandboxed, by design"
-    ),
-    "ray": (
-        "dispatches each sandbox to a node's own Docker backend (the entry above, which this"
-        " suite covers); the Ray layer itself needs a cluster: tests/integration/test_ray_*.py"
-    ),
-}
+    image = str(request.getfixturevalue("sandbox_image"))
+    try:
+        return Subject.of(
+            variant.entry,
+            variant.name,
+            Settings(state_dir=STATE_DIR, image=image),
+            image=image,
+            runner_mounts=runner_mounts(),
+            scratch=scratch,
+            session_id=session_id,
+        )
+    except InfrastructureError as exc:
+        _unusable(variant, exc)
+        raise

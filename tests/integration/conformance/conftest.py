@@ -1,8 +1,7 @@
-"""The conformance suite's fixtures: each test module runs once per sandboxing backend.
+"""The conformance suite's fixtures: every check runs once per sandboxing backend variant.
 
-``entry`` is one row of `tests.integration.conformance.backends.BACKENDS` (its capability
-flags and marks), ``backend`` the backend it connects (one per module, closed after it),
-``image`` the sandbox image that backend runs.
+``variant`` is one conformance variant of a registry entry (`backends.variants`), ``subject``
+the `runner.backends.conformance.Subject` it connects (one per module, closed after it).
 """
 
 from __future__ import annotations
@@ -12,26 +11,22 @@ from collections.abc import Iterator
 
 import pytest
 
-from runner.backends.base import Backend
-from tests.integration.conformance.backends import BACKENDS, SandboxingBackend
+from runner.backends.conformance import Subject
+from tests.integration.conformance.backends import Variant, variants
+from tests.integration.conformance.backends import subject as make_subject
 
 
-@pytest.fixture(
-    scope="module", params=[pytest.param(b, id=b.name, marks=b.marks) for b in BACKENDS]
-)
-def entry(request: pytest.FixtureRequest) -> SandboxingBackend:
+@pytest.fixture(scope="module", params=[v.param() for v in variants()])
+def variant(request: pytest.FixtureRequest) -> Variant:
     return request.param  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
-def backend(entry: SandboxingBackend, request: pytest.FixtureRequest) -> Iterator[Backend]:
-    made = entry.connect(request, f"conform-{uuid.uuid4().hex[:12]}")
+def subject(
+    variant: Variant, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Subject]:
+    made = make_subject(
+        variant, request, f"conform-{uuid.uuid4().hex[:12]}", tmp_path_factory.mktemp("conform")
+    )
     yield made
-    close = getattr(made, "close", None)
-    if callable(close):
-        close()
-
-
-@pytest.fixture(scope="module")
-def image(entry: SandboxingBackend, request: pytest.FixtureRequest) -> str:
-    return entry.image(request)
+    made.backend.close()

@@ -1,9 +1,11 @@
-"""Every backend class of `runner.backends` is in the conformance suite's list or exempt by name.
+"""Every backend class is the registry's, and every registry entry is in the suite or exempt.
 
-No engine needed: the backend modules are imported and each concrete `Backend` subclass defined
-under ``runner.backends`` must be named in `BACKENDS` (the suite runs it) or in `EXEMPT` (it is
-not a sandbox, and the list says why). The unsandboxed process backend of ``record`` is exempt
-explicitly, never by being left out.
+No engine needed: the backend modules are imported and each concrete `Backend` subclass under
+``runner.backends`` (wrappers in front of another backend excepted: their sandboxes are the
+inner one's) must be named by a registry entry; each entry either has conformance variants
+(the suite runs them) or says why it is exempt; each entry's factory resolves, to a class of
+its own name. The unsandboxed process backend of ``record`` is exempt explicitly, never by
+being left out.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import inspect
 import pkgutil
 
 import runner.backends
-from runner.backends.base import Backend
+from runner.backends.base import Backend, DelegatingBackend
+from runner.backends.registry import BACKENDS, RECORD, load
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
-from tests.integration.conformance.backends import BACKENDS, EXEMPT
+from tests.integration.conformance.backends import variants
 
 
 def _backend_classes() -> list[type[Backend]]:
@@ -27,28 +30,29 @@ def _backend_classes() -> list[type[Backend]]:
         cls = pending.pop()
         for sub in cls.__subclasses__():
             pending.append(sub)
-            if sub.__module__.startswith("runner.backends.") and not inspect.isabstract(sub):
+            if (
+                sub.__module__.startswith("runner.backends.")
+                and not inspect.isabstract(sub)
+                and not issubclass(sub, DelegatingBackend)
+            ):
                 found.append(sub)
     return found
 
 
-def test_every_backend_is_in_the_suite_or_exempt_by_name() -> None:
+def test_every_backend_class_is_a_registry_entry_in_the_suite_or_exempt() -> None:
     classes = _backend_classes()
     assert classes, "no backend class found under runner.backends"
-    suite = {entry.name for entry in BACKENDS}
-    assert not suite & set(EXEMPT), suite & set(EXEMPT)
-    missing = sorted(
-        f"{c.__module__}.{c.__qualname__} ({c.name})"
-        for c in classes
-        if c.name not in suite | set(EXEMPT)
-    )
-    assert missing == [], f"add these to BACKENDS (or, if not a sandbox, EXEMPT): {missing}"
-    assert sorted(suite) == sorted({e.name for e in BACKENDS}), "one entry per backend"
-    assert len(suite) == len(BACKENDS)
+    missing = sorted(f"{c.__module__}.{c.__qualname__}" for c in classes if c.name not in BACKENDS)
+    assert missing == [], f"add a registry line for these (runner/backends/registry.py): {missing}"
+    for entry in BACKENDS.values():
+        assert bool(entry.conformance) != bool(entry.exempt), entry  # run, or exempt with why
+        made_by = load(entry.factory).__self__  # type: ignore[attr-defined]
+        assert made_by.name == entry.name and made_by in classes, (entry, made_by)
+    assert {v.name for v in variants()} >= {"docker", "docker-copy", "namespace"}
 
 
 def test_the_unsandboxed_process_backend_is_exempt_explicitly() -> None:
     assert UnsandboxedProcessBackend in _backend_classes()
-    assert EXEMPT.get(UnsandboxedProcessBackend.name)
-    assert UnsandboxedProcessBackend.name not in {entry.name for entry in BACKENDS}
-    assert "docker" in {entry.name for entry in BACKENDS}  # the suite runs a real sandbox
+    assert BACKENDS[RECORD].exempt and not BACKENDS[RECORD].conformance
+    assert not BACKENDS[RECORD].selectable  # not a --backend choice either
+    assert UnsandboxedProcessBackend.name == RECORD

@@ -32,7 +32,7 @@ from runner.backends.docker.runtimeimage import (
     RUNTIME_RECIPE_LABEL,
 )
 from runner.errors import InfrastructureError
-from runner.runtime import protocol
+from runner.wire import protocol
 
 OWNER = L.Owner(host="h0st", pid=4242, start="777")
 RUNNER = f"{protocol.RUNTIME_ROOT}/runner"
@@ -169,7 +169,7 @@ class FakeEngine:
 @pytest.fixture
 def project(tmp_path: Path) -> dict[str, Path]:
     package = tmp_path / "site" / "runner"
-    for name in ("errors", "trace", "sdk", "runtime"):
+    for name in protocol.SANDBOX_PACKAGES:
         (package / name / "__pycache__").mkdir(parents=True)
         (package / name / "__init__.py").write_text(f"# {name}\n")
         (package / name / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"stale")
@@ -185,7 +185,7 @@ def project(tmp_path: Path) -> dict[str, Path]:
 def spec_of(project: dict[str, Path]) -> SandboxSpec:
     package = project["package"]
     mounts = [Mount(package / "__init__.py", f"{RUNNER}/__init__.py")]
-    mounts += [Mount(package / n, f"{RUNNER}/{n}") for n in ("errors", "trace", "sdk", "runtime")]
+    mounts += [Mount(package / n, f"{RUNNER}/{n}") for n in protocol.SANDBOX_PACKAGES]
     mounts.append(Mount(project["tools"], f"{protocol.TOOLS_DIR}/0"))
     return SandboxSpec(run_id="r1", image="sandbox:1", command=("python3",), mounts=tuple(mounts))
 

@@ -21,7 +21,7 @@ from runner.backends.docker.pool import (
     pool_size,
     pooled_spec,
 )
-from runner.backends.docker.pooled import PooledBackend, pooled_backend
+from runner.backends.docker.pooled import PooledBackend
 from runner.errors import InfrastructureError
 from runner.runtime.pid1 import ENV_IDLE_CAP
 
@@ -270,10 +270,18 @@ def test_the_pooled_backend_pools_runtime_sandboxes_only_and_drains_on_close() -
     assert inner.closed and all(b.exited == 1 for b in inner.engine.made)
 
 
-def test_the_setting_turns_the_pool_off_and_other_backends_are_not_pooled() -> None:
-    inner = _Inner()
-    assert pooled_backend(inner, enabled=False, size=5, idle_cap_s=60) is inner  # type: ignore[arg-type]
-    assert pooled_backend(inner, enabled=True, size=5, idle_cap_s=60) is inner  # type: ignore[arg-type]
+def test_only_the_docker_backend_pools_and_a_size_of_zero_is_no_pool() -> None:
+    from runner.backends.docker.backend import DockerBackend
+    from tests.fakes import SubprocessBackend
+
+    other = SubprocessBackend(["true"])  # the interface's default: no pool, itself
+    assert other.with_pool(size=5, idle_cap_s=60) is other and other.pool_size(8) == 0
+    docker = DockerBackend(_Inner().api, address="unix:///nowhere.sock")
+    assert docker.with_pool(size=0, idle_cap_s=60) is docker  # SANDBOX_REPLAY_POOL=0: size 0
+    pooled = docker.with_pool(size=2, idle_cap_s=60)
+    assert isinstance(pooled, PooledBackend) and pooled.inner is docker
+    assert pooled.name == "docker" and docker.pool_size(4) == pool_size(4) > 0
+    pooled.pool.close()
 
 
 def test_settings_pool_defaults_on_and_env_zero_turns_it_off(monkeypatch: Any) -> None:

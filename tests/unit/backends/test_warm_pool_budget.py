@@ -83,6 +83,9 @@ def test_the_pooled_backend_passes_the_expectation_to_its_pool() -> None:
         def sandbox(self, spec: Any) -> Any:
             return engine.open(spec)
 
+        def close(self) -> None:
+            pass
+
     backend = PooledBackend(Inner(), size=3, idle_cap_s=60)  # type: ignore[arg-type]
     try:
         backend.expect_runs(2)

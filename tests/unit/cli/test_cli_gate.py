@@ -35,8 +35,13 @@ NEVER = [
     "openai",
     "sqlite3",
     "tenacity",
-    "runner.backends",
+    # the registry (`runner.backends.registry`, standard library only) loads for ``--backend``'s
+    # names and help; the interface and every backend stay unloaded
+    "runner.backends.base",
     "runner.backends.docker",
+    "runner.backends.namespace",
+    "runner.backends.ray",
+    "runner.backends.unsandboxed",
     "runner.episode.driver",
     "runner.episode.toolmanifest.registry",
     "runner.providers.factory",

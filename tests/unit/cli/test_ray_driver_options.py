@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from runner.cli.backend_choice import BackendName, backend_factory, with_host_endpoints
+from runner.cli.backend_choice import backend_factory, with_host_endpoints
 from runner.errors import InputError
 from runner.providers.openai import OpenAIProvider
 from runner.settings import Settings
@@ -39,7 +39,7 @@ def test_a_key_the_settings_hold_wins_over_the_host_variable() -> None:
 
 def test_the_unsafe_opt_in_needs_the_ray_backend() -> None:
     with pytest.raises(InputError, match="--unsafe-open-cluster needs --backend ray"):
-        backend_factory(Settings(), BackendName.docker, None, unsafe_open_cluster=True)
+        backend_factory(Settings(), "docker", None, unsafe_open_cluster=True)
     result = CliRunner().invoke(app, ["doctor", "--unsafe-open-cluster"])
     assert result.exit_code == 2, result.output
     helpdesk = REPO / "examples" / "helpdesk"

@@ -18,7 +18,7 @@ from runner.cli.app import app
 from runner.cli.commands import run as run_module
 from runner.episode.request import EpisodeResult
 from runner.errors import InfrastructureError
-from tests.fakes import without_description
+from tests.fakes import StubBackend, without_description
 from tests.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
@@ -166,7 +166,7 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
         return EpisodeResult("run-1", "succeeded", tmp_path / "t.jsonl", {"status": "succeeded"})
 
     monkeypatch.setattr(
-        "runner.backends.docker.DockerBackend.connect", lambda *a, **k: _NoBackend()
+        "runner.backends.docker.DockerBackend.connect", lambda *a, **k: StubBackend()
     )
     monkeypatch.setattr("runner.episode.metered_run.run_episode", fake_episode)
     without_description(monkeypatch)  # the stub backend runs no sandbox
@@ -183,14 +183,6 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
     assert missing.exit_code == 2 and ran == ["ticket-1000"]
     assert "no task 'ticket-x'" in missing.output
     assert "1 line(s) could not be read (line 2)" in missing.output
-
-
-class _NoBackend:
-    def reap(self, ledger: str | None = None) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def test_record_meters_wall_seconds_not_sandbox_seconds(capsys: pytest.CaptureFixture[str]) -> None:

@@ -65,7 +65,7 @@ VALIDATORS = [
     ("runner.episode.toolmanifest.answer", "_TOOL_ID", "ticket.get"),
     ("runner.episode.toolmanifest.answer", "_MODULE", "tools.helpdesk"),
     ("runner.runtime.replay.callrecords", "_TOOL_ID", "ticket.get"),
-    ("runner.runtime.argrules", "_NAME", "no-rm"),
+    ("runner.wire.argrules", "_NAME", "no-rm"),
     ("runner.policy.loader", "_NAME", "shadow"),
     ("runner.policy.rules", "_ARG", "command"),
     ("runner.policy.rules", "_TOOL", "shell.*"),

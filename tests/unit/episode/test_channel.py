@@ -9,7 +9,7 @@ import textwrap
 
 from runner.backends.base import STDERR, STDOUT
 from runner.episode.channel import Channel, ChannelEvent
-from runner.runtime.protocol import encode
+from runner.wire.protocol import encode
 
 
 def _messages(events: list[ChannelEvent]) -> list[dict]:
@@ -152,7 +152,7 @@ def test_50mb_of_output_keeps_rss_under_200mb() -> None:
         import resource, json
         from runner.backends.base import STDOUT, STDERR
         from runner.episode.channel import Channel
-        from runner.runtime.protocol import encode
+        from runner.wire.protocol import encode
         base_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # after the imports
         ch = Channel()
         n = 0

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from runner.episode.channel import Channel
-from runner.runtime import protocol
 from runner.trace.strictjson import MAX_DEPTH
+from runner.wire import protocol
 from tests.unit.episode.test_episode_host import _run, setup
 
 __all__ = ["setup"]  # fixture

@@ -242,6 +242,7 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
         "/opt/sandbox-replay/runner/errors",
         "/opt/sandbox-replay/runner/trace",
         "/opt/sandbox-replay/runner/sdk",
+        "/opt/sandbox-replay/runner/wire",
         "/opt/sandbox-replay/runner/runtime",
         "/sandbox/tools/0",
     }

@@ -19,7 +19,7 @@ from runner.policy.models import DEFAULT_RATE_LIMIT_WAIT_S
 from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.options import CeilingFlags, SubmitOptions
-from tests.fakes import without_description
+from tests.fakes import StubBackend, without_description
 from tests.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
@@ -67,7 +67,7 @@ def test_submit_bounds_a_run_by_the_effective_timeout_plus_grace(
         cwd=FIX,
     )
     plan = submit_module.prepare(options, settings, job_id="job-1")
-    backend = SimpleNamespace(name="spy", reap=lambda **_: [], close=lambda: None)
+    backend = StubBackend()
     with pytest.raises(_Captured):
         submit_module.execute(
             plan, options, settings, backend_factory=lambda: backend, handle_signals=False

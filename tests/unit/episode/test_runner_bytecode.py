@@ -20,7 +20,7 @@ import pytest
 
 from runner import resources
 from runner.episode import prepare
-from runner.runtime import protocol
+from runner.wire import protocol
 
 
 def _copy_package(tmp_path: Path) -> Path:

@@ -1,6 +1,6 @@
 """Attack tests (attack3): ``host_in`` argument rules read a URL's host unlike the HTTP clients.
 
-`runner.runtime.argrules._host` takes the host from ``urllib.parse.urlsplit``. The clients a
+`runner.wire.argrules._host` takes the host from ``urllib.parse.urlsplit``. The clients a
 tool uses read some URLs differently, so an allow list (``host_in: [api.github.com]``) lets a
 call through that goes elsewhere, and a deny rule (``host_in: [evil.com]``) misses a call that
 goes there. The same evaluator decides in the sandbox (the guard) and on the host
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import urllib3.util
 
-from runner.runtime.argrules import RuleSet
+from runner.wire.argrules import RuleSet
 
 ALLOW_GITHUB = RuleSet.from_json(
     [

@@ -2,7 +2,7 @@
 
 N06: patterns the old shape checker accepted (``^(\\w+\\s?){1,16}$``, ``(.*a){16}$``,
 ``(a|aa){16}$``) backtracked for minutes over a 31-character argument: ``policy diff`` took
-76 s. Now each is searched by `runner.runtime.linearre` and ``policy diff`` decides every call.
+76 s. Now each is searched by `runner.wire.linearre` and ``policy diff`` decides every call.
 N12: a pattern of 500 nested groups crashed Python's own parser (a traceback, exit 1); now it
 is a clear exit 2 naming the file, the rule and the field.
 """

@@ -17,8 +17,8 @@ from runner.domain.registry import Registry
 from runner.errors import CapabilityDenied
 from runner.policy import decide_call, diff_policies, load_policy
 from runner.policy.replay import recorded_calls
-from runner.runtime.argrules import guard
 from runner.runtime.registry import RuntimeRegistry
+from runner.wire.argrules import guard
 from tests.paths import REPO
 
 CI = REPO / "examples" / "ci"

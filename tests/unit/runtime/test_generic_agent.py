@@ -17,12 +17,12 @@ import pytest
 from runner.domain.workflow import load_workflow
 from runner.errors import InputError
 from runner.reproduce.diff import apply_source_verdict
-from runner.runtime.errors import ModelCallError, RecordedError
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.replay.callrecords import message_of
 from runner.runtime.steps.agent import AgentStep
 from runner.sdk import function_name
 from runner.trace.format import failure_signature
+from runner.wire.errors import ModelCallError, RecordedError
 
 WORKFLOW = """name: generic
 version: "1"

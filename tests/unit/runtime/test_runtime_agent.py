@@ -144,7 +144,7 @@ def test_tool_errors_and_unknown_tools_are_observations_for_the_model(tmp_path: 
     assert errors == [
         None,
         "KeyError",
-        "runner.runtime.errors.UnrecordedCall",
+        "runner.wire.errors.UnrecordedCall",
         "runner.errors.ToolNotResolvable",
         "TypeError",
         None,
@@ -153,7 +153,7 @@ def test_tool_errors_and_unknown_tools_are_observations_for_the_model(tmp_path: 
     contents = [json.loads(m["content"]) for m in second if m["role"] == "tool"]
     assert [c["error"]["class"] for c in contents] == [
         "KeyError",
-        "runner.runtime.errors.UnrecordedCall",
+        "runner.wire.errors.UnrecordedCall",
         "runner.errors.ToolNotResolvable",
         "TypeError",
     ]
@@ -219,7 +219,7 @@ def test_a_model_error_from_the_host_fails_the_episode_at_that_call(tmp_path: Pa
 
 def test_an_unparseable_model_body_is_a_model_call_error(tmp_path: Path) -> None:
     result = _run(tmp_path, {"tools": []}, {}, lambda role, req: {"body": "<html>oops"})
-    assert result.episode["failure"]["error_class"] == "runner.runtime.errors.ModelCallError"
+    assert result.episode["failure"]["error_class"] == "runner.wire.errors.ModelCallError"
     assert result.calls[0]["body"] == "<html>oops"
 
 

@@ -24,6 +24,7 @@ from fakehost import Result, manifest_for, run_runtime, write_run_dir
 
 from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
+from runner.wire.destinations import destination_key
 
 
 @pytest.fixture(autouse=True)
@@ -382,7 +383,7 @@ def test_a_child_writes_new_destinations_at_once_and_its_counts_at_exit(tmp_path
     assert log.malformed == 0 and len(records) < 20  # not 3001 lines
     totals: dict[tuple[Any, ...], int] = {}
     for record in records:
-        key = audit.destination_key(record["attempt"])
+        key = destination_key(record["attempt"])
         totals[key] = totals.get(key, 0) + record["count"]
     assert totals == {
         ("dns", "decoy-0.invalid", 443): 1500,

@@ -21,13 +21,13 @@ from fakehost import (
     write_run_dir,
 )
 
-from runner.runtime.errors import RecordedError, UnrecordedCall
 from runner.runtime.replay.recordings import (
     ObservationStore,
     TraceStore,
     differing_fields,
     value_of,
 )
+from runner.wire.errors import RecordedError, UnrecordedCall
 
 
 def _obs(tool: str, args: Any, value: Any = None, **extra: Any) -> dict[str, Any]:
@@ -197,7 +197,7 @@ def test_an_exhausted_observation_fails_the_tool_step_naming_the_call(tmp_path: 
     result = _run(tmp_path, steps, {"ticket.get": "recorded", "math.add": "execute"}, task)
     episode = result.episode
     assert episode["status"] == "failed" and episode["not_run"] == ["c"]
-    assert episode["failure"]["error_class"] == "runner.runtime.errors.UnrecordedCall"
+    assert episode["failure"]["error_class"] == "runner.wire.errors.UnrecordedCall"
     assert "matched, but all 1 recorded occurrences already used" in episode["error"]["message"]
     divergences = result.of("divergence")
     assert [(d["kind"], d["index"], d["tool"]) for d in divergences] == [
@@ -244,7 +244,7 @@ def test_a_divergent_challenger_runs_to_a_complete_episode(tmp_path: Path) -> No
         "model",
         "text.upper",
     ]
-    assert result.calls[3]["error"]["class"] == "runner.runtime.errors.UnrecordedCall"
+    assert result.calls[3]["error"]["class"] == "runner.wire.errors.UnrecordedCall"
     assert len(result.of("divergence")) == 1
 
 
@@ -344,7 +344,7 @@ def test_reproduce_an_unrecorded_call_is_a_hard_error_with_index_tool_and_args(
     assert episode["failure"] == {
         "call_index": 0,
         "tool": "kb.search",
-        "error_class": "runner.runtime.errors.UnrecordedCall",
+        "error_class": "runner.wire.errors.UnrecordedCall",
     }
     assert episode["error"]["message"].startswith(
         'unrecorded call #0: tool \'kb.search\' with arguments {"query":"q"}'

@@ -193,7 +193,7 @@ def test_a_bad_reference_fails_the_step_naming_it(tmp_path: Path) -> None:
     assert episode["failure"] == {
         "call_index": -1,
         "tool": "workflow",
-        "error_class": "runner.runtime.errors.WorkflowError",
+        "error_class": "runner.wire.errors.WorkflowError",
     }
     assert "steps.nope.output" in episode["error"]["message"]
     assert result.calls == []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.runtime.errors import WorkflowError
 from runner.runtime.template import render
+from runner.wire.errors import WorkflowError
 
 TASK = {"id": "T-1", "n": 3, "user": {"name": "Ada", "tags": ["a", "b"]}}
 OUTPUTS = {"fetch": {"subject": "refund", "items": [{"sku": "X"}]}, "count": 7, "none": None}

@@ -13,6 +13,7 @@ from runner.settings import Settings
 from runner.submit.job import prepare
 from runner.submit.options import CeilingFlags, SubmitOptions, load_job_file
 from runner.submit.plan import DEFAULT_MAX_TOKENS, NOMINAL_PROMPT_TOKENS
+from tests.fakes import StubBackend
 from tests.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
@@ -137,16 +138,9 @@ def test_same_variant_name_twice_is_an_error(settings: Settings) -> None:
         prepare(options("a.yaml", "a.yaml"), settings, job_id="j")
 
 
-class _Engine:
+def _Engine(memory_bytes: int) -> StubBackend:
     """An engine that tells its memory (what ``docker info`` gives as ``MemTotal``)."""
-
-    address = "unix:///var/run/docker.sock"
-
-    def __init__(self, memory_bytes: int) -> None:
-        self.memory_bytes = memory_bytes
-
-    def engine_memory_bytes(self) -> int:
-        return self.memory_bytes
+    return StubBackend(memory_bytes=memory_bytes)
 
 
 def test_concurrency_above_the_cpus_is_admitted_within_the_memory_budget(

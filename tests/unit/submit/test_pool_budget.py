@@ -23,7 +23,7 @@ from runner.backends.capacity import (
 from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.options import SubmitOptions
-from tests.fakes import without_description
+from tests.fakes import StubBackend, without_description
 from tests.paths import TESTS
 
 GIB = 1024**3
@@ -85,20 +85,9 @@ def _options(concurrency: int) -> SubmitOptions:
     )
 
 
-class _Docker:
-    """The Docker engine as the plan asks it: its name and its memory (injected)."""
-
-    name = "docker"
-    address = "unix:///var/run/docker.sock"
-
-    def engine_memory_bytes(self) -> int:
-        return 4 * GIB  # 0.75 x 4 GiB / 512 MiB = 6 sandboxes
-
-    def reap(self, **kwargs: Any) -> list[Any]:
-        return []
-
-    def close(self) -> None:
-        pass
+def _Docker() -> StubBackend:
+    """The Docker engine as the plan asks it: its memory (injected) and its warm pool."""
+    return StubBackend(memory_bytes=4 * GIB, pools=True)  # 0.75 x 4 GiB / 512 MiB = 6
 
 
 class _Captured(Exception):
@@ -114,19 +103,19 @@ def test_submit_sizes_its_pool_by_the_spares_the_budget_left(
     assert plan.concurrency == 4 and plan.capacity is not None and plan.capacity.spares == 2
     line = next(x for x in plan.lines() if x.startswith("  concurrency:"))
     assert "warm pool: 2 spare sandboxes (of 5 wanted; bound by memory: 6 sandboxes)" in line
-    sizes: list[int] = []
+    docker = _Docker()
 
-    def pooled_backend(inner: Any, **kwargs: Any) -> Any:
-        sizes.append(kwargs["size"])
+    def with_pool(**kwargs: Any) -> Any:
+        docker.pooled.append(kwargs["size"])
         raise _Captured
 
-    monkeypatch.setattr("runner.backends.docker.pooled.pooled_backend", pooled_backend)
+    monkeypatch.setattr(docker, "with_pool", with_pool)
     without_description(monkeypatch)  # the stub backend runs no sandbox
     with pytest.raises(_Captured):
         submit_module.execute(
-            plan, _options(4), settings, backend_factory=_Docker, handle_signals=False
+            plan, _options(4), settings, backend_factory=lambda: docker, handle_signals=False
         )
-    assert sizes == [2]
+    assert docker.pooled == [2]
     off = settings.model_copy(update={"pool": False})
     plan = submit_module.prepare(_options(4), off, job_id="job-2", engine=_Docker())
     assert plan.capacity is not None and plan.capacity.spares == 0
@@ -143,7 +132,8 @@ def test_submits_printed_plan_weighs_the_engines_memory_and_the_pool(
 
     monkeypatch.setattr(HostResources, "read", classmethod(lambda cls: ROOMY))
     monkeypatch.setattr(
-        "runner.backends.docker.DockerBackend.from_settings", classmethod(lambda cls, s: _Docker())
+        "runner.backends.docker.DockerBackend.from_settings",
+        classmethod(lambda cls, s, options=None: _Docker()),
     )
     args = ["submit", "--variant", str(FIX / "a.yaml"), "--tasks", str(FIX / "tasks.jsonl")]
     env = {"SANDBOX_REPLAY_STATE_DIR": str(tmp_path), "SANDBOX_REPLAY_MEMORY_MB": "512"}

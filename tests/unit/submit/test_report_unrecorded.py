@@ -1,7 +1,7 @@
 """The report's "reads with no recording" counts the calls real traces record as unrecorded.
 
 Issue 10 item 8: the report compared the short class name ``UnrecordedCall`` while the runtime
-records the qualified one (``runner.runtime.errors.UnrecordedCall``, `error_class_name`), so
+records the qualified one (``runner.wire.errors.UnrecordedCall``, `error_class_name`), so
 the table was always empty. The trace here is written from the call records the real runtime
 sent (tests/fixtures/runtime/fakehost.py runs it as a local process) through the host's own
 trace writer: the shape a job's traces have.
@@ -67,7 +67,7 @@ def test_unrecorded_reads_of_a_real_trace_are_counted(tmp_path: Path) -> None:
     classes = [
         (json.loads(line).get("error") or {}).get("class") for line in path.read_text().splitlines()
     ]
-    assert "runner.runtime.errors.UnrecordedCall" in classes  # what traces really hold
+    assert "runner.wire.errors.UnrecordedCall" in classes  # what traces really hold
     found = unrecorded_reads([{"variant": "v1", "task_id": "t1", "trace": str(path)}])
     assert found == {
         "v1": {

@@ -7,7 +7,6 @@ only the episodes still to run.
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit import pairs as pairs_module
 from runner.submit.options import SubmitOptions
-from tests.fakes import without_description
+from tests.fakes import StubBackend, without_description
 from tests.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
@@ -36,9 +35,8 @@ def test_submit_tells_the_backend_how_many_runs_are_coming(
 
     monkeypatch.setattr(pairs_module.PairRunner, "run_pair", run_pair)
     without_description(monkeypatch)
-    backend = SimpleNamespace(
-        name="stub", reap=lambda **_: [], close=lambda: None, expect_runs=told.append
-    )
+    backend = StubBackend()
+    told = backend.expected
     options = SubmitOptions(
         variants=(FIX / "a.yaml", FIX / "b.yaml"),
         names=(None, None),

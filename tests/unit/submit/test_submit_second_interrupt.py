@@ -13,7 +13,6 @@ import signal
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from runner.submit import job as submit_module
 from runner.submit import pairs as pairs_module
 from runner.submit import report as report_module
 from runner.submit.options import SubmitOptions
-from tests.fakes import without_description
+from tests.fakes import StubBackend, without_description
 from tests.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
@@ -71,7 +70,7 @@ def _stub_runs(monkeypatch: pytest.MonkeyPatch, during_report: Any) -> None:
 
 
 def _backend() -> Any:
-    return SimpleNamespace(name="stub", reap=lambda **_: [], close=lambda: None)
+    return StubBackend()
 
 
 def test_a_second_ctrl_c_while_the_report_is_built_still_prints_the_hint(

@@ -173,7 +173,7 @@ def _report(tmp_path: Path) -> dict[str, Any]:
                     "tool": "crm.lookup_customer",
                     "args": {"customer_id": "c-7"},
                     "error": {
-                        "class": "runner.runtime.errors.UnrecordedCall",
+                        "class": "runner.wire.errors.UnrecordedCall",
                         "message": "no observation",
                     },
                 },

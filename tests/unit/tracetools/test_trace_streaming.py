@@ -59,7 +59,7 @@ def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
             }
             if i == CALLS - 1:
                 call["error"] = {
-                    "class": "runner.runtime.errors.UnrecordedCall",
+                    "class": "runner.wire.errors.UnrecordedCall",
                     "message": "no observation",
                 }
             out.write(json.dumps(call) + "\n")

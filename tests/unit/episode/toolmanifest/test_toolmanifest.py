@@ -26,8 +26,8 @@ from runner.domain.workflow import load_workflow
 from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
-from runner.runtime import protocol
 from runner.settings import Settings
+from runner.wire import protocol
 from tests.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"

@@ -25,8 +25,8 @@ from runner.episode.toolmanifest.cache import DESCRIPTIONS_DIR
 from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
-from runner.runtime import protocol
 from runner.settings import Settings
+from runner.wire import protocol
 from tests.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"

@@ -191,7 +191,7 @@ def test_a_broken_start_is_an_error_message_and_exit_70(
 
 def test_a_start_line_over_the_bound_is_discarded_unread(tmp_path: Path) -> None:
     # the start line is size-bounded (protocol.MAX_START_BYTES): a longer one is never parsed
-    from runner.runtime import protocol
+    from runner.wire import protocol
 
     proc = spawn(_run_dir(tmp_path), tmp_path)
     try:

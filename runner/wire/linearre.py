@@ -1,6 +1,6 @@
 r"""An argument rule's regular expression searched in time linear in the text, whatever it is.
 
-Standard library only, Python 3.9+: the argument rules (`runner.runtime.argrules`) decide with
+Standard library only, Python 3.9+: the argument rules (`runner.wire.argrules`) decide with
 this both in the sandbox and on the host (``policy diff``, ``check``), so a call is decided one
 way wherever it is decided. Python's ``re`` backtracks: ``(.*a){16}$`` over 31 characters ran
 for 76 s in ``policy diff`` and held a sandbox to its timeout (issue 32 N06). Here the pattern is

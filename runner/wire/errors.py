@@ -92,7 +92,7 @@ def class_name(cls: type) -> str:
     """The ``class`` string a trace records for exceptions of ``cls`` (no recorded class).
 
     Builtins (and classes of ``__main__``) are bare, e.g. ``KeyError``; others
-    ``module.QualName``, e.g. ``runner.runtime.errors.UnrecordedCall``. Readers that look for
+    ``module.QualName``, e.g. ``runner.wire.errors.UnrecordedCall``. Readers that look for
     one class (the report's unrecorded reads) compare with this, never with a short name.
     """
     module = cls.__module__

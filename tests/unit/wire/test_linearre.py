@@ -1,4 +1,4 @@
-"""`runner.runtime.linearre`: Python's answer to ``re.search``, in time linear in the text.
+"""`runner.wire.linearre`: Python's answer to ``re.search``, in time linear in the text.
 
 Issue 32 N06: the backtracking search of ``(.*a){16}$`` and its kind over 31 characters took
 76 s in ``policy diff``. The differential test generates patterns over every construct the
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.runtime import linearre
-from runner.runtime.argrules import RuleSet
+from runner.wire import linearre
+from runner.wire.argrules import RuleSet
 from tests.paths import REPO
-from tests.unit.runtime.regexgen import differences
+from tests.unit.wire.regexgen import differences
 
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"
 HOSTILE = ["a" * 30 + "!", "a" * 65535 + "!", ("ab " * 22000)[:65536]]

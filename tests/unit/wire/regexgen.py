@@ -6,7 +6,7 @@ Used by tests/unit/runtime/test_linearre.py, here and in a Python 3.9 subprocess
 import random
 import re
 
-from runner.runtime import linearre
+from runner.wire import linearre
 
 _ATOMS = ["a", "b", "A", "K", "é", "_", " ", "\\n", ".", "[ab]", "[^a]", "[a-c]", "\\w", "\\W"]
 _ATOMS += ["\\d", "\\s", "\\S", "\\b", "\\B", "^", "$", "\\A", "\\Z", "[\\w\\n]", "1"]

@@ -10,12 +10,12 @@ import pytest
 
 from runner import sdk
 from runner.errors import CapabilityDenied
-from runner.runtime.argrules import RuleSet
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.replay.calls import Caller
 from runner.runtime.replay.clock import Clock
 from runner.runtime.replay.recordings import ObservationStore, TraceStore
 from runner.runtime.steps.program import ProgramStep
+from runner.wire.argrules import RuleSet
 from tests.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))

@@ -14,11 +14,11 @@ A rule (the JSON form of a policy's ``rules:`` entry, docs/policy-format.md)::
 call's arguments; ``a.b`` reaches into objects) to one condition: ``matches`` (a regular
 expression in Python's syntax, with ``re.search``'s answer over the value's text: a string as
 is, anything else as its canonical JSON; searched in time linear in the text by
-`runner.runtime.linearre`, which refuses back-references, look-arounds, conditionals, atomic
+`runner.wire.linearre`, which refuses back-references, look-arounds, conditionals, atomic
 groups and possessive quantifiers at load), ``equals`` (the JSON value), ``in`` (a list of
 JSON values) or ``host_in`` (globs, case-insensitive, matched against the host of the URL
 the value holds, canonicalised as WHATWG URL parsing does by
-`runner.runtime.urlhost.url_host`; a host clients could read otherwise, or that is not plain
+`runner.wire.urlhost.url_host`; a host clients could read otherwise, or that is not plain
 ASCII LDH labels or an IP literal, is *disputed*: it never holds for an ``allow`` rule and
 always holds for a ``deny`` rule, fail closed). Every condition
 of ``when`` must hold (and); an empty ``when`` holds for every call; an argument that is absent
@@ -29,7 +29,7 @@ the first rule whose ``when`` holds decides (``allow`` or ``deny``, named). When
 call is denied if any ``allow`` rule targets the tool (an allow list: the decision names the
 first such rule, ``matched`` False) and allowed otherwise (no rule). A value longer than
 `MAX_VALUE_CHARS` that a ``matches`` condition would read is not searched, and a search that
-needs more than `runner.runtime.linearre.MAX_STEPS` steps is not finished: either way the call
+needs more than `runner.wire.linearre.MAX_STEPS` steps is not finished: either way the call
 is denied by that rule, whatever its action (fail closed; issue 32 N06: a backtracking search
 of ``(.*a){16}$`` over 31 characters took 76 s). The step count depends on the pattern and the
 text alone, so the sandbox and ``policy diff`` decide a call the same way.
@@ -41,8 +41,8 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from runner.errors import CapabilityDenied, InputError
-from runner.runtime import linearre
-from runner.runtime.urlhost import url_host
+from runner.wire import linearre
+from runner.wire.urlhost import url_host
 
 ACTIONS = ("deny", "allow")
 CONDITIONS = ("matches", "equals", "in", "host_in")

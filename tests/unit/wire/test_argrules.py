@@ -1,4 +1,4 @@
-"""The call-time evaluator of argument rules (runner/runtime/argrules.py), standard library only."""
+"""The call-time evaluator of argument rules (runner/wire/argrules.py), standard library only."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from runner.errors import CapabilityDenied, InputError
-from runner.runtime.argrules import MAX_VALUE_CHARS, RuleSet, guard
 from runner.runtime.registry import RuntimeRegistry
+from runner.wire.argrules import MAX_VALUE_CHARS, RuleSet, guard
 
 NO_RM = {
     "name": "no-rm",

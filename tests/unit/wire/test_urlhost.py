@@ -1,11 +1,11 @@
-"""`runner.runtime.urlhost.url_host`: the host a URL reaches, canonical or disputed."""
+"""`runner.wire.urlhost.url_host`: the host a URL reaches, canonical or disputed."""
 
 from __future__ import annotations
 
 import pytest
 
-from runner.runtime.argrules import RuleSet
-from runner.runtime.urlhost import HostReading, url_host
+from runner.wire.argrules import RuleSet
+from runner.wire.urlhost import HostReading, url_host
 
 CLEAR = [
     ("https://api.github.com/repos", "api.github.com"),

@@ -9,7 +9,7 @@ their run is known, so nothing of the run is fixed when the sandbox is created);
 folder. ``start`` carries, besides ``protocol``:
     ``manifest``       the capability-filtered registry manifest:
                        ``{"tools": [manifest entries of runner.sdk.ToolDef], "policy": {...}}``
-                       (``policy.rules``: the argument rules, `runner.runtime.argrules`)
+                       (``policy.rules``: the argument rules, `runner.wire.argrules`)
     ``run``            the run spec (`RUN_SPEC_KEYS`): ``run_id``, ``mode`` (``shadow`` |
                        ``reproduce``), ``workflow`` (the normalised workflow as JSON),
                        ``workflow_source`` (file content), ``task`` (the task record),
@@ -59,7 +59,7 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
     divergence     {kind, index, tool, message, args?, nearest?, differing?, recorded?}
                    (kind: unrecorded_call | arguments | pure_result) and also kept in the call
                    record's ``meta.divergence`` (a list); a served call with no recording also
-                   has ``error`` (``runner.runtime.errors.UnrecordedCall``).
+                   has ``error`` (``runner.wire.errors.UnrecordedCall``).
     egress         ``attempt`` may also hold ``event`` (audit event name), ``transport``
                    (tcp|udp), ``family`` (unix), ``url``, ``method``; the message has
                    ``child: true`` when a child process logged it. ``outcome`` is always
@@ -111,7 +111,7 @@ RUNTIME_ROOT = "/opt/sandbox-replay"
 # The packages of ``runner`` a sandbox gets, read-only under ``RUNTIME_ROOT/runner`` beside
 # ``runner/__init__.py``: the standard-library-only side (import-linter holds the boundary).
 # Nothing else of ``runner`` (CLI, ledger, the host's episode driver, ...) is mounted.
-SANDBOX_PACKAGES = ("errors", "trace", "sdk", "runtime")
+SANDBOX_PACKAGES = ("errors", "trace", "sdk", "wire", "runtime")
 TOOLS_DIR = "/sandbox/tools"
 
 RUN_SPEC_KEYS = (

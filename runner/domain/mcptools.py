@@ -32,61 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from runner.domain.ids import path_under
 from runner.errors import InputError
 from runner.sdk import Effect
 
-__all__ = ["MAX_TOOLS", "McpEntry", "McpSource", "effect_of", "listed_tools", "server_files"]
-
-MAX_ARGS = 64
-"""Parts of an MCP server's command."""
-
-
-class McpSource(BaseModel):
-    """The ``mcp`` mapping of a workflow ``tools`` entry: a stdio server or a saved list.
-
-    Attributes:
-        command: the stdio server's command and arguments (run inside a sandbox, with the
-            workflow's folder copy as its working folder; an argument naming a file below the
-            workflow's folder brings that file into the tool snapshot).
-        tools_list: a saved ``tools/list`` result, relative to the workflow file.
-        prefix: put before every tool name with a dot (``fs`` → ``fs.read_file``).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    command: tuple[str, ...] | None = Field(default=None, min_length=1, max_length=MAX_ARGS)
-    tools_list: str | None = Field(default=None, min_length=1, max_length=1024)
-    prefix: str = Field(default="", max_length=64, pattern=r"^([A-Za-z0-9_-]+)?$")
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> McpSource:
-        if (self.command is None) == (self.tools_list is None):
-            raise ValueError("an mcp entry needs exactly one of 'command' and 'tools_list'")
-        if self.command is not None and any(
-            not part or len(part) > 4096 or "\x00" in part for part in self.command
-        ):
-            raise ValueError("each part of an mcp command is non-empty text of <= 4096 characters")
-        if self.tools_list is not None and not self.tools_list.endswith(".json"):
-            raise ValueError("an mcp tools_list is a .json file")
-        return self
-
-    def label(self) -> str:
-        """How diagnostics name the source: ``mcp server python3 server.py`` or the file."""
-        if self.command is not None:
-            return "mcp server " + " ".join(self.command)[:200]
-        return f"mcp tools_list {self.tools_list}"
-
-
-class McpEntry(BaseModel):
-    """A workflow ``tools`` entry ``{mcp: {...}}`` (`McpSource`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    mcp: McpSource
-
+__all__ = ["MAX_TOOLS", "effect_of", "listed_tools", "server_files"]
 
 MAX_TOOLS = 1000
 """Tools one MCP source may list (more is refused: a server flooding the registry)."""

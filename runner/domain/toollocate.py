@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
-from runner.domain.mcptools import McpEntry, McpSource, server_files
+from runner.domain.mcpentry import McpEntry, McpSource
+from runner.domain.mcptools import server_files
 from runner.domain.programs import module_root, program_modules
 from runner.domain.registry import ToolSpec
 from runner.domain.toolsource import load_manifest_tools, load_mcp_tools_list, manifest_path

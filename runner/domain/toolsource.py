@@ -29,7 +29,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
-from runner.domain.mcptools import McpEntry, McpSource, listed_tools
+from runner.domain.mcpentry import McpEntry, McpSource
+from runner.domain.mcptools import listed_tools
 from runner.domain.programs import program_roots
 from runner.domain.registry import Registry, ToolSpec
 from runner.errors import InputError

@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from runner.domain.agentspec import AgentSpec, FixedMessage, Frozen, UserSpec
-from runner.domain.mcptools import McpEntry
+from runner.domain.mcpentry import McpEntry
 from runner.domain.stepspec import ModelSpec, Step
 from runner.domain.yamlsource import (
     Loc,
@@ -103,7 +103,7 @@ class Workflow(Frozen):
         version: version label; an integer in the file is accepted and kept as its text.
         tools: dotted module names, ``.json`` tool-manifest paths relative to the file, or
             MCP sources (``{mcp: {command: [...]}}`` / ``{mcp: {tools_list: FILE}}``,
-            `runner.domain.mcptools.McpEntry`).
+            `runner.domain.mcpentry.McpEntry`).
         files: globs (relative to the file, inside its folder) of data files the tool code
             reads; they are copied into the tool snapshot beside the modules.
         model: the model provider of agent steps; None when the workflow has none.

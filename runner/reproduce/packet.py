@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
-from runner.domain.mcptools import McpEntry, server_files
+from runner.domain.mcpentry import McpEntry
+from runner.domain.mcptools import server_files
 from runner.domain.toolsource import manifest_path
 from runner.domain.workflow import load_workflow
 from runner.episode.toolmanifest.registry import sandbox_registry

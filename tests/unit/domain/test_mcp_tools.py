@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from runner.domain.mcptools import McpEntry, effect_of, listed_tools
+from runner.domain.mcpentry import McpEntry
+from runner.domain.mcptools import effect_of, listed_tools
 from runner.errors import InputError
 from runner.runtime import mcplist
 from runner.sdk import Effect

@@ -277,7 +277,7 @@ def read_function(ref: str, search_paths: list[Path]) -> None:
     """Check a ``module:function`` reference without importing: the module is found and binds it.
 
     ``check`` uses this for a scripted model function (``submit`` and ``run`` import it: it runs
-    on the host by design). The module is looked up as `runner.providers.scripted.
+    on the host by design). The module is looked up as `runner.domain.userfunction.
     load_function` imports it (``search_paths``, then the installed packages); a built-in or
     compiled module is taken as is.
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from runner.domain.userfunction import load_function
 from runner.errors import GradingError, InputError
 from runner.grading.model import Group, Ranking, check_covers, normalise_ranks, ranks_from_scores
 from runner.grading.modeljudge import ModelJudge, Provider
@@ -24,7 +25,6 @@ from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import rubric_judge
 from runner.hostlog import get_logger
 from runner.ledger import CeilingGuard
-from runner.providers.scripted import load_function
 
 log = get_logger(__name__)
 

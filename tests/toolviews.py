@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.domain.registry import Registry
-from runner.domain.toolstatic import static_registry
 from runner.domain.workflow import load_workflow
 from runner.errors import InputError
+from runner.tools.static import static_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

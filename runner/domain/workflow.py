@@ -2,7 +2,7 @@
 
 A workflow (YAML) has ``name``, ``version``, ``tools`` (module names or tool-manifest paths that
 make its registry), optional ``files`` (globs of the data files its tool code reads, relative to
-the workflow file: they join the tool snapshot, `runner.episode.snapshot`), an optional
+the workflow file: they join the tool snapshot, `runner.tools.snapshot`), an optional
 ``model`` and ``steps``; each step is a tool call with ``args``, an agent loop with a toolset,
 or the user's own agent code (``program: module:function`` with a declared ``tools`` set and an
 optional per-step ``model``; SPEC.md, docs/internals.md). `load_workflow` reads one file and

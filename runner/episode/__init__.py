@@ -24,13 +24,13 @@ from runner.lazyexports import lazy_exports
 # The surface is loaded name by name on first use (PEP 562), for start-up speed: importing
 # one module of this package must not load the others (`check`, `--help`).
 if TYPE_CHECKING:  # the same names, for mypy and import-linter
-    from runner.domain.toollocate import locate_tools
     from runner.episode.driver import run_episode
     from runner.episode.metered_run import MeteredRun
     from runner.episode.prepare import prepare_run, runner_mounts
     from runner.episode.record import record_run
     from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
     from runner.episode.toolmanifest.registry import sandbox_registry
+    from runner.tools.locate import locate_tools
 
 __all__ = [
     "EpisodeRequest",
@@ -52,7 +52,7 @@ __getattr__, __dir__ = lazy_exports(
         "EpisodeResult": "runner.episode.request",
         "MeteredRun": "runner.episode.metered_run",
         "PreparedRun": "runner.episode.request",
-        "locate_tools": "runner.domain.toollocate",
+        "locate_tools": "runner.tools.locate",
         "prepare_run": "runner.episode.prepare",
         "record_run": "runner.episode.record",
         "run_episode": "runner.episode.driver",

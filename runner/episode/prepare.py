@@ -4,7 +4,7 @@
 ``start`` message (`start_message`; nothing of the run is mounted, so a sandbox can be started
 before its run is known: the warm pool, `runner.backends.docker.pool`), and the spec: the
 sandbox side of runner (`runner_mounts`) and the command's tool snapshot mounted
-read-only (no user folder is mounted live, `runner.episode.snapshot`); a fixed environment;
+read-only (no user folder is mounted live, `runner.tools.snapshot`); a fixed environment;
 limits from the policy overridden by settings (`runner.episode.limits`); the hard lifetime cap
 `LifetimeCap` from the run timeout, and the same timeout as ``run.json`` ``deadline_s`` for the
 runtime's watchdog. Nothing in the spec depends on the run but its ``run_id`` and
@@ -30,11 +30,11 @@ from runner.domain.ids import IdFactory, new_run_id, path_for_id
 from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.reaping import ledger_id
 from runner.episode.request import EpisodeRequest, PreparedRun
-from runner.episode.snapshot.sources import tool_mounts
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.runtime import protocol
 from runner.settings import Settings
+from runner.tools.snapshot.sources import tool_mounts
 
 __all__ = [
     "RUNTIME_COMMAND",

@@ -24,7 +24,6 @@ from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.registry import Registry
 from runner.domain.tasks import load_tasks
-from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
 from runner.episode.request import EpisodeRequest, EpisodeResult
@@ -32,6 +31,7 @@ from runner.hostlog import get_logger
 from runner.policy import load_policy
 from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
+from runner.tools.source import registry_for_workflow
 
 log = get_logger(__name__)
 

@@ -8,7 +8,7 @@ every tool id through the filtered view. Every problem is collected, never just 
 names the workflow file, the step, the tool, its effect class and the rule.
 
 Where the registry comes from is the caller's (``describe``): by default the tool modules are
-read from source (`runner.domain.toolstatic.static_registry`: ``check`` imports and runs
+read from source (`runner.tools.static.static_registry`: ``check`` imports and runs
 nothing, and needs no engine); ``submit`` and ``run`` check again with the registry a sandbox
 described (`recheck`, `runner.episode.toolmanifest.admission`). A problem the static reading
 could not decide (a tool it could not read literally, so ``unsafe``; an id missing from a module
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runner.domain.registry import Registry
-from runner.domain.toolstatic import HostSyntaxError, read_function, static_registry
 from runner.domain.workflow import WorkflowFile, load_workflow
 from runner.errors import (
     EXIT_INELIGIBLE,
@@ -40,6 +39,7 @@ from runner.hostlog import get_logger
 from runner.policy.loader import Policy, load_policy
 from runner.policy.report import EligibilityReport, Problem, WorkflowCheck
 from runner.providers.workflows import check_provider, located_model_error
+from runner.tools.static import HostSyntaxError, read_function, static_registry
 
 __all__ = [
     "EligibilityReport",
@@ -69,7 +69,7 @@ def check_eligibility(
     builds it once, as ``submit`` and ``run`` build it (a scripted function is imported: it
     runs on the host by design, `runner.providers.workflows.check_provider`);
     ``"static"`` (``check``) only finds a scripted function's module and its definition
-    (`runner.domain.toolstatic.read_function`). Either way a scripted function that does
+    (`runner.tools.static.read_function`). Either way a scripted function that does
     not resolve is invalid input. A folder given in ``paths`` (the CLI passes a folder that
     holds no ``*.yaml``/``*.yml`` as itself) is invalid input: nothing was checked.
 

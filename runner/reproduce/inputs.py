@@ -318,7 +318,7 @@ def tool_folder(workflow_file: Path | None, trace: Path, *, packet: bool = False
         The found file's folder (it holds exactly the trace's workflow, so its entries
         resolve beside it), else the trace's folder (a packet's ``workflow/`` folder when it
         has one): never the current directory as such, never the installed packages
-        (`runner.domain.toollocate.locate_tools`). The user's own ``--workflow`` is
+        (`runner.tools.locate.locate_tools`). The user's own ``--workflow`` is
         not a trace's: callers resolve it as ``check`` does.
     """
     if workflow_file is not None:

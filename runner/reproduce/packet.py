@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
 from runner.domain.mcpentry import McpEntry
-from runner.domain.mcptools import server_files
-from runner.domain.toolsource import manifest_path
 from runner.domain.workflow import load_workflow
 from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.policy import load_policy
 from runner.reproduce.inputs import recorded_workflow_file, tool_folder
+from runner.tools.mcp import server_files
+from runner.tools.source import manifest_path
 from runner.trace import strictjson
 from runner.trace.redact import Redactor
 from runner.trace.writer import dumps_line

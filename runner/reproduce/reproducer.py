@@ -45,12 +45,10 @@ from typing import Any
 
 from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task
-from runner.domain.toollocate import locate_tools
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
 from runner.episode.reaping import connect_docker
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot.sources import snapshot_for
 from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InfrastructureError, InputError, ReplayRefused
 from runner.hostlog import get_logger
@@ -66,6 +64,8 @@ from runner.reproduce.inputs import (
 )
 from runner.reproduce.report import ReproduceReport, compare, recorded_outcome
 from runner.settings import Settings
+from runner.tools.locate import locate_tools
+from runner.tools.snapshot.sources import snapshot_for
 from runner.tracetools.reader import NO_RESPONSE, Trace, TraceVersionError, read_trace
 
 log = get_logger(__name__)
@@ -254,7 +254,7 @@ class Reproducer:
         ``--workflow``: the user's own file, resolved as ``check`` does (folder None). Else the
         trace's workflow: a file with its hash (its folder), or the trace's own copy written
         in ``scratch`` (the trace's folder; a packet's ``workflow/`` folder): never the
-        current directory, never the installed packages (`runner.domain.toollocate.
+        current directory, never the installed packages (`runner.tools.locate.
         locate_tools`).
         """
         if self.workflow is not None:

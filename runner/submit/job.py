@@ -9,7 +9,7 @@ Sequence (`prepare` then `execute`):
    `Plan`.
 2. The caller prints the plan; ``--dry-run`` stops there (what the reading could not decide
    is left to step 3).
-3. The tool snapshot (`runner.episode.snapshot`): the variants' declared tool code and
+3. The tool snapshot (`runner.tools.snapshot`): the variants' declared tool code and
    data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
    again, whatever changed in the source files since). The backend is made and each variant's
    registry is described inside a sandbox from the snapshot, then checked again
@@ -48,8 +48,6 @@ from runner.episode.limits import check_engine_limits, limits_in_effect
 from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.poolbindings import PoolBindings
 from runner.episode.reaping import ledger_id, settle_reaped
-from runner.episode.snapshot.sources import project_snapshot
-from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.episode.toolmanifest import admission
 from runner.errors import InputError
 from runner.grading import make_judge
@@ -75,6 +73,8 @@ from runner.submit.plan import Plan, build_plan
 from runner.submit.report import build_report, grade_job, write_report
 from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.submit.variants import make_variants
+from runner.tools.snapshot.sources import project_snapshot
+from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 log = get_logger(__name__)
 

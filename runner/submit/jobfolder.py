@@ -15,12 +15,12 @@ from typing import Any
 
 from runner.backends import labels
 from runner.domain.ids import path_for_id
-from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.settings import Settings
 from runner.submit.options import SubmitOptions, read_json_object
 from runner.submit.plan import Plan
+from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 log = get_logger(__name__)
 

@@ -128,7 +128,7 @@ class Environment(Record):
     """The environment manifest: python, platform, packages, image id, tool schema hashes.
 
     ``tool_snapshot`` (optional, added in 0.1.0 without a ``v`` change): sha256 hex of the
-    tool snapshot the sandbox mounted (`runner.episode.snapshot`).
+    tool snapshot the sandbox mounted (`runner.tools.snapshot`).
     """
 
     python: str | None = None

@@ -200,13 +200,13 @@ def test_the_answer_key_is_not_inside_the_sandbox(
 ) -> None:
     from runner.domain.ids import sequential_ids
     from runner.domain.tasks import Task
-    from runner.domain.toolsource import registry_for_workflow
     from runner.domain.workflow import load_workflow
     from runner.episode.driver import run_episode
     from runner.episode.request import EpisodeRequest
-    from runner.episode.snapshot.sources import project_snapshot
     from runner.policy import load_policy
     from runner.settings import Settings
+    from runner.tools.snapshot.sources import project_snapshot
+    from runner.tools.source import registry_for_workflow
 
     wf = load_workflow(project.workflow("- {id: c, tool: cheat.read_expected}\n"))
     policy = load_policy("shadow")

@@ -280,9 +280,9 @@ def test_a_policy_cannot_ask_for_record_mode(tmp_path: Path) -> None:
 
 
 def test_unsafe_allow_in_shadow_serves_from_recordings_never_executes(tmp_path: Path) -> None:
-    from runner.domain.toolsource import registry_for_workflow
     from runner.domain.workflow import load_workflow
     from runner.policy import load_policy
+    from runner.tools.source import registry_for_workflow
 
     path = tmp_path / "p.yaml"
     path.write_text("name: p\nmode: shadow\ntools:\n  unsafe_allow: [ticket.close]\n")

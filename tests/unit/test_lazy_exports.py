@@ -16,7 +16,13 @@ import pytest
 
 from tests.paths import REPO
 
-LAZY = ["runner.episode", "runner.episode.toolmanifest", "runner.policy", "runner.providers"]
+LAZY = [
+    "runner.episode",
+    "runner.episode.toolmanifest",
+    "runner.policy",
+    "runner.providers",
+    "runner.tools",
+]
 
 
 def _type_checking_names(package: str) -> dict[str, str]:

@@ -60,14 +60,6 @@ PUBLIC: dict[str, list[str]] = {
         "runner_mounts",
         "sandbox_registry",
     ],
-    "runner.episode.snapshot": [
-        "SnapshotEntry",
-        "ToolSnapshot",
-        "build_snapshot",
-        "project_snapshot",
-        "snapshot_for",
-        "tool_mounts",
-    ],
     "runner.episode.toolmanifest": [
         "MANIFEST_TIMEOUT_S",
         "Admission",
@@ -233,6 +225,21 @@ PUBLIC: dict[str, list[str]] = {
         "load_job_file",
         "prepare",
         "write_report",
+    ],
+    "runner.tools": [
+        "ToolLocations",
+        "ToolSnapshot",
+        "locate_tools",
+        "registry_for_workflow",
+        "static_registry",
+    ],
+    "runner.tools.snapshot": [
+        "SnapshotEntry",
+        "ToolSnapshot",
+        "build_snapshot",
+        "project_snapshot",
+        "snapshot_for",
+        "tool_mounts",
     ],
     "runner.trace": [
         "MAX_BODY_BYTES",

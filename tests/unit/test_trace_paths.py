@@ -246,8 +246,8 @@ def test_a_trace_cannot_make_the_host_read_a_json_file_outside_its_folder(
 
 
 def test_a_trace_cannot_mount_an_installed_package_or_a_plain_folder(tmp_path: Path) -> None:
-    from runner.domain.toollocate import locate_tools
     from runner.domain.workflow import load_workflow
+    from runner.tools.locate import locate_tools
 
     trace = _trace_folder(tmp_path, "[golden_tools, yaml]")
     workflow = load_workflow(trace.parent / "golden.yaml")
@@ -261,8 +261,8 @@ def test_a_trace_cannot_mount_an_installed_package_or_a_plain_folder(tmp_path: P
 
 
 def test_a_module_linked_from_outside_the_trace_folder_is_refused(tmp_path: Path) -> None:
-    from runner.domain.toollocate import locate_tools
     from runner.domain.workflow import load_workflow
+    from runner.tools.locate import locate_tools
 
     trace = _trace_folder(tmp_path, "[golden_tools, extra]")
     elsewhere = tmp_path / "elsewhere"

@@ -20,7 +20,7 @@ policy's replay USD ceiling is set, named with its fixes: `runner.policy.pricing
 ``submit`` and ``submit --dry-run`` refuse it). With several workflows the worst wins.
 
 Nothing is run and no engine is needed: the tool modules are read from source
-(`runner.domain.toolstatic`), never imported, so their top-level code does not run on the
+(`runner.tools.static`), never imported, so their top-level code does not run on the
 host; a scripted model function is only located and found defined. A tool whose declaration is
 not literal (its effect, a parameter's type) counts as ``unsafe`` and the diagnostic says what
 could not be read and where (fail closed). ``submit`` and ``run`` take the same first step,

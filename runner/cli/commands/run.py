@@ -88,10 +88,10 @@ def execute_run(
     from runner.episode.limits import check_engine_limits
     from runner.episode.metered_run import call_cap, one_off_run
     from runner.episode.request import EpisodeRequest
-    from runner.episode.snapshot.sources import project_snapshot
     from runner.episode.toolmanifest.admission import read_gate, sandbox_gate
     from runner.policy import load_policy
     from runner.providers.workflows import provider_for_workflow
+    from runner.tools.snapshot.sources import project_snapshot
 
     validate_id(task_id, kind="task id", field="--task")
     task_file = load_tasks(tasks_path)

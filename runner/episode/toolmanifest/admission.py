@@ -3,7 +3,7 @@
 The host never imports the code under evaluation. So the gate has two stages:
 
 1. `read_gate` (no engine, nothing run): the eligibility check over the registry read from
-   source (`runner.domain.toolstatic`), with the model provider built as the command
+   source (`runner.tools.static`), with the model provider built as the command
    will build it. What that reading decided is raised now, before any backend exists: invalid
    input (exit 2), a tool the policy denies whose declaration was read literally, an id no
    module defines where every module was fully read (exit 3). What it could not decide waits.
@@ -38,8 +38,8 @@ from runner.policy.eligibility import (
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
-    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
+    from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 __all__ = ["Admission", "admit", "read_gate", "sandbox_gate"]
 

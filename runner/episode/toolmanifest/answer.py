@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
 from runner.domain.registry import ToolSpec
-from runner.domain.toolsource import mcp_tool_specs
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.sdk import Effect, schema_hash
+from runner.tools.source import mcp_tool_specs
 
 if TYPE_CHECKING:
-    from runner.domain.toollocate import ToolLocations
     from runner.domain.workflow import WorkflowFile
+    from runner.tools.locate import ToolLocations
 
 __all__ = ["MAX_TEXT", "MAX_TOOLS", "PathMap", "clean_text", "mcp_tools", "module_tools"]
 
@@ -168,7 +168,7 @@ def mcp_tools(
     """The tools of each MCP stdio server the sandbox asked, by entry index.
 
     The answer's ``mcp`` list (`runner.runtime.mcplist`) is untrusted: each server's tools go
-    through `runner.domain.toolsource.mcp_tool_specs` (names, schemas, annotations checked).
+    through `runner.tools.source.mcp_tool_specs` (names, schemas, annotations checked).
 
     Raises:
         InputError: a server that could not be asked (its error, made inert, at its entry) or

@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any
 from runner import resources
 from runner.domain.ids import path_for_id
 from runner.episode.driver import lookup_image_id
-from runner.episode.snapshot.sources import run_roots
 from runner.episode.toolmanifest.answer import clean_text
 from runner.episode.toolmanifest.run import ATTEMPT_KEYS, MAX_OUTBOUND, SandboxAnswer
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.sdk import canonical_json
+from runner.tools.snapshot.sources import run_roots
 
 if TYPE_CHECKING:
-    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
+    from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 __all__ = [
     "DESCRIPTIONS_DIR",

@@ -2,7 +2,7 @@
 
 `check_describer` is the ``describe`` callable `runner.policy.eligibility.check_eligibility`
 takes. It keeps ``check`` quick: a workflow without an MCP stdio server is read from source
-(`runner.domain.toolstatic.static_registry`), and only one that names such a server loads the
+(`runner.tools.static.static_registry`), and only one that names such a server loads the
 Docker backend and the sandbox describer (`runner.episode.toolmanifest.registry`).
 """
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.domain.registry import Registry
-from runner.domain.toollocate import locate_tools
-from runner.domain.toolstatic import static_registry
 from runner.domain.workflow import WorkflowFile
 from runner.policy import Policy, load_policy
+from runner.tools.locate import locate_tools
+from runner.tools.static import static_registry
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -30,7 +30,7 @@ class check_describer:  # used as a function: describe = check_describer(...)
     that only the server can list, and the server is the challenger's code: for such a
     workflow the registry is described inside a sandbox (`sandbox_registry`, the server's
     files in a tool snapshot), so ``check`` needs the engine and the image then. Every other
-    workflow is read from source as before (`runner.domain.toolstatic.static_registry`).
+    workflow is read from source as before (`runner.tools.static.static_registry`).
     Close it (``with``) to release the backend it may have connected.
     """
 

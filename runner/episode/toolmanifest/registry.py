@@ -1,6 +1,6 @@
 """A workflow's registry built inside a sandbox: the host never imports the tool code.
 
-`runner.domain.toolsource.registry_for_workflow` imports the tool modules on the host (as
+`runner.tools.source.registry_for_workflow` imports the tool modules on the host (as
 pytest imports a project's tests). That is right for ``check``, ``submit``, ``run`` and
 ``record``: they run the user's own project, whose code the user runs anyway (``record`` even
 runs it unsandboxed, on purpose). It is wrong for ``reproduce``: a reviewer packet, or a trace
@@ -9,7 +9,7 @@ importing a module runs it. So `sandbox_registry` (used by `runner.reproduce.rep
 always) does this:
 
 1. on the host, *locate* every ``tools`` entry without running anything: a ``.json`` tool
-   manifest is read as data (`runner.domain.toolsource.load_manifest_tools`); a module's
+   manifest is read as data (`runner.tools.source.load_manifest_tools`); a module's
    top-level package is found with ``importlib.machinery.PathFinder.find_spec`` over the
    workflow's folder and the current directory, then the installed packages (a directory
    scan: no module code, no ``.pth`` file runs). Not found: the same `InputError` as before;
@@ -46,20 +46,20 @@ from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import Backend as BackendType
 from runner.domain.registry import Registry, ToolSpec
-from runner.domain.toollocate import locate_tools
-from runner.episode.snapshot.sources import snapshot_for
 from runner.episode.toolmanifest.answer import PathMap, mcp_tools, module_tools
 from runner.episode.toolmanifest.cache import description_slot, report_outbound
 from runner.episode.toolmanifest.run import ask_sandbox
 from runner.hostlog import get_logger
+from runner.tools.locate import locate_tools
+from runner.tools.snapshot.sources import snapshot_for
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
-    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
+    from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 __all__ = ["MANIFEST_TIMEOUT_S", "sandbox_registry"]
 

@@ -37,8 +37,8 @@ from runner.runtime import protocol
 if TYPE_CHECKING:
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
-    from runner.episode.snapshot.toolsnapshot import ToolSnapshot
     from runner.settings import Settings
+    from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 log = get_logger(__name__)
 

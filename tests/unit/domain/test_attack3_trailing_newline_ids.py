@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from runner.domain.ids import id_problem
-from runner.domain.mcptools import listed_tools
 from runner.errors import InputError
+from runner.tools.mcp import listed_tools
 from tests.paths import REPO
 
 
@@ -61,7 +61,7 @@ def test_check_never_prints_a_raw_newline_from_a_tool_name(tmp_path: Path) -> No
 
 
 VALIDATORS = [
-    ("runner.domain.mcptools", "_NAME", "read_file"),
+    ("runner.tools.mcp", "_NAME", "read_file"),
     ("runner.episode.toolmanifest.answer", "_TOOL_ID", "ticket.get"),
     ("runner.episode.toolmanifest.answer", "_MODULE", "tools.helpdesk"),
     ("runner.runtime.replay.callrecords", "_TOOL_ID", "ticket.get"),

@@ -14,12 +14,12 @@ import json
 import shutil
 from pathlib import Path
 
-from runner.domain.toolstatic import static_registry
 from runner.domain.workflow import load_workflow
 from runner.importers.toolset import content_hash
 from runner.policy import load_policy
 from runner.reproduce.inputs import find_workflow_file
 from runner.sdk import record
+from runner.tools.static import static_registry
 from runner.trace.format import text_hash
 from tests.paths import REPO
 

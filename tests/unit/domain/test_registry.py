@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from runner.domain.registry import Registry
-from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from runner.errors import InputError, ToolNotResolvable
 from runner.policy import PolicySpec, load_policy, policy_from_spec
 from runner.sdk import schema_hash
+from runner.tools.source import registry_for_workflow
 from tests.paths import REPO
 
 ROOT = REPO

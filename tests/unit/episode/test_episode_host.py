@@ -20,9 +20,9 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
+from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.trace.format import failure_signature
 from tests.fakes import SubprocessBackend
 from tests.paths import REPO

@@ -24,8 +24,8 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.settings import Settings
+from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.trace.format import episode_exit_code, failure_signature
 from runner.tracetools.lint import lint_trace
 from tests.fakes import SubprocessBackend

@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 
 from runner.cli.app import app
 from runner.domain.tasks import load_tasks
-from runner.domain.toolsource import load_manifest_tools
 from runner.errors import InputError
 from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.importers.toolset import parse_effect_map
 from runner.sdk import canonical_json, schema_hash
+from runner.tools.source import load_manifest_tools
 from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
 from tests.paths import REPO

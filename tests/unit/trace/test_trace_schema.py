@@ -211,10 +211,10 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
     from runner.domain.workflow import load_workflow
     from runner.episode.driver import run_episode
     from runner.episode.request import EpisodeRequest
-    from runner.episode.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
     from runner.providers.scripted import ScriptedProvider
     from runner.sdk import schema_hash
     from runner.settings import Settings
+    from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
     from runner.tracetools.lint import lint_trace
     from tests.fakes import SubprocessBackend
 

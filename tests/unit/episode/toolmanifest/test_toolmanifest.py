@@ -20,14 +20,14 @@ import pytest
 from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Reaped, Sandbox, SandboxSpec
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
-from runner.domain.toollocate import locate_tools
-from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
 from runner.runtime import protocol
 from runner.settings import Settings
+from runner.tools.locate import locate_tools
+from runner.tools.source import registry_for_workflow
 from tests.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"

@@ -118,7 +118,7 @@ def listed_tools(data: Any, *, file: str, prefix: str = "") -> list[dict[str, An
 
     Returns:
         ``{"id", "effect" (`Effect`), "decided_by", "description", "schema"}`` per tool, in
-        the listed order (`runner.domain.toolsource.mcp_tool_specs` makes them tool specs).
+        the listed order (`runner.tools.source.mcp_tool_specs` makes them tool specs).
 
     Raises:
         InputError: not a tools/list result, a tool without a valid ``name`` (named with its

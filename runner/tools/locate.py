@@ -2,9 +2,9 @@
 
 `locate_tools` resolves each ``tools:`` entry of a workflow to a tool manifest (read) or a
 module's host folder (located by a directory scan, never imported), and each program step's
-module likewise (`runner.domain.programs`). A trace's or a packet's entries resolve only in its
+module likewise (`runner.tools.programs`). A trace's or a packet's entries resolve only in its
 own folder (``confined_to``), through the id rules (`runner.domain.ids.path_under`). Used by
-``check``'s static reading (`runner.domain.toolstatic`), by the tool snapshot and by the
+``check``'s static reading (`runner.tools.static`), by the tool snapshot and by the
 sandbox description (`runner.episode.toolmanifest`).
 
 May import: the rest of `runner.domain`, `runner.errors`, the standard library.
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
 from runner.domain.mcpentry import McpEntry, McpSource
-from runner.domain.mcptools import server_files
-from runner.domain.programs import module_root, program_modules
 from runner.domain.registry import ToolSpec
-from runner.domain.toolsource import load_manifest_tools, load_mcp_tools_list, manifest_path
 from runner.errors import InputError
+from runner.tools.mcp import server_files
+from runner.tools.programs import module_root, program_modules
+from runner.tools.source import load_manifest_tools, load_mcp_tools_list, manifest_path
 
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
@@ -44,7 +44,7 @@ class ToolLocations:
         modules: ``(entry index, module name, host root folder)`` in entry order.
         search: the folders looked in first (workflow folder, current directory).
         programs: ``(step index, module name, host root folder)`` of the program steps'
-            modules (`runner.domain.programs.program_modules`): located like tool modules,
+            modules (`runner.tools.programs.program_modules`): located like tool modules,
             copied into the snapshot and mounted with them, imported only in the sandbox.
         mcp_servers: ``(entry index, source, folder)`` of the ``{mcp: {command}}`` entries:
             stdio servers whose ``tools/list`` only a sandbox asks (the folder, the

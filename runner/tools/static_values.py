@@ -1,6 +1,6 @@
 """What a tool module's names stand for, read from its source without running it.
 
-`runner.domain.toolstatic` walks a module's top-level statements in order and keeps a
+`runner.tools.static` walks a module's top-level statements in order and keeps a
 `Namespace`: each module-level name is bound to a `Known` host object (a `typing` object, a
 builtin, a literal constant, `runner.sdk.tool`, `runner.sdk.Effect` or one of its members, a
 `TypedDict` class rebuilt from the module's own class statement), a function statement, a tool,

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from runner.domain.ids import path_under
 from runner.domain.mcpentry import McpEntry, McpSource
-from runner.domain.mcptools import listed_tools
-from runner.domain.programs import program_roots
 from runner.domain.registry import Registry, ToolSpec
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.inputfile import read_input
 from runner.sdk import Effect, ToolDef, collect_tools, schema_hash
+from runner.tools.mcp import listed_tools
+from runner.tools.programs import program_roots
 from runner.trace.strictjson import StrictJSONError
 from runner.trace.strictjson import loads as strict_loads
 
@@ -68,7 +68,7 @@ def registry_for_workflow(workflow: WorkflowFile) -> Registry:
     This imports the tool modules on the host, so it is for ``record`` alone, the one
     command that runs the tools live on the host by design. Every other command keeps the
     code under evaluation off the host: ``check`` reads the modules from source
-    (`runner.domain.toolstatic.static_registry`); ``run``, ``submit``, ``reproduce``
+    (`runner.tools.static.static_registry`); ``run``, ``submit``, ``reproduce``
     and ``packet`` describe them inside a sandbox
     (`runner.episode.toolmanifest.sandbox_registry`).
 
@@ -299,7 +299,7 @@ def load_mcp_tools_list(folder: Path, source: McpSource, where: dict[str, Any]) 
 
 
 def mcp_tool_specs(data: Any, *, file: str, source: McpSource) -> list[ToolSpec]:
-    """Recorded-only tool specs of a ``tools/list`` result (`runner.domain.mcptools`).
+    """Recorded-only tool specs of a ``tools/list`` result (`runner.tools.mcp`).
 
     Args:
         data: the decoded ``tools/list`` result (hostile).
@@ -307,7 +307,7 @@ def mcp_tool_specs(data: Any, *, file: str, source: McpSource) -> list[ToolSpec]
         source: the workflow entry's ``mcp`` mapping (its label is the tools' origin).
 
     Raises:
-        InputError: see `runner.domain.mcptools.listed_tools`.
+        InputError: see `runner.tools.mcp.listed_tools`.
     """
     return [
         ToolSpec(

@@ -10,8 +10,8 @@ May import: `runner.backends` (``Mount``), `runner.domain`, `runner.runtime.prot
 `runner.errors`; nothing else of `runner.episode`.
 """
 
-from runner.episode.snapshot.sources import project_snapshot, snapshot_for, tool_mounts
-from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
+from runner.tools.snapshot.sources import project_snapshot, snapshot_for, tool_mounts
+from runner.tools.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
 
 __all__ = [
     "SnapshotEntry",

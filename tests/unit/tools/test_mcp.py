@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from runner.cli.app import app
 from runner.domain.mcpentry import McpEntry
-from runner.domain.mcptools import effect_of, listed_tools
 from runner.errors import InputError
 from runner.runtime import mcplist
 from runner.sdk import Effect
+from runner.tools.mcp import effect_of, listed_tools
 from tests.paths import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "mcp"

@@ -1,7 +1,7 @@
-"""What of a workflow goes into the tool snapshot (`runner.episode.snapshot`).
+"""What of a workflow goes into the tool snapshot (`runner.tools.snapshot`).
 
 For each ``tools`` module: its top-level module file or package folder, in the ``sys.path``
-folder it resolves from (`runner.domain.toollocate.locate_tools` finds it without
+folder it resolves from (`runner.tools.locate.locate_tools` finds it without
 importing: the workflow's folder and the current directory as for the host import, then the
 installed packages; ``reproduce`` of a packet only inside the packet). Tool manifests without
 code need nothing in the sandbox: their tools are served from recordings. The scripted model
@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import Mount
-from runner.domain.mcptools import server_files
-from runner.domain.toollocate import locate_tools
-from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
-from runner.episode.snapshot.tree import VENV_NAMES
 from runner.errors import InputError
 from runner.runtime import protocol
+from runner.tools.locate import locate_tools
+from runner.tools.mcp import server_files
+from runner.tools.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
+from runner.tools.snapshot.tree import VENV_NAMES
 
 if TYPE_CHECKING:
-    from runner.domain.toollocate import ToolLocations
     from runner.domain.workflow import WorkflowFile
+    from runner.tools.locate import ToolLocations
 
 __all__ = [
     "MAX_GLOB_ENTRIES",
@@ -83,7 +83,7 @@ def workflow_entries(
 
     Args:
         workflow: the loaded workflow.
-        located: where its modules resolve (`runner.domain.toollocate.locate_tools`).
+        located: where its modules resolve (`runner.tools.locate.locate_tools`).
         state_dir: the state folder (never matched by a glob).
 
     Raises:
@@ -225,7 +225,7 @@ def tool_mounts(request: Any) -> tuple[list[Mount], list[str]]:
         if roots:
             raise ValueError(
                 "a sandboxed run with tool folders needs the command's tool snapshot "
-                "(runner.episode.snapshot.sources.snapshot_for)"
+                "(runner.tools.snapshot.sources.snapshot_for)"
             )
         return [], []
     return snapshot.mounts(roots)
@@ -263,7 +263,7 @@ def snapshot_for(
         exclude: files never copied, by real path (the tasks file, the traces read).
 
     Raises:
-        InputError: see `workflow_entries` and `runner.episode.snapshot.build_snapshot`.
+        InputError: see `workflow_entries` and `runner.tools.snapshot.build_snapshot`.
     """
     entries = [
         entry

@@ -16,13 +16,13 @@ import pytest
 
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
-from runner.domain.toolstatic import HostSyntaxError, read_function, static_registry
 from runner.domain.workflow import load_workflow
 from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
 from runner.policy.eligibility import check_eligibility
 from runner.settings import Settings
+from runner.tools.static import HostSyntaxError, read_function, static_registry
 
 
 def _project(tmp_path: Path, source: str, steps: str = "x.y") -> Path:

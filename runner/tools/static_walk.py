@@ -1,7 +1,7 @@
-"""The walk over one tool module's top-level statements (`runner.domain.toolstatic`).
+"""The walk over one tool module's top-level statements (`runner.tools.static`).
 
 Statements are taken in order, as the import would run them. Each binds names in the
-`Namespace` (`runner.domain.toolstatic_values`); a ``@tool(...)`` function statement or a
+`Namespace` (`runner.tools.static_values`); a ``@tool(...)`` function statement or a
 ``name = tool(...)(f)`` assignment makes a `StaticTool`. Inside a compound statement (``if``,
 ``try``, ``for``, ``while``, ``with``, ``match``) what is bound may or may not be: such names are
 `Opaque` and such tools are kept with the condition as a reason (unsafe, fail closed), except
@@ -19,8 +19,8 @@ import sys
 from typing import Any
 
 from runner import sdk
-from runner.domain.toolstatic_decl import FunctionNode, StaticTool, declaration
-from runner.domain.toolstatic_values import (
+from runner.tools.static_decl import FunctionNode, StaticTool, declaration
+from runner.tools.static_values import (
     FunctionBinding,
     Known,
     Namespace,

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from runner.domain.workflow import load_workflow
-from runner.episode.snapshot import tree as snapshot_tree
-from runner.episode.snapshot.sources import match_files, project_snapshot
-from runner.episode.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
 from runner.errors import InputError
+from runner.tools.snapshot import tree as snapshot_tree
+from runner.tools.snapshot.sources import match_files, project_snapshot
+from runner.tools.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
 
 TASK_LINE = '{"task_id": "t1", "input": {}, "expected": {"output": "SECRET"}}\n'
 TRACE_LINE = '{"v": 1, "type": "run", "run_id": "r1"}\n'
@@ -361,7 +361,7 @@ def test_a_build_left_by_a_killed_command_is_removed_later(tmp_path: Path) -> No
 def test_a_program_brings_the_modules_of_its_folder_it_imports(tmp_path: Path) -> None:
     """SPEC: a program's module "and the packages it imports from the workflow's folder" are
     in the tool snapshot (examples/agent-program's agent imports its own ``agentloop``)."""
-    from runner.episode.snapshot.sources import local_imports
+    from runner.tools.snapshot.sources import local_imports
 
     (tmp_path / "agent.py").write_text("import json\nfrom loop import run\nimport pkg.sub\n")
     (tmp_path / "loop.py").write_text("from helpers import x\n")

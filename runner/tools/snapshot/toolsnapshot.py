@@ -8,7 +8,7 @@ modules) builds one `ToolSnapshot` at its start and every sandbox of the command
 
 - **contents**: the entries the workflow declares (`SnapshotEntry`: the top-level module file or
   package of each ``tools`` module, and what its ``files`` globs match), found by
-  `runner.episode.snapshot.sources`;
+  `runner.tools.snapshot.sources`;
 - **minus**, at any depth of a declared package or folder: entries whose real path is an
   excluded file (the tasks file, traces the command reads; a hard link to one too) or the state
   folder or inside it; virtual environments (a folder holding ``pyvenv.cfg``, ``site-packages``,
@@ -48,7 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from runner.backends.base import Mount
-from runner.episode.snapshot.tree import (
+from runner.errors import InputError
+from runner.hostlog import get_logger
+from runner.runtime import protocol
+from runner.tools.snapshot.tree import (
     DIR_MODE,
     MAX_BYTES,
     MAX_FILES,
@@ -59,9 +62,6 @@ from runner.episode.snapshot.tree import (
     tree_digest,
     verify,
 )
-from runner.errors import InputError
-from runner.hostlog import get_logger
-from runner.runtime import protocol
 
 __all__ = [
     "MAX_BYTES",
@@ -189,7 +189,7 @@ def build_snapshot(
     """Copy ``entries`` into a content-addressed snapshot under ``state_dir``.
 
     Args:
-        entries: what the workflows declare (`runner.episode.snapshot.sources`).
+        entries: what the workflows declare (`runner.tools.snapshot.sources`).
         state_dir: the state folder (never copied; the snapshot is written below it).
         exclude: files never copied, by real path (the tasks file, traces read).
 

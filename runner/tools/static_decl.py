@@ -1,4 +1,4 @@
-"""One ``tool(...)`` declaration as read from source (`runner.domain.toolstatic_walk`).
+"""One ``tool(...)`` declaration as read from source (`runner.tools.static_walk`).
 
 The arguments of the ``tool`` call are evaluated as literals (`runner.domain.
 toolstatic_values.evaluate`); an id that is not literal leaves no tool (a gap of the module), an
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.domain.toolstatic_values import (
+from runner.tools.static_values import (
     FunctionBinding,
     Namespace,
     NotLiteral,

@@ -5,10 +5,10 @@ evaluation (a module's top-level code would run on the host, with the network). 
 ``tools`` module with `ast` (`static_registry`), where ``submit`` and ``run`` describe the
 modules inside a sandbox (`runner.episode.toolmanifest.sandbox_registry`):
 
-- modules are located as the sandbox finds them (`runner.domain.toollocate.
+- modules are located as the sandbox finds them (`runner.tools.locate.
   locate_tools`: workflow folder, current directory, installed packages; no import), ``.json``
   tool manifests read as data, as everywhere;
-- the module's top-level statements are walked in order (`runner.domain.toolstatic_values`
+- the module's top-level statements are walked in order (`runner.tools.static_values`
   keeps what each name stands for); a tool is what `runner.sdk.collect_tools` would collect: a
   function defined in the module, decorated ``@tool(...)`` or bound as ``name = tool(...)(f)``,
   still bound to a module name at the end (``qualname``: its own name when still bound, else the
@@ -50,10 +50,10 @@ from typing import TYPE_CHECKING, Any
 
 from runner import sdk
 from runner.domain.registry import Registry, ToolSpec
-from runner.domain.toollocate import locate_tools, tool_entry_where
-from runner.domain.toolstatic_decl import BARE, StaticTool
-from runner.domain.toolstatic_walk import ModuleWalk
 from runner.errors import InputError
+from runner.tools.locate import locate_tools, tool_entry_where
+from runner.tools.static_decl import BARE, StaticTool
+from runner.tools.static_walk import ModuleWalk
 
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile

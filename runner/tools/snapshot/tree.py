@@ -1,4 +1,4 @@
-"""The file work behind the tool snapshot (`runner.episode.snapshot`).
+"""The file work behind the tool snapshot (`runner.tools.snapshot`).
 
 What to copy, the copy, the digest and its check.
 

@@ -184,6 +184,4 @@ def trusted_packet(
 def without_description(monkeypatch: Any) -> None:
     """Skip the sandbox that describes the tool modules (``run``, ``submit``): for tests whose
     backend is a stub that cannot run one; the registry read from source is used instead."""
-    monkeypatch.setattr(
-        "runner.episode.toolmanifest.admission.sandbox_gate", lambda report, **kwargs: report
-    )
+    monkeypatch.setattr("runner.admission.gate.sandbox_gate", lambda report, **kwargs: report)

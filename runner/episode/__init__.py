@@ -29,20 +29,16 @@ if TYPE_CHECKING:  # the same names, for mypy and import-linter
     from runner.episode.prepare import prepare_run, runner_mounts
     from runner.episode.record import record_run
     from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
-    from runner.episode.toolmanifest.registry import sandbox_registry
-    from runner.tools.locate import locate_tools
 
 __all__ = [
     "EpisodeRequest",
     "EpisodeResult",
     "MeteredRun",
     "PreparedRun",
-    "locate_tools",
     "prepare_run",
     "record_run",
     "run_episode",
     "runner_mounts",
-    "sandbox_registry",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -52,11 +48,9 @@ __getattr__, __dir__ = lazy_exports(
         "EpisodeResult": "runner.episode.request",
         "MeteredRun": "runner.episode.metered_run",
         "PreparedRun": "runner.episode.request",
-        "locate_tools": "runner.tools.locate",
         "prepare_run": "runner.episode.prepare",
         "record_run": "runner.episode.record",
         "run_episode": "runner.episode.driver",
         "runner_mounts": "runner.episode.prepare",
-        "sandbox_registry": "runner.episode.toolmanifest.registry",
     },
 )

@@ -8,7 +8,7 @@ read-only (no user folder is mounted live, `runner.tools.snapshot`); a fixed env
 limits from the policy overridden by settings (`runner.episode.limits`); the hard lifetime cap
 `LifetimeCap` from the run timeout, and the same timeout as ``run.json`` ``deadline_s`` for the
 runtime's watchdog. Nothing in the spec depends on the run but its ``run_id`` and
-``labels``. The describing sandbox of `runner.episode.toolmanifest` is prepared here
+``labels``. The describing sandbox of `runner.admission` is prepared here
 too, so that it has the same mounts, environment, user and limits as an episode.
 """
 

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.admission.describe import sandbox_registry
 from runner.domain.ids import path_under
 from runner.domain.mcpentry import McpEntry
 from runner.domain.workflow import load_workflow
-from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.policy import load_policy
@@ -174,7 +174,7 @@ def build_packet(
     """Write the reviewer packet of one trace, its secrets redacted.
 
     The filtered manifest comes from a registry described inside a sandbox, exactly as
-    ``reproduce`` builds it (`runner.episode.toolmanifest.sandbox_registry`): the trace
+    ``reproduce`` builds it (`runner.admission.sandbox_registry`): the trace
     folder's tool modules are never imported on the host, and its tool entries resolve only
     in the workflow file's folder (`runner.reproduce.inputs.tool_folder`).
 

@@ -23,7 +23,7 @@ today's registry or with another schema hash. What ``lint`` merely flags (a mode
 an alias, a body that is not the raw HTTP body) never refuses.
 
 Reproduce never runs the input's code on the host: the registry (tool ids, effect classes,
-schema hashes) is built inside a sandbox (`runner.episode.toolmanifest`), the tool
+schema hashes) is built inside a sandbox (`runner.admission`), the tool
 modules are only located here — in the trace's own folder alone (`reproduce_inputs.
 tool_folder`), never the current directory or the installed packages — and copied into one
 tool snapshot per trace (what the description sandbox and the replay both mount; never the
@@ -43,13 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.admission.describe import sandbox_registry
 from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
 from runner.episode.reaping import connect_docker
 from runner.episode.request import EpisodeRequest
-from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InfrastructureError, InputError, ReplayRefused
 from runner.hostlog import get_logger
 from runner.inputfile import open_input

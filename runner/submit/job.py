@@ -3,7 +3,7 @@
 Sequence (`prepare` then `execute`):
 
 1. Load time, before anything starts: the policy, every variant through the eligibility check
-   over its tool modules read from source (`runner.episode.toolmanifest.admission.read_gate`:
+   over its tool modules read from source (`runner.admission.gate.read_gate`:
    nothing of them is imported on the host; any variant it finds ineligible rejects the whole
    submission, exit 3, with no backend call and no ledger row), the tasks, the judge; then the
    `Plan`.
@@ -13,7 +13,7 @@ Sequence (`prepare` then `execute`):
    data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
    again, whatever changed in the source files since). The backend is made and each variant's
    registry is described inside a sandbox from the snapshot, then checked again
-   (`runner.episode.toolmanifest.admission.sandbox_gate`; kept by the snapshot's digest, so a
+   (`runner.admission.gate.sandbox_gate`; kept by the snapshot's digest, so a
    resumed job starts no describing sandbox again): the runs use that registry, and an ineligible
    variant still stops everything before a job exists. The job: a ledger row and
    ``<state_dir>/jobs/<job_id>/`` (`runner.submit.jobfolder`; ``job.json``: the options, the
@@ -41,6 +41,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from runner.admission import gate as admission
+from runner.admission.eligibility import EligibilityReport, WorkflowCheck
 from runner.backends.capacity import starts_at_once
 from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
@@ -48,13 +50,11 @@ from runner.episode.limits import check_engine_limits, limits_in_effect
 from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.poolbindings import PoolBindings
 from runner.episode.reaping import ledger_id, settle_reaped
-from runner.episode.toolmanifest import admission
 from runner.errors import InputError
 from runner.grading import make_judge
 from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger
 from runner.policy import load_policy
-from runner.policy.eligibility import EligibilityReport, WorkflowCheck
 from runner.policy.pricing import check_prices, recorded_models, with_prices
 from runner.settings import Settings
 from runner.submit.budgetclock import BudgetClock
@@ -199,7 +199,7 @@ def described_plan(
 ) -> Plan:
     """``submit``'s plan with each variant's registry as a sandbox describes it.
 
-    The registries come from `runner.episode.toolmanifest.admission.sandbox_gate` over the
+    The registries come from `runner.admission.gate.sandbox_gate` over the
     command's tool snapshot.
 
     Raises:

@@ -5,7 +5,7 @@ module's host folder (located by a directory scan, never imported), and each pro
 module likewise (`runner.tools.programs`). A trace's or a packet's entries resolve only in its
 own folder (``confined_to``), through the id rules (`runner.domain.ids.path_under`). Used by
 ``check``'s static reading (`runner.tools.static`), by the tool snapshot and by the
-sandbox description (`runner.episode.toolmanifest`).
+sandbox description (`runner.admission`).
 
 May import: the rest of `runner.domain`, `runner.errors`, the standard library.
 """

@@ -70,7 +70,7 @@ def registry_for_workflow(workflow: WorkflowFile) -> Registry:
     code under evaluation off the host: ``check`` reads the modules from source
     (`runner.tools.static.static_registry`); ``run``, ``submit``, ``reproduce``
     and ``packet`` describe them inside a sandbox
-    (`runner.episode.toolmanifest.sandbox_registry`).
+    (`runner.admission.sandbox_registry`).
 
     Raises:
         InputError: a module that cannot be imported or defines an invalid tool, an

@@ -3,7 +3,7 @@
 ``check`` is the CI gate: it must work without a Docker engine and must not run the code under
 evaluation (a module's top-level code would run on the host, with the network). So it reads each
 ``tools`` module with `ast` (`static_registry`), where ``submit`` and ``run`` describe the
-modules inside a sandbox (`runner.episode.toolmanifest.sandbox_registry`):
+modules inside a sandbox (`runner.admission.sandbox_registry`):
 
 - modules are located as the sandbox finds them (`runner.tools.locate.
   locate_tools`: workflow folder, current directory, installed packages; no import), ``.json``

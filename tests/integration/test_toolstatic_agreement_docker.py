@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from runner.admission.describe import sandbox_registry
 from runner.domain.registry import Registry
-from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.policy import load_policy
 from runner.settings import Settings
 from tests.toolviews import (

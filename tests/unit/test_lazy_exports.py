@@ -18,7 +18,7 @@ from tests.paths import REPO
 
 LAZY = [
     "runner.episode",
-    "runner.episode.toolmanifest",
+    "runner.admission",
     "runner.policy",
     "runner.providers",
     "runner.tools",

@@ -29,9 +29,9 @@ def _blocks() -> dict[str, str]:
 def test_the_readme_example_is_eligible_and_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from runner.admission.eligibility import check_eligibility
     from runner.backends.unsandboxed import UnsandboxedProcessBackend
     from runner.cli.commands import run as run_module
-    from runner.policy.eligibility import check_eligibility
     from runner.settings import Settings
 
     blocks = _blocks()

@@ -306,7 +306,7 @@ def test_a_file_the_sandbox_reports_is_a_host_path_only_inside_its_tool_folder(
 ) -> None:
     """What the describing sandbox says is untrusted: the packet packs and reproduce reads
     the host files it names, so a name leading out of the tool folder is no host path."""
-    from runner.episode.toolmanifest.answer import PathMap
+    from runner.admission.answer import PathMap
 
     root = tmp_path / "tools"
     root.mkdir()

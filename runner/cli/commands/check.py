@@ -24,7 +24,7 @@ Nothing is run and no engine is needed: the tool modules are read from source
 host; a scripted model function is only located and found defined. A tool whose declaration is
 not literal (its effect, a parameter's type) counts as ``unsafe`` and the diagnostic says what
 could not be read and where (fail closed). ``submit`` and ``run`` take the same first step,
-then describe the tools inside a sandbox (`runner.episode.toolmanifest.admission`). The one
+then describe the tools inside a sandbox (`runner.admission.gate`). The one
 exception: an MCP stdio server (``tools: [{mcp: {command: [...]}}]``) is asked for its tools
 inside a sandbox (it is the challenger's code), so a workflow naming one needs the engine and
 the image; each MCP tool's class comes from its annotations, shown as ``decided_by``.
@@ -45,8 +45,8 @@ from runner.cli.terminal import echo, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
+    from runner.admission.report import EligibilityReport, WorkflowCheck
     from runner.policy.loader import Policy
-    from runner.policy.report import EligibilityReport, WorkflowCheck
 
 
 @app.command("check")
@@ -82,8 +82,8 @@ def check_command(
     class and the policy rule. Exit 0 eligible, 3 ineligible, 2 invalid input.
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.episode.toolmanifest.checkread import check_describer
-    from runner.policy.eligibility import check_eligibility
+    from runner.admission.checkread import check_describer
+    from runner.admission.eligibility import check_eligibility
 
     # configures logging once, like every command; Settings built if an MCP server or a model
     # provider needs them (`runner.cli.lazysettings`), unless the environment sets some

@@ -1,6 +1,6 @@
 """``sandbox-replay policy diff OLD NEW --against TRACE|DIR... [--json]``.
 
-Decides every recorded tool call of the traces under both policies (`runner.policy.replay`,
+Decides every recorded tool call of the traces under both policies (`runner.policy.diff`,
 with the decision function the sandbox's call-time guard uses) and reports, per tool, the calls
 newly denied and newly allowed (a few examples each, their arguments printed inert), the
 unchanged counts, the calls whose tool a policy cannot resolve and the argument rules that
@@ -50,8 +50,8 @@ def diff_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """Decide every recorded tool call under OLD and NEW: exit 0 no change, 1 changed."""
+    from runner.policy.diff import diff_policies
     from runner.policy.loader import load_policy
-    from runner.policy.replay import diff_policies
 
     state(ctx).settings()  # configures logging once, like every command
     try:

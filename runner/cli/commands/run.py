@@ -58,7 +58,7 @@ def execute_run(
     """Load everything, check eligibility, run one episode charged under ``replay``.
 
     The tool modules are never imported on the host: read from source first, then described
-    inside a sandbox (`runner.episode.toolmanifest.admission`); only the scripted model
+    inside a sandbox (`runner.admission.gate`); only the scripted model
     function, the user's own host-side code, is imported here (it runs on the host by design).
 
     Args:
@@ -83,12 +83,12 @@ def execute_run(
         InfrastructureError: the backend is unusable (Docker unreachable, bwrap missing).
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
+    from runner.admission.gate import read_gate, sandbox_gate
     from runner.domain.ids import timestamped_ids, validate_id
     from runner.domain.tasks import load_tasks
     from runner.episode.limits import check_engine_limits
     from runner.episode.metered_run import call_cap, one_off_run
     from runner.episode.request import EpisodeRequest
-    from runner.episode.toolmanifest.admission import read_gate, sandbox_gate
     from runner.policy import load_policy
     from runner.providers.workflows import provider_for_workflow
     from runner.tools.snapshot.sources import project_snapshot

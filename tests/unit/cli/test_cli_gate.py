@@ -38,7 +38,7 @@ NEVER = [
     "runner.backends",
     "runner.backends.docker",
     "runner.episode.driver",
-    "runner.episode.toolmanifest.registry",
+    "runner.admission.describe",
     "runner.providers.factory",
     "runner.ledger",
     "runner.tracetools",

@@ -62,8 +62,8 @@ def test_check_never_prints_a_raw_newline_from_a_tool_name(tmp_path: Path) -> No
 
 VALIDATORS = [
     ("runner.tools.mcp", "_NAME", "read_file"),
-    ("runner.episode.toolmanifest.answer", "_TOOL_ID", "ticket.get"),
-    ("runner.episode.toolmanifest.answer", "_MODULE", "tools.helpdesk"),
+    ("runner.admission.answer", "_TOOL_ID", "ticket.get"),
+    ("runner.admission.answer", "_MODULE", "tools.helpdesk"),
     ("runner.runtime.replay.callrecords", "_TOOL_ID", "ticket.get"),
     ("runner.runtime.argrules", "_NAME", "no-rm"),
     ("runner.policy.loader", "_NAME", "shadow"),

@@ -140,7 +140,7 @@ def test_json_array_shapes(tmp_path: Path, name: str) -> None:
 
 
 def test_map_and_workflows_are_checkable(tmp_path: Path) -> None:
-    from runner.policy.eligibility import check_eligibility
+    from runner.admission.eligibility import check_eligibility
 
     effect_map = parse_effect_map(["ticket.get=read"], None)
     map_file = tmp_path / "effects.map"

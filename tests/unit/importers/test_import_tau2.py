@@ -296,8 +296,8 @@ def test_realdata_lint_reports_what_the_source_lacks(retail: Path) -> None:
 
 
 def test_realdata_workflows_check(retail: Path) -> None:
+    from runner.admission.eligibility import check_eligibility
     from runner.domain.workflow import load_workflow
-    from runner.policy.eligibility import check_eligibility
 
     wf = load_workflow(retail / "workflow.yaml")
     agent = wf.spec.steps[0].agent

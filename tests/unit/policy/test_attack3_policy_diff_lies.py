@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from runner.policy import diff_policies, load_policy
-from tests.unit.policy.test_policy_diff import _trace
+from tests.unit.policy.test_diff import _trace
 
 
 def _policy(tmp_path: Path, name: str, text: str) -> Path:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tests.paths import REPO
-from tests.unit.policy.test_policy_diff import _trace
+from tests.unit.policy.test_diff import _trace
 
 ISSUE_PATTERNS = {
     "t1": r"^(\w+\s?){1,16}$",

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from runner.admission.describe import sandbox_registry
+from runner.admission.eligibility import check_eligibility
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
 from runner.domain.workflow import load_workflow
-from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
-from runner.policy.eligibility import check_eligibility
 from runner.settings import Settings
 from runner.tools.static import HostSyntaxError, read_function, static_registry
 

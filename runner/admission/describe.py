@@ -44,11 +44,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.admission.answer import PathMap, mcp_tools, module_tools
+from runner.admission.cache import description_slot, report_outbound
+from runner.admission.describe_run import ask_sandbox
 from runner.backends.base import Backend as BackendType
 from runner.domain.registry import Registry, ToolSpec
-from runner.episode.toolmanifest.answer import PathMap, mcp_tools, module_tools
-from runner.episode.toolmanifest.cache import description_slot, report_outbound
-from runner.episode.toolmanifest.run import ask_sandbox
 from runner.hostlog import get_logger
 from runner.tools.locate import locate_tools
 from runner.tools.snapshot.sources import snapshot_for
@@ -98,7 +98,7 @@ def sandbox_registry(
             modules located (the files in ``exclude`` never copied).
         exclude: files never copied into a snapshot built here (the trace read, by real path).
         cache: reuse (and keep) the description of the same snapshot, image, policy and
-            modules in the state folder (`runner.episode.toolmanifest.cache`): no
+            modules in the state folder (`runner.admission.cache`): no
             sandbox starts for one described before (``run``, ``submit``).
 
     Raises:

@@ -1,7 +1,7 @@
 """The sandbox's description of the tool modules, checked on the host as untrusted data.
 
-`runner.episode.toolmanifest.sandbox_registry` asks a sandbox to import the modules
-(`runner.episode.toolmanifest.run`); everything of its answer is checked here: types,
+`runner.admission.sandbox_registry` asks a sandbox to import the modules
+(`runner.admission.describe_run`); everything of its answer is checked here: types,
 ids, qualnames, that each entry belongs to the module asked for; schema hashes are computed
 again on the host; sandbox paths (``/sandbox/tools/i/...``) are mapped back to the host files
 they copy (`PathMap`), anything else is shown as ``sandbox:...``; text is cut and stripped of

@@ -20,13 +20,16 @@ from runner.lazyexports import lazy_exports
 # The surface is loaded name by name on first use (PEP 562), for start-up speed: importing
 # one module of this package must not load the others (`check`, `--help`).
 if TYPE_CHECKING:  # the same names, for mypy and import-linter
-    from runner.episode.toolmanifest.admission import Admission, admit, read_gate, sandbox_gate
-    from runner.episode.toolmanifest.registry import MANIFEST_TIMEOUT_S, sandbox_registry
+    from runner.admission.describe import MANIFEST_TIMEOUT_S, sandbox_registry
+    from runner.admission.eligibility import EligibilityReport, check_eligibility
+    from runner.admission.gate import Admission, admit, read_gate, sandbox_gate
 
 __all__ = [
     "MANIFEST_TIMEOUT_S",
     "Admission",
+    "EligibilityReport",
     "admit",
+    "check_eligibility",
     "read_gate",
     "sandbox_gate",
     "sandbox_registry",
@@ -35,11 +38,13 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "Admission": "runner.episode.toolmanifest.admission",
-        "MANIFEST_TIMEOUT_S": "runner.episode.toolmanifest.registry",
-        "admit": "runner.episode.toolmanifest.admission",
-        "read_gate": "runner.episode.toolmanifest.admission",
-        "sandbox_gate": "runner.episode.toolmanifest.admission",
-        "sandbox_registry": "runner.episode.toolmanifest.registry",
+        "Admission": "runner.admission.gate",
+        "EligibilityReport": "runner.admission.eligibility",
+        "MANIFEST_TIMEOUT_S": "runner.admission.describe",
+        "admit": "runner.admission.gate",
+        "check_eligibility": "runner.admission.eligibility",
+        "read_gate": "runner.admission.gate",
+        "sandbox_gate": "runner.admission.gate",
+        "sandbox_registry": "runner.admission.describe",
     },
 )

@@ -10,7 +10,7 @@ names the workflow file, the step, the tool, its effect class and the rule.
 Where the registry comes from is the caller's (``describe``): by default the tool modules are
 read from source (`runner.tools.static.static_registry`: ``check`` imports and runs
 nothing, and needs no engine); ``submit`` and ``run`` check again with the registry a sandbox
-described (`recheck`, `runner.episode.toolmanifest.admission`). A problem the static reading
+described (`recheck`, `runner.admission.gate`). A problem the static reading
 could not decide (a tool it could not read literally, so ``unsafe``; an id missing from a module
 it could not fully follow; a module the host's Python cannot parse) is marked ``decided=False``:
 ``check`` fails on it all the same (fail closed), ``submit`` and ``run`` leave it to the sandbox.
@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from runner.admission.report import EligibilityReport, Problem, WorkflowCheck
 from runner.domain.registry import Registry
 from runner.domain.workflow import WorkflowFile, load_workflow
 from runner.errors import (
@@ -37,7 +38,6 @@ from runner.errors import (
 )
 from runner.hostlog import get_logger
 from runner.policy.loader import Policy, load_policy
-from runner.policy.report import EligibilityReport, Problem, WorkflowCheck
 from runner.providers.workflows import check_provider, located_model_error
 from runner.tools.static import HostSyntaxError, read_function, static_registry
 
@@ -120,7 +120,7 @@ def recheck(report: EligibilityReport, describe: Describe) -> EligibilityReport:
     """The checks of ``report``'s workflows again, each registry from ``describe``.
 
     ``submit`` and ``run`` pass the sandbox's description here after the static reading
-    (`runner.episode.toolmanifest.admission`); the workflows are the ones loaded then, the model
+    (`runner.admission.gate`); the workflows are the ones loaded then, the model
     providers were checked then. A workflow that did not load stays as it was.
     """
     checks = []

@@ -1,9 +1,9 @@
 """``check``'s registry builder: tools read from source, a sandbox only for an MCP server.
 
-`check_describer` is the ``describe`` callable `runner.policy.eligibility.check_eligibility`
+`check_describer` is the ``describe`` callable `runner.admission.eligibility.check_eligibility`
 takes. It keeps ``check`` quick: a workflow without an MCP stdio server is read from source
 (`runner.tools.static.static_registry`), and only one that names such a server loads the
-Docker backend and the sandbox describer (`runner.episode.toolmanifest.registry`).
+Docker backend and the sandbox describer (`runner.admission.describe`).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ class check_describer:  # used as a function: describe = check_describer(...)
             return static_registry(workflow)
         # imported on use, not at module top: start-up speed (`check` of a workflow without an
         # MCP server needs neither the engine nor the sandbox describer and its driver)
+        from runner.admission.describe import sandbox_registry
         from runner.backends.docker import DockerBackend
-        from runner.episode.toolmanifest.registry import sandbox_registry
 
         if self._backend is None:
             self._backend = DockerBackend.from_settings(self.settings)

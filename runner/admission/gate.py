@@ -9,7 +9,7 @@ The host never imports the code under evaluation. So the gate has two stages:
    module defines where every module was fully read (exit 3). What it could not decide waits.
 2. `sandbox_gate`, once the command's tool snapshot exists and the backend is made: each
    workflow's registry is described inside a sandbox from that snapshot
-   (`runner.episode.toolmanifest.sandbox_registry`, kept by the snapshot's digest, the
+   (`runner.admission.sandbox_registry`, kept by the snapshot's digest, the
    image id and the policy hash: a resumed job, or a second command over the same snapshot,
    starts no describing sandbox again), and the check runs again on it. This registry is the
    one the runs use; every problem it shows is raised (exit 2 or 3) before a run starts or a
@@ -25,16 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from runner.domain.registry import Registry
-from runner.domain.workflow import WorkflowFile
-from runner.episode.toolmanifest.registry import sandbox_registry
-from runner.hostlog import get_logger
-from runner.policy import Policy
-from runner.policy.eligibility import (
+from runner.admission.describe import sandbox_registry
+from runner.admission.eligibility import (
     EligibilityReport,
     check_eligibility,
     recheck,
 )
+from runner.domain.registry import Registry
+from runner.domain.workflow import WorkflowFile
+from runner.hostlog import get_logger
+from runner.policy import Policy
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend

@@ -1,4 +1,4 @@
-"""The sandbox run behind `runner.episode.toolmanifest.sandbox_registry`.
+"""The sandbox run behind `runner.admission.sandbox_registry`.
 
 One short sandbox per registry: the run folder and the `SandboxSpec` come from
 `runner.episode.prepare.prepare_run` (the same mounts, environment, user and limits as an
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.admission.answer import clean_text
 from runner.domain.ids import timestamped_ids
 from runner.domain.registry import Registry
 from runner.domain.tasks import Task
 from runner.episode.channel import Channel
 from runner.episode.prepare import prepare_run, start_message
 from runner.episode.request import EpisodeRequest
-from runner.episode.toolmanifest.answer import clean_text
 from runner.errors import InfrastructureError, InputError
 from runner.hostlog import get_logger
 from runner.runtime import protocol

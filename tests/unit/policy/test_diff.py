@@ -16,7 +16,7 @@ from runner.cli.app import app
 from runner.domain.registry import Registry
 from runner.errors import CapabilityDenied
 from runner.policy import decide_call, diff_policies, load_policy
-from runner.policy.replay import recorded_calls
+from runner.policy.diff import recorded_calls
 from runner.runtime.argrules import guard
 from runner.runtime.registry import RuntimeRegistry
 from tests.paths import REPO

@@ -9,11 +9,11 @@ from contextlib import AbstractContextManager
 
 import pytest
 
+from runner.admission.eligibility import check_eligibility
+from runner.admission.gate import admit
 from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
-from runner.episode.toolmanifest.admission import admit
 from runner.errors import IneligibleError, InputError
 from runner.policy import load_policy
-from runner.policy.eligibility import check_eligibility
 from tests.paths import REPO
 
 ROOT = REPO
@@ -190,7 +190,7 @@ def test_admit_hands_out_the_backend_only_after_the_gate() -> None:
 def test_load_path_imports_no_backend_and_no_docker() -> None:
     code = (
         "import sys\n"
-        "import runner.policy.eligibility, runner.cli.commands.check\n"
+        "import runner.admission.eligibility, runner.cli.commands.check\n"
         "bad = [m for m in sys.modules if m == 'docker' or m.startswith('docker.')"
         " or m.startswith('runner.backends')]\n"
         "assert not bad, bad\n"

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from runner.admission.cache import DESCRIPTIONS_DIR
+from runner.admission.describe import sandbox_registry
 from runner.backends.base import STDOUT, Backend, ExitState, Sandbox, SandboxSpec
 from runner.domain.registry import Registry
 from runner.domain.workflow import load_workflow
-from runner.episode.toolmanifest.cache import DESCRIPTIONS_DIR
-from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
 from runner.runtime import protocol

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from runner.admission.describe import sandbox_registry
 from runner.backends.base import STDERR, STDOUT, Backend, ExitState, Reaped, Sandbox, SandboxSpec
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
 from runner.domain.workflow import load_workflow
-from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.policy import load_policy
 from runner.runtime import protocol

@@ -1,7 +1,7 @@
 """Tool descriptions kept in the state folder: one describing sandbox per snapshot, not per command.
 
 ``submit`` and ``run`` describe their tool modules inside a sandbox
-(`runner.episode.toolmanifest.sandbox_registry`). What the sandbox answers depends only on
+(`runner.admission.sandbox_registry`). What the sandbox answers depends only on
 what it ran: the tool snapshot's content, the image, the policy (its limits), the runtime's own
 files, the modules asked for and which snapshot folder is mounted where. So the answer is kept
 under the sha256 of exactly that (`description_key`), and ``submit --resume`` or a second
@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner import resources
+from runner.admission.answer import clean_text
+from runner.admission.describe_run import ATTEMPT_KEYS, MAX_OUTBOUND, SandboxAnswer
 from runner.domain.ids import path_for_id
 from runner.episode.driver import lookup_image_id
-from runner.episode.toolmanifest.answer import clean_text
-from runner.episode.toolmanifest.run import ATTEMPT_KEYS, MAX_OUTBOUND, SandboxAnswer
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.sdk import canonical_json

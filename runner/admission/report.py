@@ -1,6 +1,6 @@
 """The result of the eligibility check: each problem, each workflow's check, the report.
 
-`runner.policy.eligibility` builds these; ``check`` prints them (``lines``, ``to_json``) and
+`runner.admission.eligibility` builds these; ``check`` prints them (``lines``, ``to_json``) and
 ``submit`` and ``run`` raise on them (`EligibilityReport.raise_for_problems`). No I/O.
 """
 

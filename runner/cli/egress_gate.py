@@ -18,7 +18,7 @@ from typing import Annotated, Any, NamedTuple
 
 import typer
 
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import EXIT_NEGATIVE, EXIT_OK, InputError
 
 # The commands import this module when the CLI starts (their option types): the baseline and

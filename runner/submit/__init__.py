@@ -4,7 +4,7 @@
 ``scheduler`` (concurrency, stop signal, leftovers) runs ``pairs`` (one metered episode per
 (variant, task)) → ``report`` (grading hand-off to `runner.grading`, ``report.json``); ``job``
 ties them together (`prepare`, `execute`, resume). Rendering of the report is the CLI's
-(`runner.cli.report_render`).
+(`runner.cli.render.report`).
 
 May import: `runner.episode` and everything below it (providers, backends, ledger, grading,
 policy, domain, tracetools, settings, sdk, trace, errors); never reproduce, importers or cli.

@@ -3,8 +3,8 @@
 `grade_job` builds one group per task and repeat from the job's latest episode of each
 (variant, task, repeat) (earlier attempts of a resumed job included) and grades them
 (`runner.grading.grade`); `build_report` assembles ``report.json``;
-`runner.cli.report_render.render_report` prints it as rich tables and `runner.cli.html` writes
-it as one HTML file (rendering lives in the CLI only).
+`runner.cli.render.report.render_report` prints it as rich tables and
+`runner.cli.render.html` writes it as one HTML file (rendering lives in the CLI only).
 
 Report shape (``report.json``, ``--json``)::
 
@@ -24,7 +24,7 @@ Report shape (``report.json``, ``--json``)::
 ``grading.tasks[].ranking[]`` carries each variant's ``score`` and ``grading.tasks[].detail``
 the judge's ``reasons``; ``unrecorded`` counts, per variant, the reads no recording served
 (the task's observations had no answer: the call failed ``UnrecordedCall``). Rendering:
-`runner.cli.report_render`.
+`runner.cli.render.report`.
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ PUBLIC: dict[str, list[str]] = {
     "runner.backends.ray": ["SLOTS", "RayBackend", "RaySandbox", "connect_cluster"],
     "runner.cli": ["main"],
     "runner.cli.commands": ["COMMANDS", "command_name", "register"],
-    "runner.cli.html": ["render_job", "render_reproduce", "render_trace", "write_page"],
+    "runner.cli.render": [],
+    "runner.cli.render.html": ["render_job", "render_reproduce", "render_trace", "write_page"],
     "runner.domain": [
         "Registry",
         "Step",

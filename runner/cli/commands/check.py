@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.junit import JUnitCase, write_junit_cases
 from runner.cli.options import JsonOption, PriceOption
-from runner.cli.terminal import echo, one_line
+from runner.cli.render.junit import JUnitCase, write_junit_cases
+from runner.cli.render.terminal import echo, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:

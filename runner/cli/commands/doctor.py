@@ -36,7 +36,7 @@ from runner.cli.backend_choice import (
     chosen_backend,
     ray_backend,
 )
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError, InputError
 
 if TYPE_CHECKING:

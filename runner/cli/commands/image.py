@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, state
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 
 image_app = typer.Typer(help="Build and try the sandbox image.", no_args_is_help=True)
 app.add_typer(image_app, name="image")

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import SandboxReplayError
 
 import_app = typer.Typer(

@@ -19,7 +19,7 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
 
 
@@ -80,7 +80,7 @@ def _render(data: dict[str, Any]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from runner.cli.output import table_console
+    from runner.cli.render.console import table_console
 
     console = table_console()
     title = "Ledger totals by purpose"
@@ -123,7 +123,7 @@ def _render(data: dict[str, Any]) -> None:
             escape(statuses) or "–",
         )
     console.print(table)
-    from runner.cli.report_render import estimated_lines
+    from runner.cli.render.report import estimated_lines
 
     for line in estimated_lines(data["purposes"]):
         console.print(escape(line))

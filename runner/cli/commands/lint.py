@@ -16,7 +16,7 @@ import typer
 
 from runner.cli.app import app
 from runner.cli.options import JsonOption
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 
 if TYPE_CHECKING:
     from runner.tracetools.lint import TraceLint
@@ -84,7 +84,7 @@ def _render(results: list[TraceLint], code: int) -> None:
     from rich.table import Table
 
     # A log file or a pipe gets a wide table rather than rich's 80-column default.
-    from runner.cli.output import table_console
+    from runner.cli.render.console import table_console
     from runner.tracetools.lint import CALL_FIELDS
 
     console = table_console()

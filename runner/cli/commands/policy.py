@@ -20,7 +20,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
 
 policy_app = typer.Typer(help="Compare policies on recorded calls.", no_args_is_help=True)

@@ -18,7 +18,7 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgument
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError
 
 

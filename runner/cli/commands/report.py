@@ -16,7 +16,7 @@ from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import BackendName
 from runner.cli.commands.submit import print_report, write_job_html
 from runner.cli.options import JsonOption
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
 
 __all__ = ["check_backend", "report_command"]

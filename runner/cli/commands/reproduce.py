@@ -24,8 +24,8 @@ from runner.cli.egress_gate import (
     check_baseline_file,
     gate_egress,
 )
-from runner.cli.junit import JUnitCase, write_junit_cases
-from runner.cli.terminal import echo, markup, one_line
+from runner.cli.render.junit import JUnitCase, write_junit_cases
+from runner.cli.render.terminal import echo, markup, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def _table(reports: list[ReproduceReport]) -> None:
     # imported on use, not at module top: start-up speed (`--help`, `check`)
     from rich.table import Table
 
-    from runner.cli.output import table_console
+    from runner.cli.render.console import table_console
 
     table = Table(title="reproduce")
     for column in ("trace", "outcome", "exit", "first difference / reason"):
@@ -125,7 +125,7 @@ def _table(reports: list[ReproduceReport]) -> None:
 def print_reports(reports: list[ReproduceReport]) -> None:
     """Print one report's details, or a table then the details of each not reproduced.
 
-    Everything quoted from traces and sandboxes is printed inert (`runner.cli.terminal`).
+    Everything quoted from traces and sandboxes is printed inert (`runner.cli.render.terminal`).
     """
     if len(reports) == 1:
         echo("\n".join(_details(reports[0])))
@@ -139,7 +139,7 @@ def print_reports(reports: list[ReproduceReport]) -> None:
 def write_junit(reports: list[ReproduceReport], path: Path) -> None:
     """One JUnit test case per trace: reproduced passes, not_reproduced fails, else errors.
 
-    Written by the one JUnit writer (`runner.cli.junit`): text XML cannot carry is escaped.
+    Written by the one JUnit writer (`runner.cli.render.junit`): text XML cannot carry is escaped.
     """
     cases = []
     for report in reports:
@@ -232,7 +232,7 @@ def reproduce_command(
     if junit is not None:
         write_junit(reports, junit)
     if html is not None:
-        from runner.cli.html import render_reproduce, write_page
+        from runner.cli.render.html import render_reproduce, write_page
 
         written = write_page(html, render_reproduce([r.to_dict() for r in reports]))
         echo(f"HTML report: {written}", err=True)

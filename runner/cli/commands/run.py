@@ -31,7 +31,7 @@ from runner.cli.egress_gate import (
     gate_egress,
 )
 from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgument
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import (
     EXIT_INFRA,
     EXIT_OK,

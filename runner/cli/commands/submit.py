@@ -53,7 +53,7 @@ from runner.cli.egress_gate import (
     gate_egress,
 )
 from runner.cli.options import JsonOption, PriceOption
-from runner.cli.terminal import echo, stdout_gone
+from runner.cli.render.terminal import echo, stdout_gone
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
 from runner.hostlog import get_logger
 
@@ -79,7 +79,7 @@ class _Progress:
         # imported on use, not at module top: start-up speed (`--help`, `check`)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        from runner.cli.output import table_console
+        from runner.cli.render.console import table_console
 
         self.enabled = sys.stderr.isatty()
         self.progress = Progress(
@@ -273,8 +273,8 @@ def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Pa
     that fails (a full disk, a bug) never changes the job's exit code.
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.html import write_page
-    from runner.cli.html.job import job_page
+    from runner.cli.render.html import write_page
+    from runner.cli.render.html.job import job_page
 
     try:
         return write_page(path, job_page(settings, report))
@@ -290,8 +290,8 @@ def print_report(report: dict[str, Any], as_json: bool) -> None:
         if as_json:
             echo(json.dumps(report, indent=2, ensure_ascii=True, default=str))
         else:
-            from runner.cli.output import table_console
-            from runner.cli.report_render import render_report
+            from runner.cli.render.console import table_console
+            from runner.cli.render.report import render_report
 
             render_report(report, table_console())
         sys.stdout.flush()

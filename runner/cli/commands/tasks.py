@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import SandboxReplayError
 
 tasks_app = typer.Typer(help="Make task files from recorded runs.", no_args_is_help=True)

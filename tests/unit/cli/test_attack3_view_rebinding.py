@@ -1,6 +1,6 @@
 """Attack test (attack3): ``view`` serves its page to any ``Host``: DNS rebinding reads it.
 
-`runner.cli.html.serve.PageServer` binds 127.0.0.1 only, which stops other machines, not
+`runner.cli.render.html.serve.PageServer` binds 127.0.0.1 only, which stops other machines, not
 the user's own browser: a page on ``attacker.example`` that rebinds its name to 127.0.0.1
 fetches ``http://attacker.example:PORT/`` as same-origin and reads the report (task inputs,
 tool results, outputs of the traces shown). The server never looks at the ``Host`` header;
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runner.cli.html.serve import PageServer
+from runner.cli.render.html.serve import PageServer
 
 PAGE = b"<!doctype html><title>report</title><p>customer data</p>"
 

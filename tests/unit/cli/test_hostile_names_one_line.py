@@ -23,7 +23,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from runner.cli.report_render import render_report
+from runner.cli.render.report import render_report
 from tests.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"

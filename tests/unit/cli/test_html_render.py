@@ -11,9 +11,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from runner.cli.html import render_job, render_reproduce, render_trace, write_page
-from runner.cli.html.diff import side_by_side
-from runner.cli.html.episodes import CALLS_SHOWN, FIELD_CHARS, SPENT_CHARS, read_episode
+from runner.cli.render.html import render_job, render_reproduce, render_trace, write_page
+from runner.cli.render.html.diff import side_by_side
+from runner.cli.render.html.episodes import CALLS_SHOWN, FIELD_CHARS, SPENT_CHARS, read_episode
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN_LINE = json.loads(

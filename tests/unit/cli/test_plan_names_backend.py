@@ -16,7 +16,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from runner.cli.report_render import render_report
+from runner.cli.render.report import render_report
 from runner.errors import InfrastructureError
 from tests.paths import TESTS
 

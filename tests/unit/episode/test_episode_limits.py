@@ -184,7 +184,7 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
     from typer.testing import CliRunner
 
     from runner.cli.app import app
-    from runner.cli.report_render import render_report
+    from runner.cli.render.report import render_report
 
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("SANDBOX_REPLAY_MAX_CALLS", "77")

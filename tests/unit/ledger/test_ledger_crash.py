@@ -20,7 +20,7 @@ from runner.backends import labels as L
 from runner.backends.base import Reaped
 from runner.backends.docker.reaper import engine_time, reap_dead, run_seconds
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
-from runner.cli.report_render import estimated_lines
+from runner.cli.render.report import estimated_lines
 from runner.episode.reaping import reap_and_settle, settle_reaped
 from runner.ledger import Amount, Ledger, run_key, schema
 from runner.settings import Settings

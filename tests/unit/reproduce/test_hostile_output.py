@@ -68,7 +68,7 @@ def test_escape_sequences_from_the_sandbox_never_reach_the_terminal(
 
 
 def test_inert_keeps_text_and_shows_what_it_replaced() -> None:
-    from runner.cli.terminal import inert
+    from runner.cli.render.terminal import inert
 
     assert inert("caf\u00e9 \u4e2d\n\tok") == "caf\u00e9 \u4e2d\n\tok"
     assert inert("\x1b[2J\x00\x7f\x9b\udcff") == "\\x1b[2J\\x00\\x7f\\x9b\\udcff"

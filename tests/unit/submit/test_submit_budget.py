@@ -130,7 +130,7 @@ def test_the_report_names_incomplete_runs_and_never_scores_them(tmp_path: Path) 
 
     from rich.console import Console
 
-    from runner.cli.report_render import render_report
+    from runner.cli.render.report import render_report
 
     out = io.StringIO()
     render_report(report, Console(file=out, width=200))

@@ -230,7 +230,7 @@ def _report(tmp_path: Path) -> dict[str, Any]:
 def test_report_shows_scores_reasons_unrecorded_reads_and_groups_reasons(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from runner.cli.report_render import render_report
+    from runner.cli.render.report import render_report
 
     report = _report(tmp_path)
     assert report["unrecorded"] == {
@@ -276,6 +276,6 @@ def test_report_command_does_not_wrap_ids_when_piped(
 
 
 def test_table_console_is_wide_when_not_a_tty() -> None:
-    from runner.cli.output import PIPED_WIDTH, table_console
+    from runner.cli.render.console import PIPED_WIDTH, table_console
 
     assert table_console(file=io.StringIO()).width == PIPED_WIDTH

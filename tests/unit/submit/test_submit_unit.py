@@ -336,7 +336,7 @@ def test_report_renders_ceilings_sources_spend_standings_and_pairs_not_run() -> 
 
     from rich.console import Console
 
-    from runner.cli.report_render import render_report
+    from runner.cli.render.report import render_report
 
     zero = {"runs": 0, "tokens_in": 0, "tokens_out": 0, "usd": 0.0, "sandbox_s": 0.0}
     report = {

@@ -8,9 +8,9 @@ shown once, with the pairs or tasks they concern (`group_by_reason`), never repe
 line.
 
 Every text that comes from a file (variant names, task ids, reasons, tool arguments, statuses)
-is escaped: it is data, never rich markup. The console (`runner.cli.output.table_console`) makes
-every string inert (no terminal controls, bidi or zero-width characters: issue 10 item 10). Id
-columns never wrap.
+is escaped: it is data, never rich markup. The console
+(`runner.cli.render.console.table_console`) makes every string inert (no terminal controls,
+bidi or zero-width characters: issue 10 item 10). Id columns never wrap.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from runner.cli.terminal import one_line
+from runner.cli.render.terminal import one_line
 
 __all__ = ["group_by_reason", "render_report", "sample"]
 

@@ -9,9 +9,9 @@ A reader that goes away (``| head -1``) silences the console: rich's default wou
 (`rich.console.Console.on_broken_pipe`), replacing the job's exit code.
 
 Every string such a console renders (printed text, table cells, titles, markup included) is made
-`runner.cli.terminal.inert` first, and emoji codes (``:warning:``) are not expanded: a field
+`runner.cli.render.terminal.inert` first, and emoji codes (``:warning:``) are not expanded: a field
 quoted from a sandbox or a trace can neither drive the terminal nor turn into a picture. Fields
-must still be markup-escaped where markup is parsed (`runner.cli.terminal.markup`), so that
+must still be markup-escaped where markup is parsed (`runner.cli.render.terminal.markup`), so that
 ``[bold]`` in data prints as it is.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from runner.cli.terminal import inert, stdout_gone
+from runner.cli.render.terminal import inert, stdout_gone
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -4,7 +4,7 @@
 ceilings, spend by purpose, pairs not run and why), the ratings table and chart, the verdicts in
 words, the head-to-head matrix, the per-task ranking with the judge's reasons, and one summary
 row per episode; `job_data` reads every episode's trace (streaming, capped:
-`runner.cli.html.episodes`) for the page's script. Nothing is escaped here: the template
+`runner.cli.render.html.episodes`) for the page's script. Nothing is escaped here: the template
 autoescapes, the data goes through ``tojson``.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runner.cli.html.charts import rating_chart
-from runner.cli.html.episodes import read_episode
-from runner.cli.report_render import group_by_reason
+from runner.cli.render.html.charts import rating_chart
+from runner.cli.render.html.episodes import read_episode
+from runner.cli.render.report import group_by_reason
 
 __all__ = ["job_context", "job_data", "job_page", "render_job", "usd_by_run_key"]
 
@@ -225,7 +225,7 @@ def render_job(
         usd: per run key, the USD of each model turn (from the ledger), when known.
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.html.render import render_page
+    from runner.cli.render.html.render import render_page
 
     data = job_data(report, usd)
     return render_page("job.html.j2", {**job_context(report), "episodes": data["episodes"]}, data)

@@ -9,7 +9,7 @@ character makes text read differently from what it is; a lone surrogate (a strin
 ``surrogateescape``) makes the write itself fail with a traceback.
 
 `inert` is the one function every printed field goes through (issue 10 item 10): plain lines
-via `echo`, tables via `runner.cli.output.table_console` (whose consoles apply it to every
+via `echo`, tables via `runner.cli.render.console.table_console` (whose consoles apply it to every
 string they render, markup included), logs via `runner.cli.log`, JSON via ``ensure_ascii``.
 
 Invariant: `inert` returns text with no C0 control other than newline and tab, no DEL, no C1

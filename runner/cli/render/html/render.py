@@ -80,7 +80,7 @@ def render_page(template: str, context: Mapping[str, Any], data: Any) -> str:
         data: the page script's data (``tojson`` into ``#report-data``).
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.html.episodes import SOURCES
+    from runner.cli.render.html.episodes import SOURCES
 
     css, js = _static("report.css"), _static("report.js")
     if isinstance(data, dict):
@@ -107,7 +107,7 @@ def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
         reports: ``ReproduceReport.to_dict()`` of each trace.
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.html.diff import side_by_side
+    from runner.cli.render.html.diff import side_by_side
 
     items = []
     counts: dict[str, int] = {}
@@ -125,7 +125,7 @@ def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
 def render_trace(path: Path) -> str:
     """The page of one trace file: its run, calls, model turns, outbound, status."""
     # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.html.episodes import read_episode
+    from runner.cli.render.html.episodes import read_episode
 
     episode = read_episode(path)
     run = episode.get("run") or {}

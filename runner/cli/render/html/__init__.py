@@ -11,7 +11,7 @@ May import what the CLI may. Everything shown from a trace, a task or a sandbox 
 escaped by the templates, serialised for the script by ``tojson``, shown by it as text only.
 """
 
-from runner.cli.html.job import render_job
-from runner.cli.html.render import render_reproduce, render_trace, write_page
+from runner.cli.render.html.job import render_job
+from runner.cli.render.html.render import render_reproduce, render_trace, write_page
 
 __all__ = ["render_job", "render_reproduce", "render_trace", "write_page"]

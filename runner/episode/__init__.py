@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # the same names, for mypy and import-linter
     from runner.episode.driver import run_episode
     from runner.episode.metered_run import MeteredRun
     from runner.episode.prepare import prepare_run, runner_mounts
-    from runner.episode.record import record_run
     from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
 
 __all__ = [
@@ -36,7 +35,6 @@ __all__ = [
     "MeteredRun",
     "PreparedRun",
     "prepare_run",
-    "record_run",
     "run_episode",
     "runner_mounts",
 ]
@@ -49,7 +47,6 @@ __getattr__, __dir__ = lazy_exports(
         "MeteredRun": "runner.episode.metered_run",
         "PreparedRun": "runner.episode.request",
         "prepare_run": "runner.episode.prepare",
-        "record_run": "runner.episode.record",
         "run_episode": "runner.episode.driver",
         "runner_mounts": "runner.episode.prepare",
     },

@@ -21,6 +21,7 @@ LAZY = [
     "runner.admission",
     "runner.policy",
     "runner.providers",
+    "runner.runs",
     "runner.tools",
 ]
 

@@ -139,7 +139,7 @@ for name in ("killpg", "fork", "setsid", "getuid", "geteuid", "getgid", "WNOHANG
 import importlib
 for module in ("runner.cli.commands.run", "runner.cli.commands.submit",
                "runner.cli.commands.reproduce", "runner.cli.commands.record",
-               "runner.cli.commands.doctor", "runner.episode.record", "runner.episode.driver",
+               "runner.cli.commands.doctor", "runner.runs.record", "runner.episode.driver",
                "runner.backends.unsandboxed", "runner.backends.docker.backend",
                "runner.backends.docker.hostfiles", "runner.backends.capacity",
                "runner.submit.job", "runner.reproduce.reproducer", "runner.runtime.main",

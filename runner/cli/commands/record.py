@@ -46,7 +46,7 @@ def record_command(
     # imported on use, not at module top: start-up speed (`--help`, `check`)
     from runner.cli.commands.run import _render, warn_skipped_lines
     from runner.domain.tasks import load_tasks
-    from runner.episode.record import record_run
+    from runner.runs.record import record_run
 
     settings = state(ctx).settings()
     try:

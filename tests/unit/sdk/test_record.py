@@ -190,8 +190,8 @@ def test_reproduce_runs_a_read_tools_code_again_over_its_recorded_http_body(tmp_
 
 
 def test_record_run_executes_every_tool_and_charges_live(tmp_path: Path) -> None:
-    from runner.episode.record import record_run
     from runner.ledger import Ledger
+    from runner.runs.record import record_run
     from runner.settings import Settings
 
     tasks = tmp_path / "tasks.jsonl"

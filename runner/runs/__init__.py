@@ -15,7 +15,10 @@ from runner.lazyexports import lazy_exports
 # Loaded on first use (PEP 562): `run` must not load `record`'s unsandboxed backend.
 if TYPE_CHECKING:  # the same names, for mypy and import-linter
     from runner.runs.record import record_run
+    from runner.runs.run import execute_run
 
-__all__ = ["record_run"]
+__all__ = ["execute_run", "record_run"]
 
-__getattr__, __dir__ = lazy_exports(__name__, {"record_run": "runner.runs.record"})
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"execute_run": "runner.runs.run", "record_run": "runner.runs.record"}
+)

@@ -16,10 +16,12 @@ end line the failure signature); the registry manifest of a record run names pol
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.backends.base import Backend
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.registry import Registry
@@ -27,6 +29,7 @@ from runner.domain.tasks import load_tasks
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
 from runner.episode.request import EpisodeRequest, EpisodeResult
+from runner.errors import SandboxReplayError
 from runner.hostlog import get_logger
 from runner.policy import load_policy
 from runner.providers.workflows import provider_for_workflow
@@ -83,9 +86,10 @@ def record_run(
     *,
     output: Path | None = None,
     policy_name: str = "shadow",
-    backend: Any = None,
+    backend: Backend | None = None,
     env: dict[str, str] | None = None,
     clock_start: float | None = None,
+    on_skipped_line: Callable[[SandboxReplayError], None] = lambda error: None,
 ) -> EpisodeResult:
     """Run one task of a workflow live and write its trace; charge it under ``live``.
 
@@ -100,6 +104,8 @@ def record_run(
         backend: the backend (default `UnsandboxedProcessBackend`).
         env: extra environment variables for the tools.
         clock_start: the injected clock's start, epoch seconds (default: now).
+        on_skipped_line: told each rejected line of the task file (the asked task still runs
+            when its own line loaded).
 
     Returns:
         The episode result; ``trace_path`` is ``output`` when given.
@@ -109,7 +115,10 @@ def record_run(
         CeilingReached: the ``live`` ceiling leaves no room for the run.
     """
     validate_id(task_id, kind="task id", field="--task")
-    task = load_tasks(tasks_path).get(task_id)
+    task_file = load_tasks(tasks_path)
+    for error in task_file.errors:
+        on_skipped_line(error)
+    task = task_file.get(task_id)
     workflow = load_workflow(workflow_path)
     policy = load_policy(policy_name)
     registry = RecordRegistry(registry_for_workflow(workflow), policy.hash)

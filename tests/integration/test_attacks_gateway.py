@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from runner.cli.commands.run import execute_run
+from runner.runs.run import execute_run
 from runner.settings import Settings
 from tests import fake_anthropic, fake_openai
 from tests.integration._backends import backend, backend_entry

@@ -201,7 +201,7 @@ def test_planted_divergence_runs_to_a_complete_episode(
         """)
     )
     monkeypatch.chdir(folder)
-    from runner.cli.commands.run import execute_run
+    from runner.runs.run import execute_run
     from runner.settings import Settings
 
     result = execute_run(

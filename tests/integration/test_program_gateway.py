@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from runner.cli.commands.run import execute_run
 from runner.episode.request import EpisodeResult
 from runner.errors import IneligibleError
+from runner.runs.run import execute_run
 from runner.settings import Settings
 from tests import fake_anthropic, fake_openai
 

@@ -185,7 +185,7 @@ PUBLIC: dict[str, list[str]] = {
         "refusals",
         "verdict",
     ],
-    "runner.runs": ["record_run"],
+    "runner.runs": ["execute_run", "record_run"],
     "runner.runtime": ["protocol"],
     "runner.runtime.egress": ["audit", "seccomp", "witness"],
     "runner.runtime.replay": ["calls", "recordings"],

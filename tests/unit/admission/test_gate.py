@@ -15,8 +15,8 @@ import pytest
 
 from runner.admission.eligibility import check_eligibility
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
-from runner.cli.commands.run import execute_run
 from runner.errors import IneligibleError
+from runner.runs.run import execute_run
 from runner.settings import Settings
 from runner.submit.job import execute, prepare
 from runner.submit.options import SubmitOptions

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.admission.gate import read_gate, sandbox_gate
+from runner.admission import gate
 from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.tasks import load_tasks
 from runner.episode.limits import check_engine_limits
@@ -83,7 +83,7 @@ def execute_run(
     policy = load_policy(policy_name)
     # The load path `submit` shares (runner/episode/toolmanifest/admission.py): the tools read from
     # source first (nothing of them imported here), then described inside a sandbox below.
-    report = read_gate([workflow_path], policy, settings=settings)
+    report = gate.read_gate([workflow_path], policy, settings=settings)
     workflow = report.workflows[0].workflow
     assert workflow is not None  # it loaded, or read_gate raised
     model = workflow.spec.model
@@ -100,7 +100,7 @@ def execute_run(
         check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
         # the registry the run uses: described in a sandbox from the snapshot (kept by its
         # digest: a second run over the same snapshot starts no describing sandbox)
-        report = sandbox_gate(
+        report = gate.sandbox_gate(
             report,
             backend=backend,
             settings=settings,

@@ -41,7 +41,7 @@ PUBLIC: dict[str, list[str]] = {
     "runner.backends.namespace": ["NamespaceBackend"],
     "runner.backends.ray": ["SLOTS", "RayBackend", "RaySandbox", "connect_cluster"],
     "runner.cli": ["main"],
-    "runner.cli.commands": ["COMMANDS", "command_name", "register"],
+    "runner.cli.commands": ["COMMANDS", "Command", "command_name", "register"],
     "runner.cli.render": [],
     "runner.cli.render.html": ["render_job", "render_reproduce", "render_trace", "write_page"],
     "runner.domain": [

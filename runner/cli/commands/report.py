@@ -1,7 +1,7 @@
 """``sandbox-replay report JOB_ID [--json] [--html FILE]``: a submission's report, shown again.
 
 Read from the job folder's ``report.json`` (`runner.submit.jobfolder`), printed as ``submit``
-prints it (`runner.cli.commands.submit.print_report`), or written as one self-contained HTML
+prints it (`runner.cli.render.jobview.print_report`), or written as one self-contained HTML
 page. Exit 2 for an unknown job or a page that cannot be written.
 """
 
@@ -14,10 +14,12 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import BackendName
-from runner.cli.commands.submit import print_report, write_job_html
 from runner.cli.options import JsonOption
+from runner.cli.render.jobview import print_report, write_job_page
 from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
+from runner.submit.jobfolder import job_dir
+from runner.submit.options import read_json_object
 
 __all__ = ["check_backend", "report_command"]
 
@@ -60,10 +62,6 @@ def report_command(
     ] = None,
 ) -> None:
     """Show a submission's report again (from its job folder); --html writes it as a page."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.submit.jobfolder import job_dir
-    from runner.submit.options import read_json_object
-
     settings = state(ctx).settings(quiet=True)
     try:
         path = job_dir(settings, job_id) / "report.json"
@@ -74,7 +72,7 @@ def report_command(
     except SandboxReplayError as exc:
         fail(exc)
     if html is not None:
-        written = write_job_html(settings, report, html)
+        written = write_job_page(settings, report, html)
         if written is None:
             fail(InputError("cannot write the HTML report", file=str(html)))
         echo(f"HTML report: {written}", err=as_json)

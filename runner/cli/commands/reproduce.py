@@ -19,7 +19,6 @@ from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import OneEpisodeBackendOption, one_episode_backend
 from runner.cli.egress_gate import (
     EgressBaselineOption,
-    EpisodeEgress,
     WriteEgressBaselineOption,
     check_baseline_file,
     gate_egress,
@@ -27,6 +26,7 @@ from runner.cli.egress_gate import (
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, markup, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
+from runner.policy.egress_gate import EpisodeEgress
 
 if TYPE_CHECKING:
     from runner.reproduce.report import ReproduceReport

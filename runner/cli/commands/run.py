@@ -23,7 +23,6 @@ from runner.cli.backend_choice import (
 )
 from runner.cli.egress_gate import (
     EgressBaselineOption,
-    EpisodeEgress,
     WriteEgressBaselineOption,
     check_baseline_file,
     gate_egress,
@@ -32,6 +31,7 @@ from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgu
 from runner.cli.render.episode import print_episode, warn_skipped_line
 from runner.cli.render.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError, worst_exit_code
+from runner.policy.egress_gate import EpisodeEgress
 from runner.runs.run import execute_run
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.cli.egress_gate import egress_of_trace, gate_egress
+from runner.cli.egress_gate import gate_egress
 from runner.policy.egress_baseline import (
     EgressBaseline,
     baseline_from,
@@ -24,6 +24,7 @@ from runner.policy.egress_baseline import (
     new_destinations,
     write_baseline,
 )
+from runner.policy.egress_gate import egress_of_trace
 from tests.paths import REPO
 
 TRACE = REPO / "tests" / "fixtures" / "traces" / "complete_succeeded.jsonl"

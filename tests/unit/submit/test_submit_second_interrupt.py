@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from runner.cli.render import jobview
+from runner.cli.render.jobview import ConsoleJobView
 from runner.errors import EXIT_INTERRUPTED
 from runner.ledger import Amount
 from runner.settings import Settings
@@ -25,6 +27,7 @@ from runner.submit import job as submit_module
 from runner.submit import pairs as pairs_module
 from runner.submit import report as report_module
 from runner.submit.options import SubmitOptions
+from runner.submit.runjob import run_job
 from tests.fakes import without_description
 from tests.paths import TESTS
 
@@ -80,8 +83,6 @@ def test_a_second_ctrl_c_while_the_report_is_built_still_prints_the_hint(
     options: SubmitOptions,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runner.cli.commands.submit import run_submit
-
     def second() -> None:
         _ctrl_c()
         time.sleep(0.2)  # the handler runs here, in the main thread
@@ -89,8 +90,11 @@ def test_a_second_ctrl_c_while_the_report_is_built_still_prints_the_hint(
     _stub_runs(monkeypatch, second)
     settings = Settings(state_dir=tmp_path / "state")
     try:
-        code = run_submit(
-            settings, options, resume=None, dry_run=False, as_json=True, backend_factory=_backend
+        code = run_job(
+            settings,
+            options,
+            view=ConsoleJobView(settings, as_json=True),
+            backend_factory=_backend,
         )
     except KeyboardInterrupt:
         pytest.fail("the second Ctrl-C escaped as KeyboardInterrupt: no report, no resume hint")
@@ -108,18 +112,19 @@ def test_a_ctrl_c_while_the_report_prints_still_prints_the_hint(
     options: SubmitOptions,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runner.cli.commands import submit as cli_submit
-
     _stub_runs(monkeypatch, lambda: None)
 
     def print_report(report: Any, as_json: bool) -> None:
         raise KeyboardInterrupt  # Ctrl-C while the table was printing
 
-    monkeypatch.setattr(cli_submit, "print_report", print_report)
+    monkeypatch.setattr(jobview, "print_report", print_report)
     settings = Settings(state_dir=tmp_path / "state")
     try:
-        code = cli_submit.run_submit(
-            settings, options, resume=None, dry_run=False, as_json=False, backend_factory=_backend
+        code = run_job(
+            settings,
+            options,
+            view=ConsoleJobView(settings, as_json=False),
+            backend_factory=_backend,
         )
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C escaped as KeyboardInterrupt: no resume hint")

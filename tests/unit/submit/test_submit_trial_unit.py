@@ -126,16 +126,16 @@ def test_global_log_level_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_progress_bar_never_moves_back() -> None:
-    from runner.cli.commands.submit import _Progress
+    from runner.cli.render.jobview import JobProgress
 
-    progress = _Progress(4)
+    progress = JobProgress(4)
     progress.enabled = True  # as on a TTY (the bar is not started: updates only)
     newer = [PairOutcome("a", f"t{i}", status="succeeded") for i in range(3)]
     older = [PairOutcome("a", f"t{i}", status="running") for i in range(3)]
     progress.update(newer)
     progress.update(older)  # a snapshot taken earlier, delivered late
     assert progress.progress.tasks[0].completed == 3
-    resumed = _Progress(44, finished=11)
+    resumed = JobProgress(44, finished=11)
     resumed.enabled = True
     resumed.update([PairOutcome("a", "t", status="succeeded")])
     assert resumed.progress.tasks[0].completed == 12

@@ -45,7 +45,8 @@ class SpyBackend(Backend):
 def test_ineligible_variant_rejects_everything_before_any_backend_or_ledger_use(
     tmp_path: Path,
 ) -> None:
-    from runner.cli.commands.submit import run_submit
+    from runner.cli.render.jobview import ConsoleJobView
+    from runner.submit.runjob import run_job
 
     settings = Settings(state_dir=tmp_path / "state")
     spy = SpyBackend()
@@ -62,8 +63,11 @@ def test_ineligible_variant_rejects_everything_before_any_backend_or_ledger_use(
         cwd=FIX,
     )
     with pytest.raises(IneligibleError) as info:
-        run_submit(
-            settings, opts, resume=None, dry_run=False, as_json=False, backend_factory=factory
+        run_job(
+            settings,
+            opts,
+            view=ConsoleJobView(settings, as_json=False),
+            backend_factory=factory,
         )
     assert "mail.send" in str(info.value) and "unsafe.yaml" in str(info.value)
     assert info.value.exit_code == 3

@@ -258,12 +258,12 @@ def test_escape_sequences_from_tool_code_never_reach_the_terminal(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runner.cli.commands.run import _render
+    from runner.cli.render.episode import print_episode
 
     out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: t, tool: term.inject}\n")
     assert out.end["status"] == "failed", out.end
     capsys.readouterr()
-    _render(out.result)
+    print_episode(out.result)
     printed = capsys.readouterr().out
     assert "PWNED" in printed  # the hostile text is shown ...
     assert "\x1b" not in printed and "\x07" not in printed, repr(printed)  # ... but inert

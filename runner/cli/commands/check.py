@@ -38,11 +38,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from runner.admission.checkread import check_describer
+from runner.admission.eligibility import check_eligibility
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption, PriceOption
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
+from runner.policy.calldecision import conditional_rules
+from runner.policy.pricing import check_prices, recorded_models, with_prices
 
 if TYPE_CHECKING:
     from runner.admission.report import EligibilityReport, WorkflowCheck
@@ -81,10 +85,6 @@ def check_command(
     Every problem is reported, each naming the workflow file, the step, the tool, its effect
     class and the policy rule. Exit 0 eligible, 3 ineligible, 2 invalid input.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.admission.checkread import check_describer
-    from runner.admission.eligibility import check_eligibility
-
     # configures logging once, like every command; Settings built if an MCP server or a model
     # provider needs them (`runner.cli.lazysettings`), unless the environment sets some
     settings = state(ctx).settings(deferred=True)
@@ -134,9 +134,6 @@ def _pricing(
     Raises:
         InputError: a bad ``--price`` value.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check` without a ceiling)
-    from runner.policy.pricing import check_prices, recorded_models, with_prices
-
     policy = with_prices(report.policy, prices)
     usd = policy.ceilings.replay.usd
     try:
@@ -154,8 +151,6 @@ def _pricing(
 
 def _conditional(policy: Policy, check: WorkflowCheck) -> dict[str, list[dict[str, str]]]:
     """Tool id -> the argument rules that decide its calls at call time (eligible tools)."""
-    from runner.policy.calldecision import conditional_rules
-
     if check.workflow is None or check.registry is None:
         return {}
     found: dict[str, list[dict[str, str]]] = {}

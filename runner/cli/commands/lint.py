@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from runner.cli.app import app
 from runner.cli.options import JsonOption
+from runner.cli.render.console import table_console
 from runner.cli.render.terminal import echo
+from runner.tracetools.lint import CALL_FIELDS, lint_traces
 
 if TYPE_CHECKING:
     from runner.tracetools.lint import TraceLint
@@ -50,9 +54,6 @@ def lint_command(
     response (model calls), clock reading; per trace: the failure signature. Also says which
     calls carry raw I/O bodies and which only tool-level values.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.tracetools.lint import lint_traces
-
     results, code = lint_traces(traces)
     if as_json:
         echo(
@@ -79,13 +80,8 @@ def _cell(checks: list[str]) -> str:
 
 
 def _render(results: list[TraceLint], code: int) -> None:
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from rich.markup import escape
-    from rich.table import Table
 
     # A log file or a pipe gets a wide table rather than rich's 80-column default.
-    from runner.cli.render.console import table_console
-    from runner.tracetools.lint import CALL_FIELDS
 
     console = table_console()
     table = Table(title="Trace lint: the five seed fields", title_justify="left")

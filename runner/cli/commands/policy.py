@@ -22,6 +22,8 @@ import typer
 from runner.cli.app import app, fail, state
 from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
+from runner.policy.diff import diff_policies
+from runner.policy.loader import load_policy
 
 policy_app = typer.Typer(help="Compare policies on recorded calls.", no_args_is_help=True)
 app.add_typer(policy_app, name="policy")
@@ -50,9 +52,6 @@ def diff_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """Decide every recorded tool call under OLD and NEW: exit 0 no change, 1 changed."""
-    from runner.policy.diff import diff_policies
-    from runner.policy.loader import load_policy
-
     state(ctx).settings()  # configures logging once, like every command
     try:
         if len(policies) < 2:

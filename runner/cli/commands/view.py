@@ -16,8 +16,13 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.render.html.job import job_page
+from runner.cli.render.html.render import content_security_policy_of, page_bytes, render_trace
+from runner.cli.render.html.serve import serve_page
 from runner.cli.render.terminal import echo
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
+from runner.submit.jobfolder import job_dir
+from runner.submit.options import read_json_object
 
 
 def _latest_job(jobs: Path) -> str:
@@ -43,13 +48,6 @@ def view_command(
     ] = 0,
 ) -> None:
     """Serve a job's or a trace's report page on 127.0.0.1 and print its address."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.render.html.job import job_page
-    from runner.cli.render.html.render import content_security_policy_of, page_bytes, render_trace
-    from runner.cli.render.html.serve import serve_page
-    from runner.submit.jobfolder import job_dir
-    from runner.submit.options import read_json_object
-
     settings = state(ctx).settings(quiet=True)
     try:
         if target is not None and Path(target).is_file():

@@ -20,6 +20,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from rich.console import Console
+
 from runner.cli.render.terminal import inert, stdout_gone
 
 if TYPE_CHECKING:
@@ -38,7 +40,6 @@ def table_console(*, stderr: bool = False, file: TextIO | None = None) -> Consol
         stderr: write to stderr instead of stdout.
         file: write there instead (its ``isatty`` decides the width).
     """
-    from rich.console import Console  # rich on first use only: start-up speed (``--help``)
 
     class _InertConsole(Console):
         def on_broken_pipe(self) -> None:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 __all__ = ["JUnitCase", "write_junit_cases", "xml_text"]
 
@@ -60,8 +61,6 @@ def write_junit_cases(suite_name: str, cases: Sequence[JUnitCase], path: Path) -
 
     Messages are cut at 500 characters; the parent folder is created.
     """
-    from xml.etree import ElementTree  # lazy: every command imports this module at start-up
-
     suite = ElementTree.Element(
         "testsuite",
         name=suite_name,

@@ -19,7 +19,11 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rich.markup import escape
+from rich.table import Table
+
 from runner.cli.render.terminal import one_line
+from runner.submit.ceilings import describe_limits, figure
 
 __all__ = ["group_by_reason", "render_report", "sample"]
 
@@ -92,8 +96,6 @@ wrap a 1 MB one)."""
 
 def _header_field(value: object) -> str:
     """A field of the header line: on one line (a newline cannot forge a line), cut, escaped."""
-    from rich.markup import escape  # imported on use: start-up speed (`--help`, `check`)
-
     text = one_line(value)
     if len(text) > HEADER_FIELD_CHARS:
         text = text[:HEADER_FIELD_CHARS] + f"... ({len(text)} characters)"
@@ -107,12 +109,6 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
         report: ``report.json``'s content (older reports without the newer keys render too).
         console: where to print.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from rich.markup import escape
-    from rich.table import Table
-
-    from runner.submit.ceilings import describe_limits, figure
-
     backend = report["plan"].get("backend")  # older reports have none
     job, status, code = (_header_field(report[k]) for k in ("job_id", "status", "exit_code"))
     console.print(
@@ -162,9 +158,6 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from rich.markup import escape
-    from rich.table import Table
 
     table = Table(title=f"tournament (judge {escape(str(grading['judge']))})")
     table.add_column("variant", no_wrap=True)
@@ -235,9 +228,6 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_unrecorded(unrecorded: Mapping[str, Any], console: Any) -> None:
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from rich.markup import escape
-    from rich.table import Table
 
     if not unrecorded:
         return
@@ -258,8 +248,6 @@ def _render_unrecorded(unrecorded: Mapping[str, Any], console: Any) -> None:
 
 
 def _render_groups(report: Mapping[str, Any], grading: Any, console: Any) -> None:
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from rich.markup import escape
 
     not_run = report.get("not_run") or []
     if not_run:

@@ -229,7 +229,7 @@ def test_packet_extraction_refuses_links(tmp_path: Path) -> None:
 def test_junit_has_one_case_per_trace(tmp_path: Path) -> None:
     import xml.etree.ElementTree as ElementTree
 
-    from runner.cli.commands.reproduce import write_junit
+    from runner.cli.render.reproduce import write_junit
 
     reports = [
         ReproduceReport("a.jsonl", "reproduced", "same"),

@@ -30,6 +30,8 @@ import jinja2
 from markupsafe import Markup
 
 import runner
+from runner.cli.render.html.diff import side_by_side
+from runner.cli.render.html.episodes import SOURCES, read_episode
 
 __all__ = ["page_bytes", "render_page", "render_reproduce", "render_trace", "write_page"]
 
@@ -79,9 +81,6 @@ def render_page(template: str, context: Mapping[str, Any], data: Any) -> str:
         context: the template's values (escaped where shown).
         data: the page script's data (``tojson`` into ``#report-data``).
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.render.html.episodes import SOURCES
-
     css, js = _static("report.css"), _static("report.js")
     if isinstance(data, dict):
         data = {**data, "sources": SOURCES}
@@ -106,9 +105,6 @@ def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
     Args:
         reports: ``ReproduceReport.to_dict()`` of each trace.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.render.html.diff import side_by_side
-
     items = []
     counts: dict[str, int] = {}
     for report in reports:
@@ -124,9 +120,6 @@ def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
 
 def render_trace(path: Path) -> str:
     """The page of one trace file: its run, calls, model turns, outbound, status."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.render.html.episodes import read_episode
-
     episode = read_episode(path)
     run = episode.get("run") or {}
     end = episode.get("end") or {}

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +171,7 @@ class Reproducer:
             return ReproduceReport(str(path), "invalid", str(exc))
         with tempfile.TemporaryDirectory(prefix="sandbox-replay-reproduce-") as scratch:
             report = self._reproduce(path, Path(scratch))
-        report.trace_sha256 = before
+        report = replace(report, trace_sha256=before)
         after = _sha256(path)
         if after != before:  # pragma: no cover - nothing here writes to it
             raise AssertionError(f"{path} changed during reproduce")

@@ -151,7 +151,7 @@ def test_reproduce_serves_every_model_request_from_the_trace_and_a_changed_progr
     sent = len(oai.requests) + len(ant.requests)
     settings = settings_for(tmp_path, sandbox_image, oai, ant)
     same = Reproducer(settings).reproduce(result.trace_path)
-    assert same.outcome == "reproduced", same.to_dict()
+    assert same.outcome == "reproduced", same.to_json()
     assert len(oai.requests) + len(ant.requests) == sent  # served from the trace, nothing sent
     replayed = [json.loads(x) for x in Path(str(same.replay_trace)).read_text().splitlines()]
     recorded = lines_of(result)
@@ -159,7 +159,7 @@ def test_reproduce_serves_every_model_request_from_the_trace_and_a_changed_progr
     changed = Reproducer(settings, workflow=project / "program_v2.yaml").reproduce(
         result.trace_path
     )
-    assert changed.outcome == "not_reproduced", changed.to_dict()
+    assert changed.outcome == "not_reproduced", changed.to_json()
     first = changed.first_difference or {}
     assert first["index"] == 4 and first["tool"] == "model", first  # the Responses request
     assert "input" in first["message"] and "(v2)" in first["message"], first

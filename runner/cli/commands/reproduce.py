@@ -106,10 +106,10 @@ def reproduce_command(
     if junit is not None:
         write_junit(reports, junit)
     if html is not None:
-        written = write_page(html, render_reproduce([r.to_dict() for r in reports]))
+        written = write_page(html, render_reproduce(reports))
         echo(f"HTML report: {written}", err=True)
     if as_json:
-        payload: Any = [r.to_dict() for r in reports]
+        payload: Any = [r.to_json() for r in reports]
         echo(
             json.dumps(
                 payload[0] if len(payload) == 1 else payload,

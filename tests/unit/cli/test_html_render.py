@@ -14,6 +14,7 @@ from typing import Any
 from runner.cli.render.html import render_job, render_reproduce, render_trace, write_page
 from runner.cli.render.html.diff import side_by_side
 from runner.cli.render.html.episodes import CALLS_SHOWN, FIELD_CHARS, SPENT_CHARS, read_episode
+from runner.reproduce.report import ReproduceReport
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN_LINE = json.loads(
@@ -201,24 +202,22 @@ def test_unreadable_traces_and_lone_surrogates_never_break_the_page(tmp_path: Pa
 def test_reproduce_page_shows_the_first_difference_side_by_side() -> None:
     recorded = {"index": 3, "tool": "kb.search", "args": {"q": "refund"}, "body": '{"hits": 1}'}
     replayed = {"index": 3, "tool": "kb.search", "args": {"q": HOSTILE}, "body": '{"hits": 1}'}
-    report = {
-        "input": f"traces/{HOSTILE}.jsonl",
-        "outcome": "not_reproduced",
-        "exit_code": 1,
-        "reason": HOSTILE,
-        "first_difference": {
+    report = ReproduceReport(
+        input=f"traces/{HOSTILE}.jsonl",
+        outcome="not_reproduced",
+        reason=HOSTILE,
+        first_difference={
             "index": 3,
             "tool": "kb.search",
             "kind": "arguments",
             "message": HOSTILE,
         },
-        "difference_calls": {"recorded": recorded, "replayed": replayed},
-        "outbound": [{"kind": "socket.getaddrinfo", "host": "api.example.com", "port": 443}],
-        "environment_diff": [{"field": "python", "recorded": "3.11", "now": HOSTILE}],
-        "recorded": {"status": "failed"},
-        "replayed": {"status": "succeeded"},
-        "refusals": [],
-    }
+        difference_calls={"recorded": recorded, "replayed": replayed},
+        outbound=[{"kind": "socket.getaddrinfo", "host": "api.example.com", "port": 443}],
+        environment_diff=[{"field": "python", "recorded": "3.11", "now": HOSTILE}],
+        recorded={"status": "failed"},
+        replayed={"status": "succeeded"},
+    )
     html = render_reproduce([report])
     _check_inert(html)
     assert 'class="chg"' in html and "api.example.com:443" in html

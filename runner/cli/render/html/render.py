@@ -32,6 +32,7 @@ from markupsafe import Markup
 import runner
 from runner.cli.render.html.diff import side_by_side
 from runner.cli.render.html.episodes import SOURCES, read_episode
+from runner.reproduce.report import ReproduceReport
 
 __all__ = ["page_bytes", "render_page", "render_reproduce", "render_trace", "write_page"]
 
@@ -99,21 +100,21 @@ def render_page(template: str, context: Mapping[str, Any], data: Any) -> str:
     )
 
 
-def render_reproduce(reports: Sequence[Mapping[str, Any]]) -> str:
+def render_reproduce(reports: Sequence[ReproduceReport]) -> str:
     """The page of a reproduce: per trace the outcome, first difference, environment, egress.
 
     Args:
-        reports: ``ReproduceReport.to_dict()`` of each trace.
+        reports: the verdict on each trace.
     """
     items = []
     counts: dict[str, int] = {}
     for report in reports:
-        counts[str(report.get("outcome"))] = counts.get(str(report.get("outcome")), 0) + 1
-        calls = report.get("difference_calls") or {}
+        counts[report.outcome] = counts.get(report.outcome, 0) + 1
+        calls = report.difference_calls or {}
         diff = None
-        if report.get("first_difference") and calls:
+        if report.first_difference and calls:
             diff = side_by_side(calls.get("recorded"), calls.get("replayed"))
-        items.append({**report, "diff": diff})
+        items.append({**report.to_json(), "diff": diff})
     data = {"kind": "reproduce", "reports": items}
     return render_page("reproduce.html.j2", {"items": items, "counts": counts}, data)
 

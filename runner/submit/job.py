@@ -67,6 +67,7 @@ from runner.submit.jobfolder import (
     resumed_snapshot,
     write_job,
 )
+from runner.submit.jobreport import JobReport
 from runner.submit.options import SubmitOptions, grading_seed
 from runner.submit.pairs import PairRunner
 from runner.submit.plan import Plan, build_plan
@@ -87,12 +88,12 @@ class SubmitResult:
 
     Attributes:
         plan: the plan.
-        report: the report (``report.json``'s content), None after ``--dry-run``.
+        report: the report (what ``report.json`` holds), None after ``--dry-run``.
         exit_code: SPEC.md's exit code.
     """
 
     plan: Plan
-    report: dict[str, Any] | None
+    report: JobReport | None
     exit_code: int
 
 
@@ -287,7 +288,7 @@ def execute(
             snapshot=snapshot,
         )
         write_report(folder, report)
-    return SubmitResult(plan, report, int(report["exit_code"]))
+    return SubmitResult(plan, report, report.exit_code)
 
 
 def _run_job(
@@ -301,7 +302,7 @@ def _run_job(
     image: str | None,
     interrupts: Interrupts,
     snapshot: ToolSnapshot,
-) -> dict[str, Any]:
+) -> JobReport:
     """The body of `execute` under its signal handler: run, grade, build the report."""
     # the warm pool (issue 16; SANDBOX_REPLAY_POOL=0: off), drained in ``finally`` below; a
     # lazy import kept for start-up speed (the docker SDK is imported where it is used)
@@ -387,7 +388,7 @@ def _run_job(
                 resumed=resume,
                 waits=runner.waits,
             )
-            ledger.set_job_status(plan.job_id, report["status"])
+            ledger.set_job_status(plan.job_id, report.status)
     finally:
         backend.close()
         close = getattr(backend.inner, "close", None)

@@ -34,6 +34,7 @@ from runner.submit.jobfolder import job_dir, load_resume
 
 if TYPE_CHECKING:
     from runner.settings import Settings
+    from runner.submit.jobreport import JobReport
     from runner.submit.options import SubmitOptions
     from runner.submit.scheduler import PairOutcome
 
@@ -57,10 +58,10 @@ class JobView(Protocol):
         Entered, it is the callable the scheduler hands its outcomes to (from worker threads).
         """
 
-    def report(self, report: dict[str, Any]) -> None:
+    def report(self, report: JobReport) -> None:
         """Show the job's report."""
 
-    def page(self, report: dict[str, Any], path: Path) -> Path | None:
+    def page(self, report: JobReport, path: Path) -> Path | None:
         """Write the report's HTML page at ``path``; None when it could not be written."""
 
     def say(self, line: str) -> None:
@@ -183,16 +184,12 @@ def run_job(
     return code
 
 
-def _gate_egress(
-    report: dict[str, Any], egress: tuple[Path | None, Path | None], view: JobView
-) -> int:
+def _gate_egress(report: JobReport, egress: tuple[Path | None, Path | None], view: JobView) -> int:
     """The egress gate over the traces of the report's episodes (those that have one)."""
     episodes = [
-        egress_of_trace(pair["trace"])._replace(
-            name=f"{pair['variant']}/{pair['task_id']}#{pair['repeat']}"
-        )
-        for pair in report.get("pairs", [])
-        if pair.get("trace")
+        egress_of_trace(pair.trace)._replace(name=f"{pair.variant}/{pair.task_id}#{pair.repeat}")
+        for pair in report.pairs
+        if pair.trace
     ]
     verdict = check_egress(episodes, baseline=egress[0], write=egress[1])
     for line in verdict.lines:

@@ -182,7 +182,7 @@ def submit_command(
         code = run_job(
             settings,
             options,
-            view=ConsoleJobView(settings, as_json=as_json),
+            view=ConsoleJobView(as_json=as_json),
             resume=resume,
             dry_run=dry_run,
             concurrency=concurrency,

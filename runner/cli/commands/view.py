@@ -16,13 +16,12 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.render.html.job import job_page
+from runner.cli.render.html import render_job
 from runner.cli.render.html.render import content_security_policy_of, page_bytes, render_trace
 from runner.cli.render.html.serve import serve_page
 from runner.cli.render.terminal import echo
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
-from runner.submit.jobfolder import job_dir
-from runner.submit.options import read_json_object
+from runner.submit.jobfolder import job_dir, load_report
 
 
 def _latest_job(jobs: Path) -> str:
@@ -54,10 +53,9 @@ def view_command(
             html = render_trace(Path(target))
         else:
             job_id = target or _latest_job(settings.state_dir.resolve() / "jobs")
-            path = job_dir(settings, job_id) / "report.json"
-            if not path.exists():
+            if not (job_dir(settings, job_id) / "report.json").exists():
                 raise InputError(f"no job {job_id!r} with a report and no such trace file")
-            html = job_page(settings, read_json_object(path))
+            html = render_job(load_report(settings, job_id)[0])
         try:
             serve_page(
                 page_bytes(html),

@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING, Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from runner.cli.render.console import table_console
-from runner.cli.render.html import write_page
-from runner.cli.render.html.job import job_page
+from runner.cli.render.html import render_job, write_page
 from runner.cli.render.report import render_report
 from runner.cli.render.terminal import echo, stdout_gone
 from runner.hostlog import get_logger
 
 if TYPE_CHECKING:
-    from runner.settings import Settings
+    from runner.submit.jobreport import JobReport
     from runner.submit.scheduler import PairOutcome
 
 __all__ = ["ConsoleJobView", "JobProgress", "print_report", "write_job_page"]
@@ -85,11 +84,11 @@ class JobProgress:
             self.progress.update(self.task, completed=finished, description=text)
 
 
-def print_report(report: dict[str, Any], as_json: bool) -> None:
+def print_report(report: JobReport, as_json: bool) -> None:
     """A job's report on stdout (a table, or JSON); a reader gone away (``| head``) is no error."""
     try:
         if as_json:
-            echo(json.dumps(report, indent=2, ensure_ascii=True, default=str))
+            echo(json.dumps(report.to_json(), indent=2, ensure_ascii=True, default=str))
         else:
             render_report(report, table_console())
         sys.stdout.flush()
@@ -97,14 +96,14 @@ def print_report(report: dict[str, Any], as_json: bool) -> None:
         stdout_gone()
 
 
-def write_job_page(settings: Settings, report: dict[str, Any], path: Path) -> Path | None:
+def write_job_page(report: JobReport, path: Path) -> Path | None:
     """Write the job's HTML page to ``path``; None when it cannot be written (said, logged).
 
     The page is a view of ``report.json``, which is written first and is the record: a page
     that fails (a full disk, a bug) never changes the job's exit code.
     """
     try:
-        return write_page(path, job_page(settings, report))
+        return write_page(path, render_job(report))
     except Exception as exc:  # the view must not hide the verdict
         log.exception("html_report_not_written", path=str(path))
         echo(f"HTML report not written ({type(exc).__name__}: {exc})", err=True)
@@ -115,12 +114,10 @@ class ConsoleJobView:
     """`runner.submit.runjob.JobView` on the terminal.
 
     Args:
-        settings: the command's settings (the page reads the state folder).
         as_json: ``--json``: stdout is one JSON object; every other line goes to stderr.
     """
 
-    def __init__(self, settings: Settings, *, as_json: bool) -> None:
-        self.settings = settings
+    def __init__(self, *, as_json: bool) -> None:
         self.as_json = as_json
 
     def plan(self, lines: Sequence[str]) -> None:
@@ -148,13 +145,13 @@ class ConsoleJobView:
         with JobProgress(total, finished) as bar:
             yield bar.update
 
-    def report(self, report: dict[str, Any]) -> None:
+    def report(self, report: JobReport) -> None:
         """Print the report (`print_report`)."""
         print_report(report, self.as_json)
 
-    def page(self, report: dict[str, Any], path: Path) -> Path | None:
+    def page(self, report: JobReport, path: Path) -> Path | None:
         """Write the page (`write_job_page`)."""
-        return write_job_page(self.settings, report, path)
+        return write_job_page(report, path)
 
     def say(self, line: str) -> None:
         """Print a line of information (stderr under ``--json``)."""

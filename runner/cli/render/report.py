@@ -19,11 +19,13 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from runner.cli.render.terminal import one_line
 from runner.submit.ceilings import describe_limits, figure
+from runner.submit.jobreport import JobReport
 
 __all__ = ["group_by_reason", "render_report", "sample"]
 
@@ -68,7 +70,7 @@ def _score(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, int | float) else "-"
 
 
-def estimated_lines(spend: dict[str, Any]) -> list[str]:
+def estimated_lines(spend: Mapping[str, Any]) -> list[str]:
     """One line per purpose whose charges include estimates (reservations nothing measured).
 
     Args:
@@ -102,35 +104,33 @@ def _header_field(value: object) -> str:
     return escape(text)
 
 
-def render_report(report: Mapping[str, Any], console: Any) -> None:
-    """Print the report on ``console`` (a `rich.console.Console`).
+def render_report(report: JobReport, console: Console) -> None:
+    """Print the report on ``console``.
 
     Args:
-        report: ``report.json``'s content (older reports without the newer keys render too).
+        report: the job's report (one read back from an older ``report.json`` renders too).
         console: where to print.
     """
-    backend = report["plan"].get("backend")  # older reports have none
-    job, status, code = (_header_field(report[k]) for k in ("job_id", "status", "exit_code"))
+    backend = report.plan.get("backend")  # older reports have none
+    job, status, code = (_header_field(v) for v in (report.job_id, report.status, report.exit_code))
     console.print(
         f"[bold]job {job}[/bold]: {status} (exit {code})"
-        f" — {_header_field(report['plan']['formula'])}"
+        f" — {_header_field(report.plan.get('formula', ''))}"
         + (f", backend {_header_field(backend)}" if backend else "")
     )
-    for purpose, dims in report["ceilings"].items():
+    for purpose, dims in report.ceilings.items():
         text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())
         console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"), soft_wrap=True)
-    if report.get("limits"):
+    if report.limits:
         # one line each, never wrapped mid-phrase (a reader greps them; README "200-column")
-        console.print(
-            escape(f"limits per run: {describe_limits(report['limits'])}"), soft_wrap=True
-        )
-    if report.get("ceiling_reached"):
-        message = escape(str(report["ceiling_reached"].get("message", "")))
+        console.print(escape(f"limits per run: {describe_limits(report.limits)}"), soft_wrap=True)
+    if report.ceiling_reached:
+        message = escape(str(report.ceiling_reached.get("message", "")))
         console.print(f"[red]ceiling reached:[/red] {message}")
     spend = Table(title="spend by purpose")
     for column in ("purpose", "runs", "model calls", "tokens in", "tokens out", "USD", "sandbox-s"):
         spend.add_column(column, justify="right" if column != "purpose" else "left")
-    for purpose, totals in report["spend"].items():
+    for purpose, totals in report.spend.items():
         charged = totals["charged"]
         spend.add_row(
             escape(str(purpose)),
@@ -142,22 +142,22 @@ def render_report(report: Mapping[str, Any], console: Any) -> None:
             f"{charged['sandbox_s']:.1f}",
         )
     console.print(spend)
-    waited = report.get("rate_limit_wait_s")
-    if isinstance(waited, int | float) and waited > 0:  # not counted against run timeouts
+    waited = report.rate_limit_wait_s
+    if waited > 0:  # not counted against run timeouts
         console.print(f"waited on provider rate limits: {waited:.1f} s in all (rate_limit_wait_s)")
-    for line in estimated_lines(report["spend"]):
+    for line in estimated_lines(report.spend):
         console.print(f"[yellow]{escape(line)}[/yellow]")
     console.print(
-        escape("runs: " + ", ".join(f"{n} {s}" for s, n in report["runs_by_status"].items()))
+        escape("runs: " + ", ".join(f"{n} {s}" for s, n in report.runs_by_status.items()))
     )
-    grading = report.get("grading")
+    grading = report.grading
     if grading:
         _render_grading(grading, console)
-    _render_unrecorded(report.get("unrecorded") or {}, console)
+    _render_unrecorded(report.unrecorded, console)
     _render_groups(report, grading, console)
 
 
-def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
+def _render_grading(grading: Mapping[str, Any], console: Console) -> None:
 
     table = Table(title=f"tournament (judge {escape(str(grading['judge']))})")
     table.add_column("variant", no_wrap=True)
@@ -227,7 +227,7 @@ def _render_grading(grading: Mapping[str, Any], console: Any) -> None:
     console.print(tasks)
 
 
-def _render_unrecorded(unrecorded: Mapping[str, Any], console: Any) -> None:
+def _render_unrecorded(unrecorded: Mapping[str, Any], console: Console) -> None:
 
     if not unrecorded:
         return
@@ -247,9 +247,8 @@ def _render_unrecorded(unrecorded: Mapping[str, Any], console: Any) -> None:
     console.print(table)
 
 
-def _render_groups(report: Mapping[str, Any], grading: Any, console: Any) -> None:
-
-    not_run = report.get("not_run") or []
+def _render_groups(report: JobReport, grading: Mapping[str, Any] | None, console: Console) -> None:
+    not_run = report.not_run
     if not_run:
         console.print(f"[yellow]{_plural(len(not_run), 'pair')} not run:[/yellow]")
         for group in group_by_reason(not_run, "pair"):
@@ -259,7 +258,7 @@ def _render_groups(report: Mapping[str, Any], grading: Any, console: Any) -> Non
                     f" {sample(group['items'])}"
                 )
             )
-    incomplete = report.get("incomplete")
+    incomplete = report.incomplete
     by_status: dict[str, list[str]] = {}
     for entry in incomplete or []:
         item = (
@@ -276,7 +275,7 @@ def _render_groups(report: Mapping[str, Any], grading: Any, console: Any) -> Non
                 f" {sample(items)}"
             )
         )
-    stopped = report.get("stopped_by_ceiling") or []
+    stopped = report.stopped_by_ceiling
     if stopped and incomplete is None:  # a report written before ``incomplete`` existed
         items = [f"{e['variant']}×{e['task_id']}" for e in stopped]
         console.print(

@@ -25,6 +25,7 @@ from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.request import EpisodeRequest
 from runner.settings import Settings
+from runner.submit.jobreport import JobReport
 from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.trace.format import episode_exit_code, failure_signature
 from runner.tracetools.lint import lint_trace
@@ -214,9 +215,9 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
         "spend": {},
         "runs_by_status": {},
     }
-    render_report(report, Console(file=out, width=300))
+    render_report(JobReport.from_json(report, file="report.json"), Console(file=out, width=300))
     assert "max_calls 77 (SANDBOX_REPLAY_MAX_CALLS)" in out.getvalue()
     narrow = io.StringIO()  # the 200-column console of a pipe: the line is never split
-    render_report(report, Console(file=narrow, width=80))
+    render_report(JobReport.from_json(report, file="report.json"), Console(file=narrow, width=80))
     (line,) = [li for li in narrow.getvalue().splitlines() if "limits per run" in li]
     assert line.startswith("limits per run: ") and "max_trace_mb 128 (policy shadow)" in line

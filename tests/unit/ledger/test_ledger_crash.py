@@ -160,7 +160,7 @@ def test_resume_charges_dead_runs_what_the_engine_measured_and_marks_the_rest_es
         resume=True,
         handle_signals=False,
     )
-    assert result.report is not None and result.report["status"] == "complete"
+    assert result.report is not None and result.report.status == "complete"
     with Ledger.for_state_dir(settings.state_dir) as ledger:
         charges = {c.key: c for c in ledger.charges("job-crash")}
         runs = {r.key: r for r in ledger.runs("job-crash")}
@@ -182,9 +182,9 @@ def test_resume_charges_dead_runs_what_the_engine_measured_and_marks_the_rest_es
     assert totals.estimated == Amount(
         runs=1, tokens_in=1000, tokens_out=500, usd=0.01, sandbox_s=RESERVED_S
     )
-    spend = result.report["spend"]["replay"]
+    spend = result.report.spend["replay"]
     assert spend["estimated_charges"] == 2 and spend["estimated"]["sandbox_s"] == RESERVED_S
-    (line,) = estimated_lines(result.report["spend"])
+    (line,) = estimated_lines(result.report.spend)
     assert line.startswith("replay: 2 charge(s) estimated") and "315.7 sandbox-s" in line
 
 

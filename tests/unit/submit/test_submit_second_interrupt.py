@@ -93,7 +93,7 @@ def test_a_second_ctrl_c_while_the_report_is_built_still_prints_the_hint(
         code = run_job(
             settings,
             options,
-            view=ConsoleJobView(settings, as_json=True),
+            view=ConsoleJobView(as_json=True),
             backend_factory=_backend,
         )
     except KeyboardInterrupt:
@@ -123,7 +123,7 @@ def test_a_ctrl_c_while_the_report_prints_still_prints_the_hint(
         code = run_job(
             settings,
             options,
-            view=ConsoleJobView(settings, as_json=False),
+            view=ConsoleJobView(as_json=False),
             backend_factory=_backend,
         )
     except KeyboardInterrupt:

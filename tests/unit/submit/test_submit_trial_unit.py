@@ -24,6 +24,7 @@ from runner.cli.app import CliState, app
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
 from runner.providers.base import ProviderResponse
 from runner.providers.metered import MeteredProvider, StopSignal
+from runner.submit.jobreport import JobReport
 from runner.submit.scheduler import PairOutcome, Scheduler
 from tests.paths import TESTS
 
@@ -223,7 +224,7 @@ def _report(tmp_path: Path) -> dict[str, Any]:
             {"variant": f"v{i % 2}", "task_id": f"t{i}", "reason": interrupted} for i in range(33)
         ],
         "stopped_by_ceiling": [],
-        "unrecorded": unrecorded_reads(pairs),
+        "unrecorded": unrecorded_reads([PairOutcome("v1", "t1", trace=str(trace))]),
     }
 
 
@@ -247,7 +248,7 @@ def test_report_shows_scores_reasons_unrecorded_reads_and_groups_reasons(tmp_pat
         }
     }
     out = io.StringIO()
-    render_report(report, Console(file=out, width=200))
+    render_report(JobReport.from_json(report, file="report.json"), Console(file=out, width=200))
     text = out.getvalue()
     assert "1.00" in text and "0.25" in text and "never made: kb.search" in text
     assert "meets every expectation" in text

@@ -20,6 +20,7 @@ from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger
 from runner.providers.base import ProviderResponse
 from runner.providers.metered import MeteredProvider, StopSignal
 from runner.settings import Settings
+from runner.submit.jobreport import JobReport
 from runner.submit.options import SubmitOptions
 from runner.submit.scheduler import Scheduler
 from tests.paths import TESTS
@@ -66,7 +67,7 @@ def test_ineligible_variant_rejects_everything_before_any_backend_or_ledger_use(
         run_job(
             settings,
             opts,
-            view=ConsoleJobView(settings, as_json=False),
+            view=ConsoleJobView(as_json=False),
             backend_factory=factory,
         )
     assert "mail.send" in str(info.value) and "unsafe.yaml" in str(info.value)
@@ -375,7 +376,7 @@ def test_report_renders_ceilings_sources_spend_standings_and_pairs_not_run() -> 
         "stopped_by_ceiling": [],
     }
     out = io.StringIO()
-    render_report(report, Console(file=out, width=200))
+    render_report(JobReport.from_json(report, file="report.json"), Console(file=out, width=200))
     text = out.getvalue()
     assert "runs 3 (--ceiling-runs)" in text and "exit 4" in text
     assert "challenger-with-a-long-name" in text and "1/0/0" in text

@@ -1,10 +1,11 @@
 """The page of a submission: ``report.json`` (and its traces) as the template's context.
 
-`job_context` turns a report into plain values for ``job.html.j2``: the plan (N × M × K,
+`job_context` turns a `JobReport` into plain values for ``job.html.j2``: the plan (N × M × K,
 ceilings, spend by purpose, pairs not run and why), the ratings table and chart, the verdicts in
 words, the head-to-head matrix, the per-task ranking with the judge's reasons, and one summary
 row per episode; `job_data` reads every episode's trace (streaming, capped:
-`runner.cli.render.html.episodes`) for the page's script. Nothing is escaped here: the template
+`runner.cli.render.html.episodes`) for the page's script, each model turn's USD taken from the
+report's pairs (the page never opens the ledger). Nothing is escaped here: the template
 autoescapes, the data goes through ``tojson``.
 """
 
@@ -15,9 +16,11 @@ from typing import Any
 
 from runner.cli.render.html.charts import rating_chart
 from runner.cli.render.html.episodes import read_episode
+from runner.cli.render.html.render import render_page
 from runner.cli.render.report import group_by_reason
+from runner.submit.jobreport import JobReport
 
-__all__ = ["job_context", "job_data", "job_page", "render_job", "usd_by_run_key"]
+__all__ = ["job_context", "job_data", "render_job"]
 
 
 def _wtl(versus: Mapping[str, Mapping[str, int]]) -> tuple[int, int, int]:
@@ -114,7 +117,7 @@ def _tasks(grading: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _incomplete(entries: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+def _incomplete(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
     """Incomplete runs (and judged-failed groups) by status: ``[(status, [v×task, ...])]``."""
     by_status: dict[str, list[str]] = {}
     for entry in entries:
@@ -127,9 +130,9 @@ def _incomplete(entries: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     return list(by_status.items())
 
 
-def _ceilings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _ceilings(report: JobReport) -> list[dict[str, Any]]:
     rows = []
-    for purpose, dims in (report.get("ceilings") or {}).items():
+    for purpose, dims in report.ceilings.items():
         for dim, value in dims.items():
             rows.append(
                 {"purpose": purpose, "dim": dim, "value": value["value"], "source": value["source"]}
@@ -137,26 +140,26 @@ def _ceilings(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def job_context(report: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything ``job.html.j2`` shows, from ``report.json`` alone (no trace is read).
+def job_context(report: JobReport) -> dict[str, Any]:
+    """Everything ``job.html.j2`` shows, from the report alone (no trace is read).
 
     Args:
-        report: the report (older reports without the newer keys work too).
+        report: the report (one read back from an older ``report.json`` works too).
     """
-    grading = report.get("grading") or {}
-    plan = report.get("plan") or {}
-    pairs = report.get("pairs") or []
-    variants = sorted({str(p["variant"]) for p in pairs})
-    statuses = sorted({str(p["status"]) for p in pairs})
+    grading = report.grading or {}
+    plan = report.plan
+    pairs = [pair.to_json() for pair in report.pairs]
+    variants = sorted({p["variant"] for p in pairs})
+    statuses = sorted({p["status"] for p in pairs})
     return {
         "report": report,
         "plan": plan,
         "repeats": plan.get("repeats", 1),
         "ceilings": _ceilings(report),
-        "spend": report.get("spend") or {},
-        "not_run": group_by_reason(report.get("not_run") or [], "pair"),
-        "stopped": report.get("stopped_by_ceiling") or [],
-        "incomplete": _incomplete(report.get("incomplete") or []),
+        "spend": report.spend,
+        "not_run": group_by_reason(report.not_run, "pair"),
+        "stopped": report.stopped_by_ceiling,
+        "incomplete": _incomplete(report.incomplete or []),
         "ungraded": group_by_reason(grading.get("ungraded") or [], "task"),
         "grading": grading,
         "ratings": _ratings(grading),
@@ -169,81 +172,31 @@ def job_context(report: Mapping[str, Any]) -> dict[str, Any]:
         "pairs": [{"n": n, **p} for n, p in enumerate(pairs)],
         "variants": variants,
         "statuses": statuses,
-        "unrecorded": report.get("unrecorded") or {},
+        "unrecorded": report.unrecorded,
     }
 
 
-def usd_by_run_key(charges: Sequence[Any]) -> dict[str, list[float | None]]:
-    """Per run key, the USD of each settled model call in order (ledger `Reservation` rows)."""
-    out: dict[str, list[float | None]] = {}
-    for charge in charges:
-        if charge.kind != "model_call" or not charge.run_key:
-            continue
-        usd = charge.actual.usd if charge.actual is not None else None
-        out.setdefault(charge.run_key, []).append(usd)
-    return out
-
-
-def job_data(
-    report: Mapping[str, Any], usd: Mapping[str, Sequence[float | None]] | None = None
-) -> dict[str, Any]:
+def job_data(report: JobReport) -> dict[str, Any]:
     """The page's script data: one capped episode record per pair that has a trace.
 
     Args:
-        report: the report.
-        usd: per run key, USD of each model turn (`usd_by_run_key`), when the ledger is known.
+        report: the report (each pair's ``turn_usd``: the USD of its model turns).
 
     Returns:
         ``{"kind": "job", "job_id", "episodes": {pair number: episode}}``.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.ledger import run_key
-
     episodes: dict[str, Any] = {}
-    for n, pair in enumerate(report.get("pairs") or []):
-        trace = pair.get("trace")
-        if not trace:
-            continue
-        key = run_key(
-            str(report.get("job_id")),
-            str(pair["variant"]),
-            str(pair["task_id"]),
-            int(pair.get("attempt") or 1),
-            repeat=int(pair.get("repeat") or 0),
-        )
-        episodes[str(n)] = read_episode(trace, usd_per_turn=(usd or {}).get(key, ()))
-    return {"kind": "job", "job_id": report.get("job_id"), "episodes": episodes}
+    for n, pair in enumerate(report.pairs):
+        if pair.trace:
+            episodes[str(n)] = read_episode(pair.trace, usd_per_turn=pair.turn_usd)
+    return {"kind": "job", "job_id": report.job_id, "episodes": episodes}
 
 
-def render_job(
-    report: Mapping[str, Any], usd: Mapping[str, Sequence[float | None]] | None = None
-) -> str:
-    """The page of a submission: ``report.json`` and the traces it names.
+def render_job(report: JobReport) -> str:
+    """The page of a submission: its report and the traces it names (never the ledger).
 
     Args:
         report: the report.
-        usd: per run key, the USD of each model turn (from the ledger), when known.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.render.html.render import render_page
-
-    data = job_data(report, usd)
+    data = job_data(report)
     return render_page("job.html.j2", {**job_context(report), "episodes": data["episodes"]}, data)
-
-
-def job_page(settings: Any, report: Mapping[str, Any]) -> str:
-    """The job's page; the USD of each model turn from the ledger when it is there.
-
-    Args:
-        settings: host settings (`runner.settings.Settings`: where the ledger is).
-        report: the job's ``report.json``.
-    """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.ledger import LEDGER_FILENAME, Ledger
-
-    usd = None
-    ledger_path = settings.state_dir / LEDGER_FILENAME
-    if ledger_path.exists():
-        with Ledger(ledger_path) as ledger:
-            usd = usd_by_run_key(ledger.charges(str(report.get("job_id"))))
-    return render_job(report, usd)

@@ -51,7 +51,7 @@ from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.poolbindings import PoolBindings
 from runner.episode.reaping import ledger_id, settle_reaped
 from runner.errors import InputError
-from runner.grading import make_judge
+from runner.grading import make_judge, parse_judge
 from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger
 from runner.policy import load_policy
@@ -166,8 +166,9 @@ def prepare(
         recorded,
     )
     tasks = _tasks(options.tasks)
-    if options.judge != "rubric" and not options.judge.startswith("model:"):
-        make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
+    judge = parse_judge(options.judge)  # an unknown judge: exit 2, now
+    if judge.kind == "function":
+        make_judge(judge, search_paths=[options.cwd])  # import errors: exit 2, now
     # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity);
     # the sandbox-seconds ceiling is shared by the budget clock, not a bound on runs at once
     capacity = admit_concurrency(

@@ -25,6 +25,7 @@ from runner.backends.capacity import ConcurrencyBound
 from runner.domain.tasks import Task
 from runner.episode.metered_run import DEFAULT_MAX_TOKENS
 from runner.errors import InputError
+from runner.grading.judges import parse_judge
 from runner.ledger import Amount, RunHistory, price_of
 from runner.submit.ceilings import CeilingInEffect, describe_limits
 from runner.submit.variants import Variant
@@ -388,10 +389,11 @@ def build_plan(
     )
     # a model judge ranks every group (task, repeat) twice: in two orders (grading.order)
     groups = len(tasks) * repeats
-    judge_calls = 2 * groups if judge.startswith("model:") and len(variants) >= 2 else 0
+    spec = parse_judge(judge)
+    judge_calls = 2 * groups if spec.asks_a_model and len(variants) >= 2 else 0
     judge_estimate = Amount()
     if judge_calls:
-        model = judge.removeprefix("model:")
+        model = spec.target
         price = _price(prices, model)
         if price is None:
             raise InputError(

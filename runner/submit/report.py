@@ -45,12 +45,12 @@ from runner.errors import (
     InputError,
     worst_exit_code,
 )
-from runner.grading import Group, Result, grade, make_judge
+from runner.grading import Group, Result, grade, make_judge, parse_judge
 from runner.hostlog import get_logger
 from runner.inputfile import open_input
 from runner.ledger import CeilingGuard, Ledger, Reservation, RunRecord
+from runner.providers.factory import provider_for
 from runner.providers.metered import StopSignal
-from runner.providers.openai import OpenAIProvider
 from runner.runtime.errors import UnrecordedCall, class_name
 from runner.settings import Settings
 from runner.submit.jobreport import JobReport
@@ -121,11 +121,20 @@ def grade_job(
     Raises:
         InputError: the judge cannot be built (a bad spec or import).
     """
-    provider = None
-    if plan.judge.startswith("model:"):
-        provider = OpenAIProvider.from_settings(settings, model=plan.judge.removeprefix("model:"))
+    spec = parse_judge(plan.judge)
+    # A model judge asks in the Chat Completions shape: the ``openai`` provider (any
+    # OpenAI-compatible endpoint of the settings), built by the provider factory like any model.
+    provider = (
+        provider_for({"provider": "openai", "name": spec.target}, settings=settings)
+        if spec.asks_a_model
+        else None
+    )
     judge = make_judge(
-        plan.judge, provider=provider, guard=guard, prices=plan.policy.prices, search_paths=[cwd]
+        spec,
+        provider=(lambda request: provider.complete(request, "model")) if provider else None,
+        guard=guard,
+        prices=plan.policy.prices,
+        search_paths=[cwd],
     )
     latest = latest_runs(ledger, plan.job_id)
     groups = []
@@ -158,8 +167,9 @@ def grade_job(
     try:
         return grade(groups, judge, variants=[v.name for v in plan.variants], seed=plan.seed)
     finally:
-        if provider is not None:
-            provider.close()
+        close = getattr(provider, "close", None)  # an HTTP provider holds a client
+        if callable(close):
+            close()
 
 
 def unrecorded_reads(pairs: Sequence[PairOutcome]) -> dict[str, dict[str, Any]]:

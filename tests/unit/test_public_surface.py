@@ -91,9 +91,11 @@ PUBLIC: dict[str, list[str]] = {
         "worst_exit_code",
     ],
     "runner.grading": [
+        "JUDGES",
         "FunctionJudge",
         "Group",
         "Judge",
+        "JudgeSpec",
         "ModelJudge",
         "Provider",
         "Ranking",
@@ -104,6 +106,7 @@ PUBLIC: dict[str, list[str]] = {
         "aggregate",
         "grade",
         "make_judge",
+        "parse_judge",
         "rubric_judge",
     ],
     "runner.importers": [

@@ -39,6 +39,9 @@ from runner.sdk import canonical_json
 from runner.tools.snapshot.sources import run_roots
 
 if TYPE_CHECKING:
+    from runner.backends.base import Backend
+    from runner.domain.workflow import WorkflowFile
+    from runner.policy.loader import Policy
     from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 __all__ = [
@@ -226,14 +229,14 @@ class DescriptionSlot:
 
 
 def description_slot(
-    workflow: Any,
+    workflow: WorkflowFile,
     modules: list[str],
     roots: list[Path],
     *,
-    backend: Any,
+    backend: Backend,
     state_dir: Path,
     image: str,
-    policy: Any,
+    policy: Policy,
     snapshot: ToolSnapshot,
 ) -> DescriptionSlot | None:
     """The slot of the description these inputs would get, or None without an image id.
@@ -255,7 +258,9 @@ def description_slot(
     return DescriptionSlot(DescriptionCache(state_dir), key)
 
 
-def report_outbound(workflow: Any, outbound: list[dict[str, Any]], *, cached: bool) -> None:
+def report_outbound(
+    workflow: WorkflowFile, outbound: list[dict[str, Any]], *, cached: bool
+) -> None:
     """Log what the modules tried to reach while the sandbox imported them (printed inert)."""
     if not outbound:
         return

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runner.admission.answer import PathMap, mcp_tools, module_tools
 from runner.admission.cache import description_slot, report_outbound
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
+    from runner.policy.loader import Policy
     from runner.settings import Settings
     from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
@@ -74,7 +75,7 @@ def sandbox_registry(
     backend: Backend | Callable[[], Backend],
     settings: Settings,
     image: str,
-    policy: Any,
+    policy: Policy,
     timeout_s: float = MANIFEST_TIMEOUT_S,
     confined_to: Path | None = None,
     snapshot: ToolSnapshot | None = None,

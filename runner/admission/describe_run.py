@@ -37,6 +37,7 @@ from runner.runtime import protocol
 if TYPE_CHECKING:
     from runner.backends.base import Backend
     from runner.domain.workflow import WorkflowFile
+    from runner.policy.loader import Policy
     from runner.settings import Settings
     from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
@@ -73,7 +74,7 @@ def ask_sandbox(
     backend: Backend,
     settings: Settings,
     image: str,
-    policy: Any,
+    policy: Policy,
     timeout_s: float,
     snapshot: ToolSnapshot,
     monotonic: Callable[[], float] = time.monotonic,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from runner.admission.report import EligibilityReport, Problem, WorkflowCheck
 from runner.domain.registry import Registry
@@ -40,6 +40,9 @@ from runner.hostlog import get_logger
 from runner.policy.loader import Policy, load_policy
 from runner.providers.workflows import check_provider, located_model_error
 from runner.tools.static import HostSyntaxError, read_function, static_registry
+
+if TYPE_CHECKING:
+    from runner.settings import Settings
 
 __all__ = [
     "EligibilityReport",
@@ -59,7 +62,7 @@ def check_eligibility(
     policy: Policy | str | Path,
     *,
     cwd: Path | None = None,
-    settings: Any = None,
+    settings: Settings | None = None,
     describe: Describe = static_registry,
     model_check: Literal["static", "import"] = "static",
 ) -> EligibilityReport:
@@ -150,7 +153,9 @@ def _load(path: str) -> WorkflowFile | WorkflowCheck:
         return WorkflowCheck(path, None, None, (_invalid(path, exc),))
 
 
-def _check_model(workflow: WorkflowFile, cwd: Path, settings: Any, *, static: bool) -> None:
+def _check_model(
+    workflow: WorkflowFile, cwd: Path, settings: Settings | None, *, static: bool
+) -> None:
     model = workflow.spec.model
     if static and model is not None and model.provider == "scripted" and model.function:
         try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from runner.admission.describe import sandbox_registry
 from runner.admission.eligibility import (
@@ -53,7 +53,7 @@ def read_gate(
     policy: Policy | str | Path,
     *,
     cwd: Path | None = None,
-    settings: Any = None,
+    settings: Settings | None = None,
     decided_only: bool = True,
 ) -> EligibilityReport:
     """Stage 1: check with the registries read from source; raise what that decided.

@@ -25,11 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.providers.apis import ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse, error_response
 from runner.providers.factory import provider_for
+
+if TYPE_CHECKING:
+    from runner.settings import Settings
 
 __all__ = ["GatewayRouter", "model_override"]
 
@@ -71,7 +74,7 @@ class GatewayRouter:
         default_spec: Mapping[str, Any] | None,
         step_specs: Mapping[str, Mapping[str, Any] | None],
         search_paths: Sequence[Path],
-        settings: Any,
+        settings: Settings | None,
     ) -> None:
         self.default = default
         self.default_spec = dict(default_spec) if default_spec else None
@@ -81,7 +84,9 @@ class GatewayRouter:
         self._built: dict[tuple[str, str], ModelProvider] = {}
 
     @classmethod
-    def for_workflow(cls, spec: Any, search_paths: Sequence[Path], settings: Any) -> GatewayRouter:
+    def for_workflow(
+        cls, spec: Any, search_paths: Sequence[Path], settings: Settings | None
+    ) -> GatewayRouter:
         """The router of a validated `runner.domain.workflow.Workflow`.
 
         Every scripted function the workflow names is resolved now, so that a bad reference

@@ -46,6 +46,8 @@ from runner.tracetools.lint import load_well_formed_trace
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
+    from runner.domain.registry import Registry
+    from runner.domain.workflow import WorkflowFile
     from runner.settings import Settings
 
 README = """# Reviewer packet: {run_id}
@@ -76,7 +78,7 @@ def _source(root: Path, relative: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
+def _module_files(registry: Registry, workflow: WorkflowFile) -> dict[str, Path]:
     """``{packet path under workflow/: host file}`` of the code the workflow needs.
 
     Every path is built with `runner.domain.ids.path_under` from a module name, a ``tools``

@@ -10,13 +10,16 @@ and the environment diff (`runner.reproduce.envdiff`) say: the outcome and its e
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.episode.request import EpisodeResult
 from runner.errors import EXIT_INFRA, EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED
 from runner.reproduce.diff import apply_source_verdict, outcome_of, verdict
 from runner.reproduce.envdiff import environment_diff, tool_imports
 from runner.tracetools.reader import Trace, read_trace
+
+if TYPE_CHECKING:
+    from runner.domain.registry import Registry
 
 __all__ = ["CALL_CHARS", "EXIT_OF", "ReproduceReport", "compare", "recorded_outcome"]
 
@@ -100,7 +103,7 @@ def recorded_outcome(trace: Trace) -> dict[str, Any]:
 
 
 def compare(
-    name: str, trace: Trace, registry: Any, result: EpisodeResult, recorded: dict[str, Any]
+    name: str, trace: Trace, registry: Registry, result: EpisodeResult, recorded: dict[str, Any]
 ) -> ReproduceReport:
     """The report on ``trace`` after its replay ended with ``result``.
 

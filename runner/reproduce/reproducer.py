@@ -41,7 +41,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.admission.describe import sandbox_registry
 from runner.domain.ids import path_for_id, timestamped_ids
@@ -67,6 +67,12 @@ from runner.settings import Settings
 from runner.tools.locate import locate_tools
 from runner.tools.snapshot.sources import snapshot_for
 from runner.tracetools.reader import NO_RESPONSE, Trace, TraceVersionError, read_trace
+
+if TYPE_CHECKING:
+    from runner.domain.registry import Registry
+    from runner.domain.workflow import WorkflowFile
+    from runner.policy.loader import Policy
+    from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 log = get_logger(__name__)
 
@@ -95,7 +101,7 @@ def trace_refusals(trace: Trace) -> list[str]:
     return reasons
 
 
-def refusals(trace: Trace, registry: Any) -> list[str]:
+def refusals(trace: Trace, registry: Registry) -> list[str]:
     """Every reason strict replay of ``trace`` with ``registry`` cannot start (empty: it can).
 
     Args:
@@ -289,11 +295,11 @@ class Reproducer:
         self,
         name: str,
         trace: Trace,
-        workflow: Any,
-        registry: Any,
+        workflow: WorkflowFile,
+        registry: Registry,
         recorded: dict[str, Any],
-        policy: Any,
-        snapshot: Any,
+        policy: Policy,
+        snapshot: ToolSnapshot,
     ) -> ReproduceReport:
         run = trace.run
         calls = [c.to_json() for c in trace.calls]

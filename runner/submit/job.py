@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.admission import gate as admission
 from runner.admission.eligibility import EligibilityReport, WorkflowCheck
@@ -77,6 +77,9 @@ from runner.submit.variants import make_variants
 from runner.tools.snapshot.sources import project_snapshot
 from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
+if TYPE_CHECKING:
+    from runner.backends.base import Backend
+
 log = get_logger(__name__)
 
 __all__ = ["SubmitResult", "execute", "prepare"]
@@ -111,7 +114,7 @@ def prepare(
     settings: Settings,
     *,
     job_id: str | None = None,
-    engine: Any = None,
+    engine: Backend | None = None,
     dry_run: bool = False,
 ) -> Plan:
     """Load and check everything and build the plan; nothing runs, nothing is written.
@@ -197,7 +200,7 @@ def prepare(
 
 
 def described_plan(
-    plan: Plan, *, backend: Any, settings: Settings, image: str, snapshot: ToolSnapshot
+    plan: Plan, *, backend: Backend, settings: Settings, image: str, snapshot: ToolSnapshot
 ) -> Plan:
     """``submit``'s plan with each variant's registry as a sandbox describes it.
 

@@ -13,7 +13,7 @@ the same.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runner.domain.ids import timestamped_ids
 from runner.episode.limits import max_rate_limit_wait_s, resource_limits
@@ -28,6 +28,9 @@ from runner.settings import Settings
 from runner.submit.budgetclock import BudgetClock
 from runner.submit.plan import Plan
 from runner.tools.snapshot.toolsnapshot import ToolSnapshot
+
+if TYPE_CHECKING:
+    from runner.backends.base import Backend
 
 __all__ = ["PairRunner"]
 
@@ -57,7 +60,7 @@ class PairRunner:
         self,
         plan: Plan,
         settings: Settings,
-        backend: Any,
+        backend: Backend,
         guard: CeilingGuard,
         *,
         image: str,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.backends.capacity import ConcurrencyBound
 from runner.domain.tasks import Task
@@ -29,6 +29,9 @@ from runner.grading.judges import parse_judge
 from runner.ledger import Amount, RunHistory, price_of
 from runner.submit.ceilings import CeilingInEffect, describe_limits
 from runner.submit.variants import Variant
+
+if TYPE_CHECKING:
+    from runner.policy.loader import Policy
 
 __all__ = ["DEFAULT_MAX_TOKENS", "Plan", "build_plan"]
 
@@ -314,7 +317,7 @@ def _price(prices: Mapping[str, Any], model: str) -> tuple[float, float] | None:
 
 def build_plan(
     job_id: str,
-    policy: Any,
+    policy: Policy,
     variants: Sequence[Variant],
     tasks: Sequence[Task],
     *,

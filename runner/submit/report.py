@@ -34,7 +34,7 @@ import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import (
     EXIT_CEILING,
@@ -57,6 +57,9 @@ from runner.submit.jobreport import JobReport
 from runner.submit.plan import Plan
 from runner.submit.scheduler import PairOutcome
 from runner.trace.strictjson import loads as strict_loads
+
+if TYPE_CHECKING:
+    from runner.grading.tournament import TournamentReport
 
 log = get_logger(__name__)
 
@@ -220,7 +223,7 @@ def build_report(
     skipped: Collection[tuple[str, str, int]],
     stop: StopSignal,
     interrupted: bool,
-    grading: Any,
+    grading: TournamentReport | None,
     resumed: bool,
     waits: Mapping[str, float] | None = None,
 ) -> JobReport:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -51,6 +51,7 @@ from runner.policy.pricing import check_prices, recorded_models, with_prices
 if TYPE_CHECKING:
     from runner.admission.report import EligibilityReport, WorkflowCheck
     from runner.policy.loader import Policy
+    from runner.settings import Settings
 
 
 @app.command("check")
@@ -123,7 +124,7 @@ def check_command(
 
 
 def _pricing(
-    report: EligibilityReport, prices: list[str], settings: Any
+    report: EligibilityReport, prices: list[str], settings: Settings
 ) -> SandboxReplayError | None:
     """The plan-time price check of `runner.policy.pricing` over the loaded workflows.
 

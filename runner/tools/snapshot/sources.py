@@ -231,7 +231,7 @@ def tool_mounts(request: Any) -> tuple[list[Mount], list[str]]:
     return snapshot.mounts(roots)
 
 
-def run_roots(workflow: Any, tool_roots: Iterable[Path]) -> list[Path]:
+def run_roots(workflow: WorkflowFile, tool_roots: Iterable[Path]) -> list[Path]:
     """The source folders one run of ``workflow`` mounts, in ``sys.path`` order.
 
     Args:

@@ -178,7 +178,7 @@ def main() -> None:
             f" (built and graded in {built:.1f} s)"
         )
         print(f"render_job: {rendered:.2f} s; report.html: {size_mb:.2f} MB (target < 5 MB)")
-        from tests.browser import browser
+        from tests.support.browser import browser
 
         with browser(folder / "browser") as b:
             assert b.interfaces == ["lo"], b.interfaces

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from runner.importers.output import write_import  # noqa: E402
 from runner.trace.redact import Redactor  # noqa: E402
 from runner.trace.writer import dumps_line  # noqa: E402
-from tests.realdata import realdata_dir  # noqa: E402
+from tests.support.realdata import realdata_dir  # noqa: E402
 
 RULES = {"patterns": [{"name": "ssn", "regex": r"\b\d{3}-\d{2}-\d{4}\b"}]}
 OFF = {"detectors": [], "headers": []}

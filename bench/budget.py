@@ -54,7 +54,7 @@ from runner.ledger import Ledger  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.submit.job import execute, prepare  # noqa: E402
 from runner.submit.options import CeilingFlags, SubmitOptions  # noqa: E402
-from tests.fake_openai import FakeOpenAI, serve  # noqa: E402
+from tests.support.fake_openai import FakeOpenAI, serve  # noqa: E402
 
 HERE = ROOT / "bench" / "latency"
 MODEL_TURNS = 2

@@ -57,7 +57,7 @@ from runner.ledger import Ledger  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.submit.job import execute, prepare  # noqa: E402
 from runner.submit.options import SubmitOptions  # noqa: E402
-from tests.fake_openai import FakeOpenAI, serve  # noqa: E402
+from tests.support.fake_openai import FakeOpenAI, serve  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "latency"
 MODEL_TURNS = 2

@@ -29,8 +29,8 @@ import pytest
 
 from runner.runs.run import execute_run
 from runner.settings import Settings
-from tests import fake_anthropic, fake_openai
 from tests.integration._backends import backend, backend_entry
+from tests.support import fake_anthropic, fake_openai
 
 pytestmark = pytest.mark.docker
 __all__ = ["backend", "backend_entry"]  # fixtures: every attack runs on each sandboxing backend

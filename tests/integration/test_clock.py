@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli_json
+from tests.support.cli import run_cli_json
 
 START = 1551675967.0  # 2019-03-04T05:06:07Z
 

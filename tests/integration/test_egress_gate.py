@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli, run_cli_json
+from tests.support.cli import run_cli, run_cli_json
 
 pytestmark = pytest.mark.docker
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.dockercontext import write_context
+from tests.support.dockercontext import write_context
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).parent / "sandbox-replay")

@@ -32,8 +32,8 @@ import pytest
 
 from runner import sdk
 from runner.tracetools.tasks_extract import extract_tasks
-from tests import fake_anthropic, fake_openai
 from tests.conftest import docker_required
+from tests.support import fake_anthropic, fake_openai
 
 pytestmark = pytest.mark.docker
 

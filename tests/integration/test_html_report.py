@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser import Browser, browser
-from tests.cli import sigint_as_default
+from tests.support.browser import Browser, browser
+from tests.support.cli import sigint_as_default
 
 pytestmark = pytest.mark.docker
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli, run_cli_json
-from tests.paths import REPO
+from tests.support.cli import run_cli, run_cli_json
+from tests.support.paths import REPO
 
 SERVER = REPO / "tests" / "fixtures" / "mcp" / "docs_server.py"
 

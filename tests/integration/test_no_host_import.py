@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.import_time import loopback_listener, write_project
+from tests.support.import_time import loopback_listener, write_project
 
 CLI = str(Path(sys.executable).parent / "sandbox-replay")
 

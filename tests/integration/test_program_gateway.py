@@ -21,7 +21,7 @@ from runner.episode.request import EpisodeResult
 from runner.errors import IneligibleError
 from runner.runs.run import execute_run
 from runner.settings import Settings
-from tests import fake_anthropic, fake_openai
+from tests.support import fake_anthropic, fake_openai
 
 pytestmark = pytest.mark.docker
 

@@ -49,7 +49,7 @@ def _reproduce(args: list[str], cwd: Path, image: str, **env: str) -> tuple[int,
 def _packet(tmp_path: Path, payloads: dict[str, str]) -> Path:
     """The golden failing run's packet with ``payloads`` put first in its modules."""
     from runner.reproduce.inputs import safe_extract
-    from tests.fakes import trusted_packet
+    from tests.support.fakes import trusted_packet
 
     trusted_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
     unpacked = tmp_path / "unpacked"

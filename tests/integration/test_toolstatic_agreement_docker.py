@@ -17,7 +17,7 @@ from runner.admission.describe import sandbox_registry
 from runner.domain.registry import Registry
 from runner.policy import load_policy
 from runner.settings import Settings
-from tests.toolviews import (
+from tests.support.toolviews import (
     LONE_MODULES,
     ROOT,
     assert_agree,

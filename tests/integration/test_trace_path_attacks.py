@@ -132,7 +132,7 @@ def _mark(marker: Path) -> str:
 def test_packet_describes_a_trace_folders_tools_in_a_sandbox_never_on_the_host(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    from tests.fakes import trusted_packet
+    from tests.support.fakes import trusted_packet
 
     marker = tmp_path / "MARKER"
     trace = _trace_folder(

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 CI = REPO / "examples" / "ci"
 # Run check-jsonschema's CLI in a process whose every socket is refused before it exists.

@@ -46,7 +46,7 @@ def _hostile_packet(tmp_path: Path, marker: Path) -> Path:
     """A packet of the golden failing run whose tool module and scripted model function, when
     imported, write ``marker`` (``MARKER.model`` for the model module)."""
     from runner.reproduce.inputs import safe_extract
-    from tests.fakes import trusted_packet
+    from tests.support.fakes import trusted_packet
 
     trusted_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
     unpacked = tmp_path / "unpacked"

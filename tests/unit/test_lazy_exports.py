@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 LAZY = [
     "runner.episode",

@@ -23,7 +23,7 @@ from runner.backends import processgroup
 from runner.backends.docker.engine import _socket_path, discover_engine
 from runner.runtime import pid1
 from runner.runtime.worker import client as worker_client
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 
 class FakeProcess:

@@ -27,7 +27,7 @@ from runner.errors import InputError
 from runner.policy import load_policy
 from runner.runtime import protocol
 from runner.settings import Settings
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 ATTEMPT = {"kind": "connect", "address": "127.0.0.1", "port": 9, "outcome": "refused", "pid": 7}

@@ -28,7 +28,7 @@ from runner.runtime import protocol
 from runner.settings import Settings
 from runner.tools.locate import locate_tools
 from runner.tools.source import registry_for_workflow
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 
@@ -273,7 +273,7 @@ def test_a_packet_cannot_name_a_folder_of_the_host_to_have_it_mounted(
     from runner.errors import InfrastructureError
     from runner.reproduce.inputs import safe_extract
     from runner.reproduce.reproducer import Reproducer
-    from tests.fakes import trusted_packet
+    from tests.support.fakes import trusted_packet
 
     trusted_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
     unpacked = tmp_path / "unpacked"

@@ -14,7 +14,7 @@ from runner.admission.gate import admit
 from runner.backends.base import Backend, Reaped, Sandbox, SandboxSpec
 from runner.errors import IneligibleError, InputError
 from runner.policy import load_policy
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIXTURES = ROOT / "tests" / "fixtures" / "helpdesk"

@@ -12,7 +12,7 @@ import pytest
 from runner.backends.docker import client as C
 from runner.backends.docker.engine import discover_engine, engine_fix
 from runner.errors import InfrastructureError
-from tests.dockercontext import write_context
+from tests.support.dockercontext import write_context
 
 
 @pytest.fixture

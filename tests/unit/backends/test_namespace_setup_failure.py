@@ -103,7 +103,7 @@ class _FailingBwrap(Backend):
 def test_the_episode_is_infra_error_with_bwraps_words(tmp_path: Path) -> None:
     from runner.runs.run import execute_run
     from runner.settings import Settings
-    from tests.paths import REPO
+    from tests.support.paths import REPO
 
     helpdesk = REPO / "examples" / "helpdesk"
     result = execute_run(

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures" / "helpdesk"

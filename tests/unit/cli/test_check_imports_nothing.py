@@ -18,7 +18,7 @@ from pathlib import Path
 
 from runner.domain.workflow import load_workflow
 from runner.tools.source import registry_for_workflow
-from tests.import_time import loopback_listener, write_project
+from tests.support.import_time import loopback_listener, write_project
 
 CLI = str(Path(sys.executable).parent / "sandbox-replay")
 

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
 

@@ -18,7 +18,7 @@ import typer
 
 from runner.cli.app import GLOBAL_OPTIONS_WITH_VALUE, app
 from runner.cli.commands import COMMANDS, command_name
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 _MAIN = """
 import sys

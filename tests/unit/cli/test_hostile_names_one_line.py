@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from runner.cli.app import app
 from runner.cli.render.report import render_report
 from runner.submit.jobreport import JobReport
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 FORGED = "evil\ngood.jsonl: reproduced (exit 0)"

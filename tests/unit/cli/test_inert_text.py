@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from runner.cli.render.terminal import inert
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures"

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from runner.cli.app import app
 from runner.errors import InfrastructureError
-from tests.paths import REPO, TESTS
+from tests.support.paths import REPO, TESTS
 
 HELPDESK = REPO / "examples" / "helpdesk"
 GOLDEN = TESTS / "fixtures" / "golden"

@@ -19,7 +19,7 @@ from runner.cli.app import app
 from runner.cli.render.report import render_report
 from runner.errors import InfrastructureError
 from runner.submit.jobreport import JobReport
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 

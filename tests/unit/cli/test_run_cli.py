@@ -20,8 +20,8 @@ from runner.cli.render.episode import print_episode
 from runner.episode.request import EpisodeResult
 from runner.errors import InfrastructureError
 from runner.runs.run import execute_run
-from tests.fakes import without_description
-from tests.paths import REPO
+from tests.support.fakes import without_description
+from tests.support.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
 

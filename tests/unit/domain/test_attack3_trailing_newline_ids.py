@@ -21,7 +21,7 @@ import pytest
 from runner.domain.ids import id_problem
 from runner.errors import InputError
 from runner.tools.mcp import listed_tools
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 
 def test_control_the_id_rules_refuse_a_trailing_newline() -> None:

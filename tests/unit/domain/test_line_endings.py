@@ -21,7 +21,7 @@ from runner.reproduce.inputs import find_workflow_file
 from runner.sdk import record
 from runner.tools.static import static_registry
 from runner.trace.format import text_hash
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
 

@@ -14,7 +14,7 @@ from runner.errors import InputError, ToolNotResolvable
 from runner.policy import PolicySpec, load_policy, policy_from_spec
 from runner.sdk import schema_hash
 from runner.tools.source import registry_for_workflow
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIXTURES = ROOT / "tests" / "fixtures" / "helpdesk"

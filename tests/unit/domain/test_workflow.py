@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from runner.domain.workflow import Workflow, load_workflow
 from runner.errors import InputError
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIXTURES = ROOT / "tests" / "fixtures" / "helpdesk"

@@ -28,8 +28,8 @@ from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
 from runner.trace.format import episode_exit_code, failure_signature
-from tests.fakes import SubprocessBackend
-from tests.paths import REPO
+from tests.support.fakes import SubprocessBackend
+from tests.support.paths import REPO
 
 SCHEMA_VALIDATOR = pytest.importorskip("jsonschema").Draft202012Validator(
     json.loads((REPO / "docs" / "trace.schema.json").read_text())

@@ -29,8 +29,8 @@ from runner.submit.jobreport import JobReport
 from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.trace.format import episode_exit_code, failure_signature
 from runner.tracetools.lint import lint_trace
-from tests.fakes import SubprocessBackend
-from tests.paths import REPO, TESTS
+from tests.support.fakes import SubprocessBackend
+from tests.support.paths import REPO, TESTS
 
 SCHEMA_VALIDATOR = pytest.importorskip("jsonschema").Draft202012Validator(
     json.loads((REPO / "docs" / "trace.schema.json").read_text())

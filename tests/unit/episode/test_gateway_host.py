@@ -13,7 +13,7 @@ from runner.admission.eligibility import check_eligibility
 from runner.domain.workflow import Workflow
 from runner.episode import gatewayhost
 from runner.providers.base import ProviderResponse
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "program"
 WORKFLOW = {

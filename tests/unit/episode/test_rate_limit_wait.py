@@ -22,7 +22,7 @@ from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAcc
 from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
 from runner.tools.snapshot import SnapshotEntry, build_snapshot
-from tests.fakes import SubprocessBackend
+from tests.support.fakes import SubprocessBackend
 from tests.unit.episode.test_episode_host import (
     FAKE_RUNTIME,
     SCHEMA_VALIDATOR,

@@ -19,8 +19,8 @@ from runner.policy.models import DEFAULT_RATE_LIMIT_WAIT_S
 from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.options import CeilingFlags, SubmitOptions
-from tests.fakes import without_description
-from tests.paths import TESTS
+from tests.support.fakes import without_description
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 

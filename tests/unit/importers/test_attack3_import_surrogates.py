@@ -20,7 +20,7 @@ import structlog
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "import"
 LONE = "\\ud800"  # the six characters of the JSON escape
@@ -89,7 +89,7 @@ def test_a_failed_forced_import_keeps_the_earlier_traces(tmp_path: Path) -> None
 
 
 def test_otel_lone_surrogate_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
-    from tests.otel_shapes import render
+    from tests.support.otel_shapes import render
     from tests.unit.importers.test_import_otel import genai_session
 
     source = render(genai_session(), "otlp", tmp_path / "otel.json")

@@ -21,7 +21,7 @@ from runner.importers.openai_messages import read_openai_messages
 from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.tracetools.lint import lint_trace
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "import"
 

@@ -19,7 +19,7 @@ from runner.importers.toolset import parse_effect_map
 from runner.tools.source import load_manifest_tools
 from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures" / "import"

@@ -1,7 +1,7 @@
 """`sandbox-replay import otel`: shapes, conventions, sessions, and bad input.
 
 The same agent session (two traces of one conversation: a tool loop, then a second user turn)
-is written in every file shape (`tests.otel_shapes`) and under each convention; every
+is written in every file shape (`tests.support.otel_shapes`) and under each convention; every
 variant must import to the same calls. Bad input gets an error or a warning naming span id
 and file, never a traceback.
 """
@@ -20,8 +20,8 @@ from runner.importers.otel import read_otel
 from runner.importers.output import write_import
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.reader import read_trace
-from tests.otel_shapes import SHAPES, render
-from tests.paths import REPO
+from tests.support.otel_shapes import SHAPES, render
+from tests.support.paths import REPO
 
 ROOT = REPO
 SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))

@@ -1,6 +1,6 @@
 """`import otel` on telemetry made by the published instrumentations, compared with the agent.
 
-`tests.otel_agent` runs an agent loop with the official ``openai`` client against a loopback
+`tests.support.otel_agent` runs an agent loop with the official ``openai`` client against a loopback
 fake server under ``opentelemetry-instrumentation-openai-v2`` (OTel GenAI conventions, each
 content mode) or ``openinference-instrumentation-openai`` (OpenInference), and exports what
 they recorded with the SDK's own encoders. The import must say what the agent really did:
@@ -25,7 +25,7 @@ import pytest
 from runner.importers.otel import read_otel
 from runner.importers.output import write_import
 from runner.tracetools.reader import read_trace
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 
@@ -38,7 +38,7 @@ def record(tmp_path: Path, kind: str, **env: str) -> Path:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     environment.update(env)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.otel_agent", kind, str(out)],
+        [sys.executable, "-m", "tests.support.otel_agent", kind, str(out)],
         cwd=ROOT,
         env=environment,
         capture_output=True,

@@ -1,8 +1,8 @@
 """`sandbox-replay import tau2`: a small fixture of our own and the public τ² retail results.
 
 The real results live outside the repository (../shared/realdata, setting ``realdata_dir``,
-env ``SANDBOX_REPLAY_REALDATA_DIR``, `tests.realdata`): absent, their tests skip, or fail under
-CI=true.
+env ``SANDBOX_REPLAY_REALDATA_DIR``, `tests.support.realdata`): absent, their tests skip, or fail
+under CI=true.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from runner.sdk import canonical_json, schema_hash
 from runner.tools.source import load_manifest_tools
 from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
-from tests.paths import REPO
-from tests.realdata import realdata
+from tests.support.paths import REPO
+from tests.support.realdata import realdata
 
 ROOT = REPO
 MINI = ROOT / "tests" / "fixtures" / "import" / "tau2-mini" / "results.json"

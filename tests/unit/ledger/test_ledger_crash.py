@@ -27,7 +27,7 @@ from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.jobfolder import job_dir
 from runner.submit.options import SubmitOptions
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 RESERVED_S = 315.7

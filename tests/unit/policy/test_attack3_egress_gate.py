@@ -25,7 +25,7 @@ from runner.policy.egress_baseline import (
     write_baseline,
 )
 from runner.policy.egress_gate import egress_of_trace
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 TRACE = REPO / "tests" / "fixtures" / "traces" / "complete_succeeded.jsonl"
 

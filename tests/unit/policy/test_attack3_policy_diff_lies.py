@@ -49,7 +49,7 @@ def test_a_catastrophic_regex_in_a_policy_does_not_hang_policy_diff(tmp_path: Pa
     import subprocess
     import sys
 
-    from tests.paths import REPO
+    from tests.support.paths import REPO
 
     old = _policy(tmp_path, "old", "name: old\nmode: shadow\n")
     new = _policy(

@@ -19,7 +19,7 @@ from runner.policy import decide_call, diff_policies, load_policy
 from runner.policy.diff import recorded_calls
 from runner.runtime.argrules import guard
 from runner.runtime.registry import RuntimeRegistry
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 CI = REPO / "examples" / "ci"
 SHELL_TRACE = CI / "recorded" / "shell-calls.jsonl"

@@ -21,7 +21,7 @@ from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.policy import diff_policies, load_policy
 from runner.settings import Settings
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 OLD = """name: every-tool
 mode: shadow

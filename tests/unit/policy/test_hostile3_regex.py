@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 from tests.unit.policy.test_diff import _trace
 
 ISSUE_PATTERNS = {

@@ -24,7 +24,7 @@ from runner.ledger import Ceiling as LedgerCeiling
 from runner.policy import load_policy
 from runner.policy.models import LIMIT_BOUNDS
 from runner.settings import Settings
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 SAFE = ROOT / "tests" / "fixtures" / "helpdesk" / "safe.yaml"

@@ -22,7 +22,7 @@ from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.openai import OpenAIProvider
 from runner.providers.replay import ReplayProvider
 from runner.providers.replay_api import first_differing_field
-from tests import fake_anthropic, fake_openai
+from tests.support import fake_anthropic, fake_openai
 
 PRICES = {
     "gpt-4.1-mini*": {"input_usd_per_mtok": 0.4, "output_usd_per_mtok": 1.6},

@@ -23,7 +23,7 @@ from runner.ledger import Ceiling, CeilingGuard, Ledger, request_bytes
 from runner.ledger.tokens import PER_MESSAGE_OVERHEAD_TOKENS
 from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.openai import OpenAIProvider
-from tests.fake_openai import MODEL_ID, FakeOpenAI, serve
+from tests.support.fake_openai import MODEL_ID, FakeOpenAI, serve
 
 PRICES = {"gpt-4.1-mini*": {"input_usd_per_mtok": 0.4, "output_usd_per_mtok": 1.6}}
 MAX_TOKENS = 64

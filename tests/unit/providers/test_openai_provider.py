@@ -13,7 +13,7 @@ from runner.providers.factory import provider_for
 from runner.providers.metered import response_usd
 from runner.providers.openai import OpenAIProvider
 from runner.settings import Settings
-from tests.fake_openai import MODEL_ID, FakeOpenAI, serve
+from tests.support.fake_openai import MODEL_ID, FakeOpenAI, serve
 
 REQUEST = {
     "model": "gpt-4.1-mini",

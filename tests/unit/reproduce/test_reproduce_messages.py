@@ -13,7 +13,7 @@ import pytest
 from runner.errors import InfrastructureError
 from runner.reproduce.reproducer import Reproducer
 from runner.settings import Settings
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
 

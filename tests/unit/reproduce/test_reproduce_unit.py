@@ -22,7 +22,7 @@ from runner.reproduce.report import ReproduceReport
 from runner.reproduce.reproducer import Reproducer
 from runner.settings import Settings
 from runner.trace.format import failure_signature
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 

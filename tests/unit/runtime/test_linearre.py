@@ -18,7 +18,7 @@ import pytest
 
 from runner.runtime import linearre
 from runner.runtime.argrules import RuleSet
-from tests.paths import REPO
+from tests.support.paths import REPO
 from tests.unit.runtime.regexgen import differences
 
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"

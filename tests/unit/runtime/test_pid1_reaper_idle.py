@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from runner.runtime import pid1
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 SCRIPT = r"""
 import os, sys, time

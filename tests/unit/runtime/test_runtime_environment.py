@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runner.runtime.environment import environment_platform, installed_packages
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"

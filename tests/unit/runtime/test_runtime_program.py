@@ -25,7 +25,7 @@ from runner.runtime.replay.clock import Clock
 from runner.runtime.replay.recordings import ObservationStore, TraceStore
 from runner.runtime.steps.gateway import PLACEHOLDER_KEY, Gateway, error_body
 from runner.runtime.steps.program import ProgramStep
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "program"))
 import program_tools

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import (

@@ -17,7 +17,7 @@ import pytest
 
 from runner.runtime.egress import dns
 from tests.conftest import _unusable
-from tests.paths import REPO, TESTS
+from tests.support.paths import REPO, TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import Result, manifest_for, run_runtime, write_run_dir

@@ -19,7 +19,7 @@ import pytest
 from runner.runtime.egress import audit, programs
 from runner.runtime.replay.clock import Clock
 from runner.sdk import wallclock
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"

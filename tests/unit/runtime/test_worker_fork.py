@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runner.runtime.worker import fork
-from tests.paths import REPO, TESTS
+from tests.support.paths import REPO, TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import manifest_for, run_runtime, write_run_dir

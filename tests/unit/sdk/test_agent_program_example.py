@@ -19,7 +19,7 @@ import pytest
 from runner.domain.tasks import load_tasks
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.tasks_extract import extract_tasks
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 EXAMPLE = REPO / "examples" / "agent-program"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 RUNTIME_FIXTURES = TESTS / "fixtures" / "runtime"

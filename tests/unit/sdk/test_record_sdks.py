@@ -24,11 +24,11 @@ from runner import sdk
 from runner.sdk.recorder import TRACING_ENV
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.reader import load_trace
-from tests import fake_anthropic, fake_openai, fake_streaming
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_openai import FakeOpenAI
-from tests.fake_streaming import Streamer
-from tests.paths import REPO
+from tests.support import fake_anthropic, fake_openai, fake_streaming
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_streaming import Streamer
+from tests.support.paths import REPO
 
 KB_TOOL = {
     "type": "function",

@@ -13,7 +13,7 @@ from runner.settings import Settings
 from runner.submit.job import prepare
 from runner.submit.options import CeilingFlags, SubmitOptions, load_job_file
 from runner.submit.plan import DEFAULT_MAX_TOKENS, NOMINAL_PROMPT_TOKENS
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 

@@ -18,7 +18,7 @@ from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.budgetclock import KILL_MARGIN_S
 from runner.submit.options import CeilingFlags, SubmitOptions
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 CEILING_S = 6.0

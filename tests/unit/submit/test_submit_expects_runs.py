@@ -17,8 +17,8 @@ from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit import pairs as pairs_module
 from runner.submit.options import SubmitOptions
-from tests.fakes import without_description
-from tests.paths import TESTS
+from tests.support.fakes import without_description
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 

@@ -28,8 +28,8 @@ from runner.submit import pairs as pairs_module
 from runner.submit import report as report_module
 from runner.submit.options import SubmitOptions
 from runner.submit.runjob import run_job
-from tests.fakes import without_description
-from tests.paths import TESTS
+from tests.support.fakes import without_description
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 

@@ -26,7 +26,7 @@ from runner.providers.base import ProviderResponse
 from runner.providers.metered import MeteredProvider, StopSignal
 from runner.submit.jobreport import JobReport
 from runner.submit.scheduler import PairOutcome, Scheduler
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -23,7 +23,7 @@ from runner.settings import Settings
 from runner.submit.jobreport import JobReport
 from runner.submit.options import SubmitOptions
 from runner.submit.scheduler import Scheduler
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 

@@ -17,7 +17,7 @@ from runner.errors import InputError
 from runner.runtime import mcplist
 from runner.sdk import Effect
 from runner.tools.mcp import effect_of, listed_tools
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "mcp"
 

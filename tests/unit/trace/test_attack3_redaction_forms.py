@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from runner.trace.redact import Redactor
-from tests.secrets_search import OPENAI_KEY
+from tests.support.secrets_search import OPENAI_KEY
 
 KEY = b"k" * 32
 

@@ -21,8 +21,8 @@ from runner.trace.redact import Redactor
 from runner.trace.writer import TraceWriter
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.reader import validate_record
-from tests.paths import REPO
-from tests.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
+from tests.support.paths import REPO
+from tests.support.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
 
 RULES = {"patterns": [SSN_RULE]}
 SCHEMA = Draft202012Validator(

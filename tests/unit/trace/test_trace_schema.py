@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from runner.errors import SandboxReplayError
 from runner.trace.format import STATUSES
 from runner.tracetools.reader import CallRecord, EndRecord, RunRecord, validate_record
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))
@@ -216,7 +216,7 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
     from runner.settings import Settings
     from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
     from runner.tracetools.lint import lint_trace
-    from tests.fakes import SubprocessBackend
+    from tests.support.fakes import SubprocessBackend
 
     tool_hash = schema_hash({"type": "object"})
     script = tmp_path / "runtime.py"

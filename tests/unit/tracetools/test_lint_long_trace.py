@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 SOURCE = REPO / "tests" / "fixtures" / "traces" / "complete_succeeded.jsonl"
 CALLS = 2000

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli
-from tests.paths import REPO
+from tests.support.cli import run_cli
+from tests.support.paths import REPO
 
 FAILING = REPO / "examples" / "helpdesk" / "traces" / "failing.jsonl"
 

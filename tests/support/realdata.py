@@ -14,7 +14,7 @@ import pytest
 
 from runner.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def realdata_dir() -> Path:

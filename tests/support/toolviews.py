@@ -17,7 +17,7 @@ from runner.domain.workflow import load_workflow
 from runner.errors import InputError
 from runner.tools.static import static_registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # tool modules of the fixtures that no fixture workflow names: described through a workflow
 # written next to a copy of the module

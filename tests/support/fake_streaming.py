@@ -69,12 +69,12 @@ def serve(streamer: Streamer, suffix: str = "") -> Iterator[Streamer]:
 
 
 def openai_handler(fake: Any) -> Callable[[bytes, dict[str, str], str], tuple[int, bytes]]:
-    """`Streamer` handle of a `tests.fake_openai.FakeOpenAI`."""
+    """`Streamer` handle of a `tests.support.fake_openai.FakeOpenAI`."""
     return lambda raw, headers, path: fake.handle(raw, headers, path)
 
 
 def anthropic_handler(fake: Any) -> Callable[[bytes, dict[str, str], str], tuple[int, bytes]]:
-    """`Streamer` handle of a `tests.fake_anthropic.FakeAnthropic`."""
+    """`Streamer` handle of a `tests.support.fake_anthropic.FakeAnthropic`."""
 
     def handle(raw: bytes, headers: dict[str, str], path: str) -> tuple[int, bytes]:
         status, body, _ = fake.handle(raw, headers)

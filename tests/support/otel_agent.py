@@ -3,13 +3,13 @@
 Run as a script (one instrumentation per process: they patch the ``openai`` module and read
 their settings from the environment once)::
 
-    python -m tests.otel_agent INSTRUMENTATION OUT_DIR
+    python -m tests.support.otel_agent INSTRUMENTATION OUT_DIR
 
 ``INSTRUMENTATION`` is ``openai-v2`` (``opentelemetry-instrumentation-openai-v2``, the OTel
 GenAI conventions; content mode from ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``)
 or ``openinference`` (``openinference-instrumentation-openai``). The official ``openai``
-client talks to the loopback fake server of `tests.fake_openai` (never the network); the loop
-is the usual one: ask, run each tool call locally, append the results, ask again, until an
+client talks to the loopback fake server of `tests.support.fake_openai` (never the network); the
+loop is the usual one: ask, run each tool call locally, append the results, ask again, until an
 answer without tool calls, then a second user message in the same session.
 
 Written into ``OUT_DIR``: ``otlp.json`` (spans and log records as OTLP/JSON, encoded by the
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.fake_openai import FakeOpenAI, serve
+from tests.support.fake_openai import FakeOpenAI, serve
 
 TOOLS = [
     {

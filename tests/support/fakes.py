@@ -133,7 +133,7 @@ class SubprocessBackend(Backend):
         env = {
             "PATH": os.environ.get("PATH", ""),
             **spec.env,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         }
         box = SubprocessSandbox(spec.run_id, self.argv, env, self.cwd)
         self.sandboxes.append(box)

@@ -4,9 +4,9 @@ Builds a job of 4 variants × 50 tasks (200 episodes) on disk without containers
 trace of 40 calls (tool calls with ~1 KB results, a third of them served from recordings, and
 model turns with ~2 KB requests and responses), a few failures with signatures and outbound
 attempts; grades it with the real tournament (rubric, bootstrap); renders the page with
-`runner.cli.render.html.render_job`; then opens it from disk in Debian's headless chromium inside a
-network namespace (tests/browser.py) and reads the load time, the time until the page's script
-is ready, and the time to open one episode's calls.
+`runner.cli.render.html.render_job`; then opens it from disk in Debian's headless chromium
+inside a network namespace (tests/support/browser.py) and reads the load time, the time until
+the page's script is ready, and the time to open one episode's calls.
 
 Targets (issue 17): under 5 MB, under 2 s to load. Usage:
 ``.venv/bin/python bench/bench_html.py [--episodes-per-variant 50] [--calls 40]``.

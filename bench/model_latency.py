@@ -1,6 +1,6 @@
 """Benchmark: runs that wait on a model API, at concurrency far above the CPU count.
 
-A fake OpenAI server on loopback (tests/fake_openai.py) answers every Chat Completions call
+A fake OpenAI server on loopback (tests/support/fake_openai.py) answers every Chat Completions call
 after a fixed delay; ``submit`` runs N tasks (default 200) of one agent step with two model calls
 (a call of the pure ``bench.noop`` tool, then an answer: bench/latency/agent.yaml, under
 bench/latency/policy.yaml: no sandbox-seconds ceiling to bound the runs at once) through the

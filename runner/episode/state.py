@@ -155,7 +155,7 @@ class EpisodeState:
 
     def _on_step(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
         # Only the workflow's own step ids are kept: a sandbox sending millions of made-up
-        # ids must not grow the host's memory (tests/integration/test_attacks_more.py).
+        # ids must not grow the host's memory (tests/integration/test_attacks_channel.py).
         step_id, status = message.get("step_id"), message.get("state")
         if isinstance(step_id, str) and isinstance(status, str) and step_id in self._step_ids():
             self.steps[step_id] = status[:32]

@@ -217,7 +217,7 @@ class Reproducer:
         policy = load_policy(self.policy_name)
         try:
             # One snapshot for the description sandbox and the replay: both see the same code,
-            # copied now; never the trace itself (runner/episode/snapshot/toolsnapshot.py).
+            # copied now; never the trace itself (runner/tools/snapshot/toolsnapshot.py).
             snapshot = snapshot_for(
                 [(workflow, locate_tools(workflow, confined_to=folder))],
                 state_dir=self.settings.state_dir,

@@ -81,7 +81,7 @@ def execute_run(
         on_skipped_line(error)
     task = task_file.get(task_id)
     policy = load_policy(policy_name)
-    # The load path `submit` shares (runner/episode/toolmanifest/admission.py): the tools read from
+    # The load path `submit` shares (runner/admission/gate.py): the tools read from
     # source first (nothing of them imported here), then described inside a sandbox below.
     report = gate.read_gate([workflow_path], policy, settings=settings)
     workflow = report.workflows[0].workflow
@@ -89,7 +89,7 @@ def execute_run(
     model = workflow.spec.model
     provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
     # What the sandbox sees of the project: a copy of the declared tool code and data files,
-    # taken now (runner/episode/snapshot/toolsnapshot.py); never the tasks file or the state folder.
+    # taken now (runner/tools/snapshot/toolsnapshot.py); never the tasks file or the state folder.
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
     own_backend = backend is None
     if backend is None:

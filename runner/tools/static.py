@@ -32,7 +32,7 @@ modules inside a sandbox (`runner.admission.sandbox_registry`):
 Invariant: no file of the workflow is imported, executed or ``eval``'d (``compile`` only parses);
 the reading is bounded (`MAX_SOURCE_BYTES`). The static view is a promise about ordinary code, not
 a measurement: code written to hide from it can, and ``submit``/``run`` then refuse what the
-sandbox sees (docs/threat-model.md). `tests/unit/domain/test_toolstatic_agreement.py` holds it equal
+sandbox sees (docs/threat-model.md). `tests/unit/tools/test_static_agreement.py` holds it equal
 to
 the sandbox's view on every example and fixture.
 """

@@ -2,8 +2,8 @@
 
 A program step in a real sandbox (tests/fixtures/gateway_attacks/hostile_agent.py, stdlib)
 sends the requests of the review to the sandbox's gateway; the host's providers forward to
-the loopback fakes (tests/fake_openai.py, tests/fake_anthropic.py), which record whatever
-reaches them. Each attack runs once per sandboxing backend (Docker, namespace:
+the loopback fakes (tests/support/fake_openai.py, tests/support/fake_anthropic.py), which
+record whatever reaches them. Each attack runs once per sandboxing backend (Docker, namespace:
 tests/integration/_backends.py). Nothing leaves the machine: the sandbox has no network, the
 fakes listen on 127.0.0.1, and the attack URLs are under ``.example`` (never resolved: refused
 first).

@@ -2,8 +2,9 @@
 
 A stdlib-only program (tests/fixtures/program/stdlib_agent.py, urllib) talks to the gateway
 with Chat Completions, Responses and Messages, streaming and not; the host forwards to fake
-servers on 127.0.0.1 that the tests start (tests/fake_openai.py, tests/fake_anthropic.py).
-Nothing leaves the machine: the sandbox has no network, the fakes listen on loopback.
+servers on 127.0.0.1 that the tests start (tests/support/fake_openai.py,
+tests/support/fake_anthropic.py). Nothing leaves the machine: the sandbox has no network, the
+fakes listen on loopback.
 """
 
 from __future__ import annotations

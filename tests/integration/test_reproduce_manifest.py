@@ -1,7 +1,7 @@
 """reproduce describes the tools in a real sandbox: a packet's code never runs on the host.
 
 The registry of a reproduced workflow comes from runtime mode ``manifest`` in the hardened
-container (runner/episode/toolmanifest/registry.py). Every module payload here tries to leave a
+container (runner/admission/describe.py). Every module payload here tries to leave a
 mark on the host; none may appear, whatever the outcome.
 """
 

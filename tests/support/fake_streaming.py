@@ -1,4 +1,4 @@
-"""Serve a fake's answers (tests/fake_openai.py, tests/fake_anthropic.py) event by event.
+"""Serve a fake's answers (tests/support/fake_openai.py, fake_anthropic.py) event by event.
 
 Tests only, loopback only. The fakes build each body whole; this server sends a server-sent
 event stream one event per write (HTTP/1.0, no Content-Length: the body ends when the socket

@@ -1,6 +1,6 @@
 """What the static reading and the sandbox's description of a workflow's tools must agree on.
 
-Used by tests/unit/domain/test_toolstatic_agreement.py (the runtime's description as a local
+Used by tests/unit/tools/test_static_agreement.py (the runtime's description as a local
 process)
 and tests/integration/test_toolstatic_agreement_docker.py (inside Docker sandboxes).
 """

@@ -1,4 +1,4 @@
-"""tests/browser.py: without chromium the browser tests fail under CI, skip elsewhere."""
+"""tests/support/browser.py: without chromium the browser tests fail under CI, skip elsewhere."""
 
 from __future__ import annotations
 

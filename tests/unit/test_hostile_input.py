@@ -79,7 +79,7 @@ def test_hostile_packet_control_its_code_runs_when_imported(tmp_path: Path) -> N
 
 
 def test_reproducing_a_packet_never_runs_its_code_on_the_host(tmp_path: Path) -> None:
-    """The registry is described by a sandbox (runner/episode/toolmanifest/registry.py): with no
+    """The registry is described by a sandbox (runner/admission/describe.py): with no
     engine reproduce stops at asking for one (exit 6), and no packet code ran before that.
     With Docker: tests/integration/test_reproduce_manifest.py."""
     marker = tmp_path / "MARKER"

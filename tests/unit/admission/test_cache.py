@@ -1,4 +1,4 @@
-"""Descriptions kept in the state folder (runner/episode/toolmanifest/cache.py).
+"""Descriptions kept in the state folder (runner/admission/cache.py).
 
 A scripted fake sandbox plays the runtime, counting the sandboxes started: the same snapshot,
 image id and policy start one; anything else starts another. A kept file is host-written but

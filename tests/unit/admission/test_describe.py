@@ -1,4 +1,4 @@
-"""The registry described by a sandbox (runner/episode/toolmanifest/registry.py), without Docker.
+"""The registry described by a sandbox (runner/admission/describe.py), without Docker.
 
 A scripted fake sandbox plays the runtime's side, so that every answer a hostile sandbox could
 give is checked on the host; the real runtime side runs as a local process

@@ -1,4 +1,4 @@
-"""The gate of ``run`` and ``submit`` (runner/episode/toolmanifest/admission.py): read, describe.
+"""The gate of ``run`` and ``submit`` (runner/admission/gate.py): read, describe.
 
 A tool whose effect is not literal is ``unsafe`` to the reading (``check`` fails closed), but
 ``run`` and ``submit`` leave it to the sandbox's description: eligible when the module really

@@ -1,6 +1,7 @@
 """Engine discovery in the docker CLI's order (runner/backends/docker/engine.py).
 
-The context files are written in the format the docker CLI writes them (tests/dockercontext.py).
+The context files are written in the format the docker CLI writes them
+(tests/support/dockercontext.py).
 """
 
 from __future__ import annotations

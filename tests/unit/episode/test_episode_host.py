@@ -1,7 +1,7 @@
 """The episode driver and status classification, against a local-subprocess fake backend.
 
-The "runtime" here is a small script speaking the protocol (tests/fakes.py runs it as a local
-process: not a sandbox). Real containers are in tests/integration/test_episode.py.
+The "runtime" here is a small script speaking the protocol (tests/support/fakes.py runs it as a
+local process: not a sandbox). Real containers are in tests/integration/test_episode.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Issue 10 item 6: a sandbox forging a million call lines per run cost the host gi
 195 MB traces. Past ``limits.max_calls`` call lines, or at a call line that would make the
 trace longer than ``limits.max_trace_mb``, the host accepts nothing more, kills the sandbox,
 and the run ends ``limit_exceeded`` (episode exit code 125, ``end.limit: {name, value}``).
-The sandbox here is a script speaking the protocol, run as a local process (tests/fakes.py).
+The sandbox here is a script speaking the protocol, run as a local process (tests/support/fakes.py).
 Real containers: tests/integration/test_limits_flood.py.
 """
 

@@ -1,7 +1,7 @@
 """Host providers of program steps: Responses and Messages over HTTP, routing, metering, replay.
 
-Against fake servers on 127.0.0.1 that the tests start (tests/fake_openai.py,
-tests/fake_anthropic.py); nothing leaves the machine.
+Against fake servers on 127.0.0.1 that the tests start (tests/support/fake_openai.py,
+tests/support/fake_anthropic.py); nothing leaves the machine.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The reservation estimated only ``messages`` and ``tools``: a 20 kB ``response_fo
 Now the reservation is never below the UTF-8 bytes of the whole forwarded request (canonical
 JSON) plus `PER_MESSAGE_OVERHEAD_TOKENS` per message, plus the capped completion tokens
 (`runner.ledger.tokens.prompt_tokens_bound`). The provider here is the real `openai`
-provider talking to the fake OpenAI server on loopback (tests/fake_openai.py), billing each
+provider talking to the fake OpenAI server on loopback (tests/support/fake_openai.py), billing each
 request its own bound: the most an honest provider could bill under the rule.
 """
 

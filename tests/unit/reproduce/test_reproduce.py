@@ -45,7 +45,7 @@ class _ManifestOnly(UnsandboxedProcessBackend):
 
 
 def _reproducer(tmp_path: Path, **kwargs: Any) -> Reproducer:
-    # The registry is built by a sandbox (runner/episode/toolmanifest/registry.py): here a local
+    # The registry is built by a sandbox (runner/admission/describe.py): here a local
     # process stands in for it, and nothing else may start.
     return Reproducer(
         Settings(state_dir=tmp_path / "state"), backend_factory=_ManifestOnly, **kwargs

@@ -1,8 +1,9 @@
 """`runner.sdk.record` captures the official SDKs' model calls over httpx (issue 13).
 
-Every server is a loopback fake the test starts (tests/fake_openai.py, tests/fake_anthropic.py);
-nothing leaves the machine. Each model call line must hold the request body the SDK sent, the
-body the fake sent byte for byte (a stream's whole event stream) and the model id read from it.
+Every server is a loopback fake the test starts (tests/support/fake_openai.py,
+tests/support/fake_anthropic.py); nothing leaves the machine. Each model call line must hold
+the request body the SDK sent, the body the fake sent byte for byte (a stream's whole event
+stream) and the model id read from it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tool snapshot builder (runner/episode/snapshot/toolsnapshot.py, snapshot_sources.py).
+"""The tool snapshot builder (runner/tools/snapshot/toolsnapshot.py, snapshot_sources.py).
 
 What a sandbox may see of the user's folders: the declared modules and data files only, minus
 by real path the tasks file, traces, the state folder, virtual environments, dot entries and

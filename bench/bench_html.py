@@ -8,7 +8,7 @@ attempts; grades it with the real tournament (rubric, bootstrap); renders the pa
 inside a network namespace (tests/support/browser.py) and reads the load time, the time until
 the page's script is ready, and the time to open one episode's calls.
 
-Targets (issue 17): under 5 MB, under 2 s to load. Usage:
+Targets: under 5 MB, under 2 s to load. Usage:
 ``.venv/bin/python bench/bench_html.py [--episodes-per-variant 50] [--calls 40]``.
 """
 

@@ -1,4 +1,4 @@
-"""The cost of redaction per recorded call, on real public traces (issue 18).
+"""The cost of redaction per recorded call, on real public traces.
 
 The τ²-bench retail results and the OpenTelemetry agent sessions of the realdata folder
 (tests/support/realdata.py: ``SANDBOX_REPLAY_REALDATA_DIR``) are imported without redaction into a

@@ -1,4 +1,4 @@
-"""Benchmark and check of issue 25: ceilings that let a big job run and stop it at the line.
+"""Benchmark and check of the budget: ceilings that let a big job run and stop it at the line.
 
 Three scenarios, each a real ``submit`` (`runner.submit.job.execute`: plan, admission, the
 budget clock, hardened Docker containers, the openai provider against a loopback fake OpenAI

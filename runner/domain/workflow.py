@@ -347,7 +347,7 @@ def load_workflow(path: str | Path) -> WorkflowFile:
     return WorkflowFile(
         path=path,
         source=doc.text,
-        # line endings do not count: a CRLF checkout has the hash recorded on Linux (issue 29)
+        # line endings do not count: a CRLF checkout has the hash recorded on Linux
         content_hash=text_hash(doc.text),
         spec=spec,
         document=doc,

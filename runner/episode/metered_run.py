@@ -11,7 +11,7 @@ guard when its model turns are paid for, one `runner.episode.driver.run_episode`
 (``reproduce``: served from the trace, free).
 
 ``record`` charges its run under purpose ``live``; ``run`` and ``reproduce`` under ``replay``
-(reproduce never charges ``live``: SPEC.md, issue 6). The run is reserved before it starts
+(reproduce never charges ``live``: SPEC.md). The run is reserved before it starts
 (against the policy's ceiling of that purpose) and settled with the episode's actual spend when
 it ends; a run that never started is released, so nothing is charged for it.
 

@@ -109,7 +109,7 @@ def compile_sandbox_packages(package: Path) -> bool:
 
     A sandbox mounts ``package`` read-only and runs with ``PYTHONDONTWRITEBYTECODE``: without
     these files every sandbox compiled every runtime module from source (~100 ms of CPU per
-    run, issue 16). Each ``X.py`` gets ``__pycache__/X.<cache tag>.pyc`` of this interpreter
+    run). Each ``X.py`` gets ``__pycache__/X.<cache tag>.pyc`` of this interpreter
     (PEP 3147 beside the source, whatever this host's ``sys.pycache_prefix``: the sandbox looks
     there), validated by source mtime and size (PEP 552 timestamp pycs, Python's default): a
     changed source makes its pyc stale, and the sandbox's importer then compiles the source

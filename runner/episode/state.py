@@ -10,7 +10,7 @@ straight to the trace file; outbound destinations and coverage reasons are cappe
 number dropped recorded. Disk stays bounded too: past the policy's ``max_calls`` call lines, or
 at a call line that would make the trace longer than ``max_trace_mb``, the host accepts no
 further call (nor model request), kills the sandbox and the run ends ``limit_exceeded`` with
-``end.limit: {name, value}`` (issue 10: a sandbox forging a million call lines cost the host
+``end.limit: {name, value}`` (a sandbox forging a million call lines cost the host
 gigabytes).
 
 The outbound log (`runner.episode.outbound.OutboundLog`) holds distinct destinations with

@@ -1,4 +1,4 @@
-"""A price for every model before anything runs (issue 25).
+"""A price for every model before anything runs.
 
 Which models a workflow calls, and the plan-time refusal of one the price table lacks while a
 USD ceiling is set.

@@ -1,7 +1,7 @@
 """Routing of a program step's gateway requests to the host's providers.
 
 `GatewayRouter` is the provider of a workflow with program steps (`provider_for_workflow`).
-Routing, so that two implementations agree (issue 13):
+Routing, so that two implementations agree:
 
 - the model spec of a request is its program step's ``model``, else the workflow's; none at
   all: the request is answered with an error (a program with no model configured makes no
@@ -12,7 +12,7 @@ Routing, so that two implementations agree (issue 13):
   (Chat Completions, Responses) go to the ``openai`` provider, Messages to ``anthropic``,
   each built from the host settings on first use (endpoint and key stay on the host); only
   the APIs the spec declares get here (``apis``, default the provider's own: the host
-  refuses the others before routing, `runner.episode.gatewayhost`, issue 32 N12), so a step
+  refuses the others before routing, `runner.episode.gatewayhost`), so a step
   uses the other family's key only when its workflow says so;
 - the request's ``model`` is forwarded unless the spec's ``name`` overrides it, for requests
   of the spec's own family (``scripted``: every request) — `model_override`; the trace keeps

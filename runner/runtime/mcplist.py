@@ -1,4 +1,4 @@
-"""Ask an MCP stdio server for its tools, inside the sandbox (issue 19). Standard library only.
+"""Ask an MCP stdio server for its tools, inside the sandbox. Standard library only.
 
 An MCP server named by a workflow (``tools: [{mcp: {command: [...]}}]``) is the challenger's
 code: only a sandbox runs it. In mode ``manifest`` (`runner.runtime.manifest`) the runtime

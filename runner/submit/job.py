@@ -122,7 +122,7 @@ def prepare(
     ``engine`` (a backend, or None) is asked for its memory, the concurrency's budget
     (`runner.submit.concurrency`); without one the job weighs it when its backend exists.
     ``dry_run``: the plan is all that will happen, so what reading the tools could not decide
-    is refused as ``check`` refuses it (fail closed; issue 32 N12: ``check`` said 3 and
+    is refused as ``check`` refuses it (fail closed: ``check`` said 3 and
     ``--dry-run`` 0 on the same input); a real submission has a sandbox describe them.
 
     Raises:
@@ -151,7 +151,7 @@ def prepare(
         "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
     }
     recorded = recorded_models(settings.state_dir)
-    # a price for every model before anything runs (issue 25): exit 2, the model named
+    # a price for every model before anything runs: exit 2, the model named
     check_prices(
         policy,
         [(check.path, check.workflow) for check in report.workflows if check.workflow],
@@ -308,7 +308,7 @@ def _run_job(
     snapshot: ToolSnapshot,
 ) -> JobReport:
     """The body of `execute` under its signal handler: run, grade, build the report."""
-    # the warm pool (issue 16; SANDBOX_REPLAY_POOL=0: off), drained in ``finally`` below; a
+    # the warm pool (SANDBOX_REPLAY_POOL=0: off), drained in ``finally`` below; a
     # lazy import kept for start-up speed (the docker SDK is imported where it is used)
     from runner.backends.docker.pooled import pooled_backend
 

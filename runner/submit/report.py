@@ -66,7 +66,7 @@ log = get_logger(__name__)
 __all__ = ["build_report", "grade_job", "latest_runs", "write_report"]
 
 # A run a ceiling cut short (``ceiling_reached``), an infrastructure error (``infra_error``) or
-# an interruption is not graded: it did not lose, it was stopped (issue 25: honest partial
+# an interruption is not graded: it did not lose, it was stopped (honest partial
 # runs). It is listed under ``incomplete`` (and ``stopped_by_ceiling``), its task under
 # ``ungraded`` when fewer than two results remain, and every verdict counts it in its
 # denominator as an unknown outcome (`runner.grading.uncertainty.count_incomplete`). A run cut

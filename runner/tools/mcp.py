@@ -1,4 +1,4 @@
-"""Tools of an MCP server: a ``tools/list`` result → tool specs with effect classes (issue 19).
+"""Tools of an MCP server: a ``tools/list`` result → tool specs with effect classes.
 
 A workflow's ``tools`` entry ``{mcp: {tools_list: FILE}}`` names a saved ``tools/list`` result
 (the JSON-RPC response, its ``result``, or a list of tools); ``{mcp: {command: [...]}}`` names a
@@ -14,7 +14,7 @@ annotations"; defaults there: ``readOnlyHint`` false, ``destructiveHint`` true,
 - ``readOnlyHint: true`` → ``read`` (whatever ``openWorldHint`` says: a read of the open world
   is still a read), unless the same annotations also say ``destructiveHint: true``: hints that
   contradict themselves are no description to trust, so the tool is ``unsafe`` and
-  ``decided_by`` says why (issue 32 N12; the specification calls ``destructiveHint``
+  ``decided_by`` says why (the specification calls ``destructiveHint``
   "meaningful only when readOnlyHint == false", which a server that sets both got wrong);
 - anything else → ``unsafe`` (fail closed): ``destructiveHint`` or ``openWorldHint`` true, given
   or by default, or no annotations at all; a non-destructive closed-world write still changes

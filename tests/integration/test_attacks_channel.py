@@ -235,7 +235,7 @@ def test_egress_cannot_be_hidden_in_process(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
     """Tool code clears the worker's audit hook: the egress witness, outside the worker, still
-    logs its connect (issue 18), and the coverage stays ``full``."""
+    logs its connect, and the coverage stays ``full``."""
     out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: h, tool: hide.in_process}\n")
     hidden = [a for a in out.end["outbound"] if a.get("address") == "203.0.113.77"]
     assert [(a["port"], a["event"]) for a in hidden] == [(4444, "seccomp.connect")], out.end

@@ -1,4 +1,4 @@
-"""Attacks on the model gateway, run for real (issue 32: N02, N03, N11).
+"""Attacks on the model gateway, run for real (N02, N03, N11).
 
 A program step in a real sandbox (tests/fixtures/gateway_attacks/hostile_agent.py, stdlib)
 sends the requests of the review to the sandbox's gateway; the host's providers forward to

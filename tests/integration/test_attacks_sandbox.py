@@ -202,7 +202,7 @@ def test_no_host_secret_in_any_process_environment(
     monkeypatch.setenv("SANDBOX_REPLAY_OPENAI_API_KEY", "sk-host-env-secret-78")
     out = run_steps(project, backend, sandbox_image, tmp_path, "- {id: s, tool: secrets.probe}\n")
     body = out.body("s")
-    # PID 1 is the execute-only lifetime cap (issue 10 item 9): its environ cannot be read at
+    # PID 1 is the execute-only lifetime cap: its environ cannot be read at
     # all, which is stronger than readable-and-clean; the runtime's own must be readable
     assert isinstance(body["/proc/self/environ"], list), body["/proc/self/environ"]
     assert isinstance(body["/proc/1/environ"], list) or body["/proc/1/environ"] == (
@@ -240,10 +240,10 @@ def test_daemon_holding_stdout_does_not_outlive_the_episode(
 def test_sigstop_from_a_tool_never_hangs_the_episode(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
-    """A tool SIGSTOPs its own process. Before issue 18 that was the runtime (a ``timeout``);
-    now it is the worker, and the runtime (PID 1, which a stop signal from inside cannot reach:
-    tests/integration/test_attacks_worker.py) still ends the episode within its timeout: the
-    worker is continued and the step returns, or the run times out. Never a hang."""
+    """A tool SIGSTOPs its own process. Before the worker process that was the runtime (a
+    ``timeout``); now it is the worker, and the runtime (PID 1, which a stop signal from inside
+    cannot reach: tests/integration/test_attacks_worker.py) still ends the episode within its
+    timeout: the worker is continued and the step returns, or the run times out. Never a hang."""
     started = time.monotonic()
     out = run_steps(
         project,
@@ -372,6 +372,6 @@ def test_two_sandboxes_running_at_once_cannot_reach_each_other(
     assert connected.end["status"] == "succeeded", connected.end
     assert listened.body("l")["accepted"] == []
     body = connected.body("c")
-    # TCP: the egress witness answers every IP connect ENETUNREACH (issue 18): OSError
+    # TCP: the egress witness answers every IP connect ENETUNREACH: OSError
     assert body["tcp"] == "OSError" and body["unix"] == "ConnectionRefusedError"
     assert body["marker"] is False

@@ -1,4 +1,4 @@
-"""``--runtime`` (issue 16): the engine's OCI runtime passes through to every sandbox.
+"""``--runtime``: the engine's OCI runtime passes through to every sandbox.
 
 A sandbox of ``DockerBackend.connect(runtime="crun")`` is created with HostConfig ``Runtime``
 ``crun`` (the engine's inspect says so) and runs; ``sandbox-replay run --runtime crun`` of the

@@ -1,4 +1,4 @@
-"""Framework compatibility, shown: three agents on the official SDKs, as program steps (issue 13).
+"""Framework compatibility, shown: three agents on the official SDKs, as program steps.
 
 In the image with the SDKs installed from the host's wheelhouse (``sandbox-replay:sdks``,
 tests/integration/test_sdk_image.py), each of

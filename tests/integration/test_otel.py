@@ -1,4 +1,4 @@
-"""Issue 14 acceptance on real input: the agentevals OTLP fixtures, imported, linted, reproduced.
+"""Acceptance on real input: the agentevals OTLP fixtures, imported, linted, reproduced.
 
 The fixtures live outside the repository (`tests.support.realdata`; absent: skip, or fail under
 ``CI=true``). Everything runs through the CLI in real containers: ``import otel`` of every
@@ -93,7 +93,7 @@ def test_complete_sessions_reproduce_against_the_written_workflow(
     ]
     s6a = next(r for r in reports if "S6a" in r["input"])
     # the source ended the run on the tool's error; the written workflow stops the replay there
-    # too (issue 12's stop rule: max_turns = the recorded model turns), so the calls agree and
+    # too (the importers' stop rule: max_turns = the recorded model turns), so the calls agree and
     # only the ending differs: the agent loop hands the error back instead of failing on it
     assert s6a["first_difference"] is None
     assert "recorded failed (call #1 get_stock_price ValueError)" in s6a["reason"], s6a

@@ -1,4 +1,4 @@
-"""The warm pool with real containers (issue 16): same trace, never reused, drained, reaped, capped.
+"""The warm pool with real containers: same trace, never reused, drained, reaped, capped.
 
 `runner.backends.docker.pool`: sandboxes started before their runs, the run spec sent in
 ``start``, one sandbox per run.

@@ -1,4 +1,4 @@
-"""Program steps in real containers: the model gateway on the sandbox's loopback (issue 13).
+"""Program steps in real containers: the model gateway on the sandbox's loopback.
 
 A stdlib-only program (tests/fixtures/program/stdlib_agent.py, urllib) talks to the gateway
 with Chat Completions, Responses and Messages, streaming and not; the host forwards to fake

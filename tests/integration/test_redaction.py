@@ -1,4 +1,4 @@
-"""Issue 18 acceptance: secrets a run saw never reach its trace, an import or a packet.
+"""Acceptance: secrets a run saw never reach its trace, an import or a packet.
 
 A workflow whose read tool returns an OpenAI-style key, an AWS access key id and an SSN-shaped
 string (a policy's pattern rule) is recorded (``sandbox-replay record``), packed (``packet``,

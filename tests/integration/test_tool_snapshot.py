@@ -1,4 +1,4 @@
-"""The tool snapshot in real containers (issue 10, item 3).
+"""The tool snapshot in real containers (item 3).
 
 The attack: in the README's own layout (examples/helpdesk) the tasks file, and with it every
 task's ``expected`` answer key, sits in the tool folder. A variant with no model whose pure tool

@@ -1,4 +1,4 @@
-"""Hostile traces choosing host folders, in real containers (issue 10, items 2 and 12).
+"""Hostile traces choosing host folders, in real containers (items 2 and 12).
 
 - a trace's tool entries resolve only inside its own folder: naming a folder of the current
   directory (``tools: [golden_tools, Documents]``) no longer mounts it into the sandbox, where

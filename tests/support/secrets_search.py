@@ -1,4 +1,4 @@
-"""Search files for secrets in every form a trace or packet could hold them (issue 18).
+"""Search files for secrets in every form a trace or packet could hold them.
 
 A secret must not appear as raw bytes, JSON-escaped (``ensure_ascii`` on and off, escaped
 twice for a JSON text inside a JSON string, ``\\/`` for a slash) or base64 (of the secret at

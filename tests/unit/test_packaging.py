@@ -100,9 +100,9 @@ def test_installed_wheel_finds_its_packaged_data(wheel: Path, tmp_path: Path) ->
     assert package == target / "runner"
 
 
-# -- a light install (issue 29) ----------------------------------------------------------------
+# -- a light install ----------------------------------------------------------------
 
-CORE_MAX_DISTRIBUTIONS = 40  # issue 29's bar for `pip install .` (31 when it was set)
+CORE_MAX_DISTRIBUTIONS = 40  # the core install's bar for `pip install .` (31 when it was set)
 HEAVY = ("ray", "openai", "anthropic", "openai-agents", "opentelemetry-sdk", "pytest", "mypy")
 
 

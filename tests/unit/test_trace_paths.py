@@ -1,4 +1,4 @@
-"""Paths a trace or packet chooses (issue 10, items 1, 2, 12, 13): none leaves its folder.
+"""Paths a trace or packet chooses (items 1, 2, 12, 13): none leaves its folder.
 
 Every untrusted name becomes a path only through `runner.domain.ids.path_for_id` /
 `path_under`: the workflow a trace carries is written inside the run's scratch folder, packet

@@ -1,4 +1,4 @@
-"""The host side on a simulated Windows (issue 29): no POSIX-only call where Windows goes.
+"""The host side on a simulated Windows: no POSIX-only call where Windows goes.
 
 No Windows here: each test takes away what Windows lacks (``os.killpg``, ``os.fork``,
 ``os.WNOHANG``, ``os.getuid``, ``fcntl``, ``resource``, ``pwd``, ``grp``, ``pass_fds``) or gives

@@ -10,7 +10,7 @@ line.
 Every text that comes from a file (variant names, task ids, reasons, tool arguments, statuses)
 is escaped: it is data, never rich markup. The console
 (`runner.cli.render.console.table_console`) makes every string inert (no terminal controls,
-bidi or zero-width characters: issue 10 item 10). Id columns never wrap.
+bidi or zero-width characters). Id columns never wrap.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ same without an ESC; a bidi override or isolate (U+202A-U+202E, U+2066-U+2069) o
 character makes text read differently from what it is; a lone surrogate (a string decoded with
 ``surrogateescape``) makes the write itself fail with a traceback.
 
-`inert` is the one function every printed field goes through (issue 10 item 10): plain lines
+`inert` is the one function every printed field goes through: plain lines
 via `echo`, tables via `runner.cli.render.console.table_console` (whose consoles apply it to every
 string they render, markup included), logs via `runner.cli.log`, JSON via ``ensure_ascii``.
 

@@ -25,7 +25,7 @@ Decisions, documented because a hook cannot see everything:
 - A ``os.system``/``sh -c`` command is classified by its first word: ``sh -c "python3 x.py"``
   counts as a Python child; anything else is reported with the command as ``program``.
 - The hook never raises (that would fail the audited operation), ignores its own events.
-- Destinations, not attempts, are logged (issue 10 item 11: a flood of decoy lookups must not
+- Destinations, not attempts, are logged (a flood of decoy lookups must not
   push a real connect out of a capped log). A destination is (kind, host — or the address when
   there is no host name —, port); its first attempt is logged with all its fields, later ones
   only counted: an ``egress`` message carries ``count``, the attempts it stands for since the
@@ -71,7 +71,8 @@ SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 _HERE = os.path.abspath(__file__)  # runner/runtime/egress/audit.py
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
 
-# Distinct destinations kept per process (and by the host over all of them): issue 10 item 11.
+# Distinct destinations kept per process (and by the host over all of them): a flood of decoy
+# lookups must not push a real connect out of a capped log.
 MAX_DESTINATIONS = 1000
 MAX_COVERAGE_KEYS = 1000  # distinct coverage reasons remembered (each is reported once)
 CHILD_FLUSH_REPEATS = 1024  # a child writes its repeat counts at least this often

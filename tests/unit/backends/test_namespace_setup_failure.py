@@ -1,4 +1,4 @@
-"""A bubblewrap set-up failure is the backend's failure, exit 6, never the run's crash (issue 16).
+"""A bubblewrap set-up failure is the backend's failure, exit 6, never the run's crash.
 
 bwrap (or the launcher in front of it) that exits before the runtime wrote a byte of its
 ``hello`` could not make the sandbox: a mount it cannot make, a missing program. Its stderr

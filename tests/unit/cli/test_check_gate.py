@@ -1,5 +1,5 @@
 """``check`` is the gate ``submit`` is: an empty folder and a model function ``submit`` refuses
-are invalid input (exit 2, named), never "eligible" (issue 10 item 15).
+are invalid input (exit 2, named), never "eligible".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``check`` runs nothing and needs no engine (issue 12): the tool module acts at import time.
+"""``check`` runs nothing and needs no engine: the tool module acts at import time.
 
 The module writes a file and connects to a loopback listener this test starts, at import.
 ``check`` (a real CLI process, DOCKER_HOST pointing at a socket that does not exist) still

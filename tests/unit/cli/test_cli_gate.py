@@ -1,4 +1,4 @@
-"""The gate is quick (issue 16): ``--help`` and ``check`` import only what they use.
+"""The gate is quick: ``--help`` and ``check`` import only what they use.
 
 Each case runs the console script's `main` in a fresh interpreter and then lists the modules in
 ``sys.modules``: a regression (a top-level import of the Docker SDK, httpx, the episode driver...)

@@ -1,4 +1,4 @@
-"""The CLI builds only the invoked command (issue 16), and nobody can tell from its output.
+"""The CLI builds only the invoked command, and nobody can tell from its output.
 
 `runner.cli.entry.main` imports the module of the command its line names
 (`runner.cli.commands.register`); the help texts, global options before the command and

@@ -163,7 +163,7 @@ def test_a_job_page_is_inert_whatever_the_report_and_traces_hold(tmp_path: Path)
     assert (episode["tokens_in"], episode["tokens_out"], episode["usd"]) == (7, 3, 0.25)
     assert "t&#39; onmouseover=&#39;alert(1)&#39; &amp;lt;b&amp;gt;" in html  # as text
     assert "&lt;/script&gt;&lt;script&gt;" in html  # the hostile text shown, escaped
-    assert "incomplete, ceiling_reached (never scored" in html  # issue 25: named, not scored
+    assert "incomplete, ceiling_reached (never scored" in html  # named, not scored
     path = write_page(tmp_path / "out" / "report.html", html)
     assert path.read_bytes().decode("utf-8") == html
 

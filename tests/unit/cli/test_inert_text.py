@@ -1,4 +1,4 @@
-"""Issue 10 item 10 without Docker: hostile text reaches no terminal through the real CLI.
+"""Without Docker: hostile text reaches no terminal through the real CLI.
 
 The commands run as subprocesses (``sandbox-replay`` exactly as a user runs it, stdout and
 stderr piped) on files carrying `HOSTILE`: clear screen, colours, an OSC title, a C1 CSI, bidi

@@ -1,4 +1,4 @@
-"""Attack test (attack3): ``view`` serves its page to any ``Host``: DNS rebinding reads it.
+"""Attack test: ``view`` serves its page to any ``Host``: DNS rebinding reads it.
 
 `runner.cli.render.html.serve.PageServer` binds 127.0.0.1 only, which stops other machines, not
 the user's own browser: a page on ``attacker.example`` that rebinds its name to 127.0.0.1
@@ -59,7 +59,7 @@ def test_a_foreign_host_header_is_refused(server: PageServer) -> None:
 
 
 def test_another_local_user_without_the_printed_token_gets_nothing(server: PageServer) -> None:
-    """Issue 32, N12: loopback is every local user's; the page is under a random path."""
+    """Loopback is every local user's; the page is under a random path."""
     port = server.server_address[1]
     host = f"127.0.0.1:{port}"
     assert server.url == f"http://{host}/{server.token}/" and len(server.token) >= 43

@@ -1,4 +1,4 @@
-"""Attack tests (attack3): ``$`` in Python's ``re`` matches before a trailing newline.
+"""Attack test: ``$`` in Python's ``re`` matches before a trailing newline.
 
 Several validators anchor with ``^...$`` and call ``.match``: ``"read_file\\n"`` passes
 them, because ``$`` also matches just before a final ``\\n`` (``\\Z`` or ``fullmatch`` does

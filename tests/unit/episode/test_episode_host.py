@@ -253,7 +253,7 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
     assert spec.env["TZ"] == "UTC" and spec.env["PYTHONHASHSEED"] == "0"
     assert spec.env["PYTHONUNBUFFERED"] == "1" and spec.env["PYTHONPATH"] == "/opt/sandbox-replay"
     assert spec.limits.timeout_s == 20 and spec.limits.memory_mb == 256
-    # nothing of the run is mounted: it travels in ``start`` (issue 16)
+    # nothing of the run is mounted: it travels in ``start``
     assert not (setup.settings.state_dir / "runs").exists()
     start = json.loads(bytes(backend.sandboxes[-1].written).split(b"\n")[0])
     assert start["type"] == "start" and start["protocol"] == 1

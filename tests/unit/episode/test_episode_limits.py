@@ -1,6 +1,6 @@
 """Policy limits on calls and trace size cut a flooding run: ``limit_exceeded``, bounded host.
 
-Issue 10 item 6: a sandbox forging a million call lines per run cost the host gigabytes and left
+A sandbox forging a million call lines per run cost the host gigabytes and left
 195 MB traces. Past ``limits.max_calls`` call lines, or at a call line that would make the
 trace longer than ``limits.max_trace_mb``, the host accepts nothing more, kills the sandbox,
 and the run ends ``limit_exceeded`` (episode exit code 125, ``end.limit: {name, value}``).

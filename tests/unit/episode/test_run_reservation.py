@@ -72,5 +72,5 @@ def test_submit_bounds_a_run_by_the_effective_timeout_plus_grace(
         submit_module.execute(
             plan, options, settings, backend_factory=lambda: backend, handle_signals=False
         )
-    # the budget clock never gives a run more than its own worst case (issue 25)
+    # the budget clock never gives a run more than its own worst case
     assert seen["clock"].run_s == pytest.approx(9.0 + DEFAULT_RATE_LIMIT_WAIT_S + RUN_GRACE_S)

@@ -1,4 +1,4 @@
-"""Imports reproduce against what they wrote (issue 12), checked on the written files.
+"""Imports reproduce against what they wrote, checked on the written files.
 
 Each failed before: a run that ended after a tool result replayed past it (the workflow's
 ``max_turns`` was the source's largest), a source without tool definitions wrote traces whose

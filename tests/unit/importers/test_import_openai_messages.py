@@ -116,7 +116,7 @@ def test_jsonl_with_tools_per_line(tmp_path: Path) -> None:
     assert calls[6]["request"]["messages"][0]["role"] == "system"
     assert calls[6]["request"]["messages"][-1]["role"] == "user"  # the agent's text, swapped
     # --tools serves the runs without tools of their own, offered under their function
-    # names as the runtime offers them (dots as __: issue 12)
+    # names as the runtime offers them (dots as __)
     assert [t["function"]["name"] for t in third[1]["request"]["tools"]] == [
         "ticket__get",
         "ticket__close",

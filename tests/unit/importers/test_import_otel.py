@@ -680,5 +680,5 @@ def test_tools_file_supplies_schemas_the_telemetry_lacks(tmp_path: Path) -> None
     request_tools = got["traces"][T2][1]["request"]["tools"]
     # no definitions in the telemetry: the session was offered the --tools ones; fetch has no
     # definition anywhere, so it is known by name only (the workflow's unlisted_tools, never
-    # offered to the model: issue 12, "tools known by name only")
+    # offered to the model: tools known by name only)
     assert [t["function"]["name"] for t in request_tools] == ["lookup", "spare"]

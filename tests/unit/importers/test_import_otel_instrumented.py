@@ -102,7 +102,7 @@ def test_openai_v2_genai_conventions(tmp_path: Path, mode: str) -> None:
         "content": "You are the helpdesk.",
     }
     # the GenAI instrumentation records no tool definitions: the tools are known by name only
-    # (the import says so and names --tools, issue 12), and nothing else is noted
+    # (the import says so and names --tools), and nothing else is noted
     assert [n for n in report["notes"] if not n.startswith("tools known by name only")] == []
     # no tool spans from this instrumentation: results come from the next request's messages
     assert all(

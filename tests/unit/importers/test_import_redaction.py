@@ -1,4 +1,4 @@
-"""Imports are redacted before they are written (issue 18): traces and tasks, one key."""
+"""Imports are redacted before they are written: traces and tasks, one key."""
 
 from __future__ import annotations
 

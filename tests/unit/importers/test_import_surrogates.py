@@ -1,4 +1,4 @@
-"""Attack tests (attack3): a lone surrogate in an import source was a traceback; --force lost data.
+"""Attack test: a lone surrogate in an import source was a traceback; --force lost data.
 
 The strict decoder accepts the JSON escape ``"\\ud800"`` (a lone surrogate: valid JSON text,
 not encodable as UTF-8). Every importer then hands it to `runner.importers.output.write_import`,

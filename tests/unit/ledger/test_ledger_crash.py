@@ -1,4 +1,4 @@
-"""The ledger after a crash (issue 12): a dead run is charged what the engine measured.
+"""The ledger after a crash: a dead run is charged what the engine measured.
 
 Before: after ``kill -9`` of ``submit`` and ``--resume``, every run in flight stayed charged at
 its full reservation (timeout plus grace: ~316 sandbox-s for a run of ~1.5 s). Now the reaper

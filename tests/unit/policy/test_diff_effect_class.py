@@ -1,4 +1,4 @@
-"""Attack tests (attack3): ``policy diff`` takes each call's effect class from the call line.
+"""Attack test: ``policy diff`` takes each call's effect class from the call line.
 
 The structural layer decides a recorded call by the effect class its own line records
 (docs/policy-format.md). A trace is someone else's file: one that records the same tool as

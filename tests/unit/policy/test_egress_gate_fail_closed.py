@@ -1,4 +1,4 @@
-"""Attack tests (attack3): the egress gate trusts what it cannot see and writes globs it was given.
+"""Attack test: the egress gate trusts what it cannot see and writes globs it was given.
 
 1. ``--write-egress-baseline`` copies each attempt's host, port and kind into the baseline
    verbatim, but a baseline's fields are globs (`runner.policy.egress_baseline`): an attempt at

@@ -1,4 +1,4 @@
-"""Attack tests (attack3): ``host_in`` argument rules read a URL's host unlike the HTTP clients.
+"""Attack test: ``host_in`` argument rules read a URL's host unlike the HTTP clients.
 
 `runner.runtime.argrules._host` takes the host from ``urllib.parse.urlsplit``. The clients a
 tool uses read some URLs differently, so an allow list (``host_in: [api.github.com]``) lets a

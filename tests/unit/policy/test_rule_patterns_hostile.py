@@ -1,4 +1,4 @@
-"""Issue 32 N06 and N12: a policy's regular expressions against hostile arguments and parsers.
+"""A policy's regular expressions against hostile arguments and parsers.
 
 N06: patterns the old shape checker accepted (``^(\\w+\\s?){1,16}$``, ``(.*a){16}$``,
 ``(a|aa){16}$``) backtracked for minutes over a 31-character argument: ``policy diff`` took
@@ -52,7 +52,7 @@ def _policy(tmp_path: Path, name: str, rules: dict[str, str]) -> Path:
     return path
 
 
-def test_policy_diff_decides_the_issue_s_patterns_over_hostile_arguments(tmp_path: Path) -> None:
+def test_policy_diff_decides_backtracking_patterns_over_hostile_arguments(tmp_path: Path) -> None:
     old = _policy(tmp_path, "old", {})
     new = _policy(tmp_path, "new", ISSUE_PATTERNS)
     calls = [(tool, "local", {"text": SLOW}) for tool in ISSUE_PATTERNS]

@@ -242,7 +242,7 @@ def test_a_refused_reservation_forwards_nothing(tmp_path: Path) -> None:
     provider, ledger = metered(tmp_path, inner, usd=0.0000001)
     served = provider.forward(call("messages", {"model": "claude-sonnet-4", "max_tokens": 9}))
     assert served.body is None and served.error is not None
-    # more than the whole ceiling: refused alone (issue 32 N05), never forwarded
+    # more than the whole ceiling: refused alone, never forwarded
     assert served.error["class"] == "CallRefused" and inner.sent == []
     assert provider.charged == Amount()
     ledger.close()

@@ -1,4 +1,4 @@
-"""The token reservation of a model call covers the whole forwarded request (issue 10 item 5).
+"""The token reservation of a model call covers the whole forwarded request.
 
 The reservation estimated only ``messages`` and ``tools``: a 20 kB ``response_format`` in
 ``model.settings`` was forwarded unreserved and 60,000 tokens of ceiling became 66,029 spent.

@@ -1,4 +1,4 @@
-"""Attack tests (attack3): reviewer packets that are small on disk and huge once read.
+"""Attack test: reviewer packets that are small on disk and huge once read.
 
 A packet is someone else's file (docs/threat-model.md, "Host-side input"): `safe_extract`
 checks each member's size, the total and the member count, but only *after*

@@ -330,7 +330,7 @@ def test_outside_a_run_sitecustomize_installs_nothing(tmp_path: Path) -> None:
     assert out.stdout.strip() == "False"
 
 
-# --- destinations, counts and the cap (issue 10 item 11) ------------------------------------
+# --- destinations, counts and the cap ------------------------------------
 
 
 def test_repeats_are_counted_and_a_later_connect_survives_a_decoy_flood(

@@ -109,7 +109,7 @@ def test_the_runtime_start_path_imports_none_of_the_heavy_modules(python: str) -
         "traceback",
         "pathlib",
         # the SDK's tool decoration needs inspect (with ast, dis, tokenize): the worker's, never
-        # the runtime's (~7 ms of CPU per sandbox, issue 16)
+        # the runtime's (~7 ms of CPU per sandbox)
         "inspect",
         "ast",
         "dis",

@@ -1,4 +1,4 @@
-"""``hello`` means ready: the worker is spawned and witnessed before the runtime says it (issue 16).
+"""``hello`` means ready: the worker is spawned and witnessed before the runtime says it.
 
 The warm pool counts a sandbox as warm at its ``hello``. The runtime said hello first and
 spawned its worker afterwards, so a warm sandbox handed out at once still waited for its

@@ -1,4 +1,4 @@
-"""The run's wall clock (issue 12): every wall-clock read is the run's reading, frozen per call.
+"""The run's wall clock: every wall-clock read is the run's reading, frozen per call.
 
 `runner.sdk.wallclock.install` patches a whole interpreter, so each check runs in a fresh
 one (this interpreter and, when present, Python 3.9, the oldest the sandbox side supports).

@@ -1,4 +1,4 @@
-"""The worker as a fork of the runtime (runner/runtime/worker/fork.py, issue 16).
+"""The worker as a fork of the runtime (runner/runtime/worker/fork.py).
 
 Outside a container: what the child keeps (descriptors, session, dumpable flag, environment),
 and that the runtime runs the same episode whether its worker is forked or a fresh interpreter

@@ -1,4 +1,4 @@
-"""`runner.sdk.record` captures the official SDKs' model calls over httpx (issue 13).
+"""`runner.sdk.record` captures the official SDKs' model calls over httpx.
 
 Every server is a loopback fake the test starts (tests/support/fake_openai.py,
 tests/support/fake_anthropic.py); nothing leaves the machine. Each model call line must hold

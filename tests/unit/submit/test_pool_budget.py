@@ -1,4 +1,4 @@
-"""The warm pool's spare sandboxes count in the concurrency bound (issue 16).
+"""The warm pool's spare sandboxes count in the concurrency bound.
 
 A pooled sandbox waiting for its run has the run's memory limit and pids limit already: the
 admitted runs plus the pool's spares must fit the budget (`runner.backends.capacity`). The

@@ -1,6 +1,6 @@
 """The report's "reads with no recording" counts the calls real traces record as unrecorded.
 
-Issue 10 item 8: the report compared the short class name ``UnrecordedCall`` while the runtime
+The report compared the short class name ``UnrecordedCall`` while the runtime
 records the qualified one (``runner.runtime.errors.UnrecordedCall``, `error_class_name`), so
 the table was always empty. The trace here is written from the call records the real runtime
 sent (tests/fixtures/runtime/fakehost.py runs it as a local process) through the host's own

@@ -1,4 +1,4 @@
-"""A whole submission under a tight sandbox-seconds ceiling (issue 25), runtime as a local
+"""A whole submission under a tight sandbox-seconds ceiling, runtime as a local
 process (`UnsandboxedProcessBackend`: no Docker, not a sandbox).
 
 On main every run reserved its timeout plus grace (375.7 sandbox-s under ``shadow``) before it

@@ -1,4 +1,4 @@
-"""``submit`` tells its backend how many runs are coming (the warm pool's budget, issue 16).
+"""``submit`` tells its backend how many runs are coming (the warm pool's budget).
 
 No Docker: the runs are stubbed; the backend records what it was told. A resumed job counts
 only the episodes still to run.

@@ -1,6 +1,6 @@
 """A second Ctrl-C still ends ``submit`` with the resume hint (and the report), exit 130.
 
-Issue 10 item 15: the first Ctrl-C stops the job; a second one that arrived while the report was
+The first Ctrl-C stops the job; a second one that arrived while the report was
 being built went through as a bare KeyboardInterrupt: no report, no ``continue with:`` hint.
 Here the first SIGINT arrives during a run and the second while the report is built (both
 sent to this process, as a terminal sends them). No Docker: the runs are stubbed.

@@ -1,4 +1,4 @@
-"""MCP tool sources (issue 19): annotations → effect classes, saved tools/list files, the
+"""MCP tool sources: annotations → effect classes, saved tools/list files, the
 stdlib client the sandbox uses against the official `mcp` package's server, and ``check``."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "mcp"
         ({"readOnlyHint": True}, Effect.READ, "readOnlyHint: true"),
         ({"readOnlyHint": True, "openWorldHint": True}, Effect.READ, "readOnlyHint: true"),
         ({"readOnlyHint": True, "idempotentHint": True}, Effect.READ, "idempotentHint: true"),
-        (  # issue 32 N12: hints that contradict themselves describe nothing: fail closed
+        (  # hints that contradict themselves describe nothing: fail closed
             {"readOnlyHint": True, "destructiveHint": True},
             Effect.UNSAFE,
             "contradictory annotations: readOnlyHint: true with destructiveHint: true",

@@ -1,4 +1,4 @@
-"""The redaction engine (issue 18): detectors, rules, stable keyed placeholders, every form."""
+"""The redaction engine: detectors, rules, stable keyed placeholders, every form."""
 
 from __future__ import annotations
 

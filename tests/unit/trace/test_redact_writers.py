@@ -1,4 +1,4 @@
-"""Every writer redacts (issue 18): the host's TraceWriter, runner.sdk.record, a policy's rules,
+"""Every writer redacts: the host's TraceWriter, runner.sdk.record, a policy's rules,
 and what readers and lint make of the redactions (no Docker: tests/integration/test_redaction.py
 has the record, packet and import acceptance in real containers)."""
 

@@ -1,4 +1,4 @@
-"""Attack tests (attack3): forms of a secret the redactor leaves in a trace.
+"""Attack test: forms of a secret the redactor leaves in a trace.
 
 docs/trace-format.md ("Redaction") promises that a value hidden behind JSON escapes is found
 (a JSON text held in a string is decoded and searched, and one spelt with escapes no encoder of

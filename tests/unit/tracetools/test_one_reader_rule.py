@@ -1,4 +1,4 @@
-"""Issue 32 N12: ``lint``, ``tasks extract`` and ``reproduce`` refuse the same traces.
+"""N12: ``lint``, ``tasks extract`` and ``reproduce`` refuse the same traces.
 
 The review found traces that ``lint`` and ``tasks extract`` accepted and ``reproduce``
 rejected. The rule that won is ``reproduce``'s, moved into the one reader

@@ -1,6 +1,6 @@
 """Summaries of traces read them line by line: lint, grading and the report never hold a trace.
 
-Issue 10 item 6: grading and the report loaded traces whole (a flooded run's 195 MB trace cost
+Grading and the report loaded traces whole (a flooded run's 195 MB trace cost
 the host gigabytes). Here a trace of 40 calls with a 1 MiB body each (40 MiB) is summarised
 while `tracemalloc` watches: the peak stays a few lines' worth, far below the trace.
 """

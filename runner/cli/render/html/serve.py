@@ -6,7 +6,7 @@ an ephemeral port the kernel picks), sends the page's Content-Security-Policy as
 and no ``Server`` version. It runs until interrupted.
 
 Loopback is shared by every user of the machine: any local account could connect to the port
-and read the report (task inputs, tool results, outputs; issue 32, N12). So the page lives
+and read the report (task inputs, tool results, outputs). So the page lives
 under a random path, ``TOKEN`` (`secrets.token_urlsafe`, 32 bytes: 256 bits), printed only to
 the terminal of the user who ran ``view`` (it is in no command line or environment); a request
 without it gets 404 and nothing of the page, compared in constant time. This is the scheme of

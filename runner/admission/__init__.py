@@ -1,16 +1,20 @@
-"""A workflow's tools described inside a sandbox, and the load gate built on that description.
+"""May this workflow run here? The load gate, eligibility, and the tools described by a sandbox.
 
-The host never imports the code under evaluation: ``registry`` (`sandbox_registry`) locates the
-tool modules without running them, asks a sandbox to import them (``run``), reads the answer
-as untrusted data (``answer``) and keeps it by the snapshot's digest in the state folder
-(``cache``: one describing sandbox per snapshot, not per command); ``admission`` is the load
-gate of ``run`` and ``submit`` (`read_gate`: the tools read from source, nothing run;
-`sandbox_gate`: the eligibility check again on the sandbox's description).
+``eligibility`` (`check_eligibility`, its report in ``report``) walks every step of every
+workflow and resolves each tool through the policy's capability-filtered registry; ``gate`` is
+the load gate of ``run`` and ``submit`` (`read_gate`: the tools read from source, nothing run;
+`sandbox_gate`: the eligibility check again on the sandbox's description). The host never
+imports the code under evaluation: ``describe`` (`sandbox_registry`) locates the tool modules
+without running them, asks a sandbox to import them (``describe_run``), reads the answer as
+untrusted data (``answer``) and keeps it by the snapshot's digest in the state folder
+(``cache``: one describing sandbox per snapshot, not per command); ``checkread`` is ``check``'s
+describer (a sandbox only for an MCP server).
 
 May import: `runner.episode` (the run folder and spec: ``prepare``, ``request``, ``channel``,
-``driver``; the tool snapshot: ``snapshot``), `runner.backends` (the interface),
-`runner.policy`, `runner.domain`, `runner.settings`, `runner.resources`,
-`runner.runtime.protocol`, `runner.sdk`, `runner.errors`; never submit, reproduce or cli.
+``driver``), `runner.tools` (locate, static reading, the snapshot), `runner.backends` (the
+interface), `runner.policy`, `runner.providers` (a workflow's model is checked as it will be
+built), `runner.domain`, `runner.settings`, `runner.resources`, `runner.runtime.protocol`,
+`runner.sdk`, `runner.errors`; never submit, reproduce, runs or cli.
 """
 
 from typing import TYPE_CHECKING

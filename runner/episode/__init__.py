@@ -5,16 +5,16 @@
 `run_episode` drives the NDJSON channel (``driver``, ``channel``), keeps what the host learns
 (``state``: the gateway's requests ``gatewayhost``, the egress log ``outbound``), classifies the
 status (``status``) and writes the header and end line (``tracelines``);
-``metered_run`` is the reservation, run and settlement of one run that every command
+``metered_run`` is the reservation, run and settlement of one run that every use case
 composes; ``limits`` the per-run limits in effect; ``reaping`` the ledger side of the reaper.
-Subpackages: ``snapshot/`` (the tool snapshot, the only user files a sandbox sees) and
-``toolmanifest/`` (`sandbox_registry`: the tools of a workflow described by a sandbox, and the
-load gate built on it); `record_run` runs a workflow live, unsandboxed (``record``).
+The tool snapshot it mounts is `runner.tools.snapshot`'s; the use cases that run episodes are
+`runner.runs`, `runner.submit` and `runner.reproduce`, the tool description `runner.admission`.
 
-May import: `runner.providers`, `runner.backends` (the interface; the Docker backend is passed
-in), `runner.ledger`, `runner.policy`, `runner.domain`, `runner.tracetools`, `runner.settings`,
-`runner.resources`, `runner.runtime.protocol`, `runner.sdk`, `runner.trace`, `runner.errors`;
-never submit, reproduce, importers or cli.
+May import: `runner.tools`, `runner.providers`, `runner.backends` (the interface; the Docker
+backend is passed in), `runner.ledger`, `runner.policy`, `runner.grading`, `runner.domain`,
+`runner.tracetools`, `runner.settings`, `runner.resources`, `runner.runtime.protocol`,
+`runner.sdk`, `runner.trace`, `runner.errors`; never admission, runs, submit, reproduce,
+importers or cli.
 """
 
 from typing import TYPE_CHECKING

@@ -7,8 +7,8 @@ gate that applies a policy to workflows is `runner.admission`'s.
 
 May import: `runner.domain`, `runner.tracetools` (``policy diff`` reads traces),
 `runner.resources`, `runner.runtime.argrules` (the call-time evaluator, shared with the sandbox),
-`runner.sdk`, `runner.errors` and pydantic / PyYAML; never a backend, the ledger or anything
-above (the gate starts no sandbox).
+`runner.ledger` (pricing reads earlier runs), `runner.sdk`, `runner.errors` and pydantic /
+PyYAML; never a provider, a backend or anything above.
 """
 
 from typing import TYPE_CHECKING

@@ -10,7 +10,8 @@ through ``httpcall``: the endpoint, its key and client, one POST), ``GatewayRout
 reserve and settle each call under the ``replay`` ceiling). `provider_for` (``factory``) builds
 one from a ``model`` block, `provider_for_workflow` (``workflows``) the one of a workflow.
 
-May import: `runner.ledger` (prices, ceilings), `runner.settings`, `runner.sdk`,
+May import: `runner.ledger` (prices, ceilings), `runner.domain` (a workflow's model blocks),
+`runner.settings`, `runner.sdk`,
 `runner.trace`, `runner.errors` and third-party libraries (httpx, tenacity, structlog); never
 the episode, submit, reproduce or cli packages.
 """

@@ -223,7 +223,7 @@ class Reproducer:
                 state_dir=self.settings.state_dir,
                 exclude=[path, trace_path],
             )
-            # Never imported here: the tool code may be a packet's (toolmanifest's docstring).
+            # Never imported here: the tool code may be a packet's (`runner.admission.describe`).
             registry = sandbox_registry(
                 workflow,
                 backend=self.backend,  # made only when a module is to be described

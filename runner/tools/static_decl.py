@@ -1,8 +1,8 @@
 """One ``tool(...)`` declaration as read from source (`runner.tools.static_walk`).
 
-The arguments of the ``tool`` call are evaluated as literals (`runner.domain.
-toolstatic_values.evaluate`); an id that is not literal leaves no tool (a gap of the module), an
-effect that is not literal leaves the tool ``unsafe`` with the reason. The function's
+The arguments of the ``tool`` call are evaluated as literals
+(`runner.tools.static_values.evaluate`); an id that is not literal leaves no tool (a gap of the
+module), an effect that is not literal leaves the tool ``unsafe`` with the reason. The function's
 parameters become `inspect.Parameter` objects with their kinds, annotations evaluated to the
 same `typing` objects the runtime sees, and literal defaults (only ``None`` or not matters to
 the schema); one that is not read leaves the tool without a schema, ``unsafe``, with the reason.

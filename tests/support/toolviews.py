@@ -2,7 +2,7 @@
 
 Used by tests/unit/tools/test_static_agreement.py (the runtime's description as a local
 process)
-and tests/integration/test_toolstatic_agreement_docker.py (inside Docker sandboxes).
+and tests/integration/test_static_agreement_docker.py (inside Docker sandboxes).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ files under ``<state>/snapshots/<digest>/``, its digest checked when it is mount
 user's own project, `snapshot_for` for located modules, `tool_mounts` for a run's spec);
 ``tree`` does the file work (what to copy, the copy, the digest and its check, the caps).
 
-May import: `runner.backends` (``Mount``), `runner.domain`, `runner.runtime.protocol`,
-`runner.errors`; nothing else of `runner.episode`.
+May import: `runner.backends` (``Mount``), `runner.domain`, `runner.tools`,
+`runner.runtime.protocol`, `runner.errors`; nothing of `runner.episode`.
 """
 
 from runner.tools.snapshot.sources import project_snapshot, snapshot_for, tool_mounts

@@ -1,4 +1,4 @@
-"""``check`` reads tool modules from source (runner/domain/toolstatic*.py): no import.
+"""``check`` reads tool modules from source (runner/tools/static*.py): no import.
 
 Every form `runner.sdk.tool` accepts literally is read to the same id, effect, qualname, line
 and schema hash the runtime's own description gives (the oracle: the runtime's ``manifest``

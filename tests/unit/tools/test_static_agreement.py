@@ -1,7 +1,7 @@
 """The static reading (``check``) and the runtime's description agree on every example and fixture.
 
 The runtime's ``manifest`` mode runs here as a local process (these modules are trusted
-fixtures); tests/integration/test_toolstatic_agreement_docker.py asks real sandboxes.
+fixtures); tests/integration/test_static_agreement_docker.py asks real sandboxes.
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ the image; each MCP tool's class comes from its annotations, shown as ``decided_
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -42,6 +41,7 @@ from runner.admission.checkread import check_describer
 from runner.admission.eligibility import check_eligibility
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption, PriceOption
+from runner.cli.render.jsonout import print_json
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
@@ -110,7 +110,7 @@ def check_command(
         data = _with_conditional(report)
         if pricing is not None:
             data["prices"] = {"error": str(pricing), "models": pricing.fields.get("models", [])}
-        echo(json.dumps(data, indent=2, ensure_ascii=True))
+        print_json(data)
     else:
         for check in report.workflows:
             for line in _lines(report.policy, check):

@@ -11,7 +11,6 @@ object with ``--json``:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,8 +21,8 @@ from rich.table import Table
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption
 from runner.cli.render.console import table_console
+from runner.cli.render.jsonout import print_json
 from runner.cli.render.report import estimated_lines
-from runner.cli.render.terminal import echo
 from runner.domain.ids import validate_id
 from runner.errors import InputError, SandboxReplayError
 from runner.ledger import LEDGER_FILENAME, PURPOSES, Ledger, PurposeTotals
@@ -51,7 +50,7 @@ def ledger_command(
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)
     if as_json:
-        echo(json.dumps(data, indent=2, ensure_ascii=True))
+        print_json(data)
         return
     _render(data)
 

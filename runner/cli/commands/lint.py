@@ -8,7 +8,6 @@ Output: a table per run of traces and a findings table (stdout), or one JSON obj
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,7 +18,7 @@ from rich.table import Table
 from runner.cli.app import app
 from runner.cli.options import JsonOption
 from runner.cli.render.console import table_console
-from runner.cli.render.terminal import echo
+from runner.cli.render.jsonout import print_json
 from runner.tracetools.lint import CALL_FIELDS, lint_traces
 
 if TYPE_CHECKING:
@@ -56,13 +55,7 @@ def lint_command(
     """
     results, code = lint_traces(traces)
     if as_json:
-        echo(
-            json.dumps(
-                {"exit_code": code, "traces": [r.to_json() for r in results]},
-                indent=2,
-                ensure_ascii=True,
-            )
-        )
+        print_json({"exit_code": code, "traces": [r.to_json() for r in results]})
     else:
         _render(results, code)
     raise typer.Exit(code)

@@ -20,6 +20,7 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.render.jsonout import print_json
 from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
 from runner.policy.diff import diff_policies
@@ -67,7 +68,7 @@ def diff_command(
             raise typer.Exit(exc.exit_code) from None
         fail(exc)
     if as_json:
-        echo(json.dumps(report.to_json(), indent=2, ensure_ascii=True))
+        print_json(report.to_json())
     else:
         for line in report.lines():
             echo(line)

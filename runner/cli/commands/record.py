@@ -10,7 +10,6 @@ ran (its status is data in the output), 2 invalid input, 4 the ``live`` ceiling 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -19,7 +18,7 @@ import typer
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgument
 from runner.cli.render.episode import print_episode, warn_skipped_line
-from runner.cli.render.terminal import echo
+from runner.cli.render.jsonout import print_json
 from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError
 from runner.runs.record import record_run
 
@@ -59,7 +58,7 @@ def record_command(
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:
-        echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+        print_json(result.summary())
     else:
         print_episode(result, sandboxed=False)
     raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

@@ -9,7 +9,6 @@ Every argument is checked to exist before anything runs or is written.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +23,7 @@ from runner.cli.egress_gate import (
     gate_egress,
 )
 from runner.cli.render.html import render_reproduce, write_page
+from runner.cli.render.jsonout import print_json
 from runner.cli.render.reproduce import print_reports, write_junit
 from runner.cli.render.terminal import echo, one_line
 from runner.errors import InputError, SandboxReplayError, worst_exit_code
@@ -109,15 +109,8 @@ def reproduce_command(
         written = write_page(html, render_reproduce(reports))
         echo(f"HTML report: {written}", err=True)
     if as_json:
-        payload: Any = [r.to_json() for r in reports]
-        echo(
-            json.dumps(
-                payload[0] if len(payload) == 1 else payload,
-                indent=2,
-                ensure_ascii=True,
-                default=str,
-            )
-        )
+        payload = [r.to_json() for r in reports]
+        print_json(payload[0] if len(payload) == 1 else payload)
     else:
         print_reports(reports)
     try:

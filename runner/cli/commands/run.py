@@ -9,7 +9,6 @@ could not start, the runtime could not run: status ``infra_error``).
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -29,7 +28,7 @@ from runner.cli.egress_gate import (
 )
 from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgument
 from runner.cli.render.episode import print_episode, warn_skipped_line
-from runner.cli.render.terminal import echo
+from runner.cli.render.jsonout import print_json
 from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError, worst_exit_code
 from runner.policy.egress_gate import EpisodeEgress
 from runner.runs.run import execute_run
@@ -83,7 +82,7 @@ def run_command(
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:
-        echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+        print_json(result.summary())
     else:
         print_episode(result)
     try:

@@ -9,7 +9,6 @@ on stderr when it is a terminal (it never moves back), the report as tables or J
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from runner.cli.render.console import table_console
 from runner.cli.render.html import render_job, write_page
+from runner.cli.render.jsonout import print_json
 from runner.cli.render.report import render_report
 from runner.cli.render.terminal import echo, stdout_gone
 from runner.hostlog import get_logger
@@ -88,7 +88,7 @@ def print_report(report: JobReport, as_json: bool) -> None:
     """A job's report on stdout (a table, or JSON); a reader gone away (``| head``) is no error."""
     try:
         if as_json:
-            echo(json.dumps(report.to_json(), indent=2, ensure_ascii=True, default=str))
+            print_json(report.to_json())
         else:
             render_report(report, table_console())
         sys.stdout.flush()
@@ -133,7 +133,7 @@ class ConsoleJobView:
         if not self.as_json:
             return
         try:
-            echo(json.dumps({"plan": plan}, indent=2, ensure_ascii=True))
+            print_json({"plan": plan})
         except BrokenPipeError:
             stdout_gone()
 

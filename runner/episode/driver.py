@@ -103,8 +103,8 @@ def lookup_image_id(backend: Backend, image: str) -> str | None:
 def trace_redactor(request: EpisodeRequest) -> Redactor | None:
     """The redactor of a ``live`` run's trace (record mode): the policy's rules, a fresh key.
 
-    A live run sees real data, so its trace is redacted as it is written (
-    `runner.trace.redact`). Replay and judge runs are written as they come: what they are
+    A live run sees real data, so its trace is redacted as it is written
+    (`runner.trace.redact`). Replay and judge runs are written as they come: what they are
     served comes from traces and tasks that were redacted when recorded, imported or packed,
     and a fresh key would make a served placeholder differ from the recording's.
     """

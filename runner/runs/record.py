@@ -16,23 +16,21 @@ end line the failure signature); the registry manifest of a record run names pol
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.backends.base import Backend
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
-from runner.domain.ids import timestamped_ids, validate_id
+from runner.domain.ids import timestamped_ids
 from runner.domain.registry import Registry
-from runner.domain.tasks import load_tasks
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
 from runner.episode.request import EpisodeRequest, EpisodeResult
-from runner.errors import SandboxReplayError
 from runner.hostlog import get_logger
 from runner.policy import load_policy
 from runner.providers.workflows import provider_for_workflow
+from runner.runs.run import SkippedLine, asked_task
 from runner.settings import Settings
 from runner.tools.source import registry_for_workflow
 
@@ -89,7 +87,7 @@ def record_run(
     backend: Backend | None = None,
     env: dict[str, str] | None = None,
     clock_start: float | None = None,
-    on_skipped_line: Callable[[SandboxReplayError], None] = lambda error: None,
+    on_skipped_line: SkippedLine = lambda error: None,
 ) -> EpisodeResult:
     """Run one task of a workflow live and write its trace; charge it under ``live``.
 
@@ -114,11 +112,7 @@ def record_run(
         InputError: a bad workflow, task file, task id, policy or model function.
         CeilingReached: the ``live`` ceiling leaves no room for the run.
     """
-    validate_id(task_id, kind="task id", field="--task")
-    task_file = load_tasks(tasks_path)
-    for error in task_file.errors:
-        on_skipped_line(error)
-    task = task_file.get(task_id)
+    task = asked_task(tasks_path, task_id, on_skipped_line)
     workflow = load_workflow(workflow_path)
     policy = load_policy(policy_name)
     registry = RecordRegistry(registry_for_workflow(workflow), policy.hash)

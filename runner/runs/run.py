@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from runner.admission import gate
 from runner.domain.ids import timestamped_ids, validate_id
-from runner.domain.tasks import load_tasks
+from runner.domain.tasks import Task, load_tasks
 from runner.episode.limits import check_engine_limits
 from runner.episode.metered_run import call_cap, one_off_run
 from runner.episode.request import EpisodeRequest
@@ -28,7 +28,24 @@ if TYPE_CHECKING:
     from runner.episode.request import EpisodeResult
     from runner.settings import Settings
 
-__all__ = ["execute_run"]
+__all__ = ["asked_task", "execute_run"]
+
+SkippedLine = Callable[[SandboxReplayError], None]
+"""Told each rejected line of a task file (file and line named; the other lines still load)."""
+
+
+def asked_task(tasks_path: Path, task_id: str, on_skipped_line: SkippedLine) -> Task:
+    """The task ``--task`` names: it runs when its own line loaded; bad lines are said.
+
+    Raises:
+        InputError: an id that is not an id (``--task``), a task file that cannot be read, or
+            no task of that id (`runner.domain.tasks.TaskFile.get`).
+    """
+    validate_id(task_id, kind="task id", field="--task")
+    task_file = load_tasks(tasks_path)
+    for error in task_file.errors:
+        on_skipped_line(error)
+    return task_file.get(task_id)
 
 
 def execute_run(
@@ -41,7 +58,7 @@ def execute_run(
     policy_name: str = "shadow",
     backend: Backend | None = None,
     backend_factory: Callable[[], Backend] | None = None,
-    on_skipped_line: Callable[[SandboxReplayError], None] = lambda error: None,
+    on_skipped_line: SkippedLine = lambda error: None,
 ) -> EpisodeResult:
     """Load everything, check eligibility, run one episode charged under ``replay``.
 
@@ -74,12 +91,7 @@ def execute_run(
     """
     # imported on use, not at module top: start-up speed (`--help`, `check`)
 
-    validate_id(task_id, kind="task id", field="--task")
-    task_file = load_tasks(tasks_path)
-    # runner/domain/tasks.py: the asked task runs when its line loaded; bad lines are said.
-    for error in task_file.errors:
-        on_skipped_line(error)
-    task = task_file.get(task_id)
+    task = asked_task(tasks_path, task_id, on_skipped_line)
     policy = load_policy(policy_name)
     # The load path `submit` shares (runner/admission/gate.py): the tools read from
     # source first (nothing of them imported here), then described inside a sandbox below.

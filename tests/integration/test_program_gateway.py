@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from runner.cli.backend_choice import one_episode_backend
 from runner.episode.request import EpisodeResult
 from runner.errors import IneligibleError
 from runner.runs.run import execute_run
@@ -70,11 +71,13 @@ def run_program(
     tmp_path: Path, image: str, project: Path, fakes: Any, workflow: str, **extra: Any
 ) -> tuple[EpisodeResult, list[dict[str, Any]]]:
     oai, ant = fakes
+    settings = settings_for(tmp_path, image, oai, ant, **extra)
     result = execute_run(
-        settings_for(tmp_path, image, oai, ant, **extra),
+        settings,
         project / workflow,
         project / "tasks.jsonl",
         "q1",
+        backend_factory=one_episode_backend(settings, None, command="run"),
     )
     return result, lines_of(result)
 

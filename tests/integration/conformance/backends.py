@@ -112,7 +112,7 @@ def _docker_copy_connect(request: pytest.FixtureRequest, session_id: str) -> Bac
     return DockerBackend.connect(session_id=session_id, host_files="copy")
 
 
-# The Docker backend in copy mode (engines that cannot see this host's paths): no
+# The Docker backend in copy mode (issue 29: engines that cannot see this host's paths): no
 # bind mount, the runtime baked into an image, the tools in read-only volumes. Every test of the
 # suite and every attack of the battery runs against it too.
 DOCKER_COPY = SandboxingBackend(

@@ -1,4 +1,4 @@
-"""The conformance suite every sandboxing backend must pass (the Inspect pattern).
+"""The conformance suite every sandboxing backend must pass (issue 11, the Inspect pattern).
 
 Each test runs once per entry of `tests.integration.conformance.backends.BACKENDS` (the test id
 names the backend): a sandbox from the real image, the stdio channel both ways, no network (a

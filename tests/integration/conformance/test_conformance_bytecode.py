@@ -1,4 +1,4 @@
-"""Every sandboxing backend runs the runtime from the bytecode the host prepared.
+"""Every sandboxing backend runs the runtime from the bytecode the host prepared (issue 16).
 
 The sandbox side of runner is mounted read-only and the sandbox never writes bytecode
 (``PYTHONDONTWRITEBYTECODE``): without the ``__pycache__`` that `runner.episode.prepare.

@@ -11,7 +11,7 @@ PYTHON ?= $(shell for p in python3.11 /root/.pyenv/versions/3.11.7/bin/python py
   then command -v $$p; break; fi; done)
 VENV := .venv
 BIN := $(VENV)/bin
-# Two installs into one .venv (issue 29): the core package alone (what check, run, submit,
+# Two installs into one .venv: the core package alone (what check, run, submit,
 # reproduce and the report need: `make demo`, `make image`), and the core with every extra the
 # tests use (`make setup`, `make test`): dev, the official SDKs, the OpenTelemetry
 # instrumentations and Ray. The second adds to the first; nothing is ever uninstalled.

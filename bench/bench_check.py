@@ -1,4 +1,4 @@
-"""Benchmark (d) of issue 16: ``sandbox-replay check`` wall time ÷ ``python -c pass``.
+"""Benchmark of the quick gate: ``sandbox-replay check`` wall time ÷ ``python -c pass``.
 
 ``check examples/helpdesk/v1.yaml`` (the help-desk workflow: read from source, nothing run, no
 engine) is timed in fresh processes against a bare ``python -c pass`` of the same interpreter,

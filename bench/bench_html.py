@@ -4,11 +4,11 @@ Builds a job of 4 variants × 50 tasks (200 episodes) on disk without containers
 trace of 40 calls (tool calls with ~1 KB results, a third of them served from recordings, and
 model turns with ~2 KB requests and responses), a few failures with signatures and outbound
 attempts; grades it with the real tournament (rubric, bootstrap); renders the page with
-`runner.cli.html.render_job`; then opens it from disk in Debian's headless chromium inside a
-network namespace (tests/browser.py) and reads the load time, the time until the page's script
-is ready, and the time to open one episode's calls.
+`runner.cli.render.html.render_job`; then opens it from disk in Debian's headless chromium
+inside a network namespace (tests/support/browser.py) and reads the load time, the time until
+the page's script is ready, and the time to open one episode's calls.
 
-Targets (issue 17): under 5 MB, under 2 s to load. Usage:
+Targets: under 5 MB, under 2 s to load. Usage:
 ``.venv/bin/python bench/bench_html.py [--episodes-per-variant 50] [--calls 40]``.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.cli.html import render_job, write_page  # noqa: E402
+from runner.cli.render.html import render_job, write_page  # noqa: E402
 from runner.grading import Group, Result, ToolCall, grade, rubric_judge  # noqa: E402
 
 RUN_LINE = json.loads(
@@ -178,7 +178,7 @@ def main() -> None:
             f" (built and graded in {built:.1f} s)"
         )
         print(f"render_job: {rendered:.2f} s; report.html: {size_mb:.2f} MB (target < 5 MB)")
-        from tests.browser import browser
+        from tests.support.browser import browser
 
         with browser(folder / "browser") as b:
             assert b.interfaces == ["lo"], b.interfaces

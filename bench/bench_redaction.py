@@ -1,7 +1,7 @@
-"""The cost of redaction per recorded call, on real public traces (issue 18).
+"""The cost of redaction per recorded call, on real public traces.
 
 The τ²-bench retail results and the OpenTelemetry agent sessions of the realdata folder
-(tests/realdata.py: ``SANDBOX_REPLAY_REALDATA_DIR``) are imported without redaction into a
+(tests/support/realdata.py: ``SANDBOX_REPLAY_REALDATA_DIR``) are imported without redaction into a
 scratch folder; then every line of every trace is redacted as the host's trace writer does
 (`runner.trace.redact.Redactor.redact`: the built-in detectors, the default header names and
 one SSN-shaped pattern, a fresh key per trace), timed per line with ``time.perf_counter_ns``.
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from runner.importers.output import write_import  # noqa: E402
 from runner.trace.redact import Redactor  # noqa: E402
 from runner.trace.writer import dumps_line  # noqa: E402
-from tests.realdata import realdata_dir  # noqa: E402
+from tests.support.realdata import realdata_dir  # noqa: E402
 
 RULES = {"patterns": [{"name": "ssn", "regex": r"\b\d{3}-\d{2}-\d{4}\b"}]}
 OFF = {"detectors": [], "headers": []}

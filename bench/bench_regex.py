@@ -1,4 +1,4 @@
-"""What a ``matches`` rule costs now that it is searched by an automaton (issue 32 N06).
+"""What a ``matches`` rule costs now that it is searched by an automaton.
 
 ``.venv/bin/python bench/bench_regex.py``: for each pattern and text, the CPU time of one
 decision by `runner.wire.linearre` (what the guard and ``policy diff`` run) and, as the

@@ -1,4 +1,4 @@
-"""Benchmark: a hardened sandbox's start to exit under each OCI runtime of the engine (issue 16).
+"""Benchmark: a hardened sandbox's start to exit under each OCI runtime of the engine.
 
 For every runtime asked (default: ``runc crun``), N runs (default 20) of ``python3 -c pass`` in
 the sandbox image, interleaved runtime by runtime so that machine load hits all alike, each

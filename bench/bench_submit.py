@@ -13,7 +13,7 @@ Prints, for concurrency 1, 2 and 4 (see bench/README.md for what is measured and
     ``cpu.stat``), the engine (dockerd + containerd from /proc), the whole machine (/proc/stat);
 (b) time from scheduling a run to its first tool call (median) ÷ the baseline's wall time per
     run at concurrency 1, with and without the pool.
-The closing lines state each target (issue 16: (a) >= 0.9 at concurrency 4; (b) <= 0.2 with
+The closing lines state each target ((a) >= 0.9 at concurrency 4; (b) <= 0.2 with
 the pool at concurrency 1 and <= 0.5 at 4) and whether it was met.
 
 Usage: ``.venv/bin/python bench/bench_submit.py [--tasks 100] [--concurrency 1,2,4]``.
@@ -353,7 +353,7 @@ def _print_level(level: int, entry: dict[str, Any], base: Any, base1: Any) -> No
 
 
 def verdicts(levels: dict[int, dict[str, Any]]) -> list[str]:
-    """The closing lines: each target of issue 16 and whether this run met it."""
+    """The closing lines: each target of the warm pool and whether this run met it."""
 
     def said(ok: bool) -> str:
         return "met" if ok else "NOT met"

@@ -1,4 +1,4 @@
-"""Benchmark: what the worker process costs (issue 18), measured in a real container.
+"""Benchmark: what the worker process costs, measured in a real container.
 
 Two figures, each against its in-process baseline measured in the same container, in the same
 run (printed, not asserted):

@@ -1,4 +1,4 @@
-"""Benchmark and check of issue 25: ceilings that let a big job run and stop it at the line.
+"""Benchmark and check of the budget: ceilings that let a big job run and stop it at the line.
 
 Three scenarios, each a real ``submit`` (`runner.submit.job.execute`: plan, admission, the
 budget clock, hardened Docker containers, the openai provider against a loopback fake OpenAI
@@ -54,7 +54,7 @@ from runner.ledger import Ledger  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.submit.job import execute, prepare  # noqa: E402
 from runner.submit.options import CeilingFlags, SubmitOptions  # noqa: E402
-from tests.fake_openai import FakeOpenAI, serve  # noqa: E402
+from tests.support.fake_openai import FakeOpenAI, serve  # noqa: E402
 
 HERE = ROOT / "bench" / "latency"
 MODEL_TURNS = 2

@@ -1,6 +1,6 @@
 """Benchmark: runs that wait on a model API, at concurrency far above the CPU count.
 
-A fake OpenAI server on loopback (tests/fake_openai.py) answers every Chat Completions call
+A fake OpenAI server on loopback (tests/support/fake_openai.py) answers every Chat Completions call
 after a fixed delay; ``submit`` runs N tasks (default 200) of one agent step with two model calls
 (a call of the pure ``bench.noop`` tool, then an answer: bench/latency/agent.yaml, under
 bench/latency/policy.yaml: no sandbox-seconds ceiling to bound the runs at once) through the
@@ -57,7 +57,7 @@ from runner.ledger import Ledger  # noqa: E402
 from runner.settings import Settings  # noqa: E402
 from runner.submit.job import execute, prepare  # noqa: E402
 from runner.submit.options import SubmitOptions  # noqa: E402
-from tests.fake_openai import FakeOpenAI, serve  # noqa: E402
+from tests.support.fake_openai import FakeOpenAI, serve  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "latency"
 MODEL_TURNS = 2

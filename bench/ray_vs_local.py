@@ -1,4 +1,4 @@
-"""The same submit on the local Docker backend and on a 3-node local Ray cluster (issue 15).
+"""The same submit on the local Docker backend and on a 3-node local Ray cluster.
 
 Head (no slots) + worker A (main engine) + worker B (a second dockerd of its own), as in
 tests/integration/_ray.py (root needed). Each run is one tool step that waits ``--sleep-s``

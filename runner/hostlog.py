@@ -5,7 +5,7 @@ Every host module logs through ``log = get_logger(__name__)`` at its top and cal
 ``exception``); the returned `HostLogger` imports structlog and binds
 ``structlog.get_logger(name)`` (structlog's own lazy proxy) on its first call that logs, so a
 command that logs nothing (``check`` of an eligible workflow, ``--help``) never imports
-structlog, nor the part of rich that ``structlog.dev`` loads (~0.2 s here; issue 16).
+structlog, nor the part of rich that ``structlog.dev`` loads (~0.2 s here).
 
 `runner.cli.log.configure_logging` configures structlog once per process. When structlog is
 not imported yet it hands its configuration to `configure_on_first_use` instead: the

@@ -1,7 +1,7 @@
 """A package's curated names, each imported on first use (PEP 562): start-up speed.
 
 A package ``__init__`` that imports every module it re-exports makes any import of one of its
-modules load them all: ``check`` imported `runner.episode.toolmanifest.admission` and got the
+modules load them all: ``check`` imported `runner.admission.gate` and got the
 episode driver, the providers (httpx), the ledger (sqlite3) and pydantic-settings with it, for
 nothing. A package whose surface is heavy declares it instead with `lazy_exports`::
 

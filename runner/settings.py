@@ -50,7 +50,10 @@ RUNTIME_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 class Settings(BaseSettings):
-    """Everything the host may configure without editing a policy.
+    """Everything the host may configure without editing a policy, one section per component.
+
+    The sections, in the class body as here: backends, state and scheduling, per-run limits,
+    logging, model providers, tests.
 
     Attributes:
         docker_host: Docker engine address; None: the engine the docker CLI would use
@@ -75,17 +78,19 @@ class Settings(BaseSettings):
         base_image: the Python base image the sandbox image is built FROM when it can be had.
         offline_base_image: tag of the base image built with debootstrap when no registry is
             reachable.
-        state_dir: where traces, the ledger and job folders live.
-        concurrency: sandboxes running at once.
         pool: ``submit`` keeps a warm pool of Docker sandboxes, one per run slot, started
             before their runs (`runner.backends.docker.pool`); ``SANDBOX_REPLAY_POOL=0`` off.
         pool_idle_s: seconds a pooled sandbox waits for a run before it ends itself.
+        state_dir: where traces, the ledger and job folders live.
+        cache_dir: downloads kept between runs, e.g. the wheelhouses of ``image build
+            --requirements`` (``cache_dir/wheelhouse/<target>``); default
+            ``$XDG_CACHE_HOME/sandbox-replay``, else ``~/.cache/sandbox-replay``.
+        concurrency: sandboxes running at once.
         timeout_s, memory_mb, pids_limit, cpus, tmpfs_mb, max_calls, max_trace_mb: per-run
             limits overriding the policy (``SANDBOX_REPLAY_MAX_CALLS=500``); None keeps the
             policy's value. The bounds are the policy's (`runner.policy.models.LIMIT_BOUNDS`).
         log_format: ``auto`` (console on a TTY, JSON otherwise), ``console`` or ``json``.
         log_level: the least severe log events shown (``debug`` ... ``error``; default ``info``).
-        realdata_dir: public traces recorded by others, for tests (``../shared/realdata``).
         openai_base_url: base URL of an OpenAI-compatible endpoint for the ``openai`` provider
             (None: the host's ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``).
         openai_api_key: its key (None: the host's ``OPENAI_API_KEY``); held on the host, never
@@ -95,13 +100,13 @@ class Settings(BaseSettings):
             the host's ``ANTHROPIC_BASE_URL``, else ``https://api.anthropic.com``).
         anthropic_api_key: its key (``SANDBOX_REPLAY_ANTHROPIC_API_KEY``; None: the host's
             ``ANTHROPIC_API_KEY``); held on the host, never passed into a sandbox.
-        cache_dir: downloads kept between runs, e.g. the wheelhouses of ``image build
-            --requirements`` (``cache_dir/wheelhouse/<target>``); default
-            ``$XDG_CACHE_HOME/sandbox-replay``, else ``~/.cache/sandbox-replay``.
+        realdata_dir: public traces recorded by others, for tests (``../shared/realdata``).
     """
 
     model_config = SettingsConfigDict(env_prefix="SANDBOX_REPLAY_", extra="ignore")
 
+    # One section per component, each field named ``SANDBOX_REPLAY_<FIELD>`` in the environment.
+    # -- backends: where sandboxes run and from which image --
     docker_host: str | None = None
     host_files: Literal["auto", "bind", "copy"] = "auto"
     backend: str = Field(default="docker", pattern=BACKEND_NAME)
@@ -110,8 +115,11 @@ class Settings(BaseSettings):
     runtime: str | None = Field(default=None, pattern=RUNTIME_NAME)
     base_image: str = DEFAULT_BASE_IMAGE
     offline_base_image: str = OFFLINE_BASE_IMAGE
+    # -- state and scheduling: where a command keeps what it writes, how many runs at once --
     state_dir: Path = Path(".sandbox-replay")
+    cache_dir: Path = Field(default_factory=_default_cache_dir)
     concurrency: int = Field(default_factory=_default_concurrency, ge=1)
+    # -- per-run limits: each overrides the policy's value (runner.episode.limits) --
     timeout_s: TimeoutS | None = None
     memory_mb: MemoryMb | None = None
     pids_limit: PidsLimit | None = None
@@ -119,14 +127,17 @@ class Settings(BaseSettings):
     tmpfs_mb: TmpfsMb | None = None
     max_calls: MaxCalls | None = None
     max_trace_mb: MaxTraceMb | None = None
+    # -- logging (runner.cli.log) --
     log_format: Literal["auto", "console", "json"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    realdata_dir: Path = Path("../shared/realdata")
+    # -- model providers: endpoints and keys, held on the host (runner.providers) --
     openai_base_url: str | None = None
     openai_api_key: SecretStr | None = None
     openai_model: str | None = None
     anthropic_base_url: str | None = None
     anthropic_api_key: SecretStr | None = None
-    cache_dir: Path = Field(default_factory=_default_cache_dir)
+    # -- tests: public traces recorded by others --
+    realdata_dir: Path = Path("../shared/realdata")
+    # -- backends (continued): the Docker backend's warm pool --
     pool: bool = True
     pool_idle_s: float = Field(default=300.0, gt=10.0, le=86400.0)

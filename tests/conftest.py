@@ -12,7 +12,7 @@ import pytest
 from runner.cli.commands import register
 
 # Every command on the typer app, for the tests that invoke `runner.cli.app.app` with typer's
-# CliRunner: `runner.cli.entry.main` registers only the invoked command (issue 16's quick gate;
+# CliRunner: `runner.cli.entry.main` registers only the invoked command (the quick gate;
 # tests/unit/cli/test_cli_gate.py runs it in fresh interpreters).
 register()
 

@@ -1,7 +1,7 @@
 """A child process in a group of its own, and killing that group, on POSIX and on Windows.
 
 ``record`` runs the runtime as a local process (`runner.backends.unsandboxed`), also on the
-Windows and macOS laptops the tool's users have (issue 29). POSIX: the child starts a session
+Windows and macOS laptops the tool's users have. POSIX: the child starts a session
 of its own (``start_new_session``) and the whole group is killed with ``os.killpg(pid,
 SIGKILL)``. Windows has neither: the child starts in a new process group
 (``CREATE_NEW_PROCESS_GROUP``) and the tree is ended with ``taskkill /F /T /PID`` (the child

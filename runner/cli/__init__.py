@@ -1,12 +1,13 @@
-"""The typer command-line interface: parse -> settings -> build objects -> call -> exit code.
+"""The typer command-line interface: parse -> settings -> call ONE use case -> render -> exit code.
 
-``app`` holds the typer ``app`` and `main` (the one boundary where exceptions become exit codes);
-``commands/`` one module per command, each registering itself on `app`; tables and other
-rendering live here and only here (``report_render``, ``output``, ``terminal``, ``helpstyle``);
-``log`` configures structlog for the process.
+``app`` holds the typer ``app``, ``entry`` `main` (the one boundary where exceptions become exit
+codes); ``commands/`` one thin module per command, each registering itself on `app` (the table:
+module and summary), importing no other command; ``render/`` everything printed or written
+(terminal text, tables, JSON, JUnit, HTML), and only there; ``log`` configures structlog for the
+process, ``helpstyle`` how ``--help`` reads.
 
-May import: every other package of runner. Heavy libraries (docker, pydantic-settings, rich)
-are imported inside the commands, so that ``--help`` stays quick.
+May import: every other package of runner. ``--help`` imports no command module (the table's
+summaries); the docker SDK and ray are imported where a backend is made.
 """
 
 from runner.cli.entry import main

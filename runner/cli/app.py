@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, cast
 import typer
 
 from runner import __version__
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import SandboxReplayError
 
 if TYPE_CHECKING:

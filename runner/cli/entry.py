@@ -14,7 +14,7 @@ import sys
 
 from runner.cli.app import app
 from runner.cli.commands import register
-from runner.cli.terminal import echo, stdout_gone
+from runner.cli.render.terminal import echo, stdout_gone
 from runner.errors import SandboxReplayError
 
 __all__ = ["main"]

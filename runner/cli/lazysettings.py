@@ -2,7 +2,7 @@
 
 `runner.settings.Settings` reads ``SANDBOX_REPLAY_<FIELD>`` variables (case-insensitive, no
 ``.env`` file, no secrets folder) and validates them; importing pydantic-settings costs ~0.1 s
-here (it loads asyncio, its cloud sources), a third of issue 16's budget for ``check``. When
+here (it loads asyncio, its cloud sources), a third of the time budget of ``check``. When
 no variable names a field, every value is its default or a global flag's: nothing can fail
 validation and nothing needs reading now. `CliState.settings` (``deferred=True``, ``check``)
 then returns `DeferredSettings`, which builds the real `Settings` on its first attribute read

@@ -3,7 +3,7 @@
 Modules log with ``runner.hostlog.get_logger(__name__)`` and snake_case event names with fields.
 Logs go to stderr so that stdout stays for command output (tables, ``--json``). Field values
 quote hostile input (error messages, host names, stderr of sandboxes): JSON logs escape them
-(``ensure_ascii``), console logs print them `runner.cli.terminal.inert` (issue 10 item 10).
+(``ensure_ascii``), console logs print them `runner.cli.render.terminal.inert`.
 
 structlog is imported when the first line is logged, not here (start-up speed: ``check``
 logs nothing on success): `configure_logging` configures it at once when it is loaded already,
@@ -16,7 +16,7 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Literal
 
-from runner.cli.terminal import inert
+from runner.cli.render.terminal import inert
 from runner.hostlog import LEVELS, configure_on_first_use
 
 if TYPE_CHECKING:

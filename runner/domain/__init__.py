@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the same names, for mypy and import-linter
     from runner.domain.ids import new_run_id, sequential_ids, validate_id
     from runner.domain.registry import Registry, ToolSpec
     from runner.domain.tasks import Task, TaskFile, load_tasks
+    from runner.domain.userfunction import load_function
     from runner.domain.workflow import Step, Workflow, WorkflowFile, load_workflow
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "ToolSpec",
     "Workflow",
     "WorkflowFile",
+    "load_function",
     "load_tasks",
     "load_workflow",
     "new_run_id",
@@ -45,6 +47,7 @@ __getattr__, __dir__ = lazy_exports(
         "ToolSpec": "runner.domain.registry",
         "Workflow": "runner.domain.workflow",
         "WorkflowFile": "runner.domain.workflow",
+        "load_function": "runner.domain.userfunction",
         "load_tasks": "runner.domain.tasks",
         "load_workflow": "runner.domain.workflow",
         "new_run_id": "runner.domain.ids",

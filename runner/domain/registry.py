@@ -2,7 +2,7 @@
 
 A `Registry` is built from a workflow's ``tools`` entries: dotted Python modules (read from
 source by ``check``, described inside a sandbox by the commands that run sandboxes, imported on
-the host by ``record`` alone: `runner.domain.toolsource.registry_for_workflow`), and tool
+the host by ``record`` alone: `runner.tools.source.registry_for_workflow`), and tool
 manifests without code (``.json``; their tools are
 recorded-only). `Registry.restrict` returns the capability-filtered view of a policy: denied
 tools are *absent* from it (structural denial), every remaining tool carries its disposition
@@ -100,7 +100,7 @@ class ToolSpec:
             the tool was fully read, imported, or described by a sandbox. A tool whose
             parameters were not read has an empty ``schema`` and ``schema_hash``.
         decided_by: what gave a tool without a declared class its class, in words (an MCP
-            tool's annotations, `runner.domain.mcptools`); None otherwise.
+            tool's annotations, `runner.tools.mcp`); None otherwise.
     """
 
     id: str

@@ -38,7 +38,7 @@ class ModelSpec(Frozen):
         apis: the model APIs a program step using this block may call (``chat_completions``,
             ``responses``, ``messages``); None: those of ``provider`` (``openai``: Chat
             Completions and Responses; ``anthropic``: Messages; ``scripted``: all three, it
-            holds no key). A request on another API is refused on the host (issue 32, N12: a
+            holds no key). A request on another API is refused on the host (a
             program step uses only the provider keys its workflow declares). Naming an API of
             the other family lets the step use that provider's key from the host settings too.
     """
@@ -178,7 +178,7 @@ class Step(Frozen):
         """The step in the normalised JSON shape of docs/internals.md."""
         if self.agent is not None:
             agent = self.agent.model_dump(mode="json")
-            if not agent["unlisted_tools"]:  # optional (issue 12): absent unless used
+            if not agent["unlisted_tools"]:  # optional: absent unless used
                 del agent["unlisted_tools"]
             if agent["tool_errors"] == "return":  # optional (issue 26): absent unless raise
                 del agent["tool_errors"]

@@ -2,7 +2,7 @@
 
 A workflow (YAML) has ``name``, ``version``, ``tools`` (module names or tool-manifest paths that
 make its registry), optional ``files`` (globs of the data files its tool code reads, relative to
-the workflow file: they join the tool snapshot, `runner.episode.snapshot`), an optional
+the workflow file: they join the tool snapshot, `runner.tools.snapshot`), an optional
 ``model`` and ``steps``; each step is a tool call with ``args``, an agent loop with a toolset,
 or the user's own agent code (``program: module:function`` with a declared ``tools`` set and an
 optional per-step ``model``; SPEC.md, docs/internals.md). `load_workflow` reads one file and
@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from runner.domain.agentspec import AgentSpec, FixedMessage, Frozen, UserSpec
-from runner.domain.mcptools import McpEntry
+from runner.domain.mcpentry import McpEntry
 from runner.domain.stepspec import ModelSpec, Step
 from runner.domain.yamlsource import (
     Loc,
@@ -103,7 +103,7 @@ class Workflow(Frozen):
         version: version label; an integer in the file is accepted and kept as its text.
         tools: dotted module names, ``.json`` tool-manifest paths relative to the file, or
             MCP sources (``{mcp: {command: [...]}}`` / ``{mcp: {tools_list: FILE}}``,
-            `runner.domain.mcptools.McpEntry`).
+            `runner.domain.mcpentry.McpEntry`).
         files: globs (relative to the file, inside its folder) of data files the tool code
             reads; they are copied into the tool snapshot beside the modules.
         model: the model provider of agent steps; None when the workflow has none.
@@ -347,7 +347,7 @@ def load_workflow(path: str | Path) -> WorkflowFile:
     return WorkflowFile(
         path=path,
         source=doc.text,
-        # line endings do not count: a CRLF checkout has the hash recorded on Linux (issue 29)
+        # line endings do not count: a CRLF checkout has the hash recorded on Linux
         content_hash=text_hash(doc.text),
         spec=spec,
         document=doc,

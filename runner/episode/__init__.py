@@ -5,16 +5,16 @@
 `run_episode` drives the NDJSON channel (``driver``, ``channel``), keeps what the host learns
 (``state``: the gateway's requests ``gatewayhost``, the egress log ``outbound``), classifies the
 status (``status``) and writes the header and end line (``tracelines``);
-``metered_run`` is the reservation, run and settlement of one run that every command
+``metered_run`` is the reservation, run and settlement of one run that every use case
 composes; ``limits`` the per-run limits in effect; ``reaping`` the ledger side of the reaper.
-Subpackages: ``snapshot/`` (the tool snapshot, the only user files a sandbox sees) and
-``toolmanifest/`` (`sandbox_registry`: the tools of a workflow described by a sandbox, and the
-load gate built on it); `record_run` runs a workflow live, unsandboxed (``record``).
+The tool snapshot it mounts is `runner.tools.snapshot`'s; the use cases that run episodes are
+`runner.runs`, `runner.submit` and `runner.reproduce`, the tool description `runner.admission`.
 
-May import: `runner.providers`, `runner.backends` (the interface and the registry; a concrete
-backend is passed in or made by name), `runner.ledger`, `runner.policy`, `runner.domain`,
-`runner.tracetools`, `runner.settings`, `runner.resources`, `runner.wire` (protocol, the
-destination key), `runner.sdk`, `runner.trace`, `runner.errors`; never submit, reproduce,
+May import: `runner.tools`, `runner.providers`, `runner.backends` (the interface and the
+registry; a concrete backend is passed in or made by name), `runner.ledger`, `runner.policy`,
+`runner.grading`, `runner.domain`, `runner.tracetools`, `runner.settings`, `runner.resources`,
+`runner.wire` (protocol, the destination key), `runner.sdk`, `runner.trace`, `runner.errors`;
+never admission, runs, submit, reproduce,
 importers or cli.
 """
 
@@ -25,25 +25,19 @@ from runner.lazyexports import lazy_exports
 # The surface is loaded name by name on first use (PEP 562), for start-up speed: importing
 # one module of this package must not load the others (`check`, `--help`).
 if TYPE_CHECKING:  # the same names, for mypy and import-linter
-    from runner.domain.toollocate import locate_tools
     from runner.episode.driver import run_episode
     from runner.episode.metered_run import MeteredRun
     from runner.episode.prepare import prepare_run, runner_mounts
-    from runner.episode.record import record_run
     from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
-    from runner.episode.toolmanifest.registry import sandbox_registry
 
 __all__ = [
     "EpisodeRequest",
     "EpisodeResult",
     "MeteredRun",
     "PreparedRun",
-    "locate_tools",
     "prepare_run",
-    "record_run",
     "run_episode",
     "runner_mounts",
-    "sandbox_registry",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -53,11 +47,8 @@ __getattr__, __dir__ = lazy_exports(
         "EpisodeResult": "runner.episode.request",
         "MeteredRun": "runner.episode.metered_run",
         "PreparedRun": "runner.episode.request",
-        "locate_tools": "runner.domain.toollocate",
         "prepare_run": "runner.episode.prepare",
-        "record_run": "runner.episode.record",
         "run_episode": "runner.episode.driver",
         "runner_mounts": "runner.episode.prepare",
-        "sandbox_registry": "runner.episode.toolmanifest.registry",
     },
 )

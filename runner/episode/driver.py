@@ -6,7 +6,7 @@ answers ``model_request`` through the provider, collects the other messages, sen
 ``shutdown`` after ``episode``, reads the exit state before removal and writes the trace
 (`runner.trace.writer`); what it learns is kept by `runner.episode.state.EpisodeState`.
 
-Status rules (issue 4), first match wins:
+Status rules, first match wins:
 1. the backend failed (start, attach, engine) or the runtime reported its own ``error`` or a
    protocol mismatch without an episode → ``infra_error``;
 2. the host refused a model (or user) turn because a ceiling would be exceeded →
@@ -94,8 +94,8 @@ def lookup_image_id(backend: Backend, image: str) -> str | None:
 def trace_redactor(request: EpisodeRequest) -> Redactor | None:
     """The redactor of a ``live`` run's trace (record mode): the policy's rules, a fresh key.
 
-    A live run sees real data, so its trace is redacted as it is written (issue 18,
-    `runner.trace.redact`). Replay and judge runs are written as they come: what they are
+    A live run sees real data, so its trace is redacted as it is written
+    (`runner.trace.redact`). Replay and judge runs are written as they come: what they are
     served comes from traces and tasks that were redacted when recorded, imported or packed,
     and a fresh key would make a served placeholder differ from the recording's.
     """

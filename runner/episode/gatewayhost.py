@@ -9,7 +9,7 @@ allow-list calls inert, and ask a model that does not search the web by itself
 stored state, beta headers); one that does not is refused (`GatewayRequestRefused`, class
 ``GatewayRequestRefused`` with the field's path as ``param``), and so is a request on an API
 whose provider the step's model block does not declare (`runner.domain.stepspec.ModelSpec.
-apis`: a program step uses only the keys its workflow names, issue 32 N12).
+apis`: a program step uses only the keys its workflow names).
 
 The check is here, on the host, because the key is here: the sandbox's gateway runs next to
 the code it would judge. ``record`` (a live, unsandboxed run by design, whose tools run for

@@ -10,11 +10,14 @@ policy and the settings load (`runner.policy.models.LIMIT_BOUNDS`).
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import Backend, ResourceLimits
 from runner.errors import InputError
 from runner.settings import Settings
+
+if TYPE_CHECKING:
+    from runner.policy.loader import Policy
 
 __all__ = [
     "LIMIT_NAMES",
@@ -27,7 +30,7 @@ __all__ = [
 LIMIT_NAMES = tuple(f.name for f in fields(ResourceLimits))
 
 
-def limits_in_effect(policy: Any, settings: Settings) -> dict[str, dict[str, Any]]:
+def limits_in_effect(policy: Policy, settings: Settings) -> dict[str, dict[str, Any]]:
     """Every per-run limit in effect with where it came from (the report shows this).
 
     Returns:
@@ -50,7 +53,7 @@ def limits_in_effect(policy: Any, settings: Settings) -> dict[str, dict[str, Any
     return out
 
 
-def check_engine_limits(backend: Backend, policy: Any, settings: Settings) -> None:
+def check_engine_limits(backend: Backend, policy: Policy, settings: Settings) -> None:
     """Refuse, before any run, a limit the engine itself would refuse (``cpus`` above its CPUs).
 
     The static bounds are checked when the policy and the settings load
@@ -74,13 +77,13 @@ def check_engine_limits(backend: Backend, policy: Any, settings: Settings) -> No
     )
 
 
-def resource_limits(policy: Any, settings: Settings) -> ResourceLimits:
+def resource_limits(policy: Policy, settings: Settings) -> ResourceLimits:
     """Return the limits in effect: the policy's, each overridden by a set setting."""
     values = {k: v["value"] for k, v in limits_in_effect(policy, settings).items()}
     return ResourceLimits(**values)
 
 
-def max_rate_limit_wait_s(policy: Any) -> float:
+def max_rate_limit_wait_s(policy: Policy) -> float:
     """The policy's ``rate_limits.max_wait_s``: the longest a run may wait on rate limits.
 
     0 for a policy without rate limits (one built in code).

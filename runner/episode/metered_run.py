@@ -11,7 +11,7 @@ guard when its model turns are paid for, one `runner.episode.driver.run_episode`
 (``reproduce``: served from the trace, free).
 
 ``record`` charges its run under purpose ``live``; ``run`` and ``reproduce`` under ``replay``
-(reproduce never charges ``live``: SPEC.md, issue 6). The run is reserved before it starts
+(reproduce never charges ``live``: SPEC.md). The run is reserved before it starts
 (against the policy's ceiling of that purpose) and settled with the episode's actual spend when
 it ends; a run that never started is released, so nothing is charged for it.
 
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from runner.backends.base import Backend
 from runner.domain.ids import IdFactory, timestamped_ids
@@ -47,6 +47,9 @@ from runner.providers.base import ModelProvider
 from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.settings import Settings
+
+if TYPE_CHECKING:
+    from runner.policy.loader import Policy
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -72,7 +75,7 @@ ModelSpend = Literal["per_call", "from_meter", "none"]
 RUN_GRACE_S = POLL_S + MIN_WRITE_S + KILL_DRAIN_S + SHUTDOWN_GRACE_S
 
 
-def run_sandbox_s(policy: Any, settings: Settings) -> float:
+def run_sandbox_s(policy: Policy, settings: Settings) -> float:
     """Return the sandbox seconds to reserve for one run, in seconds.
 
     Args:
@@ -158,7 +161,7 @@ def metered_run(
     command: str,
     variant: str,
     task_id: str,
-    policy: Any,
+    policy: Policy,
     estimate: Amount | None = None,
 ) -> Iterator[MeteredRun]:
     """Open the ledger, create a job and reserve one run of ``purpose`` for the block.
@@ -307,7 +310,7 @@ def metered_episode(
 
 
 def rate_limited(
-    provider: ModelProvider | None, purpose: Purpose, policy: Any, model: str | None
+    provider: ModelProvider | None, purpose: Purpose, policy: Policy, model: str | None
 ) -> tuple[ModelProvider | None, WaitAccount | None]:
     """A one-off run's provider under the policy's ``rate_limits``, and its wait account.
 

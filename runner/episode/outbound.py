@@ -6,13 +6,13 @@ past the sandbox's own cap as ``{"dropped": n}``. `OutboundLog` merges them by d
 (`runner.wire.destinations.destination_key`, the runtime's too: kind, host or else address,
 port) over all processes.
 
-Invariants (issue 10 item 11): at most `MAX_OUTBOUND` distinct destinations are kept, the same
+Invariants: at most `MAX_OUTBOUND` distinct destinations are kept, the same
 cap as each process of the sandbox has, so memory and the ``end`` line stay bounded; every
 attempt is either counted in an entry or in `OutboundLog.dropped`; any drop makes the log's
 coverage partial (`OutboundLog.partial`) with a reason naming the cap. A flood of decoy
 lookups of a few names cannot push a later connect out of the log: repeats only count.
 
-A name lookup is one destination however it was seen (issue 18): the in-process hook's
+A name lookup is one destination however it was seen: the in-process hook's
 ``getaddrinfo`` entry names the port asked for, the egress witness's entry for the query it
 read (`runner.runtime.egress.dns`) has none. A port-less ``dns`` entry of a name already
 logged adds nothing; a port-less one logged first takes the hook's fields and count when they

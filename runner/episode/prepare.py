@@ -4,11 +4,11 @@
 ``start`` message (`start_message`; nothing of the run is mounted, so a sandbox can be started
 before its run is known: the warm pool, `runner.backends.docker.pool`), and the spec: the
 sandbox side of runner (`runner_mounts`) and the command's tool snapshot mounted
-read-only (no user folder is mounted live, `runner.episode.snapshot`); a fixed environment;
+read-only (no user folder is mounted live, `runner.tools.snapshot`); a fixed environment;
 limits from the policy overridden by settings (`runner.episode.limits`); the hard lifetime cap
 `LifetimeCap` from the run timeout, and the same timeout as ``run.json`` ``deadline_s`` for the
 runtime's watchdog. Nothing in the spec depends on the run but its ``run_id`` and
-``labels``. The describing sandbox of `runner.episode.toolmanifest` is prepared here
+``labels``. The describing sandbox of `runner.admission` is prepared here
 too, so that it has the same mounts, environment, user and limits as an episode.
 """
 
@@ -30,10 +30,10 @@ from runner.domain.ids import IdFactory, new_run_id, path_for_id
 from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.reaping import ledger_id
 from runner.episode.request import EpisodeRequest, PreparedRun
-from runner.episode.snapshot.sources import tool_mounts
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.settings import Settings
+from runner.tools.snapshot.sources import tool_mounts
 from runner.wire import protocol
 
 __all__ = [
@@ -109,7 +109,7 @@ def compile_sandbox_packages(package: Path) -> bool:
 
     A sandbox mounts ``package`` read-only and runs with ``PYTHONDONTWRITEBYTECODE``: without
     these files every sandbox compiled every runtime module from source (~100 ms of CPU per
-    run, issue 16). Each ``X.py`` gets ``__pycache__/X.<cache tag>.pyc`` of this interpreter
+    run). Each ``X.py`` gets ``__pycache__/X.<cache tag>.pyc`` of this interpreter
     (PEP 3147 beside the source, whatever this host's ``sys.pycache_prefix``: the sandbox looks
     there), validated by source mtime and size (PEP 552 timestamp pycs, Python's default): a
     changed source makes its pyc stale, and the sandbox's importer then compiles the source

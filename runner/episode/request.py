@@ -15,7 +15,7 @@ from typing import Any
 
 from runner.backends.base import SandboxSpec
 from runner.domain.tasks import Task
-from runner.episode.snapshot.toolsnapshot import ToolSnapshot
+from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 __all__ = ["EpisodeRequest", "EpisodeResult", "PreparedRun"]
 

@@ -10,7 +10,7 @@ straight to the trace file; outbound destinations and coverage reasons are cappe
 number dropped recorded. Disk stays bounded too: past the policy's ``max_calls`` call lines, or
 at a call line that would make the trace longer than ``max_trace_mb``, the host accepts no
 further call (nor model request), kills the sandbox and the run ends ``limit_exceeded`` with
-``end.limit: {name, value}`` (issue 10: a sandbox forging a million call lines cost the host
+``end.limit: {name, value}`` (a sandbox forging a million call lines cost the host
 gigabytes).
 
 The outbound log (`runner.episode.outbound.OutboundLog`) holds distinct destinations with
@@ -155,7 +155,7 @@ class EpisodeState:
 
     def _on_step(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
         # Only the workflow's own step ids are kept: a sandbox sending millions of made-up
-        # ids must not grow the host's memory (tests/integration/test_attacks_more.py).
+        # ids must not grow the host's memory (tests/integration/test_attacks_channel.py).
         step_id, status = message.get("step_id"), message.get("state")
         if isinstance(step_id, str) and isinstance(status, str) and step_id in self._step_ids():
             self.steps[step_id] = status[:32]

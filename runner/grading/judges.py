@@ -1,5 +1,8 @@
 """Judges: ``rubric``, ``module:function`` and ``model:NAME``, built from a ``--judge`` value.
 
+`parse_judge` is the one parser of the value (a `JudgeSpec`); `JUDGES` the registry of kinds;
+`make_judge` builds one.
+
 A judge is a callable ``Group -> Ranking`` (listwise: the whole group at once).
 
 - ``module:function``: a user function on the host; it receives the group as a JSON-ready dict
@@ -14,9 +17,11 @@ A judge is a callable ``Group -> Ranking`` (listwise: the whole group at once).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from runner.domain.userfunction import load_function
 from runner.errors import GradingError, InputError
 from runner.grading.model import Group, Ranking, check_covers, normalise_ranks, ranks_from_scores
 from runner.grading.modeljudge import ModelJudge, Provider
@@ -24,7 +29,6 @@ from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import rubric_judge
 from runner.hostlog import get_logger
 from runner.ledger import CeilingGuard
-from runner.providers.scripted import load_function
 
 log = get_logger(__name__)
 
@@ -111,18 +115,100 @@ class FunctionJudge:
         )
 
 
+JudgeKind = Literal["rubric", "model", "function"]
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """A ``--judge`` value, parsed once (`parse_judge`).
+
+    Attributes:
+        kind: ``rubric``, ``model`` (``model:NAME``) or ``function`` (``module:function``).
+        target: the model's name (``model``) or the ``module:function`` reference; empty for
+            ``rubric``.
+    """
+
+    kind: JudgeKind
+    target: str = ""
+
+    def __str__(self) -> str:
+        """The value as given: ``rubric``, ``model:NAME`` or ``module:function``."""
+        return {"rubric": RUBRIC, "model": f"model:{self.target}"}.get(self.kind, self.target)
+
+    @property
+    def asks_a_model(self) -> bool:
+        """The judge makes model calls (charged to purpose ``judge``, priced at plan time)."""
+        return self.kind == "model"
+
+
+def parse_judge(text: str) -> JudgeSpec:
+    """The one parser of a ``--judge`` value (job files and flags alike).
+
+    Raises:
+        InputError: neither ``rubric``, ``model:NAME`` (a name given) nor ``module:function``
+            (field ``judge``).
+    """
+    if text == RUBRIC:
+        return JudgeSpec("rubric")
+    if text.startswith("model:"):
+        name = text.removeprefix("model:")
+        if not name:
+            raise InputError("model:NAME needs a model name", field="judge")
+        return JudgeSpec("model", name)
+    module, sep, function = text.partition(":")
+    if sep and module and function:
+        return JudgeSpec("function", text)
+    raise InputError(
+        f"unknown judge {text!r}; use rubric, module:function or model:NAME", field="judge"
+    )
+
+
+@dataclass(frozen=True)
+class JudgeParts:
+    """What building a judge may need; each kind reads its own (`JUDGES`).
+
+    Attributes:
+        provider: ``request -> response`` in the OpenAI Chat Completions shape (``model``);
+            the caller builds it with the provider factory, `runner.providers.factory`.
+        guard: the job's ceiling guard (``model``: every call reserved and settled).
+        prices: the policy's price table (``model``).
+        search_paths: import folders (``function``).
+    """
+
+    provider: Provider | None = None
+    guard: CeilingGuard | None = None
+    prices: Mapping[str, Any] | None = None
+    search_paths: Sequence[Path] = ()
+
+
+def _model_judge(spec: JudgeSpec, parts: JudgeParts) -> Judge:
+    if parts.provider is None or parts.guard is None or parts.prices is None:
+        raise InputError(
+            "model: judges need a model provider, a ceiling guard and prices", field="judge"
+        )
+    return ModelJudge(spec.target, parts.provider, parts.guard, parts.prices)
+
+
+JUDGES: Mapping[JudgeKind, Callable[[JudgeSpec, JudgeParts], Judge]] = {
+    "rubric": lambda spec, parts: rubric_judge,
+    "model": _model_judge,
+    "function": lambda spec, parts: FunctionJudge(spec.target, parts.search_paths),
+}
+"""The judge registry: each kind of `JudgeSpec` and how it is built."""
+
+
 def make_judge(
-    spec: str,
+    spec: str | JudgeSpec,
     *,
     provider: Provider | None = None,
     guard: CeilingGuard | None = None,
     prices: Mapping[str, Any] | None = None,
     search_paths: Sequence[Path] = (),
 ) -> Judge:
-    """Build the judge named by a ``--judge`` value.
+    """Build the judge a ``--judge`` value names (`parse_judge`, then `JUDGES`).
 
     Args:
-        spec: ``rubric``, ``module:function`` or ``model:NAME``.
+        spec: ``rubric``, ``module:function`` or ``model:NAME`` (or its `JudgeSpec`).
         provider: the model provider (``model:`` only).
         guard: the job's ceiling guard (``model:`` only).
         prices: the policy's price table (``model:`` only).
@@ -132,16 +218,6 @@ def make_judge(
         InputError: an unknown spec, an unimportable function, or ``model:`` without a
             provider, guard or price for the model (field ``judge``).
     """
-    if spec == RUBRIC:
-        return rubric_judge
-    if spec.startswith("model:"):
-        if provider is None or guard is None or prices is None:
-            raise InputError(
-                "model: judges need a model provider, a ceiling guard and prices", field="judge"
-            )
-        return ModelJudge(spec.removeprefix("model:"), provider, guard, prices)
-    if ":" in spec:
-        return FunctionJudge(spec, search_paths)
-    raise InputError(
-        f"unknown judge {spec!r}; use rubric, module:function or model:NAME", field="judge"
-    )
+    parsed = parse_judge(spec) if isinstance(spec, str) else spec
+    parts = JudgeParts(provider, guard, prices, search_paths)
+    return JUDGES[parsed.kind](parsed, parts)

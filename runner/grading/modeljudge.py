@@ -6,7 +6,7 @@ every candidate once with a rank >= 1; anything else is a `GradingError`. Each c
 to purpose ``judge`` through the `CeilingGuard`: reserved before (``runs=1``, an upper bound of
 tokens: prompt bytes plus ``max_tokens``, priced), settled after from the response's usage and
 ``model`` field, released when the provider fails before the request left (charged at the
-reservation, marked estimated, when it may have reached the provider: issue 32, N10).
+reservation, marked estimated, when it may have reached the provider).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ not independent of each other.
   least the Wilson score interval of that rate over the number of tasks (`wilson`): a
   percentile bootstrap of a clean sweep collapses to the point 100 %, which would claim
   certainty from 5 tasks as from 500.
-- Incomplete tasks (`count_incomplete`, issue 25): a task the pair was never compared on (a
+- Incomplete tasks (`count_incomplete`): a task the pair was never compared on (a
   run cut by a ceiling, an infrastructure error, an interruption, a judge failure) is neither
   a win nor a loss; it stays in the denominator as an *unknown* outcome: over the P planned
   tasks, C of them compared, the interval becomes ``[low C / P, (high C + P - C) / P]`` (every

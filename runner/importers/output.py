@@ -19,7 +19,7 @@ Invariants: a trace's ``workflow.content`` is byte for byte one of the workflow 
 (its hash is that file's sha256); an existing non-empty folder is refused unless ``force``;
 nothing is written before every run has been built (bad input leaves no half import).
 
-Reproduce against what was written (issue 12). Each trace must replay against its own
+Reproduce against what was written. Each trace must replay against its own
 workflow, so the workflow says what the source did:
 
 - tools: a run's model requests list its *offered* tools (the run's own ``tools``, else every

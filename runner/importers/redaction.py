@@ -1,4 +1,4 @@
-"""Redact an import before it is written: every trace line and every task (issue 18).
+"""Redact an import before it is written: every trace line and every task.
 
 One `runner.trace.redact.Redactor` (one key, never stored) covers the whole import, so a
 secret has the same placeholder in a run's trace and in the task built from it (a task's

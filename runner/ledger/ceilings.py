@@ -19,7 +19,7 @@ Invariants:
 - Reservations are keyed: retrying a reservation with the same key returns the first one and
   charges nothing more.
 
-Waiting, not stopping (issue 25): a reservation that does not fit *now* may fit once the
+Waiting, not stopping: a reservation that does not fit *now* may fit once the
 reservations outstanding settle, since each settles at or below its estimate. `reserve_when_fits`
 waits for a settle or a release while that is possible, and raises only when the reservation
 could not fit even if every outstanding one settled at its *floor* (a run's ``runs=1`` is never

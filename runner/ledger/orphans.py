@@ -34,7 +34,7 @@ def settle_dead_run(db: Database, now: float, key: str, sandbox_s: float) -> boo
     The charge keeps its other estimates (a run reserves ``runs=1`` and sandbox seconds only)
     and gets ``sandbox_s`` as its actual sandbox seconds, at most its reservation: a sandbox
     whose host died runs on until its own lifetime cap, past the deadline the host would have
-    killed it at, and the ceiling must hold all the same (issue 25: a SIGKILL of the host, then
+    killed it at, and the ceiling must hold all the same (a SIGKILL of the host, then
     ``--resume``). The run row, if still ``running``, becomes ``interrupted`` with the measured
     seconds (the truth is kept there). Model calls of the run are left open.
 

@@ -125,7 +125,7 @@ def settle(
     """Replace the estimate of ``key`` by ``actual``; a settled charge keeps its first actual.
 
     ``estimated`` marks an actual that is the reservation, not a measurement (a model call that
-    may have reached its provider and was never answered: issue 32 N10).
+    may have reached its provider and was never answered).
 
     Raises:
         KeyError: no reservation with this key.

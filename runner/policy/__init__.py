@@ -1,15 +1,14 @@
-"""Policy files: models, loader, the decisions they make about tools, and the eligibility gate.
+"""Policy files: models, loader and the decisions they make about tools and calls.
 
 Public surface: `load_policy`, `Policy`, `PolicySpec` and its parts (`ArgRule`: argument
 rules, docs/policy-format.md), `decide` (a tool) and `decide_call` (a call: the tool, then the
-argument rules with the sandbox's evaluator), `diff_policies` (``policy diff``); the load-time
-gate that ``check``, ``submit`` and ``run`` pass (`check_eligibility`; ``run`` and ``submit``
-admit through `runner.episode.toolmanifest.admission`, which also describes the tools in a sandbox).
+argument rules with the sandbox's evaluator), `diff_policies` (``policy diff``). The load-time
+gate that applies a policy to workflows is `runner.admission`'s.
 
 May import: `runner.domain`, `runner.tracetools` (``policy diff`` reads traces),
 `runner.resources`, `runner.wire.argrules` (the call-time evaluator, shared with the sandbox),
-`runner.sdk`, `runner.errors` and pydantic / PyYAML; never a backend, the ledger or anything
-above (the gate starts no sandbox).
+`runner.ledger` (pricing reads earlier runs), `runner.sdk`, `runner.errors` and pydantic /
+PyYAML; never a provider, a backend or anything above.
 """
 
 from typing import TYPE_CHECKING
@@ -21,10 +20,9 @@ from runner.lazyexports import lazy_exports
 if TYPE_CHECKING:  # the same names, for mypy and import-linter
     from runner.policy.calldecision import CallVerdict, decide_call
     from runner.policy.decisions import decide, disposition_for
-    from runner.policy.eligibility import EligibilityReport, check_eligibility
+    from runner.policy.diff import PolicyDiff, diff_policies
     from runner.policy.loader import Policy, find_policy, load_policy, policy_from_spec
     from runner.policy.models import Ceiling, Ceilings, Limits, PolicySpec, Price, ToolOverrides
-    from runner.policy.replay import PolicyDiff, diff_policies
     from runner.policy.rules import ArgRule
 
 __all__ = [
@@ -32,14 +30,12 @@ __all__ = [
     "CallVerdict",
     "Ceiling",
     "Ceilings",
-    "EligibilityReport",
     "Limits",
     "Policy",
     "PolicyDiff",
     "PolicySpec",
     "Price",
     "ToolOverrides",
-    "check_eligibility",
     "decide",
     "decide_call",
     "diff_policies",
@@ -56,17 +52,15 @@ __getattr__, __dir__ = lazy_exports(
         "CallVerdict": "runner.policy.calldecision",
         "Ceiling": "runner.policy.models",
         "Ceilings": "runner.policy.models",
-        "EligibilityReport": "runner.policy.eligibility",
         "Limits": "runner.policy.models",
         "Policy": "runner.policy.loader",
-        "PolicyDiff": "runner.policy.replay",
+        "PolicyDiff": "runner.policy.diff",
         "PolicySpec": "runner.policy.models",
         "Price": "runner.policy.models",
         "ToolOverrides": "runner.policy.models",
-        "check_eligibility": "runner.policy.eligibility",
         "decide": "runner.policy.decisions",
         "decide_call": "runner.policy.calldecision",
-        "diff_policies": "runner.policy.replay",
+        "diff_policies": "runner.policy.diff",
         "disposition_for": "runner.policy.decisions",
         "find_policy": "runner.policy.loader",
         "load_policy": "runner.policy.loader",

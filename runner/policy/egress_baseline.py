@@ -1,4 +1,4 @@
-"""The egress baseline: the outbound destinations a workflow is known to try (issue 19).
+"""The egress baseline: the outbound destinations a workflow is known to try.
 
 A gate that fails when an episode *tries* a destination it never tried before, even when the
 episode copes with the refusal (the sandbox has no network, so every attempt fails; the attempt

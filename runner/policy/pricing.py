@@ -1,4 +1,4 @@
-"""A price for every model before anything runs (issue 25).
+"""A price for every model before anything runs.
 
 Which models a workflow calls, and the plan-time refusal of one the price table lacks while a
 USD ceiling is set.
@@ -30,12 +30,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.policy.loader import Policy, policy_from_spec
 from runner.policy.models import Price
+
+if TYPE_CHECKING:
+    from runner.domain.workflow import WorkflowFile
 
 log = get_logger(__name__)
 
@@ -150,7 +153,7 @@ def _asked(model: Any) -> str | None:
 
 
 def models_of(
-    workflow: Any, recorded: Callable[[Any], Recorded | None] = lambda _: None
+    workflow: WorkflowFile, recorded: Callable[[Any], Recorded | None] = lambda _: None
 ) -> list[ModelUse]:
     """The models each model-calling step of ``workflow`` calls (module docstring).
 

@@ -10,7 +10,8 @@ through ``httpcall``: the endpoint, its key and client, one POST), ``GatewayRout
 reserve and settle each call under the ``replay`` ceiling). `provider_for` (``factory``) builds
 one from a ``model`` block, `provider_for_workflow` (``workflows``) the one of a workflow.
 
-May import: `runner.ledger` (prices, ceilings), `runner.settings`, `runner.sdk`,
+May import: `runner.ledger` (prices, ceilings), `runner.domain` (a workflow's model blocks),
+`runner.settings`, `runner.sdk`,
 `runner.trace`, `runner.errors` and third-party libraries (httpx, tenacity, structlog); never
 the episode, submit, reproduce or cli packages.
 """
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # the same names, for mypy and import-linter
     from runner.providers.metered import CEILING_ERROR_CLASS, MeteredProvider, StopSignal
     from runner.providers.openai import OpenAIProvider
     from runner.providers.replay import ReplayProvider
-    from runner.providers.scripted import ScriptedProvider, load_function
+    from runner.providers.scripted import ScriptedProvider
     from runner.providers.workflows import provider_for_workflow
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
     "ReplayProvider",
     "ScriptedProvider",
     "StopSignal",
-    "load_function",
     "provider_for",
     "provider_for_workflow",
     "response_from_body",
@@ -59,7 +59,6 @@ __getattr__, __dir__ = lazy_exports(
         "ReplayProvider": "runner.providers.replay",
         "ScriptedProvider": "runner.providers.scripted",
         "StopSignal": "runner.providers.metered",
-        "load_function": "runner.providers.scripted",
         "provider_for": "runner.providers.factory",
         "provider_for_workflow": "runner.providers.workflows",
         "response_from_body": "runner.providers.base",

@@ -6,7 +6,7 @@ three APIs let a request do much more than ask a model for text: run *provider-s
 search, computer use, image generation), have the provider *fetch URLs* (image, audio, file
 and document parts), and read *stored state* (``previous_response_id``, ``conversation``, a
 stored ``prompt``, file ids, item references, a code-execution ``container``). Each of those
-reaches the network or bills input that the request's bytes do not bound (issue 32, N02 and
+reaches the network or bills input that the request's bytes do not bound (N02 and
 N03), outside the effect classes and unseen by the outbound-destination log. So a request is
 forwarded only when every field is on this list of fields the project decided are *inert*:
 messages of text (and the model's own tool calls, tool results and reasoning passed back),
@@ -39,7 +39,7 @@ What is refused, by kind (`NotInert.kind`):
 - ``unknown``: any field, item or block type not listed.
 
 Nothing here opens a refused field: no policy entry allows one yet (a later one would have to
-show its destinations in the plan, the report and the egress gate, issue 32).
+show its destinations in the plan, the report and the egress gate).
 
 Where the check runs: on the host, in `runner.episode.gatewayhost.parse_request`, before a
 request becomes an `runner.providers.apis.ApiCall` -- where the key is. A check in the

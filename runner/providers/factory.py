@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
 from runner.providers.anthropic import AnthropicProvider
@@ -18,13 +18,16 @@ from runner.providers.openai import OpenAIProvider
 from runner.providers.replay import ReplayProvider
 from runner.providers.scripted import ScriptedProvider
 
+if TYPE_CHECKING:
+    from runner.settings import Settings
+
 
 def provider_for(
     model_spec: Mapping[str, Any] | None,
     *,
     search_paths: Sequence[Path] = (),
     recorded_calls: Sequence[Mapping[str, Any]] | None = None,
-    settings: Any = None,
+    settings: Settings | None = None,
 ) -> ModelProvider | None:
     """Return the provider a workflow's ``model`` block asks for (None when the workflow has none).
 

@@ -1,7 +1,7 @@
 """Routing of a program step's gateway requests to the host's providers.
 
 `GatewayRouter` is the provider of a workflow with program steps (`provider_for_workflow`).
-Routing, so that two implementations agree (issue 13):
+Routing, so that two implementations agree:
 
 - the model spec of a request is its program step's ``model``, else the workflow's; none at
   all: the request is answered with an error (a program with no model configured makes no
@@ -12,7 +12,7 @@ Routing, so that two implementations agree (issue 13):
   (Chat Completions, Responses) go to the ``openai`` provider, Messages to ``anthropic``,
   each built from the host settings on first use (endpoint and key stay on the host); only
   the APIs the spec declares get here (``apis``, default the provider's own: the host
-  refuses the others before routing, `runner.episode.gatewayhost`, issue 32 N12), so a step
+  refuses the others before routing, `runner.episode.gatewayhost`), so a step
   uses the other family's key only when its workflow says so;
 - the request's ``model`` is forwarded unless the spec's ``name`` overrides it, for requests
   of the spec's own family (``scripted``: every request) — `model_override`; the trace keeps
@@ -25,11 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.providers.apis import ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse, error_response
 from runner.providers.factory import provider_for
+
+if TYPE_CHECKING:
+    from runner.settings import Settings
 
 __all__ = ["GatewayRouter", "model_override"]
 
@@ -71,7 +74,7 @@ class GatewayRouter:
         default_spec: Mapping[str, Any] | None,
         step_specs: Mapping[str, Mapping[str, Any] | None],
         search_paths: Sequence[Path],
-        settings: Any,
+        settings: Settings | None,
     ) -> None:
         self.default = default
         self.default_spec = dict(default_spec) if default_spec else None
@@ -81,7 +84,9 @@ class GatewayRouter:
         self._built: dict[tuple[str, str], ModelProvider] = {}
 
     @classmethod
-    def for_workflow(cls, spec: Any, search_paths: Sequence[Path], settings: Any) -> GatewayRouter:
+    def for_workflow(
+        cls, spec: Any, search_paths: Sequence[Path], settings: Settings | None
+    ) -> GatewayRouter:
         """The router of a validated `runner.domain.workflow.Workflow`.
 
         Every scripted function the workflow names is resolved now, so that a bad reference

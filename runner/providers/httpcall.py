@@ -9,7 +9,7 @@ before the request left, HTTP 408, 409, 429 and 5xx) are retried (tenacity,
 exponential backoff), at most
 ``attempts`` tries, each logged; a POST that may have reached the server (a read timeout, a
 connection lost mid-answer) is not retried: its answer says ``maybe_billed`` and the metered
-provider charges it at its reservation (issue 32, N10).
+provider charges it at its reservation.
 
 The ``openai`` and ``anthropic`` providers take their endpoint the same way (`endpoint`): the
 host settings' ``{vendor}_base_url`` / ``{vendor}_api_key``, else the host environment's
@@ -17,7 +17,7 @@ host settings' ``{vendor}_base_url`` / ``{vendor}_api_key``, else the host envir
 stays on the host: it is a header of `client`, never part of a request a sandbox sees. The
 client ignores the proxy variables of the environment (``trust_env=False``).
 
-What a failure tells the sandbox (issue 32, N09): an error message names the provider
+What a failure tells the sandbox: an error message names the provider
 (``openai``), never its URL (a base URL may carry credentials, ``https://user:pass@host``); a
 provider's error body (HTTP 4xx/5xx: a 401 may echo the key) is redacted as recorded bodies
 are (`runner.trace.redact`: the built-in detectors, plus the endpoint's own key and URL
@@ -183,7 +183,7 @@ def post_api(
     forwarded = dict(call.body)
     try:
         status, raw, content_type = retryer(once)
-    except retries.MaybeBilled as exc:  # issue 32 N10: charged at its reservation, not retried
+    except retries.MaybeBilled as exc:  # charged at its reservation, not retried
         log.warning("model_api_maybe_billed", provider=who, error=str(exc))
         return error_response(
             "ProviderUnavailable",

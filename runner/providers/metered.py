@@ -6,14 +6,14 @@ job's `CeilingGuard`; after the answer it settles the actual tokens and USD (USD
 policy's price table, model id from the response).
 
 When the reservation does not fit *now* because other calls' reservations are open, the call
-waits for them to settle (`CeilingGuard.reserve_when_fits`; issue 25: the job used to stop at
+waits for them to settle (`CeilingGuard.reserve_when_fits`; the job used to stop at
 the first such call). When it could not fit even once they settled, the call is refused (an
 error turn of class ``CeilingReached``: the runtime raises it in the agent step, the run ends
 ``ceiling_reached``), and the job stops only when the smallest call the job reserved could not
 fit either: then the shared `StopSignal` is set, so that no new run starts and every further
 call of every run is refused too.
 
-What one call may be is bounded before it is estimated (issue 32, N05): ``n`` at most
+What one call may be is bounded before it is estimated: ``n`` at most
 `MAX_CHOICES`, the forwarded body at most `MAX_CALL_REQUEST_BYTES`, and a reservation at most
 the whole ceiling. A call past these, or naming a model the price table lacks while the USD
 ceiling is bounded (the plan refuses undeclared unpriced models before anything runs:
@@ -22,7 +22,7 @@ ceiling is bounded (the plan refuses undeclared unpriced models before anything 
 
 A call that may have reached the provider but was never answered (a read timeout, a connection
 lost after the request went out: the provider says so with ``maybe_billed``) is charged at its
-reservation and marked ``estimated`` (issue 32, N10): the providers do not retry such a call
+reservation and marked ``estimated``: the providers do not retry such a call
 (`runner.providers.httpcall`), so it is charged once, for its one try.
 
 A model call reserves tokens and USD only, never a run: a run reserved its ``runs=1`` (and its
@@ -79,7 +79,7 @@ MODEL_UNPRICED_CLASS = "ModelNotPriced"
 MAX_CHOICES = 128
 # A forwarded body at most: about a 1,000,000-token context (the largest of the price table's
 # models, GPT-4.1) at 4 bytes a token; an 8 MB body reserved 8 M prompt tokens and stopped a
-# job (issue 32, N05).
+# job.
 MAX_CALL_REQUEST_BYTES = 4 * 1024 * 1024
 
 

@@ -185,7 +185,7 @@ class OpenAIProvider:
         retryer = provider_retrying(_Transient, self.attempts, event="openai_call_retry")
         try:
             response = retryer(self._post, payload)
-        except retries.MaybeBilled as exc:  # issue 32 N10: charged at its reservation
+        except retries.MaybeBilled as exc:  # charged at its reservation
             log.warning("openai_call_maybe_billed", role=role, error=str(exc))
             return error_response(
                 "ProviderUnavailable",

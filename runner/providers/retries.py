@@ -5,7 +5,7 @@
 ``Retry-After`` (or ``retry-after-ms``) is honoured, anything else backs off exponentially.
 Only failures known not to have been billed are tried again: an HTTP answer of a transient
 status, or a transport failure before the request left (`may_have_reached`); a POST that may
-have reached the provider (a read timeout) is never retried (`MaybeBilled`, issue 32 N10: it
+have reached the provider (a read timeout) is never retried (`MaybeBilled`: it
 was retried four times, each billed by the provider, and charged 0).
 The sleep is `retry_sleep`: inside a `runner.providers.ratelimit.RateLimitedProvider` call a
 429's wait pauses the model in the shared limiter (every sandbox waits, not only the one told)
@@ -49,7 +49,7 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.
 
 
 class MaybeBilled(Exception):
-    """A POST failed after it may have reached the provider: never retried (issue 32, N10)."""
+    """A POST failed after it may have reached the provider: never retried."""
 
 
 def may_have_reached(exc: Exception) -> bool:

@@ -1,22 +1,17 @@
 """The scripted provider: the user's deterministic ``module:function`` run on the host.
 
-`load_function` is the one host-side importer of a user's ``module:function`` reference (the
-scripted model and the ``module:function`` judges of `runner.grading`); the sandbox side has its
-own, standard-library copy for program steps (`runner.runtime.steps.program`), as it may import
-nothing of the host.
+The function is imported by `runner.domain.userfunction.load_function`, the one host-side
+importer of a user's ``module:function`` reference.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.errors import InputError
+from runner.domain.userfunction import load_function
 from runner.hostlog import get_logger
 from runner.providers.apis import ApiCall
 from runner.providers.base import (
@@ -27,53 +22,6 @@ from runner.providers.base import (
 )
 
 log = get_logger(__name__)
-
-
-@contextmanager
-def _import_path(paths: Sequence[Path]) -> Iterator[None]:
-    added = [str(p) for p in paths if str(p) not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for entry in added:
-            if entry in sys.path:
-                sys.path.remove(entry)
-
-
-def load_function(
-    ref: str, search_paths: Sequence[Path] = (), *, field: str = "model.function"
-) -> Callable[..., Any]:
-    """Import ``module:func`` (``func`` may be dotted) with ``search_paths`` first on sys.path.
-
-    Args:
-        ref: ``package.module:function``.
-        search_paths: folders put first on the import path while importing.
-        field: the field an error names (``model.function``; ``judge`` for a judge).
-
-    Raises:
-        InputError: a malformed reference, a module that does not import, or a missing or
-            non-callable attribute (the ``field`` named).
-
-    """
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise InputError(f"{ref!r} is not 'module:function'", field=field)
-    try:
-        with _import_path(search_paths):
-            target: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise InputError(
-            f"cannot import {module_name!r}: {exc.__class__.__name__}: {exc}",
-            field=field,
-        ) from None
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise InputError(f"{ref!r}: no attribute {part!r}", field=field)
-    if not callable(target):
-        raise InputError(f"{ref!r}: {module_name!r} has no callable {attr!r}", field=field)
-    return target  # type: ignore[no-any-return]
 
 
 class ScriptedProvider:

@@ -7,16 +7,18 @@ their own ``model``); any other its ``model`` block's provider (`runner.provider
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runner.errors import InputError
 
 if TYPE_CHECKING:
+    from runner.domain.workflow import WorkflowFile
     from runner.providers.base import ModelProvider
+    from runner.settings import Settings
 
 
 def provider_for_workflow(
-    workflow: Any, *, cwd: Path, settings: Any = None
+    workflow: WorkflowFile, *, cwd: Path, settings: Settings | None = None
 ) -> ModelProvider | None:
     """The provider of a loaded workflow's ``model`` block (None when it has none).
 
@@ -46,7 +48,7 @@ def provider_for_workflow(
     return provider_for(spec, search_paths=search_paths, settings=settings)
 
 
-def check_provider(workflow: Any, *, cwd: Path, settings: Any = None) -> None:
+def check_provider(workflow: WorkflowFile, *, cwd: Path, settings: Settings | None = None) -> None:
     """Build a loaded workflow's model provider once and close it (``check`` and ``submit``).
 
     One gate for both commands, so that ``check`` never calls eligible what ``submit`` refuses.
@@ -75,7 +77,7 @@ def check_provider(workflow: Any, *, cwd: Path, settings: Any = None) -> None:
         close()
 
 
-def located_model_error(workflow: Any, exc: InputError) -> InputError:
+def located_model_error(workflow: WorkflowFile, exc: InputError) -> InputError:
     """``exc`` about a workflow's ``model`` block, with the workflow file and line named."""
     field = str(exc.fields.get("field") or "model")
     message = exc.message.removeprefix(f"{field}: ")

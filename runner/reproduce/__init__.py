@@ -6,7 +6,7 @@ workflow under the ``reproduce`` policy and builds the `ReproduceReport`; ``diff
 replayed run with the recording (first difference, verdict, environment diff); ``packet``
 writes a reviewer packet.
 
-May import: `runner.episode` and everything below it; never submit, importers or cli.
+May import: `runner.admission` and everything below it; never submit, runs, importers or cli.
 """
 
 from runner.reproduce.diff import first_difference, verdict

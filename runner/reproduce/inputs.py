@@ -12,7 +12,7 @@
   resolve from their real folder. None when there is no such file: the caller then writes the
   trace's own copy of the workflow to a scratch folder;
 - `tool_folder` is the one folder a trace's tool entries then resolve in: never the current
-  directory as such, never the installed packages (issue 10, item 12).
+  directory as such, never the installed packages (item 12).
 """
 
 from __future__ import annotations
@@ -259,7 +259,7 @@ def _hashes(path: Path) -> set[str]:
 
     `runner.trace.format.text_hash` (line endings made LF: a CRLF checkout matches a trace
     recorded on Linux), and the sha256 of the exact bytes that traces recorded from a CRLF
-    file before issue 29 carry.
+    file before line endings were normalised carry.
     """
     try:  # a FIFO or a huge file beside the trace is no candidate (and no hang)
         data = read_input(path, "workflow")
@@ -318,7 +318,7 @@ def tool_folder(workflow_file: Path | None, trace: Path, *, packet: bool = False
         The found file's folder (it holds exactly the trace's workflow, so its entries
         resolve beside it), else the trace's folder (a packet's ``workflow/`` folder when it
         has one): never the current directory as such, never the installed packages
-        (`runner.domain.toollocate.locate_tools`). The user's own ``--workflow`` is
+        (`runner.tools.locate.locate_tools`). The user's own ``--workflow`` is
         not a trace's: callers resolve it as ``check`` does.
     """
     if workflow_file is not None:

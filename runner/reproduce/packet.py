@@ -29,15 +29,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.admission.describe import sandbox_registry
 from runner.domain.ids import path_under
-from runner.domain.mcptools import McpEntry, server_files
-from runner.domain.toolsource import manifest_path
+from runner.domain.mcpentry import McpEntry
 from runner.domain.workflow import load_workflow
-from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.policy import load_policy
 from runner.reproduce.inputs import recorded_workflow_file, tool_folder
+from runner.tools.mcp import server_files
+from runner.tools.source import manifest_path
 from runner.trace import strictjson
 from runner.trace.redact import Redactor
 from runner.trace.writer import dumps_line
@@ -45,6 +46,8 @@ from runner.tracetools.lint import load_well_formed_trace
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
+    from runner.domain.registry import Registry
+    from runner.domain.workflow import WorkflowFile
     from runner.settings import Settings
 
 README = """# Reviewer packet: {run_id}
@@ -75,7 +78,7 @@ def _source(root: Path, relative: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def _module_files(registry: Any, workflow: Any) -> dict[str, Path]:
+def _module_files(registry: Registry, workflow: WorkflowFile) -> dict[str, Path]:
     """``{packet path under workflow/: host file}`` of the code the workflow needs.
 
     Every path is built with `runner.domain.ids.path_under` from a module name, a ``tools``
@@ -173,7 +176,7 @@ def build_packet(
     """Write the reviewer packet of one trace, its secrets redacted.
 
     The filtered manifest comes from a registry described inside a sandbox, exactly as
-    ``reproduce`` builds it (`runner.episode.toolmanifest.sandbox_registry`): the trace
+    ``reproduce`` builds it (`runner.admission.sandbox_registry`): the trace
     folder's tool modules are never imported on the host, and its tool entries resolve only
     in the workflow file's folder (`runner.reproduce.inputs.tool_folder`).
 

@@ -4,19 +4,22 @@
 and the environment diff (`runner.reproduce.envdiff`) say: the outcome and its exit code
 (`EXIT_OF`), the first difference with the two calls at its index (bodies capped at
 `CALL_CHARS`), the outbound destinations, and both runs' outcomes. The same object is the
-``--json`` output and a JUnit test case (`runner.cli.commands.reproduce`).
+``--json`` output, a JUnit test case and the HTML page's data (`runner.cli.render`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.episode.request import EpisodeResult
 from runner.errors import EXIT_INFRA, EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED
 from runner.reproduce.diff import apply_source_verdict, outcome_of, verdict
 from runner.reproduce.envdiff import environment_diff, tool_imports
 from runner.tracetools.reader import Trace, read_trace
+
+if TYPE_CHECKING:
+    from runner.domain.registry import Registry
 
 __all__ = ["CALL_CHARS", "EXIT_OF", "ReproduceReport", "compare", "recorded_outcome"]
 
@@ -29,14 +32,14 @@ EXIT_OF = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReproduceReport:
     """The verdict on one trace (also the ``--json`` object and the JUnit test case).
 
     Attributes:
         input: the argument as given (trace file or packet).
         outcome: ``reproduced``, ``not_reproduced``, ``refused``, ``invalid``, ``infra_error``.
-        exit_code: the outcome's exit code (`EXIT_OF`).
+        exit_code: the outcome's exit code (`EXIT_OF`), derived, never given.
         reason: one line saying why.
         first_difference: not_reproduced: the first unrecorded or differing call ``{index,
             tool, args?, kind, message, summary}``; else None.
@@ -57,7 +60,7 @@ class ReproduceReport:
     input: str
     outcome: str
     reason: str
-    exit_code: int = 0
+    exit_code: int = field(init=False)
     first_difference: dict[str, Any] | None = None
     outbound: list[dict[str, Any]] = field(default_factory=list)
     outbound_dropped: int = 0
@@ -71,10 +74,10 @@ class ReproduceReport:
     difference_calls: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        self.exit_code = EXIT_OF[self.outcome]
+        object.__setattr__(self, "exit_code", EXIT_OF[self.outcome])  # frozen: set once
 
-    def to_dict(self) -> dict[str, Any]:
-        """The report as a JSON object."""
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object (the ``--json`` output; the HTML page's data)."""
         return asdict(self)
 
 
@@ -100,7 +103,7 @@ def recorded_outcome(trace: Trace) -> dict[str, Any]:
 
 
 def compare(
-    name: str, trace: Trace, registry: Any, result: EpisodeResult, recorded: dict[str, Any]
+    name: str, trace: Trace, registry: Registry, result: EpisodeResult, recorded: dict[str, Any]
 ) -> ReproduceReport:
     """The report on ``trace`` after its replay ended with ``result``.
 

@@ -23,7 +23,7 @@ today's registry or with another schema hash. What ``lint`` merely flags (a mode
 an alias, a body that is not the raw HTTP body) never refuses.
 
 Reproduce never runs the input's code on the host: the registry (tool ids, effect classes,
-schema hashes) is built inside a sandbox (`runner.episode.toolmanifest`), the tool
+schema hashes) is built inside a sandbox (`runner.admission`), the tool
 modules are only located here — in the trace's own folder alone (`reproduce_inputs.
 tool_folder`), never the current directory or the installed packages — and copied into one
 tool snapshot per trace (what the description sandbox and the replay both mount; never the
@@ -39,19 +39,17 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from runner.admission.describe import sandbox_registry
 from runner.domain.ids import path_for_id, timestamped_ids
 from runner.domain.tasks import Task
-from runner.domain.toollocate import locate_tools
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
 from runner.episode.reaping import connect_here
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot.sources import snapshot_for
-from runner.episode.toolmanifest.registry import sandbox_registry
 from runner.errors import InfrastructureError, InputError, ReplayRefused
 from runner.hostlog import get_logger
 from runner.inputfile import open_input
@@ -66,7 +64,15 @@ from runner.reproduce.inputs import (
 )
 from runner.reproduce.report import ReproduceReport, compare, recorded_outcome
 from runner.settings import Settings
+from runner.tools.locate import locate_tools
+from runner.tools.snapshot.sources import snapshot_for
 from runner.tracetools.reader import NO_RESPONSE, Trace, TraceVersionError, read_trace
+
+if TYPE_CHECKING:
+    from runner.domain.registry import Registry
+    from runner.domain.workflow import WorkflowFile
+    from runner.policy.loader import Policy
+    from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 log = get_logger(__name__)
 
@@ -95,7 +101,7 @@ def trace_refusals(trace: Trace) -> list[str]:
     return reasons
 
 
-def refusals(trace: Trace, registry: Any) -> list[str]:
+def refusals(trace: Trace, registry: Registry) -> list[str]:
     """Every reason strict replay of ``trace`` with ``registry`` cannot start (empty: it can).
 
     Args:
@@ -172,7 +178,7 @@ class Reproducer:
             return ReproduceReport(str(path), "invalid", str(exc))
         with tempfile.TemporaryDirectory(prefix="sandbox-replay-reproduce-") as scratch:
             report = self._reproduce(path, Path(scratch))
-        report.trace_sha256 = before
+        report = replace(report, trace_sha256=before)
         after = _sha256(path)
         if after != before:  # pragma: no cover - nothing here writes to it
             raise AssertionError(f"{path} changed during reproduce")
@@ -212,13 +218,13 @@ class Reproducer:
         policy = load_policy(self.policy_name)
         try:
             # One snapshot for the description sandbox and the replay: both see the same code,
-            # copied now; never the trace itself (runner/episode/snapshot/toolsnapshot.py).
+            # copied now; never the trace itself (runner/tools/snapshot/toolsnapshot.py).
             snapshot = snapshot_for(
                 [(workflow, locate_tools(workflow, confined_to=folder))],
                 state_dir=self.settings.state_dir,
                 exclude=[path, trace_path],
             )
-            # Never imported here: the tool code may be a packet's (toolmanifest's docstring).
+            # Never imported here: the tool code may be a packet's (`runner.admission.describe`).
             registry = sandbox_registry(
                 workflow,
                 backend=self.backend,  # made only when a module is to be described
@@ -255,7 +261,7 @@ class Reproducer:
         ``--workflow``: the user's own file, resolved as ``check`` does (folder None). Else the
         trace's workflow: a file with its hash (its folder), or the trace's own copy written
         in ``scratch`` (the trace's folder; a packet's ``workflow/`` folder): never the
-        current directory, never the installed packages (`runner.domain.toollocate.
+        current directory, never the installed packages (`runner.tools.locate.
         locate_tools`).
         """
         if self.workflow is not None:
@@ -290,11 +296,11 @@ class Reproducer:
         self,
         name: str,
         trace: Trace,
-        workflow: Any,
-        registry: Any,
+        workflow: WorkflowFile,
+        registry: Registry,
         recorded: dict[str, Any],
-        policy: Any,
-        snapshot: Any,
+        policy: Policy,
+        snapshot: ToolSnapshot,
     ) -> ReproduceReport:
         run = trace.run
         calls = [c.to_json() for c in trace.calls]

@@ -3,7 +3,7 @@
 ``tarfile.getmembers()`` decompresses every member's data to skip it, reads each GNU long-name
 and pax header's payload whole into memory and keeps one ``TarInfo`` per header, so limits
 checked on its result come too late: a packet of a few hundred KiB could cost minutes of CPU
-or hundreds of MiB (measured by attack3: a 2 MB packet holding a 2 GiB member ran 87 s; 300 000
+or hundreds of MiB (measured: a 2 MB packet holding a 2 GiB member ran 87 s; 300 000
 empty headers in 670 KB ran 128 s and held 114 MB; a 200 MiB long name peaked at 420 MB).
 
 `scan_headers` walks the decompressed stream header by header (512-byte blocks, ustar/GNU/pax

@@ -2,7 +2,7 @@
 
 Started as ``python3 -u -m runner.runtime`` (the sandbox's PID 1); its run (the run spec and the
 manifest) arrives in the host's ``start`` message, so a sandbox can be started before its run is
-known (a warm pool, issue 16). Tool code and program steps never run in
+known (a warm pool). Tool code and program steps never run in
 this process: they run in its worker (``worker/``), which holds no descriptor of the channel.
 
 Module map (imports flow downwards; nothing here imports the host side):

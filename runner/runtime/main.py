@@ -11,7 +11,7 @@ isolates the channel first, then calls `serve`. Sequence:
    witness's bootstrap (the worker has imported everything by then);
 2. send ``hello`` ``{protocol, python, pid, platform, packages}``: the sandbox is ready, so a
    warm pool's sandbox (`runner.backends.docker.pool`, warm at its ``hello``) runs its first
-   tool call without waiting for its worker (issue 16); then the ``coverage`` notes of step 1
+   tool call without waiting for its worker; then the ``coverage`` notes of step 1
    (without a writable ``TMPDIR``: children cannot report; a clock that could not be patched);
    then wait for ``start`` (``shutdown`` or EOF on stdin end the process at once, at any time);
 3. take the run spec and the manifest from ``start`` (`check_run_spec`, `check_manifest`:

@@ -1,7 +1,7 @@
 """Runtime mode ``manifest``: import the tool modules here, in the sandbox, and describe them.
 
 Standard library only, Python 3.9+. The host must not import tool code it got from a reviewer
-packet or a trace (`runner.episode.toolmanifest`): it asks a sandbox instead. ``run.json``
+packet or a trace (`runner.admission`): it asks a sandbox instead. ``run.json``
 has ``mode: "manifest"``, ``tool_paths`` (put first on ``sys.path``) and ``modules`` (in the
 order of the workflow's ``tools`` entries; a name may repeat). After ``start`` the runtime
 imports each module (inside ``runner.sdk.replay_context`` with no tool allowed: importing runs

@@ -1,4 +1,4 @@
-"""Ask an MCP stdio server for its tools, inside the sandbox (issue 19). Standard library only.
+"""Ask an MCP stdio server for its tools, inside the sandbox. Standard library only.
 
 An MCP server named by a workflow (``tools: [{mcp: {command: [...]}}]``) is the challenger's
 code: only a sandbox runs it. In mode ``manifest`` (`runner.runtime.manifest`) the runtime
@@ -6,7 +6,7 @@ starts each server with its command, in its folder's copy, and speaks the MCP st
 (JSON-RPC 2.0, one message per line; specification 2025-06-18, "Transports", "Lifecycle",
 "Tools"): ``initialize``, the ``notifications/initialized`` notification, then ``tools/list``
 until no ``nextCursor`` is left. The server's tools are returned as they came (the host checks
-every field, `runner.domain.mcptools`); ``tools/call`` is never sent: MCP tools are served from
+every field, `runner.tools.mcp`); ``tools/call`` is never sent: MCP tools are served from
 recordings.
 
 Bounds: a line at most `MAX_LINE_BYTES`, all pages together at most `MAX_TOOLS` tools and

@@ -189,7 +189,7 @@ def arm_cap(
 ) -> LifetimeTimer:
     """Start the hard cap: at ``seconds`` from now kill every other process, exit `EXIT_CAP`.
 
-    A pooled sandbox (issue 16) is armed with its idle cap (`ENV_IDLE_CAP`) at start, and the
+    A pooled sandbox is armed with its idle cap (`ENV_IDLE_CAP`) at start, and the
     runtime rearms it with the run's cap (`ENV_HARD_CAP`) when ``start`` assigns the run: a
     sandbox never assigned ends by itself at its idle cap; an assigned one lives at most the
     run's cap from its assignment.
@@ -216,7 +216,7 @@ class Reaper:
     until a child exits, and polls every `REAP_INTERVAL_S` only while there is no child at all;
     otherwise it polls (``WNOHANG``) every `REAP_INTERVAL_S`, and `stop` ends it (tests: a
     blocked ``waitpid`` could not be stopped, and would take other children's statuses). A
-    sandbox waiting for its run made ten polls a second (~2.7 ms of CPU per second, issue 16).
+    sandbox waiting for its run made ten polls a second (~2.7 ms of CPU per second).
     A watched pid's exit (the worker's) is kept for `wait`. Nothing else in this process may
     wait for its own children (a ``Popen.wait`` would race the reaper): the runtime starts no
     process other than the worker.

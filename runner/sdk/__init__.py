@@ -25,7 +25,7 @@ None, list[...], dict[str, ...], Optional and Union of these, Literal and TypedD
 is a `ToolDefinitionError` at decoration time naming the function and the parameter.
 
 Schema hash: sha256 (hex) over the canonical JSON (sorted keys, no whitespace, UTF-8) of the
-argument schema only, never the description (issue 3).
+argument schema only, never the description.
 
 This module is the public surface: schema derivation lives in `runner.sdk.toolschema`, the
 recording HTTP helper (`http_request`) in `runner.sdk.httpio`, record mode in `runner.sdk.recorder`.
@@ -158,7 +158,7 @@ class ToolDef:
 
         Returns:
             ``{id, effect, description, schema, schema_hash, module, qualname}`` (the registry
-            manifest format of issue 3; the registry adds ``disposition``).
+            manifest format; the registry adds ``disposition``).
 
         """
         return {

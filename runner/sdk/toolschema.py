@@ -8,7 +8,7 @@ None, List[...], Dict[str, ...], Optional and Union of these, Literal and TypedD
 is a `ToolDefinitionError` at decoration time naming the function and the parameter.
 
 Schema hash: sha256 (hex) over the canonical JSON (sorted keys, no whitespace, UTF-8) of the
-argument schema only, never the description (issue 3).
+argument schema only, never the description.
 """
 
 import hashlib

@@ -4,10 +4,11 @@
 ``scheduler`` (concurrency, stop signal, leftovers) runs ``pairs`` (one metered episode per
 (variant, task)) → ``report`` (grading hand-off to `runner.grading`, ``report.json``); ``job``
 ties them together (`prepare`, `execute`, resume). Rendering of the report is the CLI's
-(`runner.cli.report_render`).
+(`runner.cli.render.report`).
 
-May import: `runner.episode` and everything below it (providers, backends, ledger, grading,
-policy, domain, tracetools, settings, sdk, trace, errors); never reproduce, importers or cli.
+May import: `runner.admission`, `runner.episode`, `runner.tools` and everything below them
+(providers, backends, ledger, grading, policy, domain, tracetools, settings, sdk, trace,
+errors); never reproduce, runs, importers or cli.
 """
 
 from runner.submit.job import SubmitResult, execute, prepare

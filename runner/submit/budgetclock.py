@@ -1,6 +1,6 @@
 """The budget clock: a submission's sandbox-seconds ceiling shared by its running sandboxes.
 
-Before issue 25 every running run held its worst case (its whole timeout plus the host's grace,
+Before this clock every running run held its worst case (its whole timeout plus the host's grace,
 375.7 sandbox-seconds under the ``shadow`` policy) until it settled, so a job ran at most
 ceiling ÷ worst case sandboxes at once and stopped as soon as the holds of the running ones
 filled the ceiling: 115.8 of 7,200 sandbox-seconds charged when it said "ceiling reached". Here

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
 from runner.ledger import Ceiling
 from runner.submit.options import DIMENSIONS, CeilingFlags
+
+if TYPE_CHECKING:
+    from runner.policy.loader import Policy
 
 __all__ = ["CeilingInEffect", "ceiling_in_effect", "describe_limits", "figure"]
 
@@ -57,7 +60,7 @@ def describe_limits(limits: Mapping[str, Mapping[str, Any]]) -> str:
     return ", ".join(f"{name} {figure(v['value'])} ({v['source']})" for name, v in limits.items())
 
 
-def ceiling_in_effect(purpose: str, policy: Any, flags: CeilingFlags) -> CeilingInEffect:
+def ceiling_in_effect(purpose: str, policy: Policy, flags: CeilingFlags) -> CeilingInEffect:
     """Merge the policy's ceiling of ``purpose`` with user values (the user's win).
 
     Raises:

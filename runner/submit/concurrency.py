@@ -79,7 +79,7 @@ def admit_concurrency(
             is then unknown).
 
     A sandbox-seconds ceiling is no bound here: the budget clock shares it among the running
-    sandboxes (`runner.submit.budgetclock`; issue 25: it used to cap the runs at once at
+    sandboxes (`runner.submit.budgetclock`; it used to cap the runs at once at
     ceiling ÷ timeout, 19 of 128 asked under ``shadow``).
     """
     raise_nofile()

@@ -3,17 +3,17 @@
 Sequence (`prepare` then `execute`):
 
 1. Load time, before anything starts: the policy, every variant through the eligibility check
-   over its tool modules read from source (`runner.episode.toolmanifest.admission.read_gate`:
+   over its tool modules read from source (`runner.admission.gate.read_gate`:
    nothing of them is imported on the host; any variant it finds ineligible rejects the whole
    submission, exit 3, with no backend call and no ledger row), the tasks, the judge; then the
    `Plan`.
 2. The caller prints the plan; ``--dry-run`` stops there (what the reading could not decide
    is left to step 3).
-3. The tool snapshot (`runner.episode.snapshot`): the variants' declared tool code and
+3. The tool snapshot (`runner.tools.snapshot`): the variants' declared tool code and
    data files, copied once; every run of the job mounts it (``--resume`` mounts the job's own
    again, whatever changed in the source files since). The backend is made and each variant's
    registry is described inside a sandbox from the snapshot, then checked again
-   (`runner.episode.toolmanifest.admission.sandbox_gate`; kept by the snapshot's digest, so a
+   (`runner.admission.gate.sandbox_gate`; kept by the snapshot's digest, so a
    resumed job starts no describing sandbox again): the runs use that registry, and an ineligible
    variant still stops everything before a job exists. The job: a ledger row and
    ``<state_dir>/jobs/<job_id>/`` (`runner.submit.jobfolder`; ``job.json``: the options, the
@@ -39,8 +39,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from runner.admission import gate as admission
+from runner.admission.eligibility import EligibilityReport, WorkflowCheck
 from runner.backends.base import Backend
 from runner.backends.capacity import starts_at_once
 from runner.domain.ids import timestamped_ids
@@ -49,15 +51,11 @@ from runner.episode.limits import check_engine_limits, limits_in_effect
 from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.poolbindings import PoolBindings
 from runner.episode.reaping import ledger_id, settle_reaped
-from runner.episode.snapshot.sources import project_snapshot
-from runner.episode.snapshot.toolsnapshot import ToolSnapshot
-from runner.episode.toolmanifest import admission
 from runner.errors import InputError
-from runner.grading import make_judge
+from runner.grading import make_judge, parse_judge
 from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger
 from runner.policy import load_policy
-from runner.policy.eligibility import EligibilityReport, WorkflowCheck
 from runner.policy.pricing import check_prices, recorded_models, with_prices
 from runner.settings import Settings
 from runner.submit.budgetclock import BudgetClock
@@ -70,12 +68,18 @@ from runner.submit.jobfolder import (
     resumed_snapshot,
     write_job,
 )
+from runner.submit.jobreport import JobReport
 from runner.submit.options import SubmitOptions, grading_seed
 from runner.submit.pairs import PairRunner
 from runner.submit.plan import Plan, build_plan
 from runner.submit.report import build_report, grade_job, write_report
 from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.submit.variants import make_variants
+from runner.tools.snapshot.sources import project_snapshot
+from runner.tools.snapshot.toolsnapshot import ToolSnapshot
+
+if TYPE_CHECKING:
+    from runner.backends.base import Backend
 
 log = get_logger(__name__)
 
@@ -88,12 +92,12 @@ class SubmitResult:
 
     Attributes:
         plan: the plan.
-        report: the report (``report.json``'s content), None after ``--dry-run``.
+        report: the report (what ``report.json`` holds), None after ``--dry-run``.
         exit_code: SPEC.md's exit code.
     """
 
     plan: Plan
-    report: dict[str, Any] | None
+    report: JobReport | None
     exit_code: int
 
 
@@ -119,7 +123,7 @@ def prepare(
     ``engine`` (a backend, or None) is asked for its memory, the concurrency's budget
     (`runner.submit.concurrency`); without one the job weighs it when its backend exists.
     ``dry_run``: the plan is all that will happen, so what reading the tools could not decide
-    is refused as ``check`` refuses it (fail closed; issue 32 N12: ``check`` said 3 and
+    is refused as ``check`` refuses it (fail closed: ``check`` said 3 and
     ``--dry-run`` 0 on the same input); a real submission has a sandbox describe them.
 
     Raises:
@@ -148,7 +152,7 @@ def prepare(
         "judge": ceiling_in_effect("judge", policy, options.judge_ceiling),
     }
     recorded = recorded_models(settings.state_dir)
-    # a price for every model before anything runs (issue 25): exit 2, the model named
+    # a price for every model before anything runs: exit 2, the model named
     check_prices(
         policy,
         [(check.path, check.workflow) for check in report.workflows if check.workflow],
@@ -166,8 +170,9 @@ def prepare(
         recorded,
     )
     tasks = _tasks(options.tasks)
-    if options.judge != "rubric" and not options.judge.startswith("model:"):
-        make_judge(options.judge, search_paths=[options.cwd])  # import errors: exit 2, now
+    judge = parse_judge(options.judge)  # an unknown judge: exit 2, now
+    if judge.kind == "function":
+        make_judge(judge, search_paths=[options.cwd])  # import errors: exit 2, now
     # runs wait on models, not CPUs: the bound is memory, pids, threads, fds (backends.capacity);
     # the sandbox-seconds ceiling is shared by the budget clock, not a bound on runs at once
     capacity = admit_concurrency(
@@ -196,11 +201,11 @@ def prepare(
 
 
 def described_plan(
-    plan: Plan, *, backend: Any, settings: Settings, image: str, snapshot: ToolSnapshot
+    plan: Plan, *, backend: Backend, settings: Settings, image: str, snapshot: ToolSnapshot
 ) -> Plan:
     """``submit``'s plan with each variant's registry as a sandbox describes it.
 
-    The registries come from `runner.episode.toolmanifest.admission.sandbox_gate` over the
+    The registries come from `runner.admission.gate.sandbox_gate` over the
     command's tool snapshot.
 
     Raises:
@@ -286,7 +291,7 @@ def execute(
             snapshot=snapshot,
         )
         write_report(folder, report)
-    return SubmitResult(plan, report, int(report["exit_code"]))
+    return SubmitResult(plan, report, report.exit_code)
 
 
 def _run_job(
@@ -300,7 +305,7 @@ def _run_job(
     image: str | None,
     interrupts: Interrupts,
     snapshot: ToolSnapshot,
-) -> dict[str, Any]:
+) -> JobReport:
     """The body of `execute` under its signal handler: run, grade, build the report."""
     # the warm pool (SANDBOX_REPLAY_POOL=0: off; a backend without one returns itself),
     # drained in ``finally`` below
@@ -381,7 +386,7 @@ def _run_job(
                 resumed=resume,
                 waits=runner.waits,
             )
-            ledger.set_job_status(plan.job_id, report["status"])
+            ledger.set_job_status(plan.job_id, report.status)
     finally:
         backend.close()  # kills what still runs, then drains the pool and closes the engine
         if runner is not None:

@@ -15,12 +15,13 @@ from typing import Any
 
 from runner.backends import labels
 from runner.domain.ids import path_for_id
-from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.settings import Settings
+from runner.submit.jobreport import JobReport
 from runner.submit.options import SubmitOptions, read_json_object
 from runner.submit.plan import Plan
+from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 log = get_logger(__name__)
 
@@ -118,3 +119,21 @@ def write_job(
     )
     if not resume:
         _write_json(folder / "plan.json", plan.to_json())
+
+
+def load_report(settings: Settings, job_id: str) -> tuple[JobReport, dict[str, Any]]:
+    """The report of ``job_id`` read back from its ``report.json`` (``report``, ``view``).
+
+    Returns:
+        The report, and the decoded file (for checks of the fields the renderers name by
+        their values: ``plan.backend``).
+
+    Raises:
+        InputError: no job or no report, or a report that is not what ``submit`` writes (file
+            and field named: `JobReport.from_json`).
+    """
+    path = job_dir(settings, job_id) / "report.json"
+    if not path.exists():
+        raise InputError(f"no report for job {job_id!r} (looked for {path})")
+    data = read_json_object(path)
+    return JobReport.from_json(data, file=str(path)), data

@@ -13,13 +13,12 @@ the same.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runner.domain.ids import timestamped_ids
 from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.metered_run import metered_episode
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot.toolsnapshot import ToolSnapshot
 from runner.ledger import Amount, CeilingGuard
 from runner.providers.base import ModelProvider
 from runner.providers.metered import StopSignal
@@ -28,6 +27,10 @@ from runner.providers.workflows import provider_for_workflow
 from runner.settings import Settings
 from runner.submit.budgetclock import BudgetClock
 from runner.submit.plan import Plan
+from runner.tools.snapshot.toolsnapshot import ToolSnapshot
+
+if TYPE_CHECKING:
+    from runner.backends.base import Backend
 
 __all__ = ["PairRunner"]
 
@@ -45,7 +48,7 @@ class PairRunner:
             resolve from the workflow's folder, then from here).
         max_tokens: the completion-token cap of forwarded model calls (None: uncapped).
         snapshot: the submission's tool snapshot, mounted by every run
-            (`runner.episode.snapshot`).
+            (`runner.tools.snapshot`).
         clock: the job's budget clock: each run's budget deadline (None: no deadline).
 
     Raises:
@@ -57,7 +60,7 @@ class PairRunner:
         self,
         plan: Plan,
         settings: Settings,
-        backend: Any,
+        backend: Backend,
         guard: CeilingGuard,
         *,
         image: str,

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.backends.capacity import ConcurrencyBound
 from runner.domain.tasks import Task
 from runner.episode.metered_run import DEFAULT_MAX_TOKENS
 from runner.errors import InputError
+from runner.grading.judges import parse_judge
 from runner.ledger import Amount, RunHistory, price_of
 from runner.submit.ceilings import CeilingInEffect, describe_limits
 from runner.submit.variants import Variant
+
+if TYPE_CHECKING:
+    from runner.policy.loader import Policy
 
 __all__ = ["DEFAULT_MAX_TOKENS", "Plan", "build_plan"]
 
@@ -313,7 +317,7 @@ def _price(prices: Mapping[str, Any], model: str) -> tuple[float, float] | None:
 
 def build_plan(
     job_id: str,
-    policy: Any,
+    policy: Policy,
     variants: Sequence[Variant],
     tasks: Sequence[Task],
     *,
@@ -388,10 +392,11 @@ def build_plan(
     )
     # a model judge ranks every group (task, repeat) twice: in two orders (grading.order)
     groups = len(tasks) * repeats
-    judge_calls = 2 * groups if judge.startswith("model:") and len(variants) >= 2 else 0
+    spec = parse_judge(judge)
+    judge_calls = 2 * groups if spec.asks_a_model and len(variants) >= 2 else 0
     judge_estimate = Amount()
     if judge_calls:
-        model = judge.removeprefix("model:")
+        model = spec.target
         price = _price(prices, model)
         if price is None:
             raise InputError(

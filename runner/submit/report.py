@@ -2,9 +2,9 @@
 
 `grade_job` builds one group per task and repeat from the job's latest episode of each
 (variant, task, repeat) (earlier attempts of a resumed job included) and grades them
-(`runner.grading.grade`); `build_report` assembles ``report.json``;
-`runner.cli.report_render.render_report` prints it as rich tables and `runner.cli.html` writes
-it as one HTML file (rendering lives in the CLI only).
+(`runner.grading.grade`); `build_report` assembles the `JobReport` (``report.json``);
+`runner.cli.render.report.render_report` prints it as rich tables and
+`runner.cli.render.html` writes it as one HTML file (rendering lives in the CLI only).
 
 Report shape (``report.json``, ``--json``)::
 
@@ -13,7 +13,8 @@ Report shape (``report.json``, ``--json``)::
      "limits": {name: {value, source}} (per-run limits in effect: policy, setting or default),
      "ceiling_reached": {purpose, limit, ceiling, used, requested, message} | null,
      "runs_by_status": {status: n},
-     "pairs": [{variant, task_id, repeat, status, attempt, trace}],
+     "pairs": [{variant, task_id, repeat, status, attempt, trace, rate_limit_wait_s?,
+                turn_usd?}] (turn_usd: USD of each model turn as charged),
      "not_run": [{variant, task_id, repeat, reason}],
      "stopped_by_ceiling": [{variant, task_id, repeat}],
      "incomplete": [{variant?, task_id, repeat, status, reason}] (runs cut by a ceiling, an
@@ -24,7 +25,7 @@ Report shape (``report.json``, ``--json``)::
 ``grading.tasks[].ranking[]`` carries each variant's ``score`` and ``grading.tasks[].detail``
 the judge's ``reasons``; ``unrecorded`` counts, per variant, the reads no recording served
 (the task's observations had no answer: the call failed ``UnrecordedCall``). Rendering:
-`runner.cli.report_render`.
+`runner.cli.render.report`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import (
     EXIT_CEILING,
@@ -44,25 +45,29 @@ from runner.errors import (
     InputError,
     worst_exit_code,
 )
-from runner.grading import Group, Result, grade, make_judge
+from runner.grading import Group, Result, grade, make_judge, parse_judge
 from runner.hostlog import get_logger
 from runner.inputfile import open_input
-from runner.ledger import CeilingGuard, Ledger, RunRecord
+from runner.ledger import CeilingGuard, Ledger, Reservation, RunRecord
 from runner.ledger.records import CUT_SHORT_STATUSES, FINISHED_STATUSES
+from runner.providers.factory import provider_for
 from runner.providers.metered import StopSignal
-from runner.providers.openai import OpenAIProvider
 from runner.settings import Settings
+from runner.submit.jobreport import JobReport
 from runner.submit.plan import Plan
 from runner.submit.scheduler import PairOutcome
 from runner.trace.strictjson import loads as strict_loads
 from runner.wire.errors import UnrecordedCall, class_name
+
+if TYPE_CHECKING:
+    from runner.grading.tournament import TournamentReport
 
 log = get_logger(__name__)
 
 __all__ = ["build_report", "grade_job", "latest_runs", "write_report"]
 
 # A run a ceiling cut short (``ceiling_reached``), an infrastructure error (``infra_error``) or
-# an interruption is not graded: it did not lose, it was stopped (issue 25: honest partial
+# an interruption is not graded: it did not lose, it was stopped (honest partial
 # runs). It is listed under ``incomplete`` (and ``stopped_by_ceiling``), its task under
 # ``ungraded`` when fewer than two results remain, and every verdict counts it in its
 # denominator as an unknown outcome (`runner.grading.uncertainty.count_incomplete`). A run cut
@@ -120,11 +125,20 @@ def grade_job(
     Raises:
         InputError: the judge cannot be built (a bad spec or import).
     """
-    provider = None
-    if plan.judge.startswith("model:"):
-        provider = OpenAIProvider.from_settings(settings, model=plan.judge.removeprefix("model:"))
+    spec = parse_judge(plan.judge)
+    # A model judge asks in the Chat Completions shape: the ``openai`` provider (any
+    # OpenAI-compatible endpoint of the settings), built by the provider factory like any model.
+    provider = (
+        provider_for({"provider": "openai", "name": spec.target}, settings=settings)
+        if spec.asks_a_model
+        else None
+    )
     judge = make_judge(
-        plan.judge, provider=provider, guard=guard, prices=plan.policy.prices, search_paths=[cwd]
+        spec,
+        provider=(lambda request: provider.complete(request, "model")) if provider else None,
+        guard=guard,
+        prices=plan.policy.prices,
+        search_paths=[cwd],
     )
     latest = latest_runs(ledger, plan.job_id)
     groups = []
@@ -157,15 +171,16 @@ def grade_job(
     try:
         return grade(groups, judge, variants=[v.name for v in plan.variants], seed=plan.seed)
     finally:
-        if provider is not None:
-            provider.close()
+        close = getattr(provider, "close", None)  # an HTTP provider holds a client
+        if callable(close):
+            close()
 
 
-def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def unrecorded_reads(pairs: Sequence[PairOutcome]) -> dict[str, dict[str, Any]]:
     """Per variant, the calls of its episodes that failed because no recording served them.
 
     Args:
-        pairs: the report's ``pairs`` (``variant``, ``task_id``, ``trace``).
+        pairs: the report's pairs (``variant``, ``task_id``, ``trace``).
 
     Returns:
         ``{variant: {"count": n, "calls": [{task_id, index, tool, args}]}}``, only variants
@@ -174,7 +189,7 @@ def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
     """
     out: dict[str, dict[str, Any]] = {}
     for pair in pairs:
-        trace = pair.get("trace")
+        trace = pair.trace
         if not trace:
             continue
         try:
@@ -184,12 +199,12 @@ def unrecorded_reads(pairs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
                     continue
                 if error.get("class") != UNRECORDED:
                     continue
-                entry = out.setdefault(str(pair["variant"]), {"count": 0, "calls": []})
+                entry = out.setdefault(pair.variant, {"count": 0, "calls": []})
                 entry["count"] += 1
                 if len(entry["calls"]) < MAX_LISTED_MISSES:
                     entry["calls"].append(
                         {
-                            "task_id": pair["task_id"],
+                            "task_id": pair.task_id,
                             "index": record.get("index"),
                             "tool": record.get("tool"),
                             "args": record.get("args"),
@@ -209,19 +224,22 @@ def build_report(
     skipped: Collection[tuple[str, str, int]],
     stop: StopSignal,
     interrupted: bool,
-    grading: Any,
+    grading: TournamentReport | None,
     resumed: bool,
     waits: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
+) -> JobReport:
     """Assemble the report and compute the exit code (SPEC.md worst-wins).
 
     ``waits`` (run key -> seconds) is each run of this session's rate-limit wait
-    (``rate_limit_wait_s`` on its pair, and their sum on the report).
+    (``rate_limit_wait_s`` on its pair, and their sum on the report). Each pair that ran
+    carries the USD of its model turns as the ledger charged them (``turn_usd``), so that
+    nothing that shows the report opens the ledger.
     """
     waits = waits or {}
     latest = latest_runs(ledger, plan.job_id)
+    turn_usd = usd_by_run_key(ledger.charges(plan.job_id))
     session = {(o.variant, o.task_id, o.repeat): o for o in outcomes}
-    pairs: list[dict[str, Any]] = []
+    pairs: list[PairOutcome] = []
     not_run: list[dict[str, Any]] = []
     stopped: list[dict[str, Any]] = []
     incomplete: list[dict[str, Any]] = []
@@ -234,11 +252,20 @@ def build_report(
         dispatched = outcome is not None and outcome.key != ""
         if run is not None and (dispatched or episode in skipped):
             status = run.status
+            waited = waits.get(outcome.key) if outcome is not None else None
             pairs.append(
-                {**where, "status": status, "attempt": run.attempt, "trace": run.trace_path}
+                PairOutcome(
+                    variant,
+                    task_id,
+                    repeat,
+                    status=status,
+                    attempt=run.attempt,
+                    key=run.key,
+                    trace=run.trace_path,
+                    rate_limit_wait_s=round(waited, 3) if waited is not None else None,
+                    turn_usd=tuple(turn_usd.get(run.key, ())),
+                )
             )
-            if outcome is not None and outcome.key in waits:
-                pairs[-1]["rate_limit_wait_s"] = round(waits[outcome.key], 3)
             if status == "ceiling_reached":
                 stopped.append(where)
             if status in INCOMPLETE:
@@ -249,7 +276,7 @@ def build_report(
             reason = (outcome.reason if outcome else None) or stop.message or "not started"
             if stop.reason and reason == f"{stop.reason}: {stop.message}":
                 reason = stop.message  # "interrupted (Ctrl-C)", "replay ceiling reached: ..."
-            pairs.append({**where, "status": status})
+            pairs.append(PairOutcome(variant, task_id, repeat, status=status, reason=reason))
             not_run.append({**where, "reason": reason})
         by_status[status] = by_status.get(status, 0) + 1
     grading_data = grading.to_dict() if grading is not None else None
@@ -286,13 +313,13 @@ def build_report(
         else "complete"
     )
     plan_json = plan.to_json()
-    return {
-        "job_id": plan.job_id,
-        "status": status,
-        "exit_code": exit_code,
-        "resumed": resumed,
-        "policy": plan_json["policy"],
-        "plan": {
+    return JobReport(
+        job_id=plan.job_id,
+        status=status,
+        exit_code=exit_code,
+        resumed=resumed,
+        policy=plan_json["policy"],
+        plan={
             k: plan_json[k]
             for k in (
                 "runs",
@@ -307,19 +334,30 @@ def build_report(
                 "estimate",
             )
         },
-        "ceilings": plan_json["ceilings"],
-        "limits": plan_json.get("limits") or {},
-        "ceiling_reached": ceiling,
-        "runs_by_status": dict(sorted(by_status.items())),
-        "pairs": pairs,
-        "not_run": not_run,
-        "stopped_by_ceiling": stopped,
-        "incomplete": incomplete,
-        "spend": {p: t.to_dict() for p, t in ledger.totals(plan.job_id).items()},
-        "rate_limit_wait_s": round(sum(waits.values()), 3),
-        "grading": grading_data,
-        "unrecorded": unrecorded_reads(pairs),
-    }
+        ceilings=plan_json["ceilings"],
+        limits=plan_json.get("limits") or {},
+        ceiling_reached=ceiling,
+        runs_by_status=dict(sorted(by_status.items())),
+        pairs=tuple(pairs),
+        not_run=tuple(not_run),
+        stopped_by_ceiling=tuple(stopped),
+        incomplete=tuple(incomplete),
+        spend={p: t.to_dict() for p, t in ledger.totals(plan.job_id).items()},
+        rate_limit_wait_s=round(sum(waits.values()), 3),
+        grading=grading_data,
+        unrecorded=unrecorded_reads(pairs),
+    )
+
+
+def usd_by_run_key(charges: Sequence[Reservation]) -> dict[str, list[float | None]]:
+    """Per run key, the USD of each settled model call in order (the ledger's charges)."""
+    out: dict[str, list[float | None]] = {}
+    for charge in charges:
+        if charge.kind != "model_call" or not charge.run_key:
+            continue
+        usd = charge.actual.usd if charge.actual is not None else None
+        out.setdefault(charge.run_key, []).append(usd)
+    return out
 
 
 def _run_reason(run: RunRecord) -> str | None:
@@ -336,10 +374,10 @@ def _run_reason(run: RunRecord) -> str | None:
     return None
 
 
-def write_report(folder: Path, report: dict[str, Any]) -> Path:
+def write_report(folder: Path, report: JobReport) -> Path:
     """Write ``report.json`` into the job folder (atomically); return its path."""
     path = folder / "report.json"
     tmp = folder / "report.json.tmp"
-    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
+    tmp.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False, default=str) + "\n")
     tmp.replace(path)
     return path

@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from runner.backends.base import Backend, DelegatingBackend, Reaped, Sandbox, SandboxSpec
 from runner.errors import CeilingReached, InfrastructureError
@@ -144,9 +145,12 @@ class TrackingBackend(DelegatingBackend):
             return len(self._live)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PairOutcome:
-    """What became of one (variant, task, repeat) episode in this session.
+    """What became of one (variant, task, repeat) episode: in a session, and in the report.
+
+    The scheduler replaces a pair's outcome as it changes (``running``, then its status); the
+    job's report holds one per planned pair (`runner.submit.jobreport.JobReport.pairs`).
 
     Attributes:
         variant: the variant.
@@ -158,6 +162,10 @@ class PairOutcome:
         trace: the trace path, when one was written.
         reason: why it did not run or was cut short.
         usage: what it was charged.
+        rate_limit_wait_s: seconds its model calls waited for a provider's rate limit (this
+            session's runs; None: not measured).
+        turn_usd: USD of each of its model turns, in order (None for a turn without a
+            settled price), as the ledger charged them; empty when it made none.
     """
 
     variant: str
@@ -169,6 +177,29 @@ class PairOutcome:
     trace: str | None = None
     reason: str | None = None
     usage: Amount = field(default_factory=Amount)
+    rate_limit_wait_s: float | None = None
+    turn_usd: tuple[float | None, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The pair as ``report.json`` holds it.
+
+        ``{variant, task_id, repeat, status}``, with ``attempt`` and ``trace`` once it ran,
+        ``rate_limit_wait_s`` when measured and ``turn_usd`` when it made model turns.
+        """
+        out: dict[str, Any] = {
+            "variant": self.variant,
+            "task_id": self.task_id,
+            "repeat": self.repeat,
+            "status": self.status,
+        }
+        if self.attempt:
+            out["attempt"] = self.attempt
+            out["trace"] = self.trace
+        if self.rate_limit_wait_s is not None:
+            out["rate_limit_wait_s"] = self.rate_limit_wait_s
+        if self.turn_usd:
+            out["turn_usd"] = list(self.turn_usd)
+        return out
 
 
 # ``(variant, task_id, run_key, stop) -> (status, trace path or None, usage)``: runs one episode.
@@ -238,15 +269,23 @@ class Scheduler:
             snapshot = list(self.outcomes)
         self.on_change(snapshot)
 
-    def _work(self, outcome: PairOutcome, reservation: Reservation) -> None:
+    def _set(self, index: int, **changes: Any) -> PairOutcome:
+        """Replace the outcome at ``index`` with ``changes`` applied (outcomes are frozen)."""
+        with self._lock:
+            self.outcomes[index] = replace(self.outcomes[index], **changes)
+            return self.outcomes[index]
+
+    def _work(self, index: int, reservation: Reservation) -> None:
+        outcome = self.outcomes[index]
         status, trace, usage = "infra_error", None, Amount()
+        reason = outcome.reason
         try:
             status, trace, usage = self.run_pair(outcome.variant, outcome.task_id, outcome.key)
         except Exception as exc:  # a bug or a setup failure of one run: recorded, never lost
             log.exception("run_failed_to_run", key=outcome.key, error=str(exc))
-            outcome.reason = f"{type(exc).__name__}: {exc}"
+            reason = f"{type(exc).__name__}: {exc}"
         if self.interrupted.is_set() and status != "succeeded":
-            outcome.reason = outcome.reason or "interrupted (Ctrl-C): the host stopped the sandbox"
+            reason = reason or "interrupted (Ctrl-C): the host stopped the sandbox"
             status = "interrupted"
         self.clock.finish(
             outcome.key,
@@ -255,7 +294,7 @@ class Scheduler:
             natural=status not in CUT_SHORT,
             during=lambda _: self.ledger.finish_run(outcome.key, status, usage, trace),
         )
-        outcome.status, outcome.trace, outcome.usage = status, trace, usage
+        self._set(index, status=status, trace=trace, usage=usage, reason=reason)
         log.info("run_finished", variant=outcome.variant, task_id=outcome.task_id, status=status)
         self._changed()
 
@@ -271,18 +310,20 @@ class Scheduler:
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="run")
         self._changed()
         try:
-            for outcome in self.outcomes:
+            for index in range(len(self.outcomes)):
                 if not self._acquire(slots):
                     break
-                if not self._dispatch(outcome, pool, slots, futures):
+                if not self._dispatch(index, pool, slots, futures):
                     break
             self._drain(futures)
         finally:
             pool.shutdown(wait=not self.interrupted.is_set())
-        for outcome in self.outcomes:
+        for index, outcome in enumerate(self.outcomes):
             if outcome.status == "not_run" and not outcome.key:
-                outcome.reason = outcome.reason or (
-                    f"{self.stop.reason}: {self.stop.message}" if self.stop.reason else None
+                self._set(
+                    index,
+                    reason=outcome.reason
+                    or (f"{self.stop.reason}: {self.stop.message}" if self.stop.reason else None),
                 )
         self._changed()
         return self.outcomes
@@ -299,11 +340,12 @@ class Scheduler:
 
     def _dispatch(
         self,
-        outcome: PairOutcome,
+        index: int,
         pool: ThreadPoolExecutor,
         slots: threading.Semaphore,
         futures: list[Future[None]],
     ) -> bool:
+        outcome = self.outcomes[index]
         attempt = self.ledger.next_attempt(
             self.job_id, outcome.variant, outcome.task_id, repeat=outcome.repeat
         )
@@ -325,12 +367,12 @@ class Scheduler:
             key=key,
             repeat=outcome.repeat,
         )
-        outcome.status, outcome.attempt, outcome.key = "running", attempt, key
+        self._set(index, status="running", attempt=attempt, key=key)
 
         def done(_: Future[None]) -> None:
             slots.release()
 
-        future = pool.submit(self._work, outcome, reservation)
+        future = pool.submit(self._work, index, reservation)
         future.add_done_callback(done)
         futures.append(future)
         self._changed()

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import InputError
 from runner.policy.pricing import ModelUse, Recorded, models_of
+
+if TYPE_CHECKING:
+    from runner.domain.workflow import WorkflowFile
 
 __all__ = ["Variant", "make_variants"]
 
@@ -78,7 +81,7 @@ class Variant:
         }
 
 
-def _model_of(workflow: Any) -> tuple[str | None, str | None, int]:
+def _model_of(workflow: WorkflowFile) -> tuple[str | None, str | None, int]:
     spec = workflow.spec
     model = spec.model
     calls = 0

@@ -34,7 +34,7 @@ STATUSES: Tuple[str, ...] = get_args(EpisodeStatus)
 # reproduce and import: 0 succeeded, 1 failed, 124 timeout, 137 oom or killed,
 # 125 crashed/infrastructure". `denied` and `ceiling_reached` end a run that did not fail on
 # its own: they count as failed (1). `limit_exceeded` (a policy limit on calls or trace size
-# cut the run, issue 10) is 125, like a run the host had to stop.
+# cut the run) is 125, like a run the host had to stop.
 _EXIT_CODES = {
     "succeeded": 0,
     "failed": 1,
@@ -82,7 +82,8 @@ def text_hash(text: str) -> str:
     Windows' default, ``core.autocrlf``) has the hash of the same file recorded on Linux or
     macOS: the rule is Python's universal newlines, the way the YAML parser and the
     interpreter read these files anyway. For a file with LF endings it is the sha256 of its
-    UTF-8 bytes (the rule before issue 29), so traces recorded before keep their hash.
+    UTF-8 bytes (the rule before line endings were normalised), so traces recorded before keep
+    their hash.
     """
     normalised = text.replace("\r\n", "\n").replace("\r", "\n")
     return hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()

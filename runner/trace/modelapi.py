@@ -1,7 +1,7 @@
 """The model HTTP APIs the official SDKs speak, as a trace sees them: routes, model id, usage.
 
 Standard library only, Python 3.9+ (`runner.sdk` record mode uses it in users' processes).
-The same vocabulary as the in-sandbox gateway's (issue 13): an API is ``chat_completions``
+The same vocabulary as the in-sandbox gateway's: an API is ``chat_completions``
 (``POST …/chat/completions``), ``responses`` (``POST …/responses``) or ``messages`` (``POST
 …/messages``, Anthropic); a model call's trace line carries it as ``api``. `summarise` reads
 the model id and the usage from a raw response body: a JSON object or, for ``stream: true``,

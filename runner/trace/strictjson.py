@@ -1,7 +1,7 @@
 """The one strict JSON decoder for hostile text: channel lines, traces, tasks, manifests, imports.
 
 Standard library only, Python 3.9+: the host (`runner.tracetools.reader`, `runner.domain.tasks`,
-`runner.domain.toolsource`, the importers, `runner.episode.channel`) and the in-sandbox
+`runner.tools.source`, the importers, `runner.episode.channel`) and the in-sandbox
 runtime (`runner.wire.protocol`, `runner.runtime.replay.callrecords`) use the same rules.
 
 What `loads` refuses, each as a `StrictJSONError` (a `ValueError`) that says why:

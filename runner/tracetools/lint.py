@@ -126,7 +126,7 @@ class TraceLint:
         failure_signature: the per-trace verdict (missing when the end line is).
         missing_indices: call indices with no call line (a removed call).
         run_id, status: from the run and end lines, when read.
-        redactions: the values the writer redacted (issue 18), in line order: ``{line,
+        redactions: the values the writer redacted, in line order: ``{line,
             index, field, rule, length, placeholder}`` (``index`` None on the run and end
             lines); never a value.
     """

@@ -62,7 +62,7 @@ class Record(BaseModel):
 
 
 class Redaction(Record):
-    """One redacted value of a line (issue 18): where, by which rule, how long; never the value.
+    """One redacted value of a line: where, by which rule, how long; never the value.
 
     Attributes:
         field: the location in the line (``body``, ``args.token``, ``meta.http[1].body``).
@@ -94,7 +94,7 @@ class WorkflowRef(Record):
     ``name`` obeys the id rules (`runner.domain.ids.id_problem`), as ``run_id`` and
     ``task_id`` do: ``reproduce`` writes the recorded workflow to a file of that name, and
     every command that reads a trace (``lint``, ``tasks extract``, ``packet``, ``policy
-    diff``, ``reproduce``) refuses the same traces (issue 32 N12: ``lint`` and ``tasks
+    diff``, ``reproduce``) refuses the same traces (``lint`` and ``tasks
     extract`` took a name ``reproduce`` rejected).
     """
 
@@ -120,7 +120,7 @@ class Environment(Record):
     """The environment manifest: python, platform, packages, image id, tool schema hashes.
 
     ``tool_snapshot`` (optional, added in 0.1.0 without a ``v`` change): sha256 hex of the
-    tool snapshot the sandbox mounted (`runner.episode.snapshot`).
+    tool snapshot the sandbox mounted (`runner.tools.snapshot`).
     """
 
     python: str | None = None
@@ -276,7 +276,7 @@ class OutboundAttempt(BaseModel):
     """One outbound destination: its first attempt's fields and ``count``, the attempts at it.
 
     An open record (the audit hook may add keys). Traces written before destinations were
-    merged (issue 10 item 11) have one record per attempt and no ``count``.
+    merged have one record per attempt and no ``count``.
     """
 
     model_config = ConfigDict(strict=True, frozen=True, extra="allow")

@@ -30,7 +30,7 @@ call is denied if any ``allow`` rule targets the tool (an allow list: the decisi
 first such rule, ``matched`` False) and allowed otherwise (no rule). A value longer than
 `MAX_VALUE_CHARS` that a ``matches`` condition would read is not searched, and a search that
 needs more than `runner.wire.linearre.MAX_STEPS` steps is not finished: either way the call
-is denied by that rule, whatever its action (fail closed; issue 32 N06: a backtracking search
+is denied by that rule, whatever its action (fail closed: a backtracking search
 of ``(.*a){16}$`` over 31 characters took 76 s). The step count depends on the pattern and the
 text alone, so the sandbox and ``policy diff`` decide a call the same way.
 """

@@ -3,7 +3,7 @@ r"""An argument rule's regular expression searched in time linear in the text, w
 Standard library only, Python 3.9+: the argument rules (`runner.wire.argrules`) decide with
 this both in the sandbox and on the host (``policy diff``, ``check``), so a call is decided one
 way wherever it is decided. Python's ``re`` backtracks: ``(.*a){16}$`` over 31 characters ran
-for 76 s in ``policy diff`` and held a sandbox to its timeout (issue 32 N06). Here the pattern is
+for 76 s in ``policy diff`` and held a sandbox to its timeout. Here the pattern is
 parsed by the standard library's own parser (``re._parser``; ``sre_parse`` before 3.11), so the
 syntax and every character class, case fold and flag are Python's, and then *run* as an
 automaton (Thompson's construction, simulated as a lazily built DFA, as RE2 does): each text

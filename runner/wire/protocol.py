@@ -4,7 +4,7 @@ One JSON object per line, UTF-8, ``\\n``-terminated, each with a ``type``. The r
 its own copies of the container's stdin/stdout file descriptors; tool code sees ``/dev/null``
 as stdin and stderr as stdout, so nothing it prints or reads touches the channel.
 
-The run travels in the host's ``start`` message (issue 16: a warm pool starts sandboxes before
+The run travels in the host's ``start`` message (a warm pool starts sandboxes before
 their run is known, so nothing of the run is fixed when the sandbox is created); there is no run
 folder. ``start`` carries, besides ``protocol``:
     ``manifest``       the capability-filtered registry manifest:
@@ -17,8 +17,8 @@ folder. ``start`` carries, besides ``protocol``:
                        ``recorded_calls`` (reproduce: the trace's call records), ``tool_paths``
                        (folders inside the sandbox to put on ``sys.path``), ``modules``,
                        ``deadline_s`` (the run's timeout, seconds from the runtime's start:
-                       the runtime's watchdog ends the run a grace after it; issue 10 item 9;
-                       absent or null: no watchdog).
+                       the runtime's watchdog ends the run a grace after it, containment when
+                       the host is gone; absent or null: no watchdog).
 The whole ``start`` line is at most `MAX_START_BYTES` (the runtime discards a longer line
 unparsed; the host refuses to send one) and both values are checked by the runtime exactly as
 the files were (`runner.runtime.main.check_run_spec`).
@@ -30,7 +30,7 @@ Runtime -> host:
                    the sandbox's interpreter (as importlib.metadata lists them; read by
                    runner.runtime.environment) go into the trace header's
                    environment manifest; absent keys are recorded as null / {});
-                   ``isolation`` {pid1, dumpable, problem?} (additive, issue 18): whether the
+                   ``isolation`` {pid1, dumpable, problem?} (additive): whether the
                    runtime is the sandbox's init and not dumpable (runner.runtime.pid1)
     step           {step_id, state: started|finished|failed|not_run}  progress
     call           {record}                                           one trace ``call`` record
@@ -63,14 +63,14 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
     egress         ``attempt`` may also hold ``event`` (audit event name), ``transport``
                    (tcp|udp), ``family`` (unix), ``url``, ``method``; the message has
                    ``child: true`` when a child process logged it. ``outcome`` is always
-                   ``"attempted"`` (an audit hook runs before the operation). Issue 10
+                   ``"attempted"`` (an audit hook runs before the operation).
                    item 11: ``count`` (default 1) is how many attempts at that destination
                    (kind, host or else address, port) the message stands for; the first one
                    of a destination carries its full attempt, later ones only the key fields.
                    ``{"type": "egress", "dropped": n, "cap": c}`` (no ``attempt``): n
                    attempts at destinations past the sandbox's cap of c distinct ones.
     coverage       ``{partial: true, reason, program?, argv?, library?, symbol?, pid?,
-                   child?, clock?}``. Issue 18: ``partial: false`` is a clock-only note (a
+                   child?, clock?}``. ``partial: false`` is a clock-only note (a
                    child or foreign code under the egress witness reads the machine's clock;
                    its network calls are witnessed): it leaves the coverage ``full``.
     episode        ``status`` is one of succeeded | failed | denied; ``failure`` is
@@ -84,7 +84,7 @@ Addition (H18): the run spec's ``mode`` may be ``manifest``: after ``start`` the
     manifest       {modules: [{module, file, tools: [entry]}], error?}   instead of episode
 (runner/runtime/manifest.py); the host builds the registry from it without importing tool code.
 
-Addition (issue 13, program steps; additive): the model gateway of a program step
+Addition (program steps; additive): the model gateway of a program step
 (runner/runtime/steps/gateway.py) sends each model request the program makes as
     gateway_request  {id, index, step_id, api, path, request, headers}   waits for
     gateway_response {id, status, body, body_encoding?, content_type?, model, usage, error?,
@@ -93,7 +93,7 @@ Addition (issue 13, program steps; additive): the model gateway of a program ste
 request body (a JSON object), ``headers`` the version headers passed on (``anthropic-version``,
 ``anthropic-beta``, ``openai-beta``). ``status`` is the HTTP status the program gets; a
 response without ``body`` (refused, failed) has ``error`` and the gateway writes the API's own
-error shape (issue 32, additive: ``error.param``, the request field the host refused, becomes
+error shape (additive: ``error.param``, the request field the host refused, becomes
 OpenAI's ``param``; the host refuses the two beta headers). What the gateway answers itself is
 reported as
     gateway_note     {kind: tracing_ingest|unsupported|invalid_request|outside_step|

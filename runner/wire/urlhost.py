@@ -2,7 +2,7 @@ r"""The host a URL value reaches, read the way HTTP clients read it, for ``host_
 
 Standard library only, Python 3.9+ (it decides in the sandbox and on the host, with
 `runner.wire.argrules`). ``urllib.parse.urlsplit`` reads some URLs unlike the clients a
-tool sends with (attack3, tests/unit/policy/test_attack3_host_rules.py): in
+tool sends with (tests/unit/policy/test_host_rules_parsing.py): in
 ``http://evil.com\@api.github.com/`` urllib3 (``requests``) and WHATWG URL parsing see the host
 ``evil.com`` where urlsplit and httpx see ``api.github.com``; ``http://evil%2Ecom/`` is
 ``evil.com`` to urllib3; ``evil.com\u3002`` (an IDNA full stop) is ``evil.com.`` to httpx.
@@ -119,7 +119,7 @@ def _split_port(hostport: str) -> Tuple[str, bool]:
 
 
 def _canonical_host(host: str) -> Tuple[Optional[str], bool]:
-    import ipaddress  # here: ~2 ms of every sandbox's start otherwise (issue 16)
+    import ipaddress  # here: ~2 ms of every sandbox's start otherwise
 
     if host.startswith("["):
         try:

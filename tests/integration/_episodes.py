@@ -15,15 +15,15 @@ from typing import Any
 
 from runner.domain.ids import sequential_ids
 from runner.domain.tasks import Task
-from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.prepare import RUNTIME_COMMAND
 from runner.episode.request import EpisodeResult
-from runner.episode.snapshot.sources import project_snapshot
 from runner.policy import load_policy
 from runner.providers.factory import provider_for
 from runner.settings import Settings
+from runner.tools.snapshot.sources import project_snapshot
+from runner.tools.source import registry_for_workflow
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Shared pieces of the second attack battery (tests/integration/test_attacks_more*.py).
+"""Shared pieces of the attack tests test_attacks_channel.py, _runtime.py and _sandbox.py.
 
 The hostile tool module is tests/fixtures/attacks/hostile_tools.py, written into a fresh project
 folder (with a scripted model and a `.env` holding a fake key) that the sandbox mounts.

@@ -1,4 +1,4 @@
-"""A second Docker engine that cannot see this machine's paths (issue 29's copy mode).
+"""A second Docker engine that cannot see this machine's paths (the Docker backend's copy mode).
 
 A ``dockerd`` of its own (data root, exec root, pidfile, unix socket) started by ``unshare
 --net --mount``: in a network namespace of its own (only a ``lo``; ``--bridge=none

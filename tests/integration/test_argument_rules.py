@@ -162,7 +162,7 @@ rules:
 def test_the_guard_decides_backtracking_patterns_without_holding_the_run(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    """Issue 32 N06, in the sandbox: the guard searched each rule with ``re`` and a 31-character
+    """N06, in the sandbox: the guard searched each rule with ``re`` and a 31-character
     argument held the run to its timeout (``timeout``); now the call is decided (none of the
     three matches it) and runs; the next step's ``echo done`` is two words, denied by them."""
     work = _project(tmp_path / "slow")

@@ -1,4 +1,4 @@
-"""Issue 4 attack battery, in real containers: each effect contained, each network attempt logged.
+"""Attack battery, in real containers: each effect contained, each network attempt logged.
 
 Network attempts happen only inside the ``network_mode=none`` sandbox (any address is fine
 there: nothing can leave). The addresses are documentation ranges (RFC 5737).
@@ -224,7 +224,7 @@ def test_network_attempts_are_contained_and_logged(
 def test_a_non_python_child_is_witnessed_and_coverage_stays_full(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
-    """Issue 18: the egress witness sees a non-Python child's network calls, so the child is
+    """The egress witness sees a non-Python child's network calls, so the child is
     only a clock-only note (it reads the machine's clock). A curl-like child's connect in the
     log: tests/integration/test_worker_witness.py; the witness refused by the kernel (coverage
     ``partial``, the reason named): tests/unit/runtime/test_runtime_witness.py."""

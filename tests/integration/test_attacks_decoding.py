@@ -1,9 +1,9 @@
-"""Deep, NaN and forged channel lines against the host, in real containers (issue 10, items 4
+"""Deep, NaN and forged channel lines against the host, in real containers (items 4
 and 15).
 
 Every line the host reads from a sandbox, and every line the runtime reads from its worker,
 goes through the one strict decoder (runner/trace/strictjson.py). Tool code holds only the
-worker's pipe (issue 18): a line it forges there is refused by the runtime, the episode
+worker's pipe: a line it forges there is refused by the runtime, the episode
 ``failed`` with `WorkerProtocolError` naming why, and the trace still ends with its ``end`` line
 (the host-side refusal of a channel line is tested in tests/unit/episode). A tool's own deep
 value is refused where it is made (the runtime writes results with
@@ -56,7 +56,7 @@ def test_a_pure_tool_returning_a_list_980_deep_fails_its_call_and_the_trace_ends
 def test_a_forged_line_the_decoder_refuses_fails_the_episode_and_the_trace_ends(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path, tool: str, why: str
 ) -> None:
-    """Tool code writes the line on every descriptor it holds (issue 18): it holds only the
+    """Tool code writes the line on every descriptor it holds: it holds only the
     worker's pipe, whose strict decoder refuses it; the episode fails naming why, the host's
     channel never sees the line, and the trace ends with its ``end`` line."""
     out = run_steps(project, backend, sandbox_image, tmp_path, f"- {{id: f, tool: {tool}}}\n")

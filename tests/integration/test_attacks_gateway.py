@@ -1,9 +1,9 @@
-"""Attacks on the model gateway, run for real (issue 32: N02, N03, N11).
+"""Attacks on the model gateway, run for real (N02, N03, N11).
 
 A program step in a real sandbox (tests/fixtures/gateway_attacks/hostile_agent.py, stdlib)
 sends the requests of the review to the sandbox's gateway; the host's providers forward to
-the loopback fakes (tests/fake_openai.py, tests/fake_anthropic.py), which record whatever
-reaches them. Each attack runs once per sandboxing backend (Docker, namespace:
+the loopback fakes (tests/support/fake_openai.py, tests/support/fake_anthropic.py), which
+record whatever reaches them. Each attack runs once per sandboxing backend (Docker, namespace:
 tests/integration/_backends.py). Nothing leaves the machine: the sandbox has no network, the
 fakes listen on 127.0.0.1, and the attack URLs are under ``.example`` (never resolved: refused
 first).
@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from runner.cli.commands.run import execute_run
+from runner.runs.run import execute_run
 from runner.settings import Settings
-from tests import fake_anthropic, fake_openai
 from tests.integration._backends import backend, backend_entry
+from tests.support import fake_anthropic, fake_openai
 
 pytestmark = pytest.mark.docker
 __all__ = ["backend", "backend_entry"]  # fixtures: every attack runs on each sandboxing backend

@@ -1,4 +1,4 @@
-"""Tool code racing the egress witness (issue 32 N07), in real sandboxes, once per backend.
+"""Tool code racing the egress witness, in real sandboxes, once per backend.
 
 The witness (runner/runtime/egress/witness.py) reads a trapped call's arguments from the
 worker's memory and decides; a thread of the worker can rewrite that memory meanwhile. These

@@ -126,7 +126,7 @@ def test_a_child_that_outlives_the_worker_is_killed_with_the_sandbox(
 def test_the_forked_worker_holds_nothing_of_the_run_and_no_descriptor_but_its_own(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
-    """The worker is a fork of the runtime (issue 16): made before ``start``, it holds no copy
+    """The worker is a fork of the runtime: made before ``start``, it holds no copy
     of the run spec. A later step's argument, a secret only the runtime holds while the first
     step runs, is searched in the worker's whole writable memory (``/proc/self/mem``); the
     first step's own argument is the control the same scan must find. Its descriptors are
@@ -289,7 +289,7 @@ def test_a_worker_that_blinds_the_witness_is_still_denied_and_logged(
     """The forked worker is dumpable so that the witness can read its calls' addresses; tool
     code can make it not dumpable again. Its connect is then still trapped: answered
     ``ENETUNREACH`` and logged, without the address the witness could not read, and the
-    log's coverage is ``partial`` for it (issue 32 N12: it stayed ``full``, a log that no
+    log's coverage is ``partial`` for it (it stayed ``full``, a log that no
     longer names every destination tried); dumpable again, the next connect is logged with
     its address."""
     steps = "- {id: b, tool: worker.blind_witness, args: {port: 7401}}\n"

@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from runner.settings import DEFAULT_BASE_IMAGE, OFFLINE_BASE_IMAGE
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 

@@ -1,4 +1,4 @@
-"""Issue 12 acceptance in real containers: the run's clock is every wall-clock read's clock.
+"""Acceptance in real containers: the run's clock is every wall-clock read's clock.
 
 A pure tool returns ``time.time()``, ``datetime.now()`` (the class imported by name at module
 import), ``date.today()``, ``time.strftime()`` and what a Python child reads. Under a task whose
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli_json
+from tests.support.cli import run_cli_json
 
 START = 1551675967.0  # 2019-03-04T05:06:07Z
 
@@ -120,7 +120,7 @@ def test_a_shadow_run_reads_the_tasks_clock_start_everywhere(
     assert any(n.get("clock") == "machine" and "date" in str(n.get("program")) for n in notes), (
         notes
     )
-    assert all(n.get("partial") is False for n in notes), notes  # clock-only (issue 18)
+    assert all(n.get("partial") is False for n in notes), notes  # clock-only
     assert lines[-1]["coverage"] == "full", notes
     # the clock's own patching (ctypes, before the hook) is never a note; the Python child is
     # covered

@@ -1,4 +1,4 @@
-"""Issue 10 item 9: no sandbox outlives its orchestrator, in real containers.
+"""No sandbox outlives its orchestrator, in real containers.
 
 Three layers, each shown on its own: end-of-file on stdin ends the runtime when the host's end
 of the attach connection closes (the orchestrator was SIGKILLed: ``StdinOnce``); the runtime's

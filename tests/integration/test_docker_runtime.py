@@ -1,4 +1,4 @@
-"""``--runtime`` (issue 16): the engine's OCI runtime passes through to every sandbox.
+"""``--runtime``: the engine's OCI runtime passes through to every sandbox.
 
 A sandbox of ``DockerBackend.connect(runtime="crun")`` is created with HostConfig ``Runtime``
 ``crun`` (the engine's inspect says so) and runs; ``sandbox-replay run --runtime crun`` of the
@@ -33,10 +33,10 @@ from runner.backends.base import STDOUT, SandboxSpec
 from runner.backends.docker import DockerBackend
 from runner.backends.docker.runtimes import engine_runtimes
 from runner.errors import InfrastructureError
-from tests.cli import run_cli
 from tests.conftest import _unusable
 from tests.integration._ray import second_engine
-from tests.paths import REPO
+from tests.support.cli import run_cli
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.docker
 

@@ -48,7 +48,7 @@ def test_doctor_json_reports_every_check(docker_client: Any, sandbox_image: str)
     assert all(c["ok"] for c in checks.values() if c["required"])
     assert checks["userns"]["required"] is False
     assert "API" in checks["engine"]["detail"]
-    # issue 18: the seccomp egress witness, probed in a sandbox (Docker's default profile)
+    # the seccomp egress witness, probed in a sandbox (Docker's default profile)
     assert checks["witness"]["required"] is False
     assert checks["witness"]["ok"] is True, checks["witness"]
 

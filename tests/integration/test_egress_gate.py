@@ -1,4 +1,4 @@
-"""Issue 19 acceptance: an episode that starts trying a new host fails the gate (real containers).
+"""Acceptance: an episode that starts trying a new host fails the gate (real containers).
 
 The tool tries ``new-dependency.invalid`` only when the task says so; the attempt happens inside
 the ``network_mode=none`` sandbox (nothing leaves the machine). A baseline written from the run
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli, run_cli_json
+from tests.support.cli import run_cli, run_cli_json
 
 pytestmark = pytest.mark.docker
 

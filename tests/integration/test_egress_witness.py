@@ -1,4 +1,4 @@
-"""Issue 18: the seccomp egress witness sees every addressed network call, in real sandboxes.
+"""The seccomp egress witness sees every addressed network call, in real sandboxes.
 
 Each test runs `runner.runtime.egress.probe` in a sandbox made by the production backend
 (network_mode=none, read-only, cap_drop ALL, no-new-privileges, a non-root uid, Docker's default

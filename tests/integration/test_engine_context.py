@@ -1,9 +1,9 @@
-"""Issue 29: the engine reached only through a docker context at a non-default socket.
+"""The engine reached only through a docker context at a non-default socket.
 
 ``DOCKER_HOST`` is unset and the docker config (``DOCKER_CONFIG``, a folder of the test) has a
 current context whose endpoint is a socket path nobody else uses (a link to this machine's
 engine socket): ``doctor`` exits 0 naming the context, and ``run`` of the demo works. Before
-issue 29 the client ignored contexts and went to the default socket.
+engine discovery the client ignored contexts and went to the default socket.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.dockercontext import write_context
+from tests.support.dockercontext import write_context
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).parent / "sandbox-replay")

@@ -135,7 +135,7 @@ def test_50_containers_that_exit_at_once_each_return_within_5s(
         )
         durations.append(time.monotonic() - started)
         assert out.result.status == "crashed", out.end
-        # "to stdout" is no protocol message: the host kills the sandbox for it (issue 10), so
+        # "to stdout" is no protocol message: the host kills the sandbox for it, so
         # the command either exited by itself first (7, stderr read) or was killed (137)
         sandbox = out.end["sandbox"]
         assert sandbox["exit_code"] == 7 or (
@@ -201,7 +201,7 @@ def test_planted_divergence_runs_to_a_complete_episode(
         """)
     )
     monkeypatch.chdir(folder)
-    from runner.cli.commands.run import execute_run
+    from runner.runs.run import execute_run
     from runner.settings import Settings
 
     result = execute_run(
@@ -300,7 +300,7 @@ def test_cli_run_exit_codes(sandbox_image: str, tmp_path: Path) -> None:
         env=env,
     )
     # the sandbox describing the tools is the first to need the image: exit 6, said in words
-    # (before issue 12 the episode's own sandbox failed, status infra_error)
+    # (before, the episode's own sandbox failed, status infra_error)
     assert infra.returncode == 6 and "No such image: sandbox-replay-no-such-image:0" in infra.stderr
     assert "Traceback" not in infra.stderr + bad_task.stderr + ineligible.stderr
 

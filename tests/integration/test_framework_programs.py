@@ -1,4 +1,4 @@
-"""Framework compatibility, shown: three agents on the official SDKs, as program steps (issue 13).
+"""Framework compatibility, shown: three agents on the official SDKs, as program steps.
 
 In the image with the SDKs installed from the host's wheelhouse (``sandbox-replay:sdks``,
 tests/integration/test_sdk_image.py), each of
@@ -32,8 +32,8 @@ import pytest
 
 from runner import sdk
 from runner.tracetools.tasks_extract import extract_tasks
-from tests import fake_anthropic, fake_openai
 from tests.conftest import docker_required
+from tests.support import fake_anthropic, fake_openai
 
 pytestmark = pytest.mark.docker
 

@@ -4,7 +4,7 @@ The job: tests/fixtures/html, three variants by seven tasks in real containers; 
 every tool result carry markup (``<script>``, ``</script>``, ``onerror=``, ``onload=``, an
 entity-looking ``&lt;b&gt;``) that must show as text and never run (a window flag the markup
 would set stays unset). The browser is Debian's chromium in a network namespace with no route
-(tests/browser.py): the page loads nothing but itself, and nothing could leave the machine.
+(tests/support/browser.py): the page loads nothing but itself, and nothing could leave the machine.
 Under CI a missing chromium fails these tests (never a skip).
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser import Browser, browser
-from tests.cli import sigint_as_default
+from tests.support.browser import Browser, browser
+from tests.support.cli import sigint_as_default
 
 pytestmark = pytest.mark.docker
 

@@ -72,7 +72,7 @@ def test_offline_build_falls_back_to_the_present_offline_base(
 def test_a_failed_pull_falls_back_to_the_offline_base(
     docker_client: Any, sandbox_image: str
 ) -> None:
-    # Issue 29: without --offline the base is pulled first. A registry on a loopback port that
+    # without --offline the base is pulled first. A registry on a loopback port that
     # nothing listens on (the engine tries it and is refused: nothing leaves this machine)
     # makes the pull fail for real; the build goes on with the offline base that is present.
     base = present_base(docker_client, sandbox_image)

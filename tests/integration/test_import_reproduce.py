@@ -1,4 +1,4 @@
-"""Issue 12: every import reproduces against the workflow it wrote, in real containers.
+"""Every import reproduces against the workflow it wrote, in real containers.
 
 Each source fixture of ``tests/fixtures/import/`` is imported (and a few variants: a chat file
 without tool definitions, with ``--tools``; a τ² results file without its tools file) and every

@@ -1,11 +1,11 @@
-"""Issue 29: the demo against an engine that cannot see this machine's paths (copy mode).
+"""The demo against an engine that cannot see this machine's paths (copy mode).
 
 The engine (tests/integration/_isolated_engine.py) runs in its own network and mount
 namespaces, with the checkout, the temporary folders and the home folder hidden from it, and
 the sandbox image loaded into it. ``SANDBOX_REPLAY_HOST_FILES`` is left unset (``auto``): the
 probe must find that the engine cannot see the host's files. Then ``doctor`` passes and says
 so, and ``run``, ``submit`` and ``reproduce`` of the demo (examples/helpdesk) give the same
-outcomes there as on the main engine (bind mounts). Before issue 29 every sandbox bind-mounted
+outcomes there as on the main engine (bind mounts). Before the copy mode every sandbox bind-mounted
 host paths: that engine refused each one ("bind source path does not exist").
 """
 

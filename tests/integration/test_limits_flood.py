@@ -1,4 +1,4 @@
-"""A real sandbox flooding forged call lines stays bounded (issue 10 item 6; issue 18).
+"""A real sandbox flooding forged call lines stays bounded.
 
 The hostile tool writes call lines straight onto the runtime's private channel fd (as an
 attacker in the tool's process can, tests/fixtures/attacks/hostile_tools.py ``_channel_fds``):
@@ -100,7 +100,7 @@ def _flood(
 def test_a_million_forged_call_lines_reach_only_the_worker_pipe(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
-    """Issue 18: tool code holds only the worker's pipe, so the flood never reaches the host's
+    """Tool code holds only the worker's pipe, so the flood never reaches the host's
     channel; the runtime refuses the first forged line (a call record is not a worker message),
     the episode fails naming it, and the trace and the host's memory stay small. The host's own
     ``max_calls`` cut is tested where a channel can still carry calls (tests/unit/episode)."""

@@ -1,4 +1,4 @@
-"""Issue 19 acceptance: an MCP stdio server's tools/list is asked inside a sandbox (real
+"""Acceptance: an MCP stdio server's tools/list is asked inside a sandbox (real
 containers): annotated tools get their classes, an unannotated one is unsafe, a workflow using
 it is ineligible with the tool named, and the server never runs on the host."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli, run_cli_json
-from tests.paths import REPO
+from tests.support.cli import run_cli, run_cli_json
+from tests.support.paths import REPO
 
 SERVER = REPO / "tests" / "fixtures" / "mcp" / "docs_server.py"
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from runner.backends.labels import container_name
-from tests.cli import run_cli_json
+from tests.support.cli import run_cli_json
 
 pytestmark = pytest.mark.docker
 

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import _unusable
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 

@@ -1,4 +1,4 @@
-"""``run`` and ``submit`` never import the code under evaluation on the host (issue 12).
+"""``run`` and ``submit`` never import the code under evaluation on the host.
 
 The tool module writes a file and connects to a loopback listener this test starts, at
 import time. Both commands describe it inside a sandbox: no file and no connection on the
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.import_time import loopback_listener, write_project
+from tests.support.import_time import loopback_listener, write_project
 
 CLI = str(Path(sys.executable).parent / "sandbox-replay")
 

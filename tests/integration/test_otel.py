@@ -1,6 +1,6 @@
-"""Issue 14 acceptance on real input: the agentevals OTLP fixtures, imported, linted, reproduced.
+"""Acceptance on real input: the agentevals OTLP fixtures, imported, linted, reproduced.
 
-The fixtures live outside the repository (`tests.realdata`; absent: skip, or fail under
+The fixtures live outside the repository (`tests.support.realdata`; absent: skip, or fail under
 ``CI=true``). Everything runs through the CLI in real containers: ``import otel`` of every
 fixture of a telemetry mode at once, ``lint`` (exactly the fields OTel lacks are missing),
 ``reproduce`` of every imported session against the workflow the import wrote (the complete
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.realdata import realdata
+from tests.support.realdata import realdata
 
 CLI = str(Path(sys.executable).parent / "sandbox-replay")
 SESSIONS = ("S1", "S2", "S3", "S4a", "S4b", "S5", "S6a", "S6b")
@@ -135,7 +135,7 @@ def test_instrumented_agent_session_reproduces(
     )
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-m", "tests.otel_agent", kind, str(tmp_path / "tel")],
+        [sys.executable, "-m", "tests.support.otel_agent", kind, str(tmp_path / "tel")],
         cwd=root,
         env=env,
         capture_output=True,
@@ -167,7 +167,7 @@ def test_submit_evaluates_two_versions_on_the_imported_tasks(
     Model turns go to a fake OpenAI-compatible server on 127.0.0.1 that asks for the weather
     in the task's city, then answers; v2 changes the system prompt.
     """
-    from tests.fake_openai import FakeOpenAI, serve
+    from tests.support.fake_openai import FakeOpenAI, serve
 
     folder = realdata("otel-agentevals", "adk_py", "v1_default")
     files = [str(folder / f"{name}.json") for name in ("S2", "S5")]

@@ -1,4 +1,4 @@
-"""Issue 10 item 11: decoys cannot hide a real connect in the outbound log (real containers).
+"""Decoys cannot hide a real connect in the outbound log (real containers).
 
 Every lookup and connect happens inside the ``network_mode=none`` sandbox: names under
 ``.invalid`` and the TEST-NET-1 address 192.0.2.1, which nothing there can reach (the attempt

@@ -1,4 +1,4 @@
-"""The warm pool with real containers (issue 16): same trace, never reused, drained, reaped, capped.
+"""The warm pool with real containers: same trace, never reused, drained, reaped, capped.
 
 `runner.backends.docker.pool`: sandboxes started before their runs, the run spec sent in
 ``start``, one sandbox per run.
@@ -138,13 +138,13 @@ def test_a_pooled_container_never_assigned_ends_itself_at_its_idle_cap(
 def _runtime_spec(project: Project, image: str, tmp_path: Path) -> Any:
     from runner.domain.ids import sequential_ids
     from runner.domain.tasks import Task
-    from runner.domain.toolsource import registry_for_workflow
     from runner.domain.workflow import load_workflow
     from runner.episode.prepare import prepare_run
     from runner.episode.request import EpisodeRequest
-    from runner.episode.snapshot.sources import project_snapshot
     from runner.policy import load_policy
     from runner.settings import Settings
+    from runner.tools.snapshot.sources import project_snapshot
+    from runner.tools.source import registry_for_workflow
 
     wf = load_workflow(project.workflow(PURE_STEPS))
     policy = load_policy("shadow")

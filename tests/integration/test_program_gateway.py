@@ -1,9 +1,10 @@
-"""Program steps in real containers: the model gateway on the sandbox's loopback (issue 13).
+"""Program steps in real containers: the model gateway on the sandbox's loopback.
 
 A stdlib-only program (tests/fixtures/program/stdlib_agent.py, urllib) talks to the gateway
 with Chat Completions, Responses and Messages, streaming and not; the host forwards to fake
-servers on 127.0.0.1 that the tests start (tests/fake_openai.py, tests/fake_anthropic.py).
-Nothing leaves the machine: the sandbox has no network, the fakes listen on loopback.
+servers on 127.0.0.1 that the tests start (tests/support/fake_openai.py,
+tests/support/fake_anthropic.py). Nothing leaves the machine: the sandbox has no network, the
+fakes listen on loopback.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from runner.cli.commands.run import execute_run
+from runner.cli.backend_choice import one_episode_backend
 from runner.episode.request import EpisodeResult
 from runner.errors import IneligibleError
+from runner.runs.run import execute_run
 from runner.settings import Settings
-from tests import fake_anthropic, fake_openai
+from tests.support import fake_anthropic, fake_openai
 
 pytestmark = pytest.mark.docker
 
@@ -69,11 +71,13 @@ def run_program(
     tmp_path: Path, image: str, project: Path, fakes: Any, workflow: str, **extra: Any
 ) -> tuple[EpisodeResult, list[dict[str, Any]]]:
     oai, ant = fakes
+    settings = settings_for(tmp_path, image, oai, ant, **extra)
     result = execute_run(
-        settings_for(tmp_path, image, oai, ant, **extra),
+        settings,
         project / workflow,
         project / "tasks.jsonl",
         "q1",
+        backend_factory=one_episode_backend(settings, None, command="run"),
     )
     return result, lines_of(result)
 
@@ -151,7 +155,7 @@ def test_reproduce_serves_every_model_request_from_the_trace_and_a_changed_progr
     sent = len(oai.requests) + len(ant.requests)
     settings = settings_for(tmp_path, sandbox_image, oai, ant)
     same = Reproducer(settings).reproduce(result.trace_path)
-    assert same.outcome == "reproduced", same.to_dict()
+    assert same.outcome == "reproduced", same.to_json()
     assert len(oai.requests) + len(ant.requests) == sent  # served from the trace, nothing sent
     replayed = [json.loads(x) for x in Path(str(same.replay_trace)).read_text().splitlines()]
     recorded = lines_of(result)
@@ -159,7 +163,7 @@ def test_reproduce_serves_every_model_request_from_the_trace_and_a_changed_progr
     changed = Reproducer(settings, workflow=project / "program_v2.yaml").reproduce(
         result.trace_path
     )
-    assert changed.outcome == "not_reproduced", changed.to_dict()
+    assert changed.outcome == "not_reproduced", changed.to_json()
     first = changed.first_difference or {}
     assert first["index"] == 4 and first["tool"] == "model", first  # the Responses request
     assert "input" in first["message"] and "(v2)" in first["message"], first

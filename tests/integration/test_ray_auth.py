@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 
-from tests.cli import CLI
 from tests.integration._ray import (
     AUTH_ENV,
     LOOPBACK_ENV,
@@ -34,6 +33,7 @@ from tests.integration._ray import (
     ray_module,
 )
 from tests.integration.test_ray_backend import _project
+from tests.support.cli import CLI
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 

@@ -1,4 +1,4 @@
-"""``submit --backend ray`` on a real three-node Ray cluster on 127.0.0.1 (issue 15).
+"""``submit --backend ray`` on a real three-node Ray cluster on 127.0.0.1.
 
 Head (no sandbox slots) + worker A on the main engine + worker B on a second dockerd of its
 own (tests/integration/_ray.py). The driver is this test process (``ray.init`` on the

@@ -1,4 +1,4 @@
-"""A worker node killed mid-job (issue 15): its runs end ``infra_error``, the node's reaper
+"""A worker node killed mid-job: its runs end ``infra_error``, the node's reaper
 (on a node started again on the same engine) removes the container the dead worker left, and
 ``submit --resume`` completes the job with every pair charged once.
 

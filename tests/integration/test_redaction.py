@@ -1,11 +1,12 @@
-"""Issue 18 acceptance: secrets a run saw never reach its trace, an import or a packet.
+"""Acceptance: secrets a run saw never reach its trace, an import or a packet.
 
 A workflow whose read tool returns an OpenAI-style key, an AWS access key id and an SSN-shaped
 string (a policy's pattern rule) is recorded (``sandbox-replay record``), packed (``packet``,
 from a trace recorded without redaction) and a public τ² trace holding the three is imported:
 none of the three is found in any written file, as raw bytes, JSON-escaped or base64
-(`tests.secrets_search`); the recorded trace has three redaction records, which ``lint`` lists;
-``reproduce`` of the redacted trace, and of the packet, says ``reproduced`` in a real container.
+(`tests.support.secrets_search`); the recorded trace has three redaction records, which
+``lint`` lists; ``reproduce`` of the redacted trace, and of the packet, says ``reproduced`` in a
+real container.
 """
 
 from __future__ import annotations
@@ -21,8 +22,15 @@ from typing import Any
 
 import pytest
 
-from tests.realdata import realdata
-from tests.secrets_search import AWS_KEY_ID, OPENAI_KEY, SECRETS, SSN, found_in, found_in_tree
+from tests.support.realdata import realdata
+from tests.support.secrets_search import (
+    AWS_KEY_ID,
+    OPENAI_KEY,
+    SECRETS,
+    SSN,
+    found_in,
+    found_in_tree,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "redaction"

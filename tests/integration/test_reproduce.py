@@ -1,4 +1,4 @@
-"""Issue 6 acceptance in real containers: record live, reproduce with egress blocked.
+"""Acceptance in real containers: record live, reproduce with egress blocked.
 
 Golden traces under tests/fixtures/golden/ (regenerate with make_golden.py). Every network
 test uses only the loopback server of tests/fixtures/golden/loopback.py on 127.0.0.1, contacted

@@ -1,9 +1,9 @@
-"""Issue 29: the demo's traces reproduce from a CRLF checkout of the example (Git for Windows).
+"""The demo's traces reproduce from a CRLF checkout of the example (Git for Windows).
 
 Every text file of a copy of examples/helpdesk gets CRLF line endings (workflows, tool modules,
 the scripted model, tasks, the traces themselves), as ``core.autocrlf=true`` checks them out.
-Before issue 29 the workflow was matched by the sha256 of its bytes: both traces were
-``refused`` (exit 5, "run it from the project folder"), in the project folder.
+Before line endings were normalised the workflow was matched by the sha256 of its bytes: both
+traces were ``refused`` (exit 5, "run it from the project folder"), in the project folder.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import run_cli
+from tests.support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """reproduce describes the tools in a real sandbox: a packet's code never runs on the host.
 
 The registry of a reproduced workflow comes from runtime mode ``manifest`` in the hardened
-container (runner/episode/toolmanifest/registry.py). Every module payload here tries to leave a
+container (runner/admission/describe.py). Every module payload here tries to leave a
 mark on the host; none may appear, whatever the outcome.
 """
 
@@ -49,7 +49,7 @@ def _reproduce(args: list[str], cwd: Path, image: str, **env: str) -> tuple[int,
 def _packet(tmp_path: Path, payloads: dict[str, str]) -> Path:
     """The golden failing run's packet with ``payloads`` put first in its modules."""
     from runner.reproduce.inputs import safe_extract
-    from tests.fakes import trusted_packet
+    from tests.support.fakes import trusted_packet
 
     trusted_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
     unpacked = tmp_path / "unpacked"

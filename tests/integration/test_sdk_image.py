@@ -1,4 +1,4 @@
-"""Issue 13: the user's packages reach the sandbox image from a wheelhouse filled on the host.
+"""The user's packages reach the sandbox image from a wheelhouse filled on the host.
 
 `sandbox-replay image build --requirements FILE` builds ``sandbox-replay:sdks`` (never
 ``:latest``) with the official SDKs. The test builds it with ``--no-download`` from the cached

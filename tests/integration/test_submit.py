@@ -17,7 +17,7 @@ import pytest
 
 from runner.backends import labels as L
 from runner.ledger import Ledger
-from tests.fake_openai import FakeOpenAI, serve
+from tests.support.fake_openai import FakeOpenAI, serve
 
 pytestmark = pytest.mark.docker
 

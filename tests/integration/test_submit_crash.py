@@ -1,4 +1,4 @@
-"""Issue 12: ``kill -9`` of a real ``submit``, then ``--resume``: the ledger charges what ran.
+"""``kill -9`` of a real ``submit``, then ``--resume``: the ledger charges what ran.
 
 Two runs are in flight (each sleeps 4 s in its sandbox) when the orchestrator is killed. Their
 containers outlive it; ``--resume`` reaps them, reads the engine's start and finish times first
@@ -164,7 +164,7 @@ def test_kill_9_then_resume_charges_the_dead_runs_what_their_containers_ran(
 def test_kill_9_under_a_tight_sandbox_seconds_ceiling_then_resume_stays_under_it(
     tmp_path: Path, sandbox_image: str, docker_client: Any, pool: str
 ) -> None:
-    """Issue 25: the host dies while a run holds its budget-clock deadline; the sandbox runs on
+    """The host dies while a run holds its budget-clock deadline; the sandbox runs on
     (30 s) past the 12-s ceiling; ``--resume`` charges it at most its bound, charges nothing
     twice and stops at the line (exit 4). On main no run could start: each reserved 375.7 s."""
     ceiling = 12.0

@@ -1,4 +1,4 @@
-"""Issue 7 acceptance on real input: the public τ²-bench retail results, in real containers.
+"""Acceptance on real input: the public τ²-bench retail results, in real containers.
 
 The results live outside the repository (setting ``realdata_dir``, default ``../shared/realdata``
 relative to the project root, env ``SANDBOX_REPLAY_REALDATA_DIR``); without them these tests

@@ -1,4 +1,4 @@
-"""Issue 10 item 10 with real sandboxes: what tool code, a model and a task put into an episode
+"""With real sandboxes: what tool code, a model and a task put into an episode
 reaches the user's terminal only as inert text, through every command that prints it.
 
 A tool echoes and raises hostile text, a read tool is called with it (no recording: the error

@@ -1,4 +1,4 @@
-"""The tool snapshot in real containers (issue 10, item 3).
+"""The tool snapshot in real containers (item 3).
 
 The attack: in the README's own layout (examples/helpdesk) the tasks file, and with it every
 task's ``expected`` answer key, sits in the tool folder. A variant with no model whose pure tool
@@ -247,7 +247,7 @@ def test_what_runs_is_what_was_there_when_the_command_started_also_on_resume(
     )
     assert first.exit_code == 4  # the ceiling stopped the third run: the job can be resumed
     assert first.report is not None
-    ran = [p for p in first.report["pairs"] if p.get("trace")]
+    ran = [p for p in first.report.to_json()["pairs"] if p.get("trace")]
     assert len(ran) == 2 and "edited during the job" in tools.read_text()
     traces = [_trace(p["trace"]) for p in ran]
     assert [_body(t, "ver") for t in traces] == ["original", "original"]
@@ -267,7 +267,8 @@ def test_what_runs_is_what_was_there_when_the_command_started_also_on_resume(
         handle_signals=False,
     )
     assert resumed.exit_code == 0 and resumed.report is not None
-    (third,) = [p for p in resumed.report["pairs"] if p["task_id"] == "t3" and p.get("trace")]
+    pairs = resumed.report.to_json()["pairs"]
+    (third,) = [p for p in pairs if p["task_id"] == "t3" and p.get("trace")]
     lines = _trace(third["trace"])
     assert _body(lines, "ver") == "original"
     assert lines[0]["environment"]["tool_snapshot"] == digest
@@ -285,5 +286,5 @@ def test_what_runs_is_what_was_there_when_the_command_started_also_on_resume(
         handle_signals=False,
     )
     assert fresh.report is not None
-    bodies = {_body(_trace(p["trace"]), "ver") for p in fresh.report["pairs"]}
+    bodies = {_body(_trace(p["trace"]), "ver") for p in fresh.report.to_json()["pairs"]}
     assert bodies == {"edited before the resume"}  # a new command takes a new snapshot

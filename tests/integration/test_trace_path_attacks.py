@@ -1,4 +1,4 @@
-"""Hostile traces choosing host folders, in real containers (issue 10, items 2 and 12).
+"""Hostile traces choosing host folders, in real containers (items 2 and 12).
 
 - a trace's tool entries resolve only inside its own folder: naming a folder of the current
   directory (``tools: [golden_tools, Documents]``) no longer mounts it into the sandbox, where
@@ -132,7 +132,7 @@ def _mark(marker: Path) -> str:
 def test_packet_describes_a_trace_folders_tools_in_a_sandbox_never_on_the_host(
     tmp_path: Path, sandbox_image: str
 ) -> None:
-    from tests.fakes import trusted_packet
+    from tests.support.fakes import trusted_packet
 
     marker = tmp_path / "MARKER"
     trace = _trace_folder(

@@ -1,4 +1,4 @@
-"""Issue 4 acceptance: an episode runs in a user's own image.
+"""Acceptance: an episode runs in a user's own image.
 
 The image is built offline from Debian bullseye (python3.9) with one extra Python package,
 PyYAML from Debian's `python3-yaml` (pip inside `docker build` has no index here), and the

@@ -1,4 +1,4 @@
-"""Issue 18: the egress witness serves the worker's whole process tree in a real episode.
+"""The egress witness serves the worker's whole process tree in a real episode.
 
 The tool runs a curl-like child (bash's ``/dev/tcp``, not Python: the audit hook cannot see it)
 and a ctypes ``connect`` (past the socket module), both to TEST-NET-1 192.0.2.1 inside the

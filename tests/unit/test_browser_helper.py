@@ -1,4 +1,4 @@
-"""tests/browser.py: without chromium the browser tests fail under CI, skip elsewhere."""
+"""tests/support/browser.py: without chromium the browser tests fail under CI, skip elsewhere."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import tests.browser as tb
+import tests.support.browser as tb
 
 
 def test_missing_chromium_fails_under_ci(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

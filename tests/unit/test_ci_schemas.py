@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 CI = REPO / "examples" / "ci"
 # Run check-jsonschema's CLI in a process whose every socket is refused before it exists.
@@ -135,7 +135,8 @@ def test_every_github_workflow_file_passes_actionlint(path: Path) -> None:
 
 
 def test_actionlint_refuses_the_runner_context_in_a_jobs_env(tmp_path: Path) -> None:
-    # the recipe before issue 29: valid under the schema, rejected by GitHub (and actionlint)
+    # the recipe before the CI recipes were checked: valid under the schema, rejected by GitHub
+    # (and actionlint)
     text = (CI / "github-actions.yml").read_text(encoding="utf-8")
     job_env = "    timeout-minutes: 30\n    env:\n"
     assert job_env in text

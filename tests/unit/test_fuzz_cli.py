@@ -1,5 +1,5 @@
 """Fuzz: mutated traces, task files, workflows, policies, import sources and packets through
-the commands that need no Docker (issue 10, Acceptance).
+the commands that need no Docker (Acceptance).
 
 A few hundred cases are generated from the project's fixtures with a fixed seed (`SEED`): byte
 flips, truncation, NUL and invalid UTF-8, deep nesting, huge strings, NaN/Infinity/1e400,

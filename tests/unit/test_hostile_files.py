@@ -1,5 +1,5 @@
 """Special files, bad bytes and hostile JSON in user files: exit 2 naming the file, never a
-hang, never a traceback (issue 10, items 4, 7, 13 and 15).
+hang, never a traceback (items 4, 7, 13 and 15).
 
 Commands that meet a special or oversized file run as a subprocess with a wall-clock bound and
 an address-space limit, so the old behaviour (a FIFO read for ever, ``/dev/zero`` read until

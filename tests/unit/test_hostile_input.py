@@ -46,7 +46,7 @@ def _hostile_packet(tmp_path: Path, marker: Path) -> Path:
     """A packet of the golden failing run whose tool module and scripted model function, when
     imported, write ``marker`` (``MARKER.model`` for the model module)."""
     from runner.reproduce.inputs import safe_extract
-    from tests.fakes import trusted_packet
+    from tests.support.fakes import trusted_packet
 
     trusted_packet(GOLDEN / "failing.jsonl", tmp_path / "p.tar.gz", state_dir=tmp_path / "state")
     unpacked = tmp_path / "unpacked"
@@ -79,7 +79,7 @@ def test_hostile_packet_control_its_code_runs_when_imported(tmp_path: Path) -> N
 
 
 def test_reproducing_a_packet_never_runs_its_code_on_the_host(tmp_path: Path) -> None:
-    """The registry is described by a sandbox (runner/episode/toolmanifest/registry.py): with no
+    """The registry is described by a sandbox (runner/admission/describe.py): with no
     engine reproduce stops at asking for one (exit 6), and no packet code ran before that.
     With Docker: tests/integration/test_reproduce_manifest.py."""
     marker = tmp_path / "MARKER"
@@ -280,9 +280,9 @@ def test_a_policy_cannot_ask_for_record_mode(tmp_path: Path) -> None:
 
 
 def test_unsafe_allow_in_shadow_serves_from_recordings_never_executes(tmp_path: Path) -> None:
-    from runner.domain.toolsource import registry_for_workflow
     from runner.domain.workflow import load_workflow
     from runner.policy import load_policy
+    from runner.tools.source import registry_for_workflow
 
     path = tmp_path / "p.yaml"
     path.write_text("name: p\nmode: shadow\ntools:\n  unsafe_allow: [ticket.close]\n")

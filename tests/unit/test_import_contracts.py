@@ -17,7 +17,7 @@ from typing import Any
 import grimp
 
 from runner.backends.registry import BACKENDS
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 CONCRETE = [
     f"runner.backends.{target.partition(':')[0].split('.')[2]}"

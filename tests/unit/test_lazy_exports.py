@@ -14,14 +14,16 @@ import sys
 
 import pytest
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 LAZY = [
     "runner.backends",
     "runner.episode",
-    "runner.episode.toolmanifest",
+    "runner.admission",
     "runner.policy",
     "runner.providers",
+    "runner.runs",
+    "runner.tools",
 ]
 
 

@@ -59,12 +59,12 @@ def test_wheel_carries_dockerfile_script_and_policies(wheel: Path) -> None:
         if (ROOT / "policies" / expected).exists():
             assert f"runner/_data/policies/{expected}" in names
     # the HTML report's templates, style and script (read from the package at run time)
-    templates = {n for n in names if n.startswith("runner/cli/html/templates/")}
+    templates = {n for n in names if n.startswith("runner/cli/render/html/templates/")}
     on_disk = {
-        f"runner/cli/html/templates/{p.name}"
-        for p in (ROOT / "runner" / "cli" / "html" / "templates").iterdir()
+        f"runner/cli/render/html/templates/{p.name}"
+        for p in (ROOT / "runner" / "cli" / "render" / "html" / "templates").iterdir()
     }
-    assert templates == on_disk and "runner/cli/html/templates/report.js" in templates
+    assert templates == on_disk and "runner/cli/render/html/templates/report.js" in templates
 
 
 def test_wheel_has_the_console_script_and_runtime(wheel: Path) -> None:
@@ -100,9 +100,9 @@ def test_installed_wheel_finds_its_packaged_data(wheel: Path, tmp_path: Path) ->
     assert package == target / "runner"
 
 
-# -- a light install (issue 29) ----------------------------------------------------------------
+# -- a light install ----------------------------------------------------------------
 
-CORE_MAX_DISTRIBUTIONS = 40  # issue 29's bar for `pip install .` (31 when it was set)
+CORE_MAX_DISTRIBUTIONS = 40  # the core install's bar for `pip install .` (31 when it was set)
 HEAVY = ("ray", "openai", "anthropic", "openai-agents", "opentelemetry-sdk", "pytest", "mypy")
 
 

@@ -29,9 +29,9 @@ def _blocks() -> dict[str, str]:
 def test_the_readme_example_is_eligible_and_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from runner.admission.eligibility import check_eligibility
     from runner.backends.unsandboxed import UnsandboxedProcessBackend
-    from runner.cli.commands import run as run_module
-    from runner.policy.eligibility import check_eligibility
+    from runner.runs.run import execute_run
     from runner.settings import Settings
 
     blocks = _blocks()
@@ -43,7 +43,7 @@ def test_the_readme_example_is_eligible_and_runs(
         monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.chdir(tmp_path)
     assert check_eligibility([tmp_path / "weather.yaml"], "shadow").exit_code == 0
-    result = run_module.execute_run(
+    result = execute_run(
         Settings(state_dir=tmp_path / "state"),
         tmp_path / "weather.yaml",
         tmp_path / "tasks.jsonl",

@@ -1,4 +1,4 @@
-"""Paths a trace or packet chooses (issue 10, items 1, 2, 12, 13): none leaves its folder.
+"""Paths a trace or packet chooses (items 1, 2, 12, 13): none leaves its folder.
 
 Every untrusted name becomes a path only through `runner.domain.ids.path_for_id` /
 `path_under`: the workflow a trace carries is written inside the run's scratch folder, packet
@@ -246,8 +246,8 @@ def test_a_trace_cannot_make_the_host_read_a_json_file_outside_its_folder(
 
 
 def test_a_trace_cannot_mount_an_installed_package_or_a_plain_folder(tmp_path: Path) -> None:
-    from runner.domain.toollocate import locate_tools
     from runner.domain.workflow import load_workflow
+    from runner.tools.locate import locate_tools
 
     trace = _trace_folder(tmp_path, "[golden_tools, yaml]")
     workflow = load_workflow(trace.parent / "golden.yaml")
@@ -261,8 +261,8 @@ def test_a_trace_cannot_mount_an_installed_package_or_a_plain_folder(tmp_path: P
 
 
 def test_a_module_linked_from_outside_the_trace_folder_is_refused(tmp_path: Path) -> None:
-    from runner.domain.toollocate import locate_tools
     from runner.domain.workflow import load_workflow
+    from runner.tools.locate import locate_tools
 
     trace = _trace_folder(tmp_path, "[golden_tools, extra]")
     elsewhere = tmp_path / "elsewhere"
@@ -306,7 +306,7 @@ def test_a_file_the_sandbox_reports_is_a_host_path_only_inside_its_tool_folder(
 ) -> None:
     """What the describing sandbox says is untrusted: the packet packs and reproduce reads
     the host files it names, so a name leading out of the tool folder is no host path."""
-    from runner.episode.toolmanifest.answer import PathMap
+    from runner.admission.answer import PathMap
 
     root = tmp_path / "tools"
     root.mkdir()

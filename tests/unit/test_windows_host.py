@@ -1,4 +1,4 @@
-"""The host side on a simulated Windows (issue 29): no POSIX-only call where Windows goes.
+"""The host side on a simulated Windows: no POSIX-only call where Windows goes.
 
 No Windows here: each test takes away what Windows lacks (``os.killpg``, ``os.fork``,
 ``os.WNOHANG``, ``os.getuid``, ``fcntl``, ``resource``, ``pwd``, ``grp``, ``pass_fds``) or gives
@@ -23,7 +23,7 @@ from runner.backends import processgroup
 from runner.backends.docker.engine import _socket_path, discover_engine
 from runner.runtime import pid1
 from runner.runtime.worker import client as worker_client
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 
 class FakeProcess:
@@ -139,7 +139,7 @@ for name in ("killpg", "fork", "setsid", "getuid", "geteuid", "getgid", "WNOHANG
 import importlib
 for module in ("runner.cli.commands.run", "runner.cli.commands.submit",
                "runner.cli.commands.reproduce", "runner.cli.commands.record",
-               "runner.cli.commands.doctor", "runner.episode.record", "runner.episode.driver",
+               "runner.cli.commands.doctor", "runner.runs.record", "runner.episode.driver",
                "runner.backends.unsandboxed", "runner.backends.docker.backend",
                "runner.backends.docker.hostfiles", "runner.backends.capacity",
                "runner.submit.job", "runner.reproduce.reproducer", "runner.runtime.main",

@@ -6,7 +6,7 @@ commands should refuse it. Exactly 15 are destructive (recursive deletes, pipes 
 force pushes, disk wipes); many of the others look close (``grep -rn "rm -rf"``, ``rm
 notes.txt``, ``git rm -r --cached``, ``curl -o``). The labels were written by hand, not derived
 from any rule: ``policy diff`` with policy-proposed.yaml must deny exactly the labelled ones
-(tests/unit/policy/test_policy_diff.py).
+(tests/unit/policy/test_diff.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ bits) goes in. So the same content gives the same archive, and its sha256 names 
 
 Only folders and regular files are archived; ``__pycache__`` folders and ``.pyc`` files are
 left out (the image compiles its own). A symbolic link or a special file is refused with an
-`InfrastructureError`: the tool snapshot holds none (`runner.episode.snapshot`), and the
+`InfrastructureError`: the tool snapshot holds none (`runner.tools.snapshot`), and the
 runtime's folders none either, so one here is a bug, never something to follow.
 """
 

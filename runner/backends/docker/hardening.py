@@ -1,6 +1,6 @@
 """What every Docker sandbox is created with: the hardened host config, PID 1 and environment.
 
-Hardening of every container (SPEC.md, issue 2 item 7; asserted flag by flag in
+Hardening of every container (SPEC.md; asserted flag by flag in
 tests/unit/backends/test_docker_backend.py): ``network_mode=none``; read-only root filesystem; a
 size-limited tmpfs ``/tmp`` with ``HOME`` and ``TMPDIR`` in it; a private IPC namespace whose
 ``/dev/shm`` is no larger than ``/tmp`` (``shm_size``: multiprocessing still works) and whose
@@ -10,7 +10,7 @@ CPU limits; user 10001:10001; the ``none`` log driver (the output is captured ov
 host environment (only the spec's ``env``; docker-py's proxy injection is off); bind mounts in
 the structured form with ``read_only`` (paths with spaces, colons, non-ASCII work).
 
-Containment when the host is gone (issue 10 item 9; DOCKER-NOTES.md "Lifecycle traps"):
+Containment when the host is gone (DOCKER-NOTES.md "Lifecycle traps"):
 - The runtime (``SandboxSpec.init``) is itself PID 1 and enforces the cap, read from
   `CAP_ENV` (`runner.runtime.pid1`: not dumpable, no handler for any signal, orphans reaped):
   the process holding the channel is then the one the kernel protects.

@@ -7,7 +7,7 @@ the manifest (`runner.wire.protocol`): nothing of the run is fixed at creation. 
 ONE sandbox per run: a pooled sandbox is handed out once, to one run, and removed after it
 (`WarmPool.take`); it is never reused.
 
-Rules (issue 16):
+Rules:
 - Key (`pool_key`): everything fixed at creation (image, command, mounts: the tool snapshot
   and the runner packages, environment, limits, user, working folder, the lifetime cap). Only
   a run's id and its labels (task, ledger key) vary between runs of one key; a pooled sandbox

@@ -33,10 +33,6 @@ __all__ = ["bwrap_argv", "root_entries"]
 _OWN = ("/proc", "/dev", SANDBOX_TMP)  # mounted by bwrap itself, never from the image
 
 
-def _is_under(path: str, folder: str) -> bool:
-    return folder == "/" or path == folder or path.startswith(folder + "/")
-
-
 def root_entries(
     tree: Path, inside: str, targets: Sequence[str], seen_as: Callable[[Path], str] = str
 ) -> list[str]:

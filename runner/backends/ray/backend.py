@@ -1,6 +1,6 @@
 """`RayBackend`: each sandbox is a Ray task on a worker node, run by that node's Docker engine.
 
-What travels and what stays (issue 15): the episode's host side (`runner.episode.driver`: the
+What travels and what stays: the episode's host side (`runner.episode.driver`: the
 channel decoder, the provider with every key, the ledger and its ceilings, the trace writer)
 stays in the driver process, exactly as with the local Docker backend, so ceilings hold across
 nodes as they hold across threads and no worker ever sees a key or the ledger. A worker gets a

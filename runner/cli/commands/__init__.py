@@ -1,43 +1,93 @@
-"""One module per command, each registering itself on the typer app when it is imported.
+"""The command table: each command's module and summary, and the registration of commands.
 
-Importing this package registers nothing: `register` imports the modules of the commands a
-command line names, so that typer builds only the invoked command's parameters (building all
-of them cost ~0.17 s at every start, issue 16), and every module when the line names none,
-asks for the top-level help or names an unknown command (typer's listing, "No such command"
-and its suggestions need them all). `runner.cli.entry.main` calls it with ``sys.argv``;
-``register()`` (no argument) registers every command, for callers that invoke the app
-themselves (tests with typer's ``CliRunner``).
+Each command lives in one module here and registers itself on the typer app when that module is
+imported. Importing this package registers nothing: `register` imports the module of the
+command a command line names, so that typer builds only that command's parameters and the
+command's module may import what it uses at its top. A line that names no known command (the
+top-level ``--help``, no argument, an unknown name) registers each command as its name and
+`Command.summary` only, which is all typer's listing and its "No such command" suggestions
+read: ``--help`` imports no command module (tests/unit/cli/test_cli_gate.py pins what it leaves
+unimported; tests/unit/cli/test_cli_lazy.py that the output is the same as with every command
+registered, and that each summary is its command's first help paragraph).
+`runner.cli.entry.main` calls `register` with ``sys.argv``; ``register()`` (no argument)
+registers every command, for callers that invoke the app themselves (tests with typer's
+``CliRunner``).
 
-May import: every other package of runner (each command imports its heavy parts where it runs).
+May import: `runner.cli.app` only; each command module imports the use case it calls, the
+renderers and the packages below.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from runner.cli import helpstyle  # noqa: F401  (how --help reads; before the commands)
-from runner.cli.app import GLOBAL_OPTIONS_WITH_VALUE
+from runner.cli.app import GLOBAL_OPTIONS_WITH_VALUE, app
 
-__all__ = ["COMMANDS", "command_name", "register"]
+__all__ = ["COMMANDS", "Command", "command_name", "register"]
 
-# Command name -> its module under runner.cli.commands, in the order `--help` lists them.
-COMMANDS: dict[str, str] = {
-    "check": "check",
-    "doctor": "doctor",
-    "image": "image",
-    "lint": "lint",
-    "run": "run",
-    "ledger": "ledger",
-    "import": "importer",
-    "record": "record",
-    "submit": "submit",
-    "report": "report",
-    "reproduce": "reproduce",
-    "tasks": "tasks",
-    "packet": "packet",
-    "view": "view",
-    "policy": "policy",
+
+@dataclass(frozen=True)
+class Command:
+    """One command of the table.
+
+    Attributes:
+        module: its module under ``runner.cli.commands``.
+        summary: the first paragraph of its help, as the top-level ``--help`` lists it.
+    """
+
+    module: str
+    summary: str
+
+
+# Command name -> its module and summary, in the order `--help` lists them.
+COMMANDS: dict[str, Command] = {
+    "check": Command(
+        "check", "Tell, before anything runs, whether workflows can be sandboxed under a policy."
+    ),
+    "doctor": Command(
+        "doctor",
+        "Check the backend (default Docker), the sandbox image and that sandboxes are cut off.",
+    ),
+    "lint": Command(
+        "lint", "Report which of the five seed fields each trace and each call is missing."
+    ),
+    "run": Command(
+        "run", "Run one task of a workflow in a sandbox; print the summary and the trace path."
+    ),
+    "ledger": Command("ledger", "Show what was spent, by purpose (live, replay, judge)."),
+    "record": Command(
+        "record",
+        "Run one task live (real tools, no sandbox) and record its trace; charged as live.",
+    ),
+    "submit": Command(
+        "submit",
+        "Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them.",
+    ),
+    "report": Command(
+        "report",
+        "Show a submission's report again (from its job folder); --html writes it as a page.",
+    ),
+    "reproduce": Command(
+        "reproduce",
+        "Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5).",
+    ),
+    "packet": Command(
+        "packet",
+        "Pack a trace with its workflow and tool code into a packet that reproduce accepts.",
+    ),
+    "view": Command(
+        "view", "Serve a job's or a trace's report page on 127.0.0.1 and print its address."
+    ),
+    "image": Command("image", "Build and try the sandbox image."),
+    "import": Command(
+        "importer",
+        "Import public agent traces (τ²-bench results, OpenAI chat messages, OpenTelemetry).",
+    ),
+    "tasks": Command("tasks", "Make task files from recorded runs."),
+    "policy": Command("policy", "Compare policies on recorded calls."),
 }
 
 
@@ -68,13 +118,24 @@ def command_name(args: Sequence[str]) -> str | None:
 
 
 def register(args: Sequence[str] | None = None) -> None:
-    """Import the command modules that ``args`` needs, which registers them on the app.
+    """Register the commands ``args`` needs on the app.
 
     Args:
-        args: the command line after the program's name: the named command's module only;
-            every module when it names no known command (or ``args`` is None).
+        args: the command line after the program's name: the named command's module is
+            imported; a line naming no known command registers every command's summary
+            only (`_list_only`); None (or a ``--`` before the command) imports every module.
     """
     name = None if args is None else command_name(args)
-    named = COMMANDS.get(name) if name is not None else None
-    for module in [named] if named is not None else COMMANDS.values():
-        importlib.import_module(f"{__name__}.{module}")
+    if name in COMMANDS:
+        importlib.import_module(f"{__name__}.{COMMANDS[name].module}")
+    elif args is None or "--" in args:
+        for command in COMMANDS.values():
+            importlib.import_module(f"{__name__}.{command.module}")
+    else:
+        for listed, command in COMMANDS.items():
+            app.command(listed, help=command.summary)(_list_only)
+
+
+def _list_only() -> None:
+    """The stand-in of a command that is only listed: never invoked (`register`)."""
+    raise AssertionError("a listed-only command was invoked")  # pragma: no cover

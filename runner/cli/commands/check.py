@@ -20,11 +20,11 @@ policy's replay USD ceiling is set, named with its fixes: `runner.policy.pricing
 ``submit`` and ``submit --dry-run`` refuse it). With several workflows the worst wins.
 
 Nothing is run and no engine is needed: the tool modules are read from source
-(`runner.domain.toolstatic`), never imported, so their top-level code does not run on the
+(`runner.tools.static`), never imported, so their top-level code does not run on the
 host; a scripted model function is only located and found defined. A tool whose declaration is
 not literal (its effect, a parameter's type) counts as ``unsafe`` and the diagnostic says what
 could not be read and where (fail closed). ``submit`` and ``run`` take the same first step,
-then describe the tools inside a sandbox (`runner.episode.toolmanifest.admission`). The one
+then describe the tools inside a sandbox (`runner.admission.gate`). The one
 exception: an MCP stdio server (``tools: [{mcp: {command: [...]}}]``) is asked for its tools
 inside a sandbox (it is the challenger's code), so a workflow naming one needs the engine and
 the image; each MCP tool's class comes from its annotations, shown as ``decided_by``.
@@ -32,21 +32,26 @@ the image; each MCP tool's class comes from its annotations, shown as ``decided_
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from runner.admission.checkread import check_describer
+from runner.admission.eligibility import check_eligibility
 from runner.cli.app import app, fail, state
-from runner.cli.junit import JUnitCase, write_junit_cases
 from runner.cli.options import JsonOption, PriceOption
-from runner.cli.terminal import echo, one_line
+from runner.cli.render.jsonout import print_json
+from runner.cli.render.junit import JUnitCase, write_junit_cases
+from runner.cli.render.terminal import echo, one_line
 from runner.errors import SandboxReplayError, worst_exit_code
+from runner.policy.calldecision import conditional_rules
+from runner.policy.pricing import check_prices, recorded_models, with_prices
 
 if TYPE_CHECKING:
+    from runner.admission.report import EligibilityReport, WorkflowCheck
     from runner.policy.loader import Policy
-    from runner.policy.report import EligibilityReport, WorkflowCheck
+    from runner.settings import Settings
 
 
 @app.command("check")
@@ -81,10 +86,6 @@ def check_command(
     Every problem is reported, each naming the workflow file, the step, the tool, its effect
     class and the policy rule. Exit 0 eligible, 3 ineligible, 2 invalid input.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.episode.toolmanifest.checkread import check_describer
-    from runner.policy.eligibility import check_eligibility
-
     # configures logging once, like every command; Settings built if an MCP server or a model
     # provider needs them (`runner.cli.lazysettings`), unless the environment sets some
     settings = state(ctx).settings(deferred=True)
@@ -109,7 +110,7 @@ def check_command(
         data = _with_conditional(report)
         if pricing is not None:
             data["prices"] = {"error": str(pricing), "models": pricing.fields.get("models", [])}
-        echo(json.dumps(data, indent=2, ensure_ascii=True))
+        print_json(data)
     else:
         for check in report.workflows:
             for line in _lines(report.policy, check):
@@ -123,7 +124,7 @@ def check_command(
 
 
 def _pricing(
-    report: EligibilityReport, prices: list[str], settings: Any
+    report: EligibilityReport, prices: list[str], settings: Settings
 ) -> SandboxReplayError | None:
     """The plan-time price check of `runner.policy.pricing` over the loaded workflows.
 
@@ -134,9 +135,6 @@ def _pricing(
     Raises:
         InputError: a bad ``--price`` value.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check` without a ceiling)
-    from runner.policy.pricing import check_prices, recorded_models, with_prices
-
     policy = with_prices(report.policy, prices)
     usd = policy.ceilings.replay.usd
     try:
@@ -154,8 +152,6 @@ def _pricing(
 
 def _conditional(policy: Policy, check: WorkflowCheck) -> dict[str, list[dict[str, str]]]:
     """Tool id -> the argument rules that decide its calls at call time (eligible tools)."""
-    from runner.policy.calldecision import conditional_rules
-
     if check.workflow is None or check.registry is None:
         return {}
     found: dict[str, list[dict[str, str]]] = {}

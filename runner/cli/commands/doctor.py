@@ -29,7 +29,7 @@ from runner.cli.backend_choice import (
     backend_options,
     chosen_backend,
 )
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import EXIT_INFRA, EXIT_OK, InfrastructureError, InputError
 
 if TYPE_CHECKING:

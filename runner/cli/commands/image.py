@@ -8,8 +8,13 @@ from typing import Annotated
 
 import typer
 
+from runner.backends.docker import DockerBackend
+from runner.backends.docker.checks import smoke_run
+from runner.backends.docker.image import ImagePackages, build_image
+from runner.backends.docker.wheelhouse import probe_target
 from runner.cli.app import app, state
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
+from runner.episode.reaping import reap_and_settle
 
 image_app = typer.Typer(help="Build and try the sandbox image.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
@@ -63,11 +68,6 @@ def build(
     --wheelhouse your packages are added from wheels this host downloaded: the build itself
     never reaches a registry. Exit 2 for a missing file or an empty wheelhouse, 6 on failure.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.backends.docker import DockerBackend
-    from runner.backends.docker.image import ImagePackages, build_image
-    from runner.backends.docker.wheelhouse import probe_target
-
     settings = state(ctx).settings()
     packages = None
     if requirements is not None or wheelhouse is not None:
@@ -106,11 +106,6 @@ def smoke(
     Removes leftover sandboxes of dead owners first (the reaper). Exit 6 when the sandbox
     could not run or did not exit 0.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.backends.docker import DockerBackend
-    from runner.backends.docker.checks import smoke_run
-    from runner.episode.reaping import reap_and_settle
-
     settings = state(ctx).settings()
     backend = DockerBackend.connect(settings.docker_host)
     try:

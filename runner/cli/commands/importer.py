@@ -19,8 +19,14 @@ from typing import Annotated, Any
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import SandboxReplayError
+from runner.importers.openai_messages import read_openai_messages
+from runner.importers.otel import read_otel
+from runner.importers.output import write_import
+from runner.importers.tau2 import read_tau2
+from runner.importers.toolset import parse_effect_map
+from runner.policy import load_policy
 
 import_app = typer.Typer(
     name="import",
@@ -115,11 +121,6 @@ def _import(
     explain: bool = False,
 ) -> None:
     """Read a source with ``read`` (an importer's reader), write it into ``out``, report."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.importers.output import write_import
-    from runner.importers.toolset import parse_effect_map
-    from runner.policy import load_policy
-
     state(ctx).settings()
     try:
         effect_map = parse_effect_map(map_ or [], map_file)
@@ -181,9 +182,6 @@ def tau2_command(
     ] = None,
 ) -> Callable[[], Any]:
     """Import τ²-bench results: one trace per simulation, tasks with observations, manifest."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.importers.tau2 import read_tau2
-
     return lambda: read_tau2(results, tools)
 
 
@@ -198,9 +196,6 @@ def openai_messages_command(
     ] = None,
 ) -> Callable[[], Any]:
     """Import OpenAI chat-message conversations (messages + tools): one trace per run."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.importers.openai_messages import read_openai_messages
-
     return lambda: read_openai_messages(file, tools)
 
 
@@ -219,9 +214,6 @@ def otel_command(
     ] = None,
 ) -> Callable[[], Any]:
     """Import OpenTelemetry traces: one trace per agent session, tasks, manifest."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.importers.otel import read_otel
-
     return lambda: read_otel(files, tools)
 
 

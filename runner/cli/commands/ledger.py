@@ -11,16 +11,21 @@ object with ``--json``:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption
-from runner.cli.terminal import echo
+from runner.cli.render.console import table_console
+from runner.cli.render.jsonout import print_json
+from runner.cli.render.report import estimated_lines
+from runner.domain.ids import validate_id
 from runner.errors import InputError, SandboxReplayError
+from runner.ledger import LEDGER_FILENAME, PURPOSES, Ledger, PurposeTotals
 
 
 @app.command("ledger")
@@ -36,10 +41,6 @@ def ledger_command(
     Runs, model calls, tokens, USD and sandbox seconds charged, and what is reserved but not
     yet settled. Exit 2 for an invalid or unknown --job.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.domain.ids import validate_id
-    from runner.ledger import LEDGER_FILENAME
-
     settings = state(ctx).settings(quiet=True)
     path = settings.state_dir / LEDGER_FILENAME
     try:
@@ -49,14 +50,12 @@ def ledger_command(
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)
     if as_json:
-        echo(json.dumps(data, indent=2, ensure_ascii=True))
+        print_json(data)
         return
     _render(data)
 
 
 def _read(path: Path, job: str | None) -> dict[str, Any]:
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.ledger import PURPOSES, Ledger, PurposeTotals
 
     data: dict[str, Any] = {"ledger": str(path), "schema_version": None, "job": None}
     if not path.exists():
@@ -76,11 +75,6 @@ def _read(path: Path, job: str | None) -> dict[str, Any]:
 
 
 def _render(data: dict[str, Any]) -> None:
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from rich.markup import escape
-    from rich.table import Table
-
-    from runner.cli.output import table_console
 
     console = table_console()
     title = "Ledger totals by purpose"
@@ -123,7 +117,6 @@ def _render(data: dict[str, Any]) -> None:
             escape(statuses) or "–",
         )
     console.print(table)
-    from runner.cli.report_render import estimated_lines
 
     for line in estimated_lines(data["purposes"]):
         console.print(escape(line))

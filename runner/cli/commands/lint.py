@@ -8,15 +8,18 @@ Output: a table per run of traces and a findings table (stdout), or one JSON obj
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from runner.cli.app import app
 from runner.cli.options import JsonOption
-from runner.cli.terminal import echo
+from runner.cli.render.console import table_console
+from runner.cli.render.jsonout import print_json
+from runner.tracetools.lint import CALL_FIELDS, lint_traces
 
 if TYPE_CHECKING:
     from runner.tracetools.lint import TraceLint
@@ -50,18 +53,9 @@ def lint_command(
     response (model calls), clock reading; per trace: the failure signature. Also says which
     calls carry raw I/O bodies and which only tool-level values.
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.tracetools.lint import lint_traces
-
     results, code = lint_traces(traces)
     if as_json:
-        echo(
-            json.dumps(
-                {"exit_code": code, "traces": [r.to_json() for r in results]},
-                indent=2,
-                ensure_ascii=True,
-            )
-        )
+        print_json({"exit_code": code, "traces": [r.to_json() for r in results]})
     else:
         _render(results, code)
     raise typer.Exit(code)
@@ -79,13 +73,8 @@ def _cell(checks: list[str]) -> str:
 
 
 def _render(results: list[TraceLint], code: int) -> None:
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from rich.markup import escape
-    from rich.table import Table
 
     # A log file or a pipe gets a wide table rather than rich's 80-column default.
-    from runner.cli.output import table_console
-    from runner.tracetools.lint import CALL_FIELDS
 
     console = table_console()
     table = Table(title="Trace lint: the five seed fields", title_justify="left")

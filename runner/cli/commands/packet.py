@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import SandboxReplayError
+from runner.policy import load_policy
+from runner.reproduce.packet import build_packet
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
@@ -50,10 +52,6 @@ def packet_command(
     ] = None,
 ) -> None:
     """Pack a trace with its workflow and tool code into a packet that reproduce accepts."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.policy import load_policy
-    from runner.reproduce.packet import build_packet
-
     settings = state(ctx).settings()
     try:
         rules = load_policy(policy).redaction_rules if policy is not None else None

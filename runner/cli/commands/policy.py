@@ -1,6 +1,6 @@
 """``sandbox-replay policy diff OLD NEW --against TRACE|DIR... [--json]``.
 
-Decides every recorded tool call of the traces under both policies (`runner.policy.replay`,
+Decides every recorded tool call of the traces under both policies (`runner.policy.diff`,
 with the decision function the sandbox's call-time guard uses) and reports, per tool, the calls
 newly denied and newly allowed (a few examples each, their arguments printed inert), the
 unchanged counts, the calls whose tool a policy cannot resolve and the argument rules that
@@ -20,8 +20,11 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.terminal import echo
+from runner.cli.render.jsonout import print_json
+from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
+from runner.policy.diff import diff_policies
+from runner.policy.loader import load_policy
 
 policy_app = typer.Typer(help="Compare policies on recorded calls.", no_args_is_help=True)
 app.add_typer(policy_app, name="policy")
@@ -50,9 +53,6 @@ def diff_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
 ) -> None:
     """Decide every recorded tool call under OLD and NEW: exit 0 no change, 1 changed."""
-    from runner.policy.loader import load_policy
-    from runner.policy.replay import diff_policies
-
     state(ctx).settings()  # configures logging once, like every command
     try:
         if len(policies) < 2:
@@ -68,7 +68,7 @@ def diff_command(
             raise typer.Exit(exc.exit_code) from None
         fail(exc)
     if as_json:
-        echo(json.dumps(report.to_json(), indent=2, ensure_ascii=True))
+        print_json(report.to_json())
     else:
         for line in report.lines():
             echo(line)

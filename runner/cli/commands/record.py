@@ -10,7 +10,6 @@ ran (its status is data in the output), 2 invalid input, 4 the ``live`` ceiling 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -18,8 +17,10 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgument
-from runner.cli.terminal import echo
+from runner.cli.render.episode import print_episode, warn_skipped_line
+from runner.cli.render.jsonout import print_json
 from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError
+from runner.runs.record import record_run
 
 
 @app.command("record")
@@ -43,20 +44,21 @@ def record_command(
     as_json: JsonOption = False,
 ) -> None:
     """Run one task live (real tools, no sandbox) and record its trace; charged as live."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.commands.run import _render, warn_skipped_lines
-    from runner.domain.tasks import load_tasks
-    from runner.episode.record import record_run
-
     settings = state(ctx).settings()
     try:
-        # runner/domain/tasks.py: bad lines are said; the asked task runs if its line loaded.
-        warn_skipped_lines(list(load_tasks(tasks).errors))
-        result = record_run(settings, workflow, tasks, task, output=output, policy_name=policy)
+        result = record_run(
+            settings,
+            workflow,
+            tasks,
+            task,
+            output=output,
+            policy_name=policy,
+            on_skipped_line=warn_skipped_line,
+        )
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:
-        echo(json.dumps(result.summary(), ensure_ascii=True, indent=2))
+        print_json(result.summary())
     else:
-        _render(result, sandboxed=False)
+        print_episode(result, sandboxed=False)
     raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)

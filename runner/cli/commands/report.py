@@ -1,8 +1,8 @@
 """``sandbox-replay report JOB_ID [--json] [--html FILE]``: a submission's report, shown again.
 
-Read from the job folder's ``report.json`` (`runner.submit.jobfolder`), printed as ``submit``
-prints it (`runner.cli.commands.submit.print_report`), or written as one self-contained HTML
-page. Exit 2 for an unknown job or a page that cannot be written.
+Read from the job folder's ``report.json`` (`runner.submit.jobfolder.load_report`), printed
+as ``submit`` prints it (`runner.cli.render.jobview.print_report`), or written as one
+self-contained HTML page. Exit 2 for an unknown job or a page that cannot be written.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import typer
 
 from runner.backends.registry import names as backend_names
 from runner.cli.app import app, fail, state
-from runner.cli.commands.submit import print_report, write_job_html
 from runner.cli.options import JsonOption
-from runner.cli.terminal import echo
+from runner.cli.render.jobview import print_report, write_job_page
+from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
+from runner.submit.jobfolder import job_dir, load_report
 
 __all__ = ["check_backend", "report_command"]
 
@@ -60,21 +61,14 @@ def report_command(
     ] = None,
 ) -> None:
     """Show a submission's report again (from its job folder); --html writes it as a page."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.submit.jobfolder import job_dir
-    from runner.submit.options import read_json_object
-
     settings = state(ctx).settings(quiet=True)
     try:
-        path = job_dir(settings, job_id) / "report.json"
-        if not path.exists():
-            raise InputError(f"no report for job {job_id!r} (looked for {path})")
-        report = read_json_object(path)
-        check_backend(report, path)
+        report, data = load_report(settings, job_id)
+        check_backend(data, job_dir(settings, job_id) / "report.json")
     except SandboxReplayError as exc:
         fail(exc)
     if html is not None:
-        written = write_job_html(settings, report, html)
+        written = write_job_page(report, html)
         if written is None:
             fail(InputError("cannot write the HTML report", file=str(html)))
         echo(f"HTML report: {written}", err=as_json)

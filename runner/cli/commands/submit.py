@@ -1,15 +1,17 @@
 """``sandbox-replay submit``: shadow evaluation (``report JOB_ID`` shows one again: ``report``).
 
 ``submit --variant A.yaml --variant B.yaml --tasks T.jsonl [flags]`` or ``submit job.yaml``
-(flags given as well win over the job file). The plan is printed first, always (on stderr with
-``--json``); ``--dry-run`` stops there and creates no job (the plan names no job id). A progress
-bar with counts per status runs on stderr when it is a terminal (it never moves back). Info logs
-are off unless ``--log-level``/``SANDBOX_REPLAY_LOG_LEVEL`` asks for them. The report is a rich
-table (or one JSON object with ``--json``) and ``<state_dir>/jobs/<job_id>/report.json``. After
-an interruption the command to continue is printed, also after a second Ctrl-C (which stops
-waiting for runs to wind down) or one that lands while the report prints; a resumed job's plan
-says how many runs are left. A reader of stdout that goes away (``| head``) changes nothing: the
-job's exit code stands, no traceback.
+(flags given as well win over the job file). The command parses the flags into
+`runner.submit.options.SubmitOptions` and calls `runner.submit.runjob.run_job`, which does the
+rest in order (probe, plan, resume count, run, report, HTML page, egress gate) and shows it
+through `runner.cli.render.jobview.ConsoleJobView`: the plan first, always (on stderr with
+``--json``; ``--dry-run`` stops there and creates no job), a progress bar on stderr when it is
+a terminal, the report as a rich table (or one JSON object with ``--json``) and
+``<state_dir>/jobs/<job_id>/report.json``. After an interruption the command to continue is
+printed, also after a second Ctrl-C (which stops waiting for runs to wind down) or one that
+lands while the report prints. Info logs are off unless ``--log-level`` /
+``SANDBOX_REPLAY_LOG_LEVEL`` asks for them. A reader of stdout that goes away (``| head``)
+changes nothing: the job's exit code stands, no traceback.
 
 ``--backend ray`` (with ``--ray-address`` or ``RAY_ADDRESS``) runs the sandboxes on the nodes
 of a Ray cluster (the registry's ``ray``); ledger, keys and traces stay here.
@@ -25,17 +27,12 @@ an episode ended ``infra_error``; 130 interrupted (sandboxes removed, job ``inte
 
 from __future__ import annotations
 
-import json
-import sys
-import threading
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
-from runner.backends.registry import DEFAULT as DEFAULT_BACKEND
 from runner.cli.app import app, fail, state
 from runner.cli.backend_choice import (
     BackendOption,
@@ -51,254 +48,18 @@ from runner.cli.egress_gate import (
     EgressBaselineOption,
     WriteEgressBaselineOption,
     check_baseline_file,
-    egress_of_trace,
-    gate_egress,
 )
 from runner.cli.options import JsonOption, PriceOption
-from runner.cli.terminal import echo, stdout_gone
-from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError, worst_exit_code
-from runner.hostlog import get_logger
-
-if TYPE_CHECKING:
-    from runner.backends.base import Backend
-    from runner.settings import Settings
-    from runner.submit.options import CeilingFlags, SubmitOptions
-    from runner.submit.scheduler import PairOutcome
+from runner.cli.render.jobview import ConsoleJobView
+from runner.errors import InputError, SandboxReplayError
+from runner.submit.options import CeilingFlags, SubmitOptions, load_job_file
+from runner.submit.runjob import run_job
 
 
-def _flags(pairs: Sequence[tuple[str, str, Any]]) -> CeilingFlags:
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.submit.options import CeilingFlags
-
+def _flags(pairs: Sequence[tuple[str, str, float | int | None]]) -> CeilingFlags:
     values = {dim: value for dim, _flag, value in pairs if value is not None}
     sources = {dim: flag for dim, flag, value in pairs if value is not None}
     return CeilingFlags(values, sources)
-
-
-class _Progress:
-    """Counts per status on a rich progress bar (stderr, TTY only)."""
-
-    def __init__(self, total: int, finished: int = 0) -> None:
-        # imported on use, not at module top: start-up speed (`--help`, `check`)
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        from runner.cli.output import table_console
-
-        self.enabled = sys.stderr.isatty()
-        self.progress = Progress(
-            TextColumn("[bold]replay[/bold]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-            console=table_console(stderr=True),
-            transient=False,
-        )
-        self.task = self.progress.add_task("", total=total, completed=finished)
-        self.before = finished  # pairs finished in earlier sessions of a resumed job
-        self.shown = finished
-        self.lock = threading.Lock()  # updates come from worker threads, in any order
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self.progress.stop()
-
-    def update(self, outcomes: Sequence[PairOutcome]) -> None:
-        if not self.enabled:
-            return
-        counts: dict[str, int] = {}
-        for outcome in outcomes:
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        finished = self.before + sum(
-            n for s, n in counts.items() if s not in ("running", "not_run")
-        )
-        text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()) if s != "not_run")
-        with self.lock:  # an older snapshot rendered late must not move the bar back
-            if finished < self.shown:
-                return
-            self.shown = finished
-            self.progress.update(self.task, completed=finished, description=text)
-
-
-def _print_plan(lines: list[str], as_json: bool) -> None:
-    for line in lines:
-        echo(line, err=as_json)
-
-
-def _finished_before(settings: Settings, job_id: str) -> int:
-    """Pairs of ``job_id`` finished in earlier sessions (0 when there is no ledger)."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.ledger import LEDGER_FILENAME, Ledger
-
-    path = settings.state_dir / LEDGER_FILENAME
-    if not path.exists():
-        return 0
-    with Ledger(path) as ledger:
-        return len(ledger.finished_episodes(job_id))
-
-
-def run_submit(
-    settings: Settings,
-    options: SubmitOptions | None,
-    *,
-    resume: str | None,
-    dry_run: bool,
-    as_json: bool,
-    concurrency: int | None = None,
-    backend_factory: Callable[[], Backend] | None = None,
-    egress: tuple[Path | None, Path | None] = (None, None),
-    probe: bool = False,
-    backend_name: str | None = None,
-) -> int:
-    """Plan, print the plan, run, print the report; return the exit code.
-
-    ``egress``: the ``--egress-baseline`` and ``--write-egress-baseline`` files (or None),
-    applied to every episode's trace once the job ran (`runner.cli.egress_gate`).
-    ``backend_factory``: makes the job's backend (default: the settings' backend,
-    ``SANDBOX_REPLAY_BACKEND``, whose name and probe rule then come from the registry).
-    ``backend_name``: the backend's name, said by the plan and the report (None with a factory:
-    the registry's default).
-    ``probe``: make it before the plan, so that the printed plan weighs its engine's memory
-    (a backend of this machine); an unusable one is None there (``--dry-run`` still prints)
-    and the job makes it again (exit 6).
-
-    Raises:
-        SandboxReplayError: invalid input (2), ineligible (3), infrastructure (6).
-    """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.submit.concurrency import close_backend, probe_engine
-    from runner.submit.job import execute, prepare
-    from runner.submit.jobfolder import job_dir, load_resume
-
-    if resume is not None:
-        options = load_resume(settings, resume)
-        if concurrency:
-            options = options.with_overrides(concurrency=concurrency)
-    assert options is not None
-    if backend_factory is None:  # the settings' backend, as the registry says
-        chosen = chosen_backend(settings, None)
-        probe, backend_name = chosen.runs_here, chosen.name
-        backend_factory = make_backend(settings, None)
-    make = backend_factory
-    engine = probe_engine(make) if probe else None
-    try:
-        plan = replace(
-            prepare(options, settings, job_id=resume, engine=engine, dry_run=dry_run),
-            backend=backend_name or DEFAULT_BACKEND,
-        )
-    except BaseException:
-        close_backend(engine)
-        raise
-    lines = plan.lines()
-    finished = 0
-    if dry_run and resume is None:  # no job is created: an id would name nothing to report
-        lines[0] = lines[0].replace(f"plan {plan.job_id}:", "plan (dry run, no job created):", 1)
-    if resume is not None:
-        finished = _finished_before(settings, plan.job_id)
-        total = plan.runs
-        lines.insert(
-            1,
-            f"  resuming {plan.job_id}: {total} planned, {finished} finished,"
-            f" {total - finished} to run",
-        )
-    try:
-        _print_plan(lines, as_json)
-        if dry_run:
-            close_backend(engine)
-            if as_json:
-                data = {**plan.to_json(), "dry_run": True}
-                if resume is None:
-                    data["job_id"] = None
-                echo(json.dumps({"plan": data}, indent=2, ensure_ascii=True))
-            return 0
-    except BrokenPipeError:
-        stdout_gone()  # the reader left; the job still runs and its exit code stands
-
-    def job_backend() -> Backend:  # the probed engine when there is one, else a new one
-        return engine if engine is not None else make()
-
-    hint = f"continue with: sandbox-replay submit --resume {plan.job_id}"
-    try:
-        with _Progress(plan.runs, finished) as progress:
-            result = execute(
-                plan,
-                options,
-                settings,
-                backend_factory=job_backend,
-                resume=resume is not None,
-                on_change=progress.update,
-            )
-    except KeyboardInterrupt:  # before the job's own handler was installed (or after it)
-        if (job_dir(settings, plan.job_id) / "job.json").exists():
-            echo(hint, err=True)
-        return EXIT_INTERRUPTED
-    assert result.report is not None
-    code = result.exit_code
-    try:
-        print_report(result.report, as_json)
-        html = write_job_html(
-            settings, result.report, job_dir(settings, plan.job_id) / "report.html"
-        )
-        if html is not None:
-            echo(f"HTML report: {html}", err=as_json)
-        if egress != (None, None):
-            code = worst_exit_code(code, _gate_egress(result.report, egress, as_json))
-    except KeyboardInterrupt:  # Ctrl-C while the report printed: the hint still follows
-        code = EXIT_INTERRUPTED
-    if code == EXIT_INTERRUPTED:
-        echo(hint, err=True)
-    return code
-
-
-def _gate_egress(
-    report: dict[str, Any], egress: tuple[Path | None, Path | None], as_json: bool
-) -> int:
-    """`gate_egress` over the traces of the report's episodes (those that have one)."""
-    episodes = [
-        egress_of_trace(pair["trace"])._replace(
-            name=f"{pair['variant']}/{pair['task_id']}#{pair['repeat']}"
-        )
-        for pair in report.get("pairs", [])
-        if pair.get("trace")
-    ]
-    return gate_egress(episodes, baseline=egress[0], write=egress[1], err=as_json)
-
-
-def write_job_html(settings: Settings, report: dict[str, Any], path: Path) -> Path | None:
-    """Write the job's HTML page to ``path``; None when it cannot be written (said, logged).
-
-    The page is a view of ``report.json``, which is written first and is the record: a page
-    that fails (a full disk, a bug) never changes the job's exit code.
-    """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.html import write_page
-    from runner.cli.html.job import job_page
-
-    try:
-        return write_page(path, job_page(settings, report))
-    except Exception as exc:  # the view must not hide the verdict
-        get_logger(__name__).exception("html_report_not_written", path=str(path))
-        echo(f"HTML report not written ({type(exc).__name__}: {exc})", err=True)
-        return None
-
-
-def print_report(report: dict[str, Any], as_json: bool) -> None:
-    """A job's report on stdout (a table, or JSON); a reader gone away (``| head``) is no error."""
-    try:
-        if as_json:
-            echo(json.dumps(report, indent=2, ensure_ascii=True, default=str))
-        else:
-            from runner.cli.output import table_console
-            from runner.cli.report_render import render_report
-
-            render_report(report, table_console())
-        sys.stdout.flush()
-    except BrokenPipeError:
-        stdout_gone()
 
 
 @app.command("submit")
@@ -376,9 +137,6 @@ def submit_command(
     runtime: RuntimeOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.submit.options import SubmitOptions, load_job_file
-
     settings = state(ctx).settings(quiet=True)
     replay = _flags(
         [
@@ -426,12 +184,12 @@ def submit_command(
                 seed=seed,
                 prices=tuple(price or ()),
             )
-        code = run_submit(
+        code = run_job(
             settings,
             options,
+            view=ConsoleJobView(as_json=as_json),
             resume=resume,
             dry_run=dry_run,
-            as_json=as_json,
             concurrency=concurrency,
             egress=(egress_baseline, write_egress_baseline),
             backend_factory=make_backend(

@@ -14,8 +14,10 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail
-from runner.cli.terminal import echo
+from runner.cli.render.terminal import echo
 from runner.errors import SandboxReplayError
+from runner.reproduce.inputs import expand_inputs
+from runner.tracetools.tasks_extract import extract_tasks
 
 tasks_app = typer.Typer(help="Make task files from recorded runs.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
@@ -49,10 +51,6 @@ def extract_command(
     ] = False,
 ) -> None:
     """Turn recorded production runs into tasks: input, observations, expected outcome."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.reproduce.inputs import expand_inputs
-    from runner.tracetools.tasks_extract import extract_tasks
-
     try:
         paths = [p for p in expand_inputs(list(traces)) if p.name.endswith(".jsonl")]
         done = extract_tasks(paths, output, include_all=include_all)

@@ -4,7 +4,7 @@ With a job id, the job's page (as ``report.html``, from ``report.json`` and its 
 trace file, the page of that one episode; with nothing, the most recent job of the state
 directory. The address is printed (``http://127.0.0.1:PORT/TOKEN/``, an ephemeral port unless
 ``--port``; ``TOKEN`` a random path only this terminal sees, so another user of the machine
-cannot read the page through loopback: `runner.cli.html.serve`), the page served until Ctrl-C
+cannot read the page through loopback: `runner.cli.render.html.serve`), the page served until Ctrl-C
 (exit 130). Nothing runs: no sandbox, no model.
 """
 
@@ -16,8 +16,12 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail, state
-from runner.cli.terminal import echo
+from runner.cli.render.html import render_job
+from runner.cli.render.html.render import content_security_policy_of, page_bytes, render_trace
+from runner.cli.render.html.serve import serve_page
+from runner.cli.render.terminal import echo
 from runner.errors import EXIT_INTERRUPTED, InputError, SandboxReplayError
+from runner.submit.jobfolder import job_dir, load_report
 
 
 def _latest_job(jobs: Path) -> str:
@@ -43,23 +47,15 @@ def view_command(
     ] = 0,
 ) -> None:
     """Serve a job's or a trace's report page on 127.0.0.1 and print its address."""
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-    from runner.cli.html.job import job_page
-    from runner.cli.html.render import content_security_policy_of, page_bytes, render_trace
-    from runner.cli.html.serve import serve_page
-    from runner.submit.jobfolder import job_dir
-    from runner.submit.options import read_json_object
-
     settings = state(ctx).settings(quiet=True)
     try:
         if target is not None and Path(target).is_file():
             html = render_trace(Path(target))
         else:
             job_id = target or _latest_job(settings.state_dir.resolve() / "jobs")
-            path = job_dir(settings, job_id) / "report.json"
-            if not path.exists():
+            if not (job_dir(settings, job_id) / "report.json").exists():
                 raise InputError(f"no job {job_id!r} with a report and no such trace file")
-            html = job_page(settings, read_json_object(path))
+            html = render_job(load_report(settings, job_id)[0])
         try:
             serve_page(
                 page_bytes(html),

@@ -174,7 +174,7 @@ def norm_id(value: Any, size: int) -> str | None:
     as a JSON number). Hex wins when a text is valid as both hex and decimal (the OTLP/JSON
     rule). All zeros and the empty string mean "no id". A value that is none of these is
     returned as given (stripped, at most `MAX_ID_CHARS` characters), so that it still
-    identifies the span in messages (printed through `runner.cli.terminal.inert`).
+    identifies the span in messages (printed through `runner.cli.render.terminal.inert`).
     """
     if value is None or isinstance(value, bool):
         return None

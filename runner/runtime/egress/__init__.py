@@ -10,7 +10,7 @@ the hook), ``childlog`` (the file Python children report to, forwarded by the ru
 ``site/`` (the ``sitecustomize.py`` that loads the hook and the run's clock in every Python
 child).
 
-The witness outside the worker (issue 18): a seccomp user-notification filter the worker
+The witness outside the worker: a seccomp user-notification filter the worker
 installs on itself, answered by the runtime. ``kernel`` (ctypes: seccomp, ``/proc/PID/mem``
 reads, the notification ioctls), ``bpf`` (the filter: arch check, io_uring denied, network calls
 trapped), ``sockaddr`` (decoding an address read from the caller), ``msghdr`` (a ``sendmsg``'s

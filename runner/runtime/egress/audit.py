@@ -5,15 +5,46 @@ interpreter may run with ``-I``); ``runner/runtime/egress/site/sitecustomize.py`
 `install_from_env` in every Python child, because the runtime puts that folder first on the
 children's ``PYTHONPATH`` (`child_environment`).
 
-What the hook reports, and the decisions behind it (a hook cannot see everything): see
-`runner.runtime.egress.events`.
+What the hook reports (DOCKER-NOTES.md lists what a hook sees):
+- ``egress`` ``{"attempt": {kind, host, address, port, resolved_from, outcome, pid, event, ...}}``
+  for ``socket.getaddrinfo``/``gethostbyname*``/``gethostbyaddr`` (kind ``dns``),
+  ``socket.connect`` (``connect``), ``socket.sendto``/``sendmsg`` (``sendto``/``sendmsg``),
+  ``http.client.connect`` (``http``) and ``urllib.Request`` (``url``).
+- ``coverage`` ``{"partial": true, reason, program|library, pid}`` for a child that is not
+  Python (``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``),
+  a Python child that will not load the hook (``-I``/``-E``/``-S``, or an environment without
+  our ``PYTHONPATH``), and ctypes (``ctypes.dlopen`` of a named library, ``ctypes.dlsym``).
+  ``import ctypes`` alone opens the main program (``dlopen(None)``), which is not reported.
+
+Decisions, documented because a hook cannot see everything:
+- ``outcome`` is always ``"attempted"``: a hook runs *before* the operation and sees no result.
+  The error (if any) surfaces in the tool as usual; the namespace (no network) is the
+  measurement, this log names the destination.
+- ``resolved_from`` is the name looked up just before, in the same thread, for the same port,
+  when the connect address differs from it (``socket.create_connection`` does exactly that).
+- A ``os.system``/``sh -c`` command is classified by its first word: ``sh -c "python3 x.py"``
+  counts as a Python child; anything else is reported with the command as ``program``.
+- The hook never raises (that would fail the audited operation), ignores its own events.
+- Destinations, not attempts, are logged (a flood of decoy lookups must not
+  push a real connect out of a capped log). A destination is (kind, host — or the address when
+  there is no host name —, port); its first attempt is logged with all its fields, later ones
+  only counted: an ``egress`` message carries ``count``, the attempts it stands for since the
+  last message of that destination (the host adds them up). Each process keeps at most
+  `MAX_DESTINATIONS` distinct destinations; attempts at further ones are counted and reported
+  as ``{"type": "egress", "dropped": n, "cap": MAX_DESTINATIONS}``, which makes the log's
+  coverage ``partial``. The host applies the same cap to the union of all processes.
 
 The model gateway (`runner.runtime.steps.gateway`) is not egress: it is the runtime itself, on the
 sandbox's own loopback. Attempts at its address (``127.0.0.1`` or ``localhost`` and its port;
 `set_gateway`, ``SANDBOX_REPLAY_GATEWAY`` in children) are not reported; any other address,
 the loopback's other ports included, is.
 
-Sinks (the runtime's queue, the children's log file): see `runner.runtime.egress.childlog`.
+Sinks: in the runtime's own process records are queued in memory (`drain`) and sent over the
+channel; in any other process (Python children, and forks of the runtime) each record is
+appended as one JSON line with one ``os.write`` to the file named by `ENV_LOG` (``O_APPEND``),
+which the runtime forwards with `ChildLog`: a new destination at once, the repeat counts when
+the next new destination is written, every `CHILD_FLUSH_REPEATS` repeats and at exit. Tool code
+can write to that file too: it is evidence, not a guarantee (the sandbox is the guarantee).
 """
 
 import atexit

@@ -9,13 +9,6 @@ Robustness: only complete lines are read (a line still being written waits for t
 a line that is not a valid record is counted, not forwarded; each forwarded record is rebuilt
 from known fields with bounded strings; after `MAX_RECORDS` records one ``coverage`` message
 says the log was capped (never a silent truncation).
-
-Sinks: in the runtime's own process records are queued in memory (`drain`) and sent over the
-channel; in any other process (Python children, and forks of the runtime) each record is
-appended as one JSON line with one ``os.write`` to the file named by `ENV_LOG` (``O_APPEND``),
-which the runtime forwards with `ChildLog`: a new destination at once, the repeat counts when
-the next new destination is written, every `CHILD_FLUSH_REPEATS` repeats and at exit. Tool code
-can write to that file too: it is evidence, not a guarantee (the sandbox is the guarantee).
 """
 
 import contextlib

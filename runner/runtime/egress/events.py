@@ -4,37 +4,6 @@ Standard library only, Python 3.9+. Pure functions over an audit event's ``args`
 audit events table, DOCKER-NOTES.md); `runner.runtime.egress.audit` keeps the state (the
 destinations seen, the sinks) and calls these from its hook. Every text field is cut to
 `MAX_FIELD_CHARS`; nothing here raises on odd arguments other than what the hook catches.
-
-The audit hook (`runner.runtime.egress.audit`) and what it reports.
-
-What the hook reports (DOCKER-NOTES.md lists what a hook sees):
-- ``egress`` ``{"attempt": {kind, host, address, port, resolved_from, outcome, pid, event, ...}}``
-  for ``socket.getaddrinfo``/``gethostbyname*``/``gethostbyaddr`` (kind ``dns``),
-  ``socket.connect`` (``connect``), ``socket.sendto``/``sendmsg`` (``sendto``/``sendmsg``),
-  ``http.client.connect`` (``http``) and ``urllib.Request`` (``url``).
-- ``coverage`` ``{"partial": true, reason, program|library, pid}`` for a child that is not
-  Python (``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``),
-  a Python child that will not load the hook (``-I``/``-E``/``-S``, or an environment without
-  our ``PYTHONPATH``), and ctypes (``ctypes.dlopen`` of a named library, ``ctypes.dlsym``).
-  ``import ctypes`` alone opens the main program (``dlopen(None)``), which is not reported.
-
-Decisions, documented because a hook cannot see everything:
-- ``outcome`` is always ``"attempted"``: a hook runs *before* the operation and sees no result.
-  The error (if any) surfaces in the tool as usual; the namespace (no network) is the
-  measurement, this log names the destination.
-- ``resolved_from`` is the name looked up just before, in the same thread, for the same port,
-  when the connect address differs from it (``socket.create_connection`` does exactly that).
-- A ``os.system``/``sh -c`` command is classified by its first word: ``sh -c "python3 x.py"``
-  counts as a Python child; anything else is reported with the command as ``program``.
-- The hook never raises (that would fail the audited operation), ignores its own events.
-- Destinations, not attempts, are logged (issue 10 item 11: a flood of decoy lookups must not
-  push a real connect out of a capped log). A destination is (kind, host — or the address when
-  there is no host name —, port); its first attempt is logged with all its fields, later ones
-  only counted: an ``egress`` message carries ``count``, the attempts it stands for since the
-  last message of that destination (the host adds them up). Each process keeps at most
-  `MAX_DESTINATIONS` distinct destinations; attempts at further ones are counted and reported
-  as ``{"type": "egress", "dropped": n, "cap": MAX_DESTINATIONS}``, which makes the log's
-  coverage ``partial``. The host applies the same cap to the union of all processes.
 """
 
 import os

@@ -26,7 +26,7 @@ of its descendants waits in the kernel until this thread answers. Per call:
 - ``sendmsg``/``sendmmsg``: any IP address in a header: logged, ``ENETUNREACH``. No address on
   a socket this thread swapped in for a nameserver (`dns`): never continued (the kernel would
   read the header again, and a name written into it meanwhile would send the datagram there:
-  issue 32 N07); the datagrams read are handed to the resolver by this thread and the call
+  racing threads); the datagrams read are handed to the resolver by this thread and the call
   answered with what the kernel would return (`_to_resolver`). No address on a unix or
   hashed TCP socket: continued (a name written meanwhile can only be a unix one the kernel
   checks against the unix socket; TCP ignores a name, ``MSG_FASTOPEN`` is refused by the
@@ -399,7 +399,7 @@ class Witness:
         """Perform an unnamed ``sendmsg``/``sendmmsg`` on our swapped-in resolver socket.
 
         Never ``CONTINUE``: the kernel would read the header again, and another thread may
-        have written a name into it since (issue 32 N07: datagrams reached a denied loopback
+        have written a name into it since (datagrams reached a denied loopback
         listener). The datagrams are read from the caller's memory once, handed to our
         resolver as if they had arrived (`runner.runtime.egress.dns.Resolver.receive`), and
         the call is answered with what the kernel would have returned: the bytes sent

@@ -105,7 +105,7 @@ def parse_request(raw: bytes) -> Dict[str, Any]:
     the request is recorded inside a call line and a ``gateway_request`` message, whose
     wrappers must stay within the host's limit for a whole line (`runner.trace.strictjson.
     MAX_DEPTH`); a request nested 99 deep used to pass here and make the run's own call line
-    fail on the host (``crashed``), one 1,000 deep killed the handler thread (issue 32, N11).
+    fail on the host (``crashed``), one 1,000 deep killed the handler thread.
 
     Raises:
         ValueError: not UTF-8, not JSON, nested deeper than `MAX_REQUEST_DEPTH`, NaN/Infinity,

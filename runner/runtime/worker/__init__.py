@@ -11,7 +11,7 @@ Modules: ``client`` (the runtime's end: spawn, requests, violations), ``process`
 end: imports tool modules, runs tools and programs), ``wire`` (what may cross: results, errors,
 raw HTTP exchanges).
 
-The egress witness (issue 18): the worker's first act is to install the seccomp filter on
+The egress witness: the worker's first act is to install the seccomp filter on
 itself over a bootstrap socket (`process.install_witness`); the runtime answers it
 (`client.Worker.spawn` starts `runner.runtime.egress.witness.serve`; `client.Worker.
 witness_coverage` says whether it runs). `process.before_user_code` then runs, before any

@@ -46,7 +46,7 @@ MAX_VIOLATIONS = 20  # the first ones are named; the rest only counted
 WORKER_COMMAND = ("-u", "-m", "runner.runtime.worker")
 
 
-# Windows (``record`` runs the runtime as a local process there, issue 29): no ``pass_fds``, no
+# Windows (``record`` runs the runtime as a local process there): no ``pass_fds``, no
 # sessions. The pipe ends travel as inheritable handles named in a ``--handles`` argument and
 # listed in the child's ``STARTUPINFO`` handle list (only those are inherited); the child opens
 # them with ``msvcrt.open_osfhandle`` (`runner.runtime.worker.process.main`).

@@ -1,4 +1,4 @@
-"""Start the worker as a fork of the runtime: one interpreter per sandbox, not two (issue 16).
+"""Start the worker as a fork of the runtime: one interpreter per sandbox, not two.
 
 Standard library only, Python 3.9+. A fresh ``python3 -m runner.runtime.worker`` cost every
 sandbox a second interpreter start and a second import of the worker's modules (~110 ms of

@@ -23,7 +23,7 @@ from runner.cli.app import app
 from tests.integration.conformance.backends import Variant
 from tests.integration.conformance.backends import subject as make_subject
 from tests.integration.conformance.tiny import ENTRY
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.docker
 

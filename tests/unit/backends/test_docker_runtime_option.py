@@ -1,4 +1,4 @@
-"""``--runtime`` / ``SANDBOX_REPLAY_RUNTIME`` (issue 16) without an engine: setting, check, config.
+"""``--runtime`` / ``SANDBOX_REPLAY_RUNTIME`` without an engine: setting, check, config.
 
 The real engine is in tests/integration/test_docker_runtime.py; here a stand-in API answers
 ``GET /info`` so that the refusal (exit 2, naming the engine's runtimes), the pass-through into

@@ -1,6 +1,7 @@
 """Engine discovery in the docker CLI's order (runner/backends/docker/engine.py).
 
-The context files are written in the format the docker CLI writes them (tests/dockercontext.py).
+The context files are written in the format the docker CLI writes them
+(tests/support/dockercontext.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from runner.backends.docker import client as C
 from runner.backends.docker.engine import discover_engine, engine_fix
 from runner.errors import InfrastructureError
-from tests.dockercontext import write_context
+from tests.support.dockercontext import write_context
 
 
 @pytest.fixture

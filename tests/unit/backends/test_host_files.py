@@ -1,4 +1,4 @@
-"""Copy mode (issue 29) over a fake engine: the probe, the runtime image, the tool volumes.
+"""Copy mode over a fake engine: the probe, the runtime image, the tool volumes.
 
 The fake stands in for ``docker.APIClient`` and plays an engine that sees this host's files,
 one that refuses the bind sources (a remote engine, dind), or one that sees other files under the

@@ -118,7 +118,7 @@ def _forbidden(*args: Any, **kwargs: Any) -> None:
     raise AssertionError("debootstrap must not run here")
 
 
-# -- macOS and Windows: no debootstrap, and no fix line that needs it (issue 29) ----------------
+# -- macOS and Windows: no debootstrap, and no fix line that needs it ----------------
 
 
 @pytest.mark.parametrize("platform", ["darwin", "win32"])

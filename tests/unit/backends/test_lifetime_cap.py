@@ -1,4 +1,4 @@
-"""Issue 10 item 9 without Docker: the lifetime cap rule, the container command and flags that
+"""Without Docker: the lifetime cap rule, the container command and flags that
 enforce it, the runtime's watchdog, and the classification of a sandbox that ended itself.
 
 The real containers (kill -9 of ``submit``, a stdin-ignoring sandbox, a frozen runtime) are in

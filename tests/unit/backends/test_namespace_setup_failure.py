@@ -1,4 +1,4 @@
-"""A bubblewrap set-up failure is the backend's failure, exit 6, never the run's crash (issue 16).
+"""A bubblewrap set-up failure is the backend's failure, exit 6, never the run's crash.
 
 bwrap (or the launcher in front of it) that exits before the runtime wrote a byte of its
 ``hello`` could not make the sandbox: a mount it cannot make, a missing program. Its stderr
@@ -101,9 +101,9 @@ class _FailingBwrap(Backend):
 
 
 def test_the_episode_is_infra_error_with_bwraps_words(tmp_path: Path) -> None:
-    from runner.cli.commands.run import execute_run
+    from runner.runs.run import execute_run
     from runner.settings import Settings
-    from tests.paths import REPO
+    from tests.support.paths import REPO
 
     helpdesk = REPO / "examples" / "helpdesk"
     result = execute_run(

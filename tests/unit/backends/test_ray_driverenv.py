@@ -13,7 +13,7 @@ import pytest
 
 from runner.backends.ray import driverenv
 from runner.errors import InfrastructureError
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 SECRET = "sk-test-N01-driver-key-0123456789abcdef"
 NOBODY = 65534

@@ -272,7 +272,7 @@ def test_the_pooled_backend_pools_runtime_sandboxes_only_and_drains_on_close() -
 
 def test_only_the_docker_backend_pools_and_a_size_of_zero_is_no_pool() -> None:
     from runner.backends.docker.backend import DockerBackend
-    from tests.fakes import SubprocessBackend
+    from tests.support.fakes import SubprocessBackend
 
     other = SubprocessBackend(["true"])  # the interface's default: no pool, itself
     assert other.with_pool(size=5, idle_cap_s=60) is other and other.pool_size(8) == 0

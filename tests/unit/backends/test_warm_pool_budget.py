@@ -1,4 +1,4 @@
-"""The warm pool makes no sandbox beyond the runs still to come (`WarmPool.expect`, issue 16).
+"""The warm pool makes no sandbox beyond the runs still to come (`WarmPool.expect`).
 
 Before, a submission of N runs at pool size S made about N - 1 + S warm sandboxes and drained
 S of them unused at the end (25 % more containers for 20 runs at concurrency 4): each one a

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIX = "tests/fixtures/helpdesk"

@@ -1,5 +1,5 @@
 """``check`` is the gate ``submit`` is: an empty folder and a model function ``submit`` refuses
-are invalid input (exit 2, named), never "eligible" (issue 10 item 15).
+are invalid input (exit 2, named), never "eligible".
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures" / "helpdesk"

@@ -1,9 +1,9 @@
-"""``check`` runs nothing and needs no engine (issue 12): the tool module acts at import time.
+"""``check`` runs nothing and needs no engine: the tool module acts at import time.
 
 The module writes a file and connects to a loopback listener this test starts, at import.
 ``check`` (a real CLI process, DOCKER_HOST pointing at a socket that does not exist) still
 gives the right verdict, and neither the file nor the connection happens on the host. A
-control run of the old path (`runner.domain.toolsource.registry_for_workflow`, the host import
+control run of the old path (`runner.tools.source.registry_for_workflow`, the host import
 ``record`` keeps) shows the probe would see both.
 """
 
@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
-from tests.import_time import loopback_listener, write_project
+from runner.tools.source import registry_for_workflow
+from tests.support.import_time import loopback_listener, write_project
 
 CLI = str(Path(sys.executable).parent / "sandbox-replay")
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 FIX = "tests/fixtures/helpdesk"
 RULES = """name: cond

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from runner import __version__
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 

@@ -1,4 +1,4 @@
-"""The CLI builds only the invoked command (issue 16), and nobody can tell from its output.
+"""The CLI builds only the invoked command, and nobody can tell from its output.
 
 `runner.cli.entry.main` imports the module of the command its line names
 (`runner.cli.commands.register`); the help texts, global options before the command and
@@ -18,7 +18,7 @@ import typer
 
 from runner.cli.app import GLOBAL_OPTIONS_WITH_VALUE, app
 from runner.cli.commands import COMMANDS, command_name
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 _MAIN = """
 import sys
@@ -96,3 +96,14 @@ def test_every_command_is_mapped() -> None:
     """A command registered on the app but missing from COMMANDS would never be reachable."""
     group = typer.main.get_command(app)
     assert sorted(group.commands) == sorted(COMMANDS)  # type: ignore[attr-defined]
+
+
+def test_each_summary_is_its_commands_first_help_paragraph_in_listing_order() -> None:
+    """`--help` lists the table's summaries without importing a command: they cannot drift."""
+    group = typer.main.get_command(app)
+    listed = group.list_commands(typer.Context(group))  # type: ignore[attr-defined]
+    assert listed == list(COMMANDS)
+    for name, command in COMMANDS.items():
+        real = group.get_command(typer.Context(group), name)  # type: ignore[attr-defined]
+        first = (real.help or "").split("\n\n")[0].replace("\n", " ")
+        assert command.summary == first, name

@@ -22,7 +22,7 @@ from runner.cli.lazysettings import (
     environment_sets_any,
 )
 from runner.settings import Settings
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 
 def test_the_fields_and_the_sources_are_those_of_settings() -> None:

@@ -23,8 +23,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from runner.cli.report_render import render_report
-from tests.paths import TESTS
+from runner.cli.render.report import render_report
+from runner.submit.jobreport import JobReport
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 FORGED = "evil\ngood.jsonl: reproduced (exit 0)"
@@ -104,7 +105,9 @@ def test_the_headers_fields_stay_on_one_line_and_are_cut() -> None:
     report["status"] = "complete\nforged: line " + "S" * 5000
     text = io.StringIO()
     with contextlib.suppress(KeyError):  # only the header matters here
-        render_report(report, Console(file=text, width=200))
+        render_report(
+            JobReport.from_json(report, file="report.json"), Console(file=text, width=200)
+        )
     lines = text.getvalue().splitlines()
     assert not any(line.startswith("forged") for line in lines)
     assert "complete\\nforged" in lines[0]

@@ -11,9 +11,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from runner.cli.html import render_job, render_reproduce, render_trace, write_page
-from runner.cli.html.diff import side_by_side
-from runner.cli.html.episodes import CALLS_SHOWN, FIELD_CHARS, SPENT_CHARS, read_episode
+from runner.cli.render.html import render_job, render_reproduce, render_trace, write_page
+from runner.cli.render.html.diff import side_by_side
+from runner.cli.render.html.episodes import CALLS_SHOWN, FIELD_CHARS, SPENT_CHARS, read_episode
+from runner.reproduce.report import ReproduceReport
+from runner.submit.jobreport import JobReport
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN_LINE = json.loads(
@@ -39,6 +41,10 @@ def _trace(path: Path, task_id: str, calls: list[dict[str, Any]], **end: Any) ->
     )
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
+
+
+def _job(report: dict[str, Any]) -> JobReport:
+    return JobReport.from_json(report, file="report.json")
 
 
 def _report(pairs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -145,10 +151,11 @@ def test_a_job_page_is_inert_whatever_the_report_and_traces_hold(tmp_path: Path)
             "status": "succeeded",
             "attempt": 1,
             "trace": str(trace),
+            "turn_usd": [0.25],
         },
         {"variant": f"B{HOSTILE}", "task_id": HOSTILE_ID, "status": "not_run"},
     ]
-    html = render_job(_report(pairs), {"run/replay/job-1/A/" + HOSTILE_ID + "/1": [0.25]})
+    html = render_job(_job(_report(pairs)))
     page = _check_inert(html)
     data = json.loads(page.scripts[0])
     episode = data["episodes"]["0"]
@@ -156,7 +163,7 @@ def test_a_job_page_is_inert_whatever_the_report_and_traces_hold(tmp_path: Path)
     assert (episode["tokens_in"], episode["tokens_out"], episode["usd"]) == (7, 3, 0.25)
     assert "t&#39; onmouseover=&#39;alert(1)&#39; &amp;lt;b&amp;gt;" in html  # as text
     assert "&lt;/script&gt;&lt;script&gt;" in html  # the hostile text shown, escaped
-    assert "incomplete, ceiling_reached (never scored" in html  # issue 25: named, not scored
+    assert "incomplete, ceiling_reached (never scored" in html  # named, not scored
     path = write_page(tmp_path / "out" / "report.html", html)
     assert path.read_bytes().decode("utf-8") == html
 
@@ -173,9 +180,8 @@ def test_traces_are_capped_per_field_per_episode_and_in_calls(tmp_path: Path) ->
     assert len(middle["t"]) == SPENT_CHARS  # the episode's full-size budget is spent
     late = episode["calls"][-1]["body"]
     assert late == {"t": "", "n": 100_000}  # past the hard cap: only the length
-    html = render_job(
-        _report([{"variant": "A", "task_id": "t1", "status": "succeeded", "trace": str(trace)}])
-    )
+    pair = {"variant": "A", "task_id": "t1", "status": "succeeded", "attempt": 1}
+    html = render_job(_job(_report([{**pair, "trace": str(trace)}])))
     assert len(html) < 200_000  # 25 MB of trace, a page a browser opens at once
 
 
@@ -186,11 +192,10 @@ def test_unreadable_traces_and_lone_surrogates_never_break_the_page(tmp_path: Pa
     refused = {"tool": "model", "request": {}, "error": {"class": "CeilingReached", "message": "x"}}
     surrogate = _trace(tmp_path / "s.jsonl", "t1", [refused], output="\ud800 lone")
     pairs = [
-        {"variant": "A", "task_id": "t1", "status": "succeeded", "trace": str(bad)},
-        {"variant": "B", "task_id": "t1", "status": "succeeded", "trace": str(surrogate)},
-        {"variant": "C", "task_id": "t1", "status": "succeeded", "trace": str(tmp_path / "no")},
+        {"variant": v, "task_id": "t1", "status": "succeeded", "attempt": 1, "trace": str(t)}
+        for v, t in (("A", bad), ("B", surrogate), ("C", tmp_path / "no"))
     ]
-    html = render_job(_report(pairs))
+    html = render_job(_job(_report(pairs)))
     assert html.count(">trace unreadable: ") == 2  # the bad one and the missing one
     written = write_page(tmp_path / "r.html", html).read_bytes()
     assert b"\\ud800 lone" in written or b"\\\\ud800 lone" in written
@@ -201,24 +206,22 @@ def test_unreadable_traces_and_lone_surrogates_never_break_the_page(tmp_path: Pa
 def test_reproduce_page_shows_the_first_difference_side_by_side() -> None:
     recorded = {"index": 3, "tool": "kb.search", "args": {"q": "refund"}, "body": '{"hits": 1}'}
     replayed = {"index": 3, "tool": "kb.search", "args": {"q": HOSTILE}, "body": '{"hits": 1}'}
-    report = {
-        "input": f"traces/{HOSTILE}.jsonl",
-        "outcome": "not_reproduced",
-        "exit_code": 1,
-        "reason": HOSTILE,
-        "first_difference": {
+    report = ReproduceReport(
+        input=f"traces/{HOSTILE}.jsonl",
+        outcome="not_reproduced",
+        reason=HOSTILE,
+        first_difference={
             "index": 3,
             "tool": "kb.search",
             "kind": "arguments",
             "message": HOSTILE,
         },
-        "difference_calls": {"recorded": recorded, "replayed": replayed},
-        "outbound": [{"kind": "socket.getaddrinfo", "host": "api.example.com", "port": 443}],
-        "environment_diff": [{"field": "python", "recorded": "3.11", "now": HOSTILE}],
-        "recorded": {"status": "failed"},
-        "replayed": {"status": "succeeded"},
-        "refusals": [],
-    }
+        difference_calls={"recorded": recorded, "replayed": replayed},
+        outbound=[{"kind": "socket.getaddrinfo", "host": "api.example.com", "port": 443}],
+        environment_diff=[{"field": "python", "recorded": "3.11", "now": HOSTILE}],
+        recorded={"status": "failed"},
+        replayed={"status": "succeeded"},
+    )
     html = render_reproduce([report])
     _check_inert(html)
     assert 'class="chg"' in html and "api.example.com:443" in html
@@ -248,7 +251,7 @@ def test_a_model_judges_answers_in_both_orders_are_its_reasons() -> None:
         "agreed": 0,
         "disagreed": [{"task_id": "t1", "repeat": 0, "rankings": []}],
     }
-    html = render_job(report)
+    html = render_job(_job(report))
     _check_inert(html)
     assert "asked in order A, B: {&#34;ranks&#34;" in html
     assert "asked in order B, A: &lt;/script&gt;" in html

@@ -1,4 +1,4 @@
-"""Issue 10 item 10 without Docker: hostile text reaches no terminal through the real CLI.
+"""Without Docker: hostile text reaches no terminal through the real CLI.
 
 The commands run as subprocesses (``sandbox-replay`` exactly as a user runs it, stdout and
 stderr piped) on files carrying `HOSTILE`: clear screen, colours, an OSC title, a C1 CSI, bidi
@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from runner.cli.terminal import inert
-from tests.paths import REPO
+from runner.cli.render.terminal import inert
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures"
@@ -108,7 +108,7 @@ def test_every_cli_module_prints_through_the_inert_function() -> None:
     """The one mechanism: no ``typer.echo`` and no bare rich ``Console`` outside it."""
     offenders = []
     for path in sorted((ROOT / "runner" / "cli").rglob("*.py")):
-        if path.name in ("terminal.py", "output.py"):
+        if path.name in ("terminal.py", "console.py"):
             continue
         text = path.read_text(encoding="utf-8")
         for needle in ("typer.echo(", "Console(", "sys.stdout.write(", "sys.stderr.write("):

@@ -1,4 +1,4 @@
-"""``--backend`` / ``SANDBOX_REPLAY_BACKEND`` on ``run`` and ``reproduce`` (issue 16).
+"""``--backend`` / ``SANDBOX_REPLAY_BACKEND`` on ``run`` and ``reproduce``.
 
 Both make their backend the way ``submit`` does (`runner.cli.backend_choice`); here the
 backends' constructors are replaced so that the test sees which one was asked for, with no
@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from runner.cli.app import app
 from runner.errors import InfrastructureError
-from tests.paths import REPO, TESTS
+from tests.support.paths import REPO, TESTS
 
 HELPDESK = REPO / "examples" / "helpdesk"
 GOLDEN = TESTS / "fixtures" / "golden"

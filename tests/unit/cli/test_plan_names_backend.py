@@ -16,9 +16,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from runner.cli.app import app
-from runner.cli.report_render import render_report
+from runner.cli.render.report import render_report
 from runner.errors import InfrastructureError
-from tests.paths import TESTS
+from runner.submit.jobreport import JobReport
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 
@@ -57,6 +58,8 @@ def test_the_reports_header_names_the_backend_and_an_older_report_still_renders(
         text = io.StringIO()
         # the rest of a real report is missing: only the header matters here
         with contextlib.suppress(KeyError):
-            render_report(report, Console(file=text, width=200))
+            render_report(
+                JobReport.from_json(report, file="report.json"), Console(file=text, width=200)
+            )
         header = text.getvalue().splitlines()[0]
         assert ("1 run, backend namespace" in header) is said, header

@@ -13,7 +13,7 @@ from runner.cli.backend_choice import backend_factory, with_host_endpoints
 from runner.errors import InputError
 from runner.providers.openai import OpenAIProvider
 from runner.settings import Settings
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 
 def test_host_endpoints_enter_the_settings_and_the_provider_finds_them_there() -> None:

@@ -16,10 +16,12 @@ from typer.testing import CliRunner
 
 from runner.cli.app import app
 from runner.cli.commands import run as run_module
+from runner.cli.render.episode import print_episode
 from runner.episode.request import EpisodeResult
 from runner.errors import InfrastructureError
-from tests.fakes import StubBackend, without_description
-from tests.paths import REPO
+from runner.runs.run import execute_run
+from tests.support.fakes import StubBackend, without_description
+from tests.support.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
 
@@ -130,7 +132,7 @@ def test_run_is_charged_under_replay_with_its_model_tokens(tmp_path: Path) -> No
 
     settings = Settings(state_dir=tmp_path / "state")
     with capture_logs() as logs:
-        result = run_module.execute_run(
+        result = execute_run(
             settings,
             HELPDESK / "v2.yaml",
             HELPDESK / "tasks.jsonl",
@@ -192,6 +194,6 @@ def test_record_meters_wall_seconds_not_sandbox_seconds(capsys: pytest.CaptureFi
         Path("t.jsonl"),
         {"status": "succeeded", "meter": {"sandbox_s": 0.059}},
     )
-    run_module._render(result, sandboxed=False)
+    print_episode(result, sandboxed=False)
     text = capsys.readouterr().out
     assert "0.059 wall s" in text and "sandbox-s" not in text

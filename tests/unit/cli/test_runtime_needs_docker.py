@@ -17,7 +17,7 @@ from runner.cli.app import app
 from runner.cli.backend_choice import with_runtime
 from runner.errors import InputError
 from runner.settings import Settings
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 

@@ -14,7 +14,7 @@ import pytest
 
 from runner.cli.commands.view import _latest_job
 from runner.errors import InputError
-from tests.cli import sigint_as_default
+from tests.support.cli import sigint_as_default
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = ROOT / "examples" / "helpdesk" / "traces" / "failing.jsonl"

@@ -1,4 +1,4 @@
-"""Issue 29: content hashes of text inputs do not depend on line endings (a simulated Windows).
+"""Content hashes of text inputs do not depend on line endings (a simulated Windows).
 
 A checkout by Git for Windows (``core.autocrlf=true``) gives every text file CRLF endings. The
 workflow hash of a trace's ``run`` line must be the same for that checkout as for the file the
@@ -14,14 +14,14 @@ import json
 import shutil
 from pathlib import Path
 
-from runner.domain.toolstatic import static_registry
 from runner.domain.workflow import load_workflow
 from runner.importers.toolset import content_hash
 from runner.policy import load_policy
 from runner.reproduce.inputs import find_workflow_file
 from runner.sdk import record
+from runner.tools.static import static_registry
 from runner.trace.format import text_hash
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
 
@@ -63,7 +63,7 @@ def test_reproduce_finds_the_workflow_of_a_linux_trace_in_a_crlf_checkout(tmp_pa
     assert load_workflow(found).content_hash == recorded_hash
 
 
-def test_a_trace_recorded_from_a_crlf_file_before_issue_29_still_finds_it(tmp_path: Path) -> None:
+def test_a_trace_recorded_from_a_crlf_file_by_its_bytes_hash_still_finds_it(tmp_path: Path) -> None:
     workflow = crlf_copy(HELPDESK / "v1.yaml", tmp_path / "v1.yaml")
     old_hash = hashlib.sha256(workflow.read_bytes()).hexdigest()  # the exact bytes
     trace = tmp_path / "traces" / "old.jsonl"

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from runner.domain.registry import Registry
-from runner.domain.toolsource import registry_for_workflow
 from runner.domain.workflow import load_workflow
 from runner.errors import InputError, ToolNotResolvable
 from runner.policy import PolicySpec, load_policy, policy_from_spec
 from runner.sdk import schema_hash
-from tests.paths import REPO
+from runner.tools.source import registry_for_workflow
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIXTURES = ROOT / "tests" / "fixtures" / "helpdesk"

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from runner.domain.workflow import Workflow, load_workflow
 from runner.errors import InputError
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 FIXTURES = ROOT / "tests" / "fixtures" / "helpdesk"
@@ -267,8 +267,8 @@ def test_a_program_module_is_the_users_own_code_never_the_standard_library(
 ) -> None:
     """``program: os:system`` passed ``check`` (attack review): a program resolves only in the
     workflow's folder or the current one, never to the standard library or installed packages."""
-    from runner.domain.programs import program_modules
     from runner.domain.workflow import load_workflow
+    from runner.tools.programs import program_modules
 
     (tmp_path / "agent.py").write_text("def run(task):\n    return task\n")
     for program, ok in (("agent:run", True), ("os:system", False), ("json:loads", False)):

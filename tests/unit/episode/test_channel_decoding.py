@@ -1,8 +1,8 @@
 """Every channel line the strict decoder refuses is an invalid event: the sandbox is killed,
-the episode is ``crashed`` and the trace still ends with its ``end`` line (issue 10, items 4
-and 15). The "runtime" is a local script speaking the protocol (tests/fakes.py), as in
+the episode is ``crashed`` and the trace still ends with its ``end`` line (items 4
+and 15). The "runtime" is a local script speaking the protocol (tests/support/fakes.py), as in
 tests/unit/episode/test_episode_host.py; the real-container attack is in
-tests/integration/test_attacks_more_runtime.py.
+tests/integration/test_attacks_runtime.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The end line's ``coverage`` (`runner.episode.tracelines.coverage_of`; issue 18)."""
+"""The end line's ``coverage`` (`runner.episode.tracelines.coverage_of`)."""
 
 from __future__ import annotations
 

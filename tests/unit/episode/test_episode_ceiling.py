@@ -4,7 +4,7 @@ The metering wrapper (`runner.providers.metered.MeteredProvider`) refuses a turn
 reservation would pass the replay ceiling; the runtime then fails the agent step with the
 ``CeilingReached`` class. The host, which witnessed the refusal, classifies the episode
 ``ceiling_reached`` (SPEC.md statuses): the trace's ``end`` line, the ledger and the report agree.
-The sandbox here is the real runtime run as a local process (tests/fakes.py: not a sandbox).
+The sandbox here is the real runtime run as a local process (tests/support/fakes.py: not a sandbox).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
 from runner.trace.format import episode_exit_code, failure_signature
-from tests.fakes import SubprocessBackend
-from tests.paths import REPO
+from tests.support.fakes import SubprocessBackend
+from tests.support.paths import REPO
 
 SCHEMA_VALIDATOR = pytest.importorskip("jsonschema").Draft202012Validator(
     json.loads((REPO / "docs" / "trace.schema.json").read_text())

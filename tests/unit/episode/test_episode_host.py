@@ -1,7 +1,7 @@
 """The episode driver and status classification, against a local-subprocess fake backend.
 
-The "runtime" here is a small script speaking the protocol (tests/fakes.py runs it as a local
-process: not a sandbox). Real containers are in tests/integration/test_episode.py.
+The "runtime" here is a small script speaking the protocol (tests/support/fakes.py runs it as a
+local process: not a sandbox). Real containers are in tests/integration/test_episode.py.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
+from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.trace.format import failure_signature
-from tests.fakes import SubprocessBackend
-from tests.paths import REPO
+from tests.support.fakes import SubprocessBackend
+from tests.support.paths import REPO
 
 SCHEMA_VALIDATOR = pytest.importorskip("jsonschema").Draft202012Validator(
     json.loads((REPO / "docs" / "trace.schema.json").read_text())
@@ -254,7 +254,7 @@ def test_succeeded_episode_trace_and_spec(setup: SimpleNamespace) -> None:
     assert spec.env["TZ"] == "UTC" and spec.env["PYTHONHASHSEED"] == "0"
     assert spec.env["PYTHONUNBUFFERED"] == "1" and spec.env["PYTHONPATH"] == "/opt/sandbox-replay"
     assert spec.limits.timeout_s == 20 and spec.limits.memory_mb == 256
-    # nothing of the run is mounted: it travels in ``start`` (issue 16)
+    # nothing of the run is mounted: it travels in ``start``
     assert not (setup.settings.state_dir / "runs").exists()
     start = json.loads(bytes(backend.sandboxes[-1].written).split(b"\n")[0])
     assert start["type"] == "start" and start["protocol"] == 1

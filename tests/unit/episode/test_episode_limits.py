@@ -1,10 +1,10 @@
 """Policy limits on calls and trace size cut a flooding run: ``limit_exceeded``, bounded host.
 
-Issue 10 item 6: a sandbox forging a million call lines per run cost the host gigabytes and left
+A sandbox forging a million call lines per run cost the host gigabytes and left
 195 MB traces. Past ``limits.max_calls`` call lines, or at a call line that would make the
 trace longer than ``limits.max_trace_mb``, the host accepts nothing more, kills the sandbox,
 and the run ends ``limit_exceeded`` (episode exit code 125, ``end.limit: {name, value}``).
-The sandbox here is a script speaking the protocol, run as a local process (tests/fakes.py).
+The sandbox here is a script speaking the protocol, run as a local process (tests/support/fakes.py).
 Real containers: tests/integration/test_limits_flood.py.
 """
 
@@ -24,12 +24,13 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.settings import Settings
+from runner.submit.jobreport import JobReport
+from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
 from runner.trace.format import episode_exit_code, failure_signature
 from runner.tracetools.lint import lint_trace
-from tests.fakes import SubprocessBackend
-from tests.paths import REPO, TESTS
+from tests.support.fakes import SubprocessBackend
+from tests.support.paths import REPO, TESTS
 
 SCHEMA_VALIDATOR = pytest.importorskip("jsonschema").Draft202012Validator(
     json.loads((REPO / "docs" / "trace.schema.json").read_text())
@@ -184,7 +185,7 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
     from typer.testing import CliRunner
 
     from runner.cli.app import app
-    from runner.cli.report_render import render_report
+    from runner.cli.render.report import render_report
 
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("SANDBOX_REPLAY_MAX_CALLS", "77")
@@ -214,9 +215,9 @@ def test_the_plan_and_the_report_show_the_limits_in_effect_with_their_sources(
         "spend": {},
         "runs_by_status": {},
     }
-    render_report(report, Console(file=out, width=300))
+    render_report(JobReport.from_json(report, file="report.json"), Console(file=out, width=300))
     assert "max_calls 77 (SANDBOX_REPLAY_MAX_CALLS)" in out.getvalue()
     narrow = io.StringIO()  # the 200-column console of a pipe: the line is never split
-    render_report(report, Console(file=narrow, width=80))
+    render_report(JobReport.from_json(report, file="report.json"), Console(file=narrow, width=80))
     (line,) = [li for li in narrow.getvalue().splitlines() if "limits per run" in li]
     assert line.startswith("limits per run: ") and "max_trace_mb 128 (policy shadow)" in line

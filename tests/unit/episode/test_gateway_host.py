@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from runner.admission.eligibility import check_eligibility
 from runner.domain.workflow import Workflow
 from runner.episode import gatewayhost
-from runner.policy.eligibility import check_eligibility
 from runner.providers.base import ProviderResponse
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "program"
 WORKFLOW = {

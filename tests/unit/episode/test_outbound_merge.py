@@ -1,4 +1,4 @@
-"""The host's outbound log (issue 10 item 11): destinations merged with counts, a stated cap,
+"""The host's outbound log: destinations merged with counts, a stated cap,
 coverage partial whenever anything was dropped, hostile messages never crash it."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_hostile_egress_messages_are_made_harmless() -> None:
 
 
 def test_a_lookup_the_witness_saw_merges_with_the_hooks_entry_of_that_name() -> None:
-    """Issue 18: the witness's ``dns`` entry (no port) and the hook's (the port asked) are one."""
+    """The witness's ``dns`` entry (no port) and the hook's (the port asked) are one."""
     log = OutboundLog()
     log.add(_egress("dns", "api.invalid", 443, event="socket.getaddrinfo"))
     log.add(_egress("dns", "api.invalid", None, 4, event="seccomp.dns"))

@@ -1,4 +1,4 @@
-"""A pooled sandbox's run, bound at assignment and read back by the reaper (issue 16)."""
+"""A pooled sandbox's run, bound at assignment and read back by the reaper."""
 
 from __future__ import annotations
 

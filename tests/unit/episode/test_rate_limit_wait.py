@@ -17,12 +17,12 @@ from runner.domain.tasks import Task
 from runner.domain.workflow import load_workflow
 from runner.episode.driver import run_episode
 from runner.episode.request import EpisodeRequest
-from runner.episode.snapshot import SnapshotEntry, build_snapshot
 from runner.policy.models import RateLimit, RateLimits
 from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.providers.scripted import ScriptedProvider
 from runner.settings import Settings
-from tests.fakes import SubprocessBackend
+from runner.tools.snapshot import SnapshotEntry, build_snapshot
+from tests.support.fakes import SubprocessBackend
 from tests.unit.episode.test_episode_host import (
     FAKE_RUNTIME,
     SCHEMA_VALIDATOR,

@@ -19,8 +19,8 @@ from runner.policy.models import DEFAULT_RATE_LIMIT_WAIT_S
 from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.options import CeilingFlags, SubmitOptions
-from tests.fakes import StubBackend, without_description
-from tests.paths import TESTS
+from tests.support.fakes import StubBackend, without_description
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 
@@ -72,5 +72,5 @@ def test_submit_bounds_a_run_by_the_effective_timeout_plus_grace(
         submit_module.execute(
             plan, options, settings, backend_factory=lambda: backend, handle_signals=False
         )
-    # the budget clock never gives a run more than its own worst case (issue 25)
+    # the budget clock never gives a run more than its own worst case
     assert seen["clock"].run_s == pytest.approx(9.0 + DEFAULT_RATE_LIMIT_WAIT_S + RUN_GRACE_S)

@@ -2,7 +2,7 @@
 
 Sandboxes mount the packages read-only and run with ``PYTHONDONTWRITEBYTECODE``: without a
 ``__pycache__`` prepared by the host, every sandbox compiled every runtime module from source
-(measured: ~100 ms of CPU per run, issue 16). These tests pin that `runner_mounts` leaves a pyc
+(measured: ~100 ms of CPU per run). These tests pin that `runner_mounts` leaves a pyc
 for every mounted source that Python's own timestamp check accepts, and refreshes it when the
 source changes.
 """

@@ -58,9 +58,11 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 def test_public_surface_is_pinned() -> None:
     assert sorted(runner.grading.__all__) == sorted(
         [
+            "JUDGES",
             "FunctionJudge",
             "Group",
             "Judge",
+            "JudgeSpec",
             "ModelJudge",
             "Provider",
             "Ranking",
@@ -71,6 +73,7 @@ def test_public_surface_is_pinned() -> None:
             "aggregate",
             "grade",
             "make_judge",
+            "parse_judge",
             "rubric_judge",
         ]
     )

@@ -1,4 +1,4 @@
-"""Honest partial runs (issue 25): a run a ceiling, an infrastructure error or a judge failure
+"""Honest partial runs: a run a ceiling, an infrastructure error or a judge failure
 cut is never scored, and every verdict counts it in its denominator as an unknown outcome.
 
 On main such a task simply dropped out of the pair's comparisons: 6 clean wins of 10 planned

@@ -11,7 +11,7 @@ import pytest
 from runner.errors import InputError
 from runner.importers.atif import read_atif
 from runner.importers.output import write_import
-from tests.tracelines import resolved_lines
+from tests.support.tracelines import resolved_lines
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "import" / "atif"
 

@@ -1,4 +1,4 @@
-"""Imports reproduce against what they wrote (issue 12), checked on the written files.
+"""Imports reproduce against what they wrote, checked on the written files.
 
 Each failed before: a run that ended after a tool result replayed past it (the workflow's
 ``max_turns`` was the source's largest), a source without tool definitions wrote traces whose
@@ -21,8 +21,8 @@ from runner.importers.openai_messages import read_openai_messages
 from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.tracetools.lint import lint_trace
-from tests.paths import TESTS
-from tests.tracelines import resolved_lines
+from tests.support.paths import TESTS
+from tests.support.tracelines import resolved_lines
 
 FIX = TESTS / "fixtures" / "import"
 

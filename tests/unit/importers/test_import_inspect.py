@@ -24,7 +24,7 @@ from runner.errors import InputError
 from runner.importers.inspectlog import read_inspect
 from runner.importers.output import write_import
 from runner.importers.ziplog import MAX_MEMBER_BYTES, ZipLog
-from tests.tracelines import resolved_lines
+from tests.support.tracelines import resolved_lines
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "import" / "inspect"
 

@@ -12,15 +12,15 @@ from typer.testing import CliRunner
 
 from runner.cli.app import app
 from runner.domain.tasks import load_tasks
-from runner.domain.toolsource import load_manifest_tools
 from runner.errors import InputError
 from runner.importers.openai_messages import read_openai_messages
 from runner.importers.output import write_import
 from runner.importers.toolset import parse_effect_map
+from runner.tools.source import load_manifest_tools
 from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
-from tests.paths import REPO
-from tests.tracelines import resolved_lines
+from tests.support.paths import REPO
+from tests.support.tracelines import resolved_lines
 
 ROOT = REPO
 FIX = ROOT / "tests" / "fixtures" / "import"
@@ -117,7 +117,7 @@ def test_jsonl_with_tools_per_line(tmp_path: Path) -> None:
     assert calls[6]["request"]["messages"][0]["role"] == "system"
     assert calls[6]["request"]["messages"][-1]["role"] == "user"  # the agent's text, swapped
     # --tools serves the runs without tools of their own, offered under their function
-    # names as the runtime offers them (dots as __: issue 12)
+    # names as the runtime offers them (dots as __)
     assert [t["function"]["name"] for t in third[1]["request"]["tools"]] == [
         "ticket__get",
         "ticket__close",
@@ -141,7 +141,7 @@ def test_json_array_shapes(tmp_path: Path, name: str) -> None:
 
 
 def test_map_and_workflows_are_checkable(tmp_path: Path) -> None:
-    from runner.policy.eligibility import check_eligibility
+    from runner.admission.eligibility import check_eligibility
 
     effect_map = parse_effect_map(["ticket.get=read"], None)
     map_file = tmp_path / "effects.map"

@@ -1,7 +1,7 @@
 """`sandbox-replay import otel`: shapes, conventions, sessions, and bad input.
 
 The same agent session (two traces of one conversation: a tool loop, then a second user turn)
-is written in every file shape (`tests.otel_shapes`) and under each convention; every
+is written in every file shape (`tests.support.otel_shapes`) and under each convention; every
 variant must import to the same calls. Bad input gets an error or a warning naming span id
 and file, never a traceback.
 """
@@ -20,9 +20,9 @@ from runner.importers.otel import read_otel
 from runner.importers.output import write_import
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.reader import read_trace
-from tests.otel_shapes import SHAPES, render
-from tests.paths import REPO
-from tests.tracelines import resolved_lines
+from tests.support.otel_shapes import SHAPES, render
+from tests.support.paths import REPO
+from tests.support.tracelines import resolved_lines
 
 ROOT = REPO
 SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))
@@ -681,5 +681,5 @@ def test_tools_file_supplies_schemas_the_telemetry_lacks(tmp_path: Path) -> None
     request_tools = got["traces"][T2][1]["request"]["tools"]
     # no definitions in the telemetry: the session was offered the --tools ones; fetch has no
     # definition anywhere, so it is known by name only (the workflow's unlisted_tools, never
-    # offered to the model: issue 12, "tools known by name only")
+    # offered to the model: tools known by name only)
     assert [t["function"]["name"] for t in request_tools] == ["lookup", "spare"]

@@ -19,7 +19,7 @@ from runner.cli.app import app
 from runner.errors import InputError
 from runner.importers.otel import files as files_module
 from runner.importers.otel import read_otel
-from tests.otel_shapes import render
+from tests.support.otel_shapes import render
 from tests.unit.importers.test_import_otel import (
     EXPECTED,
     T1,

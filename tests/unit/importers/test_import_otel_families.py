@@ -22,9 +22,9 @@ from runner.errors import InputError
 from runner.importers.otel import read_otel
 from runner.importers.otel.conventions import FAMILIES, SpanView, classify
 from runner.importers.output import write_import
-from tests.cli import run_cli
-from tests.otel_shapes import otlp_span
-from tests.tracelines import resolved_lines
+from tests.support.cli import run_cli
+from tests.support.otel_shapes import otlp_span
+from tests.support.tracelines import resolved_lines
 
 OTEL = Path(__file__).parents[2] / "fixtures" / "import" / "otel"
 T0 = 1_790_000_000_000_000_000

@@ -1,6 +1,6 @@
 """`import otel` on telemetry made by the published instrumentations, compared with the agent.
 
-`tests.otel_agent` runs an agent loop with the official ``openai`` client against a loopback
+`tests.support.otel_agent` runs an agent loop with the official ``openai`` client against a loopback
 fake server under ``opentelemetry-instrumentation-openai-v2`` (OTel GenAI conventions, each
 content mode) or ``openinference-instrumentation-openai`` (OpenInference), and exports what
 they recorded with the SDK's own encoders. The import must say what the agent really did:
@@ -25,8 +25,8 @@ import pytest
 from runner.importers.otel import read_otel
 from runner.importers.output import write_import
 from runner.tracetools.reader import read_trace
-from tests.paths import REPO
-from tests.tracelines import resolved_lines
+from tests.support.paths import REPO
+from tests.support.tracelines import resolved_lines
 
 ROOT = REPO
 
@@ -39,7 +39,7 @@ def record(tmp_path: Path, kind: str, **env: str) -> Path:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     environment.update(env)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.otel_agent", kind, str(out)],
+        [sys.executable, "-m", "tests.support.otel_agent", kind, str(out)],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -103,7 +103,7 @@ def test_openai_v2_genai_conventions(tmp_path: Path, mode: str) -> None:
         "content": "You are the helpdesk.",
     }
     # the GenAI instrumentation records no tool definitions: the tools are known by name only
-    # (the import says so and names --tools, issue 12), and nothing else is noted
+    # (the import says so and names --tools), and nothing else is noted
     assert [n for n in report["notes"] if not n.startswith("tools known by name only")] == []
     # no tool spans from this instrumentation: results come from the next request's messages
     assert all(

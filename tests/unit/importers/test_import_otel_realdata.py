@@ -1,7 +1,7 @@
 """`import otel` on real input: every agentevals OTLP fixture against its truth file.
 
 The fixtures (Google ADK 2.10 recordings, Apache-2.0) live outside the repository, under the
-realdata folder (`tests.realdata`): absent, these tests skip, and fail under ``CI=true``.
+realdata folder (`tests.support.realdata`): absent, these tests skip, and fail under ``CI=true``.
 
 Compared per fixture: the tool calls in order (name, arguments, result after JSON parsing and
 unwrapping ADK's ``{"result": X}``, error flag and error type), the token totals, each turn's
@@ -22,7 +22,7 @@ import pytest
 from runner.importers.otel import read_otel
 from runner.importers.output import write_import
 from runner.tracetools.reader import read_trace
-from tests.realdata import realdata
+from tests.support.realdata import realdata
 
 LOGICAL_CALLS = {"S1": 1, "S2": 3, "S3": 4, "S4a": 3, "S4b": 3, "S5": 2, "S6a": 1, "S6b": 2}
 MODES = ("v1_default", "v2_default")

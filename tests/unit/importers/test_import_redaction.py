@@ -1,4 +1,4 @@
-"""Imports are redacted before they are written (issue 18): traces and tasks, one key."""
+"""Imports are redacted before they are written: traces and tasks, one key."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from runner.importers.openai_messages import read_openai_messages
 from runner.importers.output import write_import
-from tests.paths import TESTS
-from tests.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
+from tests.support.paths import TESTS
+from tests.support.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
 
 SOURCE = TESTS / "fixtures" / "import" / "reproducible.jsonl"
 

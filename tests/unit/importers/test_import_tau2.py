@@ -1,8 +1,8 @@
 """`sandbox-replay import tau2`: a small fixture of our own and the public τ² retail results.
 
 The real results live outside the repository (../shared/realdata, setting ``realdata_dir``,
-env ``SANDBOX_REPLAY_REALDATA_DIR``, `tests.realdata`): absent, their tests skip, or fail under
-CI=true.
+env ``SANDBOX_REPLAY_REALDATA_DIR``, `tests.support.realdata`): absent, their tests skip, or fail
+under CI=true.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from typer.testing import CliRunner
 
 from runner.cli.app import app
 from runner.domain.tasks import load_tasks
-from runner.domain.toolsource import load_manifest_tools
 from runner.errors import InputError
 from runner.importers.output import write_import
 from runner.importers.tau2 import read_tau2
 from runner.importers.toolset import parse_effect_map
 from runner.sdk import canonical_json, schema_hash
+from runner.tools.source import load_manifest_tools
 from runner.trace.format import failure_signature
 from runner.tracetools.reader import read_trace
-from tests.paths import REPO
-from tests.realdata import realdata
-from tests.tracelines import resolved_lines
+from tests.support.paths import REPO
+from tests.support.realdata import realdata
+from tests.support.tracelines import resolved_lines
 
 ROOT = REPO
 MINI = ROOT / "tests" / "fixtures" / "import" / "tau2-mini" / "results.json"
@@ -297,8 +297,8 @@ def test_realdata_lint_reports_what_the_source_lacks(retail: Path) -> None:
 
 
 def test_realdata_workflows_check(retail: Path) -> None:
+    from runner.admission.eligibility import check_eligibility
     from runner.domain.workflow import load_workflow
-    from runner.policy.eligibility import check_eligibility
 
     wf = load_workflow(retail / "workflow.yaml")
     agent = wf.spec.steps[0].agent

@@ -1,4 +1,4 @@
-"""The ledger after a crash (issue 12): a dead run is charged what the engine measured.
+"""The ledger after a crash: a dead run is charged what the engine measured.
 
 Before: after ``kill -9`` of ``submit`` and ``--resume``, every run in flight stayed charged at
 its full reservation (timeout plus grace: ~316 sandbox-s for a run of ~1.5 s). Now the reaper
@@ -20,14 +20,14 @@ from runner.backends import labels as L
 from runner.backends.base import Reaped
 from runner.backends.docker.reaper import engine_time, reap_dead, run_seconds
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
-from runner.cli.report_render import estimated_lines
+from runner.cli.render.report import estimated_lines
 from runner.episode.reaping import reap_and_settle, settle_reaped
 from runner.ledger import Amount, Ledger, run_key, schema
 from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.jobfolder import job_dir
 from runner.submit.options import SubmitOptions
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 RESERVED_S = 315.7
@@ -160,7 +160,7 @@ def test_resume_charges_dead_runs_what_the_engine_measured_and_marks_the_rest_es
         resume=True,
         handle_signals=False,
     )
-    assert result.report is not None and result.report["status"] == "complete"
+    assert result.report is not None and result.report.status == "complete"
     with Ledger.for_state_dir(settings.state_dir) as ledger:
         charges = {c.key: c for c in ledger.charges("job-crash")}
         runs = {r.key: r for r in ledger.runs("job-crash")}
@@ -182,9 +182,9 @@ def test_resume_charges_dead_runs_what_the_engine_measured_and_marks_the_rest_es
     assert totals.estimated == Amount(
         runs=1, tokens_in=1000, tokens_out=500, usd=0.01, sandbox_s=RESERVED_S
     )
-    spend = result.report["spend"]["replay"]
+    spend = result.report.spend["replay"]
     assert spend["estimated_charges"] == 2 and spend["estimated"]["sandbox_s"] == RESERVED_S
-    (line,) = estimated_lines(result.report["spend"])
+    (line,) = estimated_lines(result.report.spend)
     assert line.startswith("replay: 2 charge(s) estimated") and "315.7 sandbox-s" in line
 
 

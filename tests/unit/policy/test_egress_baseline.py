@@ -1,4 +1,4 @@
-"""The egress baseline (issue 19): matching with globs, writing, and strict loading."""
+"""The egress baseline: matching with globs, writing, and strict loading."""
 
 from __future__ import annotations
 

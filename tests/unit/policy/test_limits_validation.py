@@ -1,6 +1,6 @@
 """Limits and ceilings are validated against what the engine and the ledger accept, at load time.
 
-Issue 10 item 14: ``1e20`` for memory, pids or tmpfs passed ``check`` and the engine refused
+``1e20`` for memory, pids or tmpfs passed ``check`` and the engine refused
 the run later (exit 6); ``cpus: 0.000001`` turned the CPU limit off (NanoCPUs below Docker's
 0.01-CPU minimum); ``true`` was taken as 1; ``.inf`` in limits or ceilings was a traceback.
 Each is now an input error at load (exit 2) naming the file, the line and the field. The
@@ -24,7 +24,7 @@ from runner.ledger import Ceiling as LedgerCeiling
 from runner.policy import load_policy
 from runner.policy.models import LIMIT_BOUNDS
 from runner.settings import Settings
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 SAFE = ROOT / "tests" / "fixtures" / "helpdesk" / "safe.yaml"

@@ -11,7 +11,7 @@ from runner.domain.registry import ToolSpec
 from runner.errors import InputError
 from runner.policy import PolicySpec, decide, load_policy, policy_from_spec
 from runner.sdk import Effect
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 

@@ -1,4 +1,4 @@
-"""The gateway allow-list (issue 32, N02/N03): real SDK requests pass, the rest is refused.
+"""The gateway allow-list: real SDK requests pass, the rest is refused.
 
 The accepted requests are built by the official SDKs themselves (``openai``, ``anthropic``,
 ``openai-agents``; an httpx mock transport captures each body, nothing is sent), so the list

@@ -1,7 +1,7 @@
 """Host providers of program steps: Responses and Messages over HTTP, routing, metering, replay.
 
-Against fake servers on 127.0.0.1 that the tests start (tests/fake_openai.py,
-tests/fake_anthropic.py); nothing leaves the machine.
+Against fake servers on 127.0.0.1 that the tests start (tests/support/fake_openai.py,
+tests/support/fake_anthropic.py); nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.openai import OpenAIProvider
 from runner.providers.replay import ReplayProvider
 from runner.providers.replay_api import first_differing_field
-from tests import fake_anthropic, fake_openai
+from tests.support import fake_anthropic, fake_openai
 
 PRICES = {
     "gpt-4.1-mini*": {"input_usd_per_mtok": 0.4, "output_usd_per_mtok": 1.6},
@@ -242,7 +242,7 @@ def test_a_refused_reservation_forwards_nothing(tmp_path: Path) -> None:
     provider, ledger = metered(tmp_path, inner, usd=0.0000001)
     served = provider.forward(call("messages", {"model": "claude-sonnet-4", "max_tokens": 9}))
     assert served.body is None and served.error is not None
-    # more than the whole ceiling: refused alone (issue 32 N05), never forwarded
+    # more than the whole ceiling: refused alone, never forwarded
     assert served.error["class"] == "CallRefused" and inner.sent == []
     assert provider.charged == Amount()
     ledger.close()

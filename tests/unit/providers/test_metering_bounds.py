@@ -98,7 +98,7 @@ def test_an_unpriced_model_is_refused_under_a_bounded_usd_ceiling(ledger: Ledger
     metered = _metered(ledger, inner, Ceiling(usd=1.0))
     served = metered.complete({"model": "unpriced-9", "messages": []}, "model")
     assert served.error is not None
-    # refused alone, an error to that run, never a ceiling_reached (issue 25)
+    # refused alone, an error to that run, never a ceiling_reached
     assert served.error["class"] == MODEL_UNPRICED_CLASS and served.status == 400
     assert "unpriced-9" in served.error["message"]
     assert inner.forwarded == [] and ledger.charges("job") == []

@@ -1,4 +1,4 @@
-"""What one model call may cost (issue 32 N05, N10) and waiting for room (issue 25).
+"""What one model call may cost and waiting for room.
 
 - N05: one request whose own reservation is more than one call may take (``n: 10**9``, an
   8 MB body, more than the whole ceiling) is refused alone, an error to its run; on main it
@@ -6,7 +6,7 @@
 - N10: a call that may have reached the provider (a read timeout) is tried once and charged at
   its reservation, marked estimated; on main it was tried 4 times, each billed by the provider,
   and charged 0.
-- Issue 25: a call whose reservation does not fit now, because other calls hold theirs, waits
+- A call whose reservation does not fit now, because other calls hold theirs, waits
   for them to settle; on main it stopped the job.
 """
 

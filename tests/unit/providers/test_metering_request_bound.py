@@ -1,11 +1,11 @@
-"""The token reservation of a model call covers the whole forwarded request (issue 10 item 5).
+"""The token reservation of a model call covers the whole forwarded request.
 
 The reservation estimated only ``messages`` and ``tools``: a 20 kB ``response_format`` in
 ``model.settings`` was forwarded unreserved and 60,000 tokens of ceiling became 66,029 spent.
 Now the reservation is never below the UTF-8 bytes of the whole forwarded request (canonical
 JSON) plus `PER_MESSAGE_OVERHEAD_TOKENS` per message, plus the capped completion tokens
 (`runner.ledger.tokens.prompt_tokens_bound`). The provider here is the real `openai`
-provider talking to the fake OpenAI server on loopback (tests/fake_openai.py), billing each
+provider talking to the fake OpenAI server on loopback (tests/support/fake_openai.py), billing each
 request its own bound: the most an honest provider could bill under the rule.
 """
 
@@ -23,7 +23,7 @@ from runner.ledger import Ceiling, CeilingGuard, Ledger, request_bytes
 from runner.ledger.tokens import PER_MESSAGE_OVERHEAD_TOKENS
 from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.openai import OpenAIProvider
-from tests.fake_openai import MODEL_ID, FakeOpenAI, serve
+from tests.support.fake_openai import MODEL_ID, FakeOpenAI, serve
 
 PRICES = {"gpt-4.1-mini*": {"input_usd_per_mtok": 0.4, "output_usd_per_mtok": 1.6}}
 MAX_TOKENS = 64

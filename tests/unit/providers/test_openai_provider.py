@@ -13,7 +13,7 @@ from runner.providers.factory import provider_for
 from runner.providers.metered import response_usd
 from runner.providers.openai import OpenAIProvider
 from runner.settings import Settings
-from tests.fake_openai import MODEL_ID, FakeOpenAI, serve
+from tests.support.fake_openai import MODEL_ID, FakeOpenAI, serve
 
 REQUEST = {
     "model": "gpt-4.1-mini",
@@ -111,7 +111,7 @@ def test_unpriced_models_give_none_not_zero() -> None:
 
 
 def test_an_agent_turns_errors_name_the_provider_never_the_url_or_the_key() -> None:
-    """Issue 32, N09: credentials in the base URL and a key echoed in a 401 stay on the host."""
+    """Credentials in the base URL and a key echoed in a 401 stay on the host."""
     key = "sk-proj-unit-ECHOEDKEY-5150"
 
     def echo(headers: dict[str, str]) -> bytes:

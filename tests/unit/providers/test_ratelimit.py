@@ -23,7 +23,7 @@ from runner.providers.ratelimit import (
     tokens_bound,
 )
 from runner.providers.retries import retry_after_s
-from tests.fake_openai import FakeOpenAI, serve
+from tests.support.fake_openai import FakeOpenAI, serve
 
 REQUEST = {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -19,7 +19,7 @@ from tests.unit.test_hostile_input import CONTROL, run_cli
 def test_reproduce_table_with_markup_in_names_and_reasons_does_not_crash(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runner.cli.commands.reproduce import _table
+    from runner.cli.render.reproduce import _table
     from runner.reproduce.report import ReproduceReport
 
     reports = [
@@ -45,7 +45,7 @@ def test_escape_sequences_from_the_sandbox_never_reach_the_terminal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Destinations tool code tried, error messages: shown, but inert (no ESC, BEL, C1, NUL)."""
-    from runner.cli.commands.reproduce import print_reports
+    from runner.cli.render.reproduce import print_reports
     from runner.reproduce.report import ReproduceReport
 
     report = ReproduceReport(
@@ -68,7 +68,7 @@ def test_escape_sequences_from_the_sandbox_never_reach_the_terminal(
 
 
 def test_inert_keeps_text_and_shows_what_it_replaced() -> None:
-    from runner.cli.terminal import inert
+    from runner.cli.render.terminal import inert
 
     assert inert("caf\u00e9 \u4e2d\n\tok") == "caf\u00e9 \u4e2d\n\tok"
     assert inert("\x1b[2J\x00\x7f\x9b\udcff") == "\\x1b[2J\\x00\\x7f\\x9b\\udcff"
@@ -81,7 +81,7 @@ def test_junit_file_parses_whatever_the_reports_quote(tmp_path: Path) -> None:
     """Reasons quote sandbox output and trace content: control characters, NUL, surrogates."""
     from xml.etree import ElementTree
 
-    from runner.cli.commands.reproduce import write_junit
+    from runner.cli.render.reproduce import write_junit
     from runner.reproduce.report import ReproduceReport
 
     report = ReproduceReport(
@@ -106,7 +106,7 @@ def test_run_summary_with_surrogates_and_escapes_prints_inert(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A tool returning os.fsdecode()d bytes (lone surrogates) crashed `run` with a traceback."""
-    from runner.cli.commands.run import _render
+    from runner.cli.render.episode import print_episode
     from runner.episode.request import EpisodeResult
 
     end = {
@@ -119,7 +119,7 @@ def test_run_summary_with_surrogates_and_escapes_prints_inert(
         "stderr_tail": ["\x1b]0;STDERR\x07"],
         "meter": {},
     }
-    _render(EpisodeResult("r1", "crashed", tmp_path / "t.jsonl", end))
+    print_episode(EpisodeResult("r1", "crashed", tmp_path / "t.jsonl", end))
     printed = capsys.readouterr().out
     printed.encode("utf-8")  # strict: no lone surrogate left
     assert "PWNED" in printed and "STDERR" in printed

@@ -11,8 +11,8 @@ import pytest
 
 from runner.errors import InputError
 from runner.reproduce.inputs import find_workflow_file, safe_extract
-from tests.fakes import trusted_packet
-from tests.paths import TESTS
+from tests.support.fakes import trusted_packet
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 

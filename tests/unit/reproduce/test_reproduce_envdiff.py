@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.cli.commands.reproduce import _details
+from runner.cli.render.reproduce import details
 from runner.reproduce.envdiff import environment_diff, packages_diff, tool_imports
 from runner.reproduce.report import ReproduceReport
 
@@ -85,7 +85,7 @@ def test_tool_imports_read_the_modules_without_running_them(tmp_path: Path) -> N
 def test_the_cli_prints_the_summary_in_one_line_and_names_what_matters() -> None:
     diff = packages_diff(HOST_VENV, SANDBOX, imports={"requests"})
     report = ReproduceReport("t.jsonl", "not_reproduced", "differs", environment_diff=diff)
-    lines = [line for line in _details(report) if "packages" in line]
+    lines = [line for line in details(report) if "packages" in line]
     assert lines == [
         "    packages.PyYAML: 6.0.4 -> 6.0.1 (on both sides)",
         "    packages.requests: 2.34.2 -> absent (imported by the tools)",

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from runner.cli.app import app
 from runner.errors import InputError
 from runner.reproduce.inputs import expand_inputs
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 

@@ -13,7 +13,7 @@ import pytest
 from runner.errors import InfrastructureError
 from runner.reproduce.reproducer import Reproducer
 from runner.settings import Settings
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 HELPDESK = REPO / "examples" / "helpdesk"
 
@@ -64,7 +64,7 @@ class _UnusedBackend:
 def test_tool_modules_not_found_is_refused_once_with_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from runner.cli.commands.reproduce import print_reports
+    from runner.cli.render.reproduce import print_reports
 
     project = _project(tmp_path, monkeypatch)
     (project / "v2.yaml").write_text("# edited since\n" + (HELPDESK / "v2.yaml").read_text())
@@ -83,7 +83,7 @@ def test_tool_modules_not_found_is_refused_once_with_what_to_do(
 
 
 def test_outcome_lines_say_no_failure_and_have_no_stray_space() -> None:
-    from runner.cli.commands.reproduce import _details
+    from runner.cli.render.reproduce import details
     from runner.reproduce.diff import verdict
     from runner.reproduce.report import ReproduceReport
 
@@ -98,7 +98,7 @@ def test_outcome_lines_say_no_failure_and_have_no_stray_space() -> None:
     report = ReproduceReport(
         "t.jsonl", "not_reproduced", reason, recorded=recorded_end, replayed=replayed_end
     )
-    lines = _details(report)
+    lines = details(report)
     assert "  recorded: succeeded (no failure)" in lines
     assert "  replayed: failed, signature e1123295c38675b3" in lines
     assert not any("None" in line for line in lines), lines

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="os.fork")
 

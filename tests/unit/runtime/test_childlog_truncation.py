@@ -45,7 +45,7 @@ def test_an_untouched_log_reports_nothing_more(tmp_path: Path) -> None:
 
 
 def test_an_untouched_log_is_not_opened_again(tmp_path: Path, monkeypatch: Any) -> None:
-    """The pump reads five times a second, also while a run waits on its model (issue 16)."""
+    """The pump reads five times a second, also while a run waits on its model."""
     from runner.runtime.egress import childlog
 
     log = ChildLog(str(tmp_path))

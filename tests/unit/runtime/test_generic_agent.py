@@ -1,4 +1,4 @@
-"""The generic tool-calling agent step an imported run replays through (issue 7).
+"""The generic tool-calling agent step an imported run replays through.
 
 Fixed messages after the system prompt; a bare choice body; a served recording's text fed back
 verbatim; the simulated user's object form (stop texts, turn limit); tools offered under a

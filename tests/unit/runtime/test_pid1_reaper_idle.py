@@ -1,4 +1,4 @@
-"""As PID 1 the reaper blocks in ``waitpid`` instead of polling (issue 16: idle CPU).
+"""As PID 1 the reaper blocks in ``waitpid`` instead of polling (idle CPU).
 
 A pooled sandbox waits for its run with the worker as its only child; the reaper woke ten
 times a second to poll ``waitpid(WNOHANG)`` (measured: ~2.7 ms of CPU per second per waiting
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from runner.runtime import pid1
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 SCRIPT = r"""
 import os, sys, time

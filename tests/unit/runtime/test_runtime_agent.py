@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.paths import REPO, TESTS
+from tests.support.paths import REPO, TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import (
@@ -327,6 +327,6 @@ def test_unlisted_tools_are_callable_but_not_listed_in_the_request(tmp_path: Pat
         model,
     )
     listed = [[t["function"]["name"] for t in r["request"]["tools"]] for r in result.requests]
-    assert listed == [["kb__search"], ["kb__search"]]  # issue 12: known by name only
+    assert listed == [["kb__search"], ["kb__search"]]  # known by name only
     assert result.calls[1]["tool"] == "math.add" and result.calls[1]["body"] == "5"
     assert result.episode["output"] == "5"

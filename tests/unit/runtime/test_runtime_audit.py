@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import Result, manifest_for, run_runtime, write_run_dir
@@ -331,7 +331,7 @@ def test_outside_a_run_sitecustomize_installs_nothing(tmp_path: Path) -> None:
     assert out.stdout.strip() == "False"
 
 
-# --- destinations, counts and the cap (issue 10 item 11) ------------------------------------
+# --- destinations, counts and the cap ------------------------------------
 
 
 def test_repeats_are_counted_and_a_later_connect_survives_a_decoy_flood(

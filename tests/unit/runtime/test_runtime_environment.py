@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runner.runtime.environment import environment_platform, installed_packages
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"
@@ -109,7 +109,7 @@ def test_the_runtime_start_path_imports_none_of_the_heavy_modules(python: str) -
         "traceback",
         "pathlib",
         # the SDK's tool decoration needs inspect (with ast, dis, tokenize): the worker's, never
-        # the runtime's (~7 ms of CPU per sandbox, issue 16)
+        # the runtime's (~7 ms of CPU per sandbox)
         "inspect",
         "ast",
         "dis",

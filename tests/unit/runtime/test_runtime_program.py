@@ -25,7 +25,7 @@ from runner.runtime.replay.clock import Clock
 from runner.runtime.replay.recordings import ObservationStore, TraceStore
 from runner.runtime.steps.gateway import PLACEHOLDER_KEY, Gateway, error_body
 from runner.runtime.steps.program import ProgramStep
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "program"))
 import program_tools
@@ -255,7 +255,7 @@ def test_an_undeclared_tool_is_denied_and_named_even_when_the_program_catches_it
 def test_a_deep_request_is_a_400_and_a_failing_handler_a_500_never_a_silent_thread(
     gateway_of: Any, monkeypatch: Any
 ) -> None:
-    """Issue 32, N11: nesting bounded for the record; no request goes unanswered."""
+    """Nesting bounded for the record; no request goes unanswered."""
     host = Host()
     gateway = gateway_of(host)
     for depth in (65, 1_000, 200_000):

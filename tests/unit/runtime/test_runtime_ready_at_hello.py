@@ -1,4 +1,4 @@
-"""``hello`` means ready: the worker is spawned and witnessed before the runtime says it (issue 16).
+"""``hello`` means ready: the worker is spawned and witnessed before the runtime says it.
 
 The warm pool counts a sandbox as warm at its ``hello``. The runtime said hello first and
 spawned its worker afterwards, so a warm sandbox handed out at once still waited for its
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import _unusable
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import manifest_for, run_runtime, write_run_dir

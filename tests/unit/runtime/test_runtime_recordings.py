@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import (

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import Result, manifest_for, run_runtime, write_run_dir

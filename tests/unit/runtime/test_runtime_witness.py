@@ -1,4 +1,4 @@
-"""The runtime with the egress witness (issue 18), outside a container: what the log says then.
+"""The runtime with the egress witness, outside a container: what the log says then.
 
 The worker installs the seccomp filter on itself before any user code and the runtime answers
 it. Attempts go to loopback 127.0.0.1:9 only (the witness answers ``ENETUNREACH``; nothing is
@@ -17,7 +17,7 @@ import pytest
 
 from runner.runtime.egress import dns
 from tests.conftest import _unusable
-from tests.paths import REPO, TESTS
+from tests.support.paths import REPO, TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import Result, manifest_for, run_runtime, write_run_dir
@@ -65,7 +65,7 @@ def _lookups(result: Result) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("shell", [False, True], ids=["getaddrinfo", "bash"])
 def test_a_lookup_shows_by_name_not_as_the_resolver_address(tmp_path: Path, shell: bool) -> None:
-    """The resolver's query to the nameserver is the lookup of a name (issue 18)."""
+    """The resolver's query to the nameserver is the lookup of a name."""
     if not dns.nameservers():
         pytest.skip("no nameserver in /etc/resolv.conf")
     result = _run(tmp_path, "net.lookup", {"name": "new-dependency.invalid", "shell": shell})
@@ -105,7 +105,7 @@ def test_a_query_sent_to_the_nameserver_with_an_address_is_read(tmp_path: Path, 
 def test_unnamed_sends_to_the_swapped_resolver_are_performed_by_the_witness(
     tmp_path: Path,
 ) -> None:
-    """Issue 32 N07: an unnamed ``sendmmsg``/``sendmsg`` on the socket swapped in for the
+    """An unnamed ``sendmmsg``/``sendmsg`` on the socket swapped in for the
     nameserver is never continued (the kernel would read the header again); the witness hands
     the datagrams it read to its resolver and answers as the kernel would: the count, each
     ``msg_len`` written back, the bytes of one message; each query answered REFUSED."""

@@ -1,4 +1,4 @@
-"""The run's wall clock (issue 12): every wall-clock read is the run's reading, frozen per call.
+"""The run's wall clock: every wall-clock read is the run's reading, frozen per call.
 
 `runner.sdk.wallclock.install` patches a whole interpreter, so each check runs in a fresh
 one (this interpreter and, when present, Python 3.9, the oldest the sandbox side supports).
@@ -19,7 +19,7 @@ import pytest
 from runner.runtime.egress import audit, programs
 from runner.runtime.replay.clock import Clock
 from runner.sdk import wallclock
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"

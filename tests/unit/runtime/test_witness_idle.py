@@ -1,4 +1,4 @@
-"""The witness's thread sleeps until something happens (issue 16: idle CPU of waiting sandboxes).
+"""The witness's thread sleeps until something happens (idle CPU of waiting sandboxes).
 
 Its loop polled with a 200 ms timeout, so every sandbox waiting for its run (or its model)
 woke five times a second for nothing (measured per thread: ~0.6 ms of CPU a second). Now

@@ -1,4 +1,4 @@
-"""The worker as a fork of the runtime (runner/runtime/worker/fork.py, issue 16).
+"""The worker as a fork of the runtime (runner/runtime/worker/fork.py).
 
 Outside a container: what the child keeps (descriptors, session, dumpable flag, environment),
 and that the runtime runs the same episode whether its worker is forked or a fresh interpreter
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from runner.runtime.worker import fork
-from tests.paths import REPO, TESTS
+from tests.support.paths import REPO, TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import manifest_for, run_runtime, write_run_dir

@@ -3,8 +3,7 @@
 record_production.py runs the support agent (the ``openai`` SDK, unchanged) inside
 ``runner.sdk.record`` against the example's scripted model on a loopback port; the traces it
 writes are complete for lint, and ``tasks extract`` turns them into tasks whose observations
-are what the example's own tasks file holds. The workflow files' program steps load where the
-workflow model has program steps (issue 13's gateway branch); until then that test skips.
+are what the example's own tasks file holds; the workflow files declare program steps.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import pytest
 from runner.domain.tasks import load_tasks
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.tasks_extract import extract_tasks
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 EXAMPLE = REPO / "examples" / "agent-program"
 
@@ -79,8 +78,6 @@ def test_recorded_production_runs_become_the_example_tasks(
 def test_the_example_workflows_declare_program_steps() -> None:
     from runner.domain import workflow as workflow_module
 
-    if "program" not in workflow_module.Step.model_fields:
-        pytest.skip("program steps arrive with issue 13's gateway branch (i13-gateway)")
     for name, tools in (
         ("v1.yaml", ["kb.search"]),
         ("v2.yaml", ["ticket.get", "kb.search", "reply.format"]),

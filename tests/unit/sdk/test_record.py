@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 RUNTIME_FIXTURES = TESTS / "fixtures" / "runtime"
@@ -190,8 +190,8 @@ def test_reproduce_runs_a_read_tools_code_again_over_its_recorded_http_body(tmp_
 
 
 def test_record_run_executes_every_tool_and_charges_live(tmp_path: Path) -> None:
-    from runner.episode.record import record_run
     from runner.ledger import Ledger
+    from runner.runs.record import record_run
     from runner.settings import Settings
 
     tasks = tmp_path / "tasks.jsonl"
@@ -210,7 +210,7 @@ def test_record_run_executes_every_tool_and_charges_live(tmp_path: Path) -> None
     assert (run["purpose"], run["backend"], run["clock"]["start"]) == ("live", "process", 1000.0)
     assert (mark["tool"], mark["source"], mark["body"]) == ("scratch.mark", "executed", '"marked"')
     assert seen["body"] == "true"  # the unsafe code really ran
-    # record reads the machine's clock when each call starts (issue 12), never going back
+    # record reads the machine's clock when each call starts, never going back
     assert run["clock"]["step_s"] == 0.0
     assert 1000.0 < mark["clock"] <= seen["clock"] <= time.time()
     with Ledger.for_state_dir(tmp_path / "state") as ledger:

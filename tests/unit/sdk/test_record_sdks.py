@@ -1,8 +1,9 @@
-"""`runner.sdk.record` captures the official SDKs' model calls over httpx (issue 13).
+"""`runner.sdk.record` captures the official SDKs' model calls over httpx.
 
-Every server is a loopback fake the test starts (tests/fake_openai.py, tests/fake_anthropic.py);
-nothing leaves the machine. Each model call line must hold the request body the SDK sent, the
-body the fake sent byte for byte (a stream's whole event stream) and the model id read from it.
+Every server is a loopback fake the test starts (tests/support/fake_openai.py,
+tests/support/fake_anthropic.py); nothing leaves the machine. Each model call line must hold
+the request body the SDK sent, the body the fake sent byte for byte (a stream's whole event
+stream) and the model id read from it.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from runner import sdk
 from runner.sdk.recorder import TRACING_ENV
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.reader import load_trace
-from tests import fake_anthropic, fake_openai, fake_streaming
-from tests.fake_anthropic import FakeAnthropic
-from tests.fake_openai import FakeOpenAI
-from tests.fake_streaming import Streamer
-from tests.paths import REPO
+from tests.support import fake_anthropic, fake_openai, fake_streaming
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_streaming import Streamer
+from tests.support.paths import REPO
 
 KB_TOOL = {
     "type": "function",

@@ -28,7 +28,7 @@ from runner.sdk import (
     tool,
     tool_def,
 )
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"
 ROOT = REPO

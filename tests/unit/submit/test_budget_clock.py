@@ -1,4 +1,4 @@
-"""The budget clock (issue 25): sandbox seconds shared by running sandboxes, never passed.
+"""The budget clock: sandbox seconds shared by running sandboxes, never passed.
 
 On main a running run held its whole timeout plus grace (375.7 sandbox-s under ``shadow``) and
 the first reservation that did not fit *now* stopped the job: 115.8 of 7,200 sandbox-s charged

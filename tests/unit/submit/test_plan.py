@@ -13,8 +13,8 @@ from runner.settings import Settings
 from runner.submit.job import prepare
 from runner.submit.options import CeilingFlags, SubmitOptions, load_job_file
 from runner.submit.plan import DEFAULT_MAX_TOKENS, NOMINAL_PROMPT_TOKENS
-from tests.fakes import StubBackend
-from tests.paths import TESTS
+from tests.support.fakes import StubBackend
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 
@@ -203,7 +203,7 @@ def test_a_scripted_model_that_does_not_import_is_invalid_input_at_plan_time(
 def test_the_sandbox_seconds_ceiling_does_not_bound_the_runs_at_once(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # issue 25: on main each running run held its timeout plus grace, so the plan admitted
+    # on main each running run held its timeout plus grace, so the plan admitted
     # ceiling / 375.7 = 19 of 128; the budget clock shares the ceiling instead
     roomy = HostResources(pids_free=10**7, nproc_free=None, fds_free=10**6)
     monkeypatch.setattr(HostResources, "read", classmethod(lambda cls: roomy))

@@ -1,5 +1,5 @@
-"""A price for every model before anything runs (issue 25), and ``check`` agreeing with
-``submit --dry-run`` (issue 32, N12).
+"""A price for every model before anything runs, and ``check`` agreeing with
+``submit --dry-run``.
 
 On main a program step whose model the price table lacked passed ``check`` (exit 0) and
 ``submit --dry-run`` (exit 0, "up to 0 model calls"), then every run's first call was refused

@@ -1,4 +1,4 @@
-"""The warm pool's spare sandboxes count in the concurrency bound (issue 16).
+"""The warm pool's spare sandboxes count in the concurrency bound.
 
 A pooled sandbox waiting for its run has the run's memory limit and pids limit already: the
 admitted runs plus the pool's spares must fit the budget (`runner.backends.capacity`). The
@@ -23,8 +23,8 @@ from runner.backends.capacity import (
 from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.options import SubmitOptions
-from tests.fakes import StubBackend, without_description
-from tests.paths import TESTS
+from tests.support.fakes import StubBackend, without_description
+from tests.support.paths import TESTS
 
 GIB = 1024**3
 ROOMY = HostResources(pids_free=10**7, nproc_free=None, fds_free=10**6)

@@ -1,6 +1,6 @@
 """The report's "reads with no recording" counts the calls real traces record as unrecorded.
 
-Issue 10 item 8: the report compared the short class name ``UnrecordedCall`` while the runtime
+The report compared the short class name ``UnrecordedCall`` while the runtime
 records the qualified one (``runner.wire.errors.UnrecordedCall``, `error_class_name`), so
 the table was always empty. The trace here is written from the call records the real runtime
 sent (tests/fixtures/runtime/fakehost.py runs it as a local process) through the host's own
@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import manifest_for, run_runtime, write_run_dir
 
 from runner.submit.report import unrecorded_reads
+from runner.submit.scheduler import PairOutcome
 from runner.trace.writer import TraceWriter
 
 
@@ -68,7 +69,7 @@ def test_unrecorded_reads_of_a_real_trace_are_counted(tmp_path: Path) -> None:
         (json.loads(line).get("error") or {}).get("class") for line in path.read_text().splitlines()
     ]
     assert "runner.wire.errors.UnrecordedCall" in classes  # what traces really hold
-    found = unrecorded_reads([{"variant": "v1", "task_id": "t1", "trace": str(path)}])
+    found = unrecorded_reads([PairOutcome("v1", "t1", trace=str(path))])
     assert found == {
         "v1": {
             "count": 1,
@@ -93,4 +94,4 @@ def test_a_tool_error_class_that_only_ends_like_it_is_not_a_miss(tmp_path: Path)
         {"type": "end", "status": "failed"},
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert unrecorded_reads([{"variant": "v1", "task_id": "t1", "trace": str(path)}]) == {}
+    assert unrecorded_reads([PairOutcome("v1", "t1", trace=str(path))]) == {}

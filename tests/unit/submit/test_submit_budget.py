@@ -1,4 +1,4 @@
-"""A whole submission under a tight sandbox-seconds ceiling (issue 25), runtime as a local
+"""A whole submission under a tight sandbox-seconds ceiling, runtime as a local
 process (`UnsandboxedProcessBackend`: no Docker, not a sandbox).
 
 On main every run reserved its timeout plus grace (375.7 sandbox-s under ``shadow``) before it
@@ -18,7 +18,7 @@ from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit.budgetclock import KILL_MARGIN_S
 from runner.submit.options import CeilingFlags, SubmitOptions
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 CEILING_S = 6.0
@@ -35,7 +35,7 @@ def _submit(settings: Settings, options: SubmitOptions, job_id: str, resume: boo
         handle_signals=False,
     )
     assert result.report is not None
-    return result.report
+    return result.report.to_json()
 
 
 def test_a_tight_sandbox_seconds_ceiling_is_used_not_refused(tmp_path: Path) -> None:
@@ -112,10 +112,11 @@ def test_the_report_names_incomplete_runs_and_never_scores_them(tmp_path: Path) 
             plan.episodes
         )
         grading = grade_job(plan, ledger, guard, settings, FIX)
-        report = build_report(
+        job_report = build_report(
             plan, ledger, outcomes, skipped=set(), stop=stop, interrupted=False,
             grading=grading, resumed=False,
         )  # fmt: skip
+    report = job_report.to_json()
     incomplete = {(e["variant"], e["task_id"]): e for e in report["incomplete"]}
     assert set(incomplete) == set(cut)
     assert incomplete[("fixture@b", "t1")]["status"] == "ceiling_reached"
@@ -130,10 +131,10 @@ def test_the_report_names_incomplete_runs_and_never_scores_them(tmp_path: Path) 
 
     from rich.console import Console
 
-    from runner.cli.report_render import render_report
+    from runner.cli.render.report import render_report
 
     out = io.StringIO()
-    render_report(report, Console(file=out, width=200))
+    render_report(job_report, Console(file=out, width=200))
     text = out.getvalue()
     assert "1 run incomplete (ceiling_reached; never scored, an unknown in every verdict)" in text
     assert "fixture@b×t2" in text

@@ -1,4 +1,4 @@
-"""``submit`` tells its backend how many runs are coming (the warm pool's budget, issue 16).
+"""``submit`` tells its backend how many runs are coming (the warm pool's budget).
 
 No Docker: the runs are stubbed; the backend records what it was told. A resumed job counts
 only the episodes still to run.
@@ -16,8 +16,8 @@ from runner.settings import Settings
 from runner.submit import job as submit_module
 from runner.submit import pairs as pairs_module
 from runner.submit.options import SubmitOptions
-from tests.fakes import StubBackend, without_description
-from tests.paths import TESTS
+from tests.support.fakes import StubBackend, without_description
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 

@@ -1,6 +1,6 @@
 """A second Ctrl-C still ends ``submit`` with the resume hint (and the report), exit 130.
 
-Issue 10 item 15: the first Ctrl-C stops the job; a second one that arrived while the report was
+The first Ctrl-C stops the job; a second one that arrived while the report was
 being built went through as a bare KeyboardInterrupt: no report, no ``continue with:`` hint.
 Here the first SIGINT arrives during a run and the second while the report is built (both
 sent to this process, as a terminal sends them). No Docker: the runs are stubbed.
@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from runner.cli.render import jobview
+from runner.cli.render.jobview import ConsoleJobView
 from runner.errors import EXIT_INTERRUPTED
 from runner.ledger import Amount
 from runner.settings import Settings
@@ -24,8 +26,9 @@ from runner.submit import job as submit_module
 from runner.submit import pairs as pairs_module
 from runner.submit import report as report_module
 from runner.submit.options import SubmitOptions
-from tests.fakes import StubBackend, without_description
-from tests.paths import TESTS
+from runner.submit.runjob import run_job
+from tests.support.fakes import StubBackend, without_description
+from tests.support.paths import TESTS
 
 FIX = TESTS / "fixtures" / "submit"
 
@@ -79,8 +82,6 @@ def test_a_second_ctrl_c_while_the_report_is_built_still_prints_the_hint(
     options: SubmitOptions,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runner.cli.commands.submit import run_submit
-
     def second() -> None:
         _ctrl_c()
         time.sleep(0.2)  # the handler runs here, in the main thread
@@ -88,8 +89,11 @@ def test_a_second_ctrl_c_while_the_report_is_built_still_prints_the_hint(
     _stub_runs(monkeypatch, second)
     settings = Settings(state_dir=tmp_path / "state")
     try:
-        code = run_submit(
-            settings, options, resume=None, dry_run=False, as_json=True, backend_factory=_backend
+        code = run_job(
+            settings,
+            options,
+            view=ConsoleJobView(as_json=True),
+            backend_factory=_backend,
         )
     except KeyboardInterrupt:
         pytest.fail("the second Ctrl-C escaped as KeyboardInterrupt: no report, no resume hint")
@@ -107,18 +111,19 @@ def test_a_ctrl_c_while_the_report_prints_still_prints_the_hint(
     options: SubmitOptions,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runner.cli.commands import submit as cli_submit
-
     _stub_runs(monkeypatch, lambda: None)
 
     def print_report(report: Any, as_json: bool) -> None:
         raise KeyboardInterrupt  # Ctrl-C while the table was printing
 
-    monkeypatch.setattr(cli_submit, "print_report", print_report)
+    monkeypatch.setattr(jobview, "print_report", print_report)
     settings = Settings(state_dir=tmp_path / "state")
     try:
-        code = cli_submit.run_submit(
-            settings, options, resume=None, dry_run=False, as_json=False, backend_factory=_backend
+        code = run_job(
+            settings,
+            options,
+            view=ConsoleJobView(as_json=False),
+            backend_factory=_backend,
         )
     except KeyboardInterrupt:
         pytest.fail("the Ctrl-C escaped as KeyboardInterrupt: no resume hint")

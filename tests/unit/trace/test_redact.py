@@ -1,4 +1,4 @@
-"""The redaction engine (issue 18): detectors, rules, stable keyed placeholders, every form."""
+"""The redaction engine: detectors, rules, stable keyed placeholders, every form."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from runner.trace.redact import PLACEHOLDER, Redactor
 from runner.trace.redact_rules import DETECTORS, parse_rules
-from tests.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
+from tests.support.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
 
 RULES = {"patterns": [SSN_RULE]}
 KEY = b"k" * 32

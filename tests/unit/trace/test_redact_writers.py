@@ -1,4 +1,4 @@
-"""Every writer redacts (issue 18): the host's TraceWriter, runner.sdk.record, a policy's rules,
+"""Every writer redacts: the host's TraceWriter, runner.sdk.record, a policy's rules,
 and what readers and lint make of the redactions (no Docker: tests/integration/test_redaction.py
 has the record, packet and import acceptance in real containers)."""
 
@@ -21,8 +21,8 @@ from runner.trace.redact import Redactor
 from runner.trace.writer import TraceWriter
 from runner.tracetools.lint import lint_trace
 from runner.tracetools.reader import validate_record
-from tests.paths import REPO
-from tests.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
+from tests.support.paths import REPO
+from tests.support.secrets_search import AWS_KEY_ID, OPENAI_KEY, SSN, SSN_RULE, found_in
 
 RULES = {"patterns": [SSN_RULE]}
 SCHEMA = Draft202012Validator(

@@ -1,6 +1,6 @@
 """The one strict JSON decoder (runner/trace/strictjson.py): what it refuses; it never recurses.
 
-Issue 10 items 4 and 15: nesting is refused before the parser's recursion can blow; NaN,
+Nesting is refused before the parser's recursion can blow; NaN,
 infinities (also ``1e400``, which `json` turns into ``inf`` without asking) and duplicate keys
 are refused; the depth check costs about as much as a parse, whatever the shape.
 """

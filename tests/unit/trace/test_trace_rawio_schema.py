@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from runner.sdk.rawio import apply_exchanges, is_raw, result_text
 from runner.tracetools.reader import validate_record
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))

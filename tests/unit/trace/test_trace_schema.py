@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from runner.errors import SandboxReplayError
 from runner.trace.format import STATUSES
 from runner.tracetools.reader import CallRecord, EndRecord, RunRecord, validate_record
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 ROOT = REPO
 SCHEMA = json.loads((ROOT / "docs" / "trace.schema.json").read_text(encoding="utf-8"))
@@ -211,12 +211,12 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
     from runner.domain.workflow import load_workflow
     from runner.episode.driver import run_episode
     from runner.episode.request import EpisodeRequest
-    from runner.episode.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
     from runner.providers.scripted import ScriptedProvider
     from runner.sdk import schema_hash
     from runner.settings import Settings
+    from runner.tools.snapshot.toolsnapshot import SnapshotEntry, build_snapshot
     from runner.tracetools.lint import lint_trace
-    from tests.fakes import SubprocessBackend
+    from tests.support.fakes import SubprocessBackend
 
     tool_hash = schema_hash({"type": "object"})
     script = tmp_path / "runtime.py"
@@ -272,7 +272,7 @@ def test_episode_driver_traces_validate_read_and_lint_complete(
 
 
 def test_a_run_line_naming_its_sandbox_reads_and_validates() -> None:
-    """The run line names its sandbox (issue 16); a trace from before, without it, still reads."""
+    """The run line names its sandbox; a trace from before, without it, still reads."""
     name = sorted(p.name for p in TRACES.glob("*.jsonl"))[0]
     line = copy.deepcopy(lines_of(name)[0])
     assert "sandbox" not in line and schema_errors(line) == [] and reader_accepts(line)
@@ -288,7 +288,7 @@ def test_a_run_line_naming_its_sandbox_reads_and_validates() -> None:
 
 
 def test_a_run_line_naming_its_node_reads_and_validates() -> None:
-    """A trace made by ``--backend ray`` names the Ray node in its run line (issue 15)."""
+    """A trace made by ``--backend ray`` names the Ray node in its run line."""
     name = sorted(p.name for p in TRACES.glob("*.jsonl"))[0]
     line = copy.deepcopy(lines_of(name)[0])
     line.update(backend="ray", node="4c0116f8675ac1c10e7a208424096ca8a7acac47a844a7ee334f1f55")

@@ -16,7 +16,7 @@ from runner.tracetools.lint import (
     lint_traces,
     model_id_problem,
 )
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 TRACES = TESTS / "fixtures" / "traces"
 

@@ -1,4 +1,4 @@
-"""Attack test (attack3): ``lint`` of a long trace must print its verdict, not hang in its table.
+"""Attack test: ``lint`` of a long trace must print its verdict, not hang in its table.
 
 Reading and linting a trace is linear and cheap (`runner.tracetools.lint.lint_trace`: 0.2 s
 CPU for 5000 calls), but the text report rendered one rich table row (with nested tables) per
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import REPO
+from tests.support.paths import REPO
 
 SOURCE = REPO / "tests" / "fixtures" / "traces" / "complete_succeeded.jsonl"
 CALLS = 2000

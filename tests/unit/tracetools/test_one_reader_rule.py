@@ -1,4 +1,4 @@
-"""Issue 32 N12: ``lint``, ``tasks extract`` and ``reproduce`` refuse the same traces.
+"""N12: ``lint``, ``tasks extract`` and ``reproduce`` refuse the same traces.
 
 The review found traces that ``lint`` and ``tasks extract`` accepted and ``reproduce``
 rejected. The rule that won is ``reproduce``'s, moved into the one reader
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli import run_cli
-from tests.paths import REPO
+from tests.support.cli import run_cli
+from tests.support.paths import REPO
 
 FAILING = REPO / "examples" / "helpdesk" / "traces" / "failing.jsonl"
 

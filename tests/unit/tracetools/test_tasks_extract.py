@@ -12,7 +12,7 @@ from runner.domain.tasks import load_tasks
 from runner.errors import InputError
 from runner.trace.format import decode_body
 from runner.tracetools.tasks_extract import extract_tasks
-from tests.paths import REPO, TESTS
+from tests.support.paths import REPO, TESTS
 
 GOLDEN = TESTS / "fixtures" / "golden"
 EXAMPLES = REPO / "examples" / "helpdesk" / "traces"

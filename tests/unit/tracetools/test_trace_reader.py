@@ -23,7 +23,7 @@ from runner.tracetools.reader import (
     read_trace_stream,
     validate_record,
 )
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 TRACES = TESTS / "fixtures" / "traces"
 

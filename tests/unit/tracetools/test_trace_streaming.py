@@ -1,6 +1,6 @@
 """Summaries of traces read them line by line: lint, grading and the report never hold a trace.
 
-Issue 10 item 6: grading and the report loaded traces whole (a flooded run's 195 MB trace cost
+Grading and the report loaded traces whole (a flooded run's 195 MB trace cost
 the host gigabytes). Here a trace of 40 calls with a 1 MiB body each (40 MiB) is summarised
 while `tracemalloc` watches: the peak stays a few lines' worth, far below the trace.
 """
@@ -17,6 +17,7 @@ import pytest
 
 from runner.grading import Result
 from runner.submit.report import _records, unrecorded_reads
+from runner.submit.scheduler import PairOutcome
 from runner.trace.format import failure_signature
 from runner.tracetools.lint import lint_trace
 
@@ -107,7 +108,7 @@ def test_grading_reads_the_trace_line_by_line(big_trace: Path) -> None:
 
 
 def test_the_report_reads_the_trace_line_by_line(big_trace: Path) -> None:
-    pairs = [{"variant": "v1", "task_id": "t1", "trace": str(big_trace)}]
+    pairs = [PairOutcome("v1", "t1", trace=str(big_trace))]
     found, peak = _peak(lambda: unrecorded_reads(pairs))
     assert found["v1"]["count"] == 1
     assert peak < 12, f"the report held {peak:.0f} MiB of a {CALLS} MiB trace"

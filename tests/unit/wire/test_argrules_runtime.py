@@ -16,7 +16,7 @@ from runner.runtime.replay.clock import Clock
 from runner.runtime.replay.recordings import ObservationStore, TraceStore
 from runner.runtime.steps.program import ProgramStep
 from runner.wire.argrules import RuleSet
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 sys.path.insert(0, str(TESTS / "fixtures" / "program"))

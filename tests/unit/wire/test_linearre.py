@@ -1,6 +1,6 @@
 """`runner.wire.linearre`: Python's answer to ``re.search``, in time linear in the text.
 
-Issue 32 N06: the backtracking search of ``(.*a){16}$`` and its kind over 31 characters took
+The backtracking search of ``(.*a){16}$`` and its kind over 31 characters took
 76 s in ``policy diff``. The differential test generates patterns over every construct the
 engine accepts (flags, scoped flags, anchors, classes, case folding, counted and lazy repeats)
 and compares its answer with ``re.search`` on generated texts, here and on Python 3.9 (the
@@ -18,7 +18,7 @@ import pytest
 
 from runner.wire import linearre
 from runner.wire.argrules import RuleSet
-from tests.paths import REPO
+from tests.support.paths import REPO
 from tests.unit.wire.regexgen import differences
 
 PY39 = "/root/.pyenv/versions/3.9.18/bin/python"
@@ -47,7 +47,7 @@ def test_the_answer_is_re_search_s_on_python_39_too() -> None:
 
 @pytest.mark.parametrize("pattern", ISSUE_PATTERNS)
 @pytest.mark.parametrize("text", HOSTILE, ids=["31", "64k-a", "64k-words"])
-def test_the_issue_s_patterns_are_decided_in_a_few_steps_per_character(
+def test_the_backtracking_patterns_are_decided_in_a_few_steps_per_character(
     pattern: str, text: str
 ) -> None:
     search = linearre._Search(linearre.Pattern(pattern), text)
@@ -55,7 +55,7 @@ def test_the_issue_s_patterns_are_decided_in_a_few_steps_per_character(
     assert search.steps < 10 * len(text) + 2000, search.steps  # not the budget: linear
 
 
-def test_answers_on_the_issue_s_patterns() -> None:
+def test_answers_on_the_backtracking_patterns() -> None:
     words, email = linearre.Pattern(ISSUE_PATTERNS[0]), linearre.Pattern(ISSUE_PATTERNS[2])
     assert words.search("a b c") and not words.search("a" * 30 + "!")
     assert not words.search(" ".join(["w"] * 17))  # 17 words: more than {1,16}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import TESTS
+from tests.support.paths import TESTS
 
 sys.path.insert(0, str(TESTS / "fixtures" / "runtime"))
 from fakehost import (
@@ -171,7 +171,7 @@ def test_a_tool_reading_stdin_gets_end_of_file(tmp_path: Path) -> None:
 def test_a_broken_start_is_an_error_message_and_exit_70(
     tmp_path: Path, start: dict, field: str
 ) -> None:
-    # the run travels in ``start`` (issue 16), checked as strictly as run.json was
+    # the run travels in ``start``, checked as strictly as run.json was
     proc = spawn(_run_dir(tmp_path), tmp_path)
     try:
         assert read_message(proc)["type"] == "hello"

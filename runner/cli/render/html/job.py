@@ -1,0 +1,202 @@
+"""The page of a submission: ``report.json`` (and its traces) as the template's context.
+
+`job_context` turns a `JobReport` into plain values for ``job.html.j2``: the plan (N × M × K,
+ceilings, spend by purpose, pairs not run and why), the ratings table and chart, the verdicts in
+words, the head-to-head matrix, the per-task ranking with the judge's reasons, and one summary
+row per episode; `job_data` reads every episode's trace (streaming, capped:
+`runner.cli.render.html.episodes`) for the page's script, each model turn's USD taken from the
+report's pairs (the page never opens the ledger). Nothing is escaped here: the template
+autoescapes, the data goes through ``tojson``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runner.cli.render.html.charts import rating_chart
+from runner.cli.render.html.episodes import read_episode
+from runner.cli.render.html.render import render_page
+from runner.cli.render.report import group_by_reason
+from runner.submit.jobreport import JobReport
+
+__all__ = ["job_context", "job_data", "render_job"]
+
+
+def _wtl(versus: Mapping[str, Mapping[str, int]]) -> tuple[int, int, int]:
+    return (
+        sum(v["wins"] for v in versus.values()),
+        sum(v["ties"] for v in versus.values()),
+        sum(v["losses"] for v in versus.values()),
+    )
+
+
+def _ratings(grading: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for entry in grading.get("variants") or []:
+        rating = entry["rating"]
+        wins, ties, losses = _wtl(entry.get("versus") or {})
+        interval = (entry.get("interval") or {}).get("mu")
+        rows.append(
+            {
+                "variant": entry["variant"],
+                "mu": rating["mu"],
+                "sigma": rating["sigma"],
+                "ordinal": rating["ordinal"],
+                "interval": interval,
+                "mean_rank": entry.get("mean_rank"),
+                "wins": wins,
+                "ties": ties,
+                "losses": losses,
+                "graded": entry.get("tasks_graded"),
+                "episodes": entry.get("episodes_by_status") or {},
+            }
+        )
+    return rows
+
+
+def _matrix(grading: Mapping[str, Any]) -> dict[str, Any]:
+    names = [v["variant"] for v in grading.get("variants") or []]
+    rates = ((grading.get("uncertainty") or {}).get("win_rates")) or {}
+    versus = {v["variant"]: v.get("versus") or {} for v in grading.get("variants") or []}
+    verdicts = {(v["a"], v["b"]): v["verdict"] for v in grading.get("verdicts") or []}
+    rows = []
+    for a in names:
+        cells: list[dict[str, Any] | None] = []
+        for b in names:
+            if a == b:
+                cells.append(None)
+                continue
+            wtl = versus.get(a, {}).get(b) or {"wins": 0, "ties": 0, "losses": 0}
+            rate = rates.get(a, {}).get(b) or {}
+            verdict = verdicts.get((a, b)) or {"better": "worse", "worse": "better"}.get(
+                verdicts.get((b, a), ""), verdicts.get((b, a))
+            )
+            cells.append({"b": b, **wtl, **rate, "verdict": verdict})
+        rows.append({"a": a, "cells": cells})
+    return {"names": names, "rows": rows}
+
+
+def _answers(detail: Mapping[str, Any]) -> list[str]:
+    """A model judge's own answers (its reasons), one per order it was asked in."""
+    answers = detail.get("answers") or ([detail] if "answer" in detail else [])
+    orders = detail.get("orders") or [detail.get("order")]
+    out = []
+    for n, answer in enumerate(answers):
+        if isinstance(answer, Mapping) and answer.get("answer") is not None:
+            shown = orders[n] if n < len(orders) and orders[n] else []
+            prefix = f"asked in order {', '.join(map(str, shown))}: " if shown else ""
+            out.append(f"{prefix}{str(answer['answer'])[:500]}")
+    return out
+
+
+def _tasks(grading: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for ranking in grading.get("tasks") or []:
+        detail = ranking.get("detail") or {}
+        reasons = detail.get("reasons") or {}
+        answers = _answers(detail)
+        for entry in ranking.get("ranking") or []:
+            why = reasons.get(entry["variant"])
+            rows.append(
+                {
+                    "task_id": ranking["task_id"],
+                    "repeat": ranking.get("repeat", 0),
+                    "rank": entry["rank"],
+                    "variant": entry["variant"],
+                    "score": entry.get("score"),
+                    "reasons": (
+                        [str(r) for r in why]
+                        if why
+                        else (["meets every expectation"] if isinstance(why, list) else answers)
+                    ),
+                    "order": detail.get("order"),
+                    "agree": detail.get("agree"),
+                }
+            )
+    return rows
+
+
+def _incomplete(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Incomplete runs (and judged-failed groups) by status: ``[(status, [v×task, ...])]``."""
+    by_status: dict[str, list[str]] = {}
+    for entry in entries:
+        where = (
+            f"{entry.get('variant')}×{entry.get('task_id')}"
+            if entry.get("variant")
+            else f"task {entry.get('task_id')}"
+        )
+        by_status.setdefault(str(entry.get("status")), []).append(where)
+    return list(by_status.items())
+
+
+def _ceilings(report: JobReport) -> list[dict[str, Any]]:
+    rows = []
+    for purpose, dims in report.ceilings.items():
+        for dim, value in dims.items():
+            rows.append(
+                {"purpose": purpose, "dim": dim, "value": value["value"], "source": value["source"]}
+            )
+    return rows
+
+
+def job_context(report: JobReport) -> dict[str, Any]:
+    """Everything ``job.html.j2`` shows, from the report alone (no trace is read).
+
+    Args:
+        report: the report (one read back from an older ``report.json`` works too).
+    """
+    grading = report.grading or {}
+    plan = report.plan
+    pairs = [pair.to_json() for pair in report.pairs]
+    variants = sorted({p["variant"] for p in pairs})
+    statuses = sorted({p["status"] for p in pairs})
+    return {
+        "report": report,
+        "plan": plan,
+        "repeats": plan.get("repeats", 1),
+        "ceilings": _ceilings(report),
+        "spend": report.spend,
+        "not_run": group_by_reason(report.not_run, "pair"),
+        "stopped": report.stopped_by_ceiling,
+        "incomplete": _incomplete(report.incomplete or []),
+        "ungraded": group_by_reason(grading.get("ungraded") or [], "task"),
+        "grading": grading,
+        "ratings": _ratings(grading),
+        "chart": rating_chart(grading.get("variants") or []) if grading.get("variants") else None,
+        "matrix": _matrix(grading),
+        "tasks": _tasks(grading),
+        "uncertainty": grading.get("uncertainty") or {},
+        "verdicts": grading.get("verdicts") or [],
+        "consistency": grading.get("consistency"),
+        "pairs": [{"n": n, **p} for n, p in enumerate(pairs)],
+        "variants": variants,
+        "statuses": statuses,
+        "unrecorded": report.unrecorded,
+    }
+
+
+def job_data(report: JobReport) -> dict[str, Any]:
+    """The page's script data: one capped episode record per pair that has a trace.
+
+    Args:
+        report: the report (each pair's ``turn_usd``: the USD of its model turns).
+
+    Returns:
+        ``{"kind": "job", "job_id", "episodes": {pair number: episode}}``.
+    """
+    episodes: dict[str, Any] = {}
+    for n, pair in enumerate(report.pairs):
+        if pair.trace:
+            episodes[str(n)] = read_episode(pair.trace, usd_per_turn=pair.turn_usd)
+    return {"kind": "job", "job_id": report.job_id, "episodes": episodes}
+
+
+def render_job(report: JobReport) -> str:
+    """The page of a submission: its report and the traces it names (never the ledger).
+
+    Args:
+        report: the report.
+    """
+    data = job_data(report)
+    return render_page("job.html.j2", {**job_context(report), "episodes": data["episodes"]}, data)

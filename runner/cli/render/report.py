@@ -1,0 +1,292 @@
+"""The report of a submission as rich tables (``submit`` and ``report`` without ``--json``).
+
+What is shown, in order: the job line, ceilings, the per-run limits in effect, the spend by
+purpose, runs by status, the tournament standings, per task the ranking with each variant's
+score and the judge's reasons, per variant the reads no recording served, then the groups of
+pairs not run, of runs stopped by a ceiling and of tasks left ungraded. Identical reasons are
+shown once, with the pairs or tasks they concern (`group_by_reason`), never repeated line after
+line.
+
+Every text that comes from a file (variant names, task ids, reasons, tool arguments, statuses)
+is escaped: it is data, never rich markup. The console
+(`runner.cli.render.console.table_console`) makes every string inert (no terminal controls,
+bidi or zero-width characters). Id columns never wrap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from runner.cli.render.terminal import one_line
+from runner.submit.ceilings import describe_limits, figure
+from runner.submit.jobreport import JobReport
+
+__all__ = ["group_by_reason", "render_report", "sample"]
+
+# Items named per group before "…"; --json and report.json keep every one.
+SHOWN = 8
+
+
+def group_by_reason(entries: Iterable[Mapping[str, Any]], label: str) -> list[dict[str, Any]]:
+    """Group entries that share a ``reason``, in first-seen order.
+
+    Args:
+        entries: dicts with ``reason`` and the fields ``label`` is built from.
+        label: ``pair`` (``variant×task_id``) or ``task`` (``task_id``).
+
+    Returns:
+        ``[{"reason", "count", "items": [label, ...]}]``.
+    """
+    groups: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        reason = str(entry.get("reason") or "no reason given")
+        if label == "pair":
+            item = f"{entry.get('variant')}×{entry.get('task_id')}"
+        else:
+            item = str(entry.get("task_id"))
+        group = groups.setdefault(reason, {"reason": reason, "count": 0, "items": []})
+        group["count"] += 1
+        group["items"].append(item)
+    return list(groups.values())
+
+
+def sample(items: list[str], shown: int = SHOWN) -> str:
+    """``a, b, c, …`` with at most ``shown`` items named."""
+    head = ", ".join(items[:shown])
+    return head + (", …" if len(items) > shown else "")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _score(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "-"
+
+
+def estimated_lines(spend: Mapping[str, Any]) -> list[str]:
+    """One line per purpose whose charges include estimates (reservations nothing measured).
+
+    Args:
+        spend: ``{purpose: PurposeTotals.to_dict()}``.
+    """
+    lines = []
+    for purpose, totals in spend.items():
+        count = totals.get("estimated_charges") or 0
+        if not count:
+            continue
+        amount = totals.get("estimated") or {}
+        lines.append(
+            f"{purpose}: {count} charge(s) estimated, not measured (after a crash: a sandbox "
+            f"already gone, or a model call in flight, charged at its reservation): "
+            f"{amount.get('sandbox_s', 0.0):.1f} sandbox-s, ${amount.get('usd', 0.0):.6f}, "
+            f"{amount.get('tokens_in', 0) + amount.get('tokens_out', 0)} tokens"
+        )
+    return lines
+
+
+HEADER_FIELD_CHARS = 300
+"""A header field of ``report.json`` is cut after this many characters (rich took minutes to
+wrap a 1 MB one)."""
+
+
+def _header_field(value: object) -> str:
+    """A field of the header line: on one line (a newline cannot forge a line), cut, escaped."""
+    text = one_line(value)
+    if len(text) > HEADER_FIELD_CHARS:
+        text = text[:HEADER_FIELD_CHARS] + f"... ({len(text)} characters)"
+    return escape(text)
+
+
+def render_report(report: JobReport, console: Console) -> None:
+    """Print the report on ``console``.
+
+    Args:
+        report: the job's report (one read back from an older ``report.json`` renders too).
+        console: where to print.
+    """
+    backend = report.plan.get("backend")  # older reports have none
+    job, status, code = (_header_field(v) for v in (report.job_id, report.status, report.exit_code))
+    console.print(
+        f"[bold]job {job}[/bold]: {status} (exit {code})"
+        f" — {_header_field(report.plan.get('formula', ''))}"
+        + (f", backend {_header_field(backend)}" if backend else "")
+    )
+    for purpose, dims in report.ceilings.items():
+        text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())
+        console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"), soft_wrap=True)
+    if report.limits:
+        # one line each, never wrapped mid-phrase (a reader greps them; README "200-column")
+        console.print(escape(f"limits per run: {describe_limits(report.limits)}"), soft_wrap=True)
+    if report.ceiling_reached:
+        message = escape(str(report.ceiling_reached.get("message", "")))
+        console.print(f"[red]ceiling reached:[/red] {message}")
+    spend = Table(title="spend by purpose")
+    for column in ("purpose", "runs", "model calls", "tokens in", "tokens out", "USD", "sandbox-s"):
+        spend.add_column(column, justify="right" if column != "purpose" else "left")
+    for purpose, totals in report.spend.items():
+        charged = totals["charged"]
+        spend.add_row(
+            escape(str(purpose)),
+            str(charged["runs"]),
+            str(totals["model_calls"]),
+            str(charged["tokens_in"]),
+            str(charged["tokens_out"]),
+            f"{charged['usd']:.6f}",
+            f"{charged['sandbox_s']:.1f}",
+        )
+    console.print(spend)
+    waited = report.rate_limit_wait_s
+    if waited > 0:  # not counted against run timeouts
+        console.print(f"waited on provider rate limits: {waited:.1f} s in all (rate_limit_wait_s)")
+    for line in estimated_lines(report.spend):
+        console.print(f"[yellow]{escape(line)}[/yellow]")
+    console.print(
+        escape("runs: " + ", ".join(f"{n} {s}" for s, n in report.runs_by_status.items()))
+    )
+    grading = report.grading
+    if grading:
+        _render_grading(grading, console)
+    _render_unrecorded(report.unrecorded, console)
+    _render_groups(report, grading, console)
+
+
+def _render_grading(grading: Mapping[str, Any], console: Console) -> None:
+
+    table = Table(title=f"tournament (judge {escape(str(grading['judge']))})")
+    table.add_column("variant", no_wrap=True)
+    for column in ("mu", "mu 95% interval", "sigma", "ordinal", "mean rank", "W/T/L", "episodes"):
+        table.add_column(column)
+    for entry in grading["variants"]:
+        wins = sum(v["wins"] for v in entry["versus"].values())
+        ties = sum(v["ties"] for v in entry["versus"].values())
+        losses = sum(v["losses"] for v in entry["versus"].values())
+        rating = entry["rating"]
+        mean_rank = entry["mean_rank"]
+        interval = (entry.get("interval") or {}).get("mu")
+        table.add_row(
+            escape(str(entry["variant"])),
+            f"{rating['mu']:.2f}",
+            f"{interval[0]:.2f}–{interval[1]:.2f}" if interval else "-",
+            f"{rating['sigma']:.2f}",
+            f"{rating['ordinal']:.2f}",
+            "-" if mean_rank is None else f"{mean_rank:.2f}",
+            f"{wins}/{ties}/{losses}",
+            escape(", ".join(f"{n} {s}" for s, n in entry["episodes_by_status"].items())),
+        )
+    console.print(table)
+    for verdict in grading.get("verdicts") or []:
+        console.print(escape(f"verdict: {verdict['text']}"))
+    consistency = grading.get("consistency")
+    if consistency:
+        disagreed = consistency["disagreed"]
+        console.print(
+            escape(
+                f"judge asked in two orders: agreed on {consistency['agreed']} of"
+                f" {consistency['checked']} groups"
+                + (
+                    "; disagreed on " + sample([str(d["task_id"]) for d in disagreed])
+                    if disagreed
+                    else ""
+                )
+            )
+        )
+    if grading.get("seed") is not None:
+        console.print(f"shown orders and bootstrap seeded with {grading['seed']}")
+    if not grading["tasks"]:
+        return
+    tasks = Table(title="per task ranking (1 is best; score and the judge's reasons)")
+    tasks.add_column("task", no_wrap=True)
+    tasks.add_column("rank", justify="right")
+    tasks.add_column("variant", no_wrap=True)
+    tasks.add_column("score", justify="right")
+    tasks.add_column("why")
+    for ranking in grading["tasks"]:
+        reasons = (ranking.get("detail") or {}).get("reasons") or {}
+        for n, entry in enumerate(ranking["ranking"]):
+            why = reasons.get(entry["variant"])
+            text = (
+                "\n".join(str(r) for r in why)  # one reason a line
+                if why
+                else ("meets every expectation" if isinstance(why, list) else "")
+            )
+            tasks.add_row(
+                escape(str(ranking["task_id"])) if n == 0 else "",
+                str(entry["rank"]),
+                escape(str(entry["variant"])),
+                _score(entry.get("score")),
+                escape(text),
+                end_section=n == len(ranking["ranking"]) - 1,
+            )
+    console.print(tasks)
+
+
+def _render_unrecorded(unrecorded: Mapping[str, Any], console: Console) -> None:
+
+    if not unrecorded:
+        return
+    table = Table(title="reads with no recording (UnrecordedCall), per variant")
+    table.add_column("variant", no_wrap=True)
+    table.add_column("misses", justify="right")
+    table.add_column("first ones (task #index tool args)")
+    for variant, entry in unrecorded.items():
+        calls = entry.get("calls") or []
+        shown = [
+            f"{c['task_id']} #{c['index']} {c['tool']} "
+            + json.dumps(c.get("args"), ensure_ascii=False, sort_keys=True)[:80]
+            for c in calls[:3]
+        ]
+        more = f" (+{len(calls) - 3} more, see --json)" if len(calls) > 3 else ""
+        table.add_row(escape(str(variant)), str(entry["count"]), escape("; ".join(shown) + more))
+    console.print(table)
+
+
+def _render_groups(report: JobReport, grading: Mapping[str, Any] | None, console: Console) -> None:
+    not_run = report.not_run
+    if not_run:
+        console.print(f"[yellow]{_plural(len(not_run), 'pair')} not run:[/yellow]")
+        for group in group_by_reason(not_run, "pair"):
+            console.print(
+                escape(
+                    f"  {_plural(group['count'], 'pair')} {group['reason']}:"
+                    f" {sample(group['items'])}"
+                )
+            )
+    incomplete = report.incomplete
+    by_status: dict[str, list[str]] = {}
+    for entry in incomplete or []:
+        item = (
+            f"{entry.get('variant')}×{entry.get('task_id')}"
+            if entry.get("variant")
+            else (f"task {entry.get('task_id')}")
+        )
+        by_status.setdefault(str(entry.get("status")), []).append(item)
+    for status, items in by_status.items():
+        console.print(
+            escape(
+                f"{_plural(len(items), 'run' if not status.startswith('judge') else 'group')}"
+                f" incomplete ({status}; never scored, an unknown in every verdict):"
+                f" {sample(items)}"
+            )
+        )
+    stopped = report.stopped_by_ceiling
+    if stopped and incomplete is None:  # a report written before ``incomplete`` existed
+        items = [f"{e['variant']}×{e['task_id']}" for e in stopped]
+        console.print(
+            escape(
+                f"{_plural(len(items), 'run')} stopped by the ceiling (ungraded): {sample(items)}"
+            )
+        )
+    for group in group_by_reason((grading or {}).get("ungraded") or [], "task"):
+        console.print(
+            escape(
+                f"{_plural(group['count'], 'task')} ungraded ({group['reason']}):"
+                f" {sample(group['items'])}"
+            )
+        )

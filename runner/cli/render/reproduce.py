@@ -1,0 +1,141 @@
+"""A reproduce's reports as ``reproduce`` prints them: details, a table, JUnit cases.
+
+One trace: its verdict with the details (recorded and replayed outcomes, the first difference,
+refusals, outbound destinations, the environment diff); several: a table, then the details of
+each trace not reproduced. Everything quoted from traces and sandboxes is printed inert
+(`runner.cli.render.terminal`); a file name is kept to one line, so it cannot forge another
+trace's verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from runner.cli.render.console import table_console
+from runner.cli.render.junit import JUnitCase, write_junit_cases
+from runner.cli.render.terminal import echo, markup, one_line
+
+if TYPE_CHECKING:
+    from runner.reproduce.report import ReproduceReport
+
+__all__ = ["details", "print_reports", "write_junit"]
+
+
+def _outcome_text(outcome: dict[str, Any]) -> str:
+    """``failed, signature 0123456789abcdef`` or ``succeeded (no failure)``."""
+    signature = outcome.get("failure_signature")
+    if not signature:
+        return f"{outcome.get('status')} (no failure)"
+    return f"{outcome.get('status')}, signature {str(signature)[:16]}"
+
+
+def _packages_text(item: dict[str, Any]) -> str:
+    """The packages no tool module imports, in one line: each side lists its own environment.
+
+    A recording made on a host lists that host's virtualenv; the sandbox image lists what is
+    installed in it (often nothing but the standard library): different lists, not a fault.
+    """
+    recorded = item.get("recorded_count", item.get("recorded"))
+    now = item.get("now_count", item.get("now"))
+    return (
+        f"other packages (none imported by the tool modules): the recorded environment listed "
+        f"{recorded}, the sandbox image lists its own ({now}); {item.get('only_recorded')} only "
+        f"in the recording, {item.get('only_now')} only in the sandbox"
+    )
+
+
+def details(report: ReproduceReport) -> list[str]:
+    """The lines that say ``report``: its verdict, then what it found (see the module)."""
+    # a file name may hold a newline: one line, so it cannot forge another trace's verdict
+    lines = [
+        f"{one_line(report.input)}: {report.outcome} (exit {report.exit_code})",
+        f"  {report.reason}",
+    ]
+    if report.recorded:
+        lines.append(f"  recorded: {_outcome_text(report.recorded)}")
+    if report.replayed:
+        lines.append(
+            f"  replayed: {_outcome_text(report.replayed)}"
+            + (" (the source's verdict, kept)" if report.replayed.get("source_verdict") else "")
+        )
+    difference = report.first_difference
+    if difference:
+        lines.append(
+            f"  first difference: call #{difference.get('index')} {difference.get('tool')}"
+        )
+        if difference.get("args") is not None:
+            lines.append(f"    arguments: {json.dumps(difference['args'], ensure_ascii=False)}")
+        lines.append(f"    {difference.get('message')}")
+    # A single refusal is already the reason line (said once); several are listed.
+    if len(report.refusals) > 1:
+        lines.extend(f"  refused: {reason}" for reason in report.refusals)
+    if report.outcome in ("not_reproduced", "reproduced") or report.outbound:
+        lines.append(f"  outbound destinations: {len(report.outbound)}")
+        for attempt in report.outbound[:20]:
+            where = attempt.get("host") or attempt.get("address")
+            count = attempt.get("count") or 1
+            times = f" ({count} attempts)" if count != 1 else ""
+            lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}{times}")
+    if report.environment_diff and report.outcome == "not_reproduced":
+        lines.append("  environment differences:")
+        for item in report.environment_diff:
+            if item["field"] == "packages":  # the ones that do not matter, in one line
+                lines.append(f"    {_packages_text(item)}")
+            else:
+                why = f" ({item['why']})" if item.get("why") else ""
+                then, now = ("absent" if v is None else v for v in (item["recorded"], item["now"]))
+                lines.append(f"    {item['field']}: {then} -> {now}{why}")
+    if report.replay_trace:
+        lines.append(f"  replay trace: {report.replay_trace}")
+    return lines
+
+
+def _table(reports: list[ReproduceReport]) -> None:
+    table = Table(title="reproduce")
+    for column in ("trace", "outcome", "exit", "first difference / reason"):
+        table.add_column(column, overflow="fold")
+    for report in reports:
+        first = report.first_difference
+        why = first["summary"] if first else report.reason
+        # file names and reasons come from hostile inputs: never rich markup
+        table.add_row(
+            markup(one_line(report.input)),
+            markup(report.outcome),
+            str(report.exit_code),
+            markup(why[:200]),
+        )
+    table_console().print(table)
+
+
+def print_reports(reports: list[ReproduceReport]) -> None:
+    """Print one report's details, or a table then the details of each not reproduced.
+
+    Everything quoted from traces and sandboxes is printed inert (`runner.cli.render.terminal`).
+    """
+    if len(reports) == 1:
+        echo("\n".join(details(reports[0])))
+        return
+    _table(reports)
+    for report in reports:
+        if report.outcome != "reproduced":
+            echo("\n".join(details(report)))
+
+
+def write_junit(reports: list[ReproduceReport], path: Path) -> None:
+    """One JUnit test case per trace: reproduced passes, not_reproduced fails, else errors.
+
+    Written by the one JUnit writer (`runner.cli.render.junit`): text XML cannot carry is escaped.
+    """
+    cases = []
+    for report in reports:
+        text = "\n".join(details(report))
+        failure = report.reason if report.outcome == "not_reproduced" else None
+        error = None
+        if report.outcome not in ("reproduced", "not_reproduced"):
+            error = (report.outcome, report.reason)
+        cases.append(JUnitCase(report.input, "reproduce", text, failure=failure, error=error))
+    write_junit_cases("sandbox-replay reproduce", cases, path)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 import queue
-import subprocess
 import threading
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Protocol
 
 from runner.backends.base import STDERR, STDOUT
 
@@ -24,6 +23,13 @@ READ_BYTES = 64 * 1024
 QUEUE_CHUNKS = 64  # about 4 MiB of output received and not yet consumed
 
 
+class Piped(Protocol):
+    """A started process's output pipes (`subprocess.Popen`, or a namespace zygote's child)."""
+
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+
+
 class PipedOutput:
     """Readers of ``process``'s stdout and stderr, started at once.
 
@@ -31,7 +37,7 @@ class PipedOutput:
         process: a started process with ``stdout=PIPE`` and ``stderr=PIPE``.
     """
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: Piped) -> None:
         self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue(QUEUE_CHUNKS)
         self._open = 2
         self._closing = False

@@ -7,6 +7,10 @@ pooled sandbox's idle cap until its run is assigned), then move the channel to p
 descriptors (`runner.runtime.channel.isolate_stdio`); then `runner.runtime.main.Runtime` speaks
 the protocol. The process ends with ``os._exit`` so that threads left behind by tool code cannot
 keep it alive after the ``episode`` message.
+
+``python3 -u -m runner.runtime --zygote FD`` is the namespace backend's zygote instead
+(`runner.runtime.zygote`): this same module, its runtime imported once, ``main`` run in each
+sandbox it forks.
 """
 
 import contextlib
@@ -43,7 +47,14 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
+    if sys.argv[1:2] == ["--zygote"]:  # runner.runtime.zygote.wire.ZYGOTE_FLAG
+        from runner.runtime.zygote.serve import serve
+
+        control = int(sys.argv[2])  # its control socket (runner.backends.namespace.zygote)
+        sys.argv = sys.argv[:1]  # what a sandbox forked from it sees, as a fresh runtime
+        code = serve(control, main)
+    else:
+        code = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()

@@ -126,6 +126,7 @@ class Cgroups:
     """
 
     def __init__(self, host: Host, name: str, limits: ResourceLimits) -> None:
+        self.name = name
         self.paths = {c: base / name for c, base in host.bases.items()}
         try:
             for path in self.paths.values():

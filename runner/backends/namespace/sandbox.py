@@ -6,8 +6,9 @@ queue: a sandbox that floods a busy host blocks on its own writes). Writes give 
 ``timeout_s`` (`runner.backends.timed_write`).
 
 The kill is ``SIGKILL`` to the bwrap process (its PID 1 child dies with it:
-``--die-with-parent``), then to every process left in the sandbox's cgroup when it has one.
-``killed_by_host`` is set only when the kill found the sandbox still running.
+``--die-with-parent``), or, for a zygote's sandbox, to its PID 1 through a pidfd (the whole
+PID namespace goes with it), then to every process left in the sandbox's cgroup when it has
+one. ``killed_by_host`` is set only when the kill found the sandbox still running.
 
 A sandbox that ends by itself before it wrote a byte on stdout (the runtime's ``hello`` is its
 first) never ran the runtime when bwrap (or the launcher in front of it) says why: its stderr
@@ -15,17 +16,19 @@ begins with ``bwrap:`` (bwrap's own errors: a mount it cannot make, a program it
 execute) or the launcher's step failed (`EXIT_LAUNCH_FAILED`). That is the backend's failure,
 as a container that cannot start is Docker's: `NamespaceSandbox.wait` raises
 `InfrastructureError` (exit 6, the episode ``infra_error``) with the first
-`SETUP_STDERR_BYTES` of that stderr, every control or format character escaped.
+`SETUP_STDERR_BYTES` of that stderr, every control or format character escaped. A zygote's
+sandbox whose zygote ended first (its ``lost``, `runner.backends.namespace.zygote.ZygoteChild`)
+has no exit status: `NamespaceSandbox.wait` raises `InfrastructureError` naming the zygote.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from typing import IO, Protocol
 
 from runner.backends.base import STDERR, STDOUT, ExitState, Sandbox
 from runner.backends.namespace.launcher import EXIT_LAUNCH_FAILED
@@ -36,10 +39,28 @@ from runner.hostlog import get_logger
 
 log = get_logger(__name__)
 
-__all__ = ["SETUP_STDERR_BYTES", "NamespaceSandbox"]
+__all__ = ["SETUP_STDERR_BYTES", "NamespaceSandbox", "SandboxProcess"]
 _AFTER_KILL_WAIT_S = 30.0
 SETUP_STDERR_BYTES = 1000  # of a set-up failure's stderr, kept for its message
 _BWRAP_SAYS = b"bwrap:"  # how bwrap's own errors begin (its die())
+
+
+class SandboxProcess(Protocol):
+    """What a sandbox's process must offer: `subprocess.Popen`, or a zygote's child."""
+
+    pid: int
+    stdin: IO[bytes] | None
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the exit code (`subprocess.TimeoutExpired` after ``timeout`` s)."""
+
+    def send_signal(self, sig: int) -> None:
+        """Signal it (nothing once it ended)."""
 
 
 def _inert(data: bytes) -> str:
@@ -54,7 +75,7 @@ class NamespaceSandbox(Sandbox):
     Args:
         name: the sandbox's name (its record and cgroup folder are named so).
         run_id: the run attempt.
-        process: the started launcher/bwrap process with piped stdio.
+        process: the started launcher/bwrap process with piped stdio, or a zygote's child.
         oom_killed: reads whether the kernel OOM-killed a process of the sandbox.
         kill_rest: kills whatever is left of the sandbox after bwrap (its cgroup).
     """
@@ -63,7 +84,7 @@ class NamespaceSandbox(Sandbox):
         self,
         name: str,
         run_id: str,
-        process: subprocess.Popen[bytes],
+        process: SandboxProcess,
         *,
         oom_killed: Callable[[], bool] = lambda: False,
         kill_rest: Callable[[], None] = lambda: None,
@@ -128,7 +149,7 @@ class NamespaceSandbox(Sandbox):
         """SIGKILL the sandbox (bwrap, then its cgroup's rest); remembers that the host did it."""
         if self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._process.pid, signal.SIGKILL)
+                self._process.send_signal(signal.SIGKILL)
                 self.killed_by_host = True
                 log.debug("namespace_sandbox_killed", sandbox=self.name, run_id=self.run_id)
         self._kill_rest()
@@ -162,6 +183,12 @@ class NamespaceSandbox(Sandbox):
 
     def _setup_failure(self, state: ExitState) -> InfrastructureError | None:
         """The set-up failure of a sandbox that ended so (module docstring), else None."""
+        lost = getattr(self._process, "lost", None)
+        if lost:
+            log.warning("namespace_sandbox_lost", sandbox=self.name, run_id=self.run_id)
+            return InfrastructureError(
+                f"{lost}: the sandbox {self.name} ended with it", run_id=self.run_id
+            )
         if self._spoke or state.killed_by_host or state.exit_code == 0:
             return None
         said = self._stderr_head.lstrip()

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
         namespace_rootfs: a root filesystem folder the namespace backend uses for every run
             instead of exporting the image (the debootstrap tree of
             images/build-base-offline.sh, kept); None: the image's own, exported once.
+        namespace_start: how the namespace backend starts a sandbox: ``zygote`` (forked from a
+            pre-imported runtime, `runner.runtime.zygote`) or ``bwrap`` (one bwrap and one
+            fresh interpreter per sandbox).
         image: the sandbox image runs use.
         runtime: the engine's OCI runtime for the Docker backend's sandboxes (HostConfig
             ``Runtime``: ``crun``, ``runsc`` for gVisor's kernel boundary, ...); None is the
@@ -102,6 +105,7 @@ class Settings(BaseSettings):
     host_files: Literal["auto", "bind", "copy"] = "auto"
     backend: Literal["docker", "namespace", "ray"] = "docker"
     namespace_rootfs: Path | None = None
+    namespace_start: Literal["zygote", "bwrap"] = "zygote"
     image: str = DEFAULT_IMAGE
     runtime: str | None = Field(default=None, pattern=RUNTIME_NAME)
     base_image: str = DEFAULT_BASE_IMAGE

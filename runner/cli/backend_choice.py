@@ -200,6 +200,7 @@ def namespace_backend(settings: Settings) -> Any:
         settings.state_dir / "namespace",
         rootfs=settings.namespace_rootfs,
         docker_host=settings.docker_host,
+        start=settings.namespace_start,
     )
 
 

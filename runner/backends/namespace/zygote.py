@@ -254,8 +254,11 @@ class Zygote:
                 raise OSError("no ready from the zygote")
         except (OSError, ValueError) as exc:
             self.close()
+            keeper.join(READY_WAIT_S)  # its stderr read to the end
+            code = self._process.returncode if self._process is not None else None
             raise InfrastructureError(
-                f"the namespace zygote did not start: {exc}; its stderr: {self._stderr_text()}"
+                f"bwrap could not set up the sandbox's namespace zygote {self.name}"
+                f" (exit {code}): {self._stderr_text()}"
             ) from exc
         self.ready = ready
         threading.Thread(target=self._read, name=f"zygote-{self.name}-reader", daemon=True).start()

@@ -133,12 +133,14 @@ DOCKER_COPY = SandboxingBackend(
 NAMESPACE_ROOT = Path(tempfile.gettempdir()) / f"sandbox-replay-ns-tests-{os.getuid()}"
 
 
-def _namespace_connect(request: pytest.FixtureRequest, session_id: str) -> Backend:
+def _namespace_connect(
+    request: pytest.FixtureRequest, session_id: str, start: str = "zygote"
+) -> Backend:
     request.getfixturevalue("bwrap_usable")  # unusable bwrap: fail under CI, else skip
     request.getfixturevalue("sandbox_image")  # the root filesystem is the Docker image's
     from runner.backends.namespace import NamespaceBackend
 
-    return NamespaceBackend(NAMESPACE_ROOT, session_id=session_id)
+    return NamespaceBackend(NAMESPACE_ROOT, session_id=session_id, start=start)
 
 
 def _namespace_capabilities() -> Capabilities:
@@ -147,6 +149,8 @@ def _namespace_capabilities() -> Capabilities:
     return Capabilities(**probe_host().capabilities())
 
 
+# The namespace backend as it starts by default: each sandbox forked from its key's zygote
+# (issue 31, runner/runtime/zygote/), a command other than the runtime exec'd in the fork.
 NAMESPACE = SandboxingBackend(
     name="namespace",
     connect=_namespace_connect,
@@ -161,8 +165,25 @@ NAMESPACE = SandboxingBackend(
     marks=(pytest.mark.docker,),
 )
 
+# The namespace backend starting one bwrap per sandbox (``start="bwrap"``,
+# ``SANDBOX_REPLAY_NAMESPACE_START=bwrap``): the way before the zygote, still selectable.
+NAMESPACE_BWRAP = SandboxingBackend(
+    name="namespace-bwrap",
+    connect=lambda request, session_id: _namespace_connect(request, session_id, "bwrap"),
+    image=lambda request: str(request.getfixturevalue("sandbox_image")),
+    leftovers=lambda backend: backend.sandboxes(session_only=True),  # type: ignore[attr-defined]
+    connect_code=(
+        "from pathlib import Path\n"
+        "from runner.backends.namespace import NamespaceBackend\n"
+        f"backend = NamespaceBackend(Path({str(NAMESPACE_ROOT)!r}), session_id=sys.argv[1],"
+        " start='bwrap')\n"
+    ),
+    capabilities=_namespace_capabilities(),
+    marks=(pytest.mark.docker,),
+)
+
 # Append the Ray backend here when it lands.
-BACKENDS: list[SandboxingBackend] = [DOCKER, DOCKER_COPY, NAMESPACE]
+BACKENDS: list[SandboxingBackend] = [DOCKER, DOCKER_COPY, NAMESPACE, NAMESPACE_BWRAP]
 
 # Backends that are not sandboxes, by name, with the reason: the suite does not run them.
 EXEMPT: dict[str, str] = {

@@ -417,7 +417,7 @@ class NamespaceBackend(Backend):
         def request() -> SpawnRequest:
             procs = []
             try:
-                for path in groups.procs_files() if groups is not None else []:
+                for path in groups.tasks_files() if groups is not None else []:
                     procs.append(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
             except OSError as exc:
                 for fd in procs:

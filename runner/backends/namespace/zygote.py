@@ -10,7 +10,7 @@ a run's thread, the zygote would die when that run's thread ended). The control 
 says ``ready``; a reader thread takes its answers.
 
 `Zygote.spawn` sends one ``spawn`` with the run's three pipe ends (and the run's
-``cgroup.procs`` files, opened here) and returns a `ZygoteChild`: the host's side of those
+cgroup ``tasks`` files, opened here) and returns a `ZygoteChild`: the host's side of those
 pipes and what `runner.backends.namespace.sandbox.NamespaceSandbox` needs of a process
 (``poll``, ``wait``, ``send_signal``; the kill goes through a pidfd of the child, so it never
 hits a reused pid). The child's exit status comes from the zygote (its parent) as ``exited``.
@@ -62,7 +62,7 @@ class SpawnRequest:
         tmpfs_bytes: the size of its ``/tmp`` and ``/dev/shm``.
         rlimits: ``(resource, value)`` pairs set before its namespaces (no cgroups).
         group: its cgroup folders' name ("" without cgroups).
-        procs: the ``cgroup.procs`` file of each controller (opened by the caller, in the
+        procs: the ``tasks`` file of each controller's group (opened by the caller, in the
             order of the zygote's ``config.cgroups``; closed by `Zygote.spawn`).
         argv: a command to ``exec`` inside (None: the zygote's runtime).
         env: that command's environment (None with the runtime: the zygote's own).

@@ -23,7 +23,7 @@ Modules:
    tmpfs size, rlimit values), a cgroup folder's name (random, ``zg-`` and 24 hex digits, made
    by the host for that one sandbox) and, for a command that is not the runtime (a probe, the
    conformance suite's commands), that command's argv and environment; beside each spawn,
-   the child's three pipe ends and its ``cgroup.procs`` files as descriptors. It never
+   the child's three pipe ends and its cgroups' ``tasks`` files as descriptors. It never
    receives a run spec, a manifest, a task, a trace or a tool: those travel in the ``start``
    message on the child's own stdin, which the zygote never reads (it closes its copies of
    the pipe ends right after the fork). It imports only the runtime's modules
@@ -31,7 +31,7 @@ Modules:
    thread and installs no audit hook; it is not dumpable.
 2. *The order in each child.* fork (the first child: the run's pipes become its stdio, every
    other descriptor is closed, it joins the run's cgroups, sets the run's rlimits,
-   ``unshare``\\s user, mount, PID, network, IPC, UTS and cgroup namespaces and maps the
+   unshares user, mount, PID, network, IPC, UTS and cgroup namespaces and maps the
    sandbox's uid and gid) -> fork (the second child, PID 1 of the new PID namespace: binds
    the run's root, mounts its own ``/proc``, ``/tmp``, ``/dev/shm``, ``/dev/pts``, pivots into
    the root and detaches the zygote's, brings ``lo`` up, ``setsid``, drops every capability,

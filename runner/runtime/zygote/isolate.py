@@ -5,7 +5,7 @@ system calls go through ``ctypes``; numbers from the x86-64 and generic Linux he
 Two steps, two processes (`runner.runtime.zygote.serve` forks the first):
 
 `enter_namespaces` (the first fork, "C1", still in the zygote's namespaces): joins the run's
-cgroups (writes ``0`` to each ``cgroup.procs`` the host opened), sets the rlimits, then
+cgroups (writes ``0`` to each ``tasks`` file the host opened), sets the rlimits, then
 ``unshare(CLONE_NEWUSER | NEWNS | NEWPID | NEWNET | NEWIPC | NEWUTS | NEWCGROUP)`` and maps
 the sandbox's uid and gid onto its own (one line each: the only map an unprivileged process
 may write, ``user_namespaces(7)``). It then forks again (a new PID namespace holds the caller's
@@ -157,10 +157,13 @@ def _write(path: str, text: str) -> None:
 
 
 def join_cgroups(procs_fds: Sequence[int]) -> None:
-    """Move this process into the run's cgroups: ``0`` written to each ``cgroup.procs``.
+    """Move this process into the run's cgroups: ``0`` written to each group's ``tasks``.
 
-    The host opened each file (the kernel checks the opener's credentials, cgroup v1's rule
-    for ``cgroup.procs``); ``0`` is the writing process.
+    The host opened each file (the kernel checks the opener's credentials, cgroup v1's rule);
+    ``0`` is the writing thread, which is the whole process: a fork of the single-threaded
+    zygote. Moving one thread skips the threadgroup lock that ``cgroup.procs`` takes
+    (`runner.backends.namespace.cgroups.Cgroups.tasks_files`). Everything it forks later is
+    born in the groups.
     """
     for fd in procs_fds:
         try:

@@ -13,7 +13,7 @@ Host -> zygote:
     ``rlimits`` (``[[resource, value], ...]``), ``group`` (the per-run cgroup folder's random
     name, or ""), ``argv``/``env`` (null for the runtime; a command's argv and environment
     otherwise). Descriptors: `SPAWN_FDS` (the child's stdin, stdout, stderr), then one
-    ``cgroup.procs`` per controller of ``cgroups`` when ``group`` is set.
+    ``tasks`` file per controller of ``cgroups`` when ``group`` is set.
 Zygote -> host:
     ``ready`` (its pid and Python version), ``spawned`` (``seq``, ``pid`` as the zygote sees
     it; descriptor: a pidfd of the child), ``failed`` (``seq``, ``code``, ``error``),
@@ -41,7 +41,7 @@ ZYGOTE_FLAG = "--zygote"
 TEMPLATE_ROOT = "/.sandbox-replay/root"
 CGROUP_DIR = "/.sandbox-replay/cgroup"
 SPAWN_FDS = 3  # stdin, stdout, stderr of the child, in that order
-MAX_SPAWN_FDS = SPAWN_FDS + 8  # and at most one cgroup.procs per controller
+MAX_SPAWN_FDS = SPAWN_FDS + 8  # and at most one tasks file per controller
 MAX_MESSAGE_BYTES = 1 << 20
 # A child that could not be set up (before the runtime or the command ran) exits so, its reason
 # on its stderr; the namespace backend reports it as the sandbox's start failure (exit 6).

@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_submit import _FirstCall, baseline, ours  # noqa: E402
 
 from runner.backends.docker import DockerBackend  # noqa: E402
+from runner.backends.docker import pooled as pooled_module  # noqa: E402
 from runner.backends.namespace import NamespaceBackend  # noqa: E402
 from runner.cli.log import configure_logging  # noqa: E402
 from runner.settings import Settings  # noqa: E402
@@ -80,14 +81,25 @@ def submit_rate(
         cwd=HERE,
         concurrency=concurrency,
     )
-    factory = (lambda: probe.wrap(backend())) if probe is not None else backend
+    real_pooled_backend = pooled_module.pooled_backend
+
+    def timed_pooled_backend(inner: Any, **kwargs: Any) -> Any:
+        made = real_pooled_backend(inner, **kwargs)  # the job's own warm pool, if it makes one
+        return probe.wrap(made) if probe is not None else made
+
     started = time.monotonic()
     plan = prepare(options, settings)
-    if probe is not None:
-        with probe.patched():
-            result = execute(plan, options, settings, backend_factory=factory, handle_signals=False)
-    else:
-        result = execute(plan, options, settings, backend_factory=factory, handle_signals=False)
+    pooled_module.pooled_backend = timed_pooled_backend
+    try:
+        if probe is not None:
+            with probe.patched():
+                result = execute(
+                    plan, options, settings, backend_factory=backend, handle_signals=False
+                )
+        else:
+            result = execute(plan, options, settings, backend_factory=backend, handle_signals=False)
+    finally:
+        pooled_module.pooled_backend = real_pooled_backend
     elapsed = time.monotonic() - started
     report = result.report or {}
     assert report.get("runs_by_status") == {"succeeded": len(plan.pairs)}, report

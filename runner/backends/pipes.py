@@ -40,6 +40,9 @@ class PipedOutput:
     def __init__(self, process: Piped) -> None:
         self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue(QUEUE_CHUNKS)
         self._open = 2
+        # set at the first stdout chunk or at stdout's end (a warm pool waits for ``hello``)
+        self.first_output = threading.Event()
+        self.stdout_open = True
         self._closing = False
         self._readers = [
             threading.Thread(target=self._pump, args=(stream, handle), daemon=True)
@@ -55,8 +58,13 @@ class PipedOutput:
                 if not chunk:
                     break
                 self._put((stream, chunk))
+                if stream == STDOUT:
+                    self.first_output.set()
         except (OSError, ValueError):  # the pipe was closed under the reader
             pass
+        if stream == STDOUT:
+            self.stdout_open = False
+            self.first_output.set()
         self._put(None)
 
     def _put(self, item: tuple[int, bytes] | None) -> None:

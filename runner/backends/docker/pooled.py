@@ -44,6 +44,7 @@ class PooledBackend(Backend):
         on_release: Callable[[str], None] | None = None,
     ) -> None:
         self.inner = inner
+        self.name = inner.name  # the namespace backend's zygote sandboxes pool too
         self.pool = WarmPool(
             inner.sandbox,
             size=size,
@@ -93,10 +94,13 @@ def pooled_backend(
 
     ``size`` is the spares the concurrency bound left room for beside the runs
     (`runner.backends.capacity.ConcurrencyBound.spares`, at most `pool_size` of the
-    concurrency); 0 is no pool. Other backends (the unsandboxed process backend, namespace,
-    Ray, test doubles) are returned as they are.
+    concurrency); 0 is no pool. The namespace backend pools when it starts sandboxes from
+    zygotes (its ``warm_pool``: a fork is cheap, but its set-up and the runtime's ``hello``
+    still take ~15-20 ms a run could wait for). Other backends (the unsandboxed process backend,
+    namespace with bwrap per sandbox, Ray, test doubles) are returned as they are.
     """
-    if not enabled or size < 1 or not isinstance(inner, DockerBackend):
+    pools = isinstance(inner, DockerBackend) or getattr(inner, "warm_pool", False) is True
+    if not enabled or size < 1 or not pools:
         return inner
     return PooledBackend(
         inner,

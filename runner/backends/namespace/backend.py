@@ -133,6 +133,11 @@ class NamespaceBackend(Backend):
         self.zygotes = Zygotes(self._make_zygote)
 
     @property
+    def warm_pool(self) -> bool:
+        """Whether ``submit`` keeps a warm pool of its sandboxes (zygote starts only)."""
+        return self.start == "zygote"
+
+    @property
     def records(self) -> Path:
         """``ROOT/sandboxes``: one record per live sandbox."""
         return self.root / "sandboxes"

@@ -97,6 +97,7 @@ class NamespaceSandbox(Sandbox):
         self._kill_rest = kill_rest
         self.killed_by_host = False
         self.exit_state: ExitState | None = None
+        self.idle_s = 0.0  # set by a warm pool: how long it waited for its run (not charged)
         self._started = time.monotonic()
         self._ended: float | None = None
         self._writer = TimedWriter(self._write_all, run_id)
@@ -119,6 +120,17 @@ class NamespaceSandbox(Sandbox):
     def drain(self) -> bytes:
         """Everything received and not yet consumed, stdout and stderr interleaved."""
         return self._output.drain()
+
+    def wait_output(self, timeout_s: float) -> bool:
+        """Wait for its first stdout bytes (or their end); False on timeout.
+
+        A warm pool (`runner.backends.docker.pool`) counts a sandbox warm at its ``hello``.
+        """
+        return self._output.first_output.wait(timeout_s)
+
+    def output_open(self) -> bool:
+        """Whether its stdout is still open (False: it ended)."""
+        return self._output.stdout_open
 
     def write(self, data: bytes, timeout_s: float | None = None) -> None:
         """Send ``data`` to the sandbox's stdin within ``timeout_s`` seconds (``None``: no limit).
@@ -208,7 +220,7 @@ class NamespaceSandbox(Sandbox):
             exit_code=128 - code if code < 0 else code,
             oom_killed=self._oom_killed(),
             killed_by_host=self.killed_by_host,
-            ran_s=round(self._ended - self._started, 3),
+            ran_s=round(max(0.0, self._ended - self._started - self.idle_s), 3),
         )
         log.debug(
             "namespace_sandbox_exited",

@@ -274,6 +274,12 @@ class DockerSandbox(Sandbox):
         """
         if self.exit_state is not None:
             return self.exit_state
+        if self._eof:
+            # its output ended, so its PID 1 has exited: the engine says so at once as a rule
+            # (15 of 15 measured), and one inspect replaces a wait and an inspect (issue 31)
+            info = retrying(f"inspect {self.name}", self._api.inspect_container, self.container_id)
+            if not (info.get("State") or {}).get("Running"):
+                return self._record(info)
         try:
             # Sub-second deadlines are real: requests takes a float (the stub says int).
             self._api.wait(self.container_id, timeout=max(0.05, timeout_s))  # type: ignore[arg-type]
@@ -303,6 +309,10 @@ class DockerSandbox(Sandbox):
             InfrastructureError: the engine failed.
         """
         info = retrying(f"inspect {self.name}", self._api.inspect_container, self.container_id)
+        return self._record(info)
+
+    def _record(self, info: dict[str, Any]) -> ExitState:
+        """Record the `ExitState` of an inspect of the exited container."""
         state = info.get("State") or {}
         self.exit_state = ExitState(
             exit_code=int(state.get("ExitCode") or 0),

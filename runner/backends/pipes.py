@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import queue
+import subprocess
 import threading
 from collections.abc import Iterator
-from typing import IO, Protocol
+from typing import IO
 
 from runner.backends.base import STDERR, STDOUT
 
@@ -23,13 +24,6 @@ READ_BYTES = 64 * 1024
 QUEUE_CHUNKS = 64  # about 4 MiB of output received and not yet consumed
 
 
-class Piped(Protocol):
-    """A started process's output pipes (`subprocess.Popen`, or a namespace zygote's child)."""
-
-    stdout: IO[bytes] | None
-    stderr: IO[bytes] | None
-
-
 class PipedOutput:
     """Readers of ``process``'s stdout and stderr, started at once.
 
@@ -37,12 +31,9 @@ class PipedOutput:
         process: a started process with ``stdout=PIPE`` and ``stderr=PIPE``.
     """
 
-    def __init__(self, process: Piped) -> None:
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._queue: queue.Queue[tuple[int, bytes] | None] = queue.Queue(QUEUE_CHUNKS)
         self._open = 2
-        # set at the first stdout chunk or at stdout's end (a warm pool waits for ``hello``)
-        self.first_output = threading.Event()
-        self.stdout_open = True
         self._closing = False
         self._readers = [
             threading.Thread(target=self._pump, args=(stream, handle), daemon=True)
@@ -58,13 +49,8 @@ class PipedOutput:
                 if not chunk:
                     break
                 self._put((stream, chunk))
-                if stream == STDOUT:
-                    self.first_output.set()
         except (OSError, ValueError):  # the pipe was closed under the reader
             pass
-        if stream == STDOUT:
-            self.stdout_open = False
-            self.first_output.set()
         self._put(None)
 
     def _put(self, item: tuple[int, bytes] | None) -> None:

@@ -1,9 +1,10 @@
 """One started namespace sandbox: the bwrap process's stdio as the channel, kill, wait.
 
 The byte channel is the bwrap process's own stdin, stdout and stderr (bwrap hands them to the
-namespace's PID 1). Its output is read by `runner.backends.pipes.PipedOutput` (one bounded
-queue: a sandbox that floods a busy host blocks on its own writes). Writes give up at their
-``timeout_s`` (`runner.backends.timed_write`).
+namespace's PID 1), or a zygote's child's pipes. They are driven from the episode's own thread
+(`runner.backends.namespace.pipeio.PipeIO`: ``select``, no reader or writer threads; a bounded
+buffer, so a sandbox that floods a busy host blocks on its own writes). Writes give up at their
+``timeout_s``.
 
 The kill is ``SIGKILL`` to the bwrap process (its PID 1 child dies with it:
 ``--die-with-parent``), or, for a zygote's sandbox, to its PID 1 through a pidfd (the whole
@@ -32,8 +33,7 @@ from typing import IO, Protocol
 
 from runner.backends.base import STDERR, STDOUT, ExitState, Sandbox
 from runner.backends.namespace.launcher import EXIT_LAUNCH_FAILED
-from runner.backends.pipes import PipedOutput
-from runner.backends.timed_write import TimedWriter
+from runner.backends.namespace.pipeio import PipeIO
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
 
@@ -100,8 +100,8 @@ class NamespaceSandbox(Sandbox):
         self.idle_s = 0.0  # set by a warm pool: how long it waited for its run (not charged)
         self._started = time.monotonic()
         self._ended: float | None = None
-        self._writer = TimedWriter(self._write_all, run_id)
-        self._output = PipedOutput(process)
+        assert process.stdout is not None and process.stderr is not None
+        self._output = PipeIO(process.stdin, process.stdout, process.stderr)
         self._spoke = False  # a byte arrived on stdout: the runtime ran
         self._stderr_head = b""
         self._setup_error: InfrastructureError | None = None
@@ -126,7 +126,7 @@ class NamespaceSandbox(Sandbox):
 
         A warm pool (`runner.backends.docker.pool`) counts a sandbox warm at its ``hello``.
         """
-        return self._output.first_output.wait(timeout_s)
+        return self._output.wait_output(timeout_s)
 
     def output_open(self) -> bool:
         """Whether its stdout is still open (False: it ended)."""
@@ -140,18 +140,11 @@ class NamespaceSandbox(Sandbox):
                 time (raised from a `TimeoutError`).
         """
         try:
-            self._writer.write(data, timeout_s)
+            self._output.write(data, timeout_s)
         except (OSError, ValueError) as exc:  # TimeoutError included
             raise InfrastructureError(
                 f"cannot write to the stdin of {self.name}: {exc}", run_id=self.run_id
             ) from exc
-
-    def _write_all(self, data: bytes) -> None:
-        stdin = self._process.stdin
-        if stdin is None:
-            raise ValueError("the sandbox has no stdin pipe")
-        stdin.write(data)
-        stdin.flush()
 
     def is_running(self) -> bool:
         """Whether the bwrap process still runs."""
@@ -233,9 +226,8 @@ class NamespaceSandbox(Sandbox):
         return self.exit_state
 
     def close(self) -> None:
-        """Stop the readers and close the pipes (after the process ended)."""
+        """Close the pipes (after the process ended)."""
         for handle in (self._process.stdin, self._process.stdout, self._process.stderr):
             if handle is not None:
                 with contextlib.suppress(OSError, ValueError):
                     handle.close()
-        self._output.stop()

@@ -69,10 +69,12 @@ def engine_cpus(backend: Any) -> float | None:
 def _pool(engine: Any, settings: Settings) -> Callable[[int], int] | None:
     """The warm pool's size rule when ``engine``'s runs are pooled, else None.
 
-    Pooled: the Docker engine (``name`` ``docker``: `runner.backends.docker.pooled.
-    pooled_backend` pools nothing else) with the pool on (``SANDBOX_REPLAY_POOL``).
+    Pooled: the Docker engine (``name`` ``docker``), or a backend that says it pools
+    (``warm_pool``: the namespace backend's zygote sandboxes; `runner.backends.docker.pooled.
+    pooled_backend` pools nothing else), with the pool on (``SANDBOX_REPLAY_POOL``).
     """
-    if not settings.pool or getattr(engine, "name", None) != "docker":
+    pools = getattr(engine, "name", None) == "docker" or getattr(engine, "warm_pool", 0) is True
+    if not settings.pool or not pools:
         return None
     # imported on use, not at module top: start-up speed (the docker SDK, loaded already by
     # the Docker engine asked here)

@@ -135,6 +135,7 @@ class Zygote:
         signal.set_wakeup_fd(self._wake_w)
         signal.signal(signal.SIGCHLD, _noop)
         gc.freeze()
+        gc.enable()  # off while its modules were imported (`runner.runtime.__main__`)
         version = ".".join(str(v) for v in sys.version_info[:3])
         self._send({"op": "ready", "pid": os.getpid(), "python": version})
 

@@ -34,7 +34,7 @@ import urllib3.exceptions
 from runner.backends.base import ExitState, Sandbox
 from runner.backends.docker.client import call, retrying, translate
 from runner.backends.docker.frames import FrameDecoder, FrameError
-from runner.backends.timed_write import TimedWriter
+from runner.backends.timed_write import writer_for
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
 
@@ -113,7 +113,7 @@ class DockerSandbox(Sandbox):
         self._queue: queue.Queue[object] = queue.Queue()
         self._queued_bytes = 0
         self._room = threading.Condition()
-        self._writer = TimedWriter(self._raw.sendall, name)
+        self._writer = writer_for(self._raw, self._raw.sendall, name)
         self._closing = False
         self._discarding = False  # set by kill(): a full queue drops frames, never blocks
         self._eof = False

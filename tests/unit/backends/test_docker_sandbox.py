@@ -153,3 +153,22 @@ def test_after_its_output_ended_one_inspect_reads_the_exit_unless_it_still_runs(
     state = box.wait(5)
     box.close()
     assert state.exit_code == 0 and api.calls == calls
+
+
+def test_a_write_on_a_plain_socket_starts_no_thread(
+    pair: tuple[DockerSandbox, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31: the attach socket is written from the caller's thread (`SocketWriter`), not
+    by a helper thread per message (`TimedWriter`, still used for TLS and named pipes)."""
+    box, engine = pair
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        original(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    box.write(b'{"type":"start"}\n', timeout_s=1.0)
+    assert engine.recv(64) == b'{"type":"start"}\n'
+    assert started == []

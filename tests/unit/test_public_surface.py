@@ -200,6 +200,7 @@ PUBLIC: dict[str, list[str]] = {
     "runner.runtime.replay": ["calls", "recordings"],
     "runner.runtime.steps": ["engine"],
     "runner.runtime.worker": ["client", "process", "wire"],
+    "runner.runtime.zygote": ["isolate", "serve", "wire"],
     "runner.sdk": [
         "Effect",
         "HttpResponse",

@@ -57,4 +57,8 @@ Modules:
    process of every namespace nested in it; it ends with its bwrap (``--die-with-parent``),
    which ends with the host's thread that started it, and at end-of-file on its control
    socket.
+
+May import: the standard library and the runtime's modules (it imports them all, once).
 """
+
+__all__ = ["isolate", "serve", "wire"]

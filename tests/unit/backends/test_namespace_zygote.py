@@ -4,7 +4,7 @@ runner/backends/namespace/zygoteargs.py (flag by flag), zygote.py (what a spawn 
 a run's data), zygotes.py (a zygote that ends before answering is replaced once, a second loss
 is the sandbox's infrastructure error). The isolation itself is proven in real sandboxes:
 tests/integration/conformance (the ``namespace`` entry), test_attacks_zygote.py,
-test_namespace_zygote.py.
+test_namespace_zygote_lifecycle.py.
 """
 
 from __future__ import annotations

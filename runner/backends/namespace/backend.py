@@ -134,8 +134,12 @@ class NamespaceBackend(Backend):
 
     @property
     def warm_pool(self) -> bool:
-        """Whether ``submit`` keeps a warm pool of its sandboxes (zygote starts only)."""
-        return self.start == "zygote"
+        """Whether ``submit`` keeps a warm pool of its sandboxes: zygote starts with cgroups.
+
+        With rlimits every sandbox shares one ``RLIMIT_NPROC`` count (`concurrency_bounds`:
+        one sandbox at a time), which a warm spare's processes would take from the running one.
+        """
+        return self.start == "zygote" and self.host.cgroups
 
     @property
     def records(self) -> Path:

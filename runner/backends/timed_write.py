@@ -77,6 +77,42 @@ class TimedWriter:
                 raise failure[0]
 
 
+def write_until(
+    send: Callable[[memoryview], int],
+    wait: Callable[[float | None], object],
+    data: bytes,
+    timeout_s: float | None,
+) -> None:
+    """Write all of ``data`` with a non-blocking ``send``, waiting with ``wait`` when full.
+
+    Args:
+        send: writes a prefix of its argument, returns how much; raises `BlockingIOError`
+            when nothing fits now.
+        wait: waits until there may be room again, at most its argument in seconds (None: no
+            limit); it may do other work meanwhile (a pipe's writer reads the child's output).
+        data: the bytes.
+        timeout_s: the deadline in seconds (None: none).
+
+    Raises:
+        TimeoutError: not all taken within ``timeout_s`` (part may have been).
+    """
+    end = None if timeout_s is None else time.monotonic() + max(0.0, timeout_s)
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[send(view) :]
+            continue
+        except BlockingIOError:
+            pass
+        left = None if end is None else end - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError(
+                f"{len(data)} bytes not taken within {max(0.0, timeout_s or 0):.1f} s "
+                "(the reader stopped reading)"
+            )
+        wait(left)
+
+
 class SocketWriter:
     """`TimedWriter`'s interface for a plain socket, in the caller's thread (module docstring).
 
@@ -99,22 +135,16 @@ class SocketWriter:
         with self._lock:
             if self._timed_out:
                 raise TimeoutError("an earlier write timed out; the stream is unusable")
-            end = None if timeout_s is None else time.monotonic() + max(0.0, timeout_s)
-            view = memoryview(data)
-            while view:
-                try:
-                    view = view[self._sock.send(view, socket.MSG_DONTWAIT) :]
-                    continue
-                except BlockingIOError:
-                    pass
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    self._timed_out = True
-                    raise TimeoutError(
-                        f"{len(data)} bytes not taken within {max(0.0, timeout_s or 0):.1f} s "
-                        "(the reader stopped reading)"
-                    )
-                select.select([], [self._sock], [], left)
+            try:
+                write_until(
+                    lambda view: self._sock.send(view, socket.MSG_DONTWAIT),
+                    lambda left: select.select([], [self._sock], [], left),
+                    data,
+                    timeout_s,
+                )
+            except TimeoutError:
+                self._timed_out = True
+                raise
 
 
 def writer_for(stream: object, send: Callable[[bytes], object], name: str) -> Any:

@@ -25,28 +25,10 @@ from runner.backends.base import SandboxSpec
 from runner.backends.namespace import NamespaceBackend
 from runner.ledger import Ledger
 from tests.integration.conformance.backends import NAMESPACE_ROOT
+from tests.integration.test_submit_crash import TOOLS, WORKFLOW  # the slow.wait project
 
 pytestmark = pytest.mark.docker
 CLI = str(Path(sys.executable).parent / "sandbox-replay")
-
-TOOLS = """
-import time
-from runner.sdk import Effect, tool
-
-@tool("slow.wait", effect=Effect.PURE, description="Wait, then answer.")
-def wait(seconds: float) -> str:
-    time.sleep(seconds)
-    return "done"
-"""
-WORKFLOW = """\
-name: slow
-version: "1"
-tools: [slow_tools]
-steps:
-  - id: wait
-    tool: slow.wait
-    args: {seconds: "${task.sleep_s}"}
-"""
 
 
 def _zygote_processes(ancestor: int) -> list[int]:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from runner.backends.base import STDERR, STDOUT
+from runner.backends.timed_write import write_until
 
 __all__ = ["BUFFER_BYTES", "READ_BYTES", "PipeIO"]
 
@@ -144,22 +145,17 @@ class PipeIO:
             raise TimeoutError("an earlier write timed out; the input is unusable")
         if self._in is None:
             raise BrokenPipeError("the sandbox has no stdin pipe")
-        end = None if timeout_s is None else time.monotonic() + max(0.0, timeout_s)
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self._in, view[:_WRITE_CHUNK]) :]
-                continue
-            except BlockingIOError:
-                pass
-            left = None if end is None else end - time.monotonic()
-            if left is not None and left <= 0:
-                self._broken = True
-                raise TimeoutError(
-                    f"{len(data)} bytes not taken within {timeout_s:.1f} s (it stopped reading)"
-                )
-            readable, _, _ = select.select(self._readable(), [self._in], [], left)
+        stdin = self._in
+
+        def wait(left: float | None) -> None:  # reading meanwhile: the child may be writing
+            readable, _, _ = select.select(self._readable(), [stdin], [], left)
             if readable:
                 with self._lock:
                     for fd in readable:
                         self._read(fd)
+
+        try:
+            write_until(lambda view: os.write(stdin, view[:_WRITE_CHUNK]), wait, data, timeout_s)
+        except TimeoutError:
+            self._broken = True
+            raise

@@ -28,8 +28,7 @@ from pathlib import Path, PurePosixPath
 from runner import resources
 from runner.backends.base import Mount, SandboxSpec
 from runner.backends.capping import SANDBOX_TMP
-from runner.backends.namespace.bwrapargs import root_entries
-from runner.errors import InfrastructureError
+from runner.backends.namespace.bwrapargs import check_targets, root_entries
 from runner.runtime.protocol import RUNTIME_ROOT, SANDBOX_PACKAGES
 from runner.runtime.zygote.wire import CGROUP_DIR, RUNTIME_ARGV, TEMPLATE_ROOT, ZYGOTE_FLAG
 
@@ -98,9 +97,7 @@ def zygote_argv(
         InfrastructureError: a mount target is relative or lies under a symlink of the image.
     """
     uid, _, gid = spec.user.partition(":")
-    for mount in spec.mounts:
-        if not mount.target.startswith("/") or ".." in PurePosixPath(mount.target).parts:
-            raise InfrastructureError(f"mount target must be absolute and plain: {mount.target}")
+    check_targets(spec)
     bases = dict(cgroup_bases or {})
     cgroup_targets = [f"/sys/fs/cgroup/{c}" for c in sorted(bases)]
     mounts = sorted(spec.mounts, key=lambda m: len(PurePosixPath(m.target).parts))

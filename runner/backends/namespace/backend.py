@@ -75,6 +75,21 @@ _ZYGOTE_ENV = {"PYTHONPATH": RUNTIME_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTH
 _MIB = 1024 * 1024
 
 
+def _pidfds() -> bool:
+    """Whether this kernel gives pidfds (``pidfd_open``, Linux 5.3+).
+
+    A zygote's children are signalled and named through them (`runner.backends.namespace.zygote`).
+    """
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return False
+    try:
+        os.close(opener(os.getpid()))
+    except OSError:
+        return False
+    return True
+
+
 class NamespaceBackend(Backend):
     """Sandboxes as bubblewrap namespaces over the image's read-only root filesystem.
 
@@ -89,7 +104,8 @@ class NamespaceBackend(Backend):
         owner: the owning process (default: this one).
         bwrap: the bwrap executable (default: ``bwrap`` on ``PATH``).
         host: the probed limits of this host (default: `probe_host`).
-        start: how sandboxes start, one of `START_MODES` (module docstring).
+        start: how sandboxes start, one of `START_MODES` (module docstring); ``zygote``
+            falls back to ``bwrap`` on a kernel without ``pidfd_open`` (before Linux 5.3).
 
     Raises:
         InfrastructureError: bwrap is not installed (the message names the fix).
@@ -129,6 +145,9 @@ class NamespaceBackend(Backend):
         self._trees: dict[str, RootFs] = {}
         self._filter = seccomp.program()
         self._lock = threading.Lock()
+        if start == "zygote" and not _pidfds():
+            log.warning("namespace_start_bwrap", reason="no pidfd_open (Linux 5.3+) here")
+            start = "bwrap"
         self.start = start
         self.zygotes = Zygotes(self._make_zygote)
 

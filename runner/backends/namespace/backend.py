@@ -63,6 +63,7 @@ from runner.backends.namespace.zygoteargs import zygote_argv
 from runner.backends.namespace.zygotes import ZygoteKey, Zygotes
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
+from runner.runtime.pid1 import ENV_IDLE_CAP
 from runner.runtime.protocol import RUNTIME_ROOT
 from runner.runtime.zygote.wire import CGROUP_DIR, RUNTIME_ARGV, TEMPLATE_ROOT
 
@@ -372,7 +373,8 @@ class NamespaceBackend(Backend):
 
     def _zygote_key(self, spec: SandboxSpec, tree: RootFs) -> ZygoteKey:
         env = self._environment(spec, tree)
-        env.pop(CAP_ENV, None)  # each sandbox's own (SpawnRequest.cap_s)
+        for each in (CAP_ENV, ENV_IDLE_CAP):  # each sandbox's own (SpawnRequest), not the key's
+            env.pop(each, None)
         return ZygoteKey(
             tree=str(tree.tree),
             mounts=tuple(spec.mounts),
@@ -451,8 +453,10 @@ class NamespaceBackend(Backend):
                 for fd in procs:
                     os.close(fd)
                 raise InfrastructureError(f"cannot open the sandbox's cgroup: {exc}") from exc
+            idle = spec.env.get(ENV_IDLE_CAP)  # a warm pool's sandbox (`pooled_spec`)
             return SpawnRequest(
                 cap_s=spec.hard_cap.whole_s,
+                idle_cap_s=int(idle) if idle is not None and idle.isdigit() else None,
                 tmpfs_bytes=spec.limits.tmpfs_mb * _MIB,
                 rlimits=() if groups is not None else tuple(rlimits(spec.limits).items()),
                 group=groups.name if groups is not None else "",

@@ -59,6 +59,9 @@ class SpawnRequest:
 
     Attributes:
         cap_s: the sandbox's lifetime cap, whole seconds (``SANDBOX_REPLAY_HARD_CAP_S``).
+        idle_cap_s: a warm pool's sandbox's cap while it waits for its run, whole seconds
+            (``SANDBOX_REPLAY_IDLE_CAP_S``), or None (not pooled): pooled and unpooled
+            sandboxes of one key share a zygote.
         tmpfs_bytes: the size of its ``/tmp`` and ``/dev/shm``.
         rlimits: ``(resource, value)`` pairs set before its namespaces (no cgroups).
         group: its cgroup folders' name ("" without cgroups).
@@ -70,6 +73,7 @@ class SpawnRequest:
 
     cap_s: int
     tmpfs_bytes: int
+    idle_cap_s: int | None = None
     rlimits: Sequence[tuple[int, int]] = ()
     group: str = ""
     procs: Sequence[int] = ()
@@ -82,6 +86,7 @@ class SpawnRequest:
             "op": "spawn",
             "seq": seq,
             "cap_s": self.cap_s,
+            "idle_cap_s": self.idle_cap_s,
             "tmpfs_bytes": self.tmpfs_bytes,
             "rlimits": [list(pair) for pair in self.rlimits],
             "group": self.group,

@@ -28,7 +28,7 @@ import struct
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.runtime.pid1 import ENV_HARD_CAP, set_dumpable
+from runner.runtime.pid1 import ENV_HARD_CAP, ENV_IDLE_CAP, set_dumpable
 from runner.runtime.worker.fork import close_fds_except
 from runner.runtime.zygote import isolate, wire
 
@@ -287,6 +287,9 @@ class Zygote:
             argv = message.get("argv")
             if argv is None:
                 os.environ[ENV_HARD_CAP] = str(int(message["cap_s"]))
+                idle = message.get("idle_cap_s")
+                if idle is not None:  # a warm pool's: its cap until ``start`` assigns its run
+                    os.environ[ENV_IDLE_CAP] = str(int(idle))
                 code = self.runtime()
             else:
                 env = {str(k): str(v) for k, v in (message.get("env") or {}).items()}

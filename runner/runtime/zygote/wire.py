@@ -9,7 +9,8 @@ Host -> zygote:
     ``config`` (once, first): ``env`` (the children's environment), ``root`` layout constants,
     ``uid``/``gid`` inside, ``hostname``, ``workdir``, ``cgroups`` (controllers bound per child),
     ``seccomp`` (the filter, hex; "" for none). No descriptor.
-    ``spawn``: ``seq`` (the host's counter), ``cap_s`` (whole seconds), ``tmpfs_bytes``,
+    ``spawn``: ``seq`` (the host's counter), ``cap_s`` (whole seconds), ``idle_cap_s`` (a warm
+    pool's sandbox's cap until its run, whole seconds, or null), ``tmpfs_bytes``,
     ``rlimits`` (``[[resource, value], ...]``), ``group`` (the per-run cgroup folder's random
     name, or ""), ``argv``/``env`` (null for the runtime; a command's argv and environment
     otherwise). Descriptors: `SPAWN_FDS` (the child's stdin, stdout, stderr), then one

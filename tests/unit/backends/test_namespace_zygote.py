@@ -100,7 +100,7 @@ def test_a_runtime_spawn_carries_numbers_and_a_random_group_never_a_run() -> Non
     runner/runtime/zygote/__init__.py); the runtime's argv and environment are its own."""
     message = SpawnRequest(cap_s=70, tmpfs_bytes=1 << 20, group="zg-" + "a" * 24).message(3)
     assert set(message) == {
-        "op", "seq", "cap_s", "tmpfs_bytes", "rlimits", "group", "argv", "env"
+        "op", "seq", "cap_s", "idle_cap_s", "tmpfs_bytes", "rlimits", "group", "argv", "env"
     }  # fmt: skip
     assert message["argv"] is None and message["env"] is None
     assert message["seq"] == 3 and message["op"] == "spawn"

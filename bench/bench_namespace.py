@@ -56,7 +56,7 @@ def episodes_per_s(
     plan = prepare(options, settings)
     result = execute(plan, options, settings, backend_factory=factory, handle_signals=False)
     elapsed = time.monotonic() - started
-    report = result.report or {}
+    report = result.report.to_json() if result.report is not None else {}
     assert report.get("runs_by_status") == {"succeeded": len(plan.pairs)}, report
     return len(plan.pairs) / elapsed
 

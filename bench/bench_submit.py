@@ -7,7 +7,7 @@ Prints, for concurrency 1, 2 and 4 (see bench/README.md for what is measured and
     traces, grading, report) ÷ the baseline's runs/s: the docker SDK creating, starting,
     waiting for and removing a container of the same sandbox image running ``python3 -c pass``
     with the same hardening flags and log driver (`runner.backends.docker.backend.host_config`);
-    with submit's own warm pool (`runner.backends.docker.pool`, its default) and without it;
+    with submit's own warm pool (`runner.backends.warmpool.pool`, its default) and without it;
     with CPU milliseconds per run, ours and the baseline's: this process (user+sys), the
     containers (cgroup v1 ``cpuacct.usage`` of the ``docker`` parent cgroup, or v2
     ``cpu.stat``), the engine (dockerd + containerd from /proc), the whole machine (/proc/stat);
@@ -263,7 +263,7 @@ def ours(image: str, tasks: Path, state: Path, concurrency: int, pool: bool) -> 
         DockerBackend.with_pool = real_with_pool  # type: ignore[method-assign]
     elapsed = time.monotonic() - started
     stats = [p.pool.stats() for p in pools if hasattr(p, "pool")]
-    report = result.report or {}
+    report = result.report.to_json() if result.report is not None else {}
     assert report.get("runs_by_status") == {"succeeded": len(plan.pairs)}, report
     return {
         "runs_per_s": len(plan.pairs) / elapsed,

@@ -162,7 +162,7 @@ def scale(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             folder, model, args, args.runs, args.concurrency, CeilingFlags()
         )
         cpu = meter.delta()
-    report = result.report or {}
+    report = result.report.to_json() if result.report is not None else {}
     ledger = _charges(settings, plan.job_id)
     admitted = plan.concurrency
     cores = os.cpu_count() or 1
@@ -198,7 +198,7 @@ def tight(args: argparse.Namespace, folder: Path, dimension: str) -> dict[str, A
     flags = CeilingFlags({dimension: limit}, {dimension: "bench"})
     with Model(args.latency / 2) as model:
         plan, result, settings, wall = _submit(folder, model, args, args.tight_tasks, 16, flags)
-    report = result.report or {}
+    report = result.report.to_json() if result.report is not None else {}
     ledger = _charges(settings, plan.job_id)
     charged = ledger["charged"][dimension]
     not_run = report.get("not_run") or []

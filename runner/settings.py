@@ -70,6 +70,9 @@ class Settings(BaseSettings):
         namespace_rootfs: a root filesystem folder the namespace backend uses for every run
             instead of exporting the image (the debootstrap tree of
             images/build-base-offline.sh, kept); None: the image's own, exported once.
+        namespace_start: how the namespace backend starts a sandbox: ``zygote`` (forked from a
+            pre-imported runtime, `runner.runtime.zygote`) or ``bwrap`` (one bwrap and one
+            fresh interpreter per sandbox).
         image: the sandbox image runs use.
         runtime: the engine's OCI runtime for the Docker backend's sandboxes (HostConfig
             ``Runtime``: ``crun``, ``runsc`` for gVisor's kernel boundary, ...); None is the
@@ -79,7 +82,7 @@ class Settings(BaseSettings):
         offline_base_image: tag of the base image built with debootstrap when no registry is
             reachable.
         pool: ``submit`` keeps a warm pool of Docker sandboxes, one per run slot, started
-            before their runs (`runner.backends.docker.pool`); ``SANDBOX_REPLAY_POOL=0`` off.
+            before their runs (`runner.backends.warmpool.pool`); ``SANDBOX_REPLAY_POOL=0`` off.
         pool_idle_s: seconds a pooled sandbox waits for a run before it ends itself.
         state_dir: where traces, the ledger and job folders live.
         cache_dir: downloads kept between runs, e.g. the wheelhouses of ``image build
@@ -111,6 +114,7 @@ class Settings(BaseSettings):
     host_files: Literal["auto", "bind", "copy"] = "auto"
     backend: str = Field(default="docker", pattern=BACKEND_NAME)
     namespace_rootfs: Path | None = None
+    namespace_start: Literal["zygote", "bwrap"] = "zygote"
     image: str = DEFAULT_IMAGE
     runtime: str | None = Field(default=None, pattern=RUNTIME_NAME)
     base_image: str = DEFAULT_BASE_IMAGE

@@ -20,7 +20,7 @@ the engine itself, page cache, this process's own work and everyone else on the 
 - **file descriptors**: `HOST_FDS_PER_SANDBOX` per run, at most `SHARE` of what
   ``RLIMIT_NOFILE`` leaves free (its soft limit raised to the hard one first: `raise_nofile`).
 
-A warm pool's spare sandboxes (`runner.backends.docker.pool`: started before their runs, each
+A warm pool's spare sandboxes (`runner.backends.warmpool.pool`: started before their runs, each
 with the runs' memory and pids limits already) count in these same bounds, sandbox for
 sandbox: the admitted runs plus the spares never pass any of them. The runs come first (a
 spare only saves a start, ~0.25 s of engine CPU, while a run not admitted waits a whole run),
@@ -279,7 +279,7 @@ def bound_concurrency(
         engine_is_local: the engine runs on this kernel (its pids are this kernel's).
         extra: the caller's own bounds, weighed with these (a ceiling's, say); they bound
             runs only (a spare sandbox reserves no ceiling).
-        pool: the warm pool's wanted size at a concurrency (`runner.backends.docker.pool.
+        pool: the warm pool's wanted size at a concurrency (`runner.backends.warmpool.pool.
             pool_size`), or None when the runs have no pool.
 
     Returns:

@@ -39,7 +39,7 @@ VERSION = f"{PREFIX}.version"
 # (`runner.episode.reaping.ledger_id`): a reaper settles the runs of its own ledger only
 LEDGER_KEY = f"{PREFIX}.ledger-key"
 LEDGER = f"{PREFIX}.ledger"
-# a warm-pool sandbox (`runner.backends.docker.pool`): made before its run was known, so it
+# a warm-pool sandbox (`runner.backends.warmpool.pool`): made before its run was known, so it
 # carries a pool id as its run label and no task or ledger key
 POOL = f"{PREFIX}.pool"
 

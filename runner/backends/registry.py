@@ -150,6 +150,8 @@ _ENTRIES = (
         "bubblewrap on this Linux host",
         "runner.backends.namespace.backend:NamespaceBackend.from_settings",
         doctor="runner.backends.namespace.checks:diagnose",
+        # its default start (each sandbox forked from a zygote) and one bwrap per sandbox
+        conformance={"namespace": {}, "namespace-bwrap": {"namespace_start": "bwrap"}},
     ),
     BackendEntry(
         "ray",

@@ -44,6 +44,7 @@ FIELDS = frozenset(
         "max_trace_mb",
         "memory_mb",
         "namespace_rootfs",
+        "namespace_start",
         "offline_base_image",
         "openai_api_key",
         "openai_base_url",

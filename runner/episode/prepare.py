@@ -2,7 +2,7 @@
 
 `prepare_run` builds the run spec and the manifest, which travel to the runtime in the
 ``start`` message (`start_message`; nothing of the run is mounted, so a sandbox can be started
-before its run is known: the warm pool, `runner.backends.docker.pool`), and the spec: the
+before its run is known: the warm pool, `runner.backends.warmpool.pool`), and the spec: the
 sandbox side of runner (`runner_mounts`) and the command's tool snapshot mounted
 read-only (no user folder is mounted live, `runner.tools.snapshot`); a fixed environment;
 limits from the policy overridden by settings (`runner.episode.limits`); the hard lifetime cap

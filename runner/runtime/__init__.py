@@ -24,6 +24,9 @@ Module map (imports flow downwards; nothing here imports the host side):
     replay/     calls (every call: index, clock, execute or serve, the call record), clock,
                 callrecords (pure helpers), recordings (shadow observations, reproduce by
                 position), rawserve (a raw I/O record answering the HTTP helper again)
+    zygote/     the namespace backend's zygote: the runtime imported once, each sandbox forked
+                into fresh namespaces and its read-only root before its run (serve, isolate,
+                wire); ``python3 -u -m runner.runtime --zygote FD``
     worker/     the worker process tools and programs run in: client (the runtime's end),
                 process (the worker's end, `before_user_code` hook), wire (what may cross)
     egress/     audit (the hook: outbound destinations and coverage, in-process and in

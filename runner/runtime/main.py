@@ -10,7 +10,7 @@ isolates the channel first, then calls `serve`. Sequence:
    child log (`runner.runtime.egress.childlog`); fork the worker and wait for its egress
    witness's bootstrap (the worker has imported everything by then);
 2. send ``hello`` ``{protocol, python, pid, platform, packages}``: the sandbox is ready, so a
-   warm pool's sandbox (`runner.backends.docker.pool`, warm at its ``hello``) runs its first
+   warm pool's sandbox (`runner.backends.warmpool.pool`, warm at its ``hello``) runs its first
    tool call without waiting for its worker; then the ``coverage`` notes of step 1
    (without a writable ``TMPDIR``: children cannot report; a clock that could not be patched);
    then wait for ``start`` (``shutdown`` or EOF on stdin end the process at once, at any time);

@@ -17,6 +17,7 @@ Modules:
     toolrecord    `RuntimeTool`: one resolvable tool of a manifest, and its function spec
     env           the environment variables both sides set or read
     destinations  what makes two outbound attempts the same destination, and the cap
+    zygote        the namespace backend's zygote channel: messages, descriptor order, limits
 
 May import: the standard library, `runner.sdk`, `runner.trace` and `runner.errors`.
 """
@@ -30,4 +31,5 @@ __all__ = [
     "protocol",
     "toolrecord",
     "urlhost",
+    "zygote",
 ]

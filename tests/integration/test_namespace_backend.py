@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,10 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def backend(bwrap_usable: str, sandbox_image: str) -> NamespaceBackend:
-    return NamespaceBackend(NAMESPACE_ROOT, session_id=f"nsb-{uuid.uuid4().hex[:10]}")
+def backend(bwrap_usable: str, sandbox_image: str) -> Iterator[NamespaceBackend]:
+    made = NamespaceBackend(NAMESPACE_ROOT, session_id=f"nsb-{uuid.uuid4().hex[:10]}")
+    yield made
+    made.close()  # its zygotes
 
 
 def _spec(image: str, *command: str) -> SandboxSpec:

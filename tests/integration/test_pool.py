@@ -1,6 +1,6 @@
 """The warm pool with real containers: same trace, never reused, drained, reaped, capped.
 
-`runner.backends.docker.pool`: sandboxes started before their runs, the run spec sent in
+`runner.backends.warmpool.pool`: sandboxes started before their runs, the run spec sent in
 ``start``, one sandbox per run.
 """
 
@@ -72,7 +72,7 @@ def _session(docker: Any) -> list[dict[str, Any]]:
 def test_pooled_runs_give_the_unpooled_trace_and_no_container_serves_twice(
     project: Project, docker: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
-    from runner.backends.docker.pooled import PooledBackend
+    from runner.backends.warmpool.pooled import PooledBackend
 
     state = tmp_path / "s"
     workflow = project.workflow(PURE_STEPS)
@@ -123,7 +123,7 @@ def test_pooled_runs_give_the_unpooled_trace_and_no_container_serves_twice(
 def test_a_pooled_container_never_assigned_ends_itself_at_its_idle_cap(
     docker: Any, sandbox_image: str, tmp_path: Path, project: Project
 ) -> None:
-    from runner.backends.docker.pool import pooled_spec
+    from runner.backends.warmpool.pool import pooled_spec
 
     spec = _runtime_spec(project, sandbox_image, tmp_path)
     context = docker.sandbox(pooled_spec(spec, "pool-idle-1", idle_cap_s=3))
@@ -166,7 +166,7 @@ def test_the_reaper_removes_an_orphan_pooled_container(
     import subprocess
 
     from runner.backends.docker import DockerBackend
-    from runner.backends.docker.pool import pooled_spec
+    from runner.backends.warmpool.pool import pooled_spec
 
     # an owner that is certainly dead: a process that has exited
     gone = subprocess.Popen(["true"])

@@ -196,7 +196,7 @@ class StubBackend(Backend):
         return self.memory_bytes
 
     def pool_size(self, concurrency: int) -> int:
-        from runner.backends.docker.poolkey import pool_size
+        from runner.backends.warmpool.poolkey import pool_size
 
         return pool_size(concurrency) if self.pools else 0
 

@@ -38,6 +38,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "runner.backends.docker": ["DockerBackend", "connect", "discover_engine", "engine_address"],
     "runner.backends.namespace": ["NamespaceBackend"],
+    "runner.backends.warmpool": ["pool", "pooled", "poolkey"],
     "runner.backends.ray": ["SLOTS", "RayBackend", "RaySandbox", "connect_cluster"],
     "runner.cli": ["main"],
     "runner.cli.commands": ["COMMANDS", "Command", "command_name", "register"],
@@ -193,6 +194,7 @@ PUBLIC: dict[str, list[str]] = {
     "runner.runtime.replay": ["calls", "recordings"],
     "runner.runtime.steps": ["engine"],
     "runner.runtime.worker": ["client", "process", "wire"],
+    "runner.runtime.zygote": ["isolate", "serve"],
     "runner.sdk": [
         "Effect",
         "HttpResponse",
@@ -278,6 +280,7 @@ PUBLIC: dict[str, list[str]] = {
         "protocol",
         "toolrecord",
         "urlhost",
+        "zygote",
     ],
 }
 

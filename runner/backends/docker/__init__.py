@@ -6,10 +6,8 @@ Modules:
     client    connecting, translating SDK errors at one boundary, retrying idempotent calls
     frames    demultiplexing of the attach stream (pure)
     sandbox   one started container: attached stdio, kill, wait, exit state
-    backend   `DockerBackend`: hardened create -> attach -> start -> remove; reaper
-    pool      `WarmPool`: sandboxes started before their runs, each handed out once
-    poolkey   what fixes a warm sandbox at creation (`PoolKey`), the pool's size, its spec
-    pooled    `PooledBackend`: the Docker backend behind a warm pool (``submit``)
+    backend   `DockerBackend`: hardened create -> attach -> start -> remove; reaper; its warm
+              pool (`runner.backends.warmpool`)
     image     building the sandbox image (``sandbox-replay image build [--offline]``); build:
               one ``docker build`` through the API
     hostfiles how the host's folders reach sandboxes: bind mounts, or copies (engines that

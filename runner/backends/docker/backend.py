@@ -35,11 +35,11 @@ from runner.backends.docker.client import call, connect, retrying
 from runner.backends.docker.engine import Engine, discover_engine
 from runner.backends.docker.hardening import capped_command, host_config, sandbox_environment
 from runner.backends.docker.hostfiles import HostFiles, HostFilesMode
-from runner.backends.docker.pooled import PooledBackend
-from runner.backends.docker.poolkey import pool_size
 from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.runtimes import require_runtime
 from runner.backends.docker.sandbox import DockerSandbox
+from runner.backends.warmpool.pooled import PooledBackend
+from runner.backends.warmpool.poolkey import pool_size
 from runner.errors import InfrastructureError, TransientInfrastructureError
 from runner.hostlog import get_logger
 

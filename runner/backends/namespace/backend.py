@@ -1,12 +1,19 @@
-"""`NamespaceBackend`: one bubblewrap sandbox per run attempt, no container engine (Linux).
+"""`NamespaceBackend`: one namespace sandbox per run attempt, no container engine (Linux).
 
 Lifecycle of `NamespaceBackend.sandbox`: the image's root filesystem (cached by image id,
 `runner.backends.namespace.rootfs`) -> the record (``O_EXCL``: a retry never makes a second
 sandbox, `runner.backends.namespace.records`) -> the cgroups with the limits
-(`runner.backends.namespace.cgroups`) -> start ``/bin/sh`` launcher -> ``bwrap``
-(`runner.backends.namespace.bwrapargs`) with piped stdio -> body -> kill if still running ->
-exit state (the OOM counter read before the groups go) -> remove the cgroups and the record.
+(`runner.backends.namespace.cgroups`) -> the sandbox's start -> body -> kill if still running
+-> exit state (the OOM counter read before the groups go) -> remove the cgroups and the record.
 Teardown runs in ``finally``: also when the start fails half-way or the body raises.
+
+Two ways to start a sandbox (``start``; `START_MODES`, setting ``SANDBOX_REPLAY_NAMESPACE_START``):
+``zygote`` (the default, issue 31): a fork of the key's zygote (`runner.backends.namespace.
+zygotes`, `runner.runtime.zygote`) that enters fresh namespaces and pivots into the run's
+read-only root itself: the runtime is forked already imported (a command other than the
+runtime is ``exec``ed there); ``bwrap``: ``/bin/sh`` launcher -> ``bwrap``
+(`runner.backends.namespace.bwrapargs`) with piped stdio, one interpreter started per run.
+Both give the same sandbox (the conformance suite and the attack battery run both).
 
 The environment inside is the image's ``Env`` plus the spec's (`runner.backends.capping`):
 nothing of the host's. bwrap runs unprivileged as the sandbox's own host uid: as root the
@@ -36,13 +43,20 @@ from typing import TYPE_CHECKING
 
 from runner import __version__
 from runner.backends import labels as L
-from runner.backends.base import Backend, Capabilities, Reaped, SandboxSpec
+from runner.backends.base import (
+    Backend,
+    Capabilities,
+    OnAssign,
+    OnRelease,
+    Reaped,
+    SandboxSpec,
+)
 from runner.backends.capacity import Bound
-from runner.backends.capping import sandbox_environment
+from runner.backends.capping import CAP_ENV, capped_command, sandbox_environment
 from runner.backends.namespace import seccomp
 from runner.backends.namespace.bwrapargs import bwrap_argv
 from runner.backends.namespace.cgroups import Cgroups, Host, probe_host
-from runner.backends.namespace.launcher import Staging, launcher_argv, launcher_preexec
+from runner.backends.namespace.launcher import Staging, launcher_argv, launcher_preexec, rlimits
 from runner.backends.namespace.records import (
     read_records,
     reap_records,
@@ -51,9 +65,17 @@ from runner.backends.namespace.records import (
     write_record,
 )
 from runner.backends.namespace.rootfs import RootFs, image_rootfs, sweep_partials
-from runner.backends.namespace.sandbox import NamespaceSandbox
+from runner.backends.namespace.sandbox import NamespaceSandbox, SandboxProcess
+from runner.backends.namespace.zygote import SpawnRequest, Zygote
+from runner.backends.namespace.zygoteargs import zygote_argv
+from runner.backends.namespace.zygotes import ZygoteKey, Zygotes
+from runner.backends.warmpool.pooled import PooledBackend
+from runner.backends.warmpool.poolkey import pool_size
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
+from runner.wire.env import ENV_IDLE_CAP
+from runner.wire.protocol import RUNTIME_ROOT
+from runner.wire.zygote import CGROUP_DIR, RUNTIME_ARGV, TEMPLATE_ROOT
 
 if TYPE_CHECKING:
     from runner.backends.registry import BackendOptions
@@ -61,7 +83,26 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-__all__ = ["NamespaceBackend"]
+__all__ = ["START_MODES", "NamespaceBackend"]
+
+START_MODES = ("zygote", "bwrap")
+_ZYGOTE_ENV = {"PYTHONPATH": RUNTIME_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+_MIB = 1024 * 1024
+
+
+def _pidfds() -> bool:
+    """Whether this kernel gives pidfds (``pidfd_open``, Linux 5.3+).
+
+    A zygote's children are signalled and named through them (`runner.backends.namespace.zygote`).
+    """
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return False
+    try:
+        os.close(opener(os.getpid()))
+    except OSError:
+        return False
+    return True
 
 
 class NamespaceBackend(Backend):
@@ -78,9 +119,12 @@ class NamespaceBackend(Backend):
         owner: the owning process (default: this one).
         bwrap: the bwrap executable (default: ``bwrap`` on ``PATH``).
         host: the probed limits of this host (default: `probe_host`).
+        start: how sandboxes start, one of `START_MODES` (module docstring); ``zygote``
+            falls back to ``bwrap`` on a kernel without ``pidfd_open`` (before Linux 5.3).
 
     Raises:
         InfrastructureError: bwrap is not installed (the message names the fix).
+        ValueError: ``start`` is not one of `START_MODES`.
     """
 
     name = "namespace"
@@ -95,7 +139,10 @@ class NamespaceBackend(Backend):
         owner: L.Owner | None = None,
         bwrap: str | None = None,
         host: Host | None = None,
+        start: str = "zygote",
     ) -> None:
+        if start not in START_MODES:
+            raise ValueError(f"namespace start must be one of {START_MODES}, not {start!r}")
         found = bwrap or shutil.which("bwrap")
         if not found:
             raise InfrastructureError(
@@ -113,6 +160,46 @@ class NamespaceBackend(Backend):
         self._trees: dict[str, RootFs] = {}
         self._filter = seccomp.program()
         self._lock = threading.Lock()
+        if start == "zygote" and not _pidfds():
+            log.warning("namespace_start_bwrap", reason="no pidfd_open (Linux 5.3+) here")
+            start = "bwrap"
+        self.start = start
+        self.zygotes = Zygotes(self._make_zygote)
+
+    @property
+    def warm_pool(self) -> bool:
+        """Whether ``submit`` keeps a warm pool of its sandboxes: zygote starts with cgroups.
+
+        With rlimits every sandbox shares one ``RLIMIT_NPROC`` count (`concurrency_bounds`:
+        one sandbox at a time), which a warm spare's processes would take from the running one.
+        """
+        return self.start == "zygote" and self.host.cgroups
+
+    def pool_size(self, concurrency: int) -> int:
+        """The warm pool's wanted size beside ``concurrency`` runs (0 unless `warm_pool`).
+
+        The rule is the Docker backend's (`runner.backends.warmpool.poolkey.pool_size`).
+        """
+        return pool_size(concurrency) if self.warm_pool else 0
+
+    def with_pool(
+        self,
+        *,
+        size: int,
+        idle_cap_s: float,
+        on_assign: OnAssign | None = None,
+        on_release: OnRelease | None = None,
+    ) -> Backend:
+        """This backend behind a `PooledBackend` of ``size`` when `warm_pool` (else itself).
+
+        A zygote's fork is cheap, but its set-up and the runtime's ``hello`` still take
+        ~15-20 ms a run would wait for (bench/README.md, ``bench_speed.py``).
+        """
+        if size < 1 or not self.warm_pool:
+            return self
+        return PooledBackend(
+            self, size=size, idle_cap_s=idle_cap_s, on_assign=on_assign, on_release=on_release
+        )
 
     @classmethod
     def from_settings(
@@ -120,8 +207,9 @@ class NamespaceBackend(Backend):
     ) -> NamespaceBackend:
         """The registry's factory: a backend in ``STATE_DIR/namespace``.
 
-        Reads ``state_dir``, ``namespace_rootfs`` and ``docker_host`` (the engine the image's
-        root filesystem is exported from); ``options.session_id`` labels its sandboxes.
+        Reads ``state_dir``, ``namespace_rootfs``, ``docker_host`` (the engine the image's
+        root filesystem is exported from) and ``namespace_start`` (`START_MODES`);
+        ``options.session_id`` labels its sandboxes.
 
         Raises:
             InfrastructureError: bwrap is not installed (exit 6, the message names the fix).
@@ -131,6 +219,7 @@ class NamespaceBackend(Backend):
             rootfs=settings.namespace_rootfs,
             docker_host=settings.docker_host,
             session_id=options.session_id if options is not None else None,
+            start=settings.namespace_start,
         )
 
     @property
@@ -159,7 +248,8 @@ class NamespaceBackend(Backend):
         return (Bound("rlimits", 1, why),)
 
     def close(self) -> None:
-        """Nothing to close (no engine connection is kept)."""
+        """Close the zygotes (every sandbox they still run ends with them)."""
+        self.zygotes.close()
 
     # -- the image -------------------------------------------------------------------------
 
@@ -245,7 +335,7 @@ class NamespaceBackend(Backend):
 
     @contextmanager
     def sandbox(self, spec: SandboxSpec) -> Iterator[NamespaceSandbox]:
-        """Start one bwrap sandbox for ``spec``; kill, read its state and clean up on exit.
+        """Start one sandbox for ``spec``; kill, read its state and clean up on exit.
 
         Raises:
             InfrastructureError: bwrap or the image is unusable, a sandbox of this run id
@@ -272,42 +362,16 @@ class NamespaceBackend(Backend):
         box: NamespaceSandbox | None = None
         try:
             if self.host.cgroups:
-                groups = Cgroups(self.host, name, spec.limits)
+                # a zygote is told its run's group by name: a random one, nothing of the run
+                group = name if self.start == "bwrap" else f"zg-{uuid.uuid4().hex[:24]}"
+                groups = Cgroups(self.host, group, spec.limits)
                 record["cgroups"] = [str(p) for p in groups.paths.values()]
                 update_record(record_path, record)
-            staging = self._staging(spec, tree)
-            filter_fd = self._seccomp_pipe()
-            argv = [
-                *launcher_argv(groups, staging, setpriv=self.setpriv),
-                *bwrap_argv(
-                    self.bwrap,
-                    spec,
-                    tree.tree,
-                    hostname="sandbox",
-                    cgroup_dirs=groups.paths if groups is not None else None,
-                    seen_as=staging.seen_as if staging is not None else str,
-                    seccomp_fd=filter_fd,
-                ),
-            ]
-            try:
-                process = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=self._environment(spec, tree),
-                    cwd="/",
-                    start_new_session=True,
-                    pass_fds=() if filter_fd is None else (filter_fd,),
-                    preexec_fn=launcher_preexec(None if groups is not None else spec.limits),
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise InfrastructureError(
-                    f"cannot start bwrap for {name}: {exc}", run_id=spec.run_id
-                ) from exc
-            finally:
-                if filter_fd is not None:
-                    os.close(filter_fd)
+            process: SandboxProcess
+            if self.start == "zygote":
+                process = self._from_zygote(spec, tree, groups)
+            else:
+                process = self._from_bwrap(spec, tree, groups, name)
             box = NamespaceSandbox(
                 name,
                 spec.run_id,
@@ -315,12 +379,157 @@ class NamespaceBackend(Backend):
                 oom_killed=groups.oom_killed if groups is not None else (lambda: False),
                 kill_rest=groups.kill_all if groups is not None else (lambda: None),
             )
-            record.update({"pid": process.pid, "pid_start": L.process_start_time(process.pid)})
-            update_record(record_path, record)
+            if process.pid:  # 0: a zygote's child that could not be set up (its stderr says)
+                record.update({"pid": process.pid, "pid_start": L.process_start_time(process.pid)})
+                update_record(record_path, record)
             log.debug("namespace_sandbox_started", sandbox=name, run_id=spec.run_id)
             yield box
         finally:
             self._teardown(box, groups, record_path)
+
+    def _from_bwrap(
+        self, spec: SandboxSpec, tree: RootFs, groups: Cgroups | None, name: str
+    ) -> SandboxProcess:
+        """Start ``spec`` as its own launcher and bwrap (``start="bwrap"``)."""
+        staging = self._staging(spec, tree)
+        filter_fd = self._seccomp_pipe()
+        argv = [
+            *launcher_argv(groups, staging, setpriv=self.setpriv),
+            *bwrap_argv(
+                self.bwrap,
+                spec,
+                tree.tree,
+                hostname="sandbox",
+                cgroup_dirs=groups.paths if groups is not None else None,
+                seen_as=staging.seen_as if staging is not None else str,
+                seccomp_fd=filter_fd,
+            ),
+        ]
+        try:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._environment(spec, tree),
+                cwd="/",
+                start_new_session=True,
+                pass_fds=() if filter_fd is None else (filter_fd,),
+                preexec_fn=launcher_preexec(None if groups is not None else spec.limits),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise InfrastructureError(
+                f"cannot start bwrap for {name}: {exc}", run_id=spec.run_id
+            ) from exc
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
+
+    # -- the zygotes -----------------------------------------------------------------------
+
+    @staticmethod
+    def _runtime(spec: SandboxSpec) -> bool:
+        """Whether ``spec`` runs the runtime, which a zygote forks instead of executing."""
+        return spec.init and tuple(spec.command) == RUNTIME_ARGV
+
+    def _zygote_key(self, spec: SandboxSpec, tree: RootFs) -> ZygoteKey:
+        env = self._environment(spec, tree)
+        for each in (CAP_ENV, ENV_IDLE_CAP):  # each sandbox's own (SpawnRequest), not the key's
+            env.pop(each, None)
+        return ZygoteKey(
+            tree=str(tree.tree),
+            mounts=tuple(spec.mounts),
+            user=spec.user,
+            workdir=spec.workdir,
+            # a command is exec'd with its own environment: the zygote's matters to the runtime
+            env=tuple(sorted(env.items())) if self._runtime(spec) else (),
+        )
+
+    def _make_zygote(self, key: ZygoteKey) -> Zygote:
+        """A zygote, not started, for the sandboxes of ``key`` (`zygoteargs`)."""
+        tree = self._tree_of(key.tree)
+        template = SandboxSpec(
+            run_id="zygote",
+            image="",
+            command=RUNTIME_ARGV,
+            mounts=key.mounts,
+            user=key.user,
+            workdir=key.workdir,
+        )
+        staging = self._staging(template, tree)
+        bases = self.host.bases if self.host.cgroups else None
+        uid, _, gid = key.user.partition(":")
+
+        def argv(control_fd: int) -> list[str]:
+            return [
+                *launcher_argv(None, staging, setpriv=self.setpriv),
+                *zygote_argv(
+                    self.bwrap,
+                    template,
+                    tree.tree,
+                    control_fd=control_fd,
+                    cgroup_bases=bases,
+                    seen_as=staging.seen_as if staging is not None else str,
+                ),
+            ]
+
+        # a command's zygote: its own interpreter's environment (each command gets the spec's)
+        env = dict(key.env) or {**tree.env, **sandbox_environment(template), **_ZYGOTE_ENV}
+        env.pop(CAP_ENV, None)
+        config = {
+            "op": "config",
+            "env": env,
+            "root": TEMPLATE_ROOT,
+            "cgroup_dir": CGROUP_DIR,
+            "cgroups": list(bases or {}),
+            "uid": int(uid),
+            "gid": int(gid or uid),
+            "hostname": "sandbox",
+            "workdir": key.workdir,
+            "seccomp": self._filter.hex() if self._filter is not None else "",
+        }
+        name = f"{self.session_id}-{self.zygotes.started + 1}"
+        return Zygote(argv, env, config, launcher_preexec(None), name)
+
+    def _tree_of(self, folder: str) -> RootFs:
+        with self._lock:
+            for tree in self._trees.values():
+                if str(tree.tree) == folder:
+                    return tree
+        raise InfrastructureError(f"no image tree at {folder}")
+
+    def _from_zygote(
+        self, spec: SandboxSpec, tree: RootFs, groups: Cgroups | None
+    ) -> SandboxProcess:
+        """Fork ``spec``'s sandbox from its key's zygote (``start="zygote"``)."""
+        runtime = self._runtime(spec)
+        env = self._environment(spec, tree)
+
+        def request() -> SpawnRequest:
+            procs = []
+            try:
+                for path in groups.tasks_files() if groups is not None else []:
+                    procs.append(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
+            except OSError as exc:
+                for fd in procs:
+                    os.close(fd)
+                raise InfrastructureError(f"cannot open the sandbox's cgroup: {exc}") from exc
+            idle = spec.env.get(ENV_IDLE_CAP)  # a warm pool's sandbox (`pooled_spec`)
+            return SpawnRequest(
+                cap_s=spec.hard_cap.whole_s,
+                idle_cap_s=int(idle) if idle is not None and idle.isdigit() else None,
+                tmpfs_bytes=spec.limits.tmpfs_mb * _MIB,
+                rlimits=() if groups is not None else tuple(rlimits(spec.limits).items()),
+                group=groups.name if groups is not None else "",
+                procs=procs,
+                argv=None if runtime else capped_command(spec),
+                env=None if runtime else env,
+            )
+
+        try:
+            return self.zygotes.spawn(self._zygote_key(spec, tree), request)
+        except InfrastructureError as exc:
+            raise InfrastructureError(str(exc), run_id=spec.run_id) from exc
 
     def _teardown(
         self, box: NamespaceSandbox | None, groups: Cgroups | None, record_path: Path

@@ -28,7 +28,7 @@ from runner.backends.base import SandboxSpec
 from runner.backends.capping import SANDBOX_TMP, capped_command
 from runner.errors import InfrastructureError
 
-__all__ = ["bwrap_argv", "root_entries"]
+__all__ = ["bwrap_argv", "check_targets", "root_entries"]
 
 _OWN = ("/proc", "/dev", SANDBOX_TMP)  # mounted by bwrap itself, never from the image
 
@@ -66,6 +66,17 @@ def root_entries(
     return options
 
 
+def check_targets(spec: SandboxSpec) -> None:
+    """Refuse a mount target that is relative or holds ``..``.
+
+    Raises:
+        InfrastructureError: naming the target.
+    """
+    for mount in spec.mounts:
+        if not mount.target.startswith("/") or ".." in PurePosixPath(mount.target).parts:
+            raise InfrastructureError(f"mount target must be absolute and plain: {mount.target}")
+
+
 def bwrap_argv(
     bwrap: str,
     spec: SandboxSpec,
@@ -94,9 +105,7 @@ def bwrap_argv(
     """
     uid, _, gid = spec.user.partition(":")
     cgroups = {f"/sys/fs/cgroup/{c}": p for c, p in (cgroup_dirs or {}).items()}
-    for mount in spec.mounts:
-        if not mount.target.startswith("/") or ".." in PurePosixPath(mount.target).parts:
-            raise InfrastructureError(f"mount target must be absolute and plain: {mount.target}")
+    check_targets(spec)
     targets = [*_OWN, *(m.target for m in spec.mounts), *cgroups]
     shm = str(spec.limits.tmpfs_mb * 1024 * 1024)
     argv = [

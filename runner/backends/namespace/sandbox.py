@@ -1,13 +1,15 @@
 """One started namespace sandbox: the bwrap process's stdio as the channel, kill, wait.
 
 The byte channel is the bwrap process's own stdin, stdout and stderr (bwrap hands them to the
-namespace's PID 1). Its output is read by `runner.backends.pipes.PipedOutput` (one bounded
-queue: a sandbox that floods a busy host blocks on its own writes). Writes give up at their
-``timeout_s`` (`runner.backends.timed_write`).
+namespace's PID 1), or a zygote's child's pipes. They are driven from the episode's own thread
+(`runner.backends.namespace.pipeio.PipeIO`: ``select``, no reader or writer threads; a bounded
+buffer, so a sandbox that floods a busy host blocks on its own writes). Writes give up at their
+``timeout_s``.
 
 The kill is ``SIGKILL`` to the bwrap process (its PID 1 child dies with it:
-``--die-with-parent``), then to every process left in the sandbox's cgroup when it has one.
-``killed_by_host`` is set only when the kill found the sandbox still running.
+``--die-with-parent``), or, for a zygote's sandbox, to its PID 1 through a pidfd (the whole
+PID namespace goes with it), then to every process left in the sandbox's cgroup when it has
+one. ``killed_by_host`` is set only when the kill found the sandbox still running.
 
 A sandbox that ends by itself before it wrote a byte on stdout (the runtime's ``hello`` is its
 first) never ran the runtime when bwrap (or the launcher in front of it) says why: its stderr
@@ -15,31 +17,50 @@ begins with ``bwrap:`` (bwrap's own errors: a mount it cannot make, a program it
 execute) or the launcher's step failed (`EXIT_LAUNCH_FAILED`). That is the backend's failure,
 as a container that cannot start is Docker's: `NamespaceSandbox.wait` raises
 `InfrastructureError` (exit 6, the episode ``infra_error``) with the first
-`SETUP_STDERR_BYTES` of that stderr, every control or format character escaped.
+`SETUP_STDERR_BYTES` of that stderr, every control or format character escaped. A zygote's
+sandbox whose zygote ended first (its ``lost``, `runner.backends.namespace.zygote.ZygoteChild`)
+has no exit status: `NamespaceSandbox.wait` raises `InfrastructureError` naming the zygote.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from typing import IO, Protocol
 
 from runner.backends.base import STDERR, STDOUT, ExitState, Sandbox
 from runner.backends.namespace.launcher import EXIT_LAUNCH_FAILED
-from runner.backends.pipes import PipedOutput
-from runner.backends.timed_write import TimedWriter
+from runner.backends.namespace.pipeio import PipeIO
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
 
 log = get_logger(__name__)
 
-__all__ = ["SETUP_STDERR_BYTES", "NamespaceSandbox"]
+__all__ = ["SETUP_STDERR_BYTES", "NamespaceSandbox", "SandboxProcess"]
 _AFTER_KILL_WAIT_S = 30.0
 SETUP_STDERR_BYTES = 1000  # of a set-up failure's stderr, kept for its message
 _BWRAP_SAYS = b"bwrap:"  # how bwrap's own errors begin (its die())
+
+
+class SandboxProcess(Protocol):
+    """What a sandbox's process must offer: `subprocess.Popen`, or a zygote's child."""
+
+    pid: int
+    stdin: IO[bytes] | None
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the exit code (`subprocess.TimeoutExpired` after ``timeout`` s)."""
+
+    def send_signal(self, sig: int) -> None:
+        """Signal it (nothing once it ended)."""
 
 
 def _inert(data: bytes) -> str:
@@ -54,7 +75,7 @@ class NamespaceSandbox(Sandbox):
     Args:
         name: the sandbox's name (its record and cgroup folder are named so).
         run_id: the run attempt.
-        process: the started launcher/bwrap process with piped stdio.
+        process: the started launcher/bwrap process with piped stdio, or a zygote's child.
         oom_killed: reads whether the kernel OOM-killed a process of the sandbox.
         kill_rest: kills whatever is left of the sandbox after bwrap (its cgroup).
     """
@@ -63,7 +84,7 @@ class NamespaceSandbox(Sandbox):
         self,
         name: str,
         run_id: str,
-        process: subprocess.Popen[bytes],
+        process: SandboxProcess,
         *,
         oom_killed: Callable[[], bool] = lambda: False,
         kill_rest: Callable[[], None] = lambda: None,
@@ -76,10 +97,11 @@ class NamespaceSandbox(Sandbox):
         self._kill_rest = kill_rest
         self.killed_by_host = False
         self.exit_state: ExitState | None = None
+        self.idle_s = 0.0  # set by a warm pool: how long it waited for its run (not charged)
         self._started = time.monotonic()
         self._ended: float | None = None
-        self._writer = TimedWriter(self._write_all, run_id)
-        self._output = PipedOutput(process)
+        assert process.stdout is not None and process.stderr is not None
+        self._output = PipeIO(process.stdin, process.stdout, process.stderr)
         self._spoke = False  # a byte arrived on stdout: the runtime ran
         self._stderr_head = b""
         self._setup_error: InfrastructureError | None = None
@@ -99,6 +121,17 @@ class NamespaceSandbox(Sandbox):
         """Everything received and not yet consumed, stdout and stderr interleaved."""
         return self._output.drain()
 
+    def wait_output(self, timeout_s: float) -> bool:
+        """Wait for its first stdout bytes (or their end); False on timeout.
+
+        A warm pool (`runner.backends.warmpool.pool`) counts a sandbox warm at its ``hello``.
+        """
+        return self._output.wait_output(timeout_s)
+
+    def output_open(self) -> bool:
+        """Whether its stdout is still open (False: it ended)."""
+        return self._output.stdout_open
+
     def write(self, data: bytes, timeout_s: float | None = None) -> None:
         """Send ``data`` to the sandbox's stdin within ``timeout_s`` seconds (``None``: no limit).
 
@@ -107,18 +140,11 @@ class NamespaceSandbox(Sandbox):
                 time (raised from a `TimeoutError`).
         """
         try:
-            self._writer.write(data, timeout_s)
+            self._output.write(data, timeout_s)
         except (OSError, ValueError) as exc:  # TimeoutError included
             raise InfrastructureError(
                 f"cannot write to the stdin of {self.name}: {exc}", run_id=self.run_id
             ) from exc
-
-    def _write_all(self, data: bytes) -> None:
-        stdin = self._process.stdin
-        if stdin is None:
-            raise ValueError("the sandbox has no stdin pipe")
-        stdin.write(data)
-        stdin.flush()
 
     def is_running(self) -> bool:
         """Whether the bwrap process still runs."""
@@ -128,7 +154,7 @@ class NamespaceSandbox(Sandbox):
         """SIGKILL the sandbox (bwrap, then its cgroup's rest); remembers that the host did it."""
         if self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._process.pid, signal.SIGKILL)
+                self._process.send_signal(signal.SIGKILL)
                 self.killed_by_host = True
                 log.debug("namespace_sandbox_killed", sandbox=self.name, run_id=self.run_id)
         self._kill_rest()
@@ -162,6 +188,12 @@ class NamespaceSandbox(Sandbox):
 
     def _setup_failure(self, state: ExitState) -> InfrastructureError | None:
         """The set-up failure of a sandbox that ended so (module docstring), else None."""
+        lost = getattr(self._process, "lost", None)
+        if lost:
+            log.warning("namespace_sandbox_lost", sandbox=self.name, run_id=self.run_id)
+            return InfrastructureError(
+                f"{lost}: the sandbox {self.name} ended with it", run_id=self.run_id
+            )
         if self._spoke or state.killed_by_host or state.exit_code == 0:
             return None
         said = self._stderr_head.lstrip()
@@ -181,7 +213,7 @@ class NamespaceSandbox(Sandbox):
             exit_code=128 - code if code < 0 else code,
             oom_killed=self._oom_killed(),
             killed_by_host=self.killed_by_host,
-            ran_s=round(self._ended - self._started, 3),
+            ran_s=round(max(0.0, self._ended - self._started - self.idle_s), 3),
         )
         log.debug(
             "namespace_sandbox_exited",
@@ -194,9 +226,8 @@ class NamespaceSandbox(Sandbox):
         return self.exit_state
 
     def close(self) -> None:
-        """Stop the readers and close the pipes (after the process ended)."""
+        """Close the pipes (after the process ended)."""
         for handle in (self._process.stdin, self._process.stdout, self._process.stderr):
             if handle is not None:
                 with contextlib.suppress(OSError, ValueError):
                     handle.close()
-        self._output.stop()

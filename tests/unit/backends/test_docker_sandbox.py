@@ -114,3 +114,61 @@ def test_timed_writer_hands_back_the_send_error_and_keeps_order() -> None:
         writer.write(b"bad", 1.0)
     writer.write(b"c", 1.0)  # an error is not a timeout: the writer stays usable
     assert seen == [b"a", b"b", b"c"]
+
+
+class _Engine:
+    """The engine's API as a sandbox's ``wait`` uses it: records every call."""
+
+    def __init__(self, running_at_first: bool) -> None:
+        self.calls: list[str] = []
+        self.running = running_at_first
+
+    def inspect_container(self, container_id: str) -> dict[str, object]:
+        self.calls.append("inspect")
+        state = {"Running": self.running, "ExitCode": 0 if not self.running else None}
+        return {"State": {**state, "OOMKilled": False, "StartedAt": "", "FinishedAt": ""}}
+
+    def wait(self, container_id: str, timeout: float) -> dict[str, int]:
+        self.calls.append("wait")
+        self.running = False
+        return {"StatusCode": 0}
+
+
+@pytest.mark.parametrize(
+    ("running_at_eof", "calls"),
+    [(False, ["inspect"]), (True, ["inspect", "wait", "inspect"])],
+)
+def test_after_its_output_ended_one_inspect_reads_the_exit_unless_it_still_runs(
+    running_at_eof: bool, calls: list[str]
+) -> None:
+    """Issue 31: the engine's ``wait`` round trip is skipped when the output has ended and the
+    engine already reports the container exited (the usual case); otherwise it waits."""
+    host, engine_end = socket.socketpair()
+    api = _Engine(running_at_eof)
+    box = DockerSandbox(api, "cid", "sr-test", "run-1", host)  # type: ignore[arg-type]
+    box.start_reader()
+    engine_end.sendall(encode_frame(1, b"bye\n"))
+    engine_end.close()
+    assert [f for f in box.frames(poll_s=0.05) if f is not None] == [(1, b"bye\n")]
+    state = box.wait(5)
+    box.close()
+    assert state.exit_code == 0 and api.calls == calls
+
+
+def test_a_write_on_a_plain_socket_starts_no_thread(
+    pair: tuple[DockerSandbox, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31: the attach socket is written from the caller's thread (`SocketWriter`), not
+    by a helper thread per message (`TimedWriter`, still used for TLS and named pipes)."""
+    box, engine = pair
+    started: list[str] = []
+    original = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        started.append(self.name)
+        original(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    box.write(b'{"type":"start"}\n', timeout_s=1.0)
+    assert engine.recv(64) == b'{"type":"start"}\n'
+    assert started == []

@@ -14,14 +14,14 @@ import pytest
 
 from runner.backends import labels as L
 from runner.backends.base import Mount, ResourceLimits, SandboxSpec
-from runner.backends.docker.pool import (
+from runner.backends.warmpool.pool import (
     HANDOUT_MARGIN_S,
     WarmPool,
     pool_key,
     pool_size,
     pooled_spec,
 )
-from runner.backends.docker.pooled import PooledBackend
+from runner.backends.warmpool.pooled import PooledBackend
 from runner.errors import InfrastructureError
 from runner.runtime.pid1 import ENV_IDLE_CAP
 

@@ -11,8 +11,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from runner.backends.docker.pool import WarmPool
-from runner.backends.docker.pooled import PooledBackend
+from runner.backends.warmpool.pool import WarmPool
+from runner.backends.warmpool.pooled import PooledBackend
 from tests.unit.backends.test_warm_pool import SPEC, FakeEngine, _run, _until
 
 

@@ -3,7 +3,7 @@
 A pooled sandbox waiting for its run has the run's memory limit and pids limit already: the
 admitted runs plus the pool's spares must fit the budget (`runner.backends.capacity`). The
 runs come first (a spare only saves a start); the pool gets what the budget leaves, up to its
-wanted size (`runner.backends.docker.pool.pool_size`), and the plan line says how many. The
+wanted size (`runner.backends.warmpool.pool.pool_size`), and the plan line says how many. The
 engine's memory is injected (no Docker).
 """
 

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.backends.base import Sandbox, SandboxSpec
-from runner.backends.docker.poolkey import PoolKey, pool_key, pool_size, pooled_spec
+from runner.backends.warmpool.poolkey import PoolKey, pool_key, pool_size, pooled_spec
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
 

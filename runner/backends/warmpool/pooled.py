@@ -1,10 +1,10 @@
-"""The Docker backend with a warm pool in front of it (`runner.backends.docker.pool`).
+"""A backend with a warm pool in front of it (`runner.backends.warmpool.pool`).
 
 `PooledBackend` hands every runtime sandbox (``spec.init``: the runtime as PID 1, which waits
 for its run on stdin) to the pool and everything else (a command that is not the runtime) to
-the backend as it is. `DockerBackend.with_pool` makes one for ``submit`` when the settings
-allow it (``SANDBOX_REPLAY_POOL``, default on; ``0`` turns it off), sized by the admitted
-concurrency.
+the backend as it is. A backend's ``with_pool`` (Docker's; the namespace backend's with
+zygotes) makes one for ``submit`` when the settings allow it (``SANDBOX_REPLAY_POOL``, default
+on; ``0`` turns it off), sized by the admitted concurrency.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from runner.backends.base import (
     Sandbox,
     SandboxSpec,
 )
-from runner.backends.docker.pool import WarmPool
+from runner.backends.warmpool.pool import WarmPool
 
 __all__ = ["PooledBackend"]
 
@@ -31,7 +31,7 @@ class PooledBackend(DelegatingBackend):
     entry covers its sandboxes: what it adds is tests/integration/test_pool.py's).
 
     Args:
-        inner: the Docker backend (its other attributes, e.g. ``api``, stay reachable).
+        inner: the pooled backend (its other attributes, e.g. ``api``, stay reachable).
         size: warm sandboxes per key (`pool_size` of the concurrency, within the budget).
         idle_cap_s: a pooled sandbox's life while unassigned.
         on_assign, on_release: see `WarmPool`.

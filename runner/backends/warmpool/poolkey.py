@@ -1,6 +1,6 @@
 """What fixes a warm sandbox at creation (its `PoolKey`), the pool's size, a pooled spec.
 
-Used by `runner.backends.docker.pool` (the rules are in its docstring): runs whose specs have
+Used by `runner.backends.warmpool.pool` (the rules are in its docstring): runs whose specs have
 the same key can take each other's warm sandboxes; only a run's id and labels vary.
 """
 

@@ -88,6 +88,7 @@ def _rogue_slots() -> float:
 
 
 @pytest.mark.parametrize("token", [None, "not-the-token"], ids=["no-token", "wrong-token"])
+@pytest.mark.slow
 def test_a_node_without_the_token_is_refused_and_runs_nothing(
     cluster: RayCluster, tmp_path: Path, token: str | None
 ) -> None:
@@ -239,6 +240,7 @@ def _environ_holders(secret: str) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_cluster_code_finds_the_drivers_model_key_in_no_process_environment(
     cluster: RayCluster, tmp_path: Path
 ) -> None:

@@ -416,6 +416,9 @@ with backend.sandbox(spec):
 """
 
 
+# serial: a reaper elsewhere meanwhile (every `run` starts with one) would take this dead
+# owner's sandbox first: it has no ledger (pyproject.toml's markers)
+@pytest.mark.serial
 def test_reaper_removes_a_crashed_owners_container_but_not_a_live_ones(
     entry: SandboxingBackend, backend: Backend, image: str, request: pytest.FixtureRequest
 ) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from runner.backends import labels as L
 from tests.integration._episodes import Project
 from tests.integration._hostile import backend, backend_entry, project, run_steps
 
@@ -235,7 +236,9 @@ def test_daemon_holding_stdout_does_not_outlive_the_episode(
     assert out.end["status"] == "succeeded", out.end
     assert out.end["sandbox"]["killed_by_host"] is False  # ended by itself, not by the grace kill
     assert elapsed < 8, elapsed
-    assert docker_client.containers.list(all=True, filters={"name": out.result.run_id}) == []
+    # this session's: another worker's run may have the same run id at this moment
+    mine = [f"{L.SESSION}={backend.session_id}", f"{L.RUN}={out.result.run_id}"]
+    assert docker_client.containers.list(all=True, filters={"label": mine}) == []
 
 
 def test_sigstop_from_a_tool_never_hangs_the_episode(

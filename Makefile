@@ -28,12 +28,13 @@ IMAGE_BUILD ?= $(BIN)/sandbox-replay image build $(if $(filter Linux,$(shell una
 SDK_IMAGE ?= sandbox-replay:sdks
 SDK_REQUIREMENTS := tests/fixtures/sdk-image/requirements.txt
 
-.PHONY: help setup setup-core ci-tools engine bwrap image ensure-image sdk-image ensure-sdk-image test unit integration demo lint bench bench-latency
+.PHONY: help setup setup-core ci-tools engine bwrap image ensure-image sdk-image ensure-sdk-image test unit quick integration demo lint bench bench-latency
 
 help:
 	@echo "make setup   create .venv and install sandbox-replay (editable) with the extras the tests use"
 	@echo "make setup-core  create .venv and install sandbox-replay alone (what make demo installs)"
 	@echo "make test    set up, make sure Docker and the sandbox image exist, run every test"
+	@echo "make unit    the unit tests but the slow ones; make quick: every test that needs no Docker and is not slow"
 	@echo "make demo    set up, then check / submit / reproduce on examples/helpdesk"
 	@echo "make image   (re)build the sandbox image without a registry"
 	@echo "make sdk-image  build $(SDK_IMAGE): the sandbox image plus openai, anthropic, openai-agents"
@@ -87,12 +88,38 @@ ensure-sdk-image: setup engine ensure-image
 	  have=$$(docker image inspect -f '{{index .Config.Labels "io.sandbox-replay.context"}}' "$(SDK_IMAGE)" 2>/dev/null); \
 	  [ "$$want" = "$$have" ] || $(MAKE) --no-print-directory sdk-image
 
-# CI semantics: an unusable Docker fails the docker tests instead of skipping them.
+# `make test`: the whole suite in two passes (README, Development). CI semantics: an unusable
+# Docker fails the docker tests instead of skipping them.
+# 1. The `serial` tests, alone, one at a time: the reaper tests (a reaper removes every dead
+#    owner's sandbox that has no ledger, so another test's `run` could reap theirs first).
+# 2. Every other test, in TEST_WORKERS pytest-xdist workers. Most of a test's time is spent
+#    waiting on Docker and on subprocesses, not on this machine's CPU: 3 workers on the 2 cores
+#    measured here beat 2 and 4 (README). `--dist loadgroup`: the tests of a module (of one
+#    backend, for the modules run once per backend) or of one `xdist_group` mark run in one
+#    worker, one after the other, so module fixtures are made once and the groups that share
+#    something (the Ray clusters, the second engines, the SDK image) never overlap;
+#    tests/conftest.py makes these groups and orders them longest first, which
+#    `--no-loadscope-reorder` keeps. TEST_WORKERS=0 runs this pass in one process.
+# Both passes run; the target fails when either does. TEST_ARGS goes to both (e.g. -x, -k).
+TEST_WORKERS ?= 3
+TEST_ARGS ?=
+PYTEST_TEST = SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest $(TEST_ARGS)
 test: setup ci-tools ensure-image ensure-sdk-image bwrap
-	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest
+	@t0=$$SECONDS; $(PYTEST_TEST) -m serial --durations=5; first=$$?; t1=$$SECONDS; \
+	  $(PYTEST_TEST) -m "not serial" --durations=25 \
+	  $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder); \
+	  second=$$?; t2=$$SECONDS; \
+	  echo "=== make test: serial pass took $$((t1 - t0)) s, exit $$first"; \
+	  echo "=== make test: parallel pass ($(TEST_WORKERS) workers) took $$((t2 - t1)) s, exit $$second"; \
+	  [ $$second = 0 ] && { [ $$first = 0 ] || [ $$first = 5 ]; }
 
+# The quick loop: unit tests without the `slow` ones (pyproject.toml's markers).
 unit: setup ci-tools
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit -m "not slow"
+
+# Everything that needs no Docker and is not `slow`, in 2 workers.
+quick: setup ci-tools
+	$(BIN)/pytest -m "not slow and not docker and not serial" -n 2 --dist loadgroup
 
 integration: setup ensure-image ensure-sdk-image
 	SANDBOX_REPLAY_REQUIRE_DOCKER=1 $(BIN)/pytest tests/integration

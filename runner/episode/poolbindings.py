@@ -1,7 +1,8 @@
 """Which run a pooled sandbox was given: the reaper's way to charge a dead host's pooled runs.
 
 A warm-pool sandbox (`runner.backends.warmpool.pool`) is created before its run is known, so it
-carries no ledger key label, and Docker cannot add a label later. When the pool hands one to a
+carries no ledger key label (only its job's ledger, `runner.backends.warmpool.poolkey.
+pooled_spec`), and Docker cannot add a label later. When the pool hands one to a
 run, `PoolBindings.bind` writes ``<state>/pool/<container name>.json``: the run's ledger key and
 ledger id and the seconds the sandbox waited unassigned. The binding is removed when the run's
 sandbox is removed (`PoolBindings.release`). A binding left behind (the host died mid-run) is

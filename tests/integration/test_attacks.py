@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from runner.backends import labels as L
 from tests.integration._backends import backend, backend_entry
 from tests.integration._episodes import Outcome, Project
 
@@ -302,7 +303,9 @@ def test_busy_loop_with_sigterm_ignoring_child_is_timeout(
     assert out.end["exit_code"] == 124 and out.end["sandbox"]["killed_by_host"] is True
     assert elapsed < limit + 10, elapsed
     assert out.end["not_run"] == ["after"]
-    left = docker_client.containers.list(all=True, filters={"name": out.result.run_id})
+    # this session's: another worker's run may have the same run id at this moment
+    mine = [f"{L.SESSION}={backend.session_id}", f"{L.RUN}={out.result.run_id}"]
+    left = docker_client.containers.list(all=True, filters={"label": mine})
     assert left == []
 
 

@@ -144,6 +144,7 @@ def _installed_in(venv: Path, env: dict[str, str]) -> None:
     assert where.startswith(str(venv)), where
 
 
+@pytest.mark.slow
 def test_github_actions_steps_run_in_a_fresh_checkout(
     platform_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -182,6 +183,7 @@ def test_github_actions_steps_run_in_a_fresh_checkout(
     _published(clone)
 
 
+@pytest.mark.slow
 def test_gitlab_job_script_runs_in_a_fresh_checkout(
     platform_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -40,6 +40,7 @@ def _demo(tmp_path: Path, image: str, **env: str) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.slow
 def test_demo_shows_the_three_jobs_in_order(tmp_path: Path, sandbox_image: str) -> None:
     done = _demo(tmp_path, sandbox_image)
     out = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)

@@ -67,6 +67,7 @@ def _cli(args: list[str], cwd: Path, image: str) -> tuple[int, Any, str]:
     return run_cli_json(args, cwd, image)
 
 
+@pytest.mark.slow
 def test_a_new_host_fails_the_gate_and_the_same_episode_without_it_passes(
     tmp_path: Path, sandbox_image: str
 ) -> None:

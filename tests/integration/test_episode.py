@@ -118,6 +118,7 @@ def test_20mb_line_is_message_too_large_and_next_message_parses(
     assert out.result.status == "succeeded"
 
 
+@pytest.mark.slow
 def test_50_containers_that_exit_at_once_each_return_within_5s(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:

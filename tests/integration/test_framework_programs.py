@@ -81,6 +81,7 @@ def _cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.slow
 def test_record_extract_reproduce_and_submit(
     framework: str, sdk_image: str, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

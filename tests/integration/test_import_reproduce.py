@@ -121,6 +121,7 @@ def test_an_import_reproduces_against_the_workflow_it_wrote(
     assert done.returncode == 0 and len(reports) == len(traces)
 
 
+@pytest.mark.slow
 def test_the_public_tau2_results_reproduce_a_sample(tmp_path: Path, sandbox_image: str) -> None:
     folder = Settings().realdata_dir
     folder = folder if folder.is_absolute() else (REPO / folder).resolve()

@@ -73,6 +73,7 @@ def _project(tmp_path: Path, name: str) -> Path:
     return work
 
 
+@pytest.mark.slow
 def test_the_demo_gives_the_same_outcomes_on_an_engine_that_cannot_see_this_host(
     engine: IsolatedEngine, sandbox_image: str, tmp_path: Path
 ) -> None:

@@ -108,6 +108,7 @@ def _created_on(host: str) -> list[str]:
     return [n for n in out.stdout.split() if n.startswith("sandbox-replay-")]
 
 
+@pytest.mark.slow
 def test_episodes_land_on_both_workers_and_the_ledger_adds_up(
     cluster: RayCluster, tmp_path: Path
 ) -> None:

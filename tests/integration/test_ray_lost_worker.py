@@ -93,6 +93,7 @@ def _wait(condition: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.3)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_leaves_nothing_after_its_reaper_and_resume_completes(
     cluster: RayCluster, tmp_path: Path
 ) -> None:

@@ -283,6 +283,7 @@ def test_sigint_during_four_way_submit_exits_130_and_leaves_no_container(
         assert "running" not in {r.status for r in ledger.runs(report["job_id"])}
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_reaps_runs_the_rest_and_never_charges_twice(
     tmp_path: Path, state: Path, sandbox_image: str, docker_client: Any
 ) -> None:

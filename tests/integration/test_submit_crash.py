@@ -161,6 +161,7 @@ def test_kill_9_then_resume_charges_the_dead_runs_what_their_containers_ran(
 
 
 @pytest.mark.parametrize("pool", ["1", "0"])
+@pytest.mark.slow
 def test_kill_9_under_a_tight_sandbox_seconds_ceiling_then_resume_stays_under_it(
     tmp_path: Path, sandbox_image: str, docker_client: Any, pool: str
 ) -> None:

@@ -122,6 +122,7 @@ def test_all_runs_import_and_lint_names_what_they_lack(imported: Path, sandbox_i
     assert "not the provider's HTTP body" in text
 
 
+@pytest.mark.slow
 def test_every_unmodified_run_reproduces_and_failed_runs_keep_their_verdict(
     imported: Path, sandbox_image: str
 ) -> None:
@@ -224,6 +225,7 @@ def _unrecorded(trace: Path) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow
 def test_submit_scripted_retail_agent_v1_v2_over_the_40_tasks(
     imported: Path, sandbox_image: str, tmp_path: Path
 ) -> None:

@@ -87,6 +87,7 @@ def _project(root: Path, image: str) -> tuple[Path, dict[str, str]]:
     return root, env
 
 
+@pytest.mark.slow
 def test_submit_report_run_reproduce_lint_and_extract_print_hostile_text_inert(
     tmp_path: Path, sandbox_image: str
 ) -> None:

@@ -733,6 +733,7 @@ def test_fuzz_corpus_is_big_and_reproducible() -> None:
     )
 
 
+@pytest.mark.slow
 def test_fuzz_corpus_finds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ beside the inputs
     findings = Findings()

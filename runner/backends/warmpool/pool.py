@@ -11,8 +11,9 @@ Rules:
 - Key (`pool_key`): everything fixed at creation (image, command, mounts: the tool snapshot
   and the runner packages, environment, limits, user, working folder, the lifetime cap). Only
   a run's id and its labels (task, ledger key) vary between runs of one key; a pooled sandbox
-  carries neither (labels cannot be changed after creation): it is labelled `L.POOL` and
-  named from a pool id (``sandbox-replay-pool-<n>-<session>``, `pooled_spec`).
+  carries neither (labels cannot be changed after creation): it is labelled `L.POOL` and its
+  job's ledger (`L.LEDGER`, the same for every run of the key) and named from a pool id
+  (``sandbox-replay-pool-<n>-<session>``, `pooled_spec`).
 - Binding: `take` gives the pooled sandbox the run's id (``run_id``), logs ``pool_assigned``
   with the run id and the container name (the engine's labels still say the pool id) and tells
   ``on_assign`` (submit: `runner.episode.poolbindings`, which the reaper reads back to charge

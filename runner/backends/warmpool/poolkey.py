@@ -60,8 +60,14 @@ def pooled_spec(template: SandboxSpec, pool_id: str, idle_cap_s: float) -> Sandb
     """The spec of a pooled sandbox of ``template``'s key, named and labelled by ``pool_id``.
 
     The run's cap (``SANDBOX_REPLAY_HARD_CAP_S``) is the template's, applied from ``start``;
-    until then the idle cap (`ENV_IDLE_CAP`, whole seconds) holds.
+    until then the idle cap (`ENV_IDLE_CAP`, whole seconds) holds. Of the template's labels
+    only its ledger (`runner.backends.labels.LEDGER`: the state directory's, the same for every
+    run of a pool) is kept, never a run's: the reaper of another ledger then leaves a dead
+    host's pooled sandboxes to that ledger's own ``submit --resume``, which settles the runs
+    bound to them from the engine's times (`runner.backends.docker.reaper`,
+    `runner.episode.poolbindings`).
     """
     env = dict(template.env)
     env[ENV_IDLE_CAP] = str(max(1, math.ceil(idle_cap_s)))
-    return replace(template, run_id=pool_id, labels={L.POOL: "1"}, env=env)
+    labels = {L.POOL: "1", **{k: v for k, v in template.labels.items() if k == L.LEDGER}}
+    return replace(template, run_id=pool_id, labels=labels, env=env)

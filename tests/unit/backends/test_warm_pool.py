@@ -109,6 +109,17 @@ def test_a_pooled_spec_carries_no_run_and_has_its_idle_cap() -> None:
     assert L.container_name(spec.run_id, "s1") == "sandbox-replay-pool-7-s1"
 
 
+def test_a_pooled_spec_keeps_the_ledger_of_its_template_and_no_run_label() -> None:
+    """Another ledger's reaper leaves it to its own ``--resume`` (the reaper's rule)."""
+    run = {
+        L.LEDGER: "ledger-a",
+        L.LEDGER_KEY: "run/replay/j/v/t/1/run",
+        "io.sandbox-replay.task": "t1",
+    }
+    spec = pooled_spec(replace(SPEC, labels=run), "pool-8", idle_cap_s=60)
+    assert spec.labels == {L.POOL: "1", L.LEDGER: "ledger-a"}
+
+
 def test_size_is_the_concurrency_plus_one() -> None:
     assert pool_size(4) == 5 and pool_size(1) == 2 and pool_size(0) == 2
 

@@ -23,16 +23,14 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import _unusable
+from tests.support.dockerd import Engine, second_dockerd
 
 SLOTS = 3
 # Ray turns a loopback address into the machine's own IP unless it believes it runs on a
@@ -46,110 +44,15 @@ AUTH_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 os.environ.update(AUTH_ENV)
 
 
-@dataclass
-class Engine:
-    """A second dockerd: its socket address and the folders it owns."""
-
-    host: str
-    root: Path
-    pid: int
-
-
-def _engine_answers(host: str) -> bool:
-    try:
-        out = subprocess.run(
-            ["docker", "-H", host, "info", "--format", "{{.ServerVersion}}"],
-            capture_output=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0
-
-
-def bridge_state() -> str | None:
-    """``docker0`` of the host's network namespace (its interface index), None when absent."""
-    try:
-        return Path("/sys/class/net/docker0/ifindex").read_text().strip()
-    except OSError:
-        return None
-
-
-def _image_id(host: str | None, image: str) -> str | None:
-    cmd = ["docker", *(["-H", host] if host else []), "image", "inspect", "-f", "{{.Id}}", image]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
 @contextlib.contextmanager
 def second_engine(image: str, extra_args: Sequence[str] = ()) -> Iterator[Engine]:
     """Start a dockerd of its own with ``image`` loaded; stop it (by pid) on exit.
 
     ``extra_args`` go to that dockerd (``--add-runtime=crun=/usr/bin/crun``: the runtime tests).
+    The start, the network namespace and the ``docker0`` check: `tests.support.dockerd`.
     """
-    if os.geteuid() != 0:
-        _unusable("a second dockerd needs root")
-    if shutil.which("dockerd") is None:
-        _unusable("dockerd is not installed")
-    if shutil.which("unshare") is None:
-        _unusable("unshare (util-linux) is needed to give the second dockerd a network of its own")
-    bridge_before = bridge_state()
-    # short paths: a unix socket path is limited to 108 bytes
-    root = Path(tempfile.mkdtemp(prefix="srray-", dir="/tmp"))
-    host = f"unix://{root}/docker.sock"
-    log = (root / "dockerd.log").open("wb")
-    # A network namespace of its own (only lo, down: the engine needs none, its sandboxes have
-    # none); unshare execs dockerd, so the pid stays dockerd's and it is stopped by it.
-    netns = ["unshare", "--net", "--"]
-    proc = subprocess.Popen(
-        [
-            *netns,
-            "dockerd",
-            f"--data-root={root}/data",
-            f"--exec-root={root}/exec",
-            f"--pidfile={root}/docker.pid",
-            f"-H={host}",
-            "--bridge=none",
-            "--iptables=false",
-            "--ip6tables=false",
-            "--log-level=warn",
-            *extra_args,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while not _engine_answers(host):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (root / "dockerd.log").read_text(errors="replace")[-2000:]
-                _unusable(f"the second dockerd did not start: {tail}")
-            time.sleep(0.5)
-        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
-        load = subprocess.run(
-            ["docker", "-H", host, "load", "-q"], stdin=save.stdout, capture_output=True
-        )
-        save.wait(timeout=300)
-        if load.returncode != 0 or save.returncode != 0:
-            _unusable(f"cannot load {image} into the second engine: {load.stderr!r}")
-        assert _image_id(host, image) == _image_id(None, image)
-        assert bridge_state() == bridge_before, "the second dockerd changed the host's docker0"
-        yield Engine(host, root, proc.pid)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-        log.close()
-        subprocess.run(["umount", "-R", f"{root}/exec"], capture_output=True, check=False)
-        subprocess.run(["umount", "-R", f"{root}/data"], capture_output=True, check=False)
-        shutil.rmtree(root, ignore_errors=True)
+    with second_dockerd(image, prefix="srray-", extra_args=extra_args) as engine:
+        yield engine
 
 
 def ray_module() -> Any:

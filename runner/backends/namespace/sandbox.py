@@ -129,8 +129,14 @@ class NamespaceSandbox(Sandbox):
         return self._output.wait_output(timeout_s)
 
     def output_open(self) -> bool:
-        """Whether its stdout is still open (False: it ended)."""
-        return self._output.stdout_open
+        """Whether it still runs with its stdout open (False: it ended).
+
+        A warm pool asks this before it hands a spare out. Nobody reads a spare's stdout while
+        it waits, so its end is seen from its process too: a zygote's children end with their
+        zygote (`runner.backends.namespace.zygote`), and a spare forked from a killed zygote
+        must not be handed to a run (it was, as an ``infra_error``, before this check).
+        """
+        return self._output.stdout_open and self._process.poll() is None
 
     def write(self, data: bytes, timeout_s: float | None = None) -> None:
         """Send ``data`` to the sandbox's stdin within ``timeout_s`` seconds (``None``: no limit).

@@ -1,4 +1,4 @@
-"""Benchmark: `import tau2` and `import openai-messages` grow linearly (issue 32 N04).
+"""Benchmark: `import tau2` and `import openai-messages` grow linearly.
 
 Each model turn's request holds the whole conversation so far; written whole, a trace grows
 with the square of its turns (the review's 2.3 MB τ² file made an 887 MB trace and 3.5 GB of

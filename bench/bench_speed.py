@@ -1,4 +1,4 @@
-"""Issue 31's three figures in one run: namespace ÷ Docker, Docker ÷ bare containers, first call.
+"""The three speed figures in one run: namespace ÷ Docker, Docker ÷ bare containers, first call.
 
 ```
 .venv/bin/python bench/bench_speed.py [--tasks 60] [--rounds 3] [--json]

@@ -2,7 +2,7 @@
 
 `SocketWriter` does the same for a plain socket without a thread: each send is non-blocking
 (``MSG_DONTWAIT``, the socket's own blocking mode untouched) and waits for room with
-``select`` (issue 31: a helper thread per message was ~0.3 ms of host CPU and, on a loaded
+``select`` (a helper thread per message was ~0.3 ms of host CPU and, on a loaded
 machine, the new thread's first scheduling on the run's critical path). `writer_for` picks it
 for a plain socket and `TimedWriter` for any other stream (TLS, named pipes).
 

@@ -180,7 +180,7 @@ class Step(Frozen):
             agent = self.agent.model_dump(mode="json")
             if not agent["unlisted_tools"]:  # optional: absent unless used
                 del agent["unlisted_tools"]
-            if agent["tool_errors"] == "return":  # optional (issue 26): absent unless raise
+            if agent["tool_errors"] == "return":  # optional: absent unless raise
                 del agent["tool_errors"]
             return {"id": self.id, "agent": agent}
         if self.program is not None:

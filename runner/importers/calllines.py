@@ -6,7 +6,7 @@ contract with ``reproduce``); this module holds the per-message work: each provi
 reconstructed request, each tool call line and its observation, tool results matched to calls
 by position.
 
-Linear output (issue 32 N04): a turn's request holds the whole conversation so far, so
+Linear output: a turn's request holds the whole conversation so far, so
 writing it whole makes a trace grow with the square of its turns (a 2.3 MB τ² file made an
 887 MB trace). Each provider turn after the first of its role is written with its history
 by reference instead: ``messages_from: {"call", "count"}`` names the previous turn of the

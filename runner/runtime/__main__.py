@@ -16,7 +16,7 @@ sandbox it forks.
 import gc
 
 # no collection while the runtime's ~70 modules are imported: they allocate only what they keep
-# (~13 % of the imports' CPU in a fresh interpreter, issue 31); on again before any run (`main`)
+# (~13 % of the imports' CPU in a fresh interpreter); on again before any run (`main`)
 gc.disable()
 
 import contextlib  # noqa: E402

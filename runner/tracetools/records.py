@@ -173,7 +173,7 @@ class CallError(Record):
 class MessagesFrom(Record):
     """A turn's history by reference: the first ``count`` request messages of call ``call``.
 
-    An optional addition to version 1 (issue 32 N04): an importer writes each turn's new
+    An optional addition to version 1: an importer writes each turn's new
     messages only, so that a trace grows linearly with its conversation; `read_trace`
     resolves the reference (docs/trace-format.md, "History by reference").
     """

@@ -144,7 +144,7 @@ def test_only_tmp_is_writable(
     written = {p for p, v in body.items() if v == "WRITTEN"}
     assert {"/proc/sys/kernel/hostname", "/sandbox/run/x", "/sandbox/tools/0/x"}.isdisjoint(written)
     assert "/opt/sandbox-replay/runner/x.py" not in written and "/etc/passwd" not in written
-    assert "/dev/x" not in written  # bwrap's /dev is a tmpfs of half the RAM (issue 32, N08)
+    assert "/dev/x" not in written  # bwrap's /dev is a tmpfs of half the RAM
     assert "/tmp/x" in written
     assert body["sandbox_dir"] in (["run", "tools"], ["tools"])  # images/Dockerfile's mkdir
     assert body["run_dir"] in ([], None)  # nothing of the run is mounted: it comes in ``start``

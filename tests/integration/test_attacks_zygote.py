@@ -1,4 +1,4 @@
-"""A sandbox against its siblings and the zygote they were forked from (issue 31), per backend.
+"""A sandbox against its siblings and the zygote they were forked from, per backend.
 
 The namespace backend forks every sandbox of a key from one pre-imported runtime, the zygote
 (runner/runtime/zygote/: the isolation argument is its docstring). What must hold, here against

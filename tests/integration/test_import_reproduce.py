@@ -40,7 +40,7 @@ CASES = [
     ("tau2-mini", "tau2", "tau2-mini/results.json", [], False),
     ("tau2-mini-no-tools-file", "tau2", "tau2-mini/results.json", [], True),
     ("tau2-handoff", "tau2", "tau2-handoff/results.json", [], False),
-    # issue 26: telemetry, Inspect logs and ATIF trajectories recorded by others
+    # telemetry, Inspect logs and ATIF trajectories recorded by others
     ("claude-platform", "otel", "otel/claude-platform/sdk-and-api.json", [], False),
     ("kagent-k8s", "otel", "otel/kagent/k8s.json", [], False),
     ("kagent-tempo", "otel", "otel/kagent/tempo_export_with_batches.json", [], False),

@@ -1,4 +1,4 @@
-"""The namespace backend run by a user without root (issue 32, N08), for real.
+"""The namespace backend run by a user without root, for real.
 
 The host side (the CLI) runs as an unprivileged user (``sandbox-replay-nr``, made with
 ``useradd`` when missing) with the system's Python of the same version as this one over this

@@ -58,7 +58,7 @@ def imported(
     done = cli(["import", "otel", *files, "--out", "import", "--json"], work, sandbox_image)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    # 8 sessions and S4b's research agent, called as a tool: a run of its own (issue 26)
+    # 8 sessions and S4b's research agent, called as a tool: a run of its own
     assert report["runs"] == 9 and report["failed_runs"] == 1, report
     assert report["notes"] == []
     return work / "import"
@@ -95,7 +95,7 @@ def test_complete_sessions_reproduce_against_the_written_workflow(
     ]
     s6a = next(r for r in reports if "S6a" in r["input"])
     # the source ended the run on the tool's error; the written workflow says tool_errors:
-    # raise (issue 26), so the replay fails at the same call (was: not_reproduced, the agent
+    # raise, so the replay fails at the same call (was: not_reproduced, the agent
     # loop handed the error back instead of failing on it)
     assert "same failure signature" in s6a["reason"], s6a
     for report in reports:

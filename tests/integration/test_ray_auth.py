@@ -1,4 +1,4 @@
-"""Attacks on the Ray cluster of the README (issue 32, N01), run for real on 127.0.0.1.
+"""Attacks on the Ray cluster of the README, run for real on 127.0.0.1.
 
 - A node that joins without the token (or with a wrong one) is refused by a token cluster and
   never gets a task; the same node joins an open cluster (the review's attack, the control).

@@ -276,7 +276,7 @@ class DockerSandbox(Sandbox):
             return self.exit_state
         if self._eof:
             # its output ended, so its PID 1 has exited: the engine says so at once as a rule
-            # (15 of 15 measured), and one inspect replaces a wait and an inspect (issue 31)
+            # (15 of 15 measured), and one inspect replaces a wait and an inspect
             info = retrying(f"inspect {self.name}", self._api.inspect_container, self.container_id)
             if not (info.get("State") or {}).get("Running"):
                 return self._record(info)

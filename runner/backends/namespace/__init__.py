@@ -1,6 +1,6 @@
 """The namespace backend (Linux): one namespace sandbox per run, no container engine.
 
-Each sandbox is forked from a zygote (the default, issue 31: a pre-imported runtime that forks
+Each sandbox is forked from a zygote (the default: a pre-imported runtime that forks
 every sandbox into fresh namespaces, `runner.runtime.zygote`) or started as its own bwrap
 (``start="bwrap"``).
 

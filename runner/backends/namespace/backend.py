@@ -8,7 +8,7 @@ sandbox, `runner.backends.namespace.records`) -> the cgroups with the limits
 Teardown runs in ``finally``: also when the start fails half-way or the body raises.
 
 Two ways to start a sandbox (``start``; `START_MODES`, setting ``SANDBOX_REPLAY_NAMESPACE_START``):
-``zygote`` (the default, issue 31): a fork of the key's zygote (`runner.backends.namespace.
+``zygote``: a fork of the key's zygote (`runner.backends.namespace.
 zygotes`, `runner.runtime.zygote`) that enters fresh namespaces and pivots into the run's
 read-only root itself: the runtime is forked already imported (a command other than the
 runtime is ``exec``ed there); ``bwrap``: ``/bin/sh`` launcher -> ``bwrap``
@@ -236,7 +236,7 @@ class NamespaceBackend(Backend):
 
         The rlimit fallback's ``RLIMIT_NPROC`` counts every process of the sandbox's uid, and
         every sandbox runs as the same uid (the user's own; 10001 as root): a fork bomb in one
-        sandbox would take the process slots of every other (issue 32, N08). The plan shows
+        sandbox would take the process slots of every other. The plan shows
         this bound with its reason.
         """
         if self.host.cgroups:

@@ -136,7 +136,7 @@ def bwrap_argv(
         "--tmpfs",
         "/dev/shm",  # noqa: S108 - the sandbox's own tmpfs, not a host path
         # bwrap's /dev is a tmpfs of half the RAM owned by the sandbox's user (2 GB were
-        # written in it under memory 512 MB, issue 32 N08); Docker's is root's: read-only here
+        # written in it under memory 512 MB); Docker's is root's: read-only here
         "--remount-ro",
         "/dev",
         "--perms",

@@ -8,7 +8,7 @@ the host process: ``--die-with-parent``):
    fallback is set before the launcher's first instruction, by ``setrlimit(2)`` in the forked
    host process (`launcher_preexec`): ``RLIMIT_AS`` (memory) and ``RLIMIT_NPROC`` (pids), both
    soft and hard, inherited by everything the launcher ``exec``s. No shell builtin: dash has
-   no ``ulimit -u`` (issue 32, N08: every run was ``infra_error`` on Debian and Ubuntu).
+   no ``ulimit -u`` (every run was ``infra_error`` on Debian and Ubuntu).
    ``RLIMIT_NPROC`` counts every process of the sandbox's uid, so the namespace backend runs
    one sandbox at a time in rlimit mode (`runner.backends.namespace.backend`).
 2. As root only (`Staging`): the sandbox must run as its own host uid (10001), not as host root

@@ -6,7 +6,7 @@ there; `PipeIO.write` writes the input pipe (non-blocking) and, while the child 
 reading, keeps reading its output into a buffer, so that a child that writes before it reads
 cannot deadlock with a host that writes before it reads (what the reader threads of
 `runner.backends.pipes.PipedOutput` gave). Each message then costs one wake-up of the host's
-thread instead of a reader thread's and a writer thread's (issue 31: thread starts and
+thread instead of a reader thread's and a writer thread's (thread starts and
 hand-offs were ~1-3 ms of latency per message on a loaded machine).
 
 Bounds: at most `BUFFER_BYTES` of output is buffered while a write waits; past that the

@@ -2,7 +2,7 @@
 
 A Ray cluster without authentication runs the code of anyone who reaches its GCS port: such a
 client joins as a node or a driver and runs tasks on every node, the driver's machine
-included (issue 32, N01). Ray's answer is token authentication (Ray >= 2.52: ``RAY_AUTH_MODE=
+included. Ray's answer is token authentication (Ray >= 2.52: ``RAY_AUTH_MODE=
 token`` with the token in ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``
 on every node and driver; https://docs.ray.io/en/latest/ray-security/token-auth.html) or
 mutual TLS (``RAY_USE_TLS=1``, ``RAY_TLS_SERVER_CERT``/``KEY``, ``RAY_TLS_CA_CERT``).

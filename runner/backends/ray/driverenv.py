@@ -4,7 +4,7 @@ On a Ray cluster, code from any client of the cluster may run on the driver's ma
 placed on its node), as the user who started that node's Ray. On Linux a process of the same
 user (and root) reads another's environment from ``/proc/PID/environ``: the environment block
 the process was started with, which removing a variable from ``os.environ`` (``unsetenv``)
-leaves in place (issue 32, N01: a joined node read the driver's ``OPENAI_API_KEY`` there).
+leaves in place (a joined node read the driver's ``OPENAI_API_KEY`` there).
 
 `seal_driver`, called before the driver joins a cluster:
 

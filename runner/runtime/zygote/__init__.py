@@ -1,6 +1,6 @@
 """The namespace backend's zygote: one pre-imported runtime that forks a fresh sandbox per run.
 
-Standard library only, Python 3.9+ (it runs the image's interpreter). Issue 31: a sandbox's
+Standard library only, Python 3.9+ (it runs the image's interpreter). A sandbox's
 own start was ~90-100 ms of CPU importing the runtime, paid again in every run. The zygote
 imports the runtime once per key (image, mounts, user, environment: `runner.backends.
 namespace.zygotes`) and forks each sandbox from there. A fork is not a reused sandbox: each

@@ -36,7 +36,7 @@ from runner.wire import zygote as wire
 __all__ = ["PRELOAD", "Zygote", "preload", "serve"]
 
 # What a run imports before its first tool call, imported once here (the runtime's ~70
-# modules: ~90 ms of CPU per run before, issue 31). Nothing here runs any code of a run.
+# modules: ~90 ms of CPU per run before). Nothing here runs any code of a run.
 PRELOAD = (
     "runner.runtime.main",
     "runner.runtime.manifest",

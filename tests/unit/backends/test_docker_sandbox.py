@@ -141,7 +141,7 @@ class _Engine:
 def test_after_its_output_ended_one_inspect_reads_the_exit_unless_it_still_runs(
     running_at_eof: bool, calls: list[str]
 ) -> None:
-    """Issue 31: the engine's ``wait`` round trip is skipped when the output has ended and the
+    """The engine's ``wait`` round trip is skipped when the output has ended and the
     engine already reports the container exited (the usual case); otherwise it waits."""
     host, engine_end = socket.socketpair()
     api = _Engine(running_at_eof)
@@ -158,7 +158,7 @@ def test_after_its_output_ended_one_inspect_reads_the_exit_unless_it_still_runs(
 def test_a_write_on_a_plain_socket_starts_no_thread(
     pair: tuple[DockerSandbox, socket.socket], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 31: the attach socket is written from the caller's thread (`SocketWriter`), not
+    """The attach socket is written from the caller's thread (`SocketWriter`), not
     by a helper thread per message (`TimedWriter`, still used for TLS and named pipes)."""
     box, engine = pair
     started: list[str] = []

@@ -97,7 +97,7 @@ def test_the_cgroup_folders_are_shown_read_only(tree: Path, tmp_path: Path) -> N
 def test_the_rlimit_launcher_uses_no_shell_builtin_and_sets_setrlimit_values() -> None:
     argv = launcher_argv(None, None)
     assert argv[:2] == ["/bin/sh", "-c"]
-    assert "ulimit" not in argv[2]  # dash has no ulimit -u (issue 32, N08)
+    assert "ulimit" not in argv[2]  # dash has no ulimit -u
     assert argv[2] == 'exec setpriv --pdeathsig KILL -- "$@"'  # not root: no uid change
     bare = launcher_argv(None, None, setpriv=False)
     assert bare[2] == 'exec "$@"'

@@ -1,5 +1,5 @@
 """The Ray driver keeps its provider keys out of every readable process environment
-(runner/backends/ray/driverenv.py; issue 32, N01): measured on real processes through
+(runner/backends/ray/driverenv.py): measured on real processes through
 /proc/PID/environ, as the review's attacker read it."""
 
 from __future__ import annotations

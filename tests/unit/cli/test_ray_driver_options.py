@@ -1,4 +1,4 @@
-"""``--backend ray``'s driver-side options (issue 32, N01): the host's provider endpoints are read
+"""``--backend ray``'s driver-side options: the host's provider endpoints are read
 into the settings before the keys leave the environment, and ``--unsafe-open-cluster`` is
 refused without ``--backend ray`` (exit 2). The cluster itself: tests/integration/
 test_ray_auth.py."""

@@ -1,4 +1,4 @@
-"""Importers are linear in output (issue 32 N04): a turn's history is written by reference.
+"""Importers are linear in output: a turn's history is written by reference.
 
 Before, every model and user turn's request held the whole conversation so far: a τ²
 conversation of 2,000 messages (0.75 MB) made a 400 MB trace. Now each role's later turns

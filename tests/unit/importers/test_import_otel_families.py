@@ -1,4 +1,4 @@
-"""`import otel` across span families (issue 26): the conventions table and its rules.
+"""`import otel` across span families: the conventions table and its rules.
 
 Public recordings (tests/fixtures/import/otel/*/SOURCE.md): any-agent's dumps of seven
 frameworks (none imported before: ``call_llm`` was not a model call), kagent's Jaeger and Tempo

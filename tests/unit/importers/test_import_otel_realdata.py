@@ -150,7 +150,7 @@ def test_the_aborted_run_fails_at_the_tool_that_raised(tmp_path: Path) -> None:
     }
     assert end["error"]["message"] == "ticker not found: XYZ"
     assert lines[2]["error"] == {"class": "ValueError", "message": "ticker not found: XYZ"}
-    # the source aborted on the tool's error: its workflow raises it too (issue 26), so that
+    # the source aborted on the tool's error: its workflow raises it too, so that
     # reproduce fails at the same call instead of handing the error back to the model
     workflow = lines[0]["workflow"]["content"]
     assert "tool_errors: raise" in workflow

@@ -130,16 +130,20 @@ def totals(db: Database, job_id: str | None = None) -> dict[Purpose, PurposeTota
     return result
 
 
-def per_run_history(db: Database, purpose: Purpose = "replay") -> RunHistory | None:
+def per_run_history(
+    db: Database, purpose: Purpose = "replay", *, variant: str | None = None
+) -> RunHistory | None:
     """Return the mean settled spend per run of ``purpose`` over every job, or None.
 
     The spend of a run's model calls (charged separately, same purpose) counts toward it: the
-    settled total of the purpose divided by its settled runs.
+    settled total of the purpose divided by its settled runs. ``variant``: of that variant's
+    charges only (None: all).
     """
-    row = db.read(
-        f"SELECT {_SUMS} FROM charges WHERE state = 'settled' AND purpose = ?",  # noqa: S608
-        (purpose,),
-    )[0]
+    where = "state = 'settled' AND purpose = ?"
+    args: tuple[str, ...] = (purpose,)
+    if variant is not None:
+        where, args = where + " AND variant = ?", (purpose, variant)
+    row = db.read(f"SELECT {_SUMS} FROM charges WHERE {where}", args)[0]  # noqa: S608
     total = _amount(row)
     if total.runs == 0:
         return None

@@ -391,9 +391,12 @@ class Ledger:
         """Totals by purpose (every purpose present, zero when unused), of a job or all jobs."""
         return reports.totals(self._db, job_id)
 
-    def per_run_history(self, purpose: Purpose = "replay") -> RunHistory | None:
+    def per_run_history(
+        self, purpose: Purpose = "replay", *, variant: str | None = None
+    ) -> RunHistory | None:
         """Mean settled spend per run of ``purpose`` over every earlier job, for plan estimates.
 
-        Returns None when no run of that purpose was ever settled.
+        ``variant``: only the charges of that variant (``name@version``); None: every one.
+        Returns None when no such run was ever settled.
         """
-        return reports.per_run_history(self._db, purpose)
+        return reports.per_run_history(self._db, purpose, variant=variant)

@@ -54,7 +54,7 @@ from runner.episode.reaping import ledger_id, settle_reaped
 from runner.errors import InputError
 from runner.grading import make_judge, parse_judge
 from runner.hostlog import get_logger
-from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger
+from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger, RunHistory
 from runner.policy import load_policy
 from runner.policy.pricing import check_prices, recorded_models, with_prices
 from runner.settings import Settings
@@ -178,11 +178,14 @@ def prepare(
     capacity = admit_concurrency(
         options.concurrency or settings.concurrency, policy, settings, engine=engine
     )
-    history = None
+    history: dict[str, RunHistory] = {}
     ledger_path = settings.state_dir / LEDGER_FILENAME
     if ledger_path.exists():  # never create the ledger just to plan
         with Ledger(ledger_path) as ledger:
-            history = ledger.per_run_history("replay")
+            for variant in variants:  # each its own: another workflow's runs say nothing
+                found = ledger.per_run_history("replay", variant=variant.name)
+                if found is not None:
+                    history[variant.name] = found
     job_id = job_id or timestamped_ids(prefix="job")()
     return build_plan(
         job_id,

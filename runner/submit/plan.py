@@ -54,7 +54,7 @@ class Plan:
         concurrency: sandboxes at once.
         ceilings: purpose -> ceiling in effect (``replay``, ``judge``).
         per_run: estimated spend of one run per variant name.
-        basis: how ``per_run`` was estimated (history or upper bound).
+        basis: how ``per_run`` was estimated (each variant's own history, or an upper bound).
         judge_calls: model calls the judge will make (0 for rubric and functions).
         judge_estimate: their estimated spend.
         unpriced: models without a price in the policy.
@@ -83,6 +83,11 @@ class Plan:
     seed: int = 0
     capacity: ConcurrencyBound | None = None
     backend: str | None = None
+    typical_sandbox_s: float | None = None
+    """Earlier runs' mean sandbox seconds per run (of the variants that have history), or None.
+
+    The budget clock's typical run before one of this job ended.
+    """
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
@@ -98,16 +103,6 @@ class Plan:
             for r in range(self.repeats)
             for v in self.variants
         ]
-
-    @property
-    def typical_sandbox_s(self) -> float | None:
-        """Earlier jobs' mean sandbox seconds per run, or None without history.
-
-        The budget clock's typical run before one of this job ended.
-        """
-        if not self.basis.startswith("mean of") or not self.per_run:
-            return None
-        return next(iter(self.per_run.values())).sandbox_s
 
     @property
     def runs(self) -> int:
@@ -324,7 +319,7 @@ def build_plan(
     judge: str,
     concurrency: int,
     ceilings: Mapping[str, CeilingInEffect],
-    history: RunHistory | None,
+    history: Mapping[str, RunHistory] | None,
     limits: Mapping[str, Mapping[str, Any]] | None = None,
     repeats: int = 1,
     seed: int = 0,
@@ -340,7 +335,9 @@ def build_plan(
         judge: the judge spec.
         concurrency: sandboxes at once.
         ceilings: purpose -> ceiling in effect.
-        history: mean spend per earlier run, or None.
+        history: mean spend per earlier run, by variant name (`Ledger.per_run_history` of that
+            variant: another workflow's runs say nothing of this one's); a variant without
+            any is estimated as an upper bound.
         limits: the per-run limits in effect with their sources (shown in plan and report).
         repeats: fresh episodes per (variant, task), >= 1.
         seed: the grading seed.
@@ -365,8 +362,9 @@ def build_plan(
                     field="prices",
                 )
             unpriced.append(model)
-        if history is not None:
-            per_run[variant.name] = history.per_run
+        earlier = (history or {}).get(variant.name)
+        if earlier is not None:
+            per_run[variant.name] = earlier.per_run
             continue
         tokens_in = tokens_out = 0
         usd = 0.0
@@ -384,12 +382,7 @@ def build_plan(
             usd=usd,
             sandbox_s=NOMINAL_SANDBOX_S,
         )
-    basis = (
-        f"mean of {history.runs} earlier runs"
-        if history is not None
-        else f"upper bound: max_turns calls x ({NOMINAL_PROMPT_TOKENS} prompt +"
-        f" {DEFAULT_MAX_TOKENS} completion tokens); no earlier runs"
-    )
+    basis, typical = _basis(variants, history or {})
     # a model judge ranks every group (task, repeat) twice: in two orders (grading.order)
     groups = len(tasks) * repeats
     spec = parse_judge(judge)
@@ -428,4 +421,25 @@ def build_plan(
         repeats=repeats,
         seed=seed,
         capacity=capacity,
+        typical_sandbox_s=typical,
     )
+
+
+def _basis(
+    variants: Sequence[Variant], history: Mapping[str, RunHistory]
+) -> tuple[str, float | None]:
+    """How the per-run estimates were made, and the mean sandbox-s of the runs behind them."""
+    bound = (
+        f"upper bound: max_turns calls x ({NOMINAL_PROMPT_TOKENS} prompt +"
+        f" {DEFAULT_MAX_TOKENS} completion tokens)"
+    )
+    known = [(v.name, history[v.name]) for v in variants if v.name in history]
+    if not known:
+        return f"{bound}; no earlier runs", None
+    runs = sum(h.runs for _, h in known)
+    typical = sum(h.per_run.sandbox_s * h.runs for _, h in known) / runs
+    said = ", ".join(f"{name} {h.runs}" for name, h in known)
+    basis = f"mean of each variant's earlier runs: {said}"
+    if len(known) < len(variants):
+        basis += f"; {bound} for the others"
+    return basis, typical

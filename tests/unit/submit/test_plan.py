@@ -8,7 +8,7 @@ import pytest
 
 from runner.backends.capacity import HostResources
 from runner.errors import InputError
-from runner.ledger import Amount, RunHistory
+from runner.ledger import Amount, Ledger, RunHistory
 from runner.settings import Settings
 from runner.submit.job import prepare
 from runner.submit.options import CeilingFlags, SubmitOptions, load_job_file
@@ -113,10 +113,27 @@ def test_upper_bound_estimate_without_history_and_history_when_there_is(
         judge="rubric",
         concurrency=2,
         ceilings=plan.ceilings,
-        history=history,
+        history={"fixture@agent": history, "fixture@a": history},
     )
     assert again.replay_estimate.usd == pytest.approx(0.25 * 8)
-    assert "mean of 7 earlier runs" in again.basis
+    assert again.basis == "mean of each variant's earlier runs: fixture@agent 7, fixture@a 7"
+    assert again.typical_sandbox_s == pytest.approx(2.0)
+
+
+def test_each_variant_is_estimated_from_its_own_earlier_runs(settings: Settings) -> None:
+    """Another workflow's runs say nothing of this one's (a user's `run v2.yaml` made the plan
+    of v1 and v2 both "mean of 1 earlier runs", v1's estimate taken from v2's run)."""
+    with Ledger.for_state_dir(settings.state_dir) as ledger:
+        ledger.create_job("old", plan={}, settings={})
+        ledger.reserve(
+            "k1", "old", "replay", Amount(runs=1, sandbox_s=9.0), kind="run", variant="fixture@a"
+        )
+        ledger.settle("k1", Amount(runs=1, usd=0.5, sandbox_s=3.0))
+    again = prepare(options("agent.yaml", "a.yaml"), settings, job_id="job-2")
+    assert again.per_run["fixture@a"].usd == pytest.approx(0.5)
+    assert again.per_run["fixture@agent"].tokens_in == 3 * NOMINAL_PROMPT_TOKENS  # upper bound
+    assert again.basis.startswith("mean of each variant's earlier runs: fixture@a 1; upper bound")
+    assert again.typical_sandbox_s == pytest.approx(3.0)
 
 
 def test_model_judge_calls_are_planned_and_priced(settings: Settings) -> None:

@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runner.backends.registry import BACKENDS, DEFAULT, BackendEntry, BackendOptions, entry
+from runner.backends.registry import (
+    BACKENDS,
+    DEFAULT,
+    BackendEntry,
+    BackendOptions,
+    entry,
+    load,
+)
 from runner.errors import InputError
 
 if TYPE_CHECKING:  # pydantic-settings stays out of CLI start-up (`--help`)
@@ -208,12 +215,15 @@ def backend_factory(
         unsafe_open_cluster: ``--unsafe-open-cluster``.
 
     Raises:
-        InputError: no such backend, or a flag the chosen backend does not take (exit 2).
+        InputError: no such backend, a flag the chosen backend does not take, or the pip extra
+            it needs is not installed (exit 2, now: before a plan names a job that never runs).
     """
     chosen = chosen_backend(settings, backend)
     options = backend_options(
         chosen, {"--ray-address": ray_address, "--unsafe-open-cluster": unsafe_open_cluster}
     )
+    if chosen.extra:  # its package imported now (it is needed anyway): a missing extra, exit 2
+        load(chosen.factory, extra=chosen.extra, backend=chosen.name)
     return lambda: chosen.make(settings, options)
 
 

@@ -48,3 +48,20 @@ def test_the_unsafe_opt_in_needs_the_ray_backend() -> None:
             "--backend", "namespace"]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and "--unsafe-open-cluster" in result.output, result.output
+
+
+def test_a_backend_whose_extra_is_missing_is_refused_before_the_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plan naming a job that never runs was printed first (``--backend ray`` without the
+    extra: the plan, a job id, a 0/44 progress bar, then the error)."""
+    from runner.backends import registry
+
+    missing = registry.BackendEntry(
+        "far", "a backend whose package is absent", "runner_absent_pkg.backend:B.make", extra="far"
+    )
+    monkeypatch.setitem(registry.BACKENDS, "far", missing)
+    with pytest.raises(
+        InputError, match=r"needs the far extra: pip install 'sandbox-replay\[far\]'"
+    ):
+        backend_factory(Settings(), "far")

@@ -149,9 +149,9 @@ class ConcurrencyBound:
             why = f"bound by {limit.name}: {limit.why}"
             head = f"{self.admitted} at once (asked {self.asked}; {why})"
         else:
-            head = f"{self.admitted} at once (as asked)"
+            head = f"{self.admitted} at once (as asked: nothing here bounds it lower)"
         others = [f"{b.name} {b.runs}" for b in known if b is not limit]
-        tail = f"; other bounds: {', '.join(others)}" if others else ""
+        tail = f"; runs each other bound allows: {', '.join(others)}" if others else ""
         if unknown:
             tail += f"; unknown: {', '.join(unknown)}"
         if self.spares_wanted:

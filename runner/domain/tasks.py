@@ -286,6 +286,8 @@ def load_tasks(path: Path | str) -> TaskFile:
             record = strict_loads(line_bytes)
         except StrictJSONError as exc:  # not UTF-8, too deep, NaN, a duplicate key, not JSON
             reason = exc.reason if exc.kind == "utf8" else f"invalid JSON: {exc.detail}"
+            if exc.kind == "syntax":  # a task pasted over several lines, most often
+                reason += " (a task file is JSON Lines: one whole task a line)"
             result.errors.append(InputError(reason, file=name, line=number, field=exc.field))
             continue
         try:

@@ -136,7 +136,10 @@ class Worker:
         elif HANDLES:  # record on Windows: the witness is a Linux seccomp filter
             self._witness_coverage = _partial("egress witness unavailable on this platform")
         else:
-            self._witness_coverage = _partial("egress witness off ({}=off)".format(ENV_WITNESS))
+            self._witness_coverage = _partial(
+                "egress witness off (a local process outside any sandbox: record's,"
+                " {}=off)".format(ENV_WITNESS)
+            )
         witness_fd = theirs.fileno() if witnessed else None
         if fork.exec_wanted(environment):
             import subprocess  # only here: the fork needs none of it (~3 ms of every start)

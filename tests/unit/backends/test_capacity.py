@@ -32,7 +32,10 @@ def test_asked_is_admitted_when_every_bound_has_room() -> None:
         128, memory_mb=96, pids_limit=128, engine_memory_bytes=24 * GIB, host=ROOMY
     )
     assert bound.admitted == 128 and bound.binding is None
-    assert bound.describe().startswith("128 at once (as asked); other bounds: memory 192")
+    assert bound.describe().startswith(
+        "128 at once (as asked: nothing here bounds it lower);"
+        " runs each other bound allows: memory 192"
+    )
     assert "unknown: threads" in bound.describe()  # RLIMIT_NPROC unlimited bounds nothing
 
 

@@ -124,3 +124,16 @@ def test_an_observation_body_without_encoding_is_text_in_the_call_records(tmp_pa
     task = load_tasks(path).get("t1")
     encodings = [obs.get("body_encoding") for obs in task.observations]
     assert encodings == ["text", "base64", None]
+
+
+def test_a_task_pasted_over_several_lines_is_told_the_file_is_json_lines(tmp_path: Path) -> None:
+    """A new user pasted a task as the README shows it, indented over lines: 7 warnings of
+    "invalid JSON … Extra data" and no word of the one-task-a-line rule."""
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"task_id": "oslo-1",\n "input": {"city": "Oslo"}}\n', encoding="utf-8")
+    loaded = load_tasks(path)
+    assert loaded.tasks == {}
+    assert [
+        e.message.endswith("(a task file is JSON Lines: one whole task a line)")
+        for e in loaded.errors
+    ] == [True, True]

@@ -230,5 +230,5 @@ def test_the_sandbox_seconds_ceiling_does_not_bound_the_runs_at_once(
     assert plan.concurrency == 128
     assert plan.capacity is not None and plan.capacity.binding is None
     text = "\n".join(plan.lines())
-    assert "128 at once (as asked)" in text
+    assert "128 at once (as asked: nothing here bounds it lower)" in text
     assert "shared by a budget clock, not held per run" in text

@@ -52,7 +52,7 @@ def test_the_plan_line_says_the_pools_share_of_the_budget() -> None:
     )
     assert (bound.admitted, bound.spares) == (20, 4)
     line = bound.describe()
-    assert line.startswith("20 at once (as asked)")
+    assert line.startswith("20 at once (as asked: nothing here bounds it lower)")
     assert "warm pool: 4 spare sandboxes (of 21 wanted; bound by memory: 24 sandboxes)" in line
     assert bound.to_json()["pool_spares"] == 4
     roomy = bound_concurrency(

@@ -242,7 +242,10 @@ def _render_unrecorded(unrecorded: Mapping[str, Any], console: Console) -> None:
             + json.dumps(c.get("args"), ensure_ascii=False, sort_keys=True)[:80]
             for c in calls[:3]
         ]
-        more = f" (+{len(calls) - 3} more, see --json)" if len(calls) > 3 else ""
+        count, rest = int(entry["count"]), int(entry["count"]) - len(shown)
+        more = f" (+{rest} more, see --json)" if rest > 0 else ""
+        if len(calls) < count:  # --json lists the first MAX_LISTED_MISSES of them
+            more = f" (+{rest} more: --json lists the first {len(calls)}, the traces every one)"
         table.add_row(escape(str(variant)), str(entry["count"]), escape("; ".join(shown) + more))
     console.print(table)
 

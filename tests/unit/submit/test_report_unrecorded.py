@@ -95,3 +95,18 @@ def test_a_tool_error_class_that_only_ends_like_it_is_not_a_miss(tmp_path: Path)
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert unrecorded_reads([PairOutcome("v1", "t1", trace=str(path))]) == {}
+
+
+def test_the_table_says_how_many_misses_the_json_lists() -> None:
+    """257 misses, 100 listed in the JSON: the table said "+97 more, see --json", and 157 of
+    them were listed nowhere (a new user's τ² job)."""
+    import io
+
+    from rich.console import Console
+
+    from runner.cli.render.report import _render_unrecorded
+
+    calls = [{"task_id": "t", "index": i, "tool": "get", "args": {}} for i in range(100)]
+    out = io.StringIO()
+    _render_unrecorded({"v1": {"count": 257, "calls": calls}}, Console(file=out, width=400))
+    assert "+254 more: --json lists the first 100, the traces every one" in out.getvalue()

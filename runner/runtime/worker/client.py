@@ -137,8 +137,9 @@ class Worker:
             self._witness_coverage = _partial("egress witness unavailable on this platform")
         else:
             self._witness_coverage = _partial(
-                "egress witness off (a local process outside any sandbox: record's,"
-                " {}=off)".format(ENV_WITNESS)
+                "egress witness off (a local process outside any sandbox: record's, {}=off)".format(
+                    ENV_WITNESS
+                )
             )
         witness_fd = theirs.fileno() if witnessed else None
         if fork.exec_wanted(environment):

@@ -84,7 +84,7 @@ COMMANDS: dict[str, Command] = {
     "image": Command("image", "Build and try the sandbox image."),
     "import": Command(
         "importer",
-        "Import public agent traces (τ²-bench results, OpenAI chat messages, OpenTelemetry).",
+        "Import agent traces (τ²-bench, OpenAI messages, OpenTelemetry, Inspect, Harbor ATIF).",
     ),
     "tasks": Command("tasks", "Make task files from recorded runs."),
     "policy": Command("policy", "Compare policies on recorded calls."),

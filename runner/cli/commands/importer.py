@@ -1,7 +1,7 @@
 """``sandbox-replay import tau2|openai-messages|otel|inspect|atif``: traces → this project's files.
 
 Traces and tasks are redacted before they are written (``--policy``'s ``redaction:`` rules, by
-default the built-in detectors; `runner.importers.redaction`). Both commands write into
+default the built-in detectors; `runner.importers.redaction`). Every importer writes into
 ``--out DIR``: ``traces/<run_id>.jsonl``, ``tasks.jsonl``,
 ``tools.manifest.json``, ``workflow.yaml`` (+ ``workflow.read-only.yaml``) and
 ``import-report.json`` (layout in `runner.importers.output`). Exit 0 when written, 2 on bad
@@ -30,7 +30,7 @@ from runner.policy import load_policy
 
 import_app = typer.Typer(
     name="import",
-    help="Import public agent traces (τ²-bench results, OpenAI chat messages, OpenTelemetry).",
+    help="Import agent traces (τ²-bench, OpenAI messages, OpenTelemetry, Inspect, Harbor ATIF).",
     no_args_is_help=True,
 )
 app.add_typer(import_app, name="import")
@@ -50,7 +50,8 @@ _Explain = Annotated[
     bool,
     typer.Option(
         "--explain",
-        help="Print, per file, what was read and what was ignored and why (by span family).",
+        help="Print, per file, what was read and what was ignored and why (OpenTelemetry: by span"
+        " family and role).",
     ),
 ]
 _Json = Annotated[bool, typer.Option("--json", help="Print the import report as JSON.")]

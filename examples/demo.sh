@@ -71,6 +71,6 @@ awk -v a="$started" -v b="$ended" -v s="$SANDBOX_REPLAY_STATE_DIR" \
   'BEGIN { printf "\ndemo finished in %.1f s (state in %s)\n", b - a, s }'
 job=$(ls -t "$SANDBOX_REPLAY_STATE_DIR/jobs" 2>/dev/null | head -n 1 || true)
 if [ -n "$job" ]; then
-  echo "open the demo's job: SANDBOX_REPLAY_STATE_DIR=$SANDBOX_REPLAY_STATE_DIR $sr report $job --html report.html"
-  echo "                 or: SANDBOX_REPLAY_STATE_DIR=$SANDBOX_REPLAY_STATE_DIR $sr view $job"
+  echo "the demo's job, as a page: $SANDBOX_REPLAY_STATE_DIR/jobs/$job/report.html"
+  echo "              or served: SANDBOX_REPLAY_STATE_DIR=$SANDBOX_REPLAY_STATE_DIR $sr view $job"
 fi

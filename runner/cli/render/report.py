@@ -38,22 +38,32 @@ def group_by_reason(entries: Iterable[Mapping[str, Any]], label: str) -> list[di
 
     Args:
         entries: dicts with ``reason`` and the fields ``label`` is built from.
-        label: ``pair`` (``variant×task_id``) or ``task`` (``task_id``).
+        label: ``pair`` (``variant×task_id``, and ``#repeat`` when the entries hold more than
+            repeat 0: the same pair twice is two episodes) or ``task`` (``task_id``).
 
     Returns:
         ``[{"reason", "count", "items": [label, ...]}]``.
     """
+    entries = list(entries)
+    repeated = any(_repeat(e) for e in entries)
     groups: dict[str, dict[str, Any]] = {}
     for entry in entries:
         reason = str(entry.get("reason") or "no reason given")
         if label == "pair":
             item = f"{entry.get('variant')}×{entry.get('task_id')}"
+            if repeated:
+                item += f"#{_repeat(entry)}"
         else:
             item = str(entry.get("task_id"))
         group = groups.setdefault(reason, {"reason": reason, "count": 0, "items": []})
         group["count"] += 1
         group["items"].append(item)
     return list(groups.values())
+
+
+def _repeat(entry: Mapping[str, Any]) -> int:
+    value = entry.get("repeat")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def sample(items: list[str], shown: int = SHOWN) -> str:
@@ -253,12 +263,12 @@ def _render_unrecorded(unrecorded: Mapping[str, Any], console: Console) -> None:
 def _render_groups(report: JobReport, grading: Mapping[str, Any] | None, console: Console) -> None:
     not_run = report.not_run
     if not_run:
-        console.print(f"[yellow]{_plural(len(not_run), 'pair')} not run:[/yellow]")
+        unit = "episode" if any(_repeat(e) for e in not_run) else "pair"  # --repeats K
+        console.print(f"[yellow]{_plural(len(not_run), unit)} not run:[/yellow]")
         for group in group_by_reason(not_run, "pair"):
             console.print(
                 escape(
-                    f"  {_plural(group['count'], 'pair')} {group['reason']}:"
-                    f" {sample(group['items'])}"
+                    f"  {_plural(group['count'], unit)} {group['reason']}: {sample(group['items'])}"
                 )
             )
     incomplete = report.incomplete

@@ -72,6 +72,7 @@ PUBLIC: dict[str, list[str]] = {
         "CapabilityDenied",
         "CeilingReached",
         "EXIT_CEILING",
+        "EXIT_INCONCLUSIVE",
         "EXIT_INELIGIBLE",
         "EXIT_INFRA",
         "EXIT_INPUT",

@@ -23,6 +23,8 @@ Exit codes (SPEC.md, worst wins): 0 every planned run finished (episode statuses
 2 invalid input; 3 a variant is ineligible (nothing started, no ledger row); 4 a ceiling
 stopped a run, a model call or the judge (the pairs not run are listed); 6 the engine unusable or
 an episode ended ``infra_error``; 130 interrupted (sandboxes removed, job ``interrupted``).
+With ``--baseline VARIANT`` (`runner.grading.gate`): 1 when a candidate FAILs, 7 when one is
+INCONCLUSIVE (the worst wins).
 """
 
 from __future__ import annotations
@@ -123,6 +125,15 @@ def submit_command(
             " (default: from the job id).",
         ),
     ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Gate: answer PASS, FAIL or INCONCLUSIVE (exit 7) for each other variant"
+            " against this one (its variant name), from the mean scores' 95% intervals.",
+            metavar="VARIANT",
+        ),
+    ] = None,
     price: PriceOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
     as_json: JsonOption = False,
@@ -183,6 +194,7 @@ def submit_command(
                 repeats=repeats,
                 seed=seed,
                 prices=tuple(price or ()),
+                baseline=baseline,
             )
         code = run_job(
             settings,

@@ -198,12 +198,12 @@ def _check_entry(entry: Any, *, file: str, field: str) -> None:
     for key in _TEXTS:
         if entry.get(key) is not None and not isinstance(entry[key], str):
             raise InputError("not a string", file=file, field=f"{field}.{key}")
-    for key in ("flaky", "tasks"):
-        value = entry.get(key)
-        if value is not None and not (
-            isinstance(value, list) and all(isinstance(v, str) for v in value)
-        ):
-            raise InputError("not a list of strings", file=file, field=f"{field}.{key}")
+    key = "tasks" if field.startswith("gate.flaky") else "flaky"  # elsewhere tasks is a count
+    value = entry.get(key)
+    if value is not None and not (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    ):
+        raise InputError("not a list of strings", file=file, field=f"{field}.{key}")
     missing = entry.get("not_scored")
     if missing is not None and not (
         isinstance(missing, dict) and all(isinstance(n, int) for n in missing.values())

@@ -4,9 +4,12 @@ The **leader** is the variant with the best mean score (`runner.grading.scores`;
 judge without scores: the standings' order, best rating first); the **runner-up** the next.
 How sure comes from the head-to-head win rate of that pair (`runner.grading.uncertainty`'s
 statement: its 95 % interval over tasks, incomplete tasks counted as unknowns): the leader
-**wins** only when the statement says it is better; otherwise there is no clear winner and
-the sentence says why (within noise, too few tasks, never compared). The difference in mean
-score is reported as it is; its significance is the win rate's, not a second test.
+**wins** when the statement says it is better. When the win rate cannot tell (within noise,
+too few tasks) but the two mean scores' 95 % intervals are apart (the gate's FAIL rule,
+`runner.grading.gate`), the leader wins **on these tasks** (``how_sure``
+``better_on_these_tasks``): repeats showed the difference is no noise of the runs, the tasks
+are too few to say it holds beyond them. Otherwise there is no clear winner and the sentence
+says why (within noise, too few tasks, never compared).
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ def headline(
 
     Returns:
         ``{"winner": name | None, "leader", "runner_up", "difference", "how_sure":
-        better|within_noise|too_few_tasks|not_compared|worse|one_variant, "win_rate": {"rate",
+        better|better_on_these_tasks|within_noise|too_few_tasks|not_compared|worse|one_variant,
+        "win_rate": {"rate",
         "interval": [low, high]} | None, "text"}``.
     """
     by_name = {v["variant"]: v for v in (scores or {}).get("variants") or []}
@@ -97,6 +101,14 @@ def headline(
     if sure == "better":
         text = f"{leader} wins: {means}; {ranks}"
         return _out(leader, leader, runner_up, diff, sure, win, text)
+    apart = lead.get("interval") and second.get("interval")
+    if apart and lead["interval"][0] > second["interval"][1]:
+        text = (
+            f"{leader} wins on these {lead.get('tasks', '?')} tasks: {means}, the 95% intervals"
+            " are apart" + (f"; {ranks}" if ranks else "") + "; too few tasks to say it holds"
+            " on others"
+        )
+        return _out(leader, leader, runner_up, diff, "better_on_these_tasks", win, text)
     why = {
         "within_noise": "the win rate's 95% interval includes 50%; more tasks or --repeats"
         " would tell",

@@ -122,3 +122,33 @@ def test_flaky_tasks_are_listed_per_variant() -> None:
     flaky = {f["variant"]: f["tasks"] for f in result["flaky"]}
     assert flaky.get("base")  # a fair coin over 5 repeats differs somewhere
     assert "candidate" not in flaky  # always heads: never flaky
+
+
+def test_the_headline_names_a_winner_on_these_tasks_when_intervals_are_apart() -> None:
+    from runner.grading.headline import headline
+
+    groups = [
+        Group(
+            f"t{t}",
+            (
+                Result("good", "succeeded", "heads"),
+                Result("bad", "succeeded", "heads" if r == 0 else "tails"),
+            ),
+            expected={"output": "heads"},
+            repeat=r,
+        )
+        for t in range(3)
+        for r in range(5)
+    ]
+    report = grade(groups, rubric_judge, variants=["bad", "good"], seed=1, resamples=50)
+    order = [s.variant for s in report.standings]
+    rates = (report.uncertainty or {}).get("win_rates")
+    said = headline(report.scores, report.verdicts, order, rates)
+    # 3 tasks: the win rate says "too few tasks"; the repeats say 1.0 against 0.2, apart
+    assert said["winner"] == "good" and said["how_sure"] == "better_on_these_tasks"
+    assert said["text"].startswith("good wins on these 3 tasks: mean score 1.00 [")
+    assert "too few tasks to say it holds on others" in said["text"]
+    # one task, one repeat, both heads: nothing tells them apart
+    few = grade(groups[:1], rubric_judge, variants=["bad", "good"], seed=1, resamples=50)
+    close = headline(few.scores, few.verdicts, ["good", "bad"], None)
+    assert close["winner"] is None and close["text"].startswith("no clear winner: good leads")

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -63,10 +64,22 @@ def test_an_a_a_job_passes_or_is_inconclusive_never_fails(
 
 def test_a_real_regression_fails_with_exit_1(tmp_path: Path, sandbox_image: str) -> None:
     args = ["--variant", "good.yaml", "--variant", "broken.yaml", "--tasks", "tasks.jsonl"]
+    junit = tmp_path / "gate.xml"
     code, report = _submit(
-        tmp_path, sandbox_image, *args, "--repeats", "5", "--baseline", "coin@good"
+        tmp_path,
+        sandbox_image,
+        *args,
+        "--repeats",
+        "5",
+        "--baseline",
+        "coin@good",
+        "--junit",
+        str(junit),
     )
     (verdict,) = report["gate"]["verdicts"]
     assert verdict["variant"] == "coin@broken" and verdict["verdict"] == "FAIL", verdict
     assert code == 1 == report["exit_code"]
     assert report["verdict"]["winner"] == "coin@good"
+    (case,) = ElementTree.parse(junit).getroot().iter("testcase")
+    assert case.get("name") == "coin@broken against coin@good"
+    assert case.find("failure") is not None

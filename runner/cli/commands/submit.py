@@ -134,6 +134,15 @@ def submit_command(
             metavar="VARIANT",
         ),
     ] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit",
+            help="With --baseline: write the gate's verdicts as JUnit XML, one case per"
+            " candidate (FAIL a failure, INCONCLUSIVE an error).",
+            metavar="FILE",
+        ),
+    ] = None,
     price: PriceOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
     as_json: JsonOption = False,
@@ -170,6 +179,8 @@ def submit_command(
             settings = with_host_endpoints(settings)  # before the keys leave the environment
         check_baseline_file(egress_baseline)
         options: SubmitOptions | None = None
+        if junit is not None and baseline is None and resume is None and job_file is None:
+            raise InputError("--junit writes the gate's verdicts: it needs --baseline VARIANT")
         if resume is None:
             if job_file is not None:
                 if variant or tasks:
@@ -199,7 +210,7 @@ def submit_command(
         code = run_job(
             settings,
             options,
-            view=ConsoleJobView(as_json=as_json),
+            view=ConsoleJobView(as_json=as_json, junit=junit),
             resume=resume,
             dry_run=dry_run,
             concurrency=concurrency,

@@ -12,6 +12,7 @@ formatting. Text from files is escaped (rich markup) and made inert by the conso
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -20,9 +21,10 @@ from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
+from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.submit.jobreport import JobReport
 
-__all__ = ["figure", "percent", "render_verdict"]
+__all__ = ["figure", "percent", "render_verdict", "write_gate_junit"]
 
 _STYLE = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}
 
@@ -136,3 +138,28 @@ def _render_gate(gate: Mapping[str, Any], console: Console) -> None:
             escape(f"  flaky in {entry.get('variant')} (scores differ across repeats): {shown}"),
             soft_wrap=True,
         )
+
+
+def write_gate_junit(gate: Mapping[str, Any], path: Path) -> None:
+    """One JUnit case per candidate of the gate: PASS passes, FAIL fails, INCONCLUSIVE errors.
+
+    An INCONCLUSIVE case is written as an error (type ``INCONCLUSIVE``): the gate could not
+    judge it, which is neither a pass nor a regression (CI shows it apart from failures).
+
+    Args:
+        gate: the report's ``gate`` block (`runner.grading.gate.gate`).
+        path: the XML file to write.
+    """
+    cases = []
+    for entry in gate.get("verdicts") or []:
+        word, reason = str(entry.get("verdict")), str(entry.get("reason", ""))
+        cases.append(
+            JUnitCase(
+                f"{entry.get('variant')} against {gate.get('baseline')}",
+                "submit.gate",
+                f"{word}: {reason}",
+                failure=reason if word == "FAIL" else None,
+                error=(word, reason) if word not in ("PASS", "FAIL") else None,
+            )
+        )
+    write_junit_cases("sandbox-replay gate", cases, path)

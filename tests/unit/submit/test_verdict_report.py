@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -118,3 +119,27 @@ def test_an_older_report_without_scores_still_ends_on_its_verdicts() -> None:
     text = _text(JobReport.from_json(document, file="report.json"))
     assert "verdict" in text.splitlines()[-3] or "verdict" in "\n".join(text.splitlines()[-4:])
     assert "v2 is better than v1" in "\n".join(text.splitlines()[-4:])
+
+
+def test_the_gate_as_junit_one_case_per_candidate(tmp_path: Path) -> None:
+    from xml.etree import ElementTree
+
+    from runner.cli.render.verdict import write_gate_junit
+
+    scores = {
+        "variants": [
+            {"variant": "base", "mean": 0.8, "interval": [0.7, 0.9]},
+            {"variant": "same", "mean": 0.8, "interval": [0.7, 0.9]},
+            {"variant": "worse", "mean": 0.2, "interval": [0.1, 0.3]},
+            {"variant": "close", "mean": 0.65, "interval": [0.5, 0.8]},
+        ]
+    }
+    path = tmp_path / "gate.xml"
+    write_gate_junit(gate(scores, "base"), path)
+    cases = {c.get("name"): c for c in ElementTree.parse(path).getroot().iter("testcase")}
+    assert set(cases) == {"same against base", "worse against base", "close against base"}
+    assert cases["same against base"].find("failure") is None
+    assert cases["same against base"].find("error") is None
+    assert cases["worse against base"].find("failure") is not None
+    error = cases["close against base"].find("error")
+    assert error is not None and error.get("type") == "INCONCLUSIVE"

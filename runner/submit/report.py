@@ -21,7 +21,7 @@ Report shape (``report.json``, ``--json``)::
         infrastructure error or an interruption; groups the judge failed on: never scored),
      "spend": {purpose: totals}, "grading": {...} | null,
      "unrecorded": {variant: {"count", "calls": [{task_id, index, tool, args}]}},
-     "scores": {"level", "unit", "methods", "k", "variants": [{"variant", "mean",
+     "scores": {"level", "spread", "methods", "k", "variants": [{"variant", "mean",
         "interval": [low, high], "pass_rate", "pass_interval", ...}]} | null
         (`runner.grading.scores`),
      "gate": {"baseline", "rule", "exit_code", "verdicts": [{"variant", "verdict":

@@ -125,6 +125,7 @@ def test_summarise_over_tasks_with_repeats() -> None:
     assert a["pass_at_k"] == pytest.approx(1.0)  # every task passed at least once in 2
     assert a["pass_hat_k"] == pytest.approx(2 / 3)  # t2 did not pass both times
     assert a["flaky"] == ["t2"]
+    assert a["episodes"] == 6 and a["not_scored"] == {}  # t1#1 scored alone, B's run missing
     # B: t1's infra_error run is in no denominator, and is said
     assert b["episodes"] == 5 and b["not_scored"] == {"infra_error": 1}
     assert b["mean"] == pytest.approx((0.5 + 0.0 + 0.0) / 3)

@@ -85,8 +85,12 @@ def rating_chart(variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "boot_values": mu_interval,
             }
         )
+    return _frame(rows, [{"x": x(t), "label": f"{t:g}"} for t in _ticks(low, high)])
+
+
+def _frame(rows: list[dict[str, Any]], ticks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A chart's rows and ticks with its size and axis (both charts share the layout)."""
     axis_y = TOP + len(rows) * ROW
-    ticks = [{"x": x(t), "label": f"{t:g}"} for t in _ticks(low, high)]
     return {
         "width": WIDTH,
         "height": axis_y + AXIS,
@@ -131,14 +135,4 @@ def score_chart(variants: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
                 "interval": interval,
             }
         )
-    axis_y = TOP + len(rows) * ROW
-    ticks = [{"x": x(t / 5), "label": f"{t / 5:g}"} for t in range(6)]
-    return {
-        "width": WIDTH,
-        "height": axis_y + AXIS,
-        "left": LEFT,
-        "right": WIDTH - RIGHT,
-        "rows": rows,
-        "ticks": ticks,
-        "axis_y": axis_y,
-    }
+    return _frame(rows, [{"x": x(t / 5), "label": f"{t / 5:g}"} for t in range(6)])

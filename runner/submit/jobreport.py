@@ -54,7 +54,7 @@ class JobReport:
         grading: the tournament's report (`runner.grading.TournamentReport.to_dict`), or None.
         unrecorded: ``{variant: {count, calls}}``: reads no recording served.
         scores: the scores people know (`runner.grading.scores.summarise`): ``{"level",
-            "unit", "methods", "k", "variants": [{"variant", "mean", "interval": [low, high],
+            "spread", "methods", "k", "variants": [{"variant", "mean", "interval": [low, high],
             "pass_rate", "pass_interval", "pass_at_k", ..., "flaky", "not_scored"}]}``; None
             when nothing was graded (or in an older report).
         gate: ``submit --baseline``'s verdicts (`runner.grading.gate.gate`), or None.

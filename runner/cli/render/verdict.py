@@ -48,12 +48,13 @@ def _not_scored(variants: Sequence[Mapping[str, Any]]) -> str:
         counts = entry.get("not_scored") or {}
         if counts:
             why = ", ".join(f"{n} {reason}" for reason, n in counts.items())
-            parts.append(f"{entry['variant']}: {why}")
+            parts.append(f"{entry.get('variant')}: {why}")
     return "; ".join(parts)
 
 
 def _scores_table(scores: Mapping[str, Any]) -> Table:
-    k = int(scores.get("k") or 1)
+    given = scores.get("k")
+    k = given if isinstance(given, int) else 1
     table = Table(box=box.SIMPLE, pad_edge=False, show_edge=False)
     table.add_column("variant", no_wrap=True)
     table.add_column("mean score [95%]", no_wrap=True)
@@ -64,7 +65,7 @@ def _scores_table(scores: Mapping[str, Any]) -> Table:
     table.add_column("scored", justify="right")
     for entry in scores.get("variants") or []:
         row = [
-            escape(str(entry["variant"])),
+            escape(str(entry.get("variant"))),
             figure(entry.get("mean"), entry.get("interval")),
             figure(entry.get("pass_rate"), entry.get("pass_interval"), pct=True),
         ]
@@ -101,10 +102,12 @@ def render_verdict(report: JobReport, console: Console) -> None:
         missing = _not_scored(scores["variants"])
         if missing:
             console.print(escape(f"not scored (in no denominator): {missing}"), soft_wrap=True)
+        given = scores.get("methods")
+        methods: Mapping[str, Any] = given if isinstance(given, dict) else {}
         console.print(
             escape(
-                f"intervals: mean {scores['methods']['mean']}; pass rate"
-                f" {scores['methods']['pass_rate']}"
+                f"intervals: mean {methods.get('mean', '-')}; pass rate"
+                f" {methods.get('pass_rate', '-')}"
             ),
             style="dim",
             soft_wrap=True,

@@ -143,3 +143,11 @@ def test_the_gate_as_junit_one_case_per_candidate(tmp_path: Path) -> None:
     assert cases["worse against base"].find("failure") is not None
     error = cases["close against base"].find("error")
     assert error is not None and error.get("type") == "INCONCLUSIVE"
+
+
+def test_a_scores_block_missing_its_keys_still_renders() -> None:
+    """A job folder may be anyone's: keys the renderer reads may be absent or odd."""
+    document = _report().to_json()
+    document["scores"] = {"k": "5", "variants": [{"mean": 0.5, "interval": [0.1, 0.9]}]}
+    text = _text(JobReport.from_json(document, file="report.json"))
+    assert "0.50 [0.10, 0.90]" in text and "intervals: mean -" in text

@@ -273,7 +273,7 @@ def grade(
             ungraded.append({**where, "reason": "fewer_than_two_results"})
             if group.results and not getattr(judge, "order_sensitive", False):
                 try:  # a host judge (rubric, function) scores one episode for nothing
-                    solo.append(judge(group))
+                    solo.append(replace(judge(group), repeat=group.repeat))
                 except (GradingError, CeilingReached) as exc:
                     log.warning("scoring_failed", task_id=group.task_id, error=str(exc))
             continue

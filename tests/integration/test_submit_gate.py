@@ -3,8 +3,8 @@
 The fixture (tests/fixtures/gate) is a workflow whose one tool flips a coin with no seed
 (`random.SystemRandom`) in the sandbox; the rubric scores heads 1, tails 0. An A/A job (the
 same workflow twice, 4 tasks x 5 repeats) must never FAIL: its answer is PASS or
-INCONCLUSIVE (the rule's false-FAIL chance was measured at 1 in 200 seeded A/A jobs by
-tests/unit/grading/test_gate.py's simulation, which checks 30 seeds deterministically). A coin
+INCONCLUSIVE (the rule's false-FAIL chance was measured at 1 in 200 seeded A/A jobs by the
+simulation of tests/unit/grading/test_gate_verdicts.py, which checks 30 seeds). A coin
 that went from heads 95 % to 5 % must FAIL (every one of 100 simulated seeds did).
 """
 

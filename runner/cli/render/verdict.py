@@ -22,6 +22,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from runner.cli.render.junit import JUnitCase, write_junit_cases
+from runner.cli.render.terminal import one_line
 from runner.submit.jobreport import JobReport
 
 __all__ = ["figure", "percent", "render_verdict", "write_gate_junit"]
@@ -115,9 +116,9 @@ def render_verdict(report: JobReport, console: Console) -> None:
     gate = report.gate
     if gate:
         _render_gate(gate, console)
-    if report.status != "complete":
+    if report.status != "complete":  # a status read back from a file: one line, cut
         console.print(
-            escape(f"job {report.status}: the figures cover the runs that finished"),
+            escape(f"job {one_line(report.status)[:80]}: the figures cover the runs that finished"),
             style="yellow",
         )
 

@@ -151,3 +151,14 @@ def test_a_scores_block_missing_its_keys_still_renders() -> None:
     document["scores"] = {"k": "5", "variants": [{"mean": 0.5, "interval": [0.1, 0.9]}]}
     text = _text(JobReport.from_json(document, file="report.json"))
     assert "0.50 [0.10, 0.90]" in text and "intervals: mean -" in text
+
+
+def test_the_page_of_a_report_with_odd_scores_is_written() -> None:
+    from runner.cli.render.html.job import job_context
+    from runner.cli.render.html.render import render_page
+
+    document = _report().to_json()
+    document["scores"] = {"k": "5", "variants": [{"variant": "v1", "mean": 0.5}]}
+    report = JobReport.from_json(document, file="report.json")
+    page = render_page("job.html.j2", {**job_context(report), "episodes": {}}, {})
+    assert "scores-table" in page and "pass@5" not in page

@@ -28,6 +28,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # ``-h`` as ``--help`` on every command: click contexts inherit this from their parent
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 # The options of `_main_options` that take a value (``--log-format json``): what

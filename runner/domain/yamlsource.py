@@ -10,7 +10,8 @@ is an error (PyYAML would silently keep the last one); lines are 1-based. The ru
 JSON inputs hold here too, since every document becomes JSON (run.json, hashes, traces): the
 file is read by the one bounded reader (`runner.inputfile`: regular files only, size limit per
 kind), nesting deeper than `runner.trace.strictjson.MAX_DEPTH` and non-finite numbers (``.inf``,
-``.nan``) are errors naming the line, and so are characters YAML refuses (a NUL byte).
+``.nan``) and whole numbers past Python's digit limit are errors naming the line, and so are
+characters YAML refuses (a NUL byte).
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ def load_yaml(path: Path, *, what: str) -> YamlDocument:
     Raises:
         InputError: the file cannot be read (missing, not a regular file, over the size
             limit), is not UTF-8, is not valid YAML, holds several documents, repeats a key in
-            one mapping, nests deeper than `MAX_DEPTH` or holds a non-finite number (file,
-            line and field named).
+            one mapping, nests deeper than `MAX_DEPTH`, holds a non-finite number or a whole
+            number past Python's digit limit (file, line and field named).
     """
     raw = read_input(path, what)  # regular files only, at most LIMITS[what] bytes
     try:
@@ -159,6 +160,25 @@ MAX_VALUES = 100_000
 """Values (after alias expansion) a document may hold: aliases can expand exponentially."""
 
 _FLOAT_TAG = "tag:yaml.org,2002:float"
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Loc, file: Path) -> Any:
+    """``node`` constructed; a whole number Python refuses to convert is an `InputError`.
+
+    Python refuses decimal text past 4300 digits (``sys.get_int_max_str_digits``) with a
+    ValueError, which PyYAML passes on.
+    """
+    try:
+        return loader.construct_object(node, deep=True)
+    except ValueError:
+        raise InputError(
+            f"a whole number of more digits than Python converts (a value of {len(str(node.value))}"
+            " characters)",
+            file=str(file),
+            line=node.start_mark.line + 1,
+            field=field_name(path),
+        ) from None
 
 
 def _walk(
@@ -191,6 +211,8 @@ def _walk(
         )
     value_lines[path] = node.start_mark.line + 1
     inner = (*ancestors, id(node))
+    if isinstance(node, yaml.ScalarNode) and node.tag == _INT_TAG:
+        _construct(loader, node, path, file)
     if isinstance(node, yaml.ScalarNode) and node.tag == _FLOAT_TAG:
         number = loader.construct_object(node)
         if isinstance(number, float) and not math.isfinite(number):
@@ -206,7 +228,7 @@ def _walk(
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # ``<<: *anchor`` merges are resolved by the constructor
-            key = loader.construct_object(key_node, deep=True)
+            key = _construct(loader, key_node, path, file)
             line = key_node.start_mark.line + 1
             try:
                 first = seen.get(key)

@@ -25,6 +25,7 @@ from typing import Any, Dict, Optional
 
 __all__ = [
     "EXIT_CEILING",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INELIGIBLE",
     "EXIT_INFRA",
     "EXIT_INPUT",
@@ -53,9 +54,12 @@ EXIT_INELIGIBLE = 3
 EXIT_CEILING = 4
 EXIT_REFUSED = 5
 EXIT_INFRA = 6
+EXIT_INCONCLUSIVE = 7  # a gate could not tell a regression from noise (more repeats would)
 EXIT_INTERRUPTED = 130
 
-# SPEC.md: "With several inputs, the worst wins, in the order 130, 6, 2, 5, 3, 4, 1, 0."
+# SPEC.md: "With several inputs, the worst wins, in the order 130, 6, 2, 5, 3, 4, 1, 7, 0."
+# Inconclusive (7) is worse than nothing to report, better than any definite failure: a
+# negative verdict or a stopped job says more than "cannot tell yet".
 _SEVERITY = (
     EXIT_INTERRUPTED,
     EXIT_INFRA,
@@ -64,12 +68,15 @@ _SEVERITY = (
     EXIT_INELIGIBLE,
     EXIT_CEILING,
     EXIT_NEGATIVE,
+    EXIT_INCONCLUSIVE,
     EXIT_OK,
 )
 
 
 def worst_exit_code(*codes: int) -> int:
-    """Return the worst of several exit codes by SPEC.md's order (130 > 6 > 2 > 5 > 3 > 4 > 1 > 0).
+    """Return the worst of several exit codes by SPEC.md's order.
+
+    The order: 130 > 6 > 2 > 5 > 3 > 4 > 1 > 7 > 0 (7, inconclusive, just above 0).
 
     Args:
         codes: exit codes of the scheme; an empty call returns 0.

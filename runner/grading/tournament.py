@@ -14,7 +14,9 @@ by status; per task (and repeat): the ranking.
 `grade` shows every group to the judge in a seeded shuffled order (a ``model:`` judge in two
 orders, `runner.grading.order`) and adds the seeded bootstrap over tasks
 (`runner.grading.uncertainty`): rating intervals, win rates with intervals and the verdict on
-each pair in words. The seed, the orders and any disagreement of the two orders are reported.
+each pair in words, and the scores people know (`runner.grading.scores`: mean score, pass rate,
+pass@k and pass^k with their intervals). The seed, the orders and any disagreement of the two
+orders are reported.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from openskill.models import PlackettLuce
 from runner.errors import CeilingReached, GradingError
 from runner.grading.model import Group, Ranking
 from runner.grading.order import judge_in_orders
+from runner.grading.scores import summarise
 from runner.grading.uncertainty import bootstrap, count_incomplete, statements
 from runner.hostlog import get_logger
 
@@ -87,6 +90,8 @@ class TournamentReport:
         verdicts: `runner.grading.uncertainty.statements`, the verdict on each pair in words.
         consistency: for a judge asked in two orders, ``{"checked", "agreed", "disagreed":
             [{task_id, repeat, rankings}]}``; None for a judge asked once.
+        scores: `runner.grading.scores.summarise`'s result (None: `aggregate` alone); not
+            part of `to_dict` (the job's report carries it at its top level).
     """
 
     judge: str
@@ -98,6 +103,7 @@ class TournamentReport:
     uncertainty: dict[str, Any] | None = None
     verdicts: tuple[dict[str, Any], ...] = ()
     consistency: dict[str, Any] | None = None
+    scores: dict[str, Any] | None = None
 
     def standing(self, variant: str) -> Standing:
         """Return the standing of ``variant``.
@@ -247,12 +253,15 @@ def grade(
         resamples: bootstrap resamples (default: `runner.grading.uncertainty.resample_count`).
 
     Returns:
-        The report. A `GradingError` on one group makes that group ungraded (reason
+        The report. A group of one result is ungraded (``fewer_than_two_results``); a judge
+        that runs on the host (not ``order_sensitive``) still scores it for the report's
+        ``scores``. A `GradingError` on one group makes that group ungraded (reason
         ``judge_error``); a `CeilingReached` makes it and every later group ungraded (reason
         ``ceiling_reached``) and is recorded in ``ceiling_reached``.
     """
     name = judge_name or str(getattr(judge, "name", "rubric"))
     rankings: list[Ranking] = []
+    solo: list[Ranking] = []  # groups of one result: scored for the means, never rated
     ungraded: list[dict[str, Any]] = []
     stopped: dict[str, Any] | None = None
     for group in groups:
@@ -262,6 +271,11 @@ def grade(
             continue
         if len(group.results) < 2:
             ungraded.append({**where, "reason": "fewer_than_two_results"})
+            if group.results and not getattr(judge, "order_sensitive", False):
+                try:  # a host judge (rubric, function) scores one episode for nothing
+                    solo.append(replace(judge(group), repeat=group.repeat))
+                except (GradingError, CeilingReached) as exc:
+                    log.warning("scoring_failed", task_id=group.task_id, error=str(exc))
             continue
         try:
             rankings.append(judge_in_orders(group, judge, seed))
@@ -301,8 +315,16 @@ def grade(
                 if not r.detail["agree"]
             ],
         }
+    repeats = 1 + max((g.repeat for g in groups), default=0)
     return replace(
         report,
+        scores=summarise(
+            [*rankings, *solo],
+            groups,
+            [n for n in _variant_order(variants, groups) if n in names],  # plan order
+            repeats=repeats,
+            ungraded=ungraded,
+        ),
         seed=seed,
         uncertainty=uncertainty,
         verdicts=tuple(statements(names, uncertainty)),

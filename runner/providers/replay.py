@@ -13,7 +13,7 @@ from typing import Any
 
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body
-from runner.providers.replay_api import mismatch, serve_recorded
+from runner.providers.replay_api import around_difference, mismatch, serve_recorded
 from runner.sdk import canonical_json
 from runner.trace.format import decode_body
 
@@ -31,21 +31,17 @@ def _first_difference(request: Mapping[str, Any], recorded: Mapping[str, Any]) -
         a = canonical_json(mine[index]) if index < len(mine) else None
         b = canonical_json(theirs[index]) if index < len(theirs) else None
         if a != b:
+            mine_shown, theirs_shown = around_difference(a, b)
             return (
                 f"first differing message index {index}: request has "
-                f"{_short(a)}, recording has {_short(b)}"
+                f"{'no message' if a is None else mine_shown}, recording has"
+                f" {'no message' if b is None else theirs_shown}"
             )
     if canonical_json(request.get("tools")) != canonical_json(recorded.get("tools")):
         return "messages equal; tools differ"
     mine_s, theirs_s = _settings(request), _settings(recorded)
     keys = sorted(k for k in set(mine_s) | set(theirs_s) if mine_s.get(k) != theirs_s.get(k))
     return f"messages and tools equal; settings differ in {', '.join(keys)}"
-
-
-def _short(text: str | None) -> str:
-    if text is None:
-        return "no message"
-    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def match_key(request: Mapping[str, Any]) -> str:

@@ -202,12 +202,45 @@ def apply_source_verdict(
     return end
 
 
-def outcome_of(end: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``{status, failure, failure_signature, output}`` of an end line (``{}`` when None)."""
+FAILURE_MESSAGE_CHARS = 500
+"""A failure's error message is cut after this many characters (the trace keeps it whole)."""
+
+
+def outcome_of(
+    end: Mapping[str, Any] | None, calls: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """``{status, failure, failure_signature, output}`` of an end line (``{}`` when None).
+
+    Args:
+        end: the end line.
+        calls: the episode's call lines: the failing call's error message joins ``failure``
+            as ``message`` (cut after `FAILURE_MESSAGE_CHARS`, ``message_chars`` then giving
+            its length), so a report names the failure by call, tool, error class and message.
+    """
     if end is None:
         return {}
     outcome = {k: end.get(k) for k in ("status", "failure", "output")}
+    failure = outcome.get("failure")
+    if isinstance(failure, Mapping):
+        outcome["failure"] = {**failure, **_failure_message(failure, calls)}
     return dict(outcome, failure_signature=signature_of(end))
+
+
+def _failure_message(
+    failure: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """``{"message", "message_chars"?}`` of the call whose error ended the run, or ``{}``."""
+    for call in calls:
+        error = call.get("error")
+        if call.get("index") != failure.get("call_index") or not isinstance(error, Mapping):
+            continue
+        if error.get("class") != failure.get("error_class"):
+            return {}
+        message = str(error.get("message") or "")
+        if len(message) <= FAILURE_MESSAGE_CHARS:
+            return {"message": message}
+        return {"message": message[:FAILURE_MESSAGE_CHARS], "message_chars": len(message)}
+    return {}
 
 
 def signature_of(end: Mapping[str, Any]) -> str | None:

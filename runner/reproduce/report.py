@@ -48,7 +48,9 @@ class ReproduceReport:
         coverage: the replay's log coverage (``full``, ``partial``; None: not said).
         environment_diff: ``[{field, recorded, now}]`` (python, tool schema hashes, workflow
             hash, model ids, packages that matter; the other packages in one summary line).
-        recorded, replayed: ``{status, failure, failure_signature, output}`` of each run.
+        recorded, replayed: ``{status, failure, failure_signature, output}`` of each run;
+            ``failure`` is ``{call_index, tool, error_class, exit_code, message?,
+            message_chars?}`` (the failing call's error message, `runner.reproduce.diff`).
         replay_trace: the replay's own trace file, when it ran.
         trace_sha256: sha256 of the trace file (the same before and after: never modified).
         refusals: every reason strict replay would not start (refused only).
@@ -99,7 +101,9 @@ def _capped(call: Any) -> dict[str, Any] | None:
 
 def recorded_outcome(trace: Trace) -> dict[str, Any]:
     """``{status, failure, failure_signature, output}`` of the recorded run (`outcome_of`)."""
-    return outcome_of(trace.end.to_json() if trace.end is not None else None)
+    return outcome_of(
+        trace.end.to_json() if trace.end is not None else None, [c.to_json() for c in trace.calls]
+    )
 
 
 def compare(
@@ -139,7 +143,7 @@ def compare(
         "recorded": recorded,
         "replayed": {
             "run_id": result.run_id,
-            **outcome_of(end),
+            **outcome_of(end, replayed_calls),
             **({"source_verdict": True} if end.get("source_verdict") else {}),
         },
         "replay_trace": str(result.trace_path),

@@ -200,6 +200,7 @@ def prepare(
         limits=limits_in_effect(policy, settings),
         repeats=options.repeats,
         seed=grading_seed(options, job_id),
+        baseline=options.baseline,
     )
 
 

@@ -24,6 +24,8 @@ __all__ = ["JobReport"]
 
 # Top-level keys -> the JSON type each must have (None allowed where the value may be null).
 _OBJECTS = ("policy", "plan", "ceilings", "limits", "runs_by_status", "spend", "unrecorded")
+# Blocks an older report lacks (None there): objects when present.
+_OPTIONAL_OBJECTS = ("scores", "gate", "verdict")
 _LISTS = ("pairs", "not_run", "stopped_by_ceiling")
 
 
@@ -51,6 +53,13 @@ class JobReport:
         rate_limit_wait_s: seconds this session's runs waited for rate limits, summed.
         grading: the tournament's report (`runner.grading.TournamentReport.to_dict`), or None.
         unrecorded: ``{variant: {count, calls}}``: reads no recording served.
+        scores: the scores people know (`runner.grading.scores.summarise`): ``{"level",
+            "spread", "methods", "k", "variants": [{"variant", "mean", "interval": [low, high],
+            "pass_rate", "pass_interval", "pass_at_k", ..., "flaky", "not_scored"}]}``; None
+            when nothing was graded (or in an older report).
+        gate: ``submit --baseline``'s verdicts (`runner.grading.gate.gate`), or None.
+        verdict: who wins, by how much, how sure (`runner.grading.headline.headline`), or
+            None when nothing was graded.
     """
 
     job_id: str
@@ -71,6 +80,9 @@ class JobReport:
     rate_limit_wait_s: float = 0.0
     grading: Mapping[str, Any] | None = None
     unrecorded: Mapping[str, Any] = field(default_factory=dict)
+    scores: Mapping[str, Any] | None = None
+    gate: Mapping[str, Any] | None = None
+    verdict: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as ``report.json`` holds it (and ``--json`` prints it)."""
@@ -93,6 +105,9 @@ class JobReport:
             "rate_limit_wait_s": self.rate_limit_wait_s,
             "grading": dict(self.grading) if self.grading is not None else None,
             "unrecorded": dict(self.unrecorded),
+            "scores": dict(self.scores) if self.scores is not None else None,
+            "gate": dict(self.gate) if self.gate is not None else None,
+            "verdict": dict(self.verdict) if self.verdict is not None else None,
         }
 
     @classmethod
@@ -122,6 +137,8 @@ class JobReport:
             need(key, dict, {})
         for key in _LISTS:
             need(key, list, [])
+        optional = {key: need(key, dict, None, null=True) for key in _OPTIONAL_OBJECTS}
+        _check_verdicts(optional, file)
         incomplete = need("incomplete", list, None, null=True)
         pairs = tuple(
             _pair(item, file=file, field=f"pairs[{i}]")
@@ -146,7 +163,72 @@ class JobReport:
             rate_limit_wait_s=float(need("rate_limit_wait_s", (int, float), 0.0)),
             grading=need("grading", dict, None, null=True),
             unrecorded=data.get("unrecorded") or {},
+            **optional,
         )
+
+
+_NUMBERS = ("mean", "difference", "baseline_mean", "pass_rate", "pass_at_k", "pass_hat_k", "rate")
+_INTERVALS = (
+    "interval",
+    "baseline_interval",
+    "pass_interval",
+    "pass_at_k_interval",
+    "pass_hat_k_interval",
+)
+_TEXTS = ("variant", "verdict", "reason", "text", "winner", "leader", "runner_up", "how_sure")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_entry(entry: Any, *, file: str, field: str) -> None:
+    """One figure-bearing object of ``scores``, ``gate`` or ``verdict`` (the renderers' diet)."""
+    if not isinstance(entry, dict):
+        raise InputError("not a JSON object", file=file, field=field)
+    for key in _NUMBERS:
+        if entry.get(key) is not None and not _number(entry[key]):
+            raise InputError("not a number", file=file, field=f"{field}.{key}")
+    for key in _INTERVALS:
+        value = entry.get(key)
+        if value is not None and not (
+            isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
+        ):
+            raise InputError("not a [low, high] pair of numbers", file=file, field=f"{field}.{key}")
+    for key in _TEXTS:
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            raise InputError("not a string", file=file, field=f"{field}.{key}")
+    key = "tasks" if field.startswith("gate.flaky") else "flaky"  # elsewhere tasks is a count
+    value = entry.get(key)
+    if value is not None and not (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    ):
+        raise InputError("not a list of strings", file=file, field=f"{field}.{key}")
+    missing = entry.get("not_scored")
+    if missing is not None and not (
+        isinstance(missing, dict) and all(isinstance(n, int) for n in missing.values())
+    ):
+        raise InputError("not an object of counts", file=file, field=f"{field}.not_scored")
+
+
+def _check_verdicts(blocks: Mapping[str, Any], file: str) -> None:
+    """Check the ``scores``, ``gate`` and ``verdict`` blocks a renderer reads (types only).
+
+    Raises:
+        InputError: a wrong type, with the file and the field's path.
+    """
+    lists = (("scores", "variants"), ("gate", "verdicts"), ("gate", "flaky"))
+    for block, key in lists:
+        items = (blocks.get(block) or {}).get(key) or []
+        if not isinstance(items, list):
+            raise InputError("not a list", file=file, field=f"{block}.{key}")
+        for i, item in enumerate(items):
+            _check_entry(item, file=file, field=f"{block}.{key}[{i}]")
+    verdict = blocks.get("verdict")
+    if verdict is not None:
+        _check_entry(verdict, file=file, field="verdict")
+        if verdict.get("win_rate") is not None:
+            _check_entry(verdict["win_rate"], file=file, field="verdict.win_rate")
 
 
 def _name(kind: type | tuple[type, ...]) -> str:

@@ -10,6 +10,7 @@ A job file (YAML, ``sandbox-replay submit job.yaml``) says the same as the flags
     judge: rubric                  # rubric | module:function | model:NAME
     repeats: 3                     # fresh episodes per (variant, task), default 1
     seed: 42                       # grading seed (shown orders, bootstrap); default from job id
+    baseline: v1@1                 # gate: PASS/FAIL/INCONCLUSIVE of each other variant
     concurrency: 4
     ceilings:                      # override the policy's ceilings
       replay: {runs: 20, usd: 1.5, tokens: 100000, sandbox_s: 600}
@@ -69,6 +70,7 @@ class JobFileSpec(_Frozen):
     judge: str = "rubric"
     repeats: int = Field(default=1, ge=1, le=1000)
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    baseline: str | None = None
     concurrency: int | None = Field(default=None, ge=1)
     ceilings: _Ceilings = Field(default_factory=_Ceilings)
 
@@ -108,6 +110,8 @@ class SubmitOptions:
         seed: the grading seed, or None to derive it from the job id (`grading_seed`).
         prices: ``--price MODEL=IN/OUT`` values, added to the policy's prices
             (`runner.policy.pricing.with_prices`).
+        baseline: the variant the gate compares every other one with (``--baseline``), or
+            None for no gate (`runner.grading.gate`).
     """
 
     variants: tuple[Path, ...]
@@ -122,6 +126,7 @@ class SubmitOptions:
     repeats: int = 1
     seed: int | None = None
     prices: tuple[str, ...] = ()
+    baseline: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object `from_json` reads back (the job folder's ``job.json``)."""
@@ -144,6 +149,7 @@ class SubmitOptions:
             "repeats": self.repeats,
             "seed": self.seed,
             "prices": list(self.prices),
+            "baseline": self.baseline,
         }
 
     @classmethod
@@ -167,6 +173,7 @@ class SubmitOptions:
                 repeats=int(data.get("repeats", 1)),  # job.json of an older version: 1
                 seed=data.get("seed"),
                 prices=tuple(str(p) for p in data.get("prices") or ()),  # older: none
+                baseline=_optional_str(data.get("baseline")),  # older: no gate
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"not a submission record: {exc!r}", file=where) from None
@@ -182,10 +189,12 @@ class SubmitOptions:
         repeats: int | None = None,
         seed: int | None = None,
         prices: tuple[str, ...] = (),
+        baseline: str | None = None,
     ) -> SubmitOptions:
         """Return a copy with the given (command-line) values winning."""
         return replace(
             self,
+            baseline=baseline or self.baseline,
             prices=(*self.prices, *prices),
             repeats=repeats or self.repeats,
             seed=self.seed if seed is None else seed,
@@ -195,6 +204,12 @@ class SubmitOptions:
             replay_ceiling=self.replay_ceiling.merged(replay_ceiling or CeilingFlags()),
             judge_ceiling=self.judge_ceiling.merged(judge_ceiling or CeilingFlags()),
         )
+
+
+def _optional_str(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"baseline: not a string: {value!r:.80}")
+    return value
 
 
 def _ceiling_flags(entry: _CeilingEntry, source: str) -> CeilingFlags:
@@ -239,6 +254,7 @@ def load_job_file(path: Path) -> SubmitOptions:
         cwd=folder,
         repeats=spec.repeats,
         seed=spec.seed,
+        baseline=spec.baseline,
     )
 
 

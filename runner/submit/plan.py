@@ -64,6 +64,7 @@ class Plan:
         seed: the grading seed (shown orders, bootstrap), recorded in the report.
         capacity: how ``concurrency`` was admitted (`runner.backends.capacity`), if weighed.
         backend: where the sandboxes run (``docker``, ``namespace``, ``ray``), when known.
+        baseline: the gate's baseline variant (``--baseline``), or None for no gate.
     """
 
     job_id: str
@@ -88,6 +89,7 @@ class Plan:
 
     The budget clock's typical run before one of this job ended.
     """
+    baseline: str | None = None
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
@@ -152,6 +154,7 @@ class Plan:
             "runs": runs,
             "repeats": self.repeats,
             "seed": self.seed,
+            "baseline": self.baseline,
             "formula": self.formula,
             "model_calls_at_most": sum(v.max_model_calls for v in self.variants) * m * self.repeats,
             "judge": {
@@ -220,6 +223,11 @@ class Plan:
             f"  judge {self.judge}: {m * self.repeats} groups, each shown in a shuffled order"
             f" (seed {self.seed}); {judge_cost}"
         )
+        if self.baseline is not None:
+            out.append(
+                f"  gate: each other variant against baseline {self.baseline}: PASS, FAIL or"
+                " INCONCLUSIVE (exit 7) from the mean scores' 95% intervals"
+            )
         if n < 2:
             out.append(
                 f"  warning: tournament grading needs at least 2 variants; the {runs}"
@@ -324,6 +332,7 @@ def build_plan(
     repeats: int = 1,
     seed: int = 0,
     capacity: ConcurrencyBound | None = None,
+    baseline: str | None = None,
 ) -> Plan:
     """Estimate the cost of running every variant on every task, then judging.
 
@@ -342,11 +351,20 @@ def build_plan(
         repeats: fresh episodes per (variant, task), >= 1.
         seed: the grading seed.
         capacity: how ``concurrency`` was admitted, if weighed.
+        baseline: the gate's baseline variant, or None.
 
     Raises:
-        InputError: an ``openai`` variant or a ``model:`` judge asks for a model the policy
+        InputError: ``baseline`` names no variant (field ``baseline``); an ``openai``
+            variant or a ``model:`` judge asks for a model the policy
             cannot price (field ``prices``).
     """
+    names = [v.name for v in variants]
+    if baseline is not None and baseline not in names:
+        raise InputError(
+            f"{baseline!r} is not a variant of this job ({', '.join(names)}): --baseline"
+            " names one by its variant name",
+            field="baseline",
+        )
     prices = policy.prices
     unpriced: list[str] = []
     per_run: dict[str, Amount] = {}
@@ -422,6 +440,7 @@ def build_plan(
         seed=seed,
         capacity=capacity,
         typical_sandbox_s=typical,
+        baseline=baseline,
     )
 
 

@@ -20,7 +20,17 @@ Report shape (``report.json``, ``--json``)::
      "incomplete": [{variant?, task_id, repeat, status, reason}] (runs cut by a ceiling, an
         infrastructure error or an interruption; groups the judge failed on: never scored),
      "spend": {purpose: totals}, "grading": {...} | null,
-     "unrecorded": {variant: {"count", "calls": [{task_id, index, tool, args}]}}}
+     "unrecorded": {variant: {"count", "calls": [{task_id, index, tool, args}]}},
+     "scores": {"level", "spread", "methods", "k", "variants": [{"variant", "mean",
+        "interval": [low, high], "pass_rate", "pass_interval", ...}]} | null
+        (`runner.grading.scores`),
+     "gate": {"baseline", "rule", "exit_code", "verdicts": [{"variant", "verdict":
+        PASS|FAIL|INCONCLUSIVE, "reason", ...}], "flaky"} | null (`runner.grading.gate`),
+     "verdict": {"winner", "leader", "runner_up", "difference", "how_sure", "win_rate",
+        "text"} | null (`runner.grading.headline`)}
+
+With ``--baseline``, the gate's exit code joins the job's (worst wins): 1 for a FAIL, 7 for an
+INCONCLUSIVE; a job with no scores to compare (nothing graded) is INCONCLUSIVE.
 
 ``grading.tasks[].ranking[]`` carries each variant's ``score`` and ``grading.tasks[].detail``
 the judge's ``reasons``; ``unrecorded`` counts, per variant, the reads no recording served
@@ -46,6 +56,8 @@ from runner.errors import (
     worst_exit_code,
 )
 from runner.grading import Group, Result, grade, make_judge, parse_judge
+from runner.grading.gate import gate as gate_verdicts
+from runner.grading.headline import headline
 from runner.hostlog import get_logger
 from runner.inputfile import open_input
 from runner.ledger import CeilingGuard, Ledger, Reservation, RunRecord
@@ -304,6 +316,11 @@ def build_report(
         codes.append(EXIT_INFRA)
     if ceiling is not None or stopped or (not_run and not interrupted):
         codes.append(EXIT_CEILING)
+    scores = grading.scores if grading is not None else None
+    gate = None
+    if plan.baseline is not None:
+        gate = gate_verdicts(scores or _unscored(plan), plan.baseline)
+        codes.append(int(gate["exit_code"]))
     exit_code = worst_exit_code(*codes)
     status = (
         "interrupted"
@@ -346,7 +363,27 @@ def build_report(
         rate_limit_wait_s=round(sum(waits.values()), 3),
         grading=grading_data,
         unrecorded=unrecorded_reads(pairs),
+        scores=scores,
+        gate=gate,
+        verdict=_verdict(grading),
     )
+
+
+def _verdict(grading: TournamentReport | None) -> dict[str, Any] | None:
+    """Who wins, by how much, how sure (`runner.grading.headline`); None when not graded."""
+    if grading is None:
+        return None
+    return headline(
+        grading.scores,
+        grading.verdicts,
+        [s.variant for s in grading.standings],
+        (grading.uncertainty or {}).get("win_rates"),
+    )
+
+
+def _unscored(plan: Plan) -> dict[str, Any]:
+    """A scores block with nothing scored (the job was not graded): every gate INCONCLUSIVE."""
+    return {"variants": [{"variant": v.name, "mean": None} for v in plan.variants]}
 
 
 def usd_by_run_key(charges: Sequence[Reservation]) -> dict[str, list[float | None]]:

@@ -39,6 +39,7 @@ from typing import Any, BinaryIO, Literal
 from runner.errors import InputError
 from runner.inputfile import open_input
 from runner.trace.strictjson import MAX_DEPTH
+from runner.tracetools.foreign import foreign_hint
 from runner.tracetools.lines import (
     TraceVersionError,
     UnparsableLine,
@@ -56,6 +57,8 @@ from runner.tracetools.records import (
     Record,
     RunRecord,
 )
+
+HINT_BYTES = 65536  # of a first line that did not decode, read to recognise another tool's file
 
 __all__ = [
     "MAX_DEPTH",
@@ -301,14 +304,31 @@ class TraceLines:
                 obj = parse_line(raw.rstrip(b"\n").removesuffix(b"\r"))
             except UnparsableLine as exc:
                 if has_newline or self.run is None:  # without a newline: the last line
-                    raise InputError(str(exc), file=file, line=lineno, field=exc.field) from None
+                    hint = (
+                        foreign_hint(file, head=raw + self.stream.read(HINT_BYTES))
+                        if lineno == 1
+                        else None
+                    )
+                    message = f"{exc}; {hint}" if hint else str(exc)
+                    raise InputError(message, file=file, line=lineno, field=exc.field) from None
                 self.problems.append(
                     TraceProblem(
                         "truncated_line", file, lineno, f"last line is cut off (no newline): {exc}"
                     )
                 )
                 break
-            kind = check_head(obj, file, lineno)
+            try:
+                kind = check_head(obj, file, lineno)
+            except InputError as exc:
+                hint = foreign_hint(file, obj=obj) if lineno == 1 and "v" not in obj else None
+                if hint is None:
+                    raise
+                raise InputError(
+                    f"missing: every trace line carries the format version; {hint}",
+                    file=file,
+                    line=lineno,
+                    field="v",
+                ) from exc
             if lineno == 1 and kind != "run":
                 raise InputError(
                     f"the first line must be the run line, not {kind!r}",

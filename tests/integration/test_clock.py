@@ -126,7 +126,8 @@ def test_a_shadow_run_reads_the_tasks_clock_start_everywhere(
     # covered
     assert all("date" in str(n.get("program")) for n in notes), notes
     # the shadow trace reproduces too: the pure tool sees the recorded readings again
-    code, report = _cli(["reproduce", summary["trace"]], work, sandbox_image)
+    code, payload = _cli(["reproduce", summary["trace"]], work, sandbox_image)
+    (report,) = payload["traces"]  # reproduce --json: {exit_code, outcomes, traces}
     assert (code, report["outcome"]) == (0, "reproduced"), report
 
 
@@ -138,7 +139,8 @@ def test_a_recorded_run_that_read_the_clock_reproduces(tmp_path: Path, sandbox_i
         sandbox_image,
     )
     assert code == 0 and summary["status"] == "succeeded", summary
-    code, report = _cli(["reproduce", "rec.jsonl"], work, sandbox_image)
+    code, payload = _cli(["reproduce", "rec.jsonl"], work, sandbox_image)
+    (report,) = payload["traces"]
     assert (code, report["outcome"]) == (0, "reproduced"), report
     lines = _lines(work / "rec.jsonl")
     assert lines[0]["clock"]["step_s"] == 0.0  # record: the machine's clock, read per call

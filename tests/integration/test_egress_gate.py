@@ -97,9 +97,10 @@ def test_a_new_host_fails_the_gate_and_the_same_episode_without_it_passes(
     assert "new outbound destination" in err and "new-dependency.invalid:443" in err
 
     # reproduce of the noisy run replays the same attempt: gated the same way
-    code, report, err = _cli(
+    code, payload, err = _cli(
         ["reproduce", noisy["trace"], "--egress-baseline", str(baseline)], work, sandbox_image
     )
+    (report,) = payload["traces"]  # reproduce --json: {exit_code, outcomes, traces}
     assert report["outcome"] == "reproduced", report
     assert code == 1 and "new-dependency.invalid:443" in err, err
 

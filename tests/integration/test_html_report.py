@@ -89,17 +89,37 @@ def _nothing_ran(b: Browser) -> None:
     assert b.js("typeof window.__pwned") == "undefined"
     assert b.js("document.scripts.length") == 2  # the data block and the page's own script
     assert b.js("document.querySelectorAll('[onerror], [onload], img, iframe').length") == 0
-    assert b.js("document.querySelectorAll('svg').length") == 1  # the rating chart, nothing else
+    # the score chart and the rating chart, nothing else
+    assert b.js("document.querySelectorAll('svg').length") == 2
 
 
 def test_job_report_in_a_real_browser(job: dict[str, Any], tmp_path: Path) -> None:
     page: Path = job["page"]
     assert page.stat().st_size < 1_000_000
-    with browser(tmp_path) as b:
+    with browser(tmp_path, width=1400, height=900) as b:
         assert b.interfaces == ["lo"]  # the browser's namespace: loopback only, no route out
         load_s = b.open(page.as_uri())
         assert load_s < 10
         assert b.js("document.documentElement.getAttribute('data-ready')") == "1"
+
+        # the first screen (1400 x 900) says who wins and each variant's mean with its interval
+        verdict = job["report"]["verdict"]
+        heading = _texts(b, "header.top h1")[0]
+        assert heading.startswith(
+            f"{verdict['winner']} wins" if verdict["winner"] else "No clear winner"
+        )
+        assert _texts(b, "#verdict p.headline") == [verdict["text"]]
+        assert b.js("document.querySelector('#scores-table').getBoundingClientRect().bottom") < 900
+        rows = _texts(b, "#scores-table tbody tr")
+        for entry in job["report"]["scores"]["variants"]:
+            low, high = entry["interval"]
+            row = next(r for r in rows if r.startswith(entry["variant"]))
+            assert f"{entry['mean']:.2f}" in row and f"[{low:.2f}, {high:.2f}]" in row
+        # the ratings' internals wait in a closed details section, far below
+        assert b.js("document.querySelector('details#ratings').open") is False
+        assert b.js("document.querySelector('details#ratings').getBoundingClientRect().top") > 900
+        b.screenshot(tmp_path / "first-screen.png")
+        b.js("document.querySelector('details#ratings').open = true")
 
         # the ratings table lists every variant, best first
         assert sorted(_texts(b, "#ratings-table tbody td:first-child")) == VARIANTS

@@ -79,8 +79,7 @@ def cli(
 
 def _reports(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
     assert done.stdout.strip(), done.stderr[-3000:]
-    payload = json.loads(done.stdout)
-    return payload if isinstance(payload, list) else [payload]
+    return list(json.loads(done.stdout)["traces"])  # {exit_code, outcomes, traces}
 
 
 def test_every_source_fixture_is_a_case() -> None:

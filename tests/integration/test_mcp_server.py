@@ -143,7 +143,7 @@ def test_a_run_serves_the_mcp_tool_from_the_tasks_recording(
     assert any(name.endswith("docs_server.py") for name in names), names
     done = run_cli(["reproduce", str(packet), "--json"], tmp_path, sandbox_image)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(done.stdout)["outcome"] == "reproduced"
+    assert json.loads(done.stdout)["traces"][0]["outcome"] == "reproduced"
 
 
 def test_a_server_whose_command_names_no_file_of_the_folder_is_listed(

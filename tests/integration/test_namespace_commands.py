@@ -80,7 +80,8 @@ def test_run_and_reproduce_on_the_namespace_backend(
     assert head["sandbox"].startswith(container_name(summary["run_id"]) + "-"), head
     monkeypatch.setenv("SANDBOX_REPLAY_BACKEND", "namespace")
     assert os.environ["SANDBOX_REPLAY_BACKEND"] == "namespace"  # run_cli passes os.environ on
-    code, report, err = run_cli_json(["reproduce", summary["trace"]], work, sandbox_image)
+    code, payload, err = run_cli_json(["reproduce", summary["trace"]], work, sandbox_image)
+    (report,) = payload["traces"]  # reproduce --json: {exit_code, outcomes, traces}
     assert (code, report["outcome"]) == (0, "reproduced"), (report, err)
     replay = Path(report["replay_trace"])
     assert _run_line(replay)["backend"] == "namespace", report

@@ -86,8 +86,7 @@ def test_complete_sessions_reproduce_against_the_written_workflow(
     imported: Path, sandbox_image: str
 ) -> None:
     done = cli(["reproduce", "--json", "traces"], imported, sandbox_image)
-    reports = json.loads(done.stdout)
-    reports = reports if isinstance(reports, list) else [reports]
+    reports = json.loads(done.stdout)["traces"]
     assert len(reports) == 9
     outcomes = {Path(r["input"]).stem.split("-")[1]: r["outcome"] for r in reports}
     assert outcomes == dict.fromkeys(SESSIONS, "reproduced"), [
@@ -115,8 +114,7 @@ def test_an_altered_tool_result_is_not_reproduced(imported: Path, sandbox_image:
         done = cli(["reproduce", "--json", "traces/altered.jsonl"], imported, sandbox_image)
     finally:
         altered.unlink()
-    report = json.loads(done.stdout)
-    report = report[0] if isinstance(report, list) else report
+    report = json.loads(done.stdout)["traces"][0]
     assert done.returncode == 1 and report["outcome"] == "not_reproduced", report
     assert report["first_difference"]["index"] == tool["index"] + 1  # the next model request
 
@@ -153,8 +151,7 @@ def test_instrumented_agent_session_reproduces(
     )
     assert done.returncode == 0, done.stderr
     done = cli(["reproduce", "--json", "traces"], tmp_path / "imp", sandbox_image)
-    report = json.loads(done.stdout)
-    report = report[0] if isinstance(report, list) else report
+    report = json.loads(done.stdout)["traces"][0]
     assert report["outcome"] == "reproduced", report.get("reason")
     assert done.returncode == 0
 

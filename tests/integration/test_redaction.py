@@ -111,7 +111,7 @@ def test_a_recorded_run_keeps_no_secret_lists_three_redactions_and_reproduces(
     text = _cli(["lint", str(trace)], work, sandbox_image)
     assert "3 redactions" in text.stdout, text.stdout
     done = _cli(["reproduce", "--json", str(trace)], work, sandbox_image)
-    report = json.loads(done.stdout)
+    (report,) = json.loads(done.stdout)["traces"]
     assert (done.returncode, report["outcome"]) == (0, "reproduced"), report
     assert found_in_tree(work) == []  # the replay trace and the state folder too
 
@@ -136,7 +136,7 @@ def test_a_packet_of_an_unredacted_trace_holds_no_secret_and_reproduces(
     fresh.mkdir()
     shutil.copyfile(packet, fresh / "case.tar.gz")
     done = _cli(["reproduce", "--json", "case.tar.gz"], fresh, sandbox_image)
-    report = json.loads(done.stdout)
+    (report,) = json.loads(done.stdout)["traces"]
     assert (done.returncode, report["outcome"]) == (0, "reproduced"), report
 
 
@@ -176,6 +176,6 @@ def test_an_import_of_a_public_trace_holding_the_secrets_writes_none_of_them(
     rules = {r["rule"] for r in _redactions(_lines(trace))}
     assert rules == {"openai", "aws_access_key", "ssn"}
     done = _cli(["reproduce", "--json", str(trace)], tmp_path, sandbox_image)
-    report = json.loads(done.stdout)
+    (report,) = json.loads(done.stdout)["traces"]
     assert (done.returncode, report["outcome"]) == (0, "reproduced"), report
     assert SECRETS  # the three made-up values searched for

@@ -47,9 +47,13 @@ def _cli(args: list[str], cwd: Path, image: str, **env: str) -> subprocess.Compl
 
 
 def _reproduce(args: list[str], cwd: Path, image: str) -> tuple[int, Any]:
+    """Exit code and the one trace's report (``--json``: ``{exit_code, outcomes, traces}``)."""
     done = _cli(["reproduce", "--json", *args], cwd, image)
     assert done.stdout.strip(), done.stderr
-    return done.returncode, json.loads(done.stdout)
+    payload = json.loads(done.stdout)
+    assert payload["exit_code"] == done.returncode
+    (report,) = payload["traces"]
+    return done.returncode, report
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -282,11 +286,32 @@ def test_several_traces_give_a_table_the_worst_exit_code_and_junit(
 def test_the_example_traces_reproduce_as_documented(tmp_path: Path, sandbox_image: str) -> None:
     code, report = _reproduce([str(HELPDESK / "traces" / "failing.jsonl")], tmp_path, sandbox_image)
     assert (code, report["outcome"]) == (0, "reproduced"), report
+    failure = report["replayed"]["failure"]
+    assert (failure["tool"], failure["error_class"]) == ("customer.get", "KeyError")
+    assert failure["message"] == "'C-200'"  # the failure named with its message
     code, report = _reproduce(
         [str(HELPDESK / "traces" / "incomplete.jsonl")], tmp_path, sandbox_image
     )
     assert (code, report["outcome"]) == (1, "not_reproduced"), report
     assert report["first_difference"]["tool"] == "kb.search"
+    # one trace or two: the same top-level shape, an object with the list inside
+    both = _cli(
+        [
+            "reproduce",
+            "--json",
+            *(str(HELPDESK / "traces" / n) for n in ("failing.jsonl", "incomplete.jsonl")),
+        ],
+        tmp_path,
+        sandbox_image,
+    )
+    payload = json.loads(both.stdout)
+    assert set(payload) == {"exit_code", "outcomes", "traces"} and both.returncode == 1
+    assert payload["outcomes"] == {"reproduced": 1, "not_reproduced": 1}
+    assert [t["outcome"] for t in payload["traces"]] == ["reproduced", "not_reproduced"]
+    terminal = _cli(
+        ["reproduce", str(HELPDESK / "traces" / "failing.jsonl")], tmp_path, sandbox_image
+    )
+    assert "reproduced failure: call #1 customer.get raised KeyError: 'C-200'" in terminal.stdout
 
 
 def test_tasks_extracted_from_recorded_runs_run_with_submit(

@@ -43,7 +43,8 @@ def _reproduce(args: list[str], cwd: Path, image: str, **env: str) -> tuple[int,
     )
     assert done.stdout.strip(), done.stderr
     assert "Traceback" not in done.stderr
-    return done.returncode, json.loads(done.stdout)
+    (report,) = json.loads(done.stdout)["traces"]  # {exit_code, outcomes, traces}
+    return done.returncode, report
 
 
 def _packet(tmp_path: Path, payloads: dict[str, str]) -> Path:

@@ -77,7 +77,8 @@ def cli(
 
 
 def as_list(payload: Any) -> list[dict[str, Any]]:
-    return payload if isinstance(payload, list) else [payload]
+    """The per-trace reports of ``reproduce --json`` (``{exit_code, outcomes, traces}``)."""
+    return list(payload["traces"])
 
 
 def lines_of(path: Path) -> list[dict[str, Any]]:
@@ -169,7 +170,7 @@ def test_one_tool_result_altered_is_not_reproduced_at_the_next_model_turn(
         done = cli(["reproduce", "--json", str(altered)], imported, sandbox_image)
     finally:
         altered.unlink()
-    report = json.loads(done.stdout)
+    (report,) = as_list(json.loads(done.stdout))
     assert (done.returncode, report["outcome"]) == (1, "not_reproduced"), report
     following = next(
         line["index"]
@@ -192,7 +193,7 @@ def test_changed_system_prompt_is_not_reproduced_at_the_first_model_turn(
     done = cli(
         ["reproduce", "--json", "--workflow", str(changed), str(trace)], imported, sandbox_image
     )
-    report = json.loads(done.stdout)
+    (report,) = as_list(json.loads(done.stdout))
     assert (done.returncode, report["outcome"]) == (1, "not_reproduced"), report
     first_model = next(line["index"] for line in lines_of(trace)[1:-1] if line["tool"] == "model")
     difference = report["first_difference"]
@@ -336,6 +337,6 @@ def test_own_chat_fixture_text_with_calls_and_reused_ids_reproduces(
     tools[0]["body"], tools[1]["body"] = tools[1]["body"], tools[0]["body"]
     path = write_lines(out / "swapped.jsonl", swapped)
     done = cli(["reproduce", "--json", str(path)], out, sandbox_image)
-    report = json.loads(done.stdout)
+    (report,) = as_list(json.loads(done.stdout))
     assert (done.returncode, report["outcome"]) == (1, "not_reproduced"), report
     assert report["first_difference"]["tool"] == "model"

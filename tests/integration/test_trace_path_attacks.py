@@ -60,7 +60,8 @@ def _reproduce(args: list[str], cwd: Path, image: str, state: Path) -> tuple[int
     done = _cli(["reproduce", "--json", *args], cwd, image, state)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.stdout.strip(), done.stderr
-    return done.returncode, json.loads(done.stdout)
+    (report,) = json.loads(done.stdout)["traces"]  # {exit_code, outcomes, traces}
+    return done.returncode, report
 
 
 def _trace_folder(root: Path, tools: str, module: str) -> Path:

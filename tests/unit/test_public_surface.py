@@ -72,6 +72,7 @@ PUBLIC: dict[str, list[str]] = {
         "CapabilityDenied",
         "CeilingReached",
         "EXIT_CEILING",
+        "EXIT_INCONCLUSIVE",
         "EXIT_INELIGIBLE",
         "EXIT_INFRA",
         "EXIT_INPUT",
@@ -318,4 +319,5 @@ def test_no_exported_name_hides_a_submodule(name: str) -> None:
         return
     submodules = {m.name for m in pkgutil.iter_modules(package.__path__)}
     for attribute in set(package.__all__) & submodules:
+        importlib.import_module(f"{name}.{attribute}")  # the submodule, as `import` binds it
         assert getattr(package, attribute).__name__ == f"{name}.{attribute}", attribute

@@ -5,6 +5,11 @@ Replays recorded episodes in the sandbox, strict, egress blocked, the clock from
 then the details of every trace that was not reproduced. Exit code: the worst of the traces'
 (SPEC.md order): 0 reproduced, 1 not_reproduced, 5 refused, 2 invalid input, 6 infrastructure.
 Every argument is checked to exist before anything runs or is written.
+
+``--json`` prints one object whatever the number of traces: ``{"exit_code", "outcomes":
+{outcome: n}, "traces": [ReproduceReport.to_json(), ...]}`` (it was the report itself for one
+trace and a list for several: a script had to tell them apart); an error before any trace ran
+is ``{"exit_code", "error", ...fields}`` (`runner.cli.app.fail`).
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ def reproduce_command(
         if workflow is not None and not workflow.is_file():
             raise InputError("no such workflow file", file=str(workflow), field="--workflow")
     except SandboxReplayError as exc:
-        fail(exc)
+        fail(exc, as_json=as_json)
     if skipped:  # `reproduce traces/*` names the folder's other files too
         names = ", ".join(one_line(p.name) for p in skipped[:5])
         names += ", ..." if len(skipped) > 5 else ""
@@ -108,10 +113,7 @@ def reproduce_command(
     if html is not None:
         written = write_page(html, render_reproduce(reports))
         echo(f"HTML report: {written}", err=True)
-    if as_json:
-        payload = [r.to_json() for r in reports]
-        print_json(payload[0] if len(payload) == 1 else payload)
-    else:
+    if not as_json:
         print_reports(reports)
     try:
         egress = gate_egress(
@@ -121,5 +123,13 @@ def reproduce_command(
             err=as_json,
         )
     except SandboxReplayError as exc:
-        fail(exc)
-    raise typer.Exit(worst_exit_code(egress, *(r.exit_code for r in reports)))
+        fail(exc, as_json=as_json)
+    code = worst_exit_code(egress, *(r.exit_code for r in reports))
+    if as_json:
+        outcomes: dict[str, int] = {}
+        for report in reports:
+            outcomes[report.outcome] = outcomes.get(report.outcome, 0) + 1
+        print_json(
+            {"exit_code": code, "outcomes": outcomes, "traces": [r.to_json() for r in reports]}
+        )
+    raise typer.Exit(code)

@@ -23,6 +23,8 @@ Exit codes (SPEC.md, worst wins): 0 every planned run finished (episode statuses
 2 invalid input; 3 a variant is ineligible (nothing started, no ledger row); 4 a ceiling
 stopped a run, a model call or the judge (the pairs not run are listed); 6 the engine unusable or
 an episode ended ``infra_error``; 130 interrupted (sandboxes removed, job ``interrupted``).
+With ``--baseline VARIANT`` (`runner.grading.gate`): 1 when a candidate FAILs, 7 when one is
+INCONCLUSIVE (the worst wins).
 """
 
 from __future__ import annotations
@@ -123,6 +125,24 @@ def submit_command(
             " (default: from the job id).",
         ),
     ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Gate: answer PASS, FAIL or INCONCLUSIVE (exit 7) for each other variant"
+            " against this one (its variant name), from the mean scores' 95% intervals.",
+            metavar="VARIANT",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit",
+            help="With --baseline: write the gate's verdicts as JUnit XML, one case per"
+            " candidate (FAIL a failure, INCONCLUSIVE an error).",
+            metavar="FILE",
+        ),
+    ] = None,
     price: PriceOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan only.")] = False,
     as_json: JsonOption = False,
@@ -159,6 +179,8 @@ def submit_command(
             settings = with_host_endpoints(settings)  # before the keys leave the environment
         check_baseline_file(egress_baseline)
         options: SubmitOptions | None = None
+        if junit is not None and baseline is None and resume is None and job_file is None:
+            raise InputError("--junit writes the gate's verdicts: it needs --baseline VARIANT")
         if resume is None:
             if job_file is not None:
                 if variant or tasks:
@@ -183,11 +205,12 @@ def submit_command(
                 repeats=repeats,
                 seed=seed,
                 prices=tuple(price or ()),
+                baseline=baseline,
             )
         code = run_job(
             settings,
             options,
-            view=ConsoleJobView(as_json=as_json),
+            view=ConsoleJobView(as_json=as_json, junit=junit),
             resume=resume,
             dry_run=dry_run,
             concurrency=concurrency,

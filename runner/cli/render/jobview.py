@@ -23,6 +23,7 @@ from runner.cli.render.html import render_job, write_page
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.report import render_report
 from runner.cli.render.terminal import echo, stdout_gone
+from runner.cli.render.verdict import write_gate_junit
 from runner.hostlog import get_logger
 
 if TYPE_CHECKING:
@@ -115,10 +116,13 @@ class ConsoleJobView:
 
     Args:
         as_json: ``--json``: stdout is one JSON object; every other line goes to stderr.
+        junit: ``--junit FILE``: the gate's verdicts as JUnit XML, one case per candidate
+            (`runner.cli.render.verdict.write_gate_junit`), written with the report.
     """
 
-    def __init__(self, *, as_json: bool) -> None:
+    def __init__(self, *, as_json: bool, junit: Path | None = None) -> None:
         self.as_json = as_json
+        self.junit = junit
 
     def plan(self, lines: Sequence[str]) -> None:
         """Print the plan's lines (stderr under ``--json``)."""
@@ -146,7 +150,9 @@ class ConsoleJobView:
             yield bar.update
 
     def report(self, report: JobReport) -> None:
-        """Print the report (`print_report`)."""
+        """Print the report (`print_report`); write the gate's JUnit file when asked."""
+        if self.junit is not None and report.gate:
+            write_gate_junit(report.gate, self.junit)
         print_report(report, self.as_json)
 
     def page(self, report: JobReport, path: Path) -> Path | None:

@@ -3,9 +3,12 @@
 What is shown, in order: the job line, ceilings, the per-run limits in effect, the spend by
 purpose, runs by status, the tournament standings, per task the ranking with each variant's
 score and the judge's reasons, per variant the reads no recording served, then the groups of
-pairs not run, of runs stopped by a ceiling and of tasks left ungraded. Identical reasons are
-shown once, with the pairs or tasks they concern (`group_by_reason`), never repeated line after
-line.
+pairs not run, of runs stopped by a ceiling and of tasks left ungraded, and last the verdict
+block (`runner.cli.render.verdict`): the answer is the last screen, whatever the number of
+tasks above it (decided over a ``--details`` flag that would hide the tables: they stay in
+the scrollback for whoever scrolls, nothing changes for a reader of the whole output, and
+``--json`` is the machine's view). Identical reasons are shown once, with the pairs or tasks
+they concern (`group_by_reason`), never repeated line after line.
 
 Every text that comes from a file (variant names, task ids, reasons, tool arguments, statuses)
 is escaped: it is data, never rich markup. The console
@@ -24,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner.cli.render.terminal import one_line
+from runner.cli.render.verdict import render_verdict
 from runner.submit.ceilings import describe_limits, figure
 from runner.submit.jobreport import JobReport
 
@@ -165,6 +169,7 @@ def render_report(report: JobReport, console: Console) -> None:
         _render_grading(grading, console)
     _render_unrecorded(report.unrecorded, console)
     _render_groups(report, grading, console)
+    render_verdict(report, console)
 
 
 def _render_grading(grading: Mapping[str, Any], console: Console) -> None:
@@ -192,7 +197,7 @@ def _render_grading(grading: Mapping[str, Any], console: Console) -> None:
         )
     console.print(table)
     for verdict in grading.get("verdicts") or []:
-        console.print(escape(f"verdict: {verdict['text']}"))
+        console.print(escape(f"pairwise: {verdict['text']}"))
     consistency = grading.get("consistency")
     if consistency:
         disagreed = consistency["disagreed"]

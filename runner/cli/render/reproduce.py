@@ -22,15 +22,36 @@ from runner.cli.render.terminal import echo, markup, one_line
 if TYPE_CHECKING:
     from runner.reproduce.report import ReproduceReport
 
-__all__ = ["details", "print_reports", "write_junit"]
+__all__ = ["details", "failure_words", "print_reports", "write_junit"]
+
+
+def failure_words(failure: Any) -> str:
+    """``call #1 customer.get raised KeyError: 'C-200'`` (the message as recorded, cut)."""
+    if not isinstance(failure, dict):
+        return ""
+    text = (
+        f"call #{failure.get('call_index')} {failure.get('tool')} raised"
+        f" {failure.get('error_class')}"
+    )
+    message = failure.get("message")
+    if message:
+        text += f": {one_line(message)}"
+        if failure.get("message_chars"):
+            text += f"... ({failure['message_chars']} characters)"
+    return text
 
 
 def _outcome_text(outcome: dict[str, Any]) -> str:
-    """``failed, signature 0123456789abcdef`` or ``succeeded (no failure)``."""
+    """``failed: call #1 customer.get raised KeyError: ... (signature 0123456789abcdef)``."""
     signature = outcome.get("failure_signature")
     if not signature:
         return f"{outcome.get('status')} (no failure)"
-    return f"{outcome.get('status')}, signature {str(signature)[:16]}"
+    said = failure_words(outcome.get("failure"))
+    return (
+        f"{outcome.get('status')}"
+        + (f": {said}" if said else "")
+        + (f" (signature {str(signature)[:16]})")
+    )
 
 
 def _packages_text(item: dict[str, Any]) -> str:
@@ -55,6 +76,8 @@ def details(report: ReproduceReport) -> list[str]:
         f"{one_line(report.input)}: {report.outcome} (exit {report.exit_code})",
         f"  {report.reason}",
     ]
+    if report.outcome == "reproduced" and report.replayed.get("failure"):
+        lines.append(f"  reproduced failure: {failure_words(report.replayed['failure'])}")
     if report.recorded:
         lines.append(f"  recorded: {_outcome_text(report.recorded)}")
     if report.replayed:
@@ -101,6 +124,8 @@ def _table(reports: list[ReproduceReport]) -> None:
     for report in reports:
         first = report.first_difference
         why = first["summary"] if first else report.reason
+        if not first and report.outcome == "reproduced" and report.replayed.get("failure"):
+            why += f": {failure_words(report.replayed['failure'])}"
         # file names and reasons come from hostile inputs: never rich markup
         table.add_row(
             markup(one_line(report.input)),

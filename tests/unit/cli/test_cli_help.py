@@ -58,3 +58,11 @@ def test_paragraphs_flow_instead_of_breaking_at_the_sources_line_ends() -> None:
     assert "its effect class and the policy rule" in text
     lines = _help("check").splitlines()
     assert not any(line.rstrip().endswith("its effect") for line in lines), lines
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "top")
+def test_dash_h_is_help_on_every_command(path: tuple[str, ...]) -> None:
+    """``-h`` prints what ``--help`` prints (it was refused: "No such option: -h")."""
+    result = CliRunner().invoke(app, [*path, "-h"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    assert result.output == _help(*path)

@@ -181,3 +181,28 @@ def test_deadline_provider_starts_no_call_after_the_deadline() -> None:
         response = late.complete(REQUEST, "model")
         assert response.error is not None and response.error["class"] == "ProviderTimeout"
     assert calls == [] and timeouts == [True, True, True]
+
+
+def test_a_long_shared_beginning_does_not_hide_the_difference() -> None:
+    """The message is cut after the difference, never before it (it was cut at 117 chars)."""
+    shared = "We looked into ticket T-1000 and the customer's account history. " * 8
+    recorded = {"messages": [{"role": "user", "content": shared + "Refund approved."}]}
+    provider = ReplayProvider([_recorded(recorded, "{}", 0)])
+    miss = provider.complete(
+        {"messages": [{"role": "user", "content": shared + "Refund denied."}]}, "model"
+    )
+    assert miss.error is not None
+    message = miss.error["message"]
+    assert "Refund denied." in message and "Refund approved." in message
+    assert "(from character " in message  # where the shown part starts
+
+
+def test_around_difference_shows_both_sides_from_just_before_it() -> None:
+    from runner.providers.replay_api import around_difference
+
+    a, b = "x" * 500 + "AAA" + "y" * 500, "x" * 500 + "BBB" + "y" * 500
+    mine, theirs = around_difference(a, b)
+    assert mine.startswith("(from character 460) ...") and "x" * 40 + "AAA" in mine
+    assert "x" * 40 + "BBB" in theirs and mine.endswith("...")
+    assert around_difference("short", "shorter") == ("short", "shorter")
+    assert around_difference(None, "x") == ("nothing", "x")

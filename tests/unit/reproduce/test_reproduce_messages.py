@@ -100,5 +100,8 @@ def test_outcome_lines_say_no_failure_and_have_no_stray_space() -> None:
     )
     lines = details(report)
     assert "  recorded: succeeded (no failure)" in lines
-    assert "  replayed: failed, signature e1123295c38675b3" in lines
+    assert (
+        "  replayed: failed: call #4 model raised ReplayDivergence (signature e1123295c38675b3)"
+        in lines
+    )
     assert not any("None" in line for line in lines), lines

@@ -1,6 +1,10 @@
-"""Geometry of the rating chart: numbers for the template's inline SVG (no script needed).
+"""Geometry of the charts: numbers for the template's inline SVG (no script needed).
 
-One row per variant, on one rating axis: a light band for ``mu ± 3 sigma`` (openskill's own
+The score chart (first screen, `score_chart`): one row per variant on the axis 0..1, a band
+for the 95 % interval of its mean score and a dot at the mean (`runner.grading.scores`).
+
+The rating chart (details, `rating_chart`):
+one row per variant, on one rating axis: a light band for ``mu ± 3 sigma`` (openskill's own
 uncertainty; its left end is the ordinal the standings sort by), a dark band for the bootstrap
 interval of ``mu`` over tasks (`runner.grading.uncertainty`), and a dot at ``mu``. Only numbers
 are computed here; names reach the SVG through the autoescaping template.
@@ -12,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["rating_chart"]
+__all__ = ["rating_chart", "score_chart"]
 
 WIDTH = 640
 LEFT = 170  # room for the variant names
@@ -81,8 +85,12 @@ def rating_chart(variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "boot_values": mu_interval,
             }
         )
+    return _frame(rows, [{"x": x(t), "label": f"{t:g}"} for t in _ticks(low, high)])
+
+
+def _frame(rows: list[dict[str, Any]], ticks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A chart's rows and ticks with its size and axis (both charts share the layout)."""
     axis_y = TOP + len(rows) * ROW
-    ticks = [{"x": x(t), "label": f"{t:g}"} for t in _ticks(low, high)]
     return {
         "width": WIDTH,
         "height": axis_y + AXIS,
@@ -92,3 +100,39 @@ def rating_chart(variants: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "ticks": ticks,
         "axis_y": axis_y,
     }
+
+
+def score_chart(variants: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Coordinates of the mean-score chart: on the axis 0..1, each variant's interval and mean.
+
+    Args:
+        variants: ``report.json``'s ``scores.variants`` (``mean``, ``interval``).
+
+    Returns:
+        ``{"width", "height", "left", "right", "rows": [{"name", "mid", "mean_x", "band":
+        [x0, x1] | None, "mean", "interval"}], "ticks", "axis_y"}``, or None when a score lies
+        outside [0, 1] (a custom judge's scale: the table says it) or nothing was scored.
+    """
+    values = [float(v["mean"]) for v in variants if v.get("mean") is not None]
+    bounds = [b for v in variants for b in v.get("interval") or ()]
+    if not values or any(not 0.0 <= x <= 1.0 for x in values + [float(b) for b in bounds]):
+        return None
+    inner = WIDTH - LEFT - RIGHT
+
+    def x(value: float) -> float:
+        return round(LEFT + value * inner, 2)
+
+    rows = []
+    for i, entry in enumerate(variants):
+        mean, interval = entry.get("mean"), entry.get("interval")
+        rows.append(
+            {
+                "name": str(entry["variant"]),
+                "mid": TOP + i * ROW + ROW / 2 - 4,
+                "mean_x": x(float(mean)) if mean is not None else None,
+                "band": [x(interval[0]), x(interval[1])] if interval else None,
+                "mean": mean,
+                "interval": interval,
+            }
+        )
+    return _frame(rows, [{"x": x(t / 5), "label": f"{t / 5:g}"} for t in range(6)])

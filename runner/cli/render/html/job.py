@@ -1,8 +1,11 @@
 """The page of a submission: ``report.json`` (and its traces) as the template's context.
 
-`job_context` turns a `JobReport` into plain values for ``job.html.j2``: the plan (N × M × K,
-ceilings, spend by purpose, pairs not run and why), the ratings table and chart, the verdicts in
-words, the head-to-head matrix, the per-task ranking with the judge's reasons, and one summary
+`job_context` turns a `JobReport` into plain values for ``job.html.j2``: first screen, the verdict
+(who wins, by how much, how sure), each variant's mean score with its 95 % interval, pass rate,
+pass@k and pass^k, the score chart, the gate's answers and what was not scored; then the plan
+(N × M × K, ceilings, spend by purpose, pairs not run and why), the verdicts on each pair in
+words, the head-to-head matrix, the ratings (mu, sigma, ordinal) and their chart in a details
+section, the per-task ranking with the judge's reasons, and one summary
 row per episode; `job_data` reads every episode's trace (streaming, capped:
 `runner.cli.render.html.episodes`) for the page's script, each model turn's USD taken from the
 report's pairs (the page never opens the ledger). Nothing is escaped here: the template
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runner.cli.render.html.charts import rating_chart
+from runner.cli.render.html.charts import rating_chart, score_chart
 from runner.cli.render.html.episodes import read_episode
 from runner.cli.render.html.render import render_page
 from runner.cli.render.report import group_by_reason
@@ -173,6 +176,10 @@ def job_context(report: JobReport) -> dict[str, Any]:
         "variants": variants,
         "statuses": statuses,
         "unrecorded": report.unrecorded,
+        "verdict": report.verdict or {},
+        "scores": report.scores or {},
+        "score_chart": score_chart((report.scores or {}).get("variants") or []),
+        "gate": report.gate or {},
     }
 
 

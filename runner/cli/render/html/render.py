@@ -32,6 +32,7 @@ from markupsafe import Markup
 import runner
 from runner.cli.render.html.diff import side_by_side
 from runner.cli.render.html.episodes import SOURCES, read_episode
+from runner.cli.render.reproduce import failure_words
 from runner.reproduce.report import ReproduceReport
 
 __all__ = ["page_bytes", "render_page", "render_reproduce", "render_trace", "write_page"]
@@ -114,7 +115,11 @@ def render_reproduce(reports: Sequence[ReproduceReport]) -> str:
         diff = None
         if report.first_difference and calls:
             diff = side_by_side(calls.get("recorded"), calls.get("replayed"))
-        items.append({**report.to_json(), "diff": diff})
+        said = {
+            side: failure_words((getattr(report, side) or {}).get("failure"))
+            for side in ("recorded", "replayed")
+        }
+        items.append({**report.to_json(), "diff": diff, "failure_words": said})
     data = {"kind": "reproduce", "reports": items}
     return render_page("reproduce.html.j2", {"items": items, "counts": counts}, data)
 

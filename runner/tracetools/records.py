@@ -195,6 +195,9 @@ class CallRecord(Record):
         body, body_encoding, truncated, original_length, sha256: the raw response body
             (`runner.trace.format.encode_body`); ``original_length`` is in bytes.
         clock: epoch seconds of the injected clock; ``duration_s``: seconds.
+        encoding: how a tool's value that JSON could not encode as returned was recorded
+            (`runner.trace.jsonform`): ``json_form`` (its ``model_dump``/dataclass fields) or
+            ``repr`` (its repr text: ``lint`` reports the body as missing); None: as returned.
         messages_from: a provider turn's history by reference (`MessagesFrom`); after
             `runner.tracetools.reader.read_trace` it is None and ``request`` is whole.
     """
@@ -225,6 +228,7 @@ class CallRecord(Record):
     duration_s: float | None = Field(default=None, ge=0)
     source: Literal["executed", "observation", "trace", "provider"] | None = None
     raw_io: bool | None = None
+    encoding: Literal["json_form", "repr"] | None = None
     error: CallError | None = None
     redactions: Redactions | None = Field(default=None, strict=False)  # a JSON list
     meta: dict[str, Any] | None = None
@@ -241,7 +245,7 @@ class CallRecord(Record):
         if self.is_provider_call:
             if "request" not in present or self.request is None:
                 raise ValueError("[request] a model or user call needs its request object")
-            wrong = [k for k in ("args", "effect", "schema_hash") if k in present]
+            wrong = [k for k in ("args", "effect", "schema_hash", "encoding") if k in present]
         else:
             if "args" not in present or self.args is None:
                 raise ValueError("[args] a tool call needs its args object")
@@ -263,6 +267,26 @@ class Failure(Record):
     tool: ToolId
     error_class: str = Field(min_length=1)
     exit_code: int
+
+
+class ToolErrorRef(Record):
+    """One tool call that ended in an error (an item of `ToolErrors`)."""
+
+    call_index: int = Field(ge=0)
+    tool: ToolId
+    error_class: str | None = None
+
+
+class ToolErrors(Record):
+    """The end line's ``tool_errors`` (`runner.trace.format.tool_errors`): failed tool calls.
+
+    Attributes:
+        count: how many tool calls of the episode ended in an error.
+        calls: the first of them (at most `runner.trace.format.MAX_TOOL_ERRORS`).
+    """
+
+    count: int = Field(ge=1)
+    calls: tuple[ToolErrorRef, ...] = Field(default=(), strict=False)  # a JSON list
 
 
 class LimitHit(Record):
@@ -317,6 +341,7 @@ class EndRecord(Record):
     limit: LimitHit | None = None
     output: Any = None
     not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
+    tool_errors: ToolErrors | None = None
     outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)
     outbound_dropped: int | None = Field(default=None, ge=0)
     coverage: Literal["full", "partial"] | None = None

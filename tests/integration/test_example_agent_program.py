@@ -81,3 +81,54 @@ def test_check_submit_and_reproduce_the_example(image: str, tmp_path: Path) -> N
     done = _cli(["reproduce", str(traces / "prod-v1-T-1001.jsonl")], image, state)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reproduced (exit 0)" in done.stdout
+
+
+def test_a_packet_of_a_program_step_reproduces_in_a_fresh_folder(
+    image: str, tmp_path: Path
+) -> None:
+    """Issue 27: the packet carries the program module, the modules of its folder it imports
+    and the requirements file the workflow names; unpacked elsewhere, on a clean state
+    folder, it reproduces (was: ``program module 'support_agent' ... is not found``)."""
+    import shutil
+    import tarfile
+
+    traces = tmp_path / "traces"
+    record = [sys.executable, str(EXAMPLE / "record_production.py"), "--out", str(traces)]
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    recorded = subprocess.run(
+        record, capture_output=True, text=True, timeout=300, env=env, check=False
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    made = tmp_path / "made" / "case.tar.gz"
+    done = _cli(
+        ["packet", str(traces / "prod-v1-T-1001.jsonl"), "-o", str(made)], image, tmp_path / "s1"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with tarfile.open(made) as packed:
+        names = set(packed.getnames())
+    assert {
+        "workflow/support_agent.py",  # the program module
+        "workflow/agentloop.py",  # a module of its folder it imports
+        "workflow/support_tools.py",
+        "workflow/requirements.txt",  # what its image was built from
+    } <= names, names
+    assert "workflow/support_agent_v2.py" not in names  # nothing it does not import
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copyfile(made, fresh / "case.tar.gz")
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "reproduce", "case.tar.gz"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=fresh,
+        env={
+            **env,
+            "SANDBOX_REPLAY_IMAGE": image,
+            "SANDBOX_REPLAY_STATE_DIR": str(fresh / "state"),
+            "SANDBOX_REPLAY_LOG_LEVEL": "warning",
+        },
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reproduced (exit 0)" in done.stdout

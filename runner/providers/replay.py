@@ -15,6 +15,7 @@ from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body
 from runner.providers.replay_api import mismatch, serve_recorded
 from runner.sdk import canonical_json
+from runner.trace.excerpt import differing_excerpts
 from runner.trace.format import decode_body
 
 ROLES = ("model", "user")
@@ -31,9 +32,12 @@ def _first_difference(request: Mapping[str, Any], recorded: Mapping[str, Any]) -
         a = canonical_json(mine[index]) if index < len(mine) else None
         b = canonical_json(theirs[index]) if index < len(theirs) else None
         if a != b:
+            shown = (_short(a), _short(b))
+            if a is not None and b is not None:  # both cut around where they differ
+                shown = differing_excerpts(a, b, 120)
             return (
                 f"first differing message index {index}: request has "
-                f"{_short(a)}, recording has {_short(b)}"
+                f"{shown[0]}, recording has {shown[1]}"
             )
     if canonical_json(request.get("tools")) != canonical_json(recorded.get("tools")):
         return "messages equal; tools differ"

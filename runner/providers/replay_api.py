@@ -16,6 +16,7 @@ from typing import Any
 
 from runner.providers.apis import ApiCall
 from runner.sdk import canonical_json
+from runner.trace.excerpt import differing_excerpts
 from runner.trace.format import decode_body
 
 __all__ = ["first_differing_field", "serve_recorded"]
@@ -78,9 +79,13 @@ def mismatch(call: ApiCall, recorded: Mapping[str, Any]) -> str | None:
     if found is None:
         return None
     path, mine, theirs = found
+    if mine is _MISSING or theirs is _MISSING:
+        shown = (_short(mine), _short(theirs))
+    else:  # both cut around where they differ, never before it
+        shown = differing_excerpts(canonical_json(mine), canonical_json(theirs), _SHOW)
     return (
-        f"first differing field {path or '(the body)'}: request has {_short(mine)}, "
-        f"recording has {_short(theirs)}"
+        f"first differing field {path or '(the body)'}: request has {shown[0]}, "
+        f"recording has {shown[1]}"
     )
 
 

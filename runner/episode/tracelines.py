@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.backends.base import ExitState
 from runner.episode.status import StatusFacts, failure_of
+from runner.tools.snapshot.sources import snapshot_agent_code
 from runner.trace.format import episode_exit_code, failure_signature
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ def write_header(state: EpisodeFacts) -> None:
             "policy_hash": policy.get("hash"),
             "host": {"python": host_platform.python_version()},
             **({"tool_snapshot": request.snapshot.digest} if request.snapshot is not None else {}),
+            **_agent_code(request),
         },
         mode=request.mode,
         policy=policy,
@@ -109,6 +111,19 @@ def write_header(state: EpisodeFacts) -> None:
             "hard_cap_s": state.prepared.spec.hard_cap.whole_s,
         },
     )
+
+
+def _agent_code(request: Any) -> dict[str, Any]:
+    """``{"agent_code": {...}}`` of the run's program steps, from its snapshot (or nothing)."""
+    modules = [
+        step.program.partition(":")[0]
+        for step in request.workflow.spec.steps
+        if step.program is not None
+    ]
+    if not modules or request.snapshot is None:
+        return {}
+    hashes = snapshot_agent_code(request.snapshot, modules)
+    return {"agent_code": hashes} if hashes else {}
 
 
 def coverage_of(state: EpisodeFacts) -> str:

@@ -53,6 +53,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from runner.sdk import current, wallclock
+from runner.sdk.agentcode import loaded_agent_code, sdk_versions
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
 from runner.sdk.rawio import apply_exchanges, capture
@@ -407,6 +408,7 @@ class Recorder(ModelCallRecording):
 
     def _run_line(self) -> Dict[str, Any]:
         libc, version = platform.libc_ver()
+        agent = loaded_agent_code(self.workflow["content"])  # what ran: the diff names changes
         return {
             "v": TRACE_VERSION,
             "type": "run",
@@ -424,11 +426,12 @@ class Recorder(ModelCallRecording):
                 "platform": "-".join(
                     p for p in (sys.platform, platform.machine(), libc + version) if p
                 ),
-                "packages": {},
+                "packages": sdk_versions(),
                 "image": None,
                 "image_id": None,
                 "tools": dict(sorted(self.tools.items())),
                 "policy_hash": None,
+                **({"agent_code": agent} if agent else {}),
             },
         }
 

@@ -120,7 +120,9 @@ class Environment(Record):
     """The environment manifest: python, platform, packages, image id, tool schema hashes.
 
     ``tool_snapshot`` (optional, added in 0.1.0 without a ``v`` change): sha256 hex of the
-    tool snapshot the sandbox mounted (`runner.tools.snapshot`).
+    tool snapshot the sandbox mounted (`runner.tools.snapshot`). ``agent_code`` (optional,
+    added in 0.1.0): ``{path: sha256 hex}`` of each program step's module and the modules of
+    its folder it imports (`runner.sdk.agentcode`), paths relative to the module's folder.
     """
 
     python: str | None = None
@@ -132,6 +134,7 @@ class Environment(Record):
     policy_hash: str | None = None
     host: dict[str, Any] | None = None
     tool_snapshot: str | None = None
+    agent_code: dict[str, Sha256Hex] | None = Field(default=None, max_length=1000)
 
 
 class RunRecord(Record):

@@ -132,3 +132,51 @@ def test_a_packet_of_a_program_step_reproduces_in_a_fresh_folder(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reproduced (exit 0)" in done.stdout
+
+
+def test_the_environment_diff_names_the_agent_file_that_changed(image: str, tmp_path: Path) -> None:
+    """Issue 27: a recording and its replay hash the program's module and the modules of its
+    folder it imports (``environment.agent_code``); the diff names the file that changed, and
+    the SDK versions the recording lists (was: no line for either)."""
+    import json
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__", "traces"))
+    traces = tmp_path / "traces"
+    record = [sys.executable, str(project / "record_production.py"), "--out", str(traces)]
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    recorded = subprocess.run(
+        record, capture_output=True, text=True, timeout=300, env=env, check=False
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    trace = traces / "prod-v1-T-1001.jsonl"
+    environment = json.loads(trace.read_text().splitlines()[0])["environment"]
+    assert set(environment["agent_code"]) == {
+        "agentloop.py",
+        "support_agent.py",
+        "support_tools.py",
+    }
+    assert "openai" in environment["packages"]
+    loop = project / "agentloop.py"
+    loop.write_text(loop.read_text() + "\n# a comment: the behaviour is the same\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "reproduce", "--json", str(trace)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=project,
+        env={
+            **env,
+            "SANDBOX_REPLAY_IMAGE": image,
+            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
+            "SANDBOX_REPLAY_LOG_LEVEL": "warning",
+        },
+        check=False,
+    )
+    report = json.loads(done.stdout)
+    assert report["outcome"] == "reproduced", done.stdout + done.stderr
+    fields = {d["field"]: d for d in report["environment_diff"]}
+    assert "agent_code.agentloop.py" in fields, fields
+    assert fields["agent_code.agentloop.py"]["why"] == "the agent's code changed"
+    assert "agent_code.support_agent.py" not in fields  # unchanged files are not named

@@ -195,3 +195,33 @@ def test_revive_rebuilds_the_declared_class_and_keeps_what_it_refuses() -> None:
     assert revive({"nope": 1}, Weather) == {"nope": 1}
     assert revive({"a": 1}, dict) == {"a": 1}
     assert revive([1], None) == [1]
+
+
+def test_record_hashes_the_agent_code_and_lists_the_sdks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from runner.reproduce.envdiff import environment_diff
+
+    (tmp_path / "my_agent.py").write_text("import my_loop\n\ndef run(x):\n    return 1\n")
+    (tmp_path / "my_loop.py").write_text("X = 1\n")
+    (tmp_path / "wf.yaml").write_text(
+        'name: w\nversion: "1"\nsteps:\n  - {id: a, program: "my_agent:run"}\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import my_agent
+
+    trace = tmp_path / "run.jsonl"
+    with sdk.record(trace, task_id="t-1", workflow=str(tmp_path / "wf.yaml")):
+        my_agent.run({})
+    environment = _lines(trace)[0]["environment"]
+    assert sorted(environment["agent_code"]) == ["my_agent.py", "my_loop.py"]
+    assert environment["packages"]["pydantic"] == pydantic.VERSION
+    changed = {**environment["agent_code"], "my_loop.py": "0" * 64}
+    diff = environment_diff(environment, {**environment, "agent_code": changed}, "h", "h", [], [])
+    assert [d["field"] for d in diff] == ["agent_code.my_loop.py"]
+    older = {k: v for k, v in environment.items() if k != "agent_code"}
+    assert environment_diff(environment, older, "h", "h", [], []) == []  # nothing to compare
+    sys.modules.pop("my_agent", None)
+    sys.modules.pop("my_loop", None)

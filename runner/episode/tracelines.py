@@ -46,6 +46,7 @@ class EpisodeFacts(StatusFacts, Protocol):
     coverage: list[dict[str, Any]]
     coverage_dropped: int
     divergences: list[dict[str, Any]]
+    undeclared_tools: dict[tuple[str, str], int]
     divergences_dropped: int
     tokens_in: int
     tokens_out: int
@@ -184,6 +185,16 @@ def end_line(
         ],
         "divergences": state.divergences,
         "divergences_dropped": state.divergences_dropped,
+        **(
+            {
+                "undeclared_tools": [
+                    {"step_id": step_id, "name": name, "requests": count}
+                    for (step_id, name), count in sorted(state.undeclared_tools.items())
+                ]
+            }
+            if state.undeclared_tools
+            else {}
+        ),
         "meter": {
             "tokens_in": state.tokens_in,
             "tokens_out": state.tokens_out,

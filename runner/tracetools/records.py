@@ -292,6 +292,20 @@ class ToolErrors(Record):
     calls: tuple[ToolErrorRef, ...] = Field(default=(), strict=False)  # a JSON list
 
 
+class UndeclaredTool(Record):
+    """A tool a program step offered its model that the step does not declare (named only).
+
+    Attributes:
+        step_id: the program step.
+        name: the name the request offered it under.
+        requests: how many of the step's requests offered it.
+    """
+
+    step_id: str
+    name: str = Field(min_length=1, max_length=128)
+    requests: int = Field(ge=1)
+
+
 class LimitHit(Record):
     """The policy limit that cut a ``limit_exceeded`` run: its name and the value in effect."""
 
@@ -345,6 +359,9 @@ class EndRecord(Record):
     output: Any = None
     not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
     tool_errors: ToolErrors | None = None
+    undeclared_tools: tuple[UndeclaredTool, ...] | None = Field(
+        default=None, strict=False, max_length=1000
+    )  # a JSON list
     outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)
     outbound_dropped: int | None = Field(default=None, ge=0)
     coverage: Literal["full", "partial"] | None = None

@@ -197,8 +197,15 @@ def test_a_tool_returning_a_pydantic_model_is_recorded_unchanged_and_reproduced(
     assert "stamp=Stamp(query='password', length=8)" in outputs[0]["output"]
 
     env = {"SANDBOX_REPLAY_IMAGE": sdk_image, "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "st")}
-    done = _cli(["reproduce", str(trace)], env, project)
+    done = _cli(["reproduce", "--json", str(trace)], env, project)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "reproduced (exit 0)" in done.stdout
+    report = json.loads(done.stdout)
+    assert report["outcome"] == "reproduced", report
+    # the SDK's own tool is offered to the model under a name the step does not declare:
+    # named in the replay's trace (not denied: runner/providers/offered.py)
+    replay = [json.loads(line) for line in Path(report["replay_trace"]).read_text().splitlines()]
+    assert replay[-1]["undeclared_tools"] == [
+        {"step_id": "agent", "name": "search_kb", "requests": 2}
+    ]
     lint = _cli(["lint", str(trace)], env, project)
     assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -65,8 +65,8 @@ def offered_tools(api: str, request: Mapping[str, Any]) -> list[str]:
             name = tool.get("name") if tool.get("type", "function") == "function" else None
         else:
             name = tool.get("name")
-        if isinstance(name, str) and name:
-            names.append(name[:MAX_NAME_CHARS])
+        if isinstance(name, str) and name:  # inert: no control character reaches a log line
+            names.append("".join(c if c.isprintable() else "?" for c in name[:MAX_NAME_CHARS]))
     return list(dict.fromkeys(names))
 
 

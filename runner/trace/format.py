@@ -96,16 +96,19 @@ def tool_errors(calls: Iterable[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
     count = 0
     first: List[Dict[str, Any]] = []
     for call in calls:
-        error = call.get("error")
-        if not isinstance(error, Mapping) or call.get("tool") in ("model", "user"):
+        error, index, tool = call.get("error"), call.get("index"), call.get("tool")
+        if not isinstance(error, Mapping) or tool in ("model", "user"):
             continue
+        if not isinstance(tool, str) or isinstance(index, bool) or not isinstance(index, int):
+            continue  # a record no reader would accept either: not listed
         count += 1
         if len(first) < MAX_TOOL_ERRORS:
+            error_class = error.get("class")
             first.append(
                 {
-                    "call_index": call.get("index"),
-                    "tool": call.get("tool"),
-                    "error_class": error.get("class"),
+                    "call_index": index,
+                    "tool": tool,
+                    "error_class": error_class if isinstance(error_class, str) else None,
                 }
             )
     return {"count": count, "calls": first} if count else None

@@ -61,6 +61,7 @@ def test_names_are_bounded_and_unique() -> None:
     names = offered_tools("messages", request)
     assert names[0] == "x" * MAX_NAME_CHARS and len(names) == 255  # 256 read, one repeated
     assert undeclared(["a.b", "a__b", "c"], ["a.b"]) == ["c"]
+    assert offered_tools("messages", {"tools": [{"name": "a\x1b[31mb"}]}) == ["a?[31mb"]
 
 
 def test_the_end_line_field_reads_back() -> None:

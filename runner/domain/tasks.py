@@ -1,7 +1,8 @@
 """The task file: JSONL, one task a line (SPEC.md "Task file").
 
 Each line is ``{"task_id", "input": {...}, "clock_start"?, "observations"?: [call records],
-"expected"?: {"output"?, "output_contains"?, "tool_calls"?: [{"tool", "args"?}]}}``.
+"expected"?: {"output"?, "output_contains"?, "tool_calls"?: [{"tool", "args"?}]}}``
+(``output_contains``: a string, or a list of strings that must all be in the output).
 
 Invariants:
 - a bad line never stops the others from loading: it becomes an `InputError` naming the file,
@@ -43,6 +44,8 @@ _OBSERVATION_KEYS = frozenset(
     {"tool", "args", "body", "body_encoding", "truncated", "original_length", "sha256", "error"}
 )
 _EXPECTED_KEYS = frozenset({"output", "output_contains", "tool_calls"})
+MAX_OUTPUT_CONTAINS = 1000
+"""The most strings one ``expected.output_contains`` list may hold."""
 
 
 @dataclass(frozen=True)
@@ -175,8 +178,18 @@ def _check_expected(expected: Any) -> None:
     unknown = sorted(set(expected) - _EXPECTED_KEYS)
     if unknown:
         raise _Bad(f"expected.{unknown[0]}", "unknown key")
-    if "output_contains" in expected and not isinstance(expected["output_contains"], str):
-        raise _Bad("expected.output_contains", "must be a string")
+    contains = expected.get("output_contains", "")
+    if isinstance(contains, list):  # every one of them must be in the output (the rubric)
+        if not contains or len(contains) > MAX_OUTPUT_CONTAINS:
+            raise _Bad(
+                "expected.output_contains",
+                f"a list must hold 1 to {MAX_OUTPUT_CONTAINS} strings",
+            )
+        for i, needle in enumerate(contains):
+            if not isinstance(needle, str):
+                raise _Bad(f"expected.output_contains[{i}]", "must be a string")
+    elif not isinstance(contains, str):
+        raise _Bad("expected.output_contains", "must be a string or a list of strings")
     calls = expected.get("tool_calls", [])
     if not isinstance(calls, list):
         raise _Bad("expected.tool_calls", "must be a list")

@@ -95,6 +95,16 @@ def _file_glob(value: str) -> str:
 FileGlob = Annotated[str, AfterValidator(_file_glob)]
 
 
+def _file_path(value: str) -> str:
+    """A path relative to the workflow file, inside its folder (a `FileGlob` without glob)."""
+    if any(c in value for c in "*?["):
+        raise ValueError(f"{value!r} is a glob: name one file")
+    return _file_glob(value)
+
+
+FilePath = Annotated[str, AfterValidator(_file_path)]
+
+
 class Workflow(Frozen):
     """A named, versioned agent definition (the validated content of a workflow file).
 
@@ -108,6 +118,10 @@ class Workflow(Frozen):
             reads; they are copied into the tool snapshot beside the modules.
         model: the model provider of agent steps; None when the workflow has none.
         steps: the steps, in order (at least one).
+        requirements: the pip requirements file (relative to the workflow file, inside its
+            folder) the sandbox image was built from (``sandbox-replay image build
+            --requirements``); ``packet`` ships it, so that a colleague can build the same
+            image. Not installed or read by runs.
     """
 
     name: str
@@ -116,6 +130,7 @@ class Workflow(Frozen):
     files: list[FileGlob] = Field(default_factory=list, max_length=1000)
     model: ModelSpec | None = None
     steps: list[Step] = Field(min_length=1)
+    requirements: FilePath | None = None
 
     @field_validator("name")
     @classmethod

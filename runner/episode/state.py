@@ -36,8 +36,10 @@ from runner.episode.tracelines import MAX_COVERAGE, end_line, write_header
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.ledger.pricing import estimate_usd
+from runner.providers.apis import ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
 from runner.providers.metered import CEILING_ERROR_CLASS
+from runner.providers.offered import undeclared_offered
 from runner.trace.format import encode_body
 from runner.trace.writer import TraceFull
 from runner.wire import protocol
@@ -92,6 +94,7 @@ class EpisodeState:
     served_at: dict[int, tuple[ProviderResponse, Any]] = field(default_factory=dict)
     gateway_notes: list[dict[str, Any]] = field(default_factory=list)
     gateway_notes_dropped: int = 0
+    undeclared_tools: dict[tuple[str, str], int] = field(default_factory=dict)
     unpriced_models: list[str] = field(default_factory=list)
     ceiling_refusals: list[dict[str, Any]] = field(default_factory=list)
     runtime_meter: dict[str, int] = field(default_factory=dict)
@@ -214,6 +217,26 @@ class EpisodeState:
             trace_bytes=self.trace.bytes,
         )
 
+    def _offered(self, call: ApiCall) -> None:
+        """Count the tools this request offers that its step does not declare.
+
+        They are named (``end.undeclared_tools``, a warning), not denied:
+        `runner.providers.offered` says why.
+        """
+        step_id, workflow = str(call.step_id), self.prepared.run_spec["workflow"]
+        for name in undeclared_offered(call.api, call.request, workflow, step_id):
+            key = (step_id, name)
+            if key not in self.undeclared_tools and len(self.undeclared_tools) >= MAX_COVERAGE:
+                continue
+            if key not in self.undeclared_tools:
+                log.warning(
+                    "gateway_offered_undeclared_tool",
+                    run_id=self.prepared.run_id,
+                    step_id=step_id,
+                    tool=name,
+                )
+            self.undeclared_tools[key] = self.undeclared_tools.get(key, 0) + 1
+
     @staticmethod
     def _host_recorded(record: dict[str, Any], served: ProviderResponse) -> dict[str, Any]:
         """Return ``record`` with the raw body and model id the host served (SPEC.md).
@@ -251,6 +274,7 @@ class EpisodeState:
             )
             log.warning(event, run_id=self.prepared.run_id, param=exc.param, problem=str(exc))
             return [gatewayhost.invalid(message_id, exc)]
+        self._offered(call)
         if provider is None:
             response = ProviderResponse(
                 body=None,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.backends.base import ExitState
 from runner.episode.status import StatusFacts, failure_of
+from runner.tools.snapshot.sources import snapshot_agent_code
 from runner.trace.format import episode_exit_code, failure_signature
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class EpisodeFacts(StatusFacts, Protocol):
     coverage: list[dict[str, Any]]
     coverage_dropped: int
     divergences: list[dict[str, Any]]
+    undeclared_tools: dict[tuple[str, str], int]
     divergences_dropped: int
     tokens_in: int
     tokens_out: int
@@ -95,6 +97,7 @@ def write_header(state: EpisodeFacts) -> None:
             "policy_hash": policy.get("hash"),
             "host": {"python": host_platform.python_version()},
             **({"tool_snapshot": request.snapshot.digest} if request.snapshot is not None else {}),
+            **_agent_code(request),
         },
         mode=request.mode,
         policy=policy,
@@ -109,6 +112,19 @@ def write_header(state: EpisodeFacts) -> None:
             "hard_cap_s": state.prepared.spec.hard_cap.whole_s,
         },
     )
+
+
+def _agent_code(request: Any) -> dict[str, Any]:
+    """``{"agent_code": {...}}`` of the run's program steps, from its snapshot (or nothing)."""
+    modules = [
+        step.program.partition(":")[0]
+        for step in request.workflow.spec.steps
+        if step.program is not None
+    ]
+    if not modules or request.snapshot is None:
+        return {}
+    hashes = snapshot_agent_code(request.snapshot, modules)
+    return {"agent_code": hashes} if hashes else {}
 
 
 def coverage_of(state: EpisodeFacts) -> str:
@@ -169,6 +185,16 @@ def end_line(
         ],
         "divergences": state.divergences,
         "divergences_dropped": state.divergences_dropped,
+        **(
+            {
+                "undeclared_tools": [
+                    {"step_id": step_id, "name": name, "requests": count}
+                    for (step_id, name), count in sorted(state.undeclared_tools.items())
+                ]
+            }
+            if state.undeclared_tools
+            else {}
+        ),
         "meter": {
             "tokens_in": state.tokens_in,
             "tokens_out": state.tokens_out,

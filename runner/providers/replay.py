@@ -13,8 +13,9 @@ from typing import Any
 
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body
-from runner.providers.replay_api import around_difference, mismatch, serve_recorded
+from runner.providers.replay_api import mismatch, serve_recorded
 from runner.sdk import canonical_json
+from runner.trace.excerpt import differing_excerpts
 from runner.trace.format import decode_body
 
 ROLES = ("model", "user")
@@ -24,6 +25,13 @@ def _settings(request: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in request.items() if k not in ("messages", "tools")}
 
 
+def _short(text: str | None) -> str:
+    """One side of a message difference when the other side has no such message."""
+    if text is None:
+        return "no message"
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 def _first_difference(request: Mapping[str, Any], recorded: Mapping[str, Any]) -> str:
     mine = request.get("messages") or []
     theirs = recorded.get("messages") or []
@@ -31,11 +39,12 @@ def _first_difference(request: Mapping[str, Any], recorded: Mapping[str, Any]) -
         a = canonical_json(mine[index]) if index < len(mine) else None
         b = canonical_json(theirs[index]) if index < len(theirs) else None
         if a != b:
-            mine_shown, theirs_shown = around_difference(a, b)
+            shown = (_short(a), _short(b))
+            if a is not None and b is not None:  # both cut around where they differ
+                shown = differing_excerpts(a, b, 120)
             return (
                 f"first differing message index {index}: request has "
-                f"{'no message' if a is None else mine_shown}, recording has"
-                f" {'no message' if b is None else theirs_shown}"
+                f"{shown[0]}, recording has {shown[1]}"
             )
     if canonical_json(request.get("tools")) != canonical_json(recorded.get("tools")):
         return "messages equal; tools differ"

@@ -16,51 +16,12 @@ from typing import Any
 
 from runner.providers.apis import ApiCall
 from runner.sdk import canonical_json
+from runner.trace.excerpt import differing_excerpts
 from runner.trace.format import decode_body
 
-__all__ = ["around_difference", "first_differing_field", "serve_recorded"]
+__all__ = ["first_differing_field", "serve_recorded"]
 
 _SHOW = 120
-_BEFORE = 40  # characters of the common part shown before the first difference
-
-
-def around_difference(mine: str | None, theirs: str | None) -> tuple[str, str]:
-    """Two texts shown from just before their first differing character, cut after it.
-
-    A message cut at a fixed length from its start hides the difference when the two texts
-    share a long beginning (a conversation's earlier turns, a long JSON prefix): both are
-    shown from `_BEFORE` characters before the first character that differs, at most `_SHOW`
-    characters, with ``...`` where something was left out; the position is said.
-
-    Args:
-        mine: the request's text (None: nothing on that side).
-        theirs: the recording's text (None: nothing on that side).
-
-    Returns:
-        ``(mine shown, theirs shown)``; a missing side is ``nothing``. Example: two texts
-        that differ at character 400 are shown as ``...<40 equal chars><the rest>`` each,
-        prefixed by ``(from character 360)``.
-    """
-    if mine is None or theirs is None:
-        return _head(mine), _head(theirs)
-    same = next(
-        (i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b),
-        min(len(mine), len(theirs)),
-    )
-    start = max(0, same - _BEFORE)
-
-    def cut(text: str) -> str:
-        shown = text[start : start + _SHOW]
-        head = f"(from character {start}) ..." if start else ""
-        return head + shown + ("..." if start + _SHOW < len(text) else "")
-
-    return cut(mine), cut(theirs)
-
-
-def _head(text: str | None) -> str:
-    if text is None:
-        return "nothing"
-    return text if len(text) <= _SHOW else text[: _SHOW - 3] + "..."
 
 
 def _short(value: Any) -> str:
@@ -120,8 +81,8 @@ def mismatch(call: ApiCall, recorded: Mapping[str, Any]) -> str | None:
     path, mine, theirs = found
     if mine is _MISSING or theirs is _MISSING:
         shown = (_short(mine), _short(theirs))
-    else:
-        shown = around_difference(canonical_json(mine), canonical_json(theirs))
+    else:  # both cut around where they differ, never before it
+        shown = differing_excerpts(canonical_json(mine), canonical_json(theirs), _SHOW)
     return (
         f"first differing field {path or '(the body)'}: request has {shown[0]}, "
         f"recording has {shown[1]}"

@@ -38,11 +38,14 @@ SOURCE_VERDICT_CLASS = "task_failed"
 
 _MESSAGE_DIFF = re.compile(r"first differing message index (\d+): (.*)$", re.S)
 _SHOW = 300
+# A message already shows both sides cut around where they differ (runner.trace.excerpt):
+# cutting it again at 300 characters dropped the recorded side, the part that differs.
+_SHOW_MESSAGE = 1000
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, limit: int = _SHOW) -> str:
     text = value if isinstance(value, str) else canonical_json(value)
-    return text if len(text) <= _SHOW else text[: _SHOW - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _key(call: Mapping[str, Any]) -> tuple[str, str]:
@@ -70,10 +73,12 @@ def _provider_miss(call: Mapping[str, Any]) -> dict[str, Any] | None:
         entry["differs"] = found.group(2)
         entry["summary"] = (
             f"{call.get('tool')} call #{call.get('index')}: message {found.group(1)} differs: "
-            f"{_short(found.group(2))}"
+            f"{_short(found.group(2), _SHOW_MESSAGE)}"
         )
     else:
-        entry["summary"] = f"{call.get('tool')} call #{call.get('index')}: {_short(message)}"
+        entry["summary"] = (
+            f"{call.get('tool')} call #{call.get('index')}: {_short(message, _SHOW_MESSAGE)}"
+        )
     return entry
 
 
@@ -100,7 +105,9 @@ def first_difference(
             entry["args"] = note["args"]
         if note.get("differing"):
             entry["differing"] = note["differing"]
-        entry["summary"] = f"call #{index} {note.get('tool')}: {_short(entry['message'])}"
+        entry["summary"] = (
+            f"call #{index} {note.get('tool')}: {_short(entry['message'], _SHOW_MESSAGE)}"
+        )
         candidates.append(entry)
     for call in replayed_calls:
         miss = _provider_miss(call)

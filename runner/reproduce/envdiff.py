@@ -1,7 +1,8 @@
 """What changed between the recorded and the replayed environment manifest.
 
-`environment_diff` lists python, platform, tool schema hashes, workflow hash, model ids, and the
-packages that matter (on both sides with another version, or imported by the tool modules,
+`environment_diff` lists python, platform, tool schema hashes, workflow hash, model ids, the
+agent code files whose hash changed (``agent_code``: `runner.sdk.agentcode`), and the packages
+that matter (on both sides with another version, or imported by the tool modules,
 `tool_imports`); the many packages only one side has (a host virtualenv against a sandbox
 image) are one summary line (`packages_diff`). Pure functions over JSON records, except
 `tool_imports`, which reads the tool files (bounded, with the AST: nothing runs).
@@ -50,7 +51,9 @@ def environment_diff(
 
     Returns:
         ``[{field, recorded, now}]`` for python, platform, workflow hash, model ids, each tool
-        schema hash that changed (``tools.<id>``), packages that matter (``packages.<name>``)
+        schema hash that changed (``tools.<id>``), each agent file whose hash changed
+        (``agent_code.<path>``, when both sides hash it), packages that matter
+        (``packages.<name>``)
         and one ``packages`` line summarising the rest (`packages_diff`).
     """
     diff: list[dict[str, Any]] = []
@@ -85,8 +88,29 @@ def environment_diff(
                     "now": tools_now.get(tool_id),
                 }
             )
+    diff.extend(_agent_code_diff(recorded_env.get("agent_code"), replayed_env.get("agent_code")))
     diff.extend(packages_diff(recorded_env.get("packages"), replayed_env.get("packages"), imports))
     return diff
+
+
+def _agent_code_diff(recorded: Any, replayed: Any) -> list[dict[str, Any]]:
+    """``agent_code.<path>`` entries: each agent file whose hash differs (both sides hash).
+
+    A side without ``agent_code`` (a trace written before it, a run without program steps)
+    says nothing about the code, so nothing is compared.
+    """
+    if not isinstance(recorded, Mapping) or not isinstance(replayed, Mapping):
+        return []
+    return [
+        {
+            "field": f"agent_code.{path}",
+            "recorded": recorded.get(path),
+            "now": replayed.get(path),
+            "why": "the agent's code changed",
+        }
+        for path in sorted(set(recorded) | set(replayed))
+        if recorded.get(path) != replayed.get(path)
+    ]
 
 
 def normalise_package(name: str) -> str:

@@ -9,8 +9,12 @@ metadata so that one trace gives the same bytes)::
     workflow/NAME.yaml   the recorded workflow (the trace's own copy: its sha256 is the
                          trace's workflow hash, which is how reproduce finds it)
     workflow/...         the source of the tool modules the workflow uses (and of its
-                         scripted model function, and its tool manifests), laid out so that
-                         they import from the workflow's folder
+                         scripted model function, and its tool manifests), of each program
+                         step's module and the modules of its folder it imports (read with
+                         `ast`, never imported), the data files its ``files`` globs match:
+                         what the run's tool snapshot holds (`runner.tools.snapshot`), laid
+                         out so that they import from the workflow's folder; and the
+                         requirements file the workflow names (``requirements:``)
     manifest.json        the capability-filtered registry manifest under policy reproduce,
                          its tools described inside a sandbox (never imported here)
     environment.json     the trace's environment manifest
@@ -37,7 +41,10 @@ from runner.errors import InputError
 from runner.inputfile import read_input
 from runner.policy import load_policy
 from runner.reproduce.inputs import recorded_workflow_file, tool_folder
+from runner.tools.locate import locate_tools
 from runner.tools.mcp import server_files
+from runner.tools.snapshot.sources import workflow_entries
+from runner.tools.snapshot.tree import plan_entries
 from runner.tools.source import manifest_path
 from runner.trace import strictjson
 from runner.trace.redact import Redactor
@@ -63,9 +70,12 @@ recording, in a Docker sandbox:
 Exit code 0 means `reproduced` (the recorded outcome came back from the recording alone),
 1 `not_reproduced` (the report names the first differing call), 5 `refused`.
 
-Contents: `trace.jsonl` (the trace), `workflow/` (the workflow file and the source of its tool
-modules), `manifest.json` (the filtered tool manifest), `environment.json` (the recorded
-environment: python, platform, packages, tool schema hashes).
+Contents: `trace.jsonl` (the trace), `workflow/` (the workflow file, the source of its tool
+modules and program steps with the modules they import, its data files, and the requirements
+file its sandbox image was built from when it names one: `sandbox-replay image build --tag T
+--requirements workflow/FILE`, then `SANDBOX_REPLAY_IMAGE=T`), `manifest.json` (the filtered
+tool manifest), `environment.json` (the recorded environment: python, platform, packages, tool
+schema hashes).
 """
 
 
@@ -138,6 +148,50 @@ def _module_files(registry: Registry, workflow: WorkflowFile) -> dict[str, Path]
             path = manifest_path(workflow.folder, entry, where)
             files[path.relative_to(workflow.folder).as_posix()] = path
     return files
+
+
+def _snapshot_files(
+    workflow: WorkflowFile, confined_to: Path | None, state_dir: Path, trace_path: Path
+) -> dict[str, Path]:
+    """``{packet path under workflow/: host file}`` of what the run's tool snapshot copies.
+
+    The same entries as the snapshot a run mounts (`runner.tools.snapshot.sources.
+    workflow_entries`): tool modules, each program step's module and the modules of its folder
+    it imports (found with `ast`, nothing imported), MCP server files and ``files`` matches,
+    under the same bounds and link rules (`runner.tools.snapshot.tree.plan_entries`); the
+    trace itself, the state folder, tasks and traces are never copied. Each file keeps its
+    path below the folder its module was found in.
+
+    Raises:
+        InputError: a module no longer found, a glob matching nothing, a bound passed.
+    """
+    located = locate_tools(workflow, confined_to=confined_to)
+    entries = workflow_entries(workflow, located, state_dir=state_dir)
+    plan = plan_entries(entries, state_dir.resolve(), exclude=[trace_path])
+    files: dict[str, Path] = {}
+    for dest, real in sorted(plan.files.items()):
+        relative = dest.split("/", 1)[1]  # below source folder "k/"
+        files.setdefault(relative, real)
+    return files
+
+
+def _requirements_file(workflow: WorkflowFile) -> tuple[str, Path] | None:
+    """``(path under workflow/, host file)`` of the workflow's ``requirements:``, or None.
+
+    Raises:
+        InputError: the file is missing, or its path leaves the workflow's folder.
+    """
+    named = workflow.spec.requirements
+    if named is None:
+        return None
+    where: dict[str, Any] = {
+        "file": str(workflow.path),
+        "line": workflow.line_of(("requirements",)),
+    }
+    path = path_under(workflow.folder, named, kind="requirements file", **where)
+    if not path.is_file():
+        raise InputError(f"requirements file {named!r} is not found in {workflow.folder}", **where)
+    return named, path
 
 
 def _add(archive: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -217,14 +271,15 @@ def build_packet(
         )
     workflow = load_workflow(found)
     policy = load_policy("reproduce")
+    # the user's own --workflow resolves as check does; a trace's, in its folder alone
+    confined_to = None if workflow_path is not None else tool_folder(found, trace_path)
     registry = sandbox_registry(
         workflow,
         backend=backend,
         settings=settings,
         image=image or settings.image,
         policy=policy,
-        # the user's own --workflow resolves as check does; a trace's, in its folder alone
-        confined_to=None if workflow_path is not None else tool_folder(found, trace_path),
+        confined_to=confined_to,
     )
     trace_bytes, environment = _redacted(read_input(trace_path, "trace"), redaction_rules)
     members: dict[str, bytes] = {
@@ -235,7 +290,15 @@ def build_packet(
             "utf-8"
         ),
     }
-    for name, source in _module_files(registry, workflow).items():
+    code = _module_files(registry, workflow)
+    for name, source in _snapshot_files(
+        workflow, confined_to, settings.state_dir, trace_path
+    ).items():
+        code.setdefault(name, source)
+    requirements = _requirements_file(workflow)
+    if requirements is not None:
+        code.setdefault(*requirements)
+    for name, source in code.items():
         members.setdefault(f"workflow/{name}", read_input(source, "tool source"))
     end = trace.end
     members["README.md"] = README.format(

@@ -64,7 +64,11 @@ class _Session:
             self.process.stdin.write(data.encode("utf-8"))
             self.process.stdin.flush()
         except OSError as exc:
-            raise McpListError("the server closed its input ({})".format(exc)) from None
+            try:  # a server that already ended reads nothing: say it ended, as a read would
+                code = self.process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                raise McpListError("the server closed its input ({})".format(exc)) from None
+            raise McpListError("the server ended (exit code {})".format(code)) from None
 
     def request(self, method: str, params: Dict[str, Any]) -> Any:
         ident = self.next_id

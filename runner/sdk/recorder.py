@@ -11,8 +11,15 @@ fields (raw body, schema hash at call time, model id read from the response body
 reading, and on the ``end`` line the failure signature), and an ``end`` line.
 
 Invariants:
+- recording never changes the agent (issue 27): a tool's value and exception reach the
+  agent exactly as the tool produced them; nothing the recorder does while a call runs
+  raises into user code (a step of it that fails is noted as ``meta.recorder_error``), and a
+  trace that cannot be written at exit is a `RuntimeWarning` (``rec.write_error``);
 - the raw body of a tool that used `runner.sdk.http_request` is its HTTP body (``raw_io:
-  true``, `runner.sdk.rawio`); otherwise the tool's return value as JSON text;
+  true``, `runner.sdk.rawio`); otherwise the tool's return value as JSON text, or, for a
+  value JSON cannot encode, its JSON form or repr with ``encoding`` (`runner.trace.jsonform`);
+- a tool call that raised is recorded with ``error``, and the end line lists such calls in
+  ``tool_errors`` (a run the agent carried on past them still ``succeeded``);
 - the model id is read from the response body's ``model`` field, never from configuration;
 - an exception that leaves the ``with`` block ends the run ``failed`` (exit code 1) with the
   failure of the call that raised it (or ``workflow``); it is never swallowed;
@@ -42,9 +49,11 @@ import secrets
 import sys
 import threading
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from runner.sdk import current, wallclock
+from runner.sdk.agentcode import loaded_agent_code, sdk_versions
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
 from runner.sdk.rawio import apply_exchanges, capture
@@ -54,11 +63,12 @@ from runner.trace.format import (
     episode_exit_code,
     failure_signature,
     text_hash,
+    tool_errors,
 )
+from runner.trace.jsonform import json_form
 from runner.trace.modelapi import usage_tokens
 from runner.trace.redact import Redactor
 from runner.trace.redact_rules import load_rules
-from runner.trace.strictjson import dumps_value
 
 __all__ = ["IN_TOOL", "TRACING_ENV", "Recorder"]
 
@@ -83,6 +93,14 @@ def _capturing_recorder() -> Optional["Recorder"]:
         return active if active.capture_httpx else None
     with _CAPTURING_LOCK:
         return _CAPTURING[-1] if _CAPTURING else None
+
+
+def _safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or a note when the exception's ``__str__`` itself raises."""
+    try:
+        return str(exc)
+    except Exception as inner:
+        return "<{} whose str() raised {}>".format(type(exc).__name__, type(inner).__name__)
 
 
 class Recorder(ModelCallRecording):
@@ -160,6 +178,7 @@ class Recorder(ModelCallRecording):
         self._has_output = False
         ModelCallRecording.__init__(self)
         self._tracing_env: Optional[str] = None
+        self.write_error: Optional[str] = None
 
     # -- the context -------------------------------------------------------------------------
 
@@ -223,6 +242,9 @@ class Recorder(ModelCallRecording):
             }
             end["failure_signature"] = failure_signature(index, tool, error_class, exit_code)
             end["error"] = {"class": error_class, "message": str(exc)[:4096]}
+        errors = tool_errors(self.calls)
+        if errors is not None:
+            end["tool_errors"] = errors
         models = [c for c in self.calls if c["tool"] in ("model", "user")]
         tokens = [usage_tokens(c.get("usage")) for c in models]
         end["meter"] = {
@@ -233,7 +255,15 @@ class Recorder(ModelCallRecording):
             "sandbox_s": 0.0,
         }
         self.end = end
-        self._write()
+        try:
+            self._write()
+        except Exception as error:  # the agent's own outcome stands; the recorder says why
+            self.write_error = "{}: {}".format(type(error).__name__, _safe_str(error))
+            warnings.warn(
+                "runner.sdk.record could not write {}: {}".format(self.path, self.write_error),
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -275,22 +305,49 @@ class Recorder(ModelCallRecording):
                 try:
                     value = func(*args, **kwargs)
                 except BaseException as exc:
-                    if exchanges:
-                        apply_exchanges(record, exchanges, None)
-                    record["error"] = {"class": _error_class(exc), "message": str(exc)[:4096]}
-                    self._failed.append((exc, index, definition.id))
+                    self._keep(record, self._tool_failed, exchanges, exc, index)
                     raise
-            text = dumps_value(value)
-            if exchanges:
-                apply_exchanges(record, exchanges, text)
-            else:
-                record.update(encode_body(text))
+            self._keep(record, self._tool_value, exchanges, value)
             return value
         finally:
             IN_TOOL.reset(in_tool)
             current.RECORDER.reset(token)
             record["duration_s"] = round(time.monotonic() - started, 6)
             self.calls[index] = record
+
+    def _tool_failed(
+        self, record: Dict[str, Any], exchanges: Any, exc: BaseException, index: int
+    ) -> None:
+        if exchanges:
+            apply_exchanges(record, exchanges, None)
+        self._failed.append((exc, index, record["tool"]))
+        record["error"] = {"class": _error_class(exc), "message": _safe_str(exc)[:4096]}
+
+    @staticmethod
+    def _tool_value(record: Dict[str, Any], exchanges: Any, value: Any) -> None:
+        text, encoding = json_form(value)
+        if encoding is not None:
+            record["encoding"] = encoding
+        if exchanges:
+            apply_exchanges(record, exchanges, text)
+        else:
+            record.update(encode_body(text))
+
+    @staticmethod
+    def _keep(record: Dict[str, Any], step: Callable[..., None], *args: Any) -> None:
+        """Run one recording step; a failure of the recorder is noted, never raised.
+
+        The recorder must not change the agent (issue 27): whatever goes wrong while a call is
+        being recorded (an exception's ``__str__`` that raises, an exchange that does not
+        encode) leaves the call line without its body and with ``meta.recorder_error``, which
+        ``lint`` reports as a missing body; the tool's value or exception reaches the agent
+        untouched.
+        """
+        try:
+            step(record, *args)
+        except Exception as exc:
+            note = "{}: {}".format(type(exc).__name__, _safe_str(exc))
+            record.setdefault("meta", {})["recorder_error"] = note[:4096]
 
     def model(self, request: Dict[str, Any], body: Any, role: str = "model") -> Dict[str, Any]:
         """Record one model (or simulated-user) turn: its request and raw HTTP response body.
@@ -333,16 +390,15 @@ class Recorder(ModelCallRecording):
         return parsed if isinstance(parsed, dict) else {}
 
     def set_output(self, value: Any) -> None:
-        """Record the run's output (the end line's ``output``; JSON-serialisable).
+        """Record the run's output (the end line's ``output``). Never raises.
 
-        `sandbox-replay tasks extract` makes it the task's expected output.
-
-        Raises:
-            TypeError, ValueError: ``value`` is not JSON-serialisable (NaN included) or nests
-                deeper than `runner.trace.strictjson.MAX_VALUE_DEPTH`, as a tool value may not.
+        `sandbox-replay tasks extract` makes it the task's expected output. A value JSON
+        cannot encode is kept as its JSON form (a pydantic model's ``model_dump(mode="json")``,
+        a dataclass's fields), else as the text of its ``repr``
+        (`runner.trace.jsonform.json_form`).
         """
-        dumps_value(value)
-        self._output, self._has_output = value, True
+        text, _encoding = json_form(value)
+        self._output, self._has_output = json.loads(text), True
 
     def user(self, request: Dict[str, Any], body: Any) -> Dict[str, Any]:
         """Record one simulated-user turn (see `model`)."""
@@ -352,6 +408,7 @@ class Recorder(ModelCallRecording):
 
     def _run_line(self) -> Dict[str, Any]:
         libc, version = platform.libc_ver()
+        agent = loaded_agent_code(self.workflow["content"])  # what ran: the diff names changes
         return {
             "v": TRACE_VERSION,
             "type": "run",
@@ -369,11 +426,12 @@ class Recorder(ModelCallRecording):
                 "platform": "-".join(
                     p for p in (sys.platform, platform.machine(), libc + version) if p
                 ),
-                "packages": {},
+                "packages": sdk_versions(),
                 "image": None,
                 "image_id": None,
                 "tools": dict(sorted(self.tools.items())),
                 "policy_hash": None,
+                **({"agent_code": agent} if agent else {}),
             },
         }
 

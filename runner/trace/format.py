@@ -9,7 +9,7 @@ model call, one ``end`` line. docs/trace-format.md and docs/trace.schema.json pu
 
 import base64
 import hashlib
-from typing import Any, Dict, Literal, Optional, Tuple, Union, get_args
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Tuple, Union, get_args
 
 from runner.trace.strictjson import canonical_json
 
@@ -72,6 +72,46 @@ def failure_signature(call_index: int, tool_id: str, error_class: str, exit_code
     """
     payload = canonical_json([call_index, tool_id, error_class, exit_code])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+MAX_TOOL_ERRORS = 100
+"""At most this many entries in an end line's ``tool_errors`` (the count is always whole)."""
+
+
+def tool_errors(calls: Iterable[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The end line's ``tool_errors``: the tool calls of the episode that ended in an error.
+
+    A tool error an agent caught and handed back to its model is an observation, not the
+    episode's failure (SPEC.md, "Failure signature"), so such a run ``succeeded``; this field
+    says that it did so past failed tool calls (issue 27: "a tool error inside an agent is
+    recorded as an error and the run's status says so"). Model and user turns are not counted.
+
+    Args:
+        calls: the episode's call records, in order.
+
+    Returns:
+        ``{"count": N, "calls": [{call_index, tool, error_class}, ...]}`` (at most
+        `MAX_TOOL_ERRORS` items, the first ones), or None when no tool call failed.
+    """
+    count = 0
+    first: List[Dict[str, Any]] = []
+    for call in calls:
+        error, index, tool = call.get("error"), call.get("index"), call.get("tool")
+        if not isinstance(error, Mapping) or tool in ("model", "user"):
+            continue
+        if not isinstance(tool, str) or isinstance(index, bool) or not isinstance(index, int):
+            continue  # a record no reader would accept either: not listed
+        count += 1
+        if len(first) < MAX_TOOL_ERRORS:
+            error_class = error.get("class")
+            first.append(
+                {
+                    "call_index": index,
+                    "tool": tool,
+                    "error_class": error_class if isinstance(error_class, str) else None,
+                }
+            )
+    return {"count": count, "calls": first} if count else None
 
 
 def text_hash(text: str) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from runner.trace.format import MAX_BODY_BYTES, TRACE_VERSION, encode_body
+from runner.trace.format import MAX_BODY_BYTES, TRACE_VERSION, encode_body, tool_errors
 from runner.trace.redact import Redactor
 
 _BODY_FIELDS = ("body", "body_encoding", "truncated", "original_length", "sha256")
@@ -143,6 +143,7 @@ class TraceWriter:
         self.bytes = 0
         self.header_written = False
         self.ended = False
+        self._failed_calls: list[Mapping[str, Any]] = []  # call lines written with an error
 
     def __enter__(self) -> TraceWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,8 +237,18 @@ class TraceWriter:
         fields = self._redacted({k: v for k, v in dict(record).items() if k not in ("v", "type")})
         self._write({"type": "call", **normalise_body(fields)}, budgeted=True)
         self.calls += 1
+        if fields.get("error") is not None:
+            self._failed_calls.append(fields)
 
     def end(self, summary: Mapping[str, Any]) -> None:
-        """Write the ``end`` line (status, exit code, failure, signature, outbound, ...)."""
+        """Write the ``end`` line (status, exit code, failure, signature, outbound, ...).
+
+        ``tool_errors`` (`runner.trace.format.tool_errors`) is added from the call lines
+        written with an error, unless ``summary`` has it.
+        """
         self.ended = True
-        self._write(self._redacted({"type": "end", **summary}))
+        line = dict(summary)
+        errors = tool_errors(self._failed_calls)
+        if errors is not None and "tool_errors" not in line:
+            line["tool_errors"] = errors
+        self._write(self._redacted({"type": "end", **line}))

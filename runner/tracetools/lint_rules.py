@@ -119,8 +119,16 @@ def check_body(call: CallRecord, raw_io: bool) -> FieldCheck:
         return FieldCheck(
             "missing", "raw_io: false: a re-serialised response, not the provider's HTTP body"
         )
-    note = f"truncated: {stored} of {call.original_length} bytes kept" if call.truncated else ""
-    return FieldCheck("ok", note)
+    if call.encoding == "repr":
+        return FieldCheck(
+            "missing",
+            "encoding: repr: the tool's value had no JSON form; its repr text was recorded "
+            "and replay serves that text, not the value",
+        )
+    notes = [f"truncated: {stored} of {call.original_length} bytes kept"] if call.truncated else []
+    if call.encoding == "json_form":
+        notes.append("encoding: json_form (the value's model_dump / dataclass fields)")
+    return FieldCheck("ok", "; ".join(notes))
 
 
 def _names(tools: object) -> set[str]:

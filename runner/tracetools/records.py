@@ -120,7 +120,9 @@ class Environment(Record):
     """The environment manifest: python, platform, packages, image id, tool schema hashes.
 
     ``tool_snapshot`` (optional, added in 0.1.0 without a ``v`` change): sha256 hex of the
-    tool snapshot the sandbox mounted (`runner.tools.snapshot`).
+    tool snapshot the sandbox mounted (`runner.tools.snapshot`). ``agent_code`` (optional,
+    added in 0.1.0): ``{path: sha256 hex}`` of each program step's module and the modules of
+    its folder it imports (`runner.sdk.agentcode`), paths relative to the module's folder.
     """
 
     python: str | None = None
@@ -132,6 +134,7 @@ class Environment(Record):
     policy_hash: str | None = None
     host: dict[str, Any] | None = None
     tool_snapshot: str | None = None
+    agent_code: dict[str, Sha256Hex] | None = Field(default=None, max_length=1000)
 
 
 class RunRecord(Record):
@@ -195,6 +198,9 @@ class CallRecord(Record):
         body, body_encoding, truncated, original_length, sha256: the raw response body
             (`runner.trace.format.encode_body`); ``original_length`` is in bytes.
         clock: epoch seconds of the injected clock; ``duration_s``: seconds.
+        encoding: how a tool's value that JSON could not encode as returned was recorded
+            (`runner.trace.jsonform`): ``json_form`` (its ``model_dump``/dataclass fields) or
+            ``repr`` (its repr text: ``lint`` reports the body as missing); None: as returned.
         messages_from: a provider turn's history by reference (`MessagesFrom`); after
             `runner.tracetools.reader.read_trace` it is None and ``request`` is whole.
     """
@@ -225,6 +231,7 @@ class CallRecord(Record):
     duration_s: float | None = Field(default=None, ge=0)
     source: Literal["executed", "observation", "trace", "provider"] | None = None
     raw_io: bool | None = None
+    encoding: Literal["json_form", "repr"] | None = None
     error: CallError | None = None
     redactions: Redactions | None = Field(default=None, strict=False)  # a JSON list
     meta: dict[str, Any] | None = None
@@ -241,7 +248,7 @@ class CallRecord(Record):
         if self.is_provider_call:
             if "request" not in present or self.request is None:
                 raise ValueError("[request] a model or user call needs its request object")
-            wrong = [k for k in ("args", "effect", "schema_hash") if k in present]
+            wrong = [k for k in ("args", "effect", "schema_hash", "encoding") if k in present]
         else:
             if "args" not in present or self.args is None:
                 raise ValueError("[args] a tool call needs its args object")
@@ -263,6 +270,40 @@ class Failure(Record):
     tool: ToolId
     error_class: str = Field(min_length=1)
     exit_code: int
+
+
+class ToolErrorRef(Record):
+    """One tool call that ended in an error (an item of `ToolErrors`)."""
+
+    call_index: int = Field(ge=0)
+    tool: ToolId
+    error_class: str | None = None
+
+
+class ToolErrors(Record):
+    """The end line's ``tool_errors`` (`runner.trace.format.tool_errors`): failed tool calls.
+
+    Attributes:
+        count: how many tool calls of the episode ended in an error.
+        calls: the first of them (at most `runner.trace.format.MAX_TOOL_ERRORS`).
+    """
+
+    count: int = Field(ge=1)
+    calls: tuple[ToolErrorRef, ...] = Field(default=(), strict=False)  # a JSON list
+
+
+class UndeclaredTool(Record):
+    """A tool a program step offered its model that the step does not declare (named only).
+
+    Attributes:
+        step_id: the program step.
+        name: the name the request offered it under.
+        requests: how many of the step's requests offered it.
+    """
+
+    step_id: str
+    name: str = Field(min_length=1, max_length=128)
+    requests: int = Field(ge=1)
 
 
 class LimitHit(Record):
@@ -317,6 +358,10 @@ class EndRecord(Record):
     limit: LimitHit | None = None
     output: Any = None
     not_run: tuple[str, ...] = Field(default=(), strict=False)  # a JSON list
+    tool_errors: ToolErrors | None = None
+    undeclared_tools: tuple[UndeclaredTool, ...] | None = Field(
+        default=None, strict=False, max_length=1000
+    )  # a JSON list
     outbound: tuple[OutboundAttempt, ...] = Field(default=(), strict=False)
     outbound_dropped: int | None = Field(default=None, ge=0)
     coverage: Literal["full", "partial"] | None = None

@@ -64,7 +64,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         path.chmod(0o644)
     monkeypatch.syspath_prepend(str(root))
     yield root
-    for name in ("fw_tools", *(f"{fw}_agent" for fw in FRAMEWORKS)):
+    for name in (
+        "fw_tools",
+        "fw_model_tools",
+        "agents_model_agent",
+        *(f"{fw}_agent" for fw in FRAMEWORKS),
+    ):
         sys.modules.pop(name, None)
 
 
@@ -148,3 +153,59 @@ def test_record_extract_reproduce_and_submit(
     assert "runs: 2 succeeded" in done.stdout, done.stdout
     assert forwarded == 2 * len(models)  # each variant's requests reached the provider
     assert f"fw-{framework}@1" in done.stdout and f"fw-{framework}@2" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_tool_returning_a_pydantic_model_is_recorded_unchanged_and_reproduced(
+    sdk_image: str, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27's target: recorded, the agent's behaviour unchanged, ``reproduced``.
+
+    Before: ``runner.sdk.record`` raised ``TypeError ... not JSON serializable`` inside the
+    agent, the SDK handed that error to the model, and the trace kept neither result nor
+    error. In the sandbox the read tool's model is served from the trace and the pure one's
+    runs in the worker; both reach the agent as ``Hits``/``Stamp`` again, so the request
+    after the tool call (which holds ``str(value)``) is the recorded one.
+    """
+    import agents
+
+    agents.set_tracing_disabled(True)
+    trace = tmp_path / "traces" / "prod-model.jsonl"
+    trace.parent.mkdir()
+    task_input = {"question": "How do I reset my password?"}
+    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
+        monkeypatch.setenv("OPENAI_BASE_URL", oai.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-host-only")
+        program = importlib.import_module("agents_model_agent")
+        with sdk.record(
+            trace,
+            task_id="q1",
+            task_input=task_input,
+            workflow=str(project / "agents_model_v1.yaml"),
+        ) as rec:
+            rec.set_output(program.run(task_input))
+        sent = list(oai.requests)
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    tools = {line["tool"]: line for line in lines if line.get("tool", "").startswith("kb.")}
+    assert set(tools) == {"kb.lookup", "kb.stamp"}
+    assert all(t["encoding"] == "json_form" and "error" not in t for t in tools.values())
+    assert json.loads(tools["kb.stamp"]["body"]) == {"query": "password", "length": 8}
+    assert lines[-1]["status"] == "succeeded" and "tool_errors" not in lines[-1]
+    # what the agent handed its model is str() of the model, as without recording
+    outputs = [i for i in sent[-1]["input"] if i.get("type") == "function_call_output"]
+    assert outputs and outputs[0]["output"].startswith("hits=[")
+    assert "stamp=Stamp(query='password', length=8)" in outputs[0]["output"]
+
+    env = {"SANDBOX_REPLAY_IMAGE": sdk_image, "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "st")}
+    done = _cli(["reproduce", "--json", str(trace)], env, project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["outcome"] == "reproduced", report
+    # the SDK's own tool is offered to the model under a name the step does not declare:
+    # named in the replay's trace (not denied: runner/providers/offered.py)
+    replay = [json.loads(line) for line in Path(report["replay_trace"]).read_text().splitlines()]
+    assert replay[-1]["undeclared_tools"] == [
+        {"step_id": "agent", "name": "search_kb", "requests": 2}
+    ]
+    lint = _cli(["lint", str(trace)], env, project)
+    assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -345,3 +345,25 @@ def test_gateway_overhead_per_model_call_is_measured(
             f"adds {gateway_ms - direct_ms:.1f} ms"
         )
     assert gateway_ms < 1000
+
+
+def test_a_tool_error_the_program_caught_is_recorded_and_named_and_a_dataclass_comes_back(
+    tmp_path: Path, sandbox_image: str, project: Path, fakes: Any
+) -> None:
+    """Issue 27, in a sandbox: the failed call keeps its error and the end line names it
+    (``tool_errors``) in a run that ``succeeded``; a pure tool returning a dataclass is
+    recorded as its JSON form and the program gets the dataclass (was: TypeError)."""
+    result, lines = run_program(tmp_path, sandbox_image, project, fakes, "program_recovers.yaml")
+    end, calls = lines[-1], lines[1:-1]
+    assert result.status == "succeeded", end
+    assert end["output"]["caught"] is not None
+    assert end["output"]["span"] == ["Span", 4]
+    assert calls[0]["tool"] == "text.fail" and calls[0]["error"]["class"].endswith("ValueError")
+    assert calls[1]["tool"] == "text.span" and calls[1]["encoding"] == "json_form"
+    assert json.loads(calls[1]["body"]) == {"start": 0, "end": 4}
+    assert end["tool_errors"] == {
+        "count": 1,
+        "calls": [
+            {"call_index": 0, "tool": "text.fail", "error_class": calls[0]["error"]["class"]}
+        ],
+    }

@@ -94,11 +94,6 @@ def same_text(a: str, b: str) -> bool:
         return False
 
 
-def short(text: str) -> str:
-    """``text`` cut to 120 characters for messages."""
-    return text if len(text) <= 120 else text[:120] + "..."
-
-
 def same_body(recorded: Dict[str, Any], record: Dict[str, Any]) -> bool:
     """True when a call record has the recorded result (raw I/O records: their tool-level value)."""
     if rawio.is_raw(recorded) or rawio.is_raw(record):

@@ -38,7 +38,6 @@ from runner.runtime.replay.callrecords import (
     safe_tool_id,
     same_body,
     same_text,
-    short,
 )
 from runner.runtime.replay.clock import Clock
 from runner.runtime.replay.recordings import (
@@ -48,6 +47,7 @@ from runner.runtime.replay.recordings import (
     value_of,
 )
 from runner.sdk import rawio
+from runner.trace.excerpt import differing_excerpts
 from runner.trace.format import TRACE_VERSION, encode_body
 from runner.wire import argrules
 from runner.wire.errors import ModelCallError, PureResultMismatch, error_record
@@ -238,10 +238,10 @@ class Caller:
                 "{}".format(
                     tool.id,
                     record["index"],
-                    short(now_text),
+                    differing_excerpts(now_text, recorded_text or "", 120)[0],
                     "error {}".format(error.get("class"))
                     if isinstance(error, dict)
-                    else short(recorded_text or ""),
+                    else differing_excerpts(now_text, recorded_text or "", 120)[1],
                 ),
                 args=args,
             )
@@ -286,12 +286,15 @@ class Caller:
             now = record
             same = recorded.get("error") is None and same_body(recorded, record)
         if not same:
+            shown = (brief(now), brief(recorded))
+            if error is None and recorded.get("error") is None:  # two bodies: cut around
+                shown = differing_excerpts(str(now.get("body")), str(recorded.get("body")), 120)
             mismatch = PureResultMismatch(
                 "pure tool {!r} #{} {} but the trace recorded {}".format(
                     tool.id,
                     index,
-                    ("raised " if error is not None else "returned ") + brief(now),
-                    brief(recorded),
+                    ("raised " if error is not None else "returned ") + shown[0],
+                    shown[1],
                 ),
                 tool_id=tool.id,
                 index=index,

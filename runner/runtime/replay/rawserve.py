@@ -9,9 +9,9 @@ from typing import Any, Dict, Iterator, Optional
 
 from runner import sdk
 from runner.runtime.registry import RuntimeTool
-from runner.runtime.replay.callrecords import to_json_text
 from runner.sdk import httpio, rawio
 from runner.trace.format import decode_body
+from runner.trace.jsonform import json_form
 from runner.wire.errors import UnrecordedCall
 
 __all__ = ["run_here", "served_by_code"]
@@ -93,7 +93,14 @@ def run_here(
 ) -> Any:
     """Run ``tool`` in this process (tests; the runtime runs tools in its worker instead)."""
     assert tool.func is not None
+
+    def to_text(value: Any) -> str:
+        text, encoding = json_form(value)
+        if encoding is not None:
+            record["encoding"] = encoding
+        return text
+
     if served is None:
-        return rawio.run_capturing(tool.func, args, record, to_json_text)
+        return rawio.run_capturing(tool.func, args, record, to_text)
     with served_by_code(served, tool.id):
-        return rawio.run_capturing(tool.func, args, record, to_json_text)
+        return rawio.run_capturing(tool.func, args, record, to_text)

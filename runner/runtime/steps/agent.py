@@ -44,6 +44,7 @@ from runner.runtime.replay.callrecords import to_json_text
 from runner.runtime.replay.calls import Caller
 from runner.runtime.template import render
 from runner.sdk import canonical_json, function_name
+from runner.trace.jsonform import json_form
 from runner.wire.errors import WorkflowError, error_record
 
 DEFAULT_MAX_TURNS = 10
@@ -240,7 +241,7 @@ class AgentStep:
             return reply
         try:
             value = self.caller.call_tool(self.step_id, tool, args)
-            reply["content"] = to_json_text(value)
+            reply["content"] = json_form(value)[0]  # the text the call recorded
         except (Exception, SystemExit) as exc:
             if caused_by(exc, CapabilityDenied) or self.cfg.get("tool_errors") == "raise":
                 raise  # `tool_errors: raise`: the step ends with the tool's error

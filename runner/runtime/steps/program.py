@@ -9,8 +9,11 @@ Standard library only, Python 3.9+. Step shape (normalised workflow, docs/intern
   sandbox (never on the host), from the run's tool paths; a module or function that does not
   load fails the step.
 - The function is called with a copy of the task input (a dict); a coroutine it returns is run
-  to completion (`asyncio.run`). Its return value, which must be JSON-serialisable, is the
-  step's output.
+  to completion (`asyncio.run`). Its return value, JSON or something with a JSON form (a
+  pydantic model, a dataclass: `runner.trace.jsonform`), is the step's output.
+- A ``@tool`` call's value reaches the program as JSON; when the tool declares a return class
+  with ``model_validate`` (pydantic) or a dataclass, the program gets an instance of it again
+  (`return_class`, `runner.trace.jsonform.revive`), as it would have in its own process.
 - It runs in the worker process (`runner.runtime.worker`), never in the runtime. While it runs,
   its model calls go to the gateway (`runner.runtime.steps.gateway`) and every call of a
   ``@tool`` function comes back over the worker pipe to `ProgramStep.call`, on the runtime's
@@ -27,9 +30,9 @@ from typing import Any, Dict, List
 
 from runner.errors import CapabilityDenied
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
-from runner.runtime.replay.callrecords import to_json_text
 from runner.runtime.replay.calls import Caller
 from runner.sdk import dispatch
+from runner.trace.jsonform import json_form, revive
 from runner.trace.strictjson import loads as strict_loads
 from runner.wire.errors import WorkflowError
 
@@ -164,15 +167,14 @@ def run_program(ref: str, step_id: str, task_input: Any, dispatcher: Any) -> str
             import asyncio  # only for a program that is a coroutine function
 
             result = asyncio.run(_awaited(result))
-    try:
-        return to_json_text(result)
-    except (TypeError, ValueError) as exc:
+    text, encoding = json_form(result)
+    if encoding == "repr":
         raise WorkflowError(
-            "program {} of step {!r} returned a value that is not JSON-serialisable: {}".format(
-                ref, step_id, exc
-            ),
+            "program {} of step {!r} returned a value with no JSON form ({}): return JSON "
+            "values, a pydantic model or a dataclass".format(ref, step_id, type(result).__name__),
             step=step_id,
-        ) from exc
+        )
+    return text
 
 
 def run_here(step: ProgramStep) -> Any:
@@ -180,7 +182,8 @@ def run_here(step: ProgramStep) -> Any:
 
     def local(definition: Any, args: tuple, kwargs: dict) -> Any:  # type: ignore[type-arg]
         with dispatch.direct():
-            return step.call(str(definition.id), arguments_of(definition, args, kwargs))
+            value = step.call(str(definition.id), arguments_of(definition, args, kwargs))
+        return revive(value, return_class(definition))
 
     return strict_loads(run_program(step.ref, step.step_id, step.task_input, local))
 
@@ -198,6 +201,28 @@ def arguments_of(definition: Any, args: tuple, kwargs: dict) -> Any:  # type: ig
     except TypeError:
         return dict(kwargs) if not args else {"args": list(args), **kwargs}
     return dict(bound.arguments)
+
+
+def return_class(definition: Any) -> Any:
+    """The class a tool function declares it returns (``-> Hits``), or None.
+
+    Read from its signature (a withheld tool's stub keeps it, `runner.sdk.dispatch.withhold`);
+    a string annotation (``from __future__ import annotations``) is looked up by name in the
+    tool's module, never evaluated.
+    """
+    import inspect  # only when a program calls a tool
+    import sys
+
+    try:
+        annotation = inspect.signature(definition.func).return_annotation
+    except (TypeError, ValueError):
+        return None
+    if isinstance(annotation, str):
+        target: Any = sys.modules.get(getattr(definition.func, "__module__", "") or "")
+        for part in annotation.strip().split("."):
+            target = getattr(target, part, None) if part.isidentifier() else None
+        annotation = target
+    return annotation if isinstance(annotation, type) else None
 
 
 def program_steps(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:

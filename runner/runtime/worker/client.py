@@ -32,6 +32,7 @@ from runner.runtime.replay.callrecords import to_json_text
 from runner.runtime.worker import fork, wire
 from runner.sdk import rawio, wallclock
 from runner.trace.format import encode_body
+from runner.trace.jsonform import ENCODINGS
 from runner.trace.strictjson import loads as strict_loads
 from runner.wire.env import ENV_WITNESS
 
@@ -361,6 +362,11 @@ class Worker:
             value = strict_loads(text)
         except ValueError as exc:
             raise wire.WorkerProtocolError("a result's text is not JSON: {}".format(exc)) from exc
+        encoding = answer.get("encoding")
+        if encoding is not None:
+            if encoding not in ENCODINGS:
+                raise wire.WorkerProtocolError("a result's 'encoding' is not one of the markers")
+            record["encoding"] = encoding
         if exchanges:
             rawio.apply_exchanges(record, exchanges, text)
         else:

@@ -44,10 +44,10 @@ from runner.runtime.channel import Channel, close_in_child
 from runner.runtime.egress import audit
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay import rawserve
-from runner.runtime.replay.callrecords import to_json_text
-from runner.runtime.steps.program import arguments_of, run_program
+from runner.runtime.steps.program import arguments_of, return_class, run_program
 from runner.runtime.worker import wire
 from runner.sdk import dispatch, rawio, wallclock
+from runner.trace.jsonform import json_form, revive
 from runner.trace.strictjson import loads as strict_loads
 
 __all__ = ["BEFORE_USER_CODE", "WorkerProcess", "before_user_code"]
@@ -198,11 +198,14 @@ class WorkerProcess:
                     stack.enter_context(rawserve.served_by_code(served, tool_id))
                 exchanges = stack.enter_context(rawio.capture())
                 value = func(**args)
-            text = to_json_text(value)
+            text, encoding = json_form(value)  # never raises: recording changes no tool
         except BaseException as exc:
             exc._exchanges = wire.encode_exchanges(exchanges)  # type: ignore[attr-defined]
             raise
-        return {"text": text, "exchanges": wire.encode_exchanges(exchanges)}
+        answer = {"text": text, "exchanges": wire.encode_exchanges(exchanges)}
+        if encoding is not None:
+            answer["encoding"] = encoding
+        return answer
 
     def _program(self, message: Dict[str, Any]) -> Dict[str, Any]:
         step_id, ref = str(message.get("step_id")), str(message.get("program"))
@@ -226,7 +229,7 @@ class WorkerProcess:
                 os._exit(0)
             if answer.get("error") is not None:
                 raise wire.error_of(answer["error"])
-            return strict_loads(str(answer.get("text")))
+            return revive(strict_loads(str(answer.get("text"))), return_class(definition))
 
         return {"text": run_program(ref, step_id, task_input, remote)}
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import Mount
 from runner.errors import InputError
+from runner.sdk.agentcode import agent_code, local_imports
 from runner.tools.locate import locate_tools
 from runner.tools.mcp import server_files
 from runner.tools.snapshot.toolsnapshot import SnapshotEntry, ToolSnapshot, build_snapshot
@@ -288,55 +289,33 @@ def project_snapshot(
     return snapshot_for(located, state_dir=state_dir, exclude=exclude)
 
 
-MAX_LOCAL_IMPORTS = 200
-"""The most modules `local_imports` follows from one program (a bound on hostile code)."""
+def snapshot_agent_code(snapshot: ToolSnapshot, modules: Iterable[str]) -> dict[str, str]:
+    """`runner.sdk.agentcode.agent_code` of program ``modules`` in the copies a sandbox mounts.
 
-
-def local_imports(root: Path, entry: str) -> list[str]:
-    """The top-level modules of ``root`` that ``entry`` imports, transitively, read with `ast`.
-
-    A program step's module is the user's agent code; SPEC.md puts "the packages it imports from
-    the workflow's folder" into the tool snapshot. Only ``import X`` / ``from X import ...``
-    whose ``X`` is a module file (``X.py``) or package (``X/__init__.py``) directly in ``root``
-    counts; nothing is imported or run. Unreadable or unparsable files are skipped (the sandbox
-    reports the import error).
+    Hashes what the sandbox ran (the snapshot's copies, not the live files), with the rule
+    `runner.sdk.record` uses in the user's process, so that the two compare.
 
     Args:
-        root: the folder holding the program module.
-        entry: the module file or package folder name below ``root`` (`_module_entry`).
+        snapshot: the run's tool snapshot.
+        modules: the program steps' module names (``support_agent``, ``pkg.agent``).
 
     Returns:
-        Entry names (``X.py`` or ``X``), sorted, without ``entry`` itself; at most
-        `MAX_LOCAL_IMPORTS`.
+        ``{path relative to the module's folder: sha256 hex}``; empty when none is found.
     """
-    import ast
-
-    seen = {entry}
-    queue = [entry]
-    while queue and len(seen) <= MAX_LOCAL_IMPORTS:
-        current = root / queue.pop()
-        files = sorted(current.rglob("*.py")) if current.is_dir() else [current]
-        for file in files:
-            try:
-                tree = ast.parse(file.read_bytes()[: 8 * 1024 * 1024], filename=str(file))
-            except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-                continue
-            for node in ast.walk(tree):
-                names: list[str] = []
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names = [node.module]
-                for name in names:
-                    top = name.split(".")[0]
-                    for candidate in (f"{top}.py", top):
-                        path = root / candidate
-                        local = (
-                            path.is_file()
-                            if candidate.endswith(".py")
-                            else (path / "__init__.py").is_file()
-                        )
-                        if local and candidate not in seen and not path.is_symlink():
-                            seen.add(candidate)
-                            queue.append(candidate)
-    return sorted(seen - {entry})
+    hashes: dict[str, str] = {}
+    copies = [snapshot.copy_of(root) for root in snapshot.roots]
+    for module in dict.fromkeys(modules):
+        top = module.split(".")[0]
+        for copy in copies:
+            entry = next(
+                (
+                    e
+                    for e in (f"{top}.py", top)
+                    if (copy / e).is_file() or (copy / e / "__init__.py").is_file()
+                ),
+                None,
+            )
+            if entry is not None:
+                hashes.update(agent_code(copy, [entry]))
+                break
+    return dict(sorted(hashes.items()))

@@ -137,3 +137,34 @@ def test_a_task_pasted_over_several_lines_is_told_the_file_is_json_lines(tmp_pat
         e.message.endswith("(a task file is JSON Lines: one whole task a line)")
         for e in loaded.errors
     ] == [True, True]
+
+
+def test_output_contains_takes_a_string_or_a_list_of_strings_all_of_which_the_rubric_needs(
+    tmp_path: Path,
+) -> None:
+    from runner.grading.model import Result
+    from runner.grading.rubric import reasons, score
+
+    path = _write(
+        tmp_path,
+        [
+            {"task_id": "one", "input": {}, "expected": {"output_contains": "reset"}},
+            {"task_id": "all", "input": {}, "expected": {"output_contains": ["reset", "link"]}},
+            {"task_id": "empty", "input": {}, "expected": {"output_contains": []}},
+            {"task_id": "mixed", "input": {}, "expected": {"output_contains": ["a", 1]}},
+            {"task_id": "num", "input": {}, "expected": {"output_contains": 3}},
+        ],
+    )
+    loaded = load_tasks(path)
+    assert list(loaded.tasks) == ["one", "all"]
+    messages = [str(e) for e in loaded.errors]
+    assert messages[0].endswith("expected.output_contains: a list must hold 1 to 1000 strings")
+    assert messages[1].endswith("expected.output_contains[1]: must be a string")
+    assert messages[2].endswith("expected.output_contains: must be a string or a list of strings")
+    expected = loaded.tasks["all"].expected
+    assert expected is not None
+    both = Result(variant="v", status="succeeded", output="reset it from the link")
+    half = Result(variant="v", status="succeeded", output="reset it")
+    assert score(both, expected) == 1.0
+    assert score(half, expected) == 0.5  # one of the two: not contained in full
+    assert reasons(half, expected) == ["output lacks 1/2 expected text(s): 'link'"]

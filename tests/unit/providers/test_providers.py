@@ -194,15 +194,4 @@ def test_a_long_shared_beginning_does_not_hide_the_difference() -> None:
     assert miss.error is not None
     message = miss.error["message"]
     assert "Refund denied." in message and "Refund approved." in message
-    assert "(from character " in message  # where the shown part starts
-
-
-def test_around_difference_shows_both_sides_from_just_before_it() -> None:
-    from runner.providers.replay_api import around_difference
-
-    a, b = "x" * 500 + "AAA" + "y" * 500, "x" * 500 + "BBB" + "y" * 500
-    mine, theirs = around_difference(a, b)
-    assert mine.startswith("(from character 460) ...") and "x" * 40 + "AAA" in mine
-    assert "x" * 40 + "BBB" in theirs and mine.endswith("...")
-    assert around_difference("short", "shorter") == ("short", "shorter")
-    assert around_difference(None, "x") == ("nothing", "x")
+    assert message.count("We looked into ticket") <= 4  # a window around it, not all 8 turns

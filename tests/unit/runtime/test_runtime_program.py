@@ -275,3 +275,54 @@ def test_a_deep_request_is_a_400_and_a_failing_handler_a_500_never_a_silent_thre
     assert ("gateway_note", {"kind": "gateway_error", "method": "POST"}) in [
         (k, {x: f[x] for x in ("kind", "method")}) for k, f in host.messages if k == "gateway_note"
     ]
+
+
+PYDANTIC_AGENT = """
+import pydantic
+from runner.sdk import Effect, tool
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    temperature_c: float
+
+
+@tool("w.get", effect=Effect.READ, description="The weather of a city.")
+def weather(city: str) -> Weather:
+    raise RuntimeError("a read tool is served from the recordings, it never runs here")
+
+
+@tool("w.make", effect=Effect.PURE, description="A weather value.")
+def make(city: str) -> "Weather":
+    return Weather(city=city, temperature_c=3.0)
+
+
+def run(task_input):
+    served, made = weather(city="Oslo"), make(city="Rome")
+    return {"served": type(served).__name__, "made": type(made).__name__, "city": served.city}
+"""
+
+
+def test_a_tool_declared_to_return_a_model_gives_the_program_a_model_served_or_executed(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyd_agent.py").write_text(PYDANTIC_AGENT, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import pyd_agent
+
+    host = Host()
+    registry = _registry((pyd_agent.weather, "recorded"), (pyd_agent.make, "execute"))
+    observation = {
+        "tool": "w.get",
+        "args": {"city": "Oslo"},
+        "body": '{"city":"Oslo","temperature_c":21.5}',
+        "body_encoding": "text",
+    }
+    step = {"id": "agent", "program": "pyd_agent:run", "tools": ["w.get", "w.make"]}
+    with sdk.replay_context(registry.execute_ids):
+        output = ProgramStep(step, registry, caller_for(host, [observation]), {}).run()
+    assert output == {"served": "Weather", "made": "Weather", "city": "Oslo"}
+    made = host.calls()[1]
+    assert made["encoding"] == "json_form"
+    assert json.loads(made["body"]) == {"city": "Rome", "temperature_c": 3.0}
+    sys.modules.pop("pyd_agent", None)

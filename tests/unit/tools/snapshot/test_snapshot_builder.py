@@ -361,7 +361,7 @@ def test_a_build_left_by_a_killed_command_is_removed_later(tmp_path: Path) -> No
 def test_a_program_brings_the_modules_of_its_folder_it_imports(tmp_path: Path) -> None:
     """SPEC: a program's module "and the packages it imports from the workflow's folder" are
     in the tool snapshot (examples/agent-program's agent imports its own ``agentloop``)."""
-    from runner.tools.snapshot.sources import local_imports
+    from runner.sdk.agentcode import local_imports
 
     (tmp_path / "agent.py").write_text("import json\nfrom loop import run\nimport pkg.sub\n")
     (tmp_path / "loop.py").write_text("from helpers import x\n")

@@ -1,0 +1,101 @@
+"""The tools a program offers its model, compared with the tools its workflow declares.
+
+A program step declares its toolset (``tools: [kb.search]``); the agent SDK inside it offers
+the model whatever tools the program built (the ``tools`` of each request crossing the
+sandbox's model gateway). `offered_tools` reads their names from a request of each API;
+`undeclared` keeps those that name no declared tool. The host names them in the run's trace
+(``end.undeclared_tools``) and its log.
+
+Why named and not denied (issue 27 asks "fail closed", decided against for now, on purpose):
+
+- an SDK's own tools are offered under their own names (``@function_tool def search_kb``
+  wrapping the declared ``kb.search``): until SDK tools are routed through the runtime's call
+  path, failing closed would refuse every agent written with an SDK, the examples included;
+- refusing at request time cannot be undone by the agent: the program would see an error
+  in the middle of its run, in shadow evaluation a failed variant for a reason outside it;
+- an offered tool is not a call, and what a tool's code can do is bounded by the sandbox
+  anyway (no network, read-only, the declared ``@tool`` functions obey their effect classes):
+  the sandbox is the guarantee, this check is the diagnostic.
+
+Request shapes (the APIs' own documentation): Chat Completions ``tools[].function.name``
+(``type: function``), Responses ``tools[].name`` (``type: function``), Messages
+``tools[].name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from runner.sdk import function_name
+
+__all__ = ["MAX_NAME_CHARS", "MAX_OFFERED", "offered_tools", "undeclared", "undeclared_offered"]
+
+MAX_OFFERED = 256
+"""Tools read from one request (a request offering more is read this far)."""
+
+MAX_NAME_CHARS = 128
+"""A tool name longer than this is cut (it comes from the sandbox: hostile input)."""
+
+
+def offered_tools(api: str, request: Mapping[str, Any]) -> list[str]:
+    """The names of the function tools a gateway request offers its model, in order.
+
+    Args:
+        api: ``chat_completions``, ``responses`` or ``messages``.
+        request: the program's request body (hostile: any shape).
+
+    Returns:
+        At most `MAX_OFFERED` names, each at most `MAX_NAME_CHARS` characters, duplicates
+        dropped; items that are not function tools, or have no string name, are skipped.
+    """
+    tools = request.get("tools")
+    if not isinstance(tools, list):
+        return []
+    names: list[str] = []
+    for tool in tools[:MAX_OFFERED]:
+        if not isinstance(tool, Mapping):
+            continue
+        name: Any = None
+        if api == "chat_completions":
+            function = tool.get("function")
+            if tool.get("type", "function") == "function" and isinstance(function, Mapping):
+                name = function.get("name")
+        elif api == "responses":
+            name = tool.get("name") if tool.get("type", "function") == "function" else None
+        else:
+            name = tool.get("name")
+        if isinstance(name, str) and name:  # inert: no control character reaches a log line
+            names.append("".join(c if c.isprintable() else "?" for c in name[:MAX_NAME_CHARS]))
+    return list(dict.fromkeys(names))
+
+
+def undeclared(names: Iterable[str], declared: Iterable[str]) -> list[str]:
+    """The offered ``names`` that name none of the ``declared`` tool ids.
+
+    A name declares a tool when it is the tool's id (``kb.search``) or the name it is offered
+    to a model under (`runner.sdk.function_name`: ``kb__search``).
+    """
+    known: set[str] = set()
+    for tool_id in declared:
+        known.update((tool_id, function_name(tool_id)))
+    return [name for name in names if name not in known]
+
+
+def undeclared_offered(
+    api: str, request: Mapping[str, Any], workflow: Mapping[str, Any], step_id: str
+) -> list[str]:
+    """The tools a program step's request offers that the step does not declare.
+
+    Args:
+        api: the request's API.
+        request: the program's request body (hostile).
+        workflow: the normalised workflow (its steps' ``tools``).
+        step_id: the program step that sent the request.
+    """
+    steps = workflow.get("steps") or []
+    declared = next(
+        (s.get("tools") or [] for s in steps if isinstance(s, dict) and s.get("id") == step_id),
+        [],
+    )
+    return undeclared(offered_tools(api, request), map(str, declared))

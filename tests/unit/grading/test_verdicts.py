@@ -164,3 +164,31 @@ def test_wilson() -> None:
 def test_statements_with_no_shared_task() -> None:
     uncertainty = {"win_rates": {"A": {"B": {"rate": None, "tasks": 0}}, "B": {}}}
     assert statements(["A", "B"], uncertainty)[0]["verdict"] == "not_compared"
+
+
+def test_ties_say_nothing_of_which_is_better() -> None:
+    """12 wins, 28 ties, no loss: the sign test's p is ~0.0005, yet a Wilson interval over all
+    40 tasks at 65 % (ties as halves) held 50 % and the verdict read "within noise" (a new
+    user's τ² job)."""
+    from runner.grading.uncertainty import _decisive_wilson
+
+    low, high = _decisive_wilson([1.0] * 12 + [0.5] * 28)
+    assert 0.5 < low < 0.6 and high == pytest.approx(0.65)
+    assert _decisive_wilson([0.5] * 10) == (0.5, 0.5)
+    assert _decisive_wilson([1.0] * 20) == pytest.approx(wilson(1.0, 20))  # no tie: as before
+    low, high = _decisive_wilson([1.0, 0.0] * 10 + [0.5] * 20)  # a coin among ties
+    assert low < 0.5 < high
+
+
+def test_wins_among_ties_are_better_and_each_rating_lies_in_its_interval() -> None:
+    """A new user's τ² job: 12 wins, 28 ties, 0 losses read "within noise", and each variant's
+    mu lay outside its own 95 % interval (25.71 in 25.75-29.76)."""
+    groups = [
+        Group(f"t{i}", (_result("A", True), _result("B", i >= 12)), EXPECTED) for i in range(40)
+    ]
+    report = grade(groups, rubric_judge, variants=["A", "B"], seed=7)
+    assert [v["verdict"] for v in report.verdicts] == ["better"], report.verdicts
+    assert report.uncertainty is not None
+    for name in ("A", "B"):
+        low, high = report.uncertainty["ratings"][name]["mu"]
+        assert low <= report.standing(name).mu <= high, (name, low, high)

@@ -10,7 +10,8 @@ is an error (PyYAML would silently keep the last one); lines are 1-based. The ru
 JSON inputs hold here too, since every document becomes JSON (run.json, hashes, traces): the
 file is read by the one bounded reader (`runner.inputfile`: regular files only, size limit per
 kind), nesting deeper than `runner.trace.strictjson.MAX_DEPTH` and non-finite numbers (``.inf``,
-``.nan``) are errors naming the line, and so are characters YAML refuses (a NUL byte).
+``.nan``) and scalars their tag's constructor refuses (``2001-13-45``, an integer past Python's
+digit limit) are errors naming the line, and so are characters YAML refuses (a NUL byte).
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ def load_yaml(path: Path, *, what: str) -> YamlDocument:
     Raises:
         InputError: the file cannot be read (missing, not a regular file, over the size
             limit), is not UTF-8, is not valid YAML, holds several documents, repeats a key in
-            one mapping, nests deeper than `MAX_DEPTH` or holds a non-finite number (file,
-            line and field named).
+            one mapping, nests deeper than `MAX_DEPTH`, holds a non-finite number or a scalar
+            its tag's constructor refuses (file, line and field named).
     """
     raw = read_input(path, what)  # regular files only, at most LIMITS[what] bytes
     try:
@@ -158,7 +159,25 @@ def load_yaml(path: Path, *, what: str) -> YamlDocument:
 MAX_VALUES = 100_000
 """Values (after alias expansion) a document may hold: aliases can expand exponentially."""
 
-_FLOAT_TAG = "tag:yaml.org,2002:float"
+
+def _construct(loader: yaml.SafeLoader, node: yaml.Node, path: Loc, file: Path) -> Any:
+    """``node`` constructed; a scalar its tag's constructor refuses is an `InputError`.
+
+    PyYAML passes on the ValueError of Python's own conversions: a date that does not exist
+    (``2001-13-45``), ``!!float "abc"``, decimal text past Python's 4300 digits
+    (``sys.get_int_max_str_digits``).
+    """
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, OverflowError) as exc:
+        kind = str(node.tag).rsplit(":", 1)[-1]
+        raise InputError(
+            f"a value of {len(str(node.value))} characters that is not a valid {kind}: "
+            f"{str(exc)[:120]}",
+            file=str(file),
+            line=node.start_mark.line + 1,
+            field=field_name(path),
+        ) from None
 
 
 def _walk(
@@ -191,8 +210,8 @@ def _walk(
         )
     value_lines[path] = node.start_mark.line + 1
     inner = (*ancestors, id(node))
-    if isinstance(node, yaml.ScalarNode) and node.tag == _FLOAT_TAG:
-        number = loader.construct_object(node)
+    if isinstance(node, yaml.ScalarNode):
+        number = _construct(loader, node, path, file)
         if isinstance(number, float) and not math.isfinite(number):
             raise InputError(
                 f"{node.value!r} is not a finite number (.inf and .nan cannot be limits, "
@@ -206,7 +225,7 @@ def _walk(
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # ``<<: *anchor`` merges are resolved by the constructor
-            key = loader.construct_object(key_node, deep=True)
+            key = _construct(loader, key_node, path, file)
             line = key_node.start_mark.line + 1
             try:
                 first = seen.get(key)

@@ -9,7 +9,9 @@ maps, reviewer packets and the members of an unpacked packet are all read throug
   ``/dev/zero`` or another device, a folder) is an `InputError` naming the file and its kind;
   a symbolic link is followed and judged by what it points to;
 - never read more than the limit of the file's kind (`LIMITS`, bytes): a larger file, or one
-  that grows past the limit while it is read, is an `InputError` saying the limit.
+  that grows past the limit while it is read, is an `InputError` saying the limit;
+- turn a read that fails (``EIO`` from ``/proc/self/mem``, a failing disk) into an
+  `InputError` naming the file, like a failed open.
 
 Standard library only, Python 3.9+ (like `runner.errors`, whose `InputError` it raises).
 """
@@ -135,7 +137,10 @@ class _Bounded(io.RawIOBase):
         return self._file.tell()
 
     def readinto(self, buffer: "memoryview") -> int:  # type: ignore[override]
-        count = self._file.readinto(buffer)
+        try:
+            count = self._file.readinto(buffer)
+        except OSError as exc:  # a "regular" file that fails when read: /proc/self/mem, EIO
+            raise _refused(self._kind, self.name, str(exc.strerror or exc)) from None
         if count is None:  # not for a regular file; kept for the type
             return 0
         if self._file.tell() > self._limit:

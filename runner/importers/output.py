@@ -73,8 +73,21 @@ READ_ONLY_TASKS_NAME = "tasks.read-only.jsonl"
 _SAFE_EFFECTS = ("read", "pure")
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _dumps(value: Any, file: str, where: str) -> str:
+    """One JSON line of ``value``.
+
+    Raises:
+        InputError: a number JSON cannot hold: the source's numbers are finite, but the
+            import's sums of them may not be (two clock readings of 1.7e308), file and place
+            named.
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise InputError(
+            f"{where}: a number too large for JSON (the source's numbers, added up, pass 1.8e308)",
+            file=file,
+        ) from None
 
 
 def _prepare(out: Path, force: bool) -> None:
@@ -307,7 +320,12 @@ def write_import(
     for run_id, lines in traces.items():
         path = path_for_id(trace_dir, run_id, suffix=".jsonl", kind="run id")
         files[path] = b"".join(
-            encoded(_dumps(line) + "\n", source.file, f"run {run_id} line {number}", line)
+            encoded(
+                _dumps(line, source.file, f"run {run_id} line {number}") + "\n",
+                source.file,
+                f"run {run_id} line {number}",
+                line,
+            )
             for number, line in enumerate(lines, 1)
         )
     for name, rows in (
@@ -315,7 +333,13 @@ def write_import(
         (READ_ONLY_TASKS_NAME, [_read_only_task(t, effects) for t in tasks.values()]),
     ):
         files[out / name] = b"".join(
-            encoded(_dumps(t) + "\n", source.file, f"task {t['task_id']}", t) for t in rows
+            encoded(
+                _dumps(t, source.file, f"task {t['task_id']}") + "\n",
+                source.file,
+                f"task {t['task_id']}",
+                t,
+            )
+            for t in rows
         )
     out.mkdir(parents=True, exist_ok=True)
     trace_dir.mkdir(exist_ok=True)

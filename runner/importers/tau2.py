@@ -114,10 +114,13 @@ def _instructions_text(scenario: dict[str, Any]) -> str | None:
 
 
 def _expected(task: dict[str, Any], missing: Counter[str]) -> tuple[dict[str, Any], list[Any]]:
-    criteria = task.get("evaluation_criteria") or {}
+    criteria = task.get("evaluation_criteria")
+    if not isinstance(criteria, dict):  # absent, null or hostile: no expectation to take
+        criteria = {}
+    actions, infos = criteria.get("actions"), criteria.get("communicate_info")
     expected: dict[str, Any] = {}
     calls = []
-    for action in criteria.get("actions") or []:
+    for action in actions if isinstance(actions, list) else []:
         if not isinstance(action, dict) or action.get("requestor", "assistant") != "assistant":
             continue
         raw_args = action.get("arguments")
@@ -128,7 +131,7 @@ def _expected(task: dict[str, Any], missing: Counter[str]) -> tuple[dict[str, An
         calls.append({"tool": action.get("name"), "args": args})
     if calls:
         expected["tool_calls"] = calls
-    outputs = [o for o in criteria.get("communicate_info") or [] if isinstance(o, str)]
+    outputs = [o for o in (infos if isinstance(infos, list) else []) if isinstance(o, str)]
     if len(outputs) == 1:
         expected["output_contains"] = outputs[0]
     elif len(outputs) > 1:

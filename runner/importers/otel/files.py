@@ -99,6 +99,14 @@ def _holds_export(value: Any, depth: int) -> bool:
     return False
 
 
+def _items(value: Any) -> list[Any]:
+    """``value`` when it is a list, else no items.
+
+    ``"spans": 7`` holds no span; the file's "no agent session" error says what was found.
+    """
+    return value if isinstance(value, list) else []
+
+
 def _document(doc: Any, file: str, prefix: str, notes: Notes, depth: int = 0) -> Iterator[Item]:
     """Every span and log record of one JSON value (document, span object, list, wrapper)."""
     if isinstance(doc, list):
@@ -112,24 +120,24 @@ def _document(doc: Any, file: str, prefix: str, notes: Notes, depth: int = 0) ->
         doc = doc["trace"]
     known = False
     for rkey in _RESOURCE_KEYS:
-        for i, res in enumerate(doc.get(rkey) or []):
+        for i, res in enumerate(_items(doc.get(rkey))):
             known = True
             service = _service(res)
             for skey in _SCOPE_KEYS:
-                for j, scope in enumerate(res.get(skey) or [] if isinstance(res, dict) else []):
+                for j, scope in enumerate(_items(res.get(skey) if isinstance(res, dict) else [])):
                     spans = scope.get("spans") if isinstance(scope, dict) else None
                     origin = Origin(_scope_name(scope), service)
-                    for k, obj in enumerate(spans or []):
+                    for k, obj in enumerate(_items(spans)):
                         where = f"{prefix}{rkey}[{i}].{skey}[{j}].spans[{k}]"
                         if isinstance(obj, dict):
                             span = otlp_span(obj, file, where, notes, origin)
                             if span is not None:
                                 yield span
     for rkey in _LOG_RESOURCE_KEYS:
-        for i, res in enumerate(doc.get(rkey) or []):
+        for i, res in enumerate(_items(doc.get(rkey))):
             known = True
             for skey in _LOG_SCOPE_KEYS:
-                for j, scope in enumerate(res.get(skey) or [] if isinstance(res, dict) else []):
+                for j, scope in enumerate(_items(res.get(skey) if isinstance(res, dict) else [])):
                     records = pick(scope, "logRecords", "log_records", "logs") or []
                     for k, obj in enumerate(records if isinstance(records, list) else []):
                         if isinstance(obj, dict):

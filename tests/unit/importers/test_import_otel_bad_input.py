@@ -246,3 +246,24 @@ def test_a_tool_name_that_is_no_tool_id_is_renamed_and_printed_inert(tmp_path: P
     assert "\x1b" not in result.output  # nothing of the name reaches the terminal raw
     manifest = json.loads((tmp_path / "cli" / "tools.manifest.json").read_text("utf-8"))
     assert "get_weather__2J" in {tool["id"] for tool in manifest["tools"]}
+
+
+@pytest.mark.parametrize("where", ["resourceSpans", "scopeSpans", "spans"])
+@pytest.mark.parametrize("value", [7, True, "text"])
+def test_a_span_container_of_the_wrong_type_is_skipped_not_a_traceback(
+    tmp_path: Path, where: str, value: Any
+) -> None:
+    """Review round four: ``"spans": 7`` (or a resource's ``scopeSpans``, or the document's
+    ``resourceSpans``) raised TypeError out of ``import otel``, exit 1."""
+    doc: dict[str, Any] = {"resourceSpans": [{"scopeSpans": [{"spans": []}]}]}
+    if where == "resourceSpans":
+        doc["resourceSpans"] = value
+    elif where == "scopeSpans":
+        doc["resourceSpans"][0]["scopeSpans"] = value
+    else:
+        doc["resourceSpans"][0]["scopeSpans"][0]["spans"] = value
+    source = tmp_path / "bad.json"
+    source.write_text(json.dumps(doc))
+    done = CliRunner().invoke(app, ["import", "otel", str(source), "--out", str(tmp_path / "o")])
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    assert done.exit_code == 2 and "bad.json" in done.output, done.output[-500:]

@@ -208,6 +208,52 @@ def test_bad_results_name_the_field(tmp_path: Path, mutate: Any, field: str) -> 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda t: t.update(evaluation_criteria="text"),
+        lambda t: t.update(evaluation_criteria=True),
+        lambda t: t.update(evaluation_criteria={"actions": 7}),
+        lambda t: t.update(evaluation_criteria={"communicate_info": 7}),
+    ],
+    ids=["criteria-str", "criteria-bool", "actions-int", "communicate-int"],
+)
+def test_evaluation_criteria_of_the_wrong_type_are_no_traceback(
+    tmp_path: Path, mutate: Any
+) -> None:
+    """Review round four: ``evaluation_criteria: "text"`` raised AttributeError, exit 1."""
+    data = json.loads(MINI.read_text("utf-8"))
+    for task in data["tasks"]:
+        mutate(task)
+    bad = tmp_path / "results.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    (tmp_path / "mini_tools.json").write_text((MINI.parent / "mini_tools.json").read_text("utf-8"))
+    done = CliRunner().invoke(app, ["import", "tau2", str(bad), "--out", str(tmp_path / "o")])
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    assert done.exit_code in (0, 2), done.output[-500:]
+    assert done.exit_code == 0 or "results.json" in done.output, done.output[-500:]
+
+
+def test_numbers_whose_sums_pass_the_largest_float_are_an_input_error(tmp_path: Path) -> None:
+    """Review round four: every number 1.7e308 made the import add two of them (inf) and
+    ``json.dumps`` raise ValueError, a traceback."""
+
+    def huge(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: huge(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [huge(v) for v in value]
+        return 1.7e308 if isinstance(value, float) else value
+
+    bad = tmp_path / "results.json"
+    bad.write_text(json.dumps(huge(json.loads(MINI.read_text("utf-8")))), encoding="utf-8")
+    (tmp_path / "mini_tools.json").write_text((MINI.parent / "mini_tools.json").read_text("utf-8"))
+    done = CliRunner().invoke(app, ["import", "tau2", str(bad), "--out", str(tmp_path / "o")])
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    assert done.exit_code == 2 and "results.json" in done.output, done.output[-500:]
+    assert not (tmp_path / "o").exists()
+
+
 def test_cli_imports_and_rejects_bad_input(tmp_path: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "out"

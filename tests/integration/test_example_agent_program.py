@@ -140,7 +140,7 @@ def test_the_environment_diff_names_the_agent_file_that_changed(image: str, tmp_
     loop = project / "agentloop.py"
     loop.write_text(loop.read_text() + "\n# a comment: the behaviour is the same\n")
     done = _cli(["reproduce", "--json", str(trace)], image, tmp_path / "state", cwd=project)
-    report = json.loads(done.stdout)
+    report = json.loads(done.stdout)["traces"][0]  # one object, a list inside
     assert report["outcome"] == "reproduced", done.stdout + done.stderr
     fields = {d["field"]: d for d in report["environment_diff"]}
     assert "agent_code.agentloop.py" in fields, fields

@@ -199,7 +199,7 @@ def test_a_tool_returning_a_pydantic_model_is_recorded_unchanged_and_reproduced(
     env = {"SANDBOX_REPLAY_IMAGE": sdk_image, "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "st")}
     done = _cli(["reproduce", "--json", str(trace)], env, project)
     assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads(done.stdout)
+    report = json.loads(done.stdout)["traces"][0]  # one object, a list inside
     assert report["outcome"] == "reproduced", report
     # the SDK's own tool is offered to the model under a name the step does not declare:
     # named in the replay's trace (not denied: runner/providers/offered.py)

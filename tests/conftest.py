@@ -80,6 +80,18 @@ def sandbox_image(docker_client: Any) -> str:
     return tag
 
 
+@pytest.fixture(scope="session")
+def sdk_image(docker_client: Any) -> str:
+    """Tag of the agent-SDK image (SANDBOX_REPLAY_SDK_IMAGE or sandbox-replay:sdks; `make
+    sdk-image`): the sandbox image with the agent SDKs and pydantic; must exist."""
+    tag = os.environ.get("SANDBOX_REPLAY_SDK_IMAGE", "sandbox-replay:sdks")
+    try:
+        docker_client.images.get(tag)
+    except Exception as exc:
+        _unusable(f"SDK image {tag!r} missing ({exc}); run `make sdk-image`")
+    return tag
+
+
 # --- the suite in parallel workers (README "Development"; the Makefile's `test`) ---------------
 #
 # `make test` runs every test not marked ``serial`` in pytest-xdist workers with ``--dist

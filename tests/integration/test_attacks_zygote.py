@@ -96,9 +96,10 @@ def test_a_sibling_finds_nothing_of_another_run_and_reaches_neither_it_nor_the_z
         )
         zygotes_before = dict(zygotes.pids()) if zygotes is not None else {}
         digest = hashlib.sha256(secret.encode()).hexdigest()
+        host_pids = _host_pids(backend)  # once: the attack is given these, and checked on them
         attack_steps = (
             "- {id: attack, tool: sibling.attack, args: "
-            f"{{digest: {digest}, control: {control}, host_pids: {_host_pids(backend)}}}}}\n"
+            f"{{digest: {digest}, control: {control}, host_pids: {host_pids}}}}}\n"
             "- {id: kill, tool: sibling.kill_everything}\n"
         )
         attacker = project.run(
@@ -120,7 +121,9 @@ def test_a_sibling_finds_nothing_of_another_run_and_reaches_neither_it_nor_the_z
     assert set(report["same_pid_namespace"].values()) <= {True, "EACCES"}, report
     assert 1 in report["visible"] and len(report["visible"]) < 10, report
     # nothing it named was another run's or the zygote's: the host pids do not exist here
-    host = {str(pid) for pid in _host_pids(backend)}
+    # the pids the attack was given (asked again, a zygote another test of this worker started
+    # meanwhile had a pid the attack never saw)
+    host = {str(pid) for pid in host_pids}
     for pid, outcome in report["signals"].items():
         if pid in host:
             assert outcome == "ESRCH", (pid, report)

@@ -13,28 +13,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-from tests.conftest import docker_required
 
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "agent-program"
-SDK_IMAGE = os.environ.get("SANDBOX_REPLAY_SDK_IMAGE", "sandbox-replay:sdks")
 
 
 @pytest.fixture(scope="module")
-def image(docker_client: Any) -> str:
-    try:
-        docker_client.images.get(SDK_IMAGE)
-    except Exception as exc:
-        if docker_required():
-            pytest.fail(f"{SDK_IMAGE} is missing ({exc}): run `make sdk-image`")
-        pytest.skip(f"{SDK_IMAGE} is missing: run `make sdk-image`")
-    return SDK_IMAGE
+def image(sdk_image: str) -> str:
+    """The example runs in the agent-SDK image (tests/conftest.py)."""
+    return sdk_image
 
 
 def _cli(

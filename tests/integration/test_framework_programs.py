@@ -26,33 +26,18 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from runner import sdk
 from runner.tracetools.tasks_extract import extract_tasks
-from tests.conftest import docker_required
 from tests.support import fake_anthropic, fake_openai
 
 pytestmark = pytest.mark.docker
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
 REPO = Path(__file__).resolve().parents[2]
-SDK_IMAGE = os.environ.get("SANDBOX_REPLAY_SDK_IMAGE", "sandbox-replay:sdks")
 FRAMEWORKS = ("openai_chat", "anthropic", "agents")
-
-
-@pytest.fixture(scope="module")
-def sdk_image(docker_client: Any) -> str:
-    try:
-        docker_client.images.get(SDK_IMAGE)
-    except Exception as exc:
-        message = f"{SDK_IMAGE} is missing ({exc}): run `make sdk-image`"
-        if docker_required():
-            pytest.fail(message)
-        pytest.skip(message)
-    return SDK_IMAGE
 
 
 @pytest.fixture

@@ -25,7 +25,15 @@ from runner.backends.registry import BACKENDS, BackendEntry, BackendOptions
 from runner.errors import InfrastructureError
 from runner.settings import Settings
 
-__all__ = ["NAMESPACE_ROOT", "STATE_DIR", "Variant", "connect", "subject", "variants"]
+__all__ = [
+    "NAMESPACE_ROOT",
+    "STATE_DIR",
+    "Variant",
+    "check_params",
+    "connect",
+    "subject",
+    "variants",
+]
 
 # The state folder of the suite's backends: one per uid, kept between runs (the namespace
 # backend exports the image's root filesystem into STATE_DIR/namespace once per image id).
@@ -103,3 +111,20 @@ def subject(
     except InfrastructureError as exc:
         _unusable(variant, exc)
         raise
+
+
+# Run alone (marker ``serial``, pyproject.toml): a reaper elsewhere meanwhile (every ``run``
+# starts with one) would take the killed owner's sandbox first, as it carries no ledger.
+SERIAL_CHECKS = frozenset({"reaper_removes_a_dead_owners_sandbox_only"})
+
+
+def check_params() -> list[object]:
+    """`runner.backends.conformance.CHECKS` as pytest params, the reaper's marked ``serial``."""
+    from runner.backends.conformance import CHECKS
+
+    return [
+        pytest.param(
+            c, id=c.__name__, marks=(pytest.mark.serial,) if c.__name__ in SERIAL_CHECKS else ()
+        )
+        for c in CHECKS
+    ]

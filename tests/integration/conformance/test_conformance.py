@@ -13,20 +13,11 @@ from collections.abc import Callable
 
 import pytest
 
-from runner.backends.conformance import CHECKS, NotApplicable, Subject
-
-# Run alone (marker ``serial``, pyproject.toml): a reaper elsewhere meanwhile (every ``run``
-# starts with one) would take the killed owner's sandbox first, as it carries no ledger.
-SERIAL = frozenset({"reaper_removes_a_dead_owners_sandbox_only"})
+from runner.backends.conformance import NotApplicable, Subject
+from tests.integration.conformance.backends import check_params
 
 
-@pytest.mark.parametrize(
-    "check",
-    [
-        pytest.param(c, id=c.__name__, marks=(pytest.mark.serial,) if c.__name__ in SERIAL else ())
-        for c in CHECKS
-    ],
-)
+@pytest.mark.parametrize("check", check_params())
 def test_conformance(subject: Subject, check: Callable[[Subject], None]) -> None:
     try:
         check(subject)

@@ -33,7 +33,7 @@ SDK_REQUIREMENTS := tests/fixtures/sdk-image/requirements.txt
 help:
 	@echo "make setup   create .venv and install sandbox-replay (editable) with the extras the tests use"
 	@echo "make setup-core  create .venv and install sandbox-replay alone (what make demo installs)"
-	@echo "make test    set up, make sure Docker and the sandbox image exist, run every test (~25 min on 2 cores)"
+	@echo "make test    set up, make sure Docker and the sandbox image exist, run every test (13-25 min on 2 cores)"
 	@echo "make unit    the unit tests but the slow ones; make quick: every test that needs no Docker and is not slow"
 	@echo "make demo    set up, then check / submit / reproduce on examples/helpdesk"
 	@echo "make image   (re)build the sandbox image without a registry"

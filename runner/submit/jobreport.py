@@ -162,7 +162,7 @@ class JobReport:
             spend=data.get("spend") or {},
             rate_limit_wait_s=float(need("rate_limit_wait_s", (int, float), 0.0)),
             grading=need("grading", dict, None, null=True),
-            unrecorded=data.get("unrecorded") or {},
+            unrecorded=_unrecorded(data.get("unrecorded") or {}, file),
             **optional,
         )
 
@@ -235,6 +235,21 @@ def _name(kind: type | tuple[type, ...]) -> str:
     names = {dict: "JSON object", list: "list", str: "string", int: "number", float: "number"}
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join(sorted({names.get(k, k.__name__) for k in kinds}))
+
+
+def _unrecorded(value: Mapping[str, Any], file: str) -> Mapping[str, Any]:
+    """``unrecorded`` checked: ``{variant: {"count": whole number, "calls": [object, ...]}}``."""
+    for variant, entry in value.items():
+        field = f"unrecorded.{variant}"
+        if not isinstance(entry, dict):
+            raise InputError("not a JSON object", file=file, field=field)
+        count = entry.get("count")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise InputError("not a whole number", file=file, field=f"{field}.count")
+        calls = entry.get("calls", [])
+        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+            raise InputError("not a list of objects", file=file, field=f"{field}.calls")
+    return value
 
 
 def _objects(data: Mapping[str, Any], key: str, file: str) -> list[Mapping[str, Any]]:

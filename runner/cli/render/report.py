@@ -253,11 +253,12 @@ def _render_unrecorded(unrecorded: Mapping[str, Any], console: Console) -> None:
     for variant, entry in unrecorded.items():
         calls = entry.get("calls") or []
         shown = [
-            f"{c['task_id']} #{c['index']} {c['tool']} "
+            f"{c.get('task_id')} #{c.get('index')} {c.get('tool')} "
             + json.dumps(c.get("args"), ensure_ascii=False, sort_keys=True)[:80]
             for c in calls[:3]
         ]
-        count, rest = int(entry["count"]), int(entry["count"]) - len(shown)
+        count = int(entry["count"])  # a whole number (`JobReport.from_json` checks it)
+        rest = count - len(shown)
         more = f" (+{rest} more, see --json)" if rest > 0 else ""
         if len(calls) < count:  # --json lists the first MAX_LISTED_MISSES of them
             more = f" (+{rest} more: --json lists the first {len(calls)}, the traces every one)"

@@ -110,3 +110,21 @@ def test_the_table_says_how_many_misses_the_json_lists() -> None:
     out = io.StringIO()
     _render_unrecorded({"v1": {"count": 257, "calls": calls}}, Console(file=out, width=400))
     assert "+254 more: --json lists the first 100, the traces every one" in out.getvalue()
+
+
+def test_a_hand_edited_unrecorded_block_is_an_input_error_naming_the_field() -> None:
+    """``report JOB`` on a report.json whose miss count is text: a ValueError traceback."""
+    import pytest
+
+    from runner.errors import InputError
+    from runner.submit.jobreport import JobReport
+
+    for bad, field in [
+        ({"v": {"count": "abc", "calls": []}}, "unrecorded.v.count"),
+        ({"v": {"count": True, "calls": []}}, "unrecorded.v.count"),
+        ({"v": {"count": 1, "calls": ["x"]}}, "unrecorded.v.calls"),
+        ({"v": []}, "unrecorded.v"),
+    ]:
+        with pytest.raises(InputError) as caught:
+            JobReport.from_json({"unrecorded": bad}, file="report.json")
+        assert caught.value.fields["field"] == field, caught.value

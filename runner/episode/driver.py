@@ -18,7 +18,8 @@ Status rules, first match wins:
 2c. the host killed the sandbox at its *budget* deadline (the submission's sandbox-seconds
    ceiling, shared by a budget clock: `runner.submit.budgetclock`), or a model call ran into
    that deadline → ``ceiling_reached`` (error class ``CeilingReached``, tool ``workflow``);
-3. ``State.OOMKilled`` → ``oom`` (any process of the sandbox hit the memory limit);
+3. ``State.OOMKilled``, or an OOM kill the runtime counted in its memory cgroup
+   (`runner.runtime.oomcount`: the engine's flag can miss a child's) → ``oom``;
 4. the host killed the sandbox because its deadline passed, or the model provider ran into
    the deadline, or the sandbox ended itself at or past its deadline without an episode (the
    runtime's watchdog, exit 124, or the lifetime cap, exit 137, the engine's run time at least

@@ -31,7 +31,7 @@ from runner.episode.channel import Channel, ChannelEvent
 from runner.episode.outbound import MAX_OUTBOUND, OutboundLog
 from runner.episode.prepare import start_message
 from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
-from runner.episode.status import classify
+from runner.episode.status import classify, with_runtime_oom
 from runner.episode.tracelines import MAX_COVERAGE, end_line, write_header
 from runner.errors import InputError
 from runner.hostlog import get_logger
@@ -423,6 +423,7 @@ class EpisodeState:
 
     def finish(self, exit_state: ExitState | None) -> EpisodeResult:
         """Classify, write the header (if still missing) and the ``end`` line."""
+        exit_state = with_runtime_oom(self.episode, exit_state)
         status, reason = self.classify(exit_state)
         self._write_header()
         end = end_line(self, exit_state, status, reason)

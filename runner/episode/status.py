@@ -9,6 +9,7 @@ kill at the run's budget deadline), never from what the sandbox reports.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 from runner.backends.base import ExitState
@@ -69,6 +70,30 @@ def _ended_itself_at_deadline(state: StatusFacts, exit_state: ExitState) -> str 
     )
 
 
+def with_runtime_oom(
+    episode: dict[str, Any] | None, exit_state: ExitState | None
+) -> ExitState | None:
+    """``exit_state`` with ``oom_killed`` set when the runtime counted an OOM kill in its group.
+
+    The engine's ``State.OOMKilled`` can miss a child's OOM kill (its event may come after the
+    exit the host inspects); the runtime's episode ``oom_kills`` (`runner.runtime.oomcount`,
+    the kernel's own counter) fills the gap. A sandbox can only claim it for itself: the claim
+    turns its run into ``oom``, a failure, never a success.
+    """
+    if exit_state is None or exit_state.oom_killed:
+        return exit_state
+    kills = runtime_oom_kills(episode)
+    return replace(exit_state, oom_killed=True) if kills else exit_state
+
+
+def runtime_oom_kills(episode: dict[str, Any] | None) -> int | None:
+    """The episode's ``oom_kills`` when it is a count (0 or more), else None (absent, bad)."""
+    kills = (episode or {}).get("oom_kills")
+    if isinstance(kills, int) and not isinstance(kills, bool) and 0 <= kills < 1 << 31:
+        return kills
+    return None
+
+
 def classify(state: StatusFacts, exit_state: ExitState | None) -> tuple[str, str | None]:
     """Return ``(status, reason)`` of an ended episode (rules: `runner.episode.driver`)."""
     episode = state.episode or {}
@@ -94,7 +119,10 @@ def classify(state: StatusFacts, exit_state: ExitState | None) -> tuple[str, str
             " and killed the sandbox"
         )
     if exit_state.oom_killed:
-        return "oom", "the sandbox hit its memory limit (State.OOMKilled)"
+        return "oom", (
+            "the sandbox hit its memory limit: the kernel's OOM killer ended a process"
+            " (State.OOMKilled or the sandbox's memory cgroup counter)"
+        )
     if state.provider_timed_out or (state.killed_for == "timeout" and exit_state.killed_by_host):
         return "timeout", f"killed by the host after {state.prepared.spec.limits.timeout_s} s"
     self_ended = _ended_itself_at_deadline(state, exit_state)

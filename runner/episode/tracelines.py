@@ -14,7 +14,7 @@ import platform as host_platform
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.backends.base import ExitState
-from runner.episode.status import StatusFacts, failure_of
+from runner.episode.status import StatusFacts, failure_of, runtime_oom_kills
 from runner.tools.snapshot.sources import snapshot_agent_code
 from runner.trace.format import episode_exit_code, failure_signature
 
@@ -208,6 +208,7 @@ def end_line(
         else {
             "exit_code": exit_state.exit_code,
             "oom_killed": exit_state.oom_killed,
+            "oom_kills": runtime_oom_kills(state.episode),
             "killed_by_host": exit_state.killed_by_host,
             "killed_for": state.killed_for,
             "ran_s": None if exit_state.ran_s is None else round(exit_state.ran_s, 3),

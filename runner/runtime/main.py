@@ -51,6 +51,7 @@ from runner.runtime.channel import Channel
 from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
 from runner.runtime.environment import environment_platform, installed_packages
+from runner.runtime.oomcount import OomCounter
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay.calls import Caller
 from runner.runtime.replay.clock import Clock
@@ -275,6 +276,7 @@ class Runtime:
             self.reaper.start()
             start = self.channel.wait_for("start")
             self.started = time.monotonic()  # the run is assigned: its caps count from now
+            oom = OomCounter()  # a warm spare's group is reused: count from the run's start
             if self.cap is not None and self.cap_s is not None:
                 self.cap.rearm(self.cap_s)
             if witness_coverage is not None:  # the worker's tree is not witnessed: say why
@@ -295,6 +297,9 @@ class Runtime:
             assert manifest is not None  # check_manifest: only mode manifest has none
             episode = self._run(spec, manifest)
             self.flush_egress()
+            oom_kills = oom.since_start()
+            if oom_kills is not None:  # a child the kernel ended: the engine's flag can be late
+                episode = dict(episode, oom_kills=oom_kills)
             self.channel.send("episode", **bounded_episode(episode))
             return 0
         except Exception as exc:

@@ -75,6 +75,9 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
                    its network calls are witnessed): it leaves the coverage ``full``.
     episode        ``status`` is one of succeeded | failed | denied; ``failure`` is
                    ``{call_index, tool, error_class}`` (``call_index`` -1 when no call ran).
+                   ``oom_kills`` (additive, absent when unknown): processes of the
+                   sandbox the kernel's OOM killer ended during the run, read from the
+                   sandbox's memory cgroup (runner.runtime.oomcount).
     error          also ``traceback`` (text, last 8000 characters); the exit code is 70.
     model_response may carry ``body_encoding: "base64"`` for a body that is not UTF-8, and
                    ``source`` (default ``provider``) for the call record.

@@ -23,10 +23,7 @@ from typing import TYPE_CHECKING, Any
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import (
-    Backend,
     MountSeen,
-    OnAssign,
-    OnRelease,
     Reaped,
     Sandbox,
     SandboxSpec,
@@ -38,8 +35,7 @@ from runner.backends.docker.hostfiles import HostFiles, HostFilesMode
 from runner.backends.docker.reaper import reap_dead
 from runner.backends.docker.runtimes import require_runtime
 from runner.backends.docker.sandbox import DockerSandbox
-from runner.backends.warmpool.pooled import PooledBackend
-from runner.backends.warmpool.poolkey import pool_size
+from runner.backends.warmpool.pooled import PoolingBackend
 from runner.errors import InfrastructureError, TransientInfrastructureError
 from runner.hostlog import get_logger
 
@@ -52,7 +48,7 @@ _CREATE_ATTEMPTS = 3
 _OUTPUT_IN_ERRORS = 4096
 
 
-class DockerBackend(Backend):
+class DockerBackend(PoolingBackend):
     """Sandboxes as hardened Docker containers.
 
     Args:
@@ -203,27 +199,6 @@ class DockerBackend(Backend):
             return None
         info = retrying("inspect container", self.api.inspect_container, container)
         return [(m["Destination"], m["Source"], not m["RW"]) for m in info.get("Mounts") or ()]
-
-    # -- the warm pool -----------------------------------------------------------------------
-
-    def pool_size(self, concurrency: int) -> int:
-        """The warm pool's wanted size beside ``concurrency`` runs (`pool.pool_size`)."""
-        return pool_size(concurrency)
-
-    def with_pool(
-        self,
-        *,
-        size: int,
-        idle_cap_s: float,
-        on_assign: OnAssign | None = None,
-        on_release: OnRelease | None = None,
-    ) -> Backend:
-        """This backend behind a `WarmPool` of ``size`` (`PooledBackend`; 0: itself)."""
-        if size < 1:
-            return self
-        return PooledBackend(
-            self, size=size, idle_cap_s=idle_cap_s, on_assign=on_assign, on_release=on_release
-        )
 
     # -- create ------------------------------------------------------------------------------
 

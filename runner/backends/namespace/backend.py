@@ -44,10 +44,7 @@ from typing import TYPE_CHECKING
 from runner import __version__
 from runner.backends import labels as L
 from runner.backends.base import (
-    Backend,
     Capabilities,
-    OnAssign,
-    OnRelease,
     Reaped,
     SandboxSpec,
 )
@@ -69,8 +66,7 @@ from runner.backends.namespace.sandbox import NamespaceSandbox, SandboxProcess
 from runner.backends.namespace.zygote import SpawnRequest, Zygote
 from runner.backends.namespace.zygoteargs import zygote_argv
 from runner.backends.namespace.zygotes import ZygoteKey, Zygotes
-from runner.backends.warmpool.pooled import PooledBackend
-from runner.backends.warmpool.poolkey import pool_size
+from runner.backends.warmpool.pooled import PoolingBackend
 from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
 from runner.wire.env import ENV_IDLE_CAP
@@ -105,7 +101,7 @@ def _pidfds() -> bool:
     return True
 
 
-class NamespaceBackend(Backend):
+class NamespaceBackend(PoolingBackend):
     """Sandboxes as bubblewrap namespaces over the image's read-only root filesystem.
 
     Args:
@@ -172,34 +168,10 @@ class NamespaceBackend(Backend):
 
         With rlimits every sandbox shares one ``RLIMIT_NPROC`` count (`concurrency_bounds`:
         one sandbox at a time), which a warm spare's processes would take from the running one.
+        A zygote's fork is cheap, but its set-up and the runtime's ``hello`` still take ~15-20
+        ms a run would wait for (bench/README.md, ``bench_speed.py``): spares save that.
         """
         return self.start == "zygote" and self.host.cgroups
-
-    def pool_size(self, concurrency: int) -> int:
-        """The warm pool's wanted size beside ``concurrency`` runs (0 unless `warm_pool`).
-
-        The rule is the Docker backend's (`runner.backends.warmpool.poolkey.pool_size`).
-        """
-        return pool_size(concurrency) if self.warm_pool else 0
-
-    def with_pool(
-        self,
-        *,
-        size: int,
-        idle_cap_s: float,
-        on_assign: OnAssign | None = None,
-        on_release: OnRelease | None = None,
-    ) -> Backend:
-        """This backend behind a `PooledBackend` of ``size`` when `warm_pool` (else itself).
-
-        A zygote's fork is cheap, but its set-up and the runtime's ``hello`` still take
-        ~15-20 ms a run would wait for (bench/README.md, ``bench_speed.py``).
-        """
-        if size < 1 or not self.warm_pool:
-            return self
-        return PooledBackend(
-            self, size=size, idle_cap_s=idle_cap_s, on_assign=on_assign, on_release=on_release
-        )
 
     @classmethod
     def from_settings(

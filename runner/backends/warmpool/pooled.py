@@ -20,8 +20,41 @@ from runner.backends.base import (
     SandboxSpec,
 )
 from runner.backends.warmpool.pool import WarmPool
+from runner.backends.warmpool.poolkey import pool_size
 
-__all__ = ["PooledBackend"]
+__all__ = ["PooledBackend", "PoolingBackend"]
+
+
+class PoolingBackend(Backend):
+    """A backend whose runtime sandboxes can wait warm: ``with_pool`` wraps it in `PooledBackend`.
+
+    The Docker backend and the namespace backend derive from it (one body for both hooks of
+    `runner.backends.base.Backend`); `warm_pool` says whether this instance pools at all.
+    """
+
+    @property
+    def warm_pool(self) -> bool:
+        """Whether ``submit`` keeps a warm pool of this backend's sandboxes (default: yes)."""
+        return True
+
+    def pool_size(self, concurrency: int) -> int:
+        """The warm pool's wanted size beside ``concurrency`` runs (0 unless `warm_pool`)."""
+        return pool_size(concurrency) if self.warm_pool else 0
+
+    def with_pool(
+        self,
+        *,
+        size: int,
+        idle_cap_s: float,
+        on_assign: OnAssign | None = None,
+        on_release: OnRelease | None = None,
+    ) -> Backend:
+        """This backend behind a `PooledBackend` of ``size`` (itself: ``size`` < 1, no pool)."""
+        if size < 1 or not self.warm_pool:
+            return self
+        return PooledBackend(
+            self, size=size, idle_cap_s=idle_cap_s, on_assign=on_assign, on_release=on_release
+        )
 
 
 class PooledBackend(DelegatingBackend):

@@ -15,7 +15,7 @@ from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body
 from runner.providers.replay_api import mismatch, serve_recorded
 from runner.sdk import canonical_json
-from runner.trace.excerpt import differing_excerpts
+from runner.trace.excerpt import cut, differing_excerpts
 from runner.trace.format import decode_body
 
 ROLES = ("model", "user")
@@ -27,9 +27,7 @@ def _settings(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def _short(text: str | None) -> str:
     """One side of a message difference when the other side has no such message."""
-    if text is None:
-        return "no message"
-    return text if len(text) <= 120 else text[:117] + "..."
+    return "no message" if text is None else cut(text)
 
 
 def _first_difference(request: Mapping[str, Any], recorded: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from runner.providers.apis import ApiCall
 from runner.sdk import canonical_json
-from runner.trace.excerpt import differing_excerpts
+from runner.trace.excerpt import cut, differing_excerpts
 from runner.trace.format import decode_body
 
 __all__ = ["first_differing_field", "serve_recorded"]
@@ -27,8 +27,7 @@ _SHOW = 120
 def _short(value: Any) -> str:
     if value is _MISSING:
         return "nothing"
-    text = canonical_json(value)
-    return text if len(text) <= _SHOW else text[: _SHOW - 3] + "..."
+    return cut(canonical_json(value), _SHOW)
 
 
 _MISSING = object()

@@ -10,7 +10,7 @@ differing character and cuts after it.
 
 from typing import Tuple
 
-__all__ = ["differing_excerpts"]
+__all__ = ["cut", "differing_excerpts"]
 
 CONTEXT_CHARS = 30
 """Characters kept before the first difference when a side must be cut at its start."""
@@ -33,6 +33,15 @@ def _window(text: str, start: int, width: int) -> str:
     body = text[start : start + width]
     tail = "..." if start + width < len(text) else ""
     return head + body + tail
+
+
+def cut(text: str, width: int = 120) -> str:
+    """``text`` whole when it fits in ``width`` characters, else its start and ``...``.
+
+    For one side shown alone (the other has nothing at that place, so there is no difference
+    to centre on); ``width`` counts the mark.
+    """
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def differing_excerpts(a: str, b: str, width: int = 120) -> Tuple[str, str]:

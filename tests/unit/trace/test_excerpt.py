@@ -5,7 +5,7 @@ from __future__ import annotations
 from runner.providers.apis import ApiCall
 from runner.providers.replay_api import mismatch
 from runner.reproduce.diff import first_difference
-from runner.trace.excerpt import differing_excerpts
+from runner.trace.excerpt import cut, differing_excerpts
 
 LONG = "x" * 400
 
@@ -51,3 +51,10 @@ def test_a_gateway_request_miss_names_the_differing_part_and_reproduce_keeps_it(
     found = first_difference([{"index": 2, "tool": "model"}], replayed, [])
     assert found is not None
     assert "stamp=Stamp(query" in found["summary"]  # the recorded side is not cut away
+
+
+def test_one_side_alone_is_cut_at_its_width_with_the_mark_counted() -> None:
+    assert cut("short") == "short"
+    assert cut("x" * 120) == "x" * 120
+    assert cut("x" * 121) == "x" * 117 + "..."
+    assert len(cut("y" * 500, 40)) == 40

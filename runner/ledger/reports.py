@@ -144,7 +144,26 @@ def per_run_history(
     if variant is not None:
         where, args = where + " AND variant = ?", (purpose, variant)
     row = db.read(f"SELECT {_SUMS} FROM charges WHERE {where}", args)[0]  # noqa: S608
-    total = _amount(row)
+    return _history(_amount(row))
+
+
+def per_run_history_by_variant(db: Database, purpose: Purpose = "replay") -> dict[str, RunHistory]:
+    """`per_run_history` of every variant with settled runs of ``purpose``, in one query.
+
+    Returns:
+        ``{variant: RunHistory}`` (``name@version`` keys); a variant without a settled run is
+        absent.
+    """
+    rows = db.read(
+        f"SELECT variant, {_SUMS} FROM charges WHERE state = 'settled' AND purpose = ?"  # noqa: S608
+        " AND variant IS NOT NULL GROUP BY variant",
+        (purpose,),
+    )
+    found = {str(row["variant"]): _history(_amount(row)) for row in rows}
+    return {variant: history for variant, history in found.items() if history is not None}
+
+
+def _history(total: Amount) -> RunHistory | None:
     if total.runs == 0:
         return None
     n = total.runs

@@ -400,3 +400,11 @@ class Ledger:
         Returns None when no such run was ever settled.
         """
         return reports.per_run_history(self._db, purpose, variant=variant)
+
+    def per_run_history_by_variant(self, purpose: Purpose = "replay") -> dict[str, RunHistory]:
+        """`per_run_history` of every variant that has settled runs, in one query.
+
+        Returns:
+            ``{variant (name@version): RunHistory}``; variants without settled runs are absent.
+        """
+        return reports.per_run_history_by_variant(self._db, purpose)

@@ -181,11 +181,9 @@ def prepare(
     history: dict[str, RunHistory] = {}
     ledger_path = settings.state_dir / LEDGER_FILENAME
     if ledger_path.exists():  # never create the ledger just to plan
-        with Ledger(ledger_path) as ledger:
-            for variant in variants:  # each its own: another workflow's runs say nothing
-                found = ledger.per_run_history("replay", variant=variant.name)
-                if found is not None:
-                    history[variant.name] = found
+        with Ledger(ledger_path) as ledger:  # each variant its own: another's runs say nothing
+            known = ledger.per_run_history_by_variant("replay")
+        history = {v.name: known[v.name] for v in variants if v.name in known}
     job_id = job_id or timestamped_ids(prefix="job")()
     return build_plan(
         job_id,

@@ -442,3 +442,16 @@ def test_per_run_history_for_plan_estimates(ledger: Ledger) -> None:
     assert history is not None and history.runs == 2
     assert history.per_run == Amount(runs=1, tokens_in=5, tokens_out=2, usd=0.375, sandbox_s=3.0)
     assert ledger.per_run_history("judge") is None
+
+
+def test_per_run_history_by_variant_is_each_variant_its_own(ledger: Ledger) -> None:
+    assert ledger.per_run_history_by_variant("replay") == {}
+    ledger.create_job("job0", {}, {})
+    for key, variant, sandbox_s in (("a1", "v1@1", 2.0), ("a2", "v1@1", 4.0), ("b1", "v2@1", 9.0)):
+        ledger.reserve(key, "job0", "replay", Amount(runs=1), kind="run", variant=variant)
+        ledger.settle(key, Amount(runs=1, sandbox_s=sandbox_s))
+    ledger.reserve("open", "job0", "replay", Amount(runs=1), kind="run", variant="v3@1")
+    found = ledger.per_run_history_by_variant("replay")
+    assert set(found) == {"v1@1", "v2@1"}  # v3 has no settled run
+    assert found["v1@1"].runs == 2 and found["v1@1"].per_run.sandbox_s == 3.0
+    assert found["v2@1"] == ledger.per_run_history("replay", variant="v2@1")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, cast
 
 import typer
+from typer._click.exceptions import ClickException  # typer 0.29 vendors click (pinned)
+from typer._click.globals import get_current_context
 
 from runner import __version__
 from runner.cli.render.terminal import echo
@@ -144,18 +146,35 @@ def state(ctx: typer.Context) -> CliState:
     return obj if isinstance(obj, CliState) else CliState()
 
 
-def fail(error: SandboxReplayError, *, as_json: bool = False) -> NoReturn:
+def fail(error: SandboxReplayError, *, as_json: bool | None = None) -> NoReturn:
     """Say ``error`` and exit with its code: the one error output of every command.
 
     Args:
         error: what went wrong (its message and fields come from input: printed inert).
         as_json: the command was asked for ``--json``: one JSON object on stdout,
             ``{"exit_code", "error", **error.fields}`` (a field that is not JSON as its
-            string); else one ``error:`` line on stderr.
+            string); else one ``error:`` line on stderr. None (default): whether the running
+            command's ``--json`` option (its ``as_json`` parameter) was given.
     """
+    if as_json is None:
+        ctx = get_current_context(silent=True)
+        as_json = bool(ctx is not None and ctx.params.get("as_json"))
+    say_error(error, as_json=as_json)
+    raise typer.Exit(error.exit_code)
+
+
+def say_error(error: SandboxReplayError | ClickException, *, as_json: bool) -> None:
+    """Print ``error`` as `fail` does: a JSON object on stdout, else an ``error:`` line on stderr.
+
+    A usage error (typer's vendored ``ClickException``: an unknown option, a missing
+    argument) has exit code 2 and no fields.
+    """
+    if isinstance(error, ClickException):
+        text, code, fields = error.format_message(), 2, {}
+    else:
+        text, code, fields = str(error), error.exit_code, error.fields
     if as_json:
-        body = {"exit_code": error.exit_code, "error": str(error), **error.fields}
+        body = {"exit_code": code, "error": text, **fields}
         echo(json.dumps(body, ensure_ascii=True, default=str))
     else:
-        echo(f"error: {error}", err=True)
-    raise typer.Exit(error.exit_code)
+        echo(f"error: {text}", err=True)

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import sys
 
-from runner.cli.app import app
+import typer
+from typer._click.exceptions import ClickException  # typer 0.29 vendors click (pinned)
+
+from runner.cli.app import app, say_error
 from runner.cli.commands import register
 from runner.cli.render.terminal import echo, stdout_gone
 from runner.errors import SandboxReplayError
@@ -21,13 +24,26 @@ __all__ = ["main"]
 
 
 def main() -> None:
-    """Entry point of the console script; exits with SPEC.md's exit code."""
-    register(sys.argv[1:])
+    """Entry point of the console script; exits with SPEC.md's exit code.
+
+    With ``--json`` anywhere on the command line every error is one JSON object on stdout
+    (`runner.cli.app.say_error`), a usage error too (exit 2): a script reading stdout always
+    gets an object.
+    """
+    args = sys.argv[1:]
+    register(args)
+    as_json = "--json" in args
     try:
-        app(prog_name="sandbox-replay")
+        if not as_json:
+            app(prog_name="sandbox-replay")
+        code = app(prog_name="sandbox-replay", standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)  # click returns Exit's code
     except BrokenPipeError:  # stdout's reader left (``| head``): no traceback, no noise
         stdout_gone()
         sys.exit(1)
-    except SandboxReplayError as exc:
-        echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    except typer.Abort:  # end of input at a prompt, as typer's standalone mode says it
+        echo("Aborted!", err=True)
+        sys.exit(1)
+    except (SandboxReplayError, ClickException) as exc:
+        say_error(exc, as_json=as_json)
+        sys.exit(exc.exit_code if isinstance(exc, SandboxReplayError) else 2)

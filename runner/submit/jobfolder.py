@@ -28,14 +28,19 @@ log = get_logger(__name__)
 __all__ = ["check_unchanged", "job_dir", "load_resume", "resumed_snapshot", "write_job"]
 
 
-def job_dir(settings: Settings, job_id: str) -> Path:
+def job_dir(settings: Settings, job_id: str, *, field: str = "JOB_ID") -> Path:
     """``<state_dir>/jobs/<job_id>`` (the id validated: it becomes a path).
+
+    Args:
+        settings: where the state directory is.
+        job_id: the id, as the user gave it.
+        field: the option or argument that gave it, named in the error.
 
     Raises:
         InputError: ``job_id`` breaks an id rule (`runner.domain.ids.path_for_id`).
     """
     jobs = settings.state_dir.resolve() / "jobs"
-    return path_for_id(jobs, job_id, kind="job id", field="--resume")
+    return path_for_id(jobs, job_id, kind="job id", field=field)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -50,7 +55,7 @@ def load_resume(settings: Settings, job_id: str) -> SubmitOptions:
     Raises:
         InputError: no such job, or its orchestrator is still alive.
     """
-    folder = job_dir(settings, job_id)
+    folder = job_dir(settings, job_id, field="--resume")
     path = folder / "job.json"
     if not path.exists():
         raise InputError(f"no job {job_id!r} in {folder.parent}", field="--resume")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -101,3 +102,29 @@ def test_invalid_setting_in_the_environment_is_named_exit_2() -> None:
     assert proc.returncode == 2
     assert "SANDBOX_REPLAY_TIMEOUT_S" in proc.stderr and "'abc'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["submit", "--workflow", "x", "--json"], "No such option: --workflow"),  # usage error
+        (["report", "--json"], "Missing argument 'JOB_ID'"),
+        (["report", "../x", "--json"], "JOB_ID: invalid job id"),  # the command's own error
+        (["run", "--json", "nope.yaml", "--task", "t"], ""),
+    ],
+)
+def test_with_json_every_error_is_one_json_object_on_stdout(
+    args: list[str], says: str, tmp_path: object
+) -> None:
+    proc = run_cli(*args, env={"SANDBOX_REPLAY_STATE_DIR": str(tmp_path)})
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    body = json.loads(proc.stdout)  # one object, nothing else on stdout
+    assert isinstance(body, dict) and body["exit_code"] == 2, body
+    assert says in body["error"], body
+    assert "Traceback" not in proc.stderr
+
+
+def test_without_json_a_usage_error_stays_typer_s_usage_text() -> None:
+    proc = run_cli("submit", "--workflow", "x")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "No such option: --workflow" in proc.stderr and "Usage:" in proc.stderr

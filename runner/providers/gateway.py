@@ -6,8 +6,9 @@ Routing, so that two implementations agree:
 - the model spec of a request is its program step's ``model``, else the workflow's; none at
   all: the request is answered with an error (a program with no model configured makes no
   model call leave the host);
-- a ``scripted`` spec answers every API: its function receives ``{api, path, body}`` and
-  returns the raw response body (`ScriptedProvider.forward`);
+- a ``scripted`` spec answers every API: its function receives the body (and the ``api`` and
+  ``path`` keywords it declares) and returns the raw response body
+  (`runner.providers.scripted`: the one convention; the old envelope is deprecated);
 - otherwise the API a request arrives on picks the provider family: the OpenAI endpoints
   (Chat Completions, Responses) go to the ``openai`` provider, Messages to ``anthropic``,
   each built from the host settings on first use (endpoint and key stay on the host); only

@@ -1,10 +1,11 @@
 """A scripted model for the support agent: deterministic and offline, run on the host.
 
-A scripted model is called as ``respond(request, *, api, path)``: the request body the
-program sent, and the API and path it was sent on (keywords a function declares when it wants
-them); it returns the raw response body, as text or a dict. This one speaks Chat Completions (the ``openai`` SDK's ``chat.completions.create``): it calls the tools it is offered
-in the order ticket -> knowledge base -> format, then answers with what they returned. Swap it
-for a real model with ``model: {provider: openai, name: gpt-4.1-mini}`` (key on the host).
+A scripted model is called as ``respond(request, *, api, path)``: the request body the program
+sent, and the API and path it was sent on (keywords a function declares when it wants them); it
+returns the raw response body, as text or a dict. This one speaks Chat Completions (the
+``openai`` SDK's ``chat.completions.create``): it calls the tools it is offered in the order
+ticket -> knowledge base -> format, then answers with what they returned. Swap it for a real
+model with ``model: {provider: openai, name: gpt-4.1-mini}`` (key on the host).
 """
 
 import json

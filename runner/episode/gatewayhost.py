@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runner.providers.allowlist import FORCED, NotInert, check_model, check_request
-from runner.providers.apis import APIS, FAMILY, SERVED_FROM_RUN, ApiCall
+from runner.providers.apis import APIS, FAMILY, NAMED_BY_STEP, SERVED_FROM_RUN, ApiCall
 from runner.providers.base import ProviderResponse
 from runner.providers.gateway import model_override
 from runner.providers.retrieval import RESPONSE_ID
@@ -169,9 +169,11 @@ def parse_request(
         except NotInert as exc:
             raise GatewayRequestRefused(exc) from None
         body.update(FORCED.get(str(api), {}))
-    # a retrieval names no model: it is answered from the run's records, never forwarded
+    # a retrieval names no model (it is answered from the run's records, never forwarded);
+    # embeddings and moderations name a model of another kind than the step's (NAMED_BY_STEP)
     retrieval = api in SERVED_FROM_RUN
-    name = None if reproduce or retrieval else model_override(spec, FAMILY[str(api)])
+    named = not reproduce and api in NAMED_BY_STEP
+    name = model_override(spec, FAMILY[str(api)]) if named else None
     if name is not None:
         body["model"] = name
     if not reproduce and not live and not retrieval:

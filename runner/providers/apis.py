@@ -48,6 +48,7 @@ __all__ = [
     "FAMILY",
     "FREE",
     "MODEL_APIS",
+    "NAMED_BY_STEP",
     "SERVED_FROM_RUN",
     "ApiCall",
     "sse_events",
@@ -66,6 +67,10 @@ FAMILY = {
     "count_tokens": "anthropic",
     "responses_retrieve": "openai",
 }
+# The APIs whose ``model`` a step's model ``name`` replaces (`runner.providers.gateway.
+# model_override`): those that ask, or count for, the step's chat model. An embeddings or
+# moderation request names a model of another kind and keeps it.
+NAMED_BY_STEP = frozenset({"chat_completions", "responses", "messages", "count_tokens"})
 # Forwarded and recorded, never charged (the module docstring says why).
 FREE = frozenset({"moderations", "count_tokens"})
 # Never forwarded: answered from the run's own earlier answers (`runner.providers.retrieval`).

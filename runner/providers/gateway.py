@@ -16,7 +16,9 @@ Routing, so that two implementations agree:
   refuses the others before routing, `runner.episode.gatewayhost`), so a step
   uses the other family's key only when its workflow says so;
 - the request's ``model`` is forwarded unless the spec's ``name`` overrides it, for requests
-  of the spec's own family (``scripted``: every request) — `model_override`; the trace keeps
+  of the spec's own family (``scripted``: every request) that ask or count for the step's
+  model (`runner.providers.apis.NAMED_BY_STEP`: an embeddings or moderation request keeps its
+  own model) — `model_override`, applied by `runner.episode.gatewayhost`; the trace keeps
   both (the program's ``request`` and the ``forwarded`` body).
 
 Agent steps of the same workflow are answered by the workflow's own provider (`complete`).

@@ -305,3 +305,36 @@ def test_a_retrieval_request_is_checked_on_the_host_and_never_forwarded_outside_
     )
     assert reply["status"] == 404 and inner.sent == []
     assert host.state.model_calls == 0
+
+
+def test_the_steps_model_name_replaces_chat_models_only() -> None:
+    from runner.episode import gatewayhost
+
+    named = {
+        "steps": [
+            {
+                "id": "agent",
+                "program": "agent:run",
+                "model": {"provider": "openai", "name": "gpt-4.1-mini", "apis": ["embeddings"]},
+            }
+        ]
+    }
+    base = {"type": "gateway_request", "id": "g0", "index": 0, "step_id": "agent", "headers": {}}
+    embeddings = gatewayhost.parse_request(
+        {
+            **base,
+            "api": "embeddings",
+            "path": "/v1/embeddings",
+            "request": {"model": "text-embedding-3-small", "input": "x"},
+        },
+        named,
+        reproduce=False,
+    )
+    assert embeddings.body["model"] == "text-embedding-3-small"
+    named["steps"][0]["model"]["apis"] = ["responses"]  # type: ignore[index]
+    responses = gatewayhost.parse_request(
+        {**base, "api": "responses", "path": "/v1/responses", "request": {"model": "x"}},
+        named,
+        reproduce=False,
+    )
+    assert responses.body["model"] == "gpt-4.1-mini"

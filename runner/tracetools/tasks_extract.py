@@ -103,7 +103,7 @@ def task_of(trace: Trace, task_id: str, *, expect_recorded_output: bool = False)
         }
         if expect_recorded_output:
             expected = {"output": end.output, **expected}
-        else:
+        elif end.output is not None:
             record["recorded_output"] = end.output
         record["expected"] = expected
     return record

@@ -38,7 +38,7 @@ def scripted_endpoint():
         def do_POST(self):
             raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             body = support_model.respond(
-                {"api": "chat_completions", "path": self.path, "body": json.loads(raw)}
+                json.loads(raw), api="chat_completions", path=self.path
             ).encode("utf-8")
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

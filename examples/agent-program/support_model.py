@@ -1,10 +1,11 @@
 """A scripted model for the support agent: deterministic and offline, run on the host.
 
-For a program step the gateway hands a scripted model each request the program sent, as
-``{"api", "path", "body"}``, and sends back the raw body it returns. This one speaks Chat
-Completions (the ``openai`` SDK's ``chat.completions.create``): it calls the tools it is offered
-in the order ticket -> knowledge base -> format, then answers with what they returned. Swap it
-for a real model with ``model: {provider: openai, name: gpt-4.1-mini}`` (key on the host).
+A scripted model is called as ``respond(request, *, api, path)``: the request body the program
+sent, and the API and path it was sent on (keywords a function declares when it wants them); it
+returns the raw response body, as text or a dict. This one speaks Chat Completions (the
+``openai`` SDK's ``chat.completions.create``): it calls the tools it is offered in the order
+ticket -> knowledge base -> format, then answers with what they returned. Swap it for a real
+model with ``model: {provider: openai, name: gpt-4.1-mini}`` (key on the host).
 """
 
 import json
@@ -74,8 +75,8 @@ def chat_completion(request):
     }
 
 
-def respond(payload):
-    """The gateway's scripted-model entry: ``{api, path, body}`` -> the raw response body."""
-    if payload.get("api") != "chat_completions":
-        raise ValueError("this scripted model speaks Chat Completions only")
-    return json.dumps(chat_completion(payload["body"]), indent=1)
+def respond(request, *, api="chat_completions", path="/v1/chat/completions"):
+    """The scripted-model entry: the request body (and its API) -> the raw response body."""
+    if api != "chat_completions":
+        raise ValueError("this scripted model speaks Chat Completions only, not " + api)
+    return json.dumps(chat_completion(request), indent=1)

@@ -36,10 +36,12 @@ class ModelSpec(Frozen):
             provider's family (both are recorded).
         settings: request settings passed through (temperature, max_tokens, ...).
         apis: the model APIs a program step using this block may call (``chat_completions``,
-            ``responses``, ``messages``); None: those of ``provider`` (``openai``: Chat
-            Completions and Responses; ``anthropic``: Messages; ``scripted``: all three, it
-            holds no key). A request on another API is refused on the host (a
-            program step uses only the provider keys its workflow declares). Naming an API of
+            ``responses``, ``messages``, ``embeddings``, ``moderations``, ``count_tokens``,
+            ``responses_retrieve``: `runner.providers.apis`); None: those of ``provider``
+            (``openai``: Chat Completions, Responses, embeddings, moderations, retrieval;
+            ``anthropic``: Messages and token counting; ``scripted``: all, it holds no key).
+            A request on another API is refused on the host (a program step uses only the
+            provider keys its workflow declares). Naming an API of
             the other family lets the step use that provider's key from the host settings too.
     """
 
@@ -47,7 +49,20 @@ class ModelSpec(Frozen):
     function: str | None = None
     name: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
-    apis: list[Literal["chat_completions", "responses", "messages"]] | None = None
+    apis: (
+        list[
+            Literal[
+                "chat_completions",
+                "responses",
+                "messages",
+                "embeddings",
+                "moderations",
+                "count_tokens",
+                "responses_retrieve",
+            ]
+        ]
+        | None
+    ) = None
 
     @field_validator("apis")
     @classmethod

@@ -1,8 +1,10 @@
 """The task file: JSONL, one task a line (SPEC.md "Task file").
 
 Each line is ``{"task_id", "input": {...}, "clock_start"?, "observations"?: [call records],
-"expected"?: {"output"?, "output_contains"?, "tool_calls"?: [{"tool", "args"?}]}}``
-(``output_contains``: a string, or a list of strings that must all be in the output).
+"expected"?: {"output"?, "output_contains"?, "tool_calls"?: [{"tool", "args"?}]},
+"recorded_output"?: any JSON}`` (``output_contains``: a string, or a list of strings that must
+all be in the output; ``recorded_output``: what the recorded run answered, kept by ``tasks
+extract`` for the user to write ``expected`` from, never graded).
 
 Invariants:
 - a bad line never stops the others from loading: it becomes an `InputError` naming the file,
@@ -39,7 +41,9 @@ from runner.inputfile import read_input
 from runner.trace.strictjson import StrictJSONError
 from runner.trace.strictjson import loads as strict_loads
 
-_TASK_KEYS = frozenset({"task_id", "input", "clock_start", "observations", "expected"})
+_TASK_KEYS = frozenset(
+    {"task_id", "input", "clock_start", "observations", "expected", "recorded_output"}
+)
 _OBSERVATION_KEYS = frozenset(
     {"tool", "args", "body", "body_encoding", "truncated", "original_length", "sha256", "error"}
 )
@@ -60,6 +64,8 @@ class Task:
             error?}`` serving ``read`` tools, in file order.
         expected: ``{output?, output_contains?, tool_calls?}`` or None.
         line: 1-based line number in the file.
+        recorded_output: the output of the run the task was extracted from (reference only:
+            no judge reads it), or None.
 
     """
 
@@ -69,6 +75,7 @@ class Task:
     observations: tuple[Mapping[str, Any], ...] = ()
     expected: Mapping[str, Any] | None = None
     line: int = 0
+    recorded_output: Any = None
 
     def record(self) -> dict[str, Any]:
         """Return the task as a JSON object (a task line, ``clock_start`` normalised)."""
@@ -78,6 +85,8 @@ class Task:
         out["observations"] = [dict(o) for o in self.observations]
         if self.expected is not None:
             out["expected"] = dict(self.expected)
+        if self.recorded_output is not None:
+            out["recorded_output"] = self.recorded_output
         return out
 
 
@@ -228,7 +237,8 @@ def parse_task(record: Any, *, file: str = "<tasks>", line: int = 0) -> Task:
         if unknown:
             raise _Bad(
                 unknown[0],
-                "unknown key (expected task_id, input, clock_start, observations, expected)",
+                "unknown key (expected task_id, input, clock_start, observations, expected,"
+                " recorded_output)",
             )
         if "task_id" not in record:
             raise _Bad("task_id", "required")
@@ -269,6 +279,7 @@ def parse_task(record: Any, *, file: str = "<tasks>", line: int = 0) -> Task:
         observations=tuple(observations),
         expected=expected,
         line=line,
+        recorded_output=record.get("recorded_output"),
     )
 
 

@@ -32,9 +32,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from runner.providers.allowlist import FORCED, NotInert, check_model, check_request
-from runner.providers.apis import APIS, FAMILY, ApiCall
+from runner.providers.apis import APIS, FAMILY, NAMED_BY_STEP, SERVED_FROM_RUN, ApiCall
 from runner.providers.base import ProviderResponse
 from runner.providers.gateway import model_override
+from runner.providers.retrieval import RESPONSE_ID
 from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 
 __all__ = [
@@ -93,8 +94,8 @@ def _step_spec(workflow: Mapping[str, Any], step_id: str) -> Mapping[str, Any] |
 
 # The APIs a program step may call when its model block names none (`ModelSpec.apis`).
 DEFAULT_APIS = {
-    "openai": ("chat_completions", "responses"),
-    "anthropic": ("messages",),
+    "openai": ("chat_completions", "responses", "embeddings", "moderations", "responses_retrieve"),
+    "anthropic": ("messages", "count_tokens"),
     "scripted": APIS,
 }
 
@@ -152,6 +153,12 @@ def parse_request(
         for k, v in headers.items()
     ):
         raise GatewayRequestError(f"headers may hold only {', '.join(sorted(PASSED_HEADERS))}")
+    if api in SERVED_FROM_RUN and (
+        set(request) != {"response_id"}
+        or not isinstance(request["response_id"], str)
+        or not RESPONSE_ID.match(request["response_id"])
+    ):
+        raise GatewayRequestError("a retrieval's request must be {response_id: an id}")
     spec = _step_spec(workflow, step_id)
     body = dict(request)
     if not reproduce:
@@ -162,10 +169,14 @@ def parse_request(
         except NotInert as exc:
             raise GatewayRequestRefused(exc) from None
         body.update(FORCED.get(str(api), {}))
-    name = None if reproduce else model_override(spec, FAMILY[str(api)])
+    # a retrieval names no model (it is answered from the run's records, never forwarded);
+    # embeddings and moderations name a model of another kind than the step's (NAMED_BY_STEP)
+    retrieval = api in SERVED_FROM_RUN
+    named = not reproduce and api in NAMED_BY_STEP
+    name = model_override(spec, FAMILY[str(api)]) if named else None
     if name is not None:
         body["model"] = name
-    if not reproduce and not live:
+    if not reproduce and not live and not retrieval:
         try:
             check_model(str(api), body.get("model"))
         except NotInert as exc:

@@ -36,10 +36,11 @@ from runner.episode.tracelines import MAX_COVERAGE, end_line, write_header
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.ledger.pricing import estimate_usd
-from runner.providers.apis import ApiCall
+from runner.providers.apis import SERVED_FROM_RUN, ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
 from runner.providers.metered import CEILING_ERROR_CLASS
 from runner.providers.offered import undeclared_offered
+from runner.providers.retrieval import RunResponses
 from runner.trace.format import encode_body
 from runner.trace.writer import TraceFull
 from runner.wire import protocol
@@ -92,6 +93,7 @@ class EpisodeState:
     usd: float = 0.0
     served: deque[ProviderResponse] = field(default_factory=deque)
     served_at: dict[int, tuple[ProviderResponse, Any]] = field(default_factory=dict)
+    responses: RunResponses = field(default_factory=RunResponses)
     gateway_notes: list[dict[str, Any]] = field(default_factory=list)
     gateway_notes_dropped: int = 0
     undeclared_tools: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -275,7 +277,10 @@ class EpisodeState:
             log.warning(event, run_id=self.prepared.run_id, param=exc.param, problem=str(exc))
             return [gatewayhost.invalid(message_id, exc)]
         self._offered(call)
-        if provider is None:
+        from_run = call.api in SERVED_FROM_RUN
+        if from_run and self.request.mode != "reproduce":  # never fetched live
+            response = self.responses.answer(call)
+        elif provider is None:
             response = ProviderResponse(
                 body=None,
                 status=400,
@@ -283,7 +288,9 @@ class EpisodeState:
             )
         else:
             response = provider.forward(call)
-        self._account(response)
+        self.responses.remember(call, response)
+        if not from_run:  # a retrieval is no model call: nothing forwarded, nothing charged
+            self._account(response)
         index = message.get("index")
         if (
             isinstance(index, int)

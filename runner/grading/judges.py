@@ -8,7 +8,8 @@ A judge is a callable ``Group -> Ranking`` (listwise: the whole group at once).
 - ``module:function``: a user function on the host; it receives the group as a JSON-ready dict
   (`Group.to_dict`) and returns ``{"ranks": ...}`` (lower is better, ties allowed) or
   ``{"scores": ...}`` (higher is better), each either a list aligned with ``results`` or an
-  object keyed by variant name.
+  object keyed by variant name. The whole contract (shapes, errors, where and when it runs)
+  is docs/judges.md, with examples/judges/contains_judge.py, which a test runs.
 - ``model:NAME``: asks a model to rank the group through a provider callable
   ``request -> response`` (the OpenAI Chat Completions shape), charged to purpose ``judge``
   (`runner.grading.modeljudge`).

@@ -14,8 +14,10 @@ Which models (`models_of`), per step:
 - an agent step: the workflow's model as a request names it (``name``, else
   ``settings.model``, else the provider kind: a ``scripted`` function's turns are asked as
   ``scripted``, which the default price table prices at 0);
-- a program step: its model's ``name`` when set (the gateway puts it on every request of that
-  provider's family), else the models the step declares (``models:``), else the models its
+- a program step: its model's ``name`` when set (the gateway puts it on every chat request of
+  that provider's family) with the models the step declares (``models:``: an embeddings or
+  moderation request keeps its own model, `runner.providers.apis.NAMED_BY_STEP`), else the
+  models the step declares, else the models its
   requests named in recorded traces of that workflow (runs of ``name@version`` in the
   ledger, their traces read with the bounded reader: `recorded_models`); else the step's
   models are *unknown*, which under a USD ceiling is refused like an unpriced model;
@@ -188,8 +190,9 @@ def models_of(
         if traces is None:
             traces = recorded(workflow) or Recorded(0)
         source = "step model" if step.model is not None else "workflow model"
-        if model.name:
-            out.append(ModelUse(step.id, (str(model.name),), source, traces.calls_per_run))
+        if model.name:  # plus what the name does not replace: embeddings, the other family
+            named = tuple(dict.fromkeys([str(model.name), *(step.models or [])]))
+            out.append(ModelUse(step.id, named, source, traces.calls_per_run))
         elif step.models:
             out.append(ModelUse(step.id, tuple(step.models), "models:", traces.calls_per_run))
         elif traces.models:

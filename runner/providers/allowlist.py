@@ -60,7 +60,13 @@ request types generated from the same OpenAPI specifications, ``openai`` 3.57.0,
   ``response_input_param.py``);
 - Anthropic Messages, "Messages": https://docs.anthropic.com/en/api/messages
   (``anthropic/types/message_create_params.py``; server tools and ``mcp_servers``:
-  https://docs.anthropic.com/en/docs/agents-and-tools/mcp-connector).
+  https://docs.anthropic.com/en/docs/agents-and-tools/mcp-connector);
+- the requests next to them: OpenAI "Create embeddings" (``embedding_create_params.py``:
+  ``input`` text or token ids, ``model``, ``dimensions``, ``encoding_format``, ``user``),
+  "Create moderation" (``moderation_create_params.py``: ``input`` text; image parts are
+  ``media``), Anthropic "Count tokens in a message" (``message_count_tokens_params.py``: the
+  Messages checks, without the output settings); a retrieval ``GET /v1/responses/{id}`` holds
+  its ``response_id`` only and is never forwarded (`runner.providers.retrieval`).
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from runner.providers.apis import FAMILY
 
 __all__ = ["FORCED", "NotInert", "check_model", "check_request"]
 
@@ -143,6 +151,10 @@ _MESSAGES_SETTINGS = frozenset(
         "cache_control",
     }
 )
+# Anthropic "Count tokens in a message": the Messages request minus its output settings.
+_COUNT_TOKENS_SETTINGS = frozenset({"model", "thinking", "output_config", "cache_control"})
+# OpenAI "Create embeddings": input, model and the output's form.
+_EMBEDDINGS_SETTINGS = frozenset({"model", "dimensions", "encoding_format", "user"})
 _STORED = {
     "previous_response_id": "a stored response: its whole history is billed as input",
     "conversation": "a stored conversation: its items are billed as input",
@@ -402,7 +414,7 @@ def _responses(request: Mapping[str, Any]) -> None:
     _run(request, _RESPONSES_SETTINGS, checked)
 
 
-def _messages(request: Mapping[str, Any]) -> None:
+def _messages(request: Mapping[str, Any], settings: frozenset[str] = _MESSAGES_SETTINGS) -> None:
     def messages(value: Any) -> None:
         for i, message in enumerate(_list(value, "messages")):
             where = f"messages[{i}]"
@@ -433,7 +445,47 @@ def _messages(request: Mapping[str, Any]) -> None:
         "tools": tools,
         "tool_choice": tool_choice,
     }
-    _run(request, _MESSAGES_SETTINGS, checked)
+    _run(request, settings, checked)
+
+
+def _count_tokens(request: Mapping[str, Any]) -> None:
+    """Token counting takes a Messages request without the output settings."""
+    _messages(request, _COUNT_TOKENS_SETTINGS)
+
+
+def _embeddings(request: Mapping[str, Any]) -> None:
+    def input_(value: Any) -> None:
+        if isinstance(value, str):
+            return
+        for i, entry in enumerate(_list(value, "input")):
+            tokens = entry if isinstance(entry, list) else [entry]
+            if not isinstance(entry, str) and not all(
+                isinstance(t, int) and not isinstance(t, bool) for t in tokens
+            ):
+                raise NotInert(f"input[{i}]", "unknown", "not text or token ids")
+
+    _run(request, _EMBEDDINGS_SETTINGS, {"input": input_})
+
+
+def _moderations(request: Mapping[str, Any]) -> None:
+    def input_(value: Any) -> None:
+        if isinstance(value, str):
+            return
+        for i, entry in enumerate(_list(value, "input")):
+            if isinstance(entry, str):
+                continue
+            part = _obj(entry, f"input[{i}]")
+            kind = part.get("type")
+            if kind != "text":
+                refused, why = _kind_of_type(str(kind))
+                raise NotInert(f"input[{i}].type", refused, f"{str(kind)[:64]!r}: {why}")
+            _keys(part, {"type", "text"}, f"input[{i}]")
+
+    _run(request, frozenset({"model"}), {"input": input_})
+
+
+def _retrieve(request: Mapping[str, Any]) -> None:
+    _keys(request, {"response_id"}, "request")
 
 
 def _run(
@@ -451,6 +503,10 @@ _CHECKS: dict[str, Callable[[Mapping[str, Any]], None]] = {
     "chat_completions": _chat,
     "responses": _responses,
     "messages": _messages,
+    "embeddings": _embeddings,
+    "moderations": _moderations,
+    "count_tokens": _count_tokens,
+    "responses_retrieve": _retrieve,
 }
 
 
@@ -472,7 +528,7 @@ def check_model(api: str, model: Any) -> None:
     Raises:
         NotInert: an OpenAI-family request for a model `_SEARCHING_MODEL` names.
     """
-    if api != "messages" and isinstance(model, str) and _SEARCHING_MODEL.search(model):
+    if FAMILY.get(api) == "openai" and isinstance(model, str) and _SEARCHING_MODEL.search(model):
         raise NotInert("model", "provider_tool", f"{model[:64]!r} searches the web on every call")
 
 
@@ -480,13 +536,13 @@ def check_request(api: str, request: Mapping[str, Any], headers: Mapping[str, st
     """Refuse a request that holds anything but the inert fields of ``api``.
 
     Args:
-        api: ``chat_completions``, ``responses`` or ``messages``.
+        api: one of `runner.providers.apis.APIS`.
         request: the program's request body (a decoded JSON object).
         headers: the passed request headers (lower-case names).
 
     Raises:
         NotInert: the first field that is not inert (its path, kind and why).
-        KeyError: ``api`` is none of the three.
+        KeyError: ``api`` is not one of them.
     """
     for name, value in headers.items():
         if name in _BETA_HEADERS:

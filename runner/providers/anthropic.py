@@ -1,5 +1,8 @@
 """The ``anthropic`` model provider: the Messages API (``POST /v1/messages``), on the host.
 
+Token counting (``POST /v1/messages/count_tokens``) goes the same way (free: never charged,
+`runner.providers.apis.FREE`).
+
 It answers a program step's Messages requests (the official ``anthropic`` SDK's calls, which the
 sandbox's gateway receives), streams included (``message_start`` ... ``message_stop``, recorded
 raw). Agent steps speak Chat Completions and are not served here (a workflow check says so).
@@ -117,16 +120,18 @@ class AnthropicProvider:
         return unsupported(self.name, "Chat Completions turns of agent steps")
 
     def forward(self, call: ApiCall) -> ProviderResponse:
-        """POST a program step's Messages request; the raw answer (a stream read whole).
+        """POST a program step's Messages (or token counting) request; the raw answer.
+
+        A stream is read whole.
 
         Returns:
             The raw body (or event stream) with the model id and usage read from it; an HTTP
             error is the API's own error body with ``error`` set. Never raises.
         """
-        if call.api != "messages":
+        if call.api not in ("messages", "count_tokens"):
             return unsupported(self.name, f"the {call.api} API")
         headers = {k: v for k, v in (call.headers or {}).items() if k in _PASSED_HEADERS}
-        url = f"{self.base_url}{ENDPOINT['messages']}"
+        url = f"{self.base_url}{ENDPOINT[call.api]}"
         return post_api(
             self._client, url, call, attempts=self.attempts, headers=headers, scrub=self._scrub
         )

@@ -1,4 +1,4 @@
-"""The three model HTTP APIs a program step's gateway speaks, as the host sees them.
+"""The model HTTP APIs a program step's gateway speaks, as the host sees them.
 
 A program running in the sandbox calls the gateway of the runtime (`runner.runtime.steps.gateway`)
 with the official SDKs' requests; each arrives here as an `ApiCall`: which API (``api``), the
@@ -11,6 +11,20 @@ applied). The APIs and the provider family each one is routed to:
   ``input_tokens``/``output_tokens``);
 - ``messages`` (``/v1/messages``): the ``anthropic`` family; usage ``input_tokens`` (plus the
   cache counts) and ``output_tokens``.
+
+Besides the model calls, four requests an agent's SDK makes next to them (recorded and served
+like model calls: a ``call`` line with ``tool: model`` and the ``api``):
+
+- ``embeddings`` (``POST /v1/embeddings``, ``openai``): a model call for budgets, reserved and
+  settled like any (usage ``prompt_tokens``, no output tokens; USD from the price table);
+- ``moderations`` (``POST /v1/moderations``, ``openai``) and ``count_tokens`` (``POST
+  /v1/messages/count_tokens``, ``anthropic``): forwarded and recorded, never charged (`FREE`:
+  both vendors document them as free, "The moderations endpoint is free to use" and "Token
+  counting is free to use"; rate limits still apply);
+- ``responses_retrieve`` (``GET /v1/responses/{id}``, request ``{"response_id"}``): never
+  forwarded (`SERVED_FROM_RUN`): answered from the responses the same run received earlier
+  (`runner.providers.retrieval`), in reproduce from its recording; every Responses request is
+  forwarded with ``store: false``, so the provider would not have it anyway.
 
 `summarise` reads the model id and the usage from a raw response body, a JSON object or, for
 ``stream: true``, the raw server-sent event stream (Chat Completions ``chat.completion.chunk``
@@ -32,18 +46,44 @@ from runner.trace.modelapi import sse_events, summarise
 __all__ = [
     "APIS",
     "FAMILY",
+    "FREE",
+    "MODEL_APIS",
+    "NAMED_BY_STEP",
+    "SERVED_FROM_RUN",
     "ApiCall",
     "sse_events",
     "summarise",
 ]
 
-APIS = ("chat_completions", "responses", "messages")
-FAMILY = {"chat_completions": "openai", "responses": "openai", "messages": "anthropic"}
-# The endpoint of each API under its provider's base URL (OpenAI's ends in /v1, Anthropic's not).
+# The APIs that ask a model for a completion (what an agent step's turn is too).
+MODEL_APIS = ("chat_completions", "responses", "messages")
+APIS = (*MODEL_APIS, "embeddings", "moderations", "count_tokens", "responses_retrieve")
+FAMILY = {
+    "chat_completions": "openai",
+    "responses": "openai",
+    "messages": "anthropic",
+    "embeddings": "openai",
+    "moderations": "openai",
+    "count_tokens": "anthropic",
+    "responses_retrieve": "openai",
+}
+# The APIs whose ``model`` a step's model ``name`` replaces (`runner.providers.gateway.
+# model_override`): those that ask, or count for, the step's chat model. An embeddings or
+# moderation request names a model of another kind and keeps it.
+NAMED_BY_STEP = frozenset({"chat_completions", "responses", "messages", "count_tokens"})
+# Forwarded and recorded, never charged (the module docstring says why).
+FREE = frozenset({"moderations", "count_tokens"})
+# Never forwarded: answered from the run's own earlier answers (`runner.providers.retrieval`).
+SERVED_FROM_RUN = frozenset({"responses_retrieve"})
+# The endpoint of each forwarded API under its provider's base URL (OpenAI's ends in /v1,
+# Anthropic's not).
 ENDPOINT = {
     "chat_completions": "/chat/completions",
     "responses": "/responses",
     "messages": "/v1/messages",
+    "embeddings": "/embeddings",
+    "moderations": "/moderations",
+    "count_tokens": "/v1/messages/count_tokens",
 }
 # Request fields that bound one completion's output tokens, per API.
 CAP_FIELDS = {
@@ -60,7 +100,8 @@ class ApiCall:
 
     Attributes:
         api: one of `APIS`.
-        path: the path the program sent it to (e.g. ``/v1/chat/completions``).
+        path: the path the program sent it to (e.g. ``/v1/chat/completions``; the retrieval's
+            ``GET /v1/responses/{id}``).
         request: the program's request body as it arrived (the trace's ``request``).
         body: the body to forward (``request`` with the step's model and the caps applied).
         step_id: the program step that made it.

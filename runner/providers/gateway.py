@@ -6,8 +6,9 @@ Routing, so that two implementations agree:
 - the model spec of a request is its program step's ``model``, else the workflow's; none at
   all: the request is answered with an error (a program with no model configured makes no
   model call leave the host);
-- a ``scripted`` spec answers every API: its function receives ``{api, path, body}`` and
-  returns the raw response body (`ScriptedProvider.forward`);
+- a ``scripted`` spec answers every API: its function receives the body (and the ``api`` and
+  ``path`` keywords it declares) and returns the raw response body
+  (`runner.providers.scripted`: the one convention; the old envelope is deprecated);
 - otherwise the API a request arrives on picks the provider family: the OpenAI endpoints
   (Chat Completions, Responses) go to the ``openai`` provider, Messages to ``anthropic``,
   each built from the host settings on first use (endpoint and key stay on the host); only
@@ -15,7 +16,9 @@ Routing, so that two implementations agree:
   refuses the others before routing, `runner.episode.gatewayhost`), so a step
   uses the other family's key only when its workflow says so;
 - the request's ``model`` is forwarded unless the spec's ``name`` overrides it, for requests
-  of the spec's own family (``scripted``: every request) — `model_override`; the trace keeps
+  of the spec's own family (``scripted``: every request) that ask or count for the step's
+  model (`runner.providers.apis.NAMED_BY_STEP`: an embeddings or moderation request keeps its
+  own model) — `model_override`, applied by `runner.episode.gatewayhost`; the trace keeps
   both (the program's ``request`` and the ``forwarded`` body).
 
 Agent steps of the same workflow are answered by the workflow's own provider (`complete`).

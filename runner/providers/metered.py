@@ -54,7 +54,7 @@ from runner.ledger import (
     request_bytes,
 )
 from runner.ledger.pricing import call_usd
-from runner.providers.apis import CAP_FIELDS, ApiCall
+from runner.providers.apis import CAP_FIELDS, FREE, ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
 
 log = get_logger(__name__)
@@ -364,10 +364,13 @@ class MeteredProvider:
     def forward(self, call: ApiCall) -> ProviderResponse:
         """Reserve (waiting for room), forward, settle a program step's request.
 
-        The forwarded body has its output-token cap at most ``max_tokens``. A successful
-        answer that states no usage (a Chat Completions stream without ``include_usage``) is
-        settled at its reservation: never a silent zero. An HTTP error answer is settled at
-        the usage it states (usually none).
+        The forwarded body has its output-token cap at most ``max_tokens``. An embeddings
+        request is reserved at its prompt bound and no output tokens, settled at the usage it
+        states (``prompt_tokens``) and priced like any model; moderations and token counting
+        (`runner.providers.apis.FREE`) are forwarded unreserved and charged nothing. A
+        successful answer that states no usage (a Chat Completions stream without
+        ``include_usage``) is settled at its reservation: never a silent zero. An HTTP error
+        answer is settled at the usage it states (usually none).
         """
         if self.stop.refuses_calls:
             return self._refuse(f"replay stopped ({self.stop.reason}): {self.stop.message}")
@@ -375,6 +378,8 @@ class MeteredProvider:
         problem = self._oversized(payload)
         if problem is not None:
             return self._refuse_alone(CALL_REFUSED_CLASS, problem)
+        if call.api in FREE:  # moderations, token counting: never charged, nothing reserved
+            return self.inner.forward(call.with_body(payload))
         try:
             estimate = self._estimate_api(call.api, payload)
         except _Unpriced as exc:

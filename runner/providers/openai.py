@@ -213,18 +213,20 @@ class OpenAIProvider:
         return served
 
     def forward(self, call: ApiCall) -> ProviderResponse:
-        """POST a program step's Chat Completions or Responses request; the raw answer.
+        """POST a program step's OpenAI request; the raw answer.
 
         Args:
-            call: the gateway call (``api`` ``chat_completions`` or ``responses``); a stream
-                is read to its end and recorded whole.
+            call: the gateway call (``api`` ``chat_completions``, ``responses``,
+                ``embeddings`` or ``moderations``); a stream is read to its end and recorded
+                whole. A ``responses_retrieve`` is never forwarded (it is answered from the
+                run's records: `runner.providers.retrieval`) and gets an error here.
 
         Returns:
             The raw body (or event stream) with the model id and usage read from it; an HTTP
             error is the API's own error body with ``error`` set, a transport failure an
             error with no body. Never raises.
         """
-        if call.api not in ("chat_completions", "responses"):
+        if call.api not in ("chat_completions", "responses", "embeddings", "moderations"):
             return unsupported(self.name, f"the {call.api} API")
         if not call.body.get("model") and self.model is not None:
             call = call.with_body({**call.body, "model": self.model})

@@ -36,7 +36,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
-from runner.trace.modelapi import api_for, is_tracing_ingest
+from runner.trace.modelapi import api_for, is_tracing_ingest, retrieval_request
 
 __all__ = ["LIBRARIES", "async_transport", "install_guard", "library", "transport"]
 
@@ -94,6 +94,9 @@ def _model_request(request: Any) -> Optional[Tuple[str, Dict[str, Any]]]:
     api = api_for(request.method, str(request.url.path))
     if api is None:
         return None
+    if api == "responses_retrieve":  # a GET: no body, the id is the request
+        retrieval = retrieval_request(str(request.url.path))
+        return (api, retrieval) if retrieval is not None else None
     try:
         body = json.loads(request.content.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):

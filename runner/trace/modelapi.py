@@ -3,7 +3,9 @@
 Standard library only, Python 3.9+ (`runner.sdk` record mode uses it in users' processes).
 The same vocabulary as the in-sandbox gateway's: an API is ``chat_completions``
 (``POST …/chat/completions``), ``responses`` (``POST …/responses``) or ``messages`` (``POST
-…/messages``, Anthropic); a model call's trace line carries it as ``api``. `summarise` reads
+…/messages``, Anthropic), or one of the requests next to them (``embeddings``, ``moderations``,
+``count_tokens``: ``POST …/messages/count_tokens``; ``responses_retrieve``: ``GET
+…/responses/{id}``); a model call's trace line carries it as ``api``. `summarise` reads
 the model id and the usage from a raw response body: a JSON object or, for ``stream: true``,
 the raw server-sent event stream (Chat Completions ``chat.completion.chunk`` events closed by
 ``data: [DONE]``; Responses ``response.created`` … ``response.completed``; Messages
@@ -13,40 +15,64 @@ Invariant: nothing here changes a body; the raw text is what the trace records.
 """
 
 import json
+import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 __all__ = [
     "APIS",
     "api_for",
     "is_tracing_ingest",
+    "retrieval_request",
     "sse_events",
     "summarise",
     "usage_tokens",
 ]
 
-APIS = ("chat_completions", "responses", "messages")
+APIS = (
+    "chat_completions",
+    "responses",
+    "messages",
+    "embeddings",
+    "moderations",
+    "count_tokens",
+    "responses_retrieve",
+)
 _SUFFIXES = (
     ("/chat/completions", "chat_completions"),
     ("/responses", "responses"),
+    ("/messages/count_tokens", "count_tokens"),
     ("/messages", "messages"),
+    ("/embeddings", "embeddings"),
+    ("/moderations", "moderations"),
 )
+# ``GET …/responses/{id}``: a retrieval of a stored response, recorded as ``{"response_id"}``.
+_RETRIEVE = re.compile(r"/responses/([A-Za-z0-9_-]{1,256})\Z")
 MAX_EVENTS = 100000
 
 
 def api_for(method: str, path: str) -> Optional[str]:
-    """The API of a request (`APIS`), or None when it is not a model call.
+    """The API of a request (`APIS`), or None when it is not one a trace records.
 
-    Only ``POST`` to a path ending in one of the endpoints counts (a base URL may put any prefix
-    before it, e.g. ``/v1`` or an Azure deployment); ``GET /v1/responses/ID`` or ``POST
-    /v1/messages/count_tokens`` are not model calls.
+    ``POST`` to a path ending in one of the endpoints counts (a base URL may put any prefix
+    before it, e.g. ``/v1`` or an Azure deployment): the three model APIs, and embeddings,
+    moderations and Anthropic token counting; and ``GET …/responses/{id}``
+    (``responses_retrieve``, its request `retrieval_request`).
     """
+    trimmed = path.split("?", 1)[0].rstrip("/")
+    if method.upper() == "GET":
+        return "responses_retrieve" if _RETRIEVE.search(trimmed) else None
     if method.upper() != "POST":
         return None
-    trimmed = path.split("?", 1)[0].rstrip("/")
     for suffix, api in _SUFFIXES:
         if trimmed.endswith(suffix):
             return api
     return None
+
+
+def retrieval_request(path: str) -> Optional[Dict[str, Any]]:
+    """The request a retrieval ``GET …/responses/{id}`` is recorded with: ``{"response_id"}``."""
+    found = _RETRIEVE.search(path.split("?", 1)[0].rstrip("/"))
+    return {"response_id": found.group(1)} if found else None
 
 
 def is_tracing_ingest(path: str) -> bool:

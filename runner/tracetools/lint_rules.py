@@ -231,6 +231,8 @@ def check_model_id(call: CallRecord) -> FieldCheck:
     """Seed field 3: the model id read from the response (model and user calls only)."""
     if not call.is_provider_call:
         return _NA
+    if call.api == "count_tokens" and call.model is None:
+        return FieldCheck("not_applicable", "a token count's answer names no model")
     if call.model is None:
         if call.error is not None and call.body is None:
             return FieldCheck("not_applicable", "the call failed with no response")

@@ -3,7 +3,18 @@
 For each trace: the task input and the clock start from its ``run`` line; every ``read`` tool
 call as an observation (SPEC.md's call record ``{tool, args, body, body_encoding, truncated?,
 original_length?, sha256?, error?}``); and, when the run succeeded, ``expected``: the recorded
-output and the recorded tool calls in order (``{tool, args}``).
+tool calls in order (``{tool, args}``) and the recorded output kept beside it as
+``recorded_output``, for reference only.
+
+The expected answer is not the production output (the rule, and why): a production run that
+ended ``succeeded`` only ran to its end; nobody said its answer was right. Made the expected
+``output``, it is an answer key in which the version that produced it scores 1.0 and a version
+that fixes a wrong answer scores 0: shadow evaluation would rank every fix below the bug it
+fixes. So the recorded output is kept as ``recorded_output`` (the rubric never grades it) and
+the user writes ``expected.output`` or ``expected.output_contains`` from it where the recorded
+answer is known to be right. ``expect_recorded_output`` (``--expect-recorded-output``) takes the
+recorded output as ``expected.output`` as before: for a regression suite of runs someone
+checked, where "the same answer as production" is the point.
 
 Which traces become tasks: by default only recorded production runs, i.e. purpose ``live``
 (``record`` and the importers write it) that were not stopped by a ceiling. A folder of traces
@@ -50,8 +61,14 @@ def observation_of(call: CallRecord) -> dict[str, Any]:
     return observation
 
 
-def task_of(trace: Trace, task_id: str) -> dict[str, Any]:
+def task_of(trace: Trace, task_id: str, *, expect_recorded_output: bool = False) -> dict[str, Any]:
     """The task line of one recorded run (see the module docstring).
+
+    Args:
+        trace: the recorded run.
+        task_id: its task id.
+        expect_recorded_output: a succeeded run's output becomes ``expected.output`` (else it
+            is kept as ``recorded_output``, never graded).
 
     Raises:
         InputError: a ``read`` call recorded with no response at all (no body, no error):
@@ -77,14 +94,18 @@ def task_of(trace: Trace, task_id: str) -> dict[str, Any]:
     }
     end = trace.end
     if end is not None and end.status == "succeeded":
-        record["expected"] = {
-            "output": end.output,
+        expected: dict[str, Any] = {
             "tool_calls": [
                 {"tool": c.tool, "args": dict(c.args or {})}
                 for c in trace.calls
                 if not c.is_provider_call
             ],
         }
+        if expect_recorded_output:
+            expected = {"output": end.output, **expected}
+        elif end.output is not None:
+            record["recorded_output"] = end.output
+        record["expected"] = expected
     return record
 
 
@@ -115,13 +136,21 @@ def skip_reason(trace: Trace) -> str | None:
     return None
 
 
-def extract_tasks(traces: Sequence[Path], output: Path, *, include_all: bool = False) -> Extraction:
+def extract_tasks(
+    traces: Sequence[Path],
+    output: Path,
+    *,
+    include_all: bool = False,
+    expect_recorded_output: bool = False,
+) -> Extraction:
     """Write the tasks of ``traces`` to ``output`` (JSONL, one task a line).
 
     Args:
         traces: trace files, in order (the first trace of a task id wins).
         output: the task file to write.
         include_all: take every trace, not only recorded production runs.
+        expect_recorded_output: a succeeded run's output is the task's ``expected.output``
+            (default: kept as ``recorded_output``; the module docstring says why).
 
     Returns:
         The tasks written, the traces skipped and the duplicates left out.
@@ -145,7 +174,7 @@ def extract_tasks(traces: Sequence[Path], output: Path, *, include_all: bool = F
             result.duplicates.append((path, task_id, kept))
             continue
         used[collision_key(task_id)] = path
-        task = task_of(trace, task_id)
+        task = task_of(trace, task_id, expect_recorded_output=expect_recorded_output)
         parse_task(json.loads(json.dumps(task)), file=str(path), line=1)
         result.tasks.append(task)
     if not result.tasks:

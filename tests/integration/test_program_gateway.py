@@ -143,6 +143,46 @@ def test_a_stdlib_program_speaks_the_three_apis_through_the_gateway_streams_incl
     assert end["meter"]["tokens_in"] == 3 * 100 + 2 * 120
 
 
+def test_embeddings_moderations_retrieval_and_token_counting_are_served_and_reproduced(
+    tmp_path: Path, sandbox_image: str, project: Path, fakes: Any, monkeypatch: Any
+) -> None:
+    from runner.reproduce.reproducer import Reproducer
+
+    monkeypatch.chdir(project)
+    oai, ant = fakes
+    result, lines = run_program(tmp_path, sandbox_image, project, fakes, "program_side.yaml")
+    end = lines[-1]
+    assert result.status == "succeeded", end
+    assert end["output"] == {
+        "embedding": [0.25, -0.5, 0.0],
+        "flagged": False,
+        "retrieved_same": True,
+        "unknown_status": 404,
+        "input_tokens": 7,
+    }
+    calls = lines[1:-1]
+    assert [c["api"] for c in calls] == [
+        "embeddings",
+        "moderations",
+        "responses",
+        "responses_retrieve",
+        "responses_retrieve",
+        "count_tokens",
+    ]
+    # the embedding model is the request's own (the step's name replaces chat models only);
+    # retrievals never reached the provider
+    assert oai.requests[0]["model"] == "text-embedding-3-small"
+    assert oai.paths == ["/v1/embeddings", "/v1/moderations", "/v1/responses"]
+    assert ant.counted[0]["model"] == "claude-sonnet-4-20250514"  # the other family: its own
+    # budgets: the embeddings' 4 prompt tokens and the Responses call's 100 + 20
+    assert end["meter"]["model_calls"] == 4
+    assert end["meter"]["tokens_in"] == 4 + 100
+    sent = len(oai.requests) + len(ant.counted)
+    same = Reproducer(settings_for(tmp_path, sandbox_image, oai, ant)).reproduce(result.trace_path)
+    assert same.outcome == "reproduced", same.to_json()
+    assert len(oai.requests) + len(ant.counted) == sent  # served from the trace
+
+
 def test_reproduce_serves_every_model_request_from_the_trace_and_a_changed_program_diverges(
     tmp_path: Path, sandbox_image: str, project: Path, fakes: Any, monkeypatch: Any
 ) -> None:

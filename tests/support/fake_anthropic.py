@@ -56,6 +56,7 @@ class FakeAnthropic:
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.requests: list[dict[str, Any]] = []
+        self.counted: list[dict[str, Any]] = []  # the count_tokens requests
         self.headers: list[dict[str, str]] = []
         self.bodies: list[bytes] = []
         self.lock = threading.Lock()
@@ -174,7 +175,12 @@ def serve(fake: FakeAnthropic) -> Iterator[FakeAnthropic]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
-            if self.path.split("?")[0] != "/v1/messages":
+            route = self.path.split("?")[0]
+            if route == "/v1/messages/count_tokens":  # "Count tokens in a message": free
+                fake.counted.append(json.loads(raw))
+                status, kind = 200, "application/json"
+                body = json.dumps({"input_tokens": 7 * len(fake.counted[-1]["messages"])}).encode()
+            elif route != "/v1/messages":
                 status, body, kind = 404, b'{"type":"error"}', "application/json"
             else:
                 status, body, kind = fake.handle(raw, dict(self.headers))

@@ -1,6 +1,8 @@
 """A fake OpenAI-compatible server on 127.0.0.1 (Chat Completions, Responses), started by tests.
 
-Tests only. It answers ``POST /v1/chat/completions`` and ``POST /v1/responses`` with a
+Tests only. ``POST /v1/embeddings`` and ``POST /v1/moderations`` get a fixed answer in the API's
+shape (`embeddings_body`, `moderations_body`). It answers ``POST /v1/chat/completions`` and
+``POST /v1/responses`` with a
 deterministic answer, as JSON or, for ``stream: true``, as the API's server-sent events (Chat
 Completions: ``chat.completion.chunk`` events, a usage chunk when ``stream_options.
 include_usage`` asks, then ``data: [DONE]``; Responses: ``response.created`` ...
@@ -57,6 +59,48 @@ def default_answer(request: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": "done"}
 
 
+EMBEDDING_MODEL = "text-embedding-3-small"
+MODERATION_MODEL = "omni-moderation-2024-09-26"
+
+
+def embeddings_body(request: dict[str, Any]) -> dict[str, Any]:
+    """The "Create embeddings" answer (API reference's shape): one 3-float vector an input,
+    ``usage.prompt_tokens`` 4 an input."""
+    inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": [0.25, -0.5, float(i)]}
+            for i in range(len(inputs))
+        ],
+        "model": EMBEDDING_MODEL,
+        "usage": {"prompt_tokens": 4 * len(inputs), "total_tokens": 4 * len(inputs)},
+    }
+
+
+def moderations_body(request: dict[str, Any]) -> dict[str, Any]:
+    """The "Create moderation" answer (API reference's shape): nothing flagged, no usage."""
+    inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
+    return {
+        "id": "modr-1",
+        "model": MODERATION_MODEL,
+        "results": [
+            {
+                "flagged": False,
+                "categories": {"violence": False},
+                "category_scores": {"violence": 0.01},
+            }
+            for _ in inputs
+        ],
+    }
+
+
+SIDE_ANSWERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "/v1/embeddings": embeddings_body,
+    "/v1/moderations": moderations_body,
+}
+
+
 class FakeOpenAI:
     """The server's state; use `serve` to run it."""
 
@@ -110,6 +154,11 @@ class FakeOpenAI:
             return self.status, self.error_body(headers)
         if self.status is not None:
             return self.status, b'{"error": {"message": "nope", "type": "invalid_request_error"}}'
+        if path in SIDE_ANSWERS:
+            body = json.dumps(SIDE_ANSWERS[path](request), indent=1).encode()
+            with self.lock:
+                self.bodies.append(body)
+            return 200, body
         if path == "/v1/responses":
             body = responses_body(
                 n, request, self.answer(_as_chat(request)), self._usage_body(request)
@@ -363,7 +412,12 @@ def serve(fake: FakeOpenAI) -> Iterator[FakeOpenAI]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
-            if self.path not in ("/v1/chat/completions", "/v1/responses"):
+            if self.path not in (
+                "/v1/chat/completions",
+                "/v1/responses",
+                "/v1/embeddings",
+                "/v1/moderations",
+            ):
                 status, body = 404, b'{"error": "not found"}'
             else:
                 status, body = fake.handle(raw, dict(self.headers), self.path)

@@ -49,11 +49,21 @@ def extract_command(
             "--all", help="Also take replay and judge runs and runs stopped by a ceiling."
         ),
     ] = False,
+    expect_recorded_output: Annotated[
+        bool,
+        typer.Option(
+            "--expect-recorded-output",
+            help="Make a succeeded run's output the expected answer (default: kept as"
+            " recorded_output, not graded: a fixed version would lose to the recorded one).",
+        ),
+    ] = False,
 ) -> None:
     """Turn recorded production runs into tasks: input, observations, expected outcome."""
     try:
         paths = [p for p in expand_inputs(list(traces)) if p.name.endswith(".jsonl")]
-        done = extract_tasks(paths, output, include_all=include_all)
+        done = extract_tasks(
+            paths, output, include_all=include_all, expect_recorded_output=expect_recorded_output
+        )
     except SandboxReplayError as exc:
         fail(exc)
     for task in done.tasks:
@@ -63,4 +73,11 @@ def extract_command(
         echo(f"skipped {len(skipped)} trace(s) {reason}; --all to include them")
     for path, task_id, kept in done.duplicates:
         echo(f"skipped {path}: task {task_id} already taken from {kept} (first one kept)")
+    unchecked = sum(1 for task in done.tasks if "recorded_output" in task)
+    if unchecked:
+        echo(
+            f"{unchecked} task(s) keep their recorded output as recorded_output, not graded: write"
+            " expected.output or expected.output_contains where it is right"
+            " (--expect-recorded-output takes it as is)"
+        )
     echo(f"wrote {len(done.tasks)} tasks to {output}")

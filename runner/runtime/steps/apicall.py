@@ -31,7 +31,9 @@ def call_api(
     Args:
         caller: the episode's caller (its ``request_api`` talks to the host).
         step_id: the program step.
-        api: ``chat_completions``, ``responses`` or ``messages``.
+        api: `runner.runtime.steps.gateway.ROUTES` names it (``chat_completions``, ``responses``,
+            ``messages``, ``embeddings``, ``moderations``, ``count_tokens``), or
+            ``responses_retrieve``.
         path: the path the program sent the request to.
         request: the program's request body (a JSON object).
         headers: version headers passed on to the provider (lower-case names).

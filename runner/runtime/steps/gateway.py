@@ -14,6 +14,11 @@ Routes (a query string is kept in the path recorded, ignored for routing):
 | POST ``/v1/chat/completions``             | OpenAI Chat Completions (``stream`` too)     |
 | POST ``/v1/responses``                    | OpenAI Responses (``stream`` too)            |
 | POST ``/v1/messages``                     | Anthropic Messages (``stream`` too)          |
+| POST ``/v1/embeddings``                   | OpenAI Embeddings                            |
+| POST ``/v1/moderations``                  | OpenAI Moderations                           |
+| POST ``/v1/messages/count_tokens``        | Anthropic token counting                     |
+| GET ``/v1/responses/{id}``                | a response this run received (the host keeps |
+|                                           | them; request ``{"response_id"}``; no stream)|
 | POST ``…/traces/ingest``                  | the Agents SDK's trace export: answered here |
 | anything else                             | 404 in the API's error shape                 |
 
@@ -33,6 +38,7 @@ program step) is reported as a ``gateway_note`` ``{kind, method, path, bytes, st
 
 import contextlib
 import json
+import re
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,7 +62,15 @@ ROUTES = {
     "/responses": "responses",
     "/v1/messages": "messages",
     "/messages": "messages",
+    "/v1/embeddings": "embeddings",
+    "/embeddings": "embeddings",
+    "/v1/moderations": "moderations",
+    "/moderations": "moderations",
+    "/v1/messages/count_tokens": "count_tokens",
+    "/messages/count_tokens": "count_tokens",
 }
+# ``GET /v1/responses/{id}``: the id as OpenAI writes it (``resp_…``), nothing else in the path.
+RETRIEVE = re.compile(r"(?:/v1)?/responses/([A-Za-z0-9_-]{1,256})\Z")
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta")
 # The HTTP status of an answer without a body, by the error class the host named.
 STATUS_OF = {
@@ -82,13 +96,13 @@ Answer = Tuple[int, str, bytes]  # status, content type, body
 
 
 def error_body(api: Optional[str], status: int, message: str, param: Optional[str] = None) -> bytes:
-    """An error body in the API's own shape (OpenAI unless ``api`` is ``messages``).
+    """An error body in the API's own shape (OpenAI unless ``api`` is an Anthropic one).
 
     ``param`` is the request field at fault (OpenAI's ``param``; Anthropic's shape has no
     such field, the message names it).
     """
     openai_type, anthropic_type = _ERROR_TYPE.get(status, ("server_error", "api_error"))
-    if api == "messages":
+    if api in ("messages", "count_tokens"):
         value: Dict[str, Any] = {
             "type": "error",
             "error": {"type": anthropic_type, "message": message},
@@ -177,8 +191,12 @@ class Gateway:
 
     def answer(self, method: str, path: str, headers: Dict[str, str], raw: bytes) -> Answer:
         """The HTTP answer to one request (see the module docstring)."""
-        route = path.split("?", 1)[0].rstrip("/") or "/"
+        route, _, query = path.partition("?")
+        route = route.rstrip("/") or "/"
         api = ROUTES.get(route)
+        retrieved = RETRIEVE.match(route) if api is None else None
+        if retrieved is not None:
+            api = "responses_retrieve"
         if route.endswith("/traces/ingest"):
             self.note("tracing_ingest", method=method, path=path[:512], bytes=len(raw), status=204)
             return 204, "application/json", b""
@@ -186,7 +204,7 @@ class Gateway:
             self.note("unsupported", method=method, path=path[:512], bytes=len(raw), status=404)
             guess = "messages" if "/messages" in route else None
             return self._error(guess, 404, "the sandbox's model gateway has no {}".format(route))
-        if method != "POST":
+        if method != ("GET" if retrieved is not None else "POST"):
             self.note("unsupported", method=method, path=path[:512], bytes=len(raw), status=405)
             return self._error(api, 405, "{} {} is not supported".format(method, route))
         with self._lock:
@@ -194,11 +212,19 @@ class Gateway:
         if step_id is None:
             self.note("outside_step", method=method, path=path[:512], bytes=len(raw), status=503)
             return self._error(api, 503, "no program step is running: the request is refused")
-        try:
-            request = parse_request(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            self.note("invalid_request", method=method, path=path[:512], bytes=len(raw), status=400)
-            return self._error(api, 400, "the request body is refused: {}".format(exc))
+        if retrieved is not None:
+            if "stream=true" in query.lower():
+                self.note("unsupported", method=method, path=path[:512], bytes=0, status=400)
+                return self._error(api, 400, "a retrieval is answered whole, not streamed")
+            request: Dict[str, Any] = {"response_id": retrieved.group(1)}
+        else:
+            try:
+                request = parse_request(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                self.note(
+                    "invalid_request", method=method, path=path[:512], bytes=len(raw), status=400
+                )
+                return self._error(api, 400, "the request body is refused: {}".format(exc))
         passed = {k: v[:256] for k, v in headers.items() if k in PASSED_HEADERS}
         response = apicall.call_api(self.caller, step_id, api, path[:2048], request, passed)
         return self._answer(api, response)

@@ -56,7 +56,7 @@ def test_good_and_bad_lines(tmp_path: Path) -> None:
     assert messages[1].startswith(f"{name}:3: task_id: invalid task id")
     assert (
         messages[2] == f"{name}:4: colour: unknown key (expected task_id, input, clock_start, "
-        "observations, expected)"
+        "observations, expected, recorded_output)"
     )
     assert messages[3].startswith(f"{name}:6: task_id: task id 'T1' collides with 't1'")
     assert messages[4] == f"{name}:7: observations[0].args: must be an object"

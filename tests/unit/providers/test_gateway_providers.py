@@ -168,8 +168,8 @@ def test_a_scripted_model_receives_api_path_and_body_and_returns_the_raw_body() 
 
     seen: list[dict[str, Any]] = []
 
-    def model(payload: dict[str, Any]) -> str:
-        seen.append(payload)
+    def model(request: dict[str, Any], *, api: str, path: str) -> str:
+        seen.append({"api": api, "path": path, "body": request})
         return 'event: message_stop\ndata: {"type": "message_stop"}\n\n'
 
     served = ScriptedProvider(model).forward(call("messages", {"model": "s", "stream": True}))

@@ -138,7 +138,7 @@ def test_what_the_gateway_answers_itself_is_noted_and_never_sent(gateway_of: Any
     host = Host()
     gateway = gateway_of(host)
     assert post(gateway, "/v1/traces/ingest", b'{"data": []}')[0] == 204
-    assert post(gateway, "/v1/embeddings", b"{}")[0] == 404
+    assert post(gateway, "/v1/files", b"{}")[0] == 404
     status, _, text = post(gateway, "/v1/chat/completions", b'{"a": NaN}')
     assert status == 400 and json.loads(text)["error"]["type"] == "invalid_request_error"
     assert post(gateway, "/v1/responses", b'{"a": 1, "a": 2}')[0] == 400
@@ -154,6 +154,26 @@ def test_what_the_gateway_answers_itself_is_noted_and_never_sent(gateway_of: Any
         "invalid_request",
         "unsupported",
     ]
+
+
+def test_the_requests_next_to_model_calls_go_to_the_host_as_their_apis(gateway_of: Any) -> None:
+    host = Host()
+    gateway = gateway_of(host)
+    for path in ("/v1/embeddings", "/v1/moderations", "/v1/messages/count_tokens"):
+        assert post(gateway, path, b'{"model": "m", "input": "x"}')[0] == 200
+    assert post(gateway, "/v1/responses/resp_1", b"", method="GET")[0] == 200
+    assert [(r["api"], r["path"]) for r in host.requests] == [
+        ("embeddings", "/v1/embeddings"),
+        ("moderations", "/v1/moderations"),
+        ("count_tokens", "/v1/messages/count_tokens"),
+        ("responses_retrieve", "/v1/responses/resp_1"),
+    ]
+    assert host.requests[-1]["request"] == {"response_id": "resp_1"}
+    assert post(gateway, "/v1/responses/resp_1", b"{}")[0] == 405  # retrieval is a GET
+    assert post(gateway, "/v1/responses/resp_1/input_items", b"", method="GET")[0] == 404
+    assert post(gateway, "/v1/responses/resp_1?stream=true", b"", method="GET")[0] == 400
+    assert post(gateway, "/v1/responses/a%2F..", b"", method="GET")[0] == 404
+    assert len(host.requests) == 4
 
 
 def test_requests_outside_a_program_step_are_refused(gateway_of: Any) -> None:

@@ -51,7 +51,7 @@ def test_recorded_production_runs_become_the_example_tasks(
         models = [line for line in lines if line.get("tool") == "model"]
         assert models and all(m["api"] == "chat_completions" for m in models)
         for model in models:  # the raw body is what the scripted endpoint sent for the request
-            body = support_model.respond({"api": "chat_completions", "body": model["request"]})
+            body = support_model.respond(model["request"], api="chat_completions")
             assert model["body"] == body and model["model"] == support_model.MODEL_ID
         assert lines[0]["workflow"]["version"] == version
         assert lint_trace(path).complete

@@ -473,3 +473,23 @@ def test_a_sync_stream_abandoned_mid_way_is_incomplete_not_an_error(tmp_path: Pa
     (model,) = _models(trace)
     assert "error" not in model and model["meta"]["incomplete"] is True
     assert _raw(model) == first
+
+
+def test_embeddings_moderations_and_a_retrieval_are_recorded_like_model_calls(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "side.jsonl"
+    with fake_openai.serve(FakeOpenAI()) as fake, sdk.record(trace) as rec:
+        client = openai.OpenAI(
+            base_url=fake.url, api_key="sk-test-not-a-key", http_client=rec.http_client()
+        )
+        vectors = client.embeddings.create(model="text-embedding-3-small", input="refund")
+        client.moderations.create(input="refund")
+        raw = rec.http_client().get(f"{fake.url}/responses/resp_1")  # the fake has no GET
+    assert vectors.data[0].embedding == [0.25, -0.5, 0.0] and raw.status_code == 501
+    models = _models(trace)
+    assert [m["api"] for m in models] == ["embeddings", "moderations", "responses_retrieve"]
+    assert [m["request"] for m in models[:2]] == fake.requests  # as the SDK sent them
+    assert [_raw(m) for m in models[:2]] == fake.bodies  # byte for byte
+    assert models[0]["usage"] == {"prompt_tokens": 4, "total_tokens": 4}
+    assert models[2]["request"] == {"response_id": "resp_1"}

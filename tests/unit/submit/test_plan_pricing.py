@@ -162,3 +162,15 @@ def test_check_and_the_dry_run_agree_on_a_tool_the_reading_cannot_decide(
     code, output = _dry_run(cli, "--price", "local-llm-7b=0.1/0.2")
     assert check.exit_code == 3, check.output
     assert code == check.exit_code, output
+
+
+def test_a_named_model_step_prices_the_embedding_models_it_declares_too(
+    tmp_path: Path, cli: CliRunner
+) -> None:
+    # an embeddings request keeps its own model (the step's name replaces chat models only):
+    # declared in models:, it is priced before anything runs like the step's model
+    _project(tmp_path, step_extra="    models: [embed-unpriced-1]\n")
+    check = cli.invoke(app, ["check", "v1.yaml", "--price", "local-llm-7b=0.1/0.2"])
+    assert check.exit_code == 2 and "model 'embed-unpriced-1'" in check.output, check.output
+    priced = ["--price", "local-llm-7b=0.1/0.2", "--price", "embed-unpriced-1=0.02/0"]
+    assert cli.invoke(app, ["check", "v1.yaml", *priced]).exit_code == 0

@@ -59,14 +59,48 @@ def test_a_succeeded_run_gives_expected_output_and_tool_calls_and_the_first_of_a
     assert done.duplicates == [(trace, "ticket-1002", trace)]
     end = _lines(trace)[-1]
     expected = tasks[0]["expected"]
-    assert expected["output"] == end["output"]
+    # the production output is no answer key: kept for reference, never graded (a fixed
+    # version would lose to it); the user writes expected.output from it
+    assert "output" not in expected and tasks[0]["recorded_output"] == end["output"]
     assert [c["tool"] for c in expected["tool_calls"]] == [
         "ticket.get",
         "customer.get",
         "notes.append",
         "reply.draft",
     ]
-    assert load_tasks(out).errors == []
+    loaded = load_tasks(out)
+    assert loaded.errors == []
+    assert loaded.tasks["ticket-1002"].record()["recorded_output"] == end["output"]
+
+
+def test_a_fixed_answer_does_not_lose_to_the_recorded_one_unless_asked(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from runner.cli.app import app
+    from runner.grading.model import Result, ToolCall
+    from runner.grading.rubric import score
+
+    trace = EXAMPLES / "incomplete.jsonl"
+    recorded = _lines(trace)[-1]["output"]
+    out = tmp_path / "tasks.jsonl"
+    result = CliRunner().invoke(app, ["tasks", "extract", str(trace), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "1 task(s) keep their recorded output as recorded_output" in result.output
+    task = load_tasks(out).tasks["ticket-1002"]
+    assert task.expected is not None and task.recorded_output == recorded
+    calls = tuple(ToolCall(c["tool"], c.get("args", {})) for c in task.expected["tool_calls"])
+    production = Result("v1", "succeeded", recorded, calls)
+    fixed = Result("v2", "succeeded", "a corrected answer", calls)
+    assert score(fixed, task.expected) == score(production, task.expected) == 1.0
+
+    old = CliRunner().invoke(
+        app, ["tasks", "extract", str(trace), "-o", str(out), "--expect-recorded-output"]
+    )
+    assert old.exit_code == 0, old.output
+    asked = load_tasks(out).tasks["ticket-1002"]
+    assert asked.expected is not None and asked.expected["output"] == recorded
+    assert asked.recorded_output is None  # the old rule, asked for: the fix loses
+    assert score(fixed, asked.expected) < score(production, asked.expected)
 
 
 def test_an_unreadable_trace_writes_nothing(tmp_path: Path) -> None:

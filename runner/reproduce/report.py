@@ -16,6 +16,7 @@ from runner.episode.request import EpisodeResult
 from runner.errors import EXIT_INFRA, EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED
 from runner.reproduce.diff import apply_source_verdict, outcome_of, verdict
 from runner.reproduce.envdiff import environment_diff, tool_imports
+from runner.reproduce.labels import label_of
 from runner.tracetools.reader import Trace, read_trace
 
 if TYPE_CHECKING:
@@ -42,7 +43,9 @@ class ReproduceReport:
         exit_code: the outcome's exit code (`EXIT_OF`), derived, never given.
         reason: one line saying why.
         first_difference: not_reproduced: the first unrecorded or differing call ``{index,
-            tool, args?, kind, message, summary}``; else None.
+            tool, args?, kind, message, summary, label, label_rule}`` (``label``: one of
+            `runner.reproduce.labels.LABELS`, ``label_rule``: the rule that gave it, in
+            words); else None.
         outbound: destinations code in the sandbox tried to reach during the replay.
         outbound_dropped: attempts past the replay's outbound-log cap (the log is incomplete).
         coverage: the replay's log coverage (``full``, ``partial``; None: not said).
@@ -153,10 +156,16 @@ def compare(
     outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
     pair = None
     if difference is not None and isinstance(difference.get("index"), int):
-        pair = {
-            "recorded": _capped(trace.call(difference["index"])),
-            "replayed": _capped(replay.call(difference["index"])),
-        }
+        theirs, mine = trace.call(difference["index"]), replay.call(difference["index"])
+        label, rule = label_of(
+            difference,
+            None if theirs is None else theirs.to_json(),
+            None if mine is None else mine.to_json(),
+            calls,
+            base["environment_diff"],
+        )
+        difference = {**difference, "label": label, "label_rule": rule}
+        pair = {"recorded": _capped(theirs), "replayed": _capped(mine)}
     return ReproduceReport(
         name, outcome, reason, first_difference=difference, difference_calls=pair, **base
     )

@@ -87,9 +87,12 @@ def details(report: ReproduceReport) -> list[str]:
         )
     difference = report.first_difference
     if difference:
+        label = f" [{difference['label']}]" if difference.get("label") else ""
         lines.append(
-            f"  first difference: call #{difference.get('index')} {difference.get('tool')}"
+            f"  first difference{label}: call #{difference.get('index')} {difference.get('tool')}"
         )
+        if difference.get("label_rule"):
+            lines.append(f"    why {difference['label']}: {difference['label_rule']}")
         if difference.get("args") is not None:
             lines.append(f"    arguments: {json.dumps(difference['args'], ensure_ascii=False)}")
         lines.append(f"    {difference.get('message')}")
@@ -124,6 +127,8 @@ def _table(reports: list[ReproduceReport]) -> None:
     for report in reports:
         first = report.first_difference
         why = first["summary"] if first else report.reason
+        if first and first.get("label"):
+            why = f"[{first['label']}] {why}"
         if not first and report.outcome == "reproduced" and report.replayed.get("failure"):
             why += f": {failure_words(report.replayed['failure'])}"
         # file names and reasons come from hostile inputs: never rich markup

@@ -9,7 +9,7 @@ and the environment diff (`runner.reproduce.envdiff`) say: the outcome and its e
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from runner.episode.request import EpisodeResult
@@ -18,11 +18,21 @@ from runner.reproduce.diff import apply_source_verdict, outcome_of, verdict
 from runner.reproduce.envdiff import environment_diff, tool_imports
 from runner.reproduce.labels import label_of
 from runner.tracetools.reader import Trace, read_trace
+from runner.wire import observed
 
 if TYPE_CHECKING:
     from runner.domain.registry import Registry
 
-__all__ = ["CALL_CHARS", "EXIT_OF", "ReproduceReport", "compare", "recorded_outcome"]
+__all__ = [
+    "CALL_CHARS",
+    "EXIT_OF",
+    "NOT_OBSERVED",
+    "ReproduceReport",
+    "compare",
+    "nondeterminism_of",
+    "recorded_outcome",
+    "strict_determinism",
+]
 
 EXIT_OF = {
     "reproduced": EXIT_OK,
@@ -60,6 +70,8 @@ class ReproduceReport:
         difference_calls: not_reproduced: ``{"recorded", "replayed"}``, the two calls at the
             first difference's index (trace call lines, None for a side without one; bodies
             capped at `CALL_CHARS` characters), for the side-by-side view.
+        nondeterminism: when the replay ran: ``{entries, dropped, not_observed}`` (see
+            `nondeterminism_of`), None when the runtime did not report (the run ended first).
     """
 
     input: str
@@ -77,6 +89,7 @@ class ReproduceReport:
     trace_sha256: str | None = None
     refusals: list[str] = field(default_factory=list)
     difference_calls: dict[str, Any] | None = None
+    nondeterminism: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exit_code", EXIT_OF[self.outcome])  # frozen: set once
@@ -150,6 +163,7 @@ def compare(
             **({"source_verdict": True} if end.get("source_verdict") else {}),
         },
         "replay_trace": str(result.trace_path),
+        "nondeterminism": nondeterminism_of(end),
     }
     if result.status == "infra_error":
         return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
@@ -169,3 +183,66 @@ def compare(
     return ReproduceReport(
         name, outcome, reason, first_difference=difference, difference_calls=pair, **base
     )
+
+
+NOT_OBSERVED = (
+    "C code (extension modules, numpy's generator, clocks read from C)",
+    "processes the code started (their outbound attempts are logged)",
+    "string hashing and set order (PYTHONHASHSEED)",
+    "the monotonic clocks (time.monotonic, perf_counter: durations, timeouts)",
+    "code that removes the runtime's hooks",
+)
+"""What the nondeterminism report cannot see (docs/reproduce.md says why)."""
+
+
+def nondeterminism_of(end: dict[str, Any]) -> dict[str, Any] | None:
+    """The replay's nondeterminism report from its end line, or None when it has none.
+
+    Returns:
+        ``{"entries": [{kind, what, count, site?, via?, present?}], "dropped": n,
+        "not_observed": [...]}``: the runtime's entries (checked again: the sandbox's word)
+        then one ``outbound`` entry per destination of the outbound log (``what``: ``kind
+        host:port``), and `NOT_OBSERVED`.
+    """
+    reported = end.get("nondeterminism")
+    if not isinstance(reported, dict):
+        return None
+    found = observed.report(reported)
+    for attempt in end.get("outbound") or []:
+        if not isinstance(attempt, dict):
+            continue
+        where = attempt.get("host") or attempt.get("address")
+        count = attempt.get("count")
+        found["entries"].append(
+            {
+                "kind": "outbound",
+                "what": f"{attempt.get('kind')} {where}:{attempt.get('port')}"[: observed.MAX_TEXT],
+                "count": count if isinstance(count, int) and not isinstance(count, bool) else 1,
+            }
+        )
+    return {**found, "not_observed": list(NOT_OBSERVED)}
+
+
+def strict_determinism(report: ReproduceReport) -> ReproduceReport:
+    """``reproduce --strict-determinism``: refuse a replay that read what its trace does not pin.
+
+    Such a replay is ``refused`` (exit 5), each read named in ``refusals``; the replay's own
+    verdict stays in ``reason``. A replay whose runtime did not report is refused too (it
+    cannot be told). Reports of other outcomes (invalid, refused, infra_error): unchanged.
+    """
+    if report.outcome not in ("reproduced", "not_reproduced"):
+        return report
+    if report.nondeterminism is None:
+        reasons = ["the runtime did not report what the replay read (the run ended first)"]
+    else:
+        reasons = [observed.words(e) for e in report.nondeterminism.get("entries") or []]
+        dropped = report.nondeterminism.get("dropped") or 0
+        if dropped:
+            reasons.append(f"{dropped} more not listed")
+    if not reasons:
+        return report
+    reason = (
+        f"refused under --strict-determinism: the replay read {len(reasons)} thing(s) its trace "
+        f"does not pin (the replay itself: {report.outcome}; {report.reason})"
+    )
+    return replace(report, outcome="refused", reason=reason, refusals=reasons)

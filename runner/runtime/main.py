@@ -295,6 +295,8 @@ class Runtime:
             assert manifest is not None  # check_manifest: only mode manifest has none
             episode = self._run(spec, manifest)
             self.flush_egress()
+            if spec["mode"] == "reproduce":  # what the user's code read (the worker says)
+                self.channel.send("nondeterminism", **self.worker.nondeterminism())
             self.channel.send("episode", **bounded_episode(episode))
             return 0
         except Exception as exc:

@@ -18,11 +18,12 @@ from rich.table import Table
 from runner.cli.render.console import table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, markup, one_line
+from runner.wire.observed import words
 
 if TYPE_CHECKING:
     from runner.reproduce.report import ReproduceReport
 
-__all__ = ["details", "failure_words", "print_reports", "write_junit"]
+__all__ = ["details", "failure_words", "nondeterminism_lines", "print_reports", "write_junit"]
 
 
 def failure_words(failure: Any) -> str:
@@ -106,6 +107,7 @@ def details(report: ReproduceReport) -> list[str]:
             count = attempt.get("count") or 1
             times = f" ({count} attempts)" if count != 1 else ""
             lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}{times}")
+    lines.extend(nondeterminism_lines(report))
     if report.environment_diff and report.outcome == "not_reproduced":
         lines.append("  environment differences:")
         for item in report.environment_diff:
@@ -117,6 +119,29 @@ def details(report: ReproduceReport) -> list[str]:
                 lines.append(f"    {item['field']}: {then} -> {now}{why}")
     if report.replay_trace:
         lines.append(f"  replay trace: {report.replay_trace}")
+    return lines
+
+
+def nondeterminism_lines(report: ReproduceReport) -> list[str]:
+    """What the replay read that its trace does not pin, and what could not be seen.
+
+    Nothing for a trace that never ran (its replay trace is None).
+    """
+    if report.replay_trace is None:
+        return []
+    found = report.nondeterminism
+    if found is None:
+        return ["  nondeterminism: not reported (the run ended before the runtime said)"]
+    entries = found.get("entries") or []
+    unseen = "; ".join(found.get("not_observed") or [])
+    if not entries and not found.get("dropped"):
+        return [f"  nondeterminism: nothing the trace does not pin (not observed: {unseen})"]
+    lines = [f"  nondeterminism: {len(entries)} read(s) the trace does not pin"]
+    lines.extend(f"    {words(e)}" for e in entries[:20])
+    more = len(entries) - 20 + int(found.get("dropped") or 0)
+    if more > 0:
+        lines.append(f"    ... and {more} more")
+    lines.append(f"    not observed: {unseen}")
     return lines
 
 

@@ -292,6 +292,7 @@ def test_the_example_traces_reproduce_as_documented(tmp_path: Path, sandbox_imag
     failure = report["replayed"]["failure"]
     assert (failure["tool"], failure["error_class"]) == ("customer.get", "KeyError")
     assert failure["message"] == "'C-200'"  # the failure named with its message
+    assert report["nondeterminism"]["entries"] == []  # a clean replay lists nothing
     code, report = _reproduce(
         [str(HELPDESK / "traces" / "incomplete.jsonl")], tmp_path, sandbox_image
     )

@@ -227,15 +227,17 @@ def strict_determinism(report: ReproduceReport) -> ReproduceReport:
     """``reproduce --strict-determinism``: refuse a replay that read what its trace does not pin.
 
     Such a replay is ``refused`` (exit 5), each read named in ``refusals``; the replay's own
-    verdict stays in ``reason``. A replay whose runtime did not report is refused too (it
-    cannot be told). Reports of other outcomes (invalid, refused, infra_error): unchanged.
+    verdict stays in ``reason``. Reads by installed packages do not refuse
+    (`runner.wire.observed.refuses`); entries dropped past the cap do (they cannot be told),
+    as does a replay whose runtime did not report. Reports of other outcomes (invalid, refused, infra_error): unchanged.
     """
     if report.outcome not in ("reproduced", "not_reproduced"):
         return report
     if report.nondeterminism is None:
         reasons = ["the runtime did not report what the replay read (the run ended first)"]
     else:
-        reasons = [observed.words(e) for e in report.nondeterminism.get("entries") or []]
+        entries = report.nondeterminism.get("entries") or []
+        reasons = [observed.words(e) for e in entries if observed.refuses(e)]
         dropped = report.nondeterminism.get("dropped") or 0
         if dropped:
             reasons.append(f"{dropped} more not listed")

@@ -26,9 +26,12 @@ code (tool modules, agent programs and the libraries they import):
 
 Who read: from the reading frame up, standard-library frames are passed; the first other frame
 decides. Under ``runner`` (the runtime, the SDK) the read is the runtime's own and not listed;
-anything else is the user's, named by ``site`` (file:line) and ``via`` (the standard-library
-function the user's code called, e.g. ``uuid.uuid4``), so that ``uuid.uuid4()`` in a tool counts
-and ``tempfile`` used by the runtime does not.
+in a ``site-packages``/``dist-packages`` folder it is an installed package's (``by:
+package``: an SDK reading its own configuration); anything else is the run's own code (``by:
+code``: the tool snapshot's modules, the agent). Each is named by ``site`` (file:line) and
+``via`` (the standard-library function called, e.g. ``uuid.uuid4``), so that ``uuid.uuid4()``
+in a tool counts and ``tempfile`` used by the runtime does not. A standard-library module's
+own import-time reads (``logging`` reads the clock when imported) are not listed.
 
 What it cannot see (docs/reproduce.md): C code (extension modules, numpy's generator,
 ``clock_gettime`` from C), processes started by the tool (only their outbound attempts are
@@ -86,8 +89,11 @@ _sent: Dict[Tuple[str, str], int] = {}
 _written: Set[str] = set()
 _own_env: Set[str] = set()
 _allowed: List[str] = []
-_kinds: Dict[str, str] = {}  # code file name -> "stdlib" | "runner" | "hook" | "user"
+# code file name -> "stdlib" | "runner" | "hook" | "package" | "code"
+_kinds: Dict[str, str] = {}
 
+_PACKAGES = os.sep + "site-packages" + os.sep
+_DIST_PACKAGES = os.sep + "dist-packages" + os.sep
 _HOOK_FILES = {os.path.abspath(__file__), os.path.abspath(wallclock.__file__)}
 _RUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -110,12 +116,12 @@ def _kind_of(filename: str) -> str:
         kind = "hook"
     elif path.startswith(_RUNNER_DIR):
         kind = "runner"
-    elif path.startswith("<frozen") or (
-        path.startswith(_STDLIB) and "-packages" + os.sep not in path
-    ):
+    elif _PACKAGES in path or _DIST_PACKAGES in path:
+        kind = "package"
+    elif path.startswith("<frozen") or path.startswith(_STDLIB):
         kind = "stdlib"
     else:
-        kind = "user"
+        kind = "code"
     _kinds[filename] = kind
     return kind
 
@@ -123,14 +129,18 @@ def _kind_of(filename: str) -> str:
 _IMPORTING = ("_frozen_importlib", "importlib._bootstrap")
 
 
-def _origin(frame: Any) -> Optional[Tuple[str, Optional[str]]]:
-    """``(site, via)`` of the user's code behind a read, or None when it is the runtime's."""
+def _origin(frame: Any) -> Optional[Tuple[str, Optional[str], str]]:
+    """``(site, via, by)`` of the code behind a read, or None when it is the runtime's.
+
+    ``by``: ``code`` (the run's own code: the tool snapshot's modules, the agent) or
+    ``package`` (an installed package: its own configuration, on the code's behalf).
+    """
     via: Optional[str] = None
     while frame is not None:
         code = frame.f_code
         kind = _kind_of(code.co_filename)
-        if kind == "user":
-            return "{}:{}".format(code.co_filename, frame.f_lineno)[-MAX_TEXT:], via
+        if kind in ("code", "package"):
+            return "{}:{}".format(code.co_filename, frame.f_lineno)[-MAX_TEXT:], via, kind
         if kind == "runner":
             return None
         if kind == "stdlib":
@@ -146,7 +156,7 @@ def _note(kind: str, what: str, frame: Any, **extra: Any) -> None:
     found = _origin(frame)
     if found is None:
         return
-    site, via = found
+    site, via, by = found
     if kind == "wall_clock" and via is not None and via.startswith("logging."):
         return  # a log record's timestamp, not the code's behaviour
     key = (kind, what[:MAX_TEXT])
@@ -156,7 +166,7 @@ def _note(kind: str, what: str, frame: Any, **extra: Any) -> None:
             if len(_entries) >= MAX_ENTRIES:
                 _state["dropped"] += 1
                 return
-            entry = {"kind": kind, "what": key[1], "count": 0, "site": site}
+            entry = {"kind": kind, "what": key[1], "count": 0, "site": site, "by": by}
             if via is not None:
                 entry["via"] = via[:MAX_TEXT]
             entry.update(extra)

@@ -9,7 +9,7 @@ in the trace's end line (`runner.episode.tracelines`). Each side checks them wit
 
 from typing import Any, Dict, List, Optional
 
-__all__ = ["KINDS", "MAX_ENTRIES", "MAX_TEXT", "entry", "report", "words"]
+__all__ = ["BY", "KINDS", "MAX_ENTRIES", "MAX_TEXT", "entry", "report", "refuses", "words"]
 
 KINDS = ("wall_clock", "randomness", "environment_variable", "file_read")
 """What the sandbox reports (the host adds ``outbound``, from the egress log)."""
@@ -20,9 +20,12 @@ MAX_ENTRIES = 100
 MAX_TEXT = 300
 """Characters kept of ``what``, ``site`` and ``via``."""
 
+BY = ("code", "package")
+"""Who read: the run's own code (the tool snapshot: tools, agent), or an installed package."""
+
 
 def entry(value: Any) -> Optional[Dict[str, Any]]:
-    """One checked entry ``{kind, what, count, site?, via?, present?}``, or None (dropped)."""
+    """One checked entry ``{kind, what, count, site?, via?, present?, by?}``, or None."""
     if not isinstance(value, dict) or value.get("kind") not in KINDS:
         return None
     what, count = value.get("what"), value.get("count")
@@ -34,6 +37,8 @@ def entry(value: Any) -> Optional[Dict[str, Any]]:
             kept[key] = value[key][:MAX_TEXT]
     if isinstance(value.get("present"), bool):
         kept["present"] = value["present"]
+    if value.get("by") in BY:
+        kept["by"] = value["by"]
     return kept
 
 
@@ -65,8 +70,21 @@ def words(value: Dict[str, Any]) -> str:
     where = ["{} read{}".format(count, "s" if count != 1 else "")]
     if value.get("present") is False:
         where.append("unset in the sandbox")
+    if value.get("by") == "package":
+        where.append("by an installed package")
     if value.get("via"):
         where.append("via {}".format(value["via"]))
     if value.get("site"):
         where.append(str(value["site"]))
     return "{} {} ({})".format(value.get("kind"), value.get("what"), ", ".join(where))
+
+
+def refuses(value: Dict[str, Any]) -> bool:
+    """True when an entry makes ``--strict-determinism`` refuse: anything not read by a package.
+
+    An installed package's reads (``by: package``: an SDK reading its own configuration
+    variables, the platform's ``/etc/os-release``) are listed but do not refuse: the
+    environment manifest pins the package's version, and such reads are the library's
+    configuration, not the agent's behaviour (docs/reproduce.md says what this lets through).
+    """
+    return value.get("by") != "package"

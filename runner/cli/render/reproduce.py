@@ -18,7 +18,7 @@ from rich.table import Table
 from runner.cli.render.console import table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, markup, one_line
-from runner.wire.observed import words
+from runner.wire.observed import refuses, words
 
 if TYPE_CHECKING:
     from runner.reproduce.report import ReproduceReport
@@ -132,15 +132,24 @@ def nondeterminism_lines(report: ReproduceReport) -> list[str]:
     found = report.nondeterminism
     if found is None:
         return ["  nondeterminism: not reported (the run ended before the runtime said)"]
-    entries = found.get("entries") or []
+    entries = [e for e in found.get("entries") or [] if refuses(e)]
+    packages = [e for e in found.get("entries") or [] if not refuses(e)]
     unseen = "; ".join(found.get("not_observed") or [])
     if not entries and not found.get("dropped"):
-        return [f"  nondeterminism: nothing the trace does not pin (not observed: {unseen})"]
-    lines = [f"  nondeterminism: {len(entries)} read(s) the trace does not pin"]
-    lines.extend(f"    {words(e)}" for e in entries[:20])
-    more = len(entries) - 20 + int(found.get("dropped") or 0)
-    if more > 0:
-        lines.append(f"    ... and {more} more")
+        lines = ["  nondeterminism: nothing the trace does not pin"]
+    else:
+        lines = [f"  nondeterminism: {len(entries)} read(s) the trace does not pin"]
+        lines.extend(f"    {words(e)}" for e in entries[:20])
+        more = len(entries) - 20 + int(found.get("dropped") or 0)
+        if more > 0:
+            lines.append(f"    ... and {more} more")
+    if packages:  # an SDK's own configuration: said in one line, listed in --json and --html
+        names = ", ".join(str(e.get("what")) for e in packages[:6])
+        names += ", ..." if len(packages) > 6 else ""
+        lines.append(
+            f"    and {len(packages)} read(s) by installed packages, not refused (their own"
+            f" configuration): {names}"
+        )
     lines.append(f"    not observed: {unseen}")
     return lines
 

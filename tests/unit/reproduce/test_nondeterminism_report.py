@@ -71,6 +71,11 @@ def test_strict_determinism_refuses_any_read_and_keeps_the_replays_verdict() -> 
     ]
     clean = strict_determinism(_report([]))
     assert (clean.outcome, clean.exit_code) == ("reproduced", EXIT_OK)
+    sdk = {**ENV, "what": "OPENAI_LOG", "by": "package"}  # an SDK's own configuration
+    assert strict_determinism(_report([sdk])).outcome == "reproduced"
+    assert strict_determinism(_report([sdk, {**CLOCK, "by": "code"}])).refusals == [
+        "wall_clock time.time (2 reads, /sandbox/tools/a.py:3)"
+    ]
     unknown = strict_determinism(_report(None))  # cannot be told: refused too
     assert unknown.outcome == "refused" and "did not report" in unknown.refusals[0]
     invalid = ReproduceReport("t.jsonl", "invalid", "bad line")
@@ -91,4 +96,8 @@ def test_terminal_and_page_list_the_reads_inert(capsys: pytest.CaptureFixture[st
     assert "Nondeterminism: what the replay read that its trace does not pin (2)" in page
     assert "&lt;script&gt;x&lt;/script&gt;" in page and "<script>x</script>" not in page
     assert "nothing the trace does not pin" in "\n".join(details(_report([])))
+    sdk = {**ENV, "what": "OPENAI_LOG", "by": "package"}
+    text = "\n".join(details(_report([sdk])))
+    assert "nothing the trace does not pin" in text
+    assert "1 read(s) by installed packages, not refused (their own configuration): OPENAI_LOG" in text
     assert "not reported" in "\n".join(details(_report(None)))

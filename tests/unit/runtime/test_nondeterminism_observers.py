@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[3]
 DRIVER = """
 import json, sys
 sys.path.insert(0, {tools!r})
+sys.path.insert(0, {package!r})
 from runner.sdk import wallclock
 wallclock.install()
 wallclock.set_reading(1796001701.0)
@@ -34,11 +35,16 @@ print(json.dumps(nondeterminism.drain()))
 def _report(tmp_path: Path, body: str, **env: str) -> dict[tuple[str, str], dict[str, Any]]:
     tools = tmp_path / "tools"
     tools.mkdir()
+    package = tmp_path / "lib" / "site-packages"  # an installed package's reads: by package
+    package.mkdir(parents=True)
+    (package / "sdkpkg.py").write_text(
+        "import os\ndef configure():\n    return os.environ.get('SDK_LOG')\n", encoding="utf-8"
+    )
     (tools / "user_code.py").write_text(
         "def run():\n" + textwrap.indent(textwrap.dedent(body), "    "), encoding="utf-8"
     )
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER.format(tools=str(tools))],
+        [sys.executable, "-c", DRIVER.format(tools=str(tools), package=str(package))],
         capture_output=True,
         text=True,
         timeout=60,
@@ -78,6 +84,13 @@ def test_each_kind_of_read_is_listed_with_its_site(tmp_path: Path) -> None:
     unset = found[("environment_variable", "NOT_SET_ANYWHERE")]
     assert unset["present"] is False and unset["via"].endswith(".get")
     assert ("file_read", str(outside)) in found
+    assert {e["by"] for e in found.values()} == {"code"}
+
+
+def test_a_read_by_an_installed_package_is_the_packages(tmp_path: Path) -> None:
+    found = _report(tmp_path, "import sdkpkg\nsdkpkg.configure()\n")
+    entry = found[("environment_variable", "SDK_LOG")]
+    assert entry["by"] == "package" and "site-packages/sdkpkg.py:3" in entry["site"]
 
 
 def test_pinned_reads_and_the_runtimes_own_are_not_listed(tmp_path: Path) -> None:

@@ -227,9 +227,10 @@ def strict_determinism(report: ReproduceReport) -> ReproduceReport:
     """``reproduce --strict-determinism``: refuse a replay that read what its trace does not pin.
 
     Such a replay is ``refused`` (exit 5), each read named in ``refusals``; the replay's own
-    verdict stays in ``reason``. Reads by installed packages do not refuse
+    verdict stays in ``reason``. A library's own reads do not refuse
     (`runner.wire.observed.refuses`); entries dropped past the cap do (they cannot be told),
-    as does a replay whose runtime did not report. Reports of other outcomes (invalid, refused, infra_error): unchanged.
+    as does a replay whose runtime did not report. Reports of other outcomes (invalid,
+    refused, infra_error): unchanged.
     """
     if report.outcome not in ("reproduced", "not_reproduced"):
         return report

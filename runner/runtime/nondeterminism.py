@@ -28,9 +28,13 @@ Who read: from the reading frame up, standard-library frames are passed; the fir
 decides. Under ``runner`` (the runtime, the SDK) the read is the runtime's own and not listed;
 in a ``site-packages``/``dist-packages`` folder it is an installed package's (``by:
 package``: an SDK reading its own configuration); anything else is the run's own code (``by:
-code``: the tool snapshot's modules, the agent). Each is named by ``site`` (file:line) and
-``via`` (the standard-library function called, e.g. ``uuid.uuid4``), so that ``uuid.uuid4()``
-in a tool counts and ``tempfile`` used by the runtime does not. A standard-library module's
+code``: the tool snapshot's modules, the agent), except an environment variable read by the
+standard library's own lookup on the code's behalf (``by: stdlib``: ``urllib``'s proxy lookup
+iterates every variable, ``tempfile`` reads ``TMPDIR``; the environment's accessors,
+``os.environ[...]``, ``.get``, ``os.getenv``, ``in``, are the code's own reads). Each is
+named by ``site`` (file:line) and ``via`` (the standard-library function called, e.g.
+``uuid.uuid4``), so that ``uuid.uuid4()`` in a tool counts and ``tempfile`` used by the
+runtime does not. A standard-library module's
 own import-time reads (``logging`` reads the clock when imported) are not listed.
 
 What it cannot see (docs/reproduce.md): C code (extension modules, numpy's generator,
@@ -127,24 +131,32 @@ def _kind_of(filename: str) -> str:
 
 
 _IMPORTING = ("_frozen_importlib", "importlib._bootstrap")
+# the environment's own accessors: a read through anything else of the standard library is
+# that library's own lookup (urllib's proxies iterate every variable)
+_ENV_ACCESSORS = frozenset({"os", "collections.abc", "_collections_abc"})
 
 
-def _origin(frame: Any) -> Optional[Tuple[str, Optional[str], str]]:
-    """``(site, via, by)`` of the code behind a read, or None when it is the runtime's.
+def _origin(frame: Any) -> Optional[Tuple[str, Optional[str], str, bool]]:
+    """``(site, via, by, direct)`` of the code behind a read, or None: the runtime's own.
 
     ``by``: ``code`` (the run's own code: the tool snapshot's modules, the agent) or
     ``package`` (an installed package: its own configuration, on the code's behalf).
+    ``direct``: every standard-library frame passed is of `_ENV_ACCESSORS`.
     """
     via: Optional[str] = None
+    direct = True
     while frame is not None:
         code = frame.f_code
         kind = _kind_of(code.co_filename)
         if kind in ("code", "package"):
-            return "{}:{}".format(code.co_filename, frame.f_lineno)[-MAX_TEXT:], via, kind
+            site = "{}:{}".format(code.co_filename, frame.f_lineno)[-MAX_TEXT:]
+            return site, via, kind, direct
         if kind == "runner":
             return None
         if kind == "stdlib":
-            via = "{}.{}".format(frame.f_globals.get("__name__", "?"), code.co_name)
+            module = frame.f_globals.get("__name__", "?")
+            direct = direct and module in _ENV_ACCESSORS
+            via = "{}.{}".format(module, code.co_name)
             if via.startswith(_IMPORTING):  # a standard-library module's own import-time read
                 return None
         frame = frame.f_back
@@ -156,9 +168,11 @@ def _note(kind: str, what: str, frame: Any, **extra: Any) -> None:
     found = _origin(frame)
     if found is None:
         return
-    site, via, by = found
+    site, via, by, direct = found
     if kind == "wall_clock" and via is not None and via.startswith("logging."):
         return  # a log record's timestamp, not the code's behaviour
+    if kind == "environment_variable" and by == "code" and not direct:
+        by = "stdlib"  # the standard library's own lookup (proxies, TMPDIR) on the code's behalf
     key = (kind, what[:MAX_TEXT])
     with _lock:
         entry = _entries.get(key)

@@ -9,7 +9,7 @@ in the trace's end line (`runner.episode.tracelines`). Each side checks them wit
 
 from typing import Any, Dict, List, Optional
 
-__all__ = ["BY", "KINDS", "MAX_ENTRIES", "MAX_TEXT", "entry", "report", "refuses", "words"]
+__all__ = ["BY", "KINDS", "MAX_ENTRIES", "MAX_TEXT", "entry", "refuses", "report", "words"]
 
 KINDS = ("wall_clock", "randomness", "environment_variable", "file_read")
 """What the sandbox reports (the host adds ``outbound``, from the egress log)."""
@@ -20,8 +20,9 @@ MAX_ENTRIES = 100
 MAX_TEXT = 300
 """Characters kept of ``what``, ``site`` and ``via``."""
 
-BY = ("code", "package")
-"""Who read: the run's own code (the tool snapshot: tools, agent), or an installed package."""
+BY = ("code", "package", "stdlib")
+"""Who read: the run's own code (the tool snapshot: tools, agent), an installed package, or
+the standard library's own lookup of a variable on the code's behalf."""
 
 
 def entry(value: Any) -> Optional[Dict[str, Any]]:
@@ -72,6 +73,8 @@ def words(value: Dict[str, Any]) -> str:
         where.append("unset in the sandbox")
     if value.get("by") == "package":
         where.append("by an installed package")
+    elif value.get("by") == "stdlib":
+        where.append("the standard library's own lookup")
     if value.get("via"):
         where.append("via {}".format(value["via"]))
     if value.get("site"):
@@ -80,11 +83,11 @@ def words(value: Dict[str, Any]) -> str:
 
 
 def refuses(value: Dict[str, Any]) -> bool:
-    """True when an entry makes ``--strict-determinism`` refuse: anything not read by a package.
+    """True when an entry makes ``--strict-determinism`` refuse: all but a library's own reads.
 
     An installed package's reads (``by: package``: an SDK reading its own configuration
-    variables, the platform's ``/etc/os-release``) are listed but do not refuse: the
-    environment manifest pins the package's version, and such reads are the library's
+    variables, the platform's ``/etc/os-release``) and the standard library's own lookups
+    (``by: stdlib``: urllib's proxies) are listed but do not refuse: they are the library's
     configuration, not the agent's behaviour (docs/reproduce.md says what this lets through).
     """
-    return value.get("by") != "package"
+    return value.get("by") not in ("package", "stdlib")

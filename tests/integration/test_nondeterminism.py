@@ -61,6 +61,27 @@ steps:
     tool: det.touch
 """
 
+AGENT = """
+import time
+
+from det_tools import clean
+
+
+def run(task: dict) -> dict:
+    started = time.time()  # an agent reading the machine's clock directly
+    return {"text": clean(task["text"]), "late": started < 0}
+"""
+
+AGENT_WORKFLOW = """\
+name: det-agent
+version: "1"
+tools: [det_tools]
+steps:
+  - id: agent
+    program: det_agent:run
+    tools: [det.clean]
+"""
+
 CLEAN = """\
 name: det-clean
 version: "1"
@@ -80,6 +101,8 @@ def _project(root: Path) -> Path:
         ("det_tools.py", textwrap.dedent(TOOLS)),
         ("touch.yaml", TOUCH),
         ("clean.yaml", CLEAN),
+        ("det_agent.py", textwrap.dedent(AGENT)),
+        ("agent.yaml", AGENT_WORKFLOW),
         ("tasks.jsonl", json.dumps(task) + "\n"),
     ):
         (root / name).write_text(text, encoding="utf-8")
@@ -140,3 +163,16 @@ def test_a_clean_replay_lists_nothing_and_passes_strict_determinism(
     assert (code, report["outcome"]) == (0, "reproduced"), report
     assert report["nondeterminism"]["entries"] == [], report["nondeterminism"]
     assert report["nondeterminism"]["dropped"] == 0
+
+
+def test_an_agent_program_reading_the_clock_directly_is_listed(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    work = _project(tmp_path / "det")
+    trace = _trace(work, "agent.yaml", sandbox_image)
+    code, report = _reproduce(work, trace, sandbox_image, "--strict-determinism")
+    assert (code, report["outcome"]) == (5, "refused"), report
+    found = {(e["kind"], e["what"]): e for e in report["nondeterminism"]["entries"]}
+    clock = found[("wall_clock", "time.time")]
+    assert clock["by"] == "code" and clock["site"].endswith("det_agent.py:8"), found
+    assert report["refusals"] == [f"wall_clock time.time (1 read, {clock['site']})"], report

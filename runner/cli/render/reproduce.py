@@ -147,8 +147,8 @@ def nondeterminism_lines(report: ReproduceReport) -> list[str]:
         names = ", ".join(str(e.get("what")) for e in packages[:6])
         names += ", ..." if len(packages) > 6 else ""
         lines.append(
-            f"    and {len(packages)} read(s) by installed packages, not refused (their own"
-            f" configuration): {names}"
+            f"    and {len(packages)} read(s) by installed packages or the standard library's own"
+            f" lookups, not refused (their configuration): {names}"
         )
     lines.append(f"    not observed: {unseen}")
     return lines

@@ -130,3 +130,11 @@ def test_a_generator_without_a_seed_and_the_random_device_are_randomness(tmp_pat
         ("randomness", "random.seed() without a value"),
         ("randomness", "/dev/urandom"),
     }
+
+
+def test_the_standard_librarys_own_lookup_of_a_variable_is_the_stdlibs(tmp_path: Path) -> None:
+    found = _report(
+        tmp_path, "import urllib.request\nurllib.request.getproxies()\n", HTTPS_PROXY="x"
+    )
+    assert found, found  # urllib iterates the whole environment for *_proxy variables
+    assert {e["by"] for e in found.values()} == {"stdlib"}, found

@@ -12,12 +12,12 @@ Requests (runtime -> worker; each answered by a message of the reply type with t
 
     load      {manifest, mode, tool_paths, modules,  -> loaded {code: [tool ids with code]}
                environment, clock}
-
-Every answer may carry ``observed`` (mode ``reproduce``): what the user's code read since the
-last answer that the trace does not pin (`runner.runtime.nondeterminism.drain`).
     call      {tool, args, clock, serve?}            -> result {text | error, exchanges}
     program   {step_id, program, task_input, clock}  -> result {text | error}
     manifest  {spec}                                  -> described {fields | error}
+
+Every answer may carry ``observed`` (mode ``reproduce``): what the user's code read since the
+last answer that the trace does not pin (`runner.runtime.nondeterminism.drain`).
 
 From the worker, while a program runs: ``tool`` {step_id, tool, args} (a program's ``@tool``
 call; the runtime's guard decides, its caller runs and records it) -> ``tool_result``

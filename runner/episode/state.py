@@ -43,7 +43,7 @@ from runner.providers.offered import undeclared_offered
 from runner.providers.retrieval import RunResponses
 from runner.trace.format import encode_body
 from runner.trace.writer import TraceFull
-from runner.wire import protocol
+from runner.wire import observed, protocol
 
 if TYPE_CHECKING:
     from runner.trace.writer import TraceWriter
@@ -87,6 +87,7 @@ class EpisodeState:
     coverage_dropped: int = 0
     divergences: list[dict[str, Any]] = field(default_factory=list)
     divergences_dropped: int = 0
+    nondeterminism: dict[str, Any] | None = None
     tokens_in: int = 0
     tokens_out: int = 0
     model_calls: int = 0
@@ -396,6 +397,11 @@ class EpisodeState:
             self.divergences_dropped += 1
         else:
             self.divergences.append({k: v for k, v in message.items() if k != "type"})
+        return []
+
+    def _on_nondeterminism(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
+        if self.nondeterminism is None:  # once; the sandbox's word, checked by the reader
+            self.nondeterminism = observed.report(message)
         return []
 
     def _on_meter(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:

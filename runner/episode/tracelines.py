@@ -48,6 +48,7 @@ class EpisodeFacts(StatusFacts, Protocol):
     divergences: list[dict[str, Any]]
     undeclared_tools: dict[tuple[str, str], int]
     divergences_dropped: int
+    nondeterminism: dict[str, Any] | None
     tokens_in: int
     tokens_out: int
     model_calls: int
@@ -225,6 +226,8 @@ def end_line(
             "events": state.channel_events,
         },
     }
+    if state.nondeterminism is not None:  # reproduce: what the user's code read, unpinned
+        end["nondeterminism"] = state.nondeterminism
     if state.limit is not None:
         end["limit"] = dict(state.limit)
         end["channel"]["calls_refused"] = state.calls_refused

@@ -9,19 +9,30 @@ and the environment diff (`runner.reproduce.envdiff`) say: the outcome and its e
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from runner.episode.request import EpisodeResult
 from runner.errors import EXIT_INFRA, EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED
 from runner.reproduce.diff import apply_source_verdict, outcome_of, verdict
 from runner.reproduce.envdiff import environment_diff, tool_imports
+from runner.reproduce.labels import label_of
 from runner.tracetools.reader import Trace, read_trace
+from runner.wire import observed
 
 if TYPE_CHECKING:
     from runner.domain.registry import Registry
 
-__all__ = ["CALL_CHARS", "EXIT_OF", "ReproduceReport", "compare", "recorded_outcome"]
+__all__ = [
+    "CALL_CHARS",
+    "EXIT_OF",
+    "NOT_OBSERVED",
+    "ReproduceReport",
+    "compare",
+    "nondeterminism_of",
+    "recorded_outcome",
+    "strict_determinism",
+]
 
 EXIT_OF = {
     "reproduced": EXIT_OK,
@@ -42,7 +53,9 @@ class ReproduceReport:
         exit_code: the outcome's exit code (`EXIT_OF`), derived, never given.
         reason: one line saying why.
         first_difference: not_reproduced: the first unrecorded or differing call ``{index,
-            tool, args?, kind, message, summary}``; else None.
+            tool, args?, kind, message, summary, label, label_rule}`` (``label``: one of
+            `runner.reproduce.labels.LABELS`, ``label_rule``: the rule that gave it, in
+            words); else None.
         outbound: destinations code in the sandbox tried to reach during the replay.
         outbound_dropped: attempts past the replay's outbound-log cap (the log is incomplete).
         coverage: the replay's log coverage (``full``, ``partial``; None: not said).
@@ -57,6 +70,8 @@ class ReproduceReport:
         difference_calls: not_reproduced: ``{"recorded", "replayed"}``, the two calls at the
             first difference's index (trace call lines, None for a side without one; bodies
             capped at `CALL_CHARS` characters), for the side-by-side view.
+        nondeterminism: when the replay ran: ``{entries, dropped, not_observed}`` (see
+            `nondeterminism_of`), None when the runtime did not report (the run ended first).
     """
 
     input: str
@@ -74,6 +89,7 @@ class ReproduceReport:
     trace_sha256: str | None = None
     refusals: list[str] = field(default_factory=list)
     difference_calls: dict[str, Any] | None = None
+    nondeterminism: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exit_code", EXIT_OF[self.outcome])  # frozen: set once
@@ -147,16 +163,89 @@ def compare(
             **({"source_verdict": True} if end.get("source_verdict") else {}),
         },
         "replay_trace": str(result.trace_path),
+        "nondeterminism": nondeterminism_of(end),
     }
     if result.status == "infra_error":
         return ReproduceReport(name, "infra_error", str(end.get("reason")), **base)
     outcome, difference, reason = verdict(calls, recorded_end, replayed_calls, end)
     pair = None
     if difference is not None and isinstance(difference.get("index"), int):
-        pair = {
-            "recorded": _capped(trace.call(difference["index"])),
-            "replayed": _capped(replay.call(difference["index"])),
-        }
+        theirs, mine = trace.call(difference["index"]), replay.call(difference["index"])
+        label, rule = label_of(
+            difference,
+            None if theirs is None else theirs.to_json(),
+            None if mine is None else mine.to_json(),
+            calls,
+            base["environment_diff"],
+        )
+        difference = {**difference, "label": label, "label_rule": rule}
+        pair = {"recorded": _capped(theirs), "replayed": _capped(mine)}
     return ReproduceReport(
         name, outcome, reason, first_difference=difference, difference_calls=pair, **base
     )
+
+
+NOT_OBSERVED = (
+    "C code (extension modules, numpy's generator, clocks read from C)",
+    "processes the code started (their outbound attempts are logged)",
+    "string hashing and set order (PYTHONHASHSEED)",
+    "the monotonic clocks (time.monotonic, perf_counter: durations, timeouts)",
+    "code that removes the runtime's hooks",
+)
+"""What the nondeterminism report cannot see (docs/reproduce.md says why)."""
+
+
+def nondeterminism_of(end: dict[str, Any]) -> dict[str, Any] | None:
+    """The replay's nondeterminism report from its end line, or None when it has none.
+
+    Returns:
+        ``{"entries": [{kind, what, count, site?, via?, present?}], "dropped": n,
+        "not_observed": [...]}``: the runtime's entries (checked again: the sandbox's word)
+        then one ``outbound`` entry per destination of the outbound log (``what``: ``kind
+        host:port``), and `NOT_OBSERVED`.
+    """
+    reported = end.get("nondeterminism")
+    if not isinstance(reported, dict):
+        return None
+    found = observed.report(reported)
+    for attempt in end.get("outbound") or []:
+        if not isinstance(attempt, dict):
+            continue
+        where = attempt.get("host") or attempt.get("address")
+        count = attempt.get("count")
+        found["entries"].append(
+            {
+                "kind": "outbound",
+                "what": f"{attempt.get('kind')} {where}:{attempt.get('port')}"[: observed.MAX_TEXT],
+                "count": count if isinstance(count, int) and not isinstance(count, bool) else 1,
+            }
+        )
+    return {**found, "not_observed": list(NOT_OBSERVED)}
+
+
+def strict_determinism(report: ReproduceReport) -> ReproduceReport:
+    """``reproduce --strict-determinism``: refuse a replay that read what its trace does not pin.
+
+    Such a replay is ``refused`` (exit 5), each read named in ``refusals``; the replay's own
+    verdict stays in ``reason``. A library's own reads do not refuse
+    (`runner.wire.observed.refuses`); entries dropped past the cap do (they cannot be told),
+    as does a replay whose runtime did not report. Reports of other outcomes (invalid,
+    refused, infra_error): unchanged.
+    """
+    if report.outcome not in ("reproduced", "not_reproduced"):
+        return report
+    if report.nondeterminism is None:
+        reasons = ["the runtime did not report what the replay read (the run ended first)"]
+    else:
+        entries = report.nondeterminism.get("entries") or []
+        reasons = [observed.words(e) for e in entries if observed.refuses(e)]
+        dropped = report.nondeterminism.get("dropped") or 0
+        if dropped:
+            reasons.append(f"{dropped} more not listed")
+    if not reasons:
+        return report
+    reason = (
+        f"refused under --strict-determinism: the replay read {len(reasons)} thing(s) its trace "
+        f"does not pin (the replay itself: {report.outcome}; {report.reason})"
+    )
+    return replace(report, outcome="refused", reason=reason, refusals=reasons)

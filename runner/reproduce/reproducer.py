@@ -62,7 +62,12 @@ from runner.reproduce.inputs import (
     safe_extract,
     tool_folder,
 )
-from runner.reproduce.report import ReproduceReport, compare, recorded_outcome
+from runner.reproduce.report import (
+    ReproduceReport,
+    compare,
+    recorded_outcome,
+    strict_determinism,
+)
 from runner.settings import Settings
 from runner.tools.locate import locate_tools
 from runner.tools.snapshot.sources import snapshot_for
@@ -142,6 +147,8 @@ class Reproducer:
         policy_name: the reproduce policy.
         backend_factory: makes the backend on first use (default: the settings' backend of
             this machine, `runner.episode.reaping.connect_here`).
+        strict_determinism: ``--strict-determinism``: a replay that read what its trace does
+            not pin is refused (`runner.reproduce.report.strict_determinism`).
     """
 
     settings: Settings
@@ -149,6 +156,7 @@ class Reproducer:
     image: str | None = None
     policy_name: str = "reproduce"
     backend_factory: Callable[[], Any] | None = None
+    strict_determinism: bool = False
     _backend: Any = None
 
     def close(self) -> None:
@@ -179,6 +187,8 @@ class Reproducer:
         with tempfile.TemporaryDirectory(prefix="sandbox-replay-reproduce-") as scratch:
             report = self._reproduce(path, Path(scratch))
         report = replace(report, trace_sha256=before)
+        if self.strict_determinism:
+            report = strict_determinism(report)
         after = _sha256(path)
         if after != before:  # pragma: no cover - nothing here writes to it
             raise AssertionError(f"{path} changed during reproduce")

@@ -300,6 +300,8 @@ class Runtime:
             oom_kills = oom.since_start()
             if oom_kills is not None:  # a child the kernel ended: the engine's flag can be late
                 episode = dict(episode, oom_kills=oom_kills)
+            if spec["mode"] == "reproduce":  # what the user's code read (the worker says)
+                self.channel.send("nondeterminism", **self.worker.nondeterminism())
             self.channel.send("episode", **bounded_episode(episode))
             return 0
         except Exception as exc:

@@ -120,6 +120,22 @@ def now() -> float:
     return real_time() if value is None else value
 
 
+def set_observer(observer: Optional[Callable[[str], None]]) -> None:
+    """Call ``observer(name)`` at every read through a replaced function (None: stop).
+
+    ``name`` is the function read (``time.time``, ``datetime.now``, ...); `now` itself is not
+    observed (``runner.sdk.now()`` is the run's clock). The replay's nondeterminism report
+    (`runner.runtime.nondeterminism`) uses it.
+    """
+    _state["observer"] = observer
+
+
+def _observed(name: str) -> None:
+    observer = _state.get("observer")
+    if observer is not None:
+        observer(name)
+
+
 def _ns(value: float) -> int:
     return round(value * 1_000_000) * 1000
 
@@ -150,43 +166,56 @@ def _wraps(real: Any) -> Callable[[Callable[..., Any]], Any]:
 
 @_wraps(_time.time)
 def _patched_time() -> float:
+    _observed("time.time")
     return now()
 
 
 @_wraps(_time.time_ns)
 def _patched_time_ns() -> int:
+    _observed("time.time_ns")
     value = reading()
     return _REAL_TIME_NS() if value is None else _ns(value)
 
 
 @_wraps(_time.localtime)
 def _patched_localtime(secs: Optional[float] = None) -> Any:
+    if secs is None:
+        _observed("time.localtime")
     return _REAL_LOCALTIME(now() if secs is None else secs)
 
 
 @_wraps(_time.gmtime)
 def _patched_gmtime(secs: Optional[float] = None) -> Any:
+    if secs is None:
+        _observed("time.gmtime")
     return _REAL_GMTIME(now() if secs is None else secs)
 
 
 @_wraps(_time.ctime)
 def _patched_ctime(secs: Optional[float] = None) -> str:
+    if secs is None:
+        _observed("time.ctime")
     return _REAL_CTIME(now() if secs is None else secs)
 
 
 @_wraps(_time.asctime)
 def _patched_asctime(t: Any = None) -> str:
+    if t is None:
+        _observed("time.asctime")
     return _REAL_ASCTIME(_REAL_LOCALTIME(now()) if t is None else t)
 
 
 @_wraps(_time.strftime)
 def _patched_strftime(format: str, t: Any = None) -> str:
+    if t is None:
+        _observed("time.strftime")
     return _REAL_STRFTIME(format, _REAL_LOCALTIME(now()) if t is None else t)
 
 
 @_wraps(_REAL_CLOCK_GETTIME)
 def _patched_clock_gettime(clk_id: int) -> float:
     if clk_id == _REALTIME_ID:
+        _observed("time.clock_gettime")
         return now()
     assert _REAL_CLOCK_GETTIME is not None
     return _REAL_CLOCK_GETTIME(clk_id)  # type: ignore[no-any-return]
@@ -195,6 +224,7 @@ def _patched_clock_gettime(clk_id: int) -> float:
 @_wraps(_REAL_CLOCK_GETTIME_NS)
 def _patched_clock_gettime_ns(clk_id: int) -> int:
     if clk_id == _REALTIME_ID:
+        _observed("time.clock_gettime_ns")
         value = reading()
         if value is not None:
             return _ns(value)
@@ -209,6 +239,7 @@ _ORIGINAL_UTCNOW = _RealDatetime.__dict__["utcnow"]
 
 def _now(cls: Any, tz: Any = None) -> Any:
     """``datetime.now(tz)`` at the run's reading."""
+    _observed("datetime.now")
     value = reading()
     if value is None:
         return _ORIGINAL_NOW.__get__(None, cls)(tz)
@@ -217,6 +248,7 @@ def _now(cls: Any, tz: Any = None) -> Any:
 
 def _utcnow(cls: Any) -> Any:
     """``datetime.utcnow()`` at the run's reading (naive UTC)."""
+    _observed("datetime.utcnow")
     value = reading()
     if value is None:
         return _ORIGINAL_UTCNOW.__get__(None, cls)()
@@ -225,6 +257,7 @@ def _utcnow(cls: Any) -> Any:
 
 def _today(cls: Any) -> Any:
     """``date.today()`` / ``datetime.today()`` at the run's reading (local time)."""
+    _observed("{}.today".format(cls.__name__))
     return cls.fromtimestamp(now())
 
 

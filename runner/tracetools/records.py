@@ -379,6 +379,8 @@ class EndRecord(Record):
     coverage_detail: list[dict[str, Any]] | None = None
     divergences: list[dict[str, Any]] | None = None
     divergences_dropped: int | None = Field(default=None, ge=0)
+    # reproduce: {entries: [{kind, what, count, site?, via?, present?}], dropped}
+    nondeterminism: dict[str, Any] | None = None
     meter: Meter | None = None
     sandbox: dict[str, Any] | None = None
     channel: dict[str, Any] | None = None

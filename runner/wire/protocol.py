@@ -79,6 +79,10 @@ Additions by the runtime side (H3; all additive, older readers may ignore them):
                    sandbox the kernel's OOM killer ended during the run, read from the
                    sandbox's memory cgroup (runner.runtime.oomcount).
     error          also ``traceback`` (text, last 8000 characters); the exit code is 70.
+    nondeterminism {entries: [{kind, what, count, site?, via?, present?}], dropped}: mode
+                   reproduce, once, before ``episode``: what the user's code read that the
+                   trace does not pin (``runner.runtime.nondeterminism``); the host writes it
+                   in the end line.
     model_response may carry ``body_encoding: "base64"`` for a body that is not UTF-8, and
                    ``source`` (default ``provider``) for the call record.
 
@@ -153,6 +157,7 @@ MESSAGE_TYPES_FROM_RUNTIME = frozenset(
         "manifest",
         "gateway_request",  # program steps' model requests (runtime/gateway.py)
         "gateway_note",
+        "nondeterminism",  # reproduce: runtime/nondeterminism.py's report, before episode
     }
 )  # manifest: mode "manifest" only (runtime/manifest.py), instead of episode
 MESSAGE_TYPES_FROM_HOST = frozenset({"start", "model_response", "gateway_response", "shutdown"})

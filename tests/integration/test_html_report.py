@@ -257,5 +257,8 @@ def test_reproduce_html_in_a_real_browser(tmp_path: Path, sandbox_image: str) ->
             > 0
         )
         assert "Outbound destinations" in " ".join(_texts(b, "#trace-1 h4"))
+        # the first difference's label, and what the replay read that the trace does not pin
+        assert "extra_turn" in " ".join(_texts(b, "#outcomes-table tbody td:nth-child(4)"))
+        assert any(t.startswith("Nondeterminism") for t in _texts(b, "#trace-1 h4"))
         assert b.js("document.querySelectorAll('[onerror], [onload]').length") == 0
         b.screenshot(tmp_path / "reproduce.png", full_page=True)

@@ -85,6 +85,8 @@ def test_run_and_reproduce_on_the_namespace_backend(
     assert (code, report["outcome"]) == (0, "reproduced"), (report, err)
     replay = Path(report["replay_trace"])
     assert _run_line(replay)["backend"] == "namespace", report
+    # the namespace sandbox's own files (its rootfs, the runtime, the snapshot) are not listed
+    assert report["nondeterminism"]["entries"] == [], report["nondeterminism"]
 
 
 LOOKUP_TOOLS = """

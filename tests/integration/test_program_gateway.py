@@ -187,6 +187,7 @@ def test_reproduce_serves_every_model_request_from_the_trace_and_a_changed_progr
     tmp_path: Path, sandbox_image: str, project: Path, fakes: Any, monkeypatch: Any
 ) -> None:
     from runner.reproduce.reproducer import Reproducer
+    from runner.wire.observed import refuses
 
     monkeypatch.chdir(project)  # as a user does: reproduce from the project folder
     oai, ant = fakes
@@ -196,6 +197,10 @@ def test_reproduce_serves_every_model_request_from_the_trace_and_a_changed_progr
     settings = settings_for(tmp_path, sandbox_image, oai, ant)
     same = Reproducer(settings).reproduce(result.trace_path)
     assert same.outcome == "reproduced", same.to_json()
+    assert same.nondeterminism is not None  # a program's clean replay: nothing of its own code
+    own = [e for e in same.nondeterminism["entries"] if refuses(e)]
+    assert own == [], json.dumps(own)
+    assert Reproducer(settings, strict_determinism=True).reproduce(result.trace_path).exit_code == 0
     assert len(oai.requests) + len(ant.requests) == sent  # served from the trace, nothing sent
     replayed = [json.loads(x) for x in Path(str(same.replay_trace)).read_text().splitlines()]
     recorded = lines_of(result)
@@ -207,6 +212,7 @@ def test_reproduce_serves_every_model_request_from_the_trace_and_a_changed_progr
     first = changed.first_difference or {}
     assert first["index"] == 4 and first["tool"] == "model", first  # the Responses request
     assert "input" in first["message"] and "(v2)" in first["message"], first
+    assert first["label"] == "prompt_changed" and "input" in first["label_rule"], first
     assert len(oai.requests) + len(ant.requests) == sent
 
 

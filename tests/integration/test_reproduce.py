@@ -107,6 +107,7 @@ def test_one_tool_response_removed_is_not_reproduced_naming_that_call(
     first = report["first_difference"]
     assert (first["index"], first["tool"], first["args"]) == (2, "kb.lookup", {"topic": "refund"})
     assert "no call at this index" in first["message"]
+    assert first["label"] == "extra_turn"  # the recording has no call #2: more calls than it
 
 
 def test_a_changed_tool_schema_is_refused_naming_the_tool(
@@ -144,6 +145,7 @@ def test_a_changed_prompt_is_not_reproduced_at_the_first_model_call(
     first = report["first_difference"]
     assert (first["index"], first["tool"], first["message_index"]) == (1, "model", 0)
     assert "message 0 differs" in first["summary"] and "politely" in first["differs"]
+    assert first["label"] == "prompt_changed" and "messages" in first["label_rule"]
     assert any(d["field"] == "workflow.hash" for d in report["environment_diff"])
 
 
@@ -165,6 +167,7 @@ def test_a_pure_tool_whose_code_changed_is_not_reproduced_naming_it(
     first = report["first_difference"]
     assert (first["index"], first["tool"], first["kind"]) == (4, "text.summarize", "pure_result")
     assert "=>" in first["message"]
+    assert first["label"] == "environment"  # same call, same arguments, another result
 
 
 def test_a_pure_tool_that_secretly_fetches_fails_in_the_sandbox_with_its_destination_logged(
@@ -289,11 +292,13 @@ def test_the_example_traces_reproduce_as_documented(tmp_path: Path, sandbox_imag
     failure = report["replayed"]["failure"]
     assert (failure["tool"], failure["error_class"]) == ("customer.get", "KeyError")
     assert failure["message"] == "'C-200'"  # the failure named with its message
+    assert report["nondeterminism"]["entries"] == []  # a clean replay lists nothing
     code, report = _reproduce(
         [str(HELPDESK / "traces" / "incomplete.jsonl")], tmp_path, sandbox_image
     )
     assert (code, report["outcome"]) == (1, "not_reproduced"), report
     assert report["first_difference"]["tool"] == "kb.search"
+    assert report["first_difference"]["label"] == "extra_turn"  # issue 28's target
     # one trace or two: the same top-level shape, an object with the list inside
     both = _cli(
         [

@@ -73,11 +73,23 @@ def reproduce_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+    strict_determinism: Annotated[
+        bool,
+        typer.Option(
+            "--strict-determinism",
+            help="Refuse (exit 5) a replay that read what its trace does not pin: the wall"
+            " clock, unseeded randomness, environment variables, files outside the snapshot,"
+            " the network.",
+        ),
+    ] = False,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
     backend: OneEpisodeBackendOption = None,
 ) -> None:
     """Replay recorded runs with no network: reproduced (0), not_reproduced (1), refused (5).
+
+    Every replay lists what it read that its trace does not pin (nondeterminism);
+    --strict-determinism refuses such a replay (5).
 
     With --egress-baseline, a replay that tries a destination the file lacks also exits 1.
     --backend docker or namespace (ray is for submit: exit 2).
@@ -101,7 +113,13 @@ def reproduce_command(
             f" not traces (*.jsonl) or packets: {names}",
             err=True,
         )
-    reproducer = Reproducer(settings, workflow=workflow, image=image, backend_factory=make)
+    reproducer = Reproducer(
+        settings,
+        workflow=workflow,
+        image=image,
+        backend_factory=make,
+        strict_determinism=strict_determinism,
+    )
     reports: list[Any] = []
     try:
         for path in paths:

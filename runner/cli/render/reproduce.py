@@ -18,11 +18,12 @@ from rich.table import Table
 from runner.cli.render.console import table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, markup, one_line
+from runner.wire.observed import refuses, words
 
 if TYPE_CHECKING:
     from runner.reproduce.report import ReproduceReport
 
-__all__ = ["details", "failure_words", "print_reports", "write_junit"]
+__all__ = ["details", "failure_words", "nondeterminism_lines", "print_reports", "write_junit"]
 
 
 def failure_words(failure: Any) -> str:
@@ -87,9 +88,12 @@ def details(report: ReproduceReport) -> list[str]:
         )
     difference = report.first_difference
     if difference:
+        label = f" [{difference['label']}]" if difference.get("label") else ""
         lines.append(
-            f"  first difference: call #{difference.get('index')} {difference.get('tool')}"
+            f"  first difference{label}: call #{difference.get('index')} {difference.get('tool')}"
         )
+        if difference.get("label_rule"):
+            lines.append(f"    why {difference['label']}: {difference['label_rule']}")
         if difference.get("args") is not None:
             lines.append(f"    arguments: {json.dumps(difference['args'], ensure_ascii=False)}")
         lines.append(f"    {difference.get('message')}")
@@ -103,6 +107,7 @@ def details(report: ReproduceReport) -> list[str]:
             count = attempt.get("count") or 1
             times = f" ({count} attempts)" if count != 1 else ""
             lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}{times}")
+    lines.extend(nondeterminism_lines(report))
     if report.environment_diff and report.outcome == "not_reproduced":
         lines.append("  environment differences:")
         for item in report.environment_diff:
@@ -117,6 +122,38 @@ def details(report: ReproduceReport) -> list[str]:
     return lines
 
 
+def nondeterminism_lines(report: ReproduceReport) -> list[str]:
+    """What the replay read that its trace does not pin, and what could not be seen.
+
+    Nothing for a trace that never ran (its replay trace is None).
+    """
+    if report.replay_trace is None:
+        return []
+    found = report.nondeterminism
+    if found is None:
+        return ["  nondeterminism: not reported (the run ended before the runtime said)"]
+    entries = [e for e in found.get("entries") or [] if refuses(e)]
+    packages = [e for e in found.get("entries") or [] if not refuses(e)]
+    unseen = "; ".join(found.get("not_observed") or [])
+    if not entries and not found.get("dropped"):
+        lines = ["  nondeterminism: nothing the trace does not pin"]
+    else:
+        lines = [f"  nondeterminism: {len(entries)} read(s) the trace does not pin"]
+        lines.extend(f"    {words(e)}" for e in entries[:20])
+        more = len(entries) - 20 + int(found.get("dropped") or 0)
+        if more > 0:
+            lines.append(f"    ... and {more} more")
+    if packages:  # an SDK's own configuration: said in one line, listed in --json and --html
+        names = ", ".join(str(e.get("what")) for e in packages[:6])
+        names += ", ..." if len(packages) > 6 else ""
+        lines.append(
+            f"    and {len(packages)} read(s) by installed packages or the standard library's own"
+            f" lookups, not refused (their configuration): {names}"
+        )
+    lines.append(f"    not observed: {unseen}")
+    return lines
+
+
 def _table(reports: list[ReproduceReport]) -> None:
     table = Table(title="reproduce")
     for column in ("trace", "outcome", "exit", "first difference / reason"):
@@ -124,6 +161,8 @@ def _table(reports: list[ReproduceReport]) -> None:
     for report in reports:
         first = report.first_difference
         why = first["summary"] if first else report.reason
+        if first and first.get("label"):
+            why = f"[{first['label']}] {why}"
         if not first and report.outcome == "reproduced" and report.replayed.get("failure"):
             why += f": {failure_words(report.replayed['failure'])}"
         # file names and reasons come from hostile inputs: never rich markup

@@ -34,6 +34,7 @@ from runner.sdk import rawio, wallclock
 from runner.trace.format import encode_body
 from runner.trace.jsonform import ENCODINGS
 from runner.trace.strictjson import loads as strict_loads
+from runner.wire import observed
 from runner.wire.env import ENV_WITNESS
 
 if TYPE_CHECKING:
@@ -119,6 +120,9 @@ class Worker:
         self.witness: Optional[witness.Witness] = None
         self._witness_coverage: Optional[Dict[str, Any]] = None
         self._bootstrap: Optional[threading.Thread] = None
+        # the nondeterminism report (reproduce): (kind, what) -> the worker's latest entry
+        self.observations: Dict[Any, Dict[str, Any]] = {}
+        self.observations_dropped = 0
 
     # --- life ---------------------------------------------------------------------------------
 
@@ -269,6 +273,33 @@ class Worker:
                 {"type": "tool_result", "id": message["id"], "error": wire.error_fields(exc)}
             )
 
+    def _take_observed(self, found: Any) -> None:
+        """Keep the worker's ``observed`` entries (`runner.runtime.nondeterminism.drain`).
+
+        Only well-formed entries of the known kinds, their strings cut, at most
+        `runner.wire.observed.MAX_ENTRIES` of them: the worker runs the user's code, so this
+        is only what it says.
+        """
+        if not isinstance(found, dict):
+            return
+        dropped = found.get("dropped")
+        if isinstance(dropped, int) and not isinstance(dropped, bool) and dropped >= 0:
+            self.observations_dropped = max(self.observations_dropped, dropped)
+        entries = found.get("entries")
+        for entry in entries if isinstance(entries, list) else []:
+            kept = observed.entry(entry)
+            if kept is None:
+                continue
+            key = (kept["kind"], kept["what"])
+            if key in self.observations or len(self.observations) < observed.MAX_ENTRIES:
+                self.observations[key] = kept
+            else:
+                self.observations_dropped += 1
+
+    def nondeterminism(self) -> Dict[str, Any]:
+        """``{"entries": [...], "dropped": n}``: what the worker reported, in first-seen order."""
+        return {"entries": list(self.observations.values()), "dropped": self.observations_dropped}
+
     # --- requests -----------------------------------------------------------------------------
 
     def _request(self, type_: str, reply: str, **fields: Any) -> Dict[str, Any]:
@@ -277,6 +308,7 @@ class Worker:
             raise wire.WorkerGone("the worker is not running")
         message_id = "w{}".format(next(self._ids))
         answer = self.pipe.request(type_, reply, message_id, **fields)
+        self._take_observed(answer.pop("observed", None))
         if answer.get("violation"):
             self.check()
         if answer.get("gone"):

@@ -16,6 +16,9 @@ Requests (runtime -> worker; each answered by a message of the reply type with t
     program   {step_id, program, task_input, clock}  -> result {text | error}
     manifest  {spec}                                  -> described {fields | error}
 
+Every answer may carry ``observed`` (mode ``reproduce``): what the user's code read since the
+last answer that the trace does not pin (`runner.runtime.nondeterminism.drain`).
+
 From the worker, while a program runs: ``tool`` {step_id, tool, args} (a program's ``@tool``
 call; the runtime's guard decides, its caller runs and records it) -> ``tool_result``
 {text | error, clock}.
@@ -49,6 +52,7 @@ from runner.runtime.worker import wire
 from runner.sdk import dispatch, rawio, wallclock
 from runner.trace.jsonform import json_form, revive
 from runner.trace.strictjson import loads as strict_loads
+from runner.wire.protocol import TOOLS_DIR
 
 __all__ = ["BEFORE_USER_CODE", "WorkerProcess", "before_user_code"]
 
@@ -68,6 +72,19 @@ def before_user_code() -> None:
         handle.write("1000")
     for hook in BEFORE_USER_CODE:
         hook()
+
+
+def _observe(tool_paths: Any, environment: Any) -> None:
+    """Start the nondeterminism report (`runner.runtime.nondeterminism`; reproduce only).
+
+    The tool snapshot's folders are pinned; the variables the runtime set (the gateway's, the
+    child hook's ``PYTHONPATH``) are its own.
+    """
+    from runner.runtime import nondeterminism  # only here: shadow runs never load it
+
+    paths = [p for p in tool_paths if isinstance(p, str)] if isinstance(tool_paths, list) else []
+    own = list(environment) if isinstance(environment, dict) else []
+    nondeterminism.install([TOOLS_DIR, *paths], own_env=[*own, "PYTHONPATH"])
 
 
 def _code_ids(manifest: Any, mode: str) -> FrozenSet[str]:
@@ -138,6 +155,11 @@ class WorkerProcess:
         except BaseException as exc:
             fields = {"error": wire.error_fields(exc), "exchanges": getattr(exc, "_exchanges", [])}
         audit.flush_child()  # its egress counts reach the child log before the answer
+        observing = sys.modules.get("runner.runtime.nondeterminism")  # reproduce only
+        if observing is not None and observing.installed():  # read since the last answer
+            observed = observing.drain()
+            if observed:
+                fields = dict(fields, observed=observed)
         try:
             self.pipe.send_raw(dict(fields, type=reply, id=message["id"]))
         except ValueError as exc:  # too large or not encodable: say so instead
@@ -151,6 +173,8 @@ class WorkerProcess:
             os.environ.update({str(k): str(v) for k, v in environment.items()})
             audit.gateway_from_env()  # the gateway is the runtime, not egress
         self._clock(message)  # import-time reads see the run's clock
+        if mode == "reproduce":  # the nondeterminism report, from the tool modules' import on
+            _observe(message.get("tool_paths"), environment)
         self.code_ids = _code_ids(manifest, mode)
         dispatch.deny_code(lambda tool_id: tool_id not in self.code_ids)
         with sdk.replay_context(frozenset()):  # module import runs no tool

@@ -1,0 +1,103 @@
+"""The nondeterminism report on the host: checked, listed inert, refused under strict mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runner.cli.render.html.render import render_reproduce
+from runner.cli.render.reproduce import details, print_reports
+from runner.errors import EXIT_OK, EXIT_REFUSED
+from runner.reproduce.report import ReproduceReport, nondeterminism_of, strict_determinism
+from runner.wire import observed
+
+CLOCK = {"kind": "wall_clock", "what": "time.time", "count": 2, "site": "/sandbox/tools/a.py:3"}
+ENV = {"kind": "environment_variable", "what": "X", "count": 1, "present": False}
+CONNECT = {"kind": "connect", "host": "api.example.com", "port": 443, "count": 3}
+
+
+def _report(entries: list[dict[str, Any]] | None, outcome: str = "reproduced") -> ReproduceReport:
+    found = None if entries is None else nondeterminism_of({"nondeterminism": {"entries": entries}})
+    return ReproduceReport(
+        "t.jsonl", outcome, "the same success", replay_trace="r.jsonl", nondeterminism=found
+    )
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "not an object",
+        {"kind": "telepathy", "what": "x", "count": 1},  # not a kind the sandbox reports
+        {"kind": "outbound", "what": "x", "count": 1},  # the host's own kind, not the sandbox's
+        {"kind": "file_read", "what": 7, "count": 1},
+        {"kind": "file_read", "what": "/etc/x", "count": True},
+        {"kind": "file_read", "what": "/etc/x"},
+    ],
+)
+def test_a_malformed_entry_from_the_sandbox_is_dropped_and_counted(entry: Any) -> None:
+    found = observed.report({"entries": [entry, CLOCK], "dropped": 2})
+    assert found == {"entries": [CLOCK], "dropped": 3}
+
+
+def test_entries_are_bounded_in_number_and_length() -> None:
+    many = [{**CLOCK, "what": "w" * 5000 + str(i)} for i in range(observed.MAX_ENTRIES + 7)]
+    found = observed.report({"entries": many, "dropped": "lots"})
+    assert len(found["entries"]) == observed.MAX_ENTRIES and found["dropped"] == 7
+    assert all(len(e["what"]) == observed.MAX_TEXT for e in found["entries"])
+    assert observed.report(None) == {"entries": [], "dropped": 0}
+
+
+def test_the_outbound_log_joins_the_report_and_a_missing_report_stays_missing() -> None:
+    end = {"nondeterminism": {"entries": [CLOCK], "dropped": 0}, "outbound": [CONNECT]}
+    found = nondeterminism_of(end)
+    assert found is not None
+    assert found["entries"][-1] == {
+        "kind": "outbound",
+        "what": "connect api.example.com:443",
+        "count": 3,
+    }
+    assert found["not_observed"]  # what cannot be seen is always said
+    assert nondeterminism_of({"outbound": [CONNECT]}) is None  # the runtime never reported
+
+
+def test_strict_determinism_refuses_any_read_and_keeps_the_replays_verdict() -> None:
+    refused = strict_determinism(_report([CLOCK, ENV]))
+    assert (refused.outcome, refused.exit_code) == ("refused", EXIT_REFUSED)
+    assert "the replay itself: reproduced" in refused.reason
+    assert refused.refusals == [
+        "wall_clock time.time (2 reads, /sandbox/tools/a.py:3)",
+        "environment_variable X (1 read, unset in the sandbox)",
+    ]
+    clean = strict_determinism(_report([]))
+    assert (clean.outcome, clean.exit_code) == ("reproduced", EXIT_OK)
+    sdk = {**ENV, "what": "OPENAI_LOG", "by": "package"}  # an SDK's own configuration
+    assert strict_determinism(_report([sdk])).outcome == "reproduced"
+    assert strict_determinism(_report([sdk, {**CLOCK, "by": "code"}])).refusals == [
+        "wall_clock time.time (2 reads, /sandbox/tools/a.py:3)"
+    ]
+    unknown = strict_determinism(_report(None))  # cannot be told: refused too
+    assert unknown.outcome == "refused" and "did not report" in unknown.refusals[0]
+    invalid = ReproduceReport("t.jsonl", "invalid", "bad line")
+    assert strict_determinism(invalid) is invalid
+
+
+def test_terminal_and_page_list_the_reads_inert(capsys: pytest.CaptureFixture[str]) -> None:
+    hostile = {**ENV, "what": "X\x1b]0;PWNED\x07", "via": "<script>x</script>"}
+    report = _report([CLOCK, hostile])
+    text = "\n".join(details(report))
+    assert "nondeterminism: 2 read(s) the trace does not pin" in text
+    assert "wall_clock time.time (2 reads, /sandbox/tools/a.py:3)" in text
+    assert "not observed: C code" in text
+    print_reports([report])
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "PWNED" in printed  # inert
+    page = render_reproduce([report])
+    assert "Nondeterminism: what the replay read that its trace does not pin (2)" in page
+    assert "&lt;script&gt;x&lt;/script&gt;" in page and "<script>x</script>" not in page
+    assert "nothing the trace does not pin" in "\n".join(details(_report([])))
+    sdk = {**ENV, "what": "OPENAI_LOG", "by": "package"}
+    text = "\n".join(details(_report([sdk])))
+    assert "nothing the trace does not pin" in text
+    assert "1 read(s) by installed packages or the standard library's own lookups, not" in text
+    assert "not reported" in "\n".join(details(_report(None)))

@@ -62,6 +62,7 @@ from runner.reproduce.inputs import (
     safe_extract,
     tool_folder,
 )
+from runner.reproduce.mcprecorded import is_protocol_call, recorded_tools_lists
 from runner.reproduce.report import ReproduceReport, compare, recorded_outcome
 from runner.settings import Settings
 from runner.tools.locate import locate_tools
@@ -112,7 +113,7 @@ def refusals(trace: Trace, registry: Registry) -> list[str]:
     recorded_hashes = dict(trace.run.environment.tools)
     checked: set[str] = set()
     for call in trace.calls:
-        if call.is_provider_call or call.tool in checked:
+        if call.is_provider_call or call.tool in checked or is_protocol_call(call):
             continue
         checked.add(call.tool)
         then = call.schema_hash or recorded_hashes.get(call.tool)
@@ -234,6 +235,8 @@ class Reproducer:
                 # a trace's (a packet's) tool entries resolve in its own folder alone
                 confined_to=folder,
                 snapshot=snapshot,
+                # an MCP server is never started in replay, not even to list its tools
+                recorded_mcp=recorded_tools_lists(trace, workflow),
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)

@@ -15,6 +15,7 @@ Routes (a query string is kept in the path recorded, ignored for routing):
 | POST ``/v1/responses``                    | OpenAI Responses (``stream`` too)            |
 | POST ``/v1/messages``                     | Anthropic Messages (``stream`` too)          |
 | POST ``…/traces/ingest``                  | the Agents SDK's trace export: answered here |
+| POST ``/_sandbox-replay/mcp``             | the MCP stand-in (`runner.runtime.mcphub`)   |
 | anything else                             | 404 in the API's error shape                 |
 
 A model request must be a JSON object (the strict decoder: no NaN, no duplicate keys, nested
@@ -38,6 +39,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from runner.runtime.mcphub import MCP_PATH
 from runner.runtime.replay.calls import Caller
 from runner.runtime.steps import apicall
 from runner.trace.strictjson import MAX_VALUE_DEPTH
@@ -140,6 +142,7 @@ class Gateway:
         self.note = note
         self._step: Optional[str] = None
         self._lock = threading.Lock()
+        self.mcp: Any = None  # the episode's `runner.runtime.mcphub.McpHub`, when it has one
         self.server = _Server(("127.0.0.1", 0), _handler(self))
         self.host, self.port = "127.0.0.1", int(self.server.server_address[1])
         self._thread = threading.Thread(
@@ -179,6 +182,8 @@ class Gateway:
         """The HTTP answer to one request (see the module docstring)."""
         route = path.split("?", 1)[0].rstrip("/") or "/"
         api = ROUTES.get(route)
+        if route == MCP_PATH and self.mcp is not None and method == "POST":
+            return self._mcp(raw)
         if route.endswith("/traces/ingest"):
             self.note("tracing_ingest", method=method, path=path[:512], bytes=len(raw), status=204)
             return 204, "application/json", b""
@@ -202,6 +207,21 @@ class Gateway:
         passed = {k: v[:256] for k, v in headers.items() if k in PASSED_HEADERS}
         response = apicall.call_api(self.caller, step_id, api, path[:2048], request, passed)
         return self._answer(api, response)
+
+    def _mcp(self, raw: bytes) -> Answer:
+        """An MCP stand-in's exchange, answered by the hub (as JSON; 503 outside a step)."""
+        with self._lock:
+            step_id = self._step
+        if step_id is None:
+            self.note("outside_step", method="POST", path=MCP_PATH, bytes=len(raw), status=503)
+            return 503, "application/json", b'{"error": "no program step is running"}'
+        try:
+            exchange = parse_request(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.note("invalid_request", method="POST", path=MCP_PATH, bytes=len(raw), status=400)
+            return 400, "application/json", json.dumps({"error": str(exc)[:300]}).encode("utf-8")
+        answer = self.mcp.answer(step_id, exchange)
+        return 200, "application/json", json.dumps(answer, separators=(",", ":")).encode("utf-8")
 
     def _answer(self, api: str, response: Dict[str, Any]) -> Answer:
         from runner.runtime.replay.callrecords import raw_body

@@ -227,8 +227,8 @@ class StandIn:
             side, line = self.items.get()
             if line is None:
                 if side == "client":
-                    self.client_closed = True  # nothing will read the answer: end after it
-                    return {"error": {"code": -32603, "message": "the agent closed the pipe"}}
+                    self.client_closed = True  # it sends no more: it may still read answers
+                    continue
                 code = self.process.poll() if self.process is not None else None
                 return {
                     "error": {"code": -32603, "message": "the MCP server ended ({})".format(code)}

@@ -45,8 +45,24 @@ def _cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
     )
 
 
+# Written by the tests, not kept as a fixture file: the unit suite describes every fixture
+# workflow with the host's `python3`, which has no `mcp` package to start this server with.
+WORKFLOW = """\
+name: mcp-notes
+version: "1"
+tools:
+  - mcp: {command: [python3, notes_server.py], prefix: notes}
+model: {provider: openai, name: gpt-4.1-mini}
+steps:
+  - id: agent
+    program: mcp_agent:run
+    tools: [notes.search_notes]
+"""
+
+
 def _project(root: Path) -> Path:
     shutil.copytree(FIX, root)
+    (root / "mcp_v1.yaml").write_text(WORKFLOW, encoding="utf-8")
     root.chmod(0o755)
     for path in root.iterdir():
         path.chmod(0o644)
@@ -110,6 +126,9 @@ def test_record_keeps_the_mcp_traffic_as_calls(recorded: Path) -> None:
     assert call["schema_hash"]
     result = json.loads(call["body"])
     assert "Settings > Security" in result["content"][0]["text"]
+    # the SDK offers the server's tools under their MCP names: the declared one is known
+    offered = lines[-1]["undeclared_tools"]
+    assert [t["name"] for t in offered] == ["delete_note"], offered
 
 
 @pytest.mark.parametrize("attempt", range(5))

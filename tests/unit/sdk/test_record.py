@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -238,5 +239,7 @@ def test_a_workflow_with_an_mcp_server_warns_that_its_traffic_is_not_recorded(
     workflow.write_text(
         workflow.read_text().replace("command: [python3, s.py]", "tools_list: a.json")
     )
-    with sdk.record(tmp_path / "u.jsonl", task_id="t1", workflow=str(workflow)):
-        pass  # a saved tools/list: nothing the agent starts, nothing to warn of
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a saved tools/list: nothing the agent starts
+        with sdk.record(tmp_path / "u.jsonl", task_id="t1", workflow=str(workflow)):
+            pass

@@ -5,8 +5,8 @@
 that server (docs/trace-format.md, "MCP traffic"; their calls are served from the same trace).
 A server the trace never listed has no tools, so a recorded ``tools/call`` of it is refused as
 "missing from today's registry", which is what it is. A protocol call (``initialize``,
-``tools/list``...: ``meta.mcp.method`` other than ``tools/call``) is a call of the server's
-protocol, not of a tool, so the registry check of the refusals leaves it out.
+``tools/list``...: `runner.tracetools.records.CallRecord.is_mcp_protocol_call`) is a call of
+the server's protocol, not of a tool, so the registry check of the refusals leaves it out.
 """
 
 from __future__ import annotations
@@ -19,24 +19,8 @@ from runner.domain.mcpentry import McpEntry
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
     from runner.tracetools.reader import Trace
-    from runner.tracetools.records import CallRecord
 
-__all__ = ["is_protocol_call", "mcp_method", "recorded_tools_lists"]
-
-TOOLS_CALL = "tools/call"
-
-
-def mcp_method(call: CallRecord) -> str | None:
-    """The MCP method of a call recorded from an MCP server (``meta.mcp.method``), or None."""
-    mcp = (call.meta or {}).get("mcp")
-    method = mcp.get("method") if isinstance(mcp, dict) else None
-    return method if isinstance(method, str) else None
-
-
-def is_protocol_call(call: CallRecord) -> bool:
-    """True for an MCP server's protocol request (any method but ``tools/call``)."""
-    method = mcp_method(call)
-    return method is not None and method != TOOLS_CALL and call.tool.startswith("mcp.")
+__all__ = ["recorded_tools_lists"]
 
 
 def recorded_tools_lists(trace: Trace, workflow: WorkflowFile) -> dict[int, dict[str, Any]]:
@@ -58,7 +42,7 @@ def recorded_tools_lists(trace: Trace, workflow: WorkflowFile) -> dict[int, dict
     }
     seen: dict[int, set[str]] = {index: set() for index in found}
     for call in trace.calls:
-        if mcp_method(call) != "tools/list" or call.error is not None or call.body is None:
+        if call.mcp_method != "tools/list" or call.error is not None or call.body is None:
             continue
         label = (call.args or {}).get("server")
         index = _entry_index(label)

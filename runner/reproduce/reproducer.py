@@ -62,7 +62,7 @@ from runner.reproduce.inputs import (
     safe_extract,
     tool_folder,
 )
-from runner.reproduce.mcprecorded import is_protocol_call, recorded_tools_lists
+from runner.reproduce.mcprecorded import recorded_tools_lists
 from runner.reproduce.report import ReproduceReport, compare, recorded_outcome
 from runner.settings import Settings
 from runner.tools.locate import locate_tools
@@ -113,7 +113,7 @@ def refusals(trace: Trace, registry: Registry) -> list[str]:
     recorded_hashes = dict(trace.run.environment.tools)
     checked: set[str] = set()
     for call in trace.calls:
-        if call.is_provider_call or call.tool in checked or is_protocol_call(call):
+        if call.is_provider_call or call.tool in checked or call.is_mcp_protocol_call:
             continue
         checked.add(call.tool)
         then = call.schema_hash or recorded_hashes.get(call.tool)

@@ -129,6 +129,9 @@ def test_record_keeps_the_mcp_traffic_as_calls(recorded: Path) -> None:
     # the SDK offers the server's tools under their MCP names: the declared one is known
     offered = lines[-1]["undeclared_tools"]
     assert [t["name"] for t in offered] == ["delete_note"], offered
+    # protocol calls are no tools: no schema hash is missing
+    lint = _cli(["lint", str(recorded)], recorded.parent, {})
+    assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
 @pytest.mark.parametrize("attempt", range(5))

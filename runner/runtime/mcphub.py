@@ -65,7 +65,7 @@ MCP_PATH = "/_sandbox-replay/mcp"
 """The gateway route the stand-in posts to (never an API path an SDK uses)."""
 ERROR_CLASS = "McpError"
 """The error class of a JSON-RPC error response (the ``mcp`` client raises ``McpError``)."""
-MAX_METHOD = 128
+MAX_METHOD = 120  # "mcp." + the method stays within a tool id's 128 characters
 _METHOD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-/")
 # JSON-RPC 2.0 error codes (specification, "Error object")
 INVALID_REQUEST = -32600

@@ -235,7 +235,7 @@ class Reproducer:
                 # a trace's (a packet's) tool entries resolve in its own folder alone
                 confined_to=folder,
                 snapshot=snapshot,
-                # an MCP server is never started in replay, not even to list its tools
+                # an MCP server the trace listed is not started, not even to list its tools
                 recorded_mcp=recorded_tools_lists(trace, workflow),
             )
         except InfrastructureError as exc:

@@ -65,6 +65,9 @@ def test_the_recorded_pages_are_the_servers_tools(tmp_path: Path) -> None:
     assert trace.calls[1].is_mcp_protocol_call and not trace.calls[5].is_mcp_protocol_call
     lists = recorded_tools_lists(trace, _workflow(tmp_path))  # type: ignore[arg-type]
     assert lists == {1: {"tools": TOOLS}}  # tools[0] is a saved list, not a server
+    # a trace that never listed the server: asked in a sandbox, as before
+    unlisted = SimpleNamespace(calls=[trace.calls[5]])
+    assert recorded_tools_lists(unlisted, _workflow(tmp_path)) == {}  # type: ignore[arg-type]
 
 
 def test_a_registry_from_recorded_lists_starts_no_sandbox(tmp_path: Path) -> None:

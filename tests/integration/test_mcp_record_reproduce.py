@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support import fake_openai
+from tests.support.cli import run_cli
 from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -34,15 +35,10 @@ JAN_2020 = 1577836800.0
 
 
 def _cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=cwd,
-        env={**os.environ, "SANDBOX_REPLAY_LOG_LEVEL": "warning", **env},
-        check=False,
-    )
+    image = env.pop("SANDBOX_REPLAY_IMAGE", "unused")
+    state = Path(env.pop("SANDBOX_REPLAY_STATE_DIR", str(cwd / "state")))
+    extra = {"SANDBOX_REPLAY_LOG_LEVEL": "warning", **env}
+    return run_cli(args, cwd, image, state=state, timeout=900, extra_env=extra)
 
 
 # Written by the tests, not kept as a fixture file: the unit suite describes every fixture

@@ -40,9 +40,10 @@ model turns from the trace).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runner.admission.answer import PathMap, mcp_tools, module_tools
 from runner.admission.cache import description_slot, report_outbound
@@ -52,6 +53,7 @@ from runner.domain.registry import Registry, ToolSpec
 from runner.hostlog import get_logger
 from runner.tools.locate import locate_tools
 from runner.tools.snapshot.sources import snapshot_for
+from runner.tools.source import mcp_tool_specs
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -81,6 +83,7 @@ def sandbox_registry(
     snapshot: ToolSnapshot | None = None,
     exclude: Sequence[Path] = (),
     cache: bool = False,
+    recorded_mcp: Mapping[int, Any] | None = None,
 ) -> Registry:
     """The unfiltered registry of ``workflow``, its modules imported only inside a sandbox.
 
@@ -101,6 +104,9 @@ def sandbox_registry(
         cache: reuse (and keep) the description of the same snapshot, image, policy and
             modules in the state folder (`runner.admission.cache`): no
             sandbox starts for one described before (``run``, ``submit``).
+        recorded_mcp: ``{entry index: tools/list result}`` of MCP servers never to start
+            (``reproduce``: what the trace recorded, `runner.reproduce.mcprecorded`); their
+            tools come from this data, checked as any server's answer.
 
     Raises:
         InputError: a module not found, failing to import in the sandbox, declaring an
@@ -109,6 +115,13 @@ def sandbox_registry(
     """
     located = locate_tools(workflow, confined_to=confined_to)
     tools: dict[int, list[ToolSpec]] = dict(located.manifest_tools)
+    if recorded_mcp:
+        for index, source, _ in located.mcp_servers:
+            if index in recorded_mcp:
+                label = f"{source.label()} (its tools/list recorded in the trace)"
+                tools[index] = mcp_tool_specs(recorded_mcp[index], file=label, source=source)
+        asked = [s for s in located.mcp_servers if s[0] not in recorded_mcp]
+        located = replace(located, mcp_servers=asked)
     if located.modules or located.mcp_servers:
         roots = located.roots()
         cache = cache and not located.mcp_servers  # a server's answer is not cached

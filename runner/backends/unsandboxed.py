@@ -61,7 +61,9 @@ _START_PREFIX = b'{"type":"start"'
 def host_paths_in_start(data: bytes, mounts: Mapping[str, str]) -> bytes:
     """``data`` with a ``start`` message's ``run.tool_paths`` mapped to the host's folders.
 
-    Anything that is not a ``start`` line (with a run spec) is returned unchanged.
+    So is the ``cwd`` of each MCP server a description asks for its tools (``record`` of a
+    workflow with an MCP server). Anything that is not a ``start`` line (with a run spec) is
+    returned unchanged.
     """
     if not data.startswith(_START_PREFIX):
         return data
@@ -70,6 +72,9 @@ def host_paths_in_start(data: bytes, mounts: Mapping[str, str]) -> bytes:
     if not isinstance(run, dict) or not isinstance(run.get("tool_paths"), list):
         return data
     run["tool_paths"] = [mounts.get(str(path), str(path)) for path in run["tool_paths"]]
+    for server in run.get("mcp_servers") or []:
+        if isinstance(server, dict) and isinstance(server.get("cwd"), str):
+            server["cwd"] = mounts.get(server["cwd"], server["cwd"])
     return protocol.encode(message)
 
 

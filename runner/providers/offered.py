@@ -94,8 +94,27 @@ def undeclared_offered(
         step_id: the program step that sent the request.
     """
     steps = workflow.get("steps") or []
-    declared = next(
-        (s.get("tools") or [] for s in steps if isinstance(s, dict) and s.get("id") == step_id),
-        [],
-    )
-    return undeclared(offered_tools(api, request), map(str, declared))
+    declared = [
+        str(t)
+        for t in next(
+            (s.get("tools") or [] for s in steps if isinstance(s, dict) and s.get("id") == step_id),
+            [],
+        )
+    ]
+    # an MCP server's tool reaches the model under its own name (the Agents SDK, the `mcp`
+    # package's tool list): `notes.search_notes` of an entry with prefix `notes` as `search_notes`
+    prefixes = {f"{p}." for p in _mcp_prefixes(workflow)}
+    declared += [t.split(".", 1)[1] for t in declared if f"{t.split('.', 1)[0]}." in prefixes]
+    return undeclared(offered_tools(api, request), declared)
+
+
+def _mcp_prefixes(workflow: Mapping[str, Any]) -> list[str]:
+    """The non-empty ``prefix`` of each ``{mcp: {...}}`` entry of a normalised workflow."""
+    tools = workflow.get("tools")
+    found = []
+    for entry in tools if isinstance(tools, list) else []:
+        mcp = entry.get("mcp") if isinstance(entry, Mapping) else None
+        prefix = mcp.get("prefix") if isinstance(mcp, Mapping) else None
+        if isinstance(prefix, str) and prefix:
+            found.append(prefix)
+    return found

@@ -62,6 +62,7 @@ from runner.reproduce.inputs import (
     safe_extract,
     tool_folder,
 )
+from runner.reproduce.mcprecorded import recorded_tools_lists
 from runner.reproduce.report import (
     ReproduceReport,
     compare,
@@ -117,7 +118,7 @@ def refusals(trace: Trace, registry: Registry) -> list[str]:
     recorded_hashes = dict(trace.run.environment.tools)
     checked: set[str] = set()
     for call in trace.calls:
-        if call.is_provider_call or call.tool in checked:
+        if call.is_provider_call or call.tool in checked or call.is_mcp_protocol_call:
             continue
         checked.add(call.tool)
         then = call.schema_hash or recorded_hashes.get(call.tool)
@@ -244,6 +245,8 @@ class Reproducer:
                 # a trace's (a packet's) tool entries resolve in its own folder alone
                 confined_to=folder,
                 snapshot=snapshot,
+                # an MCP server the trace listed is not started, not even to list its tools
+                recorded_mcp=recorded_tools_lists(trace, workflow),
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)

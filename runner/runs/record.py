@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.admission.describe import sandbox_registry
 from runner.backends import registry as backends
 from runner.backends.base import Backend
 from runner.domain.ids import timestamped_ids
+from runner.domain.mcpentry import McpEntry
 from runner.domain.registry import Registry
 from runner.domain.workflow import load_workflow
 from runner.episode.metered_run import one_off_run
@@ -116,8 +118,19 @@ def record_run(
     task = asked_task(tasks_path, task_id, on_skipped_line)
     workflow = load_workflow(workflow_path)
     policy = load_policy(policy_name)
-    registry = RecordRegistry(registry_for_workflow(workflow), policy.hash)
     provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
+    backend = backend or backends.entry(backends.RECORD, selectable=False).make(
+        settings, backends.BackendOptions(env=env or {})
+    )
+    if any(isinstance(e, McpEntry) and e.mcp.command for e in workflow.spec.tools):
+        # an MCP server is asked for its tools by the runtime (as a local process here, as
+        # record runs everything), never by a host import: its annotations give the classes
+        found = sandbox_registry(
+            workflow, backend=backend, settings=settings, image=RECORD_IMAGE, policy=policy
+        )
+    else:
+        found = registry_for_workflow(workflow)
+    registry = RecordRegistry(found, policy.hash)
     request = EpisodeRequest(
         workflow=workflow,
         task=task,
@@ -132,10 +145,7 @@ def record_run(
         request,
         purpose="live",
         command="record",
-        backend=backend
-        or backends.entry(backends.RECORD, selectable=False).make(
-            settings, backends.BackendOptions(env=env or {})
-        ),
+        backend=backend,
         settings=settings,
         provider=provider,
         id_factory=timestamped_ids(prefix="rec"),

@@ -52,6 +52,9 @@ from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
 from runner.runtime.environment import environment_platform, installed_packages
 from runner.runtime.oomcount import OomCounter
+from runner.runtime.mcphub import ENV_SERVERS as ENV_MCP_SERVERS
+from runner.runtime.mcphub import McpHub
+from runner.runtime.mcphub import servers_of as mcp_servers
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay.calls import Caller
 from runner.runtime.replay.clock import Clock
@@ -352,10 +355,15 @@ class Runtime:
         gateway = self._start_gateway(spec["workflow"], caller)
         tool_paths, modules = spec.get("tool_paths") or [], spec.get("modules") or []
         environment = gateway.environment() if gateway is not None else {}
+        servers = mcp_servers(spec["workflow"]) if gateway is not None else []
+        if servers:  # the agent's MCP servers: the stand-in in their place (mcpspawn)
+            environment[ENV_MCP_SERVERS] = json.dumps(servers)
         code = self.worker.load(manifest, mode, tool_paths, modules, environment, clock())
         registry = RuntimeRegistry.from_manifest(
             manifest, mode, source=START_SOURCE + " (manifest)", code=code
         )
+        if servers:
+            gateway.mcp = McpHub(caller, registry, mode, servers, self.worker.programs)
         try:
             with sdk.replay_context(registry.execute_ids):
                 return Episode(

@@ -39,12 +39,17 @@ Invariants:
 - nothing is exported to a tracing service: ``OPENAI_AGENTS_DISABLE_TRACING=1`` is set while
   recording and, from the first recording on, a request to a tracing-ingest path over httpx
   is answered in this process and never sent (listed in ``end.outbound`` as refused).
+
+Not recorded here: the traffic of an MCP server the agent starts (``tools: [{mcp: {command:
+...}}]``): ``sandbox-replay record`` records it (`runner.runtime.mcphub`); entering a recorder
+whose workflow names one is a `RuntimeWarning` saying so (`MCP_NOT_RECORDED`).
 """
 
 import contextvars
 import json
 import os
 import platform
+import re
 import secrets
 import sys
 import threading
@@ -93,6 +98,14 @@ def _capturing_recorder() -> Optional["Recorder"]:
         return active if active.capture_httpx else None
     with _CAPTURING_LOCK:
         return _CAPTURING[-1] if _CAPTURING else None
+
+
+MCP_NOT_RECORDED = (
+    "runner.sdk.record does not record MCP traffic: the workflow names an MCP server command, "
+    "whose calls will be missing from this trace (record the run with `sandbox-replay record`)"
+)
+# a `mcp:` mapping holding a `command:` (flow or block style), read as text: no YAML here
+_MCP_COMMAND = re.compile(r"\bmcp\s*:\s*(\{[^}]*\bcommand\s*:|\n\s+command\s*:)")
 
 
 def _safe_str(exc: BaseException) -> str:
@@ -183,6 +196,8 @@ class Recorder(ModelCallRecording):
     # -- the context -------------------------------------------------------------------------
 
     def __enter__(self) -> "Recorder":
+        if _MCP_COMMAND.search(self.workflow["content"]):
+            warnings.warn(MCP_NOT_RECORDED, RuntimeWarning, stacklevel=2)
         wallclock.install()
         self._start = self._clock()
         self._reading = self._start

@@ -188,6 +188,8 @@ def check_schema_hash(run: RunRecord, call: CallRecord, unlisted: bool = False) 
     ``unlisted``: the model called the tool without being shown its definition
     (`UnlistedCalls`): no schema was in force worth the name, ``missing``.
     """
+    if call.is_mcp_protocol_call:
+        return FieldCheck("not_applicable", "an MCP protocol request, not a tool")
     if call.is_provider_call:
         return _NA
     if call.schema_hash is None:

@@ -252,6 +252,22 @@ class CallRecord(Record):
         """True for a model or simulated-user turn, False for a tool call."""
         return self.tool in PROVIDER_ROLES
 
+    @property
+    def mcp_method(self) -> str | None:
+        """The MCP method of a call an MCP server answered (``meta.mcp.method``), or None."""
+        mcp = (self.meta or {}).get("mcp")
+        method = mcp.get("method") if isinstance(mcp, dict) else None
+        return method if isinstance(method, str) else None
+
+    @property
+    def is_mcp_protocol_call(self) -> bool:
+        """True for an MCP server's protocol request (``mcp.*``: any method but ``tools/call``).
+
+        Not a tool: no schema hash, in no registry (docs/trace-format.md, "MCP traffic").
+        """
+        method = self.mcp_method
+        return method is not None and method != "tools/call" and self.tool.startswith("mcp.")
+
     @model_validator(mode="after")
     def _role_fields(self) -> CallRecord:
         present = self.model_fields_set

@@ -19,13 +19,21 @@ CLI = str(Path(sys.executable).parent / "sandbox-replay")
 
 
 def run_cli(
-    args: list[str], cwd: Path, image: str, *, state: Path | None = None, timeout: float = 300
+    args: list[str],
+    cwd: Path,
+    image: str,
+    *,
+    state: Path | None = None,
+    timeout: float = 300,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``sandbox-replay ARGS`` in ``cwd`` with its state in ``state`` (default ``cwd/state``)."""
+    """``sandbox-replay ARGS`` in ``cwd`` with its state in ``state`` (default ``cwd/state``),
+    ``extra_env`` added to the environment."""
     env = dict(os.environ)
     env.update(
         {"SANDBOX_REPLAY_STATE_DIR": str(state or cwd / "state"), "SANDBOX_REPLAY_IMAGE": image}
     )
+    env.update(extra_env or {})
     return subprocess.run(
         [CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )

@@ -145,8 +145,19 @@ class Caller:
         record.setdefault("meta", {}).setdefault("divergence", []).append(note)
         self._send("divergence", **note)
 
-    def call_tool(self, step_id: str, tool: RuntimeTool, args: Any) -> Any:
+    def call_tool(
+        self,
+        step_id: str,
+        tool: RuntimeTool,
+        args: Any,
+        execute: Optional[Execute] = None,
+        meta: Optional[Dict[str, Any]] = None,
+    ) -> Any:
         """Execute or serve one tool call and report it.
+
+        ``execute``, when given, runs this call instead of the caller's executor (an MCP
+        server's request, forwarded by `runner.runtime.mcphub`); it fills the record's body as
+        the executor does. ``meta`` is put in the record's ``meta`` (``{"mcp": ...}``).
 
         Returns:
             The tool's return value (served values are the recorded body parsed as JSON).
@@ -175,6 +186,8 @@ class Caller:
         }
         if not isinstance(args, dict):
             record["meta"] = {"arguments": args}
+        if meta:
+            record.setdefault("meta", {}).update(meta)
         started = time.monotonic()
         error: Optional[BaseException] = None
         value: Any = None
@@ -182,7 +195,7 @@ class Caller:
             argrules.guard(tool.rules, tool.id, args, record)  # the policy's argument rules
             if tool.disposition == "execute":
                 record["source"] = "executed"
-                value = self._execute(index, step_id, tool, args, record)
+                value = self._execute(index, step_id, tool, args, record, execute)
             else:
                 served = self._serve(record, tool.id, args)
                 record["source"] = "trace" if self.mode == "reproduce" else "observation"
@@ -202,12 +215,18 @@ class Caller:
         return value
 
     def _execute(
-        self, index: int, step_id: str, tool: RuntimeTool, args: Any, record: Dict[str, Any]
+        self,
+        index: int,
+        step_id: str,
+        tool: RuntimeTool,
+        args: Any,
+        record: Dict[str, Any],
+        execute: Optional[Execute] = None,
     ) -> Any:
         if not isinstance(args, dict):
             kind = type(args).__name__
             raise TypeError("tool {!r} takes keyword arguments, not {}".format(tool.id, kind))
-        return self._run(tool, args, record, None)
+        return (execute or self._run)(tool, args, record, None)
 
     def _rerun_raw(
         self, tool: RuntimeTool, args: Any, record: Dict[str, Any], served: Dict[str, Any]

@@ -20,6 +20,7 @@ Routes (a query string is kept in the path recorded, ignored for routing):
 | GET ``/v1/responses/{id}``                | a response this run received (the host keeps |
 |                                           | them; request ``{"response_id"}``; no stream)|
 | POST ``…/traces/ingest``                  | the Agents SDK's trace export: answered here |
+| POST ``/_sandbox-replay/mcp``             | the MCP stand-in (`runner.runtime.mcphub`)   |
 | anything else                             | 404 in the API's error shape                 |
 
 A model request must be a JSON object (the strict decoder: no NaN, no duplicate keys, nested
@@ -44,6 +45,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from runner.runtime.mcphub import MCP_PATH
 from runner.runtime.replay.calls import Caller
 from runner.runtime.steps import apicall
 from runner.trace.strictjson import MAX_VALUE_DEPTH
@@ -154,6 +156,7 @@ class Gateway:
         self.note = note
         self._step: Optional[str] = None
         self._lock = threading.Lock()
+        self.mcp: Any = None  # the episode's `runner.runtime.mcphub.McpHub`, when it has one
         self.server = _Server(("127.0.0.1", 0), _handler(self))
         self.host, self.port = "127.0.0.1", int(self.server.server_address[1])
         self._thread = threading.Thread(
@@ -194,6 +197,8 @@ class Gateway:
         route, _, query = path.partition("?")
         route = route.rstrip("/") or "/"
         api = ROUTES.get(route)
+        if route == MCP_PATH and self.mcp is not None and method == "POST":
+            return self._mcp(raw)
         retrieved = RETRIEVE.match(route) if api is None else None
         if retrieved is not None:
             api = "responses_retrieve"
@@ -228,6 +233,21 @@ class Gateway:
         passed = {k: v[:256] for k, v in headers.items() if k in PASSED_HEADERS}
         response = apicall.call_api(self.caller, step_id, api, path[:2048], request, passed)
         return self._answer(api, response)
+
+    def _mcp(self, raw: bytes) -> Answer:
+        """An MCP stand-in's exchange, answered by the hub (as JSON; 503 outside a step)."""
+        with self._lock:
+            step_id = self._step
+        if step_id is None:
+            self.note("outside_step", method="POST", path=MCP_PATH, bytes=len(raw), status=503)
+            return 503, "application/json", b'{"error": "no program step is running"}'
+        try:
+            exchange = parse_request(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.note("invalid_request", method="POST", path=MCP_PATH, bytes=len(raw), status=400)
+            return 400, "application/json", json.dumps({"error": str(exc)[:300]}).encode("utf-8")
+        answer = self.mcp.answer(step_id, exchange)
+        return 200, "application/json", json.dumps(answer, separators=(",", ":")).encode("utf-8")
 
     def _answer(self, api: str, response: Dict[str, Any]) -> Answer:
         from runner.runtime.replay.callrecords import raw_body

@@ -45,6 +45,7 @@ from runner import sdk
 from runner.errors import ToolNotResolvable
 from runner.runtime.channel import Channel, close_in_child
 from runner.runtime.egress import audit
+from runner.runtime.mcphub import ENV_SERVERS as ENV_MCP_SERVERS
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay import rawserve
 from runner.runtime.steps.program import arguments_of, return_class, run_program
@@ -172,6 +173,10 @@ class WorkerProcess:
         if isinstance(environment, dict):
             os.environ.update({str(k): str(v) for k, v in environment.items()})
             audit.gateway_from_env()  # the gateway is the runtime, not egress
+            if environment.get(ENV_MCP_SERVERS):  # the agent's MCP servers: the stand-in
+                from runner.runtime import mcpspawn
+
+                mcpspawn.install_from_env()
         self._clock(message)  # import-time reads see the run's clock
         if mode == "reproduce":  # the nondeterminism report, from the tool modules' import on
             _observe(message.get("tool_paths"), environment)

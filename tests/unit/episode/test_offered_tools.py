@@ -74,3 +74,19 @@ def test_the_end_line_field_reads_back() -> None:
     }
     end = EndRecord.model_validate(line)
     assert end.undeclared_tools is not None and end.undeclared_tools[0].name == "search_kb"
+
+
+def test_an_mcp_tool_is_offered_under_its_own_name() -> None:
+    """The Agents SDK offers ``notes.search_notes`` (entry prefix ``notes``) as
+    ``search_notes``: declared; the server's other tool, offered too, is named."""
+    workflow = {
+        "tools": [{"mcp": {"command": ["python3", "s.py"], "prefix": "notes"}}],
+        "steps": [{"id": "agent", "program": "a:run", "tools": ["notes.search_notes"]}],
+    }
+    request = {"tools": [{"type": "function", "name": n} for n in ("search_notes", "delete_note")]}
+    assert undeclared_offered("responses", request, workflow, "agent") == ["delete_note"]
+    plain = {**workflow, "tools": [{"mcp": {"command": ["python3", "s.py"]}}]}
+    assert undeclared_offered("responses", request, plain, "agent") == [
+        "search_notes",
+        "delete_note",
+    ]

@@ -51,10 +51,10 @@ from runner.runtime.channel import Channel
 from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
 from runner.runtime.environment import environment_platform, installed_packages
-from runner.runtime.oomcount import OomCounter
 from runner.runtime.mcphub import ENV_SERVERS as ENV_MCP_SERVERS
 from runner.runtime.mcphub import McpHub
 from runner.runtime.mcphub import servers_of as mcp_servers
+from runner.runtime.oomcount import OomCounter
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay.calls import Caller
 from runner.runtime.replay.clock import Clock

@@ -27,11 +27,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BODY_CHARS", "History", "Message", "denial", "reply_of", "request_messages"]
+__all__ = [
+    "BODY_CHARS",
+    "History",
+    "Message",
+    "call_view",
+    "capped_message",
+    "denial",
+    "reply_of",
+    "request_messages",
+]
 
 BODY_CHARS = 1 << 20  # a body longer than this is not parsed (the raw body is still shown)
 
@@ -358,3 +367,49 @@ class History:
         self.last[role] = index
         self.replies[index] = reply
         return new, note
+
+
+def call_view(call: Mapping[str, Any] | None, cap: Callable[[Any], Any]) -> dict[str, Any] | None:
+    """One trace call line as the conversation shows it, alone (the first difference's sides).
+
+    Args:
+        call: a trace ``call`` line (untrusted), or None for a side without one.
+        cap: caps a text (`runner.cli.render.html.episodes.Capper.text`).
+
+    Returns:
+        ``{"index", "tool", "turn": bool, "args", "body", "error", "denied", "messages",
+        "reply"}`` (texts capped; a turn's messages are its whole request's), or None.
+    """
+    if not isinstance(call, Mapping):
+        return None
+    tool = str(call.get("tool") or "?")
+    turn = tool in ("model", "user")
+    error = call.get("error") if isinstance(call.get("error"), Mapping) else None
+    meta = call.get("meta") if isinstance(call.get("meta"), Mapping) else None
+    view: dict[str, Any] = {"index": call.get("index"), "tool": tool, "turn": turn}
+    body = call.get("body") if call.get("body_encoding") != "base64" else None
+    if turn:
+        request = call.get("request") if isinstance(call.get("request"), Mapping) else {}
+        api = call.get("api") if isinstance(call.get("api"), str) else None
+        reply = reply_of(body if isinstance(body, str) else None, role=tool)
+        view["messages"] = [capped_message(m, cap) for m in request_messages(request, api)]
+        view["reply"] = capped_message(reply, cap) if reply else None
+    else:
+        view["args"] = cap(call.get("args"))
+        view["denied"] = denial(error, meta)
+    if not (turn and view["reply"]) and isinstance(call.get("body"), str):
+        view["body"] = cap(call.get("body"))
+    if error:
+        view["error"] = {"class": str(error.get("class")), "message": cap(error.get("message"))}
+    return view
+
+
+def capped_message(message: Message, cap: Callable[[Any], Any]) -> dict[str, Any]:
+    """``message`` with its texts (text, each tool call's arguments) passed through ``cap``."""
+    shown: dict[str, Any] = {"role": message["role"], "text": cap(message["text"])}
+    if message.get("ref"):
+        shown["ref"] = message["ref"]
+    shown["tool_calls"] = [
+        {"name": c["name"], "arguments": cap(c["arguments"])} for c in message.get("tool_calls", [])
+    ]
+    return shown

@@ -32,7 +32,7 @@ from typing import Any
 
 from runner.cli.render.html.conversation import (
     History,
-    Message,
+    capped_message,
     denial,
     reply_of,
     request_messages,
@@ -129,21 +129,6 @@ def _body_usage(body: str | None) -> Mapping[str, Any] | None:
     return usage if isinstance(usage, dict) else None
 
 
-def _shown(message: Message | None, cap: Capper) -> dict[str, Any] | None:
-    """A conversation message with its texts capped."""
-    if message is None:
-        return None
-    shown: dict[str, Any] = {"role": message["role"], "text": cap.text(message["text"])}
-    if message.get("ref"):
-        shown["ref"] = message["ref"]
-    if message.get("tool_calls"):
-        shown["tool_calls"] = [
-            {"name": c["name"], "arguments": cap.text(c["arguments"])}
-            for c in message["tool_calls"]
-        ]
-    return shown
-
-
 def _conversation(record: CallRecord, history: History, cap: Capper) -> dict[str, Any]:
     """A provider turn as the conversation shows it: its new messages and its reply."""
     body = record.body if record.body_encoding != "base64" else None
@@ -154,8 +139,8 @@ def _conversation(record: CallRecord, history: History, cap: Capper) -> dict[str
         record.index, record.tool, messages, (ref.call, ref.count) if ref else None, reply
     )
     conversation: dict[str, Any] = {
-        "messages": [_shown(m, cap) for m in new],
-        "reply": _shown(reply, cap),
+        "messages": [capped_message(m, cap.text) for m in new],
+        "reply": capped_message(reply, cap.text) if reply else None,
     }
     if note:
         conversation["note"] = note

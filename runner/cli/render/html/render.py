@@ -31,13 +31,15 @@ from markupsafe import Markup
 
 import runner
 from runner.cli.render.html.diff import side_by_side
-from runner.cli.render.html.episodes import SOURCES, read_episode
+from runner.cli.render.html.conversation import call_view
+from runner.cli.render.html.episodes import SOURCES, Capper, read_episode
 from runner.cli.render.reproduce import failure_words
 from runner.reproduce.report import ReproduceReport
 
 __all__ = ["page_bytes", "render_page", "render_reproduce", "render_trace", "write_page"]
 
 TEMPLATES = Path(__file__).parent / "templates"
+SIDES = ("recorded", "replayed")
 
 
 @cache
@@ -104,6 +106,10 @@ def render_page(template: str, context: Mapping[str, Any], data: Any) -> str:
 def render_reproduce(reports: Sequence[ReproduceReport]) -> str:
     """The page of a reproduce: per trace the outcome, first difference, environment, egress.
 
+    At the first difference the two calls (recorded, replayed) are shown side by side as the
+    conversation shows a call (`call_view`: a turn's messages and reply, a tool's arguments,
+    result, error or refusal), then as JSON diffed line by line (`side_by_side`).
+
     Args:
         reports: the verdict on each trace.
     """
@@ -117,9 +123,12 @@ def render_reproduce(reports: Sequence[ReproduceReport]) -> str:
             diff = side_by_side(calls.get("recorded"), calls.get("replayed"))
         said = {
             side: failure_words((getattr(report, side) or {}).get("failure"))
-            for side in ("recorded", "replayed")
+            for side in SIDES
         }
-        items.append({**report.to_json(), "diff": diff, "failure_words": said})
+        sides = None
+        if report.first_difference and calls:
+            sides = {side: call_view(calls.get(side), Capper().text) for side in SIDES}
+        items.append({**report.to_json(), "diff": diff, "sides": sides, "failure_words": said})
     data = {"kind": "reproduce", "reports": items}
     return render_page("reproduce.html.j2", {"items": items, "counts": counts}, data)
 

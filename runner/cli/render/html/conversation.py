@@ -47,6 +47,11 @@ BODY_CHARS = 1 << 20  # a body longer than this is not parsed (the raw body is s
 Message = dict[str, Any]
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (untrusted shapes)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _text_of(content: Any) -> str:
     """The text of a content value: a string, or a list of parts/blocks (text joined)."""
     if content is None:
@@ -90,7 +95,7 @@ def _chat_tool_calls(calls: Any) -> list[dict[str, Any]]:
     for call in calls if isinstance(calls, list) else []:
         if not isinstance(call, Mapping):
             continue
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        function = _mapping(call.get("function")) or call
         out.append(
             {
                 "name": str(function.get("name") or "?"),
@@ -138,7 +143,10 @@ def _responses_item(item: Any) -> Message | None:
         return None
     kind = item.get("type")
     if kind == "function_call":
-        call = {"name": str(item.get("name") or "?"), "arguments": _arguments(item.get("arguments"))}
+        call = {
+            "name": str(item.get("name") or "?"),
+            "arguments": _arguments(item.get("arguments")),
+        }
         return _message("assistant", "", tool_calls=[{**call, "id": str(item.get("call_id"))}])
     if kind == "function_call_output":
         return _message("tool", _text_of(item.get("output")), ref=str(item.get("call_id") or ""))
@@ -226,16 +234,23 @@ def _reply_from_stream(events: Sequence[Any]) -> Message | None:
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                calls[int(event.get("index") or 0)] = {"name": str(block.get("name")), "arguments": ""}
+                calls[int(event.get("index") or 0)] = {
+                    "name": str(block.get("name")),
+                    "arguments": "",
+                }
         elif kind == "content_block_delta":
             delta = event.get("delta") or {}
             if isinstance(delta, Mapping) and delta.get("type") == "text_delta":
                 text.append(str(delta.get("text") or ""))
             elif isinstance(delta, Mapping) and delta.get("type") == "input_json_delta":
-                call = calls.setdefault(int(event.get("index") or 0), {"name": "?", "arguments": ""})
+                call = calls.setdefault(
+                    int(event.get("index") or 0), {"name": "?", "arguments": ""}
+                )
                 call["arguments"] += str(delta.get("partial_json") or "")
         elif isinstance(event.get("choices"), list) and event["choices"]:
-            delta = event["choices"][0].get("delta") if isinstance(event["choices"][0], Mapping) else {}
+            delta = (
+                event["choices"][0].get("delta") if isinstance(event["choices"][0], Mapping) else {}
+            )
             if not isinstance(delta, Mapping):
                 continue
             if isinstance(delta.get("content"), str):
@@ -244,7 +259,7 @@ def _reply_from_stream(events: Sequence[Any]) -> Message | None:
                 if not isinstance(part, Mapping):
                     continue
                 call = calls.setdefault(int(part.get("index") or 0), {"name": "", "arguments": ""})
-                function = part.get("function") if isinstance(part.get("function"), Mapping) else {}
+                function = _mapping(part.get("function"))
                 call["name"] += str(function.get("name") or "")
                 call["arguments"] += str(function.get("arguments") or "")
     if not text and not calls:
@@ -278,7 +293,9 @@ def reply_of(body: str | None, *, role: str = "model") -> Message | None:
     return message
 
 
-def denial(error: Mapping[str, Any] | None, meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def denial(
+    error: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
     """``{"rule", "reason"}`` when the policy refused the call (nothing ran), else None.
 
     A refused call carries ``error.class`` ``runner.errors.CapabilityDenied`` (or
@@ -360,9 +377,9 @@ class History:
                 note = f"its history is call #{reference[0]}'s first {reference[1]} messages"
             elif before:
                 note = "the history differs from the previous turn's: every message shown"
-        if new and new[0]["role"] == "assistant" and previous is not None:
-            if _same_reply(self.replies.get(previous), new[0]):
-                new = new[1:]  # the previous reply, sent back: shown once, as that reply
+        echo = new and new[0]["role"] == "assistant" and previous is not None
+        if echo and _same_reply(self.replies.get(previous or 0), new[0]):
+            new = new[1:]  # the previous reply, sent back: shown once, as that reply
         self.seen[index] = whole
         self.last[role] = index
         self.replies[index] = reply
@@ -389,7 +406,7 @@ def call_view(call: Mapping[str, Any] | None, cap: Callable[[Any], Any]) -> dict
     view: dict[str, Any] = {"index": call.get("index"), "tool": tool, "turn": turn}
     body = call.get("body") if call.get("body_encoding") != "base64" else None
     if turn:
-        request = call.get("request") if isinstance(call.get("request"), Mapping) else {}
+        request = _mapping(call.get("request"))
         api = call.get("api") if isinstance(call.get("api"), str) else None
         reply = reply_of(body if isinstance(body, str) else None, role=tool)
         view["messages"] = [capped_message(m, cap) for m in request_messages(request, api)]

@@ -116,9 +116,7 @@ class _Where:
         """``{"label", "task", "variants", "statuses"}`` of a pair (or a task's every pair)."""
         task = str(task)
         pairs = [
-            (v, s)
-            for v, s in self.by_task.get(task, [])
-            if variant is None or v == str(variant)
+            (v, s) for v, s in self.by_task.get(task, []) if variant is None or v == str(variant)
         ]
         if variant is not None and isinstance(repeat, int):
             found = self.status.get((str(variant), task, repeat))
@@ -190,9 +188,7 @@ def _incomplete(
     by_status: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         variant = entry.get("variant")
-        label = (
-            f"{variant}×{entry.get('task_id')}" if variant else f"task {entry.get('task_id')}"
-        )
+        label = f"{variant}×{entry.get('task_id')}" if variant else f"task {entry.get('task_id')}"
         item = where.item(label, entry.get("task_id"), variant, entry.get("repeat", 0))
         by_status.setdefault(str(entry.get("status")), []).append(item)
     return list(by_status.items())

@@ -59,11 +59,11 @@
      item, a paragraph) is hidden when none of its items is shown and its [data-count] says
      how many are. */
   var filters = document.getElementById("filters");
-  function values(node, name) {
-    if (node.hasAttribute("data-" + name + "s")) {
-      try { return JSON.parse(node.getAttribute("data-" + name + "s")); } catch (e) { return []; }
+  function values(node, one, many) {
+    if (node.hasAttribute(many)) {
+      try { return JSON.parse(node.getAttribute(many)); } catch (e) { return []; }
     }
-    return node.hasAttribute("data-" + name) ? [node.getAttribute("data-" + name)] : [];
+    return node.hasAttribute(one) ? [node.getAttribute(one)] : [];
   }
   function applyFilters() {
     var variant = filters.querySelector("[name=variant]").value;
@@ -74,8 +74,8 @@
       var label = block.getAttribute("data-filter");
       if (label && !counts[label]) { counts[label] = [0, 0]; order.push(label); }
       Array.prototype.forEach.call(block.querySelectorAll("[data-task]"), function (node) {
-        var ok = (!variant || values(node, "variant").indexOf(variant) !== -1) &&
-          (!status || values(node, "status").indexOf(status) !== -1) &&
+        var ok = (!variant || values(node, "data-variant", "data-variants").indexOf(variant) !== -1) &&
+          (!status || values(node, "data-status", "data-statuses").indexOf(status) !== -1) &&
           (!task || node.getAttribute("data-task").toLowerCase().indexOf(task) !== -1);
         node.hidden = !ok;
         if (label) { counts[label][1]++; if (ok) { counts[label][0]++; } }

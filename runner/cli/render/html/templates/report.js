@@ -126,7 +126,7 @@
       if (label) { summary.appendChild(el("span", "muted", label + " ")); }
       summary.appendChild(el("span", "preview", first + "…"));
       summary.appendChild(el("span", "muted", " (" + (value.n || text.length) + " characters, " +
-        lines + " lines)"));
+        lines + (lines === 1 ? " line)" : " lines)")));
       wrap.appendChild(summary);
     } else {
       wrap = el("div", cls || null);

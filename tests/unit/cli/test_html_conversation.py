@@ -171,9 +171,15 @@ def test_each_turn_shows_its_new_messages_and_not_the_echo_of_the_last_reply() -
     tool = {"role": "tool", "text": "7", "ref": "c1"}
     second = [*first, {**reply}, tool]
     assert history.turn(2, "model", second, None, None) == ([tool], None)
-    # a rewritten history (a summarised context): every message again, and said
-    shown, note = history.turn(4, "model", [{"role": "user", "text": "summary"}], None, None)
-    assert shown == [{"role": "user", "text": "summary"}] and note is not None
+    # a rewritten history (the same system message, the rest summarised): all of it, and said
+    summarised = [first[0], {"role": "user", "text": "summary"}]
+    shown, note = history.turn(4, "model", summarised, None, None)
+    assert shown == summarised and note is not None
+    # a request that starts anew is a new conversation: all of it, nothing to say
+    fresh = [{"role": "user", "text": "other"}]
+    assert history.turn(6, "model", fresh, None, None) == (fresh, None)
+    # another step's agent holds a conversation of its own
+    assert history.turn(8, "model/other-step", first, None, None) == (first, None)
     # history by reference (messages_from): the request holds only what follows the reference
     history = History()
     history.turn(0, "model", first, None, reply)

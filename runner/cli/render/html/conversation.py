@@ -328,12 +328,12 @@ def _same_reply(a: Message | None, b: Message) -> bool:
 
 @dataclass
 class History:
-    """Each provider role's conversation so far, to show a turn's new messages only.
+    """Each conversation so far, to show a turn's new messages only.
 
     Attributes:
         seen: per call index, the fingerprints of its request's messages (references resolve
             through it).
-        last: per role, the call index of its previous turn.
+        last: per conversation key, the call index of its previous turn.
         replies: per call index, the reply it got (to drop its echo in the next request).
     """
 
@@ -344,16 +344,17 @@ class History:
     def turn(
         self,
         index: int,
-        role: str,
+        key: str,
         messages: list[Message],
         reference: tuple[int, int] | None,
         reply: Message | None,
     ) -> tuple[list[Message], str | None]:
-        """The messages of turn ``index`` not shown by an earlier turn of ``role``, and a note.
+        """The messages of turn ``index`` not shown by an earlier turn of ``key``, and a note.
 
         Args:
             index: the call's index.
-            role: ``model`` or ``user``.
+            key: the conversation: the provider role and the step (``model/research``);
+                each agent step holds a conversation of its own with its model.
             messages: its request's messages (`request_messages`); after a ``messages_from``
                 reference, those that follow the referenced history.
             reference: ``(call, count)`` of ``messages_from``, or None.
@@ -364,7 +365,7 @@ class History:
             turn's plus new messages (every message is then shown).
         """
         prints = [_fingerprint(m) for m in messages]
-        previous = self.last.get(role)
+        previous = self.last.get(key)
         before = self.seen.get(previous, []) if previous is not None else []
         base = self.seen.get(reference[0], [])[: reference[1]] if reference else []
         whole = base + prints
@@ -375,13 +376,16 @@ class History:
             new = messages
             if reference is not None:
                 note = f"its history is call #{reference[0]}'s first {reference[1]} messages"
-            elif before:
+            elif before and prints[:1] == before[:1]:
+                # the same conversation (its first message), its history rewritten (a summary,
+                # a cut): said, since the reader would expect only new messages here; a request
+                # that starts anew is a new conversation and needs no note
                 note = "the history differs from the previous turn's: every message shown"
         echo = new and new[0]["role"] == "assistant" and previous is not None
         if echo and _same_reply(self.replies.get(previous or 0), new[0]):
             new = new[1:]  # the previous reply, sent back: shown once, as that reply
         self.seen[index] = whole
-        self.last[role] = index
+        self.last[key] = index
         self.replies[index] = reply
         return new, note
 
@@ -426,7 +430,8 @@ def capped_message(message: Message, cap: Callable[[Any], Any]) -> dict[str, Any
     shown: dict[str, Any] = {"role": message["role"], "text": cap(message["text"])}
     if message.get("ref"):
         shown["ref"] = message["ref"]
-    shown["tool_calls"] = [
-        {"name": c["name"], "arguments": cap(c["arguments"])} for c in message.get("tool_calls", [])
-    ]
+    if message.get("tool_calls"):
+        shown["tool_calls"] = [
+            {"name": c["name"], "arguments": cap(c["arguments"])} for c in message["tool_calls"]
+        ]
     return shown

@@ -135,8 +135,9 @@ def _conversation(record: CallRecord, history: History, cap: Capper) -> dict[str
     reply = reply_of(body, role=record.tool)
     messages = request_messages(record.request or {}, record.api)
     ref = record.messages_from
+    key = f"{record.tool}/{record.step_id}"
     new, note = history.turn(
-        record.index, record.tool, messages, (ref.call, ref.count) if ref else None, reply
+        record.index, key, messages, (ref.call, ref.count) if ref else None, reply
     )
     conversation: dict[str, Any] = {
         "messages": [capped_message(m, cap.text) for m in new],
@@ -163,7 +164,10 @@ def _call(
     if record.is_provider_call:
         # the conversation first: it is what the page shows; the raw request and body after it
         # take what the episode's budget has left (`Capper`)
-        call["conversation"] = _conversation(record, history, cap)
+        spent = cap.used >= EPISODE_HARD_CHARS  # every text empty: the raw lengths say it
+        conversation = _conversation(record, history, cap)  # in the history either way
+        if not spent:
+            call["conversation"] = conversation
         tokens_in, tokens_out = _usage(record.usage or _body_usage(record.body))
         call.update(
             kind="turn",

@@ -66,7 +66,8 @@ def content_security_policy(css: str, js: str, *, header: bool = False) -> str:
     """The page's CSP: nothing loads; only our own style and script, by hash.
 
     Args:
-        css: the page's style; js: its script (each allowed by its sha256).
+        css: the page's style (allowed by its sha256).
+        js: the page's script (allowed by its sha256).
         header: for an HTTP header (``view``): adds ``frame-ancestors 'none'``, a directive
             browsers ignore, with a console error, in a ``<meta>`` policy (CSP 3, §6.4.2).
     """

@@ -45,20 +45,22 @@ def main() -> None:
     if not state.name or not pages:
         sys.exit("set SANDBOX_REPLAY_STATE_DIR to the state folder `make demo` printed")
     page = pages[-1]
-    with tempfile.TemporaryDirectory(prefix="screenshots-") as tmp:
-        with browser(Path(tmp), width=1400, height=900) as b:
-            b.open(page.as_uri())
-            b.screenshot(ROOT / "docs" / "report.png")
-            n = b.js(FIND_EPISODE)
-            if n is None:
-                sys.exit(f"{page}: no episode with a model turn and a tool call")
-            b.click(f"#episode-{n} details.conversation summary")
-            while not b.js(f"document.querySelectorAll('#episode-{n} .call').length"):
-                time.sleep(0.05)
-            b.js(f"document.getElementById('episode-{n}').scrollIntoView({{block: 'start'}})")
-            b.js("window.scrollBy(0, -60)")  # below the sticky filter bar
-            time.sleep(0.2)
-            b.screenshot(ROOT / "docs" / "report-conversation.png")
+    with (
+        tempfile.TemporaryDirectory(prefix="screenshots-") as tmp,
+        browser(Path(tmp), width=1400, height=900) as b,
+    ):
+        b.open(page.as_uri())
+        b.screenshot(ROOT / "docs" / "report.png")
+        n = b.js(FIND_EPISODE)
+        if n is None:
+            sys.exit(f"{page}: no episode with a model turn and a tool call")
+        b.click(f"#episode-{n} details.conversation summary")
+        while not b.js(f"document.querySelectorAll('#episode-{n} .call').length"):
+            time.sleep(0.05)
+        b.js(f"document.querySelector('#episode-{n} details.conversation').scrollIntoView()")
+        b.js("window.scrollBy(0, -90)")  # the episode's line in view, below the filter bar
+        time.sleep(0.2)
+        b.screenshot(ROOT / "docs" / "report-conversation.png")
     print(f"docs/report.png, docs/report-conversation.png from {page}")
 
 

@@ -155,7 +155,7 @@ def test_job_report_in_a_real_browser(job: dict[str, Any], tmp_path: Path) -> No
         calls = _texts(b, f"#episode-{n} .call")
         assert len(calls) == 3
         assert "served from recording" in calls[0] and "executed" in calls[1]
-        shown = _texts(b, f"#episode-{n} .call pre")
+        shown = _texts(b, f"#episode-{n} .call pre, #episode-{n} .call code")
         assert any(PAYLOAD_START in text for text in shown)  # the tool's output, as text
         assert any("<svg onload=" in text and "onerror=window.__pwned=6" in text for text in shown)
         _nothing_ran(b)

@@ -113,12 +113,28 @@
      tool call with its arguments, result, error or refusal, every call with its duration;
      a long value collapsed to its first line, the whole one click away; each call's raw
      JSON in a details element. */
-  var LONG_CHARS = 400, LONG_LINES = 8;
-  function capped(parent, label, value, cls) {
+  var LONG_CHARS = 400, LONG_LINES = 8, INLINE_CHARS = 160;
+  function compact(text) {  /* indented JSON that fits on one line, on one line */
+    if (text.length > 4 * INLINE_CHARS || "{[".indexOf(text.charAt(0)) === -1) { return text; }
+    try {
+      var one = JSON.stringify(JSON.parse(text));
+      return one.length <= INLINE_CHARS ? one : text;
+    } catch (e) { return text; }
+  }
+  function capped(parent, label, value, cls, ours) {
+    /* ours: a value the report wrote as indented JSON (a tool's arguments), shown on one line
+       when it fits; every other value (a raw body, a model's arguments) exactly as recorded */
     if (!value) { return; }
-    var text = value.t;
+    var text = ours && value.n === undefined ? compact(value.t) : value.t;
     var lines = text.split("\n").length;
     var wrap;
+    if (lines === 1 && text.length <= INLINE_CHARS && value.n === undefined && text) {
+      wrap = el("div", "inline" + (cls ? " " + cls : ""));
+      if (label) { wrap.appendChild(el("span", "muted", label + " ")); }
+      wrap.appendChild(el("code", null, text));
+      parent.appendChild(wrap);
+      return;
+    }
     if (text.length > LONG_CHARS || lines > LONG_LINES) {
       wrap = el("details", "long" + (cls ? " " + cls : ""));
       var first = text.replace(/\s+/g, " ").trim().slice(0, 120);
@@ -216,7 +232,7 @@
         capped(box, "response (raw body; not read as a reply)", call.body);
       }
     } else {
-      capped(box, "arguments", call.args);
+      capped(box, "arguments", call.args, null, true);
       if (call.denied) {
         var why = el("div", "denied");
         why.appendChild(el("b", null, "denied by policy"));

@@ -13,14 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.cli.render.html import render_job, render_reproduce, render_trace
-from runner.cli.render.html.conversation import (
-    History,
-    call_view,
-    denial,
-    reply_of,
-    request_messages,
-)
+from runner.cli.render.html.conversation import History, call_view, denial
 from runner.cli.render.html.episodes import Capper, read_episode
+from runner.cli.render.html.messages import reply_of, request_messages
 from runner.reproduce.report import ReproduceReport
 from runner.submit.jobreport import JobReport
 

@@ -12,7 +12,7 @@ shows, each text capped:
   most `CALLS_SHOWN` calls and `OUTBOUND_SHOWN` destinations.
 
 A model or user turn is also read as a conversation (`runner.cli.render.html.conversation`):
-the messages new since its role's previous turn and its reply, capped first (they are what the
+the messages new since its conversation's previous turn and its reply, capped first (they are what the
 page shows); its raw request and body, shown on demand as the call's raw JSON, take what the
 episode's budget has left.
 
@@ -30,13 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.cli.render.html.conversation import (
-    History,
-    capped_message,
-    denial,
-    reply_of,
-    request_messages,
-)
+from runner.cli.render.html.conversation import History, capped_message, denial
+from runner.cli.render.html.messages import reply_of, request_messages
 from runner.errors import InputError
 from runner.tracetools.reader import CallRecord, EndRecord, RunRecord, TraceLines
 

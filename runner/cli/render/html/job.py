@@ -8,7 +8,10 @@ words, the head-to-head matrix, the ratings (mu, sigma, ordinal) and their chart
 section, the per-task ranking with the judge's reasons, and one summary
 row per episode; `job_data` reads every episode's trace (streaming, capped:
 `runner.cli.render.html.episodes`) for the page's script, each model turn's USD taken from the
-report's pairs (the page never opens the ledger). Nothing is escaped here: the template
+report's pairs (the page never opens the ledger). Every row or item the page's filters may
+hide (episodes, per-task rows, pairs not run, incomplete runs, ungraded groups, unrecorded
+reads, flaky tasks) names its task and the variant(s) and status(es) of the episodes it stands
+for (`_Where`), so every list follows the filters. Nothing is escaped here: the template
 autoescapes, the data goes through ``tojson``.
 """
 

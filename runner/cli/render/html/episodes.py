@@ -12,9 +12,9 @@ shows, each text capped:
   most `CALLS_SHOWN` calls and `OUTBOUND_SHOWN` destinations.
 
 A model or user turn is also read as a conversation (`runner.cli.render.html.conversation`):
-the messages new since its conversation's previous turn and its reply, capped first (they are what the
-page shows); its raw request and body, shown on demand as the call's raw JSON, take what the
-episode's budget has left.
+the messages new since its conversation's previous turn and its reply, capped first (they are
+what the page shows); its raw request and body, shown on demand as the call's raw JSON, take
+what the episode's budget has left.
 
 Every cut is said: a capped text is ``{"t": kept, "n": characters in all}`` (``n`` absent when
 whole) and the page prints "truncated"; an episode says how many calls it did not keep.

@@ -2,7 +2,8 @@
 
 The request and reply shapes below are the three APIs' documented shapes (OpenAI Chat
 Completions and Responses, Anthropic Messages, streamed and not), as the gateway records them
-(docs/trace-format.md); the helpdesk traces are the project's recorded examples.
+(docs/trace-format.md); the helpdesk traces are the project's recorded examples; the τ²-bench
+retail results are public (realdata, SANDBOX_REPLAY_REALDATA_DIR).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from runner.cli.render.html import render_job, render_reproduce, render_trace
 from runner.cli.render.html.conversation import History, call_view, denial
 from runner.cli.render.html.episodes import Capper, read_episode
 from runner.cli.render.html.messages import reply_of, request_messages
+from runner.importers.output import write_import
+from runner.importers.tau2 import read_tau2
 from runner.reproduce.report import ReproduceReport
 from runner.submit.jobreport import JobReport
+from tests.support.realdata import realdata
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACES = ROOT / "examples" / "helpdesk" / "traces"
@@ -411,3 +415,33 @@ def test_a_trace_carrying_markup_cannot_inject(tmp_path: Path) -> None:
     conversation = episode["calls"][0]["conversation"]
     assert conversation["messages"][0]["text"] == {"t": ATTACK}  # data, shown as text
     assert conversation["reply"]["tool_calls"][0]["name"] == ATTACK
+
+
+def test_public_tau2_runs_read_as_conversations_without_repeats(tmp_path: Path) -> None:
+    """τ²-bench retail (public results, imported with history by reference): every turn.
+
+    The rule, on every turn of every run: its reply is read (the importer records the choice
+    alone, ``{"message", "finish_reason"}``), and no turn shows again as new the reply its
+    conversation's previous turn gave.
+    """
+    source = read_tau2(realdata("tau2-retail", "results.json"))
+    write_import(source, tmp_path / "out", {})
+    traces = sorted((tmp_path / "out" / "traces").glob("*.jsonl"))
+    assert len(traces) == 40
+    turns = 0
+    for trace in traces:
+        last: dict[str, Any] = {}
+        for call in read_episode(trace)["calls"]:
+            conversation = call.get("conversation")
+            if call["kind"] != "turn" or conversation is None:
+                continue  # past the episode's text budget only the lengths are kept
+            turns += 1
+            reply = conversation["reply"]
+            assert reply is not None, (trace.name, call["index"])
+            key = f"{call['tool']}/{call.get('step')}"
+            previous = last.get(key)
+            if previous is not None and previous.get("text", {}).get("n") is None:
+                shown = [m for m in conversation["messages"] if m["role"] == "assistant"]
+                assert previous["text"] not in [m["text"] for m in shown[:1]], trace.name
+            last[key] = reply
+    assert turns > 300

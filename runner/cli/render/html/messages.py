@@ -4,7 +4,8 @@ A trace stores what crossed the wire: a model turn's ``request`` and its raw res
 This module reads those values into messages:
 
 - Chat Completions (the trace's own shape, SPEC.md): ``messages`` with roles system, user,
-  assistant (``tool_calls``) and tool; the reply ``choices[0].message``;
+  assistant (``tool_calls``) and tool; the reply ``choices[0].message`` (or a choice alone:
+  ``{"message", "finish_reason"}``, as the τ² importer records it);
 - Anthropic Messages: ``system`` and ``messages`` with ``text``, ``tool_use`` and
   ``tool_result`` blocks; the reply's ``content`` blocks;
 - OpenAI Responses: ``instructions`` and ``input`` items (``message``, ``function_call``,
@@ -178,8 +179,9 @@ def _reply_from_json(data: Any) -> Message | None:
         return None
     choices = data.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-        message = choices[0].get("message")
-        return _chat_message(message) if isinstance(message, Mapping) else None
+        data = choices[0]
+    if isinstance(data.get("message"), Mapping):  # a choice (τ² imports record the choice alone)
+        return _chat_message(data["message"])
     if isinstance(data.get("content"), list):  # Anthropic Messages
         return _anthropic_messages({"role": data.get("role") or "assistant", **data})[-1]
     if isinstance(data.get("output"), list):  # Responses

@@ -224,7 +224,16 @@
         fmt(call.tokens_in, 0) + ", out " + fmt(call.tokens_out, 0) + " · USD " + fmt(call.usd, 6)));
       var conv = call.conversation;
       if (conv && conv.note) { box.appendChild(el("div", "cut", conv.note)); }
-      if (conv) { conv.messages.forEach(function (m) { message(box, m); }); }
+      if (conv && call.tool === "user" && conv.messages.length) {
+        /* a simulated user is sent the agent's words as "user" and its own as "assistant":
+           the agent's turns above already show them, so they wait behind a click */
+        var sent = el("details", "sent");
+        sent.appendChild(el("summary", "muted", "what the simulated user was sent (" +
+          conv.messages.length + " message" + (conv.messages.length === 1 ? "" : "s") +
+          ", from its side: the agent is \"user\")"));
+        conv.messages.forEach(function (m) { message(sent, m); });
+        box.appendChild(sent);
+      } else if (conv) { conv.messages.forEach(function (m) { message(box, m); }); }
       if (conv && conv.reply) {
         message(box, conv.reply, call.tool === "user" ? " (simulated)" : "");
       } else {

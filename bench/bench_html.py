@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from runner.cli.render.html import render_job, write_page  # noqa: E402
 from runner.grading import Group, Result, ToolCall, grade, rubric_judge  # noqa: E402
+from runner.submit.jobreport import JobReport  # noqa: E402
 
 RUN_LINE = json.loads(
     (ROOT / "examples" / "helpdesk" / "traces" / "failing.jsonl").read_text().splitlines()[0]
@@ -169,7 +170,7 @@ def main() -> None:
         built = time.perf_counter() - t0
         traces_mb = sum(p.stat().st_size for p in folder.glob("*.jsonl")) / 1e6
         t0 = time.perf_counter()
-        html = render_job(report)
+        html = render_job(JobReport.from_json(report, file="bench"))
         rendered = time.perf_counter() - t0
         page = write_page(folder / "report.html", html)
         size_mb = page.stat().st_size / 1e6

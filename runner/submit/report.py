@@ -20,7 +20,7 @@ Report shape (``report.json``, ``--json``)::
      "incomplete": [{variant?, task_id, repeat, status, reason}] (runs cut by a ceiling, an
         infrastructure error or an interruption; groups the judge failed on: never scored),
      "spend": {purpose: totals}, "grading": {...} | null,
-     "unrecorded": {variant: {"count", "calls": [{task_id, index, tool, args}]}},
+     "unrecorded": {variant: {"count", "calls": [{task_id, repeat, index, tool, args}]}},
      "scores": {"level", "spread", "methods", "k", "variants": [{"variant", "mean",
         "interval": [low, high], "pass_rate", "pass_interval", ...}]} | null
         (`runner.grading.scores`),
@@ -195,7 +195,7 @@ def unrecorded_reads(pairs: Sequence[PairOutcome]) -> dict[str, dict[str, Any]]:
         pairs: the report's pairs (``variant``, ``task_id``, ``trace``).
 
     Returns:
-        ``{variant: {"count": n, "calls": [{task_id, index, tool, args}]}}``, only variants
+        ``{variant: {"count": n, "calls": [{task_id, repeat, index, tool, args}]}}``, only variants
         with at least one such call; ``count`` is exact, ``calls`` the first
         `MAX_LISTED_MISSES`. Traces are read line by line; unreadable ones are skipped (logged).
     """
@@ -217,6 +217,7 @@ def unrecorded_reads(pairs: Sequence[PairOutcome]) -> dict[str, dict[str, Any]]:
                     entry["calls"].append(
                         {
                             "task_id": pair.task_id,
+                            "repeat": pair.repeat,
                             "index": record.get("index"),
                             "tool": record.get("tool"),
                             "args": record.get("args"),

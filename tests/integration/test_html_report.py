@@ -155,7 +155,7 @@ def test_job_report_in_a_real_browser(job: dict[str, Any], tmp_path: Path) -> No
         calls = _texts(b, f"#episode-{n} .call")
         assert len(calls) == 3
         assert "served from recording" in calls[0] and "executed" in calls[1]
-        shown = _texts(b, f"#episode-{n} .call pre")
+        shown = _texts(b, f"#episode-{n} .call pre, #episode-{n} .call code")
         assert any(PAYLOAD_START in text for text in shown)  # the tool's output, as text
         assert any("<svg onload=" in text and "onerror=window.__pwned=6" in text for text in shown)
         _nothing_ran(b)
@@ -170,7 +170,20 @@ def test_job_report_in_a_real_browser(job: dict[str, Any], tmp_path: Path) -> No
             ".filter(r => !r.hidden).map(r => r.getAttribute('data-variant'))"
         )
         assert visible == ["hostile@1"] * 7
-        assert _texts(b, "#filter-count") == ["7 of 21 episodes shown"]
+        assert _texts(b, "#filter-count") == ["7 of 21 episodes shown; per-task rows 7 of 21"]
+        tasks = b.js(
+            "Array.from(document.querySelectorAll('#tasks-table tbody tr'))"
+            ".filter(r => !r.hidden).map(r => r.getAttribute('data-variant'))"
+        )
+        assert tasks == ["hostile@1"] * 7
+        # a status no episode has: every table follows it (the per-task table did not)
+        b.js(
+            "(() => { const s = document.querySelector('#filters [name=status]');"
+            " s.add(new Option('failed', 'failed')); s.value = 'failed';"
+            " s.dispatchEvent(new Event('change')); })()"
+        )
+        assert _texts(b, "#filter-count") == ["0 of 21 episodes shown; per-task rows 0 of 21"]
+        assert b.js("document.querySelectorAll('#tasks-table tbody tr:not([hidden])').length") == 0
 
         # nothing was requested but the page itself
         urls = [e["request"]["url"] for e in b.events("Network.requestWillBeSent")]

@@ -240,6 +240,7 @@ def test_report_shows_scores_reasons_unrecorded_reads_and_groups_reasons(tmp_pat
             "calls": [
                 {
                     "task_id": "t1",
+                    "repeat": 0,
                     "index": 1,
                     "tool": "crm.lookup_customer",
                     "args": {"customer_id": "c-7"},

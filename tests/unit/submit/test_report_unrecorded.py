@@ -74,7 +74,13 @@ def test_unrecorded_reads_of_a_real_trace_are_counted(tmp_path: Path) -> None:
         "v1": {
             "count": 1,
             "calls": [
-                {"task_id": "t1", "index": 1, "tool": "ticket.get", "args": {"ticket_id": "T-2"}}
+                {
+                    "task_id": "t1",
+                    "repeat": 0,
+                    "index": 1,
+                    "tool": "ticket.get",
+                    "args": {"ticket_id": "T-2"},
+                }
             ],
         }
     }

@@ -5,6 +5,9 @@
 - ``job``: ``report.json`` as the job page's context and data, `render_job`;
 - ``episodes``: traces read as streams into capped records; ``charts``: the rating chart's
   geometry; ``diff``: the first differing call side by side;
+- ``messages``: model requests and replies (three APIs, streams) as plain messages;
+  ``conversation``: an episode's turns as their new messages and replies, refusals, one call
+  alone (reproduce's first difference);
 - ``serve``: `serve_page`, the page on 127.0.0.1 (``sandbox-replay view``).
 
 May import what the CLI may. Everything shown from a trace, a task or a sandbox is untrusted:

@@ -11,6 +11,11 @@ shows, each text capped:
   field at most `SPENT_CHARS`, and past `EPISODE_HARD_CHARS` in all none (only its length); at
   most `CALLS_SHOWN` calls and `OUTBOUND_SHOWN` destinations.
 
+A model or user turn is also read as a conversation (`runner.cli.render.html.conversation`):
+the messages new since its conversation's previous turn and its reply, capped first (they are
+what the page shows); its raw request and body, shown on demand as the call's raw JSON, take
+what the episode's budget has left.
+
 Every cut is said: a capped text is ``{"t": kept, "n": characters in all}`` (``n`` absent when
 whole) and the page prints "truncated"; an episode says how many calls it did not keep.
 Everything here comes from a trace and is untrusted: it is data for the template (autoescaped)
@@ -25,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.cli.render.html.conversation import History, capped_message, denial
+from runner.cli.render.html.messages import reply_of, request_messages
 from runner.errors import InputError
 from runner.tracetools.reader import CallRecord, EndRecord, RunRecord, TraceLines
 
@@ -117,7 +124,28 @@ def _body_usage(body: str | None) -> Mapping[str, Any] | None:
     return usage if isinstance(usage, dict) else None
 
 
-def _call(record: CallRecord, cap: Capper) -> dict[str, Any]:
+def _conversation(record: CallRecord, history: History, cap: Capper) -> dict[str, Any]:
+    """A provider turn as the conversation shows it: its new messages and its reply."""
+    body = record.body if record.body_encoding != "base64" else None
+    reply = reply_of(body, role=record.tool)
+    messages = request_messages(record.request or {}, record.api)
+    ref = record.messages_from
+    key = f"{record.tool}/{record.step_id}"
+    new, note = history.turn(
+        record.index, key, messages, (ref.call, ref.count) if ref else None, reply
+    )
+    conversation: dict[str, Any] = {
+        "messages": [capped_message(m, cap.text) for m in new],
+        "reply": capped_message(reply, cap.text) if reply else None,
+    }
+    if note:
+        conversation["note"] = note
+    return conversation
+
+
+def _call(
+    record: CallRecord, cap: Capper, history: History, clock_start: float | None
+) -> dict[str, Any]:
     call: dict[str, Any] = {
         "index": record.index,
         "step": record.step_id,
@@ -126,7 +154,15 @@ def _call(record: CallRecord, cap: Capper) -> dict[str, Any]:
         "source": record.source,  # the page says it in words (SOURCES, the same table)
         "duration_s": record.duration_s,
     }
+    if record.clock is not None and clock_start is not None:
+        call["at_s"] = round(record.clock - clock_start, 6)
     if record.is_provider_call:
+        # the conversation first: it is what the page shows; the raw request and body after it
+        # take what the episode's budget has left (`Capper`)
+        spent = cap.used >= EPISODE_HARD_CHARS  # every text empty: the raw lengths say it
+        conversation = _conversation(record, history, cap)  # in the history either way
+        if not spent:
+            call["conversation"] = conversation
         tokens_in, tokens_out = _usage(record.usage or _body_usage(record.body))
         call.update(
             kind="turn",
@@ -137,6 +173,10 @@ def _call(record: CallRecord, cap: Capper) -> dict[str, Any]:
         )
     else:
         call.update(kind="tool", args=cap.text(record.args))
+        error = record.error
+        call["denied"] = denial(
+            {"class": error.class_, "message": error.message} if error else None, record.meta
+        )
     call = {k: v for k, v in call.items() if v is not None}
     if record.body is not None:
         body = record.body
@@ -209,17 +249,29 @@ def read_episode(
 
     Returns:
         ``{"run", "calls": [...], "calls_total", "calls_omitted", "end" | None, "problems",
-        "tokens_in", "tokens_out", "usd"}``; an unreadable trace gives `EMPTY` with ``error``.
+        "tokens_in", "tokens_out", "usd", "timing"}`` (``timing``: calls with a recorded
+        duration and their seconds summed, ``model_calls``/``model_s`` for model and user
+        turns, ``tool_calls``/``tool_s`` for tools); each call has its ``duration_s`` and
+        ``at_s`` (its clock reading less the run's clock start), a turn its ``conversation``
+        (`runner.cli.render.html.conversation`), a tool call ``denied`` when the policy
+        refused it; an unreadable trace gives `EMPTY` with ``error``.
     """
     cap = Capper()
+    history = History()
     calls: list[dict[str, Any]] = []
     turns = 0
+    spent = {"turn": [0, 0.0], "tool": [0, 0.0]}  # calls, seconds
     try:
         with open(path, "rb") as stream:
             lines = TraceLines(stream, file=str(path))
             for _lineno, record in lines:
+                if isinstance(record, CallRecord) and record.duration_s is not None:
+                    kind = spent["turn" if record.is_provider_call else "tool"]
+                    kind[0] += 1
+                    kind[1] += record.duration_s
                 if isinstance(record, CallRecord) and len(calls) < calls_shown:
-                    call = _call(record, cap)
+                    start = lines.run.clock.start if lines.run is not None else None
+                    call = _call(record, cap, history, start)
                     if call["kind"] == "turn":
                         call["usd"] = usd_per_turn[turns] if turns < len(usd_per_turn) else None
                         turns += 1
@@ -239,4 +291,10 @@ def read_episode(
         "tokens_in": sum(c.get("tokens_in") or 0 for c in turn_calls),
         "tokens_out": sum(c.get("tokens_out") or 0 for c in turn_calls),
         "usd": sum(known_usd) if known_usd else None,
+        "timing": {
+            "model_calls": spent["turn"][0],
+            "model_s": round(spent["turn"][1], 6),
+            "tool_calls": spent["tool"][0],
+            "tool_s": round(spent["tool"][1], 6),
+        },
     }

@@ -30,14 +30,16 @@ import jinja2
 from markupsafe import Markup
 
 import runner
+from runner.cli.render.html.conversation import call_view
 from runner.cli.render.html.diff import side_by_side
-from runner.cli.render.html.episodes import SOURCES, read_episode
+from runner.cli.render.html.episodes import SOURCES, Capper, read_episode
 from runner.cli.render.reproduce import failure_words
 from runner.reproduce.report import ReproduceReport
 
 __all__ = ["page_bytes", "render_page", "render_reproduce", "render_trace", "write_page"]
 
 TEMPLATES = Path(__file__).parent / "templates"
+SIDES = ("recorded", "replayed")
 
 
 @cache
@@ -60,19 +62,27 @@ def _sha256(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
 
 
-def content_security_policy(css: str, js: str) -> str:
-    """The page's CSP: nothing loads; only our own style and script, by hash."""
-    return (
+def content_security_policy(css: str, js: str, *, header: bool = False) -> str:
+    """The page's CSP: nothing loads; only our own style and script, by hash.
+
+    Args:
+        css: the page's style (allowed by its sha256).
+        js: the page's script (allowed by its sha256).
+        header: for an HTTP header (``view``): adds ``frame-ancestors 'none'``, a directive
+            browsers ignore, with a console error, in a ``<meta>`` policy (CSP 3, §6.4.2).
+    """
+    policy = (
         "default-src 'none'; "
         f"style-src '{_sha256(css)}'; "
         f"script-src '{_sha256(js)}'; "
-        "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        "img-src data:; base-uri 'none'; form-action 'none'"
     )
+    return policy + "; frame-ancestors 'none'" if header else policy
 
 
 def content_security_policy_of(html: str) -> str:
-    """The CSP a rendered page carries (for the viewer's header): the same for every page."""
-    return content_security_policy(_static("report.css"), _static("report.js"))
+    """The CSP header for a rendered page (``view``): the same for every page."""
+    return content_security_policy(_static("report.css"), _static("report.js"), header=True)
 
 
 def render_page(template: str, context: Mapping[str, Any], data: Any) -> str:
@@ -104,6 +114,10 @@ def render_page(template: str, context: Mapping[str, Any], data: Any) -> str:
 def render_reproduce(reports: Sequence[ReproduceReport]) -> str:
     """The page of a reproduce: per trace the outcome, first difference, environment, egress.
 
+    At the first difference the two calls (recorded, replayed) are shown side by side as the
+    conversation shows a call (`call_view`: a turn's messages and reply, a tool's arguments,
+    result, error or refusal), then as JSON diffed line by line (`side_by_side`).
+
     Args:
         reports: the verdict on each trace.
     """
@@ -115,11 +129,11 @@ def render_reproduce(reports: Sequence[ReproduceReport]) -> str:
         diff = None
         if report.first_difference and calls:
             diff = side_by_side(calls.get("recorded"), calls.get("replayed"))
-        said = {
-            side: failure_words((getattr(report, side) or {}).get("failure"))
-            for side in ("recorded", "replayed")
-        }
-        items.append({**report.to_json(), "diff": diff, "failure_words": said})
+        said = {side: failure_words((getattr(report, side) or {}).get("failure")) for side in SIDES}
+        sides = None
+        if report.first_difference and calls:
+            sides = {side: call_view(calls.get(side), Capper().text) for side in SIDES}
+        items.append({**report.to_json(), "diff": diff, "sides": sides, "failure_words": said})
     data = {"kind": "reproduce", "reports": items}
     return render_page("reproduce.html.j2", {"items": items, "counts": counts}, data)
 

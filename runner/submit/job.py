@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runner.admission import gate as admission
 from runner.admission.eligibility import EligibilityReport, WorkflowCheck
@@ -210,24 +210,28 @@ def described_plan(
     """``submit``'s plan with each variant's registry as a sandbox describes it.
 
     The registries come from `runner.admission.gate.sandbox_gate` over the
-    command's tool snapshot.
+    command's tool snapshot, each in the image its variant runs in (its own ``image:``, else
+    ``image``).
 
     Raises:
         InputError: a module fails to import in the sandbox (exit 2).
         IneligibleError: a variant calls a tool the sandbox's registry denies (exit 3).
         InfrastructureError: the backend failed.
     """
-    report = EligibilityReport(
-        plan.policy,
-        tuple(WorkflowCheck(str(v.path), v.workflow, v.registry, ()) for v in plan.variants),
-    )
-    described = admission.sandbox_gate(
-        report, backend=backend, settings=settings, image=image, snapshot=snapshot
-    )
-    variants = tuple(
-        replace(variant, registry=check.registry)
-        for variant, check in zip(plan.variants, described.workflows, strict=True)
-    )
+    registries: dict[str, Any] = {}
+    images = dict.fromkeys(v.image or image for v in plan.variants)
+    for each in images:  # each variant described in the image it runs in
+        chosen = [v for v in plan.variants if (v.image or image) == each]
+        report = EligibilityReport(
+            plan.policy,
+            tuple(WorkflowCheck(str(v.path), v.workflow, v.registry, ()) for v in chosen),
+        )
+        described = admission.sandbox_gate(
+            report, backend=backend, settings=settings, image=each, snapshot=snapshot
+        )
+        for variant, check in zip(chosen, described.workflows, strict=True):
+            registries[variant.name] = check.registry
+    variants = tuple(replace(v, registry=registries[v.name]) for v in plan.variants)
     return replace(plan, variants=variants)
 
 

@@ -112,7 +112,7 @@ class PairRunner:
             task=self._tasks[task_id],
             policy=self.plan.policy,
             registry=variant.registry,
-            image=self.image,
+            image=variant.image or self.image,  # a variant naming its own image runs there
             mode=self.plan.policy.mode,
             snapshot=self.snapshot,
         )

@@ -204,7 +204,9 @@ class Plan:
             if variant.calls_unknown:
                 bound += " and the program steps' calls (no recorded trace: cost per call below)"
             out.append(
-                f"  variant {variant.name}: {variant.path.name}, {_models_words(variant)},"
+                f"  variant {variant.name}: {variant.path.name},"
+                + (f" image {variant.image}," if variant.image else "")
+                + f" {_models_words(variant)},"
                 f" per run {bound}, ~${a.usd:.4f}, ~{a.tokens} tokens, ~{a.sandbox_s:.1f}"
                 " sandbox-s"
             )

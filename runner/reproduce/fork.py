@@ -40,13 +40,12 @@ prefix differs from the recording before K; the fork did not continue), ``refuse
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.admission import gate
 from runner.domain.ids import timestamped_ids
-from runner.domain.tasks import parse_task
 from runner.episode.metered_run import call_cap, one_off_run
 from runner.episode.request import EpisodeRequest
 from runner.errors import (
@@ -57,6 +56,7 @@ from runner.errors import (
     EXIT_REFUSED,
     InfrastructureError,
     InputError,
+    ReplayRefused,
 )
 from runner.grading.model import Result
 from runner.grading.rubric import NAME as RUBRIC
@@ -65,15 +65,15 @@ from runner.policy import load_policy
 from runner.providers.fork import ForkProvider
 from runner.providers.workflows import provider_for_workflow
 from runner.reproduce.diff import first_difference, outcome_of
-from runner.reproduce.reproducer import refusals, trace_refusals
+from runner.reproduce.reproducer import refusals
 from runner.tools.snapshot.sources import project_snapshot
+from runner.tracetools.anchor import load_anchor
 from runner.tracetools.reader import Trace, TraceVersionError, read_trace
-from runner.tracetools.tasks_extract import task_of
 
 if TYPE_CHECKING:
     from runner.settings import Settings
 
-__all__ = ["FORK_EXIT_OF", "ForkReport", "check_fork_at", "fork_trace"]
+__all__ = ["FORK_EXIT_OF", "ForkReport", "fork_trace", "judge_fork"]
 
 FORK_EXIT_OF = {
     "recovered": EXIT_OK,
@@ -124,29 +124,6 @@ class ForkReport:
         return {**asdict(self), "exit_code": self.exit_code}
 
 
-def check_fork_at(trace: Trace, fork_at: int) -> None:
-    """Refuse a K outside ``1 .. N`` (N: the trace's recorded calls).
-
-    Raises:
-        InputError: K out of range (field ``--fork-at``, the trace named).
-    """
-    total = len(trace.calls)
-    if total == 0:
-        raise InputError(
-            "the trace has no recorded calls: there is no prefix to fork from",
-            file=trace.file,
-            field="--fork-at",
-        )
-    if not 1 <= fork_at <= total:
-        raise InputError(
-            f"{fork_at} is out of range: K counts the recorded calls replayed (model"
-            f" and tool calls together, trace indices 0..K-1); this trace has {total}, so K is"
-            f" 1 to {total}",
-            file=trace.file,
-            field="--fork-at",
-        )
-
-
 def _fresh_part(trace: Trace, fork_at: int) -> dict[str, Any]:
     calls = [c.to_json() for c in trace.calls]
     end = trace.end.to_json() if trace.end is not None else None
@@ -192,16 +169,11 @@ def fork_trace(
     """
     name = str(path)
     try:
-        trace = read_trace(path)
+        anchor = load_anchor(path, fork_at)
     except TraceVersionError as exc:
         return ForkReport(name, "refused", str(exc), fork_at, refusals=[str(exc)])
-    except InputError as exc:
-        return ForkReport(name, "invalid", str(exc), fork_at)
-    check_fork_at(trace, fork_at)
-    prefix_trace = replace(trace, calls=tuple(c for c in trace.calls if c.index < fork_at))
-    early = trace_refusals(prefix_trace)
-    if early:
-        return _refused(name, fork_at, early)
+    except ReplayRefused as exc:
+        return _refused(name, fork_at, list(exc.fields.get("problems") or [str(exc)]))
     policy = load_policy(policy_name)
     report = gate.read_gate([workflow_path], policy, settings=settings)
     workflow = report.workflows[0].workflow
@@ -212,14 +184,6 @@ def fork_trace(
         "content_hash": workflow.content_hash,
         "path": str(workflow_path),
     }
-    try:
-        task = parse_task(
-            {k: v for k, v in task_of(trace, trace.run.task_id).items() if k != "expected"},
-            file=name,
-            line=1,
-        )
-    except InputError as exc:
-        return ForkReport(name, "invalid", str(exc), fork_at, described)
     fresh_provider = provider_for_workflow(workflow, cwd=cwd or Path.cwd(), settings=settings)
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[path])
     chosen_image = getattr(workflow.spec, "image", None) or image or settings.image
@@ -230,20 +194,20 @@ def fork_trace(
         )
         registry = report.workflows[0].registry
         assert registry is not None  # described, or sandbox_gate raised
-        reasons_ = refusals(prefix_trace, registry)
+        reasons_ = refusals(anchor.prefix_trace, registry)
         if reasons_:
             return _refused(name, fork_at, reasons_, described)
-        prefix = [c.to_json() for c in prefix_trace.calls]
+        prefix = list(anchor.prefix)
         request = EpisodeRequest(
             workflow=workflow,
-            task=task,
+            task=anchor.task,
             policy=policy,
             registry=registry,
             image=chosen_image,
             mode=policy.mode,
             recorded_calls=prefix,
             fork_at=fork_at,
-            clock_start=trace.run.clock.start,
+            clock_start=anchor.trace.run.clock.start,
             snapshot=snapshot,
         )
         model = workflow.spec.model

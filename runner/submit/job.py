@@ -77,6 +77,7 @@ from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.submit.variants import make_variants
 from runner.tools.snapshot.sources import project_snapshot
 from runner.tools.snapshot.toolsnapshot import ToolSnapshot
+from runner.tracetools.anchor import load_anchor
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
@@ -169,7 +170,12 @@ def prepare(
         ],
         recorded,
     )
-    tasks = _tasks(options.tasks)
+    anchor = None
+    if options.fork_at is not None:  # every variant forks the anchor's task at call K
+        anchor = load_anchor(options.tasks, options.fork_at)
+        tasks: tuple[Task, ...] = (anchor.task,)
+    else:
+        tasks = _tasks(options.tasks)
     judge = parse_judge(options.judge)  # an unknown judge: exit 2, now
     if judge.kind == "function":
         make_judge(judge, search_paths=[options.cwd])  # import errors: exit 2, now
@@ -201,6 +207,7 @@ def prepare(
         repeats=options.repeats,
         seed=grading_seed(options, job_id),
         baseline=options.baseline,
+        anchor=anchor,
     )
 
 

@@ -21,6 +21,7 @@ from runner.episode.metered_run import metered_episode
 from runner.episode.request import EpisodeRequest
 from runner.ledger import Amount, CeilingGuard
 from runner.providers.base import ModelProvider
+from runner.providers.fork import ForkProvider
 from runner.providers.metered import StopSignal
 from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.providers.workflows import provider_for_workflow
@@ -107,6 +108,7 @@ class PairRunner:
             InputError: an invalid run id (a bug of the id factory).
         """
         variant = self._variants[variant_name]
+        anchor = self.plan.anchor
         request = EpisodeRequest(
             workflow=variant.workflow,
             task=self._tasks[task_id],
@@ -115,14 +117,19 @@ class PairRunner:
             image=variant.image or self.image,  # a variant naming its own image runs there
             mode=self.plan.policy.mode,
             snapshot=self.snapshot,
+            # an anchored fork: the anchor's first K calls replayed strictly, then fresh
+            recorded_calls=anchor.prefix if anchor is not None else (),
+            fork_at=anchor.fork_at if anchor is not None else None,
         )
         base = self._providers[variant_name]
         waits = WaitAccount(self.max_wait_s)
-        limited = (
+        limited: ModelProvider | None = (
             RateLimitedProvider(base, self.limiter, waits, model=variant.model)
             if base is not None
             else None
         )
+        if anchor is not None:  # the prefix's turns from the trace, the later ones fresh
+            limited = ForkProvider(anchor.prefix, limited)
         episode = metered_episode(
             request,
             run_key=key,

@@ -157,7 +157,9 @@ class Caller:
     def _check_prefix(self, record: Dict[str, Any]) -> None:
         """Mark the fork's prefix broken when call ``record`` is not its recording's."""
         recorded = self._trace.at(record["index"])
-        if recorded is None or recorded.get("tool") != record["tool"]:
+        if (record.get("meta") or {}).get("divergence"):
+            pass  # already said (a served call's miss, a pure result)
+        elif recorded is None or recorded.get("tool") != record["tool"]:
             self.divergence(
                 record,
                 "unrecorded_call",

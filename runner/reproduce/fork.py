@@ -62,7 +62,6 @@ from runner.grading.model import Result
 from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import reasons, score
 from runner.policy import load_policy
-from runner.providers.fork import ForkProvider
 from runner.providers.workflows import provider_for_workflow
 from runner.reproduce.diff import first_difference, outcome_of
 from runner.reproduce.reproducer import refusals
@@ -217,7 +216,7 @@ def fork_trace(
             command="fork",
             backend=backend,
             settings=settings,
-            provider=ForkProvider(prefix, fresh_provider),
+            provider=fresh_provider,  # behind the prefix's turns (`metered_episode`)
             id_factory=timestamped_ids(prefix="fork"),
             spend="per_call",
             model=(model.name or model.provider) if model is not None else None,

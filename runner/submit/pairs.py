@@ -21,7 +21,6 @@ from runner.episode.metered_run import metered_episode
 from runner.episode.request import EpisodeRequest
 from runner.ledger import Amount, CeilingGuard
 from runner.providers.base import ModelProvider
-from runner.providers.fork import ForkProvider
 from runner.providers.metered import StopSignal
 from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.providers.workflows import provider_for_workflow
@@ -123,13 +122,11 @@ class PairRunner:
         )
         base = self._providers[variant_name]
         waits = WaitAccount(self.max_wait_s)
-        limited: ModelProvider | None = (
+        limited = (
             RateLimitedProvider(base, self.limiter, waits, model=variant.model)
             if base is not None
             else None
         )
-        if anchor is not None:  # the prefix's turns from the trace, the later ones fresh
-            limited = ForkProvider(anchor.prefix, limited)
         episode = metered_episode(
             request,
             run_key=key,

@@ -48,8 +48,15 @@ class Anchor:
     @property
     def prefix_trace(self) -> Trace:
         """The trace with only its prefix's calls (what refusals are checked on)."""
+        kept = [
+            (call, line)
+            for call, line in zip(self.trace.calls, self.trace.call_lines, strict=True)
+            if call.index < self.fork_at
+        ]
         return replace(
-            self.trace, calls=tuple(c for c in self.trace.calls if c.index < self.fork_at)
+            self.trace,
+            calls=tuple(call for call, _ in kept),
+            call_lines=tuple(line for _, line in kept),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -1,12 +1,9 @@
 """The anchored fork: a recorded prefix replayed strictly, then a new version continues fresh.
 
 ``reproduce TRACE --fork-at K --workflow NEW`` answers "would the fixed version have recovered
-from this exact state?". **K** is the number of recorded calls replayed: the trace's calls with
-index ``0 .. K-1`` (the trace's own 0-based ``index``, model, simulated-user and tool calls
-counted together, as every trace line and every reproduce message numbers them) form the
-prefix; the call with index K is the first one that runs fresh. K runs from 1 to the number of
-recorded calls N (K = N replays the whole recording, the failing call included, and lets the
-new version go on from there); anything else is refused as invalid input (exit 2).
+from this exact state?". **K** is the number of recorded calls replayed (trace indices
+``0 .. K-1``, model, simulated-user and tool calls counted together; 1 <= K <= the trace's
+number of calls; `runner.tracetools.anchor` holds the rule, shared with ``submit --anchor``).
 
 How one fork runs (one sandbox, the ``shadow`` policy: write tools are denied at load time,
 ``check``'s rule, and absent from the sandbox's registry):
@@ -17,7 +14,8 @@ How one fork runs (one sandbox, the ``shadow`` policy: write tools are denied at
 - the prefix is served and verified as reproduce does, call by call (the runtime,
   `runner.runtime.replay.calls`, mode ``shadow`` with ``fork_at``): ``read`` tools from the
   trace by position (same tool, same arguments, strict), model and user turns by the replay
-  provider (same messages, tools and settings, `runner.providers.fork.ForkProvider`), the
+  provider outside the meter (same messages, tools and settings,
+  `runner.providers.fork.ForkProvider`, put in by `runner.episode.metered_run`), the
   clock readings the trace's. ``pure`` and ``local`` tools execute, as the shadow policy says
   (so the sandbox's scratch state is rebuilt, not skipped), and their result is compared with
   the recording like reproduce compares a ``pure`` tool's. A prefix that diverges stops the
@@ -34,8 +32,9 @@ How one fork runs (one sandbox, the ``shadow`` policy: write tools are denied at
 
 Outcomes (`FORK_EXIT_OF`): ``recovered`` (0: prefix verified, the fresh part succeeded),
 ``not_recovered`` (1: prefix verified, the fresh part ended otherwise), ``diverged`` (1: the
-prefix differs from the recording before K; the fork did not continue), ``refused`` (5),
-``invalid`` (2), ``infra_error`` (6).
+prefix differs from the recording before K; the fork did not continue), ``refused`` (5: an
+unknown trace version, a prefix that cannot be served, a recorded tool missing or changed),
+``infra_error`` (6). K out of range or an unreadable trace is invalid input, raised (exit 2).
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ from runner.episode.metered_run import call_cap, one_off_run
 from runner.episode.request import EpisodeRequest
 from runner.errors import (
     EXIT_INFRA,
-    EXIT_INPUT,
     EXIT_NEGATIVE,
     EXIT_OK,
     EXIT_REFUSED,
@@ -79,7 +77,6 @@ FORK_EXIT_OF = {
     "not_recovered": EXIT_NEGATIVE,
     "diverged": EXIT_NEGATIVE,
     "refused": EXIT_REFUSED,
-    "invalid": EXIT_INPUT,
     "infra_error": EXIT_INFRA,
 }
 
@@ -160,10 +157,10 @@ def fork_trace(
         cwd: where a scripted model module is searched besides the workflow's folder.
 
     Returns:
-        The report; bad trace input is an ``invalid`` or ``refused`` report, never raised.
+        The report (an unknown trace version or a prefix that cannot be served: ``refused``).
 
     Raises:
-        InputError: K out of range, a bad workflow or policy (exit 2).
+        InputError: an unreadable trace, K out of range, a bad workflow or policy (exit 2).
         IneligibleError: the new workflow calls a denied or unknown tool (exit 3).
     """
     name = str(path)

@@ -182,7 +182,7 @@ def fork_trace(
     }
     fresh_provider = provider_for_workflow(workflow, cwd=cwd or Path.cwd(), settings=settings)
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[path])
-    chosen_image = getattr(workflow.spec, "image", None) or image or settings.image
+    chosen_image = workflow.spec.image or image or settings.image
     backend = backend_factory()
     try:
         report = gate.sandbox_gate(

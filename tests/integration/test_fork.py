@@ -102,6 +102,27 @@ def test_the_fixed_version_recovers_from_the_recorded_failure(
     assert "fresh part (from call #2): succeeded; 2 calls" in terminal.stdout
 
 
+def test_the_anchored_fork_on_the_namespace_backend(
+    tmp_path: Path, sandbox_image: str, bwrap_usable: str
+) -> None:
+    code, report = _fork(
+        [
+            str(FAILING),
+            "--fork-at",
+            "2",
+            "--workflow",
+            str(HELPDESK / "v4.yaml"),
+            "--backend",
+            "namespace",
+        ],
+        tmp_path,
+        sandbox_image,
+    )
+    assert (code, report["outcome"]) == (0, "recovered"), report
+    assert report["prefix"]["verified"] and report["fresh"]["status"] == "succeeded"
+    assert _lines(Path(report["fork_trace"]))[0]["backend"] == "namespace"
+
+
 def test_k_out_of_range_and_missing_workflow_are_refused_before_any_sandbox(
     tmp_path: Path, sandbox_image: str
 ) -> None:

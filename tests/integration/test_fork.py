@@ -10,37 +10,26 @@ read, a pure tool) covers a prefix with model turns, a diverged prefix and fresh
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
+
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "fixtures" / "golden"
 HELPDESK = REPO / "examples" / "helpdesk"
 FAILING = HELPDESK / "traces" / "failing.jsonl"
-CLI = str(Path(sys.executable).parent / "sandbox-replay")
 
 pytestmark = pytest.mark.docker
 
 
 def _cli(args: list[str], cwd: Path, image: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update({"SANDBOX_REPLAY_STATE_DIR": str(cwd / "state"), "SANDBOX_REPLAY_IMAGE": image})
-    return subprocess.run(
-        [CLI, "--log-format", "json", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(["--log-format", "json", *args], cwd, image)
 
 
 def _fork(args: list[str], cwd: Path, image: str) -> tuple[int, dict[str, Any]]:

@@ -62,10 +62,10 @@ from runner.grading.rubric import reasons, score
 from runner.policy import load_policy
 from runner.providers.workflows import provider_for_workflow
 from runner.reproduce.diff import first_difference, outcome_of
-from runner.reproduce.reproducer import refusals
 from runner.tools.snapshot.sources import project_snapshot
 from runner.tracetools.anchor import load_anchor
 from runner.tracetools.reader import Trace, TraceVersionError, read_trace
+from runner.tracetools.registrycheck import registry_refusals
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -190,7 +190,7 @@ def fork_trace(
         )
         registry = report.workflows[0].registry
         assert registry is not None  # described, or sandbox_gate raised
-        reasons_ = refusals(anchor.prefix_trace, registry)
+        reasons_ = registry_refusals(anchor.prefix_trace, registry)
         if reasons_:
             return _refused(name, fork_at, reasons_, described)
         prefix = list(anchor.prefix)

@@ -51,7 +51,7 @@ from runner.episode.limits import check_engine_limits, limits_in_effect
 from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.poolbindings import PoolBindings
 from runner.episode.reaping import ledger_id, settle_reaped
-from runner.errors import InputError
+from runner.errors import InputError, ReplayRefused
 from runner.grading import make_judge, parse_judge
 from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger, RunHistory
@@ -78,6 +78,7 @@ from runner.submit.variants import make_variants
 from runner.tools.snapshot.sources import project_snapshot
 from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 from runner.tracetools.anchor import load_anchor
+from runner.tracetools.registrycheck import registry_refusals
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
@@ -242,6 +243,29 @@ def described_plan(
     return replace(plan, variants=variants)
 
 
+def check_anchor(plan: Plan) -> None:
+    """Refuse an anchored submission whose prefix a variant's registry cannot serve.
+
+    As ``reproduce`` refuses (`runner.tracetools.registrycheck`): a tool the prefix recorded
+    that a variant's described registry lacks, or whose schema hash changed since.
+
+    Raises:
+        ReplayRefused: every reason, per variant (exit 5); nothing was run or written.
+    """
+    if plan.anchor is None:
+        return
+    reasons = [
+        f"variant {variant.name}: {reason}"
+        for variant in plan.variants
+        for reason in registry_refusals(plan.anchor.prefix_trace, variant.registry)
+    ]
+    if reasons:
+        raise ReplayRefused(
+            f"{plan.anchor.path}: the anchored fork would not start: " + "; ".join(reasons),
+            field="--anchor",
+        )
+
+
 def execute(
     plan: Plan,
     options: SubmitOptions,
@@ -286,6 +310,7 @@ def execute(
         plan = described_plan(
             plan, backend=inner, settings=settings, image=image or settings.image, snapshot=snapshot
         )
+        check_anchor(plan)  # a prefix tool missing or changed: exit 5, before any run
         write_job(folder, plan, options, snapshot, resume=resume)
     except BaseException:
         inner.close()

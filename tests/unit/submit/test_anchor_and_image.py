@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from runner.domain.workflow import load_workflow
 from runner.errors import InputError, ReplayRefused
 from runner.settings import Settings
-from runner.submit.job import prepare
+from runner.submit.job import check_anchor, prepare
 from runner.submit.options import SubmitOptions
 from runner.tracetools.anchor import load_anchor
 from tests.support.paths import REPO
@@ -143,3 +144,35 @@ def test_the_prefix_trace_keeps_the_prefix_calls_with_their_lines() -> None:
     prefix = anchor.prefix_trace
     assert [c.index for c in prefix.calls] == [0, 1] and prefix.call_lines == (2, 3)
     assert prefix.unanswered() == []  # readable as a trace (was: a zip of unequal lengths)
+
+
+class _Registry:
+    """A registry of tool ids to schema hashes (what `registry_refusals` asks of one)."""
+
+    def __init__(self, hashes: dict[str, str]) -> None:
+        self.hashes = hashes
+
+    def __contains__(self, tool_id: object) -> bool:
+        return tool_id in self.hashes
+
+    def resolve(self, tool_id: str) -> SimpleNamespace:
+        return SimpleNamespace(schema_hash=self.hashes[tool_id])
+
+
+def test_a_variant_whose_registry_cannot_serve_the_prefix_refuses_the_submission() -> None:
+    anchor = load_anchor(FAILING, 2)
+    recorded = {c.tool: c.schema_hash for c in anchor.trace.calls}
+    fine = SimpleNamespace(name="fine", registry=_Registry(dict(recorded)))
+    changed = SimpleNamespace(
+        name="changed", registry=_Registry({**recorded, "customer.get": "f" * 64})
+    )
+    missing = SimpleNamespace(
+        name="missing", registry=_Registry({"ticket.get": recorded["ticket.get"]})
+    )
+    check_anchor(SimpleNamespace(anchor=anchor, variants=[fine]))  # type: ignore[arg-type]
+    with pytest.raises(ReplayRefused) as caught:
+        check_anchor(SimpleNamespace(anchor=anchor, variants=[fine, changed, missing]))  # type: ignore[arg-type]
+    message = caught.value.message
+    assert "variant changed: recorded tool 'customer.get' changed its schema" in message
+    assert "variant missing: recorded tool 'customer.get' (call #1) is missing" in message
+    assert "variant fine" not in message

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse
 from runner.providers.fork import ForkProvider
 
@@ -27,8 +28,9 @@ class Fresh:
         self.asked.append(request)
         return ProviderResponse(body='{"choices": [{"message": {"content": "fresh"}}]}')
 
-    def forward(self, call: Any) -> ProviderResponse:  # pragma: no cover - not asked here
-        raise AssertionError("not a gateway test")
+    def forward(self, call: ApiCall) -> ProviderResponse:
+        self.asked.append(call.request)
+        return ProviderResponse(body='{"choices": [{"message": {"content": "fresh api"}}]}')
 
 
 def test_the_prefix_turns_are_served_then_every_later_turn_is_fresh() -> None:
@@ -60,3 +62,14 @@ def test_without_a_fresh_model_a_turn_past_the_prefix_is_an_error() -> None:
     provider = ForkProvider([], None)
     answer = provider.complete(REQUEST, "model")
     assert answer.error == {"class": "ProviderError", "message": "the workflow configures no model"}
+
+
+def test_a_program_steps_gateway_requests_follow_the_same_rule() -> None:
+    fresh = Fresh()
+    recorded = dict(_turn(0, "recorded"), api="chat_completions")
+    provider = ForkProvider([recorded], fresh)
+    call = ApiCall("chat_completions", "/v1/chat/completions", REQUEST, dict(REQUEST, max_tokens=9))
+    first = provider.forward(call)  # matched on the request as the program sent it
+    assert first.error is None and "recorded" in str(first.body) and fresh.asked == []
+    later = provider.forward(call)
+    assert later.body is not None and "fresh api" in later.body and len(fresh.asked) == 1

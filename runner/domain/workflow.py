@@ -65,6 +65,17 @@ _TASK_REF = re.compile(r"^task\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 _STEP_REF = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.output(\.[A-Za-z0-9_-]+)*\Z")
 
 
+# A Docker image reference (distribution/reference's grammar, simplified): an optional registry
+# host[:port], lowercase path components, an optional tag and an optional sha256 digest.
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
+IMAGE_REF = re.compile(
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"(?::[0-9]+)?/)?"
+    rf"{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?\Z"
+)
+
+
 _GLOB_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -122,6 +133,11 @@ class Workflow(Frozen):
             folder) the sandbox image was built from (``sandbox-replay image build
             --requirements``); ``packet`` ships it, so that a colleague can build the same
             image. Not installed or read by runs.
+        image: the sandbox image this version runs in (a Docker image reference, e.g.
+            ``sandbox-replay:sdk-2``); None: the command's ``--image`` or the settings'
+            ``SANDBOX_REPLAY_IMAGE``. A workflow's own image wins over both, so that two
+            variants of one ``submit`` can run on two images (an SDK upgrade compared); the
+            image id each run used is in its trace's environment.
     """
 
     name: str
@@ -131,6 +147,17 @@ class Workflow(Frozen):
     model: ModelSpec | None = None
     steps: list[Step] = Field(min_length=1)
     requirements: FilePath | None = None
+    image: str | None = Field(default=None, max_length=255)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        if value is not None and not IMAGE_REF.match(value):
+            raise ValueError(
+                f"{value!r} is not a Docker image reference (name[:tag][@sha256:digest], "
+                "lowercase name components)"
+            )
+        return value
 
     @field_validator("name")
     @classmethod

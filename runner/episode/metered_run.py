@@ -44,6 +44,7 @@ from runner.episode.limits import max_rate_limit_wait_s, resource_limits
 from runner.episode.request import EpisodeRequest, EpisodeResult
 from runner.ledger import Amount, Ceiling, CeilingGuard, Ledger, Purpose, run_key
 from runner.providers.base import ModelProvider
+from runner.providers.fork import ForkProvider
 from runner.providers.metered import MeteredProvider, StopSignal
 from runner.providers.ratelimit import RateLimitedProvider, RateLimiter, WaitAccount
 from runner.settings import Settings
@@ -257,6 +258,10 @@ def metered_episode(
 ) -> MeteredEpisode:
     """Run ``request`` as the ledger run ``run_key``, its model calls metered under ``guard``.
 
+    An anchored fork (``request.fork_at``) has its prefix's model turns answered from
+    ``request.recorded_calls`` outside the meter (`runner.providers.fork.ForkProvider`): they
+    cost nothing and are matched exactly as recorded; only the fresh turns are metered.
+
     Args:
         request: what to run (its ``ledger_key`` becomes ``run_key``: the reaper can settle it).
         run_key: the ledger run the episode is charged to (its reservation is the caller's).
@@ -293,12 +298,18 @@ def metered_episode(
             run_key=run_key,
             max_tokens=max_tokens,
         )
+    answering = metered if per_call else provider
+    if request.fork_at is not None:
+        # an anchored fork: the prefix's recorded turns are served outside the meter (free, and
+        # matched as recorded: the meter's completion-token cap would change the request), the
+        # later ones go through it
+        answering = ForkProvider(request.recorded_calls, answering)
     try:
         result = run_episode(
             dataclasses.replace(request, ledger_key=run_key),
             backend=backend,
             settings=settings,
-            provider=metered if per_call else provider,
+            provider=answering,
             id_factory=id_factory,
             waits=waits,
             budget=budget,

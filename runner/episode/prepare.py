@@ -226,6 +226,7 @@ def prepare_run(
         "clock": {"start": start, "step_s": 0.0 if request.mode == "record" else CLOCK_STEP_S},
         "seed": SEED,
         "recorded_calls": [dict(c) for c in request.recorded_calls],
+        "fork_at": request.fork_at,
         "tool_paths": tool_paths,
         "modules": _modules(manifest),
         # the host's deadline moves by the rate-limit waits, at most this far: the runtime's

@@ -34,6 +34,9 @@ class EpisodeRequest:
         mode: ``shadow`` or ``reproduce``.
         purpose: the trace's purpose (``replay`` for sandboxed runs).
         recorded_calls: reproduce: the trace's call records; else empty.
+        fork_at: an anchored fork (mode ``shadow``): the first ``fork_at`` calls are
+            ``recorded_calls`` (the anchor trace's prefix), served and verified as reproduce
+            does; the run goes on fresh from call index ``fork_at``. None: no fork.
         clock_start: overrides the task's ``clock_start`` (reproduce: the trace's).
         ledger_key: the ledger run this episode is charged to (`runner.ledger.run_key`), put
             on the sandbox as a label so that the reaper can settle it after a crash.
@@ -50,6 +53,7 @@ class EpisodeRequest:
     mode: str = "shadow"
     purpose: str = "replay"
     recorded_calls: Sequence[Mapping[str, Any]] = ()
+    fork_at: int | None = None
     clock_start: float | None = None
     ledger_key: str | None = None
     snapshot: ToolSnapshot | None = None

@@ -73,6 +73,7 @@ from runner.settings import Settings
 from runner.tools.locate import locate_tools
 from runner.tools.snapshot.sources import snapshot_for
 from runner.tracetools.reader import NO_RESPONSE, Trace, TraceVersionError, read_trace
+from runner.tracetools.registrycheck import registry_refusals
 
 if TYPE_CHECKING:
     from runner.domain.registry import Registry
@@ -114,27 +115,7 @@ def refusals(trace: Trace, registry: Registry) -> list[str]:
         trace: the read trace.
         registry: today's registry of the workflow (`runner.domain.registry.Registry`).
     """
-    reasons = trace_refusals(trace)
-    recorded_hashes = dict(trace.run.environment.tools)
-    checked: set[str] = set()
-    for call in trace.calls:
-        if call.is_provider_call or call.tool in checked or call.is_mcp_protocol_call:
-            continue
-        checked.add(call.tool)
-        then = call.schema_hash or recorded_hashes.get(call.tool)
-        if call.tool not in registry:
-            reasons.append(
-                f"recorded tool {call.tool!r} (call #{call.index}) is missing from today's "
-                "registry of the workflow"
-            )
-            continue
-        now = registry.resolve(call.tool).schema_hash
-        if then is not None and then != now:
-            reasons.append(
-                f"recorded tool {call.tool!r} changed its schema: schema hash {then[:12]} at "
-                f"call time (call #{call.index}), {now[:12]} today"
-            )
-    return reasons
+    return trace_refusals(trace) + registry_refusals(trace, registry)
 
 
 @dataclass

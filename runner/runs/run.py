@@ -71,7 +71,8 @@ def execute_run(
         workflow_path: the workflow file.
         tasks_path: the task file.
         task_id: the task to run.
-        image: the sandbox image (default: the settings').
+        image: the sandbox image when the workflow names none (its own ``image:`` wins; default:
+            the settings').
         policy_name: policy name or path.
         backend: a backend to use (not closed here).
         backend_factory: makes the backend when ``backend`` is None (made after the input
@@ -103,6 +104,7 @@ def execute_run(
     # What the sandbox sees of the project: a copy of the declared tool code and data files,
     # taken now (runner/tools/snapshot/toolsnapshot.py); never the tasks file or the state folder.
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
+    image = workflow.spec.image or image or settings.image  # a workflow's own image wins
     own_backend = backend is None
     if backend is None:
         if backend_factory is None:
@@ -116,7 +118,7 @@ def execute_run(
             report,
             backend=backend,
             settings=settings,
-            image=image or settings.image,
+            image=image,
             snapshot=snapshot,
         )
         registry = report.workflows[0].registry
@@ -125,7 +127,7 @@ def execute_run(
             task=task,
             policy=policy,
             registry=registry,
-            image=image or settings.image,
+            image=image,
             mode=policy.mode,
             snapshot=snapshot,
         )

@@ -104,6 +104,16 @@ def check_run_spec(spec: Any) -> Dict[str, Any]:
         raise InputError(
             "expected {start: epoch seconds, step_s: seconds}", file=path, field="run.clock"
         )
+    fork_at = spec.get("fork_at")
+    if fork_at is not None and (
+        isinstance(fork_at, bool)
+        or not isinstance(fork_at, int)
+        or fork_at < 1
+        or spec["mode"] != "shadow"
+    ):
+        raise InputError(
+            "expected null or a call count >= 1 (mode shadow only)", file=path, field="run.fork_at"
+        )
     try:
         watchdog.deadline_of(spec.get("deadline_s"))
     except ValueError as exc:
@@ -330,12 +340,14 @@ class Runtime:
         mode = str(spec["mode"])
         task = spec["task"]
         task_input = task.get("input") if isinstance(task.get("input"), dict) else {}
-        trace = TraceStore(spec.get("recorded_calls") if mode == "reproduce" else None)
+        fork_at = spec.get("fork_at")  # an anchored fork: its prefix is served from the trace
+        served = mode == "reproduce" or fork_at is not None
+        trace = TraceStore(spec.get("recorded_calls") if served else None)
         clock_spec = spec.get("clock") or {}
         clock = Clock(
             clock_spec.get("start", 0.0),
             clock_spec.get("step_s", 1.0),
-            trace if mode == "reproduce" else None,
+            trace if served else None,
             live=mode == "record",
             publish=wallclock.set_reading,
         )
@@ -351,6 +363,7 @@ class Runtime:
             after_call=self.flush_egress,
             request_api=self._request_api,
             execute=self.worker.execute,
+            fork_at=fork_at,
         )
         gateway = self._start_gateway(spec["workflow"], caller)
         tool_paths, modules = spec.get("tool_paths") or [], spec.get("modules") or []

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runner.admission import gate as admission
 from runner.admission.eligibility import EligibilityReport, WorkflowCheck
@@ -51,7 +51,7 @@ from runner.episode.limits import check_engine_limits, limits_in_effect
 from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.poolbindings import PoolBindings
 from runner.episode.reaping import ledger_id, settle_reaped
-from runner.errors import InputError
+from runner.errors import InputError, ReplayRefused
 from runner.grading import make_judge, parse_judge
 from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, CeilingGuard, Ledger, RunHistory
@@ -77,6 +77,8 @@ from runner.submit.scheduler import PairOutcome, Scheduler, TrackingBackend
 from runner.submit.variants import make_variants
 from runner.tools.snapshot.sources import project_snapshot
 from runner.tools.snapshot.toolsnapshot import ToolSnapshot
+from runner.tracetools.anchor import load_anchor
+from runner.tracetools.registrycheck import registry_refusals
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
@@ -169,7 +171,12 @@ def prepare(
         ],
         recorded,
     )
-    tasks = _tasks(options.tasks)
+    anchor = None
+    if options.fork_at is not None:  # every variant forks the anchor's task at call K
+        anchor = load_anchor(options.tasks, options.fork_at)
+        tasks: tuple[Task, ...] = (anchor.task,)
+    else:
+        tasks = _tasks(options.tasks)
     judge = parse_judge(options.judge)  # an unknown judge: exit 2, now
     if judge.kind == "function":
         make_judge(judge, search_paths=[options.cwd])  # import errors: exit 2, now
@@ -199,6 +206,7 @@ def prepare(
         repeats=options.repeats,
         seed=grading_seed(options, job_id),
         baseline=options.baseline,
+        anchor=anchor,
     )
 
 
@@ -208,25 +216,52 @@ def described_plan(
     """``submit``'s plan with each variant's registry as a sandbox describes it.
 
     The registries come from `runner.admission.gate.sandbox_gate` over the
-    command's tool snapshot.
+    command's tool snapshot, each in the image its variant runs in (its own ``image:``, else
+    ``image``).
 
     Raises:
         InputError: a module fails to import in the sandbox (exit 2).
         IneligibleError: a variant calls a tool the sandbox's registry denies (exit 3).
         InfrastructureError: the backend failed.
     """
-    report = EligibilityReport(
-        plan.policy,
-        tuple(WorkflowCheck(str(v.path), v.workflow, v.registry, ()) for v in plan.variants),
-    )
-    described = admission.sandbox_gate(
-        report, backend=backend, settings=settings, image=image, snapshot=snapshot
-    )
-    variants = tuple(
-        replace(variant, registry=check.registry)
-        for variant, check in zip(plan.variants, described.workflows, strict=True)
-    )
+    registries: dict[str, Any] = {}
+    images = dict.fromkeys(v.image or image for v in plan.variants)
+    for each in images:  # each variant described in the image it runs in
+        chosen = [v for v in plan.variants if (v.image or image) == each]
+        report = EligibilityReport(
+            plan.policy,
+            tuple(WorkflowCheck(str(v.path), v.workflow, v.registry, ()) for v in chosen),
+        )
+        described = admission.sandbox_gate(
+            report, backend=backend, settings=settings, image=each, snapshot=snapshot
+        )
+        for variant, check in zip(chosen, described.workflows, strict=True):
+            registries[variant.name] = check.registry
+    variants = tuple(replace(v, registry=registries[v.name]) for v in plan.variants)
     return replace(plan, variants=variants)
+
+
+def check_anchor(plan: Plan) -> None:
+    """Refuse an anchored submission whose prefix a variant's registry cannot serve.
+
+    As ``reproduce`` refuses (`runner.tracetools.registrycheck`): a tool the prefix recorded
+    that a variant's described registry lacks, or whose schema hash changed since.
+
+    Raises:
+        ReplayRefused: every reason, per variant (exit 5); nothing was run or written.
+    """
+    if plan.anchor is None:
+        return
+    reasons = [
+        f"variant {variant.name}: {reason}"
+        for variant in plan.variants
+        for reason in registry_refusals(plan.anchor.prefix_trace, variant.registry)
+    ]
+    if reasons:
+        raise ReplayRefused(
+            f"{plan.anchor.path}: the anchored fork would not start: " + "; ".join(reasons),
+            field="--anchor",
+        )
 
 
 def execute(
@@ -273,6 +308,7 @@ def execute(
         plan = described_plan(
             plan, backend=inner, settings=settings, image=image or settings.image, snapshot=snapshot
         )
+        check_anchor(plan)  # a prefix tool missing or changed: exit 5, before any run
         write_job(folder, plan, options, snapshot, resume=resume)
     except BaseException:
         inner.close()

@@ -99,7 +99,8 @@ class SubmitOptions:
     Attributes:
         variants: workflow files, absolute.
         names: a variant name per workflow, or None for the default (``name@version``).
-        tasks: the task file, absolute.
+        tasks: the task file, absolute; with ``fork_at``: the anchor trace (``--anchor``),
+            whose task the variants fork (`runner.tracetools.anchor`).
         policy: policy name or path.
         judge: ``rubric``, ``module:function`` or ``model:NAME``.
         concurrency: sandboxes at once, or None for the settings' default.
@@ -112,6 +113,9 @@ class SubmitOptions:
             (`runner.policy.pricing.with_prices`).
         baseline: the variant the gate compares every other one with (``--baseline``), or
             None for no gate (`runner.grading.gate`).
+        fork_at: ``--fork-at K`` of ``--anchor``: every variant forks the trace ``tasks`` at
+            call K (its first K recorded calls replayed strictly, then fresh); None: a task
+            file.
     """
 
     variants: tuple[Path, ...]
@@ -127,6 +131,12 @@ class SubmitOptions:
     seed: int | None = None
     prices: tuple[str, ...] = ()
     baseline: str | None = None
+    fork_at: int | None = None
+
+    @property
+    def anchor(self) -> Path | None:
+        """The anchor trace (``--anchor``), or None for a task file."""
+        return self.tasks if self.fork_at is not None else None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object `from_json` reads back (the job folder's ``job.json``)."""
@@ -150,6 +160,7 @@ class SubmitOptions:
             "seed": self.seed,
             "prices": list(self.prices),
             "baseline": self.baseline,
+            "fork_at": self.fork_at,
         }
 
     @classmethod
@@ -174,6 +185,7 @@ class SubmitOptions:
                 seed=data.get("seed"),
                 prices=tuple(str(p) for p in data.get("prices") or ()),  # older: none
                 baseline=_optional_str(data.get("baseline")),  # older: no gate
+                fork_at=_optional_int(data.get("fork_at")),  # older: no anchor
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"not a submission record: {exc!r}", file=where) from None
@@ -209,6 +221,12 @@ class SubmitOptions:
 def _optional_str(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise TypeError(f"baseline: not a string: {value!r:.80}")
+    return value
+
+
+def _optional_int(value: Any) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"fork_at: not an integer: {value!r:.80}")
     return value
 
 

@@ -107,14 +107,18 @@ class PairRunner:
             InputError: an invalid run id (a bug of the id factory).
         """
         variant = self._variants[variant_name]
+        anchor = self.plan.anchor
         request = EpisodeRequest(
             workflow=variant.workflow,
             task=self._tasks[task_id],
             policy=self.plan.policy,
             registry=variant.registry,
-            image=self.image,
+            image=variant.image or self.image,  # a variant naming its own image runs there
             mode=self.plan.policy.mode,
             snapshot=self.snapshot,
+            # an anchored fork: the anchor's first K calls replayed strictly, then fresh
+            recorded_calls=anchor.prefix if anchor is not None else (),
+            fork_at=anchor.fork_at if anchor is not None else None,
         )
         base = self._providers[variant_name]
         waits = WaitAccount(self.max_wait_s)

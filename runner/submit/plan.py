@@ -32,6 +32,7 @@ from runner.submit.variants import Variant
 
 if TYPE_CHECKING:
     from runner.policy.loader import Policy
+    from runner.tracetools.anchor import Anchor
 
 __all__ = ["DEFAULT_MAX_TOKENS", "Plan", "build_plan"]
 
@@ -65,6 +66,8 @@ class Plan:
         capacity: how ``concurrency`` was admitted (`runner.backends.capacity`), if weighed.
         backend: where the sandboxes run (``docker``, ``namespace``, ``ray``), when known.
         baseline: the gate's baseline variant (``--baseline``), or None for no gate.
+        anchor: ``--anchor TRACE --fork-at K``: every variant forks this recorded run at call
+            K (`runner.tracetools.anchor`); None: fresh runs of a task file.
     """
 
     job_id: str
@@ -90,6 +93,7 @@ class Plan:
     The budget clock's typical run before one of this job ended.
     """
     baseline: str | None = None
+    anchor: Anchor | None = None
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
@@ -155,6 +159,7 @@ class Plan:
             "repeats": self.repeats,
             "seed": self.seed,
             "baseline": self.baseline,
+            "anchor": self.anchor.to_json() if self.anchor is not None else None,
             "formula": self.formula,
             "model_calls_at_most": sum(v.max_model_calls for v in self.variants) * m * self.repeats,
             "judge": {
@@ -193,6 +198,14 @@ class Plan:
             f" {calls} model calls; reproduce needs one sandbox per trace and no model spend,"
             " check needs none",
         ]
+        if self.anchor is not None:
+            k = self.anchor.fork_at
+            out.append(
+                f"  anchored fork: every run replays the first {k} recorded call"
+                f"{'s' if k != 1 else ''} of {self.anchor.path.name} (task"
+                f" {self.anchor.task.task_id}, indices 0..{k - 1}, verified as reproduce does),"
+                " then the variant continues fresh"
+            )
         if self.repeats == 1:
             out.append(
                 "  one episode per (variant, task): the verdict's intervals are over tasks"
@@ -204,7 +217,9 @@ class Plan:
             if variant.calls_unknown:
                 bound += " and the program steps' calls (no recorded trace: cost per call below)"
             out.append(
-                f"  variant {variant.name}: {variant.path.name}, {_models_words(variant)},"
+                f"  variant {variant.name}: {variant.path.name},"
+                + (f" image {variant.image}," if variant.image else "")
+                + f" {_models_words(variant)},"
                 f" per run {bound}, ~${a.usd:.4f}, ~{a.tokens} tokens, ~{a.sandbox_s:.1f}"
                 " sandbox-s"
             )
@@ -333,6 +348,7 @@ def build_plan(
     seed: int = 0,
     capacity: ConcurrencyBound | None = None,
     baseline: str | None = None,
+    anchor: Anchor | None = None,
 ) -> Plan:
     """Estimate the cost of running every variant on every task, then judging.
 
@@ -352,6 +368,7 @@ def build_plan(
         seed: the grading seed.
         capacity: how ``concurrency`` was admitted, if weighed.
         baseline: the gate's baseline variant, or None.
+        anchor: the anchored fork every run makes, or None.
 
     Raises:
         InputError: ``baseline`` names no variant (field ``baseline``); an ``openai``
@@ -441,6 +458,7 @@ def build_plan(
         capacity=capacity,
         typical_sandbox_s=typical,
         baseline=baseline,
+        anchor=anchor,
     )
 
 

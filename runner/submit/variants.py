@@ -35,6 +35,8 @@ class Variant:
         max_model_calls: model (and simulated-user) turns of one run at most: agent steps'
             ``max_turns``, plus program steps' calls per run from recorded traces.
         uses: the models each model-calling step calls (`runner.policy.pricing.models_of`).
+        image: the sandbox image the workflow names (its top-level ``image:``), or None:
+            the submission's image (``--image``, else ``SANDBOX_REPLAY_IMAGE``).
     """
 
     name: str
@@ -45,6 +47,7 @@ class Variant:
     model: str | None
     max_model_calls: int
     uses: tuple[ModelUse, ...] = ()
+    image: str | None = None
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -78,6 +81,7 @@ class Variant:
                 for u in self.uses
             ],
             "max_model_calls_per_run": self.max_model_calls,
+            "image": self.image,
         }
 
 
@@ -124,5 +128,8 @@ def make_variants(
         uses = tuple(models_of(workflow, recorded))
         programs = {s.id for s in workflow.spec.steps if getattr(s, "program", None)}
         calls += sum(u.calls_per_run or 0 for u in uses if u.step in programs)
-        variants.append(Variant(chosen, path, workflow, registry, provider, model, calls, uses))
+        image = getattr(workflow.spec, "image", None)
+        variants.append(
+            Variant(chosen, path, workflow, registry, provider, model, calls, uses, image)
+        )
     return tuple(variants)

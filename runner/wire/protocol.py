@@ -14,7 +14,10 @@ folder. ``start`` carries, besides ``protocol``:
                        ``reproduce``), ``workflow`` (the normalised workflow as JSON),
                        ``workflow_source`` (file content), ``task`` (the task record),
                        ``clock`` (``{"start": epoch_s, "step_s": s}``), ``seed``,
-                       ``recorded_calls`` (reproduce: the trace's call records), ``tool_paths``
+                       ``recorded_calls`` (reproduce: the trace's call records; an anchored
+                       fork: its prefix), ``fork_at`` (null, or an anchored fork's call count:
+                       calls before it are served and verified from ``recorded_calls``, the
+                       rest run fresh under mode ``shadow``), ``tool_paths``
                        (folders inside the sandbox to put on ``sys.path``), ``modules``,
                        ``deadline_s`` (the run's timeout, seconds from the runtime's start:
                        the runtime's watchdog ends the run a grace after it, containment when
@@ -130,6 +133,7 @@ RUN_SPEC_KEYS = (
     "clock",
     "seed",
     "recorded_calls",
+    "fork_at",
     "tool_paths",
     "modules",
     "deadline_s",

@@ -10,6 +10,12 @@ Every argument is checked to exist before anything runs or is written.
 {outcome: n}, "traces": [ReproduceReport.to_json(), ...]}`` (it was the report itself for one
 trace and a list for several: a script had to tell them apart); an error before any trace ran
 is ``{"exit_code", "error", ...fields}`` (`runner.cli.app.fail`).
+
+``--fork-at K --workflow NEW`` (one trace): the anchored fork (`runner.reproduce.fork`): the
+trace's first K recorded calls (indices 0..K-1, model and tool calls together) replayed and
+verified, then NEW continues fresh in the sandbox and is graded. Exit 0 recovered, 1
+not_recovered or diverged, 5 refused, 2 invalid (K out of range), 3 NEW ineligible, 6
+infrastructure; ``--json`` is the same one object, ``traces`` holding the fork's report.
 """
 
 from __future__ import annotations
@@ -27,13 +33,15 @@ from runner.cli.egress_gate import (
     check_baseline_file,
     gate_egress,
 )
+from runner.cli.render.fork import print_fork
 from runner.cli.render.html import render_reproduce, write_page
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.reproduce import print_reports, write_junit
 from runner.cli.render.terminal import echo, one_line
 from runner.errors import InputError, SandboxReplayError, worst_exit_code
 from runner.policy.egress_gate import EpisodeEgress
-from runner.reproduce.inputs import expand_inputs
+from runner.reproduce.fork import fork_trace
+from runner.reproduce.inputs import expand_inputs, is_packet
 from runner.reproduce.reproducer import Reproducer
 
 
@@ -82,6 +90,18 @@ def reproduce_command(
             " the network.",
         ),
     ] = False,
+    fork_at: Annotated[
+        int | None,
+        typer.Option(
+            "--fork-at",
+            help="Anchored fork (needs --workflow, one trace): replay the trace's first K"
+            " recorded calls (trace indices 0..K-1, model and tool calls counted together;"
+            " K from 1 to the number of calls), each verified as reproduce does, then let the"
+            " --workflow version continue fresh in the sandbox (write tools denied) and grade"
+            " it. Exit 0 recovered, 1 not_recovered or the prefix diverged.",
+            metavar="K",
+        ),
+    ] = None,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
     backend: OneEpisodeBackendOption = None,
@@ -102,8 +122,13 @@ def reproduce_command(
         paths = expand_inputs(list(traces), skipped=skipped)
         if workflow is not None and not workflow.is_file():
             raise InputError("no such workflow file", file=str(workflow), field="--workflow")
+        if fork_at is not None:
+            _check_fork_flags(paths, workflow, junit, html, egress_baseline, write_egress_baseline)
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)
+    if fork_at is not None:
+        assert workflow is not None  # _check_fork_flags
+        _fork(settings, paths[0], fork_at, workflow, image, make, as_json)
     if skipped:  # `reproduce traces/*` names the folder's other files too
         names = ", ".join(one_line(p.name) for p in skipped[:5])
         names += ", ..." if len(skipped) > 5 else ""
@@ -151,3 +176,67 @@ def reproduce_command(
             {"exit_code": code, "outcomes": outcomes, "traces": [r.to_json() for r in reports]}
         )
     raise typer.Exit(code)
+
+
+def _check_fork_flags(
+    paths: list[Path],
+    workflow: Path | None,
+    junit: Path | None,
+    html: Path | None,
+    egress_baseline: Path | None,
+    write_egress_baseline: Path | None,
+) -> None:
+    """Refuse what an anchored fork cannot do (one trace, a new version, no report files).
+
+    Raises:
+        InputError: no ``--workflow``, not exactly one trace file, or a report flag.
+    """
+    if workflow is None:
+        raise InputError(
+            "--fork-at needs --workflow NEW: the version that continues from the prefix",
+            field="--fork-at",
+        )
+    if len(paths) != 1 or is_packet(paths[0]):
+        raise InputError(
+            f"--fork-at forks one trace file (.jsonl); {len(paths)} input(s) given",
+            field="--fork-at",
+        )
+    given = [
+        flag
+        for flag, value in (
+            ("--junit", junit),
+            ("--html", html),
+            ("--egress-baseline", egress_baseline),
+            ("--write-egress-baseline", write_egress_baseline),
+        )
+        if value is not None
+    ]
+    if given:
+        raise InputError(f"{', '.join(given)} cannot be used with --fork-at", field="--fork-at")
+
+
+def _fork(
+    settings: Any,
+    path: Path,
+    fork_at: int,
+    workflow: Path,
+    image: str | None,
+    make: Any,
+    as_json: bool,
+) -> None:
+    """Run the anchored fork, print its report, exit with its code."""
+    try:
+        report = fork_trace(path, fork_at, workflow, settings, backend_factory=make, image=image)
+    except SandboxReplayError as exc:
+        fail(exc, as_json=as_json)
+    if as_json:
+        print_json(
+            {
+                "exit_code": report.exit_code,
+                "outcomes": {report.outcome: 1},
+                "traces": [report.to_json()],
+            }
+        )
+    else:
+        print_fork(report)
+    raise typer.Exit(report.exit_code)

@@ -16,6 +16,12 @@ changes nothing: the job's exit code stands, no traceback.
 ``--backend ray`` (with ``--ray-address`` or ``RAY_ADDRESS``) runs the sandboxes on the nodes
 of a Ray cluster (the registry's ``ray``); ledger, keys and traces stay here.
 
+``--anchor TRACE --fork-at K`` instead of ``--tasks``: every variant forks the recorded run
+TRACE at call K (`runner.tracetools.anchor`: its first K recorded calls, indices 0..K-1, model
+and tool calls together, replayed and verified as ``reproduce`` does, then the variant goes on
+fresh), and the variants' episodes are graded against each other as any submission's. A
+variant whose prefix diverges ends ``failed`` (`ForkStopped`, or the diverging call's error).
+
 One ``--variant`` is allowed: its episodes run, but tournament grading needs two variants, so
 the plan warns and every task is listed ungraded.
 
@@ -74,6 +80,24 @@ def submit_command(
         list[Path] | None, typer.Option("--variant", help="A workflow version (repeat).")
     ] = None,
     tasks: Annotated[Path | None, typer.Option("--tasks", help="Task file (JSONL).")] = None,
+    anchor: Annotated[
+        Path | None,
+        typer.Option(
+            "--anchor",
+            help="Instead of --tasks: fork this recorded trace at call --fork-at K (its first K"
+            " recorded calls, model and tool calls together, replayed strictly) for every"
+            " variant, then grade the variants' continuations against each other.",
+            metavar="TRACE",
+        ),
+    ] = None,
+    fork_at: Annotated[
+        int | None,
+        typer.Option(
+            "--fork-at",
+            help="With --anchor: K, the number of recorded calls replayed (1..N).",
+            metavar="K",
+        ),
+    ] = None,
     policy: Annotated[
         str | None, typer.Option("--policy", help="Policy name or path (default shadow).")
     ] = None,
@@ -182,19 +206,24 @@ def submit_command(
         if junit is not None and baseline is None and resume is None and job_file is None:
             raise InputError("--junit writes the gate's verdicts: it needs --baseline VARIANT")
         if resume is None:
+            _check_anchor_flags(job_file, tasks, anchor, fork_at)
             if job_file is not None:
                 if variant or tasks:
                     raise InputError("give a job file or --variant/--tasks, not both")
                 options = load_job_file(job_file)
             else:
-                if not variant or tasks is None:
-                    raise InputError("needs --variant (one or more) and --tasks, or a job file")
+                source = anchor if anchor is not None else tasks
+                if not variant or source is None:
+                    raise InputError(
+                        "needs --variant (one or more) and --tasks (or --anchor), or a job file"
+                    )
                 cwd = Path.cwd()
                 options = SubmitOptions(
                     variants=tuple(p.resolve() for p in variant),
                     names=(None,) * len(variant),
-                    tasks=tasks.resolve(),
+                    tasks=source.resolve(),
                     cwd=cwd,
+                    fork_at=fork_at,
                 )
             options = options.with_overrides(
                 judge=judge,
@@ -226,3 +255,20 @@ def submit_command(
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)
     raise typer.Exit(code)
+
+
+def _check_anchor_flags(
+    job_file: Path | None, tasks: Path | None, anchor: Path | None, fork_at: int | None
+) -> None:
+    """``--anchor`` and ``--fork-at`` go together, instead of ``--tasks`` and a job file.
+
+    Raises:
+        InputError: one without the other, or with ``--tasks`` or a job file.
+    """
+    if (anchor is None) != (fork_at is None):
+        raise InputError("--anchor TRACE and --fork-at K go together", field="--anchor")
+    if anchor is not None and (tasks is not None or job_file is not None):
+        raise InputError(
+            "--anchor forks one recorded run: give it instead of --tasks or a job file",
+            field="--anchor",
+        )

@@ -9,12 +9,20 @@ docs/internals.md: ``index`` (0-based over every call), ``step_id``, ``tool`` (o
 failed call, ``error: {class, message}``. Errors are recorded first, then raised to the caller.
 
 Serving (see `runner.runtime.replay.recordings`): in ``shadow`` mode ``recorded`` tools are served
-from the task's observations; in ``reproduce`` mode from the trace by position, and ``pure``
+from the task's observations; in ``reproduce`` mode, and for the calls before ``fork_at`` of an
+anchored fork (a shadow run whose first ``fork_at`` calls are a trace's prefix), from the trace
+by position, and ``pure``
 tools execute and their body is compared with the recorded one (a mismatch, or a call the
 trace never saw, is noted in the record's ``meta.divergence``; the executed result is used, so
 the episode goes on). A served call with no recording fails with `UnrecordedCall` and carries
 the same note (nearest recorded call, differing fields). Model and simulated-user turns are
 always answered by the host (``model_request``).
+
+Anchored fork: a prefix call that differs from its recording (a divergence note, another
+tool or role than the trace has at that index, an error where the recording has none or the
+reverse) breaks the prefix; from then on every call at or past ``fork_at`` fails at once with
+`ForkStopped` (nothing is executed, served or asked of the host): the fork does not continue
+from a state that is not the recorded one.
 
 Threads: a program step's calls may come from several threads at once. Indices are handed out
 under a lock and records sent in index order (a record waits for every earlier index;
@@ -28,6 +36,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from runner.errors import ReplayDivergence
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay import rawserve
 from runner.runtime.replay.callrecords import (
@@ -59,6 +68,10 @@ Execute = Callable[[RuntimeTool, Dict[str, Any], Dict[str, Any], Optional[Dict[s
 Wait = Callable[[str], Dict[str, Any]]
 
 
+class ForkStopped(ReplayDivergence):
+    """A call past an anchored fork's point after its prefix diverged: the fork stops here."""
+
+
 class Caller:
     """Makes the episode's calls and reports each one.
 
@@ -74,6 +87,8 @@ class Caller:
             ``gateway_response`` (program steps; `runner.runtime.steps.apicall`).
         execute: runs a tool and fills the record's body (the worker's, `runner.runtime.worker.
             client.Worker.execute`); default `runner.runtime.replay.rawserve.run_here`.
+        fork_at: an anchored fork (shadow mode): calls ``0 .. fork_at - 1`` are the trace's
+            prefix, served and verified as in reproduce; None: no fork.
     """
 
     def __init__(
@@ -87,8 +102,11 @@ class Caller:
         after_call: Callable[[], None] = lambda: None,
         request_api: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None,
         execute: Optional[Execute] = None,
+        fork_at: Optional[int] = None,
     ) -> None:
         self._run = execute or rawserve.run_here
+        self.fork_at = fork_at
+        self.prefix_broken = False
         self._send = send
         self.request_api = request_api
         self._request_model = request_model
@@ -105,9 +123,18 @@ class Caller:
         self._pending: Dict[int, Dict[str, Any]] = {}
         self._sent = 0
 
+    def from_trace(self, index: int) -> bool:
+        """True when call ``index`` is served and verified from the trace (reproduce, prefix)."""
+        return self.mode == "reproduce" or (self.fork_at is not None and index < self.fork_at)
+
     def _next(self) -> Tuple[int, float]:
         with self._lock:
             index = self.index
+            if self.prefix_broken and self.fork_at is not None and index >= self.fork_at:
+                raise ForkStopped(
+                    "the anchored fork does not continue: its prefix (calls 0-{}) diverged from "
+                    "the recording".format(self.fork_at - 1)
+                )
             self.index += 1
             return index, self.clock.advance(index)
 
@@ -118,12 +145,43 @@ class Caller:
         if error is not None:
             record["error"] = error_record(error)
             self.failed.append((error, record["index"], record["tool"]))
+        if self.fork_at is not None and record["index"] < self.fork_at:
+            self._check_prefix(record)
         self._after_call()
         with self._lock:
             self._pending[record["index"]] = record
             while self._sent in self._pending:
                 self._send("call", record=self._pending.pop(self._sent))
                 self._sent += 1
+
+    def _check_prefix(self, record: Dict[str, Any]) -> None:
+        """Mark the fork's prefix broken when call ``record`` is not its recording's."""
+        recorded = self._trace.at(record["index"])
+        if (record.get("meta") or {}).get("divergence"):
+            pass  # already said (a served call's miss, a pure result)
+        elif recorded is None or recorded.get("tool") != record["tool"]:
+            self.divergence(
+                record,
+                "unrecorded_call",
+                "{} call #{} of the fork's prefix where the trace has {}".format(
+                    record["tool"],
+                    record["index"],
+                    "no call" if recorded is None else repr(recorded.get("tool")),
+                ),
+            )
+        elif bool(record.get("error")) != bool(recorded.get("error")):
+            self.divergence(
+                record,
+                "prefix_outcome",
+                "{} call #{} of the fork's prefix {} but the trace recorded {}".format(
+                    record["tool"],
+                    record["index"],
+                    "failed: " + brief(record) if record.get("error") else "succeeded",
+                    brief(recorded) if recorded.get("error") else "a success",
+                ),
+            )
+        if (record.get("meta") or {}).get("divergence"):
+            self.prefix_broken = True
 
     def flush(self) -> None:
         """Send the records still waiting for an earlier call that never ended, in order."""
@@ -198,8 +256,8 @@ class Caller:
                 value = self._execute(index, step_id, tool, args, record, execute)
             else:
                 served = self._serve(record, tool.id, args)
-                record["source"] = "trace" if self.mode == "reproduce" else "observation"
-                if self.mode == "reproduce" and rawio.is_raw(served):
+                record["source"] = "trace" if self.from_trace(index) else "observation"
+                if self.from_trace(index) and rawio.is_raw(served):
                     value = self._rerun_raw(tool, args, record, served)
                 else:
                     record.update({k: served[k] for k in _BODY_KEYS if k in served})
@@ -207,7 +265,7 @@ class Caller:
                     value = value_of(served)
         except (Exception, SystemExit) as exc:  # a tool's sys.exit() is a tool error too
             error = exc
-        if self.mode == "reproduce" and tool.disposition == "execute":
+        if self.from_trace(index) and tool.disposition == "execute":
             self._compare_pure(index, tool, args, record, error)
         self._finish(record, started, error)
         if error is not None:
@@ -328,7 +386,7 @@ class Caller:
 
     def _serve(self, record: Dict[str, Any], tool_id: str, args: Any) -> Dict[str, Any]:
         try:
-            if self.mode == "reproduce":
+            if self.from_trace(record["index"]):
                 return self._trace.serve(record["index"], tool_id, args)
             return self._observations.serve(tool_id, args)
         except Exception as exc:

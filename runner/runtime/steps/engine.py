@@ -11,7 +11,9 @@ recording, as that call's error); only an error escaping a step ends the episode
 
 - `ToolNotResolvable` (a step names a tool absent from the manifest) or `CapabilityDenied`
   anywhere in the error's chain -> ``denied``, naming the tool;
-- anything else -> ``failed``.
+- anything else -> ``failed``;
+- an anchored fork whose prefix diverged (`runner.runtime.replay.calls.ForkStopped`) ends
+  ``failed`` even when the workflow caught every error: it never ends ``succeeded``.
 
 ``failure`` is ``{call_index, tool, error_class}`` of the call whose error ended the episode;
 when no call failed, the last call index (-1 before any call) with the denied tool id, or
@@ -22,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from runner.errors import CapabilityDenied, ToolNotResolvable
 from runner.runtime.registry import RuntimeRegistry
-from runner.runtime.replay.calls import Caller
+from runner.runtime.replay.calls import Caller, ForkStopped
 from runner.runtime.steps.agent import AgentStep, caused_by
 from runner.runtime.steps.program import ProgramStep
 from runner.runtime.template import render
@@ -97,6 +99,10 @@ class Episode:
             self.outputs[step_id] = result
             output = result
             self.send("step", step_id=step_id, state="finished")
+        if self.caller.prefix_broken:  # an anchored fork's diverged prefix never succeeds
+            return self._ended(
+                ForkStopped("the anchored fork's prefix diverged from the recording"), output, []
+            )
         return {
             "status": "succeeded",
             "output": output,

@@ -41,7 +41,7 @@ def ledger_command(
     Runs, model calls, tokens, USD and sandbox seconds charged, and what is reserved but not
     yet settled. Exit 2 for an invalid or unknown --job.
     """
-    settings = state(ctx).settings(quiet=True)
+    settings = state(ctx).settings()
     path = settings.state_dir / LEDGER_FILENAME
     try:
         if job is not None:

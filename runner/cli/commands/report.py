@@ -61,7 +61,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Show a submission's report again (from its job folder); --html writes it as a page."""
-    settings = state(ctx).settings(quiet=True)
+    settings = state(ctx).settings()
     try:
         report, data = load_report(settings, job_id)
         check_backend(data, job_dir(settings, job_id) / "report.json")

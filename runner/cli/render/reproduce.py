@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from runner.cli.render.console import table_console
+from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, markup, one_line
 from runner.reproduce.report import EXIT_OF
@@ -137,7 +137,7 @@ def _table(reports: list[ReproduceReport]) -> None:
             str(report.exit_code),
             markup(why[:200]),
         )
-    table_console().print(table)
+    table_console().print(fold_cells(table))
 
 
 def totals_line(reports: list[ReproduceReport]) -> str:

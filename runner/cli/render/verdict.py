@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
+from runner.cli.render.console import fold_cells
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import one_line
 from runner.submit.jobreport import JobReport
@@ -99,7 +100,7 @@ def render_verdict(report: JobReport, console: Console) -> None:
         console.print("[yellow]not graded: no tournament was run for this job[/yellow]")
     scores = report.scores
     if scores and scores.get("variants"):
-        console.print(_scores_table(scores))
+        console.print(fold_cells(_scores_table(scores)))
         missing = _not_scored(scores["variants"])
         if missing:
             console.print(escape(f"not scored (in no denominator): {missing}"), soft_wrap=True)

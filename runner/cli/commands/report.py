@@ -66,7 +66,7 @@ def report_command(
         report, data = load_report(settings, job_id)
         check_backend(data, job_dir(settings, job_id) / "report.json")
     except SandboxReplayError as exc:
-        fail(exc)
+        fail(exc, as_json=as_json)
     if html is not None:
         written = write_job_page(report, html)
         if written is None:

@@ -136,6 +136,9 @@ def _render_gate(gate: Mapping[str, Any], console: Console) -> None:
             f" {escape(str(entry.get('reason', '')))}",
             soft_wrap=True,
         )
+    confirm = gate.get("confirm")
+    if isinstance(confirm, dict) and confirm.get("text"):  # runner.submit.confirm
+        console.print(escape(f"  {one_line(confirm['text'])}"), soft_wrap=True)
     for entry in gate.get("flaky") or []:
         tasks = [str(t) for t in entry.get("tasks") or []]
         shown = ", ".join(tasks[:8]) + (", …" if len(tasks) > 8 else "")
@@ -156,13 +159,18 @@ def write_gate_junit(gate: Mapping[str, Any], path: Path) -> None:
         path: the XML file to write.
     """
     cases = []
+    confirm = gate.get("confirm")
+    confirmed = confirm.get("variants") or [] if isinstance(confirm, dict) else []
     for entry in gate.get("verdicts") or []:
         word, reason = str(entry.get("verdict")), str(entry.get("reason", ""))
+        said = f"{word}: {reason}"
+        if entry.get("variant") in confirmed and isinstance(confirm, dict):
+            said += f"\n{confirm.get('text')}"
         cases.append(
             JUnitCase(
                 f"{entry.get('variant')} against {gate.get('baseline')}",
                 "submit.gate",
-                f"{word}: {reason}",
+                said,
                 failure=reason if word == "FAIL" else None,
                 error=(word, reason) if word not in ("PASS", "FAIL") else None,
             )

@@ -70,7 +70,7 @@ def jobs_show_command(
     job_id: Annotated[str, typer.Argument(help="The job id.", show_default=False)],
     as_json: JsonOption = False,
 ) -> None:
-    """Show a job's report: its verdict, scores and spend (as ``report JOB_ID``)."""
+    """Show a job's report: its verdict, scores and spend (as report JOB_ID shows it)."""
     settings = state(ctx).settings()
     try:
         report = load_checked_report(settings, job_id)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
@@ -68,7 +68,7 @@ def table_console(*, stderr: bool = False, file: TextIO | None = None) -> Consol
     return _InertConsole(file=file, stderr=stderr, width=None if tty else PIPED_WIDTH, emoji=False)
 
 
-def fold_cells(table: Table) -> Table:
+def fold_cells(table: Table, *, whole: Collection[str] = ()) -> Table:
     """Make every column of ``table`` wrap, then fold, what does not fit; never cut it.
 
     A column wraps at spaces; a word wider than its column (an id, a path, ``25.00–30.63``)
@@ -77,12 +77,18 @@ def fold_cells(table: Table) -> Table:
     13, measured at 40 columns), and a word is never wrapped inside anyway, so on a wide
     console an id still reads on one line.
 
+    Args:
+        table: the table (changed in place).
+        whole: headers of columns kept on one line (``no_wrap``): the other columns wrap and
+            fold first (rich shrinks a table's widest column first, folding an id before a
+            phrase). The caller keeps them narrow enough for the console (else rich crops).
+
     Returns:
-        ``table`` itself (changed in place), for ``console.print(fold_cells(table))``.
+        ``table`` itself, for ``console.print(fold_cells(table))``.
     """
     for column in table.columns:
         column.overflow = "fold"
-        column.no_wrap = False
+        column.no_wrap = column.header in whole
     return table
 
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from runner.cli.render.console import fold_cells, table_console
@@ -25,6 +27,11 @@ __all__ = ["print_job_list", "print_prune"]
 
 def _when(epoch_s: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(epoch_s))
+
+
+def _short_when(epoch_s: float) -> str:
+    """``12-07 19:36`` (the year is said once, by the caller)."""
+    return time.strftime("%m-%d %H:%M", time.gmtime(epoch_s))
 
 
 def _variants(entry: JobEntry) -> str:
@@ -43,26 +50,49 @@ def _status(entry: JobEntry) -> str:
     return command + entry.status + exit_code + (", live" if entry.live else "")
 
 
-def print_job_list(entries: Sequence[JobEntry], state_dir: Path) -> None:
-    """The jobs table (newest first), then where they live; a line when there is none."""
-    console = table_console()
+def print_job_list(
+    entries: Sequence[JobEntry], state_dir: Path, console: Console | None = None
+) -> None:
+    """The jobs table (newest first), then where they live; a line when there is none.
+
+    Args:
+        entries: the jobs (`runner.submit.jobs.list_jobs`).
+        state_dir: the state directory (its ``jobs/`` folder is said once, under the table).
+        console: where to print (default: `table_console`, stdout).
+    """
+    console = console or table_console()
     if not entries:
         console.print(markup(f"no jobs in {state_dir} (submit makes one)"))
         return
-    table = Table(title=f"{len(entries)} job{'s' if len(entries) != 1 else ''}")
-    for column in ("job", "created (UTC)", "variants", "tasks", "status", "spend", "folder"):
+    years = sorted({time.gmtime(e.created).tm_year for e in entries})
+    title = f"{len(entries)} job{'s' if len(entries) != 1 else ''}, newest first"
+    span = str(years[0]) if years[0] == years[-1] else f"{years[0]}-{years[-1]}"
+    table = Table(
+        title=f"{title} (created in UTC, {span})",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("job")
+    for column in ("created", "variants", "tasks", "status", "spend"):
         table.add_column(column, justify="right" if column in ("tasks", "spend") else "left")
+    standard = state_dir.resolve() / "jobs"
+    elsewhere = [e for e in entries if e.folder is None or e.folder.parent != standard]
     for entry in entries:
         table.add_row(
             markup(entry.id),
-            _when(entry.created),
+            _short_when(entry.created),
             markup(_variants(entry)),
             _tasks(entry),
             markup(_status(entry)),
             f"${entry.spend_usd:.4f}",
-            markup(str(entry.folder) if entry.folder is not None else "– (ledger only)"),
         )
-    console.print(fold_cells(table))
+    # the id whole on one line (it is what the user copies) while the other columns keep the
+    # ~50 they need to wrap in; on a narrower console it folds with them
+    fits = max(len(e.id) for e in entries) + 50 <= console.width
+    console.print(fold_cells(table, whole=("job",) if fits else ()))
+    console.print(markup(f"folders: {standard}/JOB_ID"), style="dim", soft_wrap=True)
+    for entry in elsewhere:  # a row of the ledger whose folder is gone
+        console.print(markup(f"  {entry.id}: no folder (ledger rows only)"), style="dim")
     console.print("show one: sandbox-replay jobs show JOB_ID", style="dim")
 
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from runner.backends import labels
 from runner.cli.app import app
 from runner.cli.commands import register
+from runner.cli.render.joblist import print_job_list
 from runner.errors import InputError
 from runner.ledger import Amount, Ledger
 from runner.settings import Settings
@@ -156,3 +159,13 @@ def test_the_cli_prints_one_json_object_per_command(state: Path) -> None:
     assert bad.exit_code == 2 and json.loads(bad.stdout)["field"] == "--older-than"
     unknown = runner.invoke(app, ["jobs", "show", "job-zzz", "--json"])
     assert unknown.exit_code == 2 and "error" in json.loads(unknown.stdout)
+
+
+def test_the_list_at_80_columns_keeps_each_job_id_whole(state: Path) -> None:
+    _job(state, "job-20261207T193643Z-b90866", 1, usd=1.5)
+    out = io.StringIO()
+    print_job_list(list_jobs(_settings(), now=lambda: NOW), state, Console(file=out, width=80))
+    text = out.getvalue()
+    assert "job-20261207T193643Z-b90866" in text and "$1.5000" in text and "…" not in text
+    table = text.split("folders:")[0]  # the folder's path line is the terminal's to wrap
+    assert max(len(line) for line in table.splitlines()) <= 80

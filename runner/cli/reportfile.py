@@ -9,15 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from runner.backends.registry import names as backend_names
-from runner.errors import InputError
+from runner.cli.app import fail, state
+from runner.errors import InputError, SandboxReplayError
 from runner.submit.jobfolder import job_dir, load_report
 
 if TYPE_CHECKING:
     from runner.settings import Settings
     from runner.submit.jobreport import JobReport
 
-__all__ = ["check_backend", "load_checked_report"]
+__all__ = ["check_backend", "load_checked_report", "report_or_exit"]
 
 
 def check_backend(report: dict[str, Any], path: Path) -> None:
@@ -55,3 +58,12 @@ def load_checked_report(settings: Settings, job_id: str) -> JobReport:
     report, data = load_report(settings, job_id)
     check_backend(data, job_dir(settings, job_id) / "report.json")
     return report
+
+
+def report_or_exit(ctx: typer.Context, job_id: str, *, as_json: bool) -> JobReport:
+    """The command's settings, then `load_checked_report`; its error said and exit 2 (`fail`)."""
+    settings = state(ctx).settings()
+    try:
+        return load_checked_report(settings, job_id)
+    except SandboxReplayError as exc:
+        fail(exc, as_json=as_json)

@@ -23,7 +23,7 @@ from runner.cli.options import JsonOption
 from runner.cli.render.joblist import print_job_list, print_prune
 from runner.cli.render.jobview import print_report
 from runner.cli.render.jsonout import print_json
-from runner.cli.reportfile import load_checked_report
+from runner.cli.reportfile import report_or_exit
 from runner.errors import SandboxReplayError
 from runner.submit.jobs import list_jobs, parse_age, prune_jobs
 
@@ -71,12 +71,7 @@ def jobs_show_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show a job's report: its verdict, scores and spend (as report JOB_ID shows it)."""
-    settings = state(ctx).settings()
-    try:
-        report = load_checked_report(settings, job_id)
-    except SandboxReplayError as exc:
-        fail(exc, as_json=as_json)
-    print_report(report, as_json)
+    print_report(report_or_exit(ctx, job_id, as_json=as_json), as_json)
 
 
 @jobs_app.command("prune")

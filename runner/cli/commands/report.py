@@ -12,12 +12,12 @@ from typing import Annotated
 
 import typer
 
-from runner.cli.app import app, fail, state
+from runner.cli.app import app, fail
 from runner.cli.options import JsonOption
 from runner.cli.render.jobview import print_report, write_job_page
 from runner.cli.render.terminal import echo
-from runner.cli.reportfile import check_backend, load_checked_report
-from runner.errors import InputError, SandboxReplayError
+from runner.cli.reportfile import check_backend, report_or_exit
+from runner.errors import InputError
 
 __all__ = ["check_backend", "report_command"]
 
@@ -35,11 +35,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Show a submission's report again (from its job folder); --html writes it as a page."""
-    settings = state(ctx).settings()
-    try:
-        report = load_checked_report(settings, job_id)
-    except SandboxReplayError as exc:
-        fail(exc, as_json=as_json)
+    report = report_or_exit(ctx, job_id, as_json=as_json)
     if html is not None:
         written = write_job_page(report, html)
         if written is None:

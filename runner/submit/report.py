@@ -178,6 +178,8 @@ def grade_job(
             incomplete: dict[str, str] = {}
             for variant in plan.variants:
                 run = latest.get((variant.name, task.task_id, repeat))
+                if run is None and repeat >= plan.repeats:
+                    continue  # a confirm runs only the gated variants: the others have no run
                 if run is None or run.status not in GRADABLE or not run.trace_path:
                     incomplete[variant.name] = "not_run" if run is None else run.status
                     continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import random
@@ -172,7 +173,11 @@ def test_the_confirm_keeps_most_real_regressions_and_never_fails_an_a_a_job() ->
 def test_submit_runs_the_confirm_and_reports_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The job's wiring: the extra runs go through the scheduler, the report's gate says so."""
+    """The job's wiring, real grading: the extra runs go through the scheduler and the ledger.
+
+    Three variants: the baseline passes every task; the candidate 12 of 20 at first and every
+    task on retry; a third passes every task (a PASS: the confirm does not run it).
+    """
     fix = TESTS / "fixtures" / "submit"
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(
@@ -182,54 +187,45 @@ def test_submit_runs_the_confirm_and_reports_it(
         )
     )
     calls: dict[tuple[str, str], int] = {}
-
-    def run_pair(self: Any, variant: str, task_id: str, key: str) -> tuple[str, Any, Amount]:
-        calls[(variant, task_id)] = calls.get((variant, task_id), 0) + 1
-        return "succeeded", None, Amount()
-
     names: list[str] = []
 
-    def grade_job(
-        plan: Plan, ledger: Any, guard: Any, settings: Any, cwd: Any, *, confirm_tasks: Any = ()
-    ) -> TournamentReport:
-        """v1 (the baseline) passes all; v2 passes 12 of 20 first and every task on retry."""
-        base, candidate = names
-        job = FakeJob(candidate_passes=12, retry_passes=True)
-        job.outputs = {
-            (base if v == "v1" else candidate, t, r): o for (v, t, r), o in (job.outputs.items())
-        }
-        for task in confirm_tasks:
-            job.outputs[(base, task, 1)] = job.outputs[(candidate, task, 1)] = "ok"
-        groups = [
-            Group(
-                task,
-                tuple(Result(v, "succeeded", job.outputs[(v, task, r)]) for v in (base, candidate)),
-                {"output": "ok"},
-                repeat=r,
-            )
-            for task in TASKS
-            for r in range(2 if task in confirm_tasks else 1)
-        ]
-        return grade(groups, rubric_judge, variants=names, seed=1, resamples=50, spread="tasks")
+    def run_pair(self: Any, variant: str, task_id: str, key: str) -> tuple[str, Any, Amount]:
+        n = calls[(variant, task_id)] = calls.get((variant, task_id), 0) + 1
+        loses = variant == names[1] and n == 1 and TASKS.index(task_id) >= 12
+        trace = tmp_path / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsonl"
+        end = {"type": "end", "status": "succeeded", "output": "no" if loses else "ok"}
+        trace.write_text(json.dumps(end) + "\n")
+        return "succeeded", str(trace), Amount()
 
     monkeypatch.setattr(pairs_module.PairRunner, "run_pair", run_pair)
-    monkeypatch.setattr(submit_module, "grade_job", grade_job)
     without_description(monkeypatch)
     options = SubmitOptions(
-        variants=(fix / "a.yaml", fix / "b.yaml"), names=(None, None), tasks=tasks, cwd=fix
+        variants=(fix / "a.yaml", fix / "b.yaml", fix / "c.yaml"),
+        names=(None, None, None),
+        tasks=tasks,
+        cwd=fix,
     )
     settings = Settings(state_dir=tmp_path / "state")
     plan = submit_module.prepare(options, settings)
     names.extend(v.name for v in plan.variants)
-    plan = replace(plan, baseline=names[0])
+    base, candidate, third = names
+    plan = replace(plan, baseline=base)
     result = submit_module.execute(
         plan, options, settings, backend_factory=StubBackend, handle_signals=False
     )
     report = result.report
-    assert report is not None and report.gate is not None
+    assert report is not None and report.gate is not None and report.scores is not None
     confirm = report.gate["confirm"]
-    assert confirm["before"] == {names[1]: FAIL} and confirm["after"] == {names[1]: INCONCLUSIVE}
-    assert set(calls.values()) == {2}  # every (variant, task) ran twice: planned + confirm
-    assert report.exit_code == 7 and report.runs_by_status == {"succeeded": 40}
+    assert confirm["before"] == {candidate: FAIL, third: "PASS"}
+    assert confirm["after"] == {candidate: INCONCLUSIVE, third: "PASS"}
+    assert confirm["variants"] == [candidate] and confirm["tasks"] == TASKS
+    # the candidate and the baseline ran twice per task, the third once
+    assert {k: n for k, n in calls.items() if n == 2}.keys() == {
+        (v, t) for v in (base, candidate) for t in TASKS
+    }
+    assert all(calls[(third, t)] == 1 for t in TASKS)
+    assert report.exit_code == 7 and report.runs_by_status == {"succeeded": 60}
+    by_name = {v["variant"]: v for v in report.scores["variants"]}
+    assert by_name[candidate]["mean"] == 0.8 and by_name[third]["not_scored"] == {}
     with Ledger.for_state_dir(settings.state_dir) as ledger:
-        assert len(ledger.runs(plan.job_id)) == 80  # the confirm's runs are charged, as replay
+        assert len(ledger.runs(plan.job_id)) == 100  # 60 planned + 40 confirm, charged

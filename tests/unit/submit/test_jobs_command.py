@@ -169,3 +169,20 @@ def test_the_list_at_80_columns_keeps_each_job_id_whole(state: Path) -> None:
     assert "job-20261207T193643Z-b90866" in text and "$1.5000" in text and "…" not in text
     table = text.split("folders:")[0]  # the folder's path line is the terminal's to wrap
     assert max(len(line) for line in table.splitlines()) <= 80
+
+
+def test_jobs_show_prints_what_report_prints(state: Path) -> None:
+    from dataclasses import replace
+
+    from runner.submit.report import write_report
+    from tests.unit.submit.test_verdict_report import _report
+
+    register()
+    folder = _job(state, "job-shown", 1)
+    write_report(folder, replace(_report(baseline="v1", tasks=6), job_id="job-shown"))
+    runner = CliRunner()
+    for args in ([], ["--json"]):
+        shown = runner.invoke(app, ["jobs", "show", "job-shown", *args])
+        reported = runner.invoke(app, ["report", "job-shown", *args])
+        assert shown.exit_code == reported.exit_code == 0, shown.output
+        assert shown.stdout == reported.stdout and "baseline" in shown.stdout

@@ -93,7 +93,8 @@ class Settings(BaseSettings):
             limits overriding the policy (``SANDBOX_REPLAY_MAX_CALLS=500``); None keeps the
             policy's value. The bounds are the policy's (`runner.policy.models.LIMIT_BOUNDS`).
         log_format: ``auto`` (console on a TTY, JSON otherwise), ``console`` or ``json``.
-        log_level: the least severe log events shown (``debug`` ... ``error``; default ``info``).
+        log_level: the least severe log events shown (``debug`` ... ``error``; default
+            ``warning``: info events are asked for with ``-v`` or this setting).
         openai_base_url: base URL of an OpenAI-compatible endpoint for the ``openai`` provider
             (None: the host's ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``).
         openai_api_key: its key (None: the host's ``OPENAI_API_KEY``); held on the host, never
@@ -133,7 +134,7 @@ class Settings(BaseSettings):
     max_trace_mb: MaxTraceMb | None = None
     # -- logging (runner.cli.log) --
     log_format: Literal["auto", "console", "json"] = "auto"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
     # -- model providers: endpoints and keys, held on the host (runner.providers) --
     openai_base_url: str | None = None
     openai_api_key: SecretStr | None = None

@@ -42,18 +42,28 @@ GLOBAL_OPTIONS_WITH_VALUE = ("--log-format", "--log-level")
 
 @dataclass
 class CliState:
-    """Options shared by every command (set by the top-level callback)."""
+    """Options shared by every command (set by the top-level callback).
+
+    Attributes:
+        log_format: ``--log-format``, or None (the setting's, default ``auto``).
+        log_level: ``--log-level``, or None.
+        verbose: how many ``-v`` were given (1: info events, 2 or more: debug events).
+    """
 
     log_format: Literal["auto", "console", "json"] | None = None
     log_level: Literal["debug", "info", "warning", "error"] | None = None
+    verbose: int = 0
 
-    def settings(self, *, quiet: bool = False, deferred: bool = False) -> Settings:
+    def settings(self, *, deferred: bool = False) -> Settings:
         """Build the settings once, from the environment and the global flags.
 
+        Logging is configured here too. Its level is, first found: ``--log-level``, ``-v``
+        (info) or ``-vv`` (debug), ``SANDBOX_REPLAY_LOG_LEVEL``, else ``warning`` (the
+        setting's default): info events are off unless asked for, so that the lines a
+        command prints (a verdict, a table, a progress bar) are not buried under log lines
+        in a terminal or a CI log. Log lines always go to stderr (`runner.cli.log`).
+
         Args:
-            quiet: the command shows a progress bar or a table: unless ``--log-level`` or
-                ``SANDBOX_REPLAY_LOG_LEVEL`` says otherwise, only warnings and errors are
-                logged (info lines would tear the bar and bury the table).
             deferred: when the environment sets no setting, return a stand-in that builds
                 them on first use (`runner.cli.lazysettings`: ``check`` needs them only for
                 an MCP server or a model provider); else they are built and validated now.
@@ -73,15 +83,19 @@ class CliState:
         from runner.hostlog import LEVELS
 
         if deferred and not environment_sets_any():
-            level = self.log_level or ("warning" if quiet else DEFAULT_LOG_LEVEL)
+            level = self.log_level or self._verbose_level() or DEFAULT_LOG_LEVEL
             configure_logging(self.log_format or DEFAULT_LOG_FORMAT, LEVELS[level])
             return cast("Settings", DeferredSettings(self._build))
-        settings = self._build()
-        level = settings.log_level
-        if quiet and "log_level" not in settings.model_fields_set:
-            level = "warning"
+        settings = self._build()  # --log-level is in it: the flag wins over the environment
+        level = self.log_level or self._verbose_level() or settings.log_level
         configure_logging(settings.log_format, LEVELS[level])
         return settings
+
+    def _verbose_level(self) -> Literal["debug", "info"] | None:
+        """The level ``-v`` asks for (``-vv``: debug), or None without ``-v``."""
+        if self.verbose >= 2:
+            return "debug"
+        return "info" if self.verbose == 1 else None
 
     def _build(self) -> Settings:
         """`Settings` from the environment and the global flags (InputError: see `settings`)."""
@@ -125,10 +139,20 @@ def _main_options(
         str | None,
         typer.Option(
             "--log-level",
-            help="debug, info, warning or error (default: info; warning for commands that"
-            " show a progress bar or a table).",
+            help="debug, info, warning or error (default: warning; info events are shown"
+            " with -v or this option).",
         ),
     ] = None,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            show_default=False,
+            help="Show info log events on stderr (-vv: debug events too).",
+        ),
+    ] = 0,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
@@ -137,7 +161,7 @@ def _main_options(
         raise typer.BadParameter("must be auto, console or json", param_hint="--log-format")
     if log_level not in (None, "debug", "info", "warning", "error"):
         raise typer.BadParameter("must be debug, info, warning or error", param_hint="--log-level")
-    ctx.obj = CliState(log_format=log_format, log_level=log_level)  # type: ignore[arg-type]
+    ctx.obj = CliState(log_format=log_format, log_level=log_level, verbose=verbose)  # type: ignore[arg-type]
 
 
 def state(ctx: typer.Context) -> CliState:

@@ -61,7 +61,7 @@ FIELDS = frozenset(
 )
 # What `Settings` holds when the environment sets none of its fields.
 DEFAULT_LOG_FORMAT: Literal["auto"] = "auto"
-DEFAULT_LOG_LEVEL: Literal["info"] = "info"
+DEFAULT_LOG_LEVEL: Literal["warning"] = "warning"
 
 
 def environment_sets_any(environ: Mapping[str, str] | None = None) -> bool:

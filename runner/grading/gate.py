@@ -21,6 +21,15 @@ both with their 95 % Student t intervals (`runner.grading.scores`). The rule, in
 4. **INCONCLUSIVE** otherwise (a borderline miss: the intervals overlap but a mean lies beyond
    the other's interval): more repeats or tasks would tell.
 
+**Borderline** (`borderline`): a FAIL at 95 % that a 99 % interval would not call, i.e. the
+two intervals, each widened around its mean by z(0.995) / z(0.975) = 2.5758 / 1.9600 = 1.314
+(`WIDEN_TO_99`: the normal quantiles' ratio, applied to the side facing the other interval:
+the candidate's upper half, the baseline's lower half), overlap. ``submit --baseline`` re-runs
+a borderline FAIL's compared tasks once more and decides on the combined data
+(`runner.submit.confirm`): one confirm-on-retry, never more, and only for a FAIL (a PASS or an
+INCONCLUSIVE is never re-run into a FAIL by asking again). A clear regression is not
+borderline: it FAILs at once.
+
 Runs not scored (``infra_error``, ``ceiling_reached``, ``interrupted``, not run, a judge
 failure) are out of every denominator and reported per candidate (``not_scored``). Flaky tasks
 (different scores across repeats of one variant) are listed per variant.
@@ -36,7 +45,16 @@ from typing import Any
 
 from runner.errors import EXIT_INCONCLUSIVE, EXIT_NEGATIVE, EXIT_OK, worst_exit_code
 
-__all__ = ["FAIL", "INCONCLUSIVE", "PASS", "RULE", "gate"]
+__all__ = [
+    "BORDERLINE_RULE",
+    "FAIL",
+    "INCONCLUSIVE",
+    "PASS",
+    "RULE",
+    "WIDEN_TO_99",
+    "borderline",
+    "gate",
+]
 
 PASS = "PASS"  # noqa: S105 - a verdict, not a password
 FAIL = "FAIL"
@@ -47,6 +65,33 @@ RULE = (
     " or below the candidate's; otherwise INCONCLUSIVE"
 )
 _CODES = {PASS: EXIT_OK, FAIL: EXIT_NEGATIVE, INCONCLUSIVE: EXIT_INCONCLUSIVE}
+# z(0.995) / z(0.975): a 95 % normal interval's half-width widened to 99 % (module doc).
+WIDEN_TO_99 = 2.5758 / 1.9600
+BORDERLINE_RULE = (
+    "a FAIL is borderline when the two 95% intervals, widened to 99% (x1.314 around their"
+    " means), overlap; a borderline FAIL's compared tasks are run once more (both sides) and the"
+    " gate decides on the combined data"
+)
+
+
+def borderline(candidate: Mapping[str, Any], baseline: Mapping[str, Any]) -> bool:
+    """Whether a candidate that FAILs against ``baseline`` does so near the intervals' edge.
+
+    Args:
+        candidate: a variant of `runner.grading.scores.summarise` (``mean``, ``interval``).
+        baseline: the baseline's entry.
+
+    Returns:
+        True when the candidate's upper half-width and the baseline's lower half-width, each
+        times `WIDEN_TO_99`, make the intervals meet (module doc); False without intervals.
+    """
+    if candidate.get("interval") is None or baseline.get("interval") is None:
+        return False
+    mean, b_mean = float(candidate["mean"]), float(baseline["mean"])
+    high, b_low = float(candidate["interval"][1]), float(baseline["interval"][0])
+    reach_up = mean + WIDEN_TO_99 * (high - mean)
+    reach_down = b_mean - WIDEN_TO_99 * (b_mean - b_low)
+    return reach_up >= reach_down
 
 
 def _verdict(candidate: Mapping[str, Any], baseline: Mapping[str, Any]) -> tuple[str, str]:
@@ -87,7 +132,8 @@ def gate(scores: Mapping[str, Any], baseline: str) -> dict[str, Any]:
 
     Returns:
         ``{"baseline", "rule", "exit_code", "verdicts": [{"variant", "verdict", "reason",
-        "mean", "interval", "baseline_mean", "baseline_interval", "difference",
+        "borderline" (a FAIL near the edge: `borderline`), "mean", "interval", "baseline_mean",
+        "baseline_interval", "difference",
         "not_scored": {reason: n}}], "flaky": [{"variant", "tasks": [task_id]}]}``, one
         verdict per variant other than the baseline, in ``scores`` order.
 
@@ -109,6 +155,7 @@ def gate(scores: Mapping[str, Any], baseline: str) -> dict[str, Any]:
                 "variant": name,
                 "verdict": verdict,
                 "reason": reason,
+                "borderline": verdict == FAIL and borderline(entry, base),
                 "mean": entry.get("mean"),
                 "interval": entry.get("interval"),
                 "baseline_mean": base.get("mean"),

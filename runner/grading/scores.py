@@ -243,6 +243,7 @@ def summarise(
     *,
     repeats: int = 1,
     ungraded: Sequence[Mapping[str, Any]] = (),
+    spread: str | None = None,
 ) -> dict[str, Any]:
     """Every variant's mean score, pass rate, pass@k and pass^k with intervals (module doc).
 
@@ -253,6 +254,10 @@ def summarise(
         names: every variant, in the order to report them.
         repeats: K of ``--repeats`` (pass@k and pass^k when K > 1).
         ungraded: the groups the judge did not grade (``task_id``, ``repeat``, ``reason``).
+        spread: ``tasks`` to keep tasks the interval's units whatever the repeats (a task's
+            score is then the mean of its episodes): a job of one episode per task whose gate
+            re-ran some tasks once more (`runner.submit.confirm`) is still judged over tasks;
+            None decides by the data (below).
 
     Returns:
         ``{"level", "spread": "repeats"|"tasks", "methods": {"mean", "pass_rate",
@@ -265,7 +270,7 @@ def summarise(
     """
     scored = _scored(rankings)
     every = [s for per in scored.values() for values in per.values() for s in values]
-    spread = (
+    spread = spread or (
         "repeats" if any(len(v) > 1 for per in scored.values() for v in per.values()) else "tasks"
     )
     unit_scale = all(0.0 <= s <= 1.0 for s in every)
@@ -276,7 +281,9 @@ def summarise(
         if spread == "repeats":
             figures = stratified_interval(list(per_task.values()), unit_scale=unit_scale)
         else:
-            figures = mean_interval([v[0] for v in per_task.values()], unit_scale=unit_scale)
+            figures = mean_interval(
+                [sum(v) / len(v) for v in per_task.values()], unit_scale=unit_scale
+            )
         entry: dict[str, Any] = {"variant": name}
         entry.update(mean=figures["mean"], interval=figures["interval"])
         entry.update(episodes=sum(len(v) for v in per_task.values()), tasks=len(per_task))

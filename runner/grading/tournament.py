@@ -240,6 +240,8 @@ def grade(
     judge_name: str | None = None,
     seed: int = 0,
     resamples: int | None = None,
+    repeats: int | None = None,
+    spread: str | None = None,
 ) -> TournamentReport:
     """Judge every group (in a seeded shown order), `aggregate`, then bootstrap over tasks.
 
@@ -251,6 +253,8 @@ def grade(
             ``rubric``.
         seed: seeds the order each group is shown in and the bootstrap (recorded).
         resamples: bootstrap resamples (default: `runner.grading.uncertainty.resample_count`).
+        repeats: K of pass@k and pass^k (default: the groups' highest repeat + 1).
+        spread: the scores' interval units (`runner.grading.scores.summarise`; None: by data).
 
     Returns:
         The report. A group of one result is ungraded (``fewer_than_two_results``); a judge
@@ -315,7 +319,7 @@ def grade(
                 if not r.detail["agree"]
             ],
         }
-    repeats = 1 + max((g.repeat for g in groups), default=0)
+    repeats = repeats or 1 + max((g.repeat for g in groups), default=0)
     return replace(
         report,
         scores=summarise(
@@ -324,6 +328,7 @@ def grade(
             [n for n in _variant_order(variants, groups) if n in names],  # plan order
             repeats=repeats,
             ungraded=ungraded,
+            spread=spread,
         ),
         seed=seed,
         uncertainty=uncertainty,

@@ -157,6 +157,20 @@ class Ledger:
             if cur.rowcount == 0:
                 raise KeyError(f"no job {job_id!r} in {self.path}")
 
+    def remove_job(self, job_id: str) -> int:
+        """Delete a job with its runs and charges, in one transaction (``jobs prune``).
+
+        Returns:
+            The rows deleted (runs + charges + the job's own row; 0 for an unknown id).
+        """
+        with self._db.transaction() as conn:
+            deleted = 0
+            for table in ("charges", "runs", "jobs"):  # the job row last: foreign keys
+                column = "id" if table == "jobs" else "job_id"
+                cur = conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (job_id,))  # noqa: S608
+                deleted += cur.rowcount
+            return deleted
+
     # -- runs -------------------------------------------------------------------------------
 
     def start_run(

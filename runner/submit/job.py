@@ -61,6 +61,7 @@ from runner.settings import Settings
 from runner.submit.budgetclock import BudgetClock
 from runner.submit.ceilings import ceiling_in_effect
 from runner.submit.concurrency import admit_concurrency, engine_cpus, readmit
+from runner.submit.confirm import confirm_on_retry
 from runner.submit.interrupts import Interrupts, handled_signals
 from runner.submit.jobfolder import (
     check_unchanged,
@@ -406,9 +407,19 @@ def _run_job(
                 )
                 interrupts.attach(scheduler)
                 outcomes = scheduler.run(pending)
-                grading = None
+                grading, confirm = None, None
                 if not scheduler.interrupted.is_set():
                     grading = grade_job(plan, ledger, guard, settings, options.cwd)
+                    grading, confirm = confirm_on_retry(  # a borderline FAIL runs once more
+                        plan,
+                        grading,
+                        run=scheduler.run,
+                        grade_again=lambda tasks: grade_job(
+                            plan, ledger, guard, settings, options.cwd, confirm_tasks=tasks
+                        ),
+                        interrupted=scheduler.interrupted.is_set,
+                        finished=done,
+                    )
                 interrupted = scheduler.interrupted.is_set()
             except BaseException:
                 ledger.set_job_status(plan.job_id, "interrupted")  # never left "running"
@@ -423,6 +434,7 @@ def _run_job(
                 grading=grading,
                 resumed=resume,
                 waits=runner.waits,
+                confirm=confirm,
             )
             ledger.set_job_status(plan.job_id, report.status)
     finally:

@@ -241,7 +241,9 @@ class Plan:
         if self.baseline is not None:
             out.append(
                 f"  gate: each other variant against baseline {self.baseline}: PASS, FAIL or"
-                " INCONCLUSIVE (exit 7) from the mean scores' 95% intervals"
+                " INCONCLUSIVE (exit 7) from the mean scores' 95% intervals; a borderline FAIL"
+                f" runs its tasks once more (at most {n * m} runs more, charged as"
+                " replay)"
             )
         if n < 2:
             out.append(

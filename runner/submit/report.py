@@ -25,7 +25,8 @@ Report shape (``report.json``, ``--json``)::
         "interval": [low, high], "pass_rate", "pass_interval", ...}]} | null
         (`runner.grading.scores`),
      "gate": {"baseline", "rule", "exit_code", "verdicts": [{"variant", "verdict":
-        PASS|FAIL|INCONCLUSIVE, "reason", ...}], "flaky"} | null (`runner.grading.gate`),
+        PASS|FAIL|INCONCLUSIVE, "reason", "borderline", ...}], "flaky", "confirm"?} | null
+        (`runner.grading.gate`; ``confirm``: the confirm-on-retry, `runner.submit.confirm`),
      "verdict": {"winner", "leader", "runner_up", "difference", "how_sure", "win_rate",
         "text"} | null (`runner.grading.headline`)}
 
@@ -127,9 +128,25 @@ def _records(path: str) -> Iterator[dict[str, Any]]:
 
 
 def grade_job(
-    plan: Plan, ledger: Ledger, guard: CeilingGuard, settings: Settings, cwd: Path
+    plan: Plan,
+    ledger: Ledger,
+    guard: CeilingGuard,
+    settings: Settings,
+    cwd: Path,
+    *,
+    confirm_tasks: Collection[str] = (),
 ) -> Any:
     """Grade every task's group of episodes; judge model calls are charged to ``judge``.
+
+    Args:
+        plan: the job's plan (its tasks, repeats, variants, judge, seed).
+        ledger: the job's ledger (the latest run of each episode, its trace).
+        guard: the judge ceiling's guard.
+        settings: host settings (a model judge's endpoint).
+        cwd: where a ``module:function`` judge is looked for.
+        confirm_tasks: tasks the gate ran once more (`runner.submit.confirm`): their extra
+            repeat (index ``plan.repeats``) is graded too; with ``plan.repeats`` 1 the scores
+            stay over tasks (a task's score the mean of its episodes).
 
     Returns:
         The `runner.grading.TournamentReport`.
@@ -155,11 +172,14 @@ def grade_job(
     latest = latest_runs(ledger, plan.job_id)
     groups = []
     for task in plan.tasks:
-        for repeat in range(plan.repeats):
+        extra = 1 if task.task_id in confirm_tasks else 0
+        for repeat in range(plan.repeats + extra):
             results = []
             incomplete: dict[str, str] = {}
             for variant in plan.variants:
                 run = latest.get((variant.name, task.task_id, repeat))
+                if run is None and repeat >= plan.repeats:
+                    continue  # a confirm runs only the gated variants: the others have no run
                 if run is None or run.status not in GRADABLE or not run.trace_path:
                     incomplete[variant.name] = "not_run" if run is None else run.status
                     continue
@@ -181,7 +201,14 @@ def grade_job(
                 )
             )
     try:
-        return grade(groups, judge, variants=[v.name for v in plan.variants], seed=plan.seed)
+        return grade(
+            groups,
+            judge,
+            variants=[v.name for v in plan.variants],
+            seed=plan.seed,
+            repeats=plan.repeats,
+            spread="tasks" if plan.repeats == 1 else None,
+        )
     finally:
         close = getattr(provider, "close", None)  # an HTTP provider holds a client
         if callable(close):
@@ -240,13 +267,16 @@ def build_report(
     grading: TournamentReport | None,
     resumed: bool,
     waits: Mapping[str, float] | None = None,
+    confirm: Mapping[str, Any] | None = None,
 ) -> JobReport:
     """Assemble the report and compute the exit code (SPEC.md worst-wins).
 
     ``waits`` (run key -> seconds) is each run of this session's rate-limit wait
     (``rate_limit_wait_s`` on its pair, and their sum on the report). Each pair that ran
     carries the USD of its model turns as the ledger charged them (``turn_usd``), so that
-    nothing that shows the report opens the ledger.
+    nothing that shows the report opens the ledger. ``confirm``: what the gate's
+    confirm-on-retry ran and changed (`runner.submit.confirm.confirm_record`), kept as the
+    gate's ``confirm``; ``grading`` is then the grading of the combined data.
     """
     waits = waits or {}
     latest = latest_runs(ledger, plan.job_id)
@@ -321,6 +351,8 @@ def build_report(
     gate = None
     if plan.baseline is not None:
         gate = gate_verdicts(scores or _unscored(plan), plan.baseline)
+        if confirm is not None:
+            gate["confirm"] = dict(confirm)
         codes.append(int(gate["exit_code"]))
     exit_code = worst_exit_code(*codes)
     status = (

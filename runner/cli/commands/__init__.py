@@ -81,6 +81,7 @@ COMMANDS: dict[str, Command] = {
     "view": Command(
         "view", "Serve a job's or a trace's report page on 127.0.0.1 and print its address."
     ),
+    "jobs": Command("jobs", "List submissions (newest first); show one's report; prune old ones."),
     "image": Command("image", "Build and try the sandbox image."),
     "import": Command(
         "importer",

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption
-from runner.cli.render.console import table_console
+from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.report import estimated_lines
 from runner.domain.ids import validate_id
@@ -41,7 +41,7 @@ def ledger_command(
     Runs, model calls, tokens, USD and sandbox seconds charged, and what is reserved but not
     yet settled. Exit 2 for an invalid or unknown --job.
     """
-    settings = state(ctx).settings(quiet=True)
+    settings = state(ctx).settings()
     path = settings.state_dir / LEDGER_FILENAME
     try:
         if job is not None:
@@ -116,7 +116,7 @@ def _render(data: dict[str, Any]) -> None:
             " ".join(held) or "–",
             escape(statuses) or "–",
         )
-    console.print(table)
+    console.print(fold_cells(table))
 
     for line in estimated_lines(data["purposes"]):
         console.print(escape(line))

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from runner.cli.app import app
 from runner.cli.options import JsonOption
-from runner.cli.render.console import table_console
+from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.jsonout import print_json
 from runner.tracetools.lint import CALL_FIELDS, lint_traces
 
@@ -162,9 +162,9 @@ def _render(results: list[TraceLint], code: int) -> None:
                 "redacted",
                 f"{item['rule']}, {item['length']} characters, now {item['placeholder']}",
             )
-    console.print(table)
+    console.print(fold_cells(table))
     if findings.row_count:
-        console.print(findings)
+        console.print(fold_cells(findings))
     if more:
         console.print(f"{more} more findings not shown (lint --json lists every finding)")
     redacted = sum(len(r.redactions) for r in results)

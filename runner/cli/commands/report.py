@@ -8,44 +8,18 @@ self-contained HTML page. Exit 2 for an unknown job or a page that cannot be wri
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from runner.backends.registry import names as backend_names
-from runner.cli.app import app, fail, state
+from runner.cli.app import app, fail
 from runner.cli.options import JsonOption
 from runner.cli.render.jobview import print_report, write_job_page
 from runner.cli.render.terminal import echo
-from runner.errors import InputError, SandboxReplayError
-from runner.submit.jobfolder import job_dir, load_report
+from runner.cli.reportfile import check_backend, report_or_exit
+from runner.errors import InputError
 
 __all__ = ["check_backend", "report_command"]
-
-
-def check_backend(report: dict[str, Any], path: Path) -> None:
-    """Refuse a ``report.json`` whose ``plan.backend`` is not a backend name (or absent).
-
-    ``submit`` writes a backend's name (`runner.backends.registry`); anything else was put
-    there by hand (a newline would forge a line of the header, a megabyte string kept rich
-    wrapping for minutes), so it is invalid input, not text to show.
-
-    Raises:
-        InputError: ``plan`` is not an object, or ``plan.backend`` is neither absent, null nor
-            a backend name (file and field named, exit 2).
-    """
-    plan = report.get("plan")
-    if not isinstance(plan, dict):
-        raise InputError("not an object", file=str(path), field="plan")
-    backend = plan.get("backend")
-    names = backend_names()
-    if backend is not None and (not isinstance(backend, str) or backend not in names):
-        raise InputError(
-            f"not a backend name ({', '.join(names)}) but a {type(backend).__name__}"
-            + (f" of {len(backend)} characters" if isinstance(backend, str) else ""),
-            file=str(path),
-            field="plan.backend",
-        )
 
 
 @app.command("report")
@@ -61,12 +35,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Show a submission's report again (from its job folder); --html writes it as a page."""
-    settings = state(ctx).settings(quiet=True)
-    try:
-        report, data = load_report(settings, job_id)
-        check_backend(data, job_dir(settings, job_id) / "report.json")
-    except SandboxReplayError as exc:
-        fail(exc)
+    report = report_or_exit(ctx, job_id, as_json=as_json)
     if html is not None:
         written = write_job_page(report, html)
         if written is None:

@@ -9,7 +9,7 @@ through `runner.cli.render.jobview.ConsoleJobView`: the plan first, always (on s
 a terminal, the report as a rich table (or one JSON object with ``--json``) and
 ``<state_dir>/jobs/<job_id>/report.json``. After an interruption the command to continue is
 printed, also after a second Ctrl-C (which stops waiting for runs to wind down) or one that
-lands while the report prints. Info logs are off unless ``--log-level`` /
+lands while the report prints. Info logs are off unless ``-v``, ``--log-level`` or
 ``SANDBOX_REPLAY_LOG_LEVEL`` asks for them. A reader of stdout that goes away (``| head``)
 changes nothing: the job's exit code stands, no traceback.
 
@@ -181,7 +181,7 @@ def submit_command(
     runtime: RuntimeOption = None,
 ) -> None:
     """Shadow-evaluate workflow versions on recorded tasks in sandboxes, then grade them."""
-    settings = state(ctx).settings(quiet=True)
+    settings = state(ctx).settings()
     replay = _flags(
         [
             ("usd", "--ceiling-usd", ceiling_usd),

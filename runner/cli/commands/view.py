@@ -47,7 +47,7 @@ def view_command(
     ] = 0,
 ) -> None:
     """Serve a job's or a trace's report page on 127.0.0.1 and print its address."""
-    settings = state(ctx).settings(quiet=True)
+    settings = state(ctx).settings()
     try:
         if target is not None and Path(target).is_file():
             html = render_trace(Path(target))

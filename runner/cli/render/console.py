@@ -1,9 +1,16 @@
-"""Consoles for the commands that print tables (submit, report, ledger, lint).
+"""Consoles for the commands that print tables (submit, report, ledger, lint, jobs).
 
 On a terminal rich uses the terminal's width. When stdout is piped or redirected rich would
 assume 80 columns and wrap inside phrases and identifiers (``= 44`` / ``runs``, file names cut
 in two); such output is read by tools and people alike, so it gets a wide console
-(`PIPED_WIDTH` columns) instead, and id columns are created with ``no_wrap=True``.
+(`PIPED_WIDTH` columns) instead.
+
+On a narrow terminal (80 columns) a table never cuts a value (rich's default ends a cell that
+does not fit with ``…``: a job id, a run id, an interval's upper bound were lost): every table
+goes through `fold_cells`, whose columns wrap at spaces and fold a word longer than the column
+(an id) onto the next line. Plain lines that can be long (the plan) are wrapped to a terminal's
+width by `wrap_lines`, their continuation indented under the line's own text (piped: one line
+each, for scripts).
 
 A reader that goes away (``| head -1``) silences the console: rich's default would exit 1
 (`rich.console.Console.on_broken_pipe`), replacing the job's exit code.
@@ -17,7 +24,10 @@ must still be markup-escaped where markup is parsed (`runner.cli.render.terminal
 
 from __future__ import annotations
 
+import shutil
 import sys
+import textwrap
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
@@ -26,9 +36,10 @@ from runner.cli.render.terminal import inert, stdout_gone
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
     from rich.text import Text
 
-__all__ = ["PIPED_WIDTH", "table_console"]
+__all__ = ["PIPED_WIDTH", "fold_cells", "line_width", "table_console", "wrap_lines"]
 
 PIPED_WIDTH = 200
 
@@ -55,3 +66,73 @@ def table_console(*, stderr: bool = False, file: TextIO | None = None) -> Consol
     except (AttributeError, ValueError):
         tty = False
     return _InertConsole(file=file, stderr=stderr, width=None if tty else PIPED_WIDTH, emoji=False)
+
+
+def fold_cells(table: Table, *, whole: Collection[str] = ()) -> Table:
+    """Make every column of ``table`` wrap, then fold, what does not fit; never cut it.
+
+    A column wraps at spaces; a word wider than its column (an id, a path, ``25.00–30.63``)
+    is folded onto the next line, whole characters kept. Columns made ``no_wrap`` are made
+    wrappable: rich crops a ``no_wrap`` cell that does not fit whatever its overflow (rich
+    13, measured at 40 columns), and a word is never wrapped inside anyway, so on a wide
+    console an id still reads on one line.
+
+    Args:
+        table: the table (changed in place).
+        whole: headers of columns kept on one line (``no_wrap``): the other columns wrap and
+            fold first (rich shrinks a table's widest column first, folding an id before a
+            phrase). The caller keeps them narrow enough for the console (else rich crops).
+
+    Returns:
+        ``table`` itself, for ``console.print(fold_cells(table))``.
+    """
+    for column in table.columns:
+        column.overflow = "fold"
+        column.no_wrap = column.header in whole
+    return table
+
+
+def line_width(stream: TextIO) -> int | None:
+    """The columns plain lines are wrapped to on ``stream``: the terminal's; None when piped.
+
+    Piped or redirected output is not wrapped: a script or ``grep`` reads one line per fact.
+    """
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return shutil.get_terminal_size().columns if tty else None
+
+
+def wrap_lines(lines: Sequence[str], width: int | None) -> list[str]:
+    """``lines`` wrapped at spaces to ``width`` columns, each continuation indented by 4 more.
+
+    A line's leading spaces are its level (the plan's ``  variant ...`` under ``plan ...``);
+    its continuation lines start 4 columns further in, so a wrapped line reads as one. Words
+    are never broken (an id or a path longer than the width stays whole on its own line).
+
+    Args:
+        lines: lines without newlines.
+        width: the columns available (at least 20 are used); None: ``lines`` as they are.
+
+    Returns:
+        The wrapped lines, in order (an empty line stays one empty line).
+    """
+    if width is None:
+        return list(lines)
+    out: list[str] = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        out.extend(
+            textwrap.wrap(
+                line,
+                width=max(width, 20),
+                initial_indent="",
+                subsequent_indent=indent + "    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+                drop_whitespace=True,
+            )
+            or [""]
+        )
+    return out

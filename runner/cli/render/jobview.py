@@ -16,9 +16,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
-from runner.cli.render.console import table_console
+from runner.cli.render.console import line_width, table_console, wrap_lines
 from runner.cli.render.html import render_job, write_page
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.report import render_report
@@ -36,7 +42,10 @@ log = get_logger(__name__)
 
 
 class JobProgress:
-    """Counts per status on a rich progress bar (stderr, TTY only).
+    """Counts per status on a rich progress bar (stderr, TTY only), with an ETA.
+
+    The ETA is rich's `TimeRemainingColumn`: the remaining runs at the speed measured over
+    this session's finished runs (rich's moving window, 30 s), shown once one run finished.
 
     Args:
         total: the job's planned runs.
@@ -49,6 +58,8 @@ class JobProgress:
             TextColumn("[bold]replay[/bold]"),
             BarColumn(),
             MofNCompleteColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
             TextColumn("{task.description}"),
             console=table_console(stderr=True),
             transient=False,
@@ -125,9 +136,10 @@ class ConsoleJobView:
         self.junit = junit
 
     def plan(self, lines: Sequence[str]) -> None:
-        """Print the plan's lines (stderr under ``--json``)."""
+        """Print the plan's lines (stderr under ``--json``), wrapped to the terminal's width."""
         try:
-            for line in lines:
+            stream = sys.stderr if self.as_json else sys.stdout
+            for line in wrap_lines(lines, line_width(stream)):
                 echo(line, err=self.as_json)
         except BrokenPipeError:
             stdout_gone()  # the reader left; the job still runs and its exit code stands

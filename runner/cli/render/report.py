@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from runner.cli.render.console import fold_cells
 from runner.cli.render.terminal import one_line
 from runner.cli.render.verdict import render_verdict
 from runner.submit.ceilings import describe_limits, figure
@@ -155,7 +156,7 @@ def render_report(report: JobReport, console: Console) -> None:
             f"{charged['usd']:.6f}",
             f"{charged['sandbox_s']:.1f}",
         )
-    console.print(spend)
+    console.print(fold_cells(spend))
     waited = report.rate_limit_wait_s
     if waited > 0:  # not counted against run timeouts
         console.print(f"waited on provider rate limits: {waited:.1f} s in all (rate_limit_wait_s)")
@@ -195,7 +196,7 @@ def _render_grading(grading: Mapping[str, Any], console: Console) -> None:
             f"{wins}/{ties}/{losses}",
             escape(", ".join(f"{n} {s}" for s, n in entry["episodes_by_status"].items())),
         )
-    console.print(table)
+    console.print(fold_cells(table))
     for verdict in grading.get("verdicts") or []:
         console.print(escape(f"pairwise: {verdict['text']}"))
     consistency = grading.get("consistency")
@@ -239,7 +240,7 @@ def _render_grading(grading: Mapping[str, Any], console: Console) -> None:
                 escape(text),
                 end_section=n == len(ranking["ranking"]) - 1,
             )
-    console.print(tasks)
+    console.print(fold_cells(tasks))
 
 
 def _render_unrecorded(unrecorded: Mapping[str, Any], console: Console) -> None:
@@ -263,7 +264,7 @@ def _render_unrecorded(unrecorded: Mapping[str, Any], console: Console) -> None:
         if len(calls) < count:  # --json lists the first MAX_LISTED_MISSES of them
             more = f" (+{rest} more: --json lists the first {len(calls)}, the traces every one)"
         table.add_row(escape(str(variant)), str(entry["count"]), escape("; ".join(shown) + more))
-    console.print(table)
+    console.print(fold_cells(table))
 
 
 def _render_groups(report: JobReport, grading: Mapping[str, Any] | None, console: Console) -> None:

@@ -15,15 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from runner.cli.render.console import table_console
+from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, markup, one_line
+from runner.reproduce.report import EXIT_OF
 from runner.wire.observed import refuses, words
 
 if TYPE_CHECKING:
     from runner.reproduce.report import ReproduceReport
 
-__all__ = ["details", "failure_words", "nondeterminism_lines", "print_reports", "write_junit"]
+__all__ = [
+    "details",
+    "failure_words",
+    "nondeterminism_lines",
+    "print_reports",
+    "totals_line",
+    "write_junit",
+]
 
 
 def failure_words(failure: Any) -> str:
@@ -72,10 +80,14 @@ def _packages_text(item: dict[str, Any]) -> str:
 
 def details(report: ReproduceReport) -> list[str]:
     """The lines that say ``report``: its verdict, then what it found (see the module)."""
+    difference = report.first_difference
+    reason = report.reason
+    if difference:  # said in full below: the reason's copy of it would be the same line twice
+        reason = reason.removesuffix(f"; first difference: {difference.get('summary')}")
     # a file name may hold a newline: one line, so it cannot forge another trace's verdict
     lines = [
         f"{one_line(report.input)}: {report.outcome} (exit {report.exit_code})",
-        f"  {report.reason}",
+        f"  {reason}",
     ]
     if report.outcome == "reproduced" and report.replayed.get("failure"):
         lines.append(f"  reproduced failure: {failure_words(report.replayed['failure'])}")
@@ -86,7 +98,6 @@ def details(report: ReproduceReport) -> list[str]:
             f"  replayed: {_outcome_text(report.replayed)}"
             + (" (the source's verdict, kept)" if report.replayed.get("source_verdict") else "")
         )
-    difference = report.first_difference
     if difference:
         label = f" [{difference['label']}]" if difference.get("label") else ""
         lines.append(
@@ -172,21 +183,36 @@ def _table(reports: list[ReproduceReport]) -> None:
             str(report.exit_code),
             markup(why[:200]),
         )
-    table_console().print(table)
+    table_console().print(fold_cells(table))
+
+
+def totals_line(reports: list[ReproduceReport]) -> str:
+    """``3 traces: 2 reproduced, 1 not_reproduced`` (the outcomes a trace had, in `EXIT_OF` order).
+
+    The outcome words are the reports' own (`runner.reproduce.report.ReproduceReport`).
+    """
+    counts: dict[str, int] = {}
+    for report in reports:
+        counts[report.outcome] = counts.get(report.outcome, 0) + 1
+    order = [o for o in EXIT_OF if o in counts] + sorted(set(counts) - set(EXIT_OF))
+    noun = "trace" if len(reports) == 1 else "traces"
+    return f"{len(reports)} {noun}: " + ", ".join(f"{counts[o]} {o}" for o in order)
 
 
 def print_reports(reports: list[ReproduceReport]) -> None:
     """Print one report's details, or a table then the details of each not reproduced.
 
-    Everything quoted from traces and sandboxes is printed inert (`runner.cli.render.terminal`).
+    The last line is the totals (`totals_line`). Everything quoted from traces and sandboxes
+    is printed inert (`runner.cli.render.terminal`).
     """
     if len(reports) == 1:
         echo("\n".join(details(reports[0])))
-        return
-    _table(reports)
-    for report in reports:
-        if report.outcome != "reproduced":
-            echo("\n".join(details(report)))
+    else:
+        _table(reports)
+        for report in reports:
+            if report.outcome != "reproduced":
+                echo("\n".join(details(report)))
+    echo(totals_line(reports))
 
 
 def write_junit(reports: list[ReproduceReport], path: Path) -> None:

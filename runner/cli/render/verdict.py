@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
+from runner.cli.render.console import fold_cells
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import one_line
 from runner.submit.jobreport import JobReport
@@ -99,7 +100,7 @@ def render_verdict(report: JobReport, console: Console) -> None:
         console.print("[yellow]not graded: no tournament was run for this job[/yellow]")
     scores = report.scores
     if scores and scores.get("variants"):
-        console.print(_scores_table(scores))
+        console.print(fold_cells(_scores_table(scores)))
         missing = _not_scored(scores["variants"])
         if missing:
             console.print(escape(f"not scored (in no denominator): {missing}"), soft_wrap=True)
@@ -135,6 +136,9 @@ def _render_gate(gate: Mapping[str, Any], console: Console) -> None:
             f" {escape(str(entry.get('reason', '')))}",
             soft_wrap=True,
         )
+    confirm = gate.get("confirm")
+    if isinstance(confirm, dict) and confirm.get("text"):  # runner.submit.confirm
+        console.print(escape(f"  {one_line(confirm['text'])}"), soft_wrap=True)
     for entry in gate.get("flaky") or []:
         tasks = [str(t) for t in entry.get("tasks") or []]
         shown = ", ".join(tasks[:8]) + (", …" if len(tasks) > 8 else "")
@@ -155,13 +159,18 @@ def write_gate_junit(gate: Mapping[str, Any], path: Path) -> None:
         path: the XML file to write.
     """
     cases = []
+    confirm = gate.get("confirm")
+    confirmed = confirm.get("variants") or [] if isinstance(confirm, dict) else []
     for entry in gate.get("verdicts") or []:
         word, reason = str(entry.get("verdict")), str(entry.get("reason", ""))
+        said = f"{word}: {reason}"
+        if entry.get("variant") in confirmed and isinstance(confirm, dict):
+            said += f"\n{confirm.get('text')}"
         cases.append(
             JUnitCase(
                 f"{entry.get('variant')} against {gate.get('baseline')}",
                 "submit.gate",
-                f"{word}: {reason}",
+                said,
                 failure=reason if word == "FAIL" else None,
                 error=(word, reason) if word not in ("PASS", "FAIL") else None,
             )

@@ -69,7 +69,8 @@ def test_the_global_options_taking_a_value_are_the_callbacks() -> None:
     with_value = {
         name
         for param in group.params
-        if not getattr(param, "is_flag", False)
+        # a flag and a counted option (``-v``, ``-vv``) take no value
+        if not getattr(param, "is_flag", False) and not getattr(param, "count", False)
         for name in param.opts  # type: ignore[attr-defined]
     }
     assert with_value == set(GLOBAL_OPTIONS_WITH_VALUE)

@@ -96,22 +96,25 @@ def _capture_levels(capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().err
 
 
-def test_table_commands_default_to_warning_unless_asked(
+def test_every_command_defaults_to_warning_unless_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path))
     monkeypatch.delenv("SANDBOX_REPLAY_LOG_LEVEL", raising=False)
     try:
-        CliState(log_format="json").settings(quiet=True)
+        CliState(log_format="json").settings()
         err = _capture_levels(capsys)
         assert "warning_line" in err and "info_line" not in err
-        CliState(log_format="json").settings()  # other commands keep info
+        CliState(log_format="json", verbose=1).settings()  # -v
         assert "info_line" in _capture_levels(capsys)
-        CliState(log_format="json", log_level="info").settings(quiet=True)  # --log-level
+        CliState(log_format="json", log_level="info").settings()  # --log-level
         assert "info_line" in _capture_levels(capsys)
         monkeypatch.setenv("SANDBOX_REPLAY_LOG_LEVEL", "info")
-        CliState(log_format="json").settings(quiet=True)
+        CliState(log_format="json").settings()
         assert "info_line" in _capture_levels(capsys)
+        # the flag wins over the environment
+        CliState(log_format="json", log_level="error").settings()
+        assert "warning_line" not in _capture_levels(capsys)
     finally:
         from runner.cli.log import configure_logging
 
@@ -122,6 +125,7 @@ def test_global_log_level_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("SANDBOX_REPLAY_STATE_DIR", str(tmp_path))
     runner = CliRunner()
     assert runner.invoke(app, ["--log-level", "info", "ledger"]).exit_code == 0
+    assert runner.invoke(app, ["-vv", "ledger"]).exit_code == 0
     bad = runner.invoke(app, ["--log-level", "loud", "ledger"])
     assert bad.exit_code == 2 and "--log-level" in bad.output
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from runner.errors import InputError, ToolNotResolvable
-from runner.sdk import Effect
+from runner.sdk import Effect, function_name
 
 if TYPE_CHECKING:
     pass
@@ -100,7 +100,11 @@ class ToolSpec:
             the tool was fully read, imported, or described by a sandbox. A tool whose
             parameters were not read has an empty ``schema`` and ``schema_hash``.
         decided_by: what gave a tool without a declared class its class, in words (an MCP
-            tool's annotations, `runner.tools.mcp`); None otherwise.
+            tool's annotations, `runner.tools.mcp`; the policy's ``map:``); None otherwise.
+        framework: the agent SDK that defines the tool (``openai-agents``, ``anthropic``,
+            ``langchain``: `runner.sdk.sdktools.FRAMEWORKS`), None for a ``@tool`` function.
+        sdk_name: the name that SDK offers the tool to its model under (None: the tool's
+            `runner.sdk.function_name`).
     """
 
     id: str
@@ -118,6 +122,13 @@ class ToolSpec:
     rule: str | None = None
     unread: str | None = None
     decided_by: str | None = None
+    framework: str | None = None
+    sdk_name: str | None = None
+
+    @property
+    def offered_name(self) -> str:
+        """The name a model is offered the tool under."""
+        return self.sdk_name or function_name(self.id)
 
     @property
     def has_code(self) -> bool:

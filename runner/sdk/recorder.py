@@ -52,7 +52,7 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.sdk import current, wallclock
+from runner.sdk import current, sdktools, wallclock
 from runner.sdk.agentcode import loaded_agent_code, sdk_versions
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
@@ -197,6 +197,7 @@ class Recorder(ModelCallRecording):
         from runner.sdk import httpxrecord  # only here: httpx is not needed otherwise
 
         httpxrecord.install_guard(_capturing_recorder)
+        sdktools.install()  # the agent SDKs' tools are recorded like @tool calls
         return self
 
     def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:

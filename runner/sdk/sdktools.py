@@ -285,9 +285,16 @@ def adopt(obj: Any, tool_id: Optional[str] = None, effect: Any = None, descripti
         if found is not None and found[0] is obj:
             return found[1]
     name = sdk_name(obj)
+    user = _user_function(obj, framework)
+    inner = sdk.tool_def(user) if user is not None else None
+    if inner is not None and tool_id is None:  # @function_tool over @tool(...): the SDK
+        inner.framework, inner.name = framework, name  # calls the guarded function, which
+        inner.guarded = user  # routes: nothing to wrap, the declaration names the tool
+        with _LOCK:
+            _ADOPTED[id(obj)] = (obj, inner)
+        return inner
     tool_id = tool_id or name
     sdk.check_tool_id(tool_id)
-    user = _user_function(obj, framework)
     cell: Dict[str, Callable[..., Any]] = {}
 
     def routed(**kwargs: Any) -> Any:
@@ -335,10 +342,15 @@ def _named(
     run.__doc__ = getattr(user, "__doc__", None)
     properties = schema.get("properties")
     names = list(properties) if isinstance(properties, dict) else []
+    returns: Any = inspect.Signature.empty
+    try:  # the class a served value is revived as (runner.runtime.steps.program.return_class)
+        returns = inspect.signature(user).return_annotation if user is not None else returns
+    except (TypeError, ValueError):
+        pass
     if all(isinstance(n, str) and n.isidentifier() for n in names):
         P = inspect.Parameter
         run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [P(n, P.KEYWORD_ONLY, default=None) for n in names]
+            [P(n, P.KEYWORD_ONLY, default=None) for n in names], return_annotation=returns
         )
     return run
 

@@ -218,6 +218,8 @@ def _declare(found: StaticTool, module: str, path: Path, where: dict[str, Any]) 
         line=found.first_line,
         origin=module,
         unread="; ".join(unread) if unread else None,
+        framework=found.framework,
+        sdk_name=found.sdk_name,
     )
 
 

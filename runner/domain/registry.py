@@ -73,6 +73,9 @@ class CapabilityPolicy(Protocol):
     def decide(self, tool: ToolSpec) -> Decision:
         """Present or absent, and how it is served."""
 
+    def mapped(self, tool: ToolSpec) -> ToolSpec:
+        """``tool`` with the effect class the policy's ``map:`` gives a tool declaring none."""
+
     def argument_rules(self) -> list[dict[str, Any]]:
         """The policy's argument rules, JSON (decided at call time in the sandbox)."""
 
@@ -150,6 +153,11 @@ class ToolSpec:
             return f"{self.effect.value} (read without importing it: {self.unread})"
         if self.decided_by is not None:
             return f"{self.effect.value} ({self.decided_by})"
+        if self.declared_effect is None and self.framework is not None:
+            return (
+                f"{self.effect.value} (a {self.framework} tool: no @tool declaration stacked "
+                "with its decorator, no entry in the policy's map:)"
+            )
         if self.declared_effect is None:
             return f"{self.effect.value} (no effect class declared)"
         if self.declared_effect != self.effect.value:
@@ -241,6 +249,7 @@ class Registry:
         present: list[ToolSpec] = []
         denied = dict(self._denied)
         for tool in self._tools.values():
+            tool = policy.mapped(tool)
             decision = policy.decide(tool)
             if decision.allowed and decision.disposition is not None:
                 present.append(replace(tool, disposition=decision.disposition, rule=decision.rule))

@@ -58,7 +58,13 @@ from runner.tools.static_walk import ModuleWalk
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["MAX_SOURCE_BYTES", "HostSyntaxError", "read_module", "static_registry"]
+__all__ = [
+    "MAX_SOURCE_BYTES",
+    "HostSyntaxError",
+    "program_sdk_tools",
+    "read_module",
+    "static_registry",
+]
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
 
@@ -246,6 +252,35 @@ def static_registry(workflow: WorkflowFile) -> Registry:
         )
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     return Registry(ordered, located.roots(), unread=gaps)
+
+
+def program_sdk_tools(workflow: WorkflowFile) -> list[tuple[int, list[ToolSpec]]]:
+    """The agent-SDK tools each program step's own module defines, read from source.
+
+    What a program offers its model is statically visible where its module defines the SDK
+    tools (``@function_tool``, ``@beta_tool``, LangChain's ``@tool``): ``check`` refuses
+    those its step does not declare (`runner.admission.eligibility`). Modules the program
+    imports are not followed (the gateway's run-time check sees what they offer).
+
+    Returns:
+        ``(step index, SDK tools)`` per program step whose module was read; a module that is
+        not found, not Python source or refused by the reading is skipped (``submit``/``run``
+        and the sandbox name it).
+    """
+    from runner.tools.programs import program_modules
+
+    try:
+        modules = program_modules(workflow)
+    except InputError:
+        return []  # the program check names it
+    found = []
+    for index, name, root in modules:
+        try:
+            module = read_module(name, root, {"file": str(workflow.path)})
+        except InputError:
+            continue
+        found.append((index, [t for t in module.tools if t.framework is not None]))
+    return found
 
 
 def _binds(tree: ast.Module, name: str) -> bool:

@@ -315,9 +315,8 @@ class ModuleWalk:
                 tool.parameters = []
                 tool.unread = [u for u in tool.unread if "parameter" not in u]
         else:
-            tool = StaticTool(
-                len(self.tools), [sdk_name], {}, node.name, first, mark.line, doc=None
-            )
+            doc = ast.get_docstring(node, clean=False)
+            tool = StaticTool(len(self.tools), [sdk_name], {}, node.name, first, mark.line, doc=doc)
             tool.schema_read = False
             if cond is not None:
                 tool.conditional = True

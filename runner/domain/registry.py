@@ -182,6 +182,8 @@ class ToolSpec:
         }
         if self.disposition is not None:
             entry["disposition"] = self.disposition
+        if self.framework is not None and self.sdk_name:  # the name its model is offered
+            entry["name"] = self.sdk_name  # (runner.providers.offered.sdk_aliases)
         return entry
 
 

@@ -371,10 +371,10 @@ def collect_tools(module: Any) -> List[ToolDef]:
     that defines it. A tool an agent SDK made (``@function_tool``, ``@beta_tool``, a LangChain
     tool: `runner.sdk.sdktools`) bound to a module name is collected too, adopted (its
     invocation routed) when no ``@tool`` declared it: id its SDK name, effect ``unsafe``
-    undeclared (fail closed; the policy's ``map:`` may give it a class). A tool bound under another name than its function's (``close =
-    tool(...)(_close)``) gets that name as its ``qualname``, so that importing ``module`` +
-    ``qualname`` yields the guarded wrapper, never the bare function. A tool bound under two
-    names is collected once.
+    undeclared (fail closed; the policy's ``map:`` may give it a class). A tool bound under
+    another name than its function's (``close = tool(...)(_close)``) gets that name as its
+    ``qualname``, so that importing ``module`` + ``qualname`` yields the guarded wrapper, never
+    the bare function. A tool bound under two names is collected once.
     """
     names: Dict[int, List[str]] = {}
     definitions: Dict[int, ToolDef] = {}

@@ -29,6 +29,7 @@ invocation path an adapter could take: the agent runs them itself. They are name
 offered (the gateway's check of offered tools) and read by ``check``, not routed.
 """
 
+import contextlib
 import contextvars
 import functools
 import json
@@ -89,7 +90,8 @@ def _schema(obj: Any, framework: str) -> Dict[str, Any]:
             schema = {"type": "object", "properties": dict(args) if isinstance(args, dict) else {}}
     if not isinstance(schema, dict):
         return {"type": "object", "properties": {}}
-    return json.loads(json.dumps(schema, sort_keys=True, default=str))  # plain JSON values
+    plain: Dict[str, Any] = json.loads(json.dumps(schema, sort_keys=True, default=str))
+    return plain  # plain JSON values
 
 
 def _user_function(obj: Any, framework: str) -> Any:
@@ -171,10 +173,8 @@ def _agents(obj: Any, routed: Callable[..., Any]) -> Callable[..., Any]:
 
     for marker in dir(original):  # the SDK's own markers (prepared arguments, the callable)
         if marker.startswith("__agents_") or marker.startswith("_agents_"):
-            try:
+            with contextlib.suppress(AttributeError, TypeError):
                 setattr(invoke, marker, getattr(original, marker))
-            except (AttributeError, TypeError):
-                pass
     setattr(holder, attr, invoke)
     name = sdk_name(obj)
 
@@ -243,7 +243,8 @@ def _langchain(obj: Any, routed: Callable[..., Any]) -> Callable[..., Any]:
             object.__setattr__(obj, "coroutine", asynchronous)
         if callable(func):
             return lambda **kwargs: func(**kwargs)
-        return lambda **kwargs: _run_coroutine(coroutine(**kwargs))
+        run_async: Any = coroutine
+        return lambda **kwargs: _run_coroutine(run_async(**kwargs))
     original = obj._run
 
     def run_(*args: Any, run_manager: Any = None, **kwargs: Any) -> Any:
@@ -258,7 +259,9 @@ def _langchain(obj: Any, routed: Callable[..., Any]) -> Callable[..., Any]:
 _WRAPPERS = {"openai-agents": _agents, "anthropic": _anthropic, "langchain": _langchain}
 
 
-def adopt(obj: Any, tool_id: Optional[str] = None, effect: Any = None, description: str = "") -> Any:
+def adopt(
+    obj: Any, tool_id: Optional[str] = None, effect: Any = None, description: str = ""
+) -> Any:
     """Make the SDK tool ``obj`` a first-class tool; return its `runner.sdk.ToolDef`.
 
     Adopting twice returns the first definition (a declaration adopts before collection).
@@ -294,7 +297,7 @@ def adopt(obj: Any, tool_id: Optional[str] = None, effect: Any = None, descripti
             _ADOPTED[id(obj)] = (obj, inner)
         return inner
     tool_id = tool_id or name
-    sdk.check_tool_id(tool_id)
+    sdk.toolschema.check_tool_id(tool_id)
     cell: Dict[str, Callable[..., Any]] = {}
 
     def routed(**kwargs: Any) -> Any:
@@ -331,7 +334,6 @@ def _named(
     The signature has one keyword-only parameter per property of the SDK's schema (what a
     call's arguments are bound by name with, `runner.runtime.steps.program.arguments_of`).
     """
-
     import inspect  # only when an SDK tool is adopted
 
     def run(**kwargs: Any) -> Any:
@@ -343,10 +345,9 @@ def _named(
     properties = schema.get("properties")
     names = list(properties) if isinstance(properties, dict) else []
     returns: Any = inspect.Signature.empty
-    try:  # the class a served value is revived as (runner.runtime.steps.program.return_class)
+    # the class a served value is revived as (runner.runtime.steps.program.return_class)
+    with contextlib.suppress(TypeError, ValueError):
         returns = inspect.signature(user).return_annotation if user is not None else returns
-    except (TypeError, ValueError):
-        pass
     if all(isinstance(n, str) and n.isidentifier() for n in names):
         P = inspect.Parameter
         run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -384,10 +385,9 @@ def _patch(klass: Any, attr: str, make: Callable[[Any], Any]) -> None:
 
 def _adopt_quietly(obj: Any) -> None:
     if adopted(obj) is None:
-        try:
+        # a name that is no tool id: left to the SDK (the gateway names it when offered)
+        with contextlib.suppress(Exception):
             adopt(obj)
-        except Exception:  # a name that is no tool id: left to the SDK (named when offered)
-            pass
 
 
 def install(scan: bool = True) -> int:

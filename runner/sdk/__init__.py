@@ -391,5 +391,13 @@ def collect_tools(module: Any) -> List[ToolDef]:
     return sorted(definitions.values(), key=lambda d: (d.line, d.qualname))
 
 
+sdktools.connect(
+    ToolDef=ToolDef,
+    Effect=Effect,
+    tool_def=tool_def,
+    guarded=_guarded,
+    active_allowed=_active_allowed,
+)
+
 if sys.version_info < (3, 9):  # pragma: no cover - documented floor
     raise ImportError("runner.sdk needs Python 3.9 or newer")

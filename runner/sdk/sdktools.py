@@ -32,12 +32,14 @@ offered (the gateway's check of offered tools) and read by ``check``, not routed
 import contextlib
 import contextvars
 import functools
+import importlib
 import json
 import sys
 import threading
+import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["FRAMEWORKS", "adopt", "adopted", "framework_of", "install", "sdk_name"]
+__all__ = ["FRAMEWORKS", "adopt", "adopted", "connect", "framework_of", "install", "sdk_name"]
 
 FRAMEWORKS: Dict[str, Tuple[Tuple[str, str], ...]] = {
     "openai-agents": (("agents.tool", "FunctionTool"),),
@@ -46,11 +48,21 @@ FRAMEWORKS: Dict[str, Tuple[Tuple[str, str], ...]] = {
 }
 """framework -> the (module, class) pairs whose instances are its tools."""
 
+_SDK: Dict[str, Any] = {}
+"""What `adopt` uses of `runner.sdk` (``ToolDef``, ``Effect``, ``tool_def``, ``guarded``,
+``active_allowed``), handed over by the package when it loads (`connect`): this module is
+imported by the package, so it does not import the package back."""
+
 _ADOPTED: Dict[int, Tuple[Any, Any]] = {}  # id(tool object) -> (the object, its ToolDef)
 _LOCK = threading.Lock()
 _CONTEXT: "contextvars.ContextVar[Any]" = contextvars.ContextVar(
     "sandbox_replay_sdk_tool_context", default=None
 )
+
+
+def connect(**parts: Any) -> None:
+    """Called once by `runner.sdk` when it loads: the parts of it `adopt` uses."""
+    _SDK.update(parts)
 
 
 def framework_of(obj: Any) -> Optional[str]:
@@ -132,13 +144,12 @@ def _run_coroutine(coroutine: Any) -> Any:
 
 def _watched() -> bool:
     """Whether a call now goes anywhere but the SDK's own code (see the module docstring)."""
-    from runner import sdk
     from runner.sdk import current, dispatch
 
     return (
         dispatch.current() is not None
         or current.RECORDER.get() is not None
-        or sdk._active_allowed() is not None
+        or _SDK["active_allowed"]() is not None
     )
 
 
@@ -182,9 +193,9 @@ def _agents(obj: Any, routed: Callable[..., Any]) -> Callable[..., Any]:
         ctx = _CONTEXT.get()
         text = json.dumps(kwargs)
         if ctx is None:  # in the worker: a context of the SDK's own making
-            from agents.tool_context import ToolContext  # the agent imported the SDK already
-
-            ctx = ToolContext(
+            # the agent imported the SDK already: its module is loaded, nothing new is imported
+            contexts = importlib.import_module("agents.tool_context")
+            ctx = contexts.ToolContext(
                 context=None, tool_name=name, tool_call_id="sandbox-replay", tool_arguments=text
             )
         return _run_coroutine(original(ctx, text))
@@ -276,11 +287,12 @@ def adopt(
     Raises:
         ToolDefinitionError: ``obj`` is no SDK tool, or its name is not a valid tool id.
     """
-    from runner import sdk
+    from runner.sdk import dispatch, toolschema
 
+    sdk = types.SimpleNamespace(**_SDK)
     framework = framework_of(obj)
     if framework is None:
-        raise sdk.ToolDefinitionError(
+        raise toolschema.ToolDefinitionError(
             "{!r} is not a tool of a known agent SDK".format(type(obj).__name__)
         )
     with _LOCK:
@@ -297,7 +309,7 @@ def adopt(
             _ADOPTED[id(obj)] = (obj, inner)
         return inner
     tool_id = tool_id or name
-    sdk.toolschema.check_tool_id(tool_id)
+    toolschema.check_tool_id(tool_id)
     cell: Dict[str, Callable[..., Any]] = {}
 
     def routed(**kwargs: Any) -> Any:
@@ -317,8 +329,8 @@ def adopt(
     code = getattr(user, "__code__", None)
     if code is not None:
         definition.file, definition.line = code.co_filename, code.co_firstlineno
-    guarded = sdk._guarded(definition)
-    sdk.dispatch.withhold(definition, guarded)
+    guarded = sdk.guarded(definition)
+    dispatch.withhold(definition, guarded)
     cell["guarded"] = guarded
     definition.guarded = guarded
     with _LOCK:

@@ -155,7 +155,7 @@ class ToolSpec:
             return f"{self.effect.value} ({self.decided_by})"
         if self.declared_effect is None and self.framework is not None:
             return (
-                f"{self.effect.value} (a {self.framework} tool: no @tool declaration stacked "
+                f"{self.effect.value} (an undeclared {self.framework} tool: no @tool stacked "
                 "with its decorator, no entry in the policy's map:)"
             )
         if self.declared_effect is None:

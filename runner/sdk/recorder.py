@@ -298,6 +298,15 @@ class Recorder(ModelCallRecording):
             "source": "executed",
             "raw_io": False,
         }
+        framework = getattr(definition, "framework", None)
+        if framework is not None:  # an agent SDK's tool (runner.sdk.sdktools)
+            record["meta"] = {
+                "sdk": {
+                    "framework": framework,
+                    "name": definition.name,
+                    "effect_declared": bool(definition.effect_declared),
+                }
+            }
         started = time.monotonic()
         token = current.RECORDER.set(None)  # a tool calling another tool: recorded once, outside
         in_tool = IN_TOOL.set(True)

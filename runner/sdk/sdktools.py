@@ -297,8 +297,17 @@ def adopt(
         )
     with _LOCK:
         found = _ADOPTED.get(id(obj))
-        if found is not None and found[0] is obj:
-            return found[1]
+    if found is not None and found[0] is obj:
+        definition = found[1]
+        if tool_id is not None and not definition.effect_declared and definition.guarded:
+            # adopted when made (install), declared now (@tool over the SDK's decorator)
+            toolschema.check_tool_id(tool_id)
+            definition.id = tool_id
+            definition.effect = effect or sdk.Effect.UNSAFE
+            definition.effect_declared = effect is not None
+            definition.description = description or definition.description
+            dispatch.withhold(definition, definition.guarded)
+        return definition
     name = sdk_name(obj)
     user = _user_function(obj, framework)
     inner = sdk.tool_def(user) if user is not None else None

@@ -88,7 +88,11 @@ def test_each_sdk_tool_goes_to_the_dispatcher_and_its_body_does_not_run() -> Non
 
     with dispatch.dispatching(dispatcher):
         answers = {name: _invoke(name, obj, "x") for name, obj in tools.items()}
-    assert seen == [("search_kb", {"query": "x"}), ("get_weather", {"city": "x"}), ("lookup", {"term": "x"})]  # fmt: skip
+    assert seen == [
+        ("search_kb", {"query": "x"}),
+        ("get_weather", {"city": "x"}),
+        ("lookup", {"term": "x"}),
+    ]
     assert answers["get_weather"] == "served get_weather" and RAN == []  # nothing ran
     assert "served lookup" in str(answers["lookup"])
 
@@ -173,7 +177,8 @@ def test_record_keeps_each_sdk_tool_call_with_its_arguments_and_raw_result(
     ]
     assert json.loads(calls[0]["body"]) == json.dumps({"hits": ["oslo"]})  # raw: the str
     assert json.loads(calls[1]["body"]) == "sunny in oslo"
-    assert [c["meta"]["sdk"]["framework"] for c in calls] == ["openai-agents", "anthropic", "langchain"]  # fmt: skip
+    frameworks = [c["meta"]["sdk"]["framework"] for c in calls]
+    assert frameworks == ["openai-agents", "anthropic", "langchain"]
     assert all(c["effect"] == "unsafe" and not c["meta"]["sdk"]["effect_declared"] for c in calls)
     assert len(RAN) == 3 and lines[-1]["status"] == "succeeded"
 

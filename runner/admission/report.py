@@ -176,12 +176,12 @@ class EligibilityReport:
         return worst_exit_code(EXIT_OK, *(check.exit_code for check in self.workflows))
 
     def lines(self) -> list[str]:
-        """One line per problem, and one summary line per eligible workflow."""
+        """One line per problem; per eligible workflow its summary and its SDK tools."""
         out: list[str] = []
         for check in self.workflows:
             out.extend(p.message for p in check.problems)
             if check.eligible:
-                out.append(check.summary_line())
+                out.extend([check.summary_line(), *check.sdk_tool_lines()])
         return out
 
     def to_json(self) -> dict[str, Any]:

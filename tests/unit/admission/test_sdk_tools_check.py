@@ -39,8 +39,8 @@ def test_check_lists_the_sdk_tools_with_their_effect_classes_without_importing()
         '  openai-agents tool "other" as kb.other: read (recorded)',
         f'  openai-agents tool "bare": pure (policy map "bare" in {_rel("sdk_map_policy.yaml")})'
         " (execute)",
-        f'  anthropic tool "get_weather": read (policy map "get_*" in {_rel("sdk_map_policy.yaml")})'
-        " (recorded)",
+        '  anthropic tool "get_weather": read (policy map "get_*" in '
+        f"{_rel('sdk_map_policy.yaml')}) (recorded)",
         '  langchain tool "lookup_term": read (policy map "lookup_term" in '
         f"{_rel('sdk_map_policy.yaml')}) (recorded)",
     ]

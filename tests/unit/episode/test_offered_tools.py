@@ -4,11 +4,10 @@ runner/providers/offered.py says why); a declared SDK tool's own name counts as 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-from types import SimpleNamespace
 
 from runner.backends.base import ExitState
 from runner.episode.channel import Channel

@@ -17,7 +17,6 @@ import importlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ import pytest
 from runner import sdk
 from runner.tracetools.tasks_extract import extract_tasks
 from tests.support import fake_openai
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.docker
 
@@ -64,18 +64,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield root
     for name in ("agents_example_tools", "agents_example_hidden", "fw_tools"):
         sys.modules.pop(name, None)
-
-
-def _cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=cwd,
-        env={**os.environ, "SANDBOX_REPLAY_LOG_LEVEL": "warning", **env},
-        check=False,
-    )
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -119,8 +107,9 @@ def test_an_agents_sdk_function_tool_is_recorded_then_served_never_run_in_replay
     observations = json.loads(tasks.read_text().splitlines()[0])["observations"]
     assert [o["tool"] for o in observations] == ["get_weather"]  # was: 0 recorded responses
 
-    env = {"SANDBOX_REPLAY_IMAGE": sdk_image, "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "st")}
-    done = _cli(["reproduce", "--json", str(trace)], env, project)
+    done = run_cli(
+        ["reproduce", "--json", str(trace)], project, sdk_image, state=tmp_path / "st", timeout=900
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)["traces"][0]
     assert report["outcome"] == "reproduced", report
@@ -134,22 +123,20 @@ def test_an_agents_sdk_function_tool_is_recorded_then_served_never_run_in_replay
 
 @pytest.mark.slow
 def test_an_offered_sdk_tool_its_step_does_not_declare_is_refused_and_named(
-    sdk_image: str, project: Path, tmp_path: Path
+    sdk_image: str, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Was: the request was forwarded and the run ``succeeded``, the tool only listed."""
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"task_id": "q1", "input": QUESTION}) + "\n")
-    check = _cli(["check", "agents_example_undeclared.yaml"], {}, project)
+    check = run_cli(
+        ["check", "agents_example_undeclared.yaml"], project, sdk_image, state=tmp_path / "st"
+    )
     assert check.returncode == 0, check.stdout  # check cannot see it: the module imports it
     with fake_openai.serve(fake_openai.FakeOpenAI(answer=_weather_answer)) as fake:
-        env = {
-            "SANDBOX_REPLAY_IMAGE": sdk_image,
-            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "st"),
-            "SANDBOX_REPLAY_OPENAI_BASE_URL": fake.url,
-            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
-        }
+        monkeypatch.setenv("SANDBOX_REPLAY_OPENAI_BASE_URL", fake.url)
+        monkeypatch.setenv("SANDBOX_REPLAY_OPENAI_API_KEY", "sk-test-host-only")
         args = ["run", "agents_example_undeclared.yaml", "--tasks", str(tasks), "--task", "q1"]
-        done = _cli([*args, "--json"], env, project)
+        done = run_cli([*args, "--json"], project, sdk_image, state=tmp_path / "st", timeout=900)
         forwarded = len(fake.requests)
     assert done.returncode == 0, done.stdout + done.stderr
     assert forwarded == 0  # never forwarded, never paid for

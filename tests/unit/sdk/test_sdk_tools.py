@@ -196,3 +196,39 @@ def test_the_rubric_and_tasks_extract_see_the_recorded_sdk_tool_calls(tmp_path: 
     task = json.loads(tasks.read_text().splitlines()[0])
     assert [o["tool"] for o in task["observations"]] == ["search_kb", "get_weather", "lookup"]
     assert load_trace(trace).end is not None
+
+
+def test_the_anthropic_beta_tool_runner_is_recorded_through_its_tools(tmp_path: Path) -> None:
+    """The SDK's own loop (``client.beta.messages.tool_runner``) against a loopback fake."""
+    from tests.support import fake_anthropic
+
+    @anthropic.beta_tool
+    def search_kb(query: str) -> str:
+        """Search the knowledge base."""
+        RAN.append(("anthropic", query))
+        return f"hits for {query}"
+
+    trace = tmp_path / "runner.jsonl"
+    with (
+        fake_anthropic.serve(fake_anthropic.FakeAnthropic()) as fake,
+        sdk.record(trace, task_id="t1") as rec,
+    ):
+        client = anthropic.Anthropic(
+            base_url=fake.url, api_key="sk-ant-test", http_client=rec.http_client()
+        )
+        runner = client.beta.messages.tool_runner(
+            model=fake_anthropic.MODEL_ID,
+            max_tokens=256,
+            tools=[search_kb],
+            messages=[{"role": "user", "content": "How do I reset my password?"}],
+        )
+        final = runner.until_done()
+    assert final.content[0].text == "done from claude"
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    calls = [line["tool"] for line in lines if line.get("type") == "call"]
+    assert calls == ["model", "search_kb", "model"]  # was: the tool call missing
+    [tool_line] = [line for line in lines if line.get("tool") == "search_kb"]
+    assert tool_line["args"] == {"query": "password"}
+    assert json.loads(tool_line["body"]) == "hits for password" and RAN == [
+        ("anthropic", "password")
+    ]

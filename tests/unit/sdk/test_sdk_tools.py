@@ -99,9 +99,9 @@ def test_each_sdk_tool_goes_to_the_dispatcher_and_its_body_does_not_run() -> Non
 
 def test_with_nothing_watching_the_sdk_code_runs_unchanged() -> None:
     tools = _tools()
-    sdktools.install()  # the ones made before are adopted (a walk), later ones when made
-    assert all(sdktools.adopted(obj) is not None for obj in tools.values())
+    sdktools.install()  # adopted when made, or by install's walk, or on their first call
     answers = {name: _invoke(name, obj, "oslo") for name, obj in tools.items()}
+    assert all(sdktools.adopted(obj) is not None for obj in tools.values())
     assert answers == {
         "search_kb": json.dumps({"hits": ["oslo"]}),
         "get_weather": "sunny in oslo",

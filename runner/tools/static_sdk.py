@@ -12,6 +12,11 @@ order), else the SDK's name; its effect is the declaration's, else ``unsafe`` (u
 the policy's ``map:`` may give it a class). Its schema is the SDK's own, which only the SDK
 computes: read statically only when ``@tool`` is the inner decorator (the SDK then wraps the
 declared function and offers its schema).
+
+Not followed (the sandbox's description still lists such tools, so ``submit`` and ``run``
+see them; ``check`` does not): a tool made by a call (``search = function_tool(f)``,
+``FunctionTool(...)``, ``StructuredTool.from_function(...)``), a subclass of ``BaseTool``,
+and tools made inside functions.
 """
 
 from __future__ import annotations

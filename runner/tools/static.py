@@ -21,6 +21,11 @@ modules inside a sandbox (`runner.admission.sandbox_registry`):
   to the same `typing` objects), so ids are checked, effects default and schemas derive (and
   hash) exactly as at run time: a declaration the sandbox would refuse is the same
   `InputError` here;
+- an agent SDK's tool decorator (``@function_tool``, ``@beta_tool``, LangChain's ``@tool``:
+  `runner.tools.static_sdk`) makes a tool too, alone (its SDK name the id, ``unsafe`` until
+  the policy's ``map:`` classes it) or stacked with ``@tool(...)`` in either order (the
+  declaration's id and effect); `program_sdk_tools` reads a program step's own module for the
+  SDK tools it offers its model;
 - what cannot be read literally is **fail closed**: a tool whose effect, parameter annotation or
   default is not literal, that is defined under a condition, has other decorators, or may be
   rebound (a ``global`` statement, an attribute set on it, the module rewriting its own

@@ -21,6 +21,7 @@ from runner.domain.registry import ToolSpec
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.sdk import Effect, schema_hash
+from runner.sdk.sdktools import FRAMEWORKS
 from runner.tools.source import mcp_tool_specs
 
 if TYPE_CHECKING:
@@ -227,6 +228,11 @@ def _tool(entry: Any, module: str, paths: PathMap, where: dict[str, Any]) -> Too
     except ValueError:
         effect = Effect.UNSAFE  # fail closed
     line, description = entry.get("line"), entry.get("description")
+    framework, name = entry.get("framework"), entry.get("name")
+    if framework is not None and framework not in FRAMEWORKS:
+        raise InputError(f"tool {tool_id!r}: unknown framework {clean_text(framework)!r}", **where)
+    if framework is not None and (not isinstance(name, str) or not _TOOL_ID.match(name)):
+        raise InputError(f"tool {tool_id!r}: bad SDK name {clean_text(name)!r}", **where)
     return ToolSpec(
         id=tool_id,
         effect=effect,
@@ -239,4 +245,6 @@ def _tool(entry: Any, module: str, paths: PathMap, where: dict[str, Any]) -> Too
         file=paths.file(entry.get("file")),
         line=line if isinstance(line, int) and not isinstance(line, bool) else None,
         origin=module,
+        framework=framework,
+        sdk_name=name if framework is not None else None,
     )

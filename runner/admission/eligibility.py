@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from runner.admission.report import EligibilityReport, Problem, WorkflowCheck
-from runner.domain.registry import Registry
+from runner.domain.registry import Registry, ToolSpec
 from runner.domain.workflow import WorkflowFile, load_workflow
 from runner.errors import (
     EXIT_INELIGIBLE,
@@ -39,7 +39,13 @@ from runner.errors import (
 from runner.hostlog import get_logger
 from runner.policy.loader import Policy, load_policy
 from runner.providers.workflows import check_provider, located_model_error
-from runner.tools.static import HostSyntaxError, read_function, static_registry
+from runner.sdk import function_name
+from runner.tools.static import (
+    HostSyntaxError,
+    program_sdk_tools,
+    read_function,
+    static_registry,
+)
 
 if TYPE_CHECKING:
     from runner.settings import Settings
@@ -109,6 +115,7 @@ def check_eligibility(
             continue
         checks.append(_walk(path, loaded, registry))
     report = EligibilityReport(policy, tuple(checks))
+    report = offered_checked(report)
     log.debug(
         "eligibility_checked",
         policy=policy.source,
@@ -139,7 +146,64 @@ def recheck(report: EligibilityReport, describe: Describe) -> EligibilityReport:
             )
             continue
         checks.append(_walk(check.path, check.workflow, registry))
+    return offered_checked(EligibilityReport(report.policy, tuple(checks)))
+
+
+def offered_checked(report: EligibilityReport) -> EligibilityReport:
+    """``report`` with a problem for each SDK tool a program step's module defines, undeclared.
+
+    An agent SDK's tool the program's module defines (read from source: `runner.tools.
+    static.program_sdk_tools`) is offered to its model; when its step's toolset declares it
+    neither by id nor by the name the SDK offers it under, nobody declared what it does:
+    ``unsafe`` (fail closed), the workflow ineligible (exit 3), the tool named.
+    """
+    checks = []
+    for check in report.workflows:
+        if check.workflow is None or check.registry is None:
+            checks.append(check)
+            continue
+        problems = list(check.problems)
+        for index, tools in program_sdk_tools(check.workflow):
+            step = check.workflow.spec.steps[index]
+            known = _declared_names(step.tools or [], check.registry)
+            for tool in tools:
+                if tool.id in known or tool.offered_name in known:
+                    continue
+                problems.append(_undeclared(check.path, check.workflow, index, tool))
+        checks.append(dataclasses.replace(check, problems=tuple(problems)))
     return EligibilityReport(report.policy, tuple(checks))
+
+
+def _declared_names(tool_ids: Sequence[str], registry: Registry) -> set[str]:
+    """Every name a step's declared tools go by: ids, offered names, SDK names."""
+    known: set[str] = set()
+    for tool_id in tool_ids:
+        known.update((tool_id, function_name(tool_id)))
+        if tool_id in registry:
+            known.add(registry.resolve(tool_id).offered_name)
+    return known
+
+
+def _undeclared(path: str, workflow: WorkflowFile, index: int, tool: ToolSpec) -> Problem:
+    step = workflow.spec.steps[index]
+    return Problem(
+        workflow=path,
+        kind="undeclared",
+        message=(
+            f'{path}: step "{step.id}" (program toolset): its program defines the '
+            f'{tool.framework} tool "{tool.offered_name}" ({tool.location}) for its model, '
+            "which the step does not declare: unsafe (fail closed); declare it: its id in "
+            "the step's tools, its module in the workflow's tools, an effect class from @tool "
+            "stacked with the SDK's decorator or the policy's map:"
+        ),
+        exit_code=EXIT_INELIGIBLE,
+        step=step.id,
+        tool=tool.offered_name,
+        effect="unsafe",
+        rule="undeclared offered tool",
+        line=workflow.line_of(("steps", index, "program")),
+        field=f"steps.{index}.program",
+    )
 
 
 def _load(path: str) -> WorkflowFile | WorkflowCheck:

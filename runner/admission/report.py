@@ -17,7 +17,7 @@ from runner.policy.loader import Policy
 
 __all__ = ["EligibilityReport", "Problem", "ProblemKind", "WorkflowCheck"]
 
-ProblemKind = Literal["denied", "unresolvable", "invalid"]
+ProblemKind = Literal["denied", "unresolvable", "invalid", "undeclared"]
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,10 @@ class Problem:
 
     Attributes:
         workflow: the workflow file as given.
-        kind: ``denied`` (a policy removed the tool), ``unresolvable`` (no such tool) or
-            ``invalid`` (bad input: the file, a module, a manifest).
+        kind: ``denied`` (a policy removed the tool), ``unresolvable`` (no such tool),
+            ``undeclared`` (a program offers its model an agent SDK's tool its step does not
+            declare: unsafe, fail closed) or ``invalid`` (bad input: the file, a module, a
+            manifest).
         message: the full diagnostic line.
         exit_code: 3 for denied and unresolvable tools, 2 for invalid input.
         step, tool, effect, rule, line, field: what is known of the place and the reason.
@@ -95,6 +97,28 @@ class WorkflowCheck:
             f"({executed} execute, {len(used) - executed} recorded)"
         )
 
+    def sdk_tool_lines(self) -> list[str]:
+        """One line per agent-SDK tool the workflow's steps use, with its effect class.
+
+        ``  openai-agents tool "search_kb" as kb.search: read (execute|recorded)``; empty
+        when no used tool is an SDK's (`runner.sdk.sdktools`).
+        """
+        if self.workflow is None or self.registry is None:
+            return []
+        out = []
+        for tool_id in self.workflow.spec.tool_ids():
+            if tool_id not in self.registry:
+                continue
+            spec = self.registry.resolve(tool_id)
+            if spec.framework is None:
+                continue
+            alias = f" as {spec.id}" if spec.id != spec.sdk_name else ""
+            out.append(
+                f'  {spec.framework} tool "{spec.sdk_name}"{alias}: {spec.effect_text()}'
+                f" ({spec.disposition})"
+            )
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """The check as a JSON object (``--json``)."""
         data: dict[str, Any] = {
@@ -118,6 +142,11 @@ class WorkflowCheck:
                             "disposition": spec.disposition,
                             "schema_hash": spec.schema_hash or None,
                             **({"decided_by": spec.decided_by} if spec.decided_by else {}),
+                            **(
+                                {"framework": spec.framework, "sdk_name": spec.sdk_name}
+                                if spec.framework
+                                else {}
+                            ),
                         }
                     )
             data["tools"] = tools
@@ -147,12 +176,12 @@ class EligibilityReport:
         return worst_exit_code(EXIT_OK, *(check.exit_code for check in self.workflows))
 
     def lines(self) -> list[str]:
-        """One line per problem, and one summary line per eligible workflow."""
+        """One line per problem; per eligible workflow its summary and its SDK tools."""
         out: list[str] = []
         for check in self.workflows:
             out.extend(p.message for p in check.problems)
             if check.eligible:
-                out.append(check.summary_line())
+                out.extend([check.summary_line(), *check.sdk_tool_lines()])
         return out
 
     def to_json(self) -> dict[str, Any]:

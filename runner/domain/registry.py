@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from runner.errors import InputError, ToolNotResolvable
-from runner.sdk import Effect
+from runner.sdk import Effect, function_name
 
 if TYPE_CHECKING:
     pass
@@ -73,6 +73,9 @@ class CapabilityPolicy(Protocol):
     def decide(self, tool: ToolSpec) -> Decision:
         """Present or absent, and how it is served."""
 
+    def mapped(self, tool: ToolSpec) -> ToolSpec:
+        """``tool`` with the effect class the policy's ``map:`` gives a tool declaring none."""
+
     def argument_rules(self) -> list[dict[str, Any]]:
         """The policy's argument rules, JSON (decided at call time in the sandbox)."""
 
@@ -100,7 +103,11 @@ class ToolSpec:
             the tool was fully read, imported, or described by a sandbox. A tool whose
             parameters were not read has an empty ``schema`` and ``schema_hash``.
         decided_by: what gave a tool without a declared class its class, in words (an MCP
-            tool's annotations, `runner.tools.mcp`); None otherwise.
+            tool's annotations, `runner.tools.mcp`; the policy's ``map:``); None otherwise.
+        framework: the agent SDK that defines the tool (``openai-agents``, ``anthropic``,
+            ``langchain``: `runner.sdk.sdktools.FRAMEWORKS`), None for a ``@tool`` function.
+        sdk_name: the name that SDK offers the tool to its model under (None: the tool's
+            `runner.sdk.function_name`).
     """
 
     id: str
@@ -118,6 +125,13 @@ class ToolSpec:
     rule: str | None = None
     unread: str | None = None
     decided_by: str | None = None
+    framework: str | None = None
+    sdk_name: str | None = None
+
+    @property
+    def offered_name(self) -> str:
+        """The name a model is offered the tool under."""
+        return self.sdk_name or function_name(self.id)
 
     @property
     def has_code(self) -> bool:
@@ -139,6 +153,11 @@ class ToolSpec:
             return f"{self.effect.value} (read without importing it: {self.unread})"
         if self.decided_by is not None:
             return f"{self.effect.value} ({self.decided_by})"
+        if self.declared_effect is None and self.framework is not None:
+            return (
+                f"{self.effect.value} (an undeclared {self.framework} tool: no @tool stacked "
+                "with its decorator, no entry in the policy's map:)"
+            )
         if self.declared_effect is None:
             return f"{self.effect.value} (no effect class declared)"
         if self.declared_effect != self.effect.value:
@@ -163,6 +182,8 @@ class ToolSpec:
         }
         if self.disposition is not None:
             entry["disposition"] = self.disposition
+        if self.framework is not None and self.sdk_name:  # the name its model is offered
+            entry["name"] = self.sdk_name  # (runner.providers.offered.sdk_aliases)
         return entry
 
 
@@ -230,6 +251,7 @@ class Registry:
         present: list[ToolSpec] = []
         denied = dict(self._denied)
         for tool in self._tools.values():
+            tool = policy.mapped(tool)
             decision = policy.decide(tool)
             if decision.allowed and decision.disposition is not None:
                 present.append(replace(tool, disposition=decision.disposition, rule=decision.rule))

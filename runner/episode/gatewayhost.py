@@ -41,6 +41,7 @@ from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 __all__ = [
     "GatewayRequestError",
     "GatewayRequestRefused",
+    "UndeclaredToolsOffered",
     "clean_note",
     "invalid",
     "message_id",
@@ -60,6 +61,25 @@ class GatewayRequestError(ValueError):
 
     error_class = "GatewayRequestInvalid"
     param: str | None = None
+
+
+class UndeclaredToolsOffered(GatewayRequestError):
+    """A request offering its model tools the program step does not declare (fail closed).
+
+    Attributes:
+        names: the undeclared tool names, in order.
+    """
+
+    error_class = "runner.errors.CapabilityDenied"
+
+    def __init__(self, step_id: str, names: list[str]) -> None:
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        super().__init__(
+            f"step {step_id!r} offers its model tool(s) it does not declare: {shown}; an "
+            "undeclared tool is unsafe (fail closed): the request is not forwarded"
+        )
+        self.param = "tools"
+        self.names = names
 
 
 class GatewayRequestRefused(GatewayRequestError):

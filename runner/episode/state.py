@@ -220,14 +220,17 @@ class EpisodeState:
             trace_bytes=self.trace.bytes,
         )
 
-    def _offered(self, call: ApiCall) -> None:
-        """Count the tools this request offers that its step does not declare.
+    def _offered(self, call: ApiCall) -> list[str]:
+        """Count and return the tools this request offers that its step does not declare.
 
-        They are named (``end.undeclared_tools``, a warning), not denied:
-        `runner.providers.offered` says why.
+        They are named (``end.undeclared_tools``, a warning) and the request is refused:
+        the episode ends ``denied`` (`runner.providers.offered` says why).
         """
         step_id, workflow = str(call.step_id), self.prepared.run_spec["workflow"]
-        for name in undeclared_offered(call.api, call.request, workflow, step_id):
+        names = undeclared_offered(
+            call.api, call.request, workflow, step_id, self.prepared.manifest
+        )
+        for name in names:
             key = (step_id, name)
             if key not in self.undeclared_tools and len(self.undeclared_tools) >= MAX_COVERAGE:
                 continue
@@ -239,6 +242,7 @@ class EpisodeState:
                     tool=name,
                 )
             self.undeclared_tools[key] = self.undeclared_tools.get(key, 0) + 1
+        return names
 
     @staticmethod
     def _host_recorded(record: dict[str, Any], served: ProviderResponse) -> dict[str, Any]:
@@ -277,7 +281,13 @@ class EpisodeState:
             )
             log.warning(event, run_id=self.prepared.run_id, param=exc.param, problem=str(exc))
             return [gatewayhost.invalid(message_id, exc)]
-        self._offered(call)
+        undeclared = self._offered(call)
+        if undeclared:  # fail closed: never forwarded, never paid for
+            refusal = gatewayhost.UndeclaredToolsOffered(str(call.step_id), undeclared)
+            log.warning(
+                "gateway_request_refused", run_id=self.prepared.run_id, problem=str(refusal)
+            )
+            return [gatewayhost.invalid(message_id, refusal)]
         from_run = call.api in SERVED_FROM_RUN
         if from_run and self.request.mode != "reproduce":  # never fetched live
             response = self.responses.answer(call)

@@ -42,6 +42,7 @@ class StatusFacts(Protocol):
     last_call_index: int
     ceiling_refusals: list[dict[str, Any]]
     sandbox_s: float
+    undeclared_tools: dict[tuple[str, str], int]
 
 
 def _ended_itself_at_deadline(state: StatusFacts, exit_state: ExitState) -> str | None:
@@ -118,6 +119,12 @@ def classify(state: StatusFacts, exit_state: ExitState | None) -> tuple[str, str
             f"limits.{name}: the episode reached {what}; the host accepted no further call"
             " and killed the sandbox"
         )
+    if state.undeclared_tools:  # the host refused a request offering undeclared tools
+        (step_id, name), *_ = sorted(state.undeclared_tools)
+        return "denied", (
+            f"step {step_id!r} offered its model the tool {name!r}, which it does not declare:"
+            " unsafe (fail closed); the host refused the request"
+        )
     if exit_state.oom_killed:
         return "oom", (
             "the sandbox hit its memory limit: the kernel's OOM killer ended a process"
@@ -172,6 +179,13 @@ def failure_of(state: StatusFacts, status: str, episode: dict[str, Any]) -> dict
             "call_index": first["call_index"],
             "tool": first["tool"],
             "error_class": CEILING_ERROR_CLASS,
+        }
+    if status == "denied" and state.undeclared_tools:
+        (_, name), *_ = sorted(state.undeclared_tools)
+        return {
+            "call_index": state.last_call_index,
+            "tool": name,
+            "error_class": "runner.errors.CapabilityDenied",
         }
     reported = episode.get("failure") if status in RUNTIME_STATUSES else None
     if isinstance(reported, dict) and isinstance(reported.get("call_index"), int):

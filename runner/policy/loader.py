@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,19 @@ class Policy:
         """Present or absent, executed or recorded: see `runner.policy.decisions`."""
         return decide(self.spec, self.source, tool)
 
+    def mapped(self, tool: ToolSpec) -> ToolSpec:
+        """``tool`` with the effect class the policy's ``map:`` gives it.
+
+        Only a tool that declares no effect class and was fully read is mapped (a tool's
+        own declaration wins; what a static reading could not read stays ``unsafe``).
+        """
+        found = self.spec.mapped_effect(tool.id)
+        if found is None or tool.declared_effect is not None or tool.unread is not None:
+            return tool
+        key, effect = found
+        why = f'policy map "{key}" in {self.source}'
+        return replace(tool, effect=effect, decided_by=why)
+
     def summary(self) -> dict[str, Any]:
         """``{"name", "mode", "hash"}``: the policy as the manifest and traces name it."""
         return {"name": self.name, "mode": self.mode, "hash": self.hash}
@@ -111,6 +124,8 @@ def policy_from_spec(spec: PolicySpec, source: str, path: Path | None = None) ->
         del data["redaction"]
     if not data["rules"]:
         del data["rules"]
+    if not data["map"]:  # likewise a policy without a map
+        del data["map"]
     digest = hashlib.sha256(canonical_json(data).encode("utf-8"))
     rules = RuleSet.from_json([rule.to_json() for rule in spec.rules], source, "rules")
     return Policy(spec=spec, source=source, path=path, hash=digest.hexdigest(), rules=rules)

@@ -279,6 +279,11 @@ class PolicySpec(_Frozen):
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     redaction: RedactionSpec | None = None
     rules: list[ArgRule] = Field(default_factory=list, max_length=1000)
+    map: dict[str, Effect] = Field(default_factory=dict, max_length=1000)
+    """Tool id or glob -> the effect class of a tool that declares none (an agent SDK's
+    ``@function_tool``, ``@beta_tool`` or LangChain tool: `runner.sdk.sdktools`). A tool's
+    own declaration wins; the first matching key in file order decides; a tool nobody
+    declared or mapped stays ``unsafe`` (fail closed)."""
 
     @field_validator("rules")
     @classmethod
@@ -304,6 +309,11 @@ class PolicySpec(_Frozen):
                 "let single tools in with tools.unsafe_allow"
             )
         return self
+
+    def mapped_effect(self, tool_id: str) -> tuple[str, Effect] | None:
+        """``(key, effect)`` of the first ``map`` key ``tool_id`` matches, or None."""
+        key = first_match(tool_id, list(self.map))
+        return (key, self.map[key]) if key is not None else None
 
     def price_for(self, model: str) -> Price | None:
         """The price of ``model``: an exact key, else the longest matching glob key."""

@@ -3,19 +3,19 @@
 A program step declares its toolset (``tools: [kb.search]``); the agent SDK inside it offers
 the model whatever tools the program built (the ``tools`` of each request crossing the
 sandbox's model gateway). `offered_tools` reads their names from a request of each API;
-`undeclared` keeps those that name no declared tool. The host names them in the run's trace
-(``end.undeclared_tools``) and its log.
+`undeclared` keeps those that name no declared tool. The host refuses such a request (it
+is not forwarded: the program's SDK gets an HTTP 400 naming the tools), names them in the
+run's trace (``end.undeclared_tools``) and its log, and the episode ends ``denied``
+(`runner.episode.status`): fail closed (issue 27). An offered tool nobody declared is
+``unsafe`` whatever it does: an agent SDK's tools are routed through the runtime's call path
+(`runner.sdk.sdktools`), so a declared one is recorded, policy-decided and served like any
+``@tool``, and one the step does not declare would run outside every effect class. ``check``
+refuses what it can see before (`runner.admission.eligibility.offered_checked`).
 
-Why named and not denied (issue 27 asks "fail closed", decided against for now, on purpose):
-
-- an SDK's own tools are offered under their own names (``@function_tool def search_kb``
-  wrapping the declared ``kb.search``): until SDK tools are routed through the runtime's call
-  path, failing closed would refuse every agent written with an SDK, the examples included;
-- refusing at request time cannot be undone by the agent: the program would see an error
-  in the middle of its run, in shadow evaluation a failed variant for a reason outside it;
-- an offered tool is not a call, and what a tool's code can do is bounded by the sandbox
-  anyway (no network, read-only, the declared ``@tool`` functions obey their effect classes):
-  the sandbox is the guarantee, this check is the diagnostic.
+A name declares a tool when it is a declared tool's id (``kb.search``), the name that id is
+offered under (`runner.sdk.function_name`: ``kb__search``), or the name an agent SDK offers
+a declared SDK tool under (the manifest entry's ``name``: ``@function_tool def search_kb``
+stacked with ``@tool("kb.search", ...)``).
 
 Request shapes (the APIs' own documentation): Chat Completions ``tools[].function.name``
 (``type: function``), Responses ``tools[].name`` (``type: function``), Messages
@@ -29,7 +29,14 @@ from typing import Any
 
 from runner.sdk import function_name
 
-__all__ = ["MAX_NAME_CHARS", "MAX_OFFERED", "offered_tools", "undeclared", "undeclared_offered"]
+__all__ = [
+    "MAX_NAME_CHARS",
+    "MAX_OFFERED",
+    "offered_tools",
+    "sdk_aliases",
+    "undeclared",
+    "undeclared_offered",
+]
 
 MAX_OFFERED = 256
 """Tools read from one request (a request offering more is read this far)."""
@@ -70,20 +77,39 @@ def offered_tools(api: str, request: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def undeclared(names: Iterable[str], declared: Iterable[str]) -> list[str]:
+def undeclared(
+    names: Iterable[str], declared: Iterable[str], aliases: Mapping[str, str] | None = None
+) -> list[str]:
     """The offered ``names`` that name none of the ``declared`` tool ids.
 
-    A name declares a tool when it is the tool's id (``kb.search``) or the name it is offered
-    to a model under (`runner.sdk.function_name`: ``kb__search``).
+    A name declares a tool when it is the tool's id (``kb.search``), the name it is offered
+    to a model under (`runner.sdk.function_name`: ``kb__search``) or, for an agent SDK's
+    tool, the SDK's name of it (``aliases``: tool id -> SDK name).
     """
     known: set[str] = set()
     for tool_id in declared:
         known.update((tool_id, function_name(tool_id)))
+        if aliases and tool_id in aliases:
+            known.add(aliases[tool_id])
     return [name for name in names if name not in known]
 
 
+def sdk_aliases(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Tool id -> the name its agent SDK offers it under, from a manifest's entries."""
+    tools = manifest.get("tools")
+    found: dict[str, str] = {}
+    for entry in tools if isinstance(tools, list) else []:
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            found[str(entry.get("id"))] = entry["name"]
+    return found
+
+
 def undeclared_offered(
-    api: str, request: Mapping[str, Any], workflow: Mapping[str, Any], step_id: str
+    api: str,
+    request: Mapping[str, Any],
+    workflow: Mapping[str, Any],
+    step_id: str,
+    manifest: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """The tools a program step's request offers that the step does not declare.
 
@@ -92,6 +118,7 @@ def undeclared_offered(
         request: the program's request body (hostile).
         workflow: the normalised workflow (its steps' ``tools``).
         step_id: the program step that sent the request.
+        manifest: the run's manifest (its SDK tools' names, `sdk_aliases`), or None.
     """
     steps = workflow.get("steps") or []
     declared = [
@@ -105,7 +132,8 @@ def undeclared_offered(
     # package's tool list): `notes.search_notes` of an entry with prefix `notes` as `search_notes`
     prefixes = {f"{p}." for p in _mcp_prefixes(workflow)}
     declared += [t.split(".", 1)[1] for t in declared if f"{t.split('.', 1)[0]}." in prefixes]
-    return undeclared(offered_tools(api, request), declared)
+    aliases = sdk_aliases(manifest) if manifest is not None else None
+    return undeclared(offered_tools(api, request), declared, aliases)
 
 
 def _mcp_prefixes(workflow: Mapping[str, Any]) -> list[str]:

@@ -14,7 +14,8 @@ no tool), collects its tools with `runner.sdk.collect_tools` and answers with on
               ``mcp_servers`` ([{"command", "cwd"}]): their tools/list (`runner.runtime.mcplist`)
 
 An entry is ``{id, effect, declared_effect, description, schema, schema_hash, module,
-qualname, file, line}`` (``declared_effect`` is None when the effect defaulted to unsafe).
+qualname, file, line}`` (``declared_effect`` is None when the effect defaulted to unsafe), plus
+``framework`` and ``name`` for a tool an agent SDK defined (`runner.sdk.sdktools`).
 ``error.kind`` is one of `ERROR_KINDS`; the first module that fails ends the list (as the host
 import did). The host treats every byte of the answer as untrusted data.
 """
@@ -58,6 +59,11 @@ def _entry(definition: sdk.ToolDef) -> Dict[str, Any]:
         "qualname": definition.qualname,
         "file": definition.file,
         "line": definition.line,
+        **(
+            {"framework": definition.framework, "name": definition.name}
+            if definition.framework
+            else {}
+        ),
     }
 
 

@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from runner.errors import InputError, ToolNotResolvable
-from runner.sdk import tool_def
+from runner.sdk import sdktools, tool_def
 from runner.wire.argrules import RuleSet
 from runner.wire.toolrecord import DISPOSITIONS, RuntimeTool
 
@@ -173,6 +173,8 @@ def _load_function(entry: Dict[str, Any], source: str, field: str) -> Callable[.
     obj: Any = _import(module_name, source)
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
+    if sdktools.framework_of(obj) is not None and sdktools.adopted(obj) is None:
+        sdktools.adopt(obj)  # an SDK's tool no @tool declared: routed like one
     definition = tool_def(obj)
     if definition is None:
         raise InputError(
@@ -194,6 +196,8 @@ def _load_function(entry: Dict[str, Any], source: str, field: str) -> Callable[.
             file=source,
             field=field + ".schema_hash",
         )
+    if definition.guarded is not None:  # an SDK's tool: its guarded runner is the function
+        return definition.guarded
     if not callable(obj):  # pragma: no cover - tool_def only marks callables
         raise InputError("{} is not callable".format(qualname), file=source, field=field)
     return obj  # type: ignore[no-any-return]

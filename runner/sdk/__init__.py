@@ -40,7 +40,7 @@ import threading
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional
 
 from runner.errors import CapabilityDenied
-from runner.sdk import current, dispatch
+from runner.sdk import current, dispatch, sdktools
 from runner.sdk.current import now, set_clock
 from runner.sdk.httpio import HttpResponse, http_get, http_request
 from runner.sdk.toolschema import (
@@ -109,6 +109,11 @@ class ToolDef:
         func: the undecorated function.
         module, qualname: where to import it from.
         file, line: the definition's source location (for duplicate-id errors).
+        framework: the agent SDK that defined the tool (``openai-agents``, ``anthropic``,
+            ``langchain``: `runner.sdk.sdktools`), or None for a ``@tool`` function.
+        name: the name the tool is offered to a model under (the SDK's name of an SDK tool;
+            `function_name` of the id otherwise).
+        guarded: the guarded callable of an SDK tool (what the runtime executes), or None.
 
     """
 
@@ -117,10 +122,13 @@ class ToolDef:
         "effect",
         "effect_declared",
         "file",
+        "framework",
         "func",
+        "guarded",
         "id",
         "line",
         "module",
+        "name",
         "qualname",
         "schema",
         "schema_hash",
@@ -147,6 +155,9 @@ class ToolDef:
         code = getattr(func, "__code__", None)
         self.file = code.co_filename if code else "?"
         self.line = code.co_firstlineno if code else 0
+        self.framework: Optional[str] = None
+        self.name = function_name(id)
+        self.guarded: Optional[Callable[..., Any]] = None
 
     @property
     def location(self) -> str:
@@ -158,10 +169,11 @@ class ToolDef:
 
         Returns:
             ``{id, effect, description, schema, schema_hash, module, qualname}`` (the registry
-            manifest format; the registry adds ``disposition``).
+            manifest format; the registry adds ``disposition``), plus ``framework`` and
+            ``name`` for a tool an agent SDK defined.
 
         """
-        return {
+        entry = {
             "id": self.id,
             "effect": self.effect.value,
             "description": self.description,
@@ -170,6 +182,9 @@ class ToolDef:
             "module": self.module,
             "qualname": self.qualname,
         }
+        if self.framework is not None:
+            entry.update(framework=self.framework, name=self.name)
+        return entry
 
     def __repr__(self) -> str:
         return "ToolDef({!r}, effect={})".format(self.id, self.effect.value)
@@ -320,6 +335,9 @@ def tool(
             ) from None
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        if sdktools.framework_of(func) is not None:  # @tool over @function_tool (or beta_tool)
+            sdktools.adopt(func, tool_id, effect, description)
+            return func  # the SDK's object, its invocation routed (runner.sdk.sdktools)
         import inspect  # lazy: kept for start-up speed (the runtime decorates no tool)
 
         definition = ToolDef(
@@ -338,7 +356,10 @@ def tool(
 
 
 def tool_def(obj: Any) -> Optional[ToolDef]:
-    """Return the `ToolDef` of a decorated tool function, or None for anything else."""
+    """Return the `ToolDef` of a decorated tool function or an adopted SDK tool, else None."""
+    if sdktools.framework_of(obj) is not None:
+        found = sdktools.adopted(obj)
+        return found if isinstance(found, ToolDef) else None
     definition = getattr(obj, TOOL_ATTR, None)
     return definition if isinstance(definition, ToolDef) else None
 
@@ -347,14 +368,19 @@ def collect_tools(module: Any) -> List[ToolDef]:
     """Every tool defined in ``module`` (a module object), in definition order.
 
     Tools imported into the module from elsewhere are skipped: each tool belongs to the module
-    that defines it. A tool bound under another name than its function's (``close =
-    tool(...)(_close)``) gets that name as its ``qualname``, so that importing ``module`` +
-    ``qualname`` yields the guarded wrapper, never the bare function. A tool bound under two
-    names is collected once.
+    that defines it. A tool an agent SDK made (``@function_tool``, ``@beta_tool``, a LangChain
+    tool: `runner.sdk.sdktools`) bound to a module name is collected too, adopted (its
+    invocation routed) when no ``@tool`` declared it: id its SDK name, effect ``unsafe``
+    undeclared (fail closed; the policy's ``map:`` may give it a class). A tool bound under
+    another name than its function's (``close = tool(...)(_close)``) gets that name as its
+    ``qualname``, so that importing ``module`` + ``qualname`` yields the guarded wrapper, never
+    the bare function. A tool bound under two names is collected once.
     """
     names: Dict[int, List[str]] = {}
     definitions: Dict[int, ToolDef] = {}
-    for name, value in vars(module).items():
+    for name, value in list(vars(module).items()):
+        if sdktools.framework_of(value) is not None and sdktools.adopted(value) is None:
+            sdktools.adopt(value)
         definition = tool_def(value)
         if definition is not None and definition.module == module.__name__:
             definitions[id(definition)] = definition
@@ -364,6 +390,14 @@ def collect_tools(module: Any) -> List[ToolDef]:
             definition.qualname = sorted(names[key])[0]
     return sorted(definitions.values(), key=lambda d: (d.line, d.qualname))
 
+
+sdktools.connect(
+    ToolDef=ToolDef,
+    Effect=Effect,
+    tool_def=tool_def,
+    guarded=_guarded,
+    active_allowed=_active_allowed,
+)
 
 if sys.version_info < (3, 9):  # pragma: no cover - documented floor
     raise ImportError("runner.sdk needs Python 3.9 or newer")

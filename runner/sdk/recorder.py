@@ -57,7 +57,7 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.sdk import current, wallclock
+from runner.sdk import current, sdktools, wallclock
 from runner.sdk.agentcode import loaded_agent_code, sdk_versions
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
@@ -212,6 +212,7 @@ class Recorder(ModelCallRecording):
         from runner.sdk import httpxrecord  # only here: httpx is not needed otherwise
 
         httpxrecord.install_guard(_capturing_recorder)
+        sdktools.install()  # the agent SDKs' tools are recorded like @tool calls
         return self
 
     def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
@@ -312,6 +313,15 @@ class Recorder(ModelCallRecording):
             "source": "executed",
             "raw_io": False,
         }
+        framework = getattr(definition, "framework", None)
+        if framework is not None:  # an agent SDK's tool (runner.sdk.sdktools)
+            record["meta"] = {
+                "sdk": {
+                    "framework": framework,
+                    "name": definition.name,
+                    "effect_declared": bool(definition.effect_declared),
+                }
+            }
         started = time.monotonic()
         token = current.RECORDER.set(None)  # a tool calling another tool: recorded once, outside
         in_tool = IN_TOOL.set(True)

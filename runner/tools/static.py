@@ -21,6 +21,11 @@ modules inside a sandbox (`runner.admission.sandbox_registry`):
   to the same `typing` objects), so ids are checked, effects default and schemas derive (and
   hash) exactly as at run time: a declaration the sandbox would refuse is the same
   `InputError` here;
+- an agent SDK's tool decorator (``@function_tool``, ``@beta_tool``, LangChain's ``@tool``:
+  `runner.tools.static_sdk`) makes a tool too, alone (its SDK name the id, ``unsafe`` until
+  the policy's ``map:`` classes it) or stacked with ``@tool(...)`` in either order (the
+  declaration's id and effect); `program_sdk_tools` reads a program step's own module for the
+  SDK tools it offers its model;
 - what cannot be read literally is **fail closed**: a tool whose effect, parameter annotation or
   default is not literal, that is defined under a condition, has other decorators, or may be
   rebound (a ``global`` statement, an attribute set on it, the module rewriting its own
@@ -58,7 +63,13 @@ from runner.tools.static_walk import ModuleWalk
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["MAX_SOURCE_BYTES", "HostSyntaxError", "read_module", "static_registry"]
+__all__ = [
+    "MAX_SOURCE_BYTES",
+    "HostSyntaxError",
+    "program_sdk_tools",
+    "read_module",
+    "static_registry",
+]
 
 MAX_SOURCE_BYTES = 8 * 1024 * 1024
 
@@ -218,6 +229,8 @@ def _declare(found: StaticTool, module: str, path: Path, where: dict[str, Any]) 
         line=found.first_line,
         origin=module,
         unread="; ".join(unread) if unread else None,
+        framework=found.framework,
+        sdk_name=found.sdk_name,
     )
 
 
@@ -244,6 +257,35 @@ def static_registry(workflow: WorkflowFile) -> Registry:
         )
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     return Registry(ordered, located.roots(), unread=gaps)
+
+
+def program_sdk_tools(workflow: WorkflowFile) -> list[tuple[int, list[ToolSpec]]]:
+    """The agent-SDK tools each program step's own module defines, read from source.
+
+    What a program offers its model is statically visible where its module defines the SDK
+    tools (``@function_tool``, ``@beta_tool``, LangChain's ``@tool``): ``check`` refuses
+    those its step does not declare (`runner.admission.eligibility`). Modules the program
+    imports are not followed (the gateway's run-time check sees what they offer).
+
+    Returns:
+        ``(step index, SDK tools)`` per program step whose module was read; a module that is
+        not found, not Python source or refused by the reading is skipped (``submit``/``run``
+        and the sandbox name it).
+    """
+    from runner.tools.programs import program_modules
+
+    try:
+        modules = program_modules(workflow)
+    except InputError:
+        return []  # the program check names it
+    found = []
+    for index, name, root in modules:
+        try:
+            module = read_module(name, root, {"file": str(workflow.path)})
+        except InputError:
+            continue
+        found.append((index, [t for t in module.tools if t.framework is not None]))
+    return found
 
 
 def _binds(tree: ast.Module, name: str) -> bool:

@@ -59,6 +59,9 @@ class StaticTool:
         conditional: it is defined under a condition.
         names: module names bound to it, in order.
         qualname: set by `ModuleWalk.collected`.
+        framework: the agent SDK whose decorator made it a tool (`runner.tools.static_sdk`),
+            or None.
+        sdk_name: the name that SDK offers it under, or None.
     """
 
     key: int
@@ -74,6 +77,8 @@ class StaticTool:
     conditional: bool = False
     names: list[str] = field(default_factory=list)
     qualname: str = ""
+    framework: str | None = None
+    sdk_name: str | None = None
 
     @property
     def tool_id(self) -> Any:

@@ -20,6 +20,14 @@ from typing import Any
 
 from runner import sdk
 from runner.tools.static_decl import FunctionNode, StaticTool, declaration
+from runner.tools.static_sdk import (
+    SDK_DECORATORS,
+    SDK_MODULES,
+    SdkDecorator,
+    SdkMark,
+    SdkModule,
+    sdk_mark,
+)
 from runner.tools.static_values import (
     FunctionBinding,
     Known,
@@ -35,7 +43,7 @@ from runner.tools.static_values import (
     value_binding,
 )
 
-__all__ = ["ModuleWalk", "StaticTool"]
+__all__ = ["ModuleWalk", "StaticTool", "decorators_index"]
 
 BARE = object()  # the tool id of a bare ``@tool``: runner.sdk.tool gets the function itself
 
@@ -178,6 +186,10 @@ class ModuleWalk:
     def _import(self, node: ast.Import | ast.ImportFrom, cond: str | None) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
+                if alias.name in SDK_MODULES and (alias.asname or "." not in alias.name):
+                    known = Known(SdkModule(alias.name))
+                    self._bind(alias.asname or alias.name, known, cond, node.lineno)
+                    continue
                 if alias.name == "sys":
                     self._sys_names.add(alias.asname or "sys")
                 if alias.asname is not None:
@@ -192,8 +204,11 @@ class ModuleWalk:
             if alias.name == "*":
                 self._star(module, node.lineno, cond)
                 continue
+            decorator = SDK_DECORATORS.get((module, alias.name))
             binding = (
-                import_binding(module, alias.name, node.lineno)
+                Known(decorator)
+                if decorator is not None
+                else import_binding(module, alias.name, node.lineno)
                 if node.level == 0
                 else Opaque(f"imported from {module}", node.lineno)
             )
@@ -221,6 +236,20 @@ class ModuleWalk:
         except NotLiteral:
             return False
 
+    def _sdk_decorator(self, node: ast.expr) -> SdkDecorator | None:
+        """The SDK tool decorator ``node`` names (called or not), or None."""
+        target = node.func if isinstance(node, ast.Call) else node
+        if isinstance(target, ast.Name):
+            found = self.ns.names.get(target.id)
+            value = found.value if isinstance(found, Known) else None
+            return value if isinstance(value, SdkDecorator) else None
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            found = self.ns.names.get(target.value.id)
+            value = found.value if isinstance(found, Known) else None
+            if isinstance(value, SdkModule):
+                return SDK_DECORATORS.get((value.module, target.attr))
+        return None
+
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cond: str | None) -> None:
         decorators = node.decorator_list
         first = min([d.lineno for d in decorators] + [node.lineno])
@@ -232,6 +261,11 @@ class ModuleWalk:
         for mark in marks:
             self._understood.add(id(mark.func if isinstance(mark, ast.Call) else mark))
         self._scan([*decorators, *node.args.defaults, *(d for d in node.args.kw_defaults if d)])
+        sdk_marks = [(d, self._sdk_decorator(d)) for d in decorators]
+        sdks = [(d, sdk_mark(d, found)) for d, found in sdk_marks if found is not None]
+        if sdks:
+            self._sdk_function(node, cond, first, marks, sdks)
+            return
         if not marks:
             if decorators:
                 self.gaps.append(
@@ -250,7 +284,54 @@ class ModuleWalk:
             )
             return
         if len(decorators) > 1:
-            tool.unread.append(f"it has other decorators as well ({self.at(first)})")
+            tool.unread.append(
+                f"it has decorators besides runner.sdk.tool ({self.at(first)}): a decorator"
+                " the reading does not know may change what the module binds"
+            )
+        self._bind(node.name, ToolBinding(tool.key), cond, node.lineno)
+
+    def _sdk_function(
+        self,
+        node: ast.FunctionDef | ast.AsyncFunctionDef,
+        cond: str | None,
+        first: int,
+        marks: list[ast.expr],
+        sdks: list[tuple[ast.expr, SdkMark]],
+    ) -> None:
+        """A function an SDK's decorator makes a tool of, with a ``@tool`` declaration or not.
+
+        The outermost SDK decorator names the tool the module binds; ``@tool`` stacked in
+        either order declares its id and effect (`runner.tools.static_sdk`).
+        """
+        outer, mark = sdks[0]
+        sdk_name = mark.name or node.name
+        tool: StaticTool | None
+        if marks:
+            tool = self._tool(marks[-1], node, first, cond)
+            if tool is not None and decorators_index(node, marks[-1]) < decorators_index(
+                node, outer
+            ):  # @tool over the SDK's: the schema is the SDK's, computed by the SDK only
+                tool.schema_read = False
+                tool.parameters = []
+                tool.unread = [u for u in tool.unread if "parameter" not in u]
+        else:
+            doc = ast.get_docstring(node, clean=False)
+            tool = StaticTool(len(self.tools), [sdk_name], {}, node.name, first, mark.line, doc=doc)
+            tool.schema_read = False
+            if cond is not None:
+                tool.conditional = True
+                tool.unread.append(f"it is defined {cond}")
+            self.tools[tool.key] = tool
+        if tool is None:
+            self._bind(node.name, Opaque("a tool whose id is not literal", node.lineno), cond, 0)
+            return
+        tool.framework, tool.sdk_name = mark.framework, sdk_name
+        if mark.unread is not None:
+            tool.unread.append(f"{mark.unread} ({self.at(mark.line)})")
+        if len(node.decorator_list) > len(marks) + len(sdks):
+            tool.unread.append(
+                f"it has decorators besides runner.sdk.tool and its SDK's ({self.at(first)})"
+            )
         self._bind(node.name, ToolBinding(tool.key), cond, node.lineno)
 
     def _tool(
@@ -378,3 +459,8 @@ class ModuleWalk:
             )
             found.append(tool)
         return sorted(found, key=lambda t: (t.first_line, t.qualname))
+
+
+def decorators_index(node: ast.FunctionDef | ast.AsyncFunctionDef, decorator: ast.expr) -> int:
+    """Where ``decorator`` is in ``node``'s list (0: the outermost, applied last)."""
+    return next(i for i, d in enumerate(node.decorator_list) if d is decorator)

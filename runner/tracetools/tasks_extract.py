@@ -61,6 +61,19 @@ def observation_of(call: CallRecord) -> dict[str, Any]:
     return observation
 
 
+def _observed(call: CallRecord) -> bool:
+    """A ``read`` call, or an agent SDK's tool recorded without a declared effect class.
+
+    The recorder does not know the policy whose ``map:`` may class such a tool ``read``
+    (`runner.sdk.sdktools`; ``meta.sdk.effect_declared`` false): its recorded response is
+    kept as an observation, which only a ``read`` tool is ever served from.
+    """
+    if call.effect == "read":
+        return True
+    sdk = call.meta.get("sdk") if isinstance(call.meta, dict) else None
+    return isinstance(sdk, dict) and sdk.get("effect_declared") is False
+
+
 def task_of(trace: Trace, task_id: str, *, expect_recorded_output: bool = False) -> dict[str, Any]:
     """The task line of one recorded run (see the module docstring).
 
@@ -89,7 +102,7 @@ def task_of(trace: Trace, task_id: str, *, expect_recorded_output: bool = False)
         "input": dict(run.task_input),
         "clock_start": run.clock.start,
         "observations": [
-            observation_of(c) for c in trace.calls if not c.is_provider_call and c.effect == "read"
+            observation_of(c) for c in trace.calls if not c.is_provider_call and _observed(c)
         ],
     }
     end = trace.end

@@ -62,8 +62,10 @@ def _outcome(build: Callable[[], Registry]) -> Registry | InputError:
 def assert_agree(workflow: Path, describe: Callable[[Any], Registry]) -> int:
     """The static view of ``workflow`` agrees with ``describe``'s; returns the tools compared.
 
-    Same ids; for every tool the reading claims (``unread`` None) the same effect, declared
-    effect, schema hash, qualname and line; the same input error when there is one.
+    Same ids, SDK frameworks and names; for every tool the reading claims (``unread`` None)
+    the same effect, declared effect, description, qualname and line, and the same schema
+    hash unless it is an SDK's schema the reading leaves to the sandbox; the same input
+    error when there is one.
     """
     loaded = load_workflow(workflow)
     static = _outcome(lambda: static_registry(loaded))
@@ -86,13 +88,13 @@ def assert_agree(workflow: Path, describe: Callable[[Any], Registry]) -> int:
             other.line,
             other.file,
         ), tool.id
+        assert (tool.framework, tool.sdk_name) == (other.framework, other.sdk_name), tool.id
         if tool.unread is None:
-            assert (tool.effect, tool.declared_effect, tool.schema_hash) == (
-                other.effect,
-                other.declared_effect,
-                other.schema_hash,
-            ), tool.id
-            assert tool.schema == other.schema and tool.description == other.description
+            assert (tool.effect, tool.declared_effect) == (other.effect, other.declared_effect)
+            assert tool.description == other.description, tool.id
+            if tool.framework is None or tool.schema_hash:  # an SDK's schema: the SDK's alone
+                assert tool.schema_hash == other.schema_hash, tool.id
+                assert tool.schema == other.schema, tool.id
         else:
             assert tool.effect.value == "unsafe"  # it claims nothing else
     return len(static)

@@ -31,7 +31,7 @@ from typing import Any, Dict, List
 from runner.errors import CapabilityDenied
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.replay.calls import Caller
-from runner.sdk import dispatch
+from runner.sdk import dispatch, sdktools
 from runner.trace.jsonform import json_form, revive
 from runner.trace.strictjson import loads as strict_loads
 from runner.wire.errors import WorkflowError
@@ -160,7 +160,9 @@ def run_program(ref: str, step_id: str, task_input: Any, dispatcher: Any) -> str
         WorkflowError: it does not load, or its output is not JSON-serialisable.
         Exception: what the program raised.
     """
-    target = load_program(ref, step_id)
+    sdktools.install()  # the SDK tools it makes go through the dispatcher (before the import:
+    target = load_program(ref, step_id)  # an SDK it imports is patched as it is imported)
+    sdktools.install()
     with dispatch.dispatching(dispatcher):
         result = target(dict(task_input) if isinstance(task_input, dict) else {})
         if hasattr(result, "__await__"):

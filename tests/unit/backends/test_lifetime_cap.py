@@ -158,6 +158,7 @@ def _state(**kw: Any) -> Any:
     values: dict[str, Any] = {
         "infra_error": None,
         "ceiling_refusals": [],
+        "undeclared_tools": {},
         "provider_timed_out": False,
         "budget_cut": False,
         "killed_for": None,

@@ -1,12 +1,18 @@
 """The tools a program offers its model, against its declared toolset (issue 27): named in
-the trace's end line, never denied (runner/providers/offered.py says why)."""
+the trace's end line, the request refused and the episode ``denied`` (fail closed:
+runner/providers/offered.py says why); a declared SDK tool's own name counts as declared."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from runner.backends.base import ExitState
+from runner.episode.channel import Channel
+from runner.episode.state import EpisodeState
+from runner.episode.status import classify, failure_of
 from runner.providers.offered import MAX_NAME_CHARS, offered_tools, undeclared, undeclared_offered
 from runner.tracetools.records import EndRecord
 
@@ -90,3 +96,67 @@ def test_an_mcp_tool_is_offered_under_its_own_name() -> None:
         "search_notes",
         "delete_note",
     ]
+
+
+MANIFEST = {"tools": [{"id": "kb.search", "name": "search_kb"}, {"id": "reply.format"}]}
+
+
+def test_a_declared_sdk_tools_own_name_declares_it() -> None:
+    request = {"tools": [{"name": "search_kb"}, {"name": "reply__format"}, {"name": "x"}]}
+    assert undeclared_offered("messages", request, WORKFLOW, "agent", MANIFEST) == ["x"]
+    assert undeclared_offered("messages", request, WORKFLOW, "agent") == ["search_kb", "x"]
+
+
+class _Provider:
+    def __init__(self) -> None:
+        self.forwarded: list[Any] = []
+
+    def forward(self, call: Any) -> Any:  # pragma: no cover - must not be reached
+        self.forwarded.append(call)
+        raise AssertionError("an undeclared offered tool's request was forwarded")
+
+
+def _state() -> EpisodeState:
+    workflow = dict(WORKFLOW, name="w", version="1", model=None)
+    workflow["steps"] = [
+        dict(WORKFLOW["steps"][0], model={"provider": "openai", "name": "gpt-4.1-mini"})
+    ]
+    prepared = SimpleNamespace(run_id="r", run_spec={"workflow": workflow}, manifest=MANIFEST)
+    request = SimpleNamespace(mode="shadow")
+    state = EpisodeState(request=request, prepared=prepared, channel=Channel())  # type: ignore[arg-type]
+    state.hello = {"type": "hello"}
+    return state
+
+
+def test_a_request_offering_an_undeclared_tool_is_refused_and_the_episode_denied() -> None:
+    """Was: forwarded, the name only listed in the end line (the episode ``succeeded``)."""
+    state, provider = _state(), _Provider()
+    message = {
+        "type": "gateway_request",
+        "id": "g0",
+        "index": 0,
+        "step_id": "agent",
+        "api": "chat_completions",
+        "path": "/v1/chat/completions",
+        "request": {
+            "model": "m",
+            "messages": [],
+            "tools": [
+                {"type": "function", "function": {"name": "search_kb", "parameters": {}}},
+                {"type": "function", "function": {"name": "delete_all", "parameters": {}}},
+            ],
+        },
+        "headers": {},
+    }
+    [reply] = state._on_gateway_request(message, provider)  # type: ignore[arg-type]
+    assert reply["status"] == 400 and provider.forwarded == []
+    assert reply["error"]["class"] == "runner.errors.CapabilityDenied"
+    assert (
+        "delete_all" in reply["error"]["message"] and "search_kb" not in reply["error"]["message"]
+    )
+    assert state.undeclared_tools == {("agent", "delete_all"): 1}
+    state.episode = {"status": "failed"}  # the program saw the refusal as an error
+    status, reason = classify(state, ExitState(exit_code=0))
+    assert status == "denied" and reason is not None and "'delete_all'" in reason
+    failure = failure_of(state, status, state.episode)
+    assert failure["tool"] == "delete_all" and failure["error_class"].endswith("CapabilityDenied")

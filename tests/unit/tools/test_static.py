@@ -184,7 +184,7 @@ def test_every_literal_form_reads_as_the_runtime_describes_it(tmp_path: Path) ->
         (
             "import functools\nfrom runner.sdk import tool, Effect\n@functools.lru_cache\n"
             '@tool("n.effect", effect=Effect.PURE)\ndef f() -> int:\n    return 1\n',
-            "it has other decorators as well",
+            "it has decorators besides runner.sdk.tool",
         ),
         (
             'from runner.sdk import tool, Effect\n@tool("n.effect", effect=Effect.PURE)\n'

@@ -242,6 +242,9 @@ _FINDER = _PatchOnImport()
 
 
 def _adopt_quietly(obj: Any) -> None:
+    framework = framework_of(obj)
+    if framework is not None and sdkwrap.made_by_the_sdk(obj, framework):
+        return  # an MCP server's tool, an agent as a tool: not the user's (sdkwrap says why)
     if adopted(obj) is None:
         # a name that is no tool id: left to the SDK (the gateway names it when offered)
         with contextlib.suppress(Exception):

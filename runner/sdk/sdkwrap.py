@@ -55,6 +55,30 @@ def user_function(obj: Any, framework: str) -> Any:
     return found if callable(found) else None
 
 
+def made_by_the_sdk(obj: Any, framework: str) -> bool:
+    """True for an Agents SDK tool the SDK made itself, not from a function of the user's.
+
+    An MCP server's tool (``agents.mcp.util.MCPUtil.to_function_tool``: its invoker a
+    ``functools.partial`` of ``invoke_mcp_tool``, no user function) is served by the MCP
+    stand-in (`runner.runtime.mcphub`) as the MCP tool the workflow declares (``PREFIX.NAME``):
+    routed as an SDK tool too it was an undeclared ``search_notes``, denied. A function tool
+    whose function is the SDK's own is the SDK's too. (``Agent.as_tool`` keeps being routed:
+    its tool has neither; its sub-agent's model turns cross the gateway either way.)
+    """
+    if framework != "openai-agents":
+        return False
+    user = user_function(obj, framework)
+    if user is not None:
+        return _in_agents_package(user)
+    impl = getattr(getattr(obj, "on_invoke_tool", None), "_invoke_tool_impl", None)
+    return isinstance(impl, functools.partial) and _in_agents_package(impl.func)
+
+
+def _in_agents_package(func: Any) -> bool:
+    module = str(getattr(func, "__module__", "") or "")
+    return module == "agents" or module.startswith("agents.")
+
+
 def run_coroutine(coroutine: Any) -> Any:
     """Run ``coroutine`` to its end from synchronous code, inside an event loop or not."""
     import asyncio  # only for an SDK tool that is run here

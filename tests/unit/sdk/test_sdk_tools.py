@@ -232,3 +232,28 @@ def test_the_anthropic_beta_tool_runner_is_recorded_through_its_tools(tmp_path: 
     assert json.loads(tool_line["body"]) == "hits for password" and RAN == [
         ("anthropic", "password")
     ]
+
+
+def test_an_mcp_servers_tool_is_left_to_the_mcp_stand_in() -> None:
+    """The Agents SDK makes a FunctionTool of each MCP tool; routed as an SDK tool it was an
+    undeclared ``search_notes`` and denied (the stand-in serves it as ``notes.search_notes``)."""
+    from agents import function_tool
+    from agents.mcp import MCPServerStdio
+    from agents.mcp.util import MCPUtil
+    from mcp.types import Tool
+
+    from runner.sdk import sdkwrap
+
+    sdktools.install(scan=False)  # tools made from now on are adopted when made
+    server = MCPServerStdio(name="notes", params={"command": "true"})
+    made = MCPUtil.to_function_tool(Tool(name="search_notes", inputSchema={}), server, False)
+    assert sdkwrap.made_by_the_sdk(made, "openai-agents")
+    assert sdktools.adopted(made) is None
+
+    @function_tool
+    def lookup(key: str) -> str:
+        """A user's tool."""
+        return key
+
+    assert not sdkwrap.made_by_the_sdk(lookup, "openai-agents")
+    assert sdktools.adopted(lookup) is not None

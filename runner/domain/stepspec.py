@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from runner.domain.agentspec import TOOL_ID, AgentSpec, Frozen
+from runner.trace.modelapi import ApiName
 
 __all__ = ["FUNCTION_REF", "STEP_ID", "ModelSpec", "Step"]
 
@@ -49,20 +50,7 @@ class ModelSpec(Frozen):
     function: str | None = None
     name: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
-    apis: (
-        list[
-            Literal[
-                "chat_completions",
-                "responses",
-                "messages",
-                "embeddings",
-                "moderations",
-                "count_tokens",
-                "responses_retrieve",
-            ]
-        ]
-        | None
-    ) = None
+    apis: list[ApiName] | None = None
 
     @field_validator("apis")
     @classmethod

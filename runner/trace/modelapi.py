@@ -16,10 +16,11 @@ Invariant: nothing here changes a body; the raw text is what the trace records.
 
 import json
 import re
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple, get_args
 
 __all__ = [
     "APIS",
+    "ApiName",
     "api_for",
     "is_tracing_ingest",
     "retrieval_request",
@@ -28,7 +29,7 @@ __all__ = [
     "usage_tokens",
 ]
 
-APIS = (
+ApiName = Literal[
     "chat_completions",
     "responses",
     "messages",
@@ -36,7 +37,10 @@ APIS = (
     "moderations",
     "count_tokens",
     "responses_retrieve",
-)
+]
+"""The model APIs a call line's ``api`` may name (one list: the trace models and workflow
+``model.apis`` take this type; docs/trace.schema.json's enum says the same)."""
+APIS: Tuple[str, ...] = get_args(ApiName)
 _SUFFIXES = (
     ("/chat/completions", "chat_completions"),
     ("/responses", "responses"),

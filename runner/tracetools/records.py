@@ -21,6 +21,7 @@ from pydantic import (
 
 from runner.domain.ids import id_problem
 from runner.trace.format import EpisodeStatus
+from runner.trace.modelapi import ApiName
 
 __all__ = [
     "MODELS",
@@ -223,18 +224,7 @@ class CallRecord(Record):
     model: str | None = None
     model_source: Literal["response", "config"] | None = None
     usage: dict[str, Any] | None = None
-    api: (
-        Literal[
-            "chat_completions",
-            "responses",
-            "messages",
-            "embeddings",
-            "moderations",
-            "count_tokens",
-            "responses_retrieve",
-        ]
-        | None
-    ) = None
+    api: ApiName | None = None
     forwarded: dict[str, Any] | None = None
     http_status: int | None = Field(default=None, ge=100, le=599)
     messages_from: MessagesFrom | None = None

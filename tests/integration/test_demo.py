@@ -55,7 +55,7 @@ def test_demo_shows_the_three_jobs_in_order(tmp_path: Path, sandbox_image: str) 
         "[exit 0, as expected]",
         "traces/failing.jsonl: reproduced (exit 0)",
         "traces/incomplete.jsonl: not_reproduced (exit 1)",
-        "first difference: call #3 kb.search",
+        "first difference [extra_turn]: call #3 kb.search",
         "outbound destinations: 0",
         "[exit 1, as expected]",
         "demo finished in",

@@ -102,7 +102,7 @@ def test_the_demo_gives_the_same_outcomes_on_an_engine_that_cannot_see_this_host
             "reproduce": [
                 (failing.returncode, failing.stdout.splitlines()[0]),
                 (incomplete.returncode, incomplete.stdout.splitlines()[0]),
-                "first difference: call #3 kb.search" in incomplete.stdout,
+                "first difference [extra_turn]: call #3 kb.search" in incomplete.stdout,
             ],
         }
     assert outcomes["isolated"] == outcomes["main"]

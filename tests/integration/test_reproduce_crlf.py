@@ -47,5 +47,5 @@ def test_the_demo_traces_reproduce_from_a_crlf_checkout(tmp_path: Path, sandbox_
     incomplete = run_cli(["reproduce", "traces/incomplete.jsonl"], work, sandbox_image)
     assert incomplete.returncode == 1, incomplete.stdout + incomplete.stderr
     assert "not_reproduced (exit 1)" in incomplete.stdout
-    assert "first difference: call #3 kb.search" in incomplete.stdout
+    assert "first difference [extra_turn]: call #3 kb.search" in incomplete.stdout
     assert "workflow.hash" not in incomplete.stdout  # the environment diff: the same workflow

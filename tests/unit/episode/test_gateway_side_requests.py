@@ -71,7 +71,7 @@ class Host:
     def __init__(self, mode: str, provider: Any) -> None:
         self.state = EpisodeState(
             request=SimpleNamespace(mode=mode, policy=SimpleNamespace(prices=PRICES)),  # type: ignore[arg-type]
-            prepared=SimpleNamespace(run_id="r", run_spec={"workflow": WORKFLOW}),  # type: ignore[arg-type]
+            prepared=SimpleNamespace(run_id="r", run_spec={"workflow": WORKFLOW}, manifest=None),  # type: ignore[arg-type]
             channel=Channel(),
         )
         self.provider = provider

@@ -10,6 +10,7 @@ import nothing of the host.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +34,26 @@ def _import_path(paths: Sequence[Path]) -> Iterator[None]:
                 sys.path.remove(entry)
 
 
+def _forget_other_folders_module(module_name: str, search_paths: Sequence[Path]) -> None:
+    """Drop a cached module of that name when ``search_paths`` hold another file of it.
+
+    Two variants of one submission often name the same module (``v1/agent_model.py`` and
+    ``v2/agent_model.py``): imported once per process, the second variant would silently be
+    given the first one's function. The first variant keeps its function (a function holds
+    its module's globals); only the cache entry (and its submodules) goes.
+    """
+    top = module_name.partition(".")[0]
+    cached = sys.modules.get(top)
+    where = getattr(cached, "__file__", None)
+    if cached is None or not where or not search_paths:
+        return
+    spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search_paths])
+    if spec is None or not spec.origin or Path(spec.origin).resolve() == Path(where).resolve():
+        return
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+        del sys.modules[name]
+
+
 def load_function(
     ref: str, search_paths: Sequence[Path] = (), *, field: str = "model.function"
 ) -> Callable[..., Any]:
@@ -53,6 +74,7 @@ def load_function(
         raise InputError(f"{ref!r} is not 'module:function'", field=field)
     try:
         with _import_path(search_paths):
+            _forget_other_folders_module(module_name, search_paths)
             target: Any = importlib.import_module(module_name)
     except Exception as exc:
         raise InputError(

@@ -201,3 +201,72 @@ def test_a_fresh_run_starts_the_server_in_the_sandbox_on_the_runs_clock(
     assert any("started 2020-01-01" in c["body"] for c in protocol), protocol[0]["body"][:300]
     (call,) = [c for c in lines if c.get("tool") == "notes.search_notes"]
     assert call["source"] == "observation" and call["body"] == '"observed"'
+
+
+# Security review: a program that starts the workflow's server itself (the stand-in is put in
+# its place) and hides a tools/call of the destructive `delete_note` (not in the shadow
+# registry) inside a notification, behind bare "\r"s: JSON whitespace to the stand-in, line
+# ends to the `mcp` package's stdio reader (a TextIOWrapper with universal newlines).
+SMUGGLER = r"""
+import json, os, subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(task_input):
+    server = subprocess.Popen(["python3", "notes_server.py"], cwd=HERE,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def send(text):
+        server.stdin.write(text.encode() + b"\n")
+        server.stdin.flush()
+    def until(ident):
+        seen = []
+        while True:
+            message = json.loads(server.stdout.readline())
+            seen.append(message.get("id"))
+            if message.get("id") == ident:
+                return seen
+    send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "c", "version": "1"}}}))
+    until(1)
+    wipe = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+            "params": {"name": "delete_note", "arguments": {"key": "refund"}}}
+    send('{"jsonrpc": "2.0", "method": "notifications/initialized", "params": {"x":\r'
+         + json.dumps(wipe) + '\r}}')
+    send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}))
+    seen = until(3)
+    server.stdin.close()
+    server.wait()
+    return {"smuggled": 99 in seen}
+"""
+
+
+def test_a_tool_call_hidden_behind_bare_carriage_returns_never_reaches_the_server(
+    sdk_image: str, tmp_path: Path
+) -> None:
+    """The server sees each message as the stand-in decoded it (re-encoded), so `delete_note`
+    never runs; on the old stand-in (the agent's raw line passed on) it answered id 99."""
+    root = _project(tmp_path / "project")
+    (root / "smuggler.py").write_text(SMUGGLER, encoding="utf-8")
+    workflow = WORKFLOW.replace("mcp_agent:run", "smuggler:run")
+    (root / "smuggle.yaml").write_text(workflow, encoding="utf-8")
+    task = {"task_id": "s1", "input": {"question": "x"}}
+    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
+    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
+        env = {
+            "SANDBOX_REPLAY_IMAGE": sdk_image,
+            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
+            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
+            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
+        }
+        args = ["run", "smuggle.yaml", "--tasks", "tasks.jsonl", "--task", "s1", "--json"]
+        done = _cli(args, root, env)
+    trace = Path(json.loads(done.stdout)["trace"])
+    lines = _lines(trace)
+    assert lines[-1]["status"] == "succeeded", lines[-1]
+    assert lines[-1]["output"] == {"smuggled": False}, lines[-1]
+    assert [c["tool"] for c in lines if c.get("type") == "call"] == [
+        "mcp.initialize",
+        "mcp.tools.list",
+    ]

@@ -69,6 +69,24 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _fresh_run(
+    root: Path, workflow: str, task: dict[str, Any], image: str, tmp_path: Path
+) -> list[dict[str, Any]]:
+    """The trace lines of one ``run`` of ``task`` (the model: a loopback fake, host only)."""
+    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
+    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
+        env = {
+            "SANDBOX_REPLAY_IMAGE": image,
+            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
+            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
+            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
+        }
+        args = ["run", workflow, "--tasks", "tasks.jsonl", "--task", task["task_id"], "--json"]
+        done = _cli(args, root, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return _lines(Path(json.loads(done.stdout)["trace"]))
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trace of one ``record`` run (the server run live by the agent, on the host)."""
@@ -182,19 +200,7 @@ def test_a_fresh_run_starts_the_server_in_the_sandbox_on_the_runs_clock(
             {"tool": "notes.search_notes", "args": {"query": "password"}, "body": '"observed"'}
         ],
     }
-    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
-    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
-        env = {
-            "SANDBOX_REPLAY_IMAGE": sdk_image,
-            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
-            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
-            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
-        }
-        args = ["run", "mcp_v1.yaml", "--tasks", "tasks.jsonl", "--task", "q1", "--json"]
-        done = _cli(args, root, env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    trace = Path(json.loads(done.stdout)["trace"])
-    lines = _lines(trace)
+    lines = _fresh_run(root, "mcp_v1.yaml", task, sdk_image, tmp_path)
     assert lines[-1]["status"] == "succeeded", lines[-1]
     protocol = [c for c in lines if c.get("tool", "").startswith("mcp.")]
     assert protocol and {c["source"] for c in protocol} == {"executed"}
@@ -252,18 +258,7 @@ def test_a_tool_call_hidden_behind_bare_carriage_returns_never_reaches_the_serve
     workflow = WORKFLOW.replace("mcp_agent:run", "smuggler:run")
     (root / "smuggle.yaml").write_text(workflow, encoding="utf-8")
     task = {"task_id": "s1", "input": {"question": "x"}}
-    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
-    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
-        env = {
-            "SANDBOX_REPLAY_IMAGE": sdk_image,
-            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
-            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
-            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
-        }
-        args = ["run", "smuggle.yaml", "--tasks", "tasks.jsonl", "--task", "s1", "--json"]
-        done = _cli(args, root, env)
-    trace = Path(json.loads(done.stdout)["trace"])
-    lines = _lines(trace)
+    lines = _fresh_run(root, "smuggle.yaml", task, sdk_image, tmp_path)
     assert lines[-1]["status"] == "succeeded", lines[-1]
     assert lines[-1]["output"] == {"smuggled": False}, lines[-1]
     assert [c["tool"] for c in lines if c.get("type") == "call"] == [

@@ -20,7 +20,8 @@ the agent as it came, not recorded. Requests are handled one at a time in the or
 Everything read is hostile: a line of either side is at most `MAX_LINE_BYTES` (a longer one
 ends the stand-in with an error on stderr: the client sees the server end), decoded by the
 project's strict JSON decoder; a line that is not a JSON object is skipped (at most
-`MAX_SKIPPED`, a stray ``print`` of a server's), answers of the runtime too.
+`MAX_SKIPPED`, a stray ``print`` of a server's), answers of the runtime too. The server gets
+each message re-encoded as it was decoded here (`StandIn.to_server`), never the agent's line.
 """
 
 import contextlib

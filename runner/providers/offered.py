@@ -18,13 +18,14 @@ a declared SDK tool under (the manifest entry's ``name``: ``@function_tool def s
 stacked with ``@tool("kb.search", ...)``).
 
 Request shapes (the APIs' own documentation): Chat Completions ``tools[].function.name``
-(``type: function``), Responses ``tools[].name`` (``type: function``), Messages
-``tools[].name``.
+(``type: function``) and the deprecated ``functions[].name``, Responses ``tools[].name``
+(``type: function``), Messages ``tools[].name``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from runner.sdk import function_name
@@ -39,28 +40,25 @@ __all__ = [
 ]
 
 MAX_OFFERED = 256
-"""Tools read from one request (a request offering more is read this far)."""
+"""Distinct names `offered_tools` and `undeclared` return (every entry is checked)."""
 
 MAX_NAME_CHARS = 128
 """A tool name longer than this is cut (it comes from the sandbox: hostile input)."""
 
 
-def offered_tools(api: str, request: Mapping[str, Any]) -> list[str]:
-    """The names of the function tools a gateway request offers its model, in order.
+def _names(api: str, request: Mapping[str, Any]) -> Iterator[str]:
+    """Every function tool name ``request`` offers, in order (cut, made inert), repeats kept.
 
-    Args:
-        api: ``chat_completions``, ``responses`` or ``messages``.
-        request: the program's request body (hostile: any shape).
-
-    Returns:
-        At most `MAX_OFFERED` names, each at most `MAX_NAME_CHARS` characters, duplicates
-        dropped; items that are not function tools, or have no string name, are skipped.
+    Every entry is read: a check that read the first N would pass an undeclared tool put
+    after N declared ones. Chat Completions' deprecated ``functions`` list offers tools too
+    (the gateway allow-list passes it).
     """
     tools = request.get("tools")
-    if not isinstance(tools, list):
-        return []
-    names: list[str] = []
-    for tool in tools[:MAX_OFFERED]:
+    entries: list[Any] = list(tools) if isinstance(tools, list) else []
+    functions = request.get("functions") if api == "chat_completions" else None
+    if isinstance(functions, list):
+        entries += [{"type": "function", "function": f} for f in functions]
+    for tool in entries:
         if not isinstance(tool, Mapping):
             continue
         name: Any = None
@@ -73,8 +71,21 @@ def offered_tools(api: str, request: Mapping[str, Any]) -> list[str]:
         else:
             name = tool.get("name")
         if isinstance(name, str) and name:  # inert: no control character reaches a log line
-            names.append("".join(c if c.isprintable() else "?" for c in name[:MAX_NAME_CHARS]))
-    return list(dict.fromkeys(names))
+            yield "".join(c if c.isprintable() else "?" for c in name[:MAX_NAME_CHARS])
+
+
+def offered_tools(api: str, request: Mapping[str, Any]) -> list[str]:
+    """The names of the function tools a gateway request offers its model, in order.
+
+    Args:
+        api: ``chat_completions``, ``responses`` or ``messages``.
+        request: the program's request body (hostile: any shape).
+
+    Returns:
+        The first `MAX_OFFERED` distinct names, each at most `MAX_NAME_CHARS` characters;
+        items that are not function tools, or have no string name, are skipped.
+    """
+    return list(islice(dict.fromkeys(_names(api, request)), MAX_OFFERED))
 
 
 def undeclared(
@@ -84,14 +95,19 @@ def undeclared(
 
     A name declares a tool when it is the tool's id (``kb.search``), the name it is offered
     to a model under (`runner.sdk.function_name`: ``kb__search``) or, for an agent SDK's
-    tool, the SDK's name of it (``aliases``: tool id -> SDK name).
+    tool, the SDK's name of it (``aliases``: tool id -> SDK name). Every name is checked;
+    the first `MAX_OFFERED` distinct undeclared ones are returned.
     """
     known: set[str] = set()
     for tool_id in declared:
         known.update((tool_id, function_name(tool_id)))
         if aliases and tool_id in aliases:
             known.add(aliases[tool_id])
-    return [name for name in names if name not in known]
+    found: dict[str, None] = {}
+    for name in names:
+        if name not in known and name not in found and len(found) < MAX_OFFERED:
+            found[name] = None
+    return list(found)
 
 
 def sdk_aliases(manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -133,7 +149,7 @@ def undeclared_offered(
     prefixes = {f"{p}." for p in _mcp_prefixes(workflow)}
     declared += [t.split(".", 1)[1] for t in declared if f"{t.split('.', 1)[0]}." in prefixes]
     aliases = sdk_aliases(manifest) if manifest is not None else None
-    return undeclared(offered_tools(api, request), declared, aliases)
+    return undeclared(_names(api, request), declared, aliases)
 
 
 def _mcp_prefixes(workflow: Mapping[str, Any]) -> list[str]:

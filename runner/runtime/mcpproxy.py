@@ -20,7 +20,8 @@ the agent as it came, not recorded. Requests are handled one at a time in the or
 Everything read is hostile: a line of either side is at most `MAX_LINE_BYTES` (a longer one
 ends the stand-in with an error on stderr: the client sees the server end), decoded by the
 project's strict JSON decoder; a line that is not a JSON object is skipped (at most
-`MAX_SKIPPED`, a stray ``print`` of a server's), answers of the runtime too.
+`MAX_SKIPPED`, a stray ``print`` of a server's), answers of the runtime too. The server gets
+each message re-encoded as it was decoded here (`StandIn.to_server`), never the agent's line.
 """
 
 import contextlib
@@ -149,11 +150,19 @@ class StandIn:
         self.client_out.write(data.encode("utf-8"))
         self.client_out.flush()
 
-    def to_server(self, line: bytes) -> None:
-        """Write one line to the server (started before)."""
+    def to_server(self, message: Dict[str, Any]) -> None:
+        r"""Write one message to the server (started before), as the hub saw it.
+
+        Never the agent's line as it came: a reader with universal newlines (the ``mcp``
+        package's stdio server, any ``TextIOWrapper``) splits a line at a bare ``\r``, which is
+        JSON whitespace, so a line decoded here as one harmless message could reach the server
+        as several, one a ``tools/call`` the hub never saw. Compact ASCII JSON has no byte
+        any line reader splits at but the final newline.
+        """
         assert self.process is not None and self.process.stdin is not None
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=True) + "\n"
         try:
-            self.process.stdin.write(line if line.endswith(b"\n") else line + b"\n")
+            self.process.stdin.write(data.encode("ascii"))
             self.process.stdin.flush()
         except OSError:
             pass  # it ended: its reader says so
@@ -198,9 +207,9 @@ class StandIn:
             if side == "server":
                 self.to_client(message)  # a notification or a request of the server's
             elif "method" in message and message.get("id") is not None:
-                self._request(message, line, deferred)
+                self._request(message, deferred)
             elif self.process is not None:
-                self.to_server(line)  # a notification or a response of the agent's
+                self.to_server(message)  # a notification or a response of the agent's
 
     def _message(self, line: bytes) -> Optional[Dict[str, Any]]:
         message = decode(line)
@@ -210,11 +219,11 @@ class StandIn:
                 raise StandInError("more than {} lines that are not messages".format(MAX_SKIPPED))
         return message
 
-    def _request(self, message: Dict[str, Any], line: bytes, deferred: List[bytes]) -> None:
+    def _request(self, message: Dict[str, Any], deferred: List[bytes]) -> None:
         answer = self.ask({"message": message})
         if answer.get("forward") is True:
             self.start_server()
-            self.to_server(line)
+            self.to_server(message)
             response = self._await(message.get("id"), deferred)
             answer = self.ask({"message": message, "response": response})
         if "answer" not in answer:
@@ -240,7 +249,7 @@ class StandIn:
                 if "method" in message and message.get("id") is not None:
                     deferred.append(line)  # answered after this one
                 else:
-                    self.to_server(line)  # e.g. the answer to a server's sampling request
+                    self.to_server(message)  # e.g. the answer to a server's sampling request
             elif message.get("id") == ident and "method" not in message:
                 return message
             else:

@@ -177,10 +177,13 @@ def _entry(
 ) -> JobEntry:
     job = _read(folder / "job.json") if folder is not None else None
     report = _read(folder / "report.json") if folder is not None else None
-    plan: dict[str, Any] = (row.plan if row is not None else None) or {}
+    found = row.plan if row is not None else None
+    plan: dict[str, Any] = found if isinstance(found, dict) else {}
     if not plan and folder is not None:
         plan = _read(folder / "plan.json") or {}
-    variants = tuple(str(v.get("name")) for v in plan.get("variants") or [] if isinstance(v, dict))
+    listed = plan.get("variants")  # anyone's file: a list of objects, else no variants
+    listed = listed if isinstance(listed, list) else []
+    variants = tuple(str(v.get("name")) for v in listed if isinstance(v, dict))
     tasks = plan.get("tasks")
     created = row.created if row is not None else None
     if created is None and folder is not None:

@@ -69,6 +69,24 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _fresh_run(
+    root: Path, workflow: str, task: dict[str, Any], image: str, tmp_path: Path
+) -> list[dict[str, Any]]:
+    """The trace lines of one ``run`` of ``task`` (the model: a loopback fake, host only)."""
+    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
+    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
+        env = {
+            "SANDBOX_REPLAY_IMAGE": image,
+            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
+            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
+            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
+        }
+        args = ["run", workflow, "--tasks", "tasks.jsonl", "--task", task["task_id"], "--json"]
+        done = _cli(args, root, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return _lines(Path(json.loads(done.stdout)["trace"]))
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trace of one ``record`` run (the server run live by the agent, on the host)."""
@@ -182,22 +200,68 @@ def test_a_fresh_run_starts_the_server_in_the_sandbox_on_the_runs_clock(
             {"tool": "notes.search_notes", "args": {"query": "password"}, "body": '"observed"'}
         ],
     }
-    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
-    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
-        env = {
-            "SANDBOX_REPLAY_IMAGE": sdk_image,
-            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
-            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
-            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
-        }
-        args = ["run", "mcp_v1.yaml", "--tasks", "tasks.jsonl", "--task", "q1", "--json"]
-        done = _cli(args, root, env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    trace = Path(json.loads(done.stdout)["trace"])
-    lines = _lines(trace)
+    lines = _fresh_run(root, "mcp_v1.yaml", task, sdk_image, tmp_path)
     assert lines[-1]["status"] == "succeeded", lines[-1]
     protocol = [c for c in lines if c.get("tool", "").startswith("mcp.")]
     assert protocol and {c["source"] for c in protocol} == {"executed"}
     assert any("started 2020-01-01" in c["body"] for c in protocol), protocol[0]["body"][:300]
     (call,) = [c for c in lines if c.get("tool") == "notes.search_notes"]
     assert call["source"] == "observation" and call["body"] == '"observed"'
+
+
+# Security review: a program that starts the workflow's server itself (the stand-in is put in
+# its place) and hides a tools/call of the destructive `delete_note` (not in the shadow
+# registry) inside a notification, behind bare "\r"s: JSON whitespace to the stand-in, line
+# ends to the `mcp` package's stdio reader (a TextIOWrapper with universal newlines).
+SMUGGLER = r"""
+import json, os, subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(task_input):
+    server = subprocess.Popen(["python3", "notes_server.py"], cwd=HERE,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def send(text):
+        server.stdin.write(text.encode() + b"\n")
+        server.stdin.flush()
+    def until(ident):
+        seen = []
+        while True:
+            message = json.loads(server.stdout.readline())
+            seen.append(message.get("id"))
+            if message.get("id") == ident:
+                return seen
+    send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "c", "version": "1"}}}))
+    until(1)
+    wipe = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+            "params": {"name": "delete_note", "arguments": {"key": "refund"}}}
+    send('{"jsonrpc": "2.0", "method": "notifications/initialized", "params": {"x":\r'
+         + json.dumps(wipe) + '\r}}')
+    send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}))
+    seen = until(3)
+    server.stdin.close()
+    server.wait()
+    return {"smuggled": 99 in seen}
+"""
+
+
+def test_a_tool_call_hidden_behind_bare_carriage_returns_never_reaches_the_server(
+    sdk_image: str, tmp_path: Path
+) -> None:
+    """The server sees each message as the stand-in decoded it (re-encoded), so `delete_note`
+    never runs; on the old stand-in (the agent's raw line passed on) it answered id 99."""
+    root = _project(tmp_path / "project")
+    (root / "smuggler.py").write_text(SMUGGLER, encoding="utf-8")
+    workflow = WORKFLOW.replace("mcp_agent:run", "smuggler:run")
+    (root / "smuggle.yaml").write_text(workflow, encoding="utf-8")
+    task = {"task_id": "s1", "input": {"question": "x"}}
+    lines = _fresh_run(root, "smuggle.yaml", task, sdk_image, tmp_path)
+    assert lines[-1]["status"] == "succeeded", lines[-1]
+    assert lines[-1]["output"] == {"smuggled": False}, lines[-1]
+    assert [c["tool"] for c in lines if c.get("type") == "call"] == [
+        "mcp.initialize",
+        "mcp.tools.list",
+    ]

@@ -110,7 +110,7 @@ def details(report: ReproduceReport) -> list[str]:
         lines.append(f"    {difference.get('message')}")
     # A single refusal is already the reason line (said once); several are listed.
     if len(report.refusals) > 1:
-        lines.extend(f"  refused: {reason}" for reason in report.refusals)
+        lines.extend(f"  refused: {one_line(reason)}" for reason in report.refusals)
     if report.outcome in ("not_reproduced", "reproduced") or report.outbound:
         lines.append(f"  outbound destinations: {len(report.outbound)}")
         for attempt in report.outbound[:20]:
@@ -150,12 +150,12 @@ def nondeterminism_lines(report: ReproduceReport) -> list[str]:
         lines = ["  nondeterminism: nothing the trace does not pin"]
     else:
         lines = [f"  nondeterminism: {len(entries)} read(s) the trace does not pin"]
-        lines.extend(f"    {words(e)}" for e in entries[:20])
+        lines.extend(f"    {one_line(words(e))}" for e in entries[:20])  # a sandbox's text
         more = len(entries) - 20 + int(found.get("dropped") or 0)
         if more > 0:
             lines.append(f"    ... and {more} more")
     if packages:  # an SDK's own configuration: said in one line, listed in --json and --html
-        names = ", ".join(str(e.get("what")) for e in packages[:6])
+        names = ", ".join(one_line(e.get("what")) for e in packages[:6])
         names += ", ..." if len(packages) > 6 else ""
         lines.append(
             f"    and {len(packages)} read(s) by installed packages or the standard library's own"

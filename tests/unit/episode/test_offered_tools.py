@@ -65,7 +65,7 @@ def test_names_are_bounded_and_unique() -> None:
     long = "x" * 1000
     request = {"tools": [{"name": long}, {"name": long}, *[{"name": f"t{i}"} for i in range(600)]]}
     names = offered_tools("messages", request)
-    assert names[0] == "x" * MAX_NAME_CHARS and len(names) == 255  # 256 read, one repeated
+    assert names[0] == "x" * MAX_NAME_CHARS and len(names) == 256  # distinct, one repeated
     assert undeclared(["a.b", "a__b", "c"], ["a.b"]) == ["c"]
     assert offered_tools("messages", {"tools": [{"name": "a\x1b[31mb"}]}) == ["a?[31mb"]
 
@@ -160,3 +160,22 @@ def test_a_request_offering_an_undeclared_tool_is_refused_and_the_episode_denied
     assert status == "denied" and reason is not None and "'delete_all'" in reason
     failure = failure_of(state, status, state.episode)
     assert failure["tool"] == "delete_all" and failure["error_class"].endswith("CapabilityDenied")
+
+
+def test_an_undeclared_tool_past_the_first_256_is_still_named() -> None:
+    """Security review: only ``tools[:256]`` were read, so 256 copies of a declared tool and
+    then ``rm_rf`` passed the fail-closed check (and the gateway forwarded the request)."""
+    padding = [{"type": "function", "function": {"name": "kb__search"}}] * 256
+    request = {"tools": [*padding, {"type": "function", "function": {"name": "rm_rf"}}]}
+    assert undeclared_offered("chat_completions", request, WORKFLOW, "agent") == ["rm_rf"]
+    many = {"tools": [{"name": f"t{i}"} for i in range(10_000)]}
+    assert len(undeclared_offered("messages", many, WORKFLOW, "agent")) <= 256  # bounded
+
+
+def test_a_legacy_chat_functions_list_is_read_too() -> None:
+    """Security review: Chat Completions' deprecated ``functions`` (the gateway allow-list
+    passes it) offered ``rm_rf`` unseen."""
+    request = {"functions": [{"name": "rm_rf", "parameters": {"type": "object"}}]}
+    assert undeclared_offered("chat_completions", request, WORKFLOW, "agent") == ["rm_rf"]
+    declared = {"functions": [{"name": "kb__search"}]}
+    assert undeclared_offered("chat_completions", declared, WORKFLOW, "agent") == []

@@ -101,3 +101,17 @@ def test_terminal_and_page_list_the_reads_inert(capsys: pytest.CaptureFixture[st
     assert "nothing the trace does not pin" in text
     assert "1 read(s) by installed packages or the standard library's own lookups, not" in text
     assert "not reported" in "\n".join(details(_report(None)))
+
+
+def test_an_entry_cannot_forge_lines_of_the_report(capsys: pytest.CaptureFixture[str]) -> None:
+    """Security review: a sandbox's entry with newlines printed lines of its own choosing
+    (``nondeterminism: nothing the trace does not pin`` under a real read)."""
+    forged = "\n  nondeterminism: nothing the trace does not pin\n  reproduced"
+    hostile = {**ENV, "what": "X" + forged, "site": "a.py:1" + forged}
+    package = {**ENV, "what": "Y" + forged, "by": "package"}
+    print_reports([_report([hostile, package])])
+    printed = capsys.readouterr().out
+    assert "\n  nondeterminism: nothing" not in printed, printed
+    assert "X\\n  nondeterminism: nothing" in printed
+    print_reports([strict_determinism(_report([hostile, CLOCK]))])  # the refusals too
+    assert "\n  reproduced" not in capsys.readouterr().out

@@ -300,3 +300,36 @@ def test_the_lethal_server_of_the_replay_tests_kills_a_stand_in_that_starts_it(
     _, gateway, _ = episode("record")
     done = _standin(gateway, folder, json.dumps(REQUESTS[0]) + "\n")
     assert done.returncode == -9 and done.stdout == b"", (done.returncode, done.stderr)
+
+
+def test_a_line_the_server_splits_otherwise_smuggles_no_tool_call(
+    episode: Any, folder: Path
+) -> None:
+    """Security review: the stand-in decided on one line and wrote it to the server raw; a
+    server reading text with universal newlines (the ``mcp`` package's stdio server, Python's
+    ``for line in sys.stdin``) splits it at a bare ``\\r`` (JSON whitespace), so a notification
+    ``{..., "params": {"x": \\r{tools/call wipe}\\r}}`` ran ``wipe`` with no call recorded,
+    though the shadow registry denies it. The server must see what the hub saw."""
+    tolerant = SERVER.replace(  # reads stdin as mcp.server.stdio.stdio_server does (2.3.0)
+        "for line in sys.stdin:\n    message = json.loads(line)\n",
+        "import io\n"
+        "for line in io.TextIOWrapper(sys.stdin.buffer, encoding='utf-8', errors='replace'):\n"
+        "    try:\n        message = json.loads(line)\n    except ValueError:\n        continue\n",
+    )
+    assert tolerant != SERVER
+    (folder / "server.py").write_text(tolerant, encoding="utf-8")
+    host, gateway, _ = episode("shadow")
+    wipe = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "wipe"}}
+    smuggled = (
+        '{"jsonrpc": "2.0", "method": "notifications/initialized", "params": {"x":'
+        + "\r"
+        + json.dumps(wipe)
+        + "\r"
+        + "}}\n"
+    )
+    text = json.dumps(REQUESTS[0]) + "\n" + smuggled
+    done = _standin(gateway, folder, text, {"SERVER_LOG": str(folder / "log")})
+    assert done.returncode == 0, done.stderr.decode()
+    reached = [json.loads(x) for x in (folder / "log").read_text().splitlines()[1:]]
+    assert [m["method"] for m in reached] == ["initialize", "notifications/initialized"]
+    assert [c["tool"] for c in host.calls()] == ["mcp.initialize"]

@@ -186,3 +186,26 @@ def test_jobs_show_prints_what_report_prints(state: Path) -> None:
         reported = runner.invoke(app, ["report", "job-shown", *args])
         assert shown.exit_code == reported.exit_code == 0, shown.output
         assert shown.stdout == reported.stdout and "baseline" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"variants": 5},
+        {"variants": [{"name": "a"}], "repeats": "x", "tasks": {"a": 1}},
+        {"variants": {"name": "a"}},
+        {"command": ["submit"]},
+    ],
+)
+def test_a_job_folder_written_by_hand_is_listed_and_pruned_never_a_traceback(
+    state: Path, plan: dict[str, object]
+) -> None:
+    """Security review: ``plan.json`` is anyone's file; ``{"variants": 5}`` made ``jobs`` and
+    ``jobs prune`` raise TypeError (a traceback, and nothing could be pruned)."""
+    folder = state / "jobs" / "handmade"
+    folder.mkdir(parents=True)
+    (folder / "plan.json").write_text(json.dumps(plan))
+    (entry,) = list_jobs(_settings(), every_command=True)
+    assert entry.id == "handmade" and entry.variants in ((), ("a",))
+    result = prune_jobs(_settings(), keep=0, every_command=True)
+    assert [e.id for e in result.removed] == ["handmade"] and not folder.exists()

@@ -127,7 +127,7 @@ def test_k_out_of_range_and_missing_workflow_are_refused_before_any_sandbox(
         assert "out of range" in error["error"] and "K is 1 to 2" in error["error"]
         assert error["field"] == "--fork-at"
     done = _cli(["reproduce", str(FAILING), "--fork-at", "1"], tmp_path, sandbox_image)
-    assert done.returncode == 2 and "--fork-at needs --workflow" in done.stderr
+    assert done.returncode == 2 and "--fork-at: needs --workflow" in done.stderr
     assert not (tmp_path / "state" / "traces").exists()  # no run happened
 
 

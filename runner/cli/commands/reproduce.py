@@ -193,12 +193,12 @@ def _check_fork_flags(
     """
     if workflow is None:
         raise InputError(
-            "--fork-at needs --workflow NEW: the version that continues from the prefix",
+            "needs --workflow NEW: the version that continues from the prefix",
             field="--fork-at",
         )
     if len(paths) != 1 or is_packet(paths[0]):
         raise InputError(
-            f"--fork-at forks one trace file (.jsonl); {len(paths)} input(s) given",
+            f"forks one trace file (.jsonl); {len(paths)} input(s) given",
             field="--fork-at",
         )
     given = [

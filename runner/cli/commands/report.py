@@ -16,10 +16,10 @@ from runner.cli.app import app, fail
 from runner.cli.options import JsonOption
 from runner.cli.render.jobview import print_report, write_job_page
 from runner.cli.render.terminal import echo
-from runner.cli.reportfile import check_backend, report_or_exit
+from runner.cli.reportfile import report_or_exit
 from runner.errors import InputError
 
-__all__ = ["check_backend", "report_command"]
+__all__ = ["report_command"]
 
 
 @app.command("report")

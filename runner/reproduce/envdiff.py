@@ -19,6 +19,7 @@ from typing import Any
 
 from runner.errors import InputError
 from runner.inputfile import read_input
+from runner.sdk import pyparse
 
 __all__ = ["environment_diff", "normalise_package", "packages_diff", "tool_imports"]
 
@@ -193,7 +194,7 @@ def tool_imports(files: Iterable[str | Path]) -> set[str]:
     for path in set(files):
         try:
             source = read_input(path, "tool source")  # a packet's file: bounded, regular
-            tree = ast.parse(source.decode("utf-8"), filename=str(path))
+            tree = pyparse.parse(source.decode("utf-8"), filename=str(path))
         except (InputError, SyntaxError, ValueError, RecursionError):
             continue
         for node in ast.walk(tree):

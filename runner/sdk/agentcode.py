@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Dict, Iterable, List
 
+from runner.sdk import pyparse
+
 __all__ = [
     "MAX_LOCAL_IMPORTS",
     "SDK_DISTRIBUTIONS",
@@ -54,7 +56,7 @@ def local_imports(root: Path, entry: str) -> List[str]:
         files = sorted(current.rglob("*.py")) if current.is_dir() else [current]
         for file in files:
             try:
-                tree = ast.parse(file.read_bytes()[:MAX_AGENT_FILE_BYTES], filename=str(file))
+                tree = pyparse.parse(file.read_bytes()[:MAX_AGENT_FILE_BYTES], filename=str(file))
             except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
             for node in ast.walk(tree):

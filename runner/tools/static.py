@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 from runner import sdk
 from runner.domain.registry import Registry, ToolSpec
 from runner.errors import InputError
+from runner.sdk import pyparse
 from runner.tools.locate import locate_tools, tool_entry_where
 from runner.tools.static_decl import BARE, StaticTool
 from runner.tools.static_walk import ModuleWalk
@@ -151,7 +152,7 @@ def read_module(name: str, root: Path, where: dict[str, Any]) -> StaticModule:
         gap = f"tool module {name} is larger than {MAX_SOURCE_BYTES} bytes ({shown(path)})"
         return StaticModule(gaps=[gap], file=path)
     try:
-        tree = ast.parse(data, filename=str(path))
+        tree = pyparse.parse(data, filename=str(path))
     except SyntaxError as exc:
         raise HostSyntaxError(
             f"cannot import tool module {name!r}: syntax error in {shown(path)}:{exc.lineno}: "
@@ -356,7 +357,7 @@ def read_function(ref: str, search_paths: list[Path]) -> None:
     path = Path(spec.origin)
     try:
         data = path.read_bytes()[: MAX_SOURCE_BYTES + 1]
-        tree = ast.parse(data, filename=str(path))
+        tree = pyparse.parse(data, filename=str(path))
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise InputError(
             f"cannot import {module_name!r}: {type(exc).__name__}: {exc}", field="model.function"

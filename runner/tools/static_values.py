@@ -31,6 +31,7 @@ from typing import Any
 
 import runner
 from runner import sdk
+from runner.sdk import pyparse
 
 __all__ = [
     "FunctionBinding",
@@ -167,7 +168,7 @@ def _attribute(value: Any, name: str, line: int) -> Any:
 
 def _forward(text: str, ns: Namespace, line: int, depth: int) -> Any:
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = pyparse.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise NotLiteral(f"forward reference {text[:60]!r} is not an expression", line) from None
     return evaluate(tree.body, ns, as_type=True, depth=depth + 1, line=line)

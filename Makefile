@@ -37,7 +37,7 @@ help:
 	@echo "make unit    the unit tests but the slow ones; make quick: every test that needs no Docker and is not slow"
 	@echo "make demo    set up, then check / submit / reproduce on examples/helpdesk"
 	@echo "make image   (re)build the sandbox image without a registry"
-	@echo "make sdk-image  build $(SDK_IMAGE): the sandbox image plus openai, anthropic, openai-agents"
+	@echo "make sdk-image  build $(SDK_IMAGE): the sandbox image plus openai, anthropic, openai-agents, langgraph"
 	@echo "make lint    ruff check, ruff format --check, mypy, lint-imports (import directions)"
 
 setup: $(STAMP)
@@ -83,10 +83,13 @@ ensure-image: setup-core engine
 sdk-image: setup engine ensure-image
 	$(IMAGE_BUILD) --tag "$(SDK_IMAGE)" --requirements $(SDK_REQUIREMENTS)
 
+# Rebuilt when its Dockerfile context changed or when a pin of $(SDK_REQUIREMENTS) is not what
+# the image holds (tests/fixtures/sdk-image/pins.py, run in the image without network).
 ensure-sdk-image: setup engine ensure-image
 	@want=$$($(BIN)/python -c 'from runner.backends.docker.image import context_digest; print(context_digest())'); \
 	  have=$$(docker image inspect -f '{{index .Config.Labels "io.sandbox-replay.context"}}' "$(SDK_IMAGE)" 2>/dev/null); \
-	  [ "$$want" = "$$have" ] || $(MAKE) --no-print-directory sdk-image
+	  if [ "$$want" = "$$have" ] && docker run --rm -i --network none "$(SDK_IMAGE)" python3 -c "$$(cat tests/fixtures/sdk-image/pins.py)" < $(SDK_REQUIREMENTS) >/dev/null 2>&1; \
+	  then :; else $(MAKE) --no-print-directory sdk-image; fi
 
 # `make test`: the whole suite in two passes (README, Development). CI semantics: an unusable
 # Docker fails the docker tests instead of skipping them.

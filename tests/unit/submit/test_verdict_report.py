@@ -162,3 +162,17 @@ def test_the_page_of_a_report_with_odd_scores_is_written() -> None:
     report = JobReport.from_json(document, file="report.json")
     page = render_page("job.html.j2", {**job_context(report), "episodes": {}}, {})
     assert "scores-table" in page and "pass@5" not in page
+
+
+def test_the_page_says_what_the_gates_confirm_ran_and_changed() -> None:
+    """Was: the terminal and the JSON said it; the HTML page showed only the verdicts."""
+    from runner.cli.render.html.job import job_context
+    from runner.cli.render.html.render import render_page
+
+    report = _report(baseline="v2")
+    assert report.gate is not None
+    text = "confirm-on-retry: borderline FAIL of v1; re-ran its 30 task(s) <once>"
+    report.gate["confirm"] = {"text": text, "variants": ["v1"]}
+    page = render_page("job.html.j2", {**job_context(report), "episodes": {}}, {})
+    assert '<p class="confirm" id="gate-confirm">' in page
+    assert "re-ran its 30 task(s) &lt;once&gt;" in page  # escaped, never markup

@@ -126,15 +126,6 @@ class McpRecording:
             tool_id, args = mcpcalls.request_call(server, method, message.get("params"))
         except ValueError:
             return None
-        effect, hash_ = "read", None
-        if method == "tools/call":
-            name = mcpcalls.normalised_params(message.get("params")).get("name")
-            listed = self._listed.get(label, {}).get(str(name))
-            effect = "unsafe"
-            if listed is not None:
-                effect = mcpcalls.effect_of(listed.get("annotations"))[0]
-                schema = mcpcalls.input_schema(listed)
-                hash_ = schema_hash(schema) if isinstance(schema, dict) else None
         with self._lock:
             if not self.open:
                 return None
@@ -144,16 +135,14 @@ class McpRecording:
                 "type": "call",
                 "index": index,
                 "tool": tool_id,
-                "effect": effect,
+                "effect": "read" if method != "tools/call" else "unsafe",
                 "args": args,
-                "schema_hash": hash_,
+                "schema_hash": None,
                 "clock": reading,
                 "source": "executed",
                 "raw_io": False,
                 "meta": {"mcp": {"server": label, "method": method}},
             }
-            if hash_ is not None:
-                self.recorder.tools[tool_id] = hash_
             if len(self._pending) >= MAX_PENDING:
                 record["meta"]["recorder_error"] = "over {} MCP requests awaiting an answer".format(
                     MAX_PENDING
@@ -199,6 +188,24 @@ class McpRecording:
                 )
             )
 
+    def _describe(self, record: Dict[str, Any]) -> None:
+        """A tool call's effect class and schema hash, from the server's listing so far.
+
+        Taken when the call ends, not when it is sent: a client that sends ``tools/call``
+        before the ``tools/list`` answer arrived (pipelining) still gets the listed tool.
+        """
+        label = record["meta"]["mcp"]["server"]
+        prefix = str(self._by_label[label]["prefix"])
+        name = record["tool"][len(prefix) + 1 :] if prefix else record["tool"]
+        listed = self._listed.get(label, {}).get(name)
+        if listed is None:
+            return  # never listed: unsafe (fail closed), no schema hash
+        record["effect"] = mcpcalls.effect_of(listed.get("annotations"))[0]
+        schema = mcpcalls.input_schema(listed)
+        if isinstance(schema, dict):
+            record["schema_hash"] = schema_hash(schema)
+            self.recorder.tools[record["tool"]] = record["schema_hash"]
+
     def _remember(self, label: str, result: Any) -> None:
         tools = result.get("tools") if isinstance(result, dict) else None
         known = self._listed.setdefault(label, {})
@@ -208,6 +215,8 @@ class McpRecording:
                 known[name] = tool
 
     def _store(self, index: int, record: Dict[str, Any], started: float) -> None:
+        if record["meta"]["mcp"]["method"] == "tools/call":
+            self._describe(record)
         record["duration_s"] = round(time.monotonic() - started, 6) if started else 0.0
         with self.recorder._lock:
             self.recorder.calls[index] = record
@@ -272,9 +281,7 @@ def attach(
         return recording
     except Exception as exc:  # the recorder never raises into the agent
         warnings.warn(
-            "runner.sdk.record does not record MCP traffic: {}: {}".format(
-                type(exc).__name__, exc
-            ),
+            "runner.sdk.record does not record MCP traffic: {}: {}".format(type(exc).__name__, exc),
             RuntimeWarning,
             stacklevel=3,
         )

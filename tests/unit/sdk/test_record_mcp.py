@@ -447,4 +447,5 @@ def test_the_official_clients_get_the_same_results_recorded_or_not(
     assert tools[0] in ("mcp.server.discover", "mcp.initialize"), tools  # mcp 2.x discovers
     assert all("error" not in c and c["body"] for c in calls), calls
     assert calls[-1]["effect"] == "read" and calls[-1]["schema_hash"]
-    assert json.loads(calls[-1]["body"])["structuredContent"]["value"] in ("K1", "K2")
+    text = json.loads(calls[-1]["body"])["content"][0]["text"]
+    assert json.loads(text)["value"] in ("K1", "K2")

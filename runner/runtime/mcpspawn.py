@@ -32,7 +32,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 from runner.runtime.mcphub import ENV_SERVERS, ENV_STANDIN
 from runner.sdk.mcpcalls import matching

@@ -38,7 +38,7 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.sdk import mcpcalls
+from runner.sdk import current, mcpcalls
 from runner.sdk.toolschema import schema_hash
 from runner.trace.format import TRACE_VERSION, encode_body
 
@@ -130,6 +130,7 @@ class McpRecording:
             if not self.open:
                 return None
             index, reading = self.recorder._next()
+            index = int(index)
             record: Dict[str, Any] = {
                 "v": TRACE_VERSION,
                 "type": "call",
@@ -232,17 +233,15 @@ class McpRecording:
             self._store(index, record, started)
 
 
-def recording_active() -> bool:
-    """True while some recording is active (the cheap test before matching a command)."""
-    return bool(_ACTIVE)
-
-
-def active(args: Any, recorder: Any) -> Optional[Tuple["McpRecording", str]]:
+def active(args: Any) -> Optional[Tuple["McpRecording", str]]:
     """The recording (and the server's label) a child started with ``args`` belongs to.
 
-    ``recorder``: the recorder of the starting context (`runner.sdk.current.RECORDER`), or
-    None; else the innermost active recording whose workflow names the command.
+    The recording of the starting context's recorder (`runner.sdk.current.RECORDER`) when
+    it names the command, else the innermost active recording whose workflow names it.
     """
+    if not _ACTIVE:
+        return None
+    recorder = current.RECORDER.get()
     with _ACTIVE_LOCK:
         candidates = list(reversed(_ACTIVE))
     mine = [r for r in candidates if r.recorder is recorder]
@@ -272,7 +271,7 @@ def attach(
             return None
         from runner.sdk import mcpstdio  # the relay: only for a workflow with MCP servers
 
-        if not mcpstdio.install():
+        if not mcpstdio.install(active):
             warnings.warn(mcpstdio.UNSUPPORTED, RuntimeWarning, stacklevel=3)
             return None
         recording = McpRecording(recorder, servers, in_tool)
@@ -306,5 +305,5 @@ def detach(recording: Optional[McpRecording]) -> None:
                 RuntimeWarning,
                 stacklevel=3,
             )
-    except Exception:  # never raises into the agent; what was recorded stays
+    except Exception:  # noqa: S110 (never raises into the agent; what was recorded stays)
         pass

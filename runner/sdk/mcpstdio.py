@@ -1,18 +1,19 @@
-"""Take an MCP stdio server's JSON-RPC traffic off its pipes for ``runner.sdk.record``, unchanged.
+r"""An MCP stdio server's JSON-RPC traffic, taken off its pipes for ``runner.sdk.record``.
 
 Standard library only, Python 3.9+, POSIX. Every agent's MCP stdio client starts its server
 with ``subprocess.Popen`` (the ``mcp`` package's ``stdio_client`` and the OpenAI Agents SDK's
 ``MCPServerStdio`` through ``anyio.open_process`` → ``asyncio`` → ``Popen``), as the sandbox's
 stand-in relies on too (`runner.runtime.mcpspawn`). `install` wraps ``Popen.__init__`` once:
-while a recording is active (`runner.sdk.mcprecord`), a child whose argument list is the
-``command`` of an MCP server of its workflow (`runner.sdk.mcpcalls.matching`) and that was
-started with binary pipes for stdin and stdout gets a relay between it and the agent. The
+while a recording is active (`runner.sdk.mcprecord`, which gives `install` its lookup), a
+child whose argument list is the ``command`` of an MCP server of its workflow
+(`runner.sdk.mcpcalls.matching`) and that was started with binary pipes for stdin and
+stdout gets a relay between it and the agent, unchanged in both directions. The
 real server is started first, exactly as asked (its process, pid, environment, stderr and
 session are the agent's); then the ``Popen``'s ``stdin`` and ``stdout`` are swapped for the
 agent's ends of two new pipes (same buffering), and two threads copy bytes across:
 
 - agent → server: every chunk is written to the server as it came; each complete line (the
-  transport's delimiter is ``\\n``, specification 2025-06-18 "Transports") that is a
+  transport's delimiter is ``\n``, specification 2025-06-18 "Transports") that is a
   JSON-RPC request is recorded before the chunk is passed on (so its index comes before
   anything the agent does after the answer);
 - server → agent: the same; a response to a recorded request is recorded before the agent
@@ -32,15 +33,15 @@ tool call (the tool is the call), or on Windows (a `RuntimeWarning` says the tra
 recorded); a server started before the recorder was entered.
 """
 
+import contextlib
 import io
 import json
 import os
 import select
 import subprocess
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.sdk import current, mcprecord
 from runner.sdk.mcpcalls import MAX_LINE_BYTES, server_ended
 from runner.trace.strictjson import loads as strict_loads
 
@@ -57,7 +58,10 @@ TEXT_PIPES = (
     "(the MCP clients use binary ones): its calls will be missing from this trace"
 )
 
-_state: Dict[str, Any] = {"original": None}
+Find = Callable[[Any], Optional[Tuple[Any, str]]]
+"""``args`` of a child → (the recording it belongs to, the server's label), or None."""
+
+_state: Dict[str, Any] = {"original": None, "find": None}
 
 
 class Lines:
@@ -72,7 +76,7 @@ class Lines:
         self.dropped = 0
 
     def feed(self, chunk: bytes) -> List[bytes]:
-        """The lines ``chunk`` completes (without their ``\\n``), in order."""
+        r"""The lines ``chunk`` completes (without their ``\n``), in order."""
         found: List[bytes] = []
         start = 0
         while True:
@@ -273,15 +277,21 @@ class Relay:
             self.recording.response(index, self.label, server_ended(self.popen.returncode))
 
 
-def interpose(popen: Any, args: Any, kwargs: Dict[str, Any]) -> Optional[Relay]:
+def interpose(popen: Any, args: Any, kwargs: Dict[str, Any], find: Find) -> Optional[Relay]:
     """Put a relay between the agent and ``popen`` when it is a recorded MCP server.
 
     ``popen`` is changed only once the relay runs; on any failure it is left as it was.
 
+    Args:
+        popen: the ``Popen`` just started.
+        args: its argument list.
+        kwargs: its keyword arguments (``bufsize`` is read).
+        find: which recording (`runner.sdk.mcprecord.McpRecording`) and server it is.
+
     Returns:
         The relay, or None (not a server of an active recording, not binary pipes).
     """
-    found = mcprecord.active(args, current.RECORDER.get())
+    found = find(args)
     if found is None:
         return None
     recording, label = found
@@ -303,9 +313,9 @@ def interpose(popen: Any, args: Any, kwargs: Dict[str, Any]) -> Optional[Relay]:
         opened.extend(to_server)
         to_agent = os.pipe()  # the relay writes to [1], the agent reads [0]
         opened.extend(to_agent)
-        agent_in = io.open(to_server[1], "wb", bufsize)
+        agent_in = io.open(to_server[1], "wb", bufsize)  # noqa: SIM115 (the agent's, kept)
         opened[1] = agent_in
-        agent_out = io.open(to_agent[0], "rb", bufsize)
+        agent_out = io.open(to_agent[0], "rb", bufsize)  # noqa: SIM115 (the agent's, kept)
         opened[2] = agent_out
         relay = Relay(recording, label, popen, server_in, server_out, to_server[0], to_agent[1])
         relay.start()
@@ -320,10 +330,14 @@ def interpose(popen: Any, args: Any, kwargs: Dict[str, Any]) -> Optional[Relay]:
     return relay
 
 
-def install() -> bool:
-    """Wrap ``subprocess.Popen.__init__`` once (POSIX); False where it cannot record."""
+def install(find: Find) -> bool:
+    """Wrap ``subprocess.Popen.__init__`` once (POSIX); False where it cannot record.
+
+    ``find`` (`interpose`) is asked about every child started with keyword arguments only.
+    """
     if os.name != "posix":
         return False
+    _state["find"] = find
     if _state["original"] is not None:
         return True
     original = subprocess.Popen.__init__
@@ -331,12 +345,11 @@ def install() -> bool:
 
     def __init__(self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
         original(self, args, *rest, **kwargs)
-        if rest or kwargs.get("shell") or not mcprecord.recording_active():
+        if rest or kwargs.get("shell"):
             return
-        try:
-            interpose(self, args, kwargs)
-        except Exception:  # the server runs as the agent started it, unrecorded
-            pass
+        # a failure leaves the server as the agent started it, unrecorded
+        with contextlib.suppress(Exception):
+            interpose(self, args, kwargs, _state["find"])
 
     subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
     return True

@@ -227,7 +227,9 @@ class McpRecording:
         with self._lock:
             self.open = False
             pending, self._pending = self._pending, {}
-        error = json.dumps({"code": mcpcalls.INTERNAL_ERROR, "message": UNANSWERED})
+        error = json.dumps(
+            {"code": mcpcalls.INTERNAL_ERROR, "message": UNANSWERED}, separators=(",", ":")
+        )
         for index, (record, started) in sorted(pending.items()):
             record["error"] = {"class": mcpcalls.ERROR_CLASS, "message": error}
             self._store(index, record, started)

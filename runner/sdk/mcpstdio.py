@@ -205,12 +205,12 @@ class Relay:
                     break
                 for line in lines.feed(chunk):
                     self._guard(self._request_line, line)
+                self._count(lines)
                 if not _write_all(target, chunk):
                     break
         except (OSError, ValueError):
             pass
         finally:
-            self.recording.dropped += lines.dropped
             _close(self.server_in)  # the server sees the agent's end of input
             _close(self.agent_r)  # the agent sees a broken pipe if it writes again
 
@@ -227,17 +227,23 @@ class Relay:
                     break
                 for line in lines.feed(chunk):
                     self._guard(self._response_line, line)
+                self._count(lines)
                 if not _write_all(self.agent_w, chunk):
                     break
         except (OSError, ValueError):
             pass
         finally:
-            self.recording.dropped += lines.dropped
             self._guard(self._ended)
             _close(self.agent_w)  # the agent reads the end of the server's output
             _close(self.server_out)
 
     # --- recording ---------------------------------------------------------------------------
+
+    def _count(self, lines: Lines) -> None:
+        if lines.dropped:  # said when the recording ends
+            with self._lock:
+                self.recording.dropped += lines.dropped
+            lines.dropped = 0
 
     def _guard(self, step: Any, *args: Any) -> None:
         try:

@@ -196,18 +196,8 @@ class Relay:
         self._go.wait()
         if self._cancelled:
             return
-        lines = Lines()
         try:
-            target = self.server_in.fileno()
-            while True:
-                chunk = os.read(self.agent_r, CHUNK_BYTES)
-                if not chunk:
-                    break
-                for line in lines.feed(chunk):
-                    self._guard(self._request_line, line)
-                self._count(lines)
-                if not _write_all(target, chunk):
-                    break
+            self._copy(self.agent_r, self.server_in.fileno(), self._request_line)
         except (OSError, ValueError):
             pass
         finally:
@@ -218,18 +208,8 @@ class Relay:
         self._go.wait()
         if self._cancelled:
             return
-        lines = Lines()
         try:
-            source = self.server_out.fileno()
-            while True:
-                chunk = os.read(source, CHUNK_BYTES)
-                if not chunk:
-                    break
-                for line in lines.feed(chunk):
-                    self._guard(self._response_line, line)
-                self._count(lines)
-                if not _write_all(self.agent_w, chunk):
-                    break
+            self._copy(self.server_out.fileno(), self.agent_w, self._response_line)
         except (OSError, ValueError):
             pass
         finally:
@@ -237,13 +217,23 @@ class Relay:
             _close(self.agent_w)  # the agent reads the end of the server's output
             _close(self.server_out)
 
-    # --- recording ---------------------------------------------------------------------------
+    def _copy(self, source: int, target: int, on_line: Callable[[bytes], None]) -> None:
+        """Copy ``source`` to ``target`` until either ends; each line to ``on_line`` first."""
+        lines = Lines()
+        while True:
+            chunk = os.read(source, CHUNK_BYTES)
+            if not chunk:
+                return
+            for line in lines.feed(chunk):
+                self._guard(on_line, line)
+            if lines.dropped:  # said when the recording ends
+                with self._lock:
+                    self.recording.dropped += lines.dropped
+                lines.dropped = 0
+            if not _write_all(target, chunk):
+                return
 
-    def _count(self, lines: Lines) -> None:
-        if lines.dropped:  # said when the recording ends
-            with self._lock:
-                self.recording.dropped += lines.dropped
-            lines.dropped = 0
+    # --- recording ---------------------------------------------------------------------------
 
     def _guard(self, step: Any, *args: Any) -> None:
         try:

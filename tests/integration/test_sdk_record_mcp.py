@@ -5,10 +5,10 @@ unchanged) talks to a real MCP stdio server on the official ``mcp`` package. A h
 script records it in production style: ``with runner.sdk.record(..., workflow=...)`` around the
 agent, the model a loopback fake (OpenAI's API over httpx, recorded by the recorder). The MCP
 traffic is in the trace as ``sandbox-replay record`` writes it (tests/integration/
-test_mcp_record_reproduce.py); ``reproduce`` in the SDK image serves it with the server made
-lethal (started at all, it kills the stand-in that started it and the run fails) and says
-``reproduced``. Nothing leaves the machine: the fake listens on 127.0.0.1, the sandbox has no
-network.
+test_mcp_record_reproduce.py, whose project, workflow and lethal server this test reuses);
+``reproduce`` in the SDK image serves it with the server made lethal (started at all, it
+kills the stand-in that started it and the run fails) and says ``reproduced``. Nothing leaves
+the machine: the fake listens on 127.0.0.1, the sandbox has no network.
 """
 
 from __future__ import annotations
@@ -19,31 +19,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.integration.test_mcp_record_reproduce import LETHAL_SERVER, _lines, _project
 from tests.support import fake_openai
 from tests.support.cli import run_cli
 from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-FIX = REPO / "tests" / "fixtures" / "mcp_agent"
-LETHAL_SERVER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
-# The workflow the production process names (as tests/integration/test_mcp_record_reproduce.py
-# writes it: as a fixture file, the unit suite would start the server with the host's python3).
-WORKFLOW = """\
-name: mcp-notes
-version: "1"
-tools:
-  - mcp: {command: [python3, notes_server.py], prefix: notes}
-model: {provider: openai, name: gpt-4.1-mini}
-steps:
-  - id: agent
-    program: mcp_agent:run
-    tools: [notes.search_notes]
-"""
 # The production process: the agent's entry, wrapped in the recorder, nothing else changed.
 PRODUCTION = """\
 import json, sys, warnings
@@ -63,19 +48,6 @@ with warnings.catch_warnings(record=True) as caught:
 said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
 print(json.dumps({"output": output, "warnings": said}))
 """
-
-
-def _project(root: Path) -> Path:
-    shutil.copytree(FIX, root)
-    (root / "mcp_v1.yaml").write_text(WORKFLOW, encoding="utf-8")
-    root.chmod(0o755)
-    for path in root.iterdir():
-        path.chmod(0o644)
-    return root
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture(scope="module")

@@ -28,9 +28,10 @@ failure while recording a line is counted, never raised; the bytes go on. What c
 pipe is hostile: a line is recorded only when it is at most `MAX_LINE_BYTES` (longer: passed
 on, counted, not recorded) and decodes with the project's strict JSON decoder to an object;
 a relay holds at most one partial line of that size per side. Not taken off: a child started
-with text-mode pipes, with positional ``Popen`` arguments or ``shell=True``, inside a recorded
-tool call (the tool is the call), or on Windows (a `RuntimeWarning` says the traffic is not
-recorded); a server started before the recorder was entered.
+with text-mode pipes or without ``Popen``'s pipes (anyio on trio makes its own), or on Windows
+(a `RuntimeWarning` says the traffic is not recorded); with positional ``Popen`` arguments or
+``shell=True``; inside a recorded tool call (the tool is the call); a server started before
+the recorder was entered.
 """
 
 import contextlib
@@ -60,6 +61,11 @@ TEXT_PIPES = (
 
 Find = Callable[[Any], Optional[Tuple[Any, str]]]
 """``args`` of a child → (the recording it belongs to, the server's label), or None."""
+OWN_PIPES = (
+    "runner.sdk.record does not record the MCP server {} started without Popen's pipes "
+    "(pipes of the client's own, as anyio's trio backend makes): its calls will be missing "
+    "from this trace"
+)
 
 _state: Dict[str, Any] = {"original": None, "find": None}
 
@@ -294,8 +300,9 @@ def interpose(popen: Any, args: Any, kwargs: Dict[str, Any], find: Find) -> Opti
     if recording.in_tool():
         return None
     server_in, server_out = popen.stdin, popen.stdout
-    if server_in is None or server_out is None:
-        return None  # the agent did not ask for pipes: nothing crosses one it reads
+    if server_in is None or server_out is None:  # pipes of its own (anyio on trio)
+        recording.note(OWN_PIPES.format(label))
+        return None
     if getattr(popen, "text_mode", False) or isinstance(server_in, io.TextIOBase):
         recording.note(TEXT_PIPES.format(label))
         return None

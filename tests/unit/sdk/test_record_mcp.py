@@ -449,3 +449,30 @@ def test_the_official_clients_get_the_same_results_recorded_or_not(
     assert calls[-1]["effect"] == "read" and calls[-1]["schema_hash"]
     text = json.loads(calls[-1]["body"])["content"][0]["text"]
     assert json.loads(text)["value"] in ("K1", "K2")
+
+
+def test_a_server_started_on_pipes_of_the_clients_own_is_named_in_a_warning(
+    folder: Path,
+) -> None:
+    """anyio's trio backend makes its own pipes: nothing to take off, said rather than silent."""
+    import os
+
+    trace = folder / "t.jsonl"
+    workflow = _workflow(folder, [sys.executable, "server.py"])
+    with (
+        pytest.warns(RuntimeWarning, match=r"MCP server tools\[1\] started without Popen's pipes"),
+        sdk.record(trace, task_id="t1", workflow=str(workflow)),
+    ):
+        read_end, write_end = os.pipe()
+        os.write(write_end, json.dumps(REQUESTS[0]).encode() + b"\n")
+        os.close(write_end)
+        done = subprocess.run(
+            [sys.executable, "server.py"],
+            stdin=read_end,
+            capture_output=True,
+            cwd=folder,
+            env={"SERVER_LOG": str(folder / "log")},
+            check=True,
+        )
+        os.close(read_end)
+    assert b"protocolVersion" in done.stdout

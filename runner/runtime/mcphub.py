@@ -31,7 +31,7 @@ recorded as error class ``McpError`` whose message is the error object as JSON, 
 back as that error object.
 
 What a request and its response are recorded as is `runner.sdk.mcpcalls`'s rule, which
-``runner.sdk.record`` follows too (`runner.sdk.mcpstdio`): a trace recorded in production is
+``runner.sdk.record`` follows too (`runner.sdk.mcprecord`): a trace recorded in production is
 served here like one ``record`` wrote.
 
 Requests arrive from inside the sandbox (the agent's own process tree): they are hostile input

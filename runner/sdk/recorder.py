@@ -117,6 +117,8 @@ class Recorder(ModelCallRecording):
         task_input: the task input object.
         workflow: path of the workflow file this process runs, if any (its text and sha256
             go into the ``run`` line so that ``sandbox-replay reproduce`` can run it again).
+            Its ``{mcp: {command: [...]}}`` entries are the MCP stdio servers whose traffic
+            is recorded (`runner.sdk.mcprecord`).
         workflow_name, workflow_version: shown when no workflow file is given.
         seed: the run's seed.
         clock: a ``() -> epoch seconds`` source (default: the machine's clock,

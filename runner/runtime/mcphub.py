@@ -62,6 +62,7 @@ __all__ = [
     "ENV_SERVERS",
     "ENV_STANDIN",
     "ERROR_CLASS",
+    "INTERNAL_ERROR",
     "MCP_PATH",
     "McpHub",
     "normalised_params",

@@ -111,6 +111,7 @@ def _client(
     process.stdin.flush()
     process.stdin.close()
     out = process.stdout.read()
+    process.stdout.close()
     process.wait(timeout=30)
     return out, process
 
@@ -262,6 +263,7 @@ def test_a_request_unanswered_when_the_recorder_ends_is_an_error_not_a_hole(
     process.stdin.write(json.dumps(REQUESTS[2]).encode() + b"\n")
     process.stdin.close()
     assert b'"lookup"' in process.stdout.read()
+    process.stdout.close()
     process.wait(timeout=30)
     last = _calls([json.loads(line) for line in trace.read_text().splitlines()])[-1]
     assert last["tool"] == "mcp.never.answered"

@@ -478,3 +478,12 @@ def test_a_server_started_on_pipes_of_the_clients_own_is_named_in_a_warning(
         )
         os.close(read_end)
     assert b"protocolVersion" in done.stdout
+
+
+def test_a_tool_called_before_any_listing_is_unsafe_without_a_schema_hash(folder: Path) -> None:
+    """Fail closed: with no annotations seen, the call is ``unsafe``; no hash is guessed."""
+    _out, lines = _recorded(folder, [REQUESTS[0], REQUESTS[3]])
+    call = _calls(lines)[-1]
+    assert call["tool"] == "kv.lookup" and call["body"]
+    assert call["effect"] == "unsafe" and call["schema_hash"] is None
+    assert lines[0]["environment"]["tools"] == {}

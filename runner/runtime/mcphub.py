@@ -30,17 +30,29 @@ sent anywhere live). A body is the response's ``result`` as compact JSON; a JSON
 recorded as error class ``McpError`` whose message is the error object as JSON, and served
 back as that error object.
 
+What a request and its response are recorded as is `runner.sdk.mcpcalls`'s rule, which
+``runner.sdk.record`` follows too (`runner.sdk.mcprecord`): a trace recorded in production is
+served here like one ``record`` wrote.
+
 Requests arrive from inside the sandbox (the agent's own process tree): they are hostile input
 (strict JSON, bounded by the gateway) and decide nothing the policy decides.
 """
 
-import json
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from runner.errors import CapabilityDenied, ToolNotResolvable
 from runner.runtime.registry import RuntimeRegistry, RuntimeTool
 from runner.runtime.replay.calls import Caller
+from runner.sdk.mcpcalls import (
+    ERROR_CLASS,
+    INTERNAL_ERROR,
+    normalised_params,
+    protocol_tool_id,
+    request_call,
+    response_outcome,
+    servers_of,
+)
 from runner.trace.format import encode_body
 from runner.trace.strictjson import loads as strict_loads
 from runner.wire import argrules
@@ -50,6 +62,7 @@ __all__ = [
     "ENV_SERVERS",
     "ENV_STANDIN",
     "ERROR_CLASS",
+    "INTERNAL_ERROR",
     "MCP_PATH",
     "McpHub",
     "normalised_params",
@@ -63,54 +76,8 @@ ENV_STANDIN = "SANDBOX_REPLAY_MCP_STANDIN"
 """A stand-in's settings, ``{"gateway": "host:port", "server": label}`` as JSON."""
 MCP_PATH = "/_sandbox-replay/mcp"
 """The gateway route the stand-in posts to (never an API path an SDK uses)."""
-ERROR_CLASS = "McpError"
-"""The error class of a JSON-RPC error response (the ``mcp`` client raises ``McpError``)."""
-MAX_METHOD = 120  # "mcp." + the method stays within a tool id's 128 characters
-_METHOD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-/")
 # JSON-RPC 2.0 error codes (specification, "Error object")
 INVALID_REQUEST = -32600
-INTERNAL_ERROR = -32603
-
-
-def servers_of(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The MCP stdio servers of a normalised workflow: ``{label, command, prefix}`` each.
-
-    ``label`` is ``tools[i]``, the entry's place in the workflow's ``tools`` (how
-    diagnostics name it; stable in the trace's own copy of the workflow).
-    """
-    tools = workflow.get("tools")
-    found = []
-    for index, entry in enumerate(tools if isinstance(tools, list) else []):
-        mcp = entry.get("mcp") if isinstance(entry, dict) else None
-        if not isinstance(mcp, dict):
-            continue
-        command = mcp.get("command")
-        if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
-            prefix = mcp.get("prefix") if isinstance(mcp.get("prefix"), str) else ""
-            found.append({"label": "tools[{}]".format(index), "command": command, "prefix": prefix})
-    return found
-
-
-def protocol_tool_id(method: str) -> str:
-    """The tool id of a protocol request: ``tools/list`` → ``mcp.tools.list``.
-
-    Raises:
-        ValueError: not a method name (empty, over `MAX_METHOD`, characters other than
-            letters, digits, ``_ - /``, or an empty part).
-    """
-    if not method or len(method) > MAX_METHOD or not set(method) <= _METHOD_CHARS:
-        raise ValueError("not an MCP method name")
-    parts = method.split("/")
-    if any(not part for part in parts):
-        raise ValueError("not an MCP method name")
-    return "mcp." + ".".join(parts)
-
-
-def normalised_params(params: Any) -> Dict[str, Any]:
-    """``params`` as recorded and matched: an object without its ``_meta`` member."""
-    if not isinstance(params, dict):
-        return {}
-    return {k: v for k, v in params.items() if k != "_meta"}
 
 
 def _response(ident: Any, result: Any = None, error: Optional[Dict[str, Any]] = None) -> Any:
@@ -205,20 +172,10 @@ class McpHub:
     def _tool(
         self, step_id: str, server: Dict[str, Any], method: str, params: Any
     ) -> Tuple[RuntimeTool, Dict[str, Any]]:
-        params = normalised_params(params)
-        disposition = "recorded" if self.mode == "reproduce" else "execute"
+        tool_id, args = request_call(server, method, params)
         if method != "tools/call":
-            protocol = {"id": protocol_tool_id(method), "effect": "read"}
-            return RuntimeTool(protocol, disposition, None), {
-                "server": server["label"],
-                "params": params,
-            }
-        name = params.get("name")
-        if not isinstance(name, str) or not name or len(name) > 128:
-            raise ValueError("tools/call needs the tool's name")
-        tool_id = "{}.{}".format(server["prefix"], name) if server["prefix"] else name
-        arguments = params.get("arguments")
-        args = arguments if isinstance(arguments, dict) else {}
+            disposition = "recorded" if self.mode == "reproduce" else "execute"
+            return RuntimeTool({"id": tool_id, "effect": "read"}, disposition, None), args
         program = self.programs.get(step_id)
         declared = getattr(program, "declared", None)
         try:
@@ -286,14 +243,10 @@ def _forwarded(response: Any) -> Callable[..., Any]:
     def execute(
         tool: RuntimeTool, args: Dict[str, Any], record: Dict[str, Any], served: Any
     ) -> Any:
-        if not isinstance(response, dict) or ("result" in response) == ("error" in response):
-            raise ValueError("the MCP server's answer is not a JSON-RPC response")
-        if "error" in response:
-            error = response["error"]
-            if not isinstance(error, dict) or not isinstance(error.get("code"), int):
-                raise ValueError("the MCP server's error is not a JSON-RPC error object")
-            raise RecordedError(ERROR_CLASS, json.dumps(error, separators=(",", ":"))[:4000])
-        text = json.dumps(response["result"], separators=(",", ":"), ensure_ascii=False)
+        text, error = response_outcome(response)
+        if error is not None:
+            raise RecordedError(ERROR_CLASS, error)
+        assert text is not None and isinstance(response, dict)  # response_outcome checked it
         record.update(encode_body(text))
         return response["result"]
 

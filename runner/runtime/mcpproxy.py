@@ -36,9 +36,9 @@ import threading
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from runner.runtime.mcphub import ENV_STANDIN, MCP_PATH
+from runner.sdk.mcpcalls import MAX_LINE_BYTES, server_ended
 from runner.trace.strictjson import loads as strict_loads
 
-MAX_LINE_BYTES = 4 << 20
 MAX_SKIPPED = 1000
 MAX_ANSWER_BYTES = 16 << 20
 GATEWAY_TIMEOUT_S = 3600.0  # a served call answers at once; a forwarded one is recorded at once
@@ -239,9 +239,7 @@ class StandIn:
                     self.client_closed = True  # it sends no more: it may still read answers
                     continue
                 code = self.process.poll() if self.process is not None else None
-                return {
-                    "error": {"code": -32603, "message": "the MCP server ended ({})".format(code)}
-                }
+                return server_ended(code)
             message = self._message(line)
             if message is None:
                 continue

@@ -18,7 +18,8 @@ the server process to start. Why not the whole environment: only the commands th
 declares are replaced; every other child starts as before (and the audit hook logs it).
 
 A command matches a server when its argument list equals the declared ``command``, or equals
-it but for the directory of the program (``/usr/bin/python3`` for ``python3``). The stand-in's
+it but for the directory of the program (``/usr/bin/python3`` for ``python3``;
+`runner.sdk.mcpcalls.matching`, which ``runner.sdk.record`` uses too). The stand-in's
 environment is the one the agent gave the server (the ``mcp`` package passes only ``HOME``,
 ``PATH`` and a few more), plus what the runtime gives every Python child (``PYTHONPATH`` with
 the runtime and its ``sitecustomize``, the egress log, the gateway address, the run's clock
@@ -31,9 +32,10 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 from runner.runtime.mcphub import ENV_SERVERS, ENV_STANDIN
+from runner.sdk.mcpcalls import matching
 
 PASSED = (
     "SANDBOX_REPLAY_EGRESS_LOG",
@@ -45,24 +47,6 @@ PASSED = (
 RUNTIME_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _state: Dict[str, Any] = {"servers": [], "original": None}
-
-
-def matching(args: Any, servers: Sequence[Dict[str, Any]]) -> Optional[str]:
-    """The label of the server whose command ``args`` is, or None."""
-    if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
-        return None
-    argv = [
-        a if isinstance(a, str) else os.fsdecode(a) for a in args if isinstance(a, (str, bytes))
-    ]
-    if len(argv) != len(args) or not argv:
-        return None
-    for server in servers:
-        command = server["command"]
-        if len(command) != len(argv) or command[1:] != argv[1:]:
-            continue
-        if command[0] == argv[0] or os.path.basename(command[0]) == os.path.basename(argv[0]):
-            return str(server["label"])
-    return None
 
 
 def standin_environment(env: Any, label: str) -> Dict[str, str]:

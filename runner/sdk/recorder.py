@@ -40,16 +40,16 @@ Invariants:
   recording and, from the first recording on, a request to a tracing-ingest path over httpx
   is answered in this process and never sent (listed in ``end.outbound`` as refused).
 
-Not recorded here: the traffic of an MCP server the agent starts (``tools: [{mcp: {command:
-...}}]``): ``sandbox-replay record`` records it (`runner.runtime.mcphub`); entering a recorder
-whose workflow names one is a `RuntimeWarning` saying so (`MCP_NOT_RECORDED`).
+- the JSON-RPC traffic of an MCP stdio server the workflow names (``tools: [{mcp: {command:
+  ...}}]``) and the agent starts while the recorder is active is recorded as ``sandbox-replay
+  record`` records it (`runner.sdk.mcprecord`), taken off the server's pipes unchanged
+  (`runner.sdk.mcpstdio`).
 """
 
 import contextvars
 import json
 import os
 import platform
-import re
 import secrets
 import sys
 import threading
@@ -57,7 +57,7 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.sdk import current, sdktools, wallclock
+from runner.sdk import current, mcprecord, sdktools, wallclock
 from runner.sdk.agentcode import loaded_agent_code, sdk_versions
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
@@ -100,14 +100,6 @@ def _capturing_recorder() -> Optional["Recorder"]:
         return _CAPTURING[-1] if _CAPTURING else None
 
 
-MCP_NOT_RECORDED = (
-    "runner.sdk.record does not record MCP traffic: the workflow names an MCP server command, "
-    "whose calls will be missing from this trace (record the run with `sandbox-replay record`)"
-)
-# a `mcp:` mapping holding a `command:` (flow or block style), read as text: no YAML here
-_MCP_COMMAND = re.compile(r"\bmcp\s*:\s*(\{[^}]*\bcommand\s*:|\n\s+command\s*:)")
-
-
 def _safe_str(exc: BaseException) -> str:
     """``str(exc)``, or a note when the exception's ``__str__`` itself raises."""
     try:
@@ -125,6 +117,8 @@ class Recorder(ModelCallRecording):
         task_input: the task input object.
         workflow: path of the workflow file this process runs, if any (its text and sha256
             go into the ``run`` line so that ``sandbox-replay reproduce`` can run it again).
+            Its ``{mcp: {command: [...]}}`` entries are the MCP stdio servers whose traffic
+            is recorded (`runner.sdk.mcprecord`).
         workflow_name, workflow_version: shown when no workflow file is given.
         seed: the run's seed.
         clock: a ``() -> epoch seconds`` source (default: the machine's clock,
@@ -192,12 +186,11 @@ class Recorder(ModelCallRecording):
         ModelCallRecording.__init__(self)
         self._tracing_env: Optional[str] = None
         self.write_error: Optional[str] = None
+        self._mcp: Any = None  # the MCP servers' calls (`runner.sdk.mcprecord`)
 
     # -- the context -------------------------------------------------------------------------
 
     def __enter__(self) -> "Recorder":
-        if _MCP_COMMAND.search(self.workflow["content"]):
-            warnings.warn(MCP_NOT_RECORDED, RuntimeWarning, stacklevel=2)
         wallclock.install()
         self._start = self._clock()
         self._reading = self._start
@@ -213,10 +206,12 @@ class Recorder(ModelCallRecording):
 
         httpxrecord.install_guard(_capturing_recorder)
         sdktools.install()  # the agent SDKs' tools are recorded like @tool calls
+        self._mcp = mcprecord.attach(self, self.workflow["content"], IN_TOOL.get)
         return self
 
     def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
         self._finish_pending()
+        mcprecord.detach(self._mcp)
         self.active = False
         with _CAPTURING_LOCK:
             if self in _CAPTURING:

@@ -34,7 +34,7 @@ from typing import Any
 
 from runner.domain.ids import path_under
 from runner.errors import InputError
-from runner.sdk import Effect
+from runner.sdk import Effect, mcpcalls
 
 __all__ = ["MAX_TOOLS", "effect_of", "listed_tools", "server_files"]
 
@@ -44,17 +44,13 @@ MAX_TOOLS = 1000
 # MCP tool names: 1-128 characters of A-Z a-z 0-9 _ - . (specification 2025-06-18, "Tool
 # names"); this project's tool ids add that dots separate non-empty parts.
 _NAME = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
-_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-_DEFAULTS = {
-    "readOnlyHint": False,
-    "destructiveHint": True,
-    "idempotentHint": False,
-    "openWorldHint": True,
-}
 
 
 def effect_of(annotations: Any) -> tuple[Effect, str]:
     """The effect class of an MCP tool and the annotations that decided it, in words.
+
+    The rule (the module docstring) is `runner.sdk.mcpcalls.effect_of`'s, which
+    ``runner.sdk.record`` applies to the tools it sees listed.
 
     Args:
         annotations: the tool's ``annotations`` (any JSON; only boolean hints are read).
@@ -63,34 +59,8 @@ def effect_of(annotations: Any) -> tuple[Effect, str]:
         (`Effect.READ` or `Effect.UNSAFE`, e.g. ``"readOnlyHint: true, idempotentHint: true"``
         or ``"no annotations (MCP defaults: destructiveHint and openWorldHint true)"``).
     """
-    if not isinstance(annotations, dict) or not any(
-        isinstance(annotations.get(h), bool) for h in _HINTS
-    ):
-        return (
-            Effect.UNSAFE,
-            "no annotations (MCP defaults: destructiveHint and openWorldHint true)",
-        )
-    hints = {
-        h: annotations[h] if isinstance(annotations.get(h), bool) else _DEFAULTS[h] for h in _HINTS
-    }
-
-    def said(hint: str) -> str:
-        given = isinstance(annotations.get(hint), bool)
-        return f"{hint}: {str(hints[hint]).lower()}" + ("" if given else " (default)")
-
-    idempotent = [said("idempotentHint")] if "idempotentHint" in annotations else []
-    if hints["readOnlyHint"] and annotations.get("destructiveHint") is True:
-        return (
-            Effect.UNSAFE,
-            "contradictory annotations: readOnlyHint: true with destructiveHint: true "
-            "(fail closed)",
-        )
-    if hints["readOnlyHint"]:
-        return Effect.READ, ", ".join([said("readOnlyHint"), *idempotent])
-    deciding = [said(h) for h in ("destructiveHint", "openWorldHint") if hints[h]]
-    if not deciding:  # explicitly additive and closed-world: still a change to the server
-        deciding = [said("readOnlyHint"), "destructiveHint: false", "openWorldHint: false"]
-    return Effect.UNSAFE, ", ".join([*deciding, *idempotent])
+    effect, decided_by = mcpcalls.effect_of(annotations)
+    return Effect(effect), decided_by
 
 
 def _tools_of(data: Any, file: str) -> list[Any]:
@@ -141,7 +111,7 @@ def listed_tools(data: Any, *, file: str, prefix: str = "") -> list[dict[str, An
         if tool_id in seen:
             raise InputError(f"MCP tool {tool_id!r} listed twice", file=file, field=field)
         seen.add(tool_id)
-        schema = item.get("inputSchema", {"type": "object", "properties": {}})
+        schema = mcpcalls.input_schema(item)
         if not isinstance(schema, dict):
             raise InputError("inputSchema must be a JSON object", file=file, field=field)
         description = item.get("description")

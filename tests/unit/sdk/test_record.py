@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -217,29 +216,3 @@ def test_record_run_executes_every_tool_and_charges_live(tmp_path: Path) -> None
     with Ledger.for_state_dir(tmp_path / "state") as ledger:
         totals = ledger.totals()
     assert totals["live"].committed.runs == 1 and totals["replay"].committed.runs == 0
-
-
-def test_a_workflow_with_an_mcp_server_warns_that_its_traffic_is_not_recorded(
-    tmp_path: Path,
-) -> None:
-    from runner.sdk.recorder import MCP_NOT_RECORDED
-
-    workflow = tmp_path / "wf.yaml"
-    workflow.write_text(
-        "name: w\nversion: '1'\ntools:\n  - mcp: {command: [python3, s.py], prefix: n}\n"
-        "steps:\n  - id: a\n    program: m:run\n",
-        encoding="utf-8",
-    )
-    with (
-        pytest.warns(RuntimeWarning, match="does not record MCP traffic"),
-        sdk.record(tmp_path / "t.jsonl", task_id="t1", workflow=str(workflow)),
-    ):
-        pass
-    assert "sandbox-replay record" in MCP_NOT_RECORDED
-    workflow.write_text(
-        workflow.read_text().replace("command: [python3, s.py]", "tools_list: a.json")
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a saved tools/list: nothing the agent starts
-        with sdk.record(tmp_path / "u.jsonl", task_id="t1", workflow=str(workflow)):
-            pass

@@ -4,8 +4,8 @@
 ``start``, ``model_request`` with ``model_response``, ``gateway_request`` with
 ``gateway_response`` through the episode's gateway, `runner.episode.gatewayturns`, and
 ``episode`` with ``shutdown``), meters every model turn (tokens, price, the turns a ceiling
-refused), writes
-the trace header and call lines as they come, and at the end (`EpisodeState.finish`) classifies
+refused), writes the trace header and call lines as they come (a program's model call line
+with what the host served, its witness), and at the end (`EpisodeState.finish`) classifies
 the status (`runner.episode.status`; the rules are in `runner.episode.driver`) and writes the
 ``end`` line (both built by `runner.episode.tracelines`). Memory stays bounded: calls go
 straight to the trace file; outbound destinations and coverage reasons are capped

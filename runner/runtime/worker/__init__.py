@@ -22,4 +22,4 @@ May import: the standard library, the runtime's modules, `runner.sdk`, `runner.t
 `runner.errors`.
 """
 
-__all__ = ["client", "process", "spawn", "wire"]
+__all__ = ["client", "process", "wire"]

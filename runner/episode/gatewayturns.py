@@ -75,8 +75,10 @@ class GatewayTurns:
     undeclared_tools: dict[tuple[str, str], int] = field(default_factory=dict)
     notes: list[dict[str, Any]] = field(default_factory=list)
     notes_dropped: int = 0
-    _served_at: dict[int, tuple[ProviderResponse, ApiCall]] = field(default_factory=dict)
-    _responses: RunResponses = field(default_factory=RunResponses)
+    _served_at: dict[int, tuple[ProviderResponse, ApiCall]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _responses: RunResponses = field(default_factory=RunResponses, init=False, repr=False)
 
     def answer(
         self, message: dict[str, Any], message_id: str, provider: ModelProvider | None

@@ -8,13 +8,15 @@ imports the code under evaluation: ``describe`` (`sandbox_registry`) locates the
 without running them, asks a sandbox to import them (``describe_run``), reads the answer as
 untrusted data (``answer``) and keeps it by the snapshot's digest in the state folder
 (``cache``: one describing sandbox per snapshot, not per command); ``checkread`` is ``check``'s
-describer (a sandbox only for an MCP server).
+describer (a sandbox only for an MCP server); ``onerun`` is a workflow admitted and run once
+(``run`` and the anchored fork: `read_for_one_run`).
 
 May import: `runner.episode` (the run folder and spec: ``prepare``, ``request``, ``channel``,
-``driver``), `runner.tools` (locate, static reading, the snapshot), `runner.backends` (the
-interface), `runner.policy`, `runner.providers` (a workflow's model is checked as it will be
-built), `runner.domain`, `runner.settings`, `runner.resources`, `runner.wire.protocol`,
-`runner.sdk`, `runner.errors`; never submit, reproduce, runs or cli.
+``driver``; the engine's limits and one metered run: ``limits``, ``metered_run``),
+`runner.tools` (locate, static reading, the snapshot), `runner.backends` (the interface),
+`runner.policy`, `runner.providers` (a workflow's model is checked as it will be built),
+`runner.domain`, `runner.settings`, `runner.resources`, `runner.wire.protocol`, `runner.sdk`,
+`runner.errors`; never submit, reproduce, runs or cli.
 """
 
 from typing import TYPE_CHECKING

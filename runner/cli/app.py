@@ -10,6 +10,8 @@ speed: ``--help`` stays quick.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal, NoReturn, cast
 
@@ -170,20 +172,34 @@ def state(ctx: typer.Context) -> CliState:
     return obj if isinstance(obj, CliState) else CliState()
 
 
+def json_asked(args: Sequence[str] | None = None) -> bool:
+    """Whether this invocation asked for ``--json``: the one rule of where an error is said.
+
+    While a command runs: its parsed ``--json`` option (the ``as_json`` parameter every
+    command declares it as, `runner.cli.options.JsonOption`); a command without one never
+    asked. Outside a command (`runner.cli.entry.main` after it ended, or a usage error, which
+    comes before any command runs): ``--json`` among the command-line arguments.
+
+    Args:
+        args: the arguments after the program's name; None: ``sys.argv[1:]``. Read only
+            when no command is running.
+    """
+    ctx = get_current_context(silent=True)
+    if ctx is not None:
+        return bool(ctx.params.get("as_json"))
+    return "--json" in (sys.argv[1:] if args is None else args)
+
+
 def fail(error: SandboxReplayError, *, as_json: bool | None = None) -> NoReturn:
     """Say ``error`` and exit with its code: the one error output of every command.
 
     Args:
         error: what went wrong (its message and fields come from input: printed inert).
-        as_json: the command was asked for ``--json``: one JSON object on stdout,
-            ``{"exit_code", "error", **error.fields}`` (a field that is not JSON as its
-            string); else one ``error:`` line on stderr. None (default): whether the running
-            command's ``--json`` option (its ``as_json`` parameter) was given.
+        as_json: one JSON object on stdout, ``{"exit_code", "error", **error.fields}`` (a
+            field that is not JSON as its string); else one ``error:`` line on stderr. None
+            (default, what a command passes): `json_asked`.
     """
-    if as_json is None:
-        ctx = get_current_context(silent=True)
-        as_json = bool(ctx is not None and ctx.params.get("as_json"))
-    say_error(error, as_json=as_json)
+    say_error(error, as_json=json_asked() if as_json is None else as_json)
     raise typer.Exit(error.exit_code)
 
 

@@ -15,7 +15,7 @@ import sys
 import typer
 from typer._click.exceptions import ClickException  # typer 0.29 vendors click (pinned)
 
-from runner.cli.app import app, say_error
+from runner.cli.app import app, json_asked, say_error
 from runner.cli.commands import register
 from runner.cli.render.terminal import echo, stdout_gone
 from runner.errors import SandboxReplayError
@@ -26,13 +26,13 @@ __all__ = ["main"]
 def main() -> None:
     """Entry point of the console script; exits with SPEC.md's exit code.
 
-    With ``--json`` anywhere on the command line every error is one JSON object on stdout
-    (`runner.cli.app.say_error`), a usage error too (exit 2): a script reading stdout always
-    gets an object.
+    With ``--json`` on the command line (`runner.cli.app.json_asked`) every error is one JSON
+    object on stdout (`runner.cli.app.say_error`), a usage error too (exit 2): a script reading
+    stdout always gets an object.
     """
     args = sys.argv[1:]
     register(args)
-    as_json = "--json" in args
+    as_json = json_asked(args)
     try:
         if not as_json:
             app(prog_name="sandbox-replay")

@@ -3,7 +3,8 @@
 `prepare_run` writes the run folder and the `SandboxSpec` of an `EpisodeRequest` (``prepare``,
 ``request``; only the sandbox-side packages of runner are mounted: `runner_mounts`);
 `run_episode` drives the NDJSON channel (``driver``, ``channel``), keeps what the host learns
-(``state``: the gateway's requests ``gatewayhost``, the egress log ``outbound``), classifies the
+(``state``: the gateway's requests ``gatewayturns`` with their checks and messages
+``gatewayhost``, the egress log ``outbound``), classifies the
 status (``status``) and writes the header and end line (``tracelines``);
 ``metered_run`` is the reservation, run and settlement of one run that every use case
 composes; ``limits`` the per-run limits in effect; ``reaping`` the ledger side of the reaper.

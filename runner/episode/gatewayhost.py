@@ -22,7 +22,8 @@ the request is matched as recorded and nothing is forwarded. `reply` builds the
 ``gateway_response``: the raw body (base64 when it is not UTF-8), the status, the content
 type, the model id and usage the host read from the body, and the error of a failed call.
 
-Nothing here forwards anything: the episode state calls the run's provider (metered, routed).
+Nothing here forwards anything: the episode's gateway (`runner.episode.gatewayturns`) calls the
+run's provider (metered, routed).
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """What the host learns during one episode, and the status it classifies from it.
 
 `EpisodeState` consumes `runner.episode.channel.ChannelEvent`s (answering ``hello`` with
-``start``, ``model_request`` with ``model_response`` and ``episode`` with ``shutdown``), writes
-the trace header and call lines as they come, and at the end (`EpisodeState.finish`) classifies
+``start``, ``model_request`` with ``model_response``, ``gateway_request`` with
+``gateway_response`` through the episode's gateway, `runner.episode.gatewayturns`, and
+``episode`` with ``shutdown``), meters every model turn (tokens, price, the turns a ceiling
+refused), writes the trace header and call lines as they come (a program's model call line
+with what the host served, its witness), and at the end (`EpisodeState.finish`) classifies
 the status (`runner.episode.status`; the rules are in `runner.episode.driver`) and writes the
 ``end`` line (both built by `runner.episode.tracelines`). Memory stays bounded: calls go
 straight to the trace file; outbound destinations and coverage reasons are capped
@@ -28,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 from runner.backends.base import ExitState
 from runner.episode import gatewayhost
 from runner.episode.channel import Channel, ChannelEvent
-from runner.episode.outbound import MAX_OUTBOUND, OutboundLog
+from runner.episode.gatewayturns import GatewayTurns
+from runner.episode.outbound import OutboundLog
 from runner.episode.prepare import start_message
 from runner.episode.request import EpisodeRequest, EpisodeResult, PreparedRun
 from runner.episode.status import classify, with_runtime_oom
@@ -36,11 +40,8 @@ from runner.episode.tracelines import MAX_COVERAGE, end_line, write_header
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.ledger.pricing import estimate_usd
-from runner.providers.apis import SERVED_FROM_RUN, ApiCall
 from runner.providers.base import ModelProvider, ProviderResponse
 from runner.providers.metered import CEILING_ERROR_CLASS
-from runner.providers.offered import undeclared_offered
-from runner.providers.retrieval import RunResponses
 from runner.trace.format import encode_body
 from runner.trace.writer import TraceFull
 from runner.wire import observed, protocol
@@ -93,11 +94,7 @@ class EpisodeState:
     model_calls: int = 0
     usd: float = 0.0
     served: deque[ProviderResponse] = field(default_factory=deque)
-    served_at: dict[int, tuple[ProviderResponse, Any]] = field(default_factory=dict)
-    responses: RunResponses = field(default_factory=RunResponses)
-    gateway_notes: list[dict[str, Any]] = field(default_factory=list)
-    gateway_notes_dropped: int = 0
-    undeclared_tools: dict[tuple[str, str], int] = field(default_factory=dict)
+    gateway: GatewayTurns = field(init=False)
     unpriced_models: list[str] = field(default_factory=list)
     ceiling_refusals: list[dict[str, Any]] = field(default_factory=list)
     runtime_meter: dict[str, int] = field(default_factory=dict)
@@ -105,6 +102,24 @@ class EpisodeState:
     rate_limit_wait_s: float = 0.0
     channel_events: list[dict[str, Any]] = field(default_factory=list)
     _known_steps: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.gateway = GatewayTurns(self.request, self.prepared)
+
+    @property
+    def undeclared_tools(self) -> dict[tuple[str, str], int]:
+        """``(step_id, tool name) -> requests`` offering a tool the step does not declare."""
+        return self.gateway.undeclared_tools
+
+    @property
+    def gateway_notes(self) -> list[dict[str, Any]]:
+        """What the sandbox's gateway answered itself (``gateway_note``s, cleaned)."""
+        return self.gateway.notes
+
+    @property
+    def gateway_notes_dropped(self) -> int:
+        """The ``gateway_note``s past the kept ones."""
+        return self.gateway.notes_dropped
 
     # -- events ------------------------------------------------------------------------------
 
@@ -183,8 +198,7 @@ class EpisodeState:
         if self.limit is not None:  # past a limit nothing more is accepted (or kept)
             self.calls_refused += 1
             return []
-        index = record.get("index")
-        witnessed = self.served_at.pop(index, None) if isinstance(index, int) else None
+        witnessed = self.gateway.witnessed(record.get("index"))
         if record.get("tool") == "model" and witnessed is not None:
             host_recorded = self._host_recorded(record, witnessed[0])
             record = gatewayhost.witnessed_record(host_recorded, *witnessed)
@@ -220,30 +234,6 @@ class EpisodeState:
             trace_bytes=self.trace.bytes,
         )
 
-    def _offered(self, call: ApiCall) -> list[str]:
-        """Count and return the tools this request offers that its step does not declare.
-
-        They are named (``end.undeclared_tools``, a warning) and the request is refused:
-        the episode ends ``denied`` (`runner.providers.offered` says why).
-        """
-        step_id, workflow = str(call.step_id), self.prepared.run_spec["workflow"]
-        names = undeclared_offered(
-            call.api, call.request, workflow, step_id, self.prepared.manifest
-        )
-        for name in names:
-            key = (step_id, name)
-            if key not in self.undeclared_tools and len(self.undeclared_tools) >= MAX_COVERAGE:
-                continue
-            if key not in self.undeclared_tools:
-                log.warning(
-                    "gateway_offered_undeclared_tool",
-                    run_id=self.prepared.run_id,
-                    step_id=step_id,
-                    tool=name,
-                )
-            self.undeclared_tools[key] = self.undeclared_tools.get(key, 0) + 1
-        return names
-
     @staticmethod
     def _host_recorded(record: dict[str, Any], served: ProviderResponse) -> dict[str, Any]:
         """Return ``record`` with the raw body and model id the host served (SPEC.md).
@@ -266,61 +256,15 @@ class EpisodeState:
             return []
         if self.killed_for or self.wants_kill:  # buffered by a killed sandbox: never paid for
             return []
-        try:
-            call = gatewayhost.parse_request(
-                message,
-                self.prepared.run_spec["workflow"],
-                reproduce=self.request.mode == "reproduce",
-                live=self.request.mode == "record",
-            )
-        except gatewayhost.GatewayRequestError as exc:
-            event = (
-                "gateway_request_refused"
-                if isinstance(exc, gatewayhost.GatewayRequestRefused)
-                else "gateway_request_invalid"
-            )
-            log.warning(event, run_id=self.prepared.run_id, param=exc.param, problem=str(exc))
-            return [gatewayhost.invalid(message_id, exc)]
-        undeclared = self._offered(call)
-        if undeclared:  # fail closed: never forwarded, never paid for
-            refusal = gatewayhost.UndeclaredToolsOffered(str(call.step_id), undeclared)
-            log.warning(
-                "gateway_request_refused", run_id=self.prepared.run_id, problem=str(refusal)
-            )
-            return [gatewayhost.invalid(message_id, refusal)]
-        from_run = call.api in SERVED_FROM_RUN
-        if from_run and self.request.mode != "reproduce":  # never fetched live
-            response = self.responses.answer(call)
-        elif provider is None:
-            response = ProviderResponse(
-                body=None,
-                status=400,
-                error={"class": "ProviderError", "message": "the workflow configures no model"},
-            )
-        else:
-            response = provider.forward(call)
-        self.responses.remember(call, response)
-        if not from_run:  # a retrieval is no model call: nothing forwarded, nothing charged
-            self._account(response)
-        index = message.get("index")
-        if (
-            isinstance(index, int)
-            and not isinstance(index, bool)
-            and index >= 0
-            and len(self.served_at) < MAX_OUTBOUND
-        ):
-            self.served_at[index] = (response, call)
-        if response.error is not None and response.error.get("class") == CEILING_ERROR_CLASS:
-            self._note_refusal(message, "model", response.error)
-        return [gatewayhost.reply(message_id, response)]
+        turn = self.gateway.answer(message, message_id, provider)
+        if turn.response is not None:
+            if turn.metered:
+                self._account(turn.response)
+            self._note_refusal(message, "model", turn.response)
+        return [turn.reply]
 
     def _on_gateway_note(self, message: dict[str, Any], _: Any) -> list[dict[str, Any]]:
-        if len(self.gateway_notes) >= MAX_COVERAGE:
-            self.gateway_notes_dropped += 1
-            return []
-        note = gatewayhost.clean_note(message)
-        log.info("gateway_answered_itself", run_id=self.prepared.run_id, **note)
-        self.gateway_notes.append(note)
+        self.gateway.note(message)
         return []
 
     def _account(self, response: ProviderResponse) -> None:
@@ -360,12 +304,17 @@ class EpisodeState:
         }
         if response.error is not None:
             reply["error"] = dict(response.error)
-            if response.error.get("class") == CEILING_ERROR_CLASS:
-                self._note_refusal(message, str(role), response.error)
+        self._note_refusal(message, str(role), response)
         return [reply]
 
-    def _note_refusal(self, message: dict[str, Any], role: str, error: Mapping[str, Any]) -> None:
-        """Remember a turn the host refused for a ceiling (witnessed here, not told by the run)."""
+    def _note_refusal(self, message: dict[str, Any], role: str, response: ProviderResponse) -> None:
+        """Remember a turn the host refused for a ceiling (witnessed here, not told by the run).
+
+        Nothing for an answer that is not a ceiling's refusal (`CEILING_ERROR_CLASS`).
+        """
+        error = response.error
+        if error is None or error.get("class") != CEILING_ERROR_CLASS:
+            return
         if len(self.ceiling_refusals) >= MAX_COVERAGE:
             return
         index = message.get("index")  # the sandbox's word: used only when it is plausible

@@ -42,7 +42,10 @@ class StatusFacts(Protocol):
     last_call_index: int
     ceiling_refusals: list[dict[str, Any]]
     sandbox_s: float
-    undeclared_tools: dict[tuple[str, str], int]
+
+    @property
+    def undeclared_tools(self) -> dict[tuple[str, str], int]:
+        """``(step_id, tool name) -> requests`` offering it (`runner.episode.gatewayturns`)."""
 
 
 def _ended_itself_at_deadline(state: StatusFacts, exit_state: ExitState) -> str | None:

@@ -46,7 +46,6 @@ class EpisodeFacts(StatusFacts, Protocol):
     coverage: list[dict[str, Any]]
     coverage_dropped: int
     divergences: list[dict[str, Any]]
-    undeclared_tools: dict[tuple[str, str], int]
     divergences_dropped: int
     nondeterminism: dict[str, Any] | None
     tokens_in: int
@@ -54,10 +53,16 @@ class EpisodeFacts(StatusFacts, Protocol):
     model_calls: int
     usd: float
     rate_limit_wait_s: float
-    gateway_notes: list[dict[str, Any]]
-    gateway_notes_dropped: int
     unpriced_models: list[str]
     channel_events: list[dict[str, Any]]
+
+    @property
+    def gateway_notes(self) -> list[dict[str, Any]]:
+        """The gateway's notes kept (`runner.episode.gatewayturns`)."""
+
+    @property
+    def gateway_notes_dropped(self) -> int:
+        """The gateway's notes past the kept ones."""
 
 
 def write_header(state: EpisodeFacts) -> None:

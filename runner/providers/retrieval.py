@@ -81,7 +81,8 @@ def kept_answer(body: str, stream: bool) -> tuple[str, str] | None:
 class RunResponses:
     """The Responses answers of one run, by id (see the module docstring).
 
-    Not thread-safe: the episode state handles one channel message at a time.
+    Not thread-safe: the episode state handles one channel message at a time (its gateway,
+    `runner.episode.gatewayturns`, holds one of these).
     """
 
     def __init__(self) -> None:

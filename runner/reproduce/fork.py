@@ -8,9 +8,11 @@ number of calls; `runner.tracetools.anchor` holds the rule, shared with ``submit
 How one fork runs (one sandbox, the ``shadow`` policy: write tools are denied at load time,
 ``check``'s rule, and absent from the sandbox's registry):
 
-- the new workflow is loaded and admitted as ``run`` admits it (`runner.admission.gate`), its
-  registry described in a sandbox; a recorded tool of the prefix missing from it or with
-  another schema hash refuses the fork (exit 5), as reproduce refuses;
+- the new workflow is loaded and admitted as ``run`` admits it, by the same code
+  (`runner.admission.onerun`: the load gate, the engine's limits, its registry described in
+  a sandbox) and run as ``run`` runs (one ledger job, ``replay``); a recorded tool of the
+  prefix missing from it or with another schema hash refuses the fork (exit 5), as
+  reproduce refuses;
 - the prefix is served and verified as reproduce does, call by call (the runtime,
   `runner.runtime.replay.calls`, mode ``shadow`` with ``fork_at``): ``read`` tools from the
   trace by position (same tool, same arguments, strict), model and user turns by the replay
@@ -43,10 +45,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.admission import gate
+from runner.admission.onerun import read_for_one_run
 from runner.domain.ids import timestamped_ids
-from runner.episode.metered_run import call_cap, one_off_run
-from runner.episode.request import EpisodeRequest
 from runner.errors import (
     EXIT_INFRA,
     EXIT_NEGATIVE,
@@ -59,10 +59,7 @@ from runner.errors import (
 from runner.grading.model import Result
 from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import reasons, score
-from runner.policy import load_policy
-from runner.providers.workflows import provider_for_workflow
 from runner.reproduce.diff import first_difference, outcome_of
-from runner.tools.snapshot.sources import project_snapshot
 from runner.tracetools.anchor import load_anchor
 from runner.tracetools.reader import Trace, TraceVersionError, read_trace
 from runner.tracetools.registrycheck import registry_refusals
@@ -170,54 +167,33 @@ def fork_trace(
         return ForkReport(name, "refused", str(exc), fork_at, refusals=[str(exc)])
     except ReplayRefused as exc:
         return _refused(name, fork_at, list(exc.fields.get("problems") or [str(exc)]))
-    policy = load_policy(policy_name)
-    report = gate.read_gate([workflow_path], policy, settings=settings)
-    workflow = report.workflows[0].workflow
-    assert workflow is not None  # it loaded, or read_gate raised
+    one = read_for_one_run(
+        settings, workflow_path, policy_name=policy_name, image=image, exclude=[path], cwd=cwd
+    )
+    workflow = one.workflow
     described = {
         "name": workflow.spec.name,
         "version": workflow.spec.version,
         "content_hash": workflow.content_hash,
         "path": str(workflow_path),
     }
-    fresh_provider = provider_for_workflow(workflow, cwd=cwd or Path.cwd(), settings=settings)
-    snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[path])
-    chosen_image = workflow.spec.image or image or settings.image
     backend = backend_factory()
     try:
-        report = gate.sandbox_gate(
-            report, backend=backend, settings=settings, image=chosen_image, snapshot=snapshot
-        )
-        registry = report.workflows[0].registry
-        assert registry is not None  # described, or sandbox_gate raised
+        registry = one.admit(backend)
         reasons_ = registry_refusals(anchor.prefix_trace, registry)
         if reasons_:
             return _refused(name, fork_at, reasons_, described)
         prefix = list(anchor.prefix)
-        request = EpisodeRequest(
-            workflow=workflow,
-            task=anchor.task,
-            policy=policy,
-            registry=registry,
-            image=chosen_image,
-            mode=policy.mode,
+        # the workflow's own provider answers behind the prefix's turns (`metered_episode`)
+        result = one.run(
+            registry,
+            anchor.task,
+            backend=backend,
+            command="fork",
+            id_factory=timestamped_ids(prefix="fork"),
             recorded_calls=prefix,
             fork_at=fork_at,
             clock_start=anchor.trace.run.clock.start,
-            snapshot=snapshot,
-        )
-        model = workflow.spec.model
-        result = one_off_run(
-            request,
-            purpose="replay",
-            command="fork",
-            backend=backend,
-            settings=settings,
-            provider=fresh_provider,  # behind the prefix's turns (`metered_episode`)
-            id_factory=timestamped_ids(prefix="fork"),
-            spend="per_call",
-            model=(model.name or model.provider) if model is not None else None,
-            max_tokens=call_cap(policy.ceilings.replay),
         )
     except InfrastructureError as exc:
         return ForkReport(name, "infra_error", str(exc), fork_at, described)

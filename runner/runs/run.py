@@ -2,7 +2,8 @@
 
 The same load path as ``submit`` (`runner.admission.gate`): the tools read from source first,
 nothing of them imported on the host, then described inside a sandbox from the tool snapshot;
-the run is charged under ``replay`` (`runner.episode.metered_run.one_off_run`). Printing the
+the run is charged under ``replay``. Those steps are `runner.admission.onerun`'s, shared with
+the anchored fork; the task file and the backend's lifetime are this module's. Printing the
 result is the CLI's (`runner.cli.render.episode`).
 """
 
@@ -12,16 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.admission import gate
+from runner.admission.onerun import read_for_one_run
 from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.tasks import Task, load_tasks
-from runner.episode.limits import check_engine_limits
-from runner.episode.metered_run import call_cap, one_off_run
-from runner.episode.request import EpisodeRequest
 from runner.errors import SandboxReplayError
-from runner.policy import load_policy
-from runner.providers.workflows import provider_for_workflow
-from runner.tools.snapshot.sources import project_snapshot
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
@@ -90,62 +85,20 @@ def execute_run(
         InfrastructureError: the backend is unusable (Docker unreachable, bwrap missing).
         ValueError: neither ``backend`` nor ``backend_factory`` given (a caller's bug).
     """
-    # imported on use, not at module top: start-up speed (`--help`, `check`)
-
     task = asked_task(tasks_path, task_id, on_skipped_line)
-    policy = load_policy(policy_name)
-    # The load path `submit` shares (runner/admission/gate.py): the tools read from
-    # source first (nothing of them imported here), then described inside a sandbox below.
-    report = gate.read_gate([workflow_path], policy, settings=settings)
-    workflow = report.workflows[0].workflow
-    assert workflow is not None  # it loaded, or read_gate raised
-    model = workflow.spec.model
-    provider = provider_for_workflow(workflow, cwd=Path.cwd(), settings=settings)
-    # What the sandbox sees of the project: a copy of the declared tool code and data files,
-    # taken now (runner/tools/snapshot/toolsnapshot.py); never the tasks file or the state folder.
-    snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
-    image = workflow.spec.image or image or settings.image  # a workflow's own image wins
+    # The load path `submit` shares (runner/admission/gate.py): the tools read from source
+    # first (nothing of them imported here), then described inside a sandbox by `admit`.
+    one = read_for_one_run(
+        settings, workflow_path, policy_name=policy_name, image=image, exclude=[tasks_path]
+    )
     own_backend = backend is None
     if backend is None:
         if backend_factory is None:
             raise ValueError("execute_run needs a backend or a backend_factory")
         backend = backend_factory()
     try:
-        check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
-        # the registry the run uses: described in a sandbox from the snapshot (kept by its
-        # digest: a second run over the same snapshot starts no describing sandbox)
-        report = gate.sandbox_gate(
-            report,
-            backend=backend,
-            settings=settings,
-            image=image,
-            snapshot=snapshot,
-        )
-        registry = report.workflows[0].registry
-        request = EpisodeRequest(
-            workflow=workflow,
-            task=task,
-            policy=policy,
-            registry=registry,
-            image=image,
-            mode=policy.mode,
-            snapshot=snapshot,
-        )
-        # SPEC.md: every run and model call is charged with its purpose; a sandboxed run is
-        # `replay`: the run (reserved before it starts) and each model call (reserved before it
-        # is forwarded, as in submit), so the policy's replay ceilings hold here too.
-        return one_off_run(
-            request,
-            purpose="replay",
-            command="run",
-            backend=backend,
-            settings=settings,
-            provider=provider,
-            id_factory=timestamped_ids(),
-            spend="per_call",
-            model=(model.name or model.provider) if model is not None else None,
-            max_tokens=call_cap(policy.ceilings.replay),
-        )
+        registry = one.admit(backend)
+        return one.run(registry, task, backend=backend, command="run", id_factory=timestamped_ids())
     finally:
         close = getattr(backend, "close", None)  # `Backend` declares no close() yet
         if own_backend and callable(close):

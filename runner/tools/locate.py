@@ -12,9 +12,7 @@ May import: the rest of `runner.domain`, `runner.errors`, the standard library.
 
 from __future__ import annotations
 
-import importlib.machinery
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,15 +22,13 @@ from runner.domain.mcpentry import McpEntry, McpSource
 from runner.domain.registry import ToolSpec
 from runner.errors import InputError
 from runner.tools.mcp import server_files
-from runner.tools.programs import module_root, program_modules
+from runner.tools.programs import module_root, program_modules, top_spec
 from runner.tools.source import load_manifest_tools, load_mcp_tools_list, manifest_path
 
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
 __all__ = ["ToolLocations", "locate_tools", "tool_entry_where"]
-
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 @dataclass
@@ -79,18 +75,6 @@ def _root(name: str, search: list[Path], installed: bool) -> Path | None:
     return module_root(name, search, installed)
 
 
-def _top_spec(
-    name: str, search: list[Path], installed: bool
-) -> importlib.machinery.ModuleSpec | None:
-    if not _MODULE.match(name):
-        return None
-    top = name.split(".")[0]
-    spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search])
-    if spec is None and installed:
-        spec = importlib.machinery.PathFinder.find_spec(top)  # the installed packages
-    return spec
-
-
 def _confined_root(name: str, folder: Path, where: dict[str, Any]) -> Path | None:
     """The mount root of module ``name`` found in ``folder`` alone, which it must not leave.
 
@@ -98,7 +82,7 @@ def _confined_root(name: str, folder: Path, where: dict[str, Any]) -> Path | Non
         InputError: ``name``'s top-level package is a plain folder (no ``__init__.py``: a
             namespace package, e.g. ``Documents``) or a link leading out of ``folder``.
     """
-    spec = _top_spec(name, [folder], installed=False)
+    spec = top_spec(name, [folder], installed=False)
     if spec is None:
         return None
     top = name.split(".")[0]

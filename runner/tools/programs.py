@@ -22,9 +22,28 @@ from runner.errors import InputError
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["module_root", "program_modules", "program_roots"]
+__all__ = ["module_root", "program_modules", "program_roots", "top_spec"]
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def top_spec(
+    name: str, search: list[Path], installed: bool
+) -> importlib.machinery.ModuleSpec | None:
+    """The spec of ``name``'s top-level package, found by a directory scan (nothing imported).
+
+    Args:
+        name: a dotted module name (anything else: None).
+        search: folders looked in first.
+        installed: also look in the installed packages (the host's ``sys.path``).
+    """
+    if not _MODULE.match(name):
+        return None
+    top = name.split(".")[0]
+    spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search])
+    if spec is None and installed:
+        spec = importlib.machinery.PathFinder.find_spec(top)  # the installed packages
+    return spec
 
 
 def module_root(name: str, search: list[Path], installed: bool) -> Path | None:
@@ -38,12 +57,7 @@ def module_root(name: str, search: list[Path], installed: bool) -> Path | None:
     Returns:
         The folder, or None when the module is not found (or is built in or frozen).
     """
-    if not _MODULE.match(name):
-        return None
-    top = name.split(".")[0]
-    spec = importlib.machinery.PathFinder.find_spec(top, [str(p) for p in search])
-    if spec is None and installed:
-        spec = importlib.machinery.PathFinder.find_spec(top)  # the installed packages
+    spec = top_spec(name, search, installed)
     if spec is None:
         return None
     locations = list(spec.submodule_search_locations or [])

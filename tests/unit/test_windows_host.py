@@ -22,7 +22,7 @@ import pytest
 from runner.backends import processgroup
 from runner.backends.docker.engine import _socket_path, discover_engine
 from runner.runtime import pid1
-from runner.runtime.worker import client as worker_client
+from runner.runtime.worker import spawn as worker_spawn
 from tests.support.paths import REPO
 
 
@@ -85,7 +85,7 @@ def test_the_worker_gets_its_pipes_as_inherited_handles_not_pass_fds(
     monkeypatch.setattr(
         os, "set_handle_inheritable", lambda h, on: inheritable.append((h, on)), raising=False
     )
-    tail, options = worker_client.spawn_options(
+    tail, options = worker_spawn.spawn_options(
         7, 8, None, 9, handles=True, get_handle=lambda fd: 1000 + fd
     )
     assert tail == ["--handles", "1007", "1008"]
@@ -94,7 +94,7 @@ def test_the_worker_gets_its_pipes_as_inherited_handles_not_pass_fds(
     assert options["creationflags"] == 0x00000200
     assert inheritable == [(1007, True), (1008, True)]
     # POSIX: the fds themselves, in a session of its own
-    tail, options = worker_client.spawn_options(7, 8, 9, 9, handles=False)
+    tail, options = worker_spawn.spawn_options(7, 8, 9, 9, handles=False)
     assert tail == ["7", "8", "9"]
     assert options == {"pass_fds": (7, 8, 9), "start_new_session": True}
 
@@ -143,7 +143,8 @@ for module in ("runner.cli.commands.run", "runner.cli.commands.submit",
                "runner.backends.unsandboxed", "runner.backends.docker.backend",
                "runner.backends.docker.hostfiles", "runner.backends.capacity",
                "runner.submit.job", "runner.reproduce.reproducer", "runner.runtime.main",
-               "runner.runtime.worker.client", "runner.runtime.worker.process"):
+               "runner.runtime.worker.client", "runner.runtime.worker.spawn",
+               "runner.runtime.worker.process"):
     importlib.import_module(module)
 from runner.backends.base import sandbox_user
 assert sandbox_user() == "10001:10001", sandbox_user()

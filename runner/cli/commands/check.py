@@ -101,7 +101,7 @@ def check_command(
             write_junit_cases(
                 "sandbox-replay check", [JUnitCase(policy, "check", str(exc), error=error)], junit
             )
-        fail(exc, as_json=as_json)
+        fail(exc)
     if junit is not None:
         write_junit_cases(
             "sandbox-replay check", [_case(report, c) for c in report.workflows], junit

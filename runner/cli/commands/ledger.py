@@ -48,7 +48,7 @@ def ledger_command(
             validate_id(job, kind="job id", field="--job")
         data = _read(path, job)
     except SandboxReplayError as exc:
-        fail(exc, as_json=as_json)
+        fail(exc)
     if as_json:
         print_json(data)
         return

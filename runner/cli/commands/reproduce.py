@@ -125,7 +125,7 @@ def reproduce_command(
         if fork_at is not None:
             _check_fork_flags(paths, workflow, junit, html, egress_baseline, write_egress_baseline)
     except SandboxReplayError as exc:
-        fail(exc, as_json=as_json)
+        fail(exc)
     if fork_at is not None:
         assert workflow is not None  # _check_fork_flags
         _fork(settings, paths[0], fork_at, workflow, image, make, as_json)
@@ -166,7 +166,7 @@ def reproduce_command(
             err=as_json,
         )
     except SandboxReplayError as exc:
-        fail(exc, as_json=as_json)
+        fail(exc)
     code = worst_exit_code(egress, *(r.exit_code for r in reports))
     if as_json:
         outcomes: dict[str, int] = {}
@@ -228,7 +228,7 @@ def _fork(
     try:
         report = fork_trace(path, fork_at, workflow, settings, backend_factory=make, image=image)
     except SandboxReplayError as exc:
-        fail(exc, as_json=as_json)
+        fail(exc)
     if as_json:
         print_json(
             {

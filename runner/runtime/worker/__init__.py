@@ -7,9 +7,10 @@ run (same uid, no capability) and talks to it over two pipes with the channel's 
 call-time guard (the registry, the declared toolsets of program steps) and every call record
 are on the runtime's side; what the worker answers is checked and only then used.
 
-Modules: ``client`` (the runtime's end: spawn, requests, violations), ``process`` (the worker's
-end: imports tool modules, runs tools and programs), ``wire`` (what may cross: results, errors,
-raw HTTP exchanges).
+Modules: ``spawn`` (starting it: pipes, session, the witness's bootstrap socket; ``fork``: as a
+fork of the runtime), ``client`` (the runtime's end: requests, violations), ``process`` (the
+worker's end: imports tool modules, runs tools and programs), ``wire`` (what may cross: results,
+errors, raw HTTP exchanges).
 
 The egress witness: the worker's first act is to install the seccomp filter on
 itself over a bootstrap socket (`process.install_witness`); the runtime answers it

@@ -1,13 +1,11 @@
-"""The runtime's end of the worker: spawn it, send it work, believe only what the pipe allows.
+"""The runtime's end of the worker: send it work, believe only what the pipe allows.
 
-Standard library only, Python 3.9+. `Worker.spawn` forks the worker from the runtime before any
-run data arrives (`runner.runtime.worker.fork`; a fresh ``python3 -u -m runner.runtime.worker``
-where `runner.runtime.worker.fork.exec_wanted`), in a session of its own (the cap kills its
-process group), with the runtime's stdin (``/dev/null``) and stdout (a copy of stderr) and no
-other descriptor but its two pipe ends and the witness's bootstrap socket: it holds no
-descriptor of the host channel. `Worker.pid` is its pid (the egress witness's hook point is in the
-worker, `runner.runtime.worker.process.before_user_code`; the runtime side reads what it needs
-with this pid).
+Standard library only, Python 3.9+. `Worker.spawn` starts the worker before any run data
+arrives (`runner.runtime.worker.spawn.start`: a fork of the runtime, or a fresh interpreter; in
+a session of its own, holding no descriptor of the host channel) and serves the egress
+witness's bootstrap when it is asked for. `Worker.pid` is its pid (the egress witness's hook
+point is in the worker, `runner.runtime.worker.process.before_user_code`; the runtime side reads
+what it needs with this pid).
 
 Everything that comes back is checked (`runner.runtime.worker.wire`); a line that is not an
 answer the runtime is waiting for (a forged ``call`` or ``episode``, an unparseable or
@@ -18,9 +16,7 @@ pipe fails the call in progress with `WorkerGone`.
 """
 
 import itertools
-import os
 import socket
-import sys
 import threading
 from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional
 
@@ -29,74 +25,19 @@ from runner.runtime.egress import audit, witness
 from runner.runtime.pid1 import Reaper
 from runner.runtime.registry import RuntimeTool
 from runner.runtime.replay.callrecords import to_json_text
-from runner.runtime.worker import fork, wire
-from runner.sdk import rawio, wallclock
+from runner.runtime.worker import spawn, wire
+from runner.sdk import rawio
 from runner.trace.format import encode_body
 from runner.trace.jsonform import ENCODINGS
 from runner.trace.strictjson import loads as strict_loads
 from runner.wire import observed
-from runner.wire.env import ENV_WITNESS
 
 if TYPE_CHECKING:
     import subprocess
 
 __all__ = ["MAX_VIOLATIONS", "Worker"]
 
-# ENV_WITNESS "off": the hook alone (record's local process, the hook's own tests): the
-# runtime then reports coverage partial, the hook's notes come back
 MAX_VIOLATIONS = 20  # the first ones are named; the rest only counted
-WORKER_COMMAND = ("-u", "-m", "runner.runtime.worker")
-
-
-# Windows (``record`` runs the runtime as a local process there): no ``pass_fds``, no
-# sessions. The pipe ends travel as inheritable handles named in a ``--handles`` argument and
-# listed in the child's ``STARTUPINFO`` handle list (only those are inherited); the child opens
-# them with ``msvcrt.open_osfhandle`` (`runner.runtime.worker.process.main`).
-HANDLES = sys.platform == "win32"
-_CREATE_NEW_PROCESS_GROUP = 0x00000200
-
-
-def spawn_options(
-    read_fd: int,
-    write_fd: int,
-    witness_fd: Optional[int],
-    socket_fd: int,
-    handles: bool = HANDLES,
-    get_handle: Optional[Any] = None,
-) -> "tuple[List[str], Dict[str, Any]]":
-    """The worker's arguments after its module name and the ``Popen`` options passing its fds.
-
-    Args:
-        read_fd: the worker's end of the runtime-to-worker pipe.
-        write_fd: the worker's end of the worker-to-runtime pipe.
-        witness_fd: the witness's bootstrap socket, when witnessed (POSIX only).
-        socket_fd: that socket's fd, passed on POSIX in any case (as before).
-        handles: pass Windows handles instead of fds (default: on Windows).
-        get_handle: ``fd -> handle`` (default ``msvcrt.get_osfhandle``; tests inject one).
-    """
-    if not handles:
-        tail = [str(read_fd), str(write_fd)] + ([str(witness_fd)] if witness_fd is not None else [])
-        return tail, {"pass_fds": (read_fd, write_fd, socket_fd), "start_new_session": True}
-    import subprocess
-
-    if get_handle is None:
-        import msvcrt  # Windows only
-
-        get_handle = msvcrt.get_osfhandle  # type: ignore[attr-defined]
-    found = [int(get_handle(read_fd)), int(get_handle(write_fd))]
-    for handle in found:
-        os.set_handle_inheritable(handle, True)  # type: ignore[attr-defined]
-    startup = subprocess.STARTUPINFO()  # type: ignore[attr-defined]
-    startup.lpAttributeList = {"handle_list": found}
-    flags = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", _CREATE_NEW_PROCESS_GROUP)
-    return ["--handles", str(found[0]), str(found[1])], {
-        "startupinfo": startup,
-        "creationflags": flags,
-    }
-
-
-def _partial(reason: str) -> Dict[str, Any]:
-    return {"type": "coverage", "partial": True, "reason": reason}
 
 
 class Worker:
@@ -127,56 +68,23 @@ class Worker:
     # --- life ---------------------------------------------------------------------------------
 
     def spawn(self) -> int:
-        """Start the worker; return its pid."""
-        to_worker_r, to_worker_w = os.pipe()  # non-inheritable, passed explicitly below
-        from_worker_r, from_worker_w = os.pipe()
-        # its sitecustomize installs the run's clock before the audit hook (as in every Python
-        # child): the reading until ``load`` brings the run's is the machine's time now
-        environment = dict(os.environ)
-        environment.setdefault(wallclock.ENV_CLOCK, repr(wallclock.real_time()))
-        ours, theirs = socket.socketpair()  # the witness's bootstrap (non-inheritable)
-        witnessed = os.environ.get(ENV_WITNESS) != "off" and not HANDLES
-        if witnessed:
-            environment[audit.ENV_WITNESSED] = "1"  # the worker clears it if the bootstrap fails
-        elif HANDLES:  # record on Windows: the witness is a Linux seccomp filter
-            self._witness_coverage = _partial("egress witness unavailable on this platform")
-        else:
-            self._witness_coverage = _partial(
-                "egress witness off (a local process outside any sandbox: record's, {}=off)".format(
-                    ENV_WITNESS
-                )
-            )
-        witness_fd = theirs.fileno() if witnessed else None
-        if fork.exec_wanted(environment):
-            import subprocess  # only here: the fork needs none of it (~3 ms of every start)
-
-            tail, options = spawn_options(to_worker_r, from_worker_w, witness_fd, theirs.fileno())
-            process = subprocess.Popen(
-                [sys.executable, *WORKER_COMMAND, *tail],
-                env=environment,
-                stdin=subprocess.DEVNULL,
-                close_fds=True,
-                **options,
-            )
-            self._process = process  # kept, never waited on: the reaper owns the exit status
-            pid = process.pid
-        else:
-            pid = fork.start(to_worker_r, from_worker_w, witness_fd, environment)
-        theirs.close()
-        if witnessed:
+        """Start the worker (`runner.runtime.worker.spawn.start`); return its pid."""
+        started = spawn.start()
+        self._process = started.process
+        if started.bootstrap is not None:
             self._bootstrap = threading.Thread(
-                target=self._serve_witness, args=(pid, ours), name="egress-bootstrap"
+                target=self._serve_witness,
+                args=(started.pid, started.bootstrap),
+                name="egress-bootstrap",
             )
             self._bootstrap.start()
         else:
-            ours.close()
-        self.pid = pid
-        self.reaper.watch(pid, self._process)
-        os.close(to_worker_r)
-        os.close(from_worker_w)
+            self._witness_coverage = started.coverage
+        self.pid = started.pid
+        self.reaper.watch(started.pid, self._process)
         self.pipe = Channel(
-            from_worker_r,
-            to_worker_w,
+            started.read_fd,
+            started.write_fd,
             exit=self._gone,
             on_message=self._on_message,
             on_invalid=self._violation,
@@ -184,7 +92,7 @@ class Worker:
             max_inbound=wire.MAX_PIPE_BYTES + 4096,
         )
         self.pipe.start_reader()
-        return pid
+        return started.pid
 
     def _serve_witness(self, pid: int, channel: socket.socket) -> None:
         try:

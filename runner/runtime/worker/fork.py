@@ -22,7 +22,7 @@ The child (`start`, which never returns in it) then becomes what a fresh worker 
   trapped calls (``/proc/PID/mem``), which the kernel refuses for a non-dumpable process;
 - ``SIGINT`` raises ``KeyboardInterrupt`` again (PID 1 dropped Python's handler, `runner.
   runtime.pid1.drop_signal_handlers`);
-- the environment the runtime computed for it (`runner.runtime.worker.client.Worker.spawn`) and
+- the environment the runtime computed for it (`runner.runtime.worker.spawn.start`) and
   the wall clock frozen at the reading it exports (what ``sitecustomize`` did in a fresh one);
   the audit hook, already installed in the runtime, logs to the child log from here (its
   owner is the runtime's pid; its queue is emptied at fork, `runner.runtime.egress.audit`);

@@ -284,7 +284,7 @@ def main(argv: List[str]) -> int:
     """The worker's entry: ``READ_FD WRITE_FD [WITNESS_FD]``; serve until the runtime goes away.
 
     On Windows ``--handles READ_HANDLE WRITE_HANDLE``: inherited handles, opened as fds here
-    (`runner.runtime.worker.client.spawn_options`).
+    (`runner.runtime.worker.spawn.spawn_options`).
     """
     if argv[:1] == ["--handles"]:
         import msvcrt  # Windows only

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from runner.admission import gate
 from runner.domain.ids import timestamped_ids, validate_id
 from runner.domain.tasks import Task, load_tasks
+from runner.episode.images import ImageUse, image_source, require_images, workflow_image_source
 from runner.episode.limits import check_engine_limits
 from runner.episode.metered_run import call_cap, one_off_run
 from runner.episode.request import EpisodeRequest
@@ -84,7 +85,8 @@ def execute_run(
         The episode result (trace written).
 
     Raises:
-        InputError: a bad workflow, task file, task id, policy or model function.
+        InputError: a bad workflow, task file, task id, policy or model function; an image
+            the engine lacks (`runner.episode.images.require_images`).
         IneligibleError: a workflow tool is denied or unresolvable under the policy.
         CeilingReached: the policy's ``replay`` ceiling leaves no room for the run.
         InfrastructureError: the backend is unusable (Docker unreachable, bwrap missing).
@@ -104,6 +106,11 @@ def execute_run(
     # What the sandbox sees of the project: a copy of the declared tool code and data files,
     # taken now (runner/tools/snapshot/toolsnapshot.py); never the tasks file or the state folder.
     snapshot = project_snapshot([workflow], state_dir=settings.state_dir, exclude=[tasks_path])
+    named_by = (
+        workflow_image_source(workflow_path, workflow)
+        if workflow.spec.image
+        else image_source(settings, "--image" if image else None)
+    )
     image = workflow.spec.image or image or settings.image  # a workflow's own image wins
     own_backend = backend is None
     if backend is None:
@@ -112,6 +119,8 @@ def execute_run(
         backend = backend_factory()
     try:
         check_engine_limits(backend, policy, settings)  # cpus above the engine's: exit 2
+        # an image the engine lacks: exit 2 naming it, before any sandbox or ledger row
+        require_images(backend, [ImageUse(image, f"workflow {workflow_path}", named_by)])
         # the registry the run uses: described in a sandbox from the snapshot (kept by its
         # digest: a second run over the same snapshot starts no describing sandbox)
         report = gate.sandbox_gate(

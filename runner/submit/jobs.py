@@ -247,8 +247,14 @@ def _entry(
     if failure is not None and status != "running":
         status = "failed"
     created = row.created if row is not None else None
+    failed_at = (failure or {}).get("at")
     if created is None and folder is not None:
-        created = (folder / "job.json").stat().st_mtime if job is not None else clock_now
+        if job is not None:
+            created = (folder / "job.json").stat().st_mtime
+        elif isinstance(failed_at, int | float) and not isinstance(failed_at, bool):
+            created = float(failed_at)  # failed before job.json: when it failed
+        else:
+            created = clock_now
     exit_code = (report or failure or {}).get("exit_code")
     repeats = plan.get("repeats")
     return JobEntry(

@@ -99,9 +99,19 @@ def test_docker_unusable_is_exit_6(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize(
     ("status", "code"),
-    [("succeeded", 0), ("failed", 0), ("timeout", 0), ("crashed", 0), ("infra_error", 6)],
+    [
+        ("succeeded", 0),
+        ("failed", 1),
+        ("denied", 1),  # a new user's finding: a denied episode exited 0
+        ("timeout", 1),
+        ("oom", 1),
+        ("crashed", 1),
+        ("limit_exceeded", 1),
+        ("ceiling_reached", 4),
+        ("infra_error", 6),
+    ],
 )
-def test_status_is_data_exit_code_only_for_infrastructure(
+def test_the_exit_code_says_whether_the_episode_succeeded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, code: int
 ) -> None:
     trace = tmp_path / "t.jsonl"
@@ -123,6 +133,8 @@ def test_status_is_data_exit_code_only_for_infrastructure(
     assert as_json.exit_code == code
     summary = json.loads(as_json.stdout)
     assert summary["status"] == status and summary["trace"] == str(trace)
+    # as in every command's JSON, exit_code is the command's; the trace's own code beside it
+    assert summary["exit_code"] == code and summary["episode_exit_code"] == 1
 
 
 def test_run_is_charged_under_replay_with_its_model_tokens(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ from runner.submit.jobfolder import (
     write_job,
 )
 from runner.submit.jobreport import JobReport
-from runner.submit.options import SubmitOptions, grading_seed
+from runner.submit.options import SubmitOptions, grading_seed, resolve_baseline
 from runner.submit.pairs import PairRunner
 from runner.submit.plan import Plan, build_plan
 from runner.submit.report import build_report, grade_job, write_report
@@ -207,7 +207,8 @@ def prepare(
         limits=limits_in_effect(policy, settings),
         repeats=options.repeats,
         seed=grading_seed(options, job_id),
-        baseline=options.baseline,
+        # --baseline FILE: the variant whose workflow file it is
+        baseline=resolve_baseline(options.baseline, [(v.name, v.path) for v in variants]),
         anchor=anchor,
     )
 

@@ -105,7 +105,7 @@ def test_a_call_an_argument_rule_denies_is_refused_in_the_sandbox_and_named(
     code, fine, err = _cli([*run, "--task", "fine"], work, sandbox_image)
     assert code == 0 and fine["status"] == "succeeded", (fine, err)
     code, wipe, err = _cli([*run, "--task", "wipe"], work, sandbox_image)
-    assert code == 0, err  # the episode ran; its status is the data
+    assert code == 1, err  # the episode ran and did not succeed (run's exit code says so)
     assert wipe["status"] == "denied", wipe
 
     lines = _lines(wipe["trace"])
@@ -175,11 +175,11 @@ def test_the_guard_decides_backtracking_patterns_without_holding_the_run(
     (work / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
     run = ["run", "guarded.yaml", "--tasks", "tasks.jsonl", "--policy", "slow-policy.yaml"]
     code, slow, err = _cli([*run, "--task", "slow"], work, sandbox_image)
-    assert code == 0 and slow["status"] == "denied", (slow, err)  # not "timeout"
+    assert code == 1 and slow["status"] == "denied", (slow, err)  # not "timeout"
     ran, refused = _calls(slow["trace"])  # the 31 characters ran; "echo done" is words
     assert json.loads(ran["body"])["ran"] == "a" * 30 + "!", ran
     assert refused["meta"]["argument_rule"]["rule"] == "words", refused
     code, words, err = _cli([*run, "--task", "words"], work, sandbox_image)
-    assert code == 0 and words["status"] == "denied", (words, err)
+    assert code == 1 and words["status"] == "denied", (words, err)
     (refused,) = _calls(words["trace"])
     assert refused["meta"]["argument_rule"]["rule"] == "words", refused

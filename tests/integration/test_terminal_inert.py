@@ -106,8 +106,29 @@ def test_submit_report_run_reproduce_lint_and_extract_print_hostile_text_inert(
     run("submit", "--json", "--variant", "a.yaml", "--variant", "b.yaml", "--tasks", "tasks.jsonl")
     run("ledger")
     run("ledger", "--job", job)
-    run("--log-format", "console", "run", "a.yaml", "--tasks", "tasks.jsonl", "--task", "t1")
-    run("--log-format", "console", "run", "b.yaml", "--tasks", "tasks.jsonl", "--task", "t1")
+    # run's exit code says whether the episode succeeded (1: it did not); the text is the point
+    run(
+        "--log-format",
+        "console",
+        "run",
+        "a.yaml",
+        "--tasks",
+        "tasks.jsonl",
+        "--task",
+        "t1",
+        codes=(0, 1),
+    )
+    run(
+        "--log-format",
+        "console",
+        "run",
+        "b.yaml",
+        "--tasks",
+        "tasks.jsonl",
+        "--task",
+        "t1",
+        codes=(0, 1),
+    )
     traces = sorted((root / "state" / "traces").glob("*.jsonl"))
     run("lint", *map(str, traces), codes=(0, 1))
     run("tasks", "extract", "--all", *map(str, traces), "-o", str(tmp_path / "t.jsonl"))

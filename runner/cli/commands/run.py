@@ -121,9 +121,7 @@ def run_command(
         error, egress = exc, exc.exit_code
     code = worst_exit_code(episode_exit_code(result.status), egress)
     if as_json:
-        summary = result.summary()
-        summary["episode_exit_code"] = summary.get("exit_code")
-        summary["exit_code"] = code
+        summary = result.summary(exit_code=code)
         if error is not None:
             summary["error"] = str(error)
         print_json(summary)

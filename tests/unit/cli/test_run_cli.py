@@ -199,6 +199,26 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
     assert "1 line(s) could not be read (line 2)" in missing.output
 
 
+def test_record_json_says_its_own_exit_code_beside_the_episode_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.cli.commands import record as record_module
+
+    def fake_record(*args: Any, **kwargs: Any) -> EpisodeResult:
+        return EpisodeResult(
+            "rec-1", "failed", tmp_path / "t.jsonl", {"status": "failed", "exit_code": 1}
+        )
+
+    monkeypatch.setattr(record_module, "record_run", fake_record)
+    done = CliRunner().invoke(
+        app,
+        ["record", "wf.yaml", "--tasks", "t.jsonl", "--task", "t", "--json"],
+        env={"SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state")},
+    )
+    summary = json.loads(done.stdout)
+    assert done.exit_code == 0 == summary["exit_code"] and summary["episode_exit_code"] == 1
+
+
 def test_record_meters_wall_seconds_not_sandbox_seconds(capsys: pytest.CaptureFixture[str]) -> None:
     result = EpisodeResult(
         "rec-1",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.admission import gate
+from runner.episode.images import ImageUse, image_source, require_images, workflow_image_source
 from runner.episode.limits import check_engine_limits
 from runner.episode.metered_run import call_cap, one_off_run
 from runner.episode.request import EpisodeRequest
@@ -60,6 +61,9 @@ class OneRun:
         provider: the workflow's model provider; None without a model.
         snapshot: the tool snapshot the sandbox is given.
         image: the sandbox image.
+        image_named_by: where the image was named, for a missing image's error
+            (`runner.episode.images.ImageUse.named_by`).
+        workflow_path: the workflow file, as errors name it.
     """
 
     settings: Settings
@@ -69,6 +73,8 @@ class OneRun:
     provider: ModelProvider | None
     snapshot: ToolSnapshot
     image: str
+    image_named_by: str
+    workflow_path: Path
 
     def admit(self, backend: Backend) -> Registry:
         """The second stage on ``backend``: the engine's limits, the registry a sandbox describes.
@@ -77,11 +83,15 @@ class OneRun:
             The registry the run uses (described from the snapshot, filtered by the policy).
 
         Raises:
-            InputError: ``cpus`` above the engine's, or a module the sandbox cannot import.
+            InputError: ``cpus`` above the engine's, an image the engine lacks (exit 2 naming
+                it and ``image build --tag``, before any sandbox or ledger row), or a module
+                the sandbox cannot import.
             IneligibleError: a tool the sandbox describes is denied or does not resolve.
             InfrastructureError: the backend failed.
         """
         check_engine_limits(backend, self.policy, self.settings)  # cpus above the engine's
+        use = ImageUse(self.image, f"workflow {self.workflow_path}", self.image_named_by)
+        require_images(backend, [use])
         # described in a sandbox from the snapshot (kept by its digest: a second run over the
         # same snapshot starts no describing sandbox)
         report = gate.sandbox_gate(
@@ -197,4 +207,10 @@ def read_for_one_run(
         provider=provider,
         snapshot=snapshot,
         image=workflow.spec.image or image or settings.image,  # a workflow's own image wins
+        image_named_by=(
+            workflow_image_source(workflow_path, workflow)
+            if workflow.spec.image
+            else image_source(settings, "--image" if image else None)
+        ),
+        workflow_path=workflow_path,
     )

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from runner.backends.base import Backend
-from runner.domain.ids import IdFactory, timestamped_ids
+from runner.domain.ids import IdFactory, new_run_id, timestamped_ids
 from runner.episode.driver import (
     KILL_DRAIN_S,
     MIN_WRITE_S,
@@ -164,10 +164,13 @@ def metered_run(
     task_id: str,
     policy: Policy,
     estimate: Amount | None = None,
+    job_id: str | None = None,
 ) -> Iterator[MeteredRun]:
     """Open the ledger, create a job and reserve one run of ``purpose`` for the block.
 
     ``estimate`` is the reservation (default: one run and `run_sandbox_s` sandbox seconds).
+    ``job_id``: the job's id (`one_off_run`: the run's own id, the one its trace is named by);
+    default a new ``<command>-...`` id.
 
     An exception escaping the block releases the reservation (the run did not happen) and
     marks the run ``interrupted``.
@@ -175,7 +178,7 @@ def metered_run(
     Raises:
         CeilingReached: the policy's ceiling of ``purpose`` leaves no room for one more run.
     """
-    job_id = timestamped_ids(prefix=command)()
+    job_id = job_id or timestamped_ids(prefix=command)()
     ceilings = getattr(policy, "ceilings", None)
     limit = getattr(ceilings, purpose, None) if ceilings is not None else None
     ceiling = Ceiling.of(limit) if limit is not None else Ceiling()
@@ -358,7 +361,8 @@ def one_off_run(
     """One run of a command of its own (``run``, ``record``, ``reproduce``), metered end to end.
 
     A ledger job of ``command`` with one run of ``purpose`` reserved (`metered_run`), the
-    episode (`metered_episode`), then the charge settled as ``spend`` says.
+    episode (`metered_episode`), then the charge settled as ``spend`` says. The job's id is
+    the run's (its trace's name: ``run-...``, ``repro-...``, ``rec-...``).
 
     Args:
         request: what to run.
@@ -385,7 +389,12 @@ def one_off_run(
     variant = f"{spec.name}@{spec.version}"
     task_id = request.task.task_id
     provider, waits = rate_limited(provider, purpose, request.policy, model)
-    with metered_run(settings, purpose, command, variant, task_id, request.policy) as metered:
+    # the job is named by the run's id, the one its trace and the command's output say, so
+    # that ``jobs --all`` lists and ``jobs show`` opens what the user saw
+    run_id = new_run_id(id_factory)
+    with metered_run(
+        settings, purpose, command, variant, task_id, request.policy, job_id=run_id
+    ) as metered:
         episode = metered_episode(
             request,
             run_key=metered.key,
@@ -393,7 +402,7 @@ def one_off_run(
             backend=backend,
             settings=settings,
             provider=provider,
-            id_factory=id_factory,
+            id_factory=lambda: run_id,
             variant=variant,
             model=model,
             max_tokens=max_tokens,

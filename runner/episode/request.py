@@ -100,6 +100,17 @@ class EpisodeResult:
         """True when infrastructure, not the workflow, ended the run."""
         return self.status == "infra_error"
 
-    def summary(self) -> dict[str, Any]:
-        """Return a JSON-able summary: run id, status, trace path and the ``end`` fields."""
-        return {"run_id": self.run_id, "trace": str(self.trace_path), **self.end}
+    def summary(self, exit_code: int | None = None) -> dict[str, Any]:
+        """Return a JSON-able summary: run id, status, trace path and the ``end`` fields.
+
+        Args:
+            exit_code: the command's exit code (``run --json``, ``record --json``): then
+                ``exit_code`` is it, as in every command's JSON, and the end line's own
+                (the episode's logical code: 0, 1, 124, 125, 137) is ``episode_exit_code``.
+                None: the end line's fields as they are.
+        """
+        summary = {"run_id": self.run_id, "trace": str(self.trace_path), **self.end}
+        if exit_code is not None:
+            summary["episode_exit_code"] = self.end.get("exit_code")
+            summary["exit_code"] = exit_code
+        return summary

@@ -157,6 +157,24 @@ class Ledger:
             if cur.rowcount == 0:
                 raise KeyError(f"no job {job_id!r} in {self.path}")
 
+    def set_job_outcome(self, job_id: str, outcome: str) -> None:
+        """Record a single-episode command's outcome in its job's plan (``plan["outcome"]``).
+
+        ``reproduce``'s verdict (``reproduced``, ``not_reproduced``, ...) is known only after
+        its run closed; ``jobs --all`` shows it as the job's status (the job status column
+        keeps the lifecycle: ``complete``).
+
+        Raises:
+            KeyError: no such job.
+        """
+        with self._db.transaction() as conn:
+            rows = conn.execute("SELECT plan FROM jobs WHERE id = ?", (job_id,)).fetchall()
+            if not rows:
+                raise KeyError(f"no job {job_id!r} in {self.path}")
+            plan = json.loads(rows[0][0])
+            plan = {**(plan if isinstance(plan, dict) else {}), "outcome": outcome}
+            conn.execute("UPDATE jobs SET plan = ? WHERE id = ?", (_json(plan), job_id))
+
     def remove_job(self, job_id: str) -> int:
         """Delete a job with its runs and charges, in one transaction (``jobs prune``).
 

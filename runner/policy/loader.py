@@ -146,8 +146,10 @@ def _is_path(name_or_path: str | Path) -> bool:
     return os.sep in text or "/" in text or text.endswith((".yaml", ".yml"))
 
 
-def find_policy(name_or_path: str | Path) -> Path:
+def find_policy(name_or_path: str | Path, *, field: str = "--policy") -> Path:
     """The file ``load_policy`` would read for ``name_or_path``.
+
+    ``field`` names the argument in errors (``--policy``; ``policy diff``: ``OLD``, ``NEW``).
 
     Raises:
         InputError: no such file, or no policy of that name locally or among the defaults.
@@ -161,7 +163,7 @@ def find_policy(name_or_path: str | Path) -> Path:
     if not _NAME.match(name):
         raise InputError(
             f"policy name {name!r} must be 1-64 ASCII letters, digits, _ or -, or a path",
-            field="--policy",
+            field=field,
         )
     local = Path("policies") / f"{name}.yaml"
     if local.is_file():
@@ -169,22 +171,24 @@ def find_policy(name_or_path: str | Path) -> Path:
     try:
         defaults = resources.policies_dir()
     except FileNotFoundError as exc:
-        raise InputError(f"policy {name!r} not found: {exc}", field="--policy") from exc
+        raise InputError(f"policy {name!r} not found: {exc}", field=field) from exc
     packaged = defaults / f"{name}.yaml"
     if packaged.is_file():
         return packaged
     known = sorted(p.stem for p in defaults.glob("*.yaml"))
     raise InputError(
         f"no policy {name!r}: not in ./policies/ nor among the defaults ({', '.join(known)})",
-        field="--policy",
+        field=field,
     )
 
 
-def load_policy(name_or_path: str | Path) -> Policy:
+def load_policy(name_or_path: str | Path, *, field: str = "--policy") -> Policy:
     """Load a policy by name (``./policies/NAME.yaml``, then the packaged default) or path.
 
     Args:
         name_or_path: ``shadow``, ``reproduce``, another name, or a path to a YAML file.
+        field: the argument that named it, in errors (``--policy``; ``policy diff``: ``OLD``
+            and ``NEW``, its positional arguments).
 
     Returns:
         The validated policy with its source and hash.
@@ -193,7 +197,7 @@ def load_policy(name_or_path: str | Path) -> Policy:
         InputError: not found, unreadable, invalid YAML, an unknown key (named, with its line)
             or a bad value.
     """
-    path = find_policy(name_or_path)
+    path = find_policy(name_or_path, field=field)
     source = _display(path)
     doc = load_yaml(path, what="policy")
     if not isinstance(doc.data, dict):
@@ -204,7 +208,7 @@ def load_policy(name_or_path: str | Path) -> Policy:
             "(shadow, reproduce) or a policy YAML file",
             file=source,
             line=doc.line_of(("steps",)),
-            field="--policy",
+            field=field,
         )
     try:
         spec = PolicySpec.model_validate(doc.data)

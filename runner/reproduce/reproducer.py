@@ -53,6 +53,7 @@ from runner.episode.request import EpisodeRequest
 from runner.errors import InfrastructureError, InputError, ReplayRefused
 from runner.hostlog import get_logger
 from runner.inputfile import open_input
+from runner.ledger import Ledger
 from runner.policy import load_policy
 from runner.providers.replay import ReplayProvider
 from runner.reproduce.inputs import (
@@ -323,4 +324,8 @@ class Reproducer:
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
-        return compare(name, trace, registry, result, recorded)
+        report = compare(name, trace, registry, result, recorded)
+        # the verdict is the job's status in `jobs --all` (the job is named by the replay's id)
+        with Ledger.for_state_dir(self.settings.state_dir) as ledger:
+            ledger.set_job_outcome(result.run_id, report.outcome)
+        return report

@@ -79,7 +79,8 @@ def execute_run(
         The episode result (trace written).
 
     Raises:
-        InputError: a bad workflow, task file, task id, policy or model function.
+        InputError: a bad workflow, task file, task id, policy or model function; an image
+            the engine lacks (`runner.episode.images.require_images`).
         IneligibleError: a workflow tool is denied or unresolvable under the policy.
         CeilingReached: the policy's ``replay`` ceiling leaves no room for the run.
         InfrastructureError: the backend is unusable (Docker unreachable, bwrap missing).

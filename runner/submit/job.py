@@ -47,6 +47,7 @@ from runner.backends.base import Backend
 from runner.backends.capacity import starts_at_once
 from runner.domain.ids import timestamped_ids
 from runner.domain.tasks import Task, load_tasks
+from runner.episode.images import ImageUse, image_source, require_images, workflow_image_source
 from runner.episode.limits import check_engine_limits, limits_in_effect
 from runner.episode.metered_run import call_cap, run_sandbox_s
 from runner.episode.poolbindings import PoolBindings
@@ -70,7 +71,7 @@ from runner.submit.jobfolder import (
     write_job,
 )
 from runner.submit.jobreport import JobReport
-from runner.submit.options import SubmitOptions, grading_seed
+from runner.submit.options import SubmitOptions, grading_seed, resolve_baseline
 from runner.submit.pairs import PairRunner
 from runner.submit.plan import Plan, build_plan
 from runner.submit.report import build_report, grade_job, write_report
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-__all__ = ["SubmitResult", "execute", "prepare"]
+__all__ = ["SubmitResult", "check_images", "execute", "prepare"]
 
 
 @dataclass
@@ -206,8 +207,39 @@ def prepare(
         limits=limits_in_effect(policy, settings),
         repeats=options.repeats,
         seed=grading_seed(options, job_id),
-        baseline=options.baseline,
+        # --baseline FILE: the variant whose workflow file it is
+        baseline=resolve_baseline(options.baseline, [(v.name, v.path) for v in variants]),
         anchor=anchor,
+    )
+
+
+def check_images(
+    plan: Plan, *, backend: Backend, settings: Settings, image: str | None = None
+) -> None:
+    """Every variant's image exists on ``backend``'s engine, each image asked once.
+
+    A variant runs in its workflow's ``image:``, else in ``image`` (default: the settings',
+    ``SANDBOX_REPLAY_IMAGE``) -- the rule of `described_plan` and the runs.
+
+    Raises:
+        InputError: an image is missing (exit 2): each variant that needs it named, with where
+            the image was named and ``sandbox-replay image build --tag NAME``
+            (`runner.episode.images.require_images`).
+        InfrastructureError: the engine could not be asked (exit 6).
+    """
+    default = image or settings.image
+    require_images(
+        backend,
+        [
+            ImageUse(
+                variant.image or default,
+                f"variant {variant.name}",
+                workflow_image_source(variant.path, variant.workflow)
+                if variant.image
+                else image_source(settings, "--image" if image else None),
+            )
+            for variant in plan.variants
+        ],
     )
 
 
@@ -275,6 +307,7 @@ def execute(
     on_change: Callable[[Sequence[PairOutcome]], None] = lambda _: None,
     image: str | None = None,
     handle_signals: bool = True,
+    images_checked: bool = False,
 ) -> SubmitResult:
     """Run the plan's pairs, grade, write the report.
 
@@ -287,8 +320,11 @@ def execute(
         on_change: progress callback with every pair's outcome so far.
         image: the sandbox image (default: the settings').
         handle_signals: install the SIGINT/SIGTERM handlers (main thread).
+        images_checked: `check_images` passed on this backend's engine already (before the
+            plan was shown); else it runs here, before anything of the job is written.
 
     Raises:
+        InputError: a variant's image does not exist on the engine (exit 2; no job written).
         InfrastructureError: the backend is unusable (exit 6).
     """
     folder = job_dir(settings, plan.job_id)
@@ -305,6 +341,8 @@ def execute(
     inner = backend_factory()  # Docker unusable: exit 6, no job row yet
     try:
         check_engine_limits(inner, plan.policy, settings)  # cpus above the engine's: exit 2
+        if not images_checked:  # an image the engine lacks: exit 2, before the job exists
+            check_images(plan, backend=inner, settings=settings, image=image)
         plan = readmit(plan, inner, settings)  # the engine's memory, when the plan had none
         plan = described_plan(
             plan, backend=inner, settings=settings, image=image or settings.image, snapshot=snapshot

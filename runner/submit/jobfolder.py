@@ -4,18 +4,22 @@
 ``--resume`` can continue the job (`load_resume`: refused while its owner is alive) with the
 same tool code (`resumed_snapshot`) and the same variants (`check_unchanged` against
 ``plan.json``, written once, when the job starts); ``report.json`` is written at the end
-(`runner.submit.report.write_report`).
+(`runner.submit.report.write_report`). A job whose plan was shown (its id printed) and that
+then failed before its report (the describing sandbox, the engine, the ledger) gets
+``failure.json`` (`write_failure`: the exit code and the error), so that ``jobs`` lists it with
+its failure and ``--resume`` says why it cannot continue, instead of the id naming nothing.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from runner.backends import labels
 from runner.domain.ids import path_for_id
-from runner.errors import InputError
+from runner.errors import InputError, SandboxReplayError
 from runner.hostlog import get_logger
 from runner.settings import Settings
 from runner.submit.jobreport import JobReport
@@ -25,7 +29,18 @@ from runner.tools.snapshot.toolsnapshot import ToolSnapshot
 
 log = get_logger(__name__)
 
-__all__ = ["check_unchanged", "job_dir", "load_resume", "resumed_snapshot", "write_job"]
+__all__ = [
+    "FAILURE_FILE",
+    "check_unchanged",
+    "job_dir",
+    "load_resume",
+    "resumed_snapshot",
+    "write_failure",
+    "write_job",
+]
+
+FAILURE_FILE = "failure.json"
+"""The job folder's record of a job that failed before its report (`write_failure`)."""
 
 
 def job_dir(settings: Settings, job_id: str, *, field: str = "JOB_ID") -> Path:
@@ -58,6 +73,13 @@ def load_resume(settings: Settings, job_id: str) -> SubmitOptions:
     folder = job_dir(settings, job_id, field="--resume")
     path = folder / "job.json"
     if not path.exists():
+        if (folder / FAILURE_FILE).is_file():  # shown, then failed before any run started
+            failed = read_json_object(folder / FAILURE_FILE)
+            raise InputError(
+                f"job {job_id} failed before any run started (exit {failed.get('exit_code')}:"
+                f" {failed.get('error')}); nothing of it ran: fix that and submit again",
+                field="--resume",
+            )
         raise InputError(f"no job {job_id!r} in {folder.parent}", field="--resume")
     data = read_json_object(path)
     owner = labels.owner_from_labels(data.get("owner") or {})
@@ -124,6 +146,31 @@ def write_job(
     )
     if not resume:
         _write_json(folder / "plan.json", plan.to_json())
+
+
+def write_failure(folder: Path, plan: Plan, error: SandboxReplayError) -> None:
+    """Record that the job failed before its report: ``failure.json`` (and ``plan.json``).
+
+    ``{"job_id", "exit_code", "error", "fields", "at"}`` (``at``: epoch seconds); ``plan.json``
+    too when the job failed before writing it, so that ``jobs`` lists its variants and tasks.
+    Never raises: the job's own error is what the user must see (a write failure is logged).
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "plan.json").exists():
+            _write_json(folder / "plan.json", plan.to_json())
+        _write_json(
+            folder / FAILURE_FILE,
+            {
+                "job_id": plan.job_id,
+                "exit_code": error.exit_code,
+                "error": str(error),
+                "fields": error.fields,
+                "at": time.time(),
+            },
+        )
+    except OSError as exc:
+        log.warning("job_failure_not_recorded", job=plan.job_id, error=str(exc))
 
 
 def load_report(settings: Settings, job_id: str) -> tuple[JobReport, dict[str, Any]]:

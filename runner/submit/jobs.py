@@ -34,16 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from runner.backends import labels
-from runner.domain.ids import id_problem, path_for_id
+from runner.domain.ids import id_problem, path_for_id, validate_id
 from runner.errors import InputError
 from runner.hostlog import get_logger
 from runner.ledger import LEDGER_FILENAME, PURPOSES, Ledger
 from runner.settings import Settings
+from runner.submit.jobfolder import FAILURE_FILE
 from runner.submit.options import read_json_object
 
 log = get_logger(__name__)
 
-__all__ = ["JobEntry", "PruneResult", "list_jobs", "parse_age", "prune_jobs"]
+__all__ = ["JobEntry", "PruneResult", "find_job", "list_jobs", "parse_age", "prune_jobs"]
 
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -73,15 +74,23 @@ class JobEntry:
         command: ``submit``, or the single-episode command whose ledger row it is (``run``,
             ``record``, ``reproduce``).
         created: epoch seconds (the ledger's; the folder's ``job.json`` time without a row).
-        status: the ledger's job status (``running``, ``complete``, ``interrupted``,
-            ``ceiling_reached``), or ``unknown`` for a folder without a ledger row.
-        exit_code: the report's exit code; None before ``report.json`` exists.
+        status: what happened. A submission: the ledger's job status (``running``,
+            ``complete``, ``interrupted``, ``ceiling_reached``), ``failed`` when it failed
+            before its report (``failure.json``, `runner.submit.jobfolder.write_failure`),
+            or ``unknown`` for a folder without a ledger row. A single-episode command:
+            ``reproduce``'s verdict (``reproduced``, ``not_reproduced``, ...), else its
+            episode's status (``succeeded``, ``failed``, ``denied``, ...), else the job's
+            (``running``, ``interrupted``).
+        exit_code: the report's exit code, or the recorded failure's; None before either.
         variants: the variants' names (plan order).
         tasks: the planned tasks (None when no plan says).
         repeats: the planned repeats per (variant, task).
         spend_usd: USD charged to the job, every purpose (settled plus still reserved).
         folder: the job folder, or None when it is gone.
         live: its orchestrator is alive (``job.json``'s owner): never pruned.
+        error: why a submission failed before its report (``failure.json``), else None.
+        trace: a single-episode command's trace (its id is the job's), else None.
+        task_id: a single-episode command's task, else None.
     """
 
     id: str
@@ -95,13 +104,16 @@ class JobEntry:
     spend_usd: float
     folder: Path | None
     live: bool
+    error: str | None = None
+    trace: str | None = None
+    task_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The job as ``jobs --json`` lists it.
 
         Returns:
             ``{"id", "command", "created" (ISO 8601 UTC), "status", "exit_code", "variants",
-            "tasks", "repeats", "spend_usd", "folder", "live"}``.
+            "tasks", "repeats", "spend_usd", "folder", "live", "error", "trace", "task_id"}``.
         """
         return {
             "id": self.id,
@@ -115,6 +127,9 @@ class JobEntry:
             "spend_usd": round(self.spend_usd, 6),
             "folder": str(self.folder) if self.folder is not None else None,
             "live": self.live,
+            "error": self.error,
+            "trace": self.trace,
+            "task_id": self.task_id,
         }
 
 
@@ -124,10 +139,15 @@ class PruneResult:
 
     Attributes:
         removed: the jobs removed, oldest first.
-        kept: how many jobs stay.
+        kept: how many of the jobs considered stay (``kept_newest`` + ``kept_recent`` +
+            ``skipped_live``).
         ledger_rows: ledger rows deleted (runs, charges and job rows).
         traces: trace files deleted.
         skipped_live: jobs the rules selected whose orchestrator is alive (kept).
+        kept_newest: jobs kept as among the ``keep`` newest (``--keep``).
+        kept_recent: jobs kept as not older than ``older_than_s`` (``--older-than``).
+        not_considered: ledger rows of ``run``, ``record`` and ``reproduce`` left out
+            without ``every_command`` (``--all``): neither kept nor removed by the rules.
     """
 
     removed: list[JobEntry] = field(default_factory=list)
@@ -135,6 +155,17 @@ class PruneResult:
     ledger_rows: int = 0
     traces: int = 0
     skipped_live: list[str] = field(default_factory=list)
+    kept_newest: list[str] = field(default_factory=list)
+    kept_recent: list[str] = field(default_factory=list)
+    not_considered: int = 0
+
+    def kept_reasons(self) -> dict[str, list[str]]:
+        """Why each kept job stayed: ``{"newest", "recent", "live"}`` -> job ids."""
+        return {
+            "newest": list(self.kept_newest),
+            "recent": list(self.kept_recent),
+            "live": list(self.skipped_live),
+        }
 
 
 def _jobs_root(settings: Settings) -> Path:
@@ -172,11 +203,26 @@ def _is_live(job: dict[str, Any] | None) -> bool:
     return owner != me and not labels.owner_is_dead(owner, this_host=me.host)
 
 
+def _episode_status(row: Any, plan: dict[str, Any], runs: list[Any]) -> str:
+    """A single-episode job's status: its verdict, else its episode's, else the job's."""
+    outcome = plan.get("outcome")
+    if isinstance(outcome, str) and outcome:
+        return outcome
+    closed = [r.status for r in runs if r.finished is not None]
+    return str(closed[-1]) if closed else str(row.status)
+
+
 def _entry(
-    job_id: str, folder: Path | None, row: Any | None, spend: float, clock_now: float
+    job_id: str,
+    folder: Path | None,
+    row: Any | None,
+    spend: float,
+    clock_now: float,
+    runs: list[Any] | None = None,
 ) -> JobEntry:
     job = _read(folder / "job.json") if folder is not None else None
     report = _read(folder / "report.json") if folder is not None else None
+    failure = _read(folder / FAILURE_FILE) if folder is not None and report is None else None
     found = row.plan if row is not None else None
     plan: dict[str, Any] = found if isinstance(found, dict) else {}
     if not plan and folder is not None:
@@ -185,17 +231,37 @@ def _entry(
     listed = listed if isinstance(listed, list) else []
     variants = tuple(str(v.get("name")) for v in listed if isinstance(v, dict))
     tasks = plan.get("tasks")
-    created = row.created if row is not None else None
-    if created is None and folder is not None:
-        created = (folder / "job.json").stat().st_mtime if job is not None else clock_now
-    exit_code = (report or {}).get("exit_code")
-    repeats = plan.get("repeats")
     command = plan.get("command") if isinstance(plan.get("command"), str) else "submit"
+    status = row.status if row is not None else "unknown"
+    trace = task_id = None
+    if command != "submit":  # a run, record or reproduce: one workflow on one task
+        variant, task = plan.get("variant"), plan.get("task")
+        variants = (str(variant),) if isinstance(variant, str) else ()
+        tasks = 1 if isinstance(task, str) else None
+        task_id = task if isinstance(task, str) else None
+        if row is not None:
+            status = _episode_status(row, plan, runs or [])
+        paths = [r.trace_path for r in runs or [] if r.trace_path]
+        trace = str(paths[-1]) if paths else None
+    error = failure.get("error") if failure is not None else None
+    if failure is not None and status != "running":
+        status = "failed"
+    created = row.created if row is not None else None
+    failed_at = (failure or {}).get("at")
+    if created is None and folder is not None:
+        if job is not None:
+            created = (folder / "job.json").stat().st_mtime
+        elif isinstance(failed_at, int | float) and not isinstance(failed_at, bool):
+            created = float(failed_at)  # failed before job.json: when it failed
+        else:
+            created = clock_now
+    exit_code = (report or failure or {}).get("exit_code")
+    repeats = plan.get("repeats")
     return JobEntry(
         id=job_id,
         command=str(command),
         created=float(created if created is not None else clock_now),
-        status=row.status if row is not None else "unknown",
+        status=status,
         exit_code=exit_code if isinstance(exit_code, int) else None,
         variants=variants,
         tasks=len(tasks) if isinstance(tasks, list) else tasks if isinstance(tasks, int) else None,
@@ -203,6 +269,9 @@ def _entry(
         spend_usd=spend,
         folder=folder,
         live=_is_live(job),
+        error=error if isinstance(error, str) else None,
+        trace=trace,
+        task_id=task_id,
     )
 
 
@@ -227,6 +296,7 @@ def list_jobs(
         name: path_for_id(root, name, kind="job id", field="jobs/") for name in _folder_names(root)
     }
     rows: dict[str, Any] = {}
+    runs: dict[str, list[Any]] = {}
     spend: dict[str, float] = {}
     path = settings.state_dir / LEDGER_FILENAME
     if path.exists():
@@ -235,18 +305,43 @@ def list_jobs(
                 if id_problem(job.id) is not None:  # a row written by hand: no path from it
                     continue
                 rows[job.id] = job
+                if isinstance(job.plan, dict) and job.plan.get("command") not in (None, "submit"):
+                    runs[job.id] = ledger.runs(job.id)  # its one episode: status and trace
                 totals = ledger.totals(job.id)
                 spend[job.id] = sum(
                     totals[p].charged.usd + totals[p].reserved.usd for p in PURPOSES
                 )
     clock_now = now()
     entries = [
-        _entry(job_id, folders.get(job_id), rows.get(job_id), spend.get(job_id, 0.0), clock_now)
+        _entry(
+            job_id,
+            folders.get(job_id),
+            rows.get(job_id),
+            spend.get(job_id, 0.0),
+            clock_now,
+            runs.get(job_id),
+        )
         for job_id in sorted(set(rows) | set(folders))
     ]
     if not every_command:
         entries = [e for e in entries if e.command == "submit"]
     return sorted(entries, key=lambda e: (e.created, e.id), reverse=True)
+
+
+def find_job(settings: Settings, job_id: str) -> JobEntry:
+    """The job ``job_id`` as ``jobs --all`` lists it (a submission or a single-episode run).
+
+    Raises:
+        InputError: an id that breaks the id rules, or no such job (field ``JOB_ID``).
+        InfrastructureError: the ledger cannot be opened.
+    """
+    validate_id(job_id, kind="job id", field="JOB_ID")
+    for entry in list_jobs(settings, every_command=True):
+        if entry.id == job_id:
+            return entry
+    raise InputError(
+        f"no job {job_id!r} in {settings.state_dir} (jobs --all lists them)", field="JOB_ID"
+    )
 
 
 def _remove_traces(settings: Settings, ledger: Ledger, job_id: str, dry_run: bool) -> int:
@@ -297,14 +392,17 @@ def prune_jobs(
         )
     if keep is not None and keep < 0:
         raise InputError(f"must be 0 or more, got {keep}", field="--keep")
-    entries = list_jobs(settings, every_command=every_command, now=now)  # newest first
+    every = list_jobs(settings, every_command=True, now=now)  # newest first
+    entries = every if every_command else [e for e in every if e.command == "submit"]
     cutoff = now() - older_than_s if older_than_s is not None else None
-    result = PruneResult()
+    result = PruneResult(not_considered=len(every) - len(entries))
     selected = []
     for rank, entry in enumerate(entries):
         if keep is not None and rank < keep:
+            result.kept_newest.append(entry.id)
             continue
         if cutoff is not None and entry.created > cutoff:
+            result.kept_recent.append(entry.id)
             continue
         # alive, or said running with no job.json to name an owner: it may be running
         if entry.live or (entry.status == "running" and entry.folder is None):

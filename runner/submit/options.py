@@ -22,6 +22,8 @@ on the command line win over the job file, which wins over the policy.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -260,7 +262,7 @@ def load_job_file(path: Path) -> SubmitOptions:
     if "/" in policy or policy.endswith((".yaml", ".yml")):
         policy = str((folder / policy).resolve())
     source = path.name
-    return SubmitOptions(
+    options = SubmitOptions(
         variants=tuple(variants),
         names=tuple(names),
         tasks=(folder / spec.tasks).resolve(),
@@ -274,6 +276,67 @@ def load_job_file(path: Path) -> SubmitOptions:
         seed=spec.seed,
         baseline=spec.baseline,
     )
+    if spec.baseline is not None and names_a_file(spec.baseline):  # relative to the job file
+        return with_baseline_file(options, spec.baseline, cwd=folder)
+    return options
+
+
+def names_a_file(baseline: str) -> bool:
+    """``--baseline`` names a workflow file, not a variant name (``v1.yaml``, ``dir/v1``).
+
+    A variant name is ``name@version`` or a job file's ``name:``; a value that is an existing
+    file, has a path separator or a YAML suffix is a path.
+    """
+    return (
+        Path(baseline).is_file()
+        or "/" in baseline
+        or os.sep in baseline
+        or baseline.endswith((".yaml", ".yml"))
+    )
+
+
+def with_baseline_file(options: SubmitOptions, baseline: str, *, cwd: Path) -> SubmitOptions:
+    """``options`` gated against the workflow file ``baseline`` (``--baseline FILE``).
+
+    The file is one of the variants (the same file, resolved), or else it is added as the first
+    variant: a baseline is compared on fresh runs of the same tasks in the same job, so it
+    runs there too, and naming it once is enough (``--variant v2.yaml --baseline v1.yaml``).
+    `SubmitOptions.baseline` then holds the file's absolute path; `resolve_baseline` turns it
+    into the variant's name once the variants are loaded.
+
+    Raises:
+        InputError: no such file (field ``--baseline``).
+    """
+    path = (cwd / baseline).resolve()
+    if not path.is_file():
+        raise InputError(
+            "no such workflow file (--baseline takes a variant name or a workflow file)",
+            file=baseline,
+            field="--baseline",
+        )
+    if path in options.variants:
+        return replace(options, baseline=str(path))
+    return replace(
+        options,
+        variants=(path, *options.variants),
+        names=(None, *options.names),
+        baseline=str(path),
+    )
+
+
+def resolve_baseline(baseline: str | None, variants: Sequence[tuple[str, Path]]) -> str | None:
+    """The baseline's variant name: ``baseline`` itself, or the variant whose file it is.
+
+    Args:
+        baseline: ``--baseline`` as stored (a variant name, or a file's absolute path).
+        variants: ``(name, workflow file)`` of the job's variants.
+    """
+    if baseline is None or baseline in {name for name, _ in variants}:
+        return baseline
+    for name, path in variants:
+        if str(path) == baseline:
+            return name
+    return baseline  # no such variant: `runner.submit.plan.build_plan` names the choices
 
 
 def grading_seed(options: SubmitOptions, job_id: str) -> int:

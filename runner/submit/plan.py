@@ -381,7 +381,7 @@ def build_plan(
     if baseline is not None and baseline not in names:
         raise InputError(
             f"{baseline!r} is not a variant of this job ({', '.join(names)}): --baseline"
-            " names one by its variant name",
+            " names one by its variant name or its workflow file",
             field="baseline",
         )
     prices = policy.prices

@@ -4,13 +4,17 @@
 the flags (or the job file) and hands a `JobView` that prints. The order, and why:
 
 1. the engine is probed before the plan (``probe``: a local engine), so that the printed plan
-   weighs its memory; an unusable engine is None there (``--dry-run`` still prints) and the
-   job makes the backend again (exit 6);
+   weighs its memory and every variant's image is known to exist (`check_images`: a missing
+   one is exit 2 naming the variant, ``--dry-run`` too, and no plan is shown); an unusable
+   engine is None there (``--dry-run`` still prints) and the job makes the backend again
+   (exit 6; the images are then checked there, before the job is written);
 2. the plan is shown first, always; a resumed job's plan says how many runs are left (the
    pairs its ledger holds finished); ``--dry-run`` stops there and creates no job (the plan
    then names no job id);
 3. the job runs with a progress view; a Ctrl-C before the job's own handler is installed (or
-   after it) returns 130 with the command that continues it;
+   after it) returns 130 with the command that continues it; an error after the plan named
+   the job (the engine, the describing sandbox, the ledger) is recorded in the job folder
+   (`runner.submit.jobfolder.write_failure`: ``jobs`` lists the job with it) and raised;
 4. the report is shown, then the HTML page is written beside ``report.json`` (a page that fails
    never changes the exit code: ``report.json`` is the record), then the egress gate runs
    over the episodes' traces (`runner.policy.egress_gate`); a Ctrl-C while the report is shown
@@ -27,12 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.backends import registry
-from runner.errors import EXIT_INTERRUPTED, worst_exit_code
+from runner.errors import EXIT_INTERRUPTED, SandboxReplayError, worst_exit_code
 from runner.ledger import LEDGER_FILENAME, Ledger
 from runner.policy.egress_gate import check_egress, egress_of_trace
 from runner.submit.concurrency import close_backend, probe_engine
-from runner.submit.job import execute, prepare
-from runner.submit.jobfolder import job_dir, load_resume
+from runner.submit.job import check_images, execute, prepare
+from runner.submit.jobfolder import FAILURE_FILE, job_dir, load_resume, write_failure
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
@@ -138,6 +142,8 @@ def run_job(
             prepare(options, settings, job_id=resume, engine=engine, dry_run=dry_run),
             backend=backend_name or registry.DEFAULT,
         )
+        if engine is not None:  # an image the engine lacks: exit 2 before the plan is shown
+            check_images(plan, backend=engine, settings=settings)
     except BaseException:
         close_backend(engine)
         raise
@@ -175,12 +181,17 @@ def run_job(
                 backend_factory=job_backend,
                 resume=resume is not None,
                 on_change=on_change,
+                images_checked=engine is not None,
             )
     except KeyboardInterrupt:  # before the job's own handler was installed (or after it)
         if (folder / "job.json").exists():
             view.hint(hint)
         return EXIT_INTERRUPTED
+    except SandboxReplayError as exc:  # its id was shown: `jobs` lists it with this failure
+        write_failure(folder, plan, exc)
+        raise
     assert result.report is not None
+    (folder / FAILURE_FILE).unlink(missing_ok=True)  # a resumed job that failed before: done now
     code = result.exit_code
     try:
         view.report(result.report)

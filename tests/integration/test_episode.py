@@ -300,9 +300,11 @@ def test_cli_run_exit_codes(sandbox_image: str, tmp_path: Path) -> None:
         cwd=HELPDESK,
         env=env,
     )
-    # the sandbox describing the tools is the first to need the image: exit 6, said in words
-    # (before, the episode's own sandbox failed, status infra_error)
-    assert infra.returncode == 6 and "No such image: sandbox-replay-no-such-image:0" in infra.stderr
+    # the image is asked for before any sandbox: invalid input (exit 2) naming it and the fix
+    # (before: the describing sandbox failed on it, exit 6; earlier still, infra_error)
+    assert infra.returncode == 2, infra.stderr
+    assert "image sandbox-replay-no-such-image:0 (--image) does not exist" in infra.stderr
+    assert "sandbox-replay image build --tag sandbox-replay-no-such-image:0" in infra.stderr
     assert "Traceback" not in infra.stderr + bad_task.stderr + ineligible.stderr
 
 

@@ -138,7 +138,7 @@ def test_an_offered_sdk_tool_its_step_does_not_declare_is_refused_and_named(
         args = ["run", "agents_example_undeclared.yaml", "--tasks", str(tasks), "--task", "q1"]
         done = run_cli([*args, "--json"], project, sdk_image, state=tmp_path / "st", timeout=900)
         forwarded = len(fake.requests)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr  # denied is data (SPEC.md)
     assert forwarded == 0  # never forwarded, never paid for
     result = json.loads(done.stdout)
     trace = Path(result["trace"]) if "trace" in result else Path(result["trace_path"])

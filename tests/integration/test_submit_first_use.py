@@ -124,3 +124,37 @@ def test_ctrl_c_says_how_to_continue_and_the_resumed_plan_counts_what_is_left(
     )
     assert plan.returncode == 0, plan.stderr
     assert f"resuming {job_id}: 8 planned, 0 finished, 8 to run" in plan.stdout
+
+
+def test_a_variant_image_the_engine_lacks_is_exit_2_before_the_plan_and_no_job(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    """The trial: a variant's ``image:`` not built printed a plan, exited 6 from the describing
+    sandbox's "image not found", and its job id named nothing in ``jobs`` or ``--resume``."""
+    work = tmp_path / "helpdesk"
+    work.mkdir()
+    for name in ("v1.yaml", "v2.yaml", "tasks.jsonl", "helpdesk_tools.py", "helpdesk_model.py"):
+        (work / name).write_bytes((HELPDESK / name).read_bytes())
+    missing = "sandbox-replay-no-such-image:cli3"
+    (work / "v2.yaml").write_text((HELPDESK / "v2.yaml").read_text() + f"image: {missing}\n")
+    env = _env(tmp_path / "state", sandbox_image)
+    args = [
+        *CLI,
+        "submit",
+        "--variant",
+        "v1.yaml",
+        "--variant",
+        "v2.yaml",
+        "--tasks",
+        "tasks.jsonl",
+    ]
+    done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr[-3000:]
+    assert done.stdout == "" and "plan " not in done.stderr  # no plan, no job id shown
+    assert "variant helpdesk-triage@2" in done.stderr and f"image {missing}" in done.stderr
+    assert f"sandbox-replay image build --tag {missing}" in done.stderr
+    assert "Traceback" not in done.stderr
+    jobs = subprocess.run(
+        [*CLI, "jobs", "--json"], cwd=work, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert json.loads(jobs.stdout)["jobs"] == []

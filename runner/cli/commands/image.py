@@ -1,8 +1,14 @@
-"""``sandbox-replay image``: build the sandbox image, and run one sandboxed smoke run."""
+"""``sandbox-replay image``: build the sandbox image, and run one sandboxed smoke run.
+
+``image build --json``: the progress lines go to stderr and one JSON object to stdout,
+``{"image", "image_id", "base", "base_source", "wheels", "wheelhouse"}`` (`BuildResult`); an
+error is ``{"exit_code", "error", ...}`` as every command's (`runner.cli.app.fail`).
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -12,9 +18,12 @@ from runner.backends.docker import DockerBackend
 from runner.backends.docker.checks import smoke_run
 from runner.backends.docker.image import ImagePackages, build_image
 from runner.backends.docker.wheelhouse import probe_target
-from runner.cli.app import app, state
+from runner.cli.app import app, fail, state
+from runner.cli.options import JsonOption
+from runner.cli.render.jsonout import print_json
 from runner.cli.render.terminal import echo
 from runner.episode.reaping import reap_and_settle
+from runner.errors import SandboxReplayError
 
 image_app = typer.Typer(help="Build and try the sandbox image.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
@@ -60,6 +69,7 @@ def build(
             help="Do not run pip download: install from what the wheelhouse already holds.",
         ),
     ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Build the sandbox image (settings: image, base_image, offline_base_image, cache_dir).
 
@@ -67,6 +77,7 @@ def build(
     Python base with debootstrap and no registry; says which it did. With --requirements or
     --wheelhouse your packages are added from wheels this host downloaded: the build itself
     never reaches a registry. Exit 2 for a missing file or an empty wheelhouse, 6 on failure.
+    With --json the progress goes to stderr and one JSON object to stdout.
     """
     settings = state(ctx).settings()
     packages = None
@@ -79,21 +90,30 @@ def build(
         )
     elif no_download:
         raise typer.BadParameter("--no-download needs --requirements or --wheelhouse")
-    backend = DockerBackend.connect(settings.docker_host)
+
+    def progress(line: str) -> None:  # stdout holds the one JSON object with --json
+        echo(line, err=as_json)
+
     try:
-        build_image(
-            backend.api,
-            image=tag or settings.image,
-            base_image=settings.base_image,
-            offline_base_image=settings.offline_base_image,
-            offline=offline,
-            echo=echo,
-            docker_host=settings.docker_host,
-            packages=packages,
-            probe=lambda ref: probe_target(backend, ref),
-        )
-    finally:
-        backend.close()
+        backend = DockerBackend.connect(settings.docker_host)
+        try:
+            built = build_image(
+                backend.api,
+                image=tag or settings.image,
+                base_image=settings.base_image,
+                offline_base_image=settings.offline_base_image,
+                offline=offline,
+                echo=progress,
+                docker_host=settings.docker_host,
+                packages=packages,
+                probe=lambda ref: probe_target(backend, ref),
+            )
+        finally:
+            backend.close()
+    except SandboxReplayError as exc:
+        fail(exc, as_json=as_json)
+    if as_json:
+        print_json({**asdict(built), "wheels": list(built.wheels)})
 
 
 @image_app.command("smoke")

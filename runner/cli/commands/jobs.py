@@ -2,14 +2,22 @@
 
 ``jobs`` lists every job, newest first: id, when it was created, its variants, tasks, status
 and exit code, spend (USD, every purpose) and folder (`runner.submit.jobs.list_jobs`).
-``jobs show ID`` prints a job's report as ``report ID`` does (the same renderer).
+``jobs --all`` lists the ``run``, ``record`` and ``reproduce`` jobs too, each named by its
+trace's id (``run-...``, ``repro-...``) with what happened as its status (the episode's status,
+``reproduce``'s verdict). ``jobs show ID`` opens every id listed: a submission's report as
+``report ID`` prints it (the same renderer); a submission without a report (failed before it:
+``failure.json``; interrupted) or a single-episode job: its entry (status, task, trace).
 ``jobs prune --older-than 7d --keep 10 [--dry-run]`` removes old jobs: their folders, ledger
-rows and traces, never a job whose orchestrator is alive (`runner.submit.jobs.prune_jobs`).
+rows and traces, never a job whose orchestrator is alive (`runner.submit.jobs.prune_jobs`), and
+says why each other job stayed (among the newest, not old enough, still running) and how many
+single-episode jobs it did not consider (without ``--all``).
 
 ``--json``: one object per command. ``jobs``: ``{"state_dir", "jobs": [JobEntry.to_json()]}``;
-``jobs show``: the report (``report --json``); ``jobs prune``: ``{"dry_run", "removed":
-[JobEntry.to_json()], "kept", "ledger_rows", "traces", "skipped_live": [id]}``; an error:
-``{"exit_code", "error", ...}``. Exit 2 for invalid input (an unknown job, a bad age).
+``jobs show``: the report (``report --json``), or ``JobEntry.to_json()`` for a job without
+one; ``jobs prune``: ``{"dry_run", "removed": [JobEntry.to_json()], "kept", "ledger_rows",
+"traces", "skipped_live": [id], "kept_because": {"newest", "recent", "live": [id]},
+"not_considered"}``; an error: ``{"exit_code", "error", ...}``. Exit 2 for invalid input (an
+unknown job, a bad age).
 """
 
 from __future__ import annotations
@@ -20,12 +28,12 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption
-from runner.cli.render.joblist import print_job_list, print_prune
+from runner.cli.render.joblist import print_job_entry, print_job_list, print_prune
 from runner.cli.render.jobview import print_report
 from runner.cli.render.jsonout import print_json
-from runner.cli.reportfile import report_or_exit
+from runner.cli.reportfile import load_checked_report
 from runner.errors import SandboxReplayError
-from runner.submit.jobs import list_jobs, parse_age, prune_jobs
+from runner.submit.jobs import find_job, list_jobs, parse_age, prune_jobs
 
 EveryCommandOption = Annotated[
     bool,
@@ -70,8 +78,24 @@ def jobs_show_command(
     job_id: Annotated[str, typer.Argument(help="The job id.", show_default=False)],
     as_json: JsonOption = False,
 ) -> None:
-    """Show a job's report: its verdict, scores and spend (as report JOB_ID shows it)."""
-    print_report(report_or_exit(ctx, job_id, as_json=as_json), as_json)
+    """Show a job: a submission's report (as report JOB_ID), a run's or reproduce's outcome.
+
+    Every id jobs --all lists opens: a run, record or reproduce (named by its trace's id) shows
+    its status, task, trace and spend; a submission without a report its failure or status.
+    """
+    settings = state(ctx).settings()
+    try:
+        entry = find_job(settings, job_id)
+        if entry.folder is not None and (entry.folder / "report.json").is_file():
+            report = load_checked_report(settings, job_id)
+            print_report(report, as_json)
+            return
+    except SandboxReplayError as exc:
+        fail(exc, as_json=as_json)
+    if as_json:
+        print_json(entry.to_json())
+        return
+    print_job_entry(entry)
 
 
 @jobs_app.command("prune")
@@ -118,7 +142,9 @@ def jobs_prune_command(
                 "ledger_rows": result.ledger_rows,
                 "traces": result.traces,
                 "skipped_live": result.skipped_live,
+                "kept_because": result.kept_reasons(),
+                "not_considered": result.not_considered,
             }
         )
         return
-    print_prune(result, dry_run=dry_run)
+    print_prune(result, dry_run=dry_run, keep=keep, older_than=older_than)

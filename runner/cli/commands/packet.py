@@ -7,6 +7,9 @@ the filtered manifest, the environment manifest and a README with the one comman
 modules are described in a short sandbox, as ``reproduce`` does: never imported here. Exit codes:
 0 written, 2 invalid input (unreadable trace, workflow file not found, tools that cannot be
 described; nothing written), 6 the engine unusable.
+
+``--json``: one JSON object on stdout, ``{"packet", "files": [member names], "reproduce"}`` (the
+command that re-runs it); an error is ``{"exit_code", "error", ...}`` as every command's.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.options import JsonOption
+from runner.cli.render.jsonout import print_json
 from runner.cli.render.terminal import echo
 from runner.errors import SandboxReplayError
 from runner.policy import load_policy
@@ -50,6 +55,7 @@ def packet_command(
             metavar="NAME|FILE",
         ),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Pack a trace with its workflow and tool code into a packet that reproduce accepts."""
     settings = state(ctx).settings()
@@ -75,5 +81,9 @@ def packet_command(
     finally:
         for each in made:
             each.close()
+    again = f"sandbox-replay reproduce {output}"
+    if as_json:
+        print_json({"packet": str(output), "files": list(members), "reproduce": again})
+        return
     echo(f"wrote {output} ({len(members)} files)")
-    echo(f"re-run it with: sandbox-replay reproduce {output}")
+    echo(f"re-run it with: {again}")

@@ -13,13 +13,13 @@ matched no call (unused). Exit codes (SPEC.md): 0 nothing changed, 1 something d
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from runner.cli.app import app, fail, state
+from runner.cli.options import JsonOption
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.terminal import echo
 from runner.errors import InputError, SandboxReplayError
@@ -50,7 +50,7 @@ def diff_command(
             metavar="TRACE|DIR",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Decide every recorded tool call under OLD and NEW: exit 0 no change, 1 changed."""
     state(ctx).settings()  # configures logging once, like every command
@@ -60,13 +60,12 @@ def diff_command(
         traces = [*(against or []), *(Path(p) for p in policies[2:])]
         if not traces:
             raise InputError("no traces: give --against TRACE|DIR...", field="--against")
-        old, new = load_policy(policies[0]), load_policy(policies[1])
+        # each named by its own argument in errors (load_policy's default says --policy)
+        old = load_policy(policies[0], field="OLD")
+        new = load_policy(policies[1], field="NEW")
         report = diff_policies(old, new, traces)
     except SandboxReplayError as exc:
-        if as_json:
-            echo(json.dumps({"exit_code": exc.exit_code, "error": str(exc), **exc.fields}))
-            raise typer.Exit(exc.exit_code) from None
-        fail(exc)
+        fail(exc, as_json=as_json)
     if as_json:
         print_json(report.to_json())
     else:

@@ -4,7 +4,9 @@ Runs the workflow outside the sandbox with its real tools and providers (no isol
 workflow's ``unsafe`` tools really act), writes the trace with the five fields on every call
 and charges the run to the ledger under purpose ``live``. Exit codes: 0 whenever the episode
 ran (its status is data in the output), 2 invalid input, 4 the ``live`` ceiling is reached,
-6 the local runtime could not run. No ``--backend``: there is no sandbox to place
+6 the local runtime could not run (recording a failure is the point: unlike ``run``, a failed
+episode is exit 0). ``--json``: the summary with ``exit_code`` this command's and
+``episode_exit_code`` the trace's, as ``run --json``. No ``--backend``: there is no sandbox to place
 (`runner.backends.unsandboxed`), so ``SANDBOX_REPLAY_BACKEND`` does not apply either.
 """
 
@@ -57,8 +59,9 @@ def record_command(
         )
     except SandboxReplayError as exc:
         fail(exc)
-    if as_json:
-        print_json(result.summary())
+    code = EXIT_INFRA if result.infrastructure_failed else EXIT_OK  # a failure recorded is data
+    if as_json:  # exit_code: this command's, as in every command's JSON (as run --json)
+        print_json(result.summary(exit_code=code))
     else:
         print_episode(result, sandboxed=False)
-    raise typer.Exit(EXIT_INFRA if result.infrastructure_failed else EXIT_OK)
+    raise typer.Exit(code)

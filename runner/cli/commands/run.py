@@ -1,10 +1,23 @@
 """``sandbox-replay run WORKFLOW --tasks TASKS.jsonl --task ID``: one episode in a sandbox.
 
-Prints the episode's summary and the trace path (or one JSON object with ``--json``). Exit codes
-(SPEC.md): 0 whenever the episode ran, whatever its status (the status is data in the output);
-2 invalid input (workflow, task file, task id, policy, model function); 3 the workflow is
-ineligible under the policy (nothing started); 6 infrastructure (Docker unusable, the sandbox
-could not start, the runtime could not run: status ``infra_error``).
+Prints the episode's summary and the trace path (or one JSON object with ``--json``).
+
+Exit codes (SPEC.md's one scheme, worst wins with the egress gate): 0 the episode ran,
+whatever its status; 1 it tried a destination the ``--egress-baseline`` lacks; 2 invalid input
+(workflow, task file, task id, policy, model function, an image the engine lacks); 3 the
+workflow is ineligible under the policy (nothing started); 6 infrastructure (Docker unusable,
+the sandbox could not start, the runtime could not run: ``infra_error``).
+
+Why a ``failed`` or ``denied`` episode still exits 0: SPEC.md, "Exit codes": "Episode statuses
+(including a failed ``run`` of one episode) are data in the output, not an exit code". A new
+user expected otherwise; the status is therefore the first word of the summary and the
+``status`` of ``--json``, and the README's exit table says it. A script asking whether the
+task passed reads ``status`` (``run --json ... | jq -e '.status == "succeeded"'``).
+
+``--json``: the summary (`EpisodeResult.summary`) with ``exit_code`` the command's exit code, as
+in every command's JSON, and ``episode_exit_code`` the trace's logical code (0, 1, 124, 125,
+137; the end line's ``exit_code``); an egress baseline that cannot be read or written adds
+``error`` to the same object.
 """
 
 from __future__ import annotations
@@ -29,7 +42,12 @@ from runner.cli.egress_gate import (
 from runner.cli.options import JsonOption, TaskOption, TasksOption, WorkflowArgument
 from runner.cli.render.episode import print_episode, warn_skipped_line
 from runner.cli.render.jsonout import print_json
-from runner.errors import EXIT_INFRA, EXIT_OK, SandboxReplayError, worst_exit_code
+from runner.errors import (
+    EXIT_INFRA,
+    EXIT_OK,
+    SandboxReplayError,
+    worst_exit_code,
+)
 from runner.policy.egress_gate import EpisodeEgress
 from runner.runs.run import execute_run
 
@@ -60,8 +78,9 @@ def run_command(
 ) -> None:
     """Run one task of a workflow in a sandbox; print the summary and the trace path.
 
-    Exits 0 whenever the episode ran (its status is in the output), 1 when it tried an
-    outbound destination the --egress-baseline file lacks, 6 on infrastructure failure.
+    Exits 0 whenever the episode ran (its status, succeeded or failed or denied, is in the
+    output: SPEC.md), 1 when it tried an outbound destination the --egress-baseline file
+    lacks, 2 on invalid input (an image the engine lacks too), 6 on infrastructure failure.
     --backend docker or namespace (ray is for submit: exit 2).
     """
     settings = state(ctx).settings()
@@ -81,11 +100,10 @@ def run_command(
         )
     except SandboxReplayError as exc:
         fail(exc)
-    if as_json:
-        print_json(result.summary())
-    else:
+    if not as_json:
         print_episode(result)
-    try:
+    error: SandboxReplayError | None = None
+    try:  # its lines on stderr with --json: stdout holds the one object
         egress = gate_egress(
             [EpisodeEgress.of_end(result.run_id, result.end)],
             baseline=egress_baseline,
@@ -93,6 +111,22 @@ def run_command(
             err=as_json,
         )
     except SandboxReplayError as exc:
-        fail(exc)
-    ran = EXIT_INFRA if result.infrastructure_failed else EXIT_OK
-    raise typer.Exit(worst_exit_code(ran, egress))
+        if not as_json:
+            fail(exc)
+        error, egress = exc, exc.exit_code
+    code = worst_exit_code(episode_exit_code(result.status), egress)
+    if as_json:
+        summary = result.summary(exit_code=code)
+        if error is not None:
+            summary["error"] = str(error)
+        print_json(summary)
+    raise typer.Exit(code)
+
+
+def episode_exit_code(status: str) -> int:
+    """``run``'s exit code for an episode status (module doc: statuses are data, SPEC.md).
+
+    Returns:
+        6 ``infra_error`` (the infrastructure failed, no verdict); 0 any other status.
+    """
+    return EXIT_INFRA if status == "infra_error" else EXIT_OK

@@ -30,7 +30,11 @@ Exit codes (SPEC.md, worst wins): 0 every planned run finished (episode statuses
 stopped a run, a model call or the judge (the pairs not run are listed); 6 the engine unusable or
 an episode ended ``infra_error``; 130 interrupted (sandboxes removed, job ``interrupted``).
 With ``--baseline VARIANT`` (`runner.grading.gate`): 1 when a candidate FAILs, 7 when one is
-INCONCLUSIVE (the worst wins).
+INCONCLUSIVE (the worst wins). ``--baseline FILE`` names the baseline by its workflow file: one
+of the ``--variant`` files, or another file, then added as the first variant
+(`runner.submit.options.with_baseline_file`: a baseline is compared on fresh runs of the same
+tasks in the same job, so it must run there; a new user gave ``--baseline v1.yaml`` and was
+refused).
 """
 
 from __future__ import annotations
@@ -60,7 +64,13 @@ from runner.cli.egress_gate import (
 from runner.cli.options import JsonOption, PriceOption
 from runner.cli.render.jobview import ConsoleJobView
 from runner.errors import InputError, SandboxReplayError
-from runner.submit.options import CeilingFlags, SubmitOptions, load_job_file
+from runner.submit.options import (
+    CeilingFlags,
+    SubmitOptions,
+    load_job_file,
+    names_a_file,
+    with_baseline_file,
+)
 from runner.submit.runjob import run_job
 
 
@@ -154,8 +164,11 @@ def submit_command(
         typer.Option(
             "--baseline",
             help="Gate: answer PASS, FAIL or INCONCLUSIVE (exit 7) for each other variant"
-            " against this one (its variant name), from the mean scores' 95% intervals.",
-            metavar="VARIANT",
+            " against this one, from the mean scores' 95% intervals. A variant name"
+            " (name@version) or a workflow file: one of the --variant files, or another one,"
+            " then run as a variant too (it is compared on fresh runs of the same tasks in"
+            " the same job, so it must run there; naming it once is enough).",
+            metavar="VARIANT|FILE",
         ),
     ] = None,
     junit: Annotated[
@@ -225,6 +238,9 @@ def submit_command(
                     cwd=cwd,
                     fork_at=fork_at,
                 )
+            if baseline is not None and names_a_file(baseline):  # --baseline v1.yaml
+                options = with_baseline_file(options, baseline, cwd=Path.cwd())
+                baseline = None
             options = options.with_overrides(
                 judge=judge,
                 concurrency=concurrency,

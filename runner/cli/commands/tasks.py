@@ -4,6 +4,11 @@ Each trace gives one task: its input, its ``read`` calls as observations and, fo
 succeeded, the recorded output and tool calls as ``expected`` (`runner.tracetools.
 tasks_extract`). The file is the ``--tasks`` input of ``submit`` and ``run``. Exit codes: 0
 written, 2 a trace is unreadable or incomplete (file, line, field named; nothing written).
+
+``--json``: one JSON object on stdout, ``{"output", "tasks": [{"task_id", "observations" (a
+count), "expected" (whether it has an expected outcome), "recorded_output" (kept, not
+graded)}], "skipped": {reason: [trace]}, "duplicates": [{"trace", "task_id", "kept"}]}``; an
+error is ``{"exit_code", "error", ...}`` as every command's.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Annotated
 import typer
 
 from runner.cli.app import app, fail
+from runner.cli.options import JsonOption
+from runner.cli.render.jsonout import print_json
 from runner.cli.render.terminal import echo
 from runner.errors import SandboxReplayError
 from runner.reproduce.inputs import expand_inputs
@@ -57,6 +64,7 @@ def extract_command(
             " recorded_output, not graded: a fixed version would lose to the recorded one).",
         ),
     ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Turn recorded production runs into tasks: input, observations, expected outcome."""
     try:
@@ -65,7 +73,28 @@ def extract_command(
             paths, output, include_all=include_all, expect_recorded_output=expect_recorded_output
         )
     except SandboxReplayError as exc:
-        fail(exc)
+        fail(exc, as_json=as_json)
+    if as_json:
+        print_json(
+            {
+                "output": str(output),
+                "tasks": [
+                    {
+                        "task_id": task["task_id"],
+                        "observations": len(task["observations"]),
+                        "expected": "expected" in task,
+                        "recorded_output": "recorded_output" in task,
+                    }
+                    for task in done.tasks
+                ],
+                "skipped": {why: [str(p) for p in paths] for why, paths in done.skipped.items()},
+                "duplicates": [
+                    {"trace": str(path), "task_id": task_id, "kept": str(kept)}
+                    for path, task_id, kept in done.duplicates
+                ],
+            }
+        )
+        return
     for task in done.tasks:
         expected = "with expected outcome" if "expected" in task else "no expected outcome"
         echo(f"{task['task_id']}: {len(task['observations'])} observations, {expected}")

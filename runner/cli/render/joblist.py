@@ -22,7 +22,7 @@ from runner.cli.render.terminal import markup
 if TYPE_CHECKING:
     from runner.submit.jobs import JobEntry, PruneResult
 
-__all__ = ["print_job_list", "print_prune"]
+__all__ = ["print_job_entry", "print_job_list", "print_prune"]
 
 
 def _when(epoch_s: float) -> str:
@@ -76,7 +76,11 @@ def print_job_list(
     for column in ("created", "variants", "tasks", "status", "spend"):
         table.add_column(column, justify="right" if column in ("tasks", "spend") else "left")
     standard = state_dir.resolve() / "jobs"
-    elsewhere = [e for e in entries if e.folder is None or e.folder.parent != standard]
+    elsewhere = [  # a run, record or reproduce has no folder: its trace is its record
+        e
+        for e in entries
+        if e.command == "submit" and (e.folder is None or e.folder.parent != standard)
+    ]
     for entry in entries:
         table.add_row(
             markup(entry.id),
@@ -96,8 +100,33 @@ def print_job_list(
     console.print("show one: sandbox-replay jobs show JOB_ID", style="dim")
 
 
-def print_prune(result: PruneResult, *, dry_run: bool) -> None:
-    """One line per job removed (or that would be), then the totals."""
+def _kept(result: PruneResult, keep: int | None, older_than: str | None) -> str:
+    """``3 kept: 2 among the 2 newest (--keep 2), 1 newer than 7d (--older-than)``."""
+    why = []
+    if result.kept_newest:
+        why.append(f"{len(result.kept_newest)} among the {keep} newest (--keep {keep})")
+    if result.kept_recent:
+        why.append(f"{len(result.kept_recent)} not older than {older_than} (--older-than)")
+    if result.skipped_live:
+        why.append(f"{len(result.skipped_live)} still running")
+    return f"{result.kept} kept" + (": " + ", ".join(why) if why else "")
+
+
+def print_prune(
+    result: PruneResult,
+    *,
+    dry_run: bool,
+    keep: int | None = None,
+    older_than: str | None = None,
+) -> None:
+    """One line per job removed (or that would be), then the totals and why the rest stayed.
+
+    Args:
+        result: what `runner.submit.jobs.prune_jobs` did.
+        dry_run: it removed nothing (``would remove``).
+        keep: ``--keep``, named in the reason a job stayed.
+        older_than: ``--older-than`` as given (``7d``), named likewise.
+    """
     console = table_console()
     verb = "would remove" if dry_run else "removed"
     for entry in result.removed:
@@ -105,6 +134,47 @@ def print_prune(result: PruneResult, *, dry_run: bool) -> None:
     for job_id in result.skipped_live:
         console.print(markup(f"kept {job_id}: its orchestrator may still be running"))
     console.print(
-        f"{verb} {len(result.removed)} job{'s' if len(result.removed) != 1 else ''}"
-        f" ({result.ledger_rows} ledger rows, {result.traces} traces); {result.kept} kept"
+        markup(
+            f"{verb} {len(result.removed)} job{'s' if len(result.removed) != 1 else ''}"
+            f" ({result.ledger_rows} ledger rows, {result.traces} traces);"
+            f" {_kept(result, keep, older_than)}"
+        )
     )
+    if result.not_considered:
+        console.print(
+            f"not considered: {result.not_considered} run, record and reproduce"
+            " job(s) (--all prunes them too)",
+            style="dim",
+        )
+
+
+def print_job_entry(entry: JobEntry, console: Console | None = None) -> None:
+    """``jobs show`` of a job without a report: a run, record or reproduce, or a failed job.
+
+    A single-episode command's job is named by its trace's id: its verdict or episode status,
+    workflow, task, spend, the trace and the command that shows it. A submission without a
+    report: its status, the failure it recorded (``failure.json``) or how to continue it.
+    """
+    console = console or table_console()
+    exit_code = f" (exit {entry.exit_code})" if entry.exit_code is not None else ""
+    console.print(markup(f"{entry.command} {entry.id}: {entry.status}{exit_code}"))
+    what = (
+        f"workflow {_variants(entry)}, task {entry.task_id or '–'}"
+        if entry.command != "submit"
+        else f"variants {_variants(entry)}, tasks {_tasks(entry)}"
+    )
+    console.print(
+        markup(f"  {what}; created {_when(entry.created)} UTC; spend ${entry.spend_usd:.4f}")
+    )
+    if entry.error is not None:
+        console.print(markup(f"  failed before its report: {entry.error}"))
+    if entry.trace is not None:
+        console.print(markup(f"  trace: {entry.trace}"), soft_wrap=True)
+        console.print(markup(f"  see it: sandbox-replay view {entry.trace}"), style="dim")
+    elif entry.command == "submit" and entry.error is None and entry.status != "running":
+        console.print(
+            markup(f"  no report yet; continue with: sandbox-replay submit --resume {entry.id}"),
+            style="dim",
+        )
+    if entry.folder is not None:
+        console.print(markup(f"  folder: {entry.folder}"), style="dim", soft_wrap=True)

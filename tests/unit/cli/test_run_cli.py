@@ -99,7 +99,17 @@ def test_docker_unusable_is_exit_6(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize(
     ("status", "code"),
-    [("succeeded", 0), ("failed", 0), ("timeout", 0), ("crashed", 0), ("infra_error", 6)],
+    [
+        ("succeeded", 0),
+        ("failed", 0),  # SPEC.md: episode statuses are data in the output, not an exit code
+        ("denied", 0),
+        ("timeout", 0),
+        ("oom", 0),
+        ("crashed", 0),
+        ("limit_exceeded", 0),
+        ("ceiling_reached", 0),
+        ("infra_error", 6),  # no verdict: the infrastructure failed
+    ],
 )
 def test_status_is_data_exit_code_only_for_infrastructure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str, code: int
@@ -123,6 +133,8 @@ def test_status_is_data_exit_code_only_for_infrastructure(
     assert as_json.exit_code == code
     summary = json.loads(as_json.stdout)
     assert summary["status"] == status and summary["trace"] == str(trace)
+    # as in every command's JSON, exit_code is the command's; the trace's own code beside it
+    assert summary["exit_code"] == code and summary["episode_exit_code"] == 1
 
 
 def test_run_is_charged_under_replay_with_its_model_tokens(tmp_path: Path) -> None:
@@ -185,6 +197,26 @@ def test_a_bad_task_line_is_said_in_words_and_the_asked_task_still_runs(
     assert missing.exit_code == 2 and ran == ["ticket-1000"]
     assert "no task 'ticket-x'" in missing.output
     assert "1 line(s) could not be read (line 2)" in missing.output
+
+
+def test_record_json_says_its_own_exit_code_beside_the_episode_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.cli.commands import record as record_module
+
+    def fake_record(*args: Any, **kwargs: Any) -> EpisodeResult:
+        return EpisodeResult(
+            "rec-1", "failed", tmp_path / "t.jsonl", {"status": "failed", "exit_code": 1}
+        )
+
+    monkeypatch.setattr(record_module, "record_run", fake_record)
+    done = CliRunner().invoke(
+        app,
+        ["record", "wf.yaml", "--tasks", "t.jsonl", "--task", "t", "--json"],
+        env={"SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state")},
+    )
+    summary = json.loads(done.stdout)
+    assert done.exit_code == 0 == summary["exit_code"] and summary["episode_exit_code"] == 1
 
 
 def test_record_meters_wall_seconds_not_sandbox_seconds(capsys: pytest.CaptureFixture[str]) -> None:

@@ -252,3 +252,17 @@ def test_a_bad_rule_is_exit_2_naming_the_policy_line_and_field(tmp_path: Path) -
     )
     code, _, err = _cli("shadow", str(bad), "--against", str(SHELL_TRACE))
     assert code == 2 and "bad.yaml" in err and "rules" in err, err
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"), [("nosuch", "shadow", "OLD"), ("shadow", "x y", "NEW")]
+)
+def test_an_unknown_policy_is_named_by_its_positional_argument(
+    old: str, new: str, named: str
+) -> None:
+    # a new user's finding: "--policy: no policy 'nosuch'" for an option policy diff lacks
+    code, _, err = _cli(old, new, "--against", str(SHELL_TRACE))
+    assert code == 2 and err.startswith(f"error: {named}: ") and "--policy" not in err, err
+    code, out, _ = _cli(old, new, "--against", str(SHELL_TRACE), "--json")
+    data = json.loads(out)
+    assert code == 2 and data["exit_code"] == 2 and data["field"] == named, data

@@ -209,3 +209,27 @@ def test_a_job_folder_written_by_hand_is_listed_and_pruned_never_a_traceback(
     assert entry.id == "handmade" and entry.variants in ((), ("a",))
     result = prune_jobs(_settings(), keep=0, every_command=True)
     assert [e.id for e in result.removed] == ["handmade"] and not folder.exists()
+
+
+def test_prune_says_why_each_job_was_kept(state: Path) -> None:
+    # a new user's finding: "removed 1 job (...); 3 kept" with nothing saying why 3
+    for name, age in (("job-a", 30), ("job-b", 20), ("job-c", 2), ("job-d", 1)):
+        _job(state, name, age)
+    _job(state, "job-live", 40, owner_pid=os.getppid())
+    with Ledger(state / "ledger.sqlite3") as ledger:
+        ledger.create_job("run-x", {"command": "run", "variant": "v1", "task": "t1"}, {})
+    result = prune_jobs(_settings(), older_than_s=7 * DAY, keep=1, dry_run=True, now=lambda: NOW)
+    assert [e.id for e in result.removed] == ["job-a", "job-b"] and result.kept == 3
+    assert result.kept_reasons() == {"newest": ["job-d"], "recent": ["job-c"], "live": ["job-live"]}
+    assert result.not_considered == 1  # run-x: without --all
+    register()
+    runner = CliRunner()
+    args = ["jobs", "prune", "--older-than", "7d", "--keep", "1", "--dry-run"]
+    text = runner.invoke(app, args).stdout
+    assert (
+        "3 kept: 1 among the 1 newest (--keep 1), 1 not older than 7d (--older-than),"
+        " 1 still running" in text
+    ), text
+    assert "not considered: 1 run, record and reproduce job(s) (--all prunes them too)" in text
+    data = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert data["kept_because"]["recent"] == ["job-c"] and data["not_considered"] == 1

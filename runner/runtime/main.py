@@ -51,6 +51,7 @@ from runner.runtime.channel import Channel
 from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
 from runner.runtime.environment import environment_platform, installed_packages
+from runner.runtime.mcphttp import McpHttpEndpoint
 from runner.runtime.mcphub import ENV_SERVERS as ENV_MCP_SERVERS
 from runner.runtime.mcphub import McpHub
 from runner.runtime.mcphub import servers_of as mcp_servers
@@ -198,6 +199,8 @@ class Runtime:
         self.reaper = pid1.Reaper()
         self.worker = Worker(self.reaper)
         self._egress_lock = threading.Lock()  # pop + send atomically: records stay in order
+        self._mcp_lock = threading.Lock()
+        self._mcp_sent = 0  # mcp_request messages sent: their ids
 
     def _isolation(self) -> Dict[str, Any]:
         """``hello``'s ``isolation``: PID 1 (the namespace's init), not dumpable, and why not."""
@@ -243,6 +246,13 @@ class Runtime:
     def _request_api(self, fields: Dict[str, Any]) -> Dict[str, Any]:
         message_id = "g{}".format(fields["index"])
         return self.channel.request("gateway_request", "gateway_response", message_id, **fields)
+
+    def _request_mcp(self, fields: Dict[str, Any]) -> Dict[str, Any]:
+        """Ask the host to pass one message to an MCP server URL (``record``; mcphttp)."""
+        with self._mcp_lock:
+            self._mcp_sent += 1
+            message_id = "h{}".format(self._mcp_sent)
+        return self.channel.request("mcp_request", "mcp_response", message_id, **fields)
 
     def _install_audit(self) -> Optional[str]:
         """Install the hook; why children cannot report (for a ``coverage`` note), or None."""
@@ -377,6 +387,8 @@ class Runtime:
         )
         if servers:
             gateway.mcp = McpHub(caller, registry, mode, servers, self.worker.programs)
+            if any(server.get("url") for server in servers):  # Streamable HTTP (mcphttp)
+                gateway.mcp_http = McpHttpEndpoint(gateway.mcp, mode, self._request_mcp)
         try:
             with sdk.replay_context(registry.execute_ids):
                 return Episode(

@@ -1,0 +1,230 @@
+"""The Streamable HTTP side of the MCP hub: the workflow's MCP server URLs, served in a sandbox.
+
+Standard library only, Python 3.9+. A workflow's ``tools: [{mcp: {url: ...}}]`` entry names a
+remote MCP server. In a sandbox nothing leaves the machine: the agent's MCP client (the ``mcp``
+package's Streamable HTTP client, the OpenAI Agents SDK's ``MCPServerStreamableHttp``, any
+client on httpx2 or httpx) is routed to the model gateway's loopback port instead
+(`runner.runtime.mcproute`), at ``MCP_HTTP_PATH`` + the entry's index. `McpHttpEndpoint` is
+the server there. It speaks the Streamable HTTP transport (MCP specification 2025-06-18,
+"Transports"; 2025-03-26 too) as far as a client needs:
+
+- ``POST`` of one JSON-RPC message (a JSON object: batches, which 2025-06-18 removed, are
+  refused). A request is decided by the same hub as a stdio server's (`runner.runtime.mcphub`:
+  ``tools/call`` is a tool call with its effect class and policy, a denied one never leaves
+  the sandbox; other methods are protocol calls ``mcp.*``; all recorded with ``meta.mcp``) and
+  answered ``200`` with the JSON-RPC response as ``application/json`` (the specification lets
+  the server choose JSON or an event stream; one JSON answer is the same in every mode).
+  A notification or a response is accepted with ``202`` and no body.
+- ``Mcp-Session-Id``: a successful ``initialize`` opens a session whose id (``sandbox-replay-
+  I-N``, numbered: the same in a record and its replay) comes back in that header; every
+  later message must carry it: none is ``400``, one this endpoint never gave or ended is
+  ``404`` (the client then starts a new session, as the specification says), one that is not
+  1-128 visible ASCII characters is ``400``.
+- ``GET`` (a server-to-client stream) is ``405``, which the specification allows; ``DELETE``
+  ends the session (``204``); any other method is ``405``.
+
+Where a forwarded request goes (the hub answers "forward" only in ``record``, for every
+request it does not deny): to the host, over the channel (``mcp_request``; the host posts it to
+the URL its own copy of the workflow declares, `runner.providers.mcphttp`), and the response
+comes back to be recorded. A notification is passed on the same way in ``record`` (the server
+needs ``notifications/initialized``), never recorded. In ``reproduce`` every answer comes from
+the trace; a request it does not hold is an ``unrecorded_call`` divergence answered with a
+JSON-RPC error, never sent anywhere. In a shadow run (``run``, ``submit``) a URL is contacted
+by nobody: the protocol requests are answered with a JSON-RPC error naming that (not done yet:
+answers from the saved ``tools_list``).
+
+Everything here comes from the agent's process tree: hostile. A body is at most
+`MAX_BODY_BYTES` (``413``), strict JSON (``400`` with a JSON-RPC parse error), a JSON object
+with ``jsonrpc: "2.0"``; requests are handled one at a time (their order in the trace is the
+order they came in, as for a stdio server's stand-in).
+"""
+
+import json
+import re
+import threading
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from runner.runtime.mcphub import INTERNAL_ERROR, INVALID_REQUEST, McpHub
+from runner.trace.strictjson import MAX_VALUE_DEPTH
+from runner.trace.strictjson import loads as strict_loads
+
+__all__ = ["MAX_BODY_BYTES", "MCP_HTTP_PATH", "McpHttpEndpoint", "route_of"]
+
+MCP_HTTP_PATH = "/_sandbox-replay/mcp-http/"
+"""The gateway route of the workflow's ``tools[I]`` URL server: this + ``I``."""
+MAX_BODY_BYTES = 4 << 20
+"""A message's bytes (a stdio server's line has the same bound, `runner.runtime.mcpproxy`)."""
+SESSION_HEADER = "mcp-session-id"
+MAX_SESSIONS = 1000  # sessions one episode opens (each initialize opens one)
+PARSE_ERROR = -32700  # JSON-RPC 2.0, "Error object"
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,128}\Z")  # 2025-06-18: visible ASCII only
+_INDEX = re.compile(r"(0|[1-9][0-9]{0,4})\Z")
+
+HttpAnswer = Tuple[int, str, bytes, Dict[str, str]]  # status, content type, body, headers
+Forward = Callable[[Dict[str, Any]], Dict[str, Any]]
+
+
+def route_of(index: int) -> str:
+    """The gateway path of the workflow's ``tools[index]`` URL server."""
+    return "{}{}".format(MCP_HTTP_PATH, index)
+
+
+def _json(status: int, value: Any, headers: Optional[Dict[str, str]] = None) -> HttpAnswer:
+    body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return status, "application/json", body, dict(headers or {})
+
+
+def _rpc_error(status: int, code: int, text: str, ident: Any = None) -> HttpAnswer:
+    error = {"code": code, "message": text[:2048]}
+    return _json(status, {"jsonrpc": "2.0", "id": ident, "error": error})
+
+
+def _empty(status: int, headers: Optional[Dict[str, str]] = None) -> HttpAnswer:
+    return status, "application/json", b"", dict(headers or {})
+
+
+class McpHttpEndpoint:
+    """The episode's Streamable HTTP MCP endpoint (see the module docstring).
+
+    Args:
+        hub: the episode's hub (it knows the workflow's servers, their ``url`` among them).
+        mode: ``shadow``, ``reproduce`` or ``record``.
+        forward: ``(fields) -> answer``: sends ``mcp_request`` ``{server, session, message}``
+            (or ``{server, session, close: true}``) to the host and returns its ``mcp_response``
+            (``{response}`` or ``{error}``); None: nothing can be forwarded. ``session`` is
+            this endpoint's id (an ``initialize`` carries the one it would open): the host
+            keeps the server's own session id under it, and the sandbox never sees that one.
+    """
+
+    def __init__(self, hub: McpHub, mode: str, forward: Optional[Forward]) -> None:
+        self.hub = hub
+        self.mode = mode
+        self.forward = forward
+        self.sessions: Dict[str, str] = {}  # open session id -> server label
+        self.opened = 0
+        self._lock = threading.Lock()
+
+    def answer(
+        self, step_id: Optional[str], method: str, route: str, headers: Dict[str, str], raw: bytes
+    ) -> HttpAnswer:
+        """The HTTP answer to one request at ``route`` (under `MCP_HTTP_PATH`).
+
+        Args:
+            step_id: the program step running, or None (the request is refused, ``503``).
+            method: the HTTP method.
+            route: the path without its query.
+            headers: the request's headers, lower-case names.
+            raw: the body.
+        """
+        index = route[len(MCP_HTTP_PATH) :]
+        server = self.hub.servers.get("tools[{}]".format(index)) if _INDEX.match(index) else None
+        if server is None or not server.get("url"):
+            return _rpc_error(404, INVALID_REQUEST, "no MCP server URL of the workflow is here")
+        label = str(server["label"])
+        if method == "GET":
+            return _rpc_error(405, INVALID_REQUEST, "no server-to-client stream: POST messages")
+        if method not in ("POST", "DELETE"):
+            return _rpc_error(405, INVALID_REQUEST, "{} is not supported".format(method[:16]))
+        if step_id is None:
+            return _rpc_error(503, INTERNAL_ERROR, "no program step is running: refused")
+        with self._lock:  # one at a time: the trace keeps the order they came in
+            if method == "DELETE":
+                return self._delete(label, headers)
+            return self._post(step_id, label, headers, raw)
+
+    # --- sessions -----------------------------------------------------------------------------
+
+    def _session(self, label: str, headers: Dict[str, str]) -> Tuple[Optional[str], Any]:
+        """``(session id, None)`` of a message's header, or ``(None, the HTTP answer)``."""
+        value = headers.get(SESSION_HEADER)
+        if value is None:
+            return None, _rpc_error(400, INVALID_REQUEST, "no Mcp-Session-Id header: initialize")
+        if not _SESSION_ID.match(value):
+            return None, _rpc_error(
+                400, INVALID_REQUEST, "Mcp-Session-Id is 1-128 visible ASCII characters"
+            )
+        if self.sessions.get(value) != label:
+            return None, _rpc_error(404, INVALID_REQUEST, "no such session: initialize again")
+        return value, None
+
+    def _reserve(self, label: str) -> Optional[str]:
+        """The id of the session an ``initialize`` opens (when it succeeds), or None: too many."""
+        if self.opened >= MAX_SESSIONS:
+            return None
+        self.opened += 1
+        return "sandbox-replay-{}-{}".format(label[len("tools[") : -1], self.opened)
+
+    def _delete(self, label: str, headers: Dict[str, str]) -> HttpAnswer:
+        session, refused = self._session(label, headers)
+        if session is None:
+            return refused  # type: ignore[no-any-return]
+        del self.sessions[session]
+        if self.mode == "record" and self.forward is not None:
+            self.forward({"server": label, "session": session, "close": True})
+        return _empty(204)
+
+    # --- messages -----------------------------------------------------------------------------
+
+    def _post(self, step_id: str, label: str, headers: Dict[str, str], raw: bytes) -> HttpAnswer:
+        if len(raw) > MAX_BODY_BYTES:
+            return _rpc_error(
+                413, INVALID_REQUEST, "a message over {} bytes".format(MAX_BODY_BYTES)
+            )
+        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            return _rpc_error(415, INVALID_REQUEST, "a message is Content-Type application/json")
+        try:
+            message = strict_loads(raw, max_depth=MAX_VALUE_DEPTH)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _rpc_error(400, PARSE_ERROR, "not JSON: {}".format(exc))
+        if isinstance(message, list):
+            return _rpc_error(400, INVALID_REQUEST, "one message per POST (no JSON-RPC batches)")
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return _rpc_error(400, INVALID_REQUEST, "not a JSON-RPC 2.0 message")
+        method, ident = message.get("method"), message.get("id")
+        initialize = method == "initialize" and ident is not None
+        if initialize:  # the id is taken now: the host names its own session by it
+            session: Optional[str] = self._reserve(label)
+            if session is None:
+                return _rpc_error(
+                    400, INVALID_REQUEST, "more than {} sessions".format(MAX_SESSIONS), ident
+                )
+        else:
+            session, refused = self._session(label, headers)
+            if session is None:
+                return refused  # type: ignore[no-any-return]
+        if not isinstance(method, str) or ident is None:  # a notification, a response
+            if self.mode == "record" and self.forward is not None and isinstance(method, str):
+                self.forward({"server": label, "session": session, "message": message})
+            return _empty(202)
+        assert session is not None
+        answer = self._request(step_id, label, session, message)
+        extra: Dict[str, str] = {}
+        if initialize and isinstance(answer, dict) and "result" in answer:
+            self.sessions[session] = label
+            extra["Mcp-Session-Id"] = session
+        return _json(200, answer, extra)
+
+    def _request(self, step_id: str, label: str, session: str, message: Dict[str, Any]) -> Any:
+        """The JSON-RPC response to one request: the hub's, after a forward when it says so."""
+        exchange: Dict[str, Any] = {"server": label, "message": message}
+        decided = self.hub.answer(step_id, exchange)
+        if decided.get("forward") is True:
+            response = self._forwarded(label, session, message)
+            decided = self.hub.answer(step_id, dict(exchange, response=response))
+        return decided.get("answer")
+
+    def _forwarded(self, label: str, session: str, message: Dict[str, Any]) -> Any:
+        """The server's response to ``message``, through the host (``record`` only)."""
+        if self.mode != "record" or self.forward is None:
+            text = "an MCP server's URL is contacted only by record, from the host ({})".format(
+                self.mode
+            )
+            return {"error": {"code": INTERNAL_ERROR, "message": text}}
+        answer = self.forward({"server": label, "session": session, "message": message})
+        response = answer.get("response") if isinstance(answer, dict) else None
+        if isinstance(response, dict):
+            return response
+        problem = answer.get("error") if isinstance(answer, dict) else None
+        text = "the host did not forward it: {}".format(str(problem or "no answer")[:500])
+        return {"error": {"code": INTERNAL_ERROR, "message": text}}

@@ -30,8 +30,11 @@ comes back to be recorded. A notification is passed on the same way in ``record`
 needs ``notifications/initialized``), never recorded. In ``reproduce`` every answer comes from
 the trace; a request it does not hold is an ``unrecorded_call`` divergence answered with a
 JSON-RPC error, never sent anywhere. In a shadow run (``run``, ``submit``) a URL is contacted
-by nobody: the protocol requests are answered with a JSON-RPC error naming that (not done yet:
-answers from the saved ``tools_list``).
+by nobody (a shadow run reaches nothing live; its ``read`` tools are served from the task's
+observations): `stand_in` answers the protocol requests from what the workflow declares
+(``initialize``, ``ping``, and ``tools/list`` with the entry's tools that the policy lets
+through: those ``check`` read from its ``tools_list``), anything else with a JSON-RPC
+"method not found"; those answers are recorded like a server's.
 
 Everything here comes from the agent's process tree: hostile. A body is at most
 `MAX_BODY_BYTES` (``413``), strict JSON (``400`` with a JSON-RPC parse error), a JSON object
@@ -81,6 +84,72 @@ def _rpc_error(status: int, code: int, text: str, ident: Any = None) -> HttpAnsw
 
 def _empty(status: int, headers: Optional[Dict[str, str]] = None) -> HttpAnswer:
     return status, "application/json", b"", dict(headers or {})
+
+
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""Protocol versions with the ``initialize`` handshake (MCP's published revisions)."""
+FALLBACK_VERSION = "2025-06-18"
+METHOD_NOT_FOUND = -32601
+
+
+def stand_in(hub: McpHub, label: str, message: Dict[str, Any]) -> Dict[str, Any]:
+    """A shadow run's answer to a protocol request of the URL server ``label`` (no server).
+
+    ``initialize``: the client's protocol version when it is one of `HANDSHAKE_VERSIONS` (else
+    `FALLBACK_VERSION`), capabilities ``tools`` only; ``ping``: ``{}``; ``tools/list``: the
+    registry's tools of the entry (ids ``PREFIX.NAME``; an entry without a prefix: the ids
+    without a dot that have no code here), annotated ``readOnlyHint`` from their effect
+    class; anything else: "method not found".
+
+    Returns:
+        A JSON-RPC response to ``message``.
+    """
+    method, ident = message.get("method"), message.get("id")
+    given = message.get("params")
+    params: Dict[str, Any] = given if isinstance(given, dict) else {}
+    server = hub.servers.get(label) or {}
+    result: Any
+    if method == "initialize":
+        asked = params.get("protocolVersion")
+        result = {
+            "protocolVersion": asked if asked in HANDSHAKE_VERSIONS else FALLBACK_VERSION,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {
+                "name": "sandbox-replay ({} of the workflow)".format(label),
+                "version": "1",
+            },
+        }
+    elif method == "ping":
+        result = {}
+    elif method == "tools/list":
+        result = {"tools": _listed(hub, str(server.get("prefix") or ""))}
+    else:
+        text = (
+            "{}: a shadow run answers initialize, ping and tools/list of an MCP server URL".format(
+                str(method)[:120]
+            )
+        )
+        return {"jsonrpc": "2.0", "id": ident, "error": {"code": METHOD_NOT_FOUND, "message": text}}
+    return {"jsonrpc": "2.0", "id": ident, "result": result}
+
+
+def _listed(hub: McpHub, prefix: str) -> Any:
+    tools = []
+    for tool_id in hub.registry.ids:
+        if prefix and not tool_id.startswith(prefix + "."):
+            continue
+        tool = hub.registry.resolve(tool_id)
+        if not prefix and ("." in tool_id or tool.func is not None):
+            continue
+        tools.append(
+            {
+                "name": tool_id[len(prefix) + 1 :] if prefix else tool_id,
+                "description": tool.description,
+                "inputSchema": tool.schema,
+                "annotations": {"readOnlyHint": tool.effect in ("read", "pure")},
+            }
+        )
+    return tools
 
 
 class McpHttpEndpoint:
@@ -215,12 +284,9 @@ class McpHttpEndpoint:
         return decided.get("answer")
 
     def _forwarded(self, label: str, session: str, message: Dict[str, Any]) -> Any:
-        """The server's response to ``message``, through the host (``record`` only)."""
+        """The server's response to ``message``: through the host (``record``), else `stand_in`."""
         if self.mode != "record" or self.forward is None:
-            text = "an MCP server's URL is contacted only by record, from the host ({})".format(
-                self.mode
-            )
-            return {"error": {"code": INTERNAL_ERROR, "message": text}}
+            return stand_in(self.hub, label, message)
         answer = self.forward({"server": label, "session": session, "message": message})
         response = answer.get("response") if isinstance(answer, dict) else None
         if isinstance(response, dict):

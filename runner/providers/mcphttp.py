@@ -29,18 +29,18 @@ turns into a JSON-RPC error, which the hub records as the call's error.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from runner.hostlog import get_logger
+from runner.sdk.mcphttp import StreamTooLarge, sse_messages, url_servers
 from runner.trace.strictjson import loads as strict_loads
 
-__all__ = ["MAX_RESPONSE_BYTES", "McpForwarder", "url_servers"]
+__all__ = ["MAX_RESPONSE_BYTES", "McpForwarder"]
 
 log = get_logger(__name__)
 
@@ -52,18 +52,6 @@ MAX_SESSIONS = 1000
 _SESSION = re.compile(r"[\x21-\x7e]{1,128}\Z")
 _LABEL = re.compile(r"tools\[(0|[1-9][0-9]{0,4})\]\Z")
 _ACCEPT = "application/json, text/event-stream"
-
-
-def url_servers(workflow: Mapping[str, Any]) -> dict[str, str]:
-    """``{"tools[i]": url}`` of the normalised workflow's ``{mcp: {url}}`` entries."""
-    tools = workflow.get("tools")
-    found: dict[str, str] = {}
-    for index, entry in enumerate(tools if isinstance(tools, list) else []):
-        mcp = entry.get("mcp") if isinstance(entry, dict) else None
-        url = mcp.get("url") if isinstance(mcp, dict) else None
-        if isinstance(url, str) and url:
-            found[f"tools[{index}]"] = url
-    return found
 
 
 class _Refused(Exception):
@@ -86,7 +74,7 @@ class McpForwarder:
         live: bool,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.urls = url_servers(workflow)
+        self.urls = {str(s["label"]): str(s["url"]) for s in url_servers(dict(workflow))}
         self.live = live
         self._transport = transport
         self._client: httpx.Client | None = None
@@ -186,9 +174,12 @@ class McpForwarder:
         """The JSON-RPC response with id ``ident`` in a JSON or event-stream answer."""
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream":
-            for message in _events(response.iter_bytes()):
-                if _answers(message, ident):
-                    return message  # type: ignore[no-any-return]
+            try:
+                for message in sse_messages(response.iter_bytes(), MAX_RESPONSE_BYTES):
+                    if _answers(message, ident):
+                        return message  # type: ignore[no-any-return]
+            except StreamTooLarge as exc:
+                raise _Refused(f"the MCP server's answer: {exc}") from None
             raise _Refused("the MCP server's event stream ended without the response")
         raw = bytearray()
         for chunk in response.iter_bytes():
@@ -236,31 +227,3 @@ def _answers(message: Any, ident: Any) -> bool:
         and message.get("id") == ident
         and ("result" in message) != ("error" in message)
     )
-
-
-def _events(chunks: Iterator[bytes]) -> Iterator[Any]:
-    """The JSON ``data`` of each server-sent event of an event stream.
-
-    W3C "Server-sent events", interpreting an event stream: ``data`` lines joined by newlines,
-    an event ends at an empty line. At most `MAX_RESPONSE_BYTES` read; an event that is not
-    JSON is skipped.
-    """
-    buffer = b""
-    read = 0
-    data: list[bytes] = []
-    for chunk in chunks:
-        read += len(chunk)
-        if read > MAX_RESPONSE_BYTES:
-            raise _Refused(f"the MCP server's event stream is over {MAX_RESPONSE_BYTES} bytes")
-        buffer += chunk
-        *lines, buffer = re.split(rb"\r\n|\r|\n", buffer)
-        for line in lines:
-            if line:
-                field, _, value = line.partition(b":")
-                if field == b"data":
-                    data.append(value[1:] if value.startswith(b" ") else value)
-                continue
-            if data:
-                with contextlib.suppress(ValueError, UnicodeDecodeError):
-                    yield strict_loads(b"\n".join(data))
-                data = []

@@ -63,6 +63,7 @@ from runner.runtime.replay.recordings import ObservationStore, TraceStore
 from runner.runtime.steps.engine import Episode
 from runner.runtime.worker.client import Worker
 from runner.sdk import dispatch, wallclock
+from runner.sdk.mcphttp import url_servers
 from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 from runner.wire import protocol
 from runner.wire.errors import error_class_name
@@ -378,8 +379,10 @@ class Runtime:
         gateway = self._start_gateway(spec["workflow"], caller)
         tool_paths, modules = spec.get("tool_paths") or [], spec.get("modules") or []
         environment = gateway.environment() if gateway is not None else {}
-        servers = mcp_servers(spec["workflow"]) if gateway is not None else []
-        if servers:  # the agent's MCP servers: the stand-in in their place (mcpspawn)
+        servers = []  # the agent's MCP servers: stdio commands and Streamable HTTP URLs
+        if gateway is not None:
+            servers = mcp_servers(spec["workflow"]) + url_servers(spec["workflow"])
+        if servers:  # stand-ins for the commands (mcpspawn), the URLs routed here (mcproute)
             environment[ENV_MCP_SERVERS] = json.dumps(servers)
         code = self.worker.load(manifest, mode, tool_paths, modules, environment, clock())
         registry = RuntimeRegistry.from_manifest(

@@ -73,12 +73,10 @@ INTERNAL_ERROR = -32603
 
 
 def servers_of(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The MCP servers of a normalised workflow: ``{label, prefix}`` and ``command`` or ``url``.
+    """The MCP stdio servers of a normalised workflow: ``{label, command, prefix}`` each.
 
-    A stdio server (``{mcp: {command}}``) has ``command``, a Streamable HTTP server
-    (``{mcp: {url}}``, `runner.runtime.mcphttp`) has ``url``. ``label`` is ``tools[i]``, the
-    entry's place in the workflow's ``tools`` (how diagnostics name it; stable in the trace's
-    own copy of the workflow).
+    ``label`` is ``tools[i]``, the entry's place in the workflow's ``tools`` (how
+    diagnostics name it; stable in the trace's own copy of the workflow).
     """
     tools = workflow.get("tools")
     found = []
@@ -86,13 +84,10 @@ def servers_of(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
         mcp = entry.get("mcp") if isinstance(entry, dict) else None
         if not isinstance(mcp, dict):
             continue
-        prefix = mcp.get("prefix") if isinstance(mcp.get("prefix"), str) else ""
-        server: Dict[str, Any] = {"label": "tools[{}]".format(index), "prefix": prefix}
-        command, url = mcp.get("command"), mcp.get("url")
+        command = mcp.get("command")
         if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
-            found.append(dict(server, command=command))
-        elif isinstance(url, str) and url:
-            found.append(dict(server, url=url))
+            prefix = mcp.get("prefix") if isinstance(mcp.get("prefix"), str) else ""
+            found.append({"label": "tools[{}]".format(index), "command": command, "prefix": prefix})
     return found
 
 

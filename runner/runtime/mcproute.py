@@ -8,10 +8,10 @@ libraries the Python MCP clients are built on (``httpx2``, which the ``mcp`` pac
 OpenAI Agents SDK's ``MCPServerStreamableHttp`` use since mcp 2, and ``httpx``, what earlier
 versions and other clients use): ``HTTPTransport.handle_request`` and
 ``AsyncHTTPTransport.handle_async_request``. A request whose URL is a declared server's
-(`target`: same scheme, host, port and path; the query is kept) is sent, as plain HTTP, to
-the model gateway's loopback port at that server's route (`runner.runtime.mcphttp.route_of`),
-whose endpoint speaks the transport; every other request goes out as before (and fails, with
-its attempt in the outbound log).
+(`target`: the same endpoint, `runner.sdk.mcphttp.endpoint_key`; the query is kept) is
+sent, as plain HTTP, to the model gateway's loopback port at that server's route
+(`runner.runtime.mcphttp.route_of`), whose endpoint speaks the transport; every other
+request goes out as before (and fails, with its attempt in the outbound log).
 
 Why the transport and not the ``mcp`` package's client: one patch of the one method every
 request of a client on these libraries goes through covers the ``mcp`` package of any
@@ -33,56 +33,40 @@ import importlib
 import importlib.util
 import json
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 from urllib.parse import urlsplit
 
 from runner.runtime.mcphttp import route_of
 from runner.runtime.mcphub import ENV_SERVERS
+from runner.sdk.mcphttp import EndpointKey, endpoint_key
 from runner.wire.env import ENV_GATEWAY
 
 __all__ = ["LIBRARIES", "install", "install_from_env", "routes_of", "target"]
 
 LIBRARIES = ("httpx2", "httpx")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _state: Dict[str, Any] = {"routes": {}, "patched": set()}
 
-Key = Tuple[str, str, int, str]  # scheme, host, port, path
 
-
-def _key(url: str) -> Optional[Key]:
-    """How two URLs of one endpoint compare: scheme, host, port, path (no trailing slash)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    path = parts.path.rstrip("/") or "/"
-    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], path
-
-
-def routes_of(servers: List[Dict[str, Any]], gateway: str) -> Dict[Key, str]:
+def routes_of(servers: List[Dict[str, Any]], gateway: str) -> Dict[EndpointKey, str]:
     """Each declared URL's key → the gateway URL of its route (``http://HOST:PORT/...``).
 
     Args:
-        servers: `runner.runtime.mcphub.servers_of` (the ones with a ``url``).
+        servers: `runner.sdk.mcphttp.url_servers` (others, without a ``url``, are left out).
         gateway: ``host:port`` of the gateway.
     """
-    routes: Dict[Key, str] = {}
+    routes: Dict[EndpointKey, str] = {}
     for server in servers:
         url, label = server.get("url"), str(server.get("label", ""))
         index = label[len("tools[") : -1] if label.startswith("tools[") else ""
-        key = _key(url) if isinstance(url, str) else None
+        key = endpoint_key(url) if isinstance(url, str) else None
         if key is not None and index.isdigit() and key not in routes:
             routes[key] = "http://{}{}".format(gateway, route_of(int(index)))
     return routes
 
 
-def target(url: str, routes: Dict[Key, str]) -> Optional[str]:
+def target(url: str, routes: Dict[EndpointKey, str]) -> Optional[str]:
     """The gateway URL a request to ``url`` goes to instead (its query kept), or None."""
-    key = _key(url)
+    key = endpoint_key(url)
     found = routes.get(key) if key is not None else None
     if found is None:
         return None
@@ -127,7 +111,7 @@ def install(servers: List[Dict[str, Any]], gateway: str) -> List[str]:
     """Route the declared URLs of ``servers`` to ``gateway`` from now on; the libraries patched.
 
     Args:
-        servers: `runner.runtime.mcphub.servers_of` (those without ``url`` are left out).
+        servers: `runner.sdk.mcphttp.url_servers` (others, without a ``url``, are left out).
         gateway: ``host:port`` of the gateway.
     """
     _state["routes"] = routes_of(servers, gateway)

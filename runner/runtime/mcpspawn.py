@@ -57,8 +57,8 @@ def matching(args: Any, servers: Sequence[Dict[str, Any]]) -> Optional[str]:
     if len(argv) != len(args) or not argv:
         return None
     for server in servers:
-        command = server.get("command")
-        if not isinstance(command, list) or len(command) != len(argv) or command[1:] != argv[1:]:
+        command = server["command"]
+        if len(command) != len(argv) or command[1:] != argv[1:]:
             continue
         if command[0] == argv[0] or os.path.basename(command[0]) == os.path.basename(argv[0]):
             return str(server["label"])

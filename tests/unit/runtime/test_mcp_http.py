@@ -23,12 +23,13 @@ import pytest
 from runner.providers.mcphttp import McpForwarder
 from runner.runtime import mcproute
 from runner.runtime.mcphttp import MAX_BODY_BYTES, McpHttpEndpoint, route_of
-from runner.runtime.mcphub import McpHub, servers_of
+from runner.runtime.mcphub import McpHub
 from runner.runtime.registry import RuntimeRegistry
 from runner.runtime.replay.calls import Caller
 from runner.runtime.replay.clock import Clock
 from runner.runtime.replay.recordings import ObservationStore, TraceStore
 from runner.runtime.steps.gateway import Gateway
+from runner.sdk.mcphttp import url_servers
 
 mcp_client = pytest.importorskip("mcp.client.streamable_http")
 ClientSession = pytest.importorskip("mcp").ClientSession
@@ -172,7 +173,7 @@ def episode(server: McpServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]
         gateway.start()
         gateway.activate("agent")
         registry = RuntimeRegistry.from_manifest(MANIFEST, mode, code=frozenset())
-        servers = servers_of(workflow)
+        servers = url_servers(workflow)
         gateway.mcp = McpHub(caller, registry, mode, servers, {"agent": Program()})
         forwarder = McpForwarder(workflow, live=mode == "record")
         gateway.mcp_http = McpHttpEndpoint(gateway.mcp, mode, forwarder.reply)

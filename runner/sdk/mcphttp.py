@@ -1,0 +1,113 @@
+"""A workflow's MCP server URLs: which they are, which request is one's, its event streams.
+
+Standard library only, Python 3.9+. Shared by the three places that handle the MCP
+Streamable HTTP transport (MCP specification 2025-06-18, "Transports"): the sandbox's route and
+endpoint (`runner.runtime.mcproute`, `runner.runtime.mcphttp`), the host's forwarder in
+``record`` (`runner.providers.mcphttp`) and, in a user's own process, `runner.sdk.record`
+(`runner.sdk.mcphttprecord`).
+
+- `url_servers`: the ``tools: [{mcp: {url: ..., prefix: ...}}]`` entries of a workflow, each
+  ``{label: "tools[i]", prefix, url}`` (the label is how the trace names the server, ``meta.
+  mcp.server``, as for a stdio server);
+- `endpoint_key` / `server_of`: one endpoint is one scheme, host, port and path (a trailing
+  slash, the default port and the host's case make no difference; the query is not part of
+  it): the URL a client posts to is its server's when their keys are equal;
+- `sse_messages`: the JSON ``data`` of each event of a ``text/event-stream`` answer (W3C
+  "Server-sent events", interpreting an event stream), bounded.
+"""
+
+import contextlib
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from urllib.parse import urlsplit
+
+from runner.trace.strictjson import loads as strict_loads
+
+__all__ = [
+    "MAX_STREAM_BYTES",
+    "EndpointKey",
+    "StreamTooLarge",
+    "endpoint_key",
+    "server_of",
+    "sse_messages",
+    "url_servers",
+]
+
+MAX_STREAM_BYTES = 16 << 20
+"""Bytes of one answer read for its messages (the runtime's bound for one MCP message)."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+EndpointKey = Tuple[str, str, int, str]  # scheme, host, port, path
+
+
+class StreamTooLarge(ValueError):
+    """An event stream over `MAX_STREAM_BYTES`."""
+
+
+def url_servers(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The MCP server URLs of a normalised workflow: ``{label, prefix, url}`` each."""
+    tools = workflow.get("tools")
+    found = []
+    for index, entry in enumerate(tools if isinstance(tools, list) else []):
+        mcp = entry.get("mcp") if isinstance(entry, dict) else None
+        url = mcp.get("url") if isinstance(mcp, dict) else None
+        if isinstance(url, str) and url:
+            prefix = mcp.get("prefix") if isinstance(mcp.get("prefix"), str) else ""
+            found.append({"label": "tools[{}]".format(index), "prefix": prefix, "url": url})
+    return found
+
+
+def endpoint_key(url: str) -> Optional[EndpointKey]:
+    """How two URLs of one endpoint compare (see the module docstring); None: not http(s)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    path = parts.path.rstrip("/") or "/"
+    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], path
+
+
+def server_of(url: str, servers: Iterable[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The server of `url_servers` whose endpoint ``url`` is, or None."""
+    key = endpoint_key(url)
+    if key is None:
+        return None
+    for server in servers:
+        if endpoint_key(str(server.get("url"))) == key:
+            return server
+    return None
+
+
+def sse_messages(chunks: Iterable[bytes], limit: int = MAX_STREAM_BYTES) -> Iterator[Any]:
+    """The JSON ``data`` of each event of an event stream, as the chunks arrive.
+
+    ``data`` lines are joined by newlines, an event ends at an empty line; an event whose data
+    is not JSON (a keep-alive comment has none) is skipped.
+
+    Raises:
+        StreamTooLarge: more than ``limit`` bytes.
+    """
+    buffer = b""
+    read = 0
+    data: List[bytes] = []
+    for chunk in chunks:
+        read += len(chunk)
+        if read > limit:
+            raise StreamTooLarge("an event stream over {} bytes".format(limit))
+        buffer += chunk
+        lines = buffer.splitlines(keepends=True)
+        buffer = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+        for line in lines:
+            line = line.rstrip(b"\r\n")
+            if line:
+                field, _, value = line.partition(b":")
+                if field == b"data":
+                    data.append(value[1:] if value.startswith(b" ") else value)
+                continue
+            if data:
+                with contextlib.suppress(ValueError, UnicodeDecodeError):
+                    yield strict_loads(b"\n".join(data))
+                data = []

@@ -25,6 +25,7 @@ from runner.trace.strictjson import loads as strict_loads
 __all__ = [
     "MAX_STREAM_BYTES",
     "EndpointKey",
+    "SseReader",
     "StreamTooLarge",
     "endpoint_key",
     "server_of",
@@ -49,7 +50,9 @@ def url_servers(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
     found = []
     for index, entry in enumerate(tools if isinstance(tools, list) else []):
         mcp = entry.get("mcp") if isinstance(entry, dict) else None
-        url = mcp.get("url") if isinstance(mcp, dict) else None
+        if not isinstance(mcp, dict):
+            continue
+        url = mcp.get("url")
         if isinstance(url, str) and url:
             prefix = mcp.get("prefix") if isinstance(mcp.get("prefix"), str) else ""
             found.append({"label": "tools[{}]".format(index), "prefix": prefix, "url": url})
@@ -81,33 +84,55 @@ def server_of(url: str, servers: Iterable[Dict[str, Any]]) -> Optional[Dict[str,
     return None
 
 
-def sse_messages(chunks: Iterable[bytes], limit: int = MAX_STREAM_BYTES) -> Iterator[Any]:
-    """The JSON ``data`` of each event of an event stream, as the chunks arrive.
+class SseReader:
+    """Reads an event stream as it arrives: `feed` each chunk, get the events' JSON ``data``.
 
     ``data`` lines are joined by newlines, an event ends at an empty line; an event whose data
     is not JSON (a keep-alive comment has none) is skipped.
 
-    Raises:
-        StreamTooLarge: more than ``limit`` bytes.
+    Args:
+        limit: the most bytes read (`feed` raises `StreamTooLarge` past it).
     """
-    buffer = b""
-    read = 0
-    data: List[bytes] = []
-    for chunk in chunks:
-        read += len(chunk)
-        if read > limit:
-            raise StreamTooLarge("an event stream over {} bytes".format(limit))
-        buffer += chunk
-        lines = buffer.splitlines(keepends=True)
-        buffer = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
+
+    def __init__(self, limit: int = MAX_STREAM_BYTES) -> None:
+        self.limit = limit
+        self.read = 0
+        self._buffer = b""
+        self._data: List[bytes] = []
+
+    def feed(self, chunk: bytes) -> List[Any]:
+        """The messages the events completed by ``chunk`` hold, in order.
+
+        Raises:
+            StreamTooLarge: more than ``limit`` bytes fed.
+        """
+        self.read += len(chunk)
+        if self.read > self.limit:
+            raise StreamTooLarge("an event stream over {} bytes".format(self.limit))
+        lines = (self._buffer + chunk).splitlines(keepends=True)
+        complete = bool(lines) and lines[-1].endswith((b"\n", b"\r"))
+        self._buffer = b"" if complete or not lines else lines.pop()
+        found = []
         for line in lines:
             line = line.rstrip(b"\r\n")
             if line:
-                field, _, value = line.partition(b":")
-                if field == b"data":
-                    data.append(value[1:] if value.startswith(b" ") else value)
+                name, _, value = line.partition(b":")
+                if name == b"data":
+                    self._data.append(value[1:] if value.startswith(b" ") else value)
                 continue
-            if data:
+            if self._data:
                 with contextlib.suppress(ValueError, UnicodeDecodeError):
-                    yield strict_loads(b"\n".join(data))
-                data = []
+                    found.append(strict_loads(b"\n".join(self._data)))
+                self._data = []
+        return found
+
+
+def sse_messages(chunks: Iterable[bytes], limit: int = MAX_STREAM_BYTES) -> Iterator[Any]:
+    """The JSON ``data`` of each event of an event stream, as the chunks arrive (`SseReader`).
+
+    Raises:
+        StreamTooLarge: more than ``limit`` bytes.
+    """
+    reader = SseReader(limit)
+    for chunk in chunks:
+        yield from reader.feed(chunk)

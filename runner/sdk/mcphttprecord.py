@@ -1,0 +1,236 @@
+"""``runner.sdk.record``'s view of MCP over Streamable HTTP: the exchanges with server URLs.
+
+Standard library only, Python 3.9+ (``httpx2`` / ``httpx`` are imported by name, only when a
+recording names a server URL and only if installed: `runner.sdk.httpxrecord`'s rule). In a
+user's own process the agent's MCP client (the ``mcp`` package's Streamable HTTP client, the
+OpenAI Agents SDK's ``MCPServerStreamableHttp``) posts JSON-RPC messages to the URLs a
+workflow names (``tools: [{mcp: {url: ..., prefix: ...}}]``, `runner.sdk.mcphttp.url_servers`).
+`attach` patches the default transports of those libraries (once per process, chained after
+what is there: the recorder's own guard included) so that, while a recording is attached, each
+``POST`` to such a URL is seen on its way:
+
+- the request's body, one JSON-RPC message, is handed to the recording when it is a request
+  (``method`` and ``id``; notifications are not calls): ``sink.request(label, message)``
+  returns the call's index;
+- the server's answer goes to the agent **unchanged** (the same bytes, as they arrive): a JSON
+  answer is read first (the client reads it whole anyway), an event stream is passed on chunk
+  by chunk while a copy is read (`runner.sdk.mcphttp.SseReader`) until the response with the
+  request's id, which is handed over with ``sink.response(index, label, response)``.
+
+The sink is the recording of a recorder (the interface of `runner.sdk.mcprecord`'s
+``McpRecording``, which turns an exchange into a call line by the rule the sandbox's hub
+follows: ``meta.mcp``, ``mcp.*`` protocol calls, ``PREFIX.NAME`` tool calls, the ``McpError``
+class). Nothing here raises into the agent: a fault of the capture is passed to
+``sink.failed(exc)`` and the exchange goes on as if nobody watched.
+"""
+
+import importlib
+import importlib.util
+import json
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+from runner.sdk.mcphttp import SseReader, server_of
+
+__all__ = ["LIBRARIES", "attach", "detach"]
+
+LIBRARIES = ("httpx2", "httpx")
+MAX_REQUEST_BYTES = 4 << 20  # a message larger than this is passed on, not recorded
+
+_ACTIVE: List[Tuple[Any, List[Dict[str, Any]]]] = []  # (sink, servers), innermost last
+_LOCK = threading.Lock()
+_PATCHED: Dict[str, bool] = {}
+
+
+def attach(sink: Any, servers: List[Dict[str, Any]]) -> Optional[Tuple[Any, Any]]:
+    """Record the exchanges with ``servers``' URLs in ``sink`` until `detach`.
+
+    Args:
+        sink: has ``request(label, message) -> index or None``, ``response(index, label,
+            response)`` and ``failed(exc)``.
+        servers: `runner.sdk.mcphttp.url_servers` of the recorder's workflow.
+
+    Returns:
+        The token for `detach`, or None: no server URL, or no HTTP library to watch.
+    """
+    servers = [s for s in servers if isinstance(s, dict) and s.get("url")]
+    if not servers:
+        return None
+    patched = _install()
+    if not patched:
+        return None
+    token = (sink, servers)
+    with _LOCK:
+        _ACTIVE.append(token)
+    return token
+
+
+def detach(token: Optional[Tuple[Any, Any]]) -> None:
+    """Stop recording for ``token`` (an `attach` result; None does nothing)."""
+    if token is None:
+        return
+    with _LOCK:
+        if token in _ACTIVE:
+            _ACTIVE.remove(token)
+
+
+def _watching(url: str) -> Optional[Tuple[Any, str]]:
+    with _LOCK:
+        active = list(_ACTIVE)
+    for sink, servers in reversed(active):
+        server = server_of(url, servers)
+        if server is not None:
+            return sink, str(server["label"])
+    return None
+
+
+def _install() -> List[str]:
+    patched = []
+    with _LOCK:
+        for name in LIBRARIES:
+            if not _PATCHED.get(name):
+                try:
+                    if importlib.util.find_spec(name) is None:
+                        continue
+                    _patch(importlib.import_module(name))
+                except (ImportError, AttributeError):
+                    continue
+                _PATCHED[name] = True
+            patched.append(name)
+    return patched
+
+
+class _Exchange:
+    """One request on its way: what was recorded of it, what its answer must still give."""
+
+    def __init__(self, sink: Any, label: str, index: int, ident: Any) -> None:
+        self.sink, self.label, self.index, self.ident = sink, label, index, ident
+        self.done = False
+        self.reader = SseReader()
+
+    def answer(self, message: Any) -> None:
+        if self.done or not _answers(message, self.ident):
+            return
+        self.done = True
+        self.sink.response(self.index, self.label, message)
+
+    def chunk(self, data: bytes) -> None:
+        if self.done:
+            return
+        try:
+            for message in self.reader.feed(data):
+                self.answer(message)
+        except Exception as exc:  # never into the agent
+            self.done = True
+            self.sink.failed(exc)
+
+
+def _answers(message: Any, ident: Any) -> bool:
+    return (
+        isinstance(message, dict)
+        and "method" not in message
+        and message.get("id") == ident
+        and ("result" in message) != ("error" in message)
+    )
+
+
+def _begin(request: Any) -> Optional[_Exchange]:
+    """The exchange to watch for ``request`` (its body read), or None: not an MCP request."""
+    found = _watching(str(request.url)) if request.method == "POST" else None
+    if found is None:
+        return None
+    sink, label = found
+    try:
+        content = request.content
+        if len(content) > MAX_REQUEST_BYTES:
+            return None
+        message = json.loads(content.decode("utf-8"))
+        if not isinstance(message, dict) or "method" not in message or "id" not in message:
+            return None  # a notification (or a response of the agent's): no call
+        index = sink.request(label, message)
+        if index is None:
+            return None
+        return _Exchange(sink, label, index, message["id"])
+    except Exception as exc:  # a body that is no message, a fault of the sink's
+        sink.failed(exc)
+        return None
+
+
+def _is_stream(response: Any) -> bool:
+    kind = str(response.headers.get("content-type", "")).split(";")[0].strip().lower()
+    return kind == "text/event-stream"
+
+
+def _finish_json(exchange: _Exchange, content: bytes) -> None:
+    try:
+        exchange.answer(json.loads(content.decode("utf-8")))
+    except Exception as exc:
+        exchange.sink.failed(exc)
+
+
+def _patch(lib: Any) -> None:
+    sync_original = lib.HTTPTransport.handle_request
+    async_original = lib.AsyncHTTPTransport.handle_async_request
+
+    class _Stream(lib.SyncByteStream):  # type: ignore[misc]
+        def __init__(self, inner: Any, exchange: _Exchange) -> None:
+            self._inner, self._exchange = inner, exchange
+
+        def __iter__(self) -> Any:
+            for chunk in self._inner:
+                self._exchange.chunk(chunk)
+                yield chunk
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class _AsyncStream(lib.AsyncByteStream):  # type: ignore[misc]
+        def __init__(self, inner: Any, exchange: _Exchange) -> None:
+            self._inner, self._exchange = inner, exchange
+
+        async def __aiter__(self) -> Any:
+            async for chunk in self._inner:
+                self._exchange.chunk(chunk)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    def _passed(response: Any, exchange: _Exchange, stream_class: type) -> Any:
+        return lib.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=stream_class(response.stream, exchange),
+            extensions=response.extensions,
+        )
+
+    def handle_request(self: Any, request: Any) -> Any:
+        if _ACTIVE:
+            request.read()
+        exchange = _begin(request) if _ACTIVE else None
+        response = sync_original(self, request)
+        if exchange is None:
+            return response
+        if _is_stream(response):
+            return _passed(response, exchange, _Stream)
+        content = response.read()
+        _finish_json(exchange, content)
+        return response
+
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        if _ACTIVE:
+            await request.aread()
+        exchange = _begin(request) if _ACTIVE else None
+        response = await async_original(self, request)
+        if exchange is None:
+            return response
+        if _is_stream(response):
+            return _passed(response, exchange, _AsyncStream)
+        content = await response.aread()
+        _finish_json(exchange, content)
+        return response
+
+    handle_request.__wrapped__ = sync_original  # type: ignore[attr-defined]
+    handle_async_request.__wrapped__ = async_original  # type: ignore[attr-defined]
+    lib.HTTPTransport.handle_request = handle_request
+    lib.AsyncHTTPTransport.handle_async_request = handle_async_request

@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 
 from runner.hostlog import get_logger
-from runner.sdk.mcphttp import StreamTooLarge, sse_messages, url_servers
+from runner.sdk.mcphttp import StreamTooLarge, answers, sse_messages, url_servers
 from runner.trace.strictjson import loads as strict_loads
 
 __all__ = ["MAX_RESPONSE_BYTES", "McpForwarder"]
@@ -176,7 +176,7 @@ class McpForwarder:
         if kind == "text/event-stream":
             try:
                 for message in sse_messages(response.iter_bytes(), MAX_RESPONSE_BYTES):
-                    if _answers(message, ident):
+                    if answers(message, ident):
                         return message  # type: ignore[no-any-return]
             except StreamTooLarge as exc:
                 raise _Refused(f"the MCP server's answer: {exc}") from None
@@ -190,7 +190,7 @@ class McpForwarder:
             message = strict_loads(bytes(raw))
         except (ValueError, UnicodeDecodeError):
             raise _Refused("the MCP server's answer is not JSON") from None
-        if not _answers(message, ident):
+        if not answers(message, ident):
             raise _Refused("the MCP server's answer is not the JSON-RPC response to the request")
         return message  # type: ignore[no-any-return]
 
@@ -217,13 +217,3 @@ class McpForwarder:
         if self._client is not None:
             self._client.close()
             self._client = None
-
-
-def _answers(message: Any, ident: Any) -> bool:
-    """True when ``message`` is the JSON-RPC response (result or error) to request ``ident``."""
-    return (
-        isinstance(message, dict)
-        and "method" not in message
-        and message.get("id") == ident
-        and ("result" in message) != ("error" in message)
-    )

@@ -12,6 +12,7 @@ endpoint (`runner.runtime.mcproute`, `runner.runtime.mcphttp`), the host's forwa
 - `endpoint_key` / `server_of`: one endpoint is one scheme, host, port and path (a trailing
   slash, the default port and the host's case make no difference; the query is not part of
   it): the URL a client posts to is its server's when their keys are equal;
+- `answers`: whether a message is the response to a request (by its ``id``);
 - `sse_messages`: the JSON ``data`` of each event of a ``text/event-stream`` answer (W3C
   "Server-sent events", interpreting an event stream), bounded.
 """
@@ -27,6 +28,7 @@ __all__ = [
     "EndpointKey",
     "SseReader",
     "StreamTooLarge",
+    "answers",
     "endpoint_key",
     "server_of",
     "sse_messages",
@@ -57,6 +59,16 @@ def url_servers(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
             prefix = mcp.get("prefix") if isinstance(mcp.get("prefix"), str) else ""
             found.append({"label": "tools[{}]".format(index), "prefix": prefix, "url": url})
     return found
+
+
+def answers(message: Any, ident: Any) -> bool:
+    """True when ``message`` is the JSON-RPC response (result or error) to request ``ident``."""
+    return (
+        isinstance(message, dict)
+        and "method" not in message
+        and message.get("id") == ident
+        and ("result" in message) != ("error" in message)
+    )
 
 
 def endpoint_key(url: str) -> Optional[EndpointKey]:

@@ -30,7 +30,7 @@ import json
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from runner.sdk.mcphttp import SseReader, server_of
+from runner.sdk.mcphttp import SseReader, answers, server_of
 
 __all__ = ["LIBRARIES", "attach", "detach"]
 
@@ -109,7 +109,7 @@ class _Exchange:
         self.reader = SseReader()
 
     def answer(self, message: Any) -> None:
-        if self.done or not _answers(message, self.ident):
+        if self.done or not answers(message, self.ident):
             return
         self.done = True
         self.sink.response(self.index, self.label, message)
@@ -123,15 +123,6 @@ class _Exchange:
         except Exception as exc:  # never into the agent
             self.done = True
             self.sink.failed(exc)
-
-
-def _answers(message: Any, ident: Any) -> bool:
-    return (
-        isinstance(message, dict)
-        and "method" not in message
-        and message.get("id") == ident
-        and ("result" in message) != ("error" in message)
-    )
 
 
 def _begin(request: Any) -> Optional[_Exchange]:

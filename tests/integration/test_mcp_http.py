@@ -190,6 +190,21 @@ def test_a_denied_unsafe_tool_never_reaches_the_server(tmp_path: Path) -> None:
     assert "nothing was sent to the server" in denied["error"]["message"]
 
 
+def _fresh_run(root: Path, workflow: str, image: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """The trace lines of one ``run`` in the SDK image (the model: a loopback fake)."""
+    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
+        env = {
+            "SANDBOX_REPLAY_IMAGE": image,
+            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
+            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
+            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
+        }
+        args = ["run", workflow, "--tasks", "tasks.jsonl", "--task", "q1", "--json"]
+        done = _cli(args, root, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return _lines(Path(json.loads(done.stdout)["trace"]))
+
+
 PROBER = r"""
 import json
 import httpx2
@@ -219,17 +234,7 @@ def test_hostile_requests_inside_a_sandbox_get_clear_errors(sdk_image: str, tmp_
     runtime's endpoint (the sandbox has no network), which answers each with a clear error."""
     root = _project(tmp_path / "project", "https://notes.example.com/mcp")
     (root / "prober.py").write_text(PROBER, encoding="utf-8")
-    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
-        env = {
-            "SANDBOX_REPLAY_IMAGE": sdk_image,
-            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
-            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
-            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
-        }
-        args = ["run", "probe.yaml", "--tasks", "tasks.jsonl", "--task", "q1", "--json"]
-        done = _cli(args, root, env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = _lines(Path(json.loads(done.stdout)["trace"]))
+    lines = _fresh_run(root, "probe.yaml", sdk_image, tmp_path)
     assert lines[-1]["status"] == "succeeded", lines[-1]
     out = lines[-1]["output"]
     assert out["oversized"][0] == 413 and "over" in out["oversized"][1], out
@@ -251,17 +256,7 @@ def test_a_fresh_run_answers_the_protocol_from_the_workflow(sdk_image: str, tmp_
         {"tool": "notes.search_notes", "args": {"query": "password"}, "body": '"observed"'}
     ]
     (root / "tasks.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
-    with fake_openai.serve(fake_openai.FakeOpenAI()) as oai:
-        env = {
-            "SANDBOX_REPLAY_IMAGE": sdk_image,
-            "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "state"),
-            "SANDBOX_REPLAY_OPENAI_BASE_URL": oai.url,
-            "SANDBOX_REPLAY_OPENAI_API_KEY": "sk-test-host-only",
-        }
-        args = ["run", "mcp_http.yaml", "--tasks", "tasks.jsonl", "--task", "q1", "--json"]
-        done = _cli(args, root, env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = _lines(Path(json.loads(done.stdout)["trace"]))
+    lines = _fresh_run(root, "mcp_http.yaml", sdk_image, tmp_path)
     assert lines[-1]["status"] == "succeeded", lines[-1]
     tools = [c["tool"] for c in lines if c.get("type") == "call" and c["tool"] != "model"]
     assert tools == ["mcp.initialize", "mcp.tools.list", "notes.search_notes"]

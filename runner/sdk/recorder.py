@@ -40,6 +40,10 @@ Invariants:
   recording and, from the first recording on, a request to a tracing-ingest path over httpx
   is answered in this process and never sent (listed in ``end.outbound`` as refused).
 
+- the JSON-RPC traffic with an MCP server URL the workflow names (``tools: [{mcp: {url:
+  ...}}]``) is recorded as ``sandbox-replay record`` records it (`runner.sdk.mcphttprecord`),
+  the agent's bytes unchanged.
+
 Not recorded here: the traffic of an MCP server the agent starts (``tools: [{mcp: {command:
 ...}}]``): ``sandbox-replay record`` records it (`runner.runtime.mcphub`); entering a recorder
 whose workflow names one is a `RuntimeWarning` saying so (`MCP_NOT_RECORDED`).
@@ -57,7 +61,7 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.sdk import current, sdktools, wallclock
+from runner.sdk import current, mcphttprecord, sdktools, wallclock
 from runner.sdk.agentcode import loaded_agent_code, sdk_versions
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
@@ -192,6 +196,7 @@ class Recorder(ModelCallRecording):
         ModelCallRecording.__init__(self)
         self._tracing_env: Optional[str] = None
         self.write_error: Optional[str] = None
+        self._mcp_http: Any = None  # runner.sdk.mcphttprecord's token while recording
 
     # -- the context -------------------------------------------------------------------------
 
@@ -213,10 +218,12 @@ class Recorder(ModelCallRecording):
 
         httpxrecord.install_guard(_capturing_recorder)
         sdktools.install()  # the agent SDKs' tools are recorded like @tool calls
+        self._mcp_http = mcphttprecord.attach_recorder(self)  # its MCP server URLs
         return self
 
     def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
         self._finish_pending()
+        mcphttprecord.detach_recorder(self._mcp_http)
         self.active = False
         with _CAPTURING_LOCK:
             if self in _CAPTURING:

@@ -6,13 +6,18 @@ detached recording are left alone; a failing sink never reaches the agent."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runner import sdk
+from runner.runtime import mcproute
 from runner.sdk import mcphttprecord
 from tests.unit.runtime.test_mcp_http import McpServer, _session
+from tests.unit.runtime.test_mcp_http import episode as episode  # the fixture, shared
 
 pytest.importorskip("mcp.client.streamable_http")
 
@@ -87,3 +92,31 @@ def test_a_failing_sink_never_reaches_the_agent(server: McpServer) -> None:
     finally:
         mcphttprecord.detach(token)
     assert sink.failures and all("the sink broke" in str(e) for e in sink.failures)
+
+
+def test_runner_sdk_record_writes_the_lines_the_hub_writes(
+    server: McpServer, episode: Any, tmp_path: Path
+) -> None:
+    """The same session recorded by the sandbox's hub (``record``) and by runner.sdk.record
+    in this process: the same call lines but for what only a run has (index, clock...)."""
+    host, _, _ = episode("record")
+    _session(server.url, ("lookup", {"key": "k1"}))
+    by_hub = host.calls()
+    mcproute.install([], "")  # this process talks to the server itself now
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        f"name: w\nversion: '1'\ntools:\n  - mcp: {{url: '{server.url}', prefix: kv}}\n"
+        "steps:\n  - id: agent\n    program: a:run\n    tools: [kv.lookup]\n",
+        encoding="utf-8",
+    )
+    trace = tmp_path / "t.jsonl"
+    with sdk.record(trace, workflow=str(workflow)):
+        _session(server.url, ("lookup", {"key": "k1"}))
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    by_sdk = [line for line in lines if line["type"] == "call"]
+    kept = ("tool", "effect", "args", "body", "body_encoding", "meta", "source", "error")
+    assert [{k: c.get(k) for k in kept} for c in by_sdk] == [
+        {k: c.get(k) for k in kept} for c in by_hub
+    ]
+    assert by_sdk[2]["schema_hash"]  # from the server's own listing
+    assert lines[0]["environment"]["tools"] == {"kv.lookup": by_sdk[2]["schema_hash"]}

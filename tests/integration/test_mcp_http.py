@@ -14,6 +14,7 @@ log never shows it. Inside a sandbox, hostile requests to the URL get clear erro
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import socket
@@ -26,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from runner import sdk
 from tests.support import fake_openai
 from tests.support.cli import run_cli
 from tests.support.paths import REPO
@@ -263,3 +265,38 @@ def test_a_fresh_run_answers_the_protocol_from_the_workflow(sdk_image: str, tmp_
     (call,) = [c for c in lines if c.get("tool") == "notes.search_notes"]
     assert call["source"] == "observation" and call["body"] == '"observed"'
     assert lines[-1]["outbound"] == []
+
+
+def test_a_runner_sdk_record_trace_reproduces_in_a_sandbox(
+    sdk_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Production style: the agent runs in this process under ``runner.sdk.record`` against
+    the live server; its trace reproduces in the SDK image with the server stopped."""
+    server = NotesServer(tmp_path, json_answers=False)
+    try:
+        root = _project(tmp_path / "project", server.url)
+        task_input = json.loads((root / "tasks.jsonl").read_text(encoding="utf-8"))["input"]
+        trace = root / "sdk.jsonl"
+        monkeypatch.syspath_prepend(str(root))
+        with fake_openai.serve(fake_openai.FakeOpenAI()) as fake:
+            monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-test-host-only")
+            program = importlib.import_module("http_agent")
+            workflow = str(root / "mcp_http.yaml")
+            with sdk.record(trace, task_id="q1", task_input=task_input, workflow=workflow) as rec:
+                rec.set_output(program.run(task_input))
+        assert server.calls() == ["search_notes password"]
+    finally:
+        server.stop()
+    lines = _lines(trace)
+    mcp = [c for c in lines if "mcp" in (c.get("meta") or {})]
+    assert [c["meta"]["mcp"]["method"] for c in mcp] == ["initialize", "tools/list", "tools/call"]
+    (call,) = [c for c in mcp if c["tool"] == "notes.search_notes"]
+    assert call["effect"] == "read" and call["schema_hash"], call
+    env = {"SANDBOX_REPLAY_IMAGE": sdk_image, "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "s")}
+    done = _cli(["reproduce", "--json", str(trace)], root, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)["traces"][0]
+    assert report["outcome"] == "reproduced", report
+    replay = _lines(Path(report["replay_trace"]))
+    assert {c["source"] for c in replay if "mcp" in (c.get("meta") or {})} == {"trace"}

@@ -51,7 +51,7 @@ from runner.runtime.mcphub import INTERNAL_ERROR, INVALID_REQUEST, McpHub
 from runner.trace.strictjson import MAX_VALUE_DEPTH
 from runner.trace.strictjson import loads as strict_loads
 
-__all__ = ["MAX_BODY_BYTES", "MCP_HTTP_PATH", "McpHttpEndpoint", "route_of"]
+__all__ = ["MAX_BODY_BYTES", "MCP_HTTP_PATH", "McpHttpEndpoint", "route_of", "stand_in"]
 
 MCP_HTTP_PATH = "/_sandbox-replay/mcp-http/"
 """The gateway route of the workflow's ``tools[I]`` URL server: this + ``I``."""

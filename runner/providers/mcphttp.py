@@ -6,6 +6,9 @@ the hub decides each request; in ``record`` (live by design, every tool runs for
 does not deny comes here as an ``mcp_request`` ``{id, server, session, message | close}``,
 and `McpForwarder` posts it to the URL that **the host's copy of the workflow** declares for
 ``server`` (``tools[i]``): the one destination the workflow allows, whatever the sandbox says.
+The only request headers the sandbox chooses are the transport's own routing headers
+(``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``: visible ASCII, checked); an empty
+``session`` is a message of the stateless era (MCP 2026-07-28, no ``initialize``).
 Nothing else is contacted: no redirect is followed (a redirect could lead anywhere), the
 environment's proxy variables are ignored (as for the model providers,
 `runner.providers.httpcall`). In every other mode nothing is forwarded: the answer says so
@@ -54,6 +57,31 @@ _LABEL = re.compile(r"tools\[(0|[1-9][0-9]{0,4})\]\Z")
 _ACCEPT = "application/json, text/event-stream"
 
 
+_PASSED = {
+    "mcp-protocol-version": "MCP-Protocol-Version",
+    "mcp-method": "Mcp-Method",
+    "mcp-name": "Mcp-Name",
+}
+
+
+def _passed(headers: Any) -> dict[str, str]:
+    """The request headers the sandbox's endpoint passes on, checked.
+
+    The 2026-07-28 transport's routing headers and the protocol version: no other name,
+    visible ASCII only.
+    """
+    if headers is None:
+        return {}
+    if not isinstance(headers, dict) or len(headers) > len(_PASSED):
+        raise _Refused("headers must be an object of the MCP routing headers")
+    found = {}
+    for name, value in headers.items():
+        if name not in _PASSED or not isinstance(value, str) or not _SESSION.match(value):
+            raise _Refused(f"header {str(name)[:40]!r} is not passed on")
+        found[_PASSED[name]] = value
+    return found
+
+
 class _Refused(Exception):
     """Not forwarded, or no usable answer: the text goes back to the sandbox."""
 
@@ -98,8 +126,9 @@ class McpForwarder:
         server, session = message.get("server"), message.get("session")
         if not isinstance(server, str) or not _LABEL.match(server) or server not in self.urls:
             raise _Refused("no MCP server URL of the workflow is that server")
-        if not isinstance(session, str) or not _SESSION.match(session):
-            raise _Refused("session must be 1-128 visible ASCII characters")
+        if not isinstance(session, str) or (session and not _SESSION.match(session)):
+            raise _Refused("session must be empty or 1-128 visible ASCII characters")
+        passed = _passed(message.get("headers"))
         if not self.live:
             raise _Refused("an MCP server's URL is contacted only by record")
         key = (server, session)
@@ -110,13 +139,15 @@ class McpForwarder:
         if not isinstance(body, dict) or not isinstance(body.get("method"), str):
             raise _Refused("message must be a JSON-RPC request or notification")
         initialize = body["method"] == "initialize" and "id" in body
+        if not session:  # the stateless era (2026-07-28): no session to keep
+            return self._post(key, body, False, passed)
         if initialize:
             if len(self.sessions) >= MAX_SESSIONS:
                 raise _Refused(f"more than {MAX_SESSIONS} MCP sessions")
             self.sessions[key] = {"id": None, "version": None}
         elif key not in self.sessions:
             raise _Refused("no such session (initialize first)")
-        return self._post(key, body, initialize)
+        return self._post(key, body, initialize, passed)
 
     # --- HTTP ---------------------------------------------------------------------------------
 
@@ -131,8 +162,8 @@ class McpForwarder:
             )
         return self._client
 
-    def _headers(self, key: tuple[str, str]) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": _ACCEPT}
+    def _headers(self, key: tuple[str, str], passed: dict[str, str]) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": _ACCEPT, **passed}
         state = self.sessions.get(key) or {}
         if state.get("id"):
             headers["Mcp-Session-Id"] = str(state["id"])
@@ -140,12 +171,14 @@ class McpForwarder:
             headers["MCP-Protocol-Version"] = str(state["version"])
         return headers
 
-    def _post(self, key: tuple[str, str], body: dict[str, Any], initialize: bool) -> dict[str, Any]:
+    def _post(
+        self, key: tuple[str, str], body: dict[str, Any], initialize: bool, passed: dict[str, str]
+    ) -> dict[str, Any]:
         url = self.urls[key[0]]
         data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         try:
             with self.client().stream(
-                "POST", url, content=data, headers=self._headers(key)
+                "POST", url, content=data, headers=self._headers(key, passed)
             ) as response:
                 if "id" not in body:  # a notification: accepted (202) or not, nothing to record
                     return {}

@@ -15,11 +15,15 @@ the server there. It speaks the Streamable HTTP transport (MCP specification 202
   answered ``200`` with the JSON-RPC response as ``application/json`` (the specification lets
   the server choose JSON or an event stream; one JSON answer is the same in every mode).
   A notification or a response is accepted with ``202`` and no body.
-- ``Mcp-Session-Id``: a successful ``initialize`` opens a session whose id (``sandbox-replay-
-  I-N``, numbered: the same in a record and its replay) comes back in that header; every
+- ``Mcp-Session-Id`` (the handshake era, 2025-11-25 and before): a successful ``initialize``
+  opens a session whose id (``sandbox-replay-I-N``, numbered: the same in a record and its
+  replay) comes back in that header; every
   later message must carry it: none is ``400``, one this endpoint never gave or ended is
   ``404`` (the client then starts a new session, as the specification says), one that is not
-  1-128 visible ASCII characters is ``400``.
+  1-128 visible ASCII characters is ``400``. The stateless era (2026-07-28, which the ``mcp``
+  package's client probes first with ``server/discover``) has no session: a request stamped
+  ``MCP-Protocol-Version`` with a version that has no handshake, or that probe, needs none;
+  its routing headers (`MODERN_HEADERS`) are passed on to the server in ``record``.
 - ``GET`` (a server-to-client stream) is ``405``, which the specification allows; ``DELETE``
   ends the session (``204``); any other method is ``405``.
 
@@ -152,6 +156,38 @@ def _listed(hub: McpHub, prefix: str) -> Any:
     return tools
 
 
+MODERN_HEADERS = ("mcp-protocol-version", "mcp-method", "mcp-name")
+"""Request headers the host passes on to the server (the 2026-07-28 transport routes by them;
+``MCP-Protocol-Version`` is sent in every era after the handshake)."""
+
+
+def _modern_headers(headers: Dict[str, str]) -> Any:
+    """The `MODERN_HEADERS` a request carries (checked), or the HTTP answer refusing one."""
+    passed = {}
+    for name in MODERN_HEADERS:
+        value = headers.get(name)
+        if value is None:
+            continue
+        if not _SESSION_ID.match(value):
+            return _rpc_error(
+                400, INVALID_REQUEST, "{} is 1-128 visible ASCII characters".format(name)
+            )
+        passed[name] = value
+    return passed
+
+
+def _sessionless(method: Any, passed: Dict[str, str]) -> bool:
+    """True for a request of the stateless era (MCP 2026-07-28: no ``initialize``, no session).
+
+    That is its ``server/discover`` probe, or a message stamped with a version that has no
+    handshake.
+    """
+    version = passed.get("mcp-protocol-version")
+    return method == "server/discover" or (
+        version is not None and version not in HANDSHAKE_VERSIONS
+    )
+
+
 class McpHttpEndpoint:
     """The episode's Streamable HTTP MCP endpoint (see the module docstring).
 
@@ -252,42 +288,59 @@ class McpHttpEndpoint:
             return _rpc_error(400, INVALID_REQUEST, "not a JSON-RPC 2.0 message")
         method, ident = message.get("method"), message.get("id")
         initialize = method == "initialize" and ident is not None
+        passed = _modern_headers(headers)
+        if isinstance(passed, tuple):
+            return passed
         if initialize:  # the id is taken now: the host names its own session by it
             session: Optional[str] = self._reserve(label)
             if session is None:
                 return _rpc_error(
                     400, INVALID_REQUEST, "more than {} sessions".format(MAX_SESSIONS), ident
                 )
+        elif SESSION_HEADER not in headers and _sessionless(method, passed):
+            session = ""  # the stateless era (2026-07-28): no session at all
         else:
             session, refused = self._session(label, headers)
             if session is None:
                 return refused  # type: ignore[no-any-return]
         if not isinstance(method, str) or ident is None:  # a notification, a response
             if self.mode == "record" and self.forward is not None and isinstance(method, str):
-                self.forward({"server": label, "session": session, "message": message})
+                self.forward(
+                    {"server": label, "session": session, "message": message, "headers": passed}
+                )
             return _empty(202)
         assert session is not None
-        answer = self._request(step_id, label, session, message)
+        answer = self._request(step_id, label, session, message, passed)
         extra: Dict[str, str] = {}
         if initialize and isinstance(answer, dict) and "result" in answer:
             self.sessions[session] = label
             extra["Mcp-Session-Id"] = session
         return _json(200, answer, extra)
 
-    def _request(self, step_id: str, label: str, session: str, message: Dict[str, Any]) -> Any:
+    def _request(
+        self,
+        step_id: str,
+        label: str,
+        session: str,
+        message: Dict[str, Any],
+        passed: Dict[str, str],
+    ) -> Any:
         """The JSON-RPC response to one request: the hub's, after a forward when it says so."""
         exchange: Dict[str, Any] = {"server": label, "message": message}
         decided = self.hub.answer(step_id, exchange)
         if decided.get("forward") is True:
-            response = self._forwarded(label, session, message)
+            response = self._forwarded(label, session, message, passed)
             decided = self.hub.answer(step_id, dict(exchange, response=response))
         return decided.get("answer")
 
-    def _forwarded(self, label: str, session: str, message: Dict[str, Any]) -> Any:
+    def _forwarded(
+        self, label: str, session: str, message: Dict[str, Any], passed: Dict[str, str]
+    ) -> Any:
         """The server's response to ``message``: through the host (``record``), else `stand_in`."""
         if self.mode != "record" or self.forward is None:
             return stand_in(self.hub, label, message)
-        answer = self.forward({"server": label, "session": session, "message": message})
+        fields = {"server": label, "session": session, "message": message, "headers": passed}
+        answer = self.forward(fields)
         response = answer.get("response") if isinstance(answer, dict) else None
         if isinstance(response, dict):
             return response

@@ -144,7 +144,9 @@ def test_record_keeps_the_http_mcp_traffic_as_calls(
     lines = _lines(trace)
     assert lines[-1]["status"] == "succeeded", lines[-1]
     mcp = [c for c in lines if c.get("type") == "call" and "mcp" in (c.get("meta") or {})]
-    assert [c["meta"]["mcp"]["method"] for c in mcp] == ["initialize", "tools/list", "tools/call"]
+    methods = [c["meta"]["mcp"]["method"] for c in mcp]
+    # the mcp client probes the stateless era (server/discover); this server speaks it
+    assert methods == ["server/discover", "tools/list", "tools/call"], methods
     assert {c["meta"]["mcp"]["server"] for c in mcp} == {"tools[0]"}
     assert {c["source"] for c in mcp} == {"executed"}
     (call,) = [c for c in mcp if c["tool"] == "notes.search_notes"]
@@ -261,7 +263,15 @@ def test_a_fresh_run_answers_the_protocol_from_the_workflow(sdk_image: str, tmp_
     lines = _fresh_run(root, "mcp_http.yaml", sdk_image, tmp_path)
     assert lines[-1]["status"] == "succeeded", lines[-1]
     tools = [c["tool"] for c in lines if c.get("type") == "call" and c["tool"] != "model"]
-    assert tools == ["mcp.initialize", "mcp.tools.list", "notes.search_notes"]
+    # no server: the stateless era's probe is "method not found", the client falls back
+    assert tools == [
+        "mcp.server.discover",
+        "mcp.initialize",
+        "mcp.tools.list",
+        "notes.search_notes",
+    ]
+    (probe,) = [c for c in lines if c.get("tool") == "mcp.server.discover"]
+    assert json.loads(probe["error"]["message"])["code"] == -32601
     (call,) = [c for c in lines if c.get("tool") == "notes.search_notes"]
     assert call["source"] == "observation" and call["body"] == '"observed"'
     assert lines[-1]["outbound"] == []
@@ -290,7 +300,8 @@ def test_a_runner_sdk_record_trace_reproduces_in_a_sandbox(
         server.stop()
     lines = _lines(trace)
     mcp = [c for c in lines if "mcp" in (c.get("meta") or {})]
-    assert [c["meta"]["mcp"]["method"] for c in mcp] == ["initialize", "tools/list", "tools/call"]
+    methods = [c["meta"]["mcp"]["method"] for c in mcp]
+    assert methods == ["server/discover", "tools/list", "tools/call"], methods
     (call,) = [c for c in mcp if c["tool"] == "notes.search_notes"]
     assert call["effect"] == "read" and call["schema_hash"], call
     env = {"SANDBOX_REPLAY_IMAGE": sdk_image, "SANDBOX_REPLAY_STATE_DIR": str(tmp_path / "s")}

@@ -16,8 +16,8 @@ import pytest
 from runner import sdk
 from runner.runtime import mcproute
 from runner.sdk import mcphttprecord
-from tests.unit.runtime.test_mcp_http import McpServer, _session
-from tests.unit.runtime.test_mcp_http import episode as episode  # the fixture, shared
+from tests.unit.runtime.test_mcp_http_endpoint import McpServer, _session
+from tests.unit.runtime.test_mcp_http_endpoint import episode as episode  # the fixture, shared
 
 pytest.importorskip("mcp.client.streamable_http")
 

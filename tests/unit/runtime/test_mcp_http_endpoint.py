@@ -61,7 +61,14 @@ class McpServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.log.append({"session": self.headers.get("Mcp-Session-Id"), **body})
+                server.log.append(
+                    {
+                        "session": self.headers.get("Mcp-Session-Id"),
+                        "version": self.headers.get("MCP-Protocol-Version"),
+                        "routed": self.headers.get("Mcp-Method"),
+                        **body,
+                    }
+                )
                 if "id" not in body:
                     return self._send(202, "application/json", b"", {})
                 method = body["method"]
@@ -311,6 +318,7 @@ LIST = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode()
         (LIST, dict(JSON, **{"Mcp-Session-Id": "a b"}), 400, "visible ASCII"),
         (LIST, dict(JSON, **{"Mcp-Session-Id": "x" * 129}), 400, "visible ASCII"),
         (LIST, dict(JSON, **{"Mcp-Session-Id": "sandbox-replay-0-9"}), 404, "no such session"),
+        (LIST, dict(JSON, **{"MCP-Protocol-Version": "a b"}), 400, "visible ASCII"),
     ],
 )
 def test_hostile_requests_get_clear_errors(
@@ -339,6 +347,21 @@ def test_sessions_get_and_delete(server: McpServer, episode: Any) -> None:
     assert _post(gateway, LIST, with_session)[0] == 404  # ended
 
 
+def test_the_stateless_era_needs_no_session(server: McpServer, episode: Any) -> None:
+    """MCP 2026-07-28 has no initialize and no session: its probe and every request stamped
+    with that version are decided and forwarded, the routing headers passed on."""
+    host, gateway, _ = episode("record")
+    probe = b'{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}'
+    status, headers, answer = _post(gateway, probe, JSON)
+    assert status == 200 and "result" in answer and "mcp-session-id" not in headers
+    modern = dict(JSON, **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
+    status, _, answer = _post(gateway, LIST, modern)
+    assert status == 200 and [t["name"] for t in answer["result"]["tools"]] == ["lookup", "wipe"]
+    assert server.log[-1]["session"] is None and server.log[-1]["version"] == "2026-07-28"
+    assert server.log[-1]["routed"] == "tools/list"
+    assert [r["tool"] for r in host.calls()] == ["mcp.server.discover", "mcp.tools.list"]
+
+
 def test_outside_a_program_step_nothing_is_answered(episode: Any) -> None:
     _, gateway, _ = episode("record")
     gateway.deactivate("agent")
@@ -362,6 +385,16 @@ def test_the_forwarder_posts_only_to_the_url_its_own_workflow_declares(server: M
             (
                 {"id": "h3", "server": "tools[0]", "session": "s", "message": {"id": 2}},
                 "JSON-RPC",
+            ),
+            (
+                {
+                    "id": "h6",
+                    "server": "tools[0]",
+                    "session": "",
+                    "message": init,
+                    "headers": {"authorization": "Bearer x"},
+                },
+                "not passed on",
             ),
             (
                 {

@@ -50,10 +50,11 @@ from runner.admission.cache import description_slot, report_outbound
 from runner.admission.describe_run import ask_sandbox
 from runner.backends.base import Backend as BackendType
 from runner.domain.registry import Registry, ToolSpec
+from runner.errors import InputError
 from runner.hostlog import get_logger
-from runner.tools.locate import locate_tools
+from runner.tools.locate import locate_tools, tool_entry_where
 from runner.tools.snapshot.sources import snapshot_for
-from runner.tools.source import mcp_tool_specs
+from runner.tools.source import URL_TOOLS_UNKNOWN, mcp_tool_specs
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -122,6 +123,13 @@ def sandbox_registry(
                 tools[index] = mcp_tool_specs(recorded_mcp[index], file=label, source=source)
         asked = [s for s in located.mcp_servers if s[0] not in recorded_mcp]
         located = replace(located, mcp_servers=asked)
+    for index, source in located.mcp_urls:  # a URL is never asked (`unknown_url_tools`)
+        recorded = (recorded_mcp or {}).get(index)
+        if recorded is None:
+            where = tool_entry_where(workflow, index)
+            raise InputError(f"{source.label()}: {URL_TOOLS_UNKNOWN}", **where)
+        label = f"{source.label()} (its tools/list recorded in the trace)"
+        tools[index] = mcp_tool_specs(recorded, file=label, source=source)
     if located.modules or located.mcp_servers:
         roots = located.roots()
         cache = cache and not located.mcp_servers  # a server's answer is not cached

@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any, Protocol
 
 from runner.backends.base import Backend, ExitState, Sandbox
 from runner.domain.ids import IdFactory
-from runner.episode.channel import Channel
+from runner.episode.channel import Channel, ChannelEvent
 from runner.episode.prepare import RUNTIME_COMMAND, prepare_run
 from runner.episode.request import EpisodeRequest, EpisodeResult
 from runner.episode.state import EpisodeState
@@ -51,6 +52,7 @@ from runner.errors import InfrastructureError
 from runner.hostlog import get_logger
 from runner.providers.base import ModelProvider
 from runner.providers.deadline import DeadlineProvider
+from runner.providers.mcphttp import McpForwarder
 from runner.providers.ratelimit import WaitAccount
 from runner.settings import Settings
 from runner.trace.redact import Redactor
@@ -162,11 +164,16 @@ def run_episode(
         timeout_s=limits.timeout_s,
         memory_mb=limits.memory_mb,
     )
-    with TraceWriter(
-        prepared.trace_path,
-        max_bytes=limits.max_trace_mb * 1024 * 1024,
-        redactor=trace_redactor(request),
-    ) as trace:
+    # record's messages to the workflow's MCP server URLs (runner.providers.mcphttp)
+    mcp = McpForwarder(prepared.run_spec["workflow"], live=request.mode == "record")
+    with (
+        closing(mcp),
+        TraceWriter(
+            prepared.trace_path,
+            max_bytes=limits.max_trace_mb * 1024 * 1024,
+            redactor=trace_redactor(request),
+        ) as trace,
+    ):
         state.trace = trace
         exit_state: ExitState | None = None
         started = monotonic()
@@ -187,6 +194,7 @@ def run_episode(
                     min(hello_timeout_s, limits.timeout_s),
                     waits,
                     budget,
+                    mcp,
                 )
                 exit_state = sandbox.wait(SHUTDOWN_GRACE_S)
         except InfrastructureError as exc:
@@ -221,8 +229,11 @@ def _drive(
     hello_timeout_s: float,
     waits: WaitAccount | None = None,
     budget: BudgetDeadline | None = None,
+    mcp: McpForwarder | None = None,
 ) -> None:
     """Pump frames until end of output, answering the runtime; kill on a passed deadline.
+
+    An ``mcp_request`` (``record``'s message to an MCP server URL) is answered by ``mcp``.
 
     The deadline is ``timeout_s`` after start plus what the run waited on rate limits, or the
     budget deadline when that comes first.
@@ -253,6 +264,10 @@ def _drive(
     for frame in sandbox.frames(POLL_S):
         if frame is not None:
             for event in state.channel.feed(*frame):
+                if mcp is not None and _is_mcp_request(event):
+                    if not (state.killed_for or state.wants_kill):
+                        _send(sandbox, state, mcp.reply(event.message or {}), remaining_s())
+                    continue
                 reply = state.on_event(event, provider)
                 for message in reply:
                     _send(sandbox, state, message, remaining_s())
@@ -278,6 +293,10 @@ def _drive(
             _kill(sandbox, state, "shutdown_grace")
     for event in state.channel.close():
         state.on_event(event, provider)
+
+
+def _is_mcp_request(event: ChannelEvent) -> bool:
+    return event.kind == "message" and (event.message or {}).get("type") == "mcp_request"
 
 
 def _send(sandbox: Sandbox, state: EpisodeState, message: dict[str, Any], left_s: float) -> None:

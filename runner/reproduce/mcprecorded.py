@@ -3,6 +3,8 @@
 ``reproduce`` does not start an MCP server whose ``tools/list`` the trace recorded, not even to
 ask for its tools: the tools of that ``{mcp: {command: [...]}}`` entry come from the recorded
 answers (docs/trace-format.md, "MCP traffic"), and its calls are served from the same trace.
+A ``{mcp: {url}}`` entry is never contacted to list its tools: without a saved ``tools_list``
+its tools are the trace's recording (`runner.admission.describe.sandbox_registry`).
 Every agent that talks to a server lists its tools first, so a trace recorded from such an
 agent holds them. A trace that never listed a server's tools (a workflow whose tool steps call
 MCP tools as recorded-only tools, served from recordings; traces written before MCP traffic was
@@ -34,15 +36,17 @@ def recorded_tools_lists(trace: Trace, workflow: WorkflowFile) -> dict[int, dict
         workflow: the workflow being replayed.
 
     Returns:
-        ``{entry index: {"tools": [...]}}`` for each ``{mcp: {command}}`` entry whose
-        ``tools/list`` the trace recorded (``args.server`` ``tools[i]``): the tools of every
-        page, in order, a name listed again kept once. `runner.tools.mcp.listed_tools` checks
-        them. An entry the trace never listed is absent (it is asked in a sandbox).
+        ``{entry index: {"tools": [...]}}`` for each ``{mcp: {command}}`` or ``{mcp: {url}}``
+        entry whose ``tools/list`` the trace recorded (``args.server`` ``tools[i]``): the
+        tools of every page, in order, a name listed again kept once.
+        `runner.tools.mcp.listed_tools` checks them. An entry the trace never listed is absent
+        (a stdio server is asked in a sandbox; a URL's tools are then unknown).
     """
     servers = {
         index
         for index, entry in enumerate(workflow.spec.tools)
-        if isinstance(entry, McpEntry) and entry.mcp.command is not None
+        if isinstance(entry, McpEntry)
+        and (entry.mcp.command is not None or entry.mcp.url is not None)
     }
     found: dict[int, dict[str, Any]] = {}
     seen: dict[int, set[str]] = {}

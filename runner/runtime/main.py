@@ -51,6 +51,7 @@ from runner.runtime.channel import Channel
 from runner.runtime.egress import audit
 from runner.runtime.egress.childlog import ChildLog
 from runner.runtime.environment import environment_platform, installed_packages
+from runner.runtime.mcphttp import McpHttpEndpoint
 from runner.runtime.mcphub import ENV_SERVERS as ENV_MCP_SERVERS
 from runner.runtime.mcphub import McpHub
 from runner.runtime.mcphub import servers_of as mcp_servers
@@ -62,6 +63,7 @@ from runner.runtime.replay.recordings import ObservationStore, TraceStore
 from runner.runtime.steps.engine import Episode
 from runner.runtime.worker.client import Worker
 from runner.sdk import dispatch, wallclock
+from runner.sdk.mcphttp import url_servers
 from runner.trace.strictjson import MAX_VALUE_DEPTH, depth_of
 from runner.wire import protocol
 from runner.wire.errors import error_class_name
@@ -198,6 +200,8 @@ class Runtime:
         self.reaper = pid1.Reaper()
         self.worker = Worker(self.reaper)
         self._egress_lock = threading.Lock()  # pop + send atomically: records stay in order
+        self._mcp_lock = threading.Lock()
+        self._mcp_sent = 0  # mcp_request messages sent: their ids
 
     def _isolation(self) -> Dict[str, Any]:
         """``hello``'s ``isolation``: PID 1 (the namespace's init), not dumpable, and why not."""
@@ -243,6 +247,13 @@ class Runtime:
     def _request_api(self, fields: Dict[str, Any]) -> Dict[str, Any]:
         message_id = "g{}".format(fields["index"])
         return self.channel.request("gateway_request", "gateway_response", message_id, **fields)
+
+    def _request_mcp(self, fields: Dict[str, Any]) -> Dict[str, Any]:
+        """Ask the host to pass one message to an MCP server URL (``record``; mcphttp)."""
+        with self._mcp_lock:
+            self._mcp_sent += 1
+            message_id = "h{}".format(self._mcp_sent)
+        return self.channel.request("mcp_request", "mcp_response", message_id, **fields)
 
     def _install_audit(self) -> Optional[str]:
         """Install the hook; why children cannot report (for a ``coverage`` note), or None."""
@@ -368,8 +379,10 @@ class Runtime:
         gateway = self._start_gateway(spec["workflow"], caller)
         tool_paths, modules = spec.get("tool_paths") or [], spec.get("modules") or []
         environment = gateway.environment() if gateway is not None else {}
-        servers = mcp_servers(spec["workflow"]) if gateway is not None else []
-        if servers:  # the agent's MCP servers: the stand-in in their place (mcpspawn)
+        servers = []  # the agent's MCP servers: stdio commands and Streamable HTTP URLs
+        if gateway is not None:
+            servers = mcp_servers(spec["workflow"]) + url_servers(spec["workflow"])
+        if servers:  # stand-ins for the commands (mcpspawn), the URLs routed here (mcproute)
             environment[ENV_MCP_SERVERS] = json.dumps(servers)
         code = self.worker.load(manifest, mode, tool_paths, modules, environment, clock())
         registry = RuntimeRegistry.from_manifest(
@@ -377,6 +390,8 @@ class Runtime:
         )
         if servers:
             gateway.mcp = McpHub(caller, registry, mode, servers, self.worker.programs)
+            if any(server.get("url") for server in servers):  # Streamable HTTP (mcphttp)
+                gateway.mcp_http = McpHttpEndpoint(gateway.mcp, mode, self._request_mcp)
         try:
             with sdk.replay_context(registry.execute_ids):
                 return Episode(

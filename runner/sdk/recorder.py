@@ -39,11 +39,13 @@ Invariants:
 - nothing is exported to a tracing service: ``OPENAI_AGENTS_DISABLE_TRACING=1`` is set while
   recording and, from the first recording on, a request to a tracing-ingest path over httpx
   is answered in this process and never sent (listed in ``end.outbound`` as refused).
-
 - the JSON-RPC traffic of an MCP stdio server the workflow names (``tools: [{mcp: {command:
   ...}}]``) and the agent starts while the recorder is active is recorded as ``sandbox-replay
   record`` records it (`runner.sdk.mcprecord`), taken off the server's pipes unchanged
   (`runner.sdk.mcpstdio`).
+- the JSON-RPC traffic with an MCP server URL the workflow names (``tools: [{mcp: {url:
+  ...}}]``) is recorded as ``sandbox-replay record`` records it (`runner.sdk.mcphttprecord`),
+  the agent's bytes unchanged.
 """
 
 import contextvars
@@ -57,7 +59,7 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from runner.sdk import current, mcprecord, sdktools, wallclock
+from runner.sdk import current, mcphttprecord, mcprecord, sdktools, wallclock
 from runner.sdk.agentcode import loaded_agent_code, sdk_versions
 from runner.sdk.exchange import ModelCallRecording
 from runner.sdk.exchange import error_class as _error_class
@@ -187,6 +189,7 @@ class Recorder(ModelCallRecording):
         self._tracing_env: Optional[str] = None
         self.write_error: Optional[str] = None
         self._mcp: Any = None  # the MCP servers' calls (`runner.sdk.mcprecord`)
+        self._mcp_http: Any = None  # runner.sdk.mcphttprecord's token while recording
 
     # -- the context -------------------------------------------------------------------------
 
@@ -207,11 +210,13 @@ class Recorder(ModelCallRecording):
         httpxrecord.install_guard(_capturing_recorder)
         sdktools.install()  # the agent SDKs' tools are recorded like @tool calls
         self._mcp = mcprecord.attach(self, self.workflow["content"], IN_TOOL.get)
+        self._mcp_http = mcphttprecord.attach_recorder(self)  # its MCP server URLs
         return self
 
     def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
         self._finish_pending()
         mcprecord.detach(self._mcp)
+        mcphttprecord.detach_recorder(self._mcp_http)
         self.active = False
         with _CAPTURING_LOCK:
             if self in _CAPTURING:

@@ -23,12 +23,17 @@ from runner.domain.registry import ToolSpec
 from runner.errors import InputError
 from runner.tools.mcp import server_files
 from runner.tools.programs import module_root, program_modules, top_spec
-from runner.tools.source import load_manifest_tools, load_mcp_tools_list, manifest_path
+from runner.tools.source import (
+    URL_TOOLS_UNKNOWN,
+    load_manifest_tools,
+    load_mcp_tools_list,
+    manifest_path,
+)
 
 if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
-__all__ = ["ToolLocations", "locate_tools", "tool_entry_where"]
+__all__ = ["ToolLocations", "locate_tools", "tool_entry_where", "unknown_url_tools"]
 
 
 @dataclass
@@ -46,6 +51,10 @@ class ToolLocations:
             stdio servers whose ``tools/list`` only a sandbox asks (the folder, the
             workflow's or the confining one, is their working folder and mounted; None when
             the command names no file there: it then runs in the sandbox's ``/tmp``).
+        mcp_urls: ``(entry index, source)`` of the ``{mcp: {url}}`` entries without a
+            ``tools_list``: Streamable HTTP servers whose tools nothing here may ask (no
+            command contacts a URL to learn them; `unknown_url_tools` says so); ``reproduce``
+            takes them from the trace (`runner.reproduce.mcprecorded`).
     """
 
     manifest_tools: dict[int, list[ToolSpec]]
@@ -53,12 +62,24 @@ class ToolLocations:
     search: list[Path]
     programs: list[tuple[int, str, Path]] = field(default_factory=list)
     mcp_servers: list[tuple[int, McpSource, Path | None]] = field(default_factory=list)
+    mcp_urls: list[tuple[int, McpSource]] = field(default_factory=list)
 
     def roots(self) -> list[Path]:
         """The distinct host folders to mount: tool modules', programs', MCP servers'."""
         found = [root for _, _, root in self.modules] + [root for _, _, root in self.programs]
         found += [folder for _, _, folder in self.mcp_servers if folder is not None]
         return list(dict.fromkeys(found))
+
+
+def unknown_url_tools(source: McpSource, where: dict[str, Any]) -> str:
+    """Why the tools of an ``{mcp: {url}}`` entry without a ``tools_list`` are unknown.
+
+    No command contacts a remote server to learn its tools (``check`` runs in CI, offline, and
+    an answer that changes between two checks would make the gate flaky): the saved
+    ``tools/list`` is what ``check``, ``run`` and ``record`` know, and ``reproduce`` reads the
+    one the trace recorded.
+    """
+    return f"{source.label()} at {where['file']}:{where['line']}: {URL_TOOLS_UNKNOWN}"
 
 
 def tool_entry_where(workflow: WorkflowFile, index: int) -> dict[str, Any]:
@@ -128,7 +149,9 @@ def locate_tools(workflow: WorkflowFile, *, confined_to: Path | None = None) -> 
     for index, entry in enumerate(workflow.spec.tools):
         where = tool_entry_where(workflow, index)
         if isinstance(entry, McpEntry):
-            if entry.mcp.command is None:
+            if entry.mcp.url is not None and entry.mcp.tools_list is None:
+                found.mcp_urls.append((index, entry.mcp))
+            elif entry.mcp.command is None:
                 found.manifest_tools[index] = load_mcp_tools_list(manifests, entry.mcp, where)
             else:  # its folder is mounted (its working folder) when it names a file there
                 named = server_files(manifests, entry.mcp.command, where)

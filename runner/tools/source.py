@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from runner.domain.workflow import WorkflowFile
 
 __all__ = [
+    "URL_TOOLS_UNKNOWN",
     "load_manifest_tools",
     "load_mcp_tools_list",
     "load_module_tools",
@@ -103,6 +104,8 @@ def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path
                     " submit or reproduce, or a saved tools_list)",
                     **where,
                 )
+            if entry.mcp.tools_list is None:  # a URL: nothing here contacts it to ask
+                raise InputError(f"{entry.mcp.label()}: {URL_TOOLS_UNKNOWN}", **where)
             tools.extend(load_mcp_tools_list(workflow.folder, entry.mcp, where))
         elif entry.endswith(".json"):
             tools.extend(
@@ -114,6 +117,14 @@ def load_tool_sources(workflow: WorkflowFile) -> tuple[list[ToolSpec], list[Path
             roots.append(root)
     roots.extend(program_roots(workflow))  # located, never imported
     return tools, list(dict.fromkeys(roots))
+
+
+URL_TOOLS_UNKNOWN = (
+    "its tools are unknown (no command contacts a server's URL to ask): save its tools/list"
+    " result as JSON and name it in the entry's tools_list"
+)
+"""Why an ``{mcp: {url}}`` entry without a ``tools_list`` has no tools (`runner.tools.locate.
+unknown_url_tools` says why nothing asks)."""
 
 
 def manifest_path(folder: Path, entry: str, where: dict[str, Any]) -> Path:

@@ -57,7 +57,7 @@ from runner import sdk
 from runner.domain.registry import Registry, ToolSpec
 from runner.errors import InputError
 from runner.sdk import pyparse
-from runner.tools.locate import locate_tools, tool_entry_where
+from runner.tools.locate import locate_tools, tool_entry_where, unknown_url_tools
 from runner.tools.static_decl import BARE, StaticTool
 from runner.tools.static_walk import ModuleWalk
 
@@ -256,6 +256,8 @@ def static_registry(workflow: WorkflowFile) -> Registry:
             f"{source.label()} at {where['file']}:{where['line']}: an MCP server's tools are"
             " listed only inside a sandbox"
         )
+    for index, source in located.mcp_urls:
+        gaps.append(unknown_url_tools(source, tool_entry_where(workflow, index)))
     ordered = [tool for index in sorted(tools) for tool in tools[index]]
     return Registry(ordered, located.roots(), unread=gaps)
 

@@ -108,6 +108,14 @@ OpenAI's ``param``; the host refuses the two beta headers). What the gateway ans
 reported as
     gateway_note     {kind: tracing_ingest|unsupported|invalid_request|outside_step|
                       gateway_error, method, path, bytes?, status}
+
+Addition (MCP over Streamable HTTP; additive): in ``record``, the gateway's MCP endpoint
+(runner/runtime/mcphttp.py) passes a message for a workflow's ``{mcp: {url}}`` server as
+    mcp_request  {id, server: "tools[i]", session, message? | close?: true}   waits for
+    mcp_response {id, response? | error?}
+the host posts ``message`` to the URL its own workflow copy declares for ``server`` (never one
+the sandbox names) and answers with the server's JSON-RPC ``response`` (absent for a
+notification), or ``error`` (text) when it did not forward (runner/providers/mcphttp.py).
 """
 
 import json
@@ -162,9 +170,12 @@ MESSAGE_TYPES_FROM_RUNTIME = frozenset(
         "gateway_request",  # program steps' model requests (runtime/gateway.py)
         "gateway_note",
         "nondeterminism",  # reproduce: runtime/nondeterminism.py's report, before episode
+        "mcp_request",  # record: a message to an MCP server URL (runtime/mcphttp.py)
     }
 )  # manifest: mode "manifest" only (runtime/manifest.py), instead of episode
-MESSAGE_TYPES_FROM_HOST = frozenset({"start", "model_response", "gateway_response", "shutdown"})
+MESSAGE_TYPES_FROM_HOST = frozenset(
+    {"start", "model_response", "gateway_response", "mcp_response", "shutdown"}
+)
 
 
 def encode(message: Dict[str, Any]) -> bytes:

@@ -21,6 +21,8 @@ Routes (a query string is kept in the path recorded, ignored for routing):
 |                                           | them; request ``{"response_id"}``; no stream)|
 | POST ``…/traces/ingest``                  | the Agents SDK's trace export: answered here |
 | POST ``/_sandbox-replay/mcp``             | the MCP stand-in (`runner.runtime.mcphub`)   |
+| ``/_sandbox-replay/mcp-http/I``           | the workflow's ``tools[I]`` MCP server URL   |
+|                                           | (`runner.runtime.mcphttp`)                   |
 | anything else                             | 404 in the API's error shape                 |
 
 A model request must be a JSON object (the strict decoder: no NaN, no duplicate keys, nested
@@ -43,8 +45,9 @@ import re
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
+from runner.runtime.mcphttp import MCP_HTTP_PATH, HttpAnswer
 from runner.runtime.mcphub import MCP_PATH
 from runner.runtime.replay.calls import Caller
 from runner.runtime.steps import apicall
@@ -157,6 +160,7 @@ class Gateway:
         self._step: Optional[str] = None
         self._lock = threading.Lock()
         self.mcp: Any = None  # the episode's `runner.runtime.mcphub.McpHub`, when it has one
+        self.mcp_http: Any = None  # its `runner.runtime.mcphttp.McpHttpEndpoint`, when it has one
         self.server = _Server(("127.0.0.1", 0), _handler(self))
         self.host, self.port = "127.0.0.1", int(self.server.server_address[1])
         self._thread = threading.Thread(
@@ -192,11 +196,17 @@ class Gateway:
             if self._step == step_id:
                 self._step = None
 
-    def answer(self, method: str, path: str, headers: Dict[str, str], raw: bytes) -> Answer:
+    def answer(
+        self, method: str, path: str, headers: Dict[str, str], raw: bytes
+    ) -> Union[Answer, HttpAnswer]:
         """The HTTP answer to one request (see the module docstring)."""
         route, _, query = path.partition("?")
         route = route.rstrip("/") or "/"
         api = ROUTES.get(route)
+        if route.startswith(MCP_HTTP_PATH) and self.mcp_http is not None:
+            with self._lock:
+                step_id = self._step
+            return self.mcp_http.answer(step_id, method, route, headers, raw)  # type: ignore[no-any-return]
         if route == MCP_PATH and self.mcp is not None and method == "POST":
             return self._mcp(raw)
         retrieved = RETRIEVE.match(route) if api is None else None
@@ -331,10 +341,12 @@ def _handler(gateway: Gateway) -> type:
                 data += self.rfile.read(size)
                 self.rfile.readline(64)
 
-        def _write(self, answer: Answer, close: bool) -> None:
-            status, content_type, body = answer
+        def _write(self, answer: Union[Answer, HttpAnswer], close: bool) -> None:
+            status, content_type, body = answer[:3]
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            for name, value in (answer[3] if len(answer) > 3 else {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             if status >= 400:
                 self.send_header("x-should-retry", "false")

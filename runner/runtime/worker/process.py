@@ -174,9 +174,10 @@ class WorkerProcess:
             os.environ.update({str(k): str(v) for k, v in environment.items()})
             audit.gateway_from_env()  # the gateway is the runtime, not egress
             if environment.get(ENV_MCP_SERVERS):  # the agent's MCP servers: the stand-in
-                from runner.runtime import mcpspawn
+                from runner.runtime import mcproute, mcpspawn
 
                 mcpspawn.install_from_env()
+                mcproute.install_from_env()  # and its URLs to the gateway (mcphttp)
         self._clock(message)  # import-time reads see the run's clock
         if mode == "reproduce":  # the nondeterminism report, from the tool modules' import on
             _observe(message.get("tool_paths"), environment)

@@ -18,11 +18,10 @@ what is there: the recorder's own guard included) so that, while a recording is 
   request's id, which is handed over with ``sink.response(index, label, response)``.
 
 The sink turns an exchange into a call line by the rule the sandbox's hub follows
-(`runner.runtime.mcphub`, docs/trace-format.md "MCP traffic"): `CallSink` here, which
-`attach_recorder` gives a recorder (its interface is the one of the stdio recording,
-``McpRecording``, so that one recording can take both transports). Nothing here raises into
-the agent: a fault of the capture is passed to ``sink.failed(exc)`` and the exchange goes on
-as if nobody watched.
+(`runner.runtime.mcphub`, docs/trace-format.md "MCP traffic"): the stdio recording's
+`runner.sdk.mcprecord.McpRecording`, which `attach_recorder` gives a recorder (one rule for
+both transports). Nothing here raises into the agent: a fault of the capture is passed to
+``sink.failed(exc)`` and the exchange goes on as if nobody watched.
 
 Which URLs are MCP servers: the workflow file given to the recorder (``workflow=``), the one
 ``reproduce`` runs the trace with (its ``tools[i]`` labels and prefixes are what the served
@@ -37,17 +36,14 @@ import importlib.util
 import json
 import re
 import threading
-import time
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
+from runner.sdk import mcprecord
 from runner.sdk.mcphttp import SseReader, answers, server_of, url_servers
-from runner.sdk.toolschema import schema_hash
-from runner.trace.format import TRACE_VERSION, encode_body
 
 __all__ = [
     "LIBRARIES",
-    "CallSink",
     "attach",
     "attach_recorder",
     "detach",
@@ -58,15 +54,12 @@ __all__ = [
 LIBRARIES = ("httpx2", "httpx")
 MAX_REQUEST_BYTES = 4 << 20  # a message larger than this is passed on, not recorded
 
-ERROR_CLASS = "McpError"  # the hub's class of a JSON-RPC error response
 NO_YAML = (
     "runner.sdk.record does not record MCP traffic here: the workflow names an MCP server "
     "URL, and reading the workflow file needs PyYAML, which this process cannot import"
 )
 # a `mcp:` mapping holding a `url:` (flow or block style), read as text before any YAML
 _MCP_URL = re.compile(r"\bmcp\s*:\s*(\{[^}]*\burl\s*:|\n\s+url\s*:)")
-_METHOD = re.compile(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*\Z")
-MAX_LISTED = 1000  # tools remembered per server
 
 _ACTIVE: List[Tuple[Any, List[Dict[str, Any]]]] = []  # (sink, servers), innermost last
 _LOCK = threading.Lock()
@@ -96,150 +89,19 @@ def attach(sink: Any, servers: List[Dict[str, Any]]) -> Optional[Tuple[Any, Any]
     return token
 
 
-class CallSink:
-    """Writes a recorder's MCP exchanges as call lines, as the sandbox's hub does.
-
-    ``tools/call`` is the tool ``PREFIX.NAME`` with its ``arguments``; its ``effect`` and
-    ``schema_hash`` come from the server's own ``tools/list`` answer earlier in this
-    recording (``readOnlyHint: true`` without ``destructiveHint: true`` is ``read``, anything
-    else ``unsafe``: `runner.tools.mcp.effect_of`'s rule; a tool never listed is ``unsafe``
-    without a hash). Any other method is the protocol call ``mcp.METHOD`` (``/`` as ``.``)
-    with ``args`` ``{server, params}``. ``params`` lose their ``_meta``; a body is the
-    ``result`` as compact JSON; a JSON-RPC error is ``McpError`` with the error object as JSON.
-
-    Args:
-        recorder: the `runner.sdk.recorder.Recorder` (its ``_next``, ``calls``, ``tools``).
-        servers: `runner.sdk.mcphttp.url_servers` of its workflow.
-    """
-
-    def __init__(self, recorder: Any, servers: List[Dict[str, Any]]) -> None:
-        self.recorder = recorder
-        self.servers = {str(s["label"]): s for s in servers}
-        self.pending: Dict[int, Tuple[Dict[str, Any], float]] = {}
-        self.listed: Dict[str, Dict[str, Any]] = {}
-        self.failures = 0
-        self._lock = threading.Lock()
-
-    def request(self, label: str, message: Dict[str, Any]) -> Optional[int]:
-        """Record request ``message`` to server ``label``; its call index (or None: not one)."""
-        server, method = self.servers.get(label), message.get("method")
-        if server is None or not isinstance(method, str) or not _METHOD.match(method):
-            return None
-        given = message.get("params")
-        params = {k: v for k, v in given.items() if k != "_meta"} if isinstance(given, dict) else {}
-        if method == "tools/call":
-            name = params.get("name")
-            if not isinstance(name, str) or not name:
-                return None
-            tool = "{}.{}".format(server["prefix"], name) if server["prefix"] else name
-            arguments = params.get("arguments")
-            args: Dict[str, Any] = arguments if isinstance(arguments, dict) else {}
-        else:
-            tool, args = "mcp." + method.replace("/", "."), {"server": label, "params": params}
-        with self._lock:
-            index, reading = self.recorder._next()
-            record: Dict[str, Any] = {
-                "v": TRACE_VERSION,
-                "type": "call",
-                "index": index,
-                "tool": tool,
-                "effect": "unsafe" if method == "tools/call" else "read",
-                "args": args,
-                "schema_hash": None,
-                "clock": reading,
-                "source": "executed",
-                "raw_io": False,
-                "meta": {"mcp": {"server": label, "method": method}},
-            }
-            self.pending[index] = (record, time.monotonic())
-        return int(index)
-
-    def response(self, index: int, label: str, response: Dict[str, Any]) -> None:
-        """Record the server's ``response`` to call ``index``."""
-        with self._lock:
-            entry = self.pending.pop(index, None)
-        if entry is None:
-            return
-        record, started = entry
-        if "error" in response:
-            error = json.dumps(response["error"], separators=(",", ":"))[:4000]
-            record["error"] = {"class": ERROR_CLASS, "message": error}
-        else:
-            result = response["result"]
-            text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
-            record.update(encode_body(text))
-            if record["meta"]["mcp"]["method"] == "tools/list":
-                self._remember(label, result)
-        self._store(index, record, started)
-
-    def failed(self, exc: BaseException) -> None:
-        """Count a fault of the capture's (the first one is said once, at the end)."""
-        self.failures += 1
-
-    def _remember(self, label: str, result: Any) -> None:
-        tools = result.get("tools") if isinstance(result, dict) else None
-        known = self.listed.setdefault(label, {})
-        for tool in tools if isinstance(tools, list) else []:
-            name = tool.get("name") if isinstance(tool, dict) else None
-            if isinstance(name, str) and (name in known or len(known) < MAX_LISTED):
-                known[name] = tool
-
-    def _store(self, index: int, record: Dict[str, Any], started: float) -> None:
-        mcp = record["meta"]["mcp"]
-        if mcp["method"] == "tools/call":
-            prefix = str(self.servers[mcp["server"]]["prefix"])
-            name = record["tool"][len(prefix) + 1 :] if prefix else record["tool"]
-            listed = self.listed.get(mcp["server"], {}).get(name)
-            if listed is not None:
-                hints = listed.get("annotations")
-                hints = hints if isinstance(hints, dict) else {}
-                read = (
-                    hints.get("readOnlyHint") is True and hints.get("destructiveHint") is not True
-                )
-                record["effect"] = "read" if read else "unsafe"
-                schema = listed.get("inputSchema")
-                if isinstance(schema, dict):
-                    record["schema_hash"] = schema_hash(schema)
-                    self.recorder.tools[record["tool"]] = record["schema_hash"]
-        record["duration_s"] = round(time.monotonic() - started, 6)
-        with self.recorder._lock:
-            self.recorder.calls[index] = record
-
-    def close(self) -> None:
-        """A request still unanswered is recorded as an ``McpError`` (no response came)."""
-        with self._lock:
-            pending, self.pending = self.pending, {}
-        error = json.dumps({"code": -32603, "message": "no response before the recording ended"})
-        for index, (record, started) in sorted(pending.items()):
-            record["error"] = {"class": ERROR_CLASS, "message": error}
-            self._store(index, record, started)
-        if self.failures:
-            warnings.warn(
-                "runner.sdk.record: {} MCP message(s) could not be recorded".format(self.failures),
-                RuntimeWarning,
-                stacklevel=3,
-            )
-
-
 def workflow_url_servers(content: str) -> Tuple[List[Dict[str, Any]], Optional[str]]:
-    """The MCP server URLs a workflow file's text names, and why none could be read."""
-    if not _MCP_URL.search(content):
-        return [], None
-    try:
-        yaml = importlib.import_module("yaml")
-    except ImportError:
-        return [], NO_YAML
-    try:
-        data = yaml.safe_load(content)
-    except Exception as exc:  # yaml.YAMLError and what a hostile document raises
-        return [], "the workflow file is not YAML ({}): its MCP traffic is not recorded".format(
-            type(exc).__name__
-        )
-    return (url_servers(data) if isinstance(data, dict) else []), None
+    """The MCP server URLs a workflow file's text names, and why none could be read.
+
+    `runner.sdk.mcprecord.workflow_servers` for ``url`` entries.
+    """
+    return mcprecord.workflow_servers(content, _MCP_URL, url_servers, NO_YAML)
 
 
 def attach_recorder(recorder: Any) -> Optional[Tuple[Any, Any]]:
-    """Record ``recorder``'s exchanges with its workflow's MCP server URLs (`CallSink`).
+    """Record ``recorder``'s exchanges with its workflow's MCP server URLs.
+
+    The call lines are made by `runner.sdk.mcprecord.McpRecording`, the stdio recording's
+    (one rule for both transports, the sandbox hub's).
 
     Returns:
         The token for `detach_recorder`, or None: its workflow names no URL (or one that
@@ -250,14 +112,18 @@ def attach_recorder(recorder: Any) -> Optional[Tuple[Any, Any]]:
         warnings.warn(problem, RuntimeWarning, stacklevel=3)
     if not servers:
         return None
-    return attach(CallSink(recorder, servers), servers)
+    return attach(mcprecord.McpRecording(recorder, servers), servers)
 
 
 def detach_recorder(token: Optional[Tuple[Any, Any]]) -> None:
-    """`detach` and close the recorder's `CallSink` (an `attach_recorder` token, or None)."""
+    """`detach`, then finish the token's recording (an `attach_recorder` token, or None).
+
+    Its unanswered calls are recorded as errors and what was not recorded is said once
+    (`runner.sdk.mcprecord.detach`).
+    """
     detach(token)
     if token is not None:
-        token[0].close()
+        mcprecord.detach(token[0])
 
 
 def detach(token: Optional[Tuple[Any, Any]]) -> None:

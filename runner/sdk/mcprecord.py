@@ -59,26 +59,39 @@ _ACTIVE: List["McpRecording"] = []
 _ACTIVE_LOCK = threading.Lock()
 
 
-def workflow_servers(content: str) -> Tuple[List[Dict[str, Any]], Optional[str]]:
-    """The MCP stdio servers a workflow file's text names, and why none could be read.
+def workflow_servers(
+    content: str,
+    names: "re.Pattern[str]" = _MCP_COMMAND,
+    servers_of: Callable[[Dict[str, Any]], List[Dict[str, Any]]] = mcpcalls.servers_of,
+    no_yaml: str = NO_YAML,
+) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+    """The MCP servers a workflow file's text names, and why none could be read.
+
+    Args:
+        content: the workflow file's text.
+        names: what in the text says it names a server of this kind (read before any YAML:
+            a workflow without MCP never needs PyYAML); default: a stdio ``command``.
+        servers_of: the servers of the parsed workflow (default `runner.sdk.mcpcalls.
+            servers_of`, the stdio ones; `runner.sdk.mcphttp.url_servers` for URLs).
+        no_yaml: the reason given when PyYAML cannot be imported.
 
     Returns:
-        (`runner.sdk.mcpcalls.servers_of` of the file, None), or ([], the reason) when the
-        text names an MCP command but could not be read (no PyYAML, not YAML).
+        (``servers_of`` the file, None), or ([], the reason) when the text names an MCP
+        server but could not be read (no PyYAML, not YAML).
     """
-    if not _MCP_COMMAND.search(content):
+    if not names.search(content):
         return [], None
     try:
         yaml = importlib.import_module("yaml")
     except ImportError:
-        return [], NO_YAML
+        return [], no_yaml
     try:
         data = yaml.safe_load(content)
     except Exception as exc:  # yaml.YAMLError and what a hostile document raises
         return [], "the workflow file is not YAML ({}): its MCP traffic is not recorded".format(
             type(exc).__name__
         )
-    return (mcpcalls.servers_of(data) if isinstance(data, dict) else []), None
+    return (servers_of(data) if isinstance(data, dict) else []), None
 
 
 class McpRecording:

@@ -119,7 +119,7 @@ def test_20mb_line_is_message_too_large_and_next_message_parses(
 
 
 @pytest.mark.slow
-def test_50_containers_that_exit_at_once_each_return_within_5s(
+def test_50_containers_that_exit_at_once_each_return_without_waiting_for_a_timeout(
     project: Project, backend: Any, sandbox_image: str, tmp_path: Path
 ) -> None:
     command = (
@@ -145,7 +145,10 @@ def test_50_containers_that_exit_at_once_each_return_within_5s(
         assert out.end["stderr_tail"] in (["to stderr"], [])
         assert "to stdout" in out.end["channel"]["events"][0]["detail"]
         assert out.end["not_run"] == ["echo"]
-    assert max(durations) < 5, durations
+    # A liveness bound, not a speed claim (speed: bench/): a host that waited on a sandbox which
+    # had already exited would hold it until the policy's 300 s wall timeout. 60 s, not 5: on a
+    # 2-core machine at load 16-20 the engine alone once took 186 s to start one container.
+    assert max(durations) < 60, durations
     print(f"exit-at-once: median {sorted(durations)[25]:.2f} s, max {max(durations):.2f} s")
 
 

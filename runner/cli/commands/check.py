@@ -169,7 +169,7 @@ def _lines(policy: Policy, check: WorkflowCheck) -> list[str]:
     """The workflow's problems, or its summary and its conditional tools."""
     if not check.eligible:
         return [p.message for p in check.problems]
-    out = [check.summary_line(), *check.sdk_tool_lines()]
+    out = [check.summary_line(), *check.tool_lines()]
     for tool_id, rules in _conditional(policy, check).items():
         for rule in rules:
             out.append(

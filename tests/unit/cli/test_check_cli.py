@@ -169,3 +169,22 @@ def test_a_wrong_value_kind_is_said_in_yaml_terms(tmp_path: Path) -> None:
     assert f"{bad}:3: tools: expected a mapping (key: value lines), got a list" in err, err
     assert f"{bad}:4: limits.timeout_s: expected a number, got text 'abc'" in err, err
     assert "Input should be" not in err and "ToolOverrides" not in err
+
+
+def test_the_text_form_lists_an_mcp_tool_as_the_json_form_does(tmp_path: Path) -> None:
+    """A new user saw an MCP tool in ``--json`` only: the text form now names it, its class
+    and the annotations that decided it (a saved ``tools/list``: no engine needed)."""
+    listed = {"tools": [{"name": "search_docs", "annotations": {"readOnlyHint": True}}]}
+    (tmp_path / "docs-tools.json").write_text(json.dumps(listed), encoding="utf-8")
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        "name: m\nversion: '1'\ntools:\n  - mcp: {tools_list: docs-tools.json, prefix: docs}\n"
+        "steps:\n  - id: s\n    tool: docs.search_docs\n",
+        encoding="utf-8",
+    )
+    code, out, _ = run(str(workflow))
+    assert code == 0, out
+    assert out.splitlines()[1] == (
+        '  tool "docs.search_docs" of mcp tools_list docs-tools.json: read '
+        "(MCP annotations: readOnlyHint: true) (recorded)"
+    )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runner.domain.registry import Registry
+from runner.domain.words import counted
 from runner.domain.workflow import WorkflowFile
 from runner.errors import EXIT_OK, IneligibleError, InputError, worst_exit_code
 from runner.policy.loader import Policy
@@ -88,12 +89,12 @@ class WorkflowCheck:
     def summary_line(self) -> str:
         """``v1.yaml: eligible: 4 steps, 4 tools (2 execute, 2 recorded)`` (or not)."""
         if not self.eligible or self.workflow is None or self.registry is None:
-            return f"{self.path}: not eligible ({len(self.problems)} problem(s))"
+            return f"{self.path}: not eligible ({counted(len(self.problems), 'problem')})"
         used = [self.registry.resolve(t) for t in self.workflow.spec.tool_ids()]
         executed = sum(1 for t in used if t.disposition == "execute")
         steps = len(self.workflow.spec.steps)
         return (
-            f"{self.path}: eligible: {steps} step(s), {len(used)} tool(s) "
+            f"{self.path}: eligible: {counted(steps, 'step')}, {counted(len(used), 'tool')} "
             f"({executed} execute, {len(used) - executed} recorded)"
         )
 

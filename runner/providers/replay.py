@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from runner.domain.words import counted
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body
 from runner.providers.replay_api import mismatch, serve_recorded
@@ -84,7 +85,8 @@ class ReplayProvider:
         if index >= len(queue):
             return error_response(
                 "ReplayDivergence",
-                f"unrecorded {role} turn: all {len(queue)} recorded {role} turns already used",
+                f"unrecorded {role} turn: all"
+                f" {counted(len(queue), f'recorded {role} turn')} already used",
             )
         recorded = queue[index]
         recorded_request = recorded.get("request") or {}

@@ -44,6 +44,7 @@ from runner.cli.options import JsonOption, PriceOption
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, one_line
+from runner.domain.words import counted
 from runner.errors import SandboxReplayError, worst_exit_code
 from runner.policy.calldecision import conditional_rules
 from runner.policy.pricing import check_prices, recorded_models, with_prices
@@ -210,11 +211,13 @@ def _summary(report: EligibilityReport) -> list[str]:
     lines = []
     if invalid:
         lines.append(
-            f"{len(invalid)} input error(s): the file(s) named above could not be loaded; "
+            f"{counted(len(invalid), 'input error')}: the file(s) named above could not be loaded; "
             "nothing was checked against the policy for them"
         )
     if tools:
-        lines.append(f"{len(tools)} tool problem(s) under the policy {report.policy.source}")
+        lines.append(
+            f"{counted(len(tools), 'tool problem')} under the policy {report.policy.source}"
+        )
     return lines
 
 

@@ -18,6 +18,7 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.render.terminal import echo
+from runner.domain.words import counted
 from runner.errors import SandboxReplayError
 from runner.policy import load_policy
 from runner.reproduce.packet import build_packet
@@ -75,5 +76,5 @@ def packet_command(
     finally:
         for each in made:
             each.close()
-    echo(f"wrote {output} ({len(members)} files)")
+    echo(f"wrote {output} ({counted(len(members), 'file')})")
     echo(f"re-run it with: sandbox-replay reproduce {output}")

@@ -10,6 +10,7 @@ import json
 from typing import TYPE_CHECKING
 
 from runner.cli.render.terminal import echo
+from runner.domain.words import counted
 
 if TYPE_CHECKING:
     from runner.episode.request import EpisodeResult
@@ -53,7 +54,7 @@ def print_episode(result: EpisodeResult, *, sandboxed: bool = True) -> None:
     dropped = end.get("outbound_dropped") or 0
     echo(
         f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')}"
-        + (f"; {dropped} attempts past the log's cap not logged" if dropped else "")
+        + (f"; {counted(dropped, 'attempt')} past the log's cap not logged" if dropped else "")
         + ")"
     )
     for attempt in outbound[:20]:

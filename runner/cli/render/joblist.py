@@ -18,6 +18,7 @@ from rich.table import Table
 
 from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.terminal import markup
+from runner.domain.words import counted
 
 if TYPE_CHECKING:
     from runner.submit.jobs import JobEntry, PruneResult
@@ -105,6 +106,7 @@ def print_prune(result: PruneResult, *, dry_run: bool) -> None:
     for job_id in result.skipped_live:
         console.print(markup(f"kept {job_id}: its orchestrator may still be running"))
     console.print(
-        f"{verb} {len(result.removed)} job{'s' if len(result.removed) != 1 else ''}"
-        f" ({result.ledger_rows} ledger rows, {result.traces} traces); {result.kept} kept"
+        f"{verb} {counted(len(result.removed), 'job')}"
+        f" ({counted(result.ledger_rows, 'ledger row')}, {counted(result.traces, 'trace')});"
+        f" {result.kept} kept"
     )

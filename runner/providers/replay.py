@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runner.domain.words import counted
 from runner.providers.apis import ApiCall
 from runner.providers.base import ProviderResponse, error_response, response_from_body
 from runner.providers.replay_api import mismatch, serve_recorded
@@ -83,10 +82,13 @@ class ReplayProvider:
             return error_response("ReplayDivergence", f"no recorded turns for role {role!r}")
         index = self._cursor[role]
         if index >= len(queue):
+            used = (
+                f"all {len(queue)} recorded {role} turns"
+                if len(queue) != 1
+                else f"the one recorded {role} turn"
+            )
             return error_response(
-                "ReplayDivergence",
-                f"unrecorded {role} turn: all"
-                f" {counted(len(queue), f'recorded {role} turn')} already used",
+                "ReplayDivergence", f"unrecorded {role} turn: {used} already used"
             )
         recorded = queue[index]
         recorded_request = recorded.get("request") or {}

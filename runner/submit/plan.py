@@ -116,6 +116,17 @@ class Plan:
         """N·M·K: every episode of the plan."""
         return len(self.variants) * len(self.tasks) * self.repeats
 
+    def _anchor_grading(self) -> str:
+        """How an anchored submission's runs are graded: the task's expectations, or none."""
+        assert self.anchor is not None
+        if self.anchor.expected_from is not None:
+            return f"anchored fork: {self.anchor.expectations_text()}"
+        return (
+            f"anchored fork: task {self.anchor.task.task_id} has no expectations to grade"
+            " against (the recorded run did not succeed): the rubric ranks the variants by"
+            " status only, a succeeded run 1 and any other 0, not by what they answered"
+        )
+
     @property
     def formula(self) -> str:
         """``2 variants x 5 tasks = 10 runs`` (``x K repeats`` when K > 1)."""
@@ -205,11 +216,11 @@ class Plan:
         if self.anchor is not None:
             k = self.anchor.fork_at
             out.append(
-                f"  anchored fork: every run replays the first {k} recorded call"
-                f"{'s' if k != 1 else ''} of {self.anchor.path.name} (task"
-                f" {self.anchor.task.task_id}, indices 0..{k - 1}, verified as reproduce does),"
-                " then the variant continues fresh"
+                f"  anchored fork: every run replays the first {counted(k, 'recorded call')}"
+                f" of {self.anchor.path.name} (task {self.anchor.task.task_id}, indices"
+                f" 0..{k - 1}, verified as reproduce does), then the variant continues fresh"
             )
+            out.append("  " + self._anchor_grading())
         if self.repeats == 1:
             out.append(
                 "  one episode per (variant, task): the verdict's intervals are over tasks"

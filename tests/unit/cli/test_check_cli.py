@@ -30,9 +30,7 @@ def run(*args: str) -> tuple[int, str, str]:
 def test_eligible_workflows_exit_0() -> None:
     code, out, _ = run(f"{FIX}/safe.yaml")
     assert code == 0
-    assert out.strip() == (
-        f"{FIX}/safe.yaml: eligible: 4 step(s), 4 tool(s) (2 execute, 2 recorded)"
-    )
+    assert out.strip() == (f"{FIX}/safe.yaml: eligible: 4 steps, 4 tools (2 execute, 2 recorded)")
 
 
 def test_unsafe_tool_exit_3_with_the_diagnostic_line() -> None:

@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from runner.cli.render.console import fold_cells, table_console
+from runner.cli.render.console import fold_cells, one_line_piped, table_console
 from runner.cli.render.terminal import markup
 from runner.domain.words import counted
 
@@ -91,7 +91,9 @@ def print_job_list(
     # ~50 they need to wrap in; on a narrower console it folds with them
     fits = max(len(e.id) for e in entries) + 50 <= console.width
     console.print(fold_cells(table, whole=("job",) if fits else ()))
-    console.print(markup(f"folders: {standard}/JOB_ID"), style="dim", soft_wrap=True)
+    console.print(
+        markup(f"folders: {standard}/JOB_ID"), style="dim", soft_wrap=one_line_piped(console)
+    )
     for entry in elsewhere:  # a row of the ledger whose folder is gone
         console.print(markup(f"  {entry.id}: no folder (ledger rows only)"), style="dim")
     console.print("show one: sandbox-replay jobs show JOB_ID", style="dim")

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from runner.cli.render.console import fold_cells
+from runner.cli.render.console import fold_cells, one_line_piped
 from runner.cli.render.terminal import one_line
 from runner.cli.render.verdict import render_verdict
 from runner.domain.words import counted
@@ -132,10 +132,15 @@ def render_report(report: JobReport, console: Console) -> None:
     )
     for purpose, dims in report.ceilings.items():
         text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())
-        console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"), soft_wrap=True)
+        console.print(
+            escape(f"ceiling {purpose}: {text or 'unbounded'}"), soft_wrap=one_line_piped(console)
+        )
     if report.limits:
-        # one line each, never wrapped mid-phrase (a reader greps them; README "200-column")
-        console.print(escape(f"limits per run: {describe_limits(report.limits)}"), soft_wrap=True)
+        # piped: one line each (a reader greps them; README "200-column"); a terminal wraps
+        console.print(
+            escape(f"limits per run: {describe_limits(report.limits)}"),
+            soft_wrap=one_line_piped(console),
+        )
     if report.ceiling_reached:
         message = escape(str(report.ceiling_reached.get("message", "")))
         console.print(f"[red]ceiling reached:[/red] {message}")

@@ -41,6 +41,7 @@ from runner.admission.checkread import check_describer
 from runner.admission.eligibility import check_eligibility
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption, PriceOption
+from runner.cli.render.console import say
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import echo, one_line
@@ -115,9 +116,9 @@ def check_command(
     else:
         for check in report.workflows:
             for line in _lines(report.policy, check):
-                echo(one_line(line))  # a problem quotes names from hostile files: one line each
+                say(one_line(line))  # a problem quotes names from hostile files: one line each
         for line in str(pricing).splitlines() if pricing is not None else ():
-            echo(one_line(line))
+            say(one_line(line))
         for line in _summary(report):
             echo(line, err=True)
     code = report.exit_code

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-from runner.cli.render.terminal import inert, stdout_gone
+from runner.cli.render.terminal import echo, inert, stdout_gone
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions
@@ -49,6 +49,7 @@ __all__ = [
     "fold_cells",
     "line_width",
     "one_line_piped",
+    "say",
     "table_console",
     "words_whole",
     "wrap_lines",
@@ -147,6 +148,17 @@ def words_whole(widths: Sequence[int], words: Sequence[int], fixed: Sequence[boo
             out[donor] -= 1
             out[i] += 1
     return out
+
+
+def say(text: object, *, err: bool = False) -> None:
+    """`echo` of human-readable lines, wrapped at spaces to a terminal's width (`wrap_lines`).
+
+    Piped or redirected: the lines as they are (one line per fact, for scripts). Never for
+    JSON (a wrapped string would no longer be the same JSON).
+    """
+    stream = sys.stderr if err else sys.stdout
+    lines = inert(text).split("\n")
+    echo("\n".join(wrap_lines(lines, line_width(stream))), err=err)
 
 
 def one_line_piped(console: Console) -> bool:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from runner.cli.render.console import say
 from runner.cli.render.reproduce import failure_words
-from runner.cli.render.terminal import echo, one_line
+from runner.cli.render.terminal import one_line
 
 if TYPE_CHECKING:
     from runner.reproduce.fork import ForkReport
@@ -87,4 +88,4 @@ def fork_lines(report: ForkReport) -> list[str]:
 def print_fork(report: ForkReport) -> None:
     """Print `fork_lines` on stdout."""
     for line in fork_lines(report):
-        echo(line)
+        say(line)

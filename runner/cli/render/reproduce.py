@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from runner.cli.render.console import fold_cells, table_console
+from runner.cli.render.console import fold_cells, say, table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
-from runner.cli.render.terminal import echo, markup, one_line
+from runner.cli.render.terminal import markup, one_line
 from runner.reproduce.report import EXIT_OF
 from runner.wire.observed import refuses, words
 
@@ -206,13 +206,13 @@ def print_reports(reports: list[ReproduceReport]) -> None:
     is printed inert (`runner.cli.render.terminal`).
     """
     if len(reports) == 1:
-        echo("\n".join(details(reports[0])))
+        say("\n".join(details(reports[0])))
     else:
         _table(reports)
         for report in reports:
             if report.outcome != "reproduced":
-                echo("\n".join(details(report)))
-    echo(totals_line(reports))
+                say("\n".join(details(report)))
+    say(totals_line(reports))
 
 
 def write_junit(reports: list[ReproduceReport], path: Path) -> None:

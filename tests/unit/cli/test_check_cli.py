@@ -40,7 +40,7 @@ def test_unsafe_tool_exit_3_with_the_diagnostic_line() -> None:
         f'{FIX}/unsafe_step.yaml: step "close": tool "ticket.close" is unsafe: '
         "denied by policies/shadow.yaml (deny effect unsafe)"
     ]
-    assert err.strip() == "1 tool problem(s) under the policy policies/shadow.yaml"
+    assert err.strip() == "1 tool problem under the policy policies/shadow.yaml"
 
 
 def test_every_problem_is_printed() -> None:
@@ -136,10 +136,10 @@ def test_input_errors_do_not_blame_the_policy(tmp_path: Path) -> None:
     broken.write_text("name: x\nsteps: [\n")
     code, _, err = run(str(broken), str(tmp_path / "missing.yaml"))
     assert code == 2
-    assert "2 input error(s)" in err and "shadow.yaml" not in err, err
+    assert "2 input errors" in err and "shadow.yaml" not in err, err
     code, _, err = run(str(broken), f"{FIX}/unsafe_step.yaml")
     assert code == 2
-    assert "1 input error(s)" in err and "1 tool problem(s) under the policy" in err
+    assert "1 input error" in err and "1 tool problem under the policy" in err
 
 
 def test_an_existing_file_is_a_policy_path_whatever_its_name(

@@ -18,6 +18,7 @@ from rich.table import Table
 from runner.cli.render.console import fold_cells, say, table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import markup, one_line
+from runner.domain.words import counted
 from runner.reproduce.report import EXIT_OF
 from runner.wire.observed import refuses, words
 
@@ -64,17 +65,24 @@ def _outcome_text(outcome: dict[str, Any]) -> str:
 
 
 def _packages_text(item: dict[str, Any]) -> str:
-    """The packages no tool module imports, in one line: each side lists its own environment.
+    """The packages no tool module imports, in one line, with what each side had installed.
 
     A recording made on a host lists that host's virtualenv; the sandbox image lists what is
     installed in it (often nothing but the standard library): different lists, not a fault.
+    An older report holds ``"43 packages"`` texts instead of the counts.
     """
-    recorded = item.get("recorded_count", item.get("recorded"))
-    now = item.get("now_count", item.get("now"))
+
+    def amount(value: Any) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return counted(value, "package") if value else "none but the standard library"
+        return one_line(value)
+
+    recorded = amount(item.get("recorded_count", item.get("recorded")))
+    now = amount(item.get("now_count", item.get("now")))
     return (
-        f"other packages (none imported by the tool modules): the recorded environment listed "
-        f"{recorded}, the sandbox image lists its own ({now}); {item.get('only_recorded')} only "
-        f"in the recording, {item.get('only_now')} only in the sandbox"
+        f"other packages, none imported by the tool modules: the recording's environment had"
+        f" {recorded} installed, the sandbox image has {now} ({item.get('only_recorded')} only"
+        f" in the recording, {item.get('only_now')} only in the sandbox; expected, not a fault)"
     )
 
 

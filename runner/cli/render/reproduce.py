@@ -116,9 +116,16 @@ def details(report: ReproduceReport) -> list[str]:
         if difference.get("args") is not None:
             lines.append(f"    arguments: {json.dumps(difference['args'], ensure_ascii=False)}")
         lines.append(f"    {difference.get('message')}")
-    # A single refusal is already the reason line (said once); several are listed.
+    # A single refusal is already the reason line (said once); several are listed, but not
+    # those the nondeterminism lines below list (--strict-determinism's: each was said twice)
+    read = nondeterminism_lines(report)
     if len(report.refusals) > 1:
-        lines.extend(f"  refused: {one_line(reason)}" for reason in report.refusals)
+        listed = "\n".join(read)
+        lines.extend(
+            f"  refused: {one_line(reason)}"
+            for reason in report.refusals
+            if one_line(reason) not in listed and not _more_unlisted(reason, report)
+        )
     if report.outcome in ("not_reproduced", "reproduced") or report.outbound:
         lines.append(f"  outbound destinations: {len(report.outbound)}")
         for attempt in report.outbound[:20]:
@@ -126,7 +133,7 @@ def details(report: ReproduceReport) -> list[str]:
             count = attempt.get("count") or 1
             times = f" ({count} attempts)" if count != 1 else ""
             lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}{times}")
-    lines.extend(nondeterminism_lines(report))
+    lines.extend(read)
     if report.environment_diff and report.outcome == "not_reproduced":
         lines.append("  environment differences:")
         for item in report.environment_diff:
@@ -139,6 +146,12 @@ def details(report: ReproduceReport) -> list[str]:
     if report.replay_trace:
         lines.append(f"  replay trace: {report.replay_trace}")
     return lines
+
+
+def _more_unlisted(reason: str, report: ReproduceReport) -> bool:
+    """The strict refusal counting the entries past the cap (the lines say ``... and N more``)."""
+    found = report.nondeterminism or {}
+    return bool(found.get("dropped")) and reason.endswith(" more not listed")
 
 
 def nondeterminism_lines(report: ReproduceReport) -> list[str]:
@@ -157,7 +170,10 @@ def nondeterminism_lines(report: ReproduceReport) -> list[str]:
     if not entries and not found.get("dropped"):
         lines = ["  nondeterminism: nothing the trace does not pin"]
     else:
-        lines = [f"  nondeterminism: {len(entries)} read(s) the trace does not pin"]
+        refused = " (each refused the replay: --strict-determinism)" if report.refusals else ""
+        lines = [
+            f"  nondeterminism: {counted(len(entries), 'read')} the trace does not pin{refused}"
+        ]
         lines.extend(f"    {one_line(words(e))}" for e in entries[:20])  # a sandbox's text
         more = len(entries) - 20 + int(found.get("dropped") or 0)
         if more > 0:
@@ -166,8 +182,8 @@ def nondeterminism_lines(report: ReproduceReport) -> list[str]:
         names = ", ".join(one_line(e.get("what")) for e in packages[:6])
         names += ", ..." if len(packages) > 6 else ""
         lines.append(
-            f"    and {len(packages)} read(s) by installed packages or the standard library's own"
-            f" lookups, not refused (their configuration): {names}"
+            f"    and {counted(len(packages), 'read')} by installed packages or the standard"
+            f" library's own lookups, not refused (their configuration): {names}"
         )
     lines.append(f"    not observed: {unseen}")
     return lines

@@ -123,8 +123,9 @@ class Plan:
             return f"anchored fork: {self.anchor.expectations_text()}"
         return (
             f"anchored fork: task {self.anchor.task.task_id} has no expectations to grade"
-            " against (the recorded run did not succeed): the rubric ranks the variants by"
-            " status only, a succeeded run 1 and any other 0, not by what they answered"
+            " against (the recorded run did not succeed, or called no tool): the rubric ranks the"
+            " variants by status only, a succeeded run 1 and any other 0, not by what they"
+            " answered"
         )
 
     @property

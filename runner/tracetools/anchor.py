@@ -86,7 +86,8 @@ class Anchor:
             return f"graded against task {self.task.task_id}'s expectations ({self.expected_from})"
         return (
             f"not graded: task {self.task.task_id} has no expectations to grade against (the"
-            " recorded run did not succeed; --tasks FILE takes them from a task file)"
+            " recorded run did not succeed, or called no tool; --tasks FILE takes them from a"
+            " task file)"
         )
 
 
@@ -151,6 +152,8 @@ def load_anchor(path: Path, fork_at: int, *, tasks: Path | None = None) -> Ancho
             f"{path}: the prefix cannot be served: " + "; ".join(problems), problems=problems
         )
     record = task_of(trace, trace.run.task_id)
+    if not (record.get("expected") or {}).get("tool_calls"):  # no call: nothing to match
+        record.pop("expected", None)
     expected_from = "the recorded run's calls" if "expected" in record else None
     if tasks is not None:
         keyed = load_tasks(tasks).get(trace.run.task_id)

@@ -47,28 +47,25 @@ def _text(result):
 async def _answer(question, model, max_turns):
     params = StdioServerParameters(command="python3", args=["docs_server.py"], cwd=HERE)
     client = OpenAI()
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            tools = _schemas(await session.list_tools())
-            messages = [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": question},
-            ]
-            for _ in range(max_turns):
-                reply = client.chat.completions.create(
-                    model=model, messages=messages, tools=tools, temperature=0
-                )
-                message = reply.choices[0].message
-                if not message.tool_calls:
-                    return message.content or ""
-                messages.append(message.model_dump(exclude_none=True))
-                for call in message.tool_calls:
-                    name = call.function.name.split("__", 1)[-1]
-                    result = await session.call_tool(name, json.loads(call.function.arguments))
-                    messages.append(
-                        {"role": "tool", "tool_call_id": call.id, "content": _text(result)}
-                    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = _schemas(await session.list_tools())
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": question},
+        ]
+        for _ in range(max_turns):
+            reply = client.chat.completions.create(
+                model=model, messages=messages, tools=tools, temperature=0
+            )
+            message = reply.choices[0].message
+            if not message.tool_calls:
+                return message.content or ""
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                name = call.function.name.split("__", 1)[-1]
+                result = await session.call_tool(name, json.loads(call.function.arguments))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": _text(result)})
     raise RuntimeError("no answer after {} turns".format(max_turns))
 
 

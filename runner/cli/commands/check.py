@@ -41,10 +41,9 @@ from runner.admission.checkread import check_describer
 from runner.admission.eligibility import check_eligibility
 from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption, PriceOption
-from runner.cli.render.console import say
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.junit import JUnitCase, write_junit_cases
-from runner.cli.render.terminal import echo, one_line
+from runner.cli.render.terminal import echo, one_line, say
 from runner.domain.words import counted
 from runner.errors import SandboxReplayError, worst_exit_code
 from runner.policy.calldecision import conditional_rules

@@ -29,16 +29,14 @@ must still be markup-escaped where markup is parsed (`runner.cli.render.terminal
 
 from __future__ import annotations
 
-import shutil
 import sys
-import textwrap
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 
-from runner.cli.render.terminal import echo, inert, stdout_gone
+from runner.cli.render.terminal import inert, line_width, stdout_gone, wrap_lines
 
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions
@@ -49,7 +47,6 @@ __all__ = [
     "fold_cells",
     "line_width",
     "one_line_piped",
-    "say",
     "table_console",
     "words_whole",
     "wrap_lines",
@@ -150,17 +147,6 @@ def words_whole(widths: Sequence[int], words: Sequence[int], fixed: Sequence[boo
     return out
 
 
-def say(text: object, *, err: bool = False) -> None:
-    """`echo` of human-readable lines, wrapped at spaces to a terminal's width (`wrap_lines`).
-
-    Piped or redirected: the lines as they are (one line per fact, for scripts). Never for
-    JSON (a wrapped string would no longer be the same JSON).
-    """
-    stream = sys.stderr if err else sys.stdout
-    lines = inert(text).split("\n")
-    echo("\n".join(wrap_lines(lines, line_width(stream))), err=err)
-
-
 def one_line_piped(console: Console) -> bool:
     """``soft_wrap`` for a long plain line on ``console``: True (one line) when piped.
 
@@ -169,49 +155,3 @@ def one_line_piped(console: Console) -> bool:
     terminal itself at its edge (a new user read ``(policy sh`` / ``adow)`` at 80 columns).
     """
     return not console.is_terminal
-
-
-def line_width(stream: TextIO) -> int | None:
-    """The columns plain lines are wrapped to on ``stream``: the terminal's; None when piped.
-
-    Piped or redirected output is not wrapped: a script or ``grep`` reads one line per fact.
-    """
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return shutil.get_terminal_size().columns if tty else None
-
-
-def wrap_lines(lines: Sequence[str], width: int | None) -> list[str]:
-    """``lines`` wrapped at spaces to ``width`` columns, each continuation indented by 4 more.
-
-    A line's leading spaces are its level (the plan's ``  variant ...`` under ``plan ...``);
-    its continuation lines start 4 columns further in, so a wrapped line reads as one. Words
-    are never broken (an id or a path longer than the width stays whole on its own line).
-
-    Args:
-        lines: lines without newlines.
-        width: the columns available (at least 20 are used); None: ``lines`` as they are.
-
-    Returns:
-        The wrapped lines, in order (an empty line stays one empty line).
-    """
-    if width is None:
-        return list(lines)
-    out: list[str] = []
-    for line in lines:
-        indent = " " * (len(line) - len(line.lstrip(" ")))
-        out.extend(
-            textwrap.wrap(
-                line,
-                width=max(width, 20),
-                initial_indent="",
-                subsequent_indent=indent + "    ",
-                break_long_words=False,
-                break_on_hyphens=False,
-                drop_whitespace=True,
-            )
-            or [""]
-        )
-    return out

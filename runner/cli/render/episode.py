@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from runner.cli.render.console import say
-from runner.cli.render.terminal import echo
+from runner.cli.render.terminal import echo, say
 from runner.domain.words import counted
 
 if TYPE_CHECKING:

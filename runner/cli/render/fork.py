@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from runner.cli.render.console import say
 from runner.cli.render.reproduce import failure_words
-from runner.cli.render.terminal import one_line
+from runner.cli.render.terminal import one_line, say
 
 if TYPE_CHECKING:
     from runner.reproduce.fork import ForkReport

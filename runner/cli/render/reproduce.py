@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from runner.cli.render.console import fold_cells, say, table_console
+from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
-from runner.cli.render.terminal import markup, one_line
+from runner.cli.render.terminal import markup, one_line, say
 from runner.domain.words import counted
 from runner.reproduce.report import EXIT_OF
 from runner.wire.observed import refuses, words

@@ -10,10 +10,11 @@ from rich.console import Console
 from rich.progress import TimeRemainingColumn
 from rich.table import Table
 
-import runner.cli.render.console as console_module
-from runner.cli.render.console import fold_cells, say, words_whole, wrap_lines
+import runner.cli.render.terminal as terminal_module
+from runner.cli.render.console import fold_cells, words_whole, wrap_lines
 from runner.cli.render.jobview import JobProgress
 from runner.cli.render.report import render_report
+from runner.cli.render.terminal import say
 from runner.grading import Group, Result, grade, rubric_judge
 from runner.submit.jobreport import JobReport
 
@@ -153,12 +154,12 @@ def test_say_wraps_human_lines_at_spaces_on_a_terminal_only(
     """``check``, ``run``, ``reproduce`` lines: wrapped at spaces under their indent on a
     terminal (the terminal cut them mid-word at its edge), one line each when piped."""
     line = '  tool "docs.search_docs" of mcp server python3 docs_server.py: read (recorded)'
-    monkeypatch.setattr(console_module, "line_width", lambda stream: 40)
+    monkeypatch.setattr(terminal_module, "line_width", lambda stream: 40)
     say(line)
     wrapped = capsys.readouterr().out.splitlines()
     assert len(wrapped) > 1 and all(len(part) <= 40 for part in wrapped)
     assert " ".join(wrapped).split() == line.split()
     assert all(part.startswith("      ") for part in wrapped[1:])  # under the line's indent
-    monkeypatch.setattr(console_module, "line_width", lambda stream: None)  # piped
+    monkeypatch.setattr(terminal_module, "line_width", lambda stream: None)  # piped
     say(line)
     assert capsys.readouterr().out == line + "\n"

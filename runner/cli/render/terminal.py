@@ -10,8 +10,9 @@ character makes text read differently from what it is; a lone surrogate (a strin
 
 `inert` is the one function every printed field goes through: plain lines
 via `echo` (human-readable ones via `say`, which also wraps them at spaces to a terminal's
-width: `wrap_lines`; here, not in ``console``, so that ``check`` never imports rich), tables via `runner.cli.render.console.table_console` (whose consoles apply it to every
-string they render, markup included), logs via `runner.cli.log`, JSON via ``ensure_ascii``.
+width: `wrap_lines`; here, not in ``console``, so that ``check`` never imports rich), tables
+via `runner.cli.render.console.table_console` (whose consoles apply it to every string they
+render, markup included), logs via `runner.cli.log`, JSON via ``ensure_ascii``.
 
 Invariant: `inert` returns text with no C0 control other than newline and tab, no DEL, no C1
 control, no Unicode format character (category Cf: bidi controls, zero-width characters, the

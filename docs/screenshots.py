@@ -4,6 +4,10 @@ Usage (after ``make demo``, which prints its state folder)::
 
     SANDBOX_REPLAY_STATE_DIR=/tmp/sandbox-replay-demo.XXXXXX .venv/bin/python docs/screenshots.py
 
+Needs the ``dev`` extra (``pip install -e '.[dev]'``, which ``make setup`` installs: the browser
+driver is the tests' own, tests/support/browser.py, and it uses pytest) and Debian's
+``chromium``; without either it says so and exits 2.
+
 Writes, at 1400 × 900 CSS pixels:
 
 - ``docs/report.png``: the first screen of the job's ``report.html`` (the verdict first);
@@ -25,7 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.browser import browser  # noqa: E402
+try:
+    from tests.support.browser import browser
+except ModuleNotFoundError as missing:  # pytest: the dev extra is not installed
+    print(
+        f"docs/screenshots.py needs the dev extra (pip install -e '.[dev]'): {missing}"
+        " (tests/support/browser.py drives the browser)",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 # the first episode whose calls hold a model turn and a tool call
 FIND_EPISODE = """(() => {
@@ -45,6 +57,17 @@ def main() -> None:
     if not state.name or not pages:
         sys.exit("set SANDBOX_REPLAY_STATE_DIR to the state folder `make demo` printed")
     page = pages[-1]
+    try:
+        _take(page)
+    except BaseException as exc:  # the tests' driver says "no browser" as pytest's skip/fail
+        if type(exc).__module__.startswith("_pytest"):
+            print(f"docs/screenshots.py: {exc}", file=sys.stderr)
+            sys.exit(2)
+        raise
+
+
+def _take(page: Path) -> None:
+    """Open ``page`` in the headless browser and save the two screenshots."""
     with (
         tempfile.TemporaryDirectory(prefix="screenshots-") as tmp,
         browser(Path(tmp), width=1400, height=900) as b,

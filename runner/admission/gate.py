@@ -35,6 +35,7 @@ from runner.domain.registry import Registry
 from runner.domain.workflow import WorkflowFile
 from runner.hostlog import get_logger
 from runner.policy import Policy
+from runner.tools.locate import locate_tools
 
 if TYPE_CHECKING:
     from runner.backends.base import Backend
@@ -69,8 +70,17 @@ def read_gate(
     """
     report = check_eligibility(paths, policy, cwd=cwd, settings=settings, model_check="import")
     report.raise_for_problems(decided_only=decided_only)
-    undecided = [p.message for p in report.problems]
-    if undecided:  # `check` fails on these (fail closed); here the sandbox's description decides
+    # `check` fails on these (fail closed); here the sandbox's description decides. Not said
+    # of a workflow naming an MCP stdio server: `check` describes that one in a sandbox too
+    # (`runner.admission.checkread`), so both agree, and its tools "do not resolve" here only
+    # because the server is never run on the host (the warning was false for every MCP tool).
+    undecided = [
+        p.message
+        for c in report.workflows
+        if c.workflow is None or not locate_tools(c.workflow).mcp_servers
+        for p in c.problems
+    ]
+    if undecided:
         log.warning("eligibility_left_to_the_sandbox", problems=undecided)
     return report
 

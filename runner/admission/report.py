@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runner.domain.registry import Registry
+from runner.domain.words import counted
 from runner.domain.workflow import WorkflowFile
 from runner.errors import EXIT_OK, IneligibleError, InputError, worst_exit_code
 from runner.policy.loader import Policy
@@ -88,20 +89,25 @@ class WorkflowCheck:
     def summary_line(self) -> str:
         """``v1.yaml: eligible: 4 steps, 4 tools (2 execute, 2 recorded)`` (or not)."""
         if not self.eligible or self.workflow is None or self.registry is None:
-            return f"{self.path}: not eligible ({len(self.problems)} problem(s))"
+            return f"{self.path}: not eligible ({counted(len(self.problems), 'problem')})"
         used = [self.registry.resolve(t) for t in self.workflow.spec.tool_ids()]
         executed = sum(1 for t in used if t.disposition == "execute")
         steps = len(self.workflow.spec.steps)
         return (
-            f"{self.path}: eligible: {steps} step(s), {len(used)} tool(s) "
+            f"{self.path}: eligible: {counted(steps, 'step')}, {counted(len(used), 'tool')} "
             f"({executed} execute, {len(used) - executed} recorded)"
         )
 
-    def sdk_tool_lines(self) -> list[str]:
-        """One line per agent-SDK tool the workflow's steps use, with its effect class.
+    def tool_lines(self) -> list[str]:
+        """One line per used tool whose effect class no ``@tool`` declaration gave.
 
-        ``  openai-agents tool "search_kb" as kb.search: read (execute|recorded)``; empty
-        when no used tool is an SDK's (`runner.sdk.sdktools`).
+        An agent SDK's tool (`runner.sdk.sdktools`):
+        ``  openai-agents tool "search_kb" as kb.search: read (execute|recorded)``; a tool
+        whose class something else decided, an MCP server's annotations
+        (`runner.tools.mcp`) or the policy's ``map:``:
+        ``  tool "docs.search_docs" of mcp server python3 docs_server.py: read (MCP
+        annotations: readOnlyHint: true) (recorded)`` (one line). Empty when every used tool
+        declares its class: the text form of ``check`` then shows what ``--json`` shows.
         """
         if self.workflow is None or self.registry is None:
             return []
@@ -110,13 +116,17 @@ class WorkflowCheck:
             if tool_id not in self.registry:
                 continue
             spec = self.registry.resolve(tool_id)
-            if spec.framework is None:
-                continue
-            alias = f" as {spec.id}" if spec.id != spec.sdk_name else ""
-            out.append(
-                f'  {spec.framework} tool "{spec.sdk_name}"{alias}: {spec.effect_text()}'
-                f" ({spec.disposition})"
-            )
+            if spec.framework is not None:
+                alias = f" as {spec.id}" if spec.id != spec.sdk_name else ""
+                out.append(
+                    f'  {spec.framework} tool "{spec.sdk_name}"{alias}: {spec.effect_text()}'
+                    f" ({spec.disposition})"
+                )
+            elif spec.decided_by is not None:
+                out.append(
+                    f'  tool "{spec.id}" of {spec.origin}: {spec.effect_text()}'
+                    f" ({spec.disposition})"
+                )
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -176,12 +186,12 @@ class EligibilityReport:
         return worst_exit_code(EXIT_OK, *(check.exit_code for check in self.workflows))
 
     def lines(self) -> list[str]:
-        """One line per problem; per eligible workflow its summary and its SDK tools."""
+        """One line per problem; per eligible workflow its summary and `tool_lines`."""
         out: list[str] = []
         for check in self.workflows:
             out.extend(p.message for p in check.problems)
             if check.eligible:
-                out.extend([check.summary_line(), *check.sdk_tool_lines()])
+                out.extend([check.summary_line(), *check.tool_lines()])
         return out
 
     def to_json(self) -> dict[str, Any]:

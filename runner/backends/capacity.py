@@ -39,6 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.domain.words import counted
+
 try:  # POSIX only; on other platforms the host's limits bound nothing
     import resource
 except ImportError:  # pragma: no cover - Windows
@@ -155,7 +157,7 @@ class ConcurrencyBound:
         if unknown:
             tail += f"; unknown: {', '.join(unknown)}"
         if self.spares_wanted:
-            tail += f"; warm pool: {self.spares} spare sandboxes"
+            tail += f"; warm pool: {counted(self.spares, 'spare sandbox', 'spare sandboxes')}"
             if self.spares < self.spares_wanted:
                 tail += f" (of {self.spares_wanted} wanted; bound by {self.spares_bound})"
         return head + tail
@@ -327,5 +329,5 @@ def bound_concurrency(
     tightest = min(per_sandbox, key=lambda b: b.runs or 0) if per_sandbox else None
     if tightest is not None and tightest.runs is not None and tightest.runs - admitted < wanted:
         spares = max(0, tightest.runs - admitted)
-        why = f"{tightest.name}: {tightest.runs} sandboxes"
+        why = f"{tightest.name}: {counted(tightest.runs, 'sandbox', 'sandboxes')}"
     return ConcurrencyBound(asked, admitted, tuple(bounds), spares, wanted, why)

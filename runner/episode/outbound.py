@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.domain.words import counted
 from runner.wire.destinations import MAX_DESTINATIONS, destination_key
 
 __all__ = ["MAX_COUNT", "MAX_OUTBOUND", "OutboundLog"]
@@ -120,5 +121,5 @@ class OutboundLog:
         return {
             "partial": True,
             "reason": f"outbound log capped at {MAX_OUTBOUND} distinct destinations (kind, host,"
-            f" port): {self.dropped} attempts at further destinations not logged",
+            f" port): {counted(self.dropped, 'attempt')} at further destinations not logged",
         }

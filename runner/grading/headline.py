@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from runner.domain.words import counted
+
 __all__ = ["headline"]
 
 _FLIP = {"better": "worse", "worse": "better"}
@@ -103,8 +105,10 @@ def headline(
         return _out(leader, leader, runner_up, diff, sure, win, text)
     apart = lead.get("interval") and second.get("interval")
     if apart and lead["interval"][0] > second["interval"][1]:
+        count = lead.get("tasks")
+        tasks = counted(count, "task") if isinstance(count, int) else "tasks"
         text = (
-            f"{leader} wins on these {lead.get('tasks', '?')} tasks: {means}, the 95% intervals"
+            f"{leader} wins on these {tasks}: {means}, the 95% intervals"
             " are apart" + (f"; {ranks}" if ranks else "") + "; too few tasks to say it holds"
             " on others"
         )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runner.domain.userfunction import load_function
+from runner.domain.words import counted
 from runner.errors import GradingError, InputError
 from runner.grading.model import Group, Ranking, check_covers, normalise_ranks, ranks_from_scores
 from runner.grading.modeljudge import ModelJudge, Provider
@@ -40,8 +41,9 @@ def _per_variant(group: Group, value: Any, key: str, judge: str) -> dict[str, fl
     if isinstance(value, Sequence) and not isinstance(value, str):
         if len(value) != len(group.results):
             raise GradingError(
-                f"judge {judge} on task {group.task_id!r}: {key} has {len(value)} entries for"
-                f" {len(group.results)} results",
+                f"judge {judge} on task {group.task_id!r}: {key} has"
+                f" {counted(len(value), 'entry', 'entries')} for"
+                f" {counted(len(group.results), 'result')}",
                 task_id=group.task_id,
                 judge=judge,
             )

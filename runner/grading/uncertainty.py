@@ -42,6 +42,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from runner.domain.words import counted
 from runner.grading.model import Group, Ranking
 
 __all__ = [
@@ -309,7 +310,7 @@ def statements(order: Sequence[str], uncertainty: Mapping[str, Any]) -> list[dic
                 shown = (
                     f"{a} ranks above {b} in {_pct(rate)} of their comparisons"
                     f" ({int(LEVEL * 100)}% interval {_pct(low)}–{_pct(high)},"
-                    f" {tasks} task{'s' if tasks != 1 else ''}, {entry.get('groups')} groups"
+                    f" {counted(tasks, 'task')}, {counted(entry.get('groups') or 0, 'group')}"
                     + (_incomplete_words(entry) if missing else "")
                     + ")"
                 )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from runner.domain.words import counted
 from runner.errors import EXIT_NEGATIVE, EXIT_OK, InputError
 from runner.inputfile import open_input
 from runner.policy.egress_baseline import (
@@ -61,7 +62,7 @@ class EpisodeEgress(NamedTuple):
     def incomplete(self) -> str | None:
         """Why the log cannot clear the episode, or None when it is complete."""
         if self.dropped > 0:
-            return f"{self.dropped} attempts dropped past the outbound log's cap"
+            return f"{counted(self.dropped, 'attempt')} dropped past the outbound log's cap"
         if self.coverage == "partial":
             return "log coverage partial (a process the log could not see)"
         return None
@@ -146,6 +147,7 @@ def check_egress(
             )
             return EgressVerdict(code, tuple(lines), error)
         lines.append(
-            f"egress baseline written: {write} ({len(document['destinations'])} destinations)"
+            f"egress baseline written: {write}"
+            f" ({counted(len(document['destinations']), 'destination')})"
         )
     return EgressVerdict(code, tuple(lines))

@@ -82,9 +82,13 @@ class ReplayProvider:
             return error_response("ReplayDivergence", f"no recorded turns for role {role!r}")
         index = self._cursor[role]
         if index >= len(queue):
+            used = (
+                f"all {len(queue)} recorded {role} turns"
+                if len(queue) != 1
+                else f"the one recorded {role} turn"
+            )
             return error_response(
-                "ReplayDivergence",
-                f"unrecorded {role} turn: all {len(queue)} recorded {role} turns already used",
+                "ReplayDivergence", f"unrecorded {role} turn: {used} already used"
             )
         recorded = queue[index]
         recorded_request = recorded.get("request") or {}

@@ -28,9 +28,11 @@ How one fork runs (one sandbox, the ``shadow`` policy: write tools are denied at
   tools from the anchor's recorded read calls as the task's observations
   (`runner.tracetools.tasks_extract.task_of`, the task ``tasks extract`` would write), other
   tools executed in the sandbox;
-- the episode is graded like a submission's: the ``rubric`` judge (`runner.grading.rubric`),
-  against no ``expected`` block (the anchor's own output is not the answer key of a fix): a
-  ``succeeded`` episode scores 1, any other 0.
+- the episode is graded like an episode of its task: the ``rubric`` judge
+  (`runner.grading.rubric`) against the task's expectations, from ``--tasks FILE`` or the
+  recorded run's calls when it succeeded (`runner.tracetools.anchor` says which and why).
+  With none (a failed recording and no task file) it is not graded: the report says so, with
+  no score, where a rubric without expectations would give every success 1.00.
 
 Outcomes (`FORK_EXIT_OF`): ``recovered`` (0: prefix verified, the fresh part succeeded),
 ``not_recovered`` (1: prefix verified, the fresh part ended otherwise), ``diverged`` (1: the
@@ -60,7 +62,7 @@ from runner.grading.model import Result
 from runner.grading.rubric import NAME as RUBRIC
 from runner.grading.rubric import reasons, score
 from runner.reproduce.diff import first_difference, outcome_of
-from runner.tracetools.anchor import load_anchor
+from runner.tracetools.anchor import Anchor, load_anchor
 from runner.tracetools.reader import Trace, TraceVersionError, read_trace
 from runner.tracetools.registrycheck import registry_refusals
 
@@ -91,7 +93,9 @@ class ForkReport:
         prefix: ``{calls: K, verified: bool, first_difference: {...} | None}``.
         fresh: ``{status, failure, failure_signature, output, calls}`` of the fork's episode
             (``calls``: those at index K and later); None when it did not run.
-        grade: ``{judge: "rubric", score, reasons}``; None when the fork did not complete.
+        grade: ``{judge: "rubric", score, reasons, expected_from}``: ``score`` None and one
+            reason saying why when the task has no expectations (``expected_from`` None);
+            None when the fork did not complete.
         fork_trace: the fork's own trace file, when it ran.
         refusals: every reason the fork would not start (refused only).
     """
@@ -139,6 +143,7 @@ def fork_trace(
     image: str | None = None,
     policy_name: str = "shadow",
     cwd: Path | None = None,
+    tasks: Path | None = None,
 ) -> ForkReport:
     """Fork the recorded run at ``path`` at call K under the workflow ``workflow_path``.
 
@@ -152,23 +157,31 @@ def fork_trace(
             wins), else the settings'.
         policy_name: the fresh part's policy (default ``shadow``).
         cwd: where a scripted model module is searched besides the workflow's folder.
+        tasks: ``--tasks FILE``: the task file whose task of the trace's id holds the
+            expectations to grade against (`runner.tracetools.anchor.load_anchor`).
 
     Returns:
         The report (an unknown trace version or a prefix that cannot be served: ``refused``).
 
     Raises:
-        InputError: an unreadable trace, K out of range, a bad workflow or policy (exit 2).
+        InputError: an unreadable trace, K out of range, a bad workflow or policy, a task file
+            without the trace's task or its ``expected`` (exit 2).
         IneligibleError: the new workflow calls a denied or unknown tool (exit 3).
     """
     name = str(path)
     try:
-        anchor = load_anchor(path, fork_at)
+        anchor = load_anchor(path, fork_at, tasks=tasks)
     except TraceVersionError as exc:
         return ForkReport(name, "refused", str(exc), fork_at, refusals=[str(exc)])
     except ReplayRefused as exc:
         return _refused(name, fork_at, list(exc.fields.get("problems") or [str(exc)]))
     one = read_for_one_run(
-        settings, workflow_path, policy_name=policy_name, image=image, exclude=[path], cwd=cwd
+        settings,
+        workflow_path,
+        policy_name=policy_name,
+        image=image,
+        exclude=[path] if tasks is None else [path, tasks],  # never in the sandbox's snapshot
+        cwd=cwd,
     )
     workflow = one.workflow
     described = {
@@ -201,7 +214,7 @@ def fork_trace(
         close = getattr(backend, "close", None)
         if callable(close):
             close()
-    return judge_fork(name, prefix, fork_at, described, result.trace_path)
+    return judge_fork(name, prefix, fork_at, described, result.trace_path, anchor=anchor)
 
 
 def _refused(
@@ -223,6 +236,8 @@ def judge_fork(
     fork_at: int,
     described: dict[str, Any],
     fork_trace_path: Path,
+    *,
+    anchor: Anchor,
 ) -> ForkReport:
     """The report of a fork that ran: its prefix checked against the recording, then graded.
 
@@ -232,11 +247,12 @@ def judge_fork(
         fork_at: K.
         described: the new version (`ForkReport.workflow`).
         fork_trace_path: the fork's own trace.
+        anchor: the anchor (its task's expectations grade the fork).
 
     Returns:
         ``diverged`` when the fork's calls below K differ from ``prefix`` (the first
         difference named), else ``recovered`` / ``not_recovered`` by the fresh part's status,
-        graded by the rubric.
+        graded by the rubric against the task's expectations, or said ungraded without any.
     """
     try:
         ran = read_trace(fork_trace_path)
@@ -262,7 +278,7 @@ def judge_fork(
             fork_trace=trace_name,
         )
     result = Result.from_trace(str(described.get("name")), [*calls, {**end, "type": "end"}])
-    grade = {"judge": RUBRIC, "score": score(result, None), "reasons": reasons(result, None)}
+    grade = _grade(result, anchor)
     status = fresh.get("status")
     recovered = status == "succeeded"
     return ForkReport(
@@ -277,6 +293,20 @@ def judge_fork(
         grade=grade,
         fork_trace=trace_name,
     )
+
+
+def _grade(result: Result, anchor: Anchor) -> dict[str, Any]:
+    """The rubric's grade against the anchor task's expectations, or why there is none."""
+    expected = anchor.task.expected
+    if not expected:  # no answer key: no score (the rubric would give a success 1.00)
+        why = [anchor.expectations_text()]
+        return {"judge": RUBRIC, "score": None, "reasons": why, "expected_from": None}
+    return {
+        "judge": RUBRIC,
+        "score": score(result, expected),
+        "reasons": reasons(result, expected),
+        "expected_from": anchor.expected_from,
+    }
 
 
 def _below(index: Any, fork_at: int) -> bool:

@@ -24,6 +24,7 @@ import tarfile
 from pathlib import Path
 
 from runner.domain.ids import collision_key, path_under
+from runner.domain.words import counted
 from runner.errors import InputError
 from runner.inputfile import open_input, read_input
 from runner.reproduce.tarscan import scan_headers
@@ -92,7 +93,8 @@ def expand_inputs(arguments: list[Path], *, skipped: list[Path] | None = None) -
             raise InputError("no such trace, folder or packet", file=str(argument))
     if not found:
         raise InputError(
-            f"no traces (*.jsonl) or packets among the arguments ({len(passed)} other files)"
+            "no traces (*.jsonl) or packets among the arguments"
+            f" ({counted(len(passed), 'other file')})"
         )
     if skipped is not None:
         skipped.extend(passed)

@@ -9,16 +9,21 @@ and the environment diff (`runner.reproduce.envdiff`) say: the outcome and its e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.domain.ids import path_under
+from runner.domain.words import counted
 from runner.episode.request import EpisodeResult
-from runner.errors import EXIT_INFRA, EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED
+from runner.errors import EXIT_INFRA, EXIT_INPUT, EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED, InputError
 from runner.reproduce.diff import apply_source_verdict, outcome_of, verdict
 from runner.reproduce.envdiff import environment_diff, tool_imports
 from runner.reproduce.labels import label_of
 from runner.tracetools.reader import Trace, read_trace
 from runner.wire import observed
+from runner.wire.protocol import TOOLS_DIR
 
 if TYPE_CHECKING:
     from runner.domain.registry import Registry
@@ -223,6 +228,48 @@ def nondeterminism_of(end: dict[str, Any]) -> dict[str, Any] | None:
     return {**found, "not_observed": list(NOT_OBSERVED)}
 
 
+def with_host_sites(report: ReproduceReport, roots: Sequence[Path]) -> ReproduceReport:
+    """``report`` with each nondeterminism ``site`` in the sandbox's tool folders the user's.
+
+    ``/sandbox/tools/i/agent.py:12`` -> ``ROOT_i/agent.py:12`` (relative to the current
+    directory when inside it), where ``roots[i]`` is the folder mounted at
+    ``/sandbox/tools/i`` (`runner.tools.snapshot.sources.run_roots`, the mounts' order).
+
+    The site is the sandbox's text: a path is made only through the id rules
+    (`runner.domain.ids.path_under`); one that does not follow them, or names another folder
+    of the image, stays as it was.
+    """
+    found = report.nondeterminism
+    if not found:
+        return report
+    entries = [
+        {**e, "site": _host_site(e["site"], roots)} if isinstance(e.get("site"), str) else e
+        for e in found.get("entries") or []
+    ]
+    return replace(report, nondeterminism={**found, "entries": entries})
+
+
+def _host_site(site: str, roots: Sequence[Path]) -> str:
+    path, colon, line = site.rpartition(":")
+    if not colon or not line.isdigit():
+        path, line = site, ""
+    prefix = TOOLS_DIR + "/"
+    if not path.startswith(prefix):
+        return site
+    index, _, rest = path[len(prefix) :].partition("/")
+    if not index.isdigit() or int(index) >= len(roots) or not rest:
+        return site
+    try:
+        host = path_under(roots[int(index)], rest, kind="tool file")
+    except InputError:
+        return site
+    try:
+        shown = str(host.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(host)
+    return f"{shown}:{line}" if line else shown
+
+
 def strict_determinism(report: ReproduceReport) -> ReproduceReport:
     """``reproduce --strict-determinism``: refuse a replay that read what its trace does not pin.
 
@@ -245,7 +292,7 @@ def strict_determinism(report: ReproduceReport) -> ReproduceReport:
     if not reasons:
         return report
     reason = (
-        f"refused under --strict-determinism: the replay read {len(reasons)} thing(s) its trace "
-        f"does not pin (the replay itself: {report.outcome}; {report.reason})"
+        f"refused under --strict-determinism: the replay read {counted(len(reasons), 'thing')}"
+        f" its trace does not pin (the replay itself: {report.outcome}; {report.reason})"
     )
     return replace(report, outcome="refused", reason=reason, refusals=reasons)

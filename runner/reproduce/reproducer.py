@@ -69,10 +69,11 @@ from runner.reproduce.report import (
     compare,
     recorded_outcome,
     strict_determinism,
+    with_host_sites,
 )
 from runner.settings import Settings
 from runner.tools.locate import locate_tools
-from runner.tools.snapshot.sources import snapshot_for
+from runner.tools.snapshot.sources import run_roots, snapshot_for
 from runner.tracetools.reader import NO_RESPONSE, Trace, TraceVersionError, read_trace
 from runner.tracetools.registrycheck import registry_refusals
 
@@ -324,7 +325,9 @@ class Reproducer:
             )
         except InfrastructureError as exc:
             return ReproduceReport(name, "infra_error", str(exc), recorded=recorded)
-        report = compare(name, trace, registry, result, recorded)
+        # the sites the runtime saw under /sandbox/tools/i: the user's files (the mounts' order)
+        roots = run_roots(workflow, registry.tool_roots())
+        report = with_host_sites(compare(name, trace, registry, result, recorded), roots)
         # the verdict is the job's status in `jobs --all` (the job is named by the replay's id)
         with Ledger.for_state_dir(self.settings.state_dir) as ledger:
             ledger.set_job_outcome(result.run_id, report.outcome)

@@ -164,6 +164,19 @@ def _origin(frame: Any) -> Optional[Tuple[str, Optional[str], str, bool]]:
     return None  # the interpreter's own (no Python frame of anyone's code)
 
 
+def _env_via(via: str) -> str:
+    """The call the code wrote for a read through ``os.environ``'s Mapping methods.
+
+    ``os.environ.get(...)`` runs ``collections.abc.Mapping.get`` (the frame the walk meets),
+    which read to a user as "via collections.abc.get": it is said ``os.environ.get``, and a
+    ``NAME in os.environ`` test ``in os.environ``.
+    """
+    module, _, name = via.rpartition(".")
+    if module not in ("collections.abc", "_collections_abc"):
+        return via
+    return "in os.environ" if name == "__contains__" else "os.environ." + name
+
+
 def _note(kind: str, what: str, frame: Any, **extra: Any) -> None:
     """Count one read of ``what`` when the user's code made it (see the module)."""
     while frame is not None and _kind_of(frame.f_code.co_filename) == "hook":
@@ -181,6 +194,8 @@ def _note(kind: str, what: str, frame: Any, **extra: Any) -> None:
     if found is None:
         return
     site, via, by, direct = found
+    if kind == "environment_variable" and via is not None:
+        via = _env_via(via)
     if kind == "wall_clock" and via is not None and via.startswith("logging."):
         return  # a log record's timestamp, not the code's behaviour
     if kind == "environment_variable" and by == "code" and not direct:

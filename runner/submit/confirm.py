@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from runner.domain.words import counted
 from runner.grading.gate import BORDERLINE_RULE, gate
 from runner.hostlog import get_logger
 
@@ -114,7 +115,7 @@ def confirm_record(
     text = (
         f"confirm-on-retry: borderline FAIL of {', '.join(candidates)}; re-ran its {len(tasks)}"
         f" compared task{plural} once more for {', '.join(candidates)} and the baseline"
-        f" {before.get('baseline')} ({len(outcomes)} runs: {ran}); "
+        f" {before.get('baseline')} ({counted(len(outcomes), 'run')}: {ran}); "
         + (f"on the combined data: {words}" if after is not None else "interrupted: " + words)
     )
     return {

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.backends.capacity import ConcurrencyBound
 from runner.domain.tasks import Task
+from runner.domain.words import counted
 from runner.episode.metered_run import DEFAULT_MAX_TOKENS
 from runner.errors import InputError
 from runner.grading.judges import parse_judge
@@ -115,12 +116,26 @@ class Plan:
         """N·M·K: every episode of the plan."""
         return len(self.variants) * len(self.tasks) * self.repeats
 
+    def _anchor_grading(self) -> str:
+        """How an anchored submission's runs are graded: the task's expectations, or none."""
+        assert self.anchor is not None
+        if self.anchor.expected_from is not None:
+            return f"anchored fork: {self.anchor.expectations_text()}"
+        return (
+            f"anchored fork: task {self.anchor.task.task_id} has no expectations to grade"
+            " against (the recorded run did not succeed, or called no tool): the rubric ranks the"
+            " variants by status only, a succeeded run 1 and any other 0, not by what they"
+            " answered"
+        )
+
     @property
     def formula(self) -> str:
         """``2 variants x 5 tasks = 10 runs`` (``x K repeats`` when K > 1)."""
         n, m, k = len(self.variants), len(self.tasks), self.repeats
         repeats = f" x {k} repeats" if k > 1 else ""
-        return f"{n} variants x {m} tasks{repeats} = {n * m * k} runs"
+        return (
+            f"{counted(n, 'variant')} x {counted(m, 'task')}{repeats} = {counted(n * m * k, 'run')}"
+        )
 
     @property
     def replay_estimate(self) -> Amount:
@@ -193,19 +208,20 @@ class Plan:
             f" (policy {self.policy.name},"
             + (f" backend {self.backend}," if self.backend else "")
             + f" concurrency {self.concurrency})",
-            f"  shadow evaluation is the most expensive rung: {runs} sandboxes, one per"
-            f" {per}, and {'at least' if any(v.calls_unknown for v in self.variants) else 'up to'}"
-            f" {calls} model calls; reproduce needs one sandbox per trace and no model spend,"
-            " check needs none",
+            "  shadow evaluation is the most expensive rung:"
+            f" {counted(runs, 'sandbox', 'sandboxes')}, one per {per}, and"
+            f" {'at least' if any(v.calls_unknown for v in self.variants) else 'up to'}"
+            f" {counted(calls, 'model call')}; reproduce needs one sandbox per trace and no model"
+            " spend, check needs none",
         ]
         if self.anchor is not None:
             k = self.anchor.fork_at
             out.append(
-                f"  anchored fork: every run replays the first {k} recorded call"
-                f"{'s' if k != 1 else ''} of {self.anchor.path.name} (task"
-                f" {self.anchor.task.task_id}, indices 0..{k - 1}, verified as reproduce does),"
-                " then the variant continues fresh"
+                f"  anchored fork: every run replays the first {counted(k, 'recorded call')}"
+                f" of {self.anchor.path.name} (task {self.anchor.task.task_id}, indices"
+                f" 0..{k - 1}, verified as reproduce does), then the variant continues fresh"
             )
+            out.append("  " + self._anchor_grading())
         if self.repeats == 1:
             out.append(
                 "  one episode per (variant, task): the verdict's intervals are over tasks"
@@ -213,7 +229,7 @@ class Plan:
             )
         for variant in self.variants:
             a = self.per_run[variant.name]
-            bound = f"<= {variant.max_model_calls} model calls"
+            bound = f"<= {counted(variant.max_model_calls, 'model call')}"
             if variant.calls_unknown:
                 bound += " and the program steps' calls (no recorded trace: cost per call below)"
             out.append(
@@ -230,25 +246,26 @@ class Plan:
             f" sandbox-s, ~{runs * ENGINE_CPU_S_PER_RUN:.1f} s engine CPU ({self.basis})"
         )
         judge_cost = (
-            f"{self.judge_calls} model calls, ~${self.judge_estimate.usd:.4f}"
+            f"{counted(self.judge_calls, 'model call')}, ~${self.judge_estimate.usd:.4f}"
             if self.judge_calls
             else "graded on the host, no model calls"
         )
         out.append(
-            f"  judge {self.judge}: {m * self.repeats} groups, each shown in a shuffled order"
-            f" (seed {self.seed}); {judge_cost}"
+            f"  judge {self.judge}: {counted(m * self.repeats, 'group')}, each shown in a"
+            f" shuffled order (seed {self.seed}); {judge_cost}"
         )
         if self.baseline is not None:
             out.append(
                 f"  gate: each other variant against baseline {self.baseline}: PASS, FAIL or"
                 " INCONCLUSIVE (exit 7) from the mean scores' 95% intervals; a borderline FAIL"
-                f" runs its tasks once more (at most {n * m} runs more, charged as"
+                f" runs its tasks once more (at most {counted(n * m, 'run')} more, charged as"
                 " replay)"
             )
         if n < 2:
             out.append(
-                f"  warning: tournament grading needs at least 2 variants; the {runs}"
-                " episode(s) run but are not ranked (every task is listed ungraded)"
+                f"  warning: tournament grading needs at least 2 variants; the"
+                f" {counted(runs, 'episode')} will run but not be ranked (every task is listed"
+                " ungraded)"
             )
         if self.capacity is not None:
             out.append(f"  concurrency: {self.capacity.describe()}")

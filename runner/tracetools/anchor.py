@@ -9,8 +9,16 @@ calls N (K = N replays the whole recording, its failing call included).
 
 The fork's task is the task ``tasks extract`` would write for the trace
 (`runner.tracetools.tasks_extract.task_of`: its input, clock start and its recorded ``read``
-calls as observations, which serve the fresh part's reads) without an ``expected`` block: the
-anchor's own output is not the answer key of a fix.
+calls as observations, which serve the fresh part's reads), and a fork is graded like an episode
+of that task, against its expectations (`Anchor.expected_from` says where they come from):
+
+- a task file given with the anchor (``--tasks FILE``): the ``expected`` of the task with the
+  trace's task id there (the answer key the user wrote; the id must be in the file);
+- else the recorded run's own, when it succeeded: its tool calls in order (``tasks extract``'s
+  rule: the recorded output is kept as ``recorded_output`` and never graded, since nobody said
+  production's answer was right, and a fix of a wrong answer would score 0 against it);
+- else none: a failed recording is no answer key. The fork is then not graded, and its report
+  says so; a rubric without expectations would score every success 1.00.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from runner.domain.tasks import Task, parse_task
+from runner.domain.tasks import Task, load_tasks, parse_task
 from runner.errors import InputError, ReplayRefused
 from runner.tracetools.reader import NO_RESPONSE, Trace, read_trace
 from runner.tracetools.tasks_extract import task_of
@@ -36,7 +44,9 @@ class Anchor:
         fork_at: K.
         trace: the whole trace as read.
         prefix: the ``call`` records with index below K, as JSON objects, in order.
-        task: the task the fork runs (no ``expected``).
+        task: the task the fork runs (``expected``: see the module docstring).
+        expected_from: where ``task.expected`` comes from (``task file PATH``, ``the recorded
+            run's calls``), or None when the task has no expectations.
     """
 
     path: Path
@@ -44,6 +54,7 @@ class Anchor:
     trace: Trace
     prefix: tuple[dict[str, Any], ...]
     task: Task
+    expected_from: str | None = None
 
     @property
     def prefix_trace(self) -> Trace:
@@ -60,13 +71,24 @@ class Anchor:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """``{trace, fork_at, task_id, prefix_calls}`` (the plan and the report show it)."""
+        """``{trace, fork_at, task_id, prefix_calls, expected_from}`` (plan and report)."""
         return {
             "trace": str(self.path),
             "fork_at": self.fork_at,
             "task_id": self.task.task_id,
             "prefix_calls": len(self.prefix),
+            "expected_from": self.expected_from,
         }
+
+    def expectations_text(self) -> str:
+        """How the fork is graded, in words (the plan and the fork's report say it)."""
+        if self.expected_from is not None:
+            return f"graded against task {self.task.task_id}'s expectations ({self.expected_from})"
+        return (
+            f"not graded: task {self.task.task_id} has no expectations to grade against (the"
+            " recorded run did not succeed, or called no tool; --tasks FILE takes them from a"
+            " task file)"
+        )
 
 
 def check_fork_at(trace: Trace, fork_at: int) -> None:
@@ -106,13 +128,20 @@ def prefix_problems(trace: Trace, fork_at: int) -> list[str]:
     return reasons
 
 
-def load_anchor(path: Path, fork_at: int) -> Anchor:
+def load_anchor(path: Path, fork_at: int, *, tasks: Path | None = None) -> Anchor:
     """Read the trace at ``path`` and build the anchor at K = ``fork_at``.
+
+    Args:
+        path: the anchor trace.
+        fork_at: K.
+        tasks: a task file holding the trace's task with the ``expected`` to grade against
+            (module docstring); None: the recording's own, if any.
 
     Raises:
         TraceVersionError: the trace's ``v`` is unknown (reproduce: refused).
         InputError: the trace is unreadable, K is out of range, or a recorded read has no
-            response (no observation can serve it).
+            response (no observation can serve it); ``tasks`` is unreadable, lacks the task
+            or its task has no ``expected`` block.
         ReplayRefused: the prefix cannot be served (`prefix_problems`; exit 5).
     """
     trace = read_trace(path)
@@ -122,7 +151,21 @@ def load_anchor(path: Path, fork_at: int) -> Anchor:
         raise ReplayRefused(
             f"{path}: the prefix cannot be served: " + "; ".join(problems), problems=problems
         )
-    record = {k: v for k, v in task_of(trace, trace.run.task_id).items() if k != "expected"}
+    record = task_of(trace, trace.run.task_id)
+    if not (record.get("expected") or {}).get("tool_calls"):  # no call: nothing to match
+        record.pop("expected", None)
+    expected_from = "the recorded run's calls" if "expected" in record else None
+    if tasks is not None:
+        keyed = load_tasks(tasks).get(trace.run.task_id)
+        if keyed.expected is None:
+            raise InputError(
+                f"task {keyed.task_id!r} has no expected block to grade the fork against",
+                file=str(tasks),
+                line=keyed.line,
+                field="expected",
+            )
+        record["expected"] = dict(keyed.expected)
+        expected_from = f"task file {tasks}"
     task = parse_task(record, file=str(path), line=1)
     prefix = tuple(c.to_json() for c in trace.calls if c.index < fork_at)
-    return Anchor(path, fork_at, trace, prefix, task)
+    return Anchor(path, fork_at, trace, prefix, task, expected_from)

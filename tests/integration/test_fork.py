@@ -61,7 +61,9 @@ def test_the_fixed_version_recovers_from_the_recorded_failure(
     assert report["prefix"] == {"calls": 2, "verified": True, "first_difference": None}
     assert report["fresh"]["status"] == "succeeded"
     assert [c["tool"] for c in report["fresh"]["calls"]] == ["notes.append", "reply.draft"]
-    assert report["grade"] == {"judge": "rubric", "score": 1.0, "reasons": []}
+    # a failed recording is no answer key: not graded, and said (it was a fake 1.00)
+    assert report["grade"]["score"] is None and report["grade"]["expected_from"] is None
+    assert "has no expectations to grade against" in report["grade"]["reasons"][0]
     assert report["workflow"]["version"] == "4"
     calls = [line for line in _lines(Path(report["fork_trace"])) if line["type"] == "call"]
     # the prefix served from the trace: the ticket and the recorded failure, at their clock
@@ -79,7 +81,18 @@ def test_the_fixed_version_recovers_from_the_recorded_failure(
     )
     assert (code, report["outcome"]) == (1, "not_recovered"), report
     assert report["prefix"]["verified"] and report["fresh"]["status"] == "failed"
-    assert report["grade"]["score"] == 0.0
+    assert report["grade"]["score"] is None
+    # graded like an episode of its task: the task file's expectations for ticket-1000
+    tasks = str(HELPDESK / "tasks.jsonl")
+    code, report = _fork(
+        [str(FAILING), "--fork-at", "2", "--workflow", str(HELPDESK / "v4.yaml"), "--tasks", tasks],
+        tmp_path,
+        sandbox_image,
+    )
+    assert (code, report["outcome"]) == (0, "recovered"), report
+    assert report["grade"]["expected_from"] == f"task file {tasks}"
+    assert 0.0 < report["grade"]["score"] < 1.0  # v4 recovers but never searches the KB
+    assert any("never made: kb.search" in r for r in report["grade"]["reasons"])
     terminal = _cli(
         ["reproduce", str(FAILING), "--fork-at", "2", "--workflow", str(HELPDESK / "v4.yaml")],
         tmp_path,

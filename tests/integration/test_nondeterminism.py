@@ -136,6 +136,8 @@ def test_each_unpinned_read_is_listed_and_strict_determinism_refuses(
     assert (code, report["outcome"]) == (0, "reproduced"), report
     found = {(e["kind"], e["what"]): e for e in report["nondeterminism"]["entries"]}
     assert found[("wall_clock", "time.time")]["site"].endswith("det_tools.py:12"), found
+    # the user's file, not the sandbox's copy of it (was: /sandbox/tools/0/det_tools.py:12)
+    assert not found[("wall_clock", "time.time")]["site"].startswith("/sandbox/"), found
     assert ("randomness", "random.random") in found, found
     assert found[("environment_variable", "DET_SETTING")]["present"] is False, found
     assert ("file_read", "/etc/passwd") in found, found
@@ -145,13 +147,16 @@ def test_each_unpinned_read_is_listed_and_strict_determinism_refuses(
     assert len(found) - len(others) >= 5 and not others, json.dumps(list(found.values()))
     assert report["nondeterminism"]["not_observed"]  # what it cannot see is said
     terminal = run_cli(["reproduce", trace], work, sandbox_image)
-    assert f"nondeterminism: {len(found)} read(s) the trace does not pin" in terminal.stdout
+    assert f"nondeterminism: {len(found)} reads the trace does not pin" in terminal.stdout
     assert "environment_variable DET_SETTING (1 read, unset in the sandbox" in terminal.stdout
     code, report = _reproduce(work, trace, sandbox_image, "--strict-determinism")
     assert (code, report["outcome"]) == (5, "refused"), report
     assert "the replay itself: reproduced" in report["reason"]
     assert len(report["refusals"]) == len(found), report["refusals"]
     assert any("/etc/passwd" in r for r in report["refusals"])
+    terminal = run_cli(["reproduce", "--strict-determinism", trace], work, sandbox_image)
+    said = [line for line in terminal.stdout.splitlines() if "DET_SETTING" in line]
+    assert len(said) == 1, terminal.stdout  # each refusal said once (was: twice)
 
 
 def test_a_clean_replay_lists_nothing_and_passes_strict_determinism(

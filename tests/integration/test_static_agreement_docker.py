@@ -60,8 +60,11 @@ def _in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_every_example_and_fixture_workflow(
     describe: Any, workflow: Path, request: pytest.FixtureRequest
 ) -> None:
-    if "frameworks" in workflow.relative_to(ROOT).parts:  # tool modules over the agent SDKs
-        image = str(request.getfixturevalue("sdk_image"))  # (pydantic): the SDK image has them
+    parts = workflow.relative_to(ROOT).parts
+    # tool modules over the agent SDKs (pydantic), an MCP server on the `mcp` package: the
+    # SDK image has them
+    if "frameworks" in parts or "mcp-docs" in parts:
+        image = str(request.getfixturevalue("sdk_image"))
         assert_agree(workflow, lambda wf: describe(wf, image))
         return
     assert_agree(workflow, describe)

@@ -43,7 +43,8 @@ from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption, PriceOption
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.junit import JUnitCase, write_junit_cases
-from runner.cli.render.terminal import echo, one_line
+from runner.cli.render.terminal import echo, one_line, say
+from runner.domain.words import counted
 from runner.errors import SandboxReplayError, worst_exit_code
 from runner.policy.calldecision import conditional_rules
 from runner.policy.pricing import check_prices, recorded_models, with_prices
@@ -114,9 +115,9 @@ def check_command(
     else:
         for check in report.workflows:
             for line in _lines(report.policy, check):
-                echo(one_line(line))  # a problem quotes names from hostile files: one line each
+                say(one_line(line))  # a problem quotes names from hostile files: one line each
         for line in str(pricing).splitlines() if pricing is not None else ():
-            echo(one_line(line))
+            say(one_line(line))
         for line in _summary(report):
             echo(line, err=True)
     code = report.exit_code
@@ -169,7 +170,7 @@ def _lines(policy: Policy, check: WorkflowCheck) -> list[str]:
     """The workflow's problems, or its summary and its conditional tools."""
     if not check.eligible:
         return [p.message for p in check.problems]
-    out = [check.summary_line(), *check.sdk_tool_lines()]
+    out = [check.summary_line(), *check.tool_lines()]
     for tool_id, rules in _conditional(policy, check).items():
         for rule in rules:
             out.append(
@@ -210,11 +211,13 @@ def _summary(report: EligibilityReport) -> list[str]:
     lines = []
     if invalid:
         lines.append(
-            f"{len(invalid)} input error(s): the file(s) named above could not be loaded; "
+            f"{counted(len(invalid), 'input error')}: the file(s) named above could not be loaded; "
             "nothing was checked against the policy for them"
         )
     if tools:
-        lines.append(f"{len(tools)} tool problem(s) under the policy {report.policy.source}")
+        lines.append(
+            f"{counted(len(tools), 'tool problem')} under the policy {report.policy.source}"
+        )
     return lines
 
 

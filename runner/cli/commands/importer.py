@@ -20,6 +20,7 @@ import typer
 
 from runner.cli.app import app, fail, state
 from runner.cli.render.terminal import echo
+from runner.domain.words import counted
 from runner.errors import SandboxReplayError
 from runner.importers.openai_messages import read_openai_messages
 from runner.importers.otel import read_otel
@@ -88,12 +89,12 @@ def _finish(report: dict[str, Any], out: Path, as_json: bool, explain: bool = Fa
         _explain(report.get("explain") or {})
     calls = report["calls"]
     echo(
-        f"imported {report['runs']} runs ({report['failed_runs']} failed by the source's "
-        f"verdict) into {out}"
+        f"imported {counted(report['runs'], 'run')} ({report['failed_runs']} failed by the"
+        f" source's verdict) into {out}"
     )
     echo(
         f"calls: {calls['total']} ({calls['model']} model, {calls['user']} user, "
-        f"{calls['tool']} tool; {report['tool_errors']} tool errors); fixed messages: "
+        f"{calls['tool']} tool; {counted(report['tool_errors'], 'tool error')}); fixed messages: "
         f"{report['fixed_messages']}"
     )
     tools = report["tools"]

@@ -24,6 +24,7 @@ from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.report import estimated_lines
 from runner.domain.ids import validate_id
+from runner.domain.words import counted
 from runner.errors import InputError, SandboxReplayError
 from runner.ledger import LEDGER_FILENAME, PURPOSES, Ledger, PurposeTotals
 
@@ -97,7 +98,7 @@ def _render(data: dict[str, Any]) -> None:
         )
     for purpose, totals in data["purposes"].items():
         charged, reserved = totals["charged"], totals["reserved"]
-        held = [f"{reserved['runs']} runs"] if reserved["runs"] else []
+        held = [counted(reserved["runs"], "run")] if reserved["runs"] else []
         held += [f"${reserved['usd']:.4f}"] if reserved["usd"] else []
         held += (
             [f"{reserved['tokens_in'] + reserved['tokens_out']} tok"]

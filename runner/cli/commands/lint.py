@@ -19,6 +19,7 @@ from runner.cli.app import app
 from runner.cli.options import JsonOption
 from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.jsonout import print_json
+from runner.domain.words import counted
 from runner.tracetools.lint import CALL_FIELDS, lint_traces
 
 if TYPE_CHECKING:
@@ -169,6 +170,8 @@ def _render(results: list[TraceLint], code: int) -> None:
         console.print(f"{more} more findings not shown (lint --json lists every finding)")
     redacted = sum(len(r.redactions) for r in results)
     if redacted:
-        console.print(f"{redacted} redactions (values replaced by placeholders when written)")
+        console.print(
+            f"{counted(redacted, 'redaction')} (values replaced by placeholders when written)"
+        )
     summary = {0: "every trace complete", 1: "fields missing", 2: "unreadable trace(s)"}
     console.print(f"exit {code}: {summary.get(code, '')}")

@@ -23,6 +23,7 @@ from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.terminal import echo
+from runner.domain.words import counted
 from runner.errors import SandboxReplayError
 from runner.policy import load_policy
 from runner.reproduce.packet import build_packet
@@ -85,5 +86,5 @@ def packet_command(
     if as_json:
         print_json({"packet": str(output), "files": list(members), "reproduce": again})
         return
-    echo(f"wrote {output} ({len(members)} files)")
+    echo(f"wrote {output} ({counted(len(members), 'file')})")
     echo(f"re-run it with: {again}")

@@ -102,6 +102,16 @@ def reproduce_command(
             metavar="K",
         ),
     ] = None,
+    fork_tasks: Annotated[
+        Path | None,
+        typer.Option(
+            "--tasks",
+            help="With --fork-at: grade the fork against the expected block of the trace's"
+            " task in this task file (default: the recorded run's calls when it succeeded;"
+            " none: the fork is not graded).",
+            metavar="FILE",
+        ),
+    ] = None,
     egress_baseline: EgressBaselineOption = None,
     write_egress_baseline: WriteEgressBaselineOption = None,
     backend: OneEpisodeBackendOption = None,
@@ -124,11 +134,13 @@ def reproduce_command(
             raise InputError("no such workflow file", file=str(workflow), field="--workflow")
         if fork_at is not None:
             _check_fork_flags(paths, workflow, junit, html, egress_baseline, write_egress_baseline)
+        elif fork_tasks is not None:
+            raise InputError("--tasks grades an anchored fork: it needs --fork-at", field="--tasks")
     except SandboxReplayError as exc:
         fail(exc)
     if fork_at is not None:
         assert workflow is not None  # _check_fork_flags
-        _fork(settings, paths[0], fork_at, workflow, image, make, as_json)
+        _fork(settings, paths[0], fork_at, workflow, image, make, as_json, fork_tasks)
     if skipped:  # `reproduce traces/*` names the folder's other files too
         names = ", ".join(one_line(p.name) for p in skipped[:5])
         names += ", ..." if len(skipped) > 5 else ""
@@ -223,10 +235,13 @@ def _fork(
     image: str | None,
     make: Any,
     as_json: bool,
+    tasks: Path | None,
 ) -> None:
     """Run the anchored fork, print its report, exit with its code."""
     try:
-        report = fork_trace(path, fork_at, workflow, settings, backend_factory=make, image=image)
+        report = fork_trace(
+            path, fork_at, workflow, settings, backend_factory=make, image=image, tasks=tasks
+        )
     except SandboxReplayError as exc:
         fail(exc)
     if as_json:

@@ -22,6 +22,7 @@ from runner.cli.app import app, fail
 from runner.cli.options import JsonOption
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.terminal import echo
+from runner.domain.words import counted
 from runner.errors import SandboxReplayError
 from runner.reproduce.inputs import expand_inputs
 from runner.tracetools.tasks_extract import extract_tasks
@@ -97,7 +98,7 @@ def extract_command(
         return
     for task in done.tasks:
         expected = "with expected outcome" if "expected" in task else "no expected outcome"
-        echo(f"{task['task_id']}: {len(task['observations'])} observations, {expected}")
+        echo(f"{task['task_id']}: {counted(len(task['observations']), 'observation')}, {expected}")
     for reason, skipped in done.skipped.items():
         echo(f"skipped {len(skipped)} trace(s) {reason}; --all to include them")
     for path, task_id, kept in done.duplicates:
@@ -109,4 +110,4 @@ def extract_command(
             " expected.output or expected.output_contains where it is right"
             " (--expect-recorded-output takes it as is)"
         )
-    echo(f"wrote {len(done.tasks)} tasks to {output}")
+    echo(f"wrote {counted(len(done.tasks), 'task')} to {output}")

@@ -8,7 +8,12 @@ in two); such output is read by tools and people alike, so it gets a wide consol
 On a narrow terminal (80 columns) a table never cuts a value (rich's default ends a cell that
 does not fit with ``…``: a job id, a run id, an interval's upper bound were lost): every table
 goes through `fold_cells`, whose columns wrap at spaces and fold a word longer than the column
-(an id) onto the next line. Plain lines that can be long (the plan) are wrapped to a terminal's
+(an id) onto the next line. Rich's own shrinking ignores words (it narrows the widest columns,
+then all evenly: ``succeede`` / ``d`` at 80 columns while a phrase beside it had room to wrap):
+a folded table takes columns back from cells that can wrap at a space for the cells whose
+longest word would be cut, and only a word longer than any room left is split.
+
+Plain lines that can be long (the plan, a job's header) are wrapped at spaces to a terminal's
 width by `wrap_lines`, their continuation indented under the line's own text (piped: one line
 each, for scripts).
 
@@ -24,22 +29,28 @@ must still be markup-escaped where markup is parsed (`runner.cli.render.terminal
 
 from __future__ import annotations
 
-import shutil
 import sys
-import textwrap
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
+from rich.table import Table
 
-from runner.cli.render.terminal import inert, stdout_gone
+from runner.cli.render.terminal import inert, line_width, stdout_gone, wrap_lines
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.table import Table
+    from rich.console import Console, ConsoleOptions
     from rich.text import Text
 
-__all__ = ["PIPED_WIDTH", "fold_cells", "line_width", "table_console", "wrap_lines"]
+__all__ = [
+    "PIPED_WIDTH",
+    "fold_cells",
+    "line_width",
+    "one_line_piped",
+    "table_console",
+    "words_whole",
+    "wrap_lines",
+]
 
 PIPED_WIDTH = 200
 
@@ -89,50 +100,58 @@ def fold_cells(table: Table, *, whole: Collection[str] = ()) -> Table:
     for column in table.columns:
         column.overflow = "fold"
         column.no_wrap = column.header in whole
+    # Rich has no option for word-aware shrinking; the subclass adds no state, only the width
+    # rule, so the table's class is swapped rather than every table built through a factory.
+    table.__class__ = _WordTable
     return table
 
 
-def line_width(stream: TextIO) -> int | None:
-    """The columns plain lines are wrapped to on ``stream``: the terminal's; None when piped.
+class _WordTable(Table):
+    """A rich table whose columns keep their longest word whole where others can wrap."""
 
-    Piped or redirected output is not wrapped: a script or ``grep`` reads one line per fact.
-    """
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return shutil.get_terminal_size().columns if tty else None
+    def _calculate_column_widths(self, console: Console, options: ConsoleOptions) -> list[int]:
+        widths = super()._calculate_column_widths(console, options)
+        words = [self._measure_column(console, options, c).minimum for c in self.columns]
+        fixed = [c.no_wrap or c.width is not None for c in self.columns]
+        return words_whole(widths, words, fixed)
 
 
-def wrap_lines(lines: Sequence[str], width: int | None) -> list[str]:
-    """``lines`` wrapped at spaces to ``width`` columns, each continuation indented by 4 more.
-
-    A line's leading spaces are its level (the plan's ``  variant ...`` under ``plan ...``);
-    its continuation lines start 4 columns further in, so a wrapped line reads as one. Words
-    are never broken (an id or a path longer than the width stays whole on its own line).
+def words_whole(widths: Sequence[int], words: Sequence[int], fixed: Sequence[bool]) -> list[int]:
+    """Column widths moved to the columns narrower than their longest word, where it can be.
 
     Args:
-        lines: lines without newlines.
-        width: the columns available (at least 20 are used); None: ``lines`` as they are.
+        widths: each column's width as rich shrank it (padding included).
+        words: each column's narrowest width that cuts no word (its longest word + padding).
+        fixed: columns that give nothing (``no_wrap`` or a set width).
 
     Returns:
-        The wrapped lines, in order (an empty line stays one empty line).
+        Widths with the same total: a column short of its longest word takes columns, one
+        at a time, from the column with the most room above its own longest word; the
+        shortest deficits first, so that as many columns as possible read whole. A column
+        whose word is longer than all the room left keeps its width (that word is folded).
     """
-    if width is None:
-        return list(lines)
-    out: list[str] = []
-    for line in lines:
-        indent = " " * (len(line) - len(line.lstrip(" ")))
-        out.extend(
-            textwrap.wrap(
-                line,
-                width=max(width, 20),
-                initial_indent="",
-                subsequent_indent=indent + "    ",
-                break_long_words=False,
-                break_on_hyphens=False,
-                drop_whitespace=True,
+    out = list(widths)
+    pairs = enumerate(zip(out, words, strict=True))
+    short = sorted((word - width, i) for i, (width, word) in pairs if word > width)
+    for need, i in short:
+        room = sum(max(0, out[j] - words[j]) for j in range(len(out)) if not fixed[j])
+        if room < need:
+            continue  # a token longer than the width: folded, the only split left
+        for _ in range(need):
+            donor = max(
+                (j for j in range(len(out)) if j != i and not fixed[j] and out[j] > words[j]),
+                key=lambda j: out[j] - words[j],
             )
-            or [""]
-        )
+            out[donor] -= 1
+            out[i] += 1
     return out
+
+
+def one_line_piped(console: Console) -> bool:
+    """``soft_wrap`` for a long plain line on ``console``: True (one line) when piped.
+
+    Piped, a line stays whole for ``grep``; on a terminal rich wraps it at spaces (a word
+    longer than the width is folded), where an unwrapped line would be cut mid-word by the
+    terminal itself at its edge (a new user read ``(policy sh`` / ``adow)`` at 80 columns).
+    """
+    return not console.is_terminal

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from runner.cli.render.terminal import echo
+from runner.cli.render.terminal import echo, say
+from runner.domain.words import counted
 
 if TYPE_CHECKING:
     from runner.episode.request import EpisodeResult
@@ -32,33 +33,33 @@ def print_episode(result: EpisodeResult, *, sandboxed: bool = True) -> None:
     """
     # Error messages, destinations and stderr come from sandboxed code: printed inert.
     end = result.end
-    echo(f"run {result.run_id}: {result.status} (episode exit code {end.get('exit_code')})")
+    say(f"run {result.run_id}: {result.status} (episode exit code {end.get('exit_code')})")
     if end.get("reason"):
-        echo(f"  reason: {end['reason']}")
+        say(f"  reason: {end['reason']}")
     if end.get("error"):
         error = end["error"]
-        echo(f"  error: {error.get('class')}: {error.get('message')}")
+        say(f"  error: {error.get('class')}: {error.get('message')}")
     if end.get("failure"):
         failure = end["failure"]
-        echo(
+        say(
             f"  failure: call {failure['call_index']} {failure['tool']} {failure['error_class']}"
             f" (signature {str(end.get('failure_signature'))[:16]})"
         )
     if end.get("output") is not None:
         text = json.dumps(end["output"], ensure_ascii=False)  # echo makes it inert
-        echo(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
+        say(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
     if end.get("not_run"):
-        echo(f"  not run: {', '.join(end['not_run'])}")
+        say(f"  not run: {', '.join(end['not_run'])}")
     outbound = end.get("outbound") or []
     dropped = end.get("outbound_dropped") or 0
-    echo(
+    say(
         f"  outbound destinations: {len(outbound)} (log coverage {end.get('coverage')}"
-        + (f"; {dropped} attempts past the log's cap not logged" if dropped else "")
+        + (f"; {counted(dropped, 'attempt')} past the log's cap not logged" if dropped else "")
         + ")"
     )
     for attempt in outbound[:20]:
         count = attempt.get("count") or 1
-        echo(
+        say(
             f"    {attempt.get('kind')} {attempt.get('host') or attempt.get('address')}"
             f":{attempt.get('port')} ({attempt.get('outcome')}"
             + (f", {count} attempts" if count != 1 else "")
@@ -67,14 +68,14 @@ def print_episode(result: EpisodeResult, *, sandboxed: bool = True) -> None:
     for detail in (end.get("coverage_detail") or [])[:5]:
         what = detail.get("program") or detail.get("library") or ""
         label = "clock" if detail.get("partial") is False else "partial"  # clock-only note
-        echo(f"    {label}: {detail.get('reason')} {what}")
+        say(f"    {label}: {detail.get('reason')} {what}")
     meter = end.get("meter") or {}
-    echo(
+    say(
         f"  meter: {meter.get('tokens_in', 0)} tokens in, {meter.get('tokens_out', 0)} out, "
         f"{meter.get('sandbox_s', 0)} {'sandbox-s' if sandboxed else 'wall s (no sandbox)'}"
     )
     if result.status in ("crashed", "infra_error") and end.get("stderr_tail"):
-        echo("  last stderr lines:")
+        say("  last stderr lines:")
         for line in end["stderr_tail"][-10:]:
-            echo(f"    {line}")
-    echo(f"trace: {result.trace_path}")
+            say(f"    {line}")
+    say(f"trace: {result.trace_path}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from runner.cli.render.reproduce import failure_words
-from runner.cli.render.terminal import echo, one_line
+from runner.cli.render.terminal import one_line, say
 
 if TYPE_CHECKING:
     from runner.reproduce.fork import ForkReport
@@ -70,10 +70,15 @@ def fork_lines(report: ForkReport) -> list[str]:
     if report.grade is not None:
         grade = report.grade
         why = "; ".join(one_line(str(r)) for r in grade.get("reasons") or [])
-        lines.append(
-            f"  grade ({grade.get('judge')}): {float(grade.get('score', 0.0)):.2f}"
-            + (f" ({why})" if why else "")
-        )
+        if grade.get("score") is None:  # no expectations: said, never a score of 1.00
+            lines.append(f"  grade: none: {why}")
+        else:
+            source = grade.get("expected_from")
+            lines.append(
+                f"  grade ({grade.get('judge')}): {float(grade['score']):.2f}"
+                + (f" against {one_line(str(source))}" if source else "")
+                + (f" ({why})" if why else "")
+            )
     if report.fork_trace:
         lines.append(f"  fork trace: {one_line(report.fork_trace)}")
     return lines
@@ -82,4 +87,4 @@ def fork_lines(report: ForkReport) -> list[str]:
 def print_fork(report: ForkReport) -> None:
     """Print `fork_lines` on stdout."""
     for line in fork_lines(report):
-        echo(line)
+        say(line)

@@ -16,8 +16,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from runner.cli.render.console import fold_cells, table_console
+from runner.cli.render.console import fold_cells, one_line_piped, table_console
 from runner.cli.render.terminal import markup
+from runner.domain.words import counted
 
 if TYPE_CHECKING:
     from runner.submit.jobs import JobEntry, PruneResult
@@ -94,7 +95,9 @@ def print_job_list(
     # ~50 they need to wrap in; on a narrower console it folds with them
     fits = max(len(e.id) for e in entries) + 50 <= console.width
     console.print(fold_cells(table, whole=("job",) if fits else ()))
-    console.print(markup(f"folders: {standard}/JOB_ID"), style="dim", soft_wrap=True)
+    console.print(
+        markup(f"folders: {standard}/JOB_ID"), style="dim", soft_wrap=one_line_piped(console)
+    )
     for entry in elsewhere:  # a row of the ledger whose folder is gone
         console.print(markup(f"  {entry.id}: no folder (ledger rows only)"), style="dim")
     console.print("show one: sandbox-replay jobs show JOB_ID", style="dim")
@@ -135,8 +138,8 @@ def print_prune(
         console.print(markup(f"kept {job_id}: its orchestrator may still be running"))
     console.print(
         markup(
-            f"{verb} {len(result.removed)} job{'s' if len(result.removed) != 1 else ''}"
-            f" ({result.ledger_rows} ledger rows, {result.traces} traces);"
+            f"{verb} {counted(len(result.removed), 'job')}"
+            f" ({counted(result.ledger_rows, 'ledger row')}, {counted(result.traces, 'trace')});"
             f" {_kept(result, keep, older_than)}"
         )
     )

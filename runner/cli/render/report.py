@@ -26,9 +26,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from runner.cli.render.console import fold_cells
+from runner.cli.render.console import fold_cells, one_line_piped
 from runner.cli.render.terminal import one_line
 from runner.cli.render.verdict import render_verdict
+from runner.domain.words import counted
 from runner.submit.ceilings import describe_limits, figure
 from runner.submit.jobreport import JobReport
 
@@ -75,10 +76,6 @@ def sample(items: list[str], shown: int = SHOWN) -> str:
     """``a, b, c, …`` with at most ``shown`` items named."""
     head = ", ".join(items[:shown])
     return head + (", …" if len(items) > shown else "")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _score(value: Any) -> str:
@@ -135,10 +132,15 @@ def render_report(report: JobReport, console: Console) -> None:
     )
     for purpose, dims in report.ceilings.items():
         text = ", ".join(f"{d} {figure(v['value'])} ({v['source']})" for d, v in dims.items())
-        console.print(escape(f"ceiling {purpose}: {text or 'unbounded'}"), soft_wrap=True)
+        console.print(
+            escape(f"ceiling {purpose}: {text or 'unbounded'}"), soft_wrap=one_line_piped(console)
+        )
     if report.limits:
-        # one line each, never wrapped mid-phrase (a reader greps them; README "200-column")
-        console.print(escape(f"limits per run: {describe_limits(report.limits)}"), soft_wrap=True)
+        # piped: one line each (a reader greps them; README "200-column"); a terminal wraps
+        console.print(
+            escape(f"limits per run: {describe_limits(report.limits)}"),
+            soft_wrap=one_line_piped(console),
+        )
     if report.ceiling_reached:
         message = escape(str(report.ceiling_reached.get("message", "")))
         console.print(f"[red]ceiling reached:[/red] {message}")
@@ -205,7 +207,7 @@ def _render_grading(grading: Mapping[str, Any], console: Console) -> None:
         console.print(
             escape(
                 f"judge asked in two orders: agreed on {consistency['agreed']} of"
-                f" {consistency['checked']} groups"
+                f" {counted(consistency['checked'], 'group')}"
                 + (
                     "; disagreed on " + sample([str(d["task_id"]) for d in disagreed])
                     if disagreed
@@ -271,11 +273,11 @@ def _render_groups(report: JobReport, grading: Mapping[str, Any] | None, console
     not_run = report.not_run
     if not_run:
         unit = "episode" if any(_repeat(e) for e in not_run) else "pair"  # --repeats K
-        console.print(f"[yellow]{_plural(len(not_run), unit)} not run:[/yellow]")
+        console.print(f"[yellow]{counted(len(not_run), unit)} not run:[/yellow]")
         for group in group_by_reason(not_run, "pair"):
             console.print(
                 escape(
-                    f"  {_plural(group['count'], unit)} {group['reason']}: {sample(group['items'])}"
+                    f"  {counted(group['count'], unit)} {group['reason']}: {sample(group['items'])}"
                 )
             )
     incomplete = report.incomplete
@@ -290,7 +292,7 @@ def _render_groups(report: JobReport, grading: Mapping[str, Any] | None, console
     for status, items in by_status.items():
         console.print(
             escape(
-                f"{_plural(len(items), 'run' if not status.startswith('judge') else 'group')}"
+                f"{counted(len(items), 'run' if not status.startswith('judge') else 'group')}"
                 f" incomplete ({status}; never scored, an unknown in every verdict):"
                 f" {sample(items)}"
             )
@@ -300,13 +302,13 @@ def _render_groups(report: JobReport, grading: Mapping[str, Any] | None, console
         items = [f"{e['variant']}×{e['task_id']}" for e in stopped]
         console.print(
             escape(
-                f"{_plural(len(items), 'run')} stopped by the ceiling (ungraded): {sample(items)}"
+                f"{counted(len(items), 'run')} stopped by the ceiling (ungraded): {sample(items)}"
             )
         )
     for group in group_by_reason((grading or {}).get("ungraded") or [], "task"):
         console.print(
             escape(
-                f"{_plural(group['count'], 'task')} ungraded ({group['reason']}):"
+                f"{counted(group['count'], 'task')} ungraded ({group['reason']}):"
                 f" {sample(group['items'])}"
             )
         )

@@ -17,7 +17,8 @@ from rich.table import Table
 
 from runner.cli.render.console import fold_cells, table_console
 from runner.cli.render.junit import JUnitCase, write_junit_cases
-from runner.cli.render.terminal import echo, markup, one_line
+from runner.cli.render.terminal import markup, one_line, say
+from runner.domain.words import counted
 from runner.reproduce.report import EXIT_OF
 from runner.wire.observed import refuses, words
 
@@ -64,17 +65,24 @@ def _outcome_text(outcome: dict[str, Any]) -> str:
 
 
 def _packages_text(item: dict[str, Any]) -> str:
-    """The packages no tool module imports, in one line: each side lists its own environment.
+    """The packages no tool module imports, in one line, with what each side had installed.
 
     A recording made on a host lists that host's virtualenv; the sandbox image lists what is
     installed in it (often nothing but the standard library): different lists, not a fault.
+    An older report holds ``"43 packages"`` texts instead of the counts.
     """
-    recorded = item.get("recorded_count", item.get("recorded"))
-    now = item.get("now_count", item.get("now"))
+
+    def amount(value: Any) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return counted(value, "package") if value else "none but the standard library"
+        return one_line(value)
+
+    recorded = amount(item.get("recorded_count", item.get("recorded")))
+    now = amount(item.get("now_count", item.get("now")))
     return (
-        f"other packages (none imported by the tool modules): the recorded environment listed "
-        f"{recorded}, the sandbox image lists its own ({now}); {item.get('only_recorded')} only "
-        f"in the recording, {item.get('only_now')} only in the sandbox"
+        f"other packages, none imported by the tool modules: the recording's environment had"
+        f" {recorded} installed, the sandbox image has {now} ({item.get('only_recorded')} only"
+        f" in the recording, {item.get('only_now')} only in the sandbox; expected, not a fault)"
     )
 
 
@@ -108,9 +116,16 @@ def details(report: ReproduceReport) -> list[str]:
         if difference.get("args") is not None:
             lines.append(f"    arguments: {json.dumps(difference['args'], ensure_ascii=False)}")
         lines.append(f"    {difference.get('message')}")
-    # A single refusal is already the reason line (said once); several are listed.
+    # A single refusal is already the reason line (said once); several are listed, but not
+    # those the nondeterminism lines below list (--strict-determinism's: each was said twice)
+    read = nondeterminism_lines(report)
     if len(report.refusals) > 1:
-        lines.extend(f"  refused: {one_line(reason)}" for reason in report.refusals)
+        listed = "\n".join(read)
+        lines.extend(
+            f"  refused: {one_line(reason)}"
+            for reason in report.refusals
+            if one_line(reason) not in listed and not _more_unlisted(reason, report)
+        )
     if report.outcome in ("not_reproduced", "reproduced") or report.outbound:
         lines.append(f"  outbound destinations: {len(report.outbound)}")
         for attempt in report.outbound[:20]:
@@ -118,7 +133,7 @@ def details(report: ReproduceReport) -> list[str]:
             count = attempt.get("count") or 1
             times = f" ({count} attempts)" if count != 1 else ""
             lines.append(f"    {attempt.get('kind')} {where}:{attempt.get('port')}{times}")
-    lines.extend(nondeterminism_lines(report))
+    lines.extend(read)
     if report.environment_diff and report.outcome == "not_reproduced":
         lines.append("  environment differences:")
         for item in report.environment_diff:
@@ -131,6 +146,12 @@ def details(report: ReproduceReport) -> list[str]:
     if report.replay_trace:
         lines.append(f"  replay trace: {report.replay_trace}")
     return lines
+
+
+def _more_unlisted(reason: str, report: ReproduceReport) -> bool:
+    """The strict refusal counting the entries past the cap (the lines say ``... and N more``)."""
+    found = report.nondeterminism or {}
+    return bool(found.get("dropped")) and reason.endswith(" more not listed")
 
 
 def nondeterminism_lines(report: ReproduceReport) -> list[str]:
@@ -149,7 +170,10 @@ def nondeterminism_lines(report: ReproduceReport) -> list[str]:
     if not entries and not found.get("dropped"):
         lines = ["  nondeterminism: nothing the trace does not pin"]
     else:
-        lines = [f"  nondeterminism: {len(entries)} read(s) the trace does not pin"]
+        refused = " (each refused the replay: --strict-determinism)" if report.refusals else ""
+        lines = [
+            f"  nondeterminism: {counted(len(entries), 'read')} the trace does not pin{refused}"
+        ]
         lines.extend(f"    {one_line(words(e))}" for e in entries[:20])  # a sandbox's text
         more = len(entries) - 20 + int(found.get("dropped") or 0)
         if more > 0:
@@ -158,8 +182,8 @@ def nondeterminism_lines(report: ReproduceReport) -> list[str]:
         names = ", ".join(one_line(e.get("what")) for e in packages[:6])
         names += ", ..." if len(packages) > 6 else ""
         lines.append(
-            f"    and {len(packages)} read(s) by installed packages or the standard library's own"
-            f" lookups, not refused (their configuration): {names}"
+            f"    and {counted(len(packages), 'read')} by installed packages or the standard"
+            f" library's own lookups, not refused (their configuration): {names}"
         )
     lines.append(f"    not observed: {unseen}")
     return lines
@@ -206,13 +230,13 @@ def print_reports(reports: list[ReproduceReport]) -> None:
     is printed inert (`runner.cli.render.terminal`).
     """
     if len(reports) == 1:
-        echo("\n".join(details(reports[0])))
+        say("\n".join(details(reports[0])))
     else:
         _table(reports)
         for report in reports:
             if report.outcome != "reproduced":
-                echo("\n".join(details(report)))
-    echo(totals_line(reports))
+                say("\n".join(details(report)))
+    say(totals_line(reports))
 
 
 def write_junit(reports: list[ReproduceReport], path: Path) -> None:

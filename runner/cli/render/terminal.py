@@ -9,8 +9,10 @@ character makes text read differently from what it is; a lone surrogate (a strin
 ``surrogateescape``) makes the write itself fail with a traceback.
 
 `inert` is the one function every printed field goes through: plain lines
-via `echo`, tables via `runner.cli.render.console.table_console` (whose consoles apply it to every
-string they render, markup included), logs via `runner.cli.log`, JSON via ``ensure_ascii``.
+via `echo` (human-readable ones via `say`, which also wraps them at spaces to a terminal's
+width: `wrap_lines`; here, not in ``console``, so that ``check`` never imports rich), tables
+via `runner.cli.render.console.table_console` (whose consoles apply it to every string they
+render, markup included), logs via `runner.cli.log`, JSON via ``ensure_ascii``.
 
 Invariant: `inert` returns text with no C0 control other than newline and tab, no DEL, no C1
 control, no Unicode format character (category Cf: bidi controls, zero-width characters, the
@@ -24,7 +26,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import textwrap
+from collections.abc import Sequence
+from typing import TextIO
 
 import typer
 
@@ -86,7 +92,16 @@ def echo(text: object, *, err: bool = False) -> None:
     typer.echo(inert(text), err=err)
 
 
-__all__ = ["echo", "inert", "markup", "one_line", "stdout_gone"]
+__all__ = [
+    "echo",
+    "inert",
+    "line_width",
+    "markup",
+    "one_line",
+    "say",
+    "stdout_gone",
+    "wrap_lines",
+]
 
 
 def stdout_gone() -> None:
@@ -100,3 +115,60 @@ def stdout_gone() -> None:
         os.close(devnull)
     except (OSError, ValueError):  # no real stdout (tests): nothing to redirect
         pass
+
+
+def say(text: object, *, err: bool = False) -> None:
+    """`echo` of human-readable lines, wrapped at spaces to a terminal's width (`wrap_lines`).
+
+    Piped or redirected: the lines as they are (one line per fact, for scripts). Never for
+    JSON (a wrapped string would no longer be the same JSON).
+    """
+    stream = sys.stderr if err else sys.stdout
+    lines = inert(text).split("\n")
+    echo("\n".join(wrap_lines(lines, line_width(stream))), err=err)
+
+
+def line_width(stream: TextIO) -> int | None:
+    """The columns plain lines are wrapped to on ``stream``: the terminal's; None when piped.
+
+    Piped or redirected output is not wrapped: a script or ``grep`` reads one line per fact.
+    """
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return shutil.get_terminal_size().columns if tty else None
+
+
+def wrap_lines(lines: Sequence[str], width: int | None) -> list[str]:
+    """``lines`` wrapped at spaces to ``width`` columns, each continuation indented by 4 more.
+
+    A line's leading spaces are its level (the plan's ``  variant ...`` under ``plan ...``);
+    its continuation lines start 4 columns further in, so a wrapped line reads as one. Words
+    are never broken (an id or a path longer than the width stays whole on its own line).
+
+    Args:
+        lines: lines without newlines.
+        width: the columns available (at least 20 are used); None: ``lines`` as they are.
+
+    Returns:
+        The wrapped lines, in order (an empty line stays one empty line).
+    """
+    if width is None:
+        return list(lines)
+    out: list[str] = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        out.extend(
+            textwrap.wrap(
+                line,
+                width=max(width, 20),
+                initial_indent="",
+                subsequent_indent=indent + "    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+                drop_whitespace=True,
+            )
+            or [""]
+        )
+    return out

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
-from runner.cli.render.console import fold_cells
+from runner.cli.render.console import fold_cells, one_line_piped
 from runner.cli.render.junit import JUnitCase, write_junit_cases
 from runner.cli.render.terminal import one_line
 from runner.submit.jobreport import JobReport
@@ -103,7 +103,10 @@ def render_verdict(report: JobReport, console: Console) -> None:
         console.print(fold_cells(_scores_table(scores)))
         missing = _not_scored(scores["variants"])
         if missing:
-            console.print(escape(f"not scored (in no denominator): {missing}"), soft_wrap=True)
+            console.print(
+                escape(f"not scored (in no denominator): {missing}"),
+                soft_wrap=one_line_piped(console),
+            )
         given = scores.get("methods")
         methods: Mapping[str, Any] = given if isinstance(given, dict) else {}
         console.print(
@@ -112,7 +115,7 @@ def render_verdict(report: JobReport, console: Console) -> None:
                 f" {methods.get('pass_rate', '-')}"
             ),
             style="dim",
-            soft_wrap=True,
+            soft_wrap=one_line_piped(console),
         )
     gate = report.gate
     if gate:
@@ -134,17 +137,17 @@ def _render_gate(gate: Mapping[str, Any], console: Console) -> None:
         console.print(
             f"  [{style}]{escape(word)}[/{style}] {escape(str(entry.get('variant')))}:"
             f" {escape(str(entry.get('reason', '')))}",
-            soft_wrap=True,
+            soft_wrap=one_line_piped(console),
         )
     confirm = gate.get("confirm")
     if isinstance(confirm, dict) and confirm.get("text"):  # runner.submit.confirm
-        console.print(escape(f"  {one_line(confirm['text'])}"), soft_wrap=True)
+        console.print(escape(f"  {one_line(confirm['text'])}"), soft_wrap=one_line_piped(console))
     for entry in gate.get("flaky") or []:
         tasks = [str(t) for t in entry.get("tasks") or []]
         shown = ", ".join(tasks[:8]) + (", …" if len(tasks) > 8 else "")
         console.print(
             escape(f"  flaky in {entry.get('variant')} (scores differ across repeats): {shown}"),
-            soft_wrap=True,
+            soft_wrap=one_line_piped(console),
         )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.domain.words import counted
 from runner.importers.otel.conventions import SpanView, classify
 from runner.importers.otel.values import any_value, as_dict, attributes, norm_id, time_ns
 
@@ -109,7 +110,7 @@ class Notes:
 
     def all(self) -> list[str]:
         """The kept warnings, plus a line saying how many more there were."""
-        more = [f"... and {self.dropped} more warnings"] if self.dropped else []
+        more = [f"... and {counted(self.dropped, 'more warning')}"] if self.dropped else []
         return [*self.items, *more]
 
 

@@ -132,8 +132,13 @@ class ObservationStore:
             return matches[used]
         if matches:
             raise UnrecordedCall(
-                "unrecorded call: tool {!r} with arguments {}: matched, but all {} recorded "
-                "occurrences already used".format(tool_id, _show(args), len(matches)),
+                "unrecorded call: tool {!r} with arguments {}: matched, but {} already used".format(
+                    tool_id,
+                    _show(args),
+                    "all {} recorded occurrences".format(len(matches))
+                    if len(matches) != 1
+                    else "its one recorded occurrence",
+                ),
                 tool_id=tool_id,
                 args=args,
                 nearest=matches[-1],

@@ -56,7 +56,7 @@ def test_safe_workflow_is_eligible() -> None:
     check = report.workflows[0]
     assert check.registry is not None and check.registry.policy is report.policy
     assert report.lines() == [
-        f"{fixture('safe.yaml')}: eligible: 4 step(s), 4 tool(s) (2 execute, 2 recorded)"
+        f"{fixture('safe.yaml')}: eligible: 4 steps, 4 tools (2 execute, 2 recorded)"
     ]
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from runner.admission.eligibility import check_eligibility
+from runner.admission.gate import read_gate
 from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.errors import IneligibleError
 from runner.runs.run import execute_run
@@ -75,3 +77,27 @@ def test_submit_refuses_what_the_sandbox_describes_as_unsafe_before_any_job(
     with pytest.raises(IneligibleError):
         execute_run(settings, workflow, tasks, "t1", backend=UnsandboxedProcessBackend())
     assert not (tmp_path / "state" / "traces").exists()
+
+
+def test_run_does_not_warn_that_an_mcp_tool_does_not_resolve(tmp_path: Path) -> None:
+    """An MCP server's tools are listed in a sandbox by ``check`` and by ``run`` alike: the
+    reading's "does not resolve" is no disagreement to warn about (it was, for every MCP
+    tool); a tool the reading could not read literally still is (``check`` fails on it)."""
+    folder = tmp_path / "mcp"
+    folder.mkdir()
+    (folder / "server.py").write_text("raise SystemExit('never run on the host')\n")
+    (folder / "wf.yaml").write_text(
+        "name: m\nversion: '1'\ntools:\n  - mcp: {command: [python3, server.py], prefix: docs}\n"
+        "steps:\n  - id: a\n    tool: docs.search_docs\n"
+    )
+    with capture_logs() as logs:
+        report = read_gate([folder / "wf.yaml"], "shadow")
+    [problem] = report.problems  # undecided: the sandbox lists the server
+    assert not problem.decided and "listed only inside a sandbox" in problem.message
+    assert [e for e in logs if e["event"] == "eligibility_left_to_the_sandbox"] == []
+
+    workflow, _ = _project(tmp_path, "PURE")
+    with capture_logs() as logs:
+        read_gate([workflow], "shadow")
+    [warning] = [e for e in logs if e["event"] == "eligibility_left_to_the_sandbox"]
+    assert "text.answer" in warning["problems"][0]

@@ -30,9 +30,7 @@ def run(*args: str) -> tuple[int, str, str]:
 def test_eligible_workflows_exit_0() -> None:
     code, out, _ = run(f"{FIX}/safe.yaml")
     assert code == 0
-    assert out.strip() == (
-        f"{FIX}/safe.yaml: eligible: 4 step(s), 4 tool(s) (2 execute, 2 recorded)"
-    )
+    assert out.strip() == (f"{FIX}/safe.yaml: eligible: 4 steps, 4 tools (2 execute, 2 recorded)")
 
 
 def test_unsafe_tool_exit_3_with_the_diagnostic_line() -> None:
@@ -42,7 +40,7 @@ def test_unsafe_tool_exit_3_with_the_diagnostic_line() -> None:
         f'{FIX}/unsafe_step.yaml: step "close": tool "ticket.close" is unsafe: '
         "denied by policies/shadow.yaml (deny effect unsafe)"
     ]
-    assert err.strip() == "1 tool problem(s) under the policy policies/shadow.yaml"
+    assert err.strip() == "1 tool problem under the policy policies/shadow.yaml"
 
 
 def test_every_problem_is_printed() -> None:
@@ -138,10 +136,10 @@ def test_input_errors_do_not_blame_the_policy(tmp_path: Path) -> None:
     broken.write_text("name: x\nsteps: [\n")
     code, _, err = run(str(broken), str(tmp_path / "missing.yaml"))
     assert code == 2
-    assert "2 input error(s)" in err and "shadow.yaml" not in err, err
+    assert "2 input errors" in err and "shadow.yaml" not in err, err
     code, _, err = run(str(broken), f"{FIX}/unsafe_step.yaml")
     assert code == 2
-    assert "1 input error(s)" in err and "1 tool problem(s) under the policy" in err
+    assert "1 input error" in err and "1 tool problem under the policy" in err
 
 
 def test_an_existing_file_is_a_policy_path_whatever_its_name(
@@ -169,3 +167,22 @@ def test_a_wrong_value_kind_is_said_in_yaml_terms(tmp_path: Path) -> None:
     assert f"{bad}:3: tools: expected a mapping (key: value lines), got a list" in err, err
     assert f"{bad}:4: limits.timeout_s: expected a number, got text 'abc'" in err, err
     assert "Input should be" not in err and "ToolOverrides" not in err
+
+
+def test_the_text_form_lists_an_mcp_tool_as_the_json_form_does(tmp_path: Path) -> None:
+    """A new user saw an MCP tool in ``--json`` only: the text form now names it, its class
+    and the annotations that decided it (a saved ``tools/list``: no engine needed)."""
+    listed = {"tools": [{"name": "search_docs", "annotations": {"readOnlyHint": True}}]}
+    (tmp_path / "docs-tools.json").write_text(json.dumps(listed), encoding="utf-8")
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        "name: m\nversion: '1'\ntools:\n  - mcp: {tools_list: docs-tools.json, prefix: docs}\n"
+        "steps:\n  - id: s\n    tool: docs.search_docs\n",
+        encoding="utf-8",
+    )
+    code, out, _ = run(str(workflow))
+    assert code == 0, out
+    assert out.splitlines()[1] == (
+        '  tool "docs.search_docs" of mcp tools_list docs-tools.json: read '
+        "(MCP annotations: readOnlyHint: true) (recorded)"
+    )

@@ -255,4 +255,4 @@ def test_a_model_judges_answers_in_both_orders_are_its_reasons() -> None:
     _check_inert(html)
     assert "asked in order A, B: {&#34;ranks&#34;" in html
     assert "asked in order B, A: &lt;/script&gt;" in html
-    assert "(two orders disagreed)" in html and "agreed with itself on 0 of 1 groups" in html
+    assert "(two orders disagreed)" in html and "agreed with itself on 0 of 1 group" in html

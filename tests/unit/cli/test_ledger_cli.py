@@ -77,7 +77,7 @@ def test_table_output(state_dir: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[1]: line for line in proc.stdout.splitlines() if line.startswith("│")}
     assert "job job1 (running)" in proc.stdout
-    assert "$0.5000" in rows["replay"] and "1 runs $0.2500" in rows["replay"]
+    assert "$0.5000" in rows["replay"] and "1 run $0.2500" in rows["replay"]
     assert "succeeded 1" in rows["replay"]
     assert "$0.1250" in rows["judge"]
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
+import pytest
 from rich.console import Console
 from rich.progress import TimeRemainingColumn
 from rich.table import Table
 
-from runner.cli.render.console import fold_cells, wrap_lines
+import runner.cli.render.terminal as terminal_module
+from runner.cli.render.console import fold_cells, words_whole, wrap_lines
 from runner.cli.render.jobview import JobProgress
 from runner.cli.render.report import render_report
+from runner.cli.render.terminal import say
 from runner.grading import Group, Result, grade, rubric_judge
 from runner.submit.jobreport import JobReport
 
@@ -87,3 +91,75 @@ def test_the_progress_bar_shows_an_eta() -> None:
     out = io.StringIO()
     Console(file=out, width=80).print(bar.progress.get_renderable())
     assert "eta" in out.getvalue() and "-:--:--" in out.getvalue()  # unknown until a run ends
+
+
+def _cells(text: str) -> list[str]:
+    """Each rendered table line's cells, stripped (box characters as separators)."""
+    out = []
+    for line in text.splitlines():
+        for sep in "┃║":
+            line = line.replace(sep, "│")
+        out.extend(cell.strip() for cell in line.split("│") if cell.strip())
+    return out
+
+
+def test_a_word_is_folded_only_when_no_column_has_room_to_give() -> None:
+    """The new user's job at 80 columns: ``succeede`` / ``d`` while ``mean rank`` beside it
+    could wrap at its space. Now the words stay whole; an id longer than any room left is
+    still folded (never cut)."""
+    table = Table()
+    for header in ("variant", "mu", "mu 95% interval", "sigma", "ordinal", "mean rank", "W/T/L"):
+        table.add_column(header)
+    table.add_column("episodes")
+    table.add_row("docs-assistant@1", "25.00", "-", "8.33", "0.00", "-", "0/0/0", "2 succeeded")
+    out = io.StringIO()
+    Console(file=out, width=80).print(fold_cells(table))
+    cells = _cells(out.getvalue())
+    assert "succeeded" in cells and "rank" in cells, out.getvalue()  # wrapped at a space
+    for word in ("interval", "ordinal", "episodes", "variant"):
+        assert any(word in cell for cell in cells), (word, out.getvalue())
+
+    table.add_row("x" * 60, "1", "-", "1", "1", "-", "0/0/0", "ok")  # longer than any room
+    out = io.StringIO()
+    Console(file=out, width=80).print(fold_cells(table))
+    assert out.getvalue().count("x") == 60 and "…" not in out.getvalue()  # folded, not cut
+    assert max(len(line) for line in out.getvalue().splitlines()) <= 80
+
+
+def test_words_whole_moves_width_from_columns_that_can_wrap() -> None:
+    # column 1 is 2 short of its word; column 0 has 5 to spare, column 2 is fixed
+    assert words_whole([20, 6, 10], [15, 8, 4], [False, False, True]) == [18, 8, 10]
+    # no room for a 30-column word: nothing moves (the word is folded)
+    assert words_whole([20, 6], [18, 30], [False, False]) == [20, 6]
+
+
+def test_a_long_report_line_wraps_at_spaces_on_a_terminal_and_stays_whole_piped() -> None:
+    limits = {f"limit_{i}": {"value": 10_000, "source": "policy shadow"} for i in range(6)}
+    report = dataclasses.replace(_report(), limits=limits)
+    shown = {}
+    for terminal, width in ((True, 80), (False, 200)):
+        out = io.StringIO()
+        console = Console(file=out, width=width, force_terminal=terminal, color_system=None)
+        render_report(report, console)
+        shown[terminal] = [line for line in out.getvalue().splitlines() if "policy" in line]
+    (piped,) = shown[False]  # one line for grep
+    assert len(shown[True]) > 1 and all(len(line) <= 80 for line in shown[True])
+    # wrapped at spaces: the words are the piped line's, none split (was: cut at column 80)
+    assert " ".join(shown[True]).split() == piped.split()
+
+
+def test_say_wraps_human_lines_at_spaces_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``check``, ``run``, ``reproduce`` lines: wrapped at spaces under their indent on a
+    terminal (the terminal cut them mid-word at its edge), one line each when piped."""
+    line = '  tool "docs.search_docs" of mcp server python3 docs_server.py: read (recorded)'
+    monkeypatch.setattr(terminal_module, "line_width", lambda stream: 40)
+    say(line)
+    wrapped = capsys.readouterr().out.splitlines()
+    assert len(wrapped) > 1 and all(len(part) <= 40 for part in wrapped)
+    assert " ".join(wrapped).split() == line.split()
+    assert all(part.startswith("      ") for part in wrapped[1:])  # under the line's indent
+    monkeypatch.setattr(terminal_module, "line_width", lambda stream: None)  # piped
+    say(line)
+    assert capsys.readouterr().out == line + "\n"

@@ -208,7 +208,7 @@ def test_cli_imports_and_prints_warnings(tmp_path: Path) -> None:
         ["import", "otel", str(source), "--out", str(tmp_path / "o"), "--map", "get_weather=read"],
     )
     assert result.exit_code == 0, result.output
-    assert "imported 1 runs" in result.output and "never exported" in result.output
+    assert "imported 1 run (" in result.output and "never exported" in result.output
     manifest = json.loads((tmp_path / "o" / "tools.manifest.json").read_text("utf-8"))
     assert manifest["tools"][0]["effect"] == "read"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,7 +10,12 @@ import pytest
 from runner.cli.render.html.render import render_reproduce
 from runner.cli.render.reproduce import details, print_reports
 from runner.errors import EXIT_OK, EXIT_REFUSED
-from runner.reproduce.report import ReproduceReport, nondeterminism_of, strict_determinism
+from runner.reproduce.report import (
+    ReproduceReport,
+    nondeterminism_of,
+    strict_determinism,
+    with_host_sites,
+)
 from runner.wire import observed
 
 CLOCK = {"kind": "wall_clock", "what": "time.time", "count": 2, "site": "/sandbox/tools/a.py:3"}
@@ -86,7 +92,7 @@ def test_terminal_and_page_list_the_reads_inert(capsys: pytest.CaptureFixture[st
     hostile = {**ENV, "what": "X\x1b]0;PWNED\x07", "via": "<script>x</script>"}
     report = _report([CLOCK, hostile])
     text = "\n".join(details(report))
-    assert "nondeterminism: 2 read(s) the trace does not pin" in text
+    assert "nondeterminism: 2 reads the trace does not pin" in text
     assert "wall_clock time.time (2 reads, /sandbox/tools/a.py:3)" in text
     assert "not observed: C code" in text
     print_reports([report])
@@ -99,7 +105,7 @@ def test_terminal_and_page_list_the_reads_inert(capsys: pytest.CaptureFixture[st
     sdk = {**ENV, "what": "OPENAI_LOG", "by": "package"}
     text = "\n".join(details(_report([sdk])))
     assert "nothing the trace does not pin" in text
-    assert "1 read(s) by installed packages or the standard library's own lookups, not" in text
+    assert "1 read by installed packages or the standard library's own lookups, not" in text
     assert "not reported" in "\n".join(details(_report(None)))
 
 
@@ -115,3 +121,33 @@ def test_an_entry_cannot_forge_lines_of_the_report(capsys: pytest.CaptureFixture
     assert "X\\n  nondeterminism: nothing" in printed
     print_reports([strict_determinism(_report([hostile, CLOCK]))])  # the refusals too
     assert "\n  reproduced" not in capsys.readouterr().out
+
+
+def test_a_strict_refusal_is_listed_once() -> None:
+    """Each read that refused the replay was printed twice (``refused: ...`` and again under
+    ``nondeterminism:``); the nondeterminism lines now say it, once each."""
+    text = "\n".join(details(strict_determinism(_report([CLOCK, ENV]))))
+    assert text.count("wall_clock time.time (2 reads") == 1, text
+    assert text.count("environment_variable X (1 read") == 1, text
+    assert "2 reads the trace does not pin (each refused the replay" in text
+    assert "read 2 things its trace does not pin" in text
+
+
+def test_a_site_in_the_sandboxs_tool_folder_is_shown_as_the_users_file(tmp_path: Path) -> None:
+    """``/sandbox/tools/1/agent.py:7`` is the user's ``ROOT_1/agent.py:7``; a path that would
+    leave the folder, or a file of the image, stays as the sandbox said it."""
+    roots = [tmp_path / "tools", tmp_path / "project"]
+    entries = [
+        {**CLOCK, "site": "/sandbox/tools/1/agent.py:7"},
+        {**ENV, "site": "/sandbox/tools/0/../../etc/x.py:1"},
+        {**ENV, "what": "Y", "site": "/usr/lib/python3/x.py:2"},
+    ]
+    report = with_host_sites(_report(entries), roots)
+    assert report.nondeterminism is not None
+    sites = [e.get("site") for e in report.nondeterminism["entries"]]
+    assert sites == [
+        f"{tmp_path / 'project' / 'agent.py'}:7",
+        "/sandbox/tools/0/../../etc/x.py:1",
+        "/usr/lib/python3/x.py:2",
+    ]
+    assert f"{tmp_path / 'project' / 'agent.py'}:7" in "\n".join(details(report))

@@ -89,7 +89,12 @@ def test_the_cli_prints_the_summary_in_one_line_and_names_what_matters() -> None
     assert lines == [
         "    packages.PyYAML: 6.0.4 -> 6.0.1 (on both sides)",
         "    packages.requests: 2.34.2 -> absent (imported by the tools)",
-        "    other packages (none imported by the tool modules): the recorded environment listed"
-        " 43, the sandbox image lists its own (3); 40 only in the recording, 1 only in the"
-        " sandbox",
+        "    other packages, none imported by the tool modules: the recording's environment had"
+        " 43 packages installed, the sandbox image has 3 packages (40 only in the recording, 1"
+        " only in the sandbox; expected, not a fault)",
     ]
+    # an image with the standard library only: said so (was: "lists its own (0)")
+    diff = packages_diff(HOST_VENV, {}, imports=set())
+    said = details(ReproduceReport("t.jsonl", "not_reproduced", "x", environment_diff=diff))
+    (line,) = [line for line in said if "other packages" in line]
+    assert "the sandbox image has none but the standard library (43 only in" in line

@@ -198,7 +198,7 @@ def test_an_exhausted_observation_fails_the_tool_step_naming_the_call(tmp_path: 
     episode = result.episode
     assert episode["status"] == "failed" and episode["not_run"] == ["c"]
     assert episode["failure"]["error_class"] == "runner.wire.errors.UnrecordedCall"
-    assert "matched, but all 1 recorded occurrences already used" in episode["error"]["message"]
+    assert "matched, but its one recorded occurrence already used" in episode["error"]["message"]
     divergences = result.of("divergence")
     assert [(d["kind"], d["index"], d["tool"]) for d in divergences] == [
         ("unrecorded_call", 1, "ticket.get")

@@ -76,11 +76,14 @@ def test_an_anchored_submission_plans_one_task_per_variant_and_says_so(
     ]
     text = "\n".join(plan.lines())
     assert "anchored fork: every run replays the first 2 recorded calls of failing.jsonl" in text
+    # a failed recording is no answer key: said, where the rubric would rank by status only
+    assert "anchored fork: task ticket-1000 has no expectations to grade against" in text
     assert plan.to_json()["anchor"] == {
         "trace": str(FAILING),
         "fork_at": 2,
         "task_id": "ticket-1000",
         "prefix_calls": 2,
+        "expected_from": None,
     }
     again = SubmitOptions.from_json(_anchored("v1.yaml", "v4.yaml").to_json())
     assert again.fork_at == 2 and again.anchor == FAILING  # a resumed job forks the same

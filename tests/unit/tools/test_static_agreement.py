@@ -6,6 +6,8 @@ fixtures); tests/integration/test_static_agreement_docker.py asks real sandboxes
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,9 @@ def _describer(tmp_path: Path) -> Any:
 @pytest.fixture(autouse=True)
 def _in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
+    # an example's MCP server (examples/mcp-docs) is started with `python3`: this
+    # interpreter's, which has the `mcp` package (the host's may not)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
 
 @pytest.mark.parametrize(

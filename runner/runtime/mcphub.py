@@ -38,6 +38,7 @@ Requests arrive from inside the sandbox (the agent's own process tree): they are
 (strict JSON, bounded by the gateway) and decide nothing the policy decides.
 """
 
+import json
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -68,6 +69,7 @@ __all__ = [
     "normalised_params",
     "protocol_tool_id",
     "servers_of",
+    "text_result",
 ]
 
 ENV_SERVERS = "SANDBOX_REPLAY_MCP_SERVERS"
@@ -234,7 +236,31 @@ class McpHub:
             return _response(
                 ident, error=_error(INTERNAL_ERROR, "{}: {}".format(type(exc).__name__, text))
             )
-        return _response(ident, result=value)
+        if isinstance(value, dict):
+            return _response(ident, result=value)
+        if method == "tools/call":  # an observation written as the tool's text: its result
+            return _response(ident, result=text_result(value))
+        return _response(  # never a non-object result: a client drops it and waits forever
+            ident,
+            error=_error(
+                INTERNAL_ERROR,
+                "the served answer to {} is not a JSON object ({})".format(
+                    method, type(value).__name__
+                ),
+            ),
+        )
+
+
+def text_result(value: Any) -> Dict[str, Any]:
+    """A ``tools/call`` result (MCP ``CallToolResult``) holding ``value`` as its one text.
+
+    A task's observation for an MCP tool may be written as the tool's text (``"observed"``)
+    rather than the result object the server sends; the ``mcp`` client drops a result that is
+    not an object and then waits for the answer until the run's timeout (measured: 300 s).
+    A string is the text itself; any other JSON value its compact JSON.
+    """
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return {"content": [{"type": "text", "text": text}], "isError": False}
 
 
 def _forwarded(response: Any) -> Callable[..., Any]:

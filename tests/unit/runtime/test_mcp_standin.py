@@ -111,13 +111,17 @@ def folder(tmp_path: Path) -> Path:
 def episode(folder: Path) -> Iterator[Any]:
     gateways: list[Gateway] = []
 
-    def make(mode: str, recorded: list[dict[str, Any]] | None = None) -> tuple[Host, Any, Any]:
+    def make(
+        mode: str,
+        recorded: list[dict[str, Any]] | None = None,
+        observations: list[dict[str, Any]] | None = None,
+    ) -> tuple[Host, Any, Any]:
         host = Host()
         caller = Caller(
             host.send,
             lambda fields: {},
             mode,
-            ObservationStore(None),
+            ObservationStore(observations),
             TraceStore(recorded),
             Clock(1767225600.0, 1.0),
         )
@@ -333,3 +337,24 @@ def test_a_line_the_server_splits_otherwise_smuggles_no_tool_call(
     reached = [json.loads(x) for x in (folder / "log").read_text().splitlines()[1:]]
     assert [m["method"] for m in reached] == ["initialize", "notifications/initialized"]
     assert [c["tool"] for c in host.calls()] == ["mcp.initialize"]
+
+
+@pytest.mark.parametrize(
+    ("body", "text"), [('"observed"', "observed"), ("[1, 2]", "[1,2]"), ("7", "7")]
+)
+def test_an_observation_written_as_text_is_served_as_a_tool_result(
+    episode: Any, folder: Path, body: str, text: str
+) -> None:
+    """Was: the bare value went out as the JSON-RPC result; the mcp client dropped it and the
+    run waited for its answer until the 300 s timeout."""
+    observed = [{"tool": "kv.lookup", "args": {"key": "k1"}, "body": body}]
+    host, gateway, _ = episode("shadow", observations=observed)
+    out = _talk(gateway, folder, [REQUESTS[3]])
+    assert out == [
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "result": {"content": [{"type": "text", "text": text}], "isError": False},
+        }
+    ]
+    assert [c["source"] for c in host.calls()] == ["observation"]

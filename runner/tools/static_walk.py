@@ -20,6 +20,7 @@ from typing import Any
 
 from runner import sdk
 from runner.tools.static_decl import FunctionNode, StaticTool, declaration
+from runner.tools.static_sdkcalls import add_handed_tools
 from runner.tools.static_sdk import (
     SDK_DECORATORS,
     SDK_MODULES,
@@ -75,6 +76,7 @@ class ModuleWalk:
         """Walk ``tree``'s statements, then apply what later code may change."""
         for statement in tree.body:
             self.statement(statement, None)
+        add_handed_tools(self, tree)  # functions handed to an SDK's tool-making call
         self._finish(tree)
 
     def statement(self, node: ast.stmt, cond: str | None) -> None:

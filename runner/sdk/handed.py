@@ -333,16 +333,16 @@ def _make(framework: str, func: Any, name: str) -> Any:
     """The tool object ``framework`` makes of ``func`` (the SDK is imported already)."""
     coroutine = inspect.iscoroutinefunction(func)
     if framework == "langchain":
-        from langchain_core.tools import StructuredTool  # type: ignore[import-not-found]
+        from langchain_core.tools import StructuredTool
 
         if coroutine:
             return StructuredTool.from_function(coroutine=func, name=name)
         return StructuredTool.from_function(func=func, name=name)
     if framework == "openai-agents":
-        from agents import function_tool  # type: ignore[import-not-found]
+        from agents import function_tool
 
         return function_tool(func, name_override=name)
-    from anthropic import beta_async_tool, beta_tool  # type: ignore[import-not-found]
+    from anthropic import beta_async_tool, beta_tool
 
     return (beta_async_tool if coroutine else beta_tool)(func, name=name)
 

@@ -16,40 +16,53 @@ function, a non-literal name) is a gap of the module.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 from runner.sdk import handed
 from runner.tools.static_decl import StaticTool
 from runner.tools.static_values import FunctionBinding, ToolBinding
 
-if TYPE_CHECKING:
-    from runner.tools.static_walk import ModuleWalk
-
 __all__ = ["add_handed_tools"]
 
 
-def add_handed_tools(walk: ModuleWalk, tree: ast.Module) -> None:
-    """Add to ``walk`` the tools of the functions ``tree`` hands to an SDK (module doc)."""
+def add_handed_tools(
+    tree: ast.Module,
+    tools: dict[int, StaticTool],
+    names: dict[str, Any],
+    gaps: list[str],
+    at: Callable[[int], str],
+) -> None:
+    """Add the tools of the functions ``tree`` hands to an SDK (module doc).
+
+    Args:
+        tree: the module's tree.
+        tools: the walk's tools by key (added to).
+        names: the walk's module-level bindings at the end of the module (rebound to the
+            tools made).
+        gaps: the module's gaps (added to).
+        at: ``file:line`` of a line of the module.
+    """
     found = handed.scan(tree)
     for line, what in found.unseen:
-        walk.gaps.append(f"{what}: handed to an SDK's tool-making call at {walk.at(line)}")
-    taken = {t.sdk_name or (t.args[0] if t.args else None) for t in walk.tools.values()}
+        gaps.append(f"{what}: handed to an SDK's tool-making call at {at(line)}")
+    taken = {t.sdk_name or (t.args[0] if t.args else None) for t in tools.values()}
     for item in found.handed:
         sdk_name = item.name or item.function
         if item.unread is not None:
-            walk.gaps.append(f"function {item.function}: {item.unread} at {walk.at(item.line)}")
+            gaps.append(f"function {item.function}: {item.unread} at {at(item.line)}")
             continue
-        binding = walk.ns.names.get(item.function)
+        binding = names.get(item.function)
         if not isinstance(binding, FunctionBinding) or isinstance(binding.node, ast.Lambda):
             continue  # rebound, conditional, or a declared tool: not the plain function
-        names = [n for n in item.bound if not isinstance(walk.ns.names.get(n), ToolBinding)]
-        if item.bound and not names:
+        bound = [n for n in item.bound if not isinstance(names.get(n), ToolBinding)]
+        if item.bound and not bound:
             continue
         if not item.bound and sdk_name in taken:
             continue  # a tool of that name is collected already (as in the sandbox)
         node = binding.node
         tool = StaticTool(
-            len(walk.tools),
+            len(tools),
             [sdk_name],
             {},
             node.name,
@@ -59,7 +72,7 @@ def add_handed_tools(walk: ModuleWalk, tree: ast.Module) -> None:
         )
         tool.schema_read = False
         tool.framework, tool.sdk_name = item.framework, sdk_name
-        walk.tools[tool.key] = tool
-        for name in names or [item.function]:
-            walk.ns.names[name] = ToolBinding(tool.key)
+        tools[tool.key] = tool
+        for name in bound or [item.function]:
+            names[name] = ToolBinding(tool.key)
             tool.names.append(name)

@@ -20,7 +20,6 @@ from typing import Any
 
 from runner import sdk
 from runner.tools.static_decl import FunctionNode, StaticTool, declaration
-from runner.tools.static_sdkcalls import add_handed_tools
 from runner.tools.static_sdk import (
     SDK_DECORATORS,
     SDK_MODULES,
@@ -29,6 +28,7 @@ from runner.tools.static_sdk import (
     SdkModule,
     sdk_mark,
 )
+from runner.tools.static_sdkcalls import add_handed_tools
 from runner.tools.static_values import (
     FunctionBinding,
     Known,
@@ -76,7 +76,7 @@ class ModuleWalk:
         """Walk ``tree``'s statements, then apply what later code may change."""
         for statement in tree.body:
             self.statement(statement, None)
-        add_handed_tools(self, tree)  # functions handed to an SDK's tool-making call
+        add_handed_tools(tree, self.tools, self.ns.names, self.gaps, self.at)  # tool(f), ...
         self._finish(tree)
 
     def statement(self, node: ast.stmt, cond: str | None) -> None:

@@ -99,7 +99,8 @@ FORMS = {
         "langchain",
     ),
     "ToolNode at module level": (
-        "from langgraph.prebuilt import ToolNode\n" + FUNCTION + "\nNODE = ToolNode([get_weather])\n"
+        "from langgraph.prebuilt import ToolNode\n" + FUNCTION + "\n"
+        "NODE = ToolNode([get_weather])\n"
         "def run(task_input):\n    return {}\n",
         "get_weather",
         "langchain",

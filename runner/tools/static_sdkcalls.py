@@ -1,8 +1,8 @@
 """Plain functions handed to an SDK's tool-making call, as the static reading sees them.
 
 ``create_react_agent(model, tools=[get_weather])``, ``ToolNode([f])``, ``tool(f)``,
-``function_tool(f)``, ... (the list: `runner.sdk.handed.MAKERS`): the module's source is
-scanned by `runner.sdk.handed.scan`, the same scan the sandbox's description makes
+``function_tool(f)``, ... (the list: `runner.sdk.handedscan.MAKERS`): the module's source is
+scanned by `runner.sdk.handedscan.scan`, the same scan the sandbox's description makes
 (`runner.sdk.collect_tools`), so the two agree. Each function found that the walk
 (`runner.tools.static_walk.ModuleWalk`) still holds as a plain module-level function at the
 end becomes a tool of that SDK, as a function the SDK's decorator made one does
@@ -19,7 +19,7 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-from runner.sdk import handed
+from runner.sdk import handedscan
 from runner.tools.static_decl import StaticTool
 from runner.tools.static_values import FunctionBinding, ToolBinding
 
@@ -43,7 +43,7 @@ def add_handed_tools(
         gaps: the module's gaps (added to).
         at: ``file:line`` of a line of the module.
     """
-    found = handed.scan(tree)
+    found = handedscan.scan(tree)
     for line, what in found.unseen:
         gaps.append(f"{what}: handed to an SDK's tool-making call at {at(line)}")
     taken = {t.sdk_name or (t.args[0] if t.args else None) for t in tools.values()}

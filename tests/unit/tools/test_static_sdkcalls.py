@@ -21,7 +21,7 @@ from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
 from runner.domain.workflow import load_workflow
 from runner.policy import load_policy
-from runner.sdk import handed
+from runner.sdk import handedscan
 from runner.settings import Settings
 from runner.tools.static import static_registry
 
@@ -253,7 +253,7 @@ def test_the_scan_keeps_one_tool_per_function_the_module_level_object_first() ->
         "def run():\n    agents.function_tool(get_weather)\n"
         "SEARCH = function_tool(get_weather)\n"
     )
-    found = handed.scan(tree)
+    found = handedscan.scan(tree)
     assert [(h.function, h.bound, h.framework) for h in found.handed] == [
         ("get_weather", ("SEARCH",), "openai-agents")
     ]

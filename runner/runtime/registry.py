@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from runner.errors import InputError, ToolNotResolvable
-from runner.sdk import handed, sdktools, tool_def
+from runner.sdk import sdktools, tool_def
 from runner.wire.argrules import RuleSet
 from runner.wire.toolrecord import DISPOSITIONS, RuntimeTool
 
@@ -175,7 +175,11 @@ def _load_function(entry: Dict[str, Any], source: str, field: str) -> Callable[.
         obj = getattr(obj, part, None)
     if sdktools.framework_of(obj) is not None and sdktools.adopted(obj) is None:
         sdktools.adopt(obj)  # an SDK's tool no @tool declared: routed like one
-    definition = tool_def(obj) or handed.definition_of(obj)  # a function handed to an SDK
+    definition = tool_def(obj)
+    if definition is None:  # a plain function handed to an SDK (lazy: it needs ast)
+        from runner.sdk import handed
+
+        definition = handed.definition_of(obj)
     if definition is None:
         raise InputError(
             "{}.{} is not a @tool function".format(module_name, qualname),

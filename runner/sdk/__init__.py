@@ -40,7 +40,7 @@ import threading
 from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional
 
 from runner.errors import CapabilityDenied
-from runner.sdk import current, dispatch, handed, sdktools
+from runner.sdk import current, dispatch, sdktools
 from runner.sdk.current import now, set_clock
 from runner.sdk.httpio import HttpResponse, http_get, http_request
 from runner.sdk.toolschema import (
@@ -388,6 +388,8 @@ def collect_tools(module: Any) -> List[ToolDef]:
         if definition is not None and definition.module == module.__name__:
             definitions[id(definition)] = definition
             names.setdefault(id(definition), []).append(name)
+    from runner.sdk import handed  # lazy: it needs ast, which the runtime's start path avoids
+
     taken = {d.id for d in definitions.values()}
     for definition in handed.collect(module, taken):  # create_react_agent(m, tools=[f]), ...
         definitions[id(definition)] = definition

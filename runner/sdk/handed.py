@@ -37,6 +37,7 @@ invokes it: a program that calls it itself runs it directly.
 """
 
 import ast
+import importlib
 import inspect
 import sys
 import threading
@@ -55,22 +56,30 @@ _HANDED: Dict[int, Tuple[Any, Any]] = {}  # id(function) -> (the function, its T
 _LOCK = threading.Lock()
 
 
+_MAKE = {
+    "langchain": ("langchain_core.tools", "StructuredTool"),
+    "openai-agents": ("agents", "function_tool"),
+    "anthropic": ("anthropic", "beta_tool"),
+}
+"""framework -> (module, name) of what makes its tool of a function (imported by name, as
+`runner.sdk.httpxrecord` imports httpx: only when the user's module handed it one, so the
+module imported the SDK already)."""
+
+
 def _make(framework: str, func: Any, name: str) -> Any:
-    """The tool object ``framework`` makes of ``func`` (the SDK is imported already)."""
+    """The tool object ``framework`` makes of ``func`` (its SDK imported by the user's code)."""
+    module_name, attr = _MAKE[framework]
+    maker = getattr(importlib.import_module(module_name), attr)
     coroutine = inspect.iscoroutinefunction(func)
-    if framework == "langchain":
-        from langchain_core.tools import StructuredTool
-
+    if framework == "langchain":  # StructuredTool.from_function: what tool(f) and ToolNode do
         if coroutine:
-            return StructuredTool.from_function(coroutine=func, name=name)
-        return StructuredTool.from_function(func=func, name=name)
+            return maker.from_function(coroutine=func, name=name)
+        return maker.from_function(func=func, name=name)
     if framework == "openai-agents":
-        from agents import function_tool
-
-        return function_tool(func, name_override=name)
-    from anthropic import beta_async_tool, beta_tool
-
-    return (beta_async_tool if coroutine else beta_tool)(func, name=name)
+        return maker(func, name_override=name)
+    if coroutine:
+        maker = getattr(sys.modules[module_name], "beta_async_tool")  # noqa: B009
+    return maker(func, name=name)
 
 
 def _read(module: Any) -> Optional[ast.Module]:
@@ -120,7 +129,7 @@ def collect(module: Any, taken: Set[str]) -> List[Any]:
         name = handed.name or func.__name__
         if name in taken:
             continue
-        definition = definition_of(func, scan_module=False)
+        definition = definition_of(func)
         if definition is None:
             definition = sdktools.adopt(_make(handed.framework, func, name))
             definition.qualname = handed.function
@@ -130,21 +139,12 @@ def collect(module: Any, taken: Set[str]) -> List[Any]:
     return made
 
 
-def definition_of(func: Any, scan_module: bool = True) -> Any:
+def definition_of(func: Any) -> Any:
     """The `runner.sdk.ToolDef` `collect` made of the plain function ``func``, or None.
 
-    Args:
-        func: a function (anything else gives None).
-        scan_module: when none was made yet, collect ``func``'s module (``sys.modules``).
+    None too when its module's tools were not collected in this process yet
+    (`runner.sdk.collect_tools` makes them).
     """
     with _LOCK:
         found = _HANDED.get(id(func))
-    if found is not None and found[0] is func:
-        return found[1]
-    module = sys.modules.get(getattr(func, "__module__", "") or "")
-    if not scan_module or not isinstance(func, types.FunctionType) or module is None:
-        return None
-    from runner import sdk  # the package imports this module: looked up when needed
-
-    sdk.collect_tools(module)
-    return definition_of(func, scan_module=False)
+    return found[1] if found is not None and found[0] is func else None

@@ -63,6 +63,9 @@ MAKERS: Dict[str, Maker] = {
 """The dotted path a call resolves to (through the module's imports) -> the maker."""
 
 
+_SDK_ROOTS = {m.split(".")[0] for m in MAKERS}
+
+
 class Handed(NamedTuple):
     """A module-level function handed to an SDK's tool-making call.
 
@@ -207,6 +210,9 @@ def scan(tree: ast.Module) -> Scan:
         ``(line, what)`` of what was handed over but is not taken.
     """
     origins = _origins(tree)
+    roots = {o.split(".")[0] for o in origins.values()}
+    if not roots & _SDK_ROOTS and not any(r.startswith("langchain") for r in roots):
+        return Scan([], [])  # no SDK imported: nothing can be handed to one (most modules)
     langchain = any(o.startswith(("langchain", "langgraph")) for o in origins.values())
     defs = {
         n.name: n

@@ -16,14 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.admission.describe import sandbox_registry
-from runner.backends.unsandboxed import UnsandboxedProcessBackend
 from runner.domain.registry import Registry
-from runner.domain.workflow import load_workflow
-from runner.policy import load_policy
 from runner.sdk import handedscan
-from runner.settings import Settings
-from runner.tools.static import static_registry
+from tests.unit.tools.test_static import _described, _static  # the same oracle
 
 pytest.importorskip("langgraph.prebuilt")
 pytest.importorskip("agents")
@@ -49,22 +44,6 @@ def _project(tmp_path: Path, source: str, extra: dict[str, str] | None = None) -
         "name: t\nversion: '1'\ntools: [agent]\nsteps:\n  - id: a\n    program: agent:run\n"
     )
     return folder / "wf.yaml"
-
-
-def _static(workflow: Path) -> Registry:
-    registry = static_registry(load_workflow(workflow))
-    assert not (workflow.parent.parent / "IMPORTED").exists(), "the module ran on the host"
-    return registry
-
-
-def _described(tmp_path: Path, workflow: Path) -> Registry:
-    return sandbox_registry(
-        load_workflow(workflow),
-        backend=UnsandboxedProcessBackend(),
-        settings=Settings(state_dir=tmp_path / "state"),
-        image="img",
-        policy=load_policy("shadow"),
-    )
 
 
 def _view(registry: Registry) -> dict[str, tuple[object, ...]]:

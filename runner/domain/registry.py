@@ -155,8 +155,8 @@ class ToolSpec:
             return f"{self.effect.value} ({self.decided_by})"
         if self.declared_effect is None and self.framework is not None:
             return (
-                f"{self.effect.value} (an undeclared {self.framework} tool: no @tool stacked "
-                "with its decorator, no entry in the policy's map:)"
+                f"{self.effect.value} (an undeclared {self.framework} tool: no @tool "
+                "declaration on its function, no entry in the policy's map:)"
             )
         if self.declared_effect is None:
             return f"{self.effect.value} (no effect class declared)"

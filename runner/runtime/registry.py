@@ -18,7 +18,7 @@ import sys
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
 from runner.errors import InputError, ToolNotResolvable
-from runner.sdk import sdktools, tool_def
+from runner.sdk import collect_tools, sdktools, tool_def
 from runner.wire.argrules import RuleSet
 from runner.wire.toolrecord import DISPOSITIONS, RuntimeTool
 
@@ -170,12 +170,18 @@ def _load_function(entry: Dict[str, Any], source: str, field: str) -> Callable[.
             file=source,
             field=field,
         )
-    obj: Any = _import(module_name, source)
+    module = _import(module_name, source)
+    obj: Any = module
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
     if sdktools.framework_of(obj) is not None and sdktools.adopted(obj) is None:
         sdktools.adopt(obj)  # an SDK's tool no @tool declared: routed like one
     definition = tool_def(obj)
+    if definition is None and obj is not None:  # a plain function handed to an SDK: made
+        from runner.sdk import handed  # when its module's tools are collected (lazy: ast)
+
+        collect_tools(module)
+        definition = handed.definition_of(obj)
     if definition is None:
         raise InputError(
             "{}.{} is not a @tool function".format(module_name, qualname),

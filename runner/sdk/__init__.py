@@ -374,7 +374,10 @@ def collect_tools(module: Any) -> List[ToolDef]:
     undeclared (fail closed; the policy's ``map:`` may give it a class). A tool bound under
     another name than its function's (``close = tool(...)(_close)``) gets that name as its
     ``qualname``, so that importing ``module`` + ``qualname`` yields the guarded wrapper, never
-    the bare function. A tool bound under two names is collected once.
+    the bare function. A tool bound under two names is collected once. A plain function the
+    module's source hands to an SDK's tool-making call (``create_react_agent(model,
+    tools=[f])``, ``ToolNode([f])``, ``tool(f)``, ...: `runner.sdk.handed`) is collected as
+    the tool that SDK makes of it, under the function's name.
     """
     names: Dict[int, List[str]] = {}
     definitions: Dict[int, ToolDef] = {}
@@ -385,6 +388,12 @@ def collect_tools(module: Any) -> List[ToolDef]:
         if definition is not None and definition.module == module.__name__:
             definitions[id(definition)] = definition
             names.setdefault(id(definition), []).append(name)
+    from runner.sdk import handed  # lazy: it needs ast, which the runtime's start path avoids
+
+    taken = {d.id for d in definitions.values()}
+    for definition in handed.collect(module, taken):  # create_react_agent(m, tools=[f]), ...
+        definitions[id(definition)] = definition
+        names[id(definition)] = [definition.qualname]
     for key, definition in definitions.items():
         if definition.qualname not in names[key]:
             definition.qualname = sorted(names[key])[0]

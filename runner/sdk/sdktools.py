@@ -15,7 +15,9 @@ when the agent already made one of its tools. The tools recognised (`FRAMEWORKS`
   ``ainvoke`` end in, after the SDK parsed the input; a custom tool's own ``_arun`` is not
   wrapped).
 
-How each is wrapped is `runner.sdk.sdkwrap`'s; this module recognises, adopts and installs.
+How each is wrapped is `runner.sdk.sdkwrap`'s; this module recognises, adopts and installs. A
+plain function the agent hands to an SDK's tool-making call (``create_react_agent(model,
+tools=[f])``) is made that SDK's tool and adopted by `runner.sdk.handed`.
 
 `adopt` makes a `runner.sdk.ToolDef` of such a tool (id: the declared one, else the SDK's
 name; effect: the declared one, else ``unsafe`` until the policy's ``map:`` says otherwise;

@@ -24,8 +24,10 @@ modules inside a sandbox (`runner.admission.sandbox_registry`):
 - an agent SDK's tool decorator (``@function_tool``, ``@beta_tool``, LangChain's ``@tool``:
   `runner.tools.static_sdk`) makes a tool too, alone (its SDK name the id, ``unsafe`` until
   the policy's ``map:`` classes it) or stacked with ``@tool(...)`` in either order (the
-  declaration's id and effect); `program_sdk_tools` reads a program step's own module for the
-  SDK tools it offers its model;
+  declaration's id and effect); so does a plain module-level function handed to an SDK's
+  tool-making call (``create_react_agent(model, tools=[f])``, ``ToolNode([f])``, ``tool(f)``,
+  ...: `runner.tools.static_sdkcalls`); `program_sdk_tools` reads a program step's own module
+  for the SDK tools it offers its model;
 - what cannot be read literally is **fail closed**: a tool whose effect, parameter annotation or
   default is not literal, that is defined under a condition, has other decorators, or may be
   rebound (a ``global`` statement, an attribute set on it, the module rewriting its own

@@ -13,10 +13,16 @@ the policy's ``map:`` may give it a class). Its schema is the SDK's own, which o
 computes: read statically only when ``@tool`` is the inner decorator (the SDK then wraps the
 declared function and offers its schema).
 
+A plain function handed to an SDK's tool-making call, at module level or inside a function
+(``search = function_tool(f)``, ``tool(f)``, ``StructuredTool.from_function(f, name=...)``,
+LangGraph's ``create_react_agent(model, tools=[f])``, ``ToolNode([f])``, ``bind_tools([f])``,
+...) is read by `runner.tools.static_sdkcalls` (with the scan the sandbox makes too,
+`runner.sdk.handed`): a tool of that SDK, its id the SDK's name.
+
 Not followed (the sandbox's description still lists such tools, so ``submit`` and ``run``
-see them; ``check`` does not): a tool made by a call (``search = function_tool(f)``,
-``FunctionTool(...)``, ``StructuredTool.from_function(...)``), a subclass of ``BaseTool``,
-and tools made inside functions.
+see them; ``check`` does not): a tool object made otherwise (``FunctionTool(...)``,
+``StructuredTool(...)``), a subclass of ``BaseTool``, and tools made of functions defined
+inside functions or imported from another module.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from runner.tools.static_sdk import (
     SdkModule,
     sdk_mark,
 )
+from runner.tools.static_sdkcalls import add_handed_tools
 from runner.tools.static_values import (
     FunctionBinding,
     Known,
@@ -75,6 +76,7 @@ class ModuleWalk:
         """Walk ``tree``'s statements, then apply what later code may change."""
         for statement in tree.body:
             self.statement(statement, None)
+        add_handed_tools(tree, self.tools, self.ns.names, self.gaps, self.at)  # tool(f), ...
         self._finish(tree)
 
     def statement(self, node: ast.stmt, cond: str | None) -> None:

@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from runner.episode.request import EpisodeResult
     from runner.errors import SandboxReplayError
 
-__all__ = ["print_episode", "warn_skipped_line"]
+__all__ = ["divergence_lines", "print_episode", "warn_skipped_line"]
+
+DIVERGENCES_SHOWN = 3
+"""Divergences an episode summary names; the trace holds them all."""
 
 
 def warn_skipped_line(error: SandboxReplayError) -> None:
@@ -45,6 +48,8 @@ def print_episode(result: EpisodeResult, *, sandboxed: bool = True) -> None:
             f"  failure: call {failure['call_index']} {failure['tool']} {failure['error_class']}"
             f" (signature {str(end.get('failure_signature'))[:16]})"
         )
+    for line in divergence_lines(end):
+        say(f"  {line}")
     if end.get("output") is not None:
         text = json.dumps(end["output"], ensure_ascii=False)  # echo makes it inert
         say(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")
@@ -79,3 +84,28 @@ def print_episode(result: EpisodeResult, *, sandboxed: bool = True) -> None:
         for line in end["stderr_tail"][-10:]:
             say(f"    {line}")
     say(f"trace: {result.trace_path}")
+
+
+def divergence_lines(end: dict[str, object]) -> list[str]:
+    """What the episode's divergences say, one line each: the cause under a failure.
+
+    A call the run could not serve (no observation, no recorded call, a denied tool) is
+    answered to the program with an error; an agent framework then often ends with an error
+    of its own that names nothing (``ExceptionGroup: unhandled errors in a TaskGroup``: a new
+    user's finding), so the summary names the divergence that came first. At most
+    `DIVERGENCES_SHOWN`, then how many more.
+
+    Args:
+        end: the trace's end line (``divergences``: ``{kind, index, tool, message}`` each).
+    """
+    found = end.get("divergences")
+    items = [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
+    lines = [
+        f"divergence ({d.get('kind')}): call {d.get('index')} {d.get('tool')}: {d.get('message')}"
+        for d in items[:DIVERGENCES_SHOWN]
+    ]
+    dropped = end.get("divergences_dropped")
+    more = len(items) - DIVERGENCES_SHOWN + (dropped if isinstance(dropped, int) else 0)
+    if more > 0:
+        lines.append(f"... and {counted(more, 'more divergence')} in the trace")
+    return lines

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.cli.render.episode import DIVERGENCES_SHOWN
 from runner.cli.render.html.conversation import History, capped_message, denial
 from runner.cli.render.html.messages import reply_of, request_messages
 from runner.errors import InputError
@@ -199,6 +200,21 @@ def _end(end: EndRecord, cap: Capper) -> dict[str, Any]:
         "exit_code": end.exit_code,
         "failure": failure,
         "failure_signature": end.failure_signature,
+        "error": (
+            {"class": end.error.class_, "message": cap.text(end.error.message)}
+            if end.error is not None
+            else None
+        ),
+        "divergences": [
+            {
+                "kind": str(d.get("kind")),
+                "index": d.get("index"),
+                "tool": str(d.get("tool")),
+                "message": cap.text(str(d.get("message"))),
+            }
+            for d in (end.divergences or [])[:DIVERGENCES_SHOWN]
+            if isinstance(d, dict)
+        ],
         "reason": cap.text(end.reason),
         "output": cap.text(end.output),
         "not_run": list(end.not_run),

@@ -20,6 +20,7 @@ traffic"): the sandbox's hub (`runner.runtime.mcphub`, behind the stand-in
 
 import json
 import os
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = [
@@ -77,11 +78,18 @@ def servers_of(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
     return found
 
 
+_PYTHON = re.compile(r"python(\d+(\.\d+)*)?(\.exe)?\Z", re.IGNORECASE)
+"""A Python interpreter's program name: one server command whichever the agent names."""
+
+
 def matching(args: Any, servers: Sequence[Dict[str, Any]]) -> Optional[str]:
     """The label of the server whose command ``args`` (a child's argument list) is, or None.
 
     A command matches when its argument list equals the declared ``command``, or equals it but
-    for the directory of the program (``/usr/bin/python3`` for ``python3``). A string (a shell
+    for the directory of the program (``/usr/bin/python3`` for ``python3``) or, for a Python
+    interpreter, its name (``python``, ``python3``, ``python3.11``: an agent starting its
+    server with ``sys.executable``, a virtualenv's ``.venv/bin/python``, against a workflow
+    saying ``python3``, was recorded by nobody: a new user's finding). A string (a shell
     command line) matches nothing.
     """
     if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
@@ -95,7 +103,12 @@ def matching(args: Any, servers: Sequence[Dict[str, Any]]) -> Optional[str]:
         command = server["command"]
         if len(command) != len(argv) or command[1:] != argv[1:]:
             continue
-        if command[0] == argv[0] or os.path.basename(command[0]) == os.path.basename(argv[0]):
+        mine, theirs = os.path.basename(command[0]), os.path.basename(argv[0])
+        if (
+            command[0] == argv[0]
+            or mine == theirs
+            or (_PYTHON.match(mine) and _PYTHON.match(theirs))
+        ):
             return str(server["label"])
     return None
 

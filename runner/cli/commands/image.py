@@ -22,8 +22,9 @@ from runner.cli.app import app, fail, state
 from runner.cli.options import JsonOption
 from runner.cli.render.jsonout import print_json
 from runner.cli.render.terminal import echo
+from runner.domain.workflow import IMAGE_REF
 from runner.episode.reaping import reap_and_settle
-from runner.errors import SandboxReplayError
+from runner.errors import InputError, SandboxReplayError
 
 image_app = typer.Typer(help="Build and try the sandbox image.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
@@ -94,12 +95,23 @@ def build(
     def progress(line: str) -> None:  # stdout holds the one JSON object with --json
         echo(line, err=as_json)
 
+    target = tag or settings.image
+    if len(target) > 255 or not IMAGE_REF.match(target):  # before any pull or build: exit 2
+        fail(
+            InputError(
+                f"{target!r} is not a Docker image reference ([REGISTRY/]NAME[:TAG], lower-case"
+                " name, no spaces)",
+                field="--tag",
+            ),
+            as_json=as_json,
+        )
+
     try:
         backend = DockerBackend.connect(settings.docker_host)
         try:
             built = build_image(
                 backend.api,
-                image=tag or settings.image,
+                image=target,
                 base_image=settings.base_image,
                 offline_base_image=settings.offline_base_image,
                 offline=offline,
@@ -113,7 +125,7 @@ def build(
     except SandboxReplayError as exc:
         fail(exc, as_json=as_json)
     if as_json:
-        print_json({**asdict(built), "wheels": list(built.wheels)})
+        print_json({**asdict(built), "wheels": list(built.wheels), "exit_code": 0})
 
 
 @image_app.command("smoke")

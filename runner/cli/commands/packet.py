@@ -84,7 +84,9 @@ def packet_command(
             each.close()
     again = f"sandbox-replay reproduce {output}"
     if as_json:
-        print_json({"packet": str(output), "files": list(members), "reproduce": again})
+        print_json(
+            {"packet": str(output), "files": list(members), "reproduce": again, "exit_code": 0}
+        )
         return
     echo(f"wrote {output} ({counted(len(members), 'file')})")
     echo(f"re-run it with: {again}")

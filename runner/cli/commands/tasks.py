@@ -78,6 +78,7 @@ def extract_command(
     if as_json:
         print_json(
             {
+                "exit_code": 0,
                 "output": str(output),
                 "tasks": [
                     {

@@ -8,7 +8,7 @@ cannot read the page through loopback: `runner.cli.render.html.serve`), the page
 (exit 130). Nothing runs: no sandbox, no model.
 
 ``--json``: once the page is served, one JSON object on one line of stdout, ``{"url", "job_id",
-"trace"}`` (the one of them not shown None), so that a script can read the address with one
+"trace", "exit_code": 0}`` (the one of them not shown None), so that a script can read the address with one
 ``readline`` while the page is served; an error is ``{"exit_code", "error", ...}``.
 """
 
@@ -72,7 +72,7 @@ def view_command(
 
         def ready(url: str) -> None:
             if as_json:  # one line: the page is served until Ctrl-C, a reader reads a line
-                echo(json.dumps({"url": url, **shown}, ensure_ascii=True))
+                echo(json.dumps({"url": url, **shown, "exit_code": 0}, ensure_ascii=True))
             else:
                 echo(f"serving on {url} (Ctrl-C stops)")
 

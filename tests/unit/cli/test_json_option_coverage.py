@@ -37,7 +37,7 @@ def test_tasks_extract_json_is_one_object_and_its_error_too(tmp_path: Path) -> N
     done = _invoke("tasks", "extract", str(TRACE), "-o", str(out), "--json", tmp_path=tmp_path)
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)  # the whole of stdout: one object, no progress lines
-    assert data["output"] == str(out) and data["duplicates"] == []
+    assert data["output"] == str(out) and data["duplicates"] == [] and data["exit_code"] == 0
     (task,) = data["tasks"]
     written = json.loads(out.read_text().splitlines()[0])
     assert task["task_id"] == written["task_id"]
@@ -64,6 +64,7 @@ def test_packet_json_names_the_packet_its_files_and_the_command(
         "packet": str(packet),
         "files": ["README.md", "trace.jsonl"],
         "reproduce": f"sandbox-replay reproduce {packet}",
+        "exit_code": 0,  # as every command's JSON (a new user's finding: it was missing)
     }
 
     def refused(*args: Any, **kwargs: Any) -> list[str]:
@@ -94,6 +95,7 @@ def test_image_build_json_keeps_progress_off_stdout(
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)
     assert data["image"] == "mine:1" and data["base_source"] == "local" and data["wheels"] == []
+    assert data["exit_code"] == 0
     assert "base image: python:3.11-slim" in done.stderr
     text = _invoke("image", "build", "--tag", "mine:1", tmp_path=tmp_path)
     assert "base image: python:3.11-slim" in text.stdout  # without --json: as before
@@ -115,7 +117,7 @@ def test_view_json_is_one_line_with_the_address(tmp_path: Path) -> None:
         line = view.stdout.readline()
         data = json.loads(line)
         assert data["url"].startswith("http://127.0.0.1:") and data["job_id"] is None, line
-        assert data["trace"] == str(TRACE.resolve())
+        assert data["trace"] == str(TRACE.resolve()) and data["exit_code"] == 0
     finally:
         view.send_signal(signal.SIGINT)
         assert view.wait(10) == 130
@@ -129,3 +131,18 @@ def test_view_json_is_one_line_with_the_address(tmp_path: Path) -> None:
     )
     error = json.loads(missing.stdout)
     assert missing.returncode == 2 == error["exit_code"] and "no-such-job" in error["error"]
+
+
+def test_image_build_refuses_a_bad_tag_before_anything_is_pulled(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Was: a registry pull, then exit 6 "invalid reference format" (a new user's finding)."""
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("no engine may be asked for a bad tag")
+
+    monkeypatch.setattr("runner.cli.commands.image.DockerBackend.connect", never)
+    done = _invoke("image", "build", "--tag", "bad tag", "--json", tmp_path=tmp_path)
+    error = json.loads(done.stdout)
+    assert done.exit_code == 2 == error["exit_code"] and error["field"] == "--tag"
+    assert "'bad tag' is not a Docker image reference" in error["error"]

@@ -284,6 +284,11 @@ def test_protocol_tool_ids() -> None:
     [
         (["python3", "server.py"], "tools[0]"),
         (["/usr/bin/python3", "server.py"], "tools[0]"),
+        # an interpreter by another of its names (sys.executable, a venv's python): a new
+        # user's agent recorded nothing with it (failed on the old rule)
+        (["/home/u/proj/.venv/bin/python", "server.py"], "tools[0]"),
+        (["python3.11", "server.py"], "tools[0]"),
+        (["node", "server.py"], None),
         (["python3", "other.py"], None),
         (["python3", "server.py", "--x"], None),
         ("python3 server.py", None),

@@ -20,7 +20,10 @@ Which traces become tasks: by default only recorded production runs, i.e. purpos
 (``record`` and the importers write it) that were not stopped by a ceiling. A folder of traces
 also holds ``replay`` runs (``run``, ``submit``, ``reproduce``) and ``judge`` runs; they are
 skipped and counted per reason (``include_all`` takes them too). Two traces of one task id
-(case-insensitively) keep the first; the later ones are listed as duplicates, never renamed.
+(case-insensitively) keep the one recorded last (its run line's ``clock.start``; on a tie the
+later in the order given): a task recorded again is recorded again because the earlier one was
+wrong (a new user's finding: the first was kept, a broken recording with no observations).
+The others are listed as duplicates, never renamed.
 
 Invariants: every line written validates with `runner.domain.tasks.parse_task` (it is checked
 before the file is written; nothing is written on an error); a raw I/O call (``raw_io: true``)
@@ -130,7 +133,7 @@ class Extraction:
         tasks: the task records written, in order.
         skipped: reason (``with purpose replay``, ``stopped by a ceiling``, ``cut by a policy
             limit``) -> the traces skipped.
-        duplicates: ``(trace, task id, trace kept)`` for each later trace of a task id.
+        duplicates: ``(trace, task id, trace kept)`` for each trace of a task id left out.
     """
 
     tasks: list[dict[str, Any]] = field(default_factory=list)
@@ -159,7 +162,7 @@ def extract_tasks(
     """Write the tasks of ``traces`` to ``output`` (JSONL, one task a line).
 
     Args:
-        traces: trace files, in order (the first trace of a task id wins).
+        traces: trace files, in order (of two traces of a task id the one recorded last wins).
         output: the task file to write.
         include_all: take every trace, not only recorded production runs.
         expect_recorded_output: a succeeded run's output is the task's ``expected.output``
@@ -174,20 +177,24 @@ def extract_tasks(
             task that does not validate, or no trace left to take; nothing is written then.
     """
     result = Extraction()
-    used: dict[str, Path] = {}
-    for path in traces:
+    taken: dict[str, tuple[float, int, Path, Any]] = {}  # task key -> the trace that wins
+    for order, path in enumerate(traces):
         trace = load_well_formed_trace(path)  # lint's reader and rules: malformed is invalid
         reason = None if include_all else skip_reason(trace)
         if reason is not None:
             result.skipped.setdefault(reason, []).append(path)
             continue
-        task_id = trace.run.task_id
-        kept = used.get(collision_key(task_id))
-        if kept is not None:
-            result.duplicates.append((path, task_id, kept))
+        key = collision_key(trace.run.task_id)
+        mine = (float(trace.run.clock.start), order, path, trace)
+        held = taken.get(key)
+        if held is None:
+            taken[key] = mine
             continue
-        used[collision_key(task_id)] = path
-        task = task_of(trace, task_id, expect_recorded_output=expect_recorded_output)
+        newer, older = (mine, held) if mine[:2] > held[:2] else (held, mine)
+        taken[key] = newer
+        result.duplicates.append((older[2], older[3].run.task_id, newer[2]))
+    for _start, _order, path, trace in sorted(taken.values(), key=lambda t: t[1]):
+        task = task_of(trace, trace.run.task_id, expect_recorded_output=expect_recorded_output)
         parse_task(json.loads(json.dumps(task)), file=str(path), line=1)
         result.tasks.append(task)
     if not result.tasks:

@@ -103,7 +103,7 @@ def extract_command(
     for reason, skipped in done.skipped.items():
         echo(f"skipped {len(skipped)} trace(s) {reason}; --all to include them")
     for path, task_id, kept in done.duplicates:
-        echo(f"skipped {path}: task {task_id} already taken from {kept} (first one kept)")
+        echo(f"skipped {path}: task {task_id} is taken from {kept} (the one recorded last)")
     unchecked = sum(1 for task in done.tasks if "recorded_output" in task)
     if unchecked:
         echo(

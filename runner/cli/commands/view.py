@@ -8,8 +8,9 @@ cannot read the page through loopback: `runner.cli.render.html.serve`), the page
 (exit 130). Nothing runs: no sandbox, no model.
 
 ``--json``: once the page is served, one JSON object on one line of stdout, ``{"url", "job_id",
-"trace", "exit_code": 0}`` (the one of them not shown None), so that a script can read the address with one
-``readline`` while the page is served; an error is ``{"exit_code", "error", ...}``.
+"trace", "exit_code": 0}`` (the one of them not shown None), so that a script can read the
+address with one ``readline`` while the page is served; an error is ``{"exit_code", "error",
+...}``.
 """
 
 from __future__ import annotations

@@ -165,3 +165,20 @@ def test_a_run_cut_by_a_policy_limit_is_no_recorded_task(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert list(load_tasks(out).tasks) == ["gold-1"]
     assert "skipped 1 trace(s) cut by a policy limit; --all to include them" in result.output
+
+
+@pytest.mark.parametrize("newer_first", [True, False])
+def test_of_two_traces_of_one_task_the_one_recorded_last_is_kept(
+    tmp_path: Path, newer_first: bool
+) -> None:
+    """Was: the first given (a folder's name order), here a broken earlier recording."""
+    lines = (EXAMPLES / "incomplete.jsonl").read_text().splitlines()
+    run = json.loads(lines[0])
+    older, newer = tmp_path / "prod-1.jsonl", tmp_path / "prod-2.jsonl"
+    newer.write_text("\n".join(lines) + "\n")
+    run["clock"]["start"] -= 3600  # recorded an hour earlier
+    older.write_text("\n".join([json.dumps(run), *lines[1:]]) + "\n")
+    order = [newer, older] if newer_first else [older, newer]
+    done = extract_tasks(order, tmp_path / "tasks.jsonl")
+    assert done.duplicates == [(older, "ticket-1002", newer)]
+    assert len(done.tasks) == 1

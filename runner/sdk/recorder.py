@@ -52,6 +52,7 @@ import contextvars
 import json
 import os
 import platform
+import re
 import secrets
 import sys
 import threading
@@ -121,7 +122,8 @@ class Recorder(ModelCallRecording):
             go into the ``run`` line so that ``sandbox-replay reproduce`` can run it again).
             Its ``{mcp: {command: [...]}}`` entries are the MCP stdio servers whose traffic
             is recorded (`runner.sdk.mcprecord`).
-        workflow_name, workflow_version: shown when no workflow file is given.
+        workflow_name, workflow_version: the run's workflow name and version (default: the
+            workflow file's top-level ``name`` and ``version``, else ``adhoc`` and ``0``).
         seed: the run's seed.
         clock: a ``() -> epoch seconds`` source (default: the machine's clock,
             `runner.sdk.wallclock.real_time`).
@@ -144,8 +146,8 @@ class Recorder(ModelCallRecording):
         task_id: str = "recorded",
         task_input: Optional[Dict[str, Any]] = None,
         workflow: Optional[str] = None,
-        workflow_name: str = "adhoc",
-        workflow_version: str = "0",
+        workflow_name: Optional[str] = None,
+        workflow_version: Optional[str] = None,
         seed: int = 0,
         clock: Optional[Callable[[], float]] = None,
         run_id: Optional[str] = None,
@@ -168,8 +170,8 @@ class Recorder(ModelCallRecording):
             with open(workflow, encoding="utf-8") as handle:
                 content = handle.read()
         self.workflow = {
-            "name": workflow_name,
-            "version": workflow_version,
+            "name": workflow_name or _top_level(content, "name") or "adhoc",
+            "version": workflow_version or _top_level(content, "version") or "0",
             "hash": text_hash(content),
             "content": content,
         }
@@ -469,3 +471,25 @@ class Recorder(ModelCallRecording):
                 handle.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
                 handle.write("\n")
         os.replace(part, self.path)
+
+
+_TOP_LEVEL = (
+    r"^{}:[ \t]*"  # a top-level key, then a double-quoted, single-quoted or plain scalar
+    r"(?:\"([^\"\n]{{1,200}})\"|'([^'\n]{{1,200}})'|([^\s#\"'][^#\n]{{0,199}}?))"
+    r"[ \t]*(?:#.*)?$"
+)
+
+
+def _top_level(content: str, key: str) -> Optional[str]:
+    """A top-level scalar ``key: value`` of a workflow file's YAML text, read without YAML.
+
+    The recorder names the run's workflow by the file's own ``name`` and ``version`` (a new
+    user's finding: a recording with ``workflow="stdio.yaml"`` said ``adhoc@0``); a value
+    this simple reading does not find leaves the default (standard library only: no PyYAML
+    here for a line the file almost always writes plainly).
+    """
+    found = re.search(_TOP_LEVEL.format(re.escape(key)), content, re.MULTILINE)
+    if found is None:
+        return None
+    value = next(group for group in found.groups() if group is not None).strip()
+    return value or None

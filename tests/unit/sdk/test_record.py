@@ -216,3 +216,23 @@ def test_record_run_executes_every_tool_and_charges_live(tmp_path: Path) -> None
     with Ledger.for_state_dir(tmp_path / "state") as ledger:
         totals = ledger.totals()
     assert totals["live"].committed.runs == 1 and totals["replay"].committed.runs == 0
+
+
+def test_a_recording_with_a_workflow_file_is_named_by_its_name_and_version(
+    tmp_path: Path,
+) -> None:
+    """Was: ``adhoc@0`` unless workflow_name/workflow_version were passed (a new user's
+    finding); explicit ones still win."""
+    workflow = TESTS.parent / "examples" / "helpdesk" / "v1.yaml"
+    with sdk.record(tmp_path / "a.jsonl", workflow=str(workflow)):
+        pass
+    with sdk.record(tmp_path / "b.jsonl", workflow=str(workflow), workflow_version="9"):
+        pass
+    with sdk.record(tmp_path / "c.jsonl"):
+        pass
+    names = [_lines(tmp_path / f"{n}.jsonl")[0]["workflow"] for n in "abc"]
+    assert [(w["name"], w["version"]) for w in names] == [
+        ("helpdesk-triage", "1"),
+        ("helpdesk-triage", "9"),
+        ("adhoc", "0"),
+    ]

@@ -5,8 +5,9 @@
 wheelhouse that ``make sdk-image`` filled with ``pip download`` on the host (a test sends nothing
 off this machine; Docker's layer cache makes the rebuild quick when nothing changed), then shows
 in a hardened sandbox (network none, read-only, no capabilities, non-root) that ``import openai,
-anthropic, agents`` works and that every installed SDK is the wheel of the host's wheelhouse:
-same versions, and the image's checksums of the wheels it installed equal the host files'.
+anthropic, agents, langchain_core, langgraph, langchain_anthropic`` works and that every
+installed SDK is the wheel of the host's wheelhouse: every pin's version, and the image's
+checksums of the wheels it installed equal the host files'.
 """
 
 from __future__ import annotations
@@ -36,12 +37,19 @@ REQUIREMENTS = ROOT / "tests" / "fixtures" / "sdk-image" / "requirements.txt"
 SDK_IMAGE = os.environ.get("SANDBOX_REPLAY_SDK_IMAGE", "sandbox-replay:sdks")
 WHEELHOUSE_IN_IMAGE = "/usr/local/share/sandbox-replay/wheelhouse"
 
+_PINNED = [
+    line.split("==")[0].strip()
+    for line in REQUIREMENTS.read_text(encoding="utf-8").splitlines()
+    if "==" in line and not line.startswith("#")
+]
+"""The distributions requirements.txt pins: each must be in the image at its pin."""
+
 PROBE = f"""
 import importlib.metadata as md, json, os, socket, sys, time
 t = time.monotonic()
-import openai, anthropic, agents
+import openai, anthropic, agents, langchain_core, langgraph, langchain_anthropic
 r = {{"import_s": round(time.monotonic() - t, 2), "uid": os.getuid(),
-     "versions": {{n: md.version(n) for n in ("openai", "anthropic", "openai-agents")}},
+     "versions": {{n: md.version(n) for n in {sorted(_PINNED)!r}}},
      "files": {{"openai": openai.__file__, "anthropic": anthropic.__file__,
                "agents": agents.__file__}},
      "sums": open("{WHEELHOUSE_IN_IMAGE}/SHA256SUMS").read(),

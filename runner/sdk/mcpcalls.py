@@ -30,6 +30,7 @@ __all__ = [
     "effect_of",
     "input_schema",
     "matching",
+    "mcp_entries",
     "normalised_params",
     "protocol_tool_id",
     "request_call",
@@ -65,16 +66,30 @@ def servers_of(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
     ``label`` is ``tools[i]``, the entry's place in the workflow's ``tools`` (how
     diagnostics name it; stable in the trace's own copy of the workflow).
     """
-    tools = workflow.get("tools")
     found = []
-    for index, entry in enumerate(tools if isinstance(tools, list) else []):
-        mcp = entry.get("mcp") if isinstance(entry, dict) else None
-        if not isinstance(mcp, dict):
-            continue
+    for label, mcp, prefix in mcp_entries(workflow):
         command = mcp.get("command")
         if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
-            prefix = mcp.get("prefix") if isinstance(mcp.get("prefix"), str) else ""
-            found.append({"label": "tools[{}]".format(index), "command": command, "prefix": prefix})
+            found.append({"label": label, "command": command, "prefix": prefix})
+    return found
+
+
+def mcp_entries(workflow: Dict[str, Any]) -> List[Tuple[str, Dict[str, Any], str]]:
+    """Every ``{mcp: {...}}`` entry of a workflow's ``tools``: ``(label, mapping, prefix)``.
+
+    ``label`` is ``tools[i]``; ``prefix`` the entry's string ``prefix`` or ``""``. Read as the
+    mapping holds it (hostile: anything not a mapping is skipped); `servers_of` and
+    `runner.sdk.mcphttp.url_servers` pick their kind of server from it.
+    """
+    tools = workflow.get("tools")
+    found: List[Tuple[str, Dict[str, Any], str]] = []
+    for index, entry in enumerate(tools if isinstance(tools, list) else []):
+        mcp = entry.get("mcp") if isinstance(entry, dict) else None
+        if isinstance(mcp, dict):
+            prefix = mcp.get("prefix")
+            found.append(
+                ("tools[{}]".format(index), mcp, prefix if isinstance(prefix, str) else "")
+            )
     return found
 
 

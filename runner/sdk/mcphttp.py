@@ -21,6 +21,7 @@ import contextlib
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
+from runner.sdk.mcpcalls import mcp_entries
 from runner.trace.strictjson import loads as strict_loads
 
 __all__ = [
@@ -48,16 +49,11 @@ class StreamTooLarge(ValueError):
 
 def url_servers(workflow: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The MCP server URLs of a normalised workflow: ``{label, prefix, url}`` each."""
-    tools = workflow.get("tools")
     found = []
-    for index, entry in enumerate(tools if isinstance(tools, list) else []):
-        mcp = entry.get("mcp") if isinstance(entry, dict) else None
-        if not isinstance(mcp, dict):
-            continue
+    for label, mcp, prefix in mcp_entries(workflow):
         url = mcp.get("url")
         if isinstance(url, str) and url:
-            prefix = mcp.get("prefix") if isinstance(mcp.get("prefix"), str) else ""
-            found.append({"label": "tools[{}]".format(index), "prefix": prefix, "url": url})
+            found.append({"label": label, "prefix": prefix, "url": url})
     return found
 
 

@@ -138,6 +138,11 @@ class McpForwarder:
         body = message.get("message")
         if not isinstance(body, dict) or not isinstance(body.get("method"), str):
             raise _Refused("message must be a JSON-RPC request or notification")
+        ident = body.get("id", "")
+        if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+            raise _Refused("a request's id is a string or an integer")
+        if "id" not in body and not body["method"].startswith("notifications/"):
+            raise _Refused("a message without an id is a notifications/... method")
         initialize = body["method"] == "initialize" and "id" in body
         if not session:  # the stateless era (2026-07-28): no session to keep
             return self._post(key, body, False, passed)

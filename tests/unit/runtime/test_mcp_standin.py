@@ -333,3 +333,15 @@ def test_a_line_the_server_splits_otherwise_smuggles_no_tool_call(
     reached = [json.loads(x) for x in (folder / "log").read_text().splitlines()[1:]]
     assert [m["method"] for m in reached] == ["initialize", "notifications/initialized"]
     assert [c["tool"] for c in host.calls()] == ["mcp.initialize"]
+
+
+def test_a_denied_call_without_an_id_never_reaches_the_server(episode: Any, folder: Path) -> None:
+    """Review: the stand-in passed every client message without a usable id on to the server
+    as a notification, undecided: a ``tools/call`` of ``wipe`` with no id, or with
+    ``id: null`` (a request to a server that takes null ids), reached the server."""
+    _, gateway, _ = episode("shadow")
+    wipe = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "wipe"}}
+    _talk(gateway, folder, [*REQUESTS[:3], wipe, dict(wipe, id=None)])
+    assert '"wipe"' not in (folder / "log").read_text()
+    reached = [json.loads(x)["method"] for x in (folder / "log").read_text().splitlines()[1:]]
+    assert reached == ["initialize", "notifications/initialized", "tools/list"]

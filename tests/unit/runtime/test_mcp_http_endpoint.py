@@ -473,8 +473,8 @@ def test_a_denied_call_cannot_be_smuggled_as_a_notification(
     """Review: a ``tools/call`` without an id (or with ``id: null``) was passed on to the
     server as a notification in record, never decided by the hub; a server that treats a null
     id as a request (this one does, as a JSON-RPC 1.0 server would) ran the denied ``wipe``."""
-    host, gateway, _ = episode("record")
-    status, headers, _ = _post(gateway, INIT, JSON)
+    _, gateway, _ = episode("record")
+    _, headers, _ = _post(gateway, INIT, JSON)
     with_session = dict(JSON, **{"Mcp-Session-Id": headers["mcp-session-id"]})
     call = {"name": "wipe", "arguments": {"key": "k1"}}
     body = json.dumps({"jsonrpc": "2.0", **ident, "method": "tools/call", "params": call})

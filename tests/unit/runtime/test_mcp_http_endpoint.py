@@ -501,3 +501,51 @@ def test_the_forwarder_passes_on_no_undecided_call(server: McpServer) -> None:
     finally:
         forwarder.close()
     assert server.log == []
+
+
+class _Trickle(BaseHTTPRequestHandler):
+    """A server whose answer is an event stream of keep-alive comments that never ends."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        try:
+            while True:  # a comment every 0.2 s: no read ever times out
+                self.wfile.write(b": ping\n\n")
+                self.wfile.flush()
+                threading.Event().wait(0.2)
+        except OSError:
+            return
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_server_that_never_ends_its_stream_is_cut_at_the_runs_deadline() -> None:
+    """Review: the forwarder read an event stream until 16 MiB or 60 s of silence, inside the
+    episode driver's pump, where the run's deadline is checked: a server sending keep-alives
+    (as servers do during a long tool call) held ``record`` past its timeout, without end.
+    Now the exchange ends at the run's remaining time (here 1 s) with an error answer."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
+    forwarder = McpForwarder({"tools": [{"mcp": {"url": url}}]}, live=True)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    answers: list[dict[str, Any]] = []
+    message = {"id": "m1", "server": "tools[0]", "session": "", "message": init}
+    worker = threading.Thread(
+        target=lambda: answers.append(forwarder.reply(message, remaining_s=1.0)), daemon=True
+    )
+    try:
+        worker.start()
+        worker.join(timeout=60)  # old code: still reading (this bound is the test's, not a timing)
+        assert not worker.is_alive(), "the forwarder is still reading the endless stream"
+        assert "run's time" in answers[0]["error"], answers
+    finally:
+        forwarder.close()
+        httpd.shutdown()
+        httpd.server_close()

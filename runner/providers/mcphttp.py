@@ -194,7 +194,8 @@ class McpForwarder:
         self, key: tuple[str, str], body: dict[str, Any], initialize: bool, passed: dict[str, str]
     ) -> dict[str, Any]:
         url = self.urls[key[0]]
-        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        # ASCII: a lone surrogate the sandbox escaped stays escaped (UTF-8 text cannot hold it)
+        data = json.dumps(body, separators=(",", ":")).encode("ascii")
         try:
             with self.client().stream(
                 "POST",

@@ -549,3 +549,17 @@ def test_a_server_that_never_ends_its_stream_is_cut_at_the_runs_deadline() -> No
         forwarder.close()
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_lone_surrogate_from_the_sandbox_does_not_break_the_host(server: McpServer) -> None:
+    """Review: JSON may escape a lone surrogate (``"\\ud800"``), the strict decoder keeps it,
+    and the forwarder encoded the message as UTF-8 text: `reply` raised UnicodeEncodeError
+    in the episode driver's pump (a host failure the sandbox chose). It is sent escaped."""
+    forwarder = McpForwarder({"tools": [{"mcp": {"url": server.url}}]}, live=True)
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\ud800"}}
+    try:
+        answer = forwarder.reply({"id": "m1", "server": "tools[0]", "session": "", "message": ping})
+    finally:
+        forwarder.close()
+    assert answer.get("response", {}).get("id") == 1, answer
+    assert server.log[-1]["params"] == {"x": "\ud800"}  # the same JSON value arrived

@@ -266,7 +266,8 @@ def _drive(
             for event in state.channel.feed(*frame):
                 if mcp is not None and _is_mcp_request(event):
                     if not (state.killed_for or state.wants_kill):
-                        _send(sandbox, state, mcp.reply(event.message or {}), remaining_s())
+                        answer = mcp.reply(event.message or {}, remaining_s())
+                        _send(sandbox, state, answer, remaining_s())
                     continue
                 reply = state.on_event(event, provider)
                 for message in reply:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,8 @@ MAX_RESPONSE_BYTES = 16 << 20
 TIMEOUT_S = 60.0
 """Seconds to connect, and between two reads of an answer (a tool may work a while)."""
 MAX_SESSIONS = 1000
+CLOSE_S = 10.0
+"""Seconds `McpForwarder.close` spends ending the sessions still open, all together."""
 _SESSION = re.compile(r"[\x21-\x7e]{1,128}\Z")
 _LABEL = re.compile(r"tools\[(0|[1-9][0-9]{0,4})\]\Z")
 _ACCEPT = "application/json, text/event-stream"
@@ -106,11 +109,22 @@ class McpForwarder:
         self.live = live
         self._transport = transport
         self._client: httpx.Client | None = None
+        self._deadline: float | None = None  # monotonic end of the current `reply`
         # (server, sandbox session) -> {"id": server's session id or None, "version": ...}
         self.sessions: dict[tuple[str, str], dict[str, str | None]] = {}
 
-    def reply(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        """The ``mcp_response`` to one ``mcp_request`` (never raises for the server's failure)."""
+    def reply(self, message: Mapping[str, Any], remaining_s: float | None = None) -> dict[str, Any]:
+        """The ``mcp_response`` to one ``mcp_request`` (never raises for the server's failure).
+
+        Args:
+            message: the sandbox's ``mcp_request``.
+            remaining_s: seconds the run has left (None: `TIMEOUT_S` between reads only). The
+                exchange ends then, an error answer: the episode driver calls this where it
+                checks the run's deadline, and a server that keeps an event stream open with
+                keep-alives would otherwise hold the run past it (found in review).
+        """
+        limit = TIMEOUT_S if remaining_s is None else max(0.0, remaining_s)
+        self._deadline = time.monotonic() + limit if remaining_s is not None else None
         ident = message.get("id")
         answer: dict[str, Any] = {
             "type": "mcp_response",
@@ -138,6 +152,11 @@ class McpForwarder:
         body = message.get("message")
         if not isinstance(body, dict) or not isinstance(body.get("method"), str):
             raise _Refused("message must be a JSON-RPC request or notification")
+        ident = body.get("id", "")
+        if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+            raise _Refused("a request's id is a string or an integer")
+        if "id" not in body and not body["method"].startswith("notifications/"):
+            raise _Refused("a message without an id is a notifications/... method")
         initialize = body["method"] == "initialize" and "id" in body
         if not session:  # the stateless era (2026-07-28): no session to keep
             return self._post(key, body, False, passed)
@@ -175,10 +194,15 @@ class McpForwarder:
         self, key: tuple[str, str], body: dict[str, Any], initialize: bool, passed: dict[str, str]
     ) -> dict[str, Any]:
         url = self.urls[key[0]]
-        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        # ASCII: a lone surrogate the sandbox escaped stays escaped (UTF-8 text cannot hold it)
+        data = json.dumps(body, separators=(",", ":")).encode("ascii")
         try:
             with self.client().stream(
-                "POST", url, content=data, headers=self._headers(key, passed)
+                "POST",
+                url,
+                content=data,
+                headers=self._headers(key, passed),
+                timeout=self._timeout(),
             ) as response:
                 if "id" not in body:  # a notification: accepted (202) or not, nothing to record
                     return {}
@@ -191,6 +215,22 @@ class McpForwarder:
             log.info("mcp_forward_failed", server=key[0], problem=type(exc).__name__)
             raise _Refused(f"the MCP server did not answer: {type(exc).__name__}") from None
         return {"response": found}
+
+    def _timeout(self) -> httpx.Timeout:
+        """`TIMEOUT_S` between reads, or less: what is left of the current `reply`."""
+        if self._deadline is None:
+            return httpx.Timeout(TIMEOUT_S)
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise _Refused("the run's time is up: not sent to the MCP server")
+        return httpx.Timeout(min(TIMEOUT_S, left))
+
+    def _chunks(self, response: httpx.Response) -> Any:
+        """The answer's bytes as they arrive, until the current `reply`'s deadline."""
+        for chunk in response.iter_bytes():
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                raise _Refused("the MCP server did not answer within the run's time")
+            yield chunk
 
     def _opened(
         self, key: tuple[str, str], response: httpx.Response, found: dict[str, Any]
@@ -208,14 +248,14 @@ class McpForwarder:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == "text/event-stream":
             try:
-                for message in sse_messages(response.iter_bytes(), MAX_RESPONSE_BYTES):
+                for message in sse_messages(self._chunks(response), MAX_RESPONSE_BYTES):
                     if answers(message, ident):
                         return message  # type: ignore[no-any-return]
             except StreamTooLarge as exc:
                 raise _Refused(f"the MCP server's answer: {exc}") from None
             raise _Refused("the MCP server's event stream ended without the response")
         raw = bytearray()
-        for chunk in response.iter_bytes():
+        for chunk in self._chunks(response):
             raw += chunk
             if len(raw) > MAX_RESPONSE_BYTES:
                 raise _Refused(f"the MCP server's answer is over {MAX_RESPONSE_BYTES} bytes")
@@ -232,8 +272,10 @@ class McpForwarder:
         if not state or not state.get("id"):
             return
         try:
-            self.client().delete(self.urls[key[0]], headers=self._headers_of(state))
-        except httpx.HTTPError as exc:  # ending a session is a courtesy: never an error
+            self.client().delete(
+                self.urls[key[0]], headers=self._headers_of(state), timeout=self._timeout()
+            )
+        except (httpx.HTTPError, _Refused) as exc:  # a courtesy: never an error
             log.info("mcp_session_close_failed", server=key[0], problem=type(exc).__name__)
 
     @staticmethod
@@ -244,7 +286,12 @@ class McpForwarder:
         return headers
 
     def close(self) -> None:
-        """End the sessions still open (``DELETE``) and the client."""
+        """End the sessions still open (``DELETE``, within `CLOSE_S` in all) and the client.
+
+        Bounded: the sandbox opens up to `MAX_SESSIONS`, and a server slow to answer each
+        ``DELETE`` would hold the episode's end for as many times `TIMEOUT_S` (review).
+        """
+        self._deadline = time.monotonic() + CLOSE_S
         for key in list(self.sessions):
             self._delete(key)
         if self._client is not None:

@@ -176,6 +176,24 @@ def _modern_headers(headers: Dict[str, str]) -> Any:
     return passed
 
 
+def _unroutable(message: Dict[str, Any]) -> Optional[str]:
+    """Why a client's message is neither a request the hub decides nor a notification, or None.
+
+    A request's ``id`` is a string or an integer (MCP 2025-06-18, "Requests": not null); a
+    message without one is passed on undecided, so its method must be a notification's
+    (``notifications/...``). Else a ``tools/call`` with no id, or ``id: null`` (which a server
+    may run as a request), reached the server past the hub (found in review).
+    """
+    method = message.get("method")
+    if "id" in message:
+        ident = message["id"]
+        if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+            return "a request's id is a string or an integer"
+    elif isinstance(method, str) and not method.startswith("notifications/"):
+        return "a message without an id is a notification: its method is notifications/..."
+    return None
+
+
 def _sessionless(method: Any, passed: Dict[str, str]) -> bool:
     """True for a request of the stateless era (MCP 2026-07-28: no ``initialize``, no session).
 
@@ -287,6 +305,9 @@ class McpHttpEndpoint:
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return _rpc_error(400, INVALID_REQUEST, "not a JSON-RPC 2.0 message")
         method, ident = message.get("method"), message.get("id")
+        refused = _unroutable(message)
+        if refused is not None:
+            return _rpc_error(400, INVALID_REQUEST, refused)
         initialize = method == "initialize" and ident is not None
         passed = _modern_headers(headers)
         if isinstance(passed, tuple):

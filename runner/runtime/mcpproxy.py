@@ -46,6 +46,20 @@ GATEWAY_TIMEOUT_S = 3600.0  # a served call answers at once; a forwarded one is 
 Item = Tuple[str, Optional[bytes]]  # ("client" | "server", a line or None at its end)
 
 
+def _decided(message: Dict[str, Any]) -> bool:
+    """True for a client message the hub decides: one with a method, but for a notification.
+
+    Only ``notifications/...`` without an id (and responses, which have no method) pass on
+    undecided: a ``tools/call`` without an id, or with ``id: null``, reached the server
+    undecided (found in review).
+    """
+    if "method" not in message:
+        return False
+    method = message["method"]
+    notification = isinstance(method, str) and method.startswith("notifications/")
+    return "id" in message or not notification
+
+
 class StandInError(Exception):
     """The stand-in cannot go on (a line too long, the runtime unreachable)."""
 
@@ -206,8 +220,8 @@ class StandIn:
                 continue
             if side == "server":
                 self.to_client(message)  # a notification or a request of the server's
-            elif "method" in message and message.get("id") is not None:
-                self._request(message, deferred)
+            elif _decided(message):
+                self._request(message, deferred)  # the hub refuses a null id: not a request
             elif self.process is not None:
                 self.to_server(message)  # a notification or a response of the agent's
 
@@ -244,7 +258,7 @@ class StandIn:
             if message is None:
                 continue
             if side == "client":
-                if "method" in message and message.get("id") is not None:
+                if _decided(message):
                     deferred.append(line)  # answered after this one
                 else:
                     self.to_server(message)  # e.g. the answer to a server's sampling request

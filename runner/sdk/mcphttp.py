@@ -100,12 +100,16 @@ class SseReader:
 
     Args:
         limit: the most bytes read (`feed` raises `StreamTooLarge` past it).
+
+    Linear in the bytes fed: a chunk without a line end is appended, and a chunk with one
+    leaves only its own tail behind (a long line trickled in small chunks was split again at
+    every chunk: 16 MiB in 4 KiB chunks took 44 s of the agent's CPU, found in review).
     """
 
     def __init__(self, limit: int = MAX_STREAM_BYTES) -> None:
         self.limit = limit
         self.read = 0
-        self._buffer = b""
+        self._buffer = bytearray()  # the line not ended yet
         self._data: List[bytes] = []
 
     def feed(self, chunk: bytes) -> List[Any]:
@@ -117,9 +121,12 @@ class SseReader:
         self.read += len(chunk)
         if self.read > self.limit:
             raise StreamTooLarge("an event stream over {} bytes".format(self.limit))
-        lines = (self._buffer + chunk).splitlines(keepends=True)
+        if b"\n" not in chunk and b"\r" not in chunk:
+            self._buffer += chunk  # linear: a long line in small chunks is never split again
+            return []
+        lines = (bytes(self._buffer) + chunk).splitlines(keepends=True)
         complete = bool(lines) and lines[-1].endswith((b"\n", b"\r"))
-        self._buffer = b"" if complete or not lines else lines.pop()
+        self._buffer = bytearray() if complete or not lines else bytearray(lines.pop())
         found = []
         for line in lines:
             line = line.rstrip(b"\r\n")

@@ -186,9 +186,18 @@ class _Exchange:
             self.sink.failed(exc)
 
 
-def _begin(request: Any) -> Optional[_Exchange]:
+def _watched(request: Any) -> Optional[Tuple[Any, str]]:
+    """``(sink, label)`` when ``request`` is a POST to a watched server URL, else None.
+
+    Only such a request has its body read before it is sent: any other request of the
+    process goes out as the agent made it (a streamed upload read ahead whole was held in
+    memory, found in review).
+    """
+    return _watching(str(request.url)) if _ACTIVE and request.method == "POST" else None
+
+
+def _begin(request: Any, found: Optional[Tuple[Any, str]]) -> Optional[_Exchange]:
     """The exchange to watch for ``request`` (its body read), or None: not an MCP request."""
-    found = _watching(str(request.url)) if request.method == "POST" else None
     if found is None:
         return None
     sink, label = found
@@ -257,9 +266,10 @@ def _patch(lib: Any) -> None:
         )
 
     def handle_request(self: Any, request: Any) -> Any:
-        if _ACTIVE:
+        found = _watched(request)
+        if found is not None:
             request.read()
-        exchange = _begin(request) if _ACTIVE else None
+        exchange = _begin(request, found)
         response = sync_original(self, request)
         if exchange is None:
             return response
@@ -270,9 +280,10 @@ def _patch(lib: Any) -> None:
         return response
 
     async def handle_async_request(self: Any, request: Any) -> Any:
-        if _ACTIVE:
+        found = _watched(request)
+        if found is not None:
             await request.aread()
-        exchange = _begin(request) if _ACTIVE else None
+        exchange = _begin(request, found)
         response = await async_original(self, request)
         if exchange is None:
             return response

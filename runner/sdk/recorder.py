@@ -196,6 +196,14 @@ class Recorder(ModelCallRecording):
     # -- the context -------------------------------------------------------------------------
 
     def __enter__(self) -> "Recorder":
+        # first: what they warn is raised under warnings-as-errors, and then nothing of the
+        # recording may be left set (found in review: the current recorder, tracing off)
+        self._mcp = mcprecord.attach(self, self.workflow["content"], IN_TOOL.get)
+        try:
+            self._mcp_http = mcphttprecord.attach_recorder(self)  # its MCP server URLs
+        except BaseException:
+            mcprecord.detach(self._mcp)
+            raise
         wallclock.install()
         self._start = self._clock()
         self._reading = self._start
@@ -211,8 +219,6 @@ class Recorder(ModelCallRecording):
 
         httpxrecord.install_guard(_capturing_recorder)
         sdktools.install()  # the agent SDKs' tools are recorded like @tool calls
-        self._mcp = mcprecord.attach(self, self.workflow["content"], IN_TOOL.get)
-        self._mcp_http = mcphttprecord.attach_recorder(self)  # its MCP server URLs
         return self
 
     def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from runner.cli.render.console import fold_cells, one_line_piped, table_console
-from runner.cli.render.terminal import markup
+from runner.cli.render.terminal import markup, one_line
 from runner.domain.words import counted
 
 if TYPE_CHECKING:
@@ -170,7 +170,8 @@ def print_job_entry(entry: JobEntry, console: Console | None = None) -> None:
         markup(f"  {what}; created {_when(entry.created)} UTC; spend ${entry.spend_usd:.4f}")
     )
     if entry.error is not None:
-        console.print(markup(f"  failed before its report: {entry.error}"))
+        # an error's text quotes what a sandbox or a file said: one line, whatever it holds
+        console.print(markup(f"  failed before its report: {one_line(entry.error)}"))
     if entry.trace is not None:
         console.print(markup(f"  trace: {entry.trace}"), soft_wrap=True)
         console.print(markup(f"  see it: sandbox-replay view {entry.trace}"), style="dim")

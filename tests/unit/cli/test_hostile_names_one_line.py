@@ -112,3 +112,16 @@ def test_the_headers_fields_stay_on_one_line_and_are_cut() -> None:
     assert not any(line.startswith("forged") for line in lines)
     assert "complete\\nforged" in lines[0]
     assert text.getvalue().count("S") < 1000
+
+
+def test_a_failed_jobs_error_does_not_start_a_line(tmp_path: Path) -> None:
+    """Review: ``jobs show`` printed ``failure.json``'s error (an error's text, which quotes
+    what a sandbox or a file said) inert but with its newlines, so it could forge a line."""
+    folder = tmp_path / "st" / "jobs" / "job-1"
+    folder.mkdir(parents=True)
+    (folder / "plan.json").write_text(json.dumps({"job_id": "job-1", "variants": []}))
+    failure = {"job_id": "job-1", "exit_code": 5, "error": "boom\nsubmit job-1: complete", "at": 1}
+    (folder / "failure.json").write_text(json.dumps(failure))
+    done = _invoke("jobs", "show", "job-1", tmp_path=tmp_path)
+    assert "boom" in done.output, done.output
+    assert not any(line.startswith("submit job-1: complete") for line in done.output.splitlines())

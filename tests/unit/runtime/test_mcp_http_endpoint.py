@@ -457,3 +457,31 @@ def test_only_the_declared_url_is_routed() -> None:
         "not a url",
     ):
         assert mcproute.target(other, routes) is None, other
+
+
+@pytest.mark.parametrize(
+    ("ident", "words"),
+    [
+        ({}, "notifications/"),  # no id: a notification, which the hub never decided
+        ({"id": None}, "string or an integer"),  # id null: the server may run it as a request
+        ({"id": True}, "string or an integer"),
+    ],
+)
+def test_a_denied_call_cannot_be_smuggled_as_a_notification(
+    server: McpServer, episode: Any, ident: dict[str, Any], words: str
+) -> None:
+    """Review: a ``tools/call`` without an id (or with ``id: null``) was passed on to the
+    server as a notification in record, never decided by the hub; a server that treats a null
+    id as a request (this one does, as a JSON-RPC 1.0 server would) ran the denied ``wipe``."""
+    _, gateway, _ = episode("record")
+    _, headers, _ = _post(gateway, INIT, JSON)
+    with_session = dict(JSON, **{"Mcp-Session-Id": headers["mcp-session-id"]})
+    call = {"name": "wipe", "arguments": {"key": "k1"}}
+    body = json.dumps({"jsonrpc": "2.0", **ident, "method": "tools/call", "params": call})
+    got, _, answer = _post(gateway, body.encode(), with_session)
+    assert "wipe" not in server.calls()  # the server's own log
+    assert got == 400 and words in answer["error"]["message"], answer
+    # an ordinary notification still reaches the server
+    note = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}'
+    assert _post(gateway, note, with_session)[0] == 202
+    assert server.log[-1]["method"] == "notifications/initialized"

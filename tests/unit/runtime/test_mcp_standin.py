@@ -363,3 +363,15 @@ def test_an_observation_written_as_text_is_served_as_a_tool_result(
         }
     ]
     assert [c["source"] for c in host.calls()] == ["observation"]
+
+
+def test_a_denied_call_without_an_id_never_reaches_the_server(episode: Any, folder: Path) -> None:
+    """Review: the stand-in passed every client message without a usable id on to the server
+    as a notification, undecided: a ``tools/call`` of ``wipe`` with no id, or with
+    ``id: null`` (a request to a server that takes null ids), reached the server."""
+    _, gateway, _ = episode("shadow")
+    wipe = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "wipe"}}
+    _talk(gateway, folder, [*REQUESTS[:3], wipe, dict(wipe, id=None)])
+    assert '"wipe"' not in (folder / "log").read_text()
+    reached = [json.loads(x)["method"] for x in (folder / "log").read_text().splitlines()[1:]]
+    assert reached == ["initialize", "notifications/initialized", "tools/list"]

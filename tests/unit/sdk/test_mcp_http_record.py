@@ -120,3 +120,39 @@ def test_runner_sdk_record_writes_the_lines_the_hub_writes(
     ]
     assert by_sdk[2]["schema_hash"]  # from the server's own listing
     assert lines[0]["environment"]["tools"] == {"kv.lookup": by_sdk[2]["schema_hash"]}
+
+
+def test_a_request_to_another_url_is_not_read_ahead(server: McpServer) -> None:
+    """Review: while a recording was attached, every request of the process had its body read
+    whole before it was sent (``request.read()``), MCP or not: a streamed upload was held in
+    memory (an endless one never left). Only a POST to a workflow's URL is read now."""
+    import socket
+    import threading
+
+    httpx = pytest.importorskip("httpx")
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = threading.Event()
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        accepted.set()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    seen: list[bool] = []
+
+    def upload() -> Iterator[bytes]:
+        seen.append(accepted.wait(10))  # the transport connects before it sends the body
+        yield b"x" * 1024
+
+    token = mcphttprecord.attach(Sink(), [{"label": "tools[0]", "prefix": "", "url": server.url}])
+    try:
+        with httpx.Client(trust_env=False) as client:
+            url = f"http://127.0.0.1:{listener.getsockname()[1]}/upload"
+            client.post(url, content=upload())
+    finally:
+        mcphttprecord.detach(token)
+        listener.close()
+    assert seen == [True]

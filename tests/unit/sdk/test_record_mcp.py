@@ -487,3 +487,27 @@ def test_a_tool_called_before_any_listing_is_unsafe_without_a_schema_hash(folder
     assert call["tool"] == "kv.lookup" and call["body"]
     assert call["effect"] == "unsafe" and call["schema_hash"] is None
     assert lines[0]["environment"]["tools"] == {}
+
+
+def test_a_recorder_that_cannot_enter_leaves_the_process_as_it_was(tmp_path: Path) -> None:
+    """Review: under warnings-as-errors (``-W error``, pytest's ``filterwarnings = error``) the
+    warning that a workflow's MCP servers cannot be read is raised from ``record``'s entry,
+    after the recorder had made itself current and turned the Agents SDK's tracing off: both
+    stayed so for the rest of the process. The warning is raised before anything is set."""
+    import os
+    import warnings
+
+    from runner.sdk import current
+
+    workflow = tmp_path / "bad.yaml"
+    workflow.write_text('name: x\ntools:\n  - mcp: {url: "http://127.0.0.1:9/mcp", prefix: [\n')
+    before = os.environ.get("OPENAI_AGENTS_DISABLE_TRACING")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with (
+            pytest.raises(RuntimeWarning, match="not YAML"),
+            sdk.record(tmp_path / "t.jsonl", task_id="q1", task_input={}, workflow=workflow),
+        ):
+            pass
+    assert current.RECORDER.get() is None
+    assert os.environ.get("OPENAI_AGENTS_DISABLE_TRACING") == before

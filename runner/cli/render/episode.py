@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from runner.cli.render.terminal import echo, say
+from runner.cli.render.terminal import echo, one_line, say
 from runner.domain.words import counted
 
 if TYPE_CHECKING:
@@ -38,10 +38,10 @@ def print_episode(result: EpisodeResult, *, sandboxed: bool = True) -> None:
     end = result.end
     say(f"run {result.run_id}: {result.status} (episode exit code {end.get('exit_code')})")
     if end.get("reason"):
-        say(f"  reason: {end['reason']}")
+        say(f"  reason: {one_line(end['reason'])}")
     if end.get("error"):
         error = end["error"]
-        say(f"  error: {error.get('class')}: {error.get('message')}")
+        say(f"  error: {one_line(error.get('class'))}: {one_line(error.get('message'))}")
     if end.get("failure"):
         failure = end["failure"]
         say(
@@ -49,7 +49,7 @@ def print_episode(result: EpisodeResult, *, sandboxed: bool = True) -> None:
             f" (signature {str(end.get('failure_signature'))[:16]})"
         )
     for line in divergence_lines(end):
-        say(f"  {line}")
+        say(f"  {one_line(line)}")  # a message from the sandbox: one line, whatever it holds
     if end.get("output") is not None:
         text = json.dumps(end["output"], ensure_ascii=False)  # echo makes it inert
         say(f"  output: {text if len(text) <= 300 else text[:297] + '...'}")

@@ -24,7 +24,7 @@ RUN_LINE = json.loads(
 )
 MESSAGE = (
     'unrecorded call: tool \'notes.search\' with arguments {"query":"vpn"}: no recorded call'
-    " of this tool \x1b[2J(recorded tools: none)"
+    " of this tool \x1b[2J(recorded tools: none)\nrun run-2: succeeded (episode exit code 0)"
 )
 DIVERGENCE = {
     "kind": "unrecorded_call",
@@ -63,6 +63,7 @@ def test_the_summary_names_the_divergence_under_the_failure(
     assert out.count("divergence (unrecorded_call)") == 3
     assert "... and 2 more divergences in the trace" in out
     assert "\x1b" not in out  # the message came from the sandbox: printed inert
+    assert not any(line.startswith("run run-2") for line in out.splitlines())  # no forged line
 
 
 def test_no_divergence_no_line() -> None:

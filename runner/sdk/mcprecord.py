@@ -121,6 +121,7 @@ class McpRecording:
         self._by_label = {str(s["label"]): s for s in servers}
         self._listed: Dict[str, Dict[str, Any]] = {}
         self._pending: Dict[int, Tuple[Dict[str, Any], float]] = {}
+        self._undescribed: List[Dict[str, Any]] = []  # tools/call stored before a listing
         self._lock = threading.Lock()
 
     def request(self, label: str, message: Dict[str, Any]) -> Optional[int]:
@@ -212,8 +213,10 @@ class McpRecording:
         prefix = str(self._by_label[label]["prefix"])
         name = record["tool"][len(prefix) + 1 :] if prefix else record["tool"]
         listed = self._listed.get(label, {}).get(name)
-        if listed is None:
-            return  # never listed: unsafe (fail closed), no schema hash
+        if listed is None:  # not listed yet: unsafe (fail closed), no schema hash, unless a
+            if len(self._undescribed) < MAX_LISTED:  # listing later in this recording names it
+                self._undescribed.append(record)
+            return
         record["effect"] = mcpcalls.effect_of(listed.get("annotations"))[0]
         schema = mcpcalls.input_schema(listed)
         if isinstance(schema, dict):
@@ -221,12 +224,23 @@ class McpRecording:
             self.recorder.tools[record["tool"]] = record["schema_hash"]
 
     def _remember(self, label: str, result: Any) -> None:
+        """Keep a server's ``tools/list`` answer; describe the calls made before it.
+
+        The ``mcp`` client (2.x) calls a tool first and lists the tools afterwards (to check
+        the output's schema): the call was stored ``unsafe`` without a hash, and ``reproduce``
+        then named its tool as an environment difference (``absent -> <hash>``; a new user's
+        finding). The server's own listing, later in the same recording, describes it.
+        """
         tools = result.get("tools") if isinstance(result, dict) else None
         known = self._listed.setdefault(label, {})
         for tool in tools if isinstance(tools, list) else []:
             name = tool.get("name") if isinstance(tool, dict) else None
             if isinstance(name, str) and (name in known or len(known) < MAX_LISTED):
                 known[name] = tool
+        waiting, self._undescribed = self._undescribed, []
+        with self.recorder._lock:  # the records are the trace's already: change them in place
+            for record in waiting:
+                self._describe(record)
 
     def _store(self, index: int, record: Dict[str, Any], started: float) -> None:
         if record["meta"]["mcp"]["method"] == "tools/call":

@@ -511,3 +511,13 @@ def test_a_recorder_that_cannot_enter_leaves_the_process_as_it_was(tmp_path: Pat
             pass
     assert current.RECORDER.get() is None
     assert os.environ.get("OPENAI_AGENTS_DISABLE_TRACING") == before
+
+
+def test_a_tool_called_then_listed_is_described_by_that_listing(folder: Path) -> None:
+    """The mcp client (2.x) calls a tool and lists the tools afterwards: the server's listing
+    later in the recording gives the call its effect and schema hash (was: ``unsafe`` without
+    a hash, and reproduce named the tool as an environment difference)."""
+    _out, lines = _recorded(folder, [REQUESTS[0], REQUESTS[3], REQUESTS[2]])
+    call = next(c for c in _calls(lines) if c["tool"] == "kv.lookup")
+    assert call["effect"] == "read" and call["schema_hash"]
+    assert lines[0]["environment"]["tools"] == {"kv.lookup": call["schema_hash"]}
